@@ -1,0 +1,264 @@
+//! Explicit diffs: the client sends only the fields the user changed, the backend compares them
+//! with the real state and produces a [`Plan`]. An empty plan means "already in this state":
+//! no operation is created and no provider is called.
+
+use crate::spec::{
+    InstanceGroupSpec, ManagedFeatures, TieredCheckpointing, check_instance_group_update,
+};
+use crate::validate::{Findings, Validate, ValidationError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One field that would change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub field: String,
+    pub from: Value,
+    pub to: Value,
+}
+
+/// The changes a request would make to a target. Empty = no-op.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Plan {
+    pub target: String,
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    pub fn new(target: impl Into<String>) -> Self {
+        Plan {
+            target: target.into(),
+            changes: Vec::new(),
+        }
+    }
+
+    pub fn is_noop(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// Records `field: from -> to` when the two differ.
+    pub fn compare<T: Serialize + PartialEq>(&mut self, field: &str, from: &T, to: &T) {
+        if from != to {
+            self.changes.push(Change {
+                field: field.to_string(),
+                from: serde_json::to_value(from).unwrap_or(Value::Null),
+                to: serde_json::to_value(to).unwrap_or(Value::Null),
+            });
+        }
+    }
+
+    /// Human-readable diff, one `field: from -> to` line per change.
+    pub fn render(&self) -> String {
+        if self.is_noop() {
+            return format!("{}: already in this state", self.target);
+        }
+        self.changes
+            .iter()
+            .map(|c| format!("{}: {} -> {}", c.field, c.from, c.to))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Tiered checkpointing as a patch: turn it on or off, optionally with a new memory share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TieredCheckpointingPatch {
+    pub enabled: bool,
+    #[serde(default)]
+    pub memory_percent: Option<u8>,
+}
+
+/// Only the managed-feature fields the user changed; absent fields stay as they are.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeaturesPatch {
+    #[serde(default)]
+    pub training_operator: Option<bool>,
+    #[serde(default)]
+    pub inference_operator: Option<bool>,
+    #[serde(default)]
+    pub tiered_checkpointing: Option<TieredCheckpointingPatch>,
+    #[serde(default)]
+    pub managed_autoscaling: Option<bool>,
+}
+
+/// Default memory share for tiered checkpointing when enabling without one.
+pub const DEFAULT_TIERED_MEMORY_PERCENT: u8 = 20;
+
+impl FeaturesPatch {
+    /// The desired state: `actual` with this patch applied.
+    pub fn apply_to(&self, actual: &ManagedFeatures) -> ManagedFeatures {
+        let mut d = actual.clone();
+        if let Some(v) = self.training_operator {
+            d.training_operator = v;
+        }
+        if let Some(v) = self.inference_operator {
+            d.inference_operator = v;
+        }
+        if let Some(v) = self.managed_autoscaling {
+            d.managed_autoscaling = v;
+        }
+        if let Some(tc) = self.tiered_checkpointing {
+            d.tiered_checkpointing = tc.enabled.then(|| TieredCheckpointing {
+                memory_percent: tc
+                    .memory_percent
+                    .or(actual.tiered_checkpointing.map(|t| t.memory_percent))
+                    .unwrap_or(DEFAULT_TIERED_MEMORY_PERCENT),
+            });
+        }
+        d
+    }
+}
+
+impl Validate for FeaturesPatch {
+    fn validate(&self, f: &mut Findings) {
+        if let Some(tc) = &self.tiered_checkpointing {
+            if let Some(p) = tc.memory_percent {
+                if !(1..=100).contains(&p) {
+                    f.push(
+                        "tiered_checkpointing.memory_percent",
+                        "must be between 1 and 100",
+                    );
+                }
+                if !tc.enabled {
+                    f.push(
+                        "tiered_checkpointing.memory_percent",
+                        "only meaningful when enabling",
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Plans a managed-features change against the cluster's real state.
+pub fn plan_features(
+    target: &str,
+    patch: &FeaturesPatch,
+    actual: &ManagedFeatures,
+) -> Result<Plan, ValidationError> {
+    patch.check()?;
+    let desired = patch.apply_to(actual);
+    let mut plan = Plan::new(target);
+    plan.compare(
+        "training_operator",
+        &actual.training_operator,
+        &desired.training_operator,
+    );
+    plan.compare(
+        "inference_operator",
+        &actual.inference_operator,
+        &desired.inference_operator,
+    );
+    plan.compare(
+        "tiered_checkpointing",
+        &actual.tiered_checkpointing,
+        &desired.tiered_checkpointing,
+    );
+    plan.compare(
+        "managed_autoscaling",
+        &actual.managed_autoscaling,
+        &desired.managed_autoscaling,
+    );
+    Ok(plan)
+}
+
+/// Plans an instance group change: only changed fields are compared, immutable fields are
+/// rejected with 422-kind findings before anything is called.
+pub fn plan_instance_group(
+    target: &str,
+    actual: &InstanceGroupSpec,
+    desired: &InstanceGroupSpec,
+) -> Result<Plan, ValidationError> {
+    desired.check()?;
+    check_instance_group_update(actual, desired)?;
+    let mut plan = Plan::new(target);
+    plan.compare("count", &actual.count, &desired.count);
+    plan.compare(
+        "ebs_volume_gb",
+        &actual.ebs_volume_gb,
+        &desired.ebs_volume_gb,
+    );
+    plan.compare(
+        "deep_health_checks",
+        &actual.deep_health_checks,
+        &desired.deep_health_checks,
+    );
+    plan.compare(
+        "lifecycle_script",
+        &actual.lifecycle_script,
+        &desired.lifecycle_script,
+    );
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matching_state_is_a_noop() {
+        let actual = ManagedFeatures {
+            training_operator: true,
+            ..Default::default()
+        };
+        let patch = FeaturesPatch {
+            training_operator: Some(true),
+            ..Default::default()
+        };
+        let plan = plan_features("demo", &patch, &actual).unwrap();
+        assert!(plan.is_noop());
+        assert_eq!(plan.render(), "demo: already in this state");
+    }
+
+    #[test]
+    fn absent_fields_are_untouched() {
+        let actual = ManagedFeatures {
+            training_operator: true,
+            inference_operator: true,
+            tiered_checkpointing: Some(TieredCheckpointing { memory_percent: 30 }),
+            managed_autoscaling: false,
+        };
+        let patch = FeaturesPatch {
+            managed_autoscaling: Some(true),
+            ..Default::default()
+        };
+        let plan = plan_features("demo", &patch, &actual).unwrap();
+        assert_eq!(plan.render(), "managed_autoscaling: false -> true");
+    }
+
+    #[test]
+    fn tiered_checkpointing_keeps_or_defaults_memory() {
+        let off = ManagedFeatures::default();
+        let on = FeaturesPatch {
+            tiered_checkpointing: Some(TieredCheckpointingPatch {
+                enabled: true,
+                memory_percent: None,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan_features("c", &on, &off).unwrap().render(),
+            "tiered_checkpointing: null -> {\"memory_percent\":20}"
+        );
+        let bad = FeaturesPatch {
+            tiered_checkpointing: Some(TieredCheckpointingPatch {
+                enabled: false,
+                memory_percent: Some(0),
+            }),
+            ..Default::default()
+        };
+        let err = plan_features("c", &bad, &off).unwrap_err();
+        assert_eq!(err.findings.len(), 2);
+    }
+
+    #[test]
+    fn wire_shape_rejects_unknown_fields() {
+        assert!(
+            serde_json::from_str::<FeaturesPatch>(r#"{"training_operator":true,"gpu":1}"#).is_err()
+        );
+        let p: FeaturesPatch = serde_json::from_str(r#"{"inference_operator":false}"#).unwrap();
+        assert_eq!(p.training_operator, None);
+    }
+}

@@ -1,0 +1,919 @@
+//! The durable operation engine.
+//!
+//! An operation is a DAG of steps produced by a [`Workflow`]. The engine runs every step whose
+//! dependencies have succeeded, concurrently, and drives each one through its phases with a
+//! [`StepExecutor`]:
+//!
+//! 1. persist `submitting` (attempt, start time) — **before** any provider call;
+//! 2. `observe`: look for the resource by its deterministic name / token and our ownership tag;
+//!    adopt it if it is ours, stop with `needs_attention` if a same-named resource is not ours;
+//! 3. otherwise `submit` the mutation with the step's persisted idempotency token;
+//! 4. persist `submitted` with the resource reference, right after the call returns;
+//! 5. persist `polling`, then poll with adaptive backoff until the resource is ready
+//!    (`succeeded`, outputs recorded) or the provider reports a terminal failure (`failed`, with
+//!    the provider's reason).
+//!
+//! # Guarantees
+//! - A step found in `submitting` after a crash observes before it submits again; a step in
+//!   `submitted`/`polling` only polls. Retrying a failed step goes through observe as well.
+//!   Hence a retry, a restart or a transient error never replays a mutation that took effect.
+//! - One running operation per target (enforced by the store); a second gets a conflict.
+//! - The same idempotency key with the same request returns the existing operation.
+//!
+//! # Caveats
+//! - Cancelling stops the operation between provider calls; it does not roll back what was
+//!   created (a delete operation does that).
+
+mod backoff;
+
+pub use backoff::{Backoff, EngineConfig};
+
+use crate::operation::{
+    Actor, AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus,
+    ResourceRef, StepPhase, StepSpec, StepUpdate, request_hash,
+};
+use crate::provider::ProviderError;
+use crate::store::{Inserted, Store, StoreError};
+use crate::validate::ValidationError;
+use async_trait::async_trait;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
+
+/// What a step executor sees: its identity, the request and the outputs of finished steps.
+#[derive(Debug, Clone)]
+pub struct StepContext<'a> {
+    pub operation_id: &'a OperationId,
+    pub step_key: &'a str,
+    /// Persisted when the operation was created; the same on every attempt.
+    pub idempotency_token: &'a str,
+    pub request: &'a Value,
+    /// Outputs of the operation's succeeded steps, by step key.
+    pub inputs: &'a BTreeMap<String, Value>,
+}
+
+impl StepContext<'_> {
+    /// A string output of a finished step.
+    pub fn input_str(&self, step: &str, field: &str) -> Result<String, StepError> {
+        self.inputs
+            .get(step)
+            .and_then(|o| o.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| StepError::MissingInput(format!("{step}.{field}")))
+    }
+
+    /// An output of a finished step, deserialized.
+    pub fn input<T: serde::de::DeserializeOwned>(
+        &self,
+        step: &str,
+        field: &str,
+    ) -> Result<T, StepError> {
+        let v = self
+            .inputs
+            .get(step)
+            .and_then(|o| o.get(field))
+            .ok_or_else(|| StepError::MissingInput(format!("{step}.{field}")))?;
+        serde_json::from_value(v.clone())
+            .map_err(|e| StepError::MissingInput(format!("{step}.{field}: {e}")))
+    }
+}
+
+/// What `observe` found: is the step's effect already in place?
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// The effect is not in place: submit.
+    Absent,
+    /// The effect is in place (our resource exists, or for a deletion, the deletion is done or
+    /// under way): adopt it, do not submit.
+    Exists(ResourceRef),
+    /// A same-named resource exists that is not ours: stop and ask.
+    Foreign { reason: String },
+}
+
+/// What `poll` found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// Ready; outputs are handed to dependent steps.
+    Done(Value),
+    /// Still converging; `detail` is shown as progress.
+    Waiting { detail: String },
+    /// Terminal failure, with the provider's reason.
+    Failed { reason: String },
+}
+
+/// Why a step call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The step cannot proceed; not retryable without a change.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("missing input {0}")]
+    MissingInput(String),
+}
+
+impl StepError {
+    fn is_retryable(&self) -> bool {
+        matches!(self, StepError::Provider(e) if e.is_retryable())
+    }
+}
+
+/// Executes one kind of step. Every method must be safe to call repeatedly.
+#[async_trait]
+pub trait StepExecutor: Send + Sync {
+    /// Looks for the step's resource (read-only).
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError>;
+    /// Performs the mutation. Called only after `observe` returned `Absent`.
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError>;
+    /// Checks the submitted resource's status (read-only).
+    async fn poll(
+        &self,
+        cx: &StepContext<'_>,
+        resource: &ResourceRef,
+    ) -> Result<Progress, StepError>;
+}
+
+/// A validated request, ready to become an operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prepared {
+    pub target: String,
+    /// The request in canonical form (defaults filled in).
+    pub request: Value,
+    pub steps: Vec<StepSpec>,
+}
+
+/// A kind of operation: validates requests, lays out the step DAG, and provides executors.
+pub trait Workflow: Send + Sync {
+    fn kind(&self) -> OperationKind;
+    /// Validates `request` against the rules and the current state; returns the step DAG.
+    /// Performs no mutation (this is also the dry run).
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError>;
+    /// The executor of step `key` for `request` (the stored, prepared request).
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>>;
+    /// Called once when a new operation of this kind was recorded (e.g. register the cluster).
+    fn on_recorded(&self, _op: &Operation) -> Result<(), EngineError> {
+        Ok(())
+    }
+}
+
+/// Errors of the engine API.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Validation(#[from] ValidationError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no workflow for operation kind {0:?}")]
+    UnknownKind(OperationKind),
+    #[error("operation {0} not found")]
+    NotFound(OperationId),
+    #[error("no cluster named {0}")]
+    UnknownCluster(String),
+    #[error("step {step} of operation {operation} not found")]
+    StepNotFound {
+        operation: OperationId,
+        step: String,
+    },
+    /// The request is valid but the state does not allow it (HTTP 409).
+    #[error("{0}")]
+    InvalidState(String),
+}
+
+/// A phase change, broadcast to live followers (WebSocket/SSE, CLI `--wait`, MCP progress).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperationEvent {
+    pub operation_id: OperationId,
+    pub target: String,
+    pub status: OperationStatus,
+    /// The step that changed, if the event is about a step.
+    pub step: Option<String>,
+    pub phase: Option<StepPhase>,
+    pub detail: Option<String>,
+    pub at: chrono::DateTime<Utc>,
+}
+
+/// Result of [`Engine::submit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    pub operation: Operation,
+    /// False when an identical request with the same idempotency key already existed.
+    pub created: bool,
+}
+
+struct Running {
+    cancel: watch::Sender<bool>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    workflows: HashMap<OperationKind, Arc<dyn Workflow>>,
+    config: EngineConfig,
+    events: broadcast::Sender<OperationEvent>,
+    running: Mutex<HashMap<OperationId, Running>>,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+/// The operation engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+/// Deterministic idempotency token of a step: the same for every attempt and restart.
+pub fn step_token(operation: &OperationId, step_key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{operation}/{step_key}").as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("is-{hex}")
+}
+
+impl Engine {
+    pub fn new(
+        store: Arc<dyn Store>,
+        workflows: Vec<Arc<dyn Workflow>>,
+        config: EngineConfig,
+    ) -> Self {
+        let (events, _) = broadcast::channel(4096);
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                workflows: workflows.into_iter().map(|w| (w.kind(), w)).collect(),
+                config,
+                events,
+                running: Mutex::new(HashMap::new()),
+                tasks: Mutex::new(JoinSet::new()),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// Live phase changes of all operations.
+    pub fn subscribe(&self) -> broadcast::Receiver<OperationEvent> {
+        self.inner.events.subscribe()
+    }
+
+    fn workflow(&self, kind: OperationKind) -> Result<Arc<dyn Workflow>, EngineError> {
+        self.inner
+            .workflows
+            .get(&kind)
+            .cloned()
+            .ok_or(EngineError::UnknownKind(kind))
+    }
+
+    /// Validates and lays out the operation without recording or changing anything.
+    pub fn dry_run(&self, kind: OperationKind, request: &Value) -> Result<Prepared, EngineError> {
+        self.workflow(kind)?.prepare(request)
+    }
+
+    /// Records and starts an operation. With an idempotency key, an identical earlier request
+    /// returns its operation (`created == false`) and starts nothing.
+    pub fn submit(
+        &self,
+        kind: OperationKind,
+        request: &Value,
+        actor: Actor,
+        idempotency_key: Option<String>,
+    ) -> Result<Submission, EngineError> {
+        let workflow = self.workflow(kind)?;
+        let prepared = workflow.prepare(request)?;
+        let hash = request_hash(kind, &prepared.target, &prepared.request);
+        let new = NewOperation {
+            id: OperationId::generate(),
+            kind,
+            target: prepared.target,
+            actor,
+            request: prepared.request,
+            idempotency_key,
+            request_hash: hash,
+            steps: prepared.steps,
+        };
+        match self.inner.store.insert_operation(new)? {
+            Inserted::Existing(operation) => Ok(Submission {
+                operation,
+                created: false,
+            }),
+            Inserted::New(operation) => {
+                if let Err(e) = workflow.on_recorded(&operation) {
+                    self.inner.store.set_operation_status(
+                        &operation.id,
+                        OperationStatus::Failed,
+                        Some(&e.to_string()),
+                    )?;
+                    return Err(e);
+                }
+                self.emit(&operation, None);
+                self.spawn(operation.id.clone());
+                Ok(Submission {
+                    operation,
+                    created: true,
+                })
+            }
+        }
+    }
+
+    /// Resumes every operation left `running` by a previous process.
+    pub fn resume_all(&self) -> Result<usize, EngineError> {
+        let ops = self.inner.store.running_operations()?;
+        let n = ops.len();
+        for op in ops {
+            tracing::info!(operation = %op.id, target = %op.target, "resuming operation");
+            self.spawn(op.id);
+        }
+        Ok(n)
+    }
+
+    /// Retries a failed, needs-attention or cancelled step (and lets blocked steps continue).
+    pub fn retry_step(
+        &self,
+        id: &OperationId,
+        key: &str,
+        actor: Actor,
+    ) -> Result<Operation, EngineError> {
+        let op = self.get(id)?;
+        let step = op.step(key).ok_or_else(|| EngineError::StepNotFound {
+            operation: id.clone(),
+            step: key.to_string(),
+        })?;
+        if !matches!(
+            step.phase,
+            StepPhase::Failed | StepPhase::NeedsAttention | StepPhase::Cancelled
+        ) {
+            return Err(EngineError::InvalidState(format!(
+                "step {key} is {}; only failed, needs_attention or cancelled steps can be retried",
+                step.phase.as_str()
+            )));
+        }
+        if op.status == OperationStatus::Running {
+            return Err(EngineError::InvalidState(format!(
+                "operation {id} is still running; retry the step when it has finished"
+            )));
+        }
+        self.inner.store.reopen_operation(id)?;
+        let reset = StepUpdate {
+            phase: Some(StepPhase::Pending),
+            error: Some(None),
+            detail: Some(None),
+            finished_at: Some(None),
+            ..Default::default()
+        };
+        self.inner.store.update_step(id, key, &reset)?;
+        for s in op
+            .steps
+            .iter()
+            .filter(|s| s.phase == StepPhase::Cancelled && s.key != key)
+        {
+            self.inner.store.update_step(id, &s.key, &reset)?;
+        }
+        self.inner.store.append_audit(&AuditEntry {
+            at: Utc::now(),
+            actor,
+            action: "step.retry".into(),
+            target: op.target.clone(),
+            operation_id: Some(id.clone()),
+            detail: serde_json::json!({ "step": key, "previous_phase": step.phase, "previous_error": step.error }),
+        })?;
+        let op = self.get(id)?;
+        self.emit(&op, Some(key));
+        self.spawn(id.clone());
+        Ok(op)
+    }
+
+    /// Cancels a running operation: steps stop between provider calls; nothing is rolled back.
+    pub fn cancel(&self, id: &OperationId, actor: Actor) -> Result<Operation, EngineError> {
+        let op = self.get(id)?;
+        if op.status != OperationStatus::Running {
+            return Err(EngineError::InvalidState(format!(
+                "operation {id} is {}, not running",
+                op.status.as_str()
+            )));
+        }
+        self.inner.store.append_audit(&AuditEntry {
+            at: Utc::now(),
+            actor,
+            action: "operation.cancel".into(),
+            target: op.target.clone(),
+            operation_id: Some(id.clone()),
+            detail: Value::Null,
+        })?;
+        let signalled = match self.inner.running.lock().expect("lock").get(id) {
+            Some(r) => {
+                let _ = r.cancel.send(true);
+                true
+            }
+            None => false,
+        };
+        if !signalled {
+            finish_cancelled(&self.inner, id)?;
+        }
+        Ok(self.get(id)?)
+    }
+
+    pub fn get(&self, id: &OperationId) -> Result<Operation, EngineError> {
+        self.inner
+            .store
+            .get_operation(id)?
+            .ok_or_else(|| EngineError::NotFound(id.clone()))
+    }
+
+    /// Waits until the operation is no longer running, or `timeout` passes; returns its state.
+    pub async fn wait(
+        &self,
+        id: &OperationId,
+        timeout: std::time::Duration,
+    ) -> Result<Operation, EngineError> {
+        let mut rx = self.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let op = self.get(id)?;
+            if op.status.is_terminal() {
+                return Ok(op);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return self.get(id),
+                r = rx.recv() => {
+                    if let Err(broadcast::error::RecvError::Closed) = r {
+                        return self.get(id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops all running operation tasks without changing their stored phases, as a crash
+    /// would. Used on shutdown (operations resume on the next start) and in tests.
+    pub fn abort_all(&self) {
+        self.inner.tasks.lock().expect("lock").abort_all();
+        self.inner.running.lock().expect("lock").clear();
+    }
+
+    fn emit(&self, op: &Operation, step: Option<&str>) {
+        emit(&self.inner, op, step);
+    }
+
+    fn spawn(&self, id: OperationId) {
+        let mut running = self.inner.running.lock().expect("lock");
+        if running.contains_key(&id) {
+            return;
+        }
+        let (tx, rx) = watch::channel(false);
+        running.insert(id.clone(), Running { cancel: tx });
+        drop(running);
+        let inner = self.inner.clone();
+        self.inner.tasks.lock().expect("lock").spawn(async move {
+            if let Err(e) = run_operation(&inner, &id, rx).await {
+                tracing::error!(operation = %id, error = %e, "operation driver stopped");
+            }
+            inner.running.lock().expect("lock").remove(&id);
+        });
+    }
+}
+
+fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
+    let s = step.and_then(|k| op.step(k));
+    let _ = inner.events.send(OperationEvent {
+        operation_id: op.id.clone(),
+        target: op.target.clone(),
+        status: op.status,
+        step: step.map(str::to_string),
+        phase: s.map(|s| s.phase),
+        detail: s.and_then(|s| s.error.clone().or_else(|| s.detail.clone())),
+        at: Utc::now(),
+    });
+}
+
+fn finish_cancelled(inner: &Inner, id: &OperationId) -> Result<(), EngineError> {
+    let op = inner
+        .store
+        .get_operation(id)?
+        .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    for s in op.steps.iter().filter(|s| !s.phase.is_terminal()) {
+        inner.store.update_step(
+            id,
+            &s.key,
+            &StepUpdate {
+                phase: Some(StepPhase::Cancelled),
+                finished_at: Some(Some(Utc::now())),
+                ..Default::default()
+            },
+        )?;
+    }
+    inner
+        .store
+        .set_operation_status(id, OperationStatus::Cancelled, Some("cancelled"))?;
+    if let Some(op) = inner.store.get_operation(id)? {
+        emit(inner, &op, None);
+    }
+    Ok(())
+}
+
+async fn run_operation(
+    inner: &Arc<Inner>,
+    id: &OperationId,
+    cancel: watch::Receiver<bool>,
+) -> Result<(), EngineError> {
+    let first = inner
+        .store
+        .get_operation(id)?
+        .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    let workflow = inner
+        .workflows
+        .get(&first.kind)
+        .cloned()
+        .ok_or(EngineError::UnknownKind(first.kind))?;
+    let mut in_flight: HashSet<String> = HashSet::new();
+    let mut steps: JoinSet<(String, Result<(), EngineError>)> = JoinSet::new();
+    loop {
+        let op = inner
+            .store
+            .get_operation(id)?
+            .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+        if op.status != OperationStatus::Running {
+            return Ok(());
+        }
+        let cancelled = *cancel.borrow();
+        if !cancelled {
+            let done: HashSet<&str> = op
+                .steps
+                .iter()
+                .filter(|s| s.phase == StepPhase::Succeeded)
+                .map(|s| s.key.as_str())
+                .collect();
+            for s in &op.steps {
+                let ready = !s.phase.is_terminal()
+                    && !in_flight.contains(&s.key)
+                    && (s.phase != StepPhase::Pending
+                        || s.depends_on.iter().all(|d| done.contains(d.as_str())));
+                if !ready {
+                    continue;
+                }
+                let Some(executor) = workflow.executor(&op.request, &s.key) else {
+                    fail_step(
+                        inner,
+                        id,
+                        &s.key,
+                        &format!("no executor for step {}", s.key),
+                    )?;
+                    continue;
+                };
+                in_flight.insert(s.key.clone());
+                let (inner2, id2, key, cancel2) =
+                    (inner.clone(), id.clone(), s.key.clone(), cancel.clone());
+                steps.spawn(async move {
+                    let r = drive_step(&inner2, &id2, &key, executor, cancel2).await;
+                    (key, r)
+                });
+            }
+        }
+        if in_flight.is_empty() {
+            let op = inner
+                .store
+                .get_operation(id)?
+                .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+            if cancelled {
+                return finish_cancelled(inner, id);
+            }
+            let failed: Vec<String> = op
+                .steps
+                .iter()
+                .filter(|s| matches!(s.phase, StepPhase::Failed | StepPhase::NeedsAttention))
+                .map(|s| format!("{}: {}", s.key, s.error.clone().unwrap_or_default()))
+                .collect();
+            let (status, error) = if op.steps.iter().all(|s| s.phase == StepPhase::Succeeded) {
+                (OperationStatus::Succeeded, None)
+            } else if op
+                .steps
+                .iter()
+                .any(|s| s.phase == StepPhase::NeedsAttention)
+            {
+                (OperationStatus::NeedsAttention, Some(failed.join("; ")))
+            } else {
+                (OperationStatus::Failed, Some(failed.join("; ")))
+            };
+            inner
+                .store
+                .set_operation_status(id, status, error.as_deref())?;
+            if let Some(op) = inner.store.get_operation(id)? {
+                emit(inner, &op, None);
+            }
+            return Ok(());
+        }
+        let mut cancel_watch = cancel.clone();
+        tokio::select! {
+            joined = steps.join_next() => {
+                match joined {
+                    Some(Ok((key, result))) => {
+                        in_flight.remove(&key);
+                        if let Err(e) = result {
+                            fail_step(inner, id, &key, &e.to_string())?;
+                        }
+                    }
+                    Some(Err(join_error)) => {
+                        // A panicking executor: find which step it was by elimination is not
+                        // possible; fail every in-flight step that is not terminal.
+                        let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+                        for key in in_flight.drain() {
+                            if op.step(&key).is_some_and(|s| !s.phase.is_terminal()) {
+                                fail_step(inner, id, &key, &format!("step task failed: {join_error}"))?;
+                            }
+                        }
+                        steps.abort_all();
+                    }
+                    None => in_flight.clear(),
+                }
+            }
+            _ = cancel_watch.changed(), if !cancelled => {}
+        }
+    }
+}
+
+fn fail_step(inner: &Inner, id: &OperationId, key: &str, reason: &str) -> Result<(), EngineError> {
+    persist(
+        inner,
+        id,
+        key,
+        StepUpdate {
+            phase: Some(StepPhase::Failed),
+            error: Some(Some(reason.to_string())),
+            finished_at: Some(Some(Utc::now())),
+            ..Default::default()
+        },
+    )
+}
+
+fn persist(
+    inner: &Inner,
+    id: &OperationId,
+    key: &str,
+    update: StepUpdate,
+) -> Result<(), EngineError> {
+    inner.store.update_step(id, key, &update)?;
+    if let Some(op) = inner.store.get_operation(id)? {
+        emit(inner, &op, Some(key));
+    }
+    Ok(())
+}
+
+/// Result of a cancellable wait.
+enum Waited {
+    Elapsed,
+    Cancelled,
+}
+
+async fn sleep_or_cancel(d: std::time::Duration, cancel: &mut watch::Receiver<bool>) -> Waited {
+    if *cancel.borrow() {
+        return Waited::Cancelled;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => Waited::Elapsed,
+        _ = cancel.changed() => Waited::Cancelled,
+    }
+}
+
+async fn drive_step(
+    inner: &Arc<Inner>,
+    id: &OperationId,
+    key: &str,
+    executor: Arc<dyn StepExecutor>,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<(), EngineError> {
+    let config = inner.config;
+    loop {
+        if *cancel.borrow() {
+            return Ok(());
+        }
+        let op = inner
+            .store
+            .get_operation(id)?
+            .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+        let step = op
+            .step(key)
+            .ok_or_else(|| EngineError::StepNotFound {
+                operation: id.clone(),
+                step: key.into(),
+            })?
+            .clone();
+        let inputs: BTreeMap<String, Value> = op
+            .steps
+            .iter()
+            .filter(|s| s.phase == StepPhase::Succeeded)
+            .map(|s| (s.key.clone(), s.outputs.clone()))
+            .collect();
+        let cx = StepContext {
+            operation_id: id,
+            step_key: key,
+            idempotency_token: &step.idempotency_token,
+            request: &op.request,
+            inputs: &inputs,
+        };
+        match step.phase {
+            StepPhase::Pending => {
+                // Intent first: the attempt is durable before any provider call.
+                persist(
+                    inner,
+                    id,
+                    key,
+                    StepUpdate {
+                        phase: Some(StepPhase::Submitting),
+                        attempts: Some(step.attempts + 1),
+                        started_at: Some(step.started_at.unwrap_or_else(Utc::now)),
+                        detail: Some(None),
+                        error: Some(None),
+                        ..Default::default()
+                    },
+                )?;
+            }
+            StepPhase::Submitting => {
+                let mut retries = 0;
+                let outcome = loop {
+                    let attempt = async {
+                        match executor.observe(&cx).await? {
+                            Observation::Exists(r) => {
+                                Ok(Ok((r, "adopted the resource of an earlier attempt")))
+                            }
+                            Observation::Foreign { reason } => Ok(Err(reason)),
+                            Observation::Absent => {
+                                executor.submit(&cx).await.map(|r| Ok((r, "submitted")))
+                            }
+                        }
+                    };
+                    match attempt.await {
+                        Err(e) if e.is_retryable() && retries < config.max_retries => {
+                            persist(
+                                inner,
+                                id,
+                                key,
+                                StepUpdate {
+                                    detail: Some(Some(format!("retrying: {e}"))),
+                                    ..Default::default()
+                                },
+                            )?;
+                            if let Waited::Cancelled =
+                                sleep_or_cancel(config.retry.delay(retries), &mut cancel).await
+                            {
+                                return Ok(());
+                            }
+                            retries += 1;
+                        }
+                        other => break other,
+                    }
+                };
+                match outcome {
+                    Ok(Ok((resource, how))) => persist(
+                        inner,
+                        id,
+                        key,
+                        StepUpdate {
+                            phase: Some(StepPhase::Submitted),
+                            resource: Some(resource),
+                            detail: Some(Some(how.to_string())),
+                            ..Default::default()
+                        },
+                    )?,
+                    Ok(Err(reason)) => {
+                        return persist(
+                            inner,
+                            id,
+                            key,
+                            StepUpdate {
+                                phase: Some(StepPhase::NeedsAttention),
+                                error: Some(Some(reason)),
+                                finished_at: Some(Some(Utc::now())),
+                                ..Default::default()
+                            },
+                        );
+                    }
+                    Err(e) => return fail_step(inner, id, key, &e.to_string()),
+                }
+            }
+            StepPhase::Submitted => {
+                persist(
+                    inner,
+                    id,
+                    key,
+                    StepUpdate {
+                        phase: Some(StepPhase::Polling),
+                        ..Default::default()
+                    },
+                )?;
+            }
+            StepPhase::Polling => {
+                let Some(resource) = step.resource.clone() else {
+                    // Cannot happen through the engine; recover by observing again.
+                    persist(
+                        inner,
+                        id,
+                        key,
+                        StepUpdate {
+                            phase: Some(StepPhase::Submitting),
+                            ..Default::default()
+                        },
+                    )?;
+                    continue;
+                };
+                let mut n = 0u32;
+                let mut retries = 0u32;
+                let mut last_detail = step.detail.clone();
+                loop {
+                    match executor.poll(&cx, &resource).await {
+                        Ok(Progress::Done(outputs)) => {
+                            return persist(
+                                inner,
+                                id,
+                                key,
+                                StepUpdate {
+                                    phase: Some(StepPhase::Succeeded),
+                                    outputs: Some(outputs),
+                                    detail: Some(None),
+                                    finished_at: Some(Some(Utc::now())),
+                                    ..Default::default()
+                                },
+                            );
+                        }
+                        Ok(Progress::Failed { reason }) => {
+                            return fail_step(inner, id, key, &reason);
+                        }
+                        Ok(Progress::Waiting { detail }) => {
+                            retries = 0;
+                            if last_detail.as_deref() != Some(detail.as_str()) {
+                                persist(
+                                    inner,
+                                    id,
+                                    key,
+                                    StepUpdate {
+                                        detail: Some(Some(detail.clone())),
+                                        ..Default::default()
+                                    },
+                                )?;
+                                last_detail = Some(detail);
+                            }
+                            if let Waited::Cancelled =
+                                sleep_or_cancel(config.poll.delay(n), &mut cancel).await
+                            {
+                                return Ok(());
+                            }
+                            n += 1;
+                        }
+                        Err(e) if e.is_retryable() && retries < config.max_retries => {
+                            if let Waited::Cancelled =
+                                sleep_or_cancel(config.retry.delay(retries), &mut cancel).await
+                            {
+                                return Ok(());
+                            }
+                            retries += 1;
+                        }
+                        Err(e) => return fail_step(inner, id, key, &e.to_string()),
+                    }
+                }
+            }
+            StepPhase::Succeeded
+            | StepPhase::Failed
+            | StepPhase::NeedsAttention
+            | StepPhase::Cancelled => {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Records the attempt of an action that is not a step (e.g. an audit entry for a dry run).
+pub fn audit(
+    store: &dyn Store,
+    actor: Actor,
+    action: &str,
+    target: &str,
+    detail: Value,
+) -> Result<(), StoreError> {
+    store.append_audit(&AuditEntry {
+        at: Utc::now(),
+        actor,
+        action: action.into(),
+        target: target.into(),
+        operation_id: None,
+        detail,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_tokens_are_stable_and_distinct() {
+        let id = OperationId("op-1".into());
+        assert_eq!(
+            step_token(&id, "eks_cluster"),
+            step_token(&id, "eks_cluster")
+        );
+        assert_ne!(step_token(&id, "eks_cluster"), step_token(&id, "network"));
+        assert!(step_token(&id, "x").len() <= 64);
+    }
+}

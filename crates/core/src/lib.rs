@@ -1,0 +1,25 @@
+//! InstantStart core: the pure domain of the control plane.
+//!
+//! This crate knows what a cluster, an instance group, a managed feature and an operation are,
+//! which requests are valid, how to plan compute subnets and explicit diffs, and how to drive a
+//! multi-step operation durably. It performs no I/O of its own: the cloud is reached through the
+//! provider traits in [`provider`], state is persisted through the [`store::Store`] trait, and
+//! both are implemented in other crates (`instantstart-aws`, `instantstart-k8s`,
+//! `instantstart-sim`, `instantstart-store`).
+//!
+//! Async convention: provider and step traits use `#[async_trait]` so that they are
+//! object-safe (`Arc<dyn AwsCloud>`); every future they return is `Send`. The store trait is
+//! synchronous: each call is one short local transaction.
+
+pub mod diff;
+pub mod engine;
+pub mod names;
+pub mod operation;
+pub mod provider;
+pub mod spec;
+pub mod store;
+pub mod subnet;
+pub mod validate;
+pub mod workflow;
+
+pub use validate::{Finding, ValidationError};

@@ -1,0 +1,332 @@
+//! AWS-side provider traits: network, EKS, IAM/OIDC, HyperPod, S3, quotas and identity.
+//!
+//! Create calls are plain creates; the operation engine looks for an existing resource (by the
+//! deterministic name and our ownership tags) before calling them, and passes its persisted
+//! idempotency token where the service accepts one (EKS `clientRequestToken`).
+
+use super::{ProviderError, ResourceState, Tags};
+use async_trait::async_trait;
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+pub type Result<T, E = ProviderError> = std::result::Result<T, E>;
+
+/// Who the control plane runs as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallerIdentity {
+    pub account: String,
+    pub arn: String,
+}
+
+/// An Availability Zone of a region.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AvailabilityZone {
+    pub name: String,
+    pub zone_id: String,
+}
+
+/// An instance type offered in an AZ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceTypeOffering {
+    pub instance_type: String,
+    pub availability_zone: String,
+}
+
+/// A service quota relevant to HyperPod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quota {
+    /// e.g. `ml.p5.48xlarge for cluster usage`.
+    pub name: String,
+    pub code: String,
+    pub value: u32,
+}
+
+#[async_trait]
+pub trait IdentityApi: Send + Sync {
+    async fn caller_identity(&self) -> Result<CallerIdentity>;
+}
+
+#[async_trait]
+pub trait QuotaApi: Send + Sync {
+    async fn availability_zones(&self, region: &str) -> Result<Vec<AvailabilityZone>>;
+    /// HyperPod instance types offered in the region's AZs.
+    async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>>;
+    /// The HyperPod "cluster usage" quota of an instance type, if the service reports one.
+    async fn hyperpod_instance_quota(
+        &self,
+        region: &str,
+        instance_type: &str,
+    ) -> Result<Option<Quota>>;
+}
+
+/// A VPC with its subnets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vpc {
+    pub id: String,
+    pub name: Option<String>,
+    pub cidrs: Vec<Ipv4Net>,
+    pub state: ResourceState,
+    pub tags: Tags,
+}
+
+/// A subnet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subnet {
+    pub id: String,
+    pub vpc_id: String,
+    pub name: Option<String>,
+    pub cidr: Ipv4Net,
+    pub availability_zone: String,
+    /// Whether instances get public IPs (public subnet behind an internet gateway).
+    pub public: bool,
+    pub tags: Tags,
+}
+
+/// A new VPC with a public and a private subnet per AZ, an internet gateway, a NAT gateway and
+/// routes. Implementations create each piece idempotently (look up by name tag first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateNetwork {
+    pub region: String,
+    pub name: String,
+    pub cidr: Ipv4Net,
+    pub subnets: Vec<crate::subnet::PlannedSubnet>,
+    pub tags: Tags,
+}
+
+/// The network of a VPC as created by [`NetworkApi::create_network`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Network {
+    pub vpc: Vpc,
+    pub subnets: Vec<Subnet>,
+    /// EFA security group (all traffic to and from itself), once created.
+    pub security_group_id: Option<String>,
+    /// `Active` once NAT gateways and routes are usable.
+    pub state: ResourceState,
+}
+
+/// A subnet to create in an existing VPC (compute subnets), routed like the private subnets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateSubnet {
+    pub region: String,
+    pub vpc_id: String,
+    pub name: String,
+    pub cidr: Ipv4Net,
+    pub availability_zone: String,
+    pub tags: Tags,
+}
+
+#[async_trait]
+pub trait NetworkApi: Send + Sync {
+    /// Finds a VPC by its `Name` tag.
+    async fn find_vpc(&self, region: &str, name: &str) -> Result<Option<Vpc>>;
+    /// Describes a VPC, its subnets and state.
+    async fn describe_network(&self, region: &str, vpc_id: &str) -> Result<Network>;
+    async fn create_network(&self, req: &CreateNetwork) -> Result<Network>;
+    async fn create_subnet(&self, req: &CreateSubnet) -> Result<Subnet>;
+    async fn delete_subnet(&self, region: &str, subnet_id: &str) -> Result<()>;
+    /// Deletes a VPC created by [`NetworkApi::create_network`] with everything in it.
+    async fn delete_network(&self, region: &str, vpc_id: &str) -> Result<()>;
+}
+
+/// An EKS control plane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EksCluster {
+    pub name: String,
+    pub arn: String,
+    pub region: String,
+    pub version: String,
+    pub endpoint: Option<String>,
+    pub oidc_issuer: Option<String>,
+    pub vpc_id: String,
+    pub subnet_ids: Vec<String>,
+    pub security_group_id: Option<String>,
+    pub state: ResourceState,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateEksCluster {
+    pub region: String,
+    pub name: String,
+    pub version: String,
+    pub role_arn: String,
+    pub subnet_ids: Vec<String>,
+    /// Persisted idempotency token, sent as `clientRequestToken`.
+    pub client_request_token: String,
+    pub tags: Tags,
+}
+
+/// An EKS add-on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EksAddon {
+    pub name: String,
+    pub version: String,
+    pub state: ResourceState,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateEksAddon {
+    pub region: String,
+    pub cluster: String,
+    pub name: String,
+    /// Pinned version; `None` = the default version for the cluster's Kubernetes version.
+    pub version: Option<String>,
+    pub client_request_token: String,
+    pub tags: Tags,
+}
+
+#[async_trait]
+pub trait EksApi: Send + Sync {
+    async fn describe_eks_cluster(&self, region: &str, name: &str) -> Result<Option<EksCluster>>;
+    async fn list_eks_clusters(&self, region: &str) -> Result<Vec<String>>;
+    async fn create_eks_cluster(&self, req: &CreateEksCluster) -> Result<EksCluster>;
+    async fn delete_eks_cluster(&self, region: &str, name: &str) -> Result<()>;
+    async fn describe_addon(
+        &self,
+        region: &str,
+        cluster: &str,
+        addon: &str,
+    ) -> Result<Option<EksAddon>>;
+    async fn create_addon(&self, req: &CreateEksAddon) -> Result<EksAddon>;
+    async fn delete_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<()>;
+}
+
+/// An IAM role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IamRole {
+    pub name: String,
+    pub arn: String,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateIamRole {
+    pub name: String,
+    pub trust_policy: serde_json::Value,
+    /// Managed policy ARNs to attach.
+    pub managed_policies: Vec<String>,
+    /// Inline policies by name; scoped to the cluster's resources.
+    pub inline_policies: Vec<(String, serde_json::Value)>,
+    pub tags: Tags,
+}
+
+#[async_trait]
+pub trait IamApi: Send + Sync {
+    async fn get_role(&self, name: &str) -> Result<Option<IamRole>>;
+    async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole>;
+    /// Deletes the role and its inline policies / attachments.
+    async fn delete_role(&self, name: &str) -> Result<()>;
+}
+
+/// HyperPod cluster status, normalised; `InService` is [`ResourceState::Active`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HyperPodCluster {
+    pub name: String,
+    pub arn: String,
+    pub region: String,
+    pub state: ResourceState,
+    pub instance_groups: Vec<HyperPodInstanceGroupStatus>,
+    pub node_recovery: crate::spec::NodeRecovery,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HyperPodInstanceGroupStatus {
+    pub name: String,
+    pub instance_type: String,
+    pub current_count: u32,
+    pub target_count: u32,
+    pub status: String,
+}
+
+/// A HyperPod instance group as sent to CreateCluster, placement already decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HyperPodInstanceGroupRequest {
+    pub spec: crate::spec::InstanceGroupSpec,
+    pub subnet_id: String,
+    pub security_group_ids: Vec<String>,
+    pub execution_role_arn: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateHyperPodCluster {
+    pub region: String,
+    pub name: String,
+    pub eks_cluster_arn: String,
+    pub node_recovery: crate::spec::NodeRecovery,
+    pub instance_groups: Vec<HyperPodInstanceGroupRequest>,
+    pub tags: Tags,
+}
+
+/// One node of a HyperPod cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterNode {
+    pub instance_id: String,
+    pub instance_group: String,
+    pub instance_type: String,
+    /// Running, Pending, Failure, ShuttingDown, SystemUpdating, DeepHealthCheckInProgress.
+    pub status: String,
+    pub availability_zone: String,
+}
+
+/// A SageMaker training plan's reservation, as far as placement and preflight need it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainingPlan {
+    pub arn: String,
+    /// Pending, Active, Scheduled, Expired, Failed.
+    pub status: String,
+    pub availability_zone: String,
+    pub instance_type: String,
+    pub instance_count: u32,
+}
+
+#[async_trait]
+pub trait HyperPodApi: Send + Sync {
+    async fn describe_training_plan(&self, region: &str, arn: &str)
+    -> Result<Option<TrainingPlan>>;
+    async fn describe_hyperpod_cluster(
+        &self,
+        region: &str,
+        name: &str,
+    ) -> Result<Option<HyperPodCluster>>;
+    async fn list_hyperpod_clusters(&self, region: &str) -> Result<Vec<String>>;
+    async fn create_hyperpod_cluster(&self, req: &CreateHyperPodCluster)
+    -> Result<HyperPodCluster>;
+    async fn delete_hyperpod_cluster(&self, region: &str, name: &str) -> Result<()>;
+    async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>>;
+}
+
+/// An S3 bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub name: String,
+    pub region: String,
+    pub tags: Tags,
+}
+
+/// A bucket encrypted at rest, with public access blocked, tagged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateBucket {
+    pub region: String,
+    pub name: String,
+    pub tags: Tags,
+}
+
+#[async_trait]
+pub trait S3Api: Send + Sync {
+    async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>>;
+    async fn create_bucket(&self, req: &CreateBucket) -> Result<Bucket>;
+    async fn delete_bucket(&self, name: &str) -> Result<()>;
+}
+
+/// The whole AWS side. Implemented by any type implementing every AWS trait.
+pub trait AwsCloud:
+    IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api
+{
+}
+
+impl<T> AwsCloud for T where
+    T: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api
+{
+}

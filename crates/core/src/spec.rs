@@ -1,0 +1,955 @@
+//! Typed specs of what a user asks for: clusters, HyperPod instance groups, managed features,
+//! storage, and the identifiers of jobs and endpoints.
+//!
+//! Every spec implements [`Validate`]; the rules here run for every face (UI, REST, CLI, MCP)
+//! because all of them go through the same backend. Serde shapes are the wire shapes of the API.
+
+use crate::names;
+use crate::validate::{Findings, Validate, ValidationError};
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+/// Kubernetes versions EKS offers for new clusters.
+pub const SUPPORTED_KUBERNETES_VERSIONS: &[&str] =
+    &["1.30", "1.31", "1.32", "1.33", "1.34", "1.35"];
+/// Version used when a request names none.
+pub const DEFAULT_KUBERNETES_VERSION: &str = "1.33";
+
+fn default_k8s_version() -> String {
+    DEFAULT_KUBERNETES_VERSION.to_string()
+}
+
+/// Everything needed to create a cluster end to end: the EKS control plane, optionally a
+/// HyperPod cluster on it, and the shared storage. This is the input of the create-cluster
+/// pipeline ([`crate::workflow::create_cluster`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterCreateRequest {
+    /// InstantStart cluster name; every AWS resource name derives from it.
+    pub name: String,
+    /// AWS region, e.g. `us-east-1`.
+    pub region: String,
+    /// Kubernetes version of the EKS control plane.
+    #[serde(default = "default_k8s_version")]
+    pub kubernetes_version: String,
+    /// A new VPC (CIDR computed by default) or an existing one.
+    #[serde(default)]
+    pub network: NetworkSpec,
+    /// Availability Zones for the control plane subnets (at least two, as EKS requires).
+    pub availability_zones: Vec<String>,
+    /// The HyperPod cluster to create on the EKS cluster, if any.
+    #[serde(default)]
+    pub hyperpod: Option<HyperPodClusterSpec>,
+    /// The shared S3 data bucket; a bucket name is derived when absent.
+    #[serde(default)]
+    pub storage: Option<StorageSpec>,
+}
+
+/// Where the cluster's network comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+pub enum NetworkSpec {
+    /// Create a VPC with public and private subnets in each chosen AZ.
+    NewVpc {
+        /// VPC CIDR; a /16 leaves room for many /20 compute subnets.
+        cidr: Ipv4Net,
+    },
+    /// Use an existing VPC and its private subnets.
+    ExistingVpc {
+        vpc_id: String,
+        subnet_ids: Vec<String>,
+    },
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec::NewVpc {
+            cidr: "10.0.0.0/16".parse().expect("valid default CIDR"),
+        }
+    }
+}
+
+/// A HyperPod cluster orchestrated by the EKS cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HyperPodClusterSpec {
+    /// Node auto-recovery; on by default so faulty nodes are rebooted or replaced.
+    #[serde(default)]
+    pub node_recovery: NodeRecovery,
+    pub instance_groups: Vec<InstanceGroupSpec>,
+}
+
+/// HyperPod node auto-recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum NodeRecovery {
+    #[default]
+    Automatic,
+    None,
+}
+
+/// One HyperPod instance group. Capacity type and EFA-only interface mode are immutable for
+/// the group's lifetime (see [`check_instance_group_update`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceGroupSpec {
+    pub name: String,
+    pub instance_type: String,
+    /// Number of instances; zero is allowed (scale from zero with managed autoscaling).
+    pub count: u32,
+    /// The AZ the group's compute subnet lives in. For a training plan it must be the plan's AZ.
+    pub availability_zone: String,
+    /// Place the group in this existing subnet instead of a planned /20 compute subnet.
+    #[serde(default)]
+    pub subnet_id: Option<String>,
+    #[serde(default)]
+    pub capacity: CapacitySpec,
+    #[serde(default)]
+    pub interface_mode: InterfaceMode,
+    /// Size of the extra EBS volume per instance, in GB.
+    #[serde(default = "default_ebs_gb")]
+    pub ebs_volume_gb: u32,
+    #[serde(default)]
+    pub deep_health_checks: DeepHealthChecks,
+    #[serde(default)]
+    pub lifecycle_script: Option<LifecycleScript>,
+}
+
+fn default_ebs_gb() -> u32 {
+    500
+}
+
+/// How an instance group's capacity is bought.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CapacitySpec {
+    #[default]
+    OnDemand,
+    /// Reserved capacity of a SageMaker training plan.
+    TrainingPlan {
+        arn: String,
+    },
+    Spot,
+}
+
+impl CapacitySpec {
+    pub fn label(&self) -> &'static str {
+        match self {
+            CapacitySpec::OnDemand => "on_demand",
+            CapacitySpec::TrainingPlan { .. } => "training_plan",
+            CapacitySpec::Spot => "spot",
+        }
+    }
+}
+
+/// Network interface mode of the group's instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterfaceMode {
+    /// ENA plus EFA where the instance type has it.
+    #[default]
+    Standard,
+    /// EFA-only interfaces (no IP traffic on the EFA devices); high-end accelerators only.
+    EfaOnly,
+}
+
+/// Deep health checks run before nodes accept work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeepHealthChecks {
+    /// GPU/accelerator stress test (InstanceStress).
+    #[serde(default)]
+    pub stress: bool,
+    /// EFA connectivity test (InstanceConnectivity).
+    #[serde(default)]
+    pub connectivity: bool,
+}
+
+/// Lifecycle script run on node creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleScript {
+    pub source_s3_uri: String,
+    pub on_create: String,
+}
+
+/// The shared S3 bucket mounted at the same path in the dev environment and every pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSpec {
+    /// Bucket name; derived from the cluster name, account and region when absent.
+    #[serde(default)]
+    pub bucket: Option<String>,
+    /// Mount path inside pods.
+    #[serde(default = "default_mount_path")]
+    pub mount_path: String,
+}
+
+fn default_mount_path() -> String {
+    "/s3".to_string()
+}
+
+/// The managed capabilities of the Advanced features panel, as desired or actual state.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManagedFeatures {
+    pub training_operator: bool,
+    pub inference_operator: bool,
+    /// Managed tiered checkpointing; `Some` when enabled.
+    pub tiered_checkpointing: Option<TieredCheckpointing>,
+    /// Managed Karpenter-based autoscaling of HyperPod instance groups.
+    pub managed_autoscaling: bool,
+}
+
+/// Managed tiered checkpointing settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TieredCheckpointing {
+    /// Share of instance memory given to the checkpoint tier, 1-100.
+    pub memory_percent: u8,
+}
+
+/// Identifier of a training job: namespace and DNS-1123 name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct JobId {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Identifier of an inference endpoint: namespace and DNS-1123 name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EndpointId {
+    pub namespace: String,
+    pub name: String,
+}
+
+fn validate_k8s_id(namespace: &str, name: &str, f: &mut Findings) {
+    if let Err(rule) = names::dns1123_label(namespace) {
+        f.push("namespace", rule);
+    }
+    if let Err(rule) = names::dns1123_label(name) {
+        f.push("name", rule);
+    }
+}
+
+impl Validate for JobId {
+    fn validate(&self, f: &mut Findings) {
+        validate_k8s_id(&self.namespace, &self.name, f);
+    }
+}
+
+impl Validate for EndpointId {
+    fn validate(&self, f: &mut Findings) {
+        validate_k8s_id(&self.namespace, &self.name, f);
+    }
+}
+
+/// What we know about an instance type: accelerators, EFA, memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct InstanceTypeInfo {
+    pub name: &'static str,
+    pub vcpus: u32,
+    pub memory_gib: u32,
+    pub accelerators: u32,
+    pub accelerator: &'static str,
+    /// Number of EFA interfaces (0 = no EFA).
+    pub efa_interfaces: u32,
+    /// Whether HyperPod supports the EFA-only interface mode for this type.
+    pub efa_only_supported: bool,
+}
+
+const fn it(
+    name: &'static str,
+    vcpus: u32,
+    memory_gib: u32,
+    accelerators: u32,
+    accelerator: &'static str,
+    efa_interfaces: u32,
+    efa_only_supported: bool,
+) -> InstanceTypeInfo {
+    InstanceTypeInfo {
+        name,
+        vcpus,
+        memory_gib,
+        accelerators,
+        accelerator,
+        efa_interfaces,
+        efa_only_supported,
+    }
+}
+
+/// The HyperPod instance types InstantStart knows how to reason about.
+pub const INSTANCE_TYPES: &[InstanceTypeInfo] = &[
+    it("ml.t3.medium", 2, 4, 0, "none", 0, false),
+    it("ml.m5.xlarge", 4, 16, 0, "none", 0, false),
+    it("ml.m5.2xlarge", 8, 32, 0, "none", 0, false),
+    it("ml.c5.4xlarge", 16, 32, 0, "none", 0, false),
+    it("ml.g5.xlarge", 4, 16, 1, "nvidia-a10g", 0, false),
+    it("ml.g5.2xlarge", 8, 32, 1, "nvidia-a10g", 0, false),
+    it("ml.g5.12xlarge", 48, 192, 4, "nvidia-a10g", 0, false),
+    it("ml.g5.48xlarge", 192, 768, 8, "nvidia-a10g", 1, false),
+    it("ml.g6e.12xlarge", 48, 384, 4, "nvidia-l40s", 1, false),
+    it("ml.g6e.48xlarge", 192, 1536, 8, "nvidia-l40s", 4, false),
+    it("ml.p4d.24xlarge", 96, 1152, 8, "nvidia-a100", 4, false),
+    it("ml.p4de.24xlarge", 96, 1152, 8, "nvidia-a100", 4, false),
+    it("ml.p5.48xlarge", 192, 2048, 8, "nvidia-h100", 32, true),
+    it("ml.p5e.48xlarge", 192, 2048, 8, "nvidia-h200", 32, true),
+    it("ml.p5en.48xlarge", 192, 2048, 8, "nvidia-h200", 16, true),
+    it("ml.p6-b200.48xlarge", 192, 2048, 8, "nvidia-b200", 8, true),
+    it("ml.trn1.32xlarge", 128, 512, 16, "aws-trainium", 8, false),
+    it("ml.trn2.48xlarge", 192, 2048, 16, "aws-trainium2", 16, true),
+];
+
+/// Looks up an instance type in [`INSTANCE_TYPES`].
+pub fn instance_type_info(name: &str) -> Option<&'static InstanceTypeInfo> {
+    INSTANCE_TYPES.iter().find(|i| i.name == name)
+}
+
+/// Most instances one group may ask for in one request.
+pub const MAX_GROUP_COUNT: u32 = 2048;
+
+impl Validate for ClusterCreateRequest {
+    fn validate(&self, f: &mut Findings) {
+        if let Err(rule) = names::cluster_name(&self.name) {
+            f.push("name", rule);
+        }
+        let region_ok = match names::region(&self.region) {
+            Ok(()) => true,
+            Err(rule) => {
+                f.push("region", rule);
+                false
+            }
+        };
+        if !SUPPORTED_KUBERNETES_VERSIONS.contains(&self.kubernetes_version.as_str()) {
+            f.push(
+                "kubernetes_version",
+                format!(
+                    "must be one of {}",
+                    SUPPORTED_KUBERNETES_VERSIONS.join(", ")
+                ),
+            );
+        }
+        f.at("network", |f| self.network.validate(f));
+        if self.availability_zones.len() < 2 {
+            f.push(
+                "availability_zones",
+                "EKS needs at least two Availability Zones",
+            );
+        }
+        for (i, az) in self.availability_zones.iter().enumerate() {
+            if region_ok {
+                if let Err(rule) = names::availability_zone(az, &self.region) {
+                    f.push(&format!("availability_zones[{i}]"), rule);
+                }
+            }
+            if self.availability_zones[..i].contains(az) {
+                f.push(&format!("availability_zones[{i}]"), "listed twice");
+            }
+        }
+        if let Some(hp) = &self.hyperpod {
+            f.at("hyperpod", |f| {
+                hp.validate(f);
+                for (i, g) in hp.instance_groups.iter().enumerate() {
+                    let creates_subnet = g.subnet_id.is_none();
+                    if region_ok
+                        && names::availability_zone(&g.availability_zone, &self.region).is_err()
+                    {
+                        f.push(
+                            &format!("instance_groups[{i}].availability_zone"),
+                            format!("must be an Availability Zone of region {}", self.region),
+                        );
+                    }
+                    if creates_subnet && matches!(self.network, NetworkSpec::ExistingVpc { .. }) {
+                        // Fine: the planner allocates a /20 in the existing VPC's free space.
+                    }
+                    if let CapacitySpec::TrainingPlan { arn } = &g.capacity {
+                        if let Some(plan_region) = arn.split(':').nth(3) {
+                            if names::training_plan_arn(arn).is_ok() && plan_region != self.region {
+                                f.push(
+                                    &format!("instance_groups[{i}].capacity.arn"),
+                                    format!(
+                                        "training plan is in {plan_region}, cluster is in {}",
+                                        self.region
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        if let Some(storage) = &self.storage {
+            f.at("storage", |f| storage.validate(f));
+        }
+    }
+}
+
+impl Validate for NetworkSpec {
+    fn validate(&self, f: &mut Findings) {
+        match self {
+            NetworkSpec::NewVpc { cidr } => {
+                if !(16..=20).contains(&cidr.prefix_len()) {
+                    f.push("cidr", "VPC CIDR prefix must be between /16 and /20 (room for /20 compute subnets)");
+                }
+                if cidr.network() != cidr.addr() {
+                    f.push(
+                        "cidr",
+                        format!("host bits must be zero; did you mean {}?", cidr.trunc()),
+                    );
+                }
+                if !cidr.addr().is_private() {
+                    f.push("cidr", "must be a private (RFC 1918) range");
+                }
+            }
+            NetworkSpec::ExistingVpc { vpc_id, subnet_ids } => {
+                if !vpc_id.starts_with("vpc-") {
+                    f.push("vpc_id", "must be a VPC id such as vpc-0abc…");
+                }
+                if subnet_ids.len() < 2 {
+                    f.push(
+                        "subnet_ids",
+                        "EKS needs subnets in at least two Availability Zones",
+                    );
+                }
+                for (i, s) in subnet_ids.iter().enumerate() {
+                    if !s.starts_with("subnet-") {
+                        f.push(
+                            &format!("subnet_ids[{i}]"),
+                            "must be a subnet id such as subnet-0abc…",
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Validate for HyperPodClusterSpec {
+    fn validate(&self, f: &mut Findings) {
+        if self.instance_groups.is_empty() {
+            f.push(
+                "instance_groups",
+                "a HyperPod cluster needs at least one instance group",
+            );
+        }
+        if self.instance_groups.len() > 20 {
+            f.push("instance_groups", "at most 20 instance groups per cluster");
+        }
+        for (i, g) in self.instance_groups.iter().enumerate() {
+            f.at_index("instance_groups", i, |f| g.validate(f));
+            if self.instance_groups[..i].iter().any(|o| o.name == g.name) {
+                f.push(
+                    &format!("instance_groups[{i}].name"),
+                    "instance group names must be unique",
+                );
+            }
+        }
+    }
+}
+
+impl Validate for InstanceGroupSpec {
+    fn validate(&self, f: &mut Findings) {
+        if let Err(rule) = names::hyperpod_name(&self.name) {
+            f.push("name", rule);
+        }
+        let info = match names::instance_type(&self.instance_type) {
+            Err(rule) => {
+                f.push("instance_type", rule);
+                None
+            }
+            Ok(()) => {
+                let info = instance_type_info(&self.instance_type);
+                if info.is_none() {
+                    f.push(
+                        "instance_type",
+                        "is not a HyperPod instance type InstantStart knows",
+                    );
+                }
+                info
+            }
+        };
+        if self.count > MAX_GROUP_COUNT {
+            f.push("count", format!("must be at most {MAX_GROUP_COUNT}"));
+        }
+        if self.availability_zone.is_empty() {
+            f.push(
+                "availability_zone",
+                "must name the Availability Zone of the group",
+            );
+        }
+        if let Some(subnet) = &self.subnet_id {
+            if !subnet.starts_with("subnet-") {
+                f.push("subnet_id", "must be a subnet id such as subnet-0abc…");
+            }
+        }
+        if let CapacitySpec::TrainingPlan { arn } = &self.capacity {
+            if let Err(rule) = names::training_plan_arn(arn) {
+                f.push("capacity.arn", rule);
+            }
+        }
+        if self.interface_mode == InterfaceMode::EfaOnly {
+            if let Some(info) = info {
+                if !info.efa_only_supported {
+                    f.push(
+                        "interface_mode",
+                        format!("EFA-only interfaces are not supported on {}", info.name),
+                    );
+                }
+            }
+        }
+        if self.deep_health_checks.connectivity {
+            if let Some(info) = info {
+                if info.efa_interfaces == 0 {
+                    f.push(
+                        "deep_health_checks.connectivity",
+                        format!("connectivity checks need EFA; {} has none", info.name),
+                    );
+                }
+            }
+        }
+        if (self.deep_health_checks.stress || self.deep_health_checks.connectivity)
+            && info.is_some_and(|i| i.accelerators == 0)
+        {
+            f.push(
+                "deep_health_checks",
+                "deep health checks apply to accelerated instance types only",
+            );
+        }
+        if !(1..=16384).contains(&self.ebs_volume_gb) {
+            f.push("ebs_volume_gb", "must be between 1 and 16384");
+        }
+        if let Some(script) = &self.lifecycle_script {
+            if let Err(rule) = names::s3_uri(&script.source_s3_uri) {
+                f.push("lifecycle_script.source_s3_uri", rule);
+            }
+            if script.on_create.trim().is_empty() {
+                f.push("lifecycle_script.on_create", "must name the script to run");
+            }
+        }
+    }
+}
+
+impl Validate for StorageSpec {
+    fn validate(&self, f: &mut Findings) {
+        if let Some(bucket) = &self.bucket {
+            if let Err(rule) = names::s3_bucket_name(bucket) {
+                f.push("bucket", rule);
+            }
+        }
+        if !self.mount_path.starts_with('/') || self.mount_path.contains("..") {
+            f.push("mount_path", "must be an absolute path without '..'");
+        }
+    }
+}
+
+impl Validate for ManagedFeatures {
+    fn validate(&self, f: &mut Findings) {
+        if let Some(tc) = &self.tiered_checkpointing {
+            if !(1..=100).contains(&tc.memory_percent) {
+                f.push(
+                    "tiered_checkpointing.memory_percent",
+                    "must be between 1 and 100",
+                );
+            }
+        }
+    }
+}
+
+/// Rejects changes to the fields of an instance group that are fixed for its lifetime.
+/// Findings are [`crate::validate::ValidationKind::Unprocessable`] (HTTP 422).
+pub fn check_instance_group_update(
+    existing: &InstanceGroupSpec,
+    desired: &InstanceGroupSpec,
+) -> Result<(), ValidationError> {
+    let mut f = Findings::new();
+    if existing.capacity.label() != desired.capacity.label() {
+        f.push_unprocessable(
+            "capacity",
+            format!(
+                "immutable after creation (is {}, requested {}); create a new instance group instead",
+                existing.capacity.label(),
+                desired.capacity.label()
+            ),
+        );
+    } else if existing.capacity != desired.capacity {
+        f.push_unprocessable(
+            "capacity.arn",
+            "immutable after creation; create a new instance group instead",
+        );
+    }
+    if existing.interface_mode != desired.interface_mode {
+        f.push_unprocessable(
+            "interface_mode",
+            "immutable after creation (EFA-only mode is fixed for the group's lifetime)",
+        );
+    }
+    if existing.instance_type != desired.instance_type {
+        f.push_unprocessable("instance_type", "immutable after creation");
+    }
+    if existing.availability_zone != desired.availability_zone
+        || existing.subnet_id != desired.subnet_id
+    {
+        f.push_unprocessable(
+            "availability_zone",
+            "subnet placement is immutable after creation",
+        );
+    }
+    f.finish()
+}
+
+/// A training job's fault-tolerance options, as far as the elastic-training rules need them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TrainingResilience {
+    pub elastic: bool,
+    pub checkpointless: bool,
+}
+
+/// Elastic training currently excludes Spot instances, managed tiered checkpointing and
+/// checkpointless training. Returns every conflict found.
+pub fn check_elastic_training(
+    job: TrainingResilience,
+    capacity: &CapacitySpec,
+    features: &ManagedFeatures,
+) -> Result<(), ValidationError> {
+    let mut f = Findings::new();
+    if job.elastic {
+        if *capacity == CapacitySpec::Spot {
+            f.push(
+                "elastic",
+                "elastic training cannot run on Spot instance groups",
+            );
+        }
+        if features.tiered_checkpointing.is_some() {
+            f.push(
+                "elastic",
+                "elastic training cannot be combined with managed tiered checkpointing",
+            );
+        }
+        if job.checkpointless {
+            f.push(
+                "checkpointless",
+                "elastic training cannot be combined with checkpointless training",
+            );
+        }
+    }
+    f.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::ValidationKind;
+
+    fn group() -> InstanceGroupSpec {
+        InstanceGroupSpec {
+            name: "workers".into(),
+            instance_type: "ml.p5.48xlarge".into(),
+            count: 2,
+            availability_zone: "us-east-1a".into(),
+            subnet_id: None,
+            capacity: CapacitySpec::OnDemand,
+            interface_mode: InterfaceMode::Standard,
+            ebs_volume_gb: 500,
+            deep_health_checks: DeepHealthChecks::default(),
+            lifecycle_script: None,
+        }
+    }
+
+    fn request() -> ClusterCreateRequest {
+        ClusterCreateRequest {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            kubernetes_version: DEFAULT_KUBERNETES_VERSION.into(),
+            network: NetworkSpec::default(),
+            availability_zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+            hyperpod: Some(HyperPodClusterSpec {
+                node_recovery: NodeRecovery::Automatic,
+                instance_groups: vec![group()],
+            }),
+            storage: None,
+        }
+    }
+
+    fn fields(r: Result<(), ValidationError>) -> Vec<String> {
+        r.err()
+            .map(|e| e.findings.into_iter().map(|f| f.field).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_good_request_passes() {
+        assert_eq!(request().check(), Ok(()));
+    }
+
+    /// Data-driven: mutate a good request, expect exactly these field paths.
+    #[test]
+    fn request_rules() {
+        type Mutate = fn(&mut ClusterCreateRequest);
+        let cases: &[(&str, Mutate, &[&str])] = &[
+            ("bad name", |r| r.name = "Bad_Name".into(), &["name"]),
+            ("bad region", |r| r.region = "moon-1".into(), &["region"]),
+            (
+                "old k8s",
+                |r| r.kubernetes_version = "1.20".into(),
+                &["kubernetes_version"],
+            ),
+            (
+                "one az",
+                |r| r.availability_zones.truncate(1),
+                &["availability_zones"],
+            ),
+            (
+                "foreign az",
+                |r| r.availability_zones[1] = "eu-west-1a".into(),
+                &["availability_zones[1]"],
+            ),
+            (
+                "dup az",
+                |r| r.availability_zones[1] = "us-east-1a".into(),
+                &["availability_zones[1]"],
+            ),
+            (
+                "public cidr",
+                |r| {
+                    r.network = NetworkSpec::NewVpc {
+                        cidr: "8.8.0.0/16".parse().unwrap(),
+                    }
+                },
+                &["network.cidr"],
+            ),
+            (
+                "tiny vpc",
+                |r| {
+                    r.network = NetworkSpec::NewVpc {
+                        cidr: "10.0.0.0/24".parse().unwrap(),
+                    }
+                },
+                &["network.cidr"],
+            ),
+            (
+                "host bits",
+                |r| {
+                    r.network = NetworkSpec::NewVpc {
+                        cidr: "10.0.1.0/16".parse().unwrap(),
+                    }
+                },
+                &["network.cidr"],
+            ),
+            (
+                "existing vpc bad ids",
+                |r| {
+                    r.network = NetworkSpec::ExistingVpc {
+                        vpc_id: "x".into(),
+                        subnet_ids: vec!["y".into()],
+                    }
+                },
+                &[
+                    "network.vpc_id",
+                    "network.subnet_ids",
+                    "network.subnet_ids[0]",
+                ],
+            ),
+            (
+                "no groups",
+                |r| r.hyperpod.as_mut().unwrap().instance_groups.clear(),
+                &["hyperpod.instance_groups"],
+            ),
+            (
+                "dup group",
+                |r| {
+                    let g = group();
+                    r.hyperpod.as_mut().unwrap().instance_groups.push(g)
+                },
+                &["hyperpod.instance_groups[1].name"],
+            ),
+            (
+                "unknown type",
+                |r| {
+                    r.hyperpod.as_mut().unwrap().instance_groups[0].instance_type =
+                        "ml.zz.big".into()
+                },
+                &["hyperpod.instance_groups[0].instance_type"],
+            ),
+            (
+                "efa-only on g5",
+                |r| {
+                    let g = &mut r.hyperpod.as_mut().unwrap().instance_groups[0];
+                    g.instance_type = "ml.g5.2xlarge".into();
+                    g.interface_mode = InterfaceMode::EfaOnly
+                },
+                &["hyperpod.instance_groups[0].interface_mode"],
+            ),
+            (
+                "connectivity without efa",
+                |r| {
+                    let g = &mut r.hyperpod.as_mut().unwrap().instance_groups[0];
+                    g.instance_type = "ml.g5.2xlarge".into();
+                    g.deep_health_checks.connectivity = true
+                },
+                &["hyperpod.instance_groups[0].deep_health_checks.connectivity"],
+            ),
+            (
+                "bad plan arn",
+                |r| {
+                    r.hyperpod.as_mut().unwrap().instance_groups[0].capacity =
+                        CapacitySpec::TrainingPlan { arn: "plan".into() }
+                },
+                &["hyperpod.instance_groups[0].capacity.arn"],
+            ),
+            (
+                "plan in other region",
+                |r| {
+                    r.hyperpod.as_mut().unwrap().instance_groups[0].capacity =
+                        CapacitySpec::TrainingPlan {
+                            arn: "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p".into(),
+                        }
+                },
+                &["hyperpod.instance_groups[0].capacity.arn"],
+            ),
+            (
+                "group az elsewhere",
+                |r| {
+                    r.hyperpod.as_mut().unwrap().instance_groups[0].availability_zone =
+                        "eu-west-1a".into()
+                },
+                &["hyperpod.instance_groups[0].availability_zone"],
+            ),
+            (
+                "ebs zero",
+                |r| r.hyperpod.as_mut().unwrap().instance_groups[0].ebs_volume_gb = 0,
+                &["hyperpod.instance_groups[0].ebs_volume_gb"],
+            ),
+            (
+                "too many",
+                |r| r.hyperpod.as_mut().unwrap().instance_groups[0].count = 5000,
+                &["hyperpod.instance_groups[0].count"],
+            ),
+            (
+                "bad bucket",
+                |r| {
+                    r.storage = Some(StorageSpec {
+                        bucket: Some("Bad".into()),
+                        mount_path: "/s3".into(),
+                    })
+                },
+                &["storage.bucket"],
+            ),
+            (
+                "relative mount",
+                |r| {
+                    r.storage = Some(StorageSpec {
+                        bucket: None,
+                        mount_path: "data".into(),
+                    })
+                },
+                &["storage.mount_path"],
+            ),
+            (
+                "bad lifecycle",
+                |r| {
+                    r.hyperpod.as_mut().unwrap().instance_groups[0].lifecycle_script =
+                        Some(LifecycleScript {
+                            source_s3_uri: "http://x".into(),
+                            on_create: " ".into(),
+                        })
+                },
+                &[
+                    "hyperpod.instance_groups[0].lifecycle_script.source_s3_uri",
+                    "hyperpod.instance_groups[0].lifecycle_script.on_create",
+                ],
+            ),
+        ];
+        for (what, mutate, expected) in cases {
+            let mut r = request();
+            mutate(&mut r);
+            assert_eq!(fields(r.check()), *expected, "{what}");
+        }
+    }
+
+    #[test]
+    fn every_finding_is_reported_not_just_the_first() {
+        let mut r = request();
+        r.name = "X".into();
+        r.region = "nowhere".into();
+        r.hyperpod.as_mut().unwrap().instance_groups[0].count = 9999;
+        assert_eq!(
+            fields(r.check()),
+            ["name", "region", "hyperpod.instance_groups[0].count"]
+        );
+    }
+
+    #[test]
+    fn capacity_and_efa_only_are_immutable() {
+        let old = group();
+        let mut new = group();
+        new.capacity = CapacitySpec::Spot;
+        new.interface_mode = InterfaceMode::EfaOnly;
+        new.count = 10;
+        let err = check_instance_group_update(&old, &new).unwrap_err();
+        assert_eq!(err.kind, ValidationKind::Unprocessable);
+        assert_eq!(err.findings[0].field, "capacity");
+        assert!(err.findings[0].rule.starts_with("immutable after creation"));
+        assert_eq!(err.findings[1].field, "interface_mode");
+        let mut scaled = group();
+        scaled.count = 0;
+        assert_eq!(check_instance_group_update(&old, &scaled), Ok(()));
+    }
+
+    #[test]
+    fn elastic_training_exclusions() {
+        let elastic = TrainingResilience {
+            elastic: true,
+            checkpointless: true,
+        };
+        let features = ManagedFeatures {
+            tiered_checkpointing: Some(TieredCheckpointing { memory_percent: 20 }),
+            ..Default::default()
+        };
+        let err = check_elastic_training(elastic, &CapacitySpec::Spot, &features).unwrap_err();
+        assert_eq!(err.findings.len(), 3);
+        assert!(
+            check_elastic_training(
+                TrainingResilience {
+                    elastic: true,
+                    checkpointless: false
+                },
+                &CapacitySpec::OnDemand,
+                &ManagedFeatures::default()
+            )
+            .is_ok()
+        );
+        assert!(
+            check_elastic_training(
+                TrainingResilience {
+                    elastic: false,
+                    checkpointless: true
+                },
+                &CapacitySpec::Spot,
+                &features
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn wire_shape_with_defaults() {
+        let r: ClusterCreateRequest = serde_json::from_value(serde_json::json!({
+            "name": "demo", "region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"],
+            "hyperpod": {"instance_groups": [{"name": "g", "instance_type": "ml.g5.2xlarge", "count": 1,
+               "availability_zone": "us-east-1a", "capacity": {"type": "training_plan", "arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p"}}]}
+        })).unwrap();
+        assert_eq!(r.kubernetes_version, DEFAULT_KUBERNETES_VERSION);
+        assert_eq!(
+            r.hyperpod.as_ref().unwrap().node_recovery,
+            NodeRecovery::Automatic
+        );
+        assert_eq!(r.network, NetworkSpec::default());
+        assert!(matches!(
+            r.hyperpod.unwrap().instance_groups[0].capacity,
+            CapacitySpec::TrainingPlan { .. }
+        ));
+        let unknown = serde_json::from_value::<ClusterCreateRequest>(
+            serde_json::json!({"name": "x", "region": "us-east-1", "availability_zones": [], "bogus": 1}),
+        );
+        assert!(unknown.is_err());
+    }
+}

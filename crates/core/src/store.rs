@@ -1,0 +1,133 @@
+//! The store trait: durable state of the control plane (operations, steps, audit log, the
+//! cluster registry and settings).
+//!
+//! Every method is one short synchronous transaction; the engine relies on each phase change
+//! being durable when the call returns (see the invariants in ARCHITECTURE.md). The SQLite
+//! implementation lives in `instantstart-store`.
+
+use crate::operation::{
+    AuditEntry, NewOperation, Operation, OperationId, OperationStatus, Step, StepUpdate,
+};
+use crate::spec::ClusterCreateRequest;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Another mutating operation on the same target is still running.
+    #[error("operation {running} is already changing {target}; wait for it to finish or cancel it")]
+    Conflict {
+        target: String,
+        running: OperationId,
+    },
+    /// The idempotency key was used before with a different request.
+    #[error(
+        "idempotency key {key:?} was already used by operation {operation} with a different request"
+    )]
+    IdempotencyMismatch { key: String, operation: OperationId },
+    #[error("{what} not found")]
+    NotFound { what: String },
+    #[error("store backend error: {0}")]
+    Backend(String),
+}
+
+/// Result of inserting an operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inserted {
+    /// A new operation was recorded.
+    New(Operation),
+    /// The idempotency key matched an earlier identical request: that operation is returned.
+    Existing(Operation),
+}
+
+impl Inserted {
+    pub fn operation(&self) -> &Operation {
+        match self {
+            Inserted::New(op) | Inserted::Existing(op) => op,
+        }
+    }
+
+    pub fn into_operation(self) -> Operation {
+        match self {
+            Inserted::New(op) | Inserted::Existing(op) => op,
+        }
+    }
+}
+
+/// Filter for listing operations; newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationFilter {
+    pub target: Option<String>,
+    pub status: Option<OperationStatus>,
+    pub limit: Option<u32>,
+}
+
+/// Where a cluster in the registry came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterSource {
+    Created,
+    Imported,
+}
+
+/// A cluster known to the control plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterRecord {
+    pub name: String,
+    pub region: String,
+    pub source: ClusterSource,
+    pub eks_cluster: String,
+    pub hyperpod_cluster: Option<String>,
+    pub vpc_id: Option<String>,
+    pub bucket: Option<String>,
+    pub kubernetes_version: Option<String>,
+    /// The create request, for clusters created through InstantStart.
+    pub request: Option<ClusterCreateRequest>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Durable state. Implementations must make every call atomic and durable on return.
+pub trait Store: Send + Sync {
+    /// Records a new operation with its steps and an audit entry, atomically:
+    /// - the same idempotency key with the same request hash returns the existing operation;
+    /// - the same key with a different hash is [`StoreError::IdempotencyMismatch`];
+    /// - a running operation on the same target is [`StoreError::Conflict`].
+    fn insert_operation(&self, op: NewOperation) -> Result<Inserted, StoreError>;
+    fn get_operation(&self, id: &OperationId) -> Result<Option<Operation>, StoreError>;
+    fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError>;
+    /// Operations whose status is `running` (to resume after a restart).
+    fn running_operations(&self) -> Result<Vec<Operation>, StoreError>;
+    /// Applies `update` to one step in one transaction and returns the stored step.
+    fn update_step(
+        &self,
+        id: &OperationId,
+        key: &str,
+        update: &StepUpdate,
+    ) -> Result<Step, StoreError>;
+    /// Sets the operation's status (and error); terminal statuses set `finished_at`.
+    fn set_operation_status(
+        &self,
+        id: &OperationId,
+        status: OperationStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError>;
+    /// Moves a terminal operation back to `running` (for a step retry), unless another running
+    /// operation holds its target ([`StoreError::Conflict`]).
+    fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError>;
+
+    fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
+    /// Newest first.
+    fn list_audit(&self, target: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError>;
+
+    fn put_cluster(&self, record: &ClusterRecord) -> Result<(), StoreError>;
+    fn get_cluster(&self, name: &str) -> Result<Option<ClusterRecord>, StoreError>;
+    fn list_clusters(&self) -> Result<Vec<ClusterRecord>, StoreError>;
+    fn delete_cluster(&self, name: &str) -> Result<(), StoreError>;
+
+    fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
+    fn set_setting(&self, key: &str, value: Option<&str>) -> Result<(), StoreError>;
+}
+
+/// Setting key of the active cluster's name.
+pub const ACTIVE_CLUSTER: &str = "active_cluster";

@@ -1,0 +1,1159 @@
+//! The create-cluster pipeline as a DAG.
+//!
+//! ```text
+//! network ───────────────┬─> eks_cluster ─> select_active ─┬─> addon:* ─┬─> hyperpod_cluster
+//! eks_cluster_role ──────┘                                  │            └─> storage
+//! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
+//! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
+//! ```
+//! Roles, the bucket and compute subnets run while the EKS control plane is still creating.
+//! Every resource name derives from the cluster name ([`DerivedNames`]), every resource carries
+//! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
+
+use super::{cluster_target, decode, update_record};
+use crate::engine::{
+    EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
+use crate::names::DerivedNames;
+use crate::operation::{Operation, OperationKind, ResourceRef, StepSpec};
+use crate::provider::*;
+use crate::spec::{CapacitySpec, ClusterCreateRequest, NetworkSpec};
+use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
+use crate::subnet::{ExistingComputeSubnet, SubnetPlanner, place_instance_group, plan_new_vpc};
+use crate::validate::{Findings, Validate};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// EKS add-ons installed by the dependencies stage, in order. HyperPod's training operator
+/// needs cert-manager and the pod identity agent; the S3 data contract needs the Mountpoint
+/// S3 CSI driver.
+pub const BASE_ADDONS: &[&str] = &[
+    "eks-pod-identity-agent",
+    "cert-manager",
+    "aws-mountpoint-s3-csi-driver",
+];
+
+/// Name of the static PersistentVolumeClaim that mounts the shared bucket.
+pub const STORAGE_CLAIM: &str = "s3-shared";
+
+/// Expected durations at real AWS speed, used for ETAs.
+const EXPECTED: &[(&str, u64)] = &[
+    ("network", 150),
+    ("eks_cluster_role", 10),
+    ("hyperpod_execution_role", 10),
+    ("bucket", 5),
+    ("compute_subnets", 10),
+    ("eks_cluster", 600),
+    ("select_active", 1),
+    ("hyperpod_cluster", 900),
+    ("storage", 10),
+];
+
+fn expected(key: &str) -> Option<u64> {
+    if key.starts_with("addon:") {
+        return Some(60);
+    }
+    EXPECTED.iter().find(|(k, _)| *k == key).map(|(_, s)| *s)
+}
+
+/// The create-cluster workflow.
+pub struct CreateClusterWorkflow {
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl CreateClusterWorkflow {
+    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
+        CreateClusterWorkflow { aws, kube, store }
+    }
+}
+
+fn step(key: &str, title: String, deps: &[&str]) -> StepSpec {
+    StepSpec {
+        key: key.into(),
+        title,
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        expected_secs: expected(key),
+    }
+}
+
+/// Lays out the steps of a validated request.
+pub fn plan_steps(req: &ClusterCreateRequest) -> Vec<StepSpec> {
+    let names = DerivedNames::for_cluster(&req.name);
+    let mut steps = Vec::new();
+    steps.push(match &req.network {
+        NetworkSpec::NewVpc { cidr } => step(
+            "network",
+            format!(
+                "Create VPC {} ({cidr}) with public and private subnets in {}",
+                names.vpc,
+                req.availability_zones.join(", ")
+            ),
+            &[],
+        ),
+        NetworkSpec::ExistingVpc { vpc_id, .. } => {
+            step("network", format!("Use existing VPC {vpc_id}"), &[])
+        }
+    });
+    steps.push(step(
+        "eks_cluster_role",
+        format!(
+            "Create IAM role {} for the EKS control plane",
+            names.eks_cluster_role
+        ),
+        &[],
+    ));
+    let bucket_title = match req.storage.as_ref().and_then(|s| s.bucket.as_ref()) {
+        Some(b) => format!("Create or adopt S3 bucket {b} (encrypted, public access blocked)"),
+        None => format!(
+            "Create S3 bucket is-{}-<account>-<region digest> (encrypted, public access blocked)",
+            req.name
+        ),
+    };
+    steps.push(step("bucket", bucket_title, &[]));
+    steps.push(step(
+        "eks_cluster",
+        format!(
+            "Create EKS control plane {} (Kubernetes {})",
+            names.eks_cluster, req.kubernetes_version
+        ),
+        &["network", "eks_cluster_role"],
+    ));
+    steps.push(step(
+        "select_active",
+        format!("Select {} as the active cluster", req.name),
+        &["eks_cluster"],
+    ));
+    let mut addon_keys = Vec::new();
+    for addon in BASE_ADDONS {
+        let key = format!("addon:{addon}");
+        steps.push(step(
+            &key,
+            format!("Install EKS add-on {addon}"),
+            &["select_active"],
+        ));
+        addon_keys.push(key);
+    }
+    if let Some(hp) = &req.hyperpod {
+        steps.push(step(
+            "hyperpod_execution_role",
+            format!(
+                "Create IAM role {} for HyperPod nodes",
+                names.hyperpod_execution_role
+            ),
+            &["bucket"],
+        ));
+        steps.push(step(
+            "compute_subnets",
+            "Place instance groups and create /20 compute subnets".to_string(),
+            &["network"],
+        ));
+        let mut deps: Vec<&str> = vec![
+            "eks_cluster",
+            "select_active",
+            "compute_subnets",
+            "hyperpod_execution_role",
+        ];
+        deps.extend(addon_keys.iter().map(String::as_str));
+        let groups: Vec<String> = hp
+            .instance_groups
+            .iter()
+            .map(|g| format!("{} {}×{}", g.name, g.instance_type, g.count))
+            .collect();
+        steps.push(step(
+            "hyperpod_cluster",
+            format!(
+                "Create HyperPod cluster {} ({}; node recovery {:?})",
+                names.hyperpod_cluster,
+                groups.join(", "),
+                hp.node_recovery
+            ),
+            &deps,
+        ));
+    }
+    let mount = req
+        .storage
+        .as_ref()
+        .map(|s| s.mount_path.clone())
+        .unwrap_or_else(|| "/s3".into());
+    steps.push(step(
+        "storage",
+        format!("Mount the shared bucket through the S3 CSI driver (claim {STORAGE_CLAIM}, path {mount})"),
+        &["bucket", "select_active", "addon:aws-mountpoint-s3-csi-driver"],
+    ));
+    steps
+}
+
+impl Workflow for CreateClusterWorkflow {
+    fn kind(&self) -> OperationKind {
+        OperationKind::CreateCluster
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        let req: ClusterCreateRequest = decode(request)?;
+        let mut f = Findings::new();
+        req.validate(&mut f);
+        if let NetworkSpec::NewVpc { cidr } = &req.network {
+            // Plan the layout now so an impossible CIDR is reported before anything is created.
+            match plan_new_vpc(*cidr, &req.availability_zones) {
+                Ok(layout) => {
+                    let mut planner =
+                        SubnetPlanner::new(vec![*cidr], layout.iter().map(|s| s.cidr));
+                    let mut azs: Vec<String> = req
+                        .hyperpod
+                        .iter()
+                        .flat_map(|h| {
+                            h.instance_groups
+                                .iter()
+                                .filter(|g| g.subnet_id.is_none())
+                                .map(|g| g.availability_zone.clone())
+                        })
+                        .collect();
+                    azs.sort();
+                    azs.dedup();
+                    if let Err(e) = planner.plan_compute_subnets(&azs) {
+                        f.push("network.cidr", e.to_string());
+                    }
+                }
+                Err(e) => f.push("network.cidr", e.to_string()),
+            }
+        }
+        if let Some(existing) = self.store.get_cluster(&req.name)? {
+            f.push_unprocessable(
+                "name",
+                format!("a cluster named {} already exists ({:?}, {}); delete it first or choose another name", existing.name, existing.source, existing.region),
+            );
+        }
+        f.finish()?;
+        let steps = plan_steps(&req);
+        let canonical =
+            serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Prepared {
+            target: cluster_target(&req.name),
+            request: canonical,
+            steps,
+        })
+    }
+
+    fn on_recorded(&self, op: &Operation) -> Result<(), EngineError> {
+        let req: ClusterCreateRequest = decode(&op.request)?;
+        let now = chrono::Utc::now();
+        let names = DerivedNames::for_cluster(&req.name);
+        self.store.put_cluster(&ClusterRecord {
+            name: req.name.clone(),
+            region: req.region.clone(),
+            source: ClusterSource::Created,
+            eks_cluster: names.eks_cluster,
+            hyperpod_cluster: req.hyperpod.as_ref().map(|_| names.hyperpod_cluster),
+            vpc_id: None,
+            bucket: req.storage.as_ref().and_then(|s| s.bucket.clone()),
+            kubernetes_version: Some(req.kubernetes_version.clone()),
+            request: Some(req),
+            created_at: now,
+            updated_at: now,
+        })?;
+        Ok(())
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let req: ClusterCreateRequest = decode(request).ok()?;
+        let cx = Arc::new(Shared {
+            req,
+            aws: self.aws.clone(),
+            kube: self.kube.clone(),
+            store: self.store.clone(),
+        });
+        let exec: Arc<dyn StepExecutor> = match key {
+            "network" => Arc::new(NetworkStep(cx)),
+            "eks_cluster_role" => Arc::new(RoleStep {
+                cx,
+                which: RoleKind::EksCluster,
+            }),
+            "hyperpod_execution_role" => Arc::new(RoleStep {
+                cx,
+                which: RoleKind::HyperPodExecution,
+            }),
+            "bucket" => Arc::new(BucketStep(cx)),
+            "compute_subnets" => Arc::new(ComputeSubnetsStep(cx)),
+            "eks_cluster" => Arc::new(EksClusterStep(cx)),
+            "select_active" => Arc::new(SelectActiveStep(cx)),
+            "hyperpod_cluster" => Arc::new(HyperPodClusterStep(cx)),
+            "storage" => Arc::new(StorageStep(cx)),
+            other => {
+                let addon = other.strip_prefix("addon:")?;
+                Arc::new(AddonStep {
+                    cx,
+                    addon: addon.to_string(),
+                })
+            }
+        };
+        Some(exec)
+    }
+}
+
+/// What every step of one operation shares.
+struct Shared {
+    req: ClusterCreateRequest,
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl Shared {
+    fn names(&self) -> DerivedNames {
+        DerivedNames::for_cluster(&self.req.name)
+    }
+
+    fn tags(&self, cx: &StepContext<'_>) -> Tags {
+        ownership_tags(&self.req.name, &cx.operation_id.0)
+    }
+
+    fn ours(&self, tags: &Tags) -> bool {
+        is_owned(tags, &self.req.name)
+    }
+
+    fn foreign(&self, what: &str) -> Observation {
+        Observation::Foreign {
+            reason: format!(
+                "{what} already exists but is not tagged {TAG_MANAGED_BY}={MANAGED_BY}, {TAG_CLUSTER}={}; \
+                 InstantStart will not adopt or change it. Delete or rename it, or choose another cluster name, then retry this step",
+                self.req.name
+            ),
+        }
+    }
+
+    fn kube_target(&self) -> KubeTarget {
+        KubeTarget {
+            region: self.req.region.clone(),
+            eks_cluster: self.names().eks_cluster,
+        }
+    }
+
+    async fn bucket_name(&self) -> Result<String, StepError> {
+        if let Some(b) = self.req.storage.as_ref().and_then(|s| s.bucket.clone()) {
+            return Ok(b);
+        }
+        let id = self.aws.caller_identity().await?;
+        Ok(DerivedNames::default_bucket(
+            &self.req.name,
+            &id.account,
+            &self.req.region,
+        ))
+    }
+}
+
+fn waiting(detail: impl Into<String>) -> Progress {
+    Progress::Waiting {
+        detail: detail.into(),
+    }
+}
+
+fn from_state(state: &ResourceState, what: &str, done: impl FnOnce() -> Value) -> Progress {
+    match state {
+        ResourceState::Active => Progress::Done(done()),
+        ResourceState::Failed { reason } => Progress::Failed {
+            reason: format!("{what} failed: {reason}"),
+        },
+        other => waiting(format!(
+            "{what}: {}",
+            serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v["state"].as_str().map(str::to_string))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+struct NetworkStep(Arc<Shared>);
+
+fn network_outputs(n: &Network) -> Value {
+    let private: Vec<&str> = n
+        .subnets
+        .iter()
+        .filter(|s| !s.public)
+        .map(|s| s.id.as_str())
+        .collect();
+    let public: Vec<&str> = n
+        .subnets
+        .iter()
+        .filter(|s| s.public)
+        .map(|s| s.id.as_str())
+        .collect();
+    json!({
+        "vpc_id": n.vpc.id,
+        "vpc_cidrs": n.vpc.cidrs,
+        "private_subnet_ids": private,
+        "public_subnet_ids": public,
+        "security_group_id": n.security_group_id,
+    })
+}
+
+#[async_trait]
+impl StepExecutor for NetworkStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let s = &self.0;
+        match &s.req.network {
+            NetworkSpec::NewVpc { .. } => {
+                match s.aws.find_vpc(&s.req.region, &s.names().vpc).await? {
+                    Some(vpc) if s.ours(&vpc.tags) => Ok(Observation::Exists(ResourceRef {
+                        kind: "vpc".into(),
+                        id: vpc.id,
+                        arn: None,
+                    })),
+                    Some(vpc) => Ok(s.foreign(&format!("VPC {} ({})", s.names().vpc, vpc.id))),
+                    None => Ok(Observation::Absent),
+                }
+            }
+            NetworkSpec::ExistingVpc { vpc_id, .. } => {
+                let n = s
+                    .aws
+                    .describe_network(&s.req.region, vpc_id)
+                    .await
+                    .map_err(|e| match e.kind {
+                        ProviderErrorKind::NotFound => StepError::Invalid(format!(
+                            "VPC {vpc_id} not found in {}",
+                            s.req.region
+                        )),
+                        _ => StepError::Provider(e),
+                    })?;
+                Ok(Observation::Exists(ResourceRef {
+                    kind: "vpc".into(),
+                    id: n.vpc.id,
+                    arn: None,
+                }))
+            }
+        }
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let s = &self.0;
+        let NetworkSpec::NewVpc { cidr } = &s.req.network else {
+            return Err(StepError::Invalid("existing VPC not found".into()));
+        };
+        let subnets = plan_new_vpc(*cidr, &s.req.availability_zones)
+            .map_err(|e| StepError::Invalid(e.to_string()))?;
+        let n = s
+            .aws
+            .create_network(&CreateNetwork {
+                region: s.req.region.clone(),
+                name: s.names().vpc,
+                cidr: *cidr,
+                subnets,
+                tags: s.tags(cx),
+            })
+            .await?;
+        Ok(ResourceRef {
+            kind: "vpc".into(),
+            id: n.vpc.id,
+            arn: None,
+        })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let s = &self.0;
+        let n = s.aws.describe_network(&s.req.region, &r.id).await?;
+        if let NetworkSpec::ExistingVpc { subnet_ids, .. } = &s.req.network {
+            let missing: Vec<&String> = subnet_ids
+                .iter()
+                .filter(|id| !n.subnets.iter().any(|x| &x.id == *id))
+                .collect();
+            if !missing.is_empty() {
+                return Ok(Progress::Failed {
+                    reason: format!("subnets {missing:?} are not in VPC {}", r.id),
+                });
+            }
+            let mut out = network_outputs(&n);
+            out["private_subnet_ids"] = json!(subnet_ids);
+            return Ok(Progress::Done(out));
+        }
+        let name = s.req.name.clone();
+        let vpc_id = n.vpc.id.clone();
+        let p = from_state(&n.state, "network", || network_outputs(&n));
+        if matches!(p, Progress::Done(_)) {
+            update_record(s.store.as_ref(), &name, |rec| rec.vpc_id = Some(vpc_id))
+                .map_err(|e| StepError::Invalid(e.to_string()))?;
+        }
+        Ok(p)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum RoleKind {
+    EksCluster,
+    HyperPodExecution,
+}
+
+struct RoleStep {
+    cx: Arc<Shared>,
+    which: RoleKind,
+}
+
+impl RoleStep {
+    fn name(&self) -> String {
+        let n = self.cx.names();
+        match self.which {
+            RoleKind::EksCluster => n.eks_cluster_role,
+            RoleKind::HyperPodExecution => n.hyperpod_execution_role,
+        }
+    }
+}
+
+/// Trust policy letting `service` assume a role.
+pub fn service_trust_policy(service: &str) -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{ "Effect": "Allow", "Principal": { "Service": service }, "Action": "sts:AssumeRole" }]
+    })
+}
+
+/// Inline policy of the HyperPod execution role: read lifecycle scripts and read/write the
+/// shared data bucket, nothing else (no `s3:*`, no `*` resources).
+pub fn hyperpod_bucket_policy(bucket: &str) -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            { "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")] },
+            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")] }
+        ]
+    })
+}
+
+#[async_trait]
+impl StepExecutor for RoleStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        match self.cx.aws.get_role(&self.name()).await? {
+            Some(role) if self.cx.ours(&role.tags) => Ok(Observation::Exists(ResourceRef {
+                kind: "iam-role".into(),
+                id: role.name,
+                arn: Some(role.arn),
+            })),
+            Some(_) => Ok(self.cx.foreign(&format!("IAM role {}", self.name()))),
+            None => Ok(Observation::Absent),
+        }
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let req = match self.which {
+            RoleKind::EksCluster => CreateIamRole {
+                name: self.name(),
+                trust_policy: service_trust_policy("eks.amazonaws.com"),
+                managed_policies: vec!["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy".into()],
+                inline_policies: vec![],
+                tags: self.cx.tags(cx),
+            },
+            RoleKind::HyperPodExecution => {
+                let bucket = cx.input_str("bucket", "bucket")?;
+                CreateIamRole {
+                    name: self.name(),
+                    trust_policy: service_trust_policy("sagemaker.amazonaws.com"),
+                    managed_policies: vec![
+                        "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy".into(),
+                    ],
+                    inline_policies: vec![(
+                        "instantstart-shared-bucket".into(),
+                        hyperpod_bucket_policy(&bucket),
+                    )],
+                    tags: self.cx.tags(cx),
+                }
+            }
+        };
+        let role = self.cx.aws.create_role(&req).await?;
+        Ok(ResourceRef {
+            kind: "iam-role".into(),
+            id: role.name,
+            arn: Some(role.arn),
+        })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        match self.cx.aws.get_role(&r.id).await? {
+            Some(role) => Ok(Progress::Done(
+                json!({ "role_name": role.name, "role_arn": role.arn }),
+            )),
+            // IAM is eventually consistent: a new role may not be visible yet.
+            None => Ok(waiting("waiting for the IAM role to become visible")),
+        }
+    }
+}
+
+struct BucketStep(Arc<Shared>);
+
+#[async_trait]
+impl StepExecutor for BucketStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let name = self.0.bucket_name().await?;
+        let user_named = self
+            .0
+            .req
+            .storage
+            .as_ref()
+            .is_some_and(|s| s.bucket.is_some());
+        match self.0.aws.describe_bucket(&name).await? {
+            Some(b) if self.0.ours(&b.tags) || user_named => Ok(Observation::Exists(ResourceRef {
+                kind: "s3-bucket".into(),
+                id: b.name,
+                arn: None,
+            })),
+            Some(_) => Ok(self.0.foreign(&format!("S3 bucket {name}"))),
+            None => Ok(Observation::Absent),
+        }
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let name = self.0.bucket_name().await?;
+        let b = self
+            .0
+            .aws
+            .create_bucket(&CreateBucket {
+                region: self.0.req.region.clone(),
+                name,
+                tags: self.0.tags(cx),
+            })
+            .await?;
+        Ok(ResourceRef {
+            kind: "s3-bucket".into(),
+            id: b.name,
+            arn: None,
+        })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        match self.0.aws.describe_bucket(&r.id).await? {
+            Some(b) => {
+                let owned = self.0.ours(&b.tags);
+                let name = b.name.clone();
+                update_record(self.0.store.as_ref(), &self.0.req.name, |rec| {
+                    rec.bucket = Some(name)
+                })
+                .map_err(|e| StepError::Invalid(e.to_string()))?;
+                Ok(Progress::Done(json!({ "bucket": b.name, "owned": owned })))
+            }
+            None => Ok(waiting("waiting for the bucket to become visible")),
+        }
+    }
+}
+
+struct ComputeSubnetsStep(Arc<Shared>);
+
+impl ComputeSubnetsStep {
+    /// AZ of every group (training plan groups: the reservation's AZ).
+    async fn placements(
+        &self,
+        cx: &StepContext<'_>,
+        create: bool,
+    ) -> Result<Option<BTreeMap<String, String>>, StepError> {
+        let s = &self.0;
+        let Some(hp) = &s.req.hyperpod else {
+            return Ok(Some(BTreeMap::new()));
+        };
+        let vpc_id = cx.input_str("network", "vpc_id")?;
+        let mut network = s.aws.describe_network(&s.req.region, &vpc_id).await?;
+        let mut placements = BTreeMap::new();
+        for g in &hp.instance_groups {
+            let reserved = match &g.capacity {
+                CapacitySpec::TrainingPlan { arn } => {
+                    match s.aws.describe_training_plan(&s.req.region, arn).await? {
+                        Some(plan) => Some(plan.availability_zone),
+                        None => {
+                            return Err(StepError::Invalid(format!(
+                                "training plan {arn} not found in {}",
+                                s.req.region
+                            )));
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let compute: Vec<ExistingComputeSubnet> = network
+                .subnets
+                .iter()
+                .filter_map(|sub| {
+                    let name = sub.name.as_deref()?;
+                    (name == DerivedNames::compute_subnet(&s.req.name, &sub.availability_zone))
+                        .then(|| ExistingComputeSubnet {
+                            availability_zone: sub.availability_zone.clone(),
+                            subnet_id: sub.id.clone(),
+                        })
+                })
+                .collect();
+            let mut planner = SubnetPlanner::new(
+                network.vpc.cidrs.clone(),
+                network.subnets.iter().map(|x| x.cidr),
+            );
+            let placement = place_instance_group(g, reserved.as_deref(), &compute, &mut planner)
+                .map_err(|e| StepError::Invalid(format!("instance group {}: {e}", g.name)))?;
+            let subnet_id = match placement {
+                crate::subnet::Placement::ExistingSubnet { subnet_id, .. }
+                | crate::subnet::Placement::ComputeSubnet { subnet_id, .. } => subnet_id,
+                crate::subnet::Placement::NewComputeSubnet {
+                    availability_zone,
+                    cidr,
+                } => {
+                    if !create {
+                        return Ok(None);
+                    }
+                    let sub = s
+                        .aws
+                        .create_subnet(&CreateSubnet {
+                            region: s.req.region.clone(),
+                            vpc_id: vpc_id.clone(),
+                            name: DerivedNames::compute_subnet(&s.req.name, &availability_zone),
+                            cidr,
+                            availability_zone,
+                            tags: s.tags(cx),
+                        })
+                        .await?;
+                    let id = sub.id.clone();
+                    network.subnets.push(sub);
+                    id
+                }
+            };
+            placements.insert(g.name.clone(), subnet_id);
+        }
+        Ok(Some(placements))
+    }
+}
+
+#[async_trait]
+impl StepExecutor for ComputeSubnetsStep {
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.placements(cx, false).await? {
+            Some(p) => Observation::Exists(ResourceRef {
+                kind: "subnets".into(),
+                id: p.values().cloned().collect::<Vec<_>>().join(","),
+                arn: None,
+            }),
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let p = self.placements(cx, true).await?.unwrap_or_default();
+        Ok(ResourceRef {
+            kind: "subnets".into(),
+            id: p.values().cloned().collect::<Vec<_>>().join(","),
+            arn: None,
+        })
+    }
+
+    async fn poll(&self, cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
+        match self.placements(cx, false).await? {
+            Some(p) => Ok(Progress::Done(json!({ "placements": p }))),
+            None => Ok(waiting("waiting for compute subnets to become visible")),
+        }
+    }
+}
+
+struct EksClusterStep(Arc<Shared>);
+
+#[async_trait]
+impl StepExecutor for EksClusterStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let s = &self.0;
+        match s
+            .aws
+            .describe_eks_cluster(&s.req.region, &s.names().eks_cluster)
+            .await?
+        {
+            Some(c) if s.ours(&c.tags) => Ok(Observation::Exists(ResourceRef {
+                kind: "eks-cluster".into(),
+                id: c.name,
+                arn: Some(c.arn),
+            })),
+            Some(c) => Ok(s.foreign(&format!("EKS cluster {}", c.name))),
+            None => Ok(Observation::Absent),
+        }
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let s = &self.0;
+        let subnet_ids: Vec<String> = cx.input("network", "private_subnet_ids")?;
+        let c = s
+            .aws
+            .create_eks_cluster(&CreateEksCluster {
+                region: s.req.region.clone(),
+                name: s.names().eks_cluster,
+                version: s.req.kubernetes_version.clone(),
+                role_arn: cx.input_str("eks_cluster_role", "role_arn")?,
+                subnet_ids,
+                client_request_token: cx.idempotency_token.to_string(),
+                tags: s.tags(cx),
+            })
+            .await?;
+        Ok(ResourceRef {
+            kind: "eks-cluster".into(),
+            id: c.name,
+            arn: Some(c.arn),
+        })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let s = &self.0;
+        let Some(c) = s.aws.describe_eks_cluster(&s.req.region, &r.id).await? else {
+            return Ok(Progress::Failed {
+                reason: format!("EKS cluster {} disappeared", r.id),
+            });
+        };
+        Ok(from_state(
+            &c.state,
+            "EKS control plane",
+            || json!({ "arn": c.arn, "name": c.name, "endpoint": c.endpoint, "oidc_issuer": c.oidc_issuer, "security_group_id": c.security_group_id }),
+        ))
+    }
+}
+
+struct SelectActiveStep(Arc<Shared>);
+
+#[async_trait]
+impl StepExecutor for SelectActiveStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(Observation::Absent)
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let s = &self.0;
+        s.store
+            .set_setting(ACTIVE_CLUSTER, Some(&s.req.name))
+            .map_err(|e| StepError::Invalid(e.to_string()))?;
+        Ok(ResourceRef {
+            kind: "setting".into(),
+            id: ACTIVE_CLUSTER.into(),
+            arn: None,
+        })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(Progress::Done(json!({ "active_cluster": self.0.req.name })))
+    }
+}
+
+struct AddonStep {
+    cx: Arc<Shared>,
+    addon: String,
+}
+
+#[async_trait]
+impl StepExecutor for AddonStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let s = &self.cx;
+        // An add-on is a singleton per cluster: one that is already installed satisfies the
+        // dependency whoever installed it.
+        Ok(
+            match s
+                .aws
+                .describe_addon(&s.req.region, &s.names().eks_cluster, &self.addon)
+                .await?
+            {
+                Some(a) => Observation::Exists(ResourceRef {
+                    kind: "eks-addon".into(),
+                    id: a.name,
+                    arn: None,
+                }),
+                None => Observation::Absent,
+            },
+        )
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let s = &self.cx;
+        let a = s
+            .aws
+            .create_addon(&CreateEksAddon {
+                region: s.req.region.clone(),
+                cluster: s.names().eks_cluster,
+                name: self.addon.clone(),
+                version: None,
+                client_request_token: cx.idempotency_token.to_string(),
+                tags: s.tags(cx),
+            })
+            .await?;
+        Ok(ResourceRef {
+            kind: "eks-addon".into(),
+            id: a.name,
+            arn: None,
+        })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let s = &self.cx;
+        let Some(a) = s
+            .aws
+            .describe_addon(&s.req.region, &s.names().eks_cluster, &r.id)
+            .await?
+        else {
+            return Ok(Progress::Failed {
+                reason: format!("add-on {} disappeared", r.id),
+            });
+        };
+        Ok(from_state(
+            &a.state,
+            &format!("add-on {}", a.name),
+            || json!({ "addon": a.name, "version": a.version }),
+        ))
+    }
+}
+
+struct HyperPodClusterStep(Arc<Shared>);
+
+#[async_trait]
+impl StepExecutor for HyperPodClusterStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let s = &self.0;
+        match s
+            .aws
+            .describe_hyperpod_cluster(&s.req.region, &s.names().hyperpod_cluster)
+            .await?
+        {
+            Some(c) if s.ours(&c.tags) => Ok(Observation::Exists(ResourceRef {
+                kind: "hyperpod-cluster".into(),
+                id: c.name,
+                arn: Some(c.arn),
+            })),
+            Some(c) => Ok(s.foreign(&format!("HyperPod cluster {}", c.name))),
+            None => Ok(Observation::Absent),
+        }
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let s = &self.0;
+        let hp = s
+            .req
+            .hyperpod
+            .as_ref()
+            .ok_or_else(|| StepError::Invalid("no HyperPod cluster requested".into()))?;
+        let placements: BTreeMap<String, String> = cx.input("compute_subnets", "placements")?;
+        let sg: Option<String> = cx.input("network", "security_group_id").ok().flatten();
+        let sg = match sg {
+            Some(sg) => sg,
+            None => cx.input_str("eks_cluster", "security_group_id")?,
+        };
+        let role_arn = cx.input_str("hyperpod_execution_role", "role_arn")?;
+        let groups = hp
+            .instance_groups
+            .iter()
+            .map(|g| {
+                Ok(HyperPodInstanceGroupRequest {
+                    spec: g.clone(),
+                    subnet_id: placements.get(&g.name).cloned().ok_or_else(|| {
+                        StepError::MissingInput(format!("placement of {}", g.name))
+                    })?,
+                    security_group_ids: vec![sg.clone()],
+                    execution_role_arn: role_arn.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, StepError>>()?;
+        let c = s
+            .aws
+            .create_hyperpod_cluster(&CreateHyperPodCluster {
+                region: s.req.region.clone(),
+                name: s.names().hyperpod_cluster,
+                eks_cluster_arn: cx.input_str("eks_cluster", "arn")?,
+                node_recovery: hp.node_recovery,
+                instance_groups: groups,
+                tags: s.tags(cx),
+            })
+            .await?;
+        Ok(ResourceRef {
+            kind: "hyperpod-cluster".into(),
+            id: c.name,
+            arn: Some(c.arn),
+        })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let s = &self.0;
+        let Some(c) = s
+            .aws
+            .describe_hyperpod_cluster(&s.req.region, &r.id)
+            .await?
+        else {
+            return Ok(Progress::Failed {
+                reason: format!("HyperPod cluster {} disappeared", r.id),
+            });
+        };
+        if let ResourceState::Creating | ResourceState::Updating = c.state {
+            let (cur, target) = c.instance_groups.iter().fold((0, 0), |(a, b), g| {
+                (a + g.current_count, b + g.target_count)
+            });
+            return Ok(waiting(format!(
+                "HyperPod cluster: creating, {cur}/{target} nodes running"
+            )));
+        }
+        Ok(from_state(
+            &c.state,
+            "HyperPod cluster",
+            || json!({ "name": c.name, "arn": c.arn }),
+        ))
+    }
+}
+
+struct StorageStep(Arc<Shared>);
+
+impl StorageStep {
+    fn objects(&self, bucket: &str) -> (KubeObject, KubeObject) {
+        let s = &self.0;
+        let labels = json!({ LABEL_MANAGED_BY: MANAGED_BY, "instantstart.io/cluster": s.req.name });
+        let pv_name = format!("{STORAGE_CLAIM}-pv");
+        let pv = json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": { "name": pv_name, "labels": labels },
+            "spec": {
+                "capacity": { "storage": "1200Gi" },
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "claimRef": { "namespace": "default", "name": STORAGE_CLAIM },
+                "mountOptions": ["allow-delete", "allow-other", "uid=1000", "gid=1000", format!("region {}", s.req.region)],
+                "csi": { "driver": "s3.csi.aws.com", "volumeHandle": format!("s3-csi-{bucket}"), "volumeAttributes": { "bucketName": bucket } }
+            }
+        });
+        let pvc = json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": { "name": STORAGE_CLAIM, "namespace": "default", "labels": labels },
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": pv_name,
+                "resources": { "requests": { "storage": "1200Gi" } }
+            }
+        });
+        (KubeObject(pv), KubeObject(pvc))
+    }
+
+    fn claim_ref() -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: "PersistentVolumeClaim".into(),
+            namespace: Some("default".into()),
+            name: STORAGE_CLAIM.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for StorageStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let s = &self.0;
+        match s.kube.get(&s.kube_target(), &Self::claim_ref()).await? {
+            Some(o) if o.label(LABEL_MANAGED_BY) == Some(MANAGED_BY) => {
+                Ok(Observation::Exists(ResourceRef {
+                    kind: "pvc".into(),
+                    id: format!("default/{STORAGE_CLAIM}"),
+                    arn: None,
+                }))
+            }
+            Some(_) => Ok(s.foreign(&format!("PersistentVolumeClaim default/{STORAGE_CLAIM}"))),
+            None => Ok(Observation::Absent),
+        }
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let s = &self.0;
+        let bucket = cx.input_str("bucket", "bucket")?;
+        let (pv, pvc) = self.objects(&bucket);
+        s.kube.apply(&s.kube_target(), &pv).await?;
+        s.kube.apply(&s.kube_target(), &pvc).await?;
+        Ok(ResourceRef {
+            kind: "pvc".into(),
+            id: format!("default/{STORAGE_CLAIM}"),
+            arn: None,
+        })
+    }
+
+    async fn poll(&self, cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
+        let s = &self.0;
+        let Some(pvc) = s.kube.get(&s.kube_target(), &Self::claim_ref()).await? else {
+            return Ok(Progress::Failed {
+                reason: format!("PersistentVolumeClaim default/{STORAGE_CLAIM} disappeared"),
+            });
+        };
+        match pvc.0.pointer("/status/phase").and_then(Value::as_str) {
+            Some("Bound") => Ok(Progress::Done(json!({
+                "claim": STORAGE_CLAIM,
+                "namespace": "default",
+                "bucket": cx.input_str("bucket", "bucket")?,
+                "mount_path": s.req.storage.as_ref().map(|x| x.mount_path.clone()).unwrap_or_else(|| "/s3".into()),
+            }))),
+            phase => Ok(waiting(format!(
+                "claim {STORAGE_CLAIM}: {}",
+                phase.unwrap_or("Pending")
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::*;
+
+    #[test]
+    fn dag_shape_overlaps_the_eks_wait() {
+        let req = ClusterCreateRequest {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            kubernetes_version: "1.33".into(),
+            network: NetworkSpec::default(),
+            availability_zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+            hyperpod: Some(HyperPodClusterSpec {
+                node_recovery: NodeRecovery::Automatic,
+                instance_groups: vec![InstanceGroupSpec {
+                    name: "workers".into(),
+                    instance_type: "ml.g5.2xlarge".into(),
+                    count: 2,
+                    availability_zone: "us-east-1a".into(),
+                    subnet_id: None,
+                    capacity: CapacitySpec::OnDemand,
+                    interface_mode: InterfaceMode::Standard,
+                    ebs_volume_gb: 500,
+                    deep_health_checks: DeepHealthChecks::default(),
+                    lifecycle_script: None,
+                }],
+            }),
+            storage: None,
+        };
+        let steps = plan_steps(&req);
+        let shape: Vec<String> = steps
+            .iter()
+            .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "network <- []",
+                "eks_cluster_role <- []",
+                "bucket <- []",
+                "eks_cluster <- [network, eks_cluster_role]",
+                "select_active <- [eks_cluster]",
+                "addon:eks-pod-identity-agent <- [select_active]",
+                "addon:cert-manager <- [select_active]",
+                "addon:aws-mountpoint-s3-csi-driver <- [select_active]",
+                "hyperpod_execution_role <- [bucket]",
+                "compute_subnets <- [network]",
+                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
+                "storage <- [bucket, select_active, addon:aws-mountpoint-s3-csi-driver]",
+            ]
+        );
+        // Every dependency names an earlier step: the DAG is acyclic by construction.
+        for (i, s) in steps.iter().enumerate() {
+            for d in &s.depends_on {
+                assert!(
+                    steps[..i].iter().any(|p| &p.key == d),
+                    "{} depends on later {d}",
+                    s.key
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn policies_are_scoped() {
+        let p = hyperpod_bucket_policy("my-bucket").to_string();
+        assert!(!p.contains("\"s3:*\"") && !p.contains("\"*\""));
+        assert!(p.contains("arn:aws:s3:::my-bucket/*"));
+    }
+}

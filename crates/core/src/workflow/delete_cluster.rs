@@ -1,0 +1,553 @@
+//! The delete-cluster pipeline: what create-cluster made, removed in reverse order.
+//!
+//! Only resources carrying our ownership tags are deleted; a same-named resource that is not
+//! ours stops the step with `needs_attention`. An imported cluster is only forgotten: nothing
+//! InstantStart did not create is ever deleted. The shared bucket is kept unless the request
+//! asks for `delete_bucket` (it holds the user's data).
+//!
+//! For deletions, an executor's `observe` answers "is the deletion already done or under
+//! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
+
+use super::{cluster_target, decode};
+use crate::engine::{
+    EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
+use crate::names::DerivedNames;
+use crate::operation::{OperationKind, ResourceRef, StepSpec};
+use crate::provider::*;
+use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
+use crate::validate::{Finding, ValidationError, ValidationKind};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Request to delete a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteClusterRequest {
+    pub name: String,
+    /// Also delete the shared S3 bucket if InstantStart created it (default: keep the data).
+    #[serde(default)]
+    pub delete_bucket: bool,
+}
+
+/// The delete-cluster workflow.
+pub struct DeleteClusterWorkflow {
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl DeleteClusterWorkflow {
+    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
+        DeleteClusterWorkflow { aws, kube, store }
+    }
+}
+
+fn step(key: &str, title: String, deps: &[&str], secs: u64) -> StepSpec {
+    StepSpec {
+        key: key.into(),
+        title,
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        expected_secs: Some(secs),
+    }
+}
+
+fn plan_steps(rec: &ClusterRecord, delete_bucket: bool) -> Vec<StepSpec> {
+    let names = DerivedNames::for_cluster(&rec.name);
+    if rec.source == ClusterSource::Imported {
+        return vec![step(
+            "unregister",
+            format!(
+                "Forget imported cluster {} (nothing is deleted in AWS)",
+                rec.name
+            ),
+            &[],
+            1,
+        )];
+    }
+    let mut steps = vec![step(
+        "storage",
+        "Delete the shared-bucket PersistentVolume and claim".into(),
+        &[],
+        5,
+    )];
+    let mut unregister_deps = vec!["storage", "eks_cluster", "eks_cluster_role", "network"];
+    if let Some(hp) = &rec.hyperpod_cluster {
+        steps.push(step(
+            "hyperpod_cluster",
+            format!("Delete HyperPod cluster {hp}"),
+            &["storage"],
+            600,
+        ));
+        steps.push(step(
+            "hyperpod_execution_role",
+            format!("Delete IAM role {}", names.hyperpod_execution_role),
+            &["hyperpod_cluster"],
+            5,
+        ));
+        steps.push(step(
+            "compute_subnets",
+            "Delete the compute subnets".into(),
+            &["hyperpod_cluster"],
+            10,
+        ));
+        steps.push(step(
+            "eks_cluster",
+            format!("Delete EKS control plane {}", names.eks_cluster),
+            &["hyperpod_cluster"],
+            600,
+        ));
+        unregister_deps.extend([
+            "hyperpod_cluster",
+            "hyperpod_execution_role",
+            "compute_subnets",
+        ]);
+    } else {
+        steps.push(step(
+            "eks_cluster",
+            format!("Delete EKS control plane {}", names.eks_cluster),
+            &["storage"],
+            600,
+        ));
+    }
+    steps.push(step(
+        "eks_cluster_role",
+        format!("Delete IAM role {}", names.eks_cluster_role),
+        &["eks_cluster"],
+        5,
+    ));
+    let network_deps: &[&str] = if rec.hyperpod_cluster.is_some() {
+        &["eks_cluster", "compute_subnets"]
+    } else {
+        &["eks_cluster"]
+    };
+    steps.push(step(
+        "network",
+        format!(
+            "Delete VPC {} and its subnets, gateways and routes",
+            names.vpc
+        ),
+        network_deps,
+        120,
+    ));
+    if delete_bucket {
+        let deps: &[&str] = if rec.hyperpod_cluster.is_some() {
+            &["storage", "hyperpod_cluster"]
+        } else {
+            &["storage"]
+        };
+        steps.push(step(
+            "bucket",
+            format!(
+                "Delete S3 bucket {} (only if InstantStart created it)",
+                rec.bucket.clone().unwrap_or_default()
+            ),
+            deps,
+            10,
+        ));
+        unregister_deps.push("bucket");
+    }
+    steps.push(step(
+        "unregister",
+        format!("Forget cluster {}", rec.name),
+        &unregister_deps,
+        1,
+    ));
+    steps
+}
+
+impl Workflow for DeleteClusterWorkflow {
+    fn kind(&self) -> OperationKind {
+        OperationKind::DeleteCluster
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        let req: DeleteClusterRequest = decode(request)?;
+        let Some(rec) = self.store.get_cluster(&req.name)? else {
+            return Err(EngineError::UnknownCluster(req.name));
+        };
+        if req.delete_bucket && rec.source == ClusterSource::Imported {
+            return Err(ValidationError {
+                kind: ValidationKind::Unprocessable,
+                findings: vec![Finding {
+                    field: "delete_bucket".into(),
+                    rule: "an imported cluster's bucket is not InstantStart's to delete".into(),
+                }],
+            }
+            .into());
+        }
+        let steps = plan_steps(&rec, req.delete_bucket);
+        let canonical =
+            serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Prepared {
+            target: cluster_target(&req.name),
+            request: canonical,
+            steps,
+        })
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let req: DeleteClusterRequest = decode(request).ok()?;
+        let rec = self.store.get_cluster(&req.name).ok()??;
+        let which = match key {
+            "storage" => Target::Storage,
+            "hyperpod_cluster" => Target::HyperPod,
+            "hyperpod_execution_role" => {
+                Target::Role(DerivedNames::for_cluster(&rec.name).hyperpod_execution_role)
+            }
+            "compute_subnets" => Target::ComputeSubnets,
+            "eks_cluster" => Target::Eks,
+            "eks_cluster_role" => {
+                Target::Role(DerivedNames::for_cluster(&rec.name).eks_cluster_role)
+            }
+            "network" => Target::Network,
+            "bucket" => Target::Bucket,
+            "unregister" => Target::Unregister,
+            _ => return None,
+        };
+        Some(Arc::new(DeleteStep {
+            rec,
+            which,
+            aws: self.aws.clone(),
+            kube: self.kube.clone(),
+            store: self.store.clone(),
+        }))
+    }
+}
+
+enum Target {
+    Storage,
+    HyperPod,
+    Role(String),
+    ComputeSubnets,
+    Eks,
+    Network,
+    Bucket,
+    Unregister,
+}
+
+struct DeleteStep {
+    rec: ClusterRecord,
+    which: Target,
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+/// Effect of a deletion as observed.
+enum Found {
+    Gone,
+    Deleting,
+    Present,
+    Foreign(String),
+}
+
+impl DeleteStep {
+    fn kube_target(&self) -> KubeTarget {
+        KubeTarget {
+            region: self.rec.region.clone(),
+            eks_cluster: self.rec.eks_cluster.clone(),
+        }
+    }
+
+    fn storage_refs() -> [ObjectRef; 2] {
+        let claim = super::create_cluster::STORAGE_CLAIM;
+        [
+            ObjectRef {
+                api_version: "v1".into(),
+                kind: "PersistentVolumeClaim".into(),
+                namespace: Some("default".into()),
+                name: claim.into(),
+            },
+            ObjectRef {
+                api_version: "v1".into(),
+                kind: "PersistentVolume".into(),
+                namespace: None,
+                name: format!("{claim}-pv"),
+            },
+        ]
+    }
+
+    async fn compute_subnets(&self) -> Result<Vec<Subnet>, StepError> {
+        let Some(vpc) = &self.rec.vpc_id else {
+            return Ok(vec![]);
+        };
+        let n = match self.aws.describe_network(&self.rec.region, vpc).await {
+            Ok(n) => n,
+            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(e.into()),
+        };
+        let prefix = format!("{}-compute-", self.rec.name);
+        Ok(n.subnets
+            .into_iter()
+            .filter(|s| {
+                s.name.as_deref().is_some_and(|x| x.starts_with(&prefix))
+                    && is_owned(&s.tags, &self.rec.name)
+            })
+            .collect())
+    }
+
+    async fn find(&self) -> Result<Found, StepError> {
+        let r = &self.rec;
+        let owned = |tags: &Tags| is_owned(tags, &r.name);
+        let state_found = |state: &ResourceState| {
+            if matches!(state, ResourceState::Deleting) {
+                Found::Deleting
+            } else {
+                Found::Present
+            }
+        };
+        Ok(match &self.which {
+            Target::Storage => {
+                let mut any = false;
+                for o in Self::storage_refs() {
+                    if let Some(obj) = self
+                        .kube
+                        .get(&self.kube_target(), &o)
+                        .await
+                        .or_else(not_found_is_none)?
+                    {
+                        if obj.label(LABEL_MANAGED_BY) != Some(MANAGED_BY) {
+                            return Ok(Found::Foreign(format!(
+                                "{} {} is not managed by InstantStart",
+                                o.kind, o.name
+                            )));
+                        }
+                        any = true;
+                    }
+                }
+                if any { Found::Present } else { Found::Gone }
+            }
+            Target::HyperPod => match &r.hyperpod_cluster {
+                None => Found::Gone,
+                Some(name) => match self.aws.describe_hyperpod_cluster(&r.region, name).await? {
+                    None => Found::Gone,
+                    Some(c) if !owned(&c.tags) => {
+                        Found::Foreign(format!("HyperPod cluster {name} is not tagged as ours"))
+                    }
+                    Some(c) => state_found(&c.state),
+                },
+            },
+            Target::Eks => match self
+                .aws
+                .describe_eks_cluster(&r.region, &r.eks_cluster)
+                .await?
+            {
+                None => Found::Gone,
+                Some(c) if !owned(&c.tags) => {
+                    Found::Foreign(format!("EKS cluster {} is not tagged as ours", c.name))
+                }
+                Some(c) => state_found(&c.state),
+            },
+            Target::Role(name) => match self.aws.get_role(name).await? {
+                None => Found::Gone,
+                Some(role) if !owned(&role.tags) => {
+                    Found::Foreign(format!("IAM role {name} is not tagged as ours"))
+                }
+                Some(_) => Found::Present,
+            },
+            Target::ComputeSubnets => {
+                if self.compute_subnets().await?.is_empty() {
+                    Found::Gone
+                } else {
+                    Found::Present
+                }
+            }
+            Target::Network => match &r.vpc_id {
+                None => Found::Gone,
+                Some(vpc) => match self.aws.describe_network(&r.region, vpc).await {
+                    Err(e) if e.kind == ProviderErrorKind::NotFound => Found::Gone,
+                    Err(e) => return Err(e.into()),
+                    Ok(n) if !owned(&n.vpc.tags) => {
+                        Found::Foreign(format!("VPC {vpc} is not tagged as ours"))
+                    }
+                    Ok(n) => state_found(&n.state),
+                },
+            },
+            Target::Bucket => match &r.bucket {
+                None => Found::Gone,
+                Some(b) => match self.aws.describe_bucket(b).await? {
+                    None => Found::Gone,
+                    Some(x) if !owned(&x.tags) => Found::Foreign(format!(
+                        "bucket {b} was not created by InstantStart; it is kept"
+                    )),
+                    Some(_) => Found::Present,
+                },
+            },
+            Target::Unregister => {
+                if self
+                    .store
+                    .get_cluster(&r.name)
+                    .map_err(store_err)?
+                    .is_some()
+                {
+                    Found::Present
+                } else {
+                    Found::Gone
+                }
+            }
+        })
+    }
+
+    fn resource(&self) -> ResourceRef {
+        let (kind, id) = match &self.which {
+            Target::Storage => (
+                "pvc",
+                format!("default/{}", super::create_cluster::STORAGE_CLAIM),
+            ),
+            Target::HyperPod => (
+                "hyperpod-cluster",
+                self.rec.hyperpod_cluster.clone().unwrap_or_default(),
+            ),
+            Target::Role(n) => ("iam-role", n.clone()),
+            Target::ComputeSubnets => ("subnets", self.rec.name.clone()),
+            Target::Eks => ("eks-cluster", self.rec.eks_cluster.clone()),
+            Target::Network => ("vpc", self.rec.vpc_id.clone().unwrap_or_default()),
+            Target::Bucket => ("s3-bucket", self.rec.bucket.clone().unwrap_or_default()),
+            Target::Unregister => ("registry", self.rec.name.clone()),
+        };
+        ResourceRef {
+            kind: kind.into(),
+            id,
+            arn: None,
+        }
+    }
+}
+
+fn not_found_is_none(e: ProviderError) -> Result<Option<KubeObject>, ProviderError> {
+    if e.kind == ProviderErrorKind::NotFound {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
+fn store_err(e: crate::store::StoreError) -> StepError {
+    StepError::Invalid(e.to_string())
+}
+
+#[async_trait]
+impl StepExecutor for DeleteStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.find().await? {
+            Found::Gone | Found::Deleting => Observation::Exists(self.resource()),
+            Found::Present => Observation::Absent,
+            Found::Foreign(reason) => Observation::Foreign { reason },
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let r = &self.rec;
+        match &self.which {
+            Target::Storage => {
+                for o in Self::storage_refs() {
+                    self.kube.delete(&self.kube_target(), &o).await?;
+                }
+            }
+            Target::HyperPod => {
+                if let Some(name) = &r.hyperpod_cluster {
+                    self.aws.delete_hyperpod_cluster(&r.region, name).await?;
+                }
+            }
+            Target::Role(name) => self.aws.delete_role(name).await?,
+            Target::ComputeSubnets => {
+                for s in self.compute_subnets().await? {
+                    self.aws.delete_subnet(&r.region, &s.id).await?;
+                }
+            }
+            Target::Eks => {
+                self.aws
+                    .delete_eks_cluster(&r.region, &r.eks_cluster)
+                    .await?
+            }
+            Target::Network => {
+                if let Some(vpc) = &r.vpc_id {
+                    self.aws.delete_network(&r.region, vpc).await?;
+                }
+            }
+            Target::Bucket => {
+                if let Some(b) = &r.bucket {
+                    self.aws.delete_bucket(b).await?;
+                }
+            }
+            Target::Unregister => {
+                if self
+                    .store
+                    .get_setting(ACTIVE_CLUSTER)
+                    .map_err(store_err)?
+                    .as_deref()
+                    == Some(r.name.as_str())
+                {
+                    self.store
+                        .set_setting(ACTIVE_CLUSTER, None)
+                        .map_err(store_err)?;
+                }
+                self.store.delete_cluster(&r.name).map_err(store_err)?;
+            }
+        }
+        Ok(self.resource())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.find().await? {
+            Found::Gone => Progress::Done(json!({ "deleted": r.id })),
+            Found::Deleting => Progress::Waiting {
+                detail: format!("{} {}: deleting", r.kind, r.id),
+            },
+            Found::Present => Progress::Waiting {
+                detail: format!("{} {}: waiting for deletion to start", r.kind, r.id),
+            },
+            Found::Foreign(reason) => Progress::Failed { reason },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(source: ClusterSource, hyperpod: bool) -> ClusterRecord {
+        ClusterRecord {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            source,
+            eks_cluster: "demo".into(),
+            hyperpod_cluster: hyperpod.then(|| "demo-hp".into()),
+            vpc_id: Some("vpc-1".into()),
+            bucket: Some("b".into()),
+            kubernetes_version: None,
+            request: None,
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn reverse_order() {
+        let shape: Vec<String> = plan_steps(&record(ClusterSource::Created, true), true)
+            .iter()
+            .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "storage <- []",
+                "hyperpod_cluster <- [storage]",
+                "hyperpod_execution_role <- [hyperpod_cluster]",
+                "compute_subnets <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster]",
+                "eks_cluster_role <- [eks_cluster]",
+                "network <- [eks_cluster, compute_subnets]",
+                "bucket <- [storage, hyperpod_cluster]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
+            ]
+        );
+        let imported: Vec<String> = plan_steps(&record(ClusterSource::Imported, false), false)
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
+        assert_eq!(imported, ["unregister"]);
+    }
+}

@@ -1,0 +1,52 @@
+//! Workflows: the kinds of operations, each a DAG of steps with their executors.
+//!
+//! - [`create_cluster`]: network → EKS control plane → select as active → dependencies →
+//!   HyperPod cluster → storage, with IAM roles, the S3 bucket and compute subnets overlapping
+//!   the long EKS wait.
+//! - [`delete_cluster`]: the same resources removed in reverse order.
+
+pub mod create_cluster;
+pub mod delete_cluster;
+
+use crate::Finding;
+use crate::engine::EngineError;
+use crate::store::{ClusterRecord, Store};
+use crate::validate::{ValidationError, ValidationKind};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use create_cluster::CreateClusterWorkflow;
+pub use delete_cluster::DeleteClusterWorkflow;
+
+/// Target string of a cluster, used for the one-mutation-per-target rule.
+pub fn cluster_target(name: &str) -> String {
+    format!("cluster/{name}")
+}
+
+/// Decodes a JSON request into its typed spec; a shape error names the field path.
+pub fn decode<T: DeserializeOwned>(request: &Value) -> Result<T, ValidationError> {
+    serde_path_to_error::deserialize(request).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        let rule = e.into_inner().to_string();
+        // serde's messages carry "at line x column y" only for text input; JSON values have none.
+        ValidationError {
+            kind: ValidationKind::Invalid,
+            findings: vec![Finding { field, rule }],
+        }
+    })
+}
+
+/// Applies `f` to a stored cluster record, if it exists.
+pub fn update_record(
+    store: &dyn Store,
+    name: &str,
+    f: impl FnOnce(&mut ClusterRecord),
+) -> Result<(), EngineError> {
+    if let Some(mut rec) = store.get_cluster(name)? {
+        f(&mut rec);
+        rec.updated_at = chrono::Utc::now();
+        store.put_cluster(&rec)?;
+    }
+    Ok(())
+}
