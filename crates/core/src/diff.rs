@@ -2,9 +2,7 @@
 //! with the real state and produces a [`Plan`]. An empty plan means "already in this state":
 //! no operation is created and no provider is called.
 
-use crate::spec::{
-    InstanceGroupSpec, ManagedFeatures, TieredCheckpointing, check_instance_group_update,
-};
+use crate::spec::{InstanceGroupSpec, ManagedFeatures, TieredCheckpointing, check_instance_group_update};
 use crate::validate::{Findings, Validate, ValidationError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -26,10 +24,7 @@ pub struct Plan {
 
 impl Plan {
     pub fn new(target: impl Into<String>) -> Self {
-        Plan {
-            target: target.into(),
-            changes: Vec::new(),
-        }
+        Plan { target: target.into(), changes: Vec::new() }
     }
 
     pub fn is_noop(&self) -> bool {
@@ -52,11 +47,7 @@ impl Plan {
         if self.is_noop() {
             return format!("{}: already in this state", self.target);
         }
-        self.changes
-            .iter()
-            .map(|c| format!("{}: {} -> {}", c.field, c.from, c.to))
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.changes.iter().map(|c| format!("{}: {} -> {}", c.field, c.from, c.to)).collect::<Vec<_>>().join("\n")
     }
 }
 
@@ -116,16 +107,10 @@ impl Validate for FeaturesPatch {
         if let Some(tc) = &self.tiered_checkpointing {
             if let Some(p) = tc.memory_percent {
                 if !(1..=100).contains(&p) {
-                    f.push(
-                        "tiered_checkpointing.memory_percent",
-                        "must be between 1 and 100",
-                    );
+                    f.push("tiered_checkpointing.memory_percent", "must be between 1 and 100");
                 }
                 if !tc.enabled {
-                    f.push(
-                        "tiered_checkpointing.memory_percent",
-                        "only meaningful when enabling",
-                    );
+                    f.push("tiered_checkpointing.memory_percent", "only meaningful when enabling");
                 }
             }
         }
@@ -133,34 +118,14 @@ impl Validate for FeaturesPatch {
 }
 
 /// Plans a managed-features change against the cluster's real state.
-pub fn plan_features(
-    target: &str,
-    patch: &FeaturesPatch,
-    actual: &ManagedFeatures,
-) -> Result<Plan, ValidationError> {
+pub fn plan_features(target: &str, patch: &FeaturesPatch, actual: &ManagedFeatures) -> Result<Plan, ValidationError> {
     patch.check()?;
     let desired = patch.apply_to(actual);
     let mut plan = Plan::new(target);
-    plan.compare(
-        "training_operator",
-        &actual.training_operator,
-        &desired.training_operator,
-    );
-    plan.compare(
-        "inference_operator",
-        &actual.inference_operator,
-        &desired.inference_operator,
-    );
-    plan.compare(
-        "tiered_checkpointing",
-        &actual.tiered_checkpointing,
-        &desired.tiered_checkpointing,
-    );
-    plan.compare(
-        "managed_autoscaling",
-        &actual.managed_autoscaling,
-        &desired.managed_autoscaling,
-    );
+    plan.compare("training_operator", &actual.training_operator, &desired.training_operator);
+    plan.compare("inference_operator", &actual.inference_operator, &desired.inference_operator);
+    plan.compare("tiered_checkpointing", &actual.tiered_checkpointing, &desired.tiered_checkpointing);
+    plan.compare("managed_autoscaling", &actual.managed_autoscaling, &desired.managed_autoscaling);
     Ok(plan)
 }
 
@@ -175,21 +140,9 @@ pub fn plan_instance_group(
     check_instance_group_update(actual, desired)?;
     let mut plan = Plan::new(target);
     plan.compare("count", &actual.count, &desired.count);
-    plan.compare(
-        "ebs_volume_gb",
-        &actual.ebs_volume_gb,
-        &desired.ebs_volume_gb,
-    );
-    plan.compare(
-        "deep_health_checks",
-        &actual.deep_health_checks,
-        &desired.deep_health_checks,
-    );
-    plan.compare(
-        "lifecycle_script",
-        &actual.lifecycle_script,
-        &desired.lifecycle_script,
-    );
+    plan.compare("ebs_volume_gb", &actual.ebs_volume_gb, &desired.ebs_volume_gb);
+    plan.compare("deep_health_checks", &actual.deep_health_checks, &desired.deep_health_checks);
+    plan.compare("lifecycle_script", &actual.lifecycle_script, &desired.lifecycle_script);
     Ok(plan)
 }
 
@@ -199,14 +152,8 @@ mod tests {
 
     #[test]
     fn matching_state_is_a_noop() {
-        let actual = ManagedFeatures {
-            training_operator: true,
-            ..Default::default()
-        };
-        let patch = FeaturesPatch {
-            training_operator: Some(true),
-            ..Default::default()
-        };
+        let actual = ManagedFeatures { training_operator: true, ..Default::default() };
+        let patch = FeaturesPatch { training_operator: Some(true), ..Default::default() };
         let plan = plan_features("demo", &patch, &actual).unwrap();
         assert!(plan.is_noop());
         assert_eq!(plan.render(), "demo: already in this state");
@@ -220,10 +167,7 @@ mod tests {
             tiered_checkpointing: Some(TieredCheckpointing { memory_percent: 30 }),
             managed_autoscaling: false,
         };
-        let patch = FeaturesPatch {
-            managed_autoscaling: Some(true),
-            ..Default::default()
-        };
+        let patch = FeaturesPatch { managed_autoscaling: Some(true), ..Default::default() };
         let plan = plan_features("demo", &patch, &actual).unwrap();
         assert_eq!(plan.render(), "managed_autoscaling: false -> true");
     }
@@ -232,10 +176,7 @@ mod tests {
     fn tiered_checkpointing_keeps_or_defaults_memory() {
         let off = ManagedFeatures::default();
         let on = FeaturesPatch {
-            tiered_checkpointing: Some(TieredCheckpointingPatch {
-                enabled: true,
-                memory_percent: None,
-            }),
+            tiered_checkpointing: Some(TieredCheckpointingPatch { enabled: true, memory_percent: None }),
             ..Default::default()
         };
         assert_eq!(
@@ -243,10 +184,7 @@ mod tests {
             "tiered_checkpointing: null -> {\"memory_percent\":20}"
         );
         let bad = FeaturesPatch {
-            tiered_checkpointing: Some(TieredCheckpointingPatch {
-                enabled: false,
-                memory_percent: Some(0),
-            }),
+            tiered_checkpointing: Some(TieredCheckpointingPatch { enabled: false, memory_percent: Some(0) }),
             ..Default::default()
         };
         let err = plan_features("c", &bad, &off).unwrap_err();
@@ -255,9 +193,7 @@ mod tests {
 
     #[test]
     fn wire_shape_rejects_unknown_fields() {
-        assert!(
-            serde_json::from_str::<FeaturesPatch>(r#"{"training_operator":true,"gpu":1}"#).is_err()
-        );
+        assert!(serde_json::from_str::<FeaturesPatch>(r#"{"training_operator":true,"gpu":1}"#).is_err());
         let p: FeaturesPatch = serde_json::from_str(r#"{"inference_operator":false}"#).unwrap();
         assert_eq!(p.training_operator, None);
     }

@@ -40,10 +40,7 @@ pub fn eks_cluster_name(name: &str) -> Result<(), String> {
     if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
         return Err("must start with a letter or digit".into());
     }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         return Err("may contain only letters, digits, hyphens and underscores".into());
     }
     Ok(())
@@ -83,10 +80,7 @@ pub fn s3_bucket_name(name: &str) -> Result<(), String> {
     if name.len() < 3 || name.len() > 63 {
         return Err("must be 3-63 characters long".into());
     }
-    if !name
-        .chars()
-        .all(|c| is_lower_alnum(c) || c == '-' || c == '.')
-    {
+    if !name.chars().all(|c| is_lower_alnum(c) || c == '-' || c == '.') {
         return Err("may contain only lowercase letters, digits, dots and hyphens".into());
     }
     if !name.starts_with(is_lower_alnum) || !name.ends_with(is_lower_alnum) {
@@ -100,9 +94,7 @@ pub fn s3_bucket_name(name: &str) -> Result<(), String> {
     }
     for prefix in ["xn--", "sthree-", "amzn-s3-demo-"] {
         if name.starts_with(prefix) {
-            return Err(format!(
-                "must not start with the reserved prefix '{prefix}'"
-            ));
+            return Err(format!("must not start with the reserved prefix '{prefix}'"));
         }
     }
     for suffix in ["-s3alias", "--ol-s3", "--x-s3", "--table-s3", ".mrap"] {
@@ -119,32 +111,17 @@ pub fn region(name: &str) -> Result<(), String> {
     let ok = (3..=4).contains(&parts.len())
         && parts[0].len() == 2
         && parts[0].chars().all(|c| c.is_ascii_lowercase())
-        && parts[1..parts.len() - 1]
-            .iter()
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
-        && parts
-            .last()
-            .is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
-    if ok {
-        Ok(())
-    } else {
-        Err("must be an AWS region code such as us-east-1".into())
-    }
+        && parts[1..parts.len() - 1].iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
+        && parts.last().is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    if ok { Ok(()) } else { Err("must be an AWS region code such as us-east-1".into()) }
 }
 
 /// Availability Zone name in `region`, e.g. `us-east-1a` (or a zone id such as `use1-az1`).
 pub fn availability_zone(az: &str, region_code: &str) -> Result<(), String> {
     let suffix = az.strip_prefix(region_code);
-    let ok = suffix.is_some_and(|s| {
-        !s.is_empty() && s.len() <= 3 && s.chars().all(|c| c.is_ascii_lowercase() || c == '-')
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "must be an Availability Zone of region {region_code}, e.g. {region_code}a"
-        ))
-    }
+    let ok =
+        suffix.is_some_and(|s| !s.is_empty() && s.len() <= 3 && s.chars().all(|c| c.is_ascii_lowercase() || c == '-'));
+    if ok { Ok(()) } else { Err(format!("must be an Availability Zone of region {region_code}, e.g. {region_code}a")) }
 }
 
 /// HyperPod instance type such as `ml.p5.48xlarge`.
@@ -152,36 +129,20 @@ pub fn instance_type(name: &str) -> Result<(), String> {
     let parts: Vec<&str> = name.split('.').collect();
     let ok = parts.len() == 3
         && parts[0] == "ml"
-        && parts[1..].iter().all(|p| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err("must be a SageMaker instance type such as ml.p5.48xlarge".into())
-    }
+        && parts[1..]
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
+    if ok { Ok(()) } else { Err("must be a SageMaker instance type such as ml.p5.48xlarge".into()) }
 }
 
 /// SageMaker training plan ARN: `arn:<partition>:sagemaker:<region>:<account>:training-plan/<name>`.
 pub fn training_plan_arn(arn: &str) -> Result<(), String> {
-    let rule = || {
-        "must be a training plan ARN: arn:aws:sagemaker:<region>:<account>:training-plan/<name>"
-            .to_string()
-    };
+    let rule = || "must be a training plan ARN: arn:aws:sagemaker:<region>:<account>:training-plan/<name>".to_string();
     let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    if parts.len() != 6
-        || parts[0] != "arn"
-        || !parts[1].starts_with("aws")
-        || parts[2] != "sagemaker"
-    {
+    if parts.len() != 6 || parts[0] != "arn" || !parts[1].starts_with("aws") || parts[2] != "sagemaker" {
         return Err(rule());
     }
-    if region(parts[3]).is_err()
-        || parts[4].len() != 12
-        || !parts[4].chars().all(|c| c.is_ascii_digit())
-    {
+    if region(parts[3]).is_err() || parts[4].len() != 12 || !parts[4].chars().all(|c| c.is_ascii_digit()) {
         return Err(rule());
     }
     match parts[5].strip_prefix("training-plan/") {
@@ -273,34 +234,14 @@ mod tests {
             ("region", region, "US-east-1", false),
             ("itype", instance_type, "ml.p5.48xlarge", true),
             ("itype", instance_type, "p5.48xlarge", false),
-            (
-                "plan",
-                training_plan_arn,
-                "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p1",
-                true,
-            ),
-            (
-                "plan",
-                training_plan_arn,
-                "arn:aws:sagemaker:us-east-1:1234:training-plan/p1",
-                false,
-            ),
-            (
-                "plan",
-                training_plan_arn,
-                "arn:aws:ec2:us-east-1:123456789012:training-plan/p1",
-                false,
-            ),
+            ("plan", training_plan_arn, "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p1", true),
+            ("plan", training_plan_arn, "arn:aws:sagemaker:us-east-1:1234:training-plan/p1", false),
+            ("plan", training_plan_arn, "arn:aws:ec2:us-east-1:123456789012:training-plan/p1", false),
             ("s3uri", s3_uri, "s3://bucket/scripts/", true),
             ("s3uri", s3_uri, "https://bucket", false),
         ];
         for (what, check, input, ok) in cases {
-            assert_eq!(
-                check(input).is_ok(),
-                *ok,
-                "{what} {input:?}: {:?}",
-                check(input)
-            );
+            assert_eq!(check(input).is_ok(), *ok, "{what} {input:?}: {:?}", check(input));
         }
     }
 
@@ -318,13 +259,6 @@ mod tests {
         assert!(d.eks_cluster_role.len() <= 64 && d.hyperpod_execution_role.len() <= 64);
         assert!(hyperpod_name(&d.hyperpod_cluster).is_ok());
         assert!(eks_cluster_name(&d.eks_cluster).is_ok());
-        assert!(
-            s3_bucket_name(&DerivedNames::default_bucket(
-                &name,
-                "123456789012",
-                "ap-southeast-2"
-            ))
-            .is_ok()
-        );
+        assert!(s3_bucket_name(&DerivedNames::default_bucket(&name, "123456789012", "ap-southeast-2")).is_ok());
     }
 }

@@ -72,10 +72,7 @@ pub struct Actor {
 
 impl Actor {
     pub fn system() -> Self {
-        Actor {
-            face: Face::System,
-            principal: "system".into(),
-        }
+        Actor { face: Face::System, principal: "system".into() }
     }
 }
 
@@ -166,13 +163,7 @@ pub enum StepPhase {
 
 impl StepPhase {
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            StepPhase::Succeeded
-                | StepPhase::Failed
-                | StepPhase::NeedsAttention
-                | StepPhase::Cancelled
-        )
+        matches!(self, StepPhase::Succeeded | StepPhase::Failed | StepPhase::NeedsAttention | StepPhase::Cancelled)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -387,11 +378,7 @@ mod tests {
         ] {
             assert_eq!(OperationStatus::parse(s.as_str()), Some(s));
         }
-        for k in [
-            OperationKind::CreateCluster,
-            OperationKind::DeleteCluster,
-            OperationKind::ImportCluster,
-        ] {
+        for k in [OperationKind::CreateCluster, OperationKind::DeleteCluster, OperationKind::ImportCluster] {
             assert_eq!(OperationKind::parse(k.as_str()), Some(k));
         }
     }

@@ -10,8 +10,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 /// Kubernetes versions EKS offers for new clusters.
-pub const SUPPORTED_KUBERNETES_VERSIONS: &[&str] =
-    &["1.30", "1.31", "1.32", "1.33", "1.34", "1.35"];
+pub const SUPPORTED_KUBERNETES_VERSIONS: &[&str] = &["1.30", "1.31", "1.32", "1.33", "1.34", "1.35"];
 /// Version used when a request names none.
 pub const DEFAULT_KUBERNETES_VERSION: &str = "1.33";
 
@@ -55,17 +54,12 @@ pub enum NetworkSpec {
         cidr: Ipv4Net,
     },
     /// Use an existing VPC and its private subnets.
-    ExistingVpc {
-        vpc_id: String,
-        subnet_ids: Vec<String>,
-    },
+    ExistingVpc { vpc_id: String, subnet_ids: Vec<String> },
 }
 
 impl Default for NetworkSpec {
     fn default() -> Self {
-        NetworkSpec::NewVpc {
-            cidr: "10.0.0.0/16".parse().expect("valid default CIDR"),
-        }
+        NetworkSpec::NewVpc { cidr: "10.0.0.0/16".parse().expect("valid default CIDR") }
     }
 }
 
@@ -266,15 +260,7 @@ const fn it(
     efa_interfaces: u32,
     efa_only_supported: bool,
 ) -> InstanceTypeInfo {
-    InstanceTypeInfo {
-        name,
-        vcpus,
-        memory_gib,
-        accelerators,
-        accelerator,
-        efa_interfaces,
-        efa_only_supported,
-    }
+    InstanceTypeInfo { name, vcpus, memory_gib, accelerators, accelerator, efa_interfaces, efa_only_supported }
 }
 
 /// The HyperPod instance types InstantStart knows how to reason about.
@@ -320,20 +306,11 @@ impl Validate for ClusterCreateRequest {
             }
         };
         if !SUPPORTED_KUBERNETES_VERSIONS.contains(&self.kubernetes_version.as_str()) {
-            f.push(
-                "kubernetes_version",
-                format!(
-                    "must be one of {}",
-                    SUPPORTED_KUBERNETES_VERSIONS.join(", ")
-                ),
-            );
+            f.push("kubernetes_version", format!("must be one of {}", SUPPORTED_KUBERNETES_VERSIONS.join(", ")));
         }
         f.at("network", |f| self.network.validate(f));
         if self.availability_zones.len() < 2 {
-            f.push(
-                "availability_zones",
-                "EKS needs at least two Availability Zones",
-            );
+            f.push("availability_zones", "EKS needs at least two Availability Zones");
         }
         for (i, az) in self.availability_zones.iter().enumerate() {
             if region_ok {
@@ -350,9 +327,7 @@ impl Validate for ClusterCreateRequest {
                 hp.validate(f);
                 for (i, g) in hp.instance_groups.iter().enumerate() {
                     let creates_subnet = g.subnet_id.is_none();
-                    if region_ok
-                        && names::availability_zone(&g.availability_zone, &self.region).is_err()
-                    {
+                    if region_ok && names::availability_zone(&g.availability_zone, &self.region).is_err() {
                         f.push(
                             &format!("instance_groups[{i}].availability_zone"),
                             format!("must be an Availability Zone of region {}", self.region),
@@ -366,10 +341,7 @@ impl Validate for ClusterCreateRequest {
                             if names::training_plan_arn(arn).is_ok() && plan_region != self.region {
                                 f.push(
                                     &format!("instance_groups[{i}].capacity.arn"),
-                                    format!(
-                                        "training plan is in {plan_region}, cluster is in {}",
-                                        self.region
-                                    ),
+                                    format!("training plan is in {plan_region}, cluster is in {}", self.region),
                                 );
                             }
                         }
@@ -391,10 +363,7 @@ impl Validate for NetworkSpec {
                     f.push("cidr", "VPC CIDR prefix must be between /16 and /20 (room for /20 compute subnets)");
                 }
                 if cidr.network() != cidr.addr() {
-                    f.push(
-                        "cidr",
-                        format!("host bits must be zero; did you mean {}?", cidr.trunc()),
-                    );
+                    f.push("cidr", format!("host bits must be zero; did you mean {}?", cidr.trunc()));
                 }
                 if !cidr.addr().is_private() {
                     f.push("cidr", "must be a private (RFC 1918) range");
@@ -405,17 +374,11 @@ impl Validate for NetworkSpec {
                     f.push("vpc_id", "must be a VPC id such as vpc-0abc…");
                 }
                 if subnet_ids.len() < 2 {
-                    f.push(
-                        "subnet_ids",
-                        "EKS needs subnets in at least two Availability Zones",
-                    );
+                    f.push("subnet_ids", "EKS needs subnets in at least two Availability Zones");
                 }
                 for (i, s) in subnet_ids.iter().enumerate() {
                     if !s.starts_with("subnet-") {
-                        f.push(
-                            &format!("subnet_ids[{i}]"),
-                            "must be a subnet id such as subnet-0abc…",
-                        );
+                        f.push(&format!("subnet_ids[{i}]"), "must be a subnet id such as subnet-0abc…");
                     }
                 }
             }
@@ -426,10 +389,7 @@ impl Validate for NetworkSpec {
 impl Validate for HyperPodClusterSpec {
     fn validate(&self, f: &mut Findings) {
         if self.instance_groups.is_empty() {
-            f.push(
-                "instance_groups",
-                "a HyperPod cluster needs at least one instance group",
-            );
+            f.push("instance_groups", "a HyperPod cluster needs at least one instance group");
         }
         if self.instance_groups.len() > 20 {
             f.push("instance_groups", "at most 20 instance groups per cluster");
@@ -437,10 +397,7 @@ impl Validate for HyperPodClusterSpec {
         for (i, g) in self.instance_groups.iter().enumerate() {
             f.at_index("instance_groups", i, |f| g.validate(f));
             if self.instance_groups[..i].iter().any(|o| o.name == g.name) {
-                f.push(
-                    &format!("instance_groups[{i}].name"),
-                    "instance group names must be unique",
-                );
+                f.push(&format!("instance_groups[{i}].name"), "instance group names must be unique");
             }
         }
     }
@@ -459,10 +416,7 @@ impl Validate for InstanceGroupSpec {
             Ok(()) => {
                 let info = instance_type_info(&self.instance_type);
                 if info.is_none() {
-                    f.push(
-                        "instance_type",
-                        "is not a HyperPod instance type InstantStart knows",
-                    );
+                    f.push("instance_type", "is not a HyperPod instance type InstantStart knows");
                 }
                 info
             }
@@ -471,10 +425,7 @@ impl Validate for InstanceGroupSpec {
             f.push("count", format!("must be at most {MAX_GROUP_COUNT}"));
         }
         if self.availability_zone.is_empty() {
-            f.push(
-                "availability_zone",
-                "must name the Availability Zone of the group",
-            );
+            f.push("availability_zone", "must name the Availability Zone of the group");
         }
         if let Some(subnet) = &self.subnet_id {
             if !subnet.starts_with("subnet-") {
@@ -489,10 +440,7 @@ impl Validate for InstanceGroupSpec {
         if self.interface_mode == InterfaceMode::EfaOnly {
             if let Some(info) = info {
                 if !info.efa_only_supported {
-                    f.push(
-                        "interface_mode",
-                        format!("EFA-only interfaces are not supported on {}", info.name),
-                    );
+                    f.push("interface_mode", format!("EFA-only interfaces are not supported on {}", info.name));
                 }
             }
         }
@@ -509,10 +457,7 @@ impl Validate for InstanceGroupSpec {
         if (self.deep_health_checks.stress || self.deep_health_checks.connectivity)
             && info.is_some_and(|i| i.accelerators == 0)
         {
-            f.push(
-                "deep_health_checks",
-                "deep health checks apply to accelerated instance types only",
-            );
+            f.push("deep_health_checks", "deep health checks apply to accelerated instance types only");
         }
         if !(1..=16384).contains(&self.ebs_volume_gb) {
             f.push("ebs_volume_gb", "must be between 1 and 16384");
@@ -545,10 +490,7 @@ impl Validate for ManagedFeatures {
     fn validate(&self, f: &mut Findings) {
         if let Some(tc) = &self.tiered_checkpointing {
             if !(1..=100).contains(&tc.memory_percent) {
-                f.push(
-                    "tiered_checkpointing.memory_percent",
-                    "must be between 1 and 100",
-                );
+                f.push("tiered_checkpointing.memory_percent", "must be between 1 and 100");
             }
         }
     }
@@ -571,10 +513,7 @@ pub fn check_instance_group_update(
             ),
         );
     } else if existing.capacity != desired.capacity {
-        f.push_unprocessable(
-            "capacity.arn",
-            "immutable after creation; create a new instance group instead",
-        );
+        f.push_unprocessable("capacity.arn", "immutable after creation; create a new instance group instead");
     }
     if existing.interface_mode != desired.interface_mode {
         f.push_unprocessable(
@@ -585,13 +524,8 @@ pub fn check_instance_group_update(
     if existing.instance_type != desired.instance_type {
         f.push_unprocessable("instance_type", "immutable after creation");
     }
-    if existing.availability_zone != desired.availability_zone
-        || existing.subnet_id != desired.subnet_id
-    {
-        f.push_unprocessable(
-            "availability_zone",
-            "subnet placement is immutable after creation",
-        );
+    if existing.availability_zone != desired.availability_zone || existing.subnet_id != desired.subnet_id {
+        f.push_unprocessable("availability_zone", "subnet placement is immutable after creation");
     }
     f.finish()
 }
@@ -613,22 +547,13 @@ pub fn check_elastic_training(
     let mut f = Findings::new();
     if job.elastic {
         if *capacity == CapacitySpec::Spot {
-            f.push(
-                "elastic",
-                "elastic training cannot run on Spot instance groups",
-            );
+            f.push("elastic", "elastic training cannot run on Spot instance groups");
         }
         if features.tiered_checkpointing.is_some() {
-            f.push(
-                "elastic",
-                "elastic training cannot be combined with managed tiered checkpointing",
-            );
+            f.push("elastic", "elastic training cannot be combined with managed tiered checkpointing");
         }
         if job.checkpointless {
-            f.push(
-                "checkpointless",
-                "elastic training cannot be combined with checkpointless training",
-            );
+            f.push("checkpointless", "elastic training cannot be combined with checkpointless training");
         }
     }
     f.finish()
@@ -670,9 +595,7 @@ mod tests {
     }
 
     fn fields(r: Result<(), ValidationError>) -> Vec<String> {
-        r.err()
-            .map(|e| e.findings.into_iter().map(|f| f.field).collect())
-            .unwrap_or_default()
+        r.err().map(|e| e.findings.into_iter().map(|f| f.field).collect()).unwrap_or_default()
     }
 
     #[test]
@@ -687,72 +610,31 @@ mod tests {
         let cases: &[(&str, Mutate, &[&str])] = &[
             ("bad name", |r| r.name = "Bad_Name".into(), &["name"]),
             ("bad region", |r| r.region = "moon-1".into(), &["region"]),
-            (
-                "old k8s",
-                |r| r.kubernetes_version = "1.20".into(),
-                &["kubernetes_version"],
-            ),
-            (
-                "one az",
-                |r| r.availability_zones.truncate(1),
-                &["availability_zones"],
-            ),
-            (
-                "foreign az",
-                |r| r.availability_zones[1] = "eu-west-1a".into(),
-                &["availability_zones[1]"],
-            ),
-            (
-                "dup az",
-                |r| r.availability_zones[1] = "us-east-1a".into(),
-                &["availability_zones[1]"],
-            ),
+            ("old k8s", |r| r.kubernetes_version = "1.20".into(), &["kubernetes_version"]),
+            ("one az", |r| r.availability_zones.truncate(1), &["availability_zones"]),
+            ("foreign az", |r| r.availability_zones[1] = "eu-west-1a".into(), &["availability_zones[1]"]),
+            ("dup az", |r| r.availability_zones[1] = "us-east-1a".into(), &["availability_zones[1]"]),
             (
                 "public cidr",
-                |r| {
-                    r.network = NetworkSpec::NewVpc {
-                        cidr: "8.8.0.0/16".parse().unwrap(),
-                    }
-                },
+                |r| r.network = NetworkSpec::NewVpc { cidr: "8.8.0.0/16".parse().unwrap() },
                 &["network.cidr"],
             ),
             (
                 "tiny vpc",
-                |r| {
-                    r.network = NetworkSpec::NewVpc {
-                        cidr: "10.0.0.0/24".parse().unwrap(),
-                    }
-                },
+                |r| r.network = NetworkSpec::NewVpc { cidr: "10.0.0.0/24".parse().unwrap() },
                 &["network.cidr"],
             ),
             (
                 "host bits",
-                |r| {
-                    r.network = NetworkSpec::NewVpc {
-                        cidr: "10.0.1.0/16".parse().unwrap(),
-                    }
-                },
+                |r| r.network = NetworkSpec::NewVpc { cidr: "10.0.1.0/16".parse().unwrap() },
                 &["network.cidr"],
             ),
             (
                 "existing vpc bad ids",
-                |r| {
-                    r.network = NetworkSpec::ExistingVpc {
-                        vpc_id: "x".into(),
-                        subnet_ids: vec!["y".into()],
-                    }
-                },
-                &[
-                    "network.vpc_id",
-                    "network.subnet_ids",
-                    "network.subnet_ids[0]",
-                ],
+                |r| r.network = NetworkSpec::ExistingVpc { vpc_id: "x".into(), subnet_ids: vec!["y".into()] },
+                &["network.vpc_id", "network.subnet_ids", "network.subnet_ids[0]"],
             ),
-            (
-                "no groups",
-                |r| r.hyperpod.as_mut().unwrap().instance_groups.clear(),
-                &["hyperpod.instance_groups"],
-            ),
+            ("no groups", |r| r.hyperpod.as_mut().unwrap().instance_groups.clear(), &["hyperpod.instance_groups"]),
             (
                 "dup group",
                 |r| {
@@ -763,10 +645,7 @@ mod tests {
             ),
             (
                 "unknown type",
-                |r| {
-                    r.hyperpod.as_mut().unwrap().instance_groups[0].instance_type =
-                        "ml.zz.big".into()
-                },
+                |r| r.hyperpod.as_mut().unwrap().instance_groups[0].instance_type = "ml.zz.big".into(),
                 &["hyperpod.instance_groups[0].instance_type"],
             ),
             (
@@ -798,19 +677,15 @@ mod tests {
             (
                 "plan in other region",
                 |r| {
-                    r.hyperpod.as_mut().unwrap().instance_groups[0].capacity =
-                        CapacitySpec::TrainingPlan {
-                            arn: "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p".into(),
-                        }
+                    r.hyperpod.as_mut().unwrap().instance_groups[0].capacity = CapacitySpec::TrainingPlan {
+                        arn: "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p".into(),
+                    }
                 },
                 &["hyperpod.instance_groups[0].capacity.arn"],
             ),
             (
                 "group az elsewhere",
-                |r| {
-                    r.hyperpod.as_mut().unwrap().instance_groups[0].availability_zone =
-                        "eu-west-1a".into()
-                },
+                |r| r.hyperpod.as_mut().unwrap().instance_groups[0].availability_zone = "eu-west-1a".into(),
                 &["hyperpod.instance_groups[0].availability_zone"],
             ),
             (
@@ -825,32 +700,19 @@ mod tests {
             ),
             (
                 "bad bucket",
-                |r| {
-                    r.storage = Some(StorageSpec {
-                        bucket: Some("Bad".into()),
-                        mount_path: "/s3".into(),
-                    })
-                },
+                |r| r.storage = Some(StorageSpec { bucket: Some("Bad".into()), mount_path: "/s3".into() }),
                 &["storage.bucket"],
             ),
             (
                 "relative mount",
-                |r| {
-                    r.storage = Some(StorageSpec {
-                        bucket: None,
-                        mount_path: "data".into(),
-                    })
-                },
+                |r| r.storage = Some(StorageSpec { bucket: None, mount_path: "data".into() }),
                 &["storage.mount_path"],
             ),
             (
                 "bad lifecycle",
                 |r| {
                     r.hyperpod.as_mut().unwrap().instance_groups[0].lifecycle_script =
-                        Some(LifecycleScript {
-                            source_s3_uri: "http://x".into(),
-                            on_create: " ".into(),
-                        })
+                        Some(LifecycleScript { source_s3_uri: "http://x".into(), on_create: " ".into() })
                 },
                 &[
                     "hyperpod.instance_groups[0].lifecycle_script.source_s3_uri",
@@ -871,10 +733,7 @@ mod tests {
         r.name = "X".into();
         r.region = "nowhere".into();
         r.hyperpod.as_mut().unwrap().instance_groups[0].count = 9999;
-        assert_eq!(
-            fields(r.check()),
-            ["name", "region", "hyperpod.instance_groups[0].count"]
-        );
+        assert_eq!(fields(r.check()), ["name", "region", "hyperpod.instance_groups[0].count"]);
     }
 
     #[test]
@@ -896,10 +755,7 @@ mod tests {
 
     #[test]
     fn elastic_training_exclusions() {
-        let elastic = TrainingResilience {
-            elastic: true,
-            checkpointless: true,
-        };
+        let elastic = TrainingResilience { elastic: true, checkpointless: true };
         let features = ManagedFeatures {
             tiered_checkpointing: Some(TieredCheckpointing { memory_percent: 20 }),
             ..Default::default()
@@ -908,10 +764,7 @@ mod tests {
         assert_eq!(err.findings.len(), 3);
         assert!(
             check_elastic_training(
-                TrainingResilience {
-                    elastic: true,
-                    checkpointless: false
-                },
+                TrainingResilience { elastic: true, checkpointless: false },
                 &CapacitySpec::OnDemand,
                 &ManagedFeatures::default()
             )
@@ -919,10 +772,7 @@ mod tests {
         );
         assert!(
             check_elastic_training(
-                TrainingResilience {
-                    elastic: false,
-                    checkpointless: true
-                },
+                TrainingResilience { elastic: false, checkpointless: true },
                 &CapacitySpec::Spot,
                 &features
             )
@@ -938,15 +788,9 @@ mod tests {
                "availability_zone": "us-east-1a", "capacity": {"type": "training_plan", "arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p"}}]}
         })).unwrap();
         assert_eq!(r.kubernetes_version, DEFAULT_KUBERNETES_VERSION);
-        assert_eq!(
-            r.hyperpod.as_ref().unwrap().node_recovery,
-            NodeRecovery::Automatic
-        );
+        assert_eq!(r.hyperpod.as_ref().unwrap().node_recovery, NodeRecovery::Automatic);
         assert_eq!(r.network, NetworkSpec::default());
-        assert!(matches!(
-            r.hyperpod.unwrap().instance_groups[0].capacity,
-            CapacitySpec::TrainingPlan { .. }
-        ));
+        assert!(matches!(r.hyperpod.unwrap().instance_groups[0].capacity, CapacitySpec::TrainingPlan { .. }));
         let unknown = serde_json::from_value::<ClusterCreateRequest>(
             serde_json::json!({"name": "x", "region": "us-east-1", "availability_zones": [], "bogus": 1}),
         );

@@ -5,9 +5,7 @@
 //! being durable when the call returns (see the invariants in ARCHITECTURE.md). The SQLite
 //! implementation lives in `instantstart-store`.
 
-use crate::operation::{
-    AuditEntry, NewOperation, Operation, OperationId, OperationStatus, Step, StepUpdate,
-};
+use crate::operation::{AuditEntry, NewOperation, Operation, OperationId, OperationStatus, Step, StepUpdate};
 use crate::spec::ClusterCreateRequest;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -16,14 +14,9 @@ use serde::{Deserialize, Serialize};
 pub enum StoreError {
     /// Another mutating operation on the same target is still running.
     #[error("operation {running} is already changing {target}; wait for it to finish or cancel it")]
-    Conflict {
-        target: String,
-        running: OperationId,
-    },
+    Conflict { target: String, running: OperationId },
     /// The idempotency key was used before with a different request.
-    #[error(
-        "idempotency key {key:?} was already used by operation {operation} with a different request"
-    )]
+    #[error("idempotency key {key:?} was already used by operation {operation} with a different request")]
     IdempotencyMismatch { key: String, operation: OperationId },
     #[error("{what} not found")]
     NotFound { what: String },
@@ -99,12 +92,7 @@ pub trait Store: Send + Sync {
     /// Operations whose status is `running` (to resume after a restart).
     fn running_operations(&self) -> Result<Vec<Operation>, StoreError>;
     /// Applies `update` to one step in one transaction and returns the stored step.
-    fn update_step(
-        &self,
-        id: &OperationId,
-        key: &str,
-        update: &StepUpdate,
-    ) -> Result<Step, StoreError>;
+    fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError>;
     /// Sets the operation's status (and error); terminal statuses set `finished_at`.
     fn set_operation_status(
         &self,

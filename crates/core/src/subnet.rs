@@ -22,11 +22,7 @@ pub enum SubnetPlanError {
     #[error(
         "VPC {vpc_cidrs} has no free /{prefix_len} left for {purpose}; add a secondary CIDR to the VPC or free address space"
     )]
-    Exhausted {
-        vpc_cidrs: String,
-        prefix_len: u8,
-        purpose: String,
-    },
+    Exhausted { vpc_cidrs: String, prefix_len: u8, purpose: String },
     #[error("a /{prefix_len} does not fit in the VPC CIDR {vpc_cidr}")]
     TooLarge { vpc_cidr: Ipv4Net, prefix_len: u8 },
     #[error("training plan capacity is reserved in {reserved}, but the group asks for {requested}")]
@@ -47,10 +43,7 @@ fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
 impl SubnetPlanner {
     /// A planner for a VPC with these CIDR blocks, in which `existing` subnets are taken.
     pub fn new(vpc_cidrs: Vec<Ipv4Net>, existing: impl IntoIterator<Item = Ipv4Net>) -> Self {
-        SubnetPlanner {
-            vpc_cidrs,
-            taken: existing.into_iter().collect(),
-        }
+        SubnetPlanner { vpc_cidrs, taken: existing.into_iter().collect() }
     }
 
     /// Subnets allocated so far, including the existing ones.
@@ -71,38 +64,22 @@ impl SubnetPlanner {
         }
         if let Some(vpc) = self.vpc_cidrs.iter().find(|v| v.prefix_len() > prefix_len) {
             if self.vpc_cidrs.iter().all(|v| v.prefix_len() > prefix_len) {
-                return Err(SubnetPlanError::TooLarge {
-                    vpc_cidr: *vpc,
-                    prefix_len,
-                });
+                return Err(SubnetPlanError::TooLarge { vpc_cidr: *vpc, prefix_len });
             }
         }
         Err(SubnetPlanError::Exhausted {
-            vpc_cidrs: self
-                .vpc_cidrs
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
+            vpc_cidrs: self.vpc_cidrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
             prefix_len,
             purpose: purpose.to_string(),
         })
     }
 
     /// One /20 compute subnet per AZ, in the order given.
-    pub fn plan_compute_subnets(
-        &mut self,
-        azs: &[String],
-    ) -> Result<Vec<PlannedSubnet>, SubnetPlanError> {
+    pub fn plan_compute_subnets(&mut self, azs: &[String]) -> Result<Vec<PlannedSubnet>, SubnetPlanError> {
         azs.iter()
             .map(|az| {
-                let cidr =
-                    self.allocate(COMPUTE_SUBNET_PREFIX, &format!("a compute subnet in {az}"))?;
-                Ok(PlannedSubnet {
-                    availability_zone: az.clone(),
-                    cidr,
-                    role: SubnetRole::Compute,
-                })
+                let cidr = self.allocate(COMPUTE_SUBNET_PREFIX, &format!("a compute subnet in {az}"))?;
+                Ok(PlannedSubnet { availability_zone: az.clone(), cidr, role: SubnetRole::Compute })
             })
             .collect()
     }
@@ -132,19 +109,11 @@ pub fn plan_new_vpc(cidr: Ipv4Net, azs: &[String]) -> Result<Vec<PlannedSubnet>,
     let mut out = Vec::new();
     for az in azs {
         let c = planner.allocate(PUBLIC_SUBNET_PREFIX, &format!("a public subnet in {az}"))?;
-        out.push(PlannedSubnet {
-            availability_zone: az.clone(),
-            cidr: c,
-            role: SubnetRole::Public,
-        });
+        out.push(PlannedSubnet { availability_zone: az.clone(), cidr: c, role: SubnetRole::Public });
     }
     for az in azs {
         let c = planner.allocate(PRIVATE_SUBNET_PREFIX, &format!("a private subnet in {az}"))?;
-        out.push(PlannedSubnet {
-            availability_zone: az.clone(),
-            cidr: c,
-            role: SubnetRole::Private,
-        });
+        out.push(PlannedSubnet { availability_zone: az.clone(), cidr: c, role: SubnetRole::Private });
     }
     Ok(out)
 }
@@ -154,34 +123,19 @@ pub fn plan_new_vpc(cidr: Ipv4Net, azs: &[String]) -> Result<Vec<PlannedSubnet>,
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Placement {
     /// The user named a subnet.
-    ExistingSubnet {
-        availability_zone: String,
-        subnet_id: String,
-    },
+    ExistingSubnet { availability_zone: String, subnet_id: String },
     /// A compute subnet we already created in this AZ is reused.
-    ComputeSubnet {
-        availability_zone: String,
-        subnet_id: String,
-    },
+    ComputeSubnet { availability_zone: String, subnet_id: String },
     /// A new /20 compute subnet is to be created.
-    NewComputeSubnet {
-        availability_zone: String,
-        cidr: Ipv4Net,
-    },
+    NewComputeSubnet { availability_zone: String, cidr: Ipv4Net },
 }
 
 impl Placement {
     pub fn availability_zone(&self) -> &str {
         match self {
-            Placement::ExistingSubnet {
-                availability_zone, ..
-            }
-            | Placement::ComputeSubnet {
-                availability_zone, ..
-            }
-            | Placement::NewComputeSubnet {
-                availability_zone, ..
-            } => availability_zone,
+            Placement::ExistingSubnet { availability_zone, .. }
+            | Placement::ComputeSubnet { availability_zone, .. }
+            | Placement::NewComputeSubnet { availability_zone, .. } => availability_zone,
         }
     }
 }
@@ -218,22 +172,13 @@ pub fn place_instance_group(
         _ => group.availability_zone.clone(),
     };
     if let Some(subnet_id) = &group.subnet_id {
-        return Ok(Placement::ExistingSubnet {
-            availability_zone: az,
-            subnet_id: subnet_id.clone(),
-        });
+        return Ok(Placement::ExistingSubnet { availability_zone: az, subnet_id: subnet_id.clone() });
     }
     if let Some(existing) = compute_subnets.iter().find(|s| s.availability_zone == az) {
-        return Ok(Placement::ComputeSubnet {
-            availability_zone: az,
-            subnet_id: existing.subnet_id.clone(),
-        });
+        return Ok(Placement::ComputeSubnet { availability_zone: az, subnet_id: existing.subnet_id.clone() });
     }
     let cidr = planner.allocate(COMPUTE_SUBNET_PREFIX, &format!("a compute subnet in {az}"))?;
-    Ok(Placement::NewComputeSubnet {
-        availability_zone: az,
-        cidr,
-    })
+    Ok(Placement::NewComputeSubnet { availability_zone: az, cidr })
 }
 
 #[cfg(test)]
@@ -251,12 +196,8 @@ mod tests {
         let azs = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
         let layout = plan_new_vpc(net("10.0.0.0/16"), &azs).unwrap();
         let cidrs: Vec<String> = layout.iter().map(|s| s.cidr.to_string()).collect();
-        assert_eq!(
-            cidrs,
-            ["10.0.0.0/24", "10.0.1.0/24", "10.0.4.0/22", "10.0.8.0/22"]
-        );
-        let mut planner =
-            SubnetPlanner::new(vec![net("10.0.0.0/16")], layout.iter().map(|s| s.cidr));
+        assert_eq!(cidrs, ["10.0.0.0/24", "10.0.1.0/24", "10.0.4.0/22", "10.0.8.0/22"]);
+        let mut planner = SubnetPlanner::new(vec![net("10.0.0.0/16")], layout.iter().map(|s| s.cidr));
         let compute = planner.plan_compute_subnets(&azs).unwrap();
         let cidrs: Vec<String> = compute.iter().map(|s| s.cidr.to_string()).collect();
         assert_eq!(cidrs, ["10.0.16.0/20", "10.0.32.0/20"]);
@@ -265,26 +206,18 @@ mod tests {
     #[test]
     fn exhausted_vpc_is_a_clear_error() {
         let mut planner = SubnetPlanner::new(vec![net("10.0.0.0/20")], [net("10.0.0.0/24")]);
-        let err = planner
-            .allocate(20, "a compute subnet in us-east-1a")
-            .unwrap_err();
+        let err = planner.allocate(20, "a compute subnet in us-east-1a").unwrap_err();
         assert_eq!(
             err.to_string(),
             "VPC 10.0.0.0/20 has no free /20 left for a compute subnet in us-east-1a; add a secondary CIDR to the VPC or free address space"
         );
         let mut small = SubnetPlanner::new(vec![net("10.0.0.0/24")], []);
-        assert!(matches!(
-            small.allocate(20, "x"),
-            Err(SubnetPlanError::TooLarge { .. })
-        ));
+        assert!(matches!(small.allocate(20, "x"), Err(SubnetPlanError::TooLarge { .. })));
     }
 
     #[test]
     fn secondary_cidr_is_used_when_primary_is_full() {
-        let mut planner = SubnetPlanner::new(
-            vec![net("10.0.0.0/20"), net("100.64.0.0/16")],
-            [net("10.0.0.0/20")],
-        );
+        let mut planner = SubnetPlanner::new(vec![net("10.0.0.0/20"), net("100.64.0.0/16")], [net("10.0.0.0/20")]);
         assert_eq!(planner.allocate(20, "x").unwrap(), net("100.64.0.0/20"));
     }
 
@@ -305,42 +238,26 @@ mod tests {
 
     #[test]
     fn every_capacity_path_routes_through_one_function() {
-        let plan = CapacitySpec::TrainingPlan {
-            arn: "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p".into(),
-        };
-        let existing = vec![ExistingComputeSubnet {
-            availability_zone: "us-east-1b".into(),
-            subnet_id: "subnet-b".into(),
-        }];
+        let plan =
+            CapacitySpec::TrainingPlan { arn: "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p".into() };
+        let existing =
+            vec![ExistingComputeSubnet { availability_zone: "us-east-1b".into(), subnet_id: "subnet-b".into() }];
         let mut planner = SubnetPlanner::new(vec![net("10.0.0.0/16")], [net("10.0.0.0/20")]);
-        let cases: Vec<(
-            InstanceGroupSpec,
-            Option<&str>,
-            Result<Placement, SubnetPlanError>,
-        )> = vec![
+        let cases: Vec<(InstanceGroupSpec, Option<&str>, Result<Placement, SubnetPlanError>)> = vec![
             (
                 group(CapacitySpec::OnDemand, "us-east-1a", None),
                 None,
-                Ok(Placement::NewComputeSubnet {
-                    availability_zone: "us-east-1a".into(),
-                    cidr: net("10.0.16.0/20"),
-                }),
+                Ok(Placement::NewComputeSubnet { availability_zone: "us-east-1a".into(), cidr: net("10.0.16.0/20") }),
             ),
             (
                 group(CapacitySpec::Spot, "us-east-1b", None),
                 None,
-                Ok(Placement::ComputeSubnet {
-                    availability_zone: "us-east-1b".into(),
-                    subnet_id: "subnet-b".into(),
-                }),
+                Ok(Placement::ComputeSubnet { availability_zone: "us-east-1b".into(), subnet_id: "subnet-b".into() }),
             ),
             (
                 group(plan.clone(), "us-east-1b", None),
                 Some("us-east-1b"),
-                Ok(Placement::ComputeSubnet {
-                    availability_zone: "us-east-1b".into(),
-                    subnet_id: "subnet-b".into(),
-                }),
+                Ok(Placement::ComputeSubnet { availability_zone: "us-east-1b".into(), subnet_id: "subnet-b".into() }),
             ),
             (
                 group(plan.clone(), "us-east-1a", None),
@@ -360,11 +277,7 @@ mod tests {
             ),
         ];
         for (g, reserved, expected) in cases {
-            assert_eq!(
-                place_instance_group(&g, reserved, &existing, &mut planner),
-                expected,
-                "{g:?}"
-            );
+            assert_eq!(place_instance_group(&g, reserved, &existing, &mut planner), expected, "{g:?}");
         }
     }
 

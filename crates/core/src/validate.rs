@@ -52,10 +52,7 @@ impl ValidationError {
     pub fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Self {
         ValidationError {
             kind: ValidationKind::Invalid,
-            findings: vec![Finding {
-                field: field.into(),
-                rule: rule.into(),
-            }],
+            findings: vec![Finding { field: field.into(), rule: rule.into() }],
         }
     }
 
@@ -63,10 +60,7 @@ impl ValidationError {
     pub fn unprocessable(field: impl Into<String>, rule: impl Into<String>) -> Self {
         ValidationError {
             kind: ValidationKind::Unprocessable,
-            findings: vec![Finding {
-                field: field.into(),
-                rule: rule.into(),
-            }],
+            findings: vec![Finding { field: field.into(), rule: rule.into() }],
         }
     }
 }
@@ -86,10 +80,7 @@ impl Findings {
 
     /// Records that `field` (relative to the current prefix) breaks `rule`.
     pub fn push(&mut self, field: &str, rule: impl Into<String>) {
-        self.findings.push(Finding {
-            field: self.path(field),
-            rule: rule.into(),
-        });
+        self.findings.push(Finding { field: self.path(field), rule: rule.into() });
     }
 
     /// Records a finding that makes the request unprocessable (HTTP 422) rather than invalid.
@@ -108,12 +99,7 @@ impl Findings {
     }
 
     /// Like [`Findings::at`], for an element of a list: `segment[index]`.
-    pub fn at_index<R>(
-        &mut self,
-        segment: &str,
-        index: usize,
-        f: impl FnOnce(&mut Findings) -> R,
-    ) -> R {
+    pub fn at_index<R>(&mut self, segment: &str, index: usize, f: impl FnOnce(&mut Findings) -> R) -> R {
         self.at(&format!("{segment}[{index}]"), f)
     }
 
@@ -124,10 +110,7 @@ impl Findings {
         }
         for f in error.findings {
             let field = self.path(&f.field);
-            self.findings.push(Finding {
-                field,
-                rule: f.rule,
-            });
+            self.findings.push(Finding { field, rule: f.rule });
         }
     }
 
@@ -149,15 +132,8 @@ impl Findings {
         if self.findings.is_empty() {
             Ok(())
         } else {
-            let kind = if self.unprocessable {
-                ValidationKind::Unprocessable
-            } else {
-                ValidationKind::Invalid
-            };
-            Err(ValidationError {
-                kind,
-                findings: self.findings,
-            })
+            let kind = if self.unprocessable { ValidationKind::Unprocessable } else { ValidationKind::Invalid };
+            Err(ValidationError { kind, findings: self.findings })
         }
     }
 }
@@ -182,11 +158,7 @@ mod tests {
     fn paths_nest_and_all_findings_are_kept() {
         let mut f = Findings::new();
         f.push("name", "must not be empty");
-        f.at("hyperpod", |f| {
-            f.at_index("instance_groups", 1, |f| {
-                f.push("capacity", "immutable after creation")
-            })
-        });
+        f.at("hyperpod", |f| f.at_index("instance_groups", 1, |f| f.push("capacity", "immutable after creation")));
         let err = f.finish().unwrap_err();
         assert_eq!(err.kind, ValidationKind::Invalid);
         assert_eq!(

@@ -21,11 +21,7 @@ impl Backoff {
     /// The same policy with every duration divided by `speed` (for the simulated cloud).
     pub fn scaled(&self, speed: f64) -> Backoff {
         let speed = speed.max(1.0);
-        Backoff {
-            initial: self.initial.div_f64(speed),
-            max: self.max.div_f64(speed),
-            factor: self.factor,
-        }
+        Backoff { initial: self.initial.div_f64(speed), max: self.max.div_f64(speed), factor: self.factor }
     }
 }
 
@@ -44,16 +40,8 @@ impl Default for EngineConfig {
     /// Real-cloud defaults: first poll after 2 s, settling at 30 s; up to 8 retries.
     fn default() -> Self {
         EngineConfig {
-            poll: Backoff {
-                initial: Duration::from_secs(2),
-                max: Duration::from_secs(30),
-                factor: 1.5,
-            },
-            retry: Backoff {
-                initial: Duration::from_millis(500),
-                max: Duration::from_secs(20),
-                factor: 2.0,
-            },
+            poll: Backoff { initial: Duration::from_secs(2), max: Duration::from_secs(30), factor: 1.5 },
+            retry: Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(20), factor: 2.0 },
             max_retries: 8,
         }
     }
@@ -63,11 +51,7 @@ impl EngineConfig {
     /// Defaults with every duration divided by `speed` (simulated cloud running faster).
     pub fn scaled(speed: f64) -> Self {
         let d = Self::default();
-        EngineConfig {
-            poll: d.poll.scaled(speed),
-            retry: d.retry.scaled(speed),
-            max_retries: d.max_retries,
-        }
+        EngineConfig { poll: d.poll.scaled(speed), retry: d.retry.scaled(speed), max_retries: d.max_retries }
     }
 }
 
@@ -77,11 +61,7 @@ mod tests {
 
     #[test]
     fn grows_then_caps() {
-        let b = Backoff {
-            initial: Duration::from_secs(2),
-            max: Duration::from_secs(30),
-            factor: 2.0,
-        };
+        let b = Backoff { initial: Duration::from_secs(2), max: Duration::from_secs(30), factor: 2.0 };
         let d: Vec<u64> = (0..6).map(|n| b.delay(n).as_secs()).collect();
         assert_eq!(d, [2, 4, 8, 16, 30, 30]);
         assert_eq!(b.scaled(1000.0).delay(0), Duration::from_millis(2));

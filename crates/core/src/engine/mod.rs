@@ -29,8 +29,8 @@ mod backoff;
 pub use backoff::{Backoff, EngineConfig};
 
 use crate::operation::{
-    Actor, AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus,
-    ResourceRef, StepPhase, StepSpec, StepUpdate, request_hash,
+    Actor, AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus, ResourceRef, StepPhase,
+    StepSpec, StepUpdate, request_hash,
 };
 use crate::provider::ProviderError;
 use crate::store::{Inserted, Store, StoreError};
@@ -68,18 +68,13 @@ impl StepContext<'_> {
     }
 
     /// An output of a finished step, deserialized.
-    pub fn input<T: serde::de::DeserializeOwned>(
-        &self,
-        step: &str,
-        field: &str,
-    ) -> Result<T, StepError> {
+    pub fn input<T: serde::de::DeserializeOwned>(&self, step: &str, field: &str) -> Result<T, StepError> {
         let v = self
             .inputs
             .get(step)
             .and_then(|o| o.get(field))
             .ok_or_else(|| StepError::MissingInput(format!("{step}.{field}")))?;
-        serde_json::from_value(v.clone())
-            .map_err(|e| StepError::MissingInput(format!("{step}.{field}: {e}")))
+        serde_json::from_value(v.clone()).map_err(|e| StepError::MissingInput(format!("{step}.{field}: {e}")))
     }
 }
 
@@ -132,11 +127,7 @@ pub trait StepExecutor: Send + Sync {
     /// Performs the mutation. Called only after `observe` returned `Absent`.
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError>;
     /// Checks the submitted resource's status (read-only).
-    async fn poll(
-        &self,
-        cx: &StepContext<'_>,
-        resource: &ResourceRef,
-    ) -> Result<Progress, StepError>;
+    async fn poll(&self, cx: &StepContext<'_>, resource: &ResourceRef) -> Result<Progress, StepError>;
 }
 
 /// A validated request, ready to become an operation.
@@ -176,10 +167,7 @@ pub enum EngineError {
     #[error("no cluster named {0}")]
     UnknownCluster(String),
     #[error("step {step} of operation {operation} not found")]
-    StepNotFound {
-        operation: OperationId,
-        step: String,
-    },
+    StepNotFound { operation: OperationId, step: String },
     /// The request is valid but the state does not allow it (HTTP 409).
     #[error("{0}")]
     InvalidState(String),
@@ -234,11 +222,7 @@ pub fn step_token(operation: &OperationId, step_key: &str) -> String {
 }
 
 impl Engine {
-    pub fn new(
-        store: Arc<dyn Store>,
-        workflows: Vec<Arc<dyn Workflow>>,
-        config: EngineConfig,
-    ) -> Self {
+    pub fn new(store: Arc<dyn Store>, workflows: Vec<Arc<dyn Workflow>>, config: EngineConfig) -> Self {
         let (events, _) = broadcast::channel(4096);
         Engine {
             inner: Arc::new(Inner {
@@ -262,11 +246,7 @@ impl Engine {
     }
 
     fn workflow(&self, kind: OperationKind) -> Result<Arc<dyn Workflow>, EngineError> {
-        self.inner
-            .workflows
-            .get(&kind)
-            .cloned()
-            .ok_or(EngineError::UnknownKind(kind))
+        self.inner.workflows.get(&kind).cloned().ok_or(EngineError::UnknownKind(kind))
     }
 
     /// Validates and lays out the operation without recording or changing anything.
@@ -297,10 +277,7 @@ impl Engine {
             steps: prepared.steps,
         };
         match self.inner.store.insert_operation(new)? {
-            Inserted::Existing(operation) => Ok(Submission {
-                operation,
-                created: false,
-            }),
+            Inserted::Existing(operation) => Ok(Submission { operation, created: false }),
             Inserted::New(operation) => {
                 if let Err(e) = workflow.on_recorded(&operation) {
                     self.inner.store.set_operation_status(
@@ -312,10 +289,7 @@ impl Engine {
                 }
                 self.emit(&operation, None);
                 self.spawn(operation.id.clone());
-                Ok(Submission {
-                    operation,
-                    created: true,
-                })
+                Ok(Submission { operation, created: true })
             }
         }
     }
@@ -332,21 +306,11 @@ impl Engine {
     }
 
     /// Retries a failed, needs-attention or cancelled step (and lets blocked steps continue).
-    pub fn retry_step(
-        &self,
-        id: &OperationId,
-        key: &str,
-        actor: Actor,
-    ) -> Result<Operation, EngineError> {
+    pub fn retry_step(&self, id: &OperationId, key: &str, actor: Actor) -> Result<Operation, EngineError> {
         let op = self.get(id)?;
-        let step = op.step(key).ok_or_else(|| EngineError::StepNotFound {
-            operation: id.clone(),
-            step: key.to_string(),
-        })?;
-        if !matches!(
-            step.phase,
-            StepPhase::Failed | StepPhase::NeedsAttention | StepPhase::Cancelled
-        ) {
+        let step =
+            op.step(key).ok_or_else(|| EngineError::StepNotFound { operation: id.clone(), step: key.to_string() })?;
+        if !matches!(step.phase, StepPhase::Failed | StepPhase::NeedsAttention | StepPhase::Cancelled) {
             return Err(EngineError::InvalidState(format!(
                 "step {key} is {}; only failed, needs_attention or cancelled steps can be retried",
                 step.phase.as_str()
@@ -366,11 +330,7 @@ impl Engine {
             ..Default::default()
         };
         self.inner.store.update_step(id, key, &reset)?;
-        for s in op
-            .steps
-            .iter()
-            .filter(|s| s.phase == StepPhase::Cancelled && s.key != key)
-        {
+        for s in op.steps.iter().filter(|s| s.phase == StepPhase::Cancelled && s.key != key) {
             self.inner.store.update_step(id, &s.key, &reset)?;
         }
         self.inner.store.append_audit(&AuditEntry {
@@ -391,10 +351,7 @@ impl Engine {
     pub fn cancel(&self, id: &OperationId, actor: Actor) -> Result<Operation, EngineError> {
         let op = self.get(id)?;
         if op.status != OperationStatus::Running {
-            return Err(EngineError::InvalidState(format!(
-                "operation {id} is {}, not running",
-                op.status.as_str()
-            )));
+            return Err(EngineError::InvalidState(format!("operation {id} is {}, not running", op.status.as_str())));
         }
         self.inner.store.append_audit(&AuditEntry {
             at: Utc::now(),
@@ -418,18 +375,11 @@ impl Engine {
     }
 
     pub fn get(&self, id: &OperationId) -> Result<Operation, EngineError> {
-        self.inner
-            .store
-            .get_operation(id)?
-            .ok_or_else(|| EngineError::NotFound(id.clone()))
+        self.inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))
     }
 
     /// Waits until the operation is no longer running, or `timeout` passes; returns its state.
-    pub async fn wait(
-        &self,
-        id: &OperationId,
-        timeout: std::time::Duration,
-    ) -> Result<Operation, EngineError> {
+    pub async fn wait(&self, id: &OperationId, timeout: std::time::Duration) -> Result<Operation, EngineError> {
         let mut rx = self.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -491,10 +441,7 @@ fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
 }
 
 fn finish_cancelled(inner: &Inner, id: &OperationId) -> Result<(), EngineError> {
-    let op = inner
-        .store
-        .get_operation(id)?
-        .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
     for s in op.steps.iter().filter(|s| !s.phase.is_terminal()) {
         inner.store.update_step(
             id,
@@ -506,67 +453,40 @@ fn finish_cancelled(inner: &Inner, id: &OperationId) -> Result<(), EngineError> 
             },
         )?;
     }
-    inner
-        .store
-        .set_operation_status(id, OperationStatus::Cancelled, Some("cancelled"))?;
+    inner.store.set_operation_status(id, OperationStatus::Cancelled, Some("cancelled"))?;
     if let Some(op) = inner.store.get_operation(id)? {
         emit(inner, &op, None);
     }
     Ok(())
 }
 
-async fn run_operation(
-    inner: &Arc<Inner>,
-    id: &OperationId,
-    cancel: watch::Receiver<bool>,
-) -> Result<(), EngineError> {
-    let first = inner
-        .store
-        .get_operation(id)?
-        .ok_or_else(|| EngineError::NotFound(id.clone()))?;
-    let workflow = inner
-        .workflows
-        .get(&first.kind)
-        .cloned()
-        .ok_or(EngineError::UnknownKind(first.kind))?;
+async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Receiver<bool>) -> Result<(), EngineError> {
+    let first = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+    let workflow = inner.workflows.get(&first.kind).cloned().ok_or(EngineError::UnknownKind(first.kind))?;
     let mut in_flight: HashSet<String> = HashSet::new();
     let mut steps: JoinSet<(String, Result<(), EngineError>)> = JoinSet::new();
     loop {
-        let op = inner
-            .store
-            .get_operation(id)?
-            .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+        let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
         if op.status != OperationStatus::Running {
             return Ok(());
         }
         let cancelled = *cancel.borrow();
         if !cancelled {
-            let done: HashSet<&str> = op
-                .steps
-                .iter()
-                .filter(|s| s.phase == StepPhase::Succeeded)
-                .map(|s| s.key.as_str())
-                .collect();
+            let done: HashSet<&str> =
+                op.steps.iter().filter(|s| s.phase == StepPhase::Succeeded).map(|s| s.key.as_str()).collect();
             for s in &op.steps {
                 let ready = !s.phase.is_terminal()
                     && !in_flight.contains(&s.key)
-                    && (s.phase != StepPhase::Pending
-                        || s.depends_on.iter().all(|d| done.contains(d.as_str())));
+                    && (s.phase != StepPhase::Pending || s.depends_on.iter().all(|d| done.contains(d.as_str())));
                 if !ready {
                     continue;
                 }
                 let Some(executor) = workflow.executor(&op.request, &s.key) else {
-                    fail_step(
-                        inner,
-                        id,
-                        &s.key,
-                        &format!("no executor for step {}", s.key),
-                    )?;
+                    fail_step(inner, id, &s.key, &format!("no executor for step {}", s.key))?;
                     continue;
                 };
                 in_flight.insert(s.key.clone());
-                let (inner2, id2, key, cancel2) =
-                    (inner.clone(), id.clone(), s.key.clone(), cancel.clone());
+                let (inner2, id2, key, cancel2) = (inner.clone(), id.clone(), s.key.clone(), cancel.clone());
                 steps.spawn(async move {
                     let r = drive_step(&inner2, &id2, &key, executor, cancel2).await;
                     (key, r)
@@ -574,10 +494,7 @@ async fn run_operation(
             }
         }
         if in_flight.is_empty() {
-            let op = inner
-                .store
-                .get_operation(id)?
-                .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+            let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
             if cancelled {
                 return finish_cancelled(inner, id);
             }
@@ -589,18 +506,12 @@ async fn run_operation(
                 .collect();
             let (status, error) = if op.steps.iter().all(|s| s.phase == StepPhase::Succeeded) {
                 (OperationStatus::Succeeded, None)
-            } else if op
-                .steps
-                .iter()
-                .any(|s| s.phase == StepPhase::NeedsAttention)
-            {
+            } else if op.steps.iter().any(|s| s.phase == StepPhase::NeedsAttention) {
                 (OperationStatus::NeedsAttention, Some(failed.join("; ")))
             } else {
                 (OperationStatus::Failed, Some(failed.join("; ")))
             };
-            inner
-                .store
-                .set_operation_status(id, status, error.as_deref())?;
+            inner.store.set_operation_status(id, status, error.as_deref())?;
             if let Some(op) = inner.store.get_operation(id)? {
                 emit(inner, &op, None);
             }
@@ -649,12 +560,7 @@ fn fail_step(inner: &Inner, id: &OperationId, key: &str, reason: &str) -> Result
     )
 }
 
-fn persist(
-    inner: &Inner,
-    id: &OperationId,
-    key: &str,
-    update: StepUpdate,
-) -> Result<(), EngineError> {
+fn persist(inner: &Inner, id: &OperationId, key: &str, update: StepUpdate) -> Result<(), EngineError> {
     inner.store.update_step(id, key, &update)?;
     if let Some(op) = inner.store.get_operation(id)? {
         emit(inner, &op, Some(key));
@@ -690,17 +596,9 @@ async fn drive_step(
         if *cancel.borrow() {
             return Ok(());
         }
-        let op = inner
-            .store
-            .get_operation(id)?
-            .ok_or_else(|| EngineError::NotFound(id.clone()))?;
-        let step = op
-            .step(key)
-            .ok_or_else(|| EngineError::StepNotFound {
-                operation: id.clone(),
-                step: key.into(),
-            })?
-            .clone();
+        let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+        let step =
+            op.step(key).ok_or_else(|| EngineError::StepNotFound { operation: id.clone(), step: key.into() })?.clone();
         let inputs: BTreeMap<String, Value> = op
             .steps
             .iter()
@@ -736,13 +634,9 @@ async fn drive_step(
                 let outcome = loop {
                     let attempt = async {
                         match executor.observe(&cx).await? {
-                            Observation::Exists(r) => {
-                                Ok(Ok((r, "adopted the resource of an earlier attempt")))
-                            }
+                            Observation::Exists(r) => Ok(Ok((r, "adopted the resource of an earlier attempt"))),
                             Observation::Foreign { reason } => Ok(Err(reason)),
-                            Observation::Absent => {
-                                executor.submit(&cx).await.map(|r| Ok((r, "submitted")))
-                            }
+                            Observation::Absent => executor.submit(&cx).await.map(|r| Ok((r, "submitted"))),
                         }
                     };
                     match attempt.await {
@@ -751,14 +645,9 @@ async fn drive_step(
                                 inner,
                                 id,
                                 key,
-                                StepUpdate {
-                                    detail: Some(Some(format!("retrying: {e}"))),
-                                    ..Default::default()
-                                },
+                                StepUpdate { detail: Some(Some(format!("retrying: {e}"))), ..Default::default() },
                             )?;
-                            if let Waited::Cancelled =
-                                sleep_or_cancel(config.retry.delay(retries), &mut cancel).await
-                            {
+                            if let Waited::Cancelled = sleep_or_cancel(config.retry.delay(retries), &mut cancel).await {
                                 return Ok(());
                             }
                             retries += 1;
@@ -795,28 +684,12 @@ async fn drive_step(
                 }
             }
             StepPhase::Submitted => {
-                persist(
-                    inner,
-                    id,
-                    key,
-                    StepUpdate {
-                        phase: Some(StepPhase::Polling),
-                        ..Default::default()
-                    },
-                )?;
+                persist(inner, id, key, StepUpdate { phase: Some(StepPhase::Polling), ..Default::default() })?;
             }
             StepPhase::Polling => {
                 let Some(resource) = step.resource.clone() else {
                     // Cannot happen through the engine; recover by observing again.
-                    persist(
-                        inner,
-                        id,
-                        key,
-                        StepUpdate {
-                            phase: Some(StepPhase::Submitting),
-                            ..Default::default()
-                        },
-                    )?;
+                    persist(inner, id, key, StepUpdate { phase: Some(StepPhase::Submitting), ..Default::default() })?;
                     continue;
                 };
                 let mut n = 0u32;
@@ -848,24 +721,17 @@ async fn drive_step(
                                     inner,
                                     id,
                                     key,
-                                    StepUpdate {
-                                        detail: Some(Some(detail.clone())),
-                                        ..Default::default()
-                                    },
+                                    StepUpdate { detail: Some(Some(detail.clone())), ..Default::default() },
                                 )?;
                                 last_detail = Some(detail);
                             }
-                            if let Waited::Cancelled =
-                                sleep_or_cancel(config.poll.delay(n), &mut cancel).await
-                            {
+                            if let Waited::Cancelled = sleep_or_cancel(config.poll.delay(n), &mut cancel).await {
                                 return Ok(());
                             }
                             n += 1;
                         }
                         Err(e) if e.is_retryable() && retries < config.max_retries => {
-                            if let Waited::Cancelled =
-                                sleep_or_cancel(config.retry.delay(retries), &mut cancel).await
-                            {
+                            if let Waited::Cancelled = sleep_or_cancel(config.retry.delay(retries), &mut cancel).await {
                                 return Ok(());
                             }
                             retries += 1;
@@ -874,10 +740,7 @@ async fn drive_step(
                     }
                 }
             }
-            StepPhase::Succeeded
-            | StepPhase::Failed
-            | StepPhase::NeedsAttention
-            | StepPhase::Cancelled => {
+            StepPhase::Succeeded | StepPhase::Failed | StepPhase::NeedsAttention | StepPhase::Cancelled => {
                 return Ok(());
             }
         }
@@ -885,13 +748,7 @@ async fn drive_step(
 }
 
 /// Records the attempt of an action that is not a step (e.g. an audit entry for a dry run).
-pub fn audit(
-    store: &dyn Store,
-    actor: Actor,
-    action: &str,
-    target: &str,
-    detail: Value,
-) -> Result<(), StoreError> {
+pub fn audit(store: &dyn Store, actor: Actor, action: &str, target: &str, detail: Value) -> Result<(), StoreError> {
     store.append_audit(&AuditEntry {
         at: Utc::now(),
         actor,
@@ -909,10 +766,7 @@ mod tests {
     #[test]
     fn step_tokens_are_stable_and_distinct() {
         let id = OperationId("op-1".into());
-        assert_eq!(
-            step_token(&id, "eks_cluster"),
-            step_token(&id, "eks_cluster")
-        );
+        assert_eq!(step_token(&id, "eks_cluster"), step_token(&id, "eks_cluster"));
         assert_ne!(step_token(&id, "eks_cluster"), step_token(&id, "network"));
         assert!(step_token(&id, "x").len() <= 64);
     }

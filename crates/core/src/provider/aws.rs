@@ -52,11 +52,7 @@ pub trait QuotaApi: Send + Sync {
     /// HyperPod instance types offered in the region's AZs.
     async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>>;
     /// The HyperPod "cluster usage" quota of an instance type, if the service reports one.
-    async fn hyperpod_instance_quota(
-        &self,
-        region: &str,
-        instance_type: &str,
-    ) -> Result<Option<Quota>>;
+    async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>>;
 }
 
 /// A VPC with its subnets.
@@ -182,12 +178,7 @@ pub trait EksApi: Send + Sync {
     async fn list_eks_clusters(&self, region: &str) -> Result<Vec<String>>;
     async fn create_eks_cluster(&self, req: &CreateEksCluster) -> Result<EksCluster>;
     async fn delete_eks_cluster(&self, region: &str, name: &str) -> Result<()>;
-    async fn describe_addon(
-        &self,
-        region: &str,
-        cluster: &str,
-        addon: &str,
-    ) -> Result<Option<EksAddon>>;
+    async fn describe_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<Option<EksAddon>>;
     async fn create_addon(&self, req: &CreateEksAddon) -> Result<EksAddon>;
     async fn delete_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<()>;
 }
@@ -283,16 +274,10 @@ pub struct TrainingPlan {
 
 #[async_trait]
 pub trait HyperPodApi: Send + Sync {
-    async fn describe_training_plan(&self, region: &str, arn: &str)
-    -> Result<Option<TrainingPlan>>;
-    async fn describe_hyperpod_cluster(
-        &self,
-        region: &str,
-        name: &str,
-    ) -> Result<Option<HyperPodCluster>>;
+    async fn describe_training_plan(&self, region: &str, arn: &str) -> Result<Option<TrainingPlan>>;
+    async fn describe_hyperpod_cluster(&self, region: &str, name: &str) -> Result<Option<HyperPodCluster>>;
     async fn list_hyperpod_clusters(&self, region: &str) -> Result<Vec<String>>;
-    async fn create_hyperpod_cluster(&self, req: &CreateHyperPodCluster)
-    -> Result<HyperPodCluster>;
+    async fn create_hyperpod_cluster(&self, req: &CreateHyperPodCluster) -> Result<HyperPodCluster>;
     async fn delete_hyperpod_cluster(&self, region: &str, name: &str) -> Result<()>;
     async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>>;
 }
@@ -321,12 +306,6 @@ pub trait S3Api: Send + Sync {
 }
 
 /// The whole AWS side. Implemented by any type implementing every AWS trait.
-pub trait AwsCloud:
-    IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api
-{
-}
+pub trait AwsCloud: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api {}
 
-impl<T> AwsCloud for T where
-    T: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api
-{
-}
+impl<T> AwsCloud for T where T: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api {}

@@ -65,21 +65,9 @@ pub type LogStream = BoxStream<'static, Result<String, ProviderError>>;
 #[async_trait]
 pub trait KubeApi: Send + Sync {
     /// Server-side apply with InstantStart's field manager; creates or updates.
-    async fn apply(
-        &self,
-        target: &KubeTarget,
-        object: &KubeObject,
-    ) -> Result<KubeObject, ProviderError>;
-    async fn get(
-        &self,
-        target: &KubeTarget,
-        object: &ObjectRef,
-    ) -> Result<Option<KubeObject>, ProviderError>;
-    async fn list(
-        &self,
-        target: &KubeTarget,
-        params: &ListParams,
-    ) -> Result<Vec<KubeObject>, ProviderError>;
+    async fn apply(&self, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject, ProviderError>;
+    async fn get(&self, target: &KubeTarget, object: &ObjectRef) -> Result<Option<KubeObject>, ProviderError>;
+    async fn list(&self, target: &KubeTarget, params: &ListParams) -> Result<Vec<KubeObject>, ProviderError>;
     /// Deletes the object; deleting an absent object is not an error.
     async fn delete(&self, target: &KubeTarget, object: &ObjectRef) -> Result<(), ProviderError>;
     /// Log lines of a pod's (first) container; `follow` keeps the stream open.

@@ -71,10 +71,7 @@ pub enum ProviderErrorKind {
 impl ProviderErrorKind {
     /// Whether retrying the same call later may succeed.
     pub fn is_retryable(self) -> bool {
-        matches!(
-            self,
-            ProviderErrorKind::Throttled | ProviderErrorKind::Transient
-        )
+        matches!(self, ProviderErrorKind::Throttled | ProviderErrorKind::Transient)
     }
 }
 
@@ -89,16 +86,8 @@ pub struct ProviderError {
 }
 
 impl ProviderError {
-    pub fn new(
-        api: impl Into<String>,
-        kind: ProviderErrorKind,
-        message: impl Into<String>,
-    ) -> Self {
-        ProviderError {
-            api: api.into(),
-            kind,
-            message: message.into(),
-        }
+    pub fn new(api: impl Into<String>, kind: ProviderErrorKind, message: impl Into<String>) -> Self {
+        ProviderError { api: api.into(), kind, message: message.into() }
     }
 
     pub fn not_found(api: impl Into<String>, message: impl Into<String>) -> Self {

@@ -11,9 +11,7 @@
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
 use super::{cluster_target, decode, update_record};
-use crate::engine::{
-    EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
-};
+use crate::engine::{EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow};
 use crate::names::DerivedNames;
 use crate::operation::{Operation, OperationKind, ResourceRef, StepSpec};
 use crate::provider::*;
@@ -29,11 +27,7 @@ use std::sync::Arc;
 /// EKS add-ons installed by the dependencies stage, in order. HyperPod's training operator
 /// needs cert-manager and the pod identity agent; the S3 data contract needs the Mountpoint
 /// S3 CSI driver.
-pub const BASE_ADDONS: &[&str] = &[
-    "eks-pod-identity-agent",
-    "cert-manager",
-    "aws-mountpoint-s3-csi-driver",
-];
+pub const BASE_ADDONS: &[&str] = &["eks-pod-identity-agent", "cert-manager", "aws-mountpoint-s3-csi-driver"];
 
 /// Name of the static PersistentVolumeClaim that mounts the shared bucket.
 pub const STORAGE_CLAIM: &str = "s3-shared";
@@ -94,56 +88,36 @@ pub fn plan_steps(req: &ClusterCreateRequest) -> Vec<StepSpec> {
             ),
             &[],
         ),
-        NetworkSpec::ExistingVpc { vpc_id, .. } => {
-            step("network", format!("Use existing VPC {vpc_id}"), &[])
-        }
+        NetworkSpec::ExistingVpc { vpc_id, .. } => step("network", format!("Use existing VPC {vpc_id}"), &[]),
     });
     steps.push(step(
         "eks_cluster_role",
-        format!(
-            "Create IAM role {} for the EKS control plane",
-            names.eks_cluster_role
-        ),
+        format!("Create IAM role {} for the EKS control plane", names.eks_cluster_role),
         &[],
     ));
     let bucket_title = match req.storage.as_ref().and_then(|s| s.bucket.as_ref()) {
         Some(b) => format!("Create or adopt S3 bucket {b} (encrypted, public access blocked)"),
-        None => format!(
-            "Create S3 bucket is-{}-<account>-<region digest> (encrypted, public access blocked)",
-            req.name
-        ),
+        None => {
+            format!("Create S3 bucket is-{}-<account>-<region digest> (encrypted, public access blocked)", req.name)
+        }
     };
     steps.push(step("bucket", bucket_title, &[]));
     steps.push(step(
         "eks_cluster",
-        format!(
-            "Create EKS control plane {} (Kubernetes {})",
-            names.eks_cluster, req.kubernetes_version
-        ),
+        format!("Create EKS control plane {} (Kubernetes {})", names.eks_cluster, req.kubernetes_version),
         &["network", "eks_cluster_role"],
     ));
-    steps.push(step(
-        "select_active",
-        format!("Select {} as the active cluster", req.name),
-        &["eks_cluster"],
-    ));
+    steps.push(step("select_active", format!("Select {} as the active cluster", req.name), &["eks_cluster"]));
     let mut addon_keys = Vec::new();
     for addon in BASE_ADDONS {
         let key = format!("addon:{addon}");
-        steps.push(step(
-            &key,
-            format!("Install EKS add-on {addon}"),
-            &["select_active"],
-        ));
+        steps.push(step(&key, format!("Install EKS add-on {addon}"), &["select_active"]));
         addon_keys.push(key);
     }
     if let Some(hp) = &req.hyperpod {
         steps.push(step(
             "hyperpod_execution_role",
-            format!(
-                "Create IAM role {} for HyperPod nodes",
-                names.hyperpod_execution_role
-            ),
+            format!("Create IAM role {} for HyperPod nodes", names.hyperpod_execution_role),
             &["bucket"],
         ));
         steps.push(step(
@@ -151,18 +125,10 @@ pub fn plan_steps(req: &ClusterCreateRequest) -> Vec<StepSpec> {
             "Place instance groups and create /20 compute subnets".to_string(),
             &["network"],
         ));
-        let mut deps: Vec<&str> = vec![
-            "eks_cluster",
-            "select_active",
-            "compute_subnets",
-            "hyperpod_execution_role",
-        ];
+        let mut deps: Vec<&str> = vec!["eks_cluster", "select_active", "compute_subnets", "hyperpod_execution_role"];
         deps.extend(addon_keys.iter().map(String::as_str));
-        let groups: Vec<String> = hp
-            .instance_groups
-            .iter()
-            .map(|g| format!("{} {}×{}", g.name, g.instance_type, g.count))
-            .collect();
+        let groups: Vec<String> =
+            hp.instance_groups.iter().map(|g| format!("{} {}×{}", g.name, g.instance_type, g.count)).collect();
         steps.push(step(
             "hyperpod_cluster",
             format!(
@@ -174,11 +140,7 @@ pub fn plan_steps(req: &ClusterCreateRequest) -> Vec<StepSpec> {
             &deps,
         ));
     }
-    let mount = req
-        .storage
-        .as_ref()
-        .map(|s| s.mount_path.clone())
-        .unwrap_or_else(|| "/s3".into());
+    let mount = req.storage.as_ref().map(|s| s.mount_path.clone()).unwrap_or_else(|| "/s3".into());
     steps.push(step(
         "storage",
         format!("Mount the shared bucket through the S3 CSI driver (claim {STORAGE_CLAIM}, path {mount})"),
@@ -200,8 +162,7 @@ impl Workflow for CreateClusterWorkflow {
             // Plan the layout now so an impossible CIDR is reported before anything is created.
             match plan_new_vpc(*cidr, &req.availability_zones) {
                 Ok(layout) => {
-                    let mut planner =
-                        SubnetPlanner::new(vec![*cidr], layout.iter().map(|s| s.cidr));
+                    let mut planner = SubnetPlanner::new(vec![*cidr], layout.iter().map(|s| s.cidr));
                     let mut azs: Vec<String> = req
                         .hyperpod
                         .iter()
@@ -224,18 +185,16 @@ impl Workflow for CreateClusterWorkflow {
         if let Some(existing) = self.store.get_cluster(&req.name)? {
             f.push_unprocessable(
                 "name",
-                format!("a cluster named {} already exists ({:?}, {}); delete it first or choose another name", existing.name, existing.source, existing.region),
+                format!(
+                    "a cluster named {} already exists ({:?}, {}); delete it first or choose another name",
+                    existing.name, existing.source, existing.region
+                ),
             );
         }
         f.finish()?;
         let steps = plan_steps(&req);
-        let canonical =
-            serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
-        Ok(Prepared {
-            target: cluster_target(&req.name),
-            request: canonical,
-            steps,
-        })
+        let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
     }
 
     fn on_recorded(&self, op: &Operation) -> Result<(), EngineError> {
@@ -260,22 +219,11 @@ impl Workflow for CreateClusterWorkflow {
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
         let req: ClusterCreateRequest = decode(request).ok()?;
-        let cx = Arc::new(Shared {
-            req,
-            aws: self.aws.clone(),
-            kube: self.kube.clone(),
-            store: self.store.clone(),
-        });
+        let cx = Arc::new(Shared { req, aws: self.aws.clone(), kube: self.kube.clone(), store: self.store.clone() });
         let exec: Arc<dyn StepExecutor> = match key {
             "network" => Arc::new(NetworkStep(cx)),
-            "eks_cluster_role" => Arc::new(RoleStep {
-                cx,
-                which: RoleKind::EksCluster,
-            }),
-            "hyperpod_execution_role" => Arc::new(RoleStep {
-                cx,
-                which: RoleKind::HyperPodExecution,
-            }),
+            "eks_cluster_role" => Arc::new(RoleStep { cx, which: RoleKind::EksCluster }),
+            "hyperpod_execution_role" => Arc::new(RoleStep { cx, which: RoleKind::HyperPodExecution }),
             "bucket" => Arc::new(BucketStep(cx)),
             "compute_subnets" => Arc::new(ComputeSubnetsStep(cx)),
             "eks_cluster" => Arc::new(EksClusterStep(cx)),
@@ -284,10 +232,7 @@ impl Workflow for CreateClusterWorkflow {
             "storage" => Arc::new(StorageStep(cx)),
             other => {
                 let addon = other.strip_prefix("addon:")?;
-                Arc::new(AddonStep {
-                    cx,
-                    addon: addon.to_string(),
-                })
+                Arc::new(AddonStep { cx, addon: addon.to_string() })
             }
         };
         Some(exec)
@@ -326,10 +271,7 @@ impl Shared {
     }
 
     fn kube_target(&self) -> KubeTarget {
-        KubeTarget {
-            region: self.req.region.clone(),
-            eks_cluster: self.names().eks_cluster,
-        }
+        KubeTarget { region: self.req.region.clone(), eks_cluster: self.names().eks_cluster }
     }
 
     async fn bucket_name(&self) -> Result<String, StepError> {
@@ -337,32 +279,21 @@ impl Shared {
             return Ok(b);
         }
         let id = self.aws.caller_identity().await?;
-        Ok(DerivedNames::default_bucket(
-            &self.req.name,
-            &id.account,
-            &self.req.region,
-        ))
+        Ok(DerivedNames::default_bucket(&self.req.name, &id.account, &self.req.region))
     }
 }
 
 fn waiting(detail: impl Into<String>) -> Progress {
-    Progress::Waiting {
-        detail: detail.into(),
-    }
+    Progress::Waiting { detail: detail.into() }
 }
 
 fn from_state(state: &ResourceState, what: &str, done: impl FnOnce() -> Value) -> Progress {
     match state {
         ResourceState::Active => Progress::Done(done()),
-        ResourceState::Failed { reason } => Progress::Failed {
-            reason: format!("{what} failed: {reason}"),
-        },
+        ResourceState::Failed { reason } => Progress::Failed { reason: format!("{what} failed: {reason}") },
         other => waiting(format!(
             "{what}: {}",
-            serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v["state"].as_str().map(str::to_string))
-                .unwrap_or_default()
+            serde_json::to_value(other).ok().and_then(|v| v["state"].as_str().map(str::to_string)).unwrap_or_default()
         )),
     }
 }
@@ -370,18 +301,8 @@ fn from_state(state: &ResourceState, what: &str, done: impl FnOnce() -> Value) -
 struct NetworkStep(Arc<Shared>);
 
 fn network_outputs(n: &Network) -> Value {
-    let private: Vec<&str> = n
-        .subnets
-        .iter()
-        .filter(|s| !s.public)
-        .map(|s| s.id.as_str())
-        .collect();
-    let public: Vec<&str> = n
-        .subnets
-        .iter()
-        .filter(|s| s.public)
-        .map(|s| s.id.as_str())
-        .collect();
+    let private: Vec<&str> = n.subnets.iter().filter(|s| !s.public).map(|s| s.id.as_str()).collect();
+    let public: Vec<&str> = n.subnets.iter().filter(|s| s.public).map(|s| s.id.as_str()).collect();
     json!({
         "vpc_id": n.vpc.id,
         "vpc_cidrs": n.vpc.cidrs,
@@ -396,34 +317,21 @@ impl StepExecutor for NetworkStep {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
         let s = &self.0;
         match &s.req.network {
-            NetworkSpec::NewVpc { .. } => {
-                match s.aws.find_vpc(&s.req.region, &s.names().vpc).await? {
-                    Some(vpc) if s.ours(&vpc.tags) => Ok(Observation::Exists(ResourceRef {
-                        kind: "vpc".into(),
-                        id: vpc.id,
-                        arn: None,
-                    })),
-                    Some(vpc) => Ok(s.foreign(&format!("VPC {} ({})", s.names().vpc, vpc.id))),
-                    None => Ok(Observation::Absent),
+            NetworkSpec::NewVpc { .. } => match s.aws.find_vpc(&s.req.region, &s.names().vpc).await? {
+                Some(vpc) if s.ours(&vpc.tags) => {
+                    Ok(Observation::Exists(ResourceRef { kind: "vpc".into(), id: vpc.id, arn: None }))
                 }
-            }
+                Some(vpc) => Ok(s.foreign(&format!("VPC {} ({})", s.names().vpc, vpc.id))),
+                None => Ok(Observation::Absent),
+            },
             NetworkSpec::ExistingVpc { vpc_id, .. } => {
-                let n = s
-                    .aws
-                    .describe_network(&s.req.region, vpc_id)
-                    .await
-                    .map_err(|e| match e.kind {
-                        ProviderErrorKind::NotFound => StepError::Invalid(format!(
-                            "VPC {vpc_id} not found in {}",
-                            s.req.region
-                        )),
-                        _ => StepError::Provider(e),
-                    })?;
-                Ok(Observation::Exists(ResourceRef {
-                    kind: "vpc".into(),
-                    id: n.vpc.id,
-                    arn: None,
-                }))
+                let n = s.aws.describe_network(&s.req.region, vpc_id).await.map_err(|e| match e.kind {
+                    ProviderErrorKind::NotFound => {
+                        StepError::Invalid(format!("VPC {vpc_id} not found in {}", s.req.region))
+                    }
+                    _ => StepError::Provider(e),
+                })?;
+                Ok(Observation::Exists(ResourceRef { kind: "vpc".into(), id: n.vpc.id, arn: None }))
             }
         }
     }
@@ -433,8 +341,7 @@ impl StepExecutor for NetworkStep {
         let NetworkSpec::NewVpc { cidr } = &s.req.network else {
             return Err(StepError::Invalid("existing VPC not found".into()));
         };
-        let subnets = plan_new_vpc(*cidr, &s.req.availability_zones)
-            .map_err(|e| StepError::Invalid(e.to_string()))?;
+        let subnets = plan_new_vpc(*cidr, &s.req.availability_zones).map_err(|e| StepError::Invalid(e.to_string()))?;
         let n = s
             .aws
             .create_network(&CreateNetwork {
@@ -445,25 +352,17 @@ impl StepExecutor for NetworkStep {
                 tags: s.tags(cx),
             })
             .await?;
-        Ok(ResourceRef {
-            kind: "vpc".into(),
-            id: n.vpc.id,
-            arn: None,
-        })
+        Ok(ResourceRef { kind: "vpc".into(), id: n.vpc.id, arn: None })
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         let s = &self.0;
         let n = s.aws.describe_network(&s.req.region, &r.id).await?;
         if let NetworkSpec::ExistingVpc { subnet_ids, .. } = &s.req.network {
-            let missing: Vec<&String> = subnet_ids
-                .iter()
-                .filter(|id| !n.subnets.iter().any(|x| &x.id == *id))
-                .collect();
+            let missing: Vec<&String> =
+                subnet_ids.iter().filter(|id| !n.subnets.iter().any(|x| &x.id == *id)).collect();
             if !missing.is_empty() {
-                return Ok(Progress::Failed {
-                    reason: format!("subnets {missing:?} are not in VPC {}", r.id),
-                });
+                return Ok(Progress::Failed { reason: format!("subnets {missing:?} are not in VPC {}", r.id) });
             }
             let mut out = network_outputs(&n);
             out["private_subnet_ids"] = json!(subnet_ids);
@@ -525,11 +424,9 @@ pub fn hyperpod_bucket_policy(bucket: &str) -> Value {
 impl StepExecutor for RoleStep {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
         match self.cx.aws.get_role(&self.name()).await? {
-            Some(role) if self.cx.ours(&role.tags) => Ok(Observation::Exists(ResourceRef {
-                kind: "iam-role".into(),
-                id: role.name,
-                arn: Some(role.arn),
-            })),
+            Some(role) if self.cx.ours(&role.tags) => {
+                Ok(Observation::Exists(ResourceRef { kind: "iam-role".into(), id: role.name, arn: Some(role.arn) }))
+            }
             Some(_) => Ok(self.cx.foreign(&format!("IAM role {}", self.name()))),
             None => Ok(Observation::Absent),
         }
@@ -549,30 +446,19 @@ impl StepExecutor for RoleStep {
                 CreateIamRole {
                     name: self.name(),
                     trust_policy: service_trust_policy("sagemaker.amazonaws.com"),
-                    managed_policies: vec![
-                        "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy".into(),
-                    ],
-                    inline_policies: vec![(
-                        "instantstart-shared-bucket".into(),
-                        hyperpod_bucket_policy(&bucket),
-                    )],
+                    managed_policies: vec!["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy".into()],
+                    inline_policies: vec![("instantstart-shared-bucket".into(), hyperpod_bucket_policy(&bucket))],
                     tags: self.cx.tags(cx),
                 }
             }
         };
         let role = self.cx.aws.create_role(&req).await?;
-        Ok(ResourceRef {
-            kind: "iam-role".into(),
-            id: role.name,
-            arn: Some(role.arn),
-        })
+        Ok(ResourceRef { kind: "iam-role".into(), id: role.name, arn: Some(role.arn) })
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         match self.cx.aws.get_role(&r.id).await? {
-            Some(role) => Ok(Progress::Done(
-                json!({ "role_name": role.name, "role_arn": role.arn }),
-            )),
+            Some(role) => Ok(Progress::Done(json!({ "role_name": role.name, "role_arn": role.arn }))),
             // IAM is eventually consistent: a new role may not be visible yet.
             None => Ok(waiting("waiting for the IAM role to become visible")),
         }
@@ -585,18 +471,11 @@ struct BucketStep(Arc<Shared>);
 impl StepExecutor for BucketStep {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
         let name = self.0.bucket_name().await?;
-        let user_named = self
-            .0
-            .req
-            .storage
-            .as_ref()
-            .is_some_and(|s| s.bucket.is_some());
+        let user_named = self.0.req.storage.as_ref().is_some_and(|s| s.bucket.is_some());
         match self.0.aws.describe_bucket(&name).await? {
-            Some(b) if self.0.ours(&b.tags) || user_named => Ok(Observation::Exists(ResourceRef {
-                kind: "s3-bucket".into(),
-                id: b.name,
-                arn: None,
-            })),
+            Some(b) if self.0.ours(&b.tags) || user_named => {
+                Ok(Observation::Exists(ResourceRef { kind: "s3-bucket".into(), id: b.name, arn: None }))
+            }
             Some(_) => Ok(self.0.foreign(&format!("S3 bucket {name}"))),
             None => Ok(Observation::Absent),
         }
@@ -607,17 +486,9 @@ impl StepExecutor for BucketStep {
         let b = self
             .0
             .aws
-            .create_bucket(&CreateBucket {
-                region: self.0.req.region.clone(),
-                name,
-                tags: self.0.tags(cx),
-            })
+            .create_bucket(&CreateBucket { region: self.0.req.region.clone(), name, tags: self.0.tags(cx) })
             .await?;
-        Ok(ResourceRef {
-            kind: "s3-bucket".into(),
-            id: b.name,
-            arn: None,
-        })
+        Ok(ResourceRef { kind: "s3-bucket".into(), id: b.name, arn: None })
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
@@ -625,10 +496,8 @@ impl StepExecutor for BucketStep {
             Some(b) => {
                 let owned = self.0.ours(&b.tags);
                 let name = b.name.clone();
-                update_record(self.0.store.as_ref(), &self.0.req.name, |rec| {
-                    rec.bucket = Some(name)
-                })
-                .map_err(|e| StepError::Invalid(e.to_string()))?;
+                update_record(self.0.store.as_ref(), &self.0.req.name, |rec| rec.bucket = Some(name))
+                    .map_err(|e| StepError::Invalid(e.to_string()))?;
                 Ok(Progress::Done(json!({ "bucket": b.name, "owned": owned })))
             }
             None => Ok(waiting("waiting for the bucket to become visible")),
@@ -654,17 +523,12 @@ impl ComputeSubnetsStep {
         let mut placements = BTreeMap::new();
         for g in &hp.instance_groups {
             let reserved = match &g.capacity {
-                CapacitySpec::TrainingPlan { arn } => {
-                    match s.aws.describe_training_plan(&s.req.region, arn).await? {
-                        Some(plan) => Some(plan.availability_zone),
-                        None => {
-                            return Err(StepError::Invalid(format!(
-                                "training plan {arn} not found in {}",
-                                s.req.region
-                            )));
-                        }
+                CapacitySpec::TrainingPlan { arn } => match s.aws.describe_training_plan(&s.req.region, arn).await? {
+                    Some(plan) => Some(plan.availability_zone),
+                    None => {
+                        return Err(StepError::Invalid(format!("training plan {arn} not found in {}", s.req.region)));
                     }
-                }
+                },
                 _ => None,
             };
             let compute: Vec<ExistingComputeSubnet> = network
@@ -672,26 +536,21 @@ impl ComputeSubnetsStep {
                 .iter()
                 .filter_map(|sub| {
                     let name = sub.name.as_deref()?;
-                    (name == DerivedNames::compute_subnet(&s.req.name, &sub.availability_zone))
-                        .then(|| ExistingComputeSubnet {
+                    (name == DerivedNames::compute_subnet(&s.req.name, &sub.availability_zone)).then(|| {
+                        ExistingComputeSubnet {
                             availability_zone: sub.availability_zone.clone(),
                             subnet_id: sub.id.clone(),
-                        })
+                        }
+                    })
                 })
                 .collect();
-            let mut planner = SubnetPlanner::new(
-                network.vpc.cidrs.clone(),
-                network.subnets.iter().map(|x| x.cidr),
-            );
+            let mut planner = SubnetPlanner::new(network.vpc.cidrs.clone(), network.subnets.iter().map(|x| x.cidr));
             let placement = place_instance_group(g, reserved.as_deref(), &compute, &mut planner)
                 .map_err(|e| StepError::Invalid(format!("instance group {}: {e}", g.name)))?;
             let subnet_id = match placement {
                 crate::subnet::Placement::ExistingSubnet { subnet_id, .. }
                 | crate::subnet::Placement::ComputeSubnet { subnet_id, .. } => subnet_id,
-                crate::subnet::Placement::NewComputeSubnet {
-                    availability_zone,
-                    cidr,
-                } => {
+                crate::subnet::Placement::NewComputeSubnet { availability_zone, cidr } => {
                     if !create {
                         return Ok(None);
                     }
@@ -732,11 +591,7 @@ impl StepExecutor for ComputeSubnetsStep {
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
         let p = self.placements(cx, true).await?.unwrap_or_default();
-        Ok(ResourceRef {
-            kind: "subnets".into(),
-            id: p.values().cloned().collect::<Vec<_>>().join(","),
-            arn: None,
-        })
+        Ok(ResourceRef { kind: "subnets".into(), id: p.values().cloned().collect::<Vec<_>>().join(","), arn: None })
     }
 
     async fn poll(&self, cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
@@ -753,16 +608,10 @@ struct EksClusterStep(Arc<Shared>);
 impl StepExecutor for EksClusterStep {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
         let s = &self.0;
-        match s
-            .aws
-            .describe_eks_cluster(&s.req.region, &s.names().eks_cluster)
-            .await?
-        {
-            Some(c) if s.ours(&c.tags) => Ok(Observation::Exists(ResourceRef {
-                kind: "eks-cluster".into(),
-                id: c.name,
-                arn: Some(c.arn),
-            })),
+        match s.aws.describe_eks_cluster(&s.req.region, &s.names().eks_cluster).await? {
+            Some(c) if s.ours(&c.tags) => {
+                Ok(Observation::Exists(ResourceRef { kind: "eks-cluster".into(), id: c.name, arn: Some(c.arn) }))
+            }
             Some(c) => Ok(s.foreign(&format!("EKS cluster {}", c.name))),
             None => Ok(Observation::Absent),
         }
@@ -783,19 +632,13 @@ impl StepExecutor for EksClusterStep {
                 tags: s.tags(cx),
             })
             .await?;
-        Ok(ResourceRef {
-            kind: "eks-cluster".into(),
-            id: c.name,
-            arn: Some(c.arn),
-        })
+        Ok(ResourceRef { kind: "eks-cluster".into(), id: c.name, arn: Some(c.arn) })
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         let s = &self.0;
         let Some(c) = s.aws.describe_eks_cluster(&s.req.region, &r.id).await? else {
-            return Ok(Progress::Failed {
-                reason: format!("EKS cluster {} disappeared", r.id),
-            });
+            return Ok(Progress::Failed { reason: format!("EKS cluster {} disappeared", r.id) });
         };
         Ok(from_state(
             &c.state,
@@ -815,14 +658,8 @@ impl StepExecutor for SelectActiveStep {
 
     async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
         let s = &self.0;
-        s.store
-            .set_setting(ACTIVE_CLUSTER, Some(&s.req.name))
-            .map_err(|e| StepError::Invalid(e.to_string()))?;
-        Ok(ResourceRef {
-            kind: "setting".into(),
-            id: ACTIVE_CLUSTER.into(),
-            arn: None,
-        })
+        s.store.set_setting(ACTIVE_CLUSTER, Some(&s.req.name)).map_err(|e| StepError::Invalid(e.to_string()))?;
+        Ok(ResourceRef { kind: "setting".into(), id: ACTIVE_CLUSTER.into(), arn: None })
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
@@ -841,20 +678,10 @@ impl StepExecutor for AddonStep {
         let s = &self.cx;
         // An add-on is a singleton per cluster: one that is already installed satisfies the
         // dependency whoever installed it.
-        Ok(
-            match s
-                .aws
-                .describe_addon(&s.req.region, &s.names().eks_cluster, &self.addon)
-                .await?
-            {
-                Some(a) => Observation::Exists(ResourceRef {
-                    kind: "eks-addon".into(),
-                    id: a.name,
-                    arn: None,
-                }),
-                None => Observation::Absent,
-            },
-        )
+        Ok(match s.aws.describe_addon(&s.req.region, &s.names().eks_cluster, &self.addon).await? {
+            Some(a) => Observation::Exists(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None }),
+            None => Observation::Absent,
+        })
     }
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
@@ -870,29 +697,15 @@ impl StepExecutor for AddonStep {
                 tags: s.tags(cx),
             })
             .await?;
-        Ok(ResourceRef {
-            kind: "eks-addon".into(),
-            id: a.name,
-            arn: None,
-        })
+        Ok(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         let s = &self.cx;
-        let Some(a) = s
-            .aws
-            .describe_addon(&s.req.region, &s.names().eks_cluster, &r.id)
-            .await?
-        else {
-            return Ok(Progress::Failed {
-                reason: format!("add-on {} disappeared", r.id),
-            });
+        let Some(a) = s.aws.describe_addon(&s.req.region, &s.names().eks_cluster, &r.id).await? else {
+            return Ok(Progress::Failed { reason: format!("add-on {} disappeared", r.id) });
         };
-        Ok(from_state(
-            &a.state,
-            &format!("add-on {}", a.name),
-            || json!({ "addon": a.name, "version": a.version }),
-        ))
+        Ok(from_state(&a.state, &format!("add-on {}", a.name), || json!({ "addon": a.name, "version": a.version })))
     }
 }
 
@@ -902,16 +715,10 @@ struct HyperPodClusterStep(Arc<Shared>);
 impl StepExecutor for HyperPodClusterStep {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
         let s = &self.0;
-        match s
-            .aws
-            .describe_hyperpod_cluster(&s.req.region, &s.names().hyperpod_cluster)
-            .await?
-        {
-            Some(c) if s.ours(&c.tags) => Ok(Observation::Exists(ResourceRef {
-                kind: "hyperpod-cluster".into(),
-                id: c.name,
-                arn: Some(c.arn),
-            })),
+        match s.aws.describe_hyperpod_cluster(&s.req.region, &s.names().hyperpod_cluster).await? {
+            Some(c) if s.ours(&c.tags) => {
+                Ok(Observation::Exists(ResourceRef { kind: "hyperpod-cluster".into(), id: c.name, arn: Some(c.arn) }))
+            }
             Some(c) => Ok(s.foreign(&format!("HyperPod cluster {}", c.name))),
             None => Ok(Observation::Absent),
         }
@@ -919,11 +726,7 @@ impl StepExecutor for HyperPodClusterStep {
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
         let s = &self.0;
-        let hp = s
-            .req
-            .hyperpod
-            .as_ref()
-            .ok_or_else(|| StepError::Invalid("no HyperPod cluster requested".into()))?;
+        let hp = s.req.hyperpod.as_ref().ok_or_else(|| StepError::Invalid("no HyperPod cluster requested".into()))?;
         let placements: BTreeMap<String, String> = cx.input("compute_subnets", "placements")?;
         let sg: Option<String> = cx.input("network", "security_group_id").ok().flatten();
         let sg = match sg {
@@ -937,9 +740,10 @@ impl StepExecutor for HyperPodClusterStep {
             .map(|g| {
                 Ok(HyperPodInstanceGroupRequest {
                     spec: g.clone(),
-                    subnet_id: placements.get(&g.name).cloned().ok_or_else(|| {
-                        StepError::MissingInput(format!("placement of {}", g.name))
-                    })?,
+                    subnet_id: placements
+                        .get(&g.name)
+                        .cloned()
+                        .ok_or_else(|| StepError::MissingInput(format!("placement of {}", g.name)))?,
                     security_group_ids: vec![sg.clone()],
                     execution_role_arn: role_arn.clone(),
                 })
@@ -956,37 +760,20 @@ impl StepExecutor for HyperPodClusterStep {
                 tags: s.tags(cx),
             })
             .await?;
-        Ok(ResourceRef {
-            kind: "hyperpod-cluster".into(),
-            id: c.name,
-            arn: Some(c.arn),
-        })
+        Ok(ResourceRef { kind: "hyperpod-cluster".into(), id: c.name, arn: Some(c.arn) })
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         let s = &self.0;
-        let Some(c) = s
-            .aws
-            .describe_hyperpod_cluster(&s.req.region, &r.id)
-            .await?
-        else {
-            return Ok(Progress::Failed {
-                reason: format!("HyperPod cluster {} disappeared", r.id),
-            });
+        let Some(c) = s.aws.describe_hyperpod_cluster(&s.req.region, &r.id).await? else {
+            return Ok(Progress::Failed { reason: format!("HyperPod cluster {} disappeared", r.id) });
         };
         if let ResourceState::Creating | ResourceState::Updating = c.state {
-            let (cur, target) = c.instance_groups.iter().fold((0, 0), |(a, b), g| {
-                (a + g.current_count, b + g.target_count)
-            });
-            return Ok(waiting(format!(
-                "HyperPod cluster: creating, {cur}/{target} nodes running"
-            )));
+            let (cur, target) =
+                c.instance_groups.iter().fold((0, 0), |(a, b), g| (a + g.current_count, b + g.target_count));
+            return Ok(waiting(format!("HyperPod cluster: creating, {cur}/{target} nodes running")));
         }
-        Ok(from_state(
-            &c.state,
-            "HyperPod cluster",
-            || json!({ "name": c.name, "arn": c.arn }),
-        ))
+        Ok(from_state(&c.state, "HyperPod cluster", || json!({ "name": c.name, "arn": c.arn })))
     }
 }
 
@@ -1039,13 +826,11 @@ impl StepExecutor for StorageStep {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
         let s = &self.0;
         match s.kube.get(&s.kube_target(), &Self::claim_ref()).await? {
-            Some(o) if o.label(LABEL_MANAGED_BY) == Some(MANAGED_BY) => {
-                Ok(Observation::Exists(ResourceRef {
-                    kind: "pvc".into(),
-                    id: format!("default/{STORAGE_CLAIM}"),
-                    arn: None,
-                }))
-            }
+            Some(o) if o.label(LABEL_MANAGED_BY) == Some(MANAGED_BY) => Ok(Observation::Exists(ResourceRef {
+                kind: "pvc".into(),
+                id: format!("default/{STORAGE_CLAIM}"),
+                arn: None,
+            })),
             Some(_) => Ok(s.foreign(&format!("PersistentVolumeClaim default/{STORAGE_CLAIM}"))),
             None => Ok(Observation::Absent),
         }
@@ -1057,11 +842,7 @@ impl StepExecutor for StorageStep {
         let (pv, pvc) = self.objects(&bucket);
         s.kube.apply(&s.kube_target(), &pv).await?;
         s.kube.apply(&s.kube_target(), &pvc).await?;
-        Ok(ResourceRef {
-            kind: "pvc".into(),
-            id: format!("default/{STORAGE_CLAIM}"),
-            arn: None,
-        })
+        Ok(ResourceRef { kind: "pvc".into(), id: format!("default/{STORAGE_CLAIM}"), arn: None })
     }
 
     async fn poll(&self, cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
@@ -1078,10 +859,7 @@ impl StepExecutor for StorageStep {
                 "bucket": cx.input_str("bucket", "bucket")?,
                 "mount_path": s.req.storage.as_ref().map(|x| x.mount_path.clone()).unwrap_or_else(|| "/s3".into()),
             }))),
-            phase => Ok(waiting(format!(
-                "claim {STORAGE_CLAIM}: {}",
-                phase.unwrap_or("Pending")
-            ))),
+            phase => Ok(waiting(format!("claim {STORAGE_CLAIM}: {}", phase.unwrap_or("Pending")))),
         }
     }
 }
@@ -1117,10 +895,7 @@ mod tests {
             storage: None,
         };
         let steps = plan_steps(&req);
-        let shape: Vec<String> = steps
-            .iter()
-            .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
-            .collect();
+        let shape: Vec<String> = steps.iter().map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", "))).collect();
         assert_eq!(
             shape,
             [
@@ -1141,11 +916,7 @@ mod tests {
         // Every dependency names an earlier step: the DAG is acyclic by construction.
         for (i, s) in steps.iter().enumerate() {
             for d in &s.depends_on {
-                assert!(
-                    steps[..i].iter().any(|p| &p.key == d),
-                    "{} depends on later {d}",
-                    s.key
-                );
+                assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
             }
         }
     }

@@ -9,9 +9,7 @@
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::{cluster_target, decode};
-use crate::engine::{
-    EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
-};
+use crate::engine::{EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow};
 use crate::names::DerivedNames;
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
 use crate::provider::*;
@@ -59,102 +57,53 @@ fn plan_steps(rec: &ClusterRecord, delete_bucket: bool) -> Vec<StepSpec> {
     if rec.source == ClusterSource::Imported {
         return vec![step(
             "unregister",
-            format!(
-                "Forget imported cluster {} (nothing is deleted in AWS)",
-                rec.name
-            ),
+            format!("Forget imported cluster {} (nothing is deleted in AWS)", rec.name),
             &[],
             1,
         )];
     }
-    let mut steps = vec![step(
-        "storage",
-        "Delete the shared-bucket PersistentVolume and claim".into(),
-        &[],
-        5,
-    )];
+    let mut steps = vec![step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5)];
     let mut unregister_deps = vec!["storage", "eks_cluster", "eks_cluster_role", "network"];
     if let Some(hp) = &rec.hyperpod_cluster {
-        steps.push(step(
-            "hyperpod_cluster",
-            format!("Delete HyperPod cluster {hp}"),
-            &["storage"],
-            600,
-        ));
+        steps.push(step("hyperpod_cluster", format!("Delete HyperPod cluster {hp}"), &["storage"], 600));
         steps.push(step(
             "hyperpod_execution_role",
             format!("Delete IAM role {}", names.hyperpod_execution_role),
             &["hyperpod_cluster"],
             5,
         ));
-        steps.push(step(
-            "compute_subnets",
-            "Delete the compute subnets".into(),
-            &["hyperpod_cluster"],
-            10,
-        ));
+        steps.push(step("compute_subnets", "Delete the compute subnets".into(), &["hyperpod_cluster"], 10));
         steps.push(step(
             "eks_cluster",
             format!("Delete EKS control plane {}", names.eks_cluster),
             &["hyperpod_cluster"],
             600,
         ));
-        unregister_deps.extend([
-            "hyperpod_cluster",
-            "hyperpod_execution_role",
-            "compute_subnets",
-        ]);
+        unregister_deps.extend(["hyperpod_cluster", "hyperpod_execution_role", "compute_subnets"]);
     } else {
-        steps.push(step(
-            "eks_cluster",
-            format!("Delete EKS control plane {}", names.eks_cluster),
-            &["storage"],
-            600,
-        ));
+        steps.push(step("eks_cluster", format!("Delete EKS control plane {}", names.eks_cluster), &["storage"], 600));
     }
-    steps.push(step(
-        "eks_cluster_role",
-        format!("Delete IAM role {}", names.eks_cluster_role),
-        &["eks_cluster"],
-        5,
-    ));
-    let network_deps: &[&str] = if rec.hyperpod_cluster.is_some() {
-        &["eks_cluster", "compute_subnets"]
-    } else {
-        &["eks_cluster"]
-    };
+    steps.push(step("eks_cluster_role", format!("Delete IAM role {}", names.eks_cluster_role), &["eks_cluster"], 5));
+    let network_deps: &[&str] =
+        if rec.hyperpod_cluster.is_some() { &["eks_cluster", "compute_subnets"] } else { &["eks_cluster"] };
     steps.push(step(
         "network",
-        format!(
-            "Delete VPC {} and its subnets, gateways and routes",
-            names.vpc
-        ),
+        format!("Delete VPC {} and its subnets, gateways and routes", names.vpc),
         network_deps,
         120,
     ));
     if delete_bucket {
-        let deps: &[&str] = if rec.hyperpod_cluster.is_some() {
-            &["storage", "hyperpod_cluster"]
-        } else {
-            &["storage"]
-        };
+        let deps: &[&str] =
+            if rec.hyperpod_cluster.is_some() { &["storage", "hyperpod_cluster"] } else { &["storage"] };
         steps.push(step(
             "bucket",
-            format!(
-                "Delete S3 bucket {} (only if InstantStart created it)",
-                rec.bucket.clone().unwrap_or_default()
-            ),
+            format!("Delete S3 bucket {} (only if InstantStart created it)", rec.bucket.clone().unwrap_or_default()),
             deps,
             10,
         ));
         unregister_deps.push("bucket");
     }
-    steps.push(step(
-        "unregister",
-        format!("Forget cluster {}", rec.name),
-        &unregister_deps,
-        1,
-    ));
+    steps.push(step("unregister", format!("Forget cluster {}", rec.name), &unregister_deps, 1));
     steps
 }
 
@@ -179,13 +128,8 @@ impl Workflow for DeleteClusterWorkflow {
             .into());
         }
         let steps = plan_steps(&rec, req.delete_bucket);
-        let canonical =
-            serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
-        Ok(Prepared {
-            target: cluster_target(&req.name),
-            request: canonical,
-            steps,
-        })
+        let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
     }
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
@@ -194,14 +138,10 @@ impl Workflow for DeleteClusterWorkflow {
         let which = match key {
             "storage" => Target::Storage,
             "hyperpod_cluster" => Target::HyperPod,
-            "hyperpod_execution_role" => {
-                Target::Role(DerivedNames::for_cluster(&rec.name).hyperpod_execution_role)
-            }
+            "hyperpod_execution_role" => Target::Role(DerivedNames::for_cluster(&rec.name).hyperpod_execution_role),
             "compute_subnets" => Target::ComputeSubnets,
             "eks_cluster" => Target::Eks,
-            "eks_cluster_role" => {
-                Target::Role(DerivedNames::for_cluster(&rec.name).eks_cluster_role)
-            }
+            "eks_cluster_role" => Target::Role(DerivedNames::for_cluster(&rec.name).eks_cluster_role),
             "network" => Target::Network,
             "bucket" => Target::Bucket,
             "unregister" => Target::Unregister,
@@ -246,10 +186,7 @@ enum Found {
 
 impl DeleteStep {
     fn kube_target(&self) -> KubeTarget {
-        KubeTarget {
-            region: self.rec.region.clone(),
-            eks_cluster: self.rec.eks_cluster.clone(),
-        }
+        KubeTarget { region: self.rec.region.clone(), eks_cluster: self.rec.eks_cluster.clone() }
     }
 
     fn storage_refs() -> [ObjectRef; 2] {
@@ -282,10 +219,7 @@ impl DeleteStep {
         let prefix = format!("{}-compute-", self.rec.name);
         Ok(n.subnets
             .into_iter()
-            .filter(|s| {
-                s.name.as_deref().is_some_and(|x| x.starts_with(&prefix))
-                    && is_owned(&s.tags, &self.rec.name)
-            })
+            .filter(|s| s.name.as_deref().is_some_and(|x| x.starts_with(&prefix)) && is_owned(&s.tags, &self.rec.name))
             .collect())
     }
 
@@ -293,27 +227,15 @@ impl DeleteStep {
         let r = &self.rec;
         let owned = |tags: &Tags| is_owned(tags, &r.name);
         let state_found = |state: &ResourceState| {
-            if matches!(state, ResourceState::Deleting) {
-                Found::Deleting
-            } else {
-                Found::Present
-            }
+            if matches!(state, ResourceState::Deleting) { Found::Deleting } else { Found::Present }
         };
         Ok(match &self.which {
             Target::Storage => {
                 let mut any = false;
                 for o in Self::storage_refs() {
-                    if let Some(obj) = self
-                        .kube
-                        .get(&self.kube_target(), &o)
-                        .await
-                        .or_else(not_found_is_none)?
-                    {
+                    if let Some(obj) = self.kube.get(&self.kube_target(), &o).await.or_else(not_found_is_none)? {
                         if obj.label(LABEL_MANAGED_BY) != Some(MANAGED_BY) {
-                            return Ok(Found::Foreign(format!(
-                                "{} {} is not managed by InstantStart",
-                                o.kind, o.name
-                            )));
+                            return Ok(Found::Foreign(format!("{} {} is not managed by InstantStart", o.kind, o.name)));
                         }
                         any = true;
                     }
@@ -330,22 +252,14 @@ impl DeleteStep {
                     Some(c) => state_found(&c.state),
                 },
             },
-            Target::Eks => match self
-                .aws
-                .describe_eks_cluster(&r.region, &r.eks_cluster)
-                .await?
-            {
+            Target::Eks => match self.aws.describe_eks_cluster(&r.region, &r.eks_cluster).await? {
                 None => Found::Gone,
-                Some(c) if !owned(&c.tags) => {
-                    Found::Foreign(format!("EKS cluster {} is not tagged as ours", c.name))
-                }
+                Some(c) if !owned(&c.tags) => Found::Foreign(format!("EKS cluster {} is not tagged as ours", c.name)),
                 Some(c) => state_found(&c.state),
             },
             Target::Role(name) => match self.aws.get_role(name).await? {
                 None => Found::Gone,
-                Some(role) if !owned(&role.tags) => {
-                    Found::Foreign(format!("IAM role {name} is not tagged as ours"))
-                }
+                Some(role) if !owned(&role.tags) => Found::Foreign(format!("IAM role {name} is not tagged as ours")),
                 Some(_) => Found::Present,
             },
             Target::ComputeSubnets => {
@@ -360,9 +274,7 @@ impl DeleteStep {
                 Some(vpc) => match self.aws.describe_network(&r.region, vpc).await {
                     Err(e) if e.kind == ProviderErrorKind::NotFound => Found::Gone,
                     Err(e) => return Err(e.into()),
-                    Ok(n) if !owned(&n.vpc.tags) => {
-                        Found::Foreign(format!("VPC {vpc} is not tagged as ours"))
-                    }
+                    Ok(n) if !owned(&n.vpc.tags) => Found::Foreign(format!("VPC {vpc} is not tagged as ours")),
                     Ok(n) => state_found(&n.state),
                 },
             },
@@ -370,19 +282,14 @@ impl DeleteStep {
                 None => Found::Gone,
                 Some(b) => match self.aws.describe_bucket(b).await? {
                     None => Found::Gone,
-                    Some(x) if !owned(&x.tags) => Found::Foreign(format!(
-                        "bucket {b} was not created by InstantStart; it is kept"
-                    )),
+                    Some(x) if !owned(&x.tags) => {
+                        Found::Foreign(format!("bucket {b} was not created by InstantStart; it is kept"))
+                    }
                     Some(_) => Found::Present,
                 },
             },
             Target::Unregister => {
-                if self
-                    .store
-                    .get_cluster(&r.name)
-                    .map_err(store_err)?
-                    .is_some()
-                {
+                if self.store.get_cluster(&r.name).map_err(store_err)?.is_some() {
                     Found::Present
                 } else {
                     Found::Gone
@@ -393,14 +300,8 @@ impl DeleteStep {
 
     fn resource(&self) -> ResourceRef {
         let (kind, id) = match &self.which {
-            Target::Storage => (
-                "pvc",
-                format!("default/{}", super::create_cluster::STORAGE_CLAIM),
-            ),
-            Target::HyperPod => (
-                "hyperpod-cluster",
-                self.rec.hyperpod_cluster.clone().unwrap_or_default(),
-            ),
+            Target::Storage => ("pvc", format!("default/{}", super::create_cluster::STORAGE_CLAIM)),
+            Target::HyperPod => ("hyperpod-cluster", self.rec.hyperpod_cluster.clone().unwrap_or_default()),
             Target::Role(n) => ("iam-role", n.clone()),
             Target::ComputeSubnets => ("subnets", self.rec.name.clone()),
             Target::Eks => ("eks-cluster", self.rec.eks_cluster.clone()),
@@ -408,20 +309,12 @@ impl DeleteStep {
             Target::Bucket => ("s3-bucket", self.rec.bucket.clone().unwrap_or_default()),
             Target::Unregister => ("registry", self.rec.name.clone()),
         };
-        ResourceRef {
-            kind: kind.into(),
-            id,
-            arn: None,
-        }
+        ResourceRef { kind: kind.into(), id, arn: None }
     }
 }
 
 fn not_found_is_none(e: ProviderError) -> Result<Option<KubeObject>, ProviderError> {
-    if e.kind == ProviderErrorKind::NotFound {
-        Ok(None)
-    } else {
-        Err(e)
-    }
+    if e.kind == ProviderErrorKind::NotFound { Ok(None) } else { Err(e) }
 }
 
 fn store_err(e: crate::store::StoreError) -> StepError {
@@ -457,11 +350,7 @@ impl StepExecutor for DeleteStep {
                     self.aws.delete_subnet(&r.region, &s.id).await?;
                 }
             }
-            Target::Eks => {
-                self.aws
-                    .delete_eks_cluster(&r.region, &r.eks_cluster)
-                    .await?
-            }
+            Target::Eks => self.aws.delete_eks_cluster(&r.region, &r.eks_cluster).await?,
             Target::Network => {
                 if let Some(vpc) = &r.vpc_id {
                     self.aws.delete_network(&r.region, vpc).await?;
@@ -473,16 +362,8 @@ impl StepExecutor for DeleteStep {
                 }
             }
             Target::Unregister => {
-                if self
-                    .store
-                    .get_setting(ACTIVE_CLUSTER)
-                    .map_err(store_err)?
-                    .as_deref()
-                    == Some(r.name.as_str())
-                {
-                    self.store
-                        .set_setting(ACTIVE_CLUSTER, None)
-                        .map_err(store_err)?;
+                if self.store.get_setting(ACTIVE_CLUSTER).map_err(store_err)?.as_deref() == Some(r.name.as_str()) {
+                    self.store.set_setting(ACTIVE_CLUSTER, None).map_err(store_err)?;
                 }
                 self.store.delete_cluster(&r.name).map_err(store_err)?;
             }
@@ -493,12 +374,10 @@ impl StepExecutor for DeleteStep {
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         Ok(match self.find().await? {
             Found::Gone => Progress::Done(json!({ "deleted": r.id })),
-            Found::Deleting => Progress::Waiting {
-                detail: format!("{} {}: deleting", r.kind, r.id),
-            },
-            Found::Present => Progress::Waiting {
-                detail: format!("{} {}: waiting for deletion to start", r.kind, r.id),
-            },
+            Found::Deleting => Progress::Waiting { detail: format!("{} {}: deleting", r.kind, r.id) },
+            Found::Present => {
+                Progress::Waiting { detail: format!("{} {}: waiting for deletion to start", r.kind, r.id) }
+            }
             Found::Foreign(reason) => Progress::Failed { reason },
         })
     }
@@ -544,10 +423,8 @@ mod tests {
                 "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
             ]
         );
-        let imported: Vec<String> = plan_steps(&record(ClusterSource::Imported, false), false)
-            .into_iter()
-            .map(|s| s.key)
-            .collect();
+        let imported: Vec<String> =
+            plan_steps(&record(ClusterSource::Imported, false), false).into_iter().map(|s| s.key).collect();
         assert_eq!(imported, ["unregister"]);
     }
 }

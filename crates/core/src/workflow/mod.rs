@@ -30,19 +30,12 @@ pub fn decode<T: DeserializeOwned>(request: &Value) -> Result<T, ValidationError
         let field = if path == "." { String::new() } else { path };
         let rule = e.into_inner().to_string();
         // serde's messages carry "at line x column y" only for text input; JSON values have none.
-        ValidationError {
-            kind: ValidationKind::Invalid,
-            findings: vec![Finding { field, rule }],
-        }
+        ValidationError { kind: ValidationKind::Invalid, findings: vec![Finding { field, rule }] }
     })
 }
 
 /// Applies `f` to a stored cluster record, if it exists.
-pub fn update_record(
-    store: &dyn Store,
-    name: &str,
-    f: impl FnOnce(&mut ClusterRecord),
-) -> Result<(), EngineError> {
+pub fn update_record(store: &dyn Store, name: &str, f: impl FnOnce(&mut ClusterRecord)) -> Result<(), EngineError> {
     if let Some(mut rec) = store.get_cluster(name)? {
         f(&mut rec);
         rec.updated_at = chrono::Utc::now();

@@ -1,0 +1,1 @@
+//! Simulated AWS + Kubernetes world (being written).
