@@ -4,11 +4,12 @@
 
 use crate::spec::{InstanceGroupSpec, ManagedFeatures, TieredCheckpointing, check_instance_group_update};
 use crate::validate::{Findings, Validate, ValidationError};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One field that would change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Change {
     pub field: String,
     pub from: Value,
@@ -16,7 +17,7 @@ pub struct Change {
 }
 
 /// The changes a request would make to a target. Empty = no-op.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {
     pub target: String,
     pub changes: Vec<Change>,
@@ -52,7 +53,7 @@ impl Plan {
 }
 
 /// Tiered checkpointing as a patch: turn it on or off, optionally with a new memory share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TieredCheckpointingPatch {
     pub enabled: bool,
@@ -61,7 +62,7 @@ pub struct TieredCheckpointingPatch {
 }
 
 /// Only the managed-feature fields the user changed; absent fields stay as they are.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeaturesPatch {
     #[serde(default)]

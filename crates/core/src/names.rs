@@ -4,6 +4,7 @@
 //! [`crate::Finding`]. The InstantStart cluster name is stricter than any single AWS rule because
 //! every resource the pipeline creates derives its name from it (see [`DerivedNames`]).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 fn is_lower_alnum(c: char) -> bool {
@@ -161,7 +162,7 @@ pub fn s3_uri(uri: &str) -> Result<(), String> {
 
 /// Every provider-side name derived from one InstantStart cluster name. Deterministic, so a
 /// retried or resumed step always looks for (and creates) the same resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DerivedNames {
     pub vpc: String,
     pub eks_cluster: String,

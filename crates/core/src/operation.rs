@@ -7,11 +7,12 @@
 //! before and right after each provider call (see [`crate::engine`]).
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Operation identifier, e.g. `op-6f1c…`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct OperationId(pub String);
 
@@ -28,7 +29,7 @@ impl fmt::Display for OperationId {
 }
 
 /// Which face a request came through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Face {
     Ui,
@@ -63,7 +64,7 @@ impl Face {
 }
 
 /// Who asked: the face and the name of the credential used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Actor {
     pub face: Face,
     /// Name of the API token (or `system`).
@@ -77,7 +78,7 @@ impl Actor {
 }
 
 /// What an operation does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationKind {
     CreateCluster,
@@ -105,7 +106,7 @@ impl OperationKind {
 }
 
 /// Overall status of an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationStatus {
     Running,
@@ -145,7 +146,7 @@ impl OperationStatus {
 }
 
 /// Phase of one step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepPhase {
     Pending,
@@ -195,7 +196,7 @@ impl StepPhase {
 }
 
 /// The provider-side resource a step created or adopted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ResourceRef {
     /// e.g. `eks-cluster`, `vpc`, `iam-role`.
     pub kind: String,
@@ -207,7 +208,7 @@ pub struct ResourceRef {
 }
 
 /// One step of an operation, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Step {
     /// Unique within the operation, e.g. `eks_cluster` or `compute_subnet:us-east-1a`.
     pub key: String,
@@ -232,7 +233,7 @@ pub struct Step {
 }
 
 /// An operation, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Operation {
     pub id: OperationId,
     pub kind: OperationKind,
@@ -259,7 +260,7 @@ impl Operation {
 }
 
 /// Blueprint of a step when an operation is created.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepSpec {
     pub key: String,
     pub title: String,
@@ -268,7 +269,7 @@ pub struct StepSpec {
 }
 
 /// An operation to insert.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NewOperation {
     pub id: OperationId,
     pub kind: OperationKind,
@@ -281,7 +282,7 @@ pub struct NewOperation {
 }
 
 /// A change of one step, persisted as one transaction.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct StepUpdate {
     pub phase: Option<StepPhase>,
     pub attempts: Option<u32>,
@@ -295,7 +296,7 @@ pub struct StepUpdate {
 }
 
 /// Append-only audit record: who did what, when, with which diff.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AuditEntry {
     pub at: DateTime<Utc>,
     pub actor: Actor,

@@ -7,6 +7,7 @@
 use crate::names;
 use crate::validate::{Findings, Validate, ValidationError};
 use ipnet::Ipv4Net;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Kubernetes versions EKS offers for new clusters.
@@ -21,7 +22,7 @@ fn default_k8s_version() -> String {
 /// Everything needed to create a cluster end to end: the EKS control plane, optionally a
 /// HyperPod cluster on it, and the shared storage. This is the input of the create-cluster
 /// pipeline ([`crate::workflow::create_cluster`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterCreateRequest {
     /// InstantStart cluster name; every AWS resource name derives from it.
@@ -45,12 +46,13 @@ pub struct ClusterCreateRequest {
 }
 
 /// Where the cluster's network comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
 pub enum NetworkSpec {
     /// Create a VPC with public and private subnets in each chosen AZ.
     NewVpc {
         /// VPC CIDR; a /16 leaves room for many /20 compute subnets.
+        #[schemars(with = "String")]
         cidr: Ipv4Net,
     },
     /// Use an existing VPC and its private subnets.
@@ -64,7 +66,7 @@ impl Default for NetworkSpec {
 }
 
 /// A HyperPod cluster orchestrated by the EKS cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HyperPodClusterSpec {
     /// Node auto-recovery; on by default so faulty nodes are rebooted or replaced.
@@ -74,7 +76,7 @@ pub struct HyperPodClusterSpec {
 }
 
 /// HyperPod node auto-recovery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub enum NodeRecovery {
     #[default]
     Automatic,
@@ -83,7 +85,7 @@ pub enum NodeRecovery {
 
 /// One HyperPod instance group. Capacity type and EFA-only interface mode are immutable for
 /// the group's lifetime (see [`check_instance_group_update`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstanceGroupSpec {
     pub name: String,
@@ -113,7 +115,7 @@ fn default_ebs_gb() -> u32 {
 }
 
 /// How an instance group's capacity is bought.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CapacitySpec {
     #[default]
@@ -136,7 +138,7 @@ impl CapacitySpec {
 }
 
 /// Network interface mode of the group's instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InterfaceMode {
     /// ENA plus EFA where the instance type has it.
@@ -147,7 +149,7 @@ pub enum InterfaceMode {
 }
 
 /// Deep health checks run before nodes accept work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeepHealthChecks {
     /// GPU/accelerator stress test (InstanceStress).
@@ -159,7 +161,7 @@ pub struct DeepHealthChecks {
 }
 
 /// Lifecycle script run on node creation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LifecycleScript {
     pub source_s3_uri: String,
@@ -167,7 +169,7 @@ pub struct LifecycleScript {
 }
 
 /// The shared S3 bucket mounted at the same path in the dev environment and every pod.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StorageSpec {
     /// Bucket name; derived from the cluster name, account and region when absent.
@@ -183,7 +185,7 @@ fn default_mount_path() -> String {
 }
 
 /// The managed capabilities of the Advanced features panel, as desired or actual state.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ManagedFeatures {
     pub training_operator: bool,
@@ -195,7 +197,7 @@ pub struct ManagedFeatures {
 }
 
 /// Managed tiered checkpointing settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TieredCheckpointing {
     /// Share of instance memory given to the checkpoint tier, 1-100.
@@ -203,14 +205,14 @@ pub struct TieredCheckpointing {
 }
 
 /// Identifier of a training job: namespace and DNS-1123 name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct JobId {
     pub namespace: String,
     pub name: String,
 }
 
 /// Identifier of an inference endpoint: namespace and DNS-1123 name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct EndpointId {
     pub namespace: String,
     pub name: String,
@@ -238,7 +240,7 @@ impl Validate for EndpointId {
 }
 
 /// What we know about an instance type: accelerators, EFA, memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct InstanceTypeInfo {
     pub name: &'static str,
     pub vcpus: u32,
@@ -531,7 +533,7 @@ pub fn check_instance_group_update(
 }
 
 /// A training job's fault-tolerance options, as far as the elastic-training rules need them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct TrainingResilience {
     pub elastic: bool,
     pub checkpointless: bool,

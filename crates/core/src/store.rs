@@ -8,6 +8,7 @@
 use crate::operation::{AuditEntry, NewOperation, Operation, OperationId, OperationStatus, Step, StepUpdate};
 use crate::spec::ClusterCreateRequest;
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,7 +49,7 @@ impl Inserted {
 }
 
 /// Filter for listing operations; newest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct OperationFilter {
     pub target: Option<String>,
     pub status: Option<OperationStatus>,
@@ -56,7 +57,7 @@ pub struct OperationFilter {
 }
 
 /// Where a cluster in the registry came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClusterSource {
     Created,
@@ -64,7 +65,7 @@ pub enum ClusterSource {
 }
 
 /// A cluster known to the control plane.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterRecord {
     pub name: String,
     pub region: String,

@@ -7,6 +7,7 @@
 
 use crate::spec::{CapacitySpec, InstanceGroupSpec};
 use ipnet::Ipv4Net;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Prefix length of a compute subnet: 4,091 usable addresses, enough for a large fleet with
@@ -17,14 +18,18 @@ pub const PUBLIC_SUBNET_PREFIX: u8 = 24;
 /// Prefix length of a private subnet of a new VPC (EKS control plane ENIs, system pods).
 pub const PRIVATE_SUBNET_PREFIX: u8 = 22;
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
 pub enum SubnetPlanError {
     #[error(
         "VPC {vpc_cidrs} has no free /{prefix_len} left for {purpose}; add a secondary CIDR to the VPC or free address space"
     )]
     Exhausted { vpc_cidrs: String, prefix_len: u8, purpose: String },
     #[error("a /{prefix_len} does not fit in the VPC CIDR {vpc_cidr}")]
-    TooLarge { vpc_cidr: Ipv4Net, prefix_len: u8 },
+    TooLarge {
+        #[schemars(with = "String")]
+        vpc_cidr: Ipv4Net,
+        prefix_len: u8,
+    },
     #[error("training plan capacity is reserved in {reserved}, but the group asks for {requested}")]
     ReservationZoneMismatch { reserved: String, requested: String },
 }
@@ -86,7 +91,7 @@ impl SubnetPlanner {
 }
 
 /// What a subnet is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SubnetRole {
     Public,
@@ -95,9 +100,10 @@ pub enum SubnetRole {
 }
 
 /// A subnet the planner decided to create.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PlannedSubnet {
     pub availability_zone: String,
+    #[schemars(with = "String")]
     pub cidr: Ipv4Net,
     pub role: SubnetRole,
 }
@@ -119,7 +125,7 @@ pub fn plan_new_vpc(cidr: Ipv4Net, azs: &[String]) -> Result<Vec<PlannedSubnet>,
 }
 
 /// Where an instance group is placed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Placement {
     /// The user named a subnet.
@@ -127,7 +133,11 @@ pub enum Placement {
     /// A compute subnet we already created in this AZ is reused.
     ComputeSubnet { availability_zone: String, subnet_id: String },
     /// A new /20 compute subnet is to be created.
-    NewComputeSubnet { availability_zone: String, cidr: Ipv4Net },
+    NewComputeSubnet {
+        availability_zone: String,
+        #[schemars(with = "String")]
+        cidr: Ipv4Net,
+    },
 }
 
 impl Placement {
@@ -141,7 +151,7 @@ impl Placement {
 }
 
 /// A compute subnet that already exists, as the placement function sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ExistingComputeSubnet {
     pub availability_zone: String,
     pub subnet_id: String,

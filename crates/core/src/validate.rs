@@ -4,11 +4,12 @@
 //! checks; the result is either `Ok` or a [`ValidationError`] listing all findings, so the UI can
 //! mark every bad field at once and an agent can fix a request in one round trip.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// One broken rule: where (`instance_groups[1].capacity`) and what (`immutable after creation`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Finding {
     /// Path of the offending field in the request, e.g. `hyperpod.instance_groups[0].count`.
     pub field: String,
@@ -23,7 +24,7 @@ impl fmt::Display for Finding {
 }
 
 /// What kind of problem the findings describe; maps to HTTP 400 and 422.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ValidationKind {
     /// The request itself is malformed or out of range (HTTP 400).
@@ -34,7 +35,7 @@ pub enum ValidationKind {
 }
 
 /// A request that broke one or more rules. Never empty.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
 pub struct ValidationError {
     pub kind: ValidationKind,
     pub findings: Vec<Finding>,

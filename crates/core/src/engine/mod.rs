@@ -37,6 +37,7 @@ use crate::store::{Inserted, Store, StoreError};
 use crate::validate::ValidationError;
 use async_trait::async_trait;
 use chrono::Utc;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -131,7 +132,7 @@ pub trait StepExecutor: Send + Sync {
 }
 
 /// A validated request, ready to become an operation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Prepared {
     pub target: String,
     /// The request in canonical form (defaults filled in).
@@ -174,7 +175,7 @@ pub enum EngineError {
 }
 
 /// A phase change, broadcast to live followers (WebSocket/SSE, CLI `--wait`, MCP progress).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OperationEvent {
     pub operation_id: OperationId,
     pub target: String,

@@ -7,33 +7,34 @@
 use super::{ProviderError, ResourceState, Tags};
 use async_trait::async_trait;
 use ipnet::Ipv4Net;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub type Result<T, E = ProviderError> = std::result::Result<T, E>;
 
 /// Who the control plane runs as.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CallerIdentity {
     pub account: String,
     pub arn: String,
 }
 
 /// An Availability Zone of a region.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AvailabilityZone {
     pub name: String,
     pub zone_id: String,
 }
 
 /// An instance type offered in an AZ.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct InstanceTypeOffering {
     pub instance_type: String,
     pub availability_zone: String,
 }
 
 /// A service quota relevant to HyperPod.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Quota {
     /// e.g. `ml.p5.48xlarge for cluster usage`.
     pub name: String,
@@ -56,21 +57,23 @@ pub trait QuotaApi: Send + Sync {
 }
 
 /// A VPC with its subnets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Vpc {
     pub id: String,
     pub name: Option<String>,
+    #[schemars(with = "Vec<String>")]
     pub cidrs: Vec<Ipv4Net>,
     pub state: ResourceState,
     pub tags: Tags,
 }
 
 /// A subnet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Subnet {
     pub id: String,
     pub vpc_id: String,
     pub name: Option<String>,
+    #[schemars(with = "String")]
     pub cidr: Ipv4Net,
     pub availability_zone: String,
     /// Whether instances get public IPs (public subnet behind an internet gateway).
@@ -80,17 +83,18 @@ pub struct Subnet {
 
 /// A new VPC with a public and a private subnet per AZ, an internet gateway, a NAT gateway and
 /// routes. Implementations create each piece idempotently (look up by name tag first).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateNetwork {
     pub region: String,
     pub name: String,
+    #[schemars(with = "String")]
     pub cidr: Ipv4Net,
     pub subnets: Vec<crate::subnet::PlannedSubnet>,
     pub tags: Tags,
 }
 
 /// The network of a VPC as created by [`NetworkApi::create_network`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Network {
     pub vpc: Vpc,
     pub subnets: Vec<Subnet>,
@@ -101,11 +105,12 @@ pub struct Network {
 }
 
 /// A subnet to create in an existing VPC (compute subnets), routed like the private subnets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateSubnet {
     pub region: String,
     pub vpc_id: String,
     pub name: String,
+    #[schemars(with = "String")]
     pub cidr: Ipv4Net,
     pub availability_zone: String,
     pub tags: Tags,
@@ -125,7 +130,7 @@ pub trait NetworkApi: Send + Sync {
 }
 
 /// An EKS control plane.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EksCluster {
     pub name: String,
     pub arn: String,
@@ -140,7 +145,7 @@ pub struct EksCluster {
     pub tags: Tags,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateEksCluster {
     pub region: String,
     pub name: String,
@@ -153,7 +158,7 @@ pub struct CreateEksCluster {
 }
 
 /// An EKS add-on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EksAddon {
     pub name: String,
     pub version: String,
@@ -161,7 +166,7 @@ pub struct EksAddon {
     pub tags: Tags,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateEksAddon {
     pub region: String,
     pub cluster: String,
@@ -184,14 +189,14 @@ pub trait EksApi: Send + Sync {
 }
 
 /// An IAM role.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IamRole {
     pub name: String,
     pub arn: String,
     pub tags: Tags,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateIamRole {
     pub name: String,
     pub trust_policy: serde_json::Value,
@@ -211,7 +216,7 @@ pub trait IamApi: Send + Sync {
 }
 
 /// HyperPod cluster status, normalised; `InService` is [`ResourceState::Active`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HyperPodCluster {
     pub name: String,
     pub arn: String,
@@ -222,7 +227,7 @@ pub struct HyperPodCluster {
     pub tags: Tags,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HyperPodInstanceGroupStatus {
     pub name: String,
     pub instance_type: String,
@@ -232,7 +237,7 @@ pub struct HyperPodInstanceGroupStatus {
 }
 
 /// A HyperPod instance group as sent to CreateCluster, placement already decided.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HyperPodInstanceGroupRequest {
     pub spec: crate::spec::InstanceGroupSpec,
     pub subnet_id: String,
@@ -240,7 +245,7 @@ pub struct HyperPodInstanceGroupRequest {
     pub execution_role_arn: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateHyperPodCluster {
     pub region: String,
     pub name: String,
@@ -251,7 +256,7 @@ pub struct CreateHyperPodCluster {
 }
 
 /// One node of a HyperPod cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterNode {
     pub instance_id: String,
     pub instance_group: String,
@@ -262,7 +267,7 @@ pub struct ClusterNode {
 }
 
 /// A SageMaker training plan's reservation, as far as placement and preflight need it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TrainingPlan {
     pub arn: String,
     /// Pending, Active, Scheduled, Expired, Failed.
@@ -283,7 +288,7 @@ pub trait HyperPodApi: Send + Sync {
 }
 
 /// An S3 bucket.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Bucket {
     pub name: String,
     pub region: String,
@@ -291,7 +296,7 @@ pub struct Bucket {
 }
 
 /// A bucket encrypted at rest, with public access blocked, tagged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateBucket {
     pub region: String,
     pub name: String,

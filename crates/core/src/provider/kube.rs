@@ -5,18 +5,19 @@
 use super::ProviderError;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Which cluster a Kubernetes call goes to: the EKS cluster of an InstantStart cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct KubeTarget {
     pub region: String,
     pub eks_cluster: String,
 }
 
 /// Identifies an object: apiVersion, kind, namespace (None for cluster-scoped) and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub struct ObjectRef {
     pub api_version: String,
     pub kind: String,
@@ -25,7 +26,7 @@ pub struct ObjectRef {
 }
 
 /// A Kubernetes object as JSON (`apiVersion`, `kind`, `metadata`, `spec`, `status`, …).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct KubeObject(pub Value);
 
@@ -50,7 +51,7 @@ impl KubeObject {
 }
 
 /// Selects objects of one kind, optionally in one namespace, optionally by labels.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ListParams {
     pub api_version: String,
     pub kind: String,

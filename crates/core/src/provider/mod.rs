@@ -11,6 +11,7 @@ pub mod kube;
 pub use aws::*;
 pub use kube::*;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -45,7 +46,7 @@ pub fn is_owned(tags: &Tags, cluster: &str) -> bool {
 }
 
 /// What went wrong with a provider call, classified by what the caller should do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderErrorKind {
     /// Request rate exceeded; retry with backoff.
@@ -76,7 +77,7 @@ impl ProviderErrorKind {
 }
 
 /// A failed provider call: which API, what kind of failure, and the provider's message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
 #[error("{api}: {message} ({kind:?})")]
 pub struct ProviderError {
     /// Service and operation, e.g. `eks:CreateCluster`.
@@ -100,7 +101,7 @@ impl ProviderError {
 }
 
 /// Lifecycle state of a provider resource, normalised across services.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ResourceState {
     Creating,

@@ -16,12 +16,13 @@ use crate::provider::*;
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
 use crate::validate::{Finding, ValidationError, ValidationKind};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// Request to delete a cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteClusterRequest {
     pub name: String,
