@@ -4,9 +4,11 @@
 //!   HyperPod cluster → storage, with IAM roles, the S3 bucket and compute subnets overlapping
 //!   the long EKS wait.
 //! - [`delete_cluster`]: the same resources removed in reverse order.
+//! - [`import_cluster`]: register an existing EKS (and HyperPod) cluster after checking it.
 
 pub mod create_cluster;
 pub mod delete_cluster;
+pub mod import_cluster;
 
 use crate::Finding;
 use crate::engine::EngineError;
@@ -17,6 +19,7 @@ use serde_json::Value;
 
 pub use create_cluster::CreateClusterWorkflow;
 pub use delete_cluster::DeleteClusterWorkflow;
+pub use import_cluster::ImportClusterWorkflow;
 
 /// Target string of a cluster, used for the one-mutation-per-target rule.
 pub fn cluster_target(name: &str) -> String {
@@ -42,4 +45,17 @@ pub fn update_record(store: &dyn Store, name: &str, f: impl FnOnce(&mut ClusterR
         store.put_cluster(&rec)?;
     }
     Ok(())
+}
+
+/// Every workflow of the control plane, wired to the given providers and store.
+pub fn all(
+    aws: std::sync::Arc<dyn crate::provider::AwsCloud>,
+    kube: std::sync::Arc<dyn crate::provider::KubeApi>,
+    store: std::sync::Arc<dyn Store>,
+) -> Vec<std::sync::Arc<dyn crate::engine::Workflow>> {
+    vec![
+        std::sync::Arc::new(CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),
+        std::sync::Arc::new(DeleteClusterWorkflow::new(aws.clone(), kube, store.clone())),
+        std::sync::Arc::new(ImportClusterWorkflow::new(aws, store)),
+    ]
 }
