@@ -1,1 +1,25 @@
-//! SQLite implementation of the store trait (being written).
+//! SQLite implementation of InstantStart's [`Store`](instantstart_core::store::Store) trait.
+//!
+//! [`SqliteStore`] keeps the control plane's durable state — operations and their steps, the
+//! append-only audit log, the cluster registry and settings — in one SQLite file.
+//!
+//! # Guarantees
+//! - Every trait call is exactly one transaction (writes use `BEGIN IMMEDIATE`), committed
+//!   before the call returns. The database runs in WAL mode with `synchronous=FULL`, so a
+//!   committed call survives a process crash (and a power loss, as far as the disk honours
+//!   `fsync`).
+//! - At most one operation per target is `running`: checked by
+//!   [`insert_operation`](instantstart_core::store::Store::insert_operation) and
+//!   [`reopen_operation`](instantstart_core::store::Store::reopen_operation), and backed by a
+//!   partial unique index in the schema.
+//! - The schema is versioned ([`SCHEMA_VERSION`]); migrations run at open, each in its own
+//!   transaction. Opening a database written by a newer build is refused.
+//! - Timestamps round-trip exactly (RFC 3339 text with nanosecond precision, which also sorts
+//!   chronologically).
+
+mod codec;
+mod schema;
+mod sqlite;
+
+pub use schema::SCHEMA_VERSION;
+pub use sqlite::SqliteStore;

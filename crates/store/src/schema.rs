@@ -1,0 +1,194 @@
+//! The database schema and its versioned migrations.
+//!
+//! [`MIGRATIONS`] is an ordered, append-only list of SQL scripts; migration *n* (1-based) brings
+//! the schema to version *n*. The `schema_migrations` table records each applied version with
+//! the time it was applied. [`migrate`] runs at open: it applies every missing migration, each
+//! in its own `BEGIN IMMEDIATE` transaction (so concurrent openers cannot apply one twice), and
+//! refuses a database whose version is newer than this build knows.
+//!
+//! Never edit a released migration; add a new one.
+
+use crate::codec::{Context, ts};
+use chrono::Utc;
+use instantstart_core::store::StoreError;
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Version 1: operations, steps, audit, clusters, settings.
+const V1: &str = r#"
+CREATE TABLE operations (
+    id              TEXT PRIMARY KEY NOT NULL,
+    kind            TEXT NOT NULL,
+    target          TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    actor_face      TEXT NOT NULL,
+    actor_principal TEXT NOT NULL,
+    request         TEXT NOT NULL,   -- JSON
+    idempotency_key TEXT,
+    request_hash    TEXT NOT NULL,
+    error           TEXT,
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL,
+    finished_at     TEXT
+);
+CREATE INDEX operations_target_status ON operations (target, status);
+CREATE INDEX operations_status_created ON operations (status, created_at);
+CREATE INDEX operations_created_at ON operations (created_at);
+-- One running mutation per target (the store also checks it, to report a typed conflict).
+CREATE UNIQUE INDEX operations_one_running_per_target ON operations (target) WHERE status = 'running';
+CREATE UNIQUE INDEX operations_idempotency_key ON operations (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
+CREATE TABLE steps (
+    operation_id      TEXT NOT NULL REFERENCES operations (id) ON DELETE CASCADE,
+    key               TEXT NOT NULL,
+    position          INTEGER NOT NULL,  -- order in which the workflow listed the steps
+    title             TEXT NOT NULL,
+    depends_on        TEXT NOT NULL,     -- JSON array of step keys
+    phase             TEXT NOT NULL,
+    attempts          INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    idempotency_token TEXT NOT NULL,
+    resource          TEXT,              -- JSON ResourceRef
+    outputs           TEXT NOT NULL,     -- JSON
+    detail            TEXT,
+    error             TEXT,
+    expected_secs     INTEGER CHECK (expected_secs IS NULL OR expected_secs >= 0),
+    started_at        TEXT,
+    finished_at       TEXT,
+    updated_at        TEXT NOT NULL,
+    PRIMARY KEY (operation_id, key),
+    UNIQUE (operation_id, position)
+) WITHOUT ROWID;
+
+-- Append-only: the triggers below refuse updates and deletes. No foreign key on operation_id:
+-- recording who did what must never fail because of what it refers to.
+CREATE TABLE audit (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    at              TEXT NOT NULL,
+    actor_face      TEXT NOT NULL,
+    actor_principal TEXT NOT NULL,
+    action          TEXT NOT NULL,
+    target          TEXT NOT NULL,
+    operation_id    TEXT,
+    detail          TEXT NOT NULL    -- JSON
+);
+CREATE INDEX audit_at ON audit (at);
+CREATE INDEX audit_target_at ON audit (target, at);
+CREATE INDEX audit_operation ON audit (operation_id);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN
+    SELECT RAISE(ABORT, 'the audit log is append-only');
+END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN
+    SELECT RAISE(ABORT, 'the audit log is append-only');
+END;
+
+CREATE TABLE clusters (
+    name        TEXT PRIMARY KEY NOT NULL,
+    region      TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    eks_cluster TEXT NOT NULL,
+    record      TEXT NOT NULL,   -- JSON ClusterRecord (the source of truth; the columns are for queries)
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE INDEX clusters_region ON clusters (region);
+
+CREATE TABLE settings (
+    key        TEXT PRIMARY KEY NOT NULL,
+    value      TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+"#;
+
+/// Every migration, oldest first. Append only.
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build writes: the number of known migrations.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Highest applied version (0 for a fresh database).
+pub(crate) fn current_version(conn: &Connection) -> Result<u32, StoreError> {
+    let v: i64 = conn
+        .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
+        .ctx("read schema version")?;
+    u32::try_from(v).map_err(|_| StoreError::Backend(format!("invalid schema version {v} in schema_migrations")))
+}
+
+fn too_new(found: u32) -> StoreError {
+    StoreError::Backend(format!(
+        "database schema version {found} is newer than this build of InstantStart supports \
+         (version {SCHEMA_VERSION}); upgrade InstantStart to open it"
+    ))
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`]; see the module docs.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    INTEGER PRIMARY KEY NOT NULL,
+             applied_at TEXT NOT NULL
+         )",
+    )
+    .ctx("create schema_migrations")?;
+    let found = current_version(conn)?;
+    if found > SCHEMA_VERSION {
+        return Err(too_new(found));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        let version = i as u32 + 1;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx("begin migration")?;
+        // Re-read under the write lock: another process may have migrated meanwhile.
+        let current = current_version(&tx)?;
+        if current > SCHEMA_VERSION {
+            return Err(too_new(current));
+        }
+        if current >= version {
+            continue;
+        }
+        tx.execute_batch(sql).ctx(&format!("apply migration {version}"))?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
+            rusqlite::params![version, ts(&Utc::now())],
+        )
+        .ctx(&format!("record migration {version}"))?;
+        tx.commit().ctx(&format!("commit migration {version}"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrating_twice_applies_each_version_once() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        migrate(&mut conn).unwrap();
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, i64::from(SCHEMA_VERSION));
+        assert_eq!(current_version(&conn).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        conn.execute("INSERT INTO schema_migrations VALUES (?1, 'x')", [SCHEMA_VERSION + 1]).unwrap();
+        let err = migrate(&mut conn).unwrap_err();
+        assert!(matches!(&err, StoreError::Backend(m) if m.contains("newer")), "{err}");
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_no_trace() {
+        // The body of a migration and its version row commit together or not at all.
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); CREATE TABLE operations (x)").unwrap();
+        assert!(migrate(&mut conn).is_err());
+        assert_eq!(current_version(&conn).unwrap(), 0);
+        let steps: i64 =
+            conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'steps'", [], |r| r.get(0)).unwrap();
+        assert_eq!(steps, 0);
+    }
+}

@@ -1,0 +1,740 @@
+//! [`SqliteStore`]: the [`Store`] trait over one SQLite connection.
+//!
+//! The connection sits behind a [`Mutex`]; every trait call takes the lock, runs exactly one
+//! transaction and commits before returning. Writes begin with `BEGIN IMMEDIATE`, so they take
+//! the database write lock up front: a check-then-insert (idempotency key, one running
+//! operation per target) cannot race with another writer, even one in another process.
+//! Reads run in a deferred transaction, so a multi-statement read (an operation and its steps)
+//! sees one snapshot.
+
+use crate::codec::{
+    Context, corrupt, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql, u64_from_sql,
+    u64_to_sql,
+};
+use crate::schema;
+use chrono::Utc;
+use instantstart_core::engine::step_token;
+use instantstart_core::operation::{
+    Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
+    StepUpdate,
+};
+use instantstart_core::store::{ClusterRecord, Inserted, OperationFilter, Store, StoreError};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// How long a call waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The SQLite store. See the crate docs for its guarantees.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: Option<PathBuf>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, along with its parent directory) the database at `path`,
+    /// configures it (WAL, `synchronous=FULL`, foreign keys, busy timeout) and migrates it.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Backend(format!("create directory {}: {e}", dir.display())))?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).ctx(&format!("open {}", path.display()))?;
+        Self::init(conn, Some(path.to_path_buf()))
+    }
+
+    /// A private in-memory database (for tests and dry runs); nothing survives the value.
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        let conn = Connection::open_in_memory().ctx("open in-memory database")?;
+        Self::init(conn, None)
+    }
+
+    fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self, StoreError> {
+        conn.busy_timeout(BUSY_TIMEOUT).ctx("set busy_timeout")?;
+        if path.is_some() {
+            let mode: String =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).ctx("set journal_mode=WAL")?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError::Backend(format!("cannot enable WAL journal mode (got {mode})")));
+            }
+        }
+        conn.pragma_update(None, "synchronous", "FULL").ctx("set synchronous=FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON").ctx("enable foreign keys")?;
+        let fk: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0)).ctx("read foreign_keys")?;
+        if fk != 1 {
+            return Err(StoreError::Backend("this SQLite build cannot enforce foreign keys".into()));
+        }
+        schema::migrate(&mut conn)?;
+        Ok(SqliteStore { conn: Mutex::new(conn), path })
+    }
+
+    /// The database file, or `None` for an in-memory store.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The schema version recorded in the database.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        schema::current_version(&self.lock())
+    }
+
+    /// Runs `PRAGMA integrity_check`; `Ok` when SQLite reports `ok`, otherwise the problems.
+    pub fn integrity_check(&self) -> Result<(), StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare("PRAGMA integrity_check").ctx("integrity check")?;
+        let lines: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .ctx("integrity check")?
+            .collect::<rusqlite::Result<_>>()
+            .ctx("integrity check")?;
+        if lines.len() == 1 && lines[0] == "ok" {
+            Ok(())
+        } else {
+            Err(StoreError::Backend(format!("integrity check failed: {}", lines.join("; "))))
+        }
+    }
+
+    /// The connection. A panic while the lock was held cannot leave a half-done transaction
+    /// behind (dropping a `Transaction` rolls it back), so a poisoned lock is recovered; an
+    /// open transaction is rolled back defensively.
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        let guard = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        if !guard.is_autocommit() {
+            let _ = guard.execute_batch("ROLLBACK");
+        }
+        guard
+    }
+
+    /// Runs `f` in one write transaction, committed before returning.
+    fn write<T>(&self, what: &str, f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&format!("{what}: begin"))?;
+        let out = f(&tx).map_err(|e| with_context(what, e))?;
+        tx.commit().ctx(&format!("{what}: commit"))?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one read transaction (one consistent snapshot).
+    fn read<T>(&self, what: &str, f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred).ctx(&format!("{what}: begin"))?;
+        let out = f(&tx).map_err(|e| with_context(what, e))?;
+        tx.commit().ctx(&format!("{what}: end"))?;
+        Ok(out)
+    }
+}
+
+fn with_context(what: &str, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Backend(m) => StoreError::Backend(format!("{what}: {m}")),
+        other => other,
+    }
+}
+
+fn op_not_found(id: &OperationId) -> StoreError {
+    StoreError::NotFound { what: format!("operation {id}") }
+}
+
+const OP_COLUMNS: &str = "id, kind, target, status, actor_face, actor_principal, request, idempotency_key, \
+                          request_hash, error, created_at, updated_at, finished_at";
+
+/// An `operations` row as stored, before decoding.
+struct OpRow {
+    id: String,
+    kind: String,
+    target: String,
+    status: String,
+    actor_face: String,
+    actor_principal: String,
+    request: String,
+    idempotency_key: Option<String>,
+    request_hash: String,
+    error: Option<String>,
+    created_at: String,
+    updated_at: String,
+    finished_at: Option<String>,
+}
+
+impl OpRow {
+    fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(OpRow {
+            id: r.get(0)?,
+            kind: r.get(1)?,
+            target: r.get(2)?,
+            status: r.get(3)?,
+            actor_face: r.get(4)?,
+            actor_principal: r.get(5)?,
+            request: r.get(6)?,
+            idempotency_key: r.get(7)?,
+            request_hash: r.get(8)?,
+            error: r.get(9)?,
+            created_at: r.get(10)?,
+            updated_at: r.get(11)?,
+            finished_at: r.get(12)?,
+        })
+    }
+
+    fn decode(self, steps: Vec<Step>) -> Result<Operation, StoreError> {
+        Ok(Operation {
+            kind: OperationKind::parse(&self.kind).ok_or_else(|| corrupt("operations.kind", &self.kind))?,
+            status: parse_status(&self.status)?,
+            actor: Actor {
+                face: Face::parse(&self.actor_face)
+                    .ok_or_else(|| corrupt("operations.actor_face", &self.actor_face))?,
+                principal: self.actor_principal,
+            },
+            request: from_json("operations.request", &self.request)?,
+            idempotency_key: self.idempotency_key,
+            request_hash: self.request_hash,
+            steps,
+            error: self.error,
+            created_at: parse_ts("operations.created_at", &self.created_at)?,
+            updated_at: parse_ts("operations.updated_at", &self.updated_at)?,
+            finished_at: parse_opt_ts("operations.finished_at", self.finished_at.as_deref())?,
+            target: self.target,
+            id: OperationId(self.id),
+        })
+    }
+}
+
+fn parse_status(s: &str) -> Result<OperationStatus, StoreError> {
+    OperationStatus::parse(s).ok_or_else(|| corrupt("operations.status", s))
+}
+
+const STEP_COLUMNS: &str = "key, title, depends_on, phase, attempts, idempotency_token, resource, outputs, detail, \
+                            error, expected_secs, started_at, finished_at, updated_at";
+
+/// A `steps` row as stored, before decoding.
+struct StepRow {
+    key: String,
+    title: String,
+    depends_on: String,
+    phase: String,
+    attempts: i64,
+    idempotency_token: String,
+    resource: Option<String>,
+    outputs: String,
+    detail: Option<String>,
+    error: Option<String>,
+    expected_secs: Option<i64>,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+    updated_at: String,
+}
+
+impl StepRow {
+    fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(StepRow {
+            key: r.get(0)?,
+            title: r.get(1)?,
+            depends_on: r.get(2)?,
+            phase: r.get(3)?,
+            attempts: r.get(4)?,
+            idempotency_token: r.get(5)?,
+            resource: r.get(6)?,
+            outputs: r.get(7)?,
+            detail: r.get(8)?,
+            error: r.get(9)?,
+            expected_secs: r.get(10)?,
+            started_at: r.get(11)?,
+            finished_at: r.get(12)?,
+            updated_at: r.get(13)?,
+        })
+    }
+
+    fn decode(self) -> Result<Step, StoreError> {
+        Ok(Step {
+            title: self.title,
+            depends_on: from_json("steps.depends_on", &self.depends_on)?,
+            phase: StepPhase::parse(&self.phase).ok_or_else(|| corrupt("steps.phase", &self.phase))?,
+            attempts: u32_from_sql("steps.attempts", self.attempts)?,
+            idempotency_token: self.idempotency_token,
+            resource: self.resource.as_deref().map(|r| from_json("steps.resource", r)).transpose()?,
+            outputs: from_json("steps.outputs", &self.outputs)?,
+            detail: self.detail,
+            error: self.error,
+            expected_secs: self.expected_secs.map(|v| u64_from_sql("steps.expected_secs", v)).transpose()?,
+            started_at: parse_opt_ts("steps.started_at", self.started_at.as_deref())?,
+            finished_at: parse_opt_ts("steps.finished_at", self.finished_at.as_deref())?,
+            updated_at: parse_ts("steps.updated_at", &self.updated_at)?,
+            key: self.key,
+        })
+    }
+}
+
+fn load_steps(conn: &Connection, id: &str) -> Result<Vec<Step>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(&format!("SELECT {STEP_COLUMNS} FROM steps WHERE operation_id = ?1 ORDER BY position"))
+        .ctx("prepare step query")?;
+    let rows: Vec<StepRow> = stmt
+        .query_map([id], StepRow::from_row)
+        .ctx("query steps")?
+        .collect::<rusqlite::Result<_>>()
+        .ctx("read steps")?;
+    rows.into_iter().map(StepRow::decode).collect()
+}
+
+fn load_step(conn: &Connection, id: &OperationId, key: &str) -> Result<Option<Step>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(&format!("SELECT {STEP_COLUMNS} FROM steps WHERE operation_id = ?1 AND key = ?2"))
+        .ctx("prepare step query")?;
+    let row = stmt.query_row(params![id.0, key], StepRow::from_row).optional().ctx("read step")?;
+    row.map(StepRow::decode).transpose()
+}
+
+/// Runs an operations query (`SELECT {OP_COLUMNS} FROM operations …`) and loads each
+/// operation's steps.
+fn query_operations(conn: &Connection, sql: &str, args: &[SqlValue]) -> Result<Vec<Operation>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).ctx("prepare operation query")?;
+    let rows: Vec<OpRow> = stmt
+        .query_map(rusqlite::params_from_iter(args), OpRow::from_row)
+        .ctx("query operations")?
+        .collect::<rusqlite::Result<_>>()
+        .ctx("read operations")?;
+    rows.into_iter()
+        .map(|row| {
+            let steps = load_steps(conn, &row.id)?;
+            row.decode(steps)
+        })
+        .collect()
+}
+
+fn load_operation(conn: &Connection, id: &OperationId) -> Result<Option<Operation>, StoreError> {
+    let sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE id = ?1");
+    Ok(query_operations(conn, &sql, &[SqlValue::Text(id.0.clone())])?.pop())
+}
+
+fn load_operation_by_key(conn: &Connection, key: &str) -> Result<Option<Operation>, StoreError> {
+    let sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE idempotency_key = ?1");
+    Ok(query_operations(conn, &sql, &[SqlValue::Text(key.to_string())])?.pop())
+}
+
+/// The running operation on `target` other than `except`, if any.
+fn running_on(
+    conn: &Connection,
+    target: &str,
+    except: Option<&OperationId>,
+) -> Result<Option<OperationId>, StoreError> {
+    conn.query_row(
+        "SELECT id FROM operations WHERE target = ?1 AND status = 'running' AND id IS NOT ?2 \
+         ORDER BY created_at, rowid LIMIT 1",
+        params![target, except.map(|e| e.0.as_str())],
+        |r| r.get::<_, String>(0),
+    )
+    .optional()
+    .ctx("look for a running operation")
+    .map(|id| id.map(OperationId))
+}
+
+/// Sets an operation's status; `Running` is refused while another operation holds the target.
+fn set_status(
+    tx: &Transaction<'_>,
+    id: &OperationId,
+    status: OperationStatus,
+    error: Option<&str>,
+) -> Result<(), StoreError> {
+    let target: String = tx
+        .query_row("SELECT target FROM operations WHERE id = ?1", [&id.0], |r| r.get(0))
+        .optional()
+        .ctx("read operation")?
+        .ok_or_else(|| op_not_found(id))?;
+    if status == OperationStatus::Running
+        && let Some(running) = running_on(tx, &target, Some(id))?
+    {
+        return Err(StoreError::Conflict { target, running });
+    }
+    let now = ts(&Utc::now());
+    let finished_at = status.is_terminal().then(|| now.clone());
+    tx.execute(
+        "UPDATE operations SET status = ?2, error = ?3, updated_at = ?4, finished_at = ?5 WHERE id = ?1",
+        params![id.0, status.as_str(), error, now, finished_at],
+    )
+    .ctx("update operation status")?;
+    Ok(())
+}
+
+fn insert_audit(tx: &Transaction<'_>, entry: &AuditEntry) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO audit (at, actor_face, actor_principal, action, target, operation_id, detail) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            ts(&entry.at),
+            entry.actor.face.as_str(),
+            entry.actor.principal,
+            entry.action,
+            entry.target,
+            entry.operation_id.as_ref().map(|id| id.0.as_str()),
+            to_json("audit.detail", &entry.detail)?,
+        ],
+    )
+    .ctx("insert audit entry")?;
+    Ok(())
+}
+
+impl Store for SqliteStore {
+    fn insert_operation(&self, op: NewOperation) -> Result<Inserted, StoreError> {
+        self.write("insert operation", |tx| {
+            if let Some(key) = &op.idempotency_key
+                && let Some(existing) = load_operation_by_key(tx, key)?
+            {
+                return if existing.request_hash == op.request_hash {
+                    Ok(Inserted::Existing(existing))
+                } else {
+                    Err(StoreError::IdempotencyMismatch { key: key.clone(), operation: existing.id })
+                };
+            }
+            if let Some(running) = running_on(tx, &op.target, None)? {
+                return Err(StoreError::Conflict { target: op.target.clone(), running });
+            }
+            let now = Utc::now();
+            let now_s = ts(&now);
+            tx.execute(
+                "INSERT INTO operations (id, kind, target, status, actor_face, actor_principal, request, \
+                 idempotency_key, request_hash, error, created_at, updated_at, finished_at) \
+                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?9, NULL)",
+                params![
+                    op.id.0,
+                    op.kind.as_str(),
+                    op.target,
+                    op.actor.face.as_str(),
+                    op.actor.principal,
+                    to_json("operations.request", &op.request)?,
+                    op.idempotency_key,
+                    op.request_hash,
+                    now_s,
+                ],
+            )
+            .ctx(&format!("insert operation {}", op.id))?;
+            {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "INSERT INTO steps (operation_id, key, position, title, depends_on, phase, attempts, \
+                         idempotency_token, resource, outputs, detail, error, expected_secs, started_at, \
+                         finished_at, updated_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, NULL, 'null', NULL, NULL, ?7, NULL, NULL, ?8)",
+                    )
+                    .ctx("prepare step insert")?;
+                for (position, s) in op.steps.iter().enumerate() {
+                    let expected = s.expected_secs.map(|v| u64_to_sql("steps.expected_secs", v)).transpose()?;
+                    stmt.execute(params![
+                        op.id.0,
+                        s.key,
+                        position as i64,
+                        s.title,
+                        to_json("steps.depends_on", &s.depends_on)?,
+                        step_token(&op.id, &s.key),
+                        expected,
+                        now_s,
+                    ])
+                    .ctx(&format!("insert step {}", s.key))?;
+                }
+            }
+            insert_audit(
+                tx,
+                &AuditEntry {
+                    at: now,
+                    actor: op.actor.clone(),
+                    action: "operation.create".into(),
+                    target: op.target.clone(),
+                    operation_id: Some(op.id.clone()),
+                    detail: op.request.clone(),
+                },
+            )?;
+            let stored = load_operation(tx, &op.id)?
+                .ok_or_else(|| StoreError::Backend(format!("operation {} vanished while being inserted", op.id)))?;
+            Ok(Inserted::New(stored))
+        })
+    }
+
+    fn get_operation(&self, id: &OperationId) -> Result<Option<Operation>, StoreError> {
+        self.read("get operation", |tx| load_operation(tx, id))
+    }
+
+    fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError> {
+        let mut sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE 1 = 1");
+        let mut args = Vec::new();
+        if let Some(target) = &filter.target {
+            args.push(SqlValue::Text(target.clone()));
+            sql.push_str(&format!(" AND target = ?{}", args.len()));
+        }
+        if let Some(status) = filter.status {
+            args.push(SqlValue::Text(status.as_str().into()));
+            sql.push_str(&format!(" AND status = ?{}", args.len()));
+        }
+        // A negative LIMIT means no limit in SQLite.
+        args.push(SqlValue::Integer(filter.limit.map_or(-1, i64::from)));
+        sql.push_str(&format!(" ORDER BY created_at DESC, rowid DESC LIMIT ?{}", args.len()));
+        self.read("list operations", |tx| query_operations(tx, &sql, &args))
+    }
+
+    fn running_operations(&self) -> Result<Vec<Operation>, StoreError> {
+        let sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE status = 'running' ORDER BY created_at, rowid");
+        self.read("list running operations", |tx| query_operations(tx, &sql, &[]))
+    }
+
+    fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
+        self.write("update step", |tx| {
+            let Some(mut step) = load_step(tx, id, key)? else {
+                let op_exists = tx
+                    .query_row("SELECT 1 FROM operations WHERE id = ?1", [&id.0], |_| Ok(()))
+                    .optional()
+                    .ctx("read operation")?
+                    .is_some();
+                return Err(if op_exists {
+                    StoreError::NotFound { what: format!("step {key} of operation {id}") }
+                } else {
+                    op_not_found(id)
+                });
+            };
+            if let Some(phase) = update.phase {
+                step.phase = phase;
+            }
+            if let Some(attempts) = update.attempts {
+                step.attempts = attempts;
+            }
+            if let Some(resource) = &update.resource {
+                step.resource = Some(resource.clone());
+            }
+            if let Some(outputs) = &update.outputs {
+                step.outputs = outputs.clone();
+            }
+            if let Some(detail) = &update.detail {
+                step.detail = detail.clone();
+            }
+            if let Some(error) = &update.error {
+                step.error = error.clone();
+            }
+            if let Some(started_at) = update.started_at {
+                step.started_at = Some(started_at);
+            }
+            if let Some(finished_at) = update.finished_at {
+                step.finished_at = finished_at;
+            }
+            let now = ts(&Utc::now());
+            tx.execute(
+                "UPDATE steps SET phase = ?3, attempts = ?4, resource = ?5, outputs = ?6, detail = ?7, error = ?8, \
+                 started_at = ?9, finished_at = ?10, updated_at = ?11 WHERE operation_id = ?1 AND key = ?2",
+                params![
+                    id.0,
+                    key,
+                    step.phase.as_str(),
+                    i64::from(step.attempts),
+                    step.resource.as_ref().map(|r| to_json("steps.resource", r)).transpose()?,
+                    to_json("steps.outputs", &step.outputs)?,
+                    step.detail,
+                    step.error,
+                    opt_ts(step.started_at.as_ref()),
+                    opt_ts(step.finished_at.as_ref()),
+                    now,
+                ],
+            )
+            .ctx("write step")?;
+            // A step change is a change of its operation.
+            tx.execute("UPDATE operations SET updated_at = ?2 WHERE id = ?1", params![id.0, now])
+                .ctx("touch operation")?;
+            load_step(tx, id, key)?
+                .ok_or_else(|| StoreError::Backend(format!("step {key} of operation {id} vanished while updated")))
+        })
+    }
+
+    fn set_operation_status(
+        &self,
+        id: &OperationId,
+        status: OperationStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.write("set operation status", |tx| set_status(tx, id, status, error))
+    }
+
+    fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError> {
+        self.write("reopen operation", |tx| set_status(tx, id, OperationStatus::Running, None))
+    }
+
+    fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.write("append audit entry", |tx| insert_audit(tx, entry))
+    }
+
+    fn list_audit(&self, target: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        // Two statements rather than `?1 IS NULL OR …`, so each can use its index.
+        let sql = match target {
+            Some(_) => {
+                "SELECT at, actor_face, actor_principal, action, target, operation_id, detail FROM audit \
+                 WHERE target = ?1 ORDER BY at DESC, id DESC LIMIT ?2"
+            }
+            None => {
+                "SELECT at, actor_face, actor_principal, action, target, operation_id, detail FROM audit \
+                 WHERE ?1 IS NULL ORDER BY at DESC, id DESC LIMIT ?2"
+            }
+        };
+        type AuditRow = (String, String, String, String, String, Option<String>, String);
+        self.read("list audit", |tx| {
+            let mut stmt = tx.prepare_cached(sql).ctx("prepare audit query")?;
+            let rows: Vec<AuditRow> = stmt
+                .query_map(params![target, i64::from(limit)], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+                })
+                .ctx("query audit")?
+                .collect::<rusqlite::Result<_>>()
+                .ctx("read audit")?;
+            rows.into_iter()
+                .map(|(at, face, principal, action, target, operation_id, detail)| {
+                    Ok(AuditEntry {
+                        at: parse_ts("audit.at", &at)?,
+                        actor: Actor {
+                            face: Face::parse(&face).ok_or_else(|| corrupt("audit.actor_face", &face))?,
+                            principal,
+                        },
+                        action,
+                        target,
+                        operation_id: operation_id.map(OperationId),
+                        detail: from_json("audit.detail", &detail)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn put_cluster(&self, record: &ClusterRecord) -> Result<(), StoreError> {
+        let json = to_json("clusters.record", record)?;
+        let source = enum_str("clusters.source", &record.source)?;
+        self.write("put cluster", |tx| {
+            tx.execute(
+                "INSERT INTO clusters (name, region, source, eks_cluster, record, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                 ON CONFLICT (name) DO UPDATE SET region = excluded.region, source = excluded.source, \
+                 eks_cluster = excluded.eks_cluster, record = excluded.record, created_at = excluded.created_at, \
+                 updated_at = excluded.updated_at",
+                params![
+                    record.name,
+                    record.region,
+                    source,
+                    record.eks_cluster,
+                    json,
+                    ts(&record.created_at),
+                    ts(&record.updated_at)
+                ],
+            )
+            .ctx(&format!("write cluster {}", record.name))?;
+            Ok(())
+        })
+    }
+
+    fn get_cluster(&self, name: &str) -> Result<Option<ClusterRecord>, StoreError> {
+        self.read("get cluster", |tx| {
+            let json: Option<String> = tx
+                .query_row("SELECT record FROM clusters WHERE name = ?1", [name], |r| r.get(0))
+                .optional()
+                .ctx("read cluster")?;
+            json.map(|j| from_json("clusters.record", &j)).transpose()
+        })
+    }
+
+    fn list_clusters(&self) -> Result<Vec<ClusterRecord>, StoreError> {
+        self.read("list clusters", |tx| {
+            let mut stmt =
+                tx.prepare_cached("SELECT record FROM clusters ORDER BY name").ctx("prepare cluster query")?;
+            let rows: Vec<String> = stmt
+                .query_map([], |r| r.get(0))
+                .ctx("query clusters")?
+                .collect::<rusqlite::Result<_>>()
+                .ctx("read clusters")?;
+            rows.iter().map(|j| from_json("clusters.record", j)).collect()
+        })
+    }
+
+    /// Deleting a cluster that is not registered is not an error (the unregister step may run
+    /// again after a restart).
+    fn delete_cluster(&self, name: &str) -> Result<(), StoreError> {
+        self.write("delete cluster", |tx| {
+            tx.execute("DELETE FROM clusters WHERE name = ?1", [name]).ctx("delete cluster")?;
+            Ok(())
+        })
+    }
+
+    fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.read("get setting", |tx| {
+            tx.query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| r.get(0))
+                .optional()
+                .ctx(&format!("read setting {key}"))
+        })
+    }
+
+    fn set_setting(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
+        self.write("set setting", |tx| {
+            match value {
+                Some(v) => tx.execute(
+                    "INSERT INTO settings (key, value, updated_at) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    params![key, v, ts(&Utc::now())],
+                ),
+                None => tx.execute("DELETE FROM settings WHERE key = ?1", [key]),
+            }
+            .ctx(&format!("write setting {key}"))?;
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn the_store_is_send_and_sync_and_object_safe() {
+        assert_send_sync::<SqliteStore>();
+        let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(SqliteStore::open_in_memory().unwrap());
+        assert_eq!(store.get_setting("x").unwrap(), None);
+    }
+
+    #[test]
+    fn a_file_database_uses_wal_full_sync_and_foreign_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("nested/dir/state.db")).unwrap();
+        let conn = store.lock();
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+        let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
+        let fk: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0)).unwrap();
+        assert_eq!((mode.as_str(), sync, fk), ("wal", 2, 1));
+    }
+
+    #[test]
+    fn a_poisoned_lock_is_recovered_and_an_open_transaction_rolled_back() {
+        let store = std::sync::Arc::new(SqliteStore::open_in_memory().unwrap());
+        let s2 = store.clone();
+        let _ = std::thread::spawn(move || {
+            let conn = s2.conn.lock().unwrap();
+            conn.execute_batch("BEGIN; INSERT INTO settings VALUES ('k', 'v', 'now');").unwrap();
+            panic!("poison the lock");
+        })
+        .join();
+        assert!(store.conn.is_poisoned());
+        assert_eq!(store.get_setting("k").unwrap(), None);
+        store.set_setting("k", Some("w")).unwrap();
+        assert_eq!(store.get_setting("k").unwrap().as_deref(), Some("w"));
+    }
+
+    #[test]
+    fn the_audit_log_refuses_updates_and_deletes() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        store
+            .append_audit(&AuditEntry {
+                at: Utc::now(),
+                actor: Actor::system(),
+                action: "test".into(),
+                target: "t".into(),
+                operation_id: None,
+                detail: serde_json::Value::Null,
+            })
+            .unwrap();
+        let conn = store.lock();
+        assert!(conn.execute("UPDATE audit SET action = 'x'", []).is_err());
+        assert!(conn.execute("DELETE FROM audit", []).is_err());
+    }
+}

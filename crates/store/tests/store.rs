@@ -1,0 +1,863 @@
+//! Integration tests of `SqliteStore` against the `Store` trait contract, including a crash
+//! test that kills a writer process with SIGKILL at random points and checks that nothing it
+//! reported as committed was lost.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use instantstart_core::engine::step_token;
+use instantstart_core::operation::{
+    Actor, AuditEntry, Face, NewOperation, OperationId, OperationKind, OperationStatus, ResourceRef, Step, StepPhase,
+    StepSpec, StepUpdate, request_hash,
+};
+use instantstart_core::spec::ClusterCreateRequest;
+use instantstart_core::store::{
+    ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Inserted, OperationFilter, Store, StoreError,
+};
+use instantstart_store::{SCHEMA_VERSION, SqliteStore};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Barrier};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn alice() -> Actor {
+    Actor { face: Face::Cli, principal: "alice".into() }
+}
+
+fn steps() -> Vec<StepSpec> {
+    vec![
+        StepSpec { key: "network".into(), title: "Create the VPC".into(), depends_on: vec![], expected_secs: Some(90) },
+        StepSpec {
+            key: "eks_cluster".into(),
+            title: "Create the EKS cluster".into(),
+            depends_on: vec!["network".into()],
+            expected_secs: Some(600),
+        },
+        StepSpec {
+            key: "compute_subnet:us-east-1a".into(),
+            title: "Create a compute subnet".into(),
+            depends_on: vec!["network".into(), "eks_cluster".into()],
+            expected_secs: None,
+        },
+    ]
+}
+
+fn new_op(target: &str, key: Option<&str>, request: Value) -> NewOperation {
+    let kind = OperationKind::CreateCluster;
+    NewOperation {
+        id: OperationId::generate(),
+        kind,
+        target: target.into(),
+        actor: alice(),
+        request_hash: request_hash(kind, target, &request),
+        request,
+        idempotency_key: key.map(str::to_string),
+        steps: steps(),
+    }
+}
+
+fn insert_new(store: &dyn Store, op: NewOperation) -> instantstart_core::operation::Operation {
+    match store.insert_operation(op) {
+        Ok(Inserted::New(op)) => op,
+        other => panic!("expected a new operation, got {other:?}"),
+    }
+}
+
+/// A file store in a temporary directory (kept alive by the returned guard).
+fn file_store() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(&dir.path().join("state.db")).expect("open");
+    (store, dir)
+}
+
+/// Both backends, so every contract test runs on each.
+fn backends() -> Vec<(&'static str, SqliteStore, Option<tempfile::TempDir>)> {
+    let (file, dir) = file_store();
+    vec![("memory", SqliteStore::open_in_memory().expect("open"), None), ("file", file, Some(dir))]
+}
+
+fn cluster_request(name: &str) -> ClusterCreateRequest {
+    serde_json::from_value(json!({
+        "name": name,
+        "region": "us-east-1",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+    }))
+    .expect("request")
+}
+
+fn at(secs: i64, nanos: u32) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_750_000_000 + secs, nanos).single().expect("time")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+
+#[test]
+fn insert_records_the_operation_its_steps_and_an_audit_entry() {
+    for (name, store, _dir) in backends() {
+        let request = json!({"name": "demo", "nested": {"b": [1, 2.5, null], "a": "x"}});
+        let new = new_op("cluster/demo", Some("key-1"), request.clone());
+        let before = Utc::now();
+        let op = insert_new(&store, new.clone());
+        assert_eq!(op.id, new.id, "{name}");
+        assert_eq!(op.kind, OperationKind::CreateCluster);
+        assert_eq!(op.target, "cluster/demo");
+        assert_eq!(op.status, OperationStatus::Running);
+        assert_eq!(op.actor, alice());
+        assert_eq!(op.request, request);
+        assert_eq!(op.idempotency_key.as_deref(), Some("key-1"));
+        assert_eq!(op.request_hash, new.request_hash);
+        assert_eq!((op.error.as_deref(), op.finished_at), (None, None));
+        assert!(op.created_at >= before && op.updated_at == op.created_at, "{name}");
+
+        // Steps in their given order, pending, with the engine's deterministic token.
+        let keys: Vec<&str> = op.steps.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys, ["network", "eks_cluster", "compute_subnet:us-east-1a"], "{name}");
+        for (step, spec) in op.steps.iter().zip(steps()) {
+            assert_eq!(step.title, spec.title);
+            assert_eq!(step.depends_on, spec.depends_on);
+            assert_eq!(step.expected_secs, spec.expected_secs);
+            assert_eq!(step.phase, StepPhase::Pending);
+            assert_eq!(step.attempts, 0);
+            assert_eq!(step.idempotency_token, step_token(&op.id, &spec.key));
+            assert_eq!(step.outputs, Value::Null);
+            assert_eq!((&step.resource, &step.detail, &step.error), (&None, &None, &None));
+            assert_eq!((step.started_at, step.finished_at), (None, None));
+            assert_eq!(step.updated_at, op.created_at);
+        }
+
+        // What insert returned is what is stored.
+        assert_eq!(store.get_operation(&op.id).unwrap().as_ref(), Some(&op), "{name}");
+        assert_eq!(store.get_operation(&OperationId("op-missing".into())).unwrap(), None);
+
+        let audit = store.list_audit(None, 10).unwrap();
+        assert_eq!(
+            audit,
+            vec![AuditEntry {
+                at: op.created_at,
+                actor: alice(),
+                action: "operation.create".into(),
+                target: "cluster/demo".into(),
+                operation_id: Some(op.id.clone()),
+                detail: request,
+            }],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn idempotency_keys_return_the_same_operation_or_refuse_a_different_request() {
+    struct Case {
+        name: &'static str,
+        key: Option<&'static str>,
+        target: &'static str,
+        request: Value,
+        expect: &'static str, // "existing", "mismatch", "new"
+    }
+    let cases = [
+        Case {
+            name: "same key, same request",
+            key: Some("k1"),
+            target: "cluster/a",
+            request: json!({"n": 1}),
+            expect: "existing",
+        },
+        Case {
+            name: "same key, different request",
+            key: Some("k1"),
+            target: "cluster/a",
+            request: json!({"n": 2}),
+            expect: "mismatch",
+        },
+        Case {
+            name: "same key, same request on another target",
+            key: Some("k1"),
+            target: "cluster/b",
+            request: json!({"n": 1}),
+            expect: "mismatch",
+        },
+        Case { name: "another key", key: Some("k2"), target: "cluster/c", request: json!({"n": 1}), expect: "new" },
+        Case { name: "no key", key: None, target: "cluster/d", request: json!({"n": 1}), expect: "new" },
+    ];
+    for (backend, store, _dir) in backends() {
+        let first = insert_new(&store, new_op("cluster/a", Some("k1"), json!({"n": 1})));
+        // Also once the first operation has finished, and with its state changed.
+        store.set_operation_status(&first.id, OperationStatus::Succeeded, None).unwrap();
+        let first = store.get_operation(&first.id).unwrap().unwrap();
+        for c in &cases {
+            let new = new_op(c.target, c.key, c.request.clone());
+            let got = store.insert_operation(new.clone());
+            let label = format!("{backend}: {}", c.name);
+            match c.expect {
+                "existing" => assert_eq!(got, Ok(Inserted::Existing(first.clone())), "{label}"),
+                "mismatch" => assert_eq!(
+                    got,
+                    Err(StoreError::IdempotencyMismatch { key: "k1".into(), operation: first.id.clone() }),
+                    "{label}"
+                ),
+                _ => {
+                    let op = got.expect(&label).into_operation();
+                    assert_eq!(op.id, new.id, "{label}");
+                }
+            }
+            if c.expect != "new" {
+                assert_eq!(store.get_operation(&new.id).unwrap(), None, "{label}: nothing recorded");
+            }
+        }
+        // Only the operations actually created left an audit entry.
+        assert_eq!(store.list_audit(None, 100).unwrap().len(), 3, "{backend}");
+    }
+}
+
+#[test]
+fn a_running_operation_holds_its_target_until_it_finishes() {
+    for (name, store, _dir) in backends() {
+        let first = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        let second = new_op("cluster/demo", Some("k"), json!({"x": 1}));
+        assert_eq!(
+            store.insert_operation(second.clone()),
+            Err(StoreError::Conflict { target: "cluster/demo".into(), running: first.id.clone() }),
+            "{name}"
+        );
+        assert_eq!(store.get_operation(&second.id).unwrap(), None);
+        // Another target is free.
+        insert_new(&store, new_op("cluster/other", None, json!({})));
+        // Once the first is terminal, the target is free again, and the key was not consumed.
+        store.set_operation_status(&first.id, OperationStatus::Failed, Some("boom")).unwrap();
+        let op = insert_new(&store, second);
+        assert_eq!(op.idempotency_key.as_deref(), Some("k"));
+    }
+}
+
+#[test]
+fn concurrent_inserts_on_one_target_from_two_connections_admit_exactly_one() {
+    let (_, dir) = file_store();
+    let path = dir.path().join("state.db");
+    let stores: Vec<Arc<SqliteStore>> = (0..2).map(|_| Arc::new(SqliteStore::open(&path).expect("open"))).collect();
+    const THREADS: usize = 8;
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let store = stores[i % 2].clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                store.insert_operation(new_op("cluster/race", None, json!({ "thread": i })))
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("thread")).collect();
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let winner = winners[0].operation().id.clone();
+    for r in &results {
+        if let Err(e) = r {
+            assert_eq!(e, &StoreError::Conflict { target: "cluster/race".into(), running: winner.clone() });
+        }
+    }
+    assert_eq!(stores[0].running_operations().unwrap().len(), 1);
+}
+
+#[test]
+fn a_failed_insert_records_nothing() {
+    for (name, store, _dir) in backends() {
+        let mut new = new_op("cluster/demo", Some("k"), json!({}));
+        new.steps.push(new.steps[0].clone()); // duplicate step key
+        let err = store.insert_operation(new.clone()).unwrap_err();
+        assert!(matches!(err, StoreError::Backend(_)), "{name}: {err:?}");
+        assert_eq!(store.get_operation(&new.id).unwrap(), None, "{name}");
+        assert_eq!(store.list_audit(None, 10).unwrap(), vec![], "{name}");
+        assert_eq!(store.running_operations().unwrap(), vec![], "{name}");
+        // Neither the target nor the key is held.
+        insert_new(&store, new_op("cluster/demo", Some("k"), json!({})));
+    }
+}
+
+#[test]
+fn set_operation_status_sets_error_and_finished_at() {
+    let cases: [(OperationStatus, Option<&str>); 6] = [
+        (OperationStatus::Succeeded, None),
+        (OperationStatus::Failed, Some("network: quota exceeded")),
+        (OperationStatus::NeedsAttention, Some("vpc is not ours")),
+        (OperationStatus::Cancelled, Some("cancelled")),
+        (OperationStatus::Running, None),
+        (OperationStatus::Running, Some("still going")),
+    ];
+    for (name, store, _dir) in backends() {
+        let op = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        for (status, error) in cases {
+            let before = Utc::now();
+            store.set_operation_status(&op.id, status, error).unwrap();
+            let got = store.get_operation(&op.id).unwrap().unwrap();
+            let label = format!("{name}: {status:?}");
+            assert_eq!(got.status, status, "{label}");
+            assert_eq!(got.error.as_deref(), error, "{label}");
+            assert!(got.updated_at >= before, "{label}");
+            if status.is_terminal() {
+                assert!(got.finished_at.is_some_and(|f| f >= before), "{label}");
+            } else {
+                assert_eq!(got.finished_at, None, "{label}");
+            }
+            assert_eq!(got.steps, op.steps, "{label}: steps untouched");
+        }
+        assert!(matches!(
+            store.set_operation_status(&OperationId("op-missing".into()), OperationStatus::Failed, None),
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+}
+
+#[test]
+fn set_operation_status_to_running_respects_the_target_lock() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let a = insert_new(&store, new_op("cluster/demo", None, json!({})));
+    store.set_operation_status(&a.id, OperationStatus::Failed, Some("x")).unwrap();
+    let b = insert_new(&store, new_op("cluster/demo", None, json!({})));
+    assert_eq!(
+        store.set_operation_status(&a.id, OperationStatus::Running, None),
+        Err(StoreError::Conflict { target: "cluster/demo".into(), running: b.id.clone() })
+    );
+    assert_eq!(store.get_operation(&a.id).unwrap().unwrap().status, OperationStatus::Failed);
+}
+
+#[test]
+fn reopen_moves_a_terminal_operation_back_to_running_unless_the_target_is_held() {
+    for (name, store, _dir) in backends() {
+        let a = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        store.set_operation_status(&a.id, OperationStatus::Failed, Some("eks_cluster: boom")).unwrap();
+        let b = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        assert_eq!(
+            store.reopen_operation(&a.id),
+            Err(StoreError::Conflict { target: "cluster/demo".into(), running: b.id.clone() }),
+            "{name}"
+        );
+        let still = store.get_operation(&a.id).unwrap().unwrap();
+        assert_eq!((still.status, still.error.as_deref()), (OperationStatus::Failed, Some("eks_cluster: boom")));
+
+        store.set_operation_status(&b.id, OperationStatus::Cancelled, Some("cancelled")).unwrap();
+        store.reopen_operation(&a.id).unwrap();
+        let reopened = store.get_operation(&a.id).unwrap().unwrap();
+        assert_eq!(reopened.status, OperationStatus::Running, "{name}");
+        assert_eq!((reopened.error.as_deref(), reopened.finished_at), (None, None), "{name}");
+        assert_eq!(store.running_operations().unwrap(), vec![reopened], "{name}");
+        // Reopening the running holder itself is not a conflict.
+        store.reopen_operation(&a.id).unwrap();
+        assert!(matches!(store.reopen_operation(&OperationId("op-missing".into())), Err(StoreError::NotFound { .. })));
+    }
+}
+
+#[test]
+fn update_step_applies_exactly_the_given_fields() {
+    let t1 = at(1, 123_456_789);
+    let t2 = at(2, 1);
+    let resource =
+        ResourceRef { kind: "vpc".into(), id: "vpc-123".into(), arn: Some("arn:aws:ec2:vpc/vpc-123".into()) };
+    type Expect = Box<dyn Fn(&mut Step)>;
+    let r2 = resource.clone();
+    let cases: Vec<(&str, StepUpdate, Expect)> = vec![
+        ("nothing", StepUpdate::default(), Box::new(|_| {})),
+        (
+            "phase",
+            StepUpdate { phase: Some(StepPhase::Submitting), ..Default::default() },
+            Box::new(|s| s.phase = StepPhase::Submitting),
+        ),
+        ("attempts", StepUpdate { attempts: Some(3), ..Default::default() }, Box::new(|s| s.attempts = 3)),
+        (
+            "resource",
+            StepUpdate { resource: Some(resource.clone()), ..Default::default() },
+            Box::new(move |s| s.resource = Some(r2.clone())),
+        ),
+        (
+            "outputs",
+            StepUpdate { outputs: Some(json!({"vpc_id": "vpc-123", "subnets": ["a", "b"]})), ..Default::default() },
+            Box::new(|s| s.outputs = json!({"vpc_id": "vpc-123", "subnets": ["a", "b"]})),
+        ),
+        (
+            "set detail",
+            StepUpdate { detail: Some(Some("creating".into())), ..Default::default() },
+            Box::new(|s| s.detail = Some("creating".into())),
+        ),
+        (
+            "set error",
+            StepUpdate { error: Some(Some("throttled".into())), ..Default::default() },
+            Box::new(|s| s.error = Some("throttled".into())),
+        ),
+        (
+            "started_at",
+            StepUpdate { started_at: Some(t1), ..Default::default() },
+            Box::new(move |s| s.started_at = Some(t1)),
+        ),
+        (
+            "set finished_at",
+            StepUpdate { finished_at: Some(Some(t2)), ..Default::default() },
+            Box::new(move |s| s.finished_at = Some(t2)),
+        ),
+        ("clear detail", StepUpdate { detail: Some(None), ..Default::default() }, Box::new(|s| s.detail = None)),
+        ("clear error", StepUpdate { error: Some(None), ..Default::default() }, Box::new(|s| s.error = None)),
+        (
+            "clear finished_at",
+            StepUpdate { finished_at: Some(None), ..Default::default() },
+            Box::new(|s| s.finished_at = None),
+        ),
+        (
+            "several at once",
+            StepUpdate {
+                phase: Some(StepPhase::Failed),
+                error: Some(Some("quota".into())),
+                finished_at: Some(Some(t2)),
+                detail: Some(None),
+                ..Default::default()
+            },
+            Box::new(move |s| {
+                s.phase = StepPhase::Failed;
+                s.error = Some("quota".into());
+                s.finished_at = Some(t2);
+                s.detail = None;
+            }),
+        ),
+    ];
+    for (backend, store, _dir) in backends() {
+        let op = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        for (name, update, expect) in &cases {
+            let label = format!("{backend}: {name}");
+            let before = store.get_operation(&op.id).unwrap().unwrap();
+            let got = store.update_step(&op.id, "eks_cluster", update).expect(&label);
+            let mut want = before.step("eks_cluster").unwrap().clone();
+            expect(&mut want);
+            assert!(got.updated_at >= want.updated_at, "{label}: updated_at moves forward");
+            want.updated_at = got.updated_at;
+            assert_eq!(got, want, "{label}");
+            let after = store.get_operation(&op.id).unwrap().unwrap();
+            assert_eq!(after.step("eks_cluster"), Some(&got), "{label}: returned step is the stored one");
+            assert_eq!(after.updated_at, got.updated_at, "{label}: the operation is touched");
+            for key in ["network", "compute_subnet:us-east-1a"] {
+                assert_eq!(after.step(key), before.step(key), "{label}: other steps untouched");
+            }
+        }
+    }
+}
+
+#[test]
+fn update_step_of_a_missing_operation_or_step_is_not_found() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let op = insert_new(&store, new_op("cluster/demo", None, json!({})));
+    let update = StepUpdate { phase: Some(StepPhase::Submitting), ..Default::default() };
+    for (id, key) in [(OperationId("op-missing".into()), "network"), (op.id.clone(), "no_such_step")] {
+        match store.update_step(&id, key, &update) {
+            Err(StoreError::NotFound { what }) => {
+                assert!(what.contains(if key == "network" { "op-missing" } else { "no_such_step" }), "{what}")
+            }
+            other => panic!("expected NotFound, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn list_operations_filters_and_orders_newest_first() {
+    for (backend, store, _dir) in backends() {
+        let a = insert_new(&store, new_op("cluster/a", None, json!({})));
+        store.set_operation_status(&a.id, OperationStatus::Succeeded, None).unwrap();
+        let b = insert_new(&store, new_op("cluster/b", None, json!({})));
+        let c = insert_new(&store, new_op("cluster/a", None, json!({})));
+        let (a, b, c) = (a.id, b.id, c.id);
+        let filter = |target: Option<&str>, status: Option<OperationStatus>, limit: Option<u32>| OperationFilter {
+            target: target.map(str::to_string),
+            status,
+            limit,
+        };
+        let cases = [
+            ("all", filter(None, None, None), vec![&c, &b, &a]),
+            ("target", filter(Some("cluster/a"), None, None), vec![&c, &a]),
+            ("status", filter(None, Some(OperationStatus::Running), None), vec![&c, &b]),
+            ("target and status", filter(Some("cluster/a"), Some(OperationStatus::Running), None), vec![&c]),
+            ("succeeded", filter(None, Some(OperationStatus::Succeeded), None), vec![&a]),
+            ("limit", filter(None, None, Some(2)), vec![&c, &b]),
+            ("limit 0", filter(None, None, Some(0)), vec![]),
+            ("target and limit", filter(Some("cluster/a"), None, Some(1)), vec![&c]),
+            ("no match", filter(Some("cluster/z"), None, None), vec![]),
+            ("failed", filter(None, Some(OperationStatus::Failed), None), vec![]),
+        ];
+        for (name, f, want) in cases {
+            let got = store.list_operations(&f).unwrap();
+            let ids: Vec<&OperationId> = got.iter().map(|o| &o.id).collect();
+            assert_eq!(ids, want, "{backend}: {name}");
+            assert!(got.iter().all(|o| o.steps.len() == 3), "{backend}: {name}: steps loaded");
+        }
+        let running: Vec<OperationId> = store.running_operations().unwrap().into_iter().map(|o| o.id).collect();
+        assert_eq!(running, vec![b, c], "{backend}: running oldest first");
+    }
+}
+
+#[test]
+fn audit_is_listed_newest_first_by_target_with_a_limit() {
+    for (backend, store, _dir) in backends() {
+        let entry = |secs: i64, target: &str, action: &str| AuditEntry {
+            at: at(secs, 500),
+            actor: Actor::system(),
+            action: action.into(),
+            target: target.into(),
+            operation_id: (action == "op").then(|| OperationId("op-1".into())),
+            detail: json!({ "n": secs }),
+        };
+        let entries = [entry(1, "cluster/a", "one"), entry(3, "cluster/b", "op"), entry(2, "cluster/a", "two")];
+        for e in &entries {
+            store.append_audit(e).unwrap();
+        }
+        let [e1, e3, e2] = entries;
+        let cases = [
+            (None, 10, vec![&e3, &e2, &e1]),
+            (Some("cluster/a"), 10, vec![&e2, &e1]),
+            (Some("cluster/a"), 1, vec![&e2]),
+            (None, 0, vec![]),
+            (Some("cluster/z"), 10, vec![]),
+        ];
+        for (target, limit, want) in cases {
+            let got = store.list_audit(target, limit).unwrap();
+            assert_eq!(got.iter().collect::<Vec<_>>(), want, "{backend}: {target:?} {limit}");
+        }
+    }
+}
+
+#[test]
+fn clusters_can_be_put_listed_replaced_and_deleted() {
+    for (backend, store, _dir) in backends() {
+        let t = at(0, 42);
+        let demo = ClusterRecord {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            source: ClusterSource::Created,
+            eks_cluster: "is-demo".into(),
+            hyperpod_cluster: Some("is-demo-hp".into()),
+            vpc_id: None,
+            bucket: None,
+            kubernetes_version: Some("1.32".into()),
+            request: Some(cluster_request("demo")),
+            created_at: t,
+            updated_at: t,
+        };
+        let imported = ClusterRecord {
+            name: "alpha".into(),
+            source: ClusterSource::Imported,
+            eks_cluster: "existing".into(),
+            hyperpod_cluster: None,
+            request: None,
+            kubernetes_version: None,
+            ..demo.clone()
+        };
+        assert_eq!(store.get_cluster("demo").unwrap(), None, "{backend}");
+        store.put_cluster(&demo).unwrap();
+        store.put_cluster(&imported).unwrap();
+        assert_eq!(store.get_cluster("demo").unwrap().as_ref(), Some(&demo), "{backend}");
+        assert_eq!(store.list_clusters().unwrap(), vec![imported.clone(), demo.clone()], "{backend}: by name");
+
+        let updated = ClusterRecord { vpc_id: Some("vpc-1".into()), updated_at: at(5, 0), ..demo.clone() };
+        store.put_cluster(&updated).unwrap();
+        assert_eq!(store.get_cluster("demo").unwrap().as_ref(), Some(&updated), "{backend}: replaced");
+        assert_eq!(store.list_clusters().unwrap().len(), 2);
+
+        store.delete_cluster("demo").unwrap();
+        store.delete_cluster("demo").unwrap(); // deleting again is fine
+        assert_eq!(store.get_cluster("demo").unwrap(), None, "{backend}");
+        assert_eq!(store.list_clusters().unwrap(), vec![imported], "{backend}");
+    }
+}
+
+#[test]
+fn settings_can_be_set_replaced_and_cleared() {
+    for (backend, store, _dir) in backends() {
+        let steps: [(&str, Option<&str>, Option<&str>); 5] = [
+            (ACTIVE_CLUSTER, Some("demo"), Some("demo")),
+            (ACTIVE_CLUSTER, Some("other"), Some("other")),
+            ("theme", Some(""), Some("")),
+            (ACTIVE_CLUSTER, None, None),
+            (ACTIVE_CLUSTER, None, None), // clearing an unset key is fine
+        ];
+        assert_eq!(store.get_setting(ACTIVE_CLUSTER).unwrap(), None);
+        for (key, value, want) in steps {
+            store.set_setting(key, value).unwrap();
+            assert_eq!(store.get_setting(key).unwrap().as_deref(), want, "{backend}: {key} = {value:?}");
+        }
+        assert_eq!(store.get_setting("theme").unwrap().as_deref(), Some(""), "{backend}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durability and schema
+
+#[test]
+fn everything_persists_across_reopening_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.path(), Some(path.as_path()));
+    let op = insert_new(&store, new_op("cluster/demo", Some("k"), json!({"n": 1})));
+    let started = at(10, 987_654_321);
+    store
+        .update_step(
+            &op.id,
+            "network",
+            &StepUpdate {
+                phase: Some(StepPhase::Polling),
+                attempts: Some(2),
+                resource: Some(ResourceRef { kind: "vpc".into(), id: "vpc-9".into(), arn: None }),
+                outputs: Some(json!({"vpc_id": "vpc-9"})),
+                detail: Some(Some("waiting".into())),
+                started_at: Some(started),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    store.set_setting(ACTIVE_CLUSTER, Some("demo")).unwrap();
+    store
+        .append_audit(&AuditEntry {
+            at: Utc::now() + Duration::seconds(1),
+            actor: alice(),
+            action: "step.retry".into(),
+            target: "cluster/demo".into(),
+            operation_id: Some(op.id.clone()),
+            detail: json!({"step": "network"}),
+        })
+        .unwrap();
+    let saved = store.get_operation(&op.id).unwrap().unwrap();
+    let audit = store.list_audit(None, 10).unwrap();
+    drop(store);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let loaded = store.get_operation(&op.id).unwrap().unwrap();
+    assert_eq!(loaded, saved);
+    let step = loaded.step("network").unwrap();
+    assert_eq!((step.phase, step.attempts, step.started_at), (StepPhase::Polling, 2, Some(started)));
+    assert_eq!(store.list_audit(None, 10).unwrap(), audit);
+    assert_eq!(store.get_setting(ACTIVE_CLUSTER).unwrap().as_deref(), Some("demo"));
+    assert_eq!(store.running_operations().unwrap(), vec![saved]);
+}
+
+#[test]
+fn migrations_are_idempotent_and_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    for _ in 0..3 {
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        store.set_setting("opened", Some("yes")).unwrap();
+        store.integrity_check().unwrap();
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let rows: i64 = conn.query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0)).unwrap();
+    assert_eq!(rows, i64::from(SCHEMA_VERSION), "each migration recorded once");
+    conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?1, 'later')", [SCHEMA_VERSION + 1])
+        .unwrap();
+    drop(conn);
+    match SqliteStore::open(&path) {
+        Err(StoreError::Backend(msg)) => assert!(msg.contains("newer"), "{msg}"),
+        other => panic!("expected a schema version error, got {other:?}"),
+    }
+}
+
+#[test]
+fn opening_a_file_that_is_not_a_database_is_a_backend_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage.db");
+    std::fs::write(&path, vec![0x42u8; 8192]).unwrap();
+    assert!(matches!(SqliteStore::open(&path), Err(StoreError::Backend(_))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crash test: SIGKILL a writer at random points; nothing it reported as committed may be lost.
+
+/// Set in the child process: the database the writer uses.
+const CRASH_DB_ENV: &str = "INSTANTSTART_STORE_CRASH_DB";
+const CRASH_STEPS: usize = 3;
+
+/// Not a test on its own: when `CRASH_DB_ENV` is set, this process is the crash writer.
+#[test]
+fn crash_writer_child() {
+    if let Ok(path) = std::env::var(CRASH_DB_ENV) {
+        crash_writer(Path::new(&path));
+    }
+}
+
+/// Loops forever (until killed, or 30 s) performing store calls; after each call returns it
+/// prints what is now committed as one `@@ …` line.
+fn crash_writer(path: &Path) {
+    let store = SqliteStore::open(path).expect("open");
+    let mut out = std::io::stdout().lock();
+    let mut report = move |line: String| {
+        if writeln!(out, "@@ {line}").and_then(|()| out.flush()).is_err() {
+            std::process::exit(0); // the parent is gone
+        }
+    };
+    // Like the engine after a restart: settle what the previous (killed) writer left running.
+    for op in store.running_operations().expect("running") {
+        store.set_operation_status(&op.id, OperationStatus::Failed, Some("interrupted")).expect("status");
+        report(format!("status {} failed", op.id));
+    }
+    // Continue the sequence from what is durable, so it only grows across writers.
+    let setting: u32 = store.get_setting("crash.seq").expect("setting").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let ops = store.list_operations(&OperationFilter::default()).expect("list");
+    let mut seq = ops.iter().flat_map(|o| &o.steps).map(|s| s.attempts).chain([setting]).max().unwrap_or(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        seq += 1;
+        let id = OperationId::generate();
+        let mut new = new_op(&format!("cluster/{id}"), Some(&format!("key-{id}")), json!({ "seq": seq }));
+        new.id = id;
+        new.steps.truncate(CRASH_STEPS);
+        let id = insert_new(&store, new).id;
+        report(format!("op {id}"));
+        for key in steps().iter().take(CRASH_STEPS).map(|s| s.key.clone()) {
+            for phase in [StepPhase::Submitting, StepPhase::Succeeded] {
+                seq += 1;
+                let update = StepUpdate {
+                    phase: Some(phase),
+                    attempts: Some(seq),
+                    detail: Some(Some(format!("seq {seq}"))),
+                    outputs: Some(json!({ "seq": seq })),
+                    ..Default::default()
+                };
+                store.update_step(&id, &key, &update).expect("update step");
+                report(format!("step {id} {key} {seq}"));
+            }
+        }
+        store.set_operation_status(&id, OperationStatus::Succeeded, None).expect("status");
+        report(format!("status {id} succeeded"));
+        store.set_setting("crash.seq", Some(&seq.to_string())).expect("setting");
+        report(format!("setting {seq}"));
+    }
+}
+
+/// What the writer reported as committed.
+#[derive(Default)]
+struct Claims {
+    ops: HashSet<String>,
+    steps: HashMap<(String, String), u32>,
+    statuses: HashMap<String, String>,
+    setting: u32,
+    lines: usize,
+}
+
+impl Claims {
+    fn record(&mut self, line: &str) {
+        // libtest may print on the same line before our output: take what follows the marker.
+        let Some(at) = line.find("@@ ") else { return };
+        let words: Vec<&str> = line[at + 3..].split_whitespace().collect();
+        self.lines += 1;
+        match words.as_slice() {
+            ["op", id] => {
+                self.ops.insert(id.to_string());
+            }
+            ["step", id, key, seq] => {
+                let seq: u32 = seq.parse().expect("seq");
+                let e = self.steps.entry((id.to_string(), key.to_string())).or_default();
+                *e = (*e).max(seq);
+            }
+            ["status", id, status] => {
+                self.statuses.insert(id.to_string(), status.to_string());
+            }
+            ["setting", seq] => self.setting = self.setting.max(seq.parse().expect("seq")),
+            other => panic!("unexpected line from the writer: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_database_survives_sigkill_at_any_point() {
+    use rand::Rng;
+    const ROUNDS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crash.db");
+    let exe = std::env::current_exe().expect("test binary");
+    let mut rng = rand::rng();
+    let mut claims = Claims::default();
+    for round in 0..ROUNDS {
+        let stderr_path = dir.path().join(format!("child-{round}.stderr"));
+        let mut child = Command::new(&exe)
+            .args(["--exact", "crash_writer_child", "--nocapture", "--test-threads=1"])
+            .env(CRASH_DB_ENV, &db)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+            .spawn()
+            .expect("spawn the writer");
+        let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+        // Kill after a random number of committed calls (sometimes before the first one).
+        let kill_after = if round == 0 { 0 } else { rng.random_range(1..=300) };
+        let mut seen = 0;
+        let mut line = String::new();
+        while seen < kill_after {
+            line.clear();
+            if reader.read_line(&mut line).expect("read") == 0 {
+                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                panic!("round {round}: the writer exited after {seen} lines:\n{stderr}");
+            }
+            if line.ends_with('\n') && line.contains("@@ ") {
+                claims.record(&line);
+                seen += 1;
+            }
+        }
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        // Lines written after the kill decision but before the kill are claims too. A line cut
+        // short by the kill has no newline and claims nothing.
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).expect("read") == 0 {
+                break;
+            }
+            if line.ends_with('\n') && line.contains("@@ ") {
+                claims.record(&line);
+            }
+        }
+    }
+    assert!(claims.lines > ROUNDS, "the writer made progress");
+    let interrupted = claims.statuses.values().filter(|s| *s == "failed").count();
+    println!(
+        "crash test: {ROUNDS} kills, {} committed calls reported, {} operations, {interrupted} interrupted mid-way",
+        claims.lines,
+        claims.ops.len()
+    );
+
+    // The file is intact (checked before and after the store's own open/migrate).
+    let conn = rusqlite::Connection::open(&db).expect("open raw");
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check");
+    assert_eq!(check, "ok");
+    drop(conn);
+    let store = SqliteStore::open(&db).expect("reopen");
+    store.integrity_check().expect("integrity");
+
+    // Nothing reported as committed was lost.
+    for id in &claims.ops {
+        assert!(store.get_operation(&OperationId(id.clone())).unwrap().is_some(), "operation {id} lost");
+    }
+    for ((id, key), seq) in &claims.steps {
+        let op = store.get_operation(&OperationId(id.clone())).unwrap().expect("operation of a step");
+        let step = op.step(key).expect("step");
+        assert!(step.attempts >= *seq, "step {id}/{key}: reported seq {seq}, stored {}", step.attempts);
+        assert_eq!(step.outputs, json!({ "seq": step.attempts }), "step {id}/{key}: one update is one transaction");
+        assert_eq!(step.detail, Some(format!("seq {}", step.attempts)));
+    }
+    for (id, status) in &claims.statuses {
+        let op = store.get_operation(&OperationId(id.clone())).unwrap().expect("operation");
+        assert_eq!(op.status.as_str(), status, "operation {id}");
+    }
+    let setting: u32 = store.get_setting("crash.seq").unwrap().map_or(0, |s| s.parse().expect("number"));
+    assert!(setting >= claims.setting, "setting: reported {}, stored {setting}", claims.setting);
+
+    // Inserts are atomic: every stored operation has all its steps and exactly one create entry.
+    let ops = store.list_operations(&OperationFilter::default()).unwrap();
+    assert!(ops.len() >= claims.ops.len());
+    let audit = store.list_audit(None, u32::MAX).unwrap();
+    for op in &ops {
+        assert_eq!(op.steps.len(), CRASH_STEPS, "operation {}", op.id);
+        let creates =
+            audit.iter().filter(|e| e.action == "operation.create" && e.operation_id.as_ref() == Some(&op.id)).count();
+        assert_eq!(creates, 1, "operation {}", op.id);
+    }
+    assert_eq!(audit.len(), ops.len());
+    // At most the last operation of the last round is still running.
+    assert!(store.running_operations().unwrap().len() <= 1);
+}
