@@ -105,14 +105,14 @@ impl FeaturesPatch {
 
 impl Validate for FeaturesPatch {
     fn validate(&self, f: &mut Findings) {
-        if let Some(tc) = &self.tiered_checkpointing {
-            if let Some(p) = tc.memory_percent {
-                if !(1..=100).contains(&p) {
-                    f.push("tiered_checkpointing.memory_percent", "must be between 1 and 100");
-                }
-                if !tc.enabled {
-                    f.push("tiered_checkpointing.memory_percent", "only meaningful when enabling");
-                }
+        if let Some(tc) = &self.tiered_checkpointing
+            && let Some(p) = tc.memory_percent
+        {
+            if !(1..=100).contains(&p) {
+                f.push("tiered_checkpointing.memory_percent", "must be between 1 and 100");
+            }
+            if !tc.enabled {
+                f.push("tiered_checkpointing.memory_percent", "only meaningful when enabling");
             }
         }
     }

@@ -315,10 +315,8 @@ impl Validate for ClusterCreateRequest {
             f.push("availability_zones", "EKS needs at least two Availability Zones");
         }
         for (i, az) in self.availability_zones.iter().enumerate() {
-            if region_ok {
-                if let Err(rule) = names::availability_zone(az, &self.region) {
-                    f.push(&format!("availability_zones[{i}]"), rule);
-                }
+            if region_ok && let Err(rule) = names::availability_zone(az, &self.region) {
+                f.push(&format!("availability_zones[{i}]"), rule);
             }
             if self.availability_zones[..i].contains(az) {
                 f.push(&format!("availability_zones[{i}]"), "listed twice");
@@ -338,15 +336,15 @@ impl Validate for ClusterCreateRequest {
                     if creates_subnet && matches!(self.network, NetworkSpec::ExistingVpc { .. }) {
                         // Fine: the planner allocates a /20 in the existing VPC's free space.
                     }
-                    if let CapacitySpec::TrainingPlan { arn } = &g.capacity {
-                        if let Some(plan_region) = arn.split(':').nth(3) {
-                            if names::training_plan_arn(arn).is_ok() && plan_region != self.region {
-                                f.push(
-                                    &format!("instance_groups[{i}].capacity.arn"),
-                                    format!("training plan is in {plan_region}, cluster is in {}", self.region),
-                                );
-                            }
-                        }
+                    if let CapacitySpec::TrainingPlan { arn } = &g.capacity
+                        && let Some(plan_region) = arn.split(':').nth(3)
+                        && names::training_plan_arn(arn).is_ok()
+                        && plan_region != self.region
+                    {
+                        f.push(
+                            &format!("instance_groups[{i}].capacity.arn"),
+                            format!("training plan is in {plan_region}, cluster is in {}", self.region),
+                        );
                     }
                 }
             });
@@ -429,32 +427,27 @@ impl Validate for InstanceGroupSpec {
         if self.availability_zone.is_empty() {
             f.push("availability_zone", "must name the Availability Zone of the group");
         }
-        if let Some(subnet) = &self.subnet_id {
-            if !subnet.starts_with("subnet-") {
-                f.push("subnet_id", "must be a subnet id such as subnet-0abc…");
-            }
+        if let Some(subnet) = &self.subnet_id
+            && !subnet.starts_with("subnet-")
+        {
+            f.push("subnet_id", "must be a subnet id such as subnet-0abc…");
         }
-        if let CapacitySpec::TrainingPlan { arn } = &self.capacity {
-            if let Err(rule) = names::training_plan_arn(arn) {
-                f.push("capacity.arn", rule);
-            }
+        if let CapacitySpec::TrainingPlan { arn } = &self.capacity
+            && let Err(rule) = names::training_plan_arn(arn)
+        {
+            f.push("capacity.arn", rule);
         }
-        if self.interface_mode == InterfaceMode::EfaOnly {
-            if let Some(info) = info {
-                if !info.efa_only_supported {
-                    f.push("interface_mode", format!("EFA-only interfaces are not supported on {}", info.name));
-                }
-            }
+        if self.interface_mode == InterfaceMode::EfaOnly
+            && let Some(info) = info
+            && !info.efa_only_supported
+        {
+            f.push("interface_mode", format!("EFA-only interfaces are not supported on {}", info.name));
         }
-        if self.deep_health_checks.connectivity {
-            if let Some(info) = info {
-                if info.efa_interfaces == 0 {
-                    f.push(
-                        "deep_health_checks.connectivity",
-                        format!("connectivity checks need EFA; {} has none", info.name),
-                    );
-                }
-            }
+        if self.deep_health_checks.connectivity
+            && let Some(info) = info
+            && info.efa_interfaces == 0
+        {
+            f.push("deep_health_checks.connectivity", format!("connectivity checks need EFA; {} has none", info.name));
         }
         if (self.deep_health_checks.stress || self.deep_health_checks.connectivity)
             && info.is_some_and(|i| i.accelerators == 0)
@@ -477,10 +470,10 @@ impl Validate for InstanceGroupSpec {
 
 impl Validate for StorageSpec {
     fn validate(&self, f: &mut Findings) {
-        if let Some(bucket) = &self.bucket {
-            if let Err(rule) = names::s3_bucket_name(bucket) {
-                f.push("bucket", rule);
-            }
+        if let Some(bucket) = &self.bucket
+            && let Err(rule) = names::s3_bucket_name(bucket)
+        {
+            f.push("bucket", rule);
         }
         if !self.mount_path.starts_with('/') || self.mount_path.contains("..") {
             f.push("mount_path", "must be an absolute path without '..'");
@@ -490,10 +483,10 @@ impl Validate for StorageSpec {
 
 impl Validate for ManagedFeatures {
     fn validate(&self, f: &mut Findings) {
-        if let Some(tc) = &self.tiered_checkpointing {
-            if !(1..=100).contains(&tc.memory_percent) {
-                f.push("tiered_checkpointing.memory_percent", "must be between 1 and 100");
-            }
+        if let Some(tc) = &self.tiered_checkpointing
+            && !(1..=100).contains(&tc.memory_percent)
+        {
+            f.push("tiered_checkpointing.memory_percent", "must be between 1 and 100");
         }
     }
 }

@@ -67,10 +67,10 @@ impl SubnetPlanner {
                 return Ok(free);
             }
         }
-        if let Some(vpc) = self.vpc_cidrs.iter().find(|v| v.prefix_len() > prefix_len) {
-            if self.vpc_cidrs.iter().all(|v| v.prefix_len() > prefix_len) {
-                return Err(SubnetPlanError::TooLarge { vpc_cidr: *vpc, prefix_len });
-            }
+        if let Some(vpc) = self.vpc_cidrs.iter().find(|v| v.prefix_len() > prefix_len)
+            && self.vpc_cidrs.iter().all(|v| v.prefix_len() > prefix_len)
+        {
+            return Err(SubnetPlanError::TooLarge { vpc_cidr: *vpc, prefix_len });
         }
         Err(SubnetPlanError::Exhausted {
             vpc_cidrs: self.vpc_cidrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),

@@ -372,7 +372,7 @@ impl Engine {
         if !signalled {
             finish_cancelled(&self.inner, id)?;
         }
-        Ok(self.get(id)?)
+        self.get(id)
     }
 
     pub fn get(&self, id: &OperationId) -> Result<Operation, EngineError> {

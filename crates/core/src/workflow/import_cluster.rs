@@ -57,10 +57,10 @@ impl Workflow for ImportClusterWorkflow {
         if let Err(rule) = names::eks_cluster_name(&req.eks_cluster) {
             f.push("eks_cluster", rule);
         }
-        if let Some(hp) = &req.hyperpod_cluster {
-            if let Err(rule) = names::hyperpod_name(hp) {
-                f.push("hyperpod_cluster", rule);
-            }
+        if let Some(hp) = &req.hyperpod_cluster
+            && let Err(rule) = names::hyperpod_name(hp)
+        {
+            f.push("hyperpod_cluster", rule);
         }
         if self.store.get_cluster(&req.name)?.is_some() {
             f.push_unprocessable("name", format!("a cluster named {} already exists", req.name));
@@ -123,13 +123,19 @@ impl StepExecutor for ImportStep {
         let r = &self.req;
         match &self.which {
             Check::Eks => match self.aws.describe_eks_cluster(&r.region, &r.eks_cluster).await? {
-                Some(c) => Ok(Observation::Exists(ResourceRef { kind: "eks-cluster".into(), id: c.name, arn: Some(c.arn) })),
+                Some(c) => {
+                    Ok(Observation::Exists(ResourceRef { kind: "eks-cluster".into(), id: c.name, arn: Some(c.arn) }))
+                }
                 None => Err(StepError::Invalid(format!("EKS cluster {} not found in {}", r.eks_cluster, r.region))),
             },
             Check::HyperPod => {
                 let name = r.hyperpod_cluster.clone().unwrap_or_default();
                 match self.aws.describe_hyperpod_cluster(&r.region, &name).await? {
-                    Some(c) => Ok(Observation::Exists(ResourceRef { kind: "hyperpod-cluster".into(), id: c.name, arn: Some(c.arn) })),
+                    Some(c) => Ok(Observation::Exists(ResourceRef {
+                        kind: "hyperpod-cluster".into(),
+                        id: c.name,
+                        arn: Some(c.arn),
+                    })),
                     None => Err(StepError::Invalid(format!("HyperPod cluster {name} not found in {}", r.region))),
                 }
             }
@@ -140,8 +146,10 @@ impl StepExecutor for ImportStep {
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
         let r = &self.req;
         let now = chrono::Utc::now();
-        let vpc_id: Option<String> = cx.inputs.get("eks_cluster").and_then(|o| o.get("vpc_id")).and_then(Value::as_str).map(str::to_string);
-        let version = cx.inputs.get("eks_cluster").and_then(|o| o.get("version")).and_then(Value::as_str).map(str::to_string);
+        let vpc_id: Option<String> =
+            cx.inputs.get("eks_cluster").and_then(|o| o.get("vpc_id")).and_then(Value::as_str).map(str::to_string);
+        let version =
+            cx.inputs.get("eks_cluster").and_then(|o| o.get("version")).and_then(Value::as_str).map(str::to_string);
         self.store
             .put_cluster(&ClusterRecord {
                 name: r.name.clone(),
@@ -168,9 +176,13 @@ impl StepExecutor for ImportStep {
                     return Ok(Progress::Failed { reason: format!("EKS cluster {} disappeared", res.id) });
                 };
                 Ok(match c.state {
-                    ResourceState::Active => Progress::Done(json!({ "arn": c.arn, "vpc_id": c.vpc_id, "version": c.version })),
+                    ResourceState::Active => {
+                        Progress::Done(json!({ "arn": c.arn, "vpc_id": c.vpc_id, "version": c.version }))
+                    }
                     ResourceState::Failed { reason } => Progress::Failed { reason },
-                    other => Progress::Failed { reason: format!("EKS cluster {} is {other:?}; import it once it is active", c.name) },
+                    other => Progress::Failed {
+                        reason: format!("EKS cluster {} is {other:?}; import it once it is active", c.name),
+                    },
                 })
             }
             Check::HyperPod => {

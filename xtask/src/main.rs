@@ -1,0 +1,127 @@
+//! Developer automation, run as `cargo xtask <command>`.
+//!
+//! - `test`: the whole test suite, installing what it needs when missing (a Python venv with
+//!   schemathesis; later moto, the MCP client and Chromium): format check, clippy, every cargo
+//!   test, then the OpenAPI fuzzer against a real server on loopback. `.ci/run` calls it.
+//! - `lint`: format check and clippy only.
+//! - `fuzz-api`: only the schemathesis run.
+
+use anyhow::{Context, Result, bail};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {cmd:?}");
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// Python venv with the test tools, created under `target/` when missing.
+fn venv() -> Result<PathBuf> {
+    let dir = root().join("target").join("test-venv");
+    let marker = dir.join(".ready-v1");
+    if marker.exists() {
+        return Ok(dir);
+    }
+    run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+    let pip = dir.join("bin").join("pip");
+    run(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check", "schemathesis==4.*"]))?;
+    std::fs::write(&marker, "schemathesis\n")?;
+    Ok(dir)
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A server process that is killed when dropped: no server outlives a test.
+struct ServerGuard(Child);
+
+impl Drop for ServerGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_healthy(port: u16, timeout: Duration) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{Read, Write};
+            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+            let mut buf = String::new();
+            let _ = s.read_to_string(&mut buf);
+            if buf.starts_with("HTTP/1.1 200") {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("server on port {port} did not become healthy within {timeout:?}")
+}
+
+fn fuzz_api(examples: u32) -> Result<()> {
+    let venv = venv()?;
+    run(cargo().args(["build", "--quiet", "-p", "instantstart-server"]))?;
+    let data = root().join("target").join("fuzz-api-data");
+    let _ = std::fs::remove_dir_all(&data);
+    let port = free_port()?;
+    let token = "ist_fuzz_token_for_loopback_tests_only";
+    let server = Command::new(root().join("target/debug/instantstart-server"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--sim-speed", "10000", "--data-dir"])
+        .arg(&data)
+        .env("INSTANTSTART_TOKEN", token)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting instantstart-server")?;
+    let _guard = ServerGuard(server);
+    wait_healthy(port, Duration::from_secs(30))?;
+    let report = root().join("target").join("schemathesis-report");
+    run(Command::new(venv.join("bin").join("st"))
+        .args(["run", &format!("http://127.0.0.1:{port}/api/openapi.json")])
+        .args(["--header", &format!("Authorization: Bearer {token}")])
+        .args(["--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"])
+        .args(["--max-examples", &examples.to_string()])
+        .args(["--workers", "2", "--seed", "1", "--suppress-health-check", "all", "--report-dir"])
+        .arg(&report)
+        .env("SCHEMATHESIS_HOOKS", ""))
+}
+
+fn lint() -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let started = Instant::now();
+    match args.first().map(String::as_str) {
+        Some("test") => {
+            lint()?;
+            run(cargo().args(["test", "--workspace"]))?;
+            fuzz_api(120)?;
+            eprintln!("all suites passed in {:.0?}", started.elapsed());
+        }
+        Some("lint") => lint()?,
+        Some("fuzz-api") => fuzz_api(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(120))?,
+        _ => bail!("usage: cargo xtask <test|lint|fuzz-api [examples]>"),
+    }
+    Ok(())
+}
