@@ -89,6 +89,8 @@ pub trait Store: Send + Sync {
     /// - a running operation on the same target is [`StoreError::Conflict`].
     fn insert_operation(&self, op: NewOperation) -> Result<Inserted, StoreError>;
     fn get_operation(&self, id: &OperationId) -> Result<Option<Operation>, StoreError>;
+    /// The operation recorded with this idempotency key, if any.
+    fn find_by_idempotency_key(&self, key: &str) -> Result<Option<Operation>, StoreError>;
     fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError>;
     /// Operations whose status is `running` (to resume after a restart).
     fn running_operations(&self) -> Result<Vec<Operation>, StoreError>;

@@ -455,6 +455,10 @@ impl Store for SqliteStore {
         self.read("get operation", |tx| load_operation(tx, id))
     }
 
+    fn find_by_idempotency_key(&self, key: &str) -> Result<Option<Operation>, StoreError> {
+        self.read("find operation by idempotency key", |tx| load_operation_by_key(tx, key))
+    }
+
     fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError> {
         let mut sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE 1 = 1");
         let mut args = Vec::new();

@@ -265,8 +265,19 @@ impl Engine {
         idempotency_key: Option<String>,
     ) -> Result<Submission, EngineError> {
         let workflow = self.workflow(kind)?;
+        // The key identifies the client's request as sent: a replay must return the original
+        // operation even when the request would no longer validate (e.g. the cluster it created
+        // now exists), so the key is checked before validation.
+        let hash = request_hash(kind, "", request);
+        if let Some(key) = &idempotency_key
+            && let Some(existing) = self.inner.store.find_by_idempotency_key(key)?
+        {
+            if existing.request_hash == hash {
+                return Ok(Submission { operation: existing, created: false });
+            }
+            return Err(StoreError::IdempotencyMismatch { key: key.clone(), operation: existing.id }.into());
+        }
         let prepared = workflow.prepare(request)?;
-        let hash = request_hash(kind, &prepared.target, &prepared.request);
         let new = NewOperation {
             id: OperationId::generate(),
             kind,

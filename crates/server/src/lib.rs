@@ -1,0 +1,153 @@
+//! `instantstart-server`: the one backend behind the web UI, the CLI and the MCP tools.
+//!
+//! It translates HTTP into calls on the core's operation engine and providers and nothing
+//! more: validation lives in `instantstart-core`, so every face gets the same rules. The API
+//! is described by an OpenAPI 3.1 document generated from the route table ([`openapi`]).
+
+pub mod auth;
+pub mod error;
+pub mod metrics;
+pub mod routes;
+pub mod ui;
+
+use aide::openapi::OpenApi;
+use auth::Auth;
+use instantstart_core::engine::{Engine, EngineConfig};
+use instantstart_core::provider::{AwsCloud, KubeApi};
+use instantstart_core::store::Store;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// Which cloud the server drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// The embedded simulated AWS + Kubernetes world (no AWS account needed).
+    Sim,
+    /// Real AWS through the standard credential chain.
+    Aws,
+}
+
+/// Everything a handler needs. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<AppInner>);
+
+pub struct AppInner {
+    pub engine: Engine,
+    pub store: Arc<dyn Store>,
+    pub aws: Arc<dyn AwsCloud>,
+    pub kube: Arc<dyn KubeApi>,
+    /// The simulated cloud, when it is the provider (fault injection and call counters).
+    pub sim: Option<instantstart_sim::SimCloud>,
+    pub sim_speed: Option<f64>,
+    pub auth: Auth,
+    pub metrics: metrics::Metrics,
+    pub provider: ProviderKind,
+    pub default_region: String,
+    openapi: OnceLock<Arc<String>>,
+}
+
+impl Deref for AppState {
+    type Target = AppInner;
+    fn deref(&self) -> &AppInner {
+        &self.0
+    }
+}
+
+/// Errors while assembling the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Auth(#[from] auth::AuthError),
+    #[error("store: {0}")]
+    Store(#[from] instantstart_core::store::StoreError),
+    #[error("simulated cloud: {0}")]
+    Sim(String),
+    #[error("engine: {0}")]
+    Engine(#[from] instantstart_core::engine::EngineError),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// How to assemble a server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub data_dir: PathBuf,
+    pub provider: ProviderKind,
+    /// Speed factor of the simulated cloud (1 = real AWS timings).
+    pub sim_speed: f64,
+    pub default_region: String,
+    /// Overrides the admin token (`INSTANTSTART_TOKEN`).
+    pub token: Option<String>,
+}
+
+/// A ready server: state plus the admin token if it was created now (print it once).
+pub struct Assembled {
+    pub state: AppState,
+    pub new_admin_token: Option<String>,
+}
+
+impl AppState {
+    /// Opens the store and the provider in `data_dir`, builds the engine, and resumes every
+    /// operation that was running when the previous process stopped.
+    pub fn assemble(opts: &ServerOptions) -> Result<Assembled, ServerError> {
+        std::fs::create_dir_all(&opts.data_dir)
+            .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
+        let store: Arc<dyn Store> =
+            Arc::new(instantstart_store::SqliteStore::open(&opts.data_dir.join("instantstart.db"))?);
+        let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone())?;
+        let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
+            ProviderKind::Sim => {
+                let sim = open_sim(&opts.data_dir, opts.sim_speed)?;
+                (Arc::new(sim.clone()), Arc::new(sim.clone()), Some(sim), EngineConfig::scaled(opts.sim_speed))
+            }
+            ProviderKind::Aws => {
+                return Err(ServerError::Unsupported(
+                    "--provider aws needs the AWS adapter (crates/aws), which this build does not include yet; use --provider sim".into(),
+                ));
+            }
+        };
+        let workflows = instantstart_core::workflow::all(aws.clone(), kube.clone(), store.clone());
+        let engine = Engine::new(store.clone(), workflows, config);
+        let state = AppState(Arc::new(AppInner {
+            engine,
+            store,
+            aws,
+            kube,
+            sim,
+            sim_speed: (opts.provider == ProviderKind::Sim).then_some(opts.sim_speed),
+            auth,
+            metrics: metrics::Metrics::default(),
+            provider: opts.provider,
+            default_region: opts.default_region.clone(),
+            openapi: OnceLock::new(),
+        }));
+        Ok(Assembled { state, new_admin_token })
+    }
+
+    /// Resumes operations left running by a previous process; returns how many.
+    pub fn resume(&self) -> Result<usize, ServerError> {
+        Ok(self.engine.resume_all()?)
+    }
+
+    pub(crate) fn set_openapi(&self, api: &OpenApi) {
+        let text = serde_json::to_string_pretty(api).unwrap_or_else(|_| "{}".into());
+        let _ = self.openapi.set(Arc::new(text));
+    }
+
+    pub fn openapi_json(&self) -> Arc<String> {
+        self.openapi.get().cloned().unwrap_or_else(|| Arc::new("{}".into()))
+    }
+}
+
+fn open_sim(data_dir: &Path, speed: f64) -> Result<instantstart_sim::SimCloud, ServerError> {
+    let config =
+        instantstart_sim::SimConfig { speed, state_file: Some(data_dir.join("sim-world.json")), ..Default::default() };
+    instantstart_sim::SimCloud::new(config).map_err(|e| ServerError::Sim(e.to_string()))
+}
+
+/// The complete HTTP application for `state`.
+pub fn app(state: AppState) -> axum::Router {
+    routes::router(state)
+}

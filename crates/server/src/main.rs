@@ -1,0 +1,137 @@
+//! `instantstart-server`: serve the REST API, the live stream and the web UI.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use instantstart_server::auth::{Auth, Scope};
+use instantstart_server::{AppState, ProviderKind, ServerOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "instantstart-server", version, about = "InstantStart control plane for SageMaker HyperPod on EKS")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:3099", env = "INSTANTSTART_LISTEN")]
+    listen: SocketAddr,
+    /// Cloud provider: the embedded simulated cloud, or real AWS.
+    #[arg(long, value_enum, default_value = "sim", env = "INSTANTSTART_PROVIDER")]
+    provider: ProviderKind,
+    /// Speed factor of the simulated cloud (1 = real AWS timings; 60 turns EKS's 10 minutes into 10 s).
+    #[arg(long, default_value_t = 60.0, env = "INSTANTSTART_SIM_SPEED")]
+    sim_speed: f64,
+    /// Directory for the SQLite database, tokens and the simulated world.
+    #[arg(long, default_value = ".data", env = "INSTANTSTART_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Region used when a request names none.
+    #[arg(long, default_value = "us-east-1", env = "AWS_REGION")]
+    region: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "human")]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Mint a token; it is printed once, only its hash is stored.
+    Create {
+        /// Name recorded in the audit log.
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum, default_value = "read")]
+        scope: Scope,
+    },
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,instantstart=info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(Command::Token { command: TokenCommand::Create { name, scope } }) = &cli.command {
+        let token = Auth::create_token(&cli.data_dir, name, *scope).context("creating token")?;
+        println!("{token}");
+        eprintln!("token {name:?} (scope {scope:?}) created; it is shown only once");
+        return Ok(());
+    }
+    init_logs(cli.log_format);
+    if !(cli.sim_speed.is_finite() && cli.sim_speed >= 1.0) {
+        anyhow::bail!("--sim-speed must be a number >= 1");
+    }
+    let opts = ServerOptions {
+        data_dir: cli.data_dir.clone(),
+        provider: cli.provider,
+        sim_speed: cli.sim_speed,
+        default_region: cli.region.clone(),
+        token: std::env::var("INSTANTSTART_TOKEN").ok(),
+    };
+    let assembled = AppState::assemble(&opts).context("starting the server")?;
+    let state = assembled.state;
+    let listener =
+        tokio::net::TcpListener::bind(cli.listen).await.with_context(|| format!("binding {}", cli.listen))?;
+    let addr = listener.local_addr()?;
+    if cli.provider == ProviderKind::Sim {
+        eprintln!(
+            "\n  InstantStart is running on the SIMULATED cloud (speed {}x): no AWS account is used.\n  Use --provider aws for real AWS.\n",
+            cli.sim_speed
+        );
+    }
+    eprintln!("  UI and API: http://{addr}/");
+    match &assembled.new_admin_token {
+        Some(token) => eprintln!(
+            "  API token (created now, saved in {}): {token}\n  Paste it in the UI login, or send 'Authorization: Bearer <token>'.\n",
+            cli.data_dir.join("token").display()
+        ),
+        None => eprintln!("  API token: in {} (or INSTANTSTART_TOKEN)\n", cli.data_dir.join("token").display()),
+    }
+    let app = instantstart_server::app(state.clone());
+    let resumed = state.resume().context("resuming operations")?;
+    if resumed > 0 {
+        tracing::info!(resumed, "resumed operations left running by the previous process");
+    }
+    tracing::info!(%addr, provider = ?cli.provider, "listening");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    // In-flight operations keep their persisted phases and resume on the next start.
+    state.engine.abort_all();
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! Cluster lifecycle: create (the full pipeline), import, list, get, select active, delete.
+
+use super::{ApiBody, DryRunQuery, IdempotencyKey, accepted, dry_run, errors, mutation};
+use crate::AppState;
+use crate::auth::Principal;
+use crate::error::{ApiError, Problem};
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
+use axum::Json;
+use axum::extract::{Extension, Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use instantstart_core::engine::audit;
+use instantstart_core::operation::{OperationKind, OperationStatus};
+use instantstart_core::provider::{ClusterNode, EksCluster, HyperPodCluster};
+use instantstart_core::spec::ClusterCreateRequest;
+use instantstart_core::store::{ACTIVE_CLUSTER, ClusterRecord, OperationFilter};
+use instantstart_core::workflow::cluster_target;
+use instantstart_core::workflow::delete_cluster::DeleteClusterRequest;
+use instantstart_core::workflow::import_cluster::ImportClusterRequest;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Lifecycle state of a cluster, derived from its latest operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterStatus {
+    Creating,
+    Ready,
+    Failed,
+    Deleting,
+    DeleteFailed,
+    Importing,
+}
+
+/// Summary of an operation on a cluster.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OperationSummary {
+    pub id: String,
+    pub kind: OperationKind,
+    pub status: OperationStatus,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ClusterView {
+    #[serde(flatten)]
+    pub record: ClusterRecord,
+    pub active: bool,
+    pub status: ClusterStatus,
+    pub last_operation: Option<OperationSummary>,
+}
+
+/// A cluster with live state read from the provider.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ClusterDetail {
+    #[serde(flatten)]
+    pub view: ClusterView,
+    pub eks: Option<EksCluster>,
+    pub hyperpod: Option<HyperPodCluster>,
+    pub nodes: Vec<ClusterNode>,
+    /// Why live state could not be read, if it could not.
+    pub live_error: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClusterPath {
+    /// InstantStart cluster name.
+    pub name: String,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct DeleteQuery {
+    /// Return the plan without changing anything.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Also delete the shared bucket if InstantStart created it.
+    #[serde(default)]
+    pub delete_bucket: bool,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActiveCluster {
+    /// Name of the active cluster (null when none).
+    pub name: Option<String>,
+}
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/clusters",
+            get_with(list, |op| {
+                errors(
+                    op.id("cluster_list")
+                        .summary("List clusters")
+                        .tag("clusters")
+                        .response::<200, Json<Vec<ClusterView>>>(),
+                )
+            })
+            .post_with(create, |op| {
+                mutation(
+                    op.id("cluster_create")
+                        .summary("Create a cluster: network → EKS → active → add-ons → HyperPod → storage")
+                        .tag("clusters"),
+                )
+            }),
+        )
+        .api_route(
+            "/api/clusters/import",
+            post_with(import, |op| {
+                mutation(
+                    op.id("cluster_import").summary("Import an existing EKS (and HyperPod) cluster").tag("clusters"),
+                )
+            }),
+        )
+        .api_route(
+            "/api/clusters/{name}",
+            get_with(get, |op| {
+                errors(op.id("cluster_get").summary("A cluster with live EKS/HyperPod state and nodes").tag("clusters"))
+                    .response::<200, Json<ClusterDetail>>()
+                    .response::<404, Json<Problem>>()
+            })
+            .delete_with(delete, |op| {
+                mutation(
+                    op.id("cluster_delete")
+                        .summary("Delete a cluster (reverse pipeline; imported clusters are only forgotten)")
+                        .tag("clusters"),
+                )
+                .response::<404, Json<Problem>>()
+            }),
+        )
+        .api_route(
+            "/api/active-cluster",
+            get_with(get_active, |op| {
+                errors(
+                    op.id("active_cluster_get")
+                        .summary("The active cluster")
+                        .tag("clusters")
+                        .response::<200, Json<ActiveCluster>>(),
+                )
+            })
+            .put_with(set_active, |op| {
+                errors(op.id("active_cluster_set").summary("Select the active cluster (audited)").tag("clusters"))
+                    .response::<200, Json<ActiveCluster>>()
+                    .response::<404, Json<Problem>>()
+            }),
+        )
+}
+
+fn view(state: &AppState, record: ClusterRecord, active: Option<&str>) -> Result<ClusterView, ApiError> {
+    let last = state
+        .store
+        .list_operations(&OperationFilter { target: Some(cluster_target(&record.name)), status: None, limit: Some(1) })?
+        .into_iter()
+        .next();
+    let status = match &last {
+        None => ClusterStatus::Ready,
+        Some(op) => match (op.kind, op.status) {
+            (OperationKind::CreateCluster, OperationStatus::Running) => ClusterStatus::Creating,
+            (OperationKind::ImportCluster, OperationStatus::Running) => ClusterStatus::Importing,
+            (OperationKind::DeleteCluster, OperationStatus::Running) => ClusterStatus::Deleting,
+            (OperationKind::CreateCluster | OperationKind::ImportCluster, OperationStatus::Succeeded) => {
+                ClusterStatus::Ready
+            }
+            (OperationKind::CreateCluster | OperationKind::ImportCluster, _) => ClusterStatus::Failed,
+            (OperationKind::DeleteCluster, _) => ClusterStatus::DeleteFailed,
+        },
+    };
+    Ok(ClusterView {
+        active: active == Some(record.name.as_str()),
+        record,
+        status,
+        last_operation: last.map(|op| OperationSummary { id: op.id.0, kind: op.kind, status: op.status }),
+    })
+}
+
+async fn list(State(state): State<AppState>) -> Result<Json<Vec<ClusterView>>, ApiError> {
+    let active = state.store.get_setting(ACTIVE_CLUSTER)?;
+    let records = state.store.list_clusters()?;
+    Ok(Json(records.into_iter().map(|r| view(&state, r, active.as_deref())).collect::<Result<_, _>>()?))
+}
+
+async fn get(State(state): State<AppState>, Path(p): Path<ClusterPath>) -> Result<Json<ClusterDetail>, ApiError> {
+    let record =
+        state.store.get_cluster(&p.name)?.ok_or_else(|| ApiError::NotFound(format!("no cluster named {}", p.name)))?;
+    let active = state.store.get_setting(ACTIVE_CLUSTER)?;
+    let region = record.region.clone();
+    let (eks_name, hp_name) = (record.eks_cluster.clone(), record.hyperpod_cluster.clone());
+    let view = view(&state, record, active.as_deref())?;
+    let mut detail = ClusterDetail { view, eks: None, hyperpod: None, nodes: vec![], live_error: None };
+    let live = async {
+        detail.eks = state.aws.describe_eks_cluster(&region, &eks_name).await?;
+        if let Some(hp) = &hp_name {
+            detail.hyperpod = state.aws.describe_hyperpod_cluster(&region, hp).await?;
+            if detail.hyperpod.is_some() {
+                detail.nodes = state.aws.list_cluster_nodes(&region, hp).await?;
+            }
+        }
+        Ok::<_, instantstart_core::provider::ProviderError>(())
+    };
+    if let Err(e) = live.await {
+        detail.live_error = Some(e.to_string());
+    }
+    Ok(Json(detail))
+}
+
+async fn submit(
+    state: &AppState,
+    kind: OperationKind,
+    request: serde_json::Value,
+    principal: &Principal,
+    dry: bool,
+    key: Option<String>,
+) -> Result<Response, ApiError> {
+    if dry {
+        return Ok(dry_run(state.engine.dry_run(kind, &request)?));
+    }
+    let s = state.engine.submit(kind, &request, principal.actor(), key)?;
+    Ok(accepted(s.operation, !s.created))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(q): Query<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(_, raw): ApiBody<ClusterCreateRequest>,
+) -> Result<Response, ApiError> {
+    submit(&state, OperationKind::CreateCluster, raw, &principal, q.dry_run, key).await
+}
+
+async fn import(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(q): Query<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(_, raw): ApiBody<ImportClusterRequest>,
+) -> Result<Response, ApiError> {
+    submit(&state, OperationKind::ImportCluster, raw, &principal, q.dry_run, key).await
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(p): Path<ClusterPath>,
+    Query(q): Query<DeleteQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+) -> Result<Response, ApiError> {
+    let request = serde_json::to_value(DeleteClusterRequest { name: p.name, delete_bucket: q.delete_bucket })
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    submit(&state, OperationKind::DeleteCluster, request, &principal, q.dry_run, key).await
+}
+
+async fn get_active(State(state): State<AppState>) -> Result<Json<ActiveCluster>, ApiError> {
+    Ok(Json(ActiveCluster { name: state.store.get_setting(ACTIVE_CLUSTER)? }))
+}
+
+async fn set_active(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiBody(req, _): ApiBody<ActiveCluster>,
+) -> Result<Response, ApiError> {
+    if let Some(name) = &req.name {
+        if state.store.get_cluster(name)?.is_none() {
+            return Err(ApiError::NotFound(format!("no cluster named {name}")));
+        }
+    }
+    let previous = state.store.get_setting(ACTIVE_CLUSTER)?;
+    state.store.set_setting(ACTIVE_CLUSTER, req.name.as_deref())?;
+    audit(
+        state.store.as_ref(),
+        principal.actor(),
+        "active_cluster.set",
+        &req.name.clone().map(|n| cluster_target(&n)).unwrap_or_else(|| "active-cluster".into()),
+        json!({ "from": previous, "to": req.name }),
+    )?;
+    Ok(Json(ActiveCluster { name: req.name }).into_response())
+}

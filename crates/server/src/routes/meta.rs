@@ -1,0 +1,41 @@
+//! Unauthenticated meta endpoints: health, Prometheus metrics, the OpenAPI document.
+
+use crate::AppState;
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::collections::BTreeMap;
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/healthz",
+            get_with(healthz, |op| op.id("healthz").summary("Liveness: 200 ok when serving").tag("meta")),
+        )
+        .api_route("/metrics", get_with(metrics, |op| op.id("metrics").summary("Prometheus text metrics").tag("meta")))
+        .api_route(
+            "/api/openapi.json",
+            get_with(openapi, |op| op.id("openapi").summary("This OpenAPI 3.1 document").tag("meta")),
+        )
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut ops = BTreeMap::new();
+    if let Ok(list) = state.store.list_operations(&Default::default()) {
+        for op in list {
+            *ops.entry(op.status.as_str().to_string()).or_insert(0) += 1;
+        }
+    }
+    let calls = state.sim.as_ref().map(|s| s.stats()).unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(&ops, &calls)).into_response()
+}
+
+async fn openapi(State(state): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], state.openapi_json().to_string()).into_response()
+}

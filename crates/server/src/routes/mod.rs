@@ -1,0 +1,295 @@
+//! The route table: every endpoint, its auth rule and its OpenAPI description, in one place.
+//!
+//! Conventions (also in the OpenAPI document and the README):
+//! - JSON in and out; errors are `application/problem+json` with every finding.
+//! - Mutations return `202` with the operation and accept `Idempotency-Key`; `?dry_run=true`
+//!   returns the plan (`200`) and changes nothing.
+//! - `400` invalid, `401` unauthenticated, `403` wrong scope/CSRF, `404`, `409` conflict (another
+//!   mutation on the target is running, or an idempotency key reused with another body),
+//!   `422` valid but impossible (e.g. an immutable field).
+
+mod clusters;
+mod context;
+mod meta;
+mod operations;
+mod session;
+mod sim;
+mod stream;
+
+use crate::AppState;
+use crate::error::{ApiError, Problem};
+use aide::OperationInput;
+use aide::axum::ApiRouter;
+use aide::generate::GenContext;
+use aide::openapi::{OpenApi, Operation};
+use aide::transform::{TransformOpenApi, TransformOperation};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use instantstart_core::operation::Operation as CoreOperation;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// Builds the application router and records its OpenAPI document in `state`.
+pub fn router(state: AppState) -> axum::Router {
+    aide::generate::extract_schemas(true);
+    aide::generate::infer_responses(false);
+    let mut protected = ApiRouter::new()
+        .merge(context::routes())
+        .merge(clusters::routes())
+        .merge(operations::routes())
+        .merge(session::protected_routes())
+        .merge(stream::routes());
+    if state.sim.is_some() {
+        protected = protected.merge(sim::routes());
+    }
+    let protected = protected.route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
+    let mut api = OpenApi::default();
+    let documented = ApiRouter::new()
+        .merge(protected)
+        .merge(session::public_routes())
+        .merge(meta::routes())
+        .finish_api_with(&mut api, describe_api);
+    state.set_openapi(&api);
+    documented
+        .fallback(fallback)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+fn describe_api(api: TransformOpenApi<'_>) -> TransformOpenApi<'_> {
+    api.title("InstantStart API")
+        .version(env!("CARGO_PKG_VERSION"))
+        .description(
+            "Control plane for Amazon SageMaker HyperPod on Amazon EKS. Every mutation returns 202 with an \
+             operation whose steps record their phase; follow it with GET /api/operations/{id} or the \
+             WebSocket /api/operations/stream. Mutations accept an Idempotency-Key header and ?dry_run=true. \
+             Errors are RFC 9457 problem+json with every validation finding (field path and rule).",
+        )
+        .security_scheme(
+            "bearer",
+            aide::openapi::SecurityScheme::Http {
+                scheme: "bearer".into(),
+                bearer_format: Some("InstantStart API token".into()),
+                description: Some("Token from <data-dir>/token or `instantstart-server token create`.".into()),
+                extensions: Default::default(),
+            },
+        )
+        .security_scheme(
+            "session",
+            aide::openapi::SecurityScheme::ApiKey {
+                location: aide::openapi::ApiKeyLocation::Cookie,
+                name: crate::auth::SESSION_COOKIE.into(),
+                description: Some("Browser session from POST /api/login; changes also need X-CSRF-Token.".into()),
+                extensions: Default::default(),
+            },
+        )
+}
+
+/// Authenticates every protected request and stores the [`crate::auth::Principal`].
+async fn require_auth(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    match state.auth.authorize(req.method(), req.headers()) {
+        Ok(principal) => {
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Request metrics and a trace line per request; adds baseline security headers.
+async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().as_str().to_string();
+    let route =
+        req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let mut response = next.run(req).await;
+    let status = response.status().as_u16();
+    state.metrics.record(&method, &route, status, started.elapsed());
+    tracing::debug!(%method, %route, status, elapsed_ms = started.elapsed().as_millis() as u64, "request");
+    let h = response.headers_mut();
+    h.insert("x-content-type-options", "nosniff".parse().expect("static"));
+    h.insert("x-frame-options", "DENY".parse().expect("static"));
+    h.insert("referrer-policy", "no-referrer".parse().expect("static"));
+    response
+}
+
+async fn fallback(uri: axum::http::Uri) -> Response {
+    if uri.path().starts_with("/api/") || uri.path() == "/api" {
+        return ApiError::NotFound(format!("no API route {}", uri.path())).into_response();
+    }
+    crate::ui::serve(uri).await
+}
+
+/// A JSON request body decoded into `T`; shape errors name the field (`400` problem+json).
+pub struct ApiBody<T>(pub T, pub serde_json::Value);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let is_json = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/json") || ct.contains("+json"));
+        if !is_json {
+            return Err(ApiError::BadRequest("expected Content-Type: application/json".into()));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::BadRequest(format!("request body larger than {MAX_BODY_BYTES} bytes"))
+            } else {
+                ApiError::BadRequest(e.body_text())
+            }
+        })?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("body is not valid JSON: {e}")))?;
+        let typed = instantstart_core::workflow::decode(&value)?;
+        Ok(ApiBody(typed, value))
+    }
+}
+
+impl<T: JsonSchema> OperationInput for ApiBody<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        <Json<T> as OperationInput>::operation_input(ctx, operation);
+    }
+}
+
+/// `?dry_run=true` on mutations.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
+pub struct DryRunQuery {
+    /// Return the plan without changing anything.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Links of an operation.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OperationLinks {
+    #[serde(rename = "self")]
+    pub this: String,
+    pub stream: String,
+}
+
+/// Response of every mutation: the operation and how to follow it to completion.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OperationAccepted {
+    pub operation: CoreOperation,
+    /// True when an earlier identical request with the same Idempotency-Key is returned.
+    pub replayed: bool,
+    pub links: OperationLinks,
+    /// How a client decides completion.
+    pub completion: String,
+}
+
+/// Response of `?dry_run=true`: what would be done, nothing was changed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DryRun {
+    pub dry_run: bool,
+    pub target: String,
+    /// The request as it would be recorded (defaults filled in).
+    pub request: serde_json::Value,
+    pub steps: Vec<instantstart_core::operation::StepSpec>,
+}
+
+pub(crate) fn accepted(operation: CoreOperation, replayed: bool) -> Response {
+    let id = operation.id.0.clone();
+    let body = OperationAccepted {
+        operation,
+        replayed,
+        links: OperationLinks {
+            this: format!("/api/operations/{id}"),
+            stream: format!("/api/operations/stream?operation_id={id}"),
+        },
+        completion: format!(
+            "poll GET /api/operations/{id} (or follow the stream) until status is succeeded, failed, needs_attention or cancelled"
+        ),
+    };
+    (StatusCode::ACCEPTED, Json(body)).into_response()
+}
+
+pub(crate) fn dry_run(prepared: instantstart_core::engine::Prepared) -> Response {
+    Json(DryRun { dry_run: true, target: prepared.target, request: prepared.request, steps: prepared.steps })
+        .into_response()
+}
+
+/// The optional `Idempotency-Key` header of a mutation: the same key with the same body
+/// returns the existing operation; with another body it is a `409`.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _state: &S) -> Result<Self, ApiError> {
+        idempotency_key(&parts.headers).map(IdempotencyKey)
+    }
+}
+
+impl OperationInput for IdempotencyKey {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        use aide::openapi::{
+            HeaderStyle, Parameter, ParameterData, ParameterSchemaOrContent, ReferenceOr, SchemaObject,
+        };
+        let schema = ctx.schema.subschema_for::<String>();
+        operation.parameters.push(ReferenceOr::Item(Parameter::Header {
+            parameter_data: ParameterData {
+                name: "Idempotency-Key".into(),
+                description: Some("Same key + same body returns the existing operation; another body is a 409.".into()),
+                required: false,
+                deprecated: None,
+                format: ParameterSchemaOrContent::Schema(SchemaObject {
+                    json_schema: schema,
+                    example: None,
+                    external_docs: None,
+                }),
+                example: None,
+                examples: Default::default(),
+                explode: None,
+                extensions: Default::default(),
+            },
+            style: HeaderStyle::Simple,
+        }));
+    }
+}
+
+/// The `Idempotency-Key` header, validated.
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else { return Ok(None) };
+    let s = v.to_str().map_err(|_| ApiError::BadRequest("Idempotency-Key must be visible ASCII".into()))?;
+    if s.is_empty() || s.len() > 255 || !s.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(ApiError::BadRequest("Idempotency-Key must be 1-255 visible ASCII characters".into()));
+    }
+    Ok(Some(s.to_string()))
+}
+
+/// Documents the error responses every protected route can return.
+pub(crate) fn errors(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.response_with::<400, Json<Problem>, _>(|r| r.description("Invalid request (every finding listed)"))
+        .response_with::<401, Json<Problem>, _>(|r| r.description("Not authenticated"))
+        .response_with::<403, Json<Problem>, _>(|r| r.description("Scope or CSRF check failed"))
+        .security_requirement("bearer")
+        .security_requirement("session")
+}
+
+/// Documents a mutation's responses.
+pub(crate) fn mutation(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    errors(op)
+        .response_with::<202, Json<OperationAccepted>, _>(|r| r.description("Operation recorded and started"))
+        .response_with::<200, Json<DryRun>, _>(|r| r.description("Dry run: the plan, nothing changed"))
+        .response_with::<409, Json<Problem>, _>(|r| {
+            r.description(
+                "Another mutation of the target is running, or the Idempotency-Key was used with another body",
+            )
+        })
+        .response_with::<422, Json<Problem>, _>(|r| r.description("Valid but impossible in the current state"))
+}

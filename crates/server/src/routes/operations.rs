@@ -1,0 +1,153 @@
+//! Operations: list, get, retry a failed step, cancel; and the audit log.
+
+use super::errors;
+use crate::AppState;
+use crate::auth::Principal;
+use crate::error::{ApiError, Problem};
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
+use axum::Json;
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::StatusCode;
+use instantstart_core::operation::{AuditEntry, Operation, OperationId, OperationStatus};
+use instantstart_core::store::OperationFilter;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListQuery {
+    /// Only operations on this target, e.g. `cluster/demo`.
+    pub target: Option<String>,
+    /// Only operations with this status.
+    pub status: Option<OperationStatus>,
+    /// At most this many (1-500, default 100), newest first.
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OperationPath {
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StepPath {
+    pub id: String,
+    /// Step key, e.g. `eks_cluster` or `addon:cert-manager`.
+    pub step: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AuditQuery {
+    pub target: Option<String>,
+    /// At most this many (1-1000, default 100), newest first.
+    pub limit: Option<u32>,
+}
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/operations",
+            get_with(list, |op| {
+                errors(
+                    op.id("operation_list")
+                        .summary("List operations, newest first")
+                        .tag("operations")
+                        .response::<200, Json<Vec<Operation>>>(),
+                )
+            }),
+        )
+        .api_route(
+            "/api/operations/{id}",
+            get_with(get, |op| {
+                errors(
+                    op.id("operation_get")
+                        .summary("An operation with every step: phase, attempts, timings, error")
+                        .tag("operations"),
+                )
+                .response::<200, Json<Operation>>()
+                .response::<404, Json<Problem>>()
+            }),
+        )
+        .api_route(
+            "/api/operations/{id}/steps/{step}/retry",
+            post_with(retry, |op| {
+                errors(
+                    op.id("operation_retry_step")
+                        .summary("Retry one failed step (observes before it submits again)")
+                        .tag("operations"),
+                )
+                .response::<202, Json<Operation>>()
+                .response::<404, Json<Problem>>()
+                .response::<409, Json<Problem>>()
+            }),
+        )
+        .api_route(
+            "/api/operations/{id}/cancel",
+            post_with(cancel, |op| {
+                errors(
+                    op.id("operation_cancel")
+                        .summary("Cancel a running operation (stops between provider calls; no rollback)")
+                        .tag("operations"),
+                )
+                .response::<202, Json<Operation>>()
+                .response::<404, Json<Problem>>()
+                .response::<409, Json<Problem>>()
+            }),
+        )
+        .api_route(
+            "/api/audit",
+            get_with(audit, |op| {
+                errors(
+                    op.id("audit_list")
+                        .summary("Audit log: who did what, when, with which diff")
+                        .tag("operations")
+                        .response::<200, Json<Vec<AuditEntry>>>(),
+                )
+            }),
+        )
+}
+
+fn bounded(limit: Option<u32>, max: u32, field: &str) -> Result<u32, ApiError> {
+    match limit {
+        None => Ok(100),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(_) => {
+            Err(instantstart_core::validate::ValidationError::invalid(field, format!("must be between 1 and {max}"))
+                .into())
+        }
+    }
+}
+
+async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Result<Json<Vec<Operation>>, ApiError> {
+    let limit = bounded(q.limit, 500, "limit")?;
+    Ok(Json(state.store.list_operations(&OperationFilter {
+        target: q.target,
+        status: q.status,
+        limit: Some(limit),
+    })?))
+}
+
+async fn get(State(state): State<AppState>, Path(p): Path<OperationPath>) -> Result<Json<Operation>, ApiError> {
+    Ok(Json(state.engine.get(&OperationId(p.id))?))
+}
+
+async fn retry(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(p): Path<StepPath>,
+) -> Result<(StatusCode, Json<Operation>), ApiError> {
+    Ok((StatusCode::ACCEPTED, Json(state.engine.retry_step(&OperationId(p.id), &p.step, principal.actor())?)))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(p): Path<OperationPath>,
+) -> Result<(StatusCode, Json<Operation>), ApiError> {
+    Ok((StatusCode::ACCEPTED, Json(state.engine.cancel(&OperationId(p.id), principal.actor())?)))
+}
+
+async fn audit(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+    let limit = bounded(q.limit, 1000, "limit")?;
+    Ok(Json(state.store.list_audit(q.target.as_deref(), limit)?))
+}

@@ -1,0 +1,83 @@
+//! Browser login: exchange an API token for an HttpOnly session cookie and a CSRF token.
+
+use super::{ApiBody, errors};
+use crate::AppState;
+use crate::auth::{Principal, SESSION_COOKIE, Scope};
+use crate::error::{ApiError, Problem};
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
+use axum::Json;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    /// An API token.
+    pub token: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionInfo {
+    pub name: String,
+    pub scope: Scope,
+    /// Send this in `X-CSRF-Token` on every state-changing request made with the cookie.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csrf_token: Option<String>,
+}
+
+pub fn public_routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/login",
+            post_with(login, |op| {
+                op.id("login")
+                    .summary("Log in with an API token; sets an HttpOnly SameSite=Strict session cookie")
+                    .tag("session")
+                    .response::<200, Json<SessionInfo>>()
+                    .response::<400, Json<Problem>>()
+                    .response::<401, Json<Problem>>()
+            }),
+        )
+        .api_route(
+            "/api/logout",
+            post_with(logout, |op| {
+                op.id("logout").summary("Clear the session cookie").tag("session").response::<204, ()>()
+            }),
+        )
+}
+
+pub fn protected_routes() -> ApiRouter<AppState> {
+    ApiRouter::new().api_route(
+        "/api/session",
+        get_with(whoami, |op| {
+            errors(op.id("session_get").summary("Who am I").tag("session").response::<200, Json<SessionInfo>>())
+        }),
+    )
+}
+
+async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiBody(req, _): ApiBody<LoginRequest>,
+) -> Result<Response, ApiError> {
+    crate::auth::check_origin(&headers)?;
+    let (name, scope) =
+        state.auth.verify_token(req.token.trim()).ok_or_else(|| ApiError::Unauthorized("invalid API token".into()))?;
+    let (cookie, csrf) = state.auth.issue_session(&name, scope);
+    let set_cookie = format!("{SESSION_COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200");
+    Ok((StatusCode::OK, [(header::SET_COOKIE, set_cookie)], Json(SessionInfo { name, scope, csrf_token: Some(csrf) }))
+        .into_response())
+}
+
+async fn logout() -> Response {
+    let clear = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clear)]).into_response()
+}
+
+async fn whoami(Extension(p): Extension<Principal>) -> Json<SessionInfo> {
+    Json(SessionInfo { name: p.name, scope: p.scope, csrf_token: None })
+}

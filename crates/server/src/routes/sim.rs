@@ -1,0 +1,71 @@
+//! Simulated-cloud controls (only when the provider is the sim): per-API call counters and
+//! fault injection, for tests and demos. Absent with the real provider.
+
+use super::{ApiBody, errors};
+use crate::AppState;
+use crate::auth::Principal;
+use crate::error::ApiError;
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
+use axum::Json;
+use axum::extract::{Extension, State};
+use instantstart_core::engine::audit;
+use std::collections::BTreeMap;
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/sim/stats",
+            get_with(stats, |op| {
+                errors(
+                    op.id("sim_stats")
+                        .summary("Per-API call counters of the simulated cloud")
+                        .tag("sim")
+                        .response::<200, Json<BTreeMap<String, u64>>>(),
+                )
+            }),
+        )
+        .api_route(
+            "/api/sim/faults",
+            get_with(faults, |op| {
+                errors(
+                    op.id("sim_faults_get")
+                        .summary("Fault injection settings")
+                        .tag("sim")
+                        .response::<200, Json<serde_json::Value>>(),
+                )
+            })
+            .put_with(set_faults, |op| {
+                errors(
+                    op.id("sim_faults_set")
+                        .summary("Replace fault injection settings")
+                        .tag("sim")
+                        .response::<200, Json<serde_json::Value>>(),
+                )
+            }),
+        )
+}
+
+fn sim(state: &AppState) -> Result<&instantstart_sim::SimCloud, ApiError> {
+    state.sim.as_ref().ok_or_else(|| ApiError::NotFound("the provider is not the simulated cloud".into()))
+}
+
+async fn stats(State(state): State<AppState>) -> Result<Json<BTreeMap<String, u64>>, ApiError> {
+    Ok(Json(sim(&state)?.stats()))
+}
+
+async fn faults(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    serde_json::to_value(sim(&state)?.faults()).map(Json).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+async fn set_faults(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiBody(raw, _): ApiBody<serde_json::Value>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let sim = sim(&state)?;
+    let faults: instantstart_sim::SimFaults = instantstart_core::workflow::decode(&raw)?;
+    sim.set_faults(faults);
+    audit(state.store.as_ref(), principal.actor(), "sim.faults.set", "sim", raw)?;
+    serde_json::to_value(sim.faults()).map(Json).map_err(|e| ApiError::Internal(e.to_string()))
+}

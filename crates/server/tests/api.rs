@@ -1,0 +1,468 @@
+//! REST API tests: router-level (`oneshot`) checks of every endpoint, auth, idempotency, dry
+//! run and conflicts; the OpenAPI snapshot; and an end-to-end run of the real binary that is
+//! killed with SIGKILL mid-pipeline and restarted on the same data directory.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use instantstart_server::{AppState, ProviderKind, ServerOptions};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tower::ServiceExt;
+
+const TOKEN: &str = "ist_test_admin_token";
+
+struct TestApp {
+    _dir: tempfile::TempDir,
+    state: AppState,
+    router: axum::Router,
+}
+
+fn test_app(speed: f64) -> TestApp {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ServerOptions {
+        data_dir: dir.path().to_path_buf(),
+        provider: ProviderKind::Sim,
+        sim_speed: speed,
+        default_region: "us-east-1".into(),
+        token: Some(TOKEN.into()),
+    };
+    let state = AppState::assemble(&opts).unwrap().state;
+    let router = instantstart_server::app(state.clone());
+    TestApp { _dir: dir, state, router }
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Value,
+}
+
+impl TestApp {
+    async fn call(&self, req: Request<Body>) -> Reply {
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let body =
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+        Reply { status, headers, body }
+    }
+
+    async fn send(&self, method: Method, uri: &str, body: Option<Value>, extra: &[(&str, &str)]) -> Reply {
+        let mut b = Request::builder().method(method).uri(uri).header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+        for (k, v) in extra {
+            b = b.header(*k, *v);
+        }
+        let req = match body {
+            Some(v) => b.header(header::CONTENT_TYPE, "application/json").body(Body::from(v.to_string())).unwrap(),
+            None => b.body(Body::empty()).unwrap(),
+        };
+        self.call(req).await
+    }
+
+    async fn get(&self, uri: &str) -> Reply {
+        self.send(Method::GET, uri, None, &[]).await
+    }
+
+    async fn wait_op(&self, id: &str) -> Value {
+        let op = self
+            .state
+            .engine
+            .wait(&instantstart_core::operation::OperationId(id.into()), Duration::from_secs(30))
+            .await
+            .unwrap();
+        serde_json::to_value(op).unwrap()
+    }
+}
+
+fn create_body(name: &str) -> Value {
+    json!({
+        "name": name,
+        "region": "us-east-1",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": { "instance_groups": [
+            { "name": "workers", "instance_type": "ml.g5.2xlarge", "count": 2, "availability_zone": "us-east-1a" }
+        ]}
+    })
+}
+
+#[tokio::test]
+async fn auth_is_required_and_scoped() {
+    let app = test_app(2000.0);
+    // No credentials: 401 problem+json.
+    let r = app.call(Request::get("/api/clusters").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers[header::CONTENT_TYPE], "application/problem+json");
+    assert_eq!(r.body["status"], 401);
+    // Wrong token.
+    let r = app
+        .call(Request::get("/api/clusters").header(header::AUTHORIZATION, "Bearer nope").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    // A read token can GET but not mutate.
+    let read = instantstart_server::auth::Auth::create_token(
+        app._dir.path(),
+        "viewer",
+        instantstart_server::auth::Scope::Read,
+    )
+    .unwrap();
+    let get = Request::get("/api/clusters")
+        .header(header::AUTHORIZATION, format!("Bearer {read}"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(app.call(get).await.status, StatusCode::OK);
+    let post = Request::post("/api/clusters")
+        .header(header::AUTHORIZATION, format!("Bearer {read}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(create_body("demo").to_string()))
+        .unwrap();
+    let r = app.call(post).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    // Meta endpoints are public.
+    for path in ["/healthz", "/metrics", "/api/openapi.json"] {
+        let r = app.call(Request::get(path).body(Body::empty()).unwrap()).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+    }
+    // Unknown API routes are problem+json 404s, other paths serve the UI.
+    assert_eq!(app.get("/api/nope").await.status, StatusCode::NOT_FOUND);
+    let ui = app.call(Request::get("/").body(Body::empty()).unwrap()).await;
+    assert_eq!(ui.status, StatusCode::OK);
+    assert!(ui.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+}
+
+#[tokio::test]
+async fn browser_sessions_need_csrf_for_changes() {
+    let app = test_app(2000.0);
+    let login = Request::post("/api/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({ "token": TOKEN }).to_string()))
+        .unwrap();
+    let r = app.call(login).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let cookie = r.headers[header::SET_COOKIE].to_str().unwrap().to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let session = cookie.split(';').next().unwrap().to_string();
+    let csrf = r.body["csrf_token"].as_str().unwrap().to_string();
+    let bad = Request::post("/api/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({ "token": "x" }).to_string()))
+        .unwrap();
+    assert_eq!(app.call(bad).await.status, StatusCode::UNAUTHORIZED);
+
+    let who =
+        app.call(Request::get("/api/session").header(header::COOKIE, &session).body(Body::empty()).unwrap()).await;
+    assert_eq!(who.body["name"], "admin");
+    let put = |csrf: Option<&str>| {
+        let mut b = Request::put("/api/active-cluster")
+            .header(header::COOKIE, &session)
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(c) = csrf {
+            b = b.header("x-csrf-token", c);
+        }
+        b.body(Body::from(json!({ "name": null }).to_string())).unwrap()
+    };
+    assert_eq!(app.call(put(None)).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(app.call(put(Some("wrong"))).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(app.call(put(Some(&csrf))).await.status, StatusCode::OK);
+    let audit = app.get("/api/audit").await;
+    assert_eq!(audit.body[0]["action"], "active_cluster.set");
+    assert_eq!(audit.body[0]["actor"]["face"], "ui");
+}
+
+#[tokio::test]
+async fn create_dry_run_idempotency_conflict_and_lifecycle() {
+    let app = test_app(1000.0);
+    // Dry run: the plan, nothing called.
+    let r = app.send(Method::POST, "/api/clusters?dry_run=true", Some(create_body("demo")), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["dry_run"], true);
+    assert_eq!(r.body["target"], "cluster/demo");
+    assert!(r.body["steps"].as_array().unwrap().iter().any(|s| s["key"] == "hyperpod_cluster"));
+    let stats = app.get("/api/sim/stats").await.body;
+    assert!(stats.as_object().unwrap().keys().all(|k| !k.contains("Create")), "dry run called nothing: {stats}");
+
+    // Validation: every finding with its field path, nothing recorded.
+    let mut bad = create_body("Bad Name");
+    bad["hyperpod"]["instance_groups"][0]["count"] = json!(99999);
+    let r = app.send(Method::POST, "/api/clusters", Some(bad), &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.headers[header::CONTENT_TYPE], "application/problem+json");
+    let fields: Vec<&str> =
+        r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["name", "hyperpod.instance_groups[0].count"]);
+    let r = app.send(Method::POST, "/api/clusters", Some(json!({ "name": "x", "region": 5 })), &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.body["findings"][0]["field"], "region");
+    assert!(app.get("/api/operations").await.body.as_array().unwrap().is_empty());
+
+    // Create with an idempotency key; a replay returns the same operation.
+    let key = [("idempotency-key", "create-demo-1"), ("x-instantstart-face", "cli")];
+    let r = app.send(Method::POST, "/api/clusters", Some(create_body("demo")), &key).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    assert_eq!(r.body["replayed"], false);
+    assert_eq!(r.body["links"]["self"], format!("/api/operations/{id}"));
+    assert_eq!(r.body["operation"]["actor"]["face"], "cli");
+    let again = app.send(Method::POST, "/api/clusters", Some(create_body("demo")), &key).await;
+    assert_eq!(again.status, StatusCode::ACCEPTED);
+    assert_eq!(again.body["operation"]["id"], id.as_str());
+    assert_eq!(again.body["replayed"], true);
+    let other = app.send(Method::POST, "/api/clusters", Some(create_body("other")), &key).await;
+    assert_eq!(other.status, StatusCode::CONFLICT);
+    assert_eq!(other.body["operation_id"], id.as_str());
+    // A second mutation of the same cluster while the first runs: 409.
+    let del = app.send(Method::DELETE, "/api/clusters/demo", None, &[]).await;
+    assert_eq!(del.status, StatusCode::CONFLICT, "{:?}", del.body);
+    // Creating a name that exists: 422.
+    let dup = app.send(Method::POST, "/api/clusters", Some(create_body("demo")), &[]).await;
+    assert_eq!(dup.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let done = app.wait_op(&id).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    let op = app.get(&format!("/api/operations/{id}")).await;
+    assert_eq!(op.body["status"], "succeeded");
+    assert!(op.body["steps"].as_array().unwrap().iter().all(|s| s["phase"] == "succeeded" && s["attempts"] == 1));
+    let list = app.get("/api/clusters").await;
+    assert_eq!(list.body[0]["name"], "demo");
+    assert_eq!(list.body[0]["status"], "ready");
+    assert_eq!(list.body[0]["active"], true);
+    let detail = app.get("/api/clusters/demo").await;
+    assert_eq!(detail.body["hyperpod"]["state"]["state"], "active", "{:#}", detail.body);
+    assert_eq!(detail.body["nodes"].as_array().unwrap().len(), 2);
+    assert_eq!(app.get("/api/clusters/nope").await.status, StatusCode::NOT_FOUND);
+    let filtered = app.get("/api/operations?target=cluster/demo&status=succeeded&limit=5").await;
+    assert_eq!(filtered.body.as_array().unwrap().len(), 1);
+    assert_eq!(app.get("/api/operations?limit=0").await.status, StatusCode::BAD_REQUEST);
+
+    // Delete: dry run, then for real.
+    let plan = app.send(Method::DELETE, "/api/clusters/demo?dry_run=true", None, &[]).await;
+    assert_eq!(plan.status, StatusCode::OK);
+    let del = app.send(Method::DELETE, "/api/clusters/demo", None, &[]).await;
+    assert_eq!(del.status, StatusCode::ACCEPTED, "{:?}", del.body);
+    let done = app.wait_op(del.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    assert!(app.get("/api/clusters").await.body.as_array().unwrap().is_empty());
+    assert_eq!(app.send(Method::DELETE, "/api/clusters/demo", None, &[]).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn failed_step_retry_cancel_import_and_context() {
+    let app = test_app(1000.0);
+    let faults = json!({ "fail_apis": { "sagemaker:CreateCluster": { "mode": "fail_once", "kind": "failed", "message": "InsufficientCapacity in us-east-1a" } } });
+    assert_eq!(app.send(Method::PUT, "/api/sim/faults", Some(faults), &[]).await.status, StatusCode::OK);
+    let r = app.send(Method::POST, "/api/clusters", Some(create_body("demo")), &[]).await;
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let failed = app.wait_op(&id).await;
+    assert_eq!(failed["status"], "failed");
+    let step = failed["steps"].as_array().unwrap().iter().find(|s| s["key"] == "hyperpod_cluster").unwrap().clone();
+    assert!(step["error"].as_str().unwrap().contains("InsufficientCapacity"));
+    // Retry a step that did not fail: 409. Retry the failed one: 202, then success.
+    let r = app.send(Method::POST, &format!("/api/operations/{id}/steps/eks_cluster/retry"), None, &[]).await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    let r = app.send(Method::POST, &format!("/api/operations/{id}/steps/nope/retry"), None, &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = app.send(Method::POST, &format!("/api/operations/{id}/steps/hyperpod_cluster/retry"), None, &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    assert_eq!(app.wait_op(&id).await["status"], "succeeded");
+    let stats = app.get("/api/sim/stats").await.body;
+    assert_eq!(stats["sagemaker:CreateCluster"], 2, "one failed call, one successful");
+    assert_eq!(stats["eks:CreateCluster"], 1);
+    // Cancelling a finished operation is a conflict.
+    assert_eq!(
+        app.send(Method::POST, &format!("/api/operations/{id}/cancel"), None, &[]).await.status,
+        StatusCode::CONFLICT
+    );
+
+    // Import the EKS cluster under another name (it exists in the simulated account).
+    let imp =
+        json!({ "name": "imported", "region": "us-east-1", "eks_cluster": "demo", "hyperpod_cluster": "demo-hp" });
+    let r = app.send(Method::POST, "/api/clusters/import", Some(imp), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+    let missing = json!({ "name": "ghost", "region": "us-east-1", "eks_cluster": "nope" });
+    let r = app.send(Method::POST, "/api/clusters/import", Some(missing), &[]).await;
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "failed");
+    // Switch the active cluster; unknown names are 404.
+    assert_eq!(
+        app.send(Method::PUT, "/api/active-cluster", Some(json!({ "name": "imported" })), &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(app.get("/api/active-cluster").await.body["name"], "imported");
+    assert_eq!(
+        app.send(Method::PUT, "/api/active-cluster", Some(json!({ "name": "zzz" })), &[]).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Context.
+    let ctx = app.get("/api/context").await.body;
+    assert_eq!(ctx["provider"], "sim");
+    assert_eq!(ctx["identity"]["account"], "123456789012");
+    let zones = app.get("/api/context/zones?region=us-east-1").await.body;
+    assert!(zones.as_array().unwrap().iter().any(|z| z["name"] == "us-east-1a"));
+    assert_eq!(app.get("/api/context/zones?region=mars").await.status, StatusCode::BAD_REQUEST);
+    let types = app.get("/api/context/instance-types?region=us-east-1").await.body;
+    assert!(
+        types
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["instance_type"] == "ml.g5.2xlarge" && t["info"]["accelerators"] == 1)
+    );
+
+    // A running operation can be cancelled.
+    let r = app.send(Method::POST, "/api/clusters", Some(create_body("slow")), &[]).await;
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let r = app.send(Method::POST, &format!("/api/operations/{id}/cancel"), None, &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert_eq!(app.wait_op(&id).await["status"], "cancelled");
+    // Metrics show requests, operations and provider calls.
+    let m = app.call(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    let text = m.body.as_str().unwrap();
+    assert!(text.contains("instantstart_http_requests_total{method=\"POST\",route=\"/api/clusters\",status=\"202\"}"));
+    assert!(text.contains("instantstart_operations{status=\"cancelled\"} 1"));
+    assert!(text.contains("instantstart_provider_calls_total{api=\"eks:CreateCluster\"}"));
+}
+
+#[tokio::test]
+async fn openapi_document_is_generated_and_stable() {
+    let app = test_app(1000.0);
+    let doc = app.call(Request::get("/api/openapi.json").body(Body::empty()).unwrap()).await.body;
+    assert_eq!(doc["openapi"], "3.1.0");
+    // The route table and the document are one: every path we serve is documented.
+    let paths: Vec<&str> = doc["paths"].as_object().unwrap().keys().map(String::as_str).collect();
+    for p in [
+        "/healthz",
+        "/metrics",
+        "/api/openapi.json",
+        "/api/clusters",
+        "/api/clusters/{name}",
+        "/api/operations",
+        "/api/operations/{id}",
+        "/api/sim/stats",
+        "/api/operations/stream",
+    ] {
+        assert!(paths.contains(&p), "{p} missing from {paths:?}");
+    }
+    insta::assert_json_snapshot!("openapi", doc);
+}
+
+/// Minimal HTTP/1.1 client for the binary test (one request per connection).
+async fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text[9..12].parse().unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, tail)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            out.push_str(&tail[..n]);
+            rest = &tail[n + 2..];
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    (status, serde_json::from_str(&body).unwrap_or(Value::String(body)))
+}
+
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn start_server(dir: &std::path::Path, port: u16) -> Server {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart-server"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--sim-speed", "300", "--data-dir"])
+        .arg(dir)
+        .env("INSTANTSTART_TOKEN", TOKEN)
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return server;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("server did not start");
+}
+
+/// Follows the live stream until `done` says so; returns the last operation seen.
+async fn follow(port: u16, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req =
+        format!("ws://127.0.0.1:{port}/api/operations/stream?operation_id={id}").into_client_request().unwrap();
+    req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let msg = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .expect("stream ended in time")
+            .expect("stream open")
+            .unwrap();
+        if let Ok(text) = msg.to_text() {
+            let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+            if v["type"] == "operation" && done(&v["operation"]) {
+                return v["operation"].clone();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_binary_survives_kill_9_mid_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = start_server(dir.path(), port).await;
+    let (status, created) = http(port, "POST", "/api/clusters", Some(&create_body("demo"))).await;
+    assert_eq!(status, 202, "{created}");
+    let id = created["operation"]["id"].as_str().unwrap().to_string();
+    // Follow live progress until the EKS control plane is being polled, then SIGKILL.
+    let phase_of = |op: &Value, key: &str| {
+        op["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .map(|s| s["phase"].as_str().unwrap().to_string())
+    };
+    follow(port, &id, |op| phase_of(op, "eks_cluster").as_deref() == Some("polling")).await;
+    drop(server); // kill -9
+    let _server = start_server(dir.path(), port).await;
+    let last = follow(port, &id, |op| op["status"] != "running").await;
+    assert_eq!(last["status"], "succeeded", "{last:#}");
+    let (_, stats) = http(port, "GET", "/api/sim/stats", None).await;
+    for (api, n) in [
+        ("ec2:CreateVpc", 1),
+        ("eks:CreateCluster", 1),
+        ("sagemaker:CreateCluster", 1),
+        ("iam:CreateRole", 2),
+        ("s3:CreateBucket", 1),
+        ("eks:CreateAddon", 3),
+    ] {
+        assert_eq!(stats[api], n, "{api}: {stats:#}");
+    }
+}
