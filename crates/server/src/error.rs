@@ -98,6 +98,45 @@ impl IntoResponse for ApiError {
 
 impl OperationOutput for ApiError {
     type Inner = Problem;
+
+    fn operation_response(
+        ctx: &mut aide::generate::GenContext,
+        _op: &mut aide::openapi::Operation,
+    ) -> Option<aide::openapi::Response> {
+        Some(problem_response(ctx))
+    }
+}
+
+/// Documentation-only marker for an `application/problem+json` response.
+pub struct ProblemJson;
+
+impl OperationOutput for ProblemJson {
+    type Inner = Problem;
+
+    fn operation_response(
+        ctx: &mut aide::generate::GenContext,
+        _op: &mut aide::openapi::Operation,
+    ) -> Option<aide::openapi::Response> {
+        Some(problem_response(ctx))
+    }
+}
+
+fn problem_response(ctx: &mut aide::generate::GenContext) -> aide::openapi::Response {
+    use aide::openapi::{MediaType, Response as DocResponse, SchemaObject};
+    let json_schema = ctx.schema.subschema_for::<Problem>();
+    DocResponse {
+        description: "RFC 9457 problem details".into(),
+        content: [(
+            "application/problem+json".to_string(),
+            MediaType {
+                schema: Some(SchemaObject { json_schema, example: None, external_docs: None }),
+                ..Default::default()
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ..Default::default()
+    }
 }
 
 impl From<ValidationError> for ApiError {

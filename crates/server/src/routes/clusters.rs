@@ -1,13 +1,13 @@
 //! Cluster lifecycle: create (the full pipeline), import, list, get, select active, delete.
 
-use super::{ApiBody, DryRunQuery, IdempotencyKey, accepted, dry_run, errors, mutation};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, accepted, dry_run, errors, mutation};
 use crate::AppState;
 use crate::auth::Principal;
-use crate::error::{ApiError, Problem};
+use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with};
 use axum::Json;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 use instantstart_core::engine::audit;
 use instantstart_core::operation::{OperationKind, OperationStatus};
@@ -118,7 +118,7 @@ pub fn routes() -> ApiRouter<AppState> {
             get_with(get, |op| {
                 errors(op.id("cluster_get").summary("A cluster with live EKS/HyperPod state and nodes").tag("clusters"))
                     .response::<200, Json<ClusterDetail>>()
-                    .response::<404, Json<Problem>>()
+                    .response::<404, ProblemJson>()
             })
             .delete_with(delete, |op| {
                 mutation(
@@ -126,7 +126,7 @@ pub fn routes() -> ApiRouter<AppState> {
                         .summary("Delete a cluster (reverse pipeline; imported clusters are only forgotten)")
                         .tag("clusters"),
                 )
-                .response::<404, Json<Problem>>()
+                .response::<404, ProblemJson>()
             }),
         )
         .api_route(
@@ -142,7 +142,7 @@ pub fn routes() -> ApiRouter<AppState> {
             .put_with(set_active, |op| {
                 errors(op.id("active_cluster_set").summary("Select the active cluster (audited)").tag("clusters"))
                     .response::<200, Json<ActiveCluster>>()
-                    .response::<404, Json<Problem>>()
+                    .response::<404, ProblemJson>()
             }),
         )
 }
@@ -180,7 +180,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<Vec<ClusterView>>, A
     Ok(Json(records.into_iter().map(|r| view(&state, r, active.as_deref())).collect::<Result<_, _>>()?))
 }
 
-async fn get(State(state): State<AppState>, Path(p): Path<ClusterPath>) -> Result<Json<ClusterDetail>, ApiError> {
+async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<ClusterPath>) -> Result<Json<ClusterDetail>, ApiError> {
     let record =
         state.store.get_cluster(&p.name)?.ok_or_else(|| ApiError::NotFound(format!("no cluster named {}", p.name)))?;
     let active = state.store.get_setting(ACTIVE_CLUSTER)?;
@@ -222,7 +222,7 @@ async fn submit(
 async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Query(q): Query<DryRunQuery>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(_, raw): ApiBody<ClusterCreateRequest>,
 ) -> Result<Response, ApiError> {
@@ -232,7 +232,7 @@ async fn create(
 async fn import(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Query(q): Query<DryRunQuery>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(_, raw): ApiBody<ImportClusterRequest>,
 ) -> Result<Response, ApiError> {
@@ -242,8 +242,8 @@ async fn import(
 async fn delete(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(p): Path<ClusterPath>,
-    Query(q): Query<DeleteQuery>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<DeleteQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
     let request = serde_json::to_value(DeleteClusterRequest { name: p.name, delete_bucket: q.delete_bucket })
@@ -260,10 +260,10 @@ async fn set_active(
     Extension(principal): Extension<Principal>,
     ApiBody(req, _): ApiBody<ActiveCluster>,
 ) -> Result<Response, ApiError> {
-    if let Some(name) = &req.name {
-        if state.store.get_cluster(name)?.is_none() {
-            return Err(ApiError::NotFound(format!("no cluster named {name}")));
-        }
+    if let Some(name) = &req.name
+        && state.store.get_cluster(name)?.is_none()
+    {
+        return Err(ApiError::NotFound(format!("no cluster named {name}")));
     }
     let previous = state.store.get_setting(ACTIVE_CLUSTER)?;
     state.store.set_setting(ACTIVE_CLUSTER, req.name.as_deref())?;

@@ -1,12 +1,12 @@
 //! Context: who the control plane runs as, which provider, valid zones and instance types.
 
-use super::errors;
+use super::{ApiQuery, errors};
 use crate::error::ApiError;
 use crate::{AppState, ProviderKind};
 use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use instantstart_core::names;
 use instantstart_core::provider::{AvailabilityZone, CallerIdentity};
 use instantstart_core::spec::{InstanceTypeInfo, instance_type_info};
@@ -105,7 +105,7 @@ fn region(state: &AppState, q: &RegionQuery) -> Result<String, ApiError> {
 
 async fn zones(
     State(state): State<AppState>,
-    Query(q): Query<RegionQuery>,
+    ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<AvailabilityZone>>, ApiError> {
     let region = region(&state, &q)?;
     Ok(Json(state.aws.availability_zones(&region).await?))
@@ -113,7 +113,7 @@ async fn zones(
 
 async fn instance_types(
     State(state): State<AppState>,
-    Query(q): Query<RegionQuery>,
+    ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<InstanceTypeView>>, ApiError> {
     let region = region(&state, &q)?;
     let mut by_type: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -12,12 +12,24 @@ pub fn routes() -> ApiRouter<AppState> {
     ApiRouter::new()
         .api_route(
             "/healthz",
-            get_with(healthz, |op| op.id("healthz").summary("Liveness: 200 ok when serving").tag("meta")),
+            get_with(healthz, |op| {
+                op.id("healthz").summary("Liveness: 200 ok when serving").tag("meta").response::<200, String>()
+            }),
         )
-        .api_route("/metrics", get_with(metrics, |op| op.id("metrics").summary("Prometheus text metrics").tag("meta")))
+        .api_route(
+            "/metrics",
+            get_with(metrics, |op| {
+                op.id("metrics").summary("Prometheus text metrics").tag("meta").response::<200, String>()
+            }),
+        )
         .api_route(
             "/api/openapi.json",
-            get_with(openapi, |op| op.id("openapi").summary("This OpenAPI 3.1 document").tag("meta")),
+            get_with(openapi, |op| {
+                op.id("openapi")
+                    .summary("This OpenAPI 3.1 document")
+                    .tag("meta")
+                    .response::<200, axum::Json<serde_json::Value>>()
+            }),
         )
 }
 

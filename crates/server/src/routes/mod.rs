@@ -17,7 +17,7 @@ mod sim;
 mod stream;
 
 use crate::AppState;
-use crate::error::{ApiError, Problem};
+use crate::error::{ApiError, ProblemJson};
 use aide::OperationInput;
 use aide::axum::ApiRouter;
 use aide::generate::GenContext;
@@ -165,6 +165,46 @@ impl<T: JsonSchema> OperationInput for ApiBody<T> {
     }
 }
 
+/// Query parameters; a malformed query is a `400` problem+json.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|e| ApiError::BadRequest(e.body_text()))
+    }
+}
+
+impl<T: JsonSchema> OperationInput for ApiQuery<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        <axum::extract::Query<T> as OperationInput>::operation_input(ctx, operation);
+    }
+}
+
+/// Path parameters; a malformed path is a `400` problem+json.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> axum::extract::FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|e| ApiError::BadRequest(e.body_text()))
+    }
+}
+
+impl<T: JsonSchema> OperationInput for ApiPath<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        <axum::extract::Path<T> as OperationInput>::operation_input(ctx, operation);
+    }
+}
+
 /// `?dry_run=true` on mutations.
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
 pub struct DryRunQuery {
@@ -274,9 +314,9 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Api
 
 /// Documents the error responses every protected route can return.
 pub(crate) fn errors(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    op.response_with::<400, Json<Problem>, _>(|r| r.description("Invalid request (every finding listed)"))
-        .response_with::<401, Json<Problem>, _>(|r| r.description("Not authenticated"))
-        .response_with::<403, Json<Problem>, _>(|r| r.description("Scope or CSRF check failed"))
+    op.response_with::<400, ProblemJson, _>(|r| r.description("Invalid request (every finding listed)"))
+        .response_with::<401, ProblemJson, _>(|r| r.description("Not authenticated"))
+        .response_with::<403, ProblemJson, _>(|r| r.description("Scope or CSRF check failed"))
         .security_requirement("bearer")
         .security_requirement("session")
 }
@@ -286,10 +326,10 @@ pub(crate) fn mutation(op: TransformOperation<'_>) -> TransformOperation<'_> {
     errors(op)
         .response_with::<202, Json<OperationAccepted>, _>(|r| r.description("Operation recorded and started"))
         .response_with::<200, Json<DryRun>, _>(|r| r.description("Dry run: the plan, nothing changed"))
-        .response_with::<409, Json<Problem>, _>(|r| {
+        .response_with::<409, ProblemJson, _>(|r| {
             r.description(
                 "Another mutation of the target is running, or the Idempotency-Key was used with another body",
             )
         })
-        .response_with::<422, Json<Problem>, _>(|r| r.description("Valid but impossible in the current state"))
+        .response_with::<422, ProblemJson, _>(|r| r.description("Valid but impossible in the current state"))
 }

@@ -1,13 +1,13 @@
 //! Operations: list, get, retry a failed step, cancel; and the audit log.
 
-use super::errors;
+use super::{ApiPath, ApiQuery, errors};
 use crate::AppState;
 use crate::auth::Principal;
-use crate::error::{ApiError, Problem};
+use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with};
 use axum::Json;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use instantstart_core::operation::{AuditEntry, Operation, OperationId, OperationStatus};
 use instantstart_core::store::OperationFilter;
@@ -65,7 +65,7 @@ pub fn routes() -> ApiRouter<AppState> {
                         .tag("operations"),
                 )
                 .response::<200, Json<Operation>>()
-                .response::<404, Json<Problem>>()
+                .response::<404, ProblemJson>()
             }),
         )
         .api_route(
@@ -77,8 +77,8 @@ pub fn routes() -> ApiRouter<AppState> {
                         .tag("operations"),
                 )
                 .response::<202, Json<Operation>>()
-                .response::<404, Json<Problem>>()
-                .response::<409, Json<Problem>>()
+                .response::<404, ProblemJson>()
+                .response::<409, ProblemJson>()
             }),
         )
         .api_route(
@@ -90,8 +90,8 @@ pub fn routes() -> ApiRouter<AppState> {
                         .tag("operations"),
                 )
                 .response::<202, Json<Operation>>()
-                .response::<404, Json<Problem>>()
-                .response::<409, Json<Problem>>()
+                .response::<404, ProblemJson>()
+                .response::<409, ProblemJson>()
             }),
         )
         .api_route(
@@ -118,7 +118,10 @@ fn bounded(limit: Option<u32>, max: u32, field: &str) -> Result<u32, ApiError> {
     }
 }
 
-async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Result<Json<Vec<Operation>>, ApiError> {
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<Operation>>, ApiError> {
     let limit = bounded(q.limit, 500, "limit")?;
     Ok(Json(state.store.list_operations(&OperationFilter {
         target: q.target,
@@ -127,14 +130,14 @@ async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Resu
     })?))
 }
 
-async fn get(State(state): State<AppState>, Path(p): Path<OperationPath>) -> Result<Json<Operation>, ApiError> {
+async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<OperationPath>) -> Result<Json<Operation>, ApiError> {
     Ok(Json(state.engine.get(&OperationId(p.id))?))
 }
 
 async fn retry(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(p): Path<StepPath>,
+    ApiPath(p): ApiPath<StepPath>,
 ) -> Result<(StatusCode, Json<Operation>), ApiError> {
     Ok((StatusCode::ACCEPTED, Json(state.engine.retry_step(&OperationId(p.id), &p.step, principal.actor())?)))
 }
@@ -142,12 +145,15 @@ async fn retry(
 async fn cancel(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(p): Path<OperationPath>,
+    ApiPath(p): ApiPath<OperationPath>,
 ) -> Result<(StatusCode, Json<Operation>), ApiError> {
     Ok((StatusCode::ACCEPTED, Json(state.engine.cancel(&OperationId(p.id), principal.actor())?)))
 }
 
-async fn audit(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+async fn audit(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
+) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     let limit = bounded(q.limit, 1000, "limit")?;
     Ok(Json(state.store.list_audit(q.target.as_deref(), limit)?))
 }

@@ -3,7 +3,7 @@
 use super::{ApiBody, errors};
 use crate::AppState;
 use crate::auth::{Principal, SESSION_COOKIE, Scope};
-use crate::error::{ApiError, Problem};
+use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with};
 use axum::Json;
@@ -38,8 +38,8 @@ pub fn public_routes() -> ApiRouter<AppState> {
                     .summary("Log in with an API token; sets an HttpOnly SameSite=Strict session cookie")
                     .tag("session")
                     .response::<200, Json<SessionInfo>>()
-                    .response::<400, Json<Problem>>()
-                    .response::<401, Json<Problem>>()
+                    .response::<400, ProblemJson>()
+                    .response::<401, ProblemJson>()
             }),
         )
         .api_route(

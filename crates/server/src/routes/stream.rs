@@ -4,14 +4,14 @@
 //! Each message is JSON `{"type": "operation", "operation": {...}}` with the whole operation
 //! after the change (snapshots first, then one per change), or `{"type": "heartbeat"}`.
 
-use super::errors;
+use super::{ApiQuery, errors};
 use crate::AppState;
 use crate::auth::check_origin;
 use crate::error::ApiError;
 use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
+use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use instantstart_core::operation::{Operation, OperationId, OperationStatus};
@@ -33,7 +33,7 @@ pub struct StreamQuery {
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamMessage {
-    Operation { operation: Operation },
+    Operation { operation: Box<Operation> },
     Heartbeat,
 }
 
@@ -53,11 +53,31 @@ pub fn routes() -> ApiRouter<AppState> {
 async fn stream(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Query(q): Query<StreamQuery>,
-    ws: WebSocketUpgrade,
+    ApiQuery(q): ApiQuery<StreamQuery>,
+    WsUpgrade(ws): WsUpgrade,
 ) -> Result<Response, ApiError> {
     check_origin(&headers)?;
+    let ws = ws.map_err(|_| {
+        ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
+    })?;
     Ok(ws.on_upgrade(move |socket| follow(socket, state, q)))
+}
+
+/// A WebSocket upgrade, or the reason the request is not one (answered as a 400 problem).
+pub struct WsUpgrade(Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for WsUpgrade {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(WsUpgrade(WebSocketUpgrade::from_request_parts(parts, state).await))
+    }
+}
+
+impl aide::OperationInput for WsUpgrade {
+    fn operation_input(ctx: &mut aide::generate::GenContext, operation: &mut aide::openapi::Operation) {
+        <WebSocketUpgrade as aide::OperationInput>::operation_input(ctx, operation);
+    }
 }
 
 impl StreamQuery {
@@ -90,7 +110,7 @@ async fn send(socket: &mut WebSocket, msg: &StreamMessage) -> bool {
 async fn follow(mut socket: WebSocket, state: AppState, q: StreamQuery) {
     let mut events = state.engine.subscribe();
     for operation in snapshot(&state, &q) {
-        if !send(&mut socket, &StreamMessage::Operation { operation }).await {
+        if !send(&mut socket, &StreamMessage::Operation { operation: Box::new(operation) }).await {
             return;
         }
     }
@@ -100,16 +120,15 @@ async fn follow(mut socket: WebSocket, state: AppState, q: StreamQuery) {
         tokio::select! {
             ev = events.recv() => match ev {
                 Ok(ev) if q.matches(&ev.operation_id, &ev.target) => {
-                    if let Ok(Some(operation)) = state.store.get_operation(&ev.operation_id) {
-                        if !send(&mut socket, &StreamMessage::Operation { operation }).await {
+                    if let Ok(Some(operation)) = state.store.get_operation(&ev.operation_id)
+                        && !send(&mut socket, &StreamMessage::Operation { operation: Box::new(operation) }).await {
                             return;
                         }
-                    }
                 }
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => {
                     for operation in snapshot(&state, &q) {
-                        if !send(&mut socket, &StreamMessage::Operation { operation }).await {
+                        if !send(&mut socket, &StreamMessage::Operation { operation: Box::new(operation) }).await {
                             return;
                         }
                     }
