@@ -426,15 +426,30 @@ impl Engine {
         if running.contains_key(&id) {
             return;
         }
-        let (tx, rx) = watch::channel(false);
+        let (tx, mut rx) = watch::channel(false);
         running.insert(id.clone(), Running { cancel: tx });
         drop(running);
         let inner = self.inner.clone();
         self.inner.tasks.lock().expect("lock").spawn(async move {
-            if let Err(e) = run_operation(&inner, &id, rx).await {
-                tracing::error!(operation = %id, error = %e, "operation driver stopped");
+            loop {
+                let result = run_operation(&inner, &id, rx).await;
+                if let Err(e) = &result {
+                    tracing::error!(operation = %id, error = %e, "operation driver stopped");
+                }
+                // A retry may have reopened the operation while this driver was finishing; its
+                // `spawn` saw this driver registered and left the work to it. Decide under the
+                // same lock `spawn` takes.
+                let mut running = inner.running.lock().expect("lock");
+                let reopened = result.is_ok()
+                    && matches!(inner.store.get_operation(&id), Ok(Some(op)) if op.status == OperationStatus::Running);
+                if !reopened {
+                    running.remove(&id);
+                    return;
+                }
+                let (tx, fresh) = watch::channel(false);
+                running.insert(id.clone(), Running { cancel: tx });
+                rx = fresh;
             }
-            inner.running.lock().expect("lock").remove(&id);
         });
     }
 }
