@@ -15,6 +15,7 @@ pub mod diff;
 pub mod engine;
 pub mod names;
 pub mod operation;
+pub mod preflight;
 pub mod provider;
 pub mod spec;
 pub mod store;

@@ -170,6 +170,7 @@ impl From<EngineError> for ApiError {
             }
             EngineError::InvalidState(_) => ApiError::Conflict { detail: e.to_string(), operation: None },
             EngineError::UnknownKind(_) => ApiError::Internal(e.to_string()),
+            EngineError::Provider(p) => p.into(),
         }
     }
 }

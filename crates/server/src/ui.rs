@@ -23,6 +23,10 @@ fn content_type(path: &str) -> &'static str {
 pub async fn serve(uri: Uri) -> Response {
     let path = uri.path().trim_start_matches('/');
     let path = if path.is_empty() { "index.html" } else { path };
+    // ui/tests is the browser test suite, embedded with the directory but not part of the UI.
+    if path == "tests" || path.starts_with("tests/") {
+        return (StatusCode::NOT_FOUND, "not found").into_response();
+    }
     let file = UI.get_file(path).or_else(|| if path.contains('.') { None } else { UI.get_file("index.html") });
     match file {
         Some(f) => (

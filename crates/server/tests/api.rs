@@ -467,3 +467,25 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
         assert_eq!(stats[api], n, "{api}: {stats:#}");
     }
 }
+
+#[tokio::test]
+async fn preflight_explains_quotas_and_offerings_before_anything_is_created() {
+    let app = test_app(2000.0);
+    let mut body = create_body("big");
+    body["hyperpod"]["instance_groups"][0]["instance_type"] = json!("ml.p5.48xlarge");
+    // The dry run shows the failing check with its remedy.
+    let plan = app.send(Method::POST, "/api/clusters?dry_run=true", Some(body.clone()), &[]).await;
+    assert_eq!(plan.status, StatusCode::OK, "{:#}", plan.body);
+    let quota = plan.body["checks"].as_array().unwrap().iter().find(|c| c["check"] == "quota").unwrap().clone();
+    assert_eq!(quota["status"], "fail", "{quota:#}");
+    assert!(quota["remedy"].as_str().unwrap().contains("Service Quotas"), "{quota:#}");
+    // Submitting is refused with 422 naming the field; nothing is recorded or created.
+    let r = app.send(Method::POST, "/api/clusters", Some(body), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    let fields: Vec<&str> = r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert!(fields.contains(&"hyperpod.instance_groups[0].count"), "{fields:?}");
+    assert!(app.get("/api/operations").await.body.as_array().unwrap().is_empty());
+    assert!(app.get("/api/clusters").await.body.as_array().unwrap().is_empty());
+    let stats = app.get("/api/sim/stats").await.body;
+    assert!(stats.as_object().unwrap().keys().all(|k| !k.contains("Create")), "{stats}");
+}

@@ -28,10 +28,12 @@ mod backoff;
 
 pub use backoff::{Backoff, EngineConfig};
 
+use crate::diff::Plan;
 use crate::operation::{
     Actor, AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus, ResourceRef, StepPhase,
     StepSpec, StepUpdate, request_hash,
 };
+use crate::preflight::{self, PreflightCheck};
 use crate::provider::ProviderError;
 use crate::store::{Inserted, Store, StoreError};
 use crate::validate::ValidationError;
@@ -140,7 +142,20 @@ pub struct Prepared {
     pub steps: Vec<StepSpec>,
 }
 
+/// What a workflow learns from the real state before an operation is recorded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Assessment {
+    /// The explicit diff against the real state; an empty plan means "already in this state":
+    /// no operation is recorded and nothing is called. `None` for workflows without a diff.
+    pub plan: Option<Plan>,
+    /// Preflight checks; a failed one rejects the request (422) before anything is recorded.
+    pub checks: Vec<PreflightCheck>,
+    /// The request reduced to what actually changes (re-prepared before recording).
+    pub reduced_request: Option<Value>,
+}
+
 /// A kind of operation: validates requests, lays out the step DAG, and provides executors.
+#[async_trait]
 pub trait Workflow: Send + Sync {
     fn kind(&self) -> OperationKind;
     /// Validates `request` against the rules and the current state; returns the step DAG.
@@ -152,6 +167,27 @@ pub trait Workflow: Send + Sync {
     fn on_recorded(&self, _op: &Operation) -> Result<(), EngineError> {
         Ok(())
     }
+    /// Reads the real state (read-only provider calls): the explicit diff and preflight checks.
+    async fn assess(&self, _prepared: &Prepared) -> Result<Assessment, EngineError> {
+        Ok(Assessment::default())
+    }
+}
+
+/// Result of [`Engine::submit_checked`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// An operation was recorded and started (or replayed from its idempotency key).
+    Submitted(Submission),
+    /// The real state already matches: nothing recorded, nothing called.
+    NoChange(Plan),
+}
+
+/// Result of [`Engine::dry_run_checked`]: the steps, the diff and the preflight checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DryRun {
+    pub prepared: Prepared,
+    pub plan: Option<Plan>,
+    pub checks: Vec<PreflightCheck>,
 }
 
 /// Errors of the engine API.
@@ -172,6 +208,9 @@ pub enum EngineError {
     /// The request is valid but the state does not allow it (HTTP 409).
     #[error("{0}")]
     InvalidState(String),
+    /// Reading the real state failed (assessment or preflight).
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
 }
 
 /// A phase change, broadcast to live followers (WebSocket/SSE, CLI `--wait`, MCP progress).
@@ -255,29 +294,63 @@ impl Engine {
         self.workflow(kind)?.prepare(request)
     }
 
-    /// Records and starts an operation. With an idempotency key, an identical earlier request
-    /// returns its operation (`created == false`) and starts nothing.
-    pub fn submit(
+    /// Validates, reads the real state (explicit diff and preflight), and records and starts
+    /// the operation unless the state already matches. This is what every face uses.
+    pub async fn submit_checked(
         &self,
         kind: OperationKind,
         request: &Value,
         actor: Actor,
         idempotency_key: Option<String>,
-    ) -> Result<Submission, EngineError> {
+    ) -> Result<Outcome, EngineError> {
         let workflow = self.workflow(kind)?;
-        // The key identifies the client's request as sent: a replay must return the original
-        // operation even when the request would no longer validate (e.g. the cluster it created
-        // now exists), so the key is checked before validation.
         let hash = request_hash(kind, "", request);
-        if let Some(key) = &idempotency_key
-            && let Some(existing) = self.inner.store.find_by_idempotency_key(key)?
-        {
-            if existing.request_hash == hash {
-                return Ok(Submission { operation: existing, created: false });
-            }
-            return Err(StoreError::IdempotencyMismatch { key: key.clone(), operation: existing.id }.into());
+        if let Some(existing) = self.replayed(idempotency_key.as_deref(), &hash)? {
+            return Ok(Outcome::Submitted(Submission { operation: existing, created: false }));
         }
-        let prepared = workflow.prepare(request)?;
+        let mut prepared = workflow.prepare(request)?;
+        let assessment = workflow.assess(&prepared).await?;
+        preflight::blocking(&assessment.checks)?;
+        if let Some(plan) = &assessment.plan {
+            if plan.is_noop() {
+                return Ok(Outcome::NoChange(plan.clone()));
+            }
+        }
+        if let Some(reduced) = &assessment.reduced_request {
+            prepared = workflow.prepare(reduced)?;
+        }
+        self.record(&workflow, kind, prepared, hash, actor, idempotency_key).map(Outcome::Submitted)
+    }
+
+    /// The dry run of [`Engine::submit_checked`]: steps, diff and preflight, nothing changed.
+    pub async fn dry_run_checked(&self, kind: OperationKind, request: &Value) -> Result<DryRun, EngineError> {
+        let workflow = self.workflow(kind)?;
+        let mut prepared = workflow.prepare(request)?;
+        let assessment = workflow.assess(&prepared).await?;
+        if let Some(reduced) = &assessment.reduced_request {
+            prepared = workflow.prepare(reduced)?;
+        }
+        Ok(DryRun { prepared, plan: assessment.plan, checks: assessment.checks })
+    }
+
+    fn replayed(&self, key: Option<&str>, hash: &str) -> Result<Option<Operation>, EngineError> {
+        let Some(key) = key else { return Ok(None) };
+        match self.inner.store.find_by_idempotency_key(key)? {
+            Some(existing) if existing.request_hash == hash => Ok(Some(existing)),
+            Some(existing) => Err(StoreError::IdempotencyMismatch { key: key.into(), operation: existing.id }.into()),
+            None => Ok(None),
+        }
+    }
+
+    fn record(
+        &self,
+        workflow: &Arc<dyn Workflow>,
+        kind: OperationKind,
+        prepared: Prepared,
+        hash: String,
+        actor: Actor,
+        idempotency_key: Option<String>,
+    ) -> Result<Submission, EngineError> {
         let new = NewOperation {
             id: OperationId::generate(),
             kind,
@@ -304,6 +377,28 @@ impl Engine {
                 Ok(Submission { operation, created: true })
             }
         }
+    }
+
+    /// Records and starts an operation without reading the real state first (no diff, no
+    /// preflight). With an idempotency key, an identical earlier request returns its operation
+    /// (`created == false`) and starts nothing.
+    pub fn submit(
+        &self,
+        kind: OperationKind,
+        request: &Value,
+        actor: Actor,
+        idempotency_key: Option<String>,
+    ) -> Result<Submission, EngineError> {
+        let workflow = self.workflow(kind)?;
+        // The key identifies the client's request as sent: a replay must return the original
+        // operation even when the request would no longer validate (e.g. the cluster it created
+        // now exists), so the key is checked before validation.
+        let hash = request_hash(kind, "", request);
+        if let Some(existing) = self.replayed(idempotency_key.as_deref(), &hash)? {
+            return Ok(Submission { operation: existing, created: false });
+        }
+        let prepared = workflow.prepare(request)?;
+        self.record(&workflow, kind, prepared, hash, actor, idempotency_key)
     }
 
     /// Resumes every operation left `running` by a previous process.

@@ -11,13 +11,17 @@
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
 use super::{cluster_target, decode, update_record};
-use crate::engine::{EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow};
+use crate::engine::{
+    Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
 use crate::names::DerivedNames;
 use crate::operation::{Operation, OperationKind, ResourceRef, StepSpec};
+use crate::preflight::{GroupToCheck, check_address_space, check_groups};
 use crate::provider::*;
 use crate::spec::{CapacitySpec, ClusterCreateRequest, NetworkSpec};
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
 use crate::subnet::{ExistingComputeSubnet, SubnetPlanner, place_instance_group, plan_new_vpc};
+use crate::validate::ValidationError;
 use crate::validate::{Findings, Validate};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -149,6 +153,7 @@ pub fn plan_steps(req: &ClusterCreateRequest) -> Vec<StepSpec> {
     steps
 }
 
+#[async_trait]
 impl Workflow for CreateClusterWorkflow {
     fn kind(&self) -> OperationKind {
         OperationKind::CreateCluster
@@ -215,6 +220,47 @@ impl Workflow for CreateClusterWorkflow {
             updated_at: now,
         })?;
         Ok(())
+    }
+
+    /// Preflight: quotas, offerings and training plans of every instance group; for an existing
+    /// VPC, free space for the /20 compute subnets.
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let req: ClusterCreateRequest = decode(&prepared.request)?;
+        let Some(hp) = &req.hyperpod else { return Ok(Assessment::default()) };
+        let groups: Vec<GroupToCheck<'_>> = hp
+            .instance_groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| GroupToCheck { field: format!("hyperpod.instance_groups[{i}]"), group: g })
+            .collect();
+        let mut checks = check_groups(self.aws.as_ref(), &req.region, &groups, &BTreeMap::new()).await?;
+        if let NetworkSpec::ExistingVpc { vpc_id, .. } = &req.network {
+            let mut azs: Vec<&str> = hp
+                .instance_groups
+                .iter()
+                .filter(|g| g.subnet_id.is_none())
+                .map(|g| g.availability_zone.as_str())
+                .collect();
+            azs.sort();
+            azs.dedup();
+            match self.aws.describe_network(&req.region, vpc_id).await {
+                Ok(n) => checks.push(check_address_space(
+                    "network.vpc_id",
+                    n.vpc.cidrs.clone(),
+                    n.subnets.iter().map(|s| s.cidr),
+                    azs.len(),
+                )),
+                Err(e) if e.kind == ProviderErrorKind::NotFound => {
+                    return Err(ValidationError::invalid(
+                        "network.vpc_id",
+                        format!("VPC {vpc_id} not found in {}", req.region),
+                    )
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Assessment { checks, ..Default::default() })
     }
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {

@@ -108,6 +108,7 @@ fn plan_steps(rec: &ClusterRecord, delete_bucket: bool) -> Vec<StepSpec> {
     steps
 }
 
+#[async_trait]
 impl Workflow for DeleteClusterWorkflow {
     fn kind(&self) -> OperationKind {
         OperationKind::DeleteCluster

@@ -40,6 +40,7 @@ impl ImportClusterWorkflow {
     }
 }
 
+#[async_trait]
 impl Workflow for ImportClusterWorkflow {
     fn kind(&self) -> OperationKind {
         OperationKind::ImportCluster

@@ -1,6 +1,6 @@
 //! Cluster lifecycle: create (the full pipeline), import, list, get, select active, delete.
 
-use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, accepted, dry_run, errors, mutation};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
@@ -202,21 +202,6 @@ async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<ClusterPath>) ->
         detail.live_error = Some(e.to_string());
     }
     Ok(Json(detail))
-}
-
-async fn submit(
-    state: &AppState,
-    kind: OperationKind,
-    request: serde_json::Value,
-    principal: &Principal,
-    dry: bool,
-    key: Option<String>,
-) -> Result<Response, ApiError> {
-    if dry {
-        return Ok(dry_run(state.engine.dry_run(kind, &request)?));
-    }
-    let s = state.engine.submit(kind, &request, principal.actor(), key)?;
-    Ok(accepted(s.operation, !s.created))
 }
 
 async fn create(

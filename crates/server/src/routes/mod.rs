@@ -240,6 +240,40 @@ pub struct DryRun {
     /// The request as it would be recorded (defaults filled in).
     pub request: serde_json::Value,
     pub steps: Vec<instantstart_core::operation::StepSpec>,
+    /// The explicit diff against the real state, for changes of existing resources.
+    pub plan: Option<instantstart_core::diff::Plan>,
+    /// Preflight checks (quotas, offerings, training plans, address space); a `fail` blocks.
+    pub checks: Vec<instantstart_core::preflight::PreflightCheck>,
+}
+
+/// Response when the real state already matches the request: no operation was created.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NoChange {
+    /// The empty plan.
+    pub plan: instantstart_core::diff::Plan,
+    pub message: String,
+}
+
+/// Validates, reads the real state, and starts the operation (or answers the dry run / no-op).
+pub(crate) async fn submit(
+    state: &crate::AppState,
+    kind: instantstart_core::operation::OperationKind,
+    request: serde_json::Value,
+    principal: &crate::auth::Principal,
+    dry: bool,
+    key: Option<String>,
+) -> Result<Response, ApiError> {
+    use instantstart_core::engine::Outcome;
+    if dry {
+        return Ok(dry_run(state.engine.dry_run_checked(kind, &request).await?));
+    }
+    Ok(match state.engine.submit_checked(kind, &request, principal.actor(), key).await? {
+        Outcome::Submitted(s) => accepted(s.operation, !s.created),
+        Outcome::NoChange(plan) => {
+            let message = plan.render();
+            Json(NoChange { plan, message }).into_response()
+        }
+    })
 }
 
 pub(crate) fn accepted(operation: CoreOperation, replayed: bool) -> Response {
@@ -258,9 +292,16 @@ pub(crate) fn accepted(operation: CoreOperation, replayed: bool) -> Response {
     (StatusCode::ACCEPTED, Json(body)).into_response()
 }
 
-pub(crate) fn dry_run(prepared: instantstart_core::engine::Prepared) -> Response {
-    Json(DryRun { dry_run: true, target: prepared.target, request: prepared.request, steps: prepared.steps })
-        .into_response()
+pub(crate) fn dry_run(d: instantstart_core::engine::DryRun) -> Response {
+    Json(DryRun {
+        dry_run: true,
+        target: d.prepared.target,
+        request: d.prepared.request,
+        steps: d.prepared.steps,
+        plan: d.plan,
+        checks: d.checks,
+    })
+    .into_response()
 }
 
 /// The optional `Idempotency-Key` header of a mutation: the same key with the same body

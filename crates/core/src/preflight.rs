@@ -1,0 +1,270 @@
+//! Preflight: checks that must pass before a cluster or instance group is created — service
+//! quotas, training-plan reservations, instance type offerings per AZ, free address space for a
+//! /20 — each explaining what to request and where. Runs before anything is recorded (and in
+//! dry runs), so a request fails early with a remedy instead of late with a provider error.
+
+use crate::provider::{AwsCloud, ProviderError};
+use crate::spec::{CapacitySpec, InstanceGroupSpec};
+use crate::subnet::{COMPUTE_SUBNET_PREFIX, SubnetPlanner};
+use crate::validate::{Finding, ValidationError, ValidationKind};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    Pass,
+    /// Could not be verified (e.g. the quota is not reported); not blocking.
+    Warn,
+    /// Blocking: the request would fail at the provider.
+    Fail,
+}
+
+/// One preflight check with its explanation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PreflightCheck {
+    /// What was checked, e.g. `quota`, `offering`, `training_plan`, `address_space`.
+    pub check: String,
+    /// The request field the check is about.
+    pub field: String,
+    pub status: CheckStatus,
+    pub detail: String,
+    /// What to do when the check fails: what to request and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<String>,
+}
+
+impl PreflightCheck {
+    fn new(check: &str, field: &str, status: CheckStatus, detail: String, remedy: Option<String>) -> Self {
+        PreflightCheck { check: check.into(), field: field.into(), status, detail, remedy }
+    }
+}
+
+/// Turns failed checks into a 422 validation error (field + rule with the remedy).
+pub fn blocking(checks: &[PreflightCheck]) -> Result<(), ValidationError> {
+    let findings: Vec<Finding> = checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Fail)
+        .map(|c| Finding {
+            field: c.field.clone(),
+            rule: match &c.remedy {
+                Some(r) => format!("{} — {r}", c.detail),
+                None => c.detail.clone(),
+            },
+        })
+        .collect();
+    if findings.is_empty() { Ok(()) } else { Err(ValidationError { kind: ValidationKind::Unprocessable, findings }) }
+}
+
+/// A group to check, with the field path it came from.
+pub struct GroupToCheck<'a> {
+    pub field: String,
+    pub group: &'a InstanceGroupSpec,
+}
+
+/// Checks instance groups about to be created (or scaled to `group.count`) in `region`.
+/// `in_use` is the number of instances per type the account already runs in HyperPod clusters
+/// that this request does not replace.
+pub async fn check_groups(
+    aws: &dyn AwsCloud,
+    region: &str,
+    groups: &[GroupToCheck<'_>],
+    in_use: &BTreeMap<String, u32>,
+) -> Result<Vec<PreflightCheck>, ProviderError> {
+    let mut checks = Vec::new();
+    let offerings = aws.instance_type_offerings(region).await?;
+    let mut wanted: BTreeMap<&str, (u32, Vec<&str>)> = BTreeMap::new();
+    for g in groups {
+        let spec = g.group;
+        let offered: Vec<&str> = offerings
+            .iter()
+            .filter(|o| o.instance_type == spec.instance_type)
+            .map(|o| o.availability_zone.as_str())
+            .collect();
+        let field = format!("{}.availability_zone", g.field);
+        if offered.contains(&spec.availability_zone.as_str()) {
+            checks.push(PreflightCheck::new(
+                "offering",
+                &field,
+                CheckStatus::Pass,
+                format!("{} is offered in {}", spec.instance_type, spec.availability_zone),
+                None,
+            ));
+        } else {
+            let where_ = if offered.is_empty() {
+                format!("anywhere in {region}")
+            } else {
+                format!("only in {}", offered.join(", "))
+            };
+            checks.push(PreflightCheck::new(
+                "offering",
+                &field,
+                CheckStatus::Fail,
+                format!("{} is not offered in {} (offered {where_})", spec.instance_type, spec.availability_zone),
+                Some("choose an offered Availability Zone or another instance type".into()),
+            ));
+        }
+        let entry = wanted.entry(spec.instance_type.as_str()).or_default();
+        entry.0 += spec.count;
+        entry.1.push(g.field.as_str());
+        if let CapacitySpec::TrainingPlan { arn } = &spec.capacity {
+            let field = format!("{}.capacity.arn", g.field);
+            match aws.describe_training_plan(region, arn).await? {
+                None => checks.push(PreflightCheck::new(
+                    "training_plan",
+                    &field,
+                    CheckStatus::Fail,
+                    format!("training plan {arn} was not found in {region}"),
+                    Some("create or purchase a training plan in SageMaker → Training plans, in this region".into()),
+                )),
+                Some(plan) => {
+                    let mut problems = Vec::new();
+                    if !matches!(plan.status.as_str(), "Active" | "Scheduled") {
+                        problems.push(format!("its status is {}", plan.status));
+                    }
+                    if plan.availability_zone != spec.availability_zone {
+                        problems.push(format!(
+                            "it reserves capacity in {}, not {}",
+                            plan.availability_zone, spec.availability_zone
+                        ));
+                    }
+                    if plan.instance_type != spec.instance_type {
+                        problems.push(format!("it reserves {}, not {}", plan.instance_type, spec.instance_type));
+                    }
+                    if spec.count > plan.instance_count {
+                        problems.push(format!(
+                            "it reserves {} instances, the group asks for {}",
+                            plan.instance_count, spec.count
+                        ));
+                    }
+                    if problems.is_empty() {
+                        checks.push(PreflightCheck::new(
+                            "training_plan",
+                            &field,
+                            CheckStatus::Pass,
+                            format!(
+                                "training plan reserves {}×{} in {}",
+                                plan.instance_count, plan.instance_type, plan.availability_zone
+                            ),
+                            None,
+                        ));
+                    } else {
+                        checks.push(PreflightCheck::new(
+                            "training_plan",
+                            &field,
+                            CheckStatus::Fail,
+                            format!("training plan {arn} cannot serve this group: {}", problems.join("; ")),
+                            Some(format!(
+                                "use the plan's AZ ({}) and instance type, or extend/purchase a plan that matches",
+                                plan.availability_zone
+                            )),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (instance_type, (count, fields)) in wanted {
+        let field = format!("{}.count", fields[0]);
+        let need = count + in_use.get(instance_type).copied().unwrap_or(0);
+        match aws.hyperpod_instance_quota(region, instance_type).await? {
+            Some(q) if q.value >= need => checks.push(PreflightCheck::new(
+                "quota",
+                &field,
+                CheckStatus::Pass,
+                format!("quota '{}' is {} (need {need})", q.name, q.value),
+                None,
+            )),
+            Some(q) => checks.push(PreflightCheck::new(
+                "quota",
+                &field,
+                CheckStatus::Fail,
+                format!("quota '{}' is {} in {region}, this needs {need}", q.name, q.value),
+                Some(format!(
+                    "request an increase of '{}' (code {}) to at least {need} in Service Quotas → Amazon SageMaker, region {region}",
+                    q.name, q.code
+                )),
+            )),
+            None => checks.push(PreflightCheck::new(
+                "quota",
+                &field,
+                CheckStatus::Warn,
+                format!("the HyperPod cluster-usage quota of {instance_type} could not be read"),
+                Some(format!("check 'Service Quotas → Amazon SageMaker → {instance_type} for cluster usage' in {region}")),
+            )),
+        }
+    }
+    Ok(checks)
+}
+
+/// Whether a VPC still has room for `new_subnets` more /20 compute subnets.
+pub fn check_address_space(
+    field: &str,
+    vpc_cidrs: Vec<ipnet::Ipv4Net>,
+    existing: impl IntoIterator<Item = ipnet::Ipv4Net>,
+    new_subnets: usize,
+) -> PreflightCheck {
+    let mut planner = SubnetPlanner::new(vpc_cidrs, existing);
+    for i in 0..new_subnets {
+        if let Err(e) = planner.allocate(COMPUTE_SUBNET_PREFIX, "a compute subnet") {
+            return PreflightCheck::new(
+                "address_space",
+                field,
+                CheckStatus::Fail,
+                format!("room for only {i} of {new_subnets} new /20 compute subnets: {e}"),
+                Some(
+                    "add a secondary CIDR block to the VPC, or place the group in an existing subnet (subnet_id)"
+                        .into(),
+                ),
+            );
+        }
+    }
+    PreflightCheck::new(
+        "address_space",
+        field,
+        CheckStatus::Pass,
+        format!("room for {new_subnets} new /20 compute subnet(s)"),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_checks_become_field_findings_with_remedies() {
+        let checks = vec![
+            PreflightCheck::new(
+                "quota",
+                "hyperpod.instance_groups[0].count",
+                CheckStatus::Fail,
+                "quota is 0".into(),
+                Some("request 2".into()),
+            ),
+            PreflightCheck::new("quota", "x", CheckStatus::Warn, "unknown".into(), None),
+            PreflightCheck::new("offering", "y", CheckStatus::Pass, "ok".into(), None),
+        ];
+        let err = blocking(&checks).unwrap_err();
+        assert_eq!(err.kind, ValidationKind::Unprocessable);
+        assert_eq!(
+            err.findings,
+            vec![Finding {
+                field: "hyperpod.instance_groups[0].count".into(), rule: "quota is 0 — request 2".into()
+            }]
+        );
+        assert!(blocking(&checks[1..]).is_ok());
+    }
+
+    #[test]
+    fn address_space_counts_free_slash_20s() {
+        let vpc: ipnet::Ipv4Net = "10.0.0.0/18".parse().unwrap();
+        let taken: Vec<ipnet::Ipv4Net> = vec!["10.0.0.0/20".parse().unwrap(), "10.0.16.0/20".parse().unwrap()];
+        assert_eq!(check_address_space("f", vec![vpc], taken.clone(), 2).status, CheckStatus::Pass);
+        let c = check_address_space("f", vec![vpc], taken, 3);
+        assert_eq!(c.status, CheckStatus::Fail);
+        assert!(c.detail.starts_with("room for only 2 of 3"), "{}", c.detail);
+    }
+}
