@@ -1,1 +1,62 @@
-//! Simulated AWS + Kubernetes world (being written).
+//! A simulated AWS + Kubernetes world implementing InstantStart's provider traits.
+//!
+//! [`SimCloud`] implements every AWS trait of `instantstart_core::provider` (so it is an
+//! [`AwsCloud`](instantstart_core::provider::AwsCloud)) and
+//! [`KubeApi`](instantstart_core::provider::KubeApi). It is the embedded default provider that lets
+//! a newcomer run the whole product without an AWS account, and the bed for end-to-end tests and
+//! benchmarks.
+//!
+//! # Time
+//! Resources follow realistic state machines driven by simulated time: wall-clock time multiplied
+//! by [`SimConfig::speed`] (1.0 = real AWS timings, 60 for demos, 1000+ for tests), plus any
+//! explicit [`SimCloud::advance`]. Creation times are stored; states are computed on every read.
+//! See [`timings`] for the durations at speed 1.
+//!
+//! # Persistence
+//! With [`SimConfig::state_file`] the world (resources, Kubernetes objects, call counters, the
+//! clock and the random state) is saved as JSON after every mutation (write a temporary file,
+//! then rename) and loaded on start, so a restarted server continues the same simulated account.
+//! Time keeps running while the process is down, as it does in AWS. Within one process, every
+//! [`SimCloud`] created for the same state file shares one live world (a "restarted" control
+//! plane finds the account as the calls of its predecessor left it, in-flight ones included);
+//! two processes must not share a state file.
+//!
+//! # Faults and counters
+//! [`SimFaults`] injects throttling, transient 5xx errors and per-API failure modes
+//! ([`FaultMode`]). [`SimCloud::stats`] counts the calls that reached the simulated service by
+//! their real API name (`eks:CreateCluster`, `k8s:Apply`, …) and [`SimCloud::injected_faults`]
+//! the injected failures, so "exactly one create per resource" holds even under fault injection.
+//! Counters persist with the world. See [`faults`] for the list of names.
+//!
+//! # Seeding
+//! [`SimCloud::add_training_plan`], [`SimCloud::set_quota`], [`SimCloud::seed_network`],
+//! [`SimCloud::seed_eks_cluster`] and [`SimCloud::seed_bucket`] prepare the account (reserved
+//! capacity, quota increases, pre-existing resources for the "existing VPC" and import paths)
+//! without counting calls.
+//!
+//! # Modules
+//! - [`cloud`]: [`SimCloud`] itself: configuration, the call pipeline, persistence, seeding.
+//! - [`faults`]: fault injection.
+//! - [`timings`]: the simulated durations.
+//! - `catalog`: regions, Availability Zones, instance type offerings, quotas, add-on versions.
+//! - `world`: the persisted state and resource lifecycles.
+//! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations.
+//! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs).
+
+mod catalog;
+pub mod cloud;
+mod eks;
+pub mod faults;
+mod hyperpod;
+mod iam;
+mod kube;
+mod network;
+pub mod timings;
+mod world;
+
+#[cfg(test)]
+mod tests;
+
+pub use cloud::{SimCloud, SimConfig, SimError};
+pub use faults::{FaultMode, SimFaults};
+pub use kube::DURATION_ANNOTATION;

@@ -1,0 +1,241 @@
+//! Static facts of the simulated cloud: regions and their Availability Zones, which HyperPod
+//! instance types each AZ offers, default HyperPod quotas, and default EKS add-on versions.
+//! Also the `IdentityApi` and `QuotaApi` implementations that expose them.
+
+use crate::cloud::SimCloud;
+use crate::world::{rkey, stable_hash};
+use async_trait::async_trait;
+use instantstart_core::names;
+use instantstart_core::provider::{
+    AvailabilityZone, CallerIdentity, IdentityApi, InstanceTypeOffering, ProviderError, ProviderErrorKind, Quota,
+    QuotaApi, Result,
+};
+use instantstart_core::spec::{INSTANCE_TYPES, InstanceTypeInfo, instance_type_info};
+
+/// AZ letters of a region; unknown regions get `a`, `b`, `c`.
+fn zone_letters(region: &str) -> &'static str {
+    match region {
+        "us-east-1" => "abcdef",
+        "us-west-2" => "abcd",
+        "eu-west-1" | "us-east-2" | "eu-central-1" | "ap-northeast-1" | "ap-southeast-2" => "abc",
+        _ => "abc",
+    }
+}
+
+/// Short region code used in zone ids, e.g. `use1` for `us-east-1`.
+fn region_code(region: &str) -> String {
+    let parts: Vec<&str> = region.split('-').collect();
+    let mut out = String::new();
+    if let Some(first) = parts.first() {
+        out.push_str(first);
+    }
+    for p in parts.iter().skip(1) {
+        if p.chars().all(|c| c.is_ascii_digit()) {
+            out.push_str(p);
+        } else if let Some(c) = p.chars().next() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub(crate) fn check_region(api: &str, region: &str) -> Result<()> {
+    names::region(region).map_err(|rule| {
+        ProviderError::new(api, ProviderErrorKind::InvalidRequest, format!("invalid region {region:?}: {rule}"))
+    })
+}
+
+/// The Availability Zones of `region`.
+pub(crate) fn availability_zones(region: &str) -> Vec<AvailabilityZone> {
+    let code = region_code(region);
+    zone_letters(region)
+        .chars()
+        .enumerate()
+        .map(|(i, l)| AvailabilityZone { name: format!("{region}{l}"), zone_id: format!("{code}-az{}", i + 1) })
+        .collect()
+}
+
+/// Index of `az` among the zones of `region`, if it is one.
+pub(crate) fn zone_index(region: &str, az: &str) -> Option<usize> {
+    let suffix = az.strip_prefix(region)?;
+    let mut chars = suffix.chars();
+    let letter = chars.next()?;
+    if chars.next().is_some() {
+        return None;
+    }
+    zone_letters(region).chars().position(|l| l == letter)
+}
+
+/// Whether HyperPod offers `instance_type` in `az`. The newest accelerators (EFA-only capable:
+/// P5, P5e, P5en, P6, Trn2) are only in every other zone (`b`, `d`, `f`); P4d, P4de, Trn1 and the
+/// largest G6e are missing from zone `c`; everything else is everywhere.
+pub(crate) fn offered(region: &str, az: &str, instance_type: &str) -> bool {
+    let (Some(idx), Some(info)) = (zone_index(region, az), instance_type_info(instance_type)) else {
+        return false;
+    };
+    match tier(info) {
+        Tier::HighEnd => idx % 2 == 1,
+        Tier::Large => idx != 2,
+        Tier::Common => true,
+    }
+}
+
+enum Tier {
+    HighEnd,
+    Large,
+    Common,
+}
+
+fn tier(info: &InstanceTypeInfo) -> Tier {
+    if info.efa_only_supported {
+        Tier::HighEnd
+    } else if (info.accelerators >= 8 && info.efa_interfaces >= 4) || info.name.starts_with("ml.trn1") {
+        Tier::Large
+    } else {
+        Tier::Common
+    }
+}
+
+/// Default HyperPod "for cluster usage" quota of a new account: generous for CPU and small GPU
+/// types, small for large GPU types, zero for the newest accelerators until raised.
+pub(crate) fn default_quota(info: &InstanceTypeInfo) -> u32 {
+    match tier(info) {
+        Tier::HighEnd => 0,
+        Tier::Large => 2,
+        Tier::Common if info.accelerators == 0 => 20,
+        Tier::Common if info.accelerators <= 1 => 10,
+        Tier::Common if info.accelerators <= 4 => 4,
+        Tier::Common => 2,
+    }
+}
+
+/// Quota name as Service Quotas shows it.
+pub(crate) fn quota_name(instance_type: &str) -> String {
+    format!("{instance_type} for cluster usage")
+}
+
+fn quota_code(instance_type: &str) -> String {
+    format!("L-{:08X}", stable_hash(&["quota", instance_type]) as u32)
+}
+
+/// The quota in force for `instance_type` in `region` (raised value or default).
+pub(crate) fn quota_value(world: &crate::world::World, region: &str, info: &InstanceTypeInfo) -> u32 {
+    world.quotas.get(&rkey(region, info.name)).copied().unwrap_or_else(|| default_quota(info))
+}
+
+/// Default version of an EKS add-on.
+pub(crate) fn addon_default_version(addon: &str, kubernetes_version: &str) -> String {
+    match addon {
+        "eks-pod-identity-agent" => "v1.3.8-eksbuild.2".into(),
+        "cert-manager" => "v1.18.2-eksbuild.1".into(),
+        "aws-mountpoint-s3-csi-driver" => "v2.1.0-eksbuild.1".into(),
+        "vpc-cni" => "v1.20.1-eksbuild.1".into(),
+        "coredns" => "v1.12.2-eksbuild.4".into(),
+        "kube-proxy" => format!("v{kubernetes_version}.0-eksbuild.2"),
+        "amazon-cloudwatch-observability" => "v4.3.0-eksbuild.1".into(),
+        _ => "v1.0.0-eksbuild.1".into(),
+    }
+}
+
+#[async_trait]
+impl IdentityApi for SimCloud {
+    async fn caller_identity(&self) -> Result<CallerIdentity> {
+        self.read("sts:GetCallerIdentity", |w, _| {
+            Ok(CallerIdentity {
+                account: w.account.clone(),
+                arn: format!("arn:aws:sts::{}:assumed-role/InstantStartSimulated/instantstart", w.account),
+            })
+        })
+    }
+}
+
+#[async_trait]
+impl QuotaApi for SimCloud {
+    async fn availability_zones(&self, region: &str) -> Result<Vec<AvailabilityZone>> {
+        const API: &str = "ec2:DescribeAvailabilityZones";
+        self.read(API, |_, _| {
+            check_region(API, region)?;
+            Ok(availability_zones(region))
+        })
+    }
+
+    async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>> {
+        const API: &str = "ec2:DescribeInstanceTypeOfferings";
+        self.read(API, |_, _| {
+            check_region(API, region)?;
+            let mut out = Vec::new();
+            for az in availability_zones(region) {
+                for t in INSTANCE_TYPES.iter().filter(|t| offered(region, &az.name, t.name)) {
+                    out.push(InstanceTypeOffering {
+                        instance_type: t.name.to_string(),
+                        availability_zone: az.name.clone(),
+                    });
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>> {
+        const API: &str = "servicequotas:GetServiceQuota";
+        self.read(API, |w, _| {
+            check_region(API, region)?;
+            Ok(instance_type_info(instance_type).map(|info| Quota {
+                name: quota_name(instance_type),
+                code: quota_code(instance_type),
+                value: quota_value(w, region, info),
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_per_region() {
+        let cases = [
+            ("us-east-1", 6, "use1-az1"),
+            ("us-west-2", 4, "usw2-az1"),
+            ("eu-west-1", 3, "euw1-az1"),
+            ("ap-south-2", 3, "aps2-az1"),
+        ];
+        for (region, n, first_id) in cases {
+            let zones = availability_zones(region);
+            assert_eq!(zones.len(), n, "{region}");
+            assert_eq!(zones[0].name, format!("{region}a"));
+            assert_eq!(zones[0].zone_id, first_id);
+            for z in &zones {
+                assert!(names::availability_zone(&z.name, region).is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn offerings_and_quotas() {
+        let cases = [
+            ("ml.g5.2xlarge", "us-east-1a", true, 10),
+            ("ml.m5.xlarge", "us-east-1c", true, 20),
+            ("ml.p5.48xlarge", "us-east-1a", false, 0),
+            ("ml.p5.48xlarge", "us-east-1b", true, 0),
+            ("ml.p4d.24xlarge", "us-east-1c", false, 2),
+            ("ml.p4d.24xlarge", "us-east-1d", true, 2),
+            ("ml.trn2.48xlarge", "eu-west-1b", true, 0),
+            ("ml.g5.12xlarge", "eu-west-1c", true, 4),
+            ("ml.g5.2xlarge", "us-east-1z", false, 10),
+        ];
+        for (t, az, ok, quota) in cases {
+            let region = &az[..az.len() - 1];
+            assert_eq!(offered(region, az, t), ok, "{t} in {az}");
+            let info = instance_type_info(t).unwrap();
+            assert_eq!(default_quota(info), quota, "{t}");
+        }
+        // Every instance type is offered somewhere in every region.
+        for region in ["us-east-1", "eu-west-1", "xx-new-1"] {
+            for t in INSTANCE_TYPES {
+                assert!(availability_zones(region).iter().any(|z| offered(region, &z.name, t.name)), "{}", t.name);
+            }
+        }
+    }
+}

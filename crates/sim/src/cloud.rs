@@ -1,0 +1,484 @@
+//! [`SimCloud`]: configuration, the simulated clock, the pipeline every call goes through
+//! (count → fault injection → act → persist), persistence of the world, and helpers that seed
+//! the world (training plans, quotas, pre-existing VPCs, EKS clusters and buckets).
+
+use crate::faults::{SimFaults, Verdict};
+use crate::world::{World, rkey};
+use instantstart_core::provider::{ProviderError, ProviderErrorKind, Result, TrainingPlan};
+use instantstart_core::spec::instance_type_info;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How to run the simulated world.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Simulated seconds per wall-clock second: 1.0 = real AWS timings, 60 for demos, 1000+
+    /// for tests.
+    pub speed: f64,
+    /// Where the world is persisted; `None` keeps it in memory only.
+    pub state_file: Option<PathBuf>,
+    /// AWS account id of a new world (a loaded world keeps its own).
+    pub account: String,
+    /// Seed of the random generator (ids, fault rolls) of a new world, for deterministic runs;
+    /// `None` seeds from the OS. A loaded world continues its persisted generator.
+    pub seed: Option<u64>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { speed: 1.0, state_file: None, account: "123456789012".into(), seed: None }
+    }
+}
+
+impl SimConfig {
+    /// Default configuration at `speed`.
+    pub fn with_speed(speed: f64) -> Self {
+        SimConfig { speed, ..Default::default() }
+    }
+
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_file = Some(path.into());
+        self
+    }
+
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    pub fn account(mut self, account: impl Into<String>) -> Self {
+        self.account = account.into();
+        self
+    }
+}
+
+/// Errors of the simulator itself (not of simulated API calls, which are `ProviderError`s).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid simulator configuration: {0}")]
+    InvalidConfig(String),
+    #[error("cannot read simulator state {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write simulator state {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("simulator state {path} is not valid: {source}")]
+    Corrupt { path: PathBuf, source: serde_json::Error },
+    #[error("simulator state {path} has format {found}; this build reads format {expected}")]
+    UnsupportedFormat { path: PathBuf, found: u32, expected: u32 },
+    #[error("cannot encode simulator state: {0}")]
+    Encode(serde_json::Error),
+    /// A seeding helper was given something the simulated cloud rejects.
+    #[error(transparent)]
+    Rejected(#[from] ProviderError),
+}
+
+/// The simulated AWS account and the Kubernetes API of its EKS clusters. Cheap to clone; all
+/// clones share one world.
+#[derive(Clone)]
+pub struct SimCloud {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SimCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimCloud")
+            .field("speed", &self.speed())
+            .field("state_file", &self.inner.state_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One simulated world. Every [`SimCloud`] of the same state file in a process shares it.
+struct Inner {
+    state_file: Option<PathBuf>,
+    state: Mutex<State>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if st.dirty
+            && let Err(e) = st.save(self.state_file.as_deref())
+        {
+            tracing::error!(error = %e, "simulator: saving the world on shutdown failed");
+        }
+    }
+}
+
+/// The worlds with a state file that are open in this process, by absolute path.
+fn open_worlds() -> &'static Mutex<HashMap<PathBuf, Weak<Inner>>> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<Inner>>>> = OnceLock::new();
+    OPEN.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Simulated time: `base_sim` plus wall time since `base` times `speed`. Uses tokio's clock, so
+/// a paused test runtime drives the simulation too.
+struct Clock {
+    base: Instant,
+    base_sim: f64,
+    speed: f64,
+}
+
+impl Clock {
+    fn now(&self) -> f64 {
+        self.base_sim + self.base.elapsed().as_secs_f64() * self.speed
+    }
+}
+
+pub(crate) struct State {
+    pub world: World,
+    faults: SimFaults,
+    clock: Clock,
+    /// Changed since the last save (only counters or the clock: mutations save at once).
+    dirty: bool,
+    last_save: Option<Instant>,
+}
+
+/// Reads are saved at most this often (their only change is a counter).
+const READ_SAVE_INTERVAL: Duration = Duration::from_secs(1);
+
+impl State {
+    pub fn now(&self) -> f64 {
+        self.clock.now()
+    }
+
+    fn save(&mut self, path: Option<&Path>) -> Result<(), SimError> {
+        let Some(path) = path else {
+            self.dirty = false;
+            return Ok(());
+        };
+        self.world.sim_now = self.clock.now();
+        self.world.saved_at = chrono::Utc::now();
+        let bytes = serde_json::to_vec(&self.world).map_err(SimError::Encode)?;
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        std::fs::write(&tmp, bytes).map_err(|source| SimError::Write { path: tmp.clone(), source })?;
+        std::fs::rename(&tmp, path).map_err(|source| SimError::Write { path: path.to_path_buf(), source })?;
+        self.dirty = false;
+        self.last_save = Some(Instant::now());
+        Ok(())
+    }
+}
+
+/// What a call's action may know about the call.
+pub(crate) struct Cx {
+    /// Simulated time of the call.
+    pub now: f64,
+    /// The `ResourceFails` fault applies to this call.
+    pub resource_fails: Option<String>,
+}
+
+impl SimCloud {
+    /// Starts the simulated world: loads it from `config.state_file` if that file exists,
+    /// otherwise creates a new account (and writes the file).
+    pub fn new(config: SimConfig) -> Result<Self, SimError> {
+        if !(config.speed.is_finite() && config.speed > 0.0) {
+            return Err(SimError::InvalidConfig(format!("speed must be a positive number, got {}", config.speed)));
+        }
+        if config.account.len() != 12 || !config.account.chars().all(|c| c.is_ascii_digit()) {
+            return Err(SimError::InvalidConfig(format!("account must be 12 digits, got {:?}", config.account)));
+        }
+        let Some(path) = &config.state_file else {
+            return Self::create(config, None);
+        };
+        let path = std::path::absolute(path).map_err(|source| SimError::Read { path: path.clone(), source })?;
+        let mut open = open_worlds().lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|_, w| w.strong_count() > 0);
+        if let Some(inner) = open.get(&path).and_then(Weak::upgrade) {
+            // The world is live in this process (an earlier instance, or calls it still has in
+            // flight): attach to it, as a restarted control plane finds AWS as it is.
+            let cloud = SimCloud { inner };
+            {
+                let mut st = cloud.lock();
+                let now = st.now();
+                st.clock = Clock { base: Instant::now(), base_sim: now, speed: config.speed };
+                st.faults = SimFaults::default();
+            }
+            return Ok(cloud);
+        }
+        let cloud = Self::create(config, Some(path.clone()))?;
+        open.insert(path, Arc::downgrade(&cloud.inner));
+        Ok(cloud)
+    }
+
+    fn create(config: SimConfig, state_file: Option<PathBuf>) -> Result<Self, SimError> {
+        let loaded = match &state_file {
+            Some(path) if path.exists() => Some(load(path)?),
+            _ => None,
+        };
+        let fresh = loaded.is_none();
+        let (world, base_sim) = match loaded {
+            Some(world) => {
+                if world.account != config.account {
+                    tracing::warn!(
+                        stored = %world.account,
+                        configured = %config.account,
+                        "simulator: the state file belongs to another account; continuing with the stored one"
+                    );
+                }
+                // Time went on while the process was down, as it does in AWS.
+                let down = (chrono::Utc::now() - world.saved_at).num_milliseconds().max(0) as f64 / 1000.0;
+                let base = world.sim_now + down * config.speed;
+                (world, base)
+            }
+            None => (World::new(config.account.clone(), config.seed.unwrap_or_else(rand::random)), 0.0),
+        };
+        let mut state = State {
+            world,
+            faults: SimFaults::default(),
+            clock: Clock { base: Instant::now(), base_sim, speed: config.speed },
+            dirty: false,
+            last_save: None,
+        };
+        if fresh {
+            state.save(state_file.as_deref())?;
+        }
+        Ok(SimCloud { inner: Arc::new(Inner { state_file, state: Mutex::new(state) }) })
+    }
+
+    /// An in-memory world running at `speed`.
+    pub fn in_memory(speed: f64) -> Result<Self, SimError> {
+        Self::new(SimConfig::with_speed(speed))
+    }
+
+    /// Simulated seconds per wall-clock second.
+    pub fn speed(&self) -> f64 {
+        self.lock().clock.speed
+    }
+
+    /// Where the world is persisted, if anywhere.
+    pub fn state_file(&self) -> Option<&Path> {
+        self.inner.state_file.as_deref()
+    }
+
+    /// The simulated account id.
+    pub fn account(&self) -> String {
+        self.lock().world.account.clone()
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Seconds of simulated time since the world was created.
+    pub fn sim_seconds(&self) -> f64 {
+        self.lock().now()
+    }
+
+    /// The simulated wall-clock time (the world's creation time plus simulated seconds).
+    pub fn sim_time(&self) -> chrono::DateTime<chrono::Utc> {
+        let st = self.lock();
+        st.world.display_time(st.now())
+    }
+
+    /// Moves simulated time forward by `by` at once (on top of the running clock). Tests use it
+    /// to reach a state deterministically.
+    pub fn advance(&self, by: Duration) {
+        let mut st = self.lock();
+        st.clock.base_sim += by.as_secs_f64();
+        st.dirty = true;
+    }
+
+    /// Replaces the injected faults (not persisted: a restarted simulator has none).
+    pub fn set_faults(&self, faults: SimFaults) {
+        self.lock().faults = faults;
+    }
+
+    /// The faults currently injected (one-shot modes disappear once used).
+    pub fn faults(&self) -> SimFaults {
+        self.lock().faults.clone()
+    }
+
+    /// Calls per API name that reached the simulated service (succeeded, or were refused by
+    /// the service itself, e.g. `AlreadyExists`), since the world was created or since
+    /// [`SimCloud::reset_stats`]. Calls rejected by an injected fault (throttling, 5xx, `Fail`,
+    /// `FailOnce`) did nothing and are counted in [`SimCloud::injected_faults`] instead; a
+    /// `LostResponse` call acted and is counted in both. So "exactly one create per resource"
+    /// can be asserted under fault injection.
+    pub fn stats(&self) -> BTreeMap<String, u64> {
+        self.lock().world.counters.clone()
+    }
+
+    /// Injected faults per API name (any mode, throttling and 5xx included).
+    pub fn injected_faults(&self) -> BTreeMap<String, u64> {
+        self.lock().world.injected.clone()
+    }
+
+    /// Calls of one API.
+    pub fn calls(&self, api: &str) -> u64 {
+        self.lock().world.counters.get(api).copied().unwrap_or(0)
+    }
+
+    pub fn reset_stats(&self) {
+        let mut st = self.lock();
+        st.world.counters.clear();
+        st.world.injected.clear();
+        st.dirty = true;
+        self.persist(&mut st, true);
+    }
+
+    /// Saves the world now (normally done after every mutation, and for reads at most once a
+    /// second and on drop).
+    pub fn flush(&self) -> Result<(), SimError> {
+        let mut st = self.lock();
+        st.save(self.inner.state_file.as_deref())
+    }
+
+    /// Sets the HyperPod "for cluster usage" quota of `instance_type` in `region`, as a quota
+    /// increase would.
+    pub fn set_quota(&self, region: &str, instance_type: &str, value: u32) -> Result<(), SimError> {
+        if instance_type_info(instance_type).is_none() {
+            return Err(SimError::Rejected(ProviderError::new(
+                "servicequotas:RequestServiceQuotaIncrease",
+                ProviderErrorKind::InvalidRequest,
+                format!("unknown HyperPod instance type {instance_type}"),
+            )));
+        }
+        self.admin(|w, _| {
+            w.quotas.insert(rkey(region, instance_type), value);
+            Ok(())
+        })
+    }
+
+    /// Adds an Active SageMaker training plan reserving `instance_count` × `instance_type` in
+    /// `availability_zone` of `region`, and returns it (its ARN names it in requests).
+    pub fn add_training_plan(
+        &self,
+        region: &str,
+        name: &str,
+        instance_type: &str,
+        instance_count: u32,
+        availability_zone: &str,
+    ) -> Result<TrainingPlan, SimError> {
+        const API: &str = "sagemaker:CreateTrainingPlan";
+        let invalid = |m: String| SimError::Rejected(ProviderError::new(API, ProviderErrorKind::InvalidRequest, m));
+        if instance_type_info(instance_type).is_none() {
+            return Err(invalid(format!("unknown HyperPod instance type {instance_type}")));
+        }
+        if crate::catalog::zone_index(region, availability_zone).is_none() {
+            return Err(invalid(format!("{availability_zone} is not an Availability Zone of {region}")));
+        }
+        self.admin(|w, _| {
+            let arn = format!("arn:aws:sagemaker:{region}:{}:training-plan/{name}", w.account);
+            if w.training_plans.contains_key(&arn) {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!("training plan {name} already exists"),
+                )
+                .into());
+            }
+            let plan = TrainingPlan {
+                arn: arn.clone(),
+                status: "Active".into(),
+                availability_zone: availability_zone.into(),
+                instance_type: instance_type.into(),
+                instance_count,
+            };
+            w.training_plans.insert(arn, plan.clone());
+            Ok(plan)
+        })
+    }
+
+    /// Changes a training plan's status (e.g. `Expired`).
+    pub fn set_training_plan_status(&self, arn: &str, status: &str) -> Result<(), SimError> {
+        self.admin(|w, _| match w.training_plans.get_mut(arn) {
+            Some(p) => {
+                p.status = status.into();
+                Ok(())
+            }
+            None => {
+                Err(ProviderError::not_found("sagemaker:UpdateTrainingPlan", format!("no training plan {arn}")).into())
+            }
+        })
+    }
+
+    /// Runs `f` on the world outside the API pipeline (no counter, no fault) and saves.
+    pub(crate) fn admin<T>(&self, f: impl FnOnce(&mut World, f64) -> Result<T, SimError>) -> Result<T, SimError> {
+        let mut st = self.lock();
+        let now = st.now();
+        st.world.settle(now);
+        let out = f(&mut st.world, now)?;
+        st.save(self.inner.state_file.as_deref())?;
+        Ok(out)
+    }
+
+    /// Runs a read-only call of `api` through the pipeline.
+    pub(crate) fn read<T>(&self, api: &str, f: impl FnOnce(&World, &Cx) -> Result<T>) -> Result<T> {
+        self.call(api, false, |w, cx| f(w, cx))
+    }
+
+    /// Runs a mutating call of `api` through the pipeline; the world is saved when it succeeds.
+    pub(crate) fn write<T>(&self, api: &str, f: impl FnOnce(&mut World, &Cx) -> Result<T>) -> Result<T> {
+        self.call(api, true, f)
+    }
+
+    /// The pipeline: settle deletions, count the call, inject faults, act, persist.
+    fn call<T>(&self, api: &str, mutation: bool, f: impl FnOnce(&mut World, &Cx) -> Result<T>) -> Result<T> {
+        let mut st = self.lock();
+        let now = st.now();
+        st.world.settle(now);
+        let verdict = {
+            let State { world, faults, .. } = &mut *st;
+            faults.decide(api, || world.roll())
+        };
+        if verdict != Verdict::Proceed {
+            *st.world.injected.entry(api.to_string()).or_insert(0) += 1;
+        }
+        let (resource_fails, lose_response) = match verdict {
+            Verdict::Reject(kind, message) => {
+                self.persist(&mut st, false);
+                return Err(ProviderError::new(api, kind, message));
+            }
+            Verdict::LoseResponse => (None, true),
+            Verdict::ResourceFails(reason) => (Some(reason), false),
+            Verdict::Proceed => (None, false),
+        };
+        // Only calls that reach the service count (a rejected-by-fault call did nothing).
+        st.world.count(api);
+        let cx = Cx { now, resource_fails };
+        let result = f(&mut st.world, &cx);
+        self.persist(&mut st, mutation && result.is_ok());
+        match result {
+            Ok(_) if lose_response => Err(ProviderError::new(
+                api,
+                ProviderErrorKind::Transient,
+                "RequestTimeout: no response from the service (simulated lost response); the request may have been applied",
+            )),
+            other => other,
+        }
+    }
+
+    /// Saves now after a mutation; after a read only marks the world dirty and saves at most
+    /// every [`READ_SAVE_INTERVAL`].
+    fn persist(&self, st: &mut State, mutation: bool) {
+        let path = self.inner.state_file.as_deref();
+        if path.is_none() {
+            return;
+        }
+        st.dirty = true;
+        let due = mutation || st.last_save.is_none_or(|t| t.elapsed() >= READ_SAVE_INTERVAL);
+        if due && let Err(e) = st.save(path) {
+            tracing::error!(error = %e, "simulator: saving the world failed; it lives on in memory");
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<World, SimError> {
+    let bytes = std::fs::read(path).map_err(|source| SimError::Read { path: path.to_path_buf(), source })?;
+    let probe: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|source| SimError::Corrupt { path: path.to_path_buf(), source })?;
+    let found = probe.get("format").and_then(serde_json::Value::as_u64).unwrap_or(0) as u32;
+    if found != crate::world::FORMAT_VERSION {
+        return Err(SimError::UnsupportedFormat {
+            path: path.to_path_buf(),
+            found,
+            expected: crate::world::FORMAT_VERSION,
+        });
+    }
+    serde_json::from_value(probe).map_err(|source| SimError::Corrupt { path: path.to_path_buf(), source })
+}

@@ -1,0 +1,292 @@
+//! `EksApi`: EKS control planes (Creating → Active in ~10 minutes, `clientRequestToken`
+//! idempotency, deletion refused while a HyperPod cluster uses them) and their add-ons.
+
+use crate::catalog::{addon_default_version, check_region};
+use crate::cloud::{Cx, SimCloud, SimError};
+use crate::kube::KubeWorld;
+use crate::timings;
+use crate::world::{AddonRec, EksRec, Lifecycle, Phase, World, rkey};
+use async_trait::async_trait;
+use instantstart_core::names;
+use instantstart_core::provider::{
+    CreateEksAddon, CreateEksCluster, EksAddon, EksApi, EksCluster, ProviderError, ProviderErrorKind, Result, Tags,
+};
+use instantstart_core::spec::SUPPORTED_KUBERNETES_VERSIONS;
+use std::collections::BTreeMap;
+
+fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
+    ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
+}
+
+pub(crate) fn eks_view(c: &EksRec, now: f64) -> EksCluster {
+    // The endpoint and OIDC issuer exist once the control plane came up.
+    let up = c.life.failure.is_none() && c.life.age(now) >= c.life.ready_after;
+    EksCluster {
+        name: c.name.clone(),
+        arn: c.arn.clone(),
+        region: c.region.clone(),
+        version: c.version.clone(),
+        endpoint: up.then(|| format!("https://{}.gr7.{}.eks.amazonaws.com", c.uid, c.region)),
+        oidc_issuer: up.then(|| format!("https://oidc.eks.{}.amazonaws.com/id/{}", c.region, c.uid)),
+        vpc_id: c.vpc_id.clone(),
+        subnet_ids: c.subnet_ids.clone(),
+        security_group_id: Some(c.security_group_id.clone()),
+        state: c.life.state(now),
+        tags: c.tags.clone(),
+    }
+}
+
+fn addon_view(a: &AddonRec, now: f64) -> EksAddon {
+    EksAddon { name: a.name.clone(), version: a.version.clone(), state: a.life.state(now), tags: a.tags.clone() }
+}
+
+/// Creates a cluster; `seeded` skips the role check and makes it Active at once.
+fn create_cluster(w: &mut World, req: &CreateEksCluster, cx: &Cx, seeded: bool) -> Result<EksCluster> {
+    const API: &str = "eks:CreateCluster";
+    check_region(API, &req.region)?;
+    if let Err(rule) = names::eks_cluster_name(&req.name) {
+        return Err(invalid(API, format!("InvalidParameterException: cluster name {:?} {rule}", req.name)));
+    }
+    if let Some(existing) = w.eks.get(&rkey(&req.region, &req.name)) {
+        if existing.client_request_token == req.client_request_token {
+            // Like EKS: a repeat with the same token describes the cluster it created.
+            return Ok(eks_view(existing, cx.now));
+        }
+        return Err(ProviderError::new(
+            API,
+            ProviderErrorKind::AlreadyExists,
+            format!("ResourceInUseException: Cluster already exists with name: {}", req.name),
+        ));
+    }
+    if !SUPPORTED_KUBERNETES_VERSIONS.contains(&req.version.as_str()) {
+        return Err(invalid(
+            API,
+            format!(
+                "InvalidParameterException: unsupported Kubernetes version {}; supported: {}",
+                req.version,
+                SUPPORTED_KUBERNETES_VERSIONS.join(", ")
+            ),
+        ));
+    }
+    if !seeded {
+        match w.role_by_arn(&req.role_arn) {
+            Some(r) if r.trusts("eks.amazonaws.com") => {}
+            _ => {
+                return Err(invalid(
+                    API,
+                    format!(
+                        "InvalidParameterException: Role with arn: {} could not be assumed because it does not exist or the trusted entity is not correct",
+                        req.role_arn
+                    ),
+                ));
+            }
+        }
+    }
+    let mut vpc_id: Option<String> = None;
+    let mut zones: Vec<&str> = Vec::new();
+    for id in &req.subnet_ids {
+        let Some(s) = w.subnets.get(id).filter(|s| s.region == req.region) else {
+            return Err(invalid(API, format!("InvalidParameterException: The subnet ID '{id}' does not exist")));
+        };
+        match &vpc_id {
+            Some(v) if *v != s.vpc_id => {
+                return Err(invalid(API, "InvalidParameterException: Subnets must all belong to the same VPC"));
+            }
+            _ => vpc_id = Some(s.vpc_id.clone()),
+        }
+        if !zones.contains(&s.availability_zone.as_str()) {
+            zones.push(&s.availability_zone);
+        }
+    }
+    if zones.len() < 2 {
+        return Err(invalid(API, "InvalidParameterException: Subnets specified must be in at least two different AZs"));
+    }
+    let vpc_id = vpc_id.unwrap_or_default();
+    if w.vpcs.get(&vpc_id).is_none_or(|v| v.life.is_deleting()) {
+        return Err(invalid(API, format!("InvalidParameterException: VPC {vpc_id} is not available")));
+    }
+    let mut life = Lifecycle::new(cx.now, if seeded { 0.0 } else { timings::EKS_CREATE });
+    if let Some(reason) = &cx.resource_fails {
+        life.fail_after(timings::EKS_CREATE * timings::FAILURE_SHARE, reason.clone());
+    }
+    let arn = format!("arn:aws:eks:{}:{}:cluster/{}", req.region, w.account, req.name);
+    let rec = EksRec {
+        name: req.name.clone(),
+        region: req.region.clone(),
+        arn: arn.clone(),
+        version: req.version.clone(),
+        role_arn: req.role_arn.clone(),
+        vpc_id,
+        subnet_ids: req.subnet_ids.clone(),
+        client_request_token: req.client_request_token.clone(),
+        tags: req.tags.clone(),
+        uid: w.hex(32, true),
+        security_group_id: w.id("sg"),
+        life,
+        addons: BTreeMap::new(),
+    };
+    let view = eks_view(&rec, cx.now);
+    let key = rkey(&req.region, &req.name);
+    let uid = w.hex(32, false);
+    w.kube.insert(key.clone(), KubeWorld::new(&req.region, &req.name, &arn, &uid, cx.now));
+    w.eks.insert(key, rec);
+    Ok(view)
+}
+
+#[async_trait]
+impl EksApi for SimCloud {
+    async fn describe_eks_cluster(&self, region: &str, name: &str) -> Result<Option<EksCluster>> {
+        self.read("eks:DescribeCluster", |w, cx| Ok(w.eks.get(&rkey(region, name)).map(|c| eks_view(c, cx.now))))
+    }
+
+    async fn list_eks_clusters(&self, region: &str) -> Result<Vec<String>> {
+        self.read("eks:ListClusters", |w, _| {
+            Ok(w.eks.values().filter(|c| c.region == region).map(|c| c.name.clone()).collect())
+        })
+    }
+
+    async fn create_eks_cluster(&self, req: &CreateEksCluster) -> Result<EksCluster> {
+        self.write("eks:CreateCluster", |w, cx| create_cluster(w, req, cx, false))
+    }
+
+    async fn delete_eks_cluster(&self, region: &str, name: &str) -> Result<()> {
+        const API: &str = "eks:DeleteCluster";
+        self.write(API, |w, cx| {
+            let Some(c) = w.eks.get(&rkey(region, name)) else {
+                return Err(ProviderError::not_found(API, format!("ResourceNotFoundException: No cluster found for name: {name}.")));
+            };
+            match c.life.phase(cx.now) {
+                Phase::Deleting | Phase::Gone => return Ok(()),
+                Phase::Creating => {
+                    return Err(ProviderError::new(
+                        API,
+                        ProviderErrorKind::Conflict,
+                        format!("ResourceInUseException: Cluster {name} is CREATING; it can be deleted once creation has finished"),
+                    ));
+                }
+                Phase::Active | Phase::Failed(_) => {}
+            }
+            let users: Vec<&str> = w
+                .hyperpod
+                .values()
+                .filter(|h| h.eks_arn == c.arn && h.life.exists(cx.now))
+                .map(|h| h.name.as_str())
+                .collect();
+            if !users.is_empty() {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::Conflict,
+                    format!("ResourceInUseException: Cluster {name} is the orchestrator of SageMaker HyperPod cluster(s) {}; delete them first", users.join(", ")),
+                ));
+            }
+            let addons = c.addons.len() as u64;
+            if let Some(c) = w.eks.get_mut(&rkey(region, name)) {
+                c.life.start_deleting(cx.now, timings::EKS_DELETE);
+                for a in c.addons.values_mut() {
+                    a.life.start_deleting(cx.now, timings::EKS_DELETE);
+                }
+            }
+            w.count_n("eks:DeleteAddon", addons);
+            Ok(())
+        })
+    }
+
+    async fn describe_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<Option<EksAddon>> {
+        self.read("eks:DescribeAddon", |w, cx| {
+            Ok(w.eks.get(&rkey(region, cluster)).and_then(|c| c.addons.get(addon)).map(|a| addon_view(a, cx.now)))
+        })
+    }
+
+    async fn create_addon(&self, req: &CreateEksAddon) -> Result<EksAddon> {
+        const API: &str = "eks:CreateAddon";
+        self.write(API, |w, cx| {
+            let Some(c) = w.eks.get_mut(&rkey(&req.region, &req.cluster)) else {
+                return Err(ProviderError::not_found(
+                    API,
+                    format!("ResourceNotFoundException: No cluster found for name: {}.", req.cluster),
+                ));
+            };
+            if let Some(a) = c.addons.get(&req.name) {
+                if a.client_request_token == req.client_request_token {
+                    return Ok(addon_view(a, cx.now));
+                }
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!("ResourceInUseException: Addon {} already exists on cluster {}", req.name, req.cluster),
+                ));
+            }
+            match c.life.phase(cx.now) {
+                Phase::Active => {}
+                other => {
+                    let state = match other {
+                        Phase::Creating => "CREATING",
+                        Phase::Failed(_) => "FAILED",
+                        _ => "DELETING",
+                    };
+                    return Err(invalid(
+                        API,
+                        format!(
+                            "InvalidRequestException: Cluster {} is {state}; add-ons can be created once it is ACTIVE",
+                            req.cluster
+                        ),
+                    ));
+                }
+            }
+            let mut life = Lifecycle::new(cx.now, timings::ADDON_CREATE);
+            if let Some(reason) = &cx.resource_fails {
+                life.fail_after(timings::ADDON_CREATE * timings::FAILURE_SHARE, format!("CREATE_FAILED: {reason}"));
+            }
+            let rec = AddonRec {
+                name: req.name.clone(),
+                version: req.version.clone().unwrap_or_else(|| addon_default_version(&req.name, &c.version)),
+                client_request_token: req.client_request_token.clone(),
+                tags: req.tags.clone(),
+                life,
+            };
+            let view = addon_view(&rec, cx.now);
+            c.addons.insert(req.name.clone(), rec);
+            Ok(view)
+        })
+    }
+
+    async fn delete_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<()> {
+        const API: &str = "eks:DeleteAddon";
+        self.write(API, |w, cx| match w.eks.get_mut(&rkey(region, cluster)).and_then(|c| c.addons.get_mut(addon)) {
+            Some(a) => {
+                a.life.start_deleting(cx.now, timings::ADDON_DELETE);
+                Ok(())
+            }
+            None => Err(ProviderError::not_found(
+                API,
+                format!("ResourceNotFoundException: No addon {addon} found on cluster {cluster}"),
+            )),
+        })
+    }
+}
+
+impl SimCloud {
+    /// Adds an Active EKS cluster as if created earlier outside InstantStart (for import),
+    /// without counting calls. The subnets must exist (see [`SimCloud::seed_network`]).
+    pub fn seed_eks_cluster(
+        &self,
+        region: &str,
+        name: &str,
+        version: &str,
+        subnet_ids: Vec<String>,
+        tags: Tags,
+    ) -> Result<EksCluster, SimError> {
+        self.admin(|w, now| {
+            let req = CreateEksCluster {
+                region: region.into(),
+                name: name.into(),
+                version: version.into(),
+                role_arn: format!("arn:aws:iam::{}:role/{name}-cluster-role", w.account),
+                subnet_ids,
+                client_request_token: format!("seeded-{name}"),
+                tags,
+            };
+            Ok(create_cluster(w, &req, &Cx { now, resource_fails: None }, true)?)
+        })
+    }
+}

@@ -1,0 +1,660 @@
+//! The Kubernetes API of the simulated EKS clusters (`KubeApi`).
+//!
+//! Each EKS cluster has its own object store, created with the cluster (namespaces `default`,
+//! `kube-system`, `kube-public`, `kube-node-lease`) and dropped when the cluster is gone. Calls
+//! need the cluster to be Active: while it is creating they fail `Transient` (the endpoint is
+//! not reachable yet); when it is absent, failed or being deleted they fail `NotFound`. What the
+//! simulation does with objects:
+//!
+//! - `apply` is server-side-apply-like: it creates the object or replaces its spec, labels and
+//!   annotations, keeping server-set metadata (uid, creationTimestamp) and status; the
+//!   namespace of a namespaced object must exist.
+//! - PersistentVolumeClaims are `Bound` when a PersistentVolume is pre-bound to them
+//!   (`spec.claimRef`) or named by their `spec.volumeName`; PersistentVolumes report
+//!   `Bound`/`Available` accordingly.
+//! - Deployments (apps/v1), Jobs (batch/v1) and PyTorchJobs (kubeflow.org/v1) run pods. Pods
+//!   are scheduled onto the Nodes of the cluster — the Running instances of its HyperPod
+//!   clusters — honouring `nodeSelector` and accelerator requests (`nvidia.com/gpu`,
+//!   `aws.amazon.com/neuron`); without a fitting node they stay Pending with the scheduler's
+//!   message. A scheduled pod runs after [`timings::POD_START`](crate::timings::POD_START) and is
+//!   ready [`timings::POD_READY`](crate::timings::POD_READY) later; batch pods succeed after their
+//!   run time ([`DURATION_ANNOTATION`]). Workload statuses (readyReplicas, Job conditions, …)
+//!   follow. Deleting a workload's pod starts a replacement.
+//! - Services get a cluster IP; `LoadBalancer` Services get
+//!   `status.loadBalancer.ingress[0].hostname` after [`timings::LOAD_BALANCER`](crate::timings::LOAD_BALANCER).
+//! - Nodes (`v1/Node`) are read-only views of HyperPod instances.
+//! - Other kinds (ConfigMaps, Secrets, ServiceAccounts, RBAC, CRDs, custom resources) are
+//!   stored as applied.
+//! - `logs` serves simulated container logs ([`logs`]); `follow` streams new lines as simulated
+//!   time passes, until the container ends or the pod disappears.
+//!
+//! The `ResourceFails` fault on `k8s:Apply` makes the applied workload fail: server pods
+//! crash-loop, batch pods fail, LoadBalancers never get an address.
+
+mod logs;
+mod workload;
+
+pub use workload::DURATION_ANNOTATION;
+
+use crate::cloud::{Cx, SimCloud};
+use crate::world::{Phase, World, rkey, stable_hash};
+use async_trait::async_trait;
+use futures::StreamExt;
+use instantstart_core::provider::{
+    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, ProviderError, ProviderErrorKind,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, VecDeque};
+use workload::{NodeInfo, PodView};
+
+type Result<T> = std::result::Result<T, ProviderError>;
+
+/// Kinds that are not namespaced.
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "StorageClass",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "PriorityClass",
+    "CSIDriver",
+    "IngressClass",
+    "RuntimeClass",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "APIService",
+    "VolumeAttachment",
+];
+
+/// Namespaces every cluster starts with; they cannot be deleted.
+const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn is_cluster_scoped(kind: &str) -> bool {
+    CLUSTER_SCOPED.contains(&kind)
+}
+
+/// Storage key of an object.
+pub(crate) fn obj_key(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> String {
+    format!("{kind}|{api_version}|{}|{name}", namespace.unwrap_or(""))
+}
+
+/// The objects of one EKS cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct KubeWorld {
+    pub region: String,
+    pub eks_cluster: String,
+    pub eks_arn: String,
+    pub uid: String,
+    pub resource_version: u64,
+    pub objects: BTreeMap<String, KubeRec>,
+}
+
+/// A stored object and the simulated times the controllers care about.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct KubeRec {
+    /// As applied, plus server-set metadata; `status` only for kinds the simulation does not
+    /// compute.
+    pub object: Value,
+    pub created_at: f64,
+    /// Last time the spec changed (a rollout restarts the pods).
+    pub spec_changed_at: f64,
+    /// Set by the `ResourceFails` fault.
+    #[serde(default)]
+    pub fails: Option<String>,
+    /// Replaced pods, by slot.
+    #[serde(default)]
+    pub restarts: BTreeMap<String, Restart>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Restart {
+    pub epoch: u32,
+    pub since: f64,
+}
+
+impl KubeWorld {
+    pub fn new(region: &str, eks_cluster: &str, eks_arn: &str, uid: &str, now: f64) -> Self {
+        let mut kw = KubeWorld {
+            region: region.into(),
+            eks_cluster: eks_cluster.into(),
+            eks_arn: eks_arn.into(),
+            uid: uid.into(),
+            resource_version: 0,
+            objects: BTreeMap::new(),
+        };
+        for ns in SYSTEM_NAMESPACES {
+            kw.resource_version += 1;
+            let uid = workload::uuid_from(stable_hash(&[uid, ns]), stable_hash(&[ns, uid]));
+            let object = json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": { "name": ns, "uid": uid, "resourceVersion": kw.resource_version.to_string(), "labels": { "kubernetes.io/metadata.name": ns } },
+                "spec": { "finalizers": ["kubernetes"] },
+            });
+            kw.objects.insert(
+                obj_key("v1", "Namespace", None, ns),
+                KubeRec { object, created_at: now, spec_changed_at: now, fails: None, restarts: BTreeMap::new() },
+            );
+        }
+        kw
+    }
+
+    fn has_namespace(&self, ns: &str) -> bool {
+        self.objects.contains_key(&obj_key("v1", "Namespace", None, ns))
+    }
+}
+
+/// An object reference with the namespace made explicit (namespaced kinds default to
+/// `default`, cluster-scoped kinds have none).
+struct Ref {
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl Ref {
+    fn new(r: &ObjectRef) -> Self {
+        let namespace = if is_cluster_scoped(&r.kind) {
+            None
+        } else {
+            Some(r.namespace.clone().unwrap_or_else(|| "default".into()))
+        };
+        Ref { api_version: r.api_version.clone(), kind: r.kind.clone(), namespace, name: r.name.clone() }
+    }
+
+    fn key(&self) -> String {
+        obj_key(&self.api_version, &self.kind, self.namespace.as_deref(), &self.name)
+    }
+
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+fn is_pod(api_version: &str, kind: &str) -> bool {
+    api_version == "v1" && kind == "Pod"
+}
+
+fn is_node(api_version: &str, kind: &str) -> bool {
+    api_version == "v1" && kind == "Node"
+}
+
+/// The Kubernetes world of `target`, if its EKS cluster can serve API calls.
+fn check_target(w: &World, api: &str, target: &KubeTarget, now: f64) -> Result<String> {
+    let key = rkey(&target.region, &target.eks_cluster);
+    let Some(c) = w.eks.get(&key) else {
+        return Err(ProviderError::not_found(
+            api,
+            format!(
+                "EKS cluster {} not found in {}; there is no Kubernetes API to call",
+                target.eks_cluster, target.region
+            ),
+        ));
+    };
+    match c.life.phase(now) {
+        Phase::Active => {}
+        Phase::Creating => {
+            return Err(ProviderError::new(
+                api,
+                ProviderErrorKind::Transient,
+                format!("EKS cluster {} is still CREATING; its Kubernetes API endpoint is not reachable yet", c.name),
+            ));
+        }
+        // No API and no objects: NotFound, so a cleanup treats the objects as gone.
+        Phase::Failed(reason) => {
+            return Err(ProviderError::not_found(
+                api,
+                format!("EKS cluster {} FAILED ({reason}); it has no Kubernetes API", c.name),
+            ));
+        }
+        Phase::Deleting | Phase::Gone => {
+            return Err(ProviderError::not_found(
+                api,
+                format!("EKS cluster {} is being deleted; its Kubernetes API is gone", c.name),
+            ));
+        }
+    }
+    if !w.kube.contains_key(&key) {
+        return Err(ProviderError::not_found(api, format!("no Kubernetes API for EKS cluster {}", c.name)));
+    }
+    Ok(key)
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// A stored object with the status the simulated controllers would give it now.
+fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[NodeInfo], now: f64) -> Value {
+    let mut obj = rec.object.clone();
+    let api = str_at(&obj, "/apiVersion").unwrap_or_default().to_string();
+    let kind = str_at(&obj, "/kind").unwrap_or_default().to_string();
+    let status: Option<Value> = match (api.as_str(), kind.as_str()) {
+        ("v1", "Pod") => {
+            return workload::pods_of(key, rec)
+                .first()
+                .map(|p| {
+                    let mut rendered = workload::pod_object(w, p, &workload::pod_state(p, nodes, now));
+                    // Keep the stored metadata (resourceVersion, generation, annotations).
+                    if let Some(m) = obj.get("metadata") {
+                        rendered["metadata"] = m.clone();
+                    }
+                    rendered
+                })
+                .unwrap_or(obj);
+        }
+        ("v1", "Namespace") => Some(json!({ "phase": "Active" })),
+        ("v1", "PersistentVolumeClaim") => Some(pvc_status(kw, &obj)),
+        ("v1", "PersistentVolume") => Some(pv_status(kw, &obj)),
+        ("v1", "Service") => Some(service_status(kw, rec, now)),
+        _ => workload::workload_status(w, key, rec, nodes, now),
+    };
+    if let (Some(status), Some(o)) = (status, obj.as_object_mut()) {
+        o.insert("status".into(), status);
+    }
+    obj
+}
+
+/// The PV a claim binds to, if any: named by the claim's `spec.volumeName` (and not pre-bound
+/// to another claim), or pre-bound to the claim through `spec.claimRef`.
+fn bound_volume<'a>(kw: &'a KubeWorld, ns: &str, claim: &str, volume_name: Option<&str>) -> Option<&'a Value> {
+    let claim_ref_matches = |pv: &Value, allow_missing: bool| match pv.pointer("/spec/claimRef") {
+        Some(cr) => str_at(cr, "/name") == Some(claim) && str_at(cr, "/namespace").unwrap_or("default") == ns,
+        None => allow_missing,
+    };
+    let pvs = kw
+        .objects
+        .values()
+        .map(|r| &r.object)
+        .filter(|o| str_at(o, "/kind") == Some("PersistentVolume") && str_at(o, "/apiVersion") == Some("v1"));
+    let mut pvs: Vec<&Value> = pvs.collect();
+    if let Some(v) = volume_name {
+        return pvs.into_iter().find(|pv| str_at(pv, "/metadata/name") == Some(v) && claim_ref_matches(pv, true));
+    }
+    pvs.retain(|pv| claim_ref_matches(pv, false));
+    pvs.into_iter().next()
+}
+
+fn pvc_status(kw: &KubeWorld, pvc: &Value) -> Value {
+    let ns = str_at(pvc, "/metadata/namespace").unwrap_or("default");
+    let name = str_at(pvc, "/metadata/name").unwrap_or_default();
+    match bound_volume(kw, ns, name, str_at(pvc, "/spec/volumeName")) {
+        Some(pv) => json!({
+            "phase": "Bound",
+            "accessModes": pv.pointer("/spec/accessModes").cloned().unwrap_or(json!([])),
+            "capacity": pv.pointer("/spec/capacity").cloned().unwrap_or(json!({})),
+        }),
+        None => json!({ "phase": "Pending" }),
+    }
+}
+
+fn pv_status(kw: &KubeWorld, pv: &Value) -> Value {
+    let pv_name = str_at(pv, "/metadata/name").unwrap_or_default();
+    let bound = kw.objects.values().map(|r| &r.object).any(|o| {
+        if str_at(o, "/kind") != Some("PersistentVolumeClaim") {
+            return false;
+        }
+        let ns = str_at(o, "/metadata/namespace").unwrap_or("default");
+        let name = str_at(o, "/metadata/name").unwrap_or_default();
+        bound_volume(kw, ns, name, str_at(o, "/spec/volumeName"))
+            .is_some_and(|v| str_at(v, "/metadata/name") == Some(pv_name))
+    });
+    json!({ "phase": if bound { "Bound" } else { "Available" } })
+}
+
+fn service_status(kw: &KubeWorld, rec: &KubeRec, now: f64) -> Value {
+    let o = &rec.object;
+    if str_at(o, "/spec/type") != Some("LoadBalancer") {
+        return json!({ "loadBalancer": {} });
+    }
+    if rec.fails.is_some() || now < rec.created_at + crate::timings::LOAD_BALANCER {
+        return json!({ "loadBalancer": {} });
+    }
+    let ns = str_at(o, "/metadata/namespace").unwrap_or("default");
+    let name = str_at(o, "/metadata/name").unwrap_or_default();
+    let short = |s: &str| s.chars().take(8).collect::<String>();
+    let h = stable_hash(&[&kw.uid, ns, name]);
+    let hostname = format!(
+        "k8s-{}-{}-{:010x}-{:016x}.elb.{}.amazonaws.com",
+        short(ns),
+        short(name),
+        h & 0xff_ffff_ffff,
+        stable_hash(&[name, ns, &kw.uid]),
+        kw.region
+    );
+    json!({ "loadBalancer": { "ingress": [{ "hostname": hostname }] } })
+}
+
+fn labels_match(obj: &Value, wanted: &[(String, String)]) -> bool {
+    wanted
+        .iter()
+        .all(|(k, v)| obj.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str) == Some(v))
+}
+
+fn find_pod(kw: &KubeWorld, namespace: &str, name: &str) -> Option<PodView> {
+    workload::all_pods(kw, Some(namespace)).into_iter().find(|p| p.name == name)
+}
+
+fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
+    ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
+}
+
+fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject> {
+    const API: &str = "k8s:Apply";
+    let wkey = check_target(w, API, target, cx.now)?;
+    let Some(r) = object.object_ref() else {
+        return Err(invalid(API, "the object needs apiVersion, kind and metadata.name"));
+    };
+    if !object.0.is_object() || !object.0.get("metadata").is_some_and(Value::is_object) {
+        return Err(invalid(API, "the object must be a JSON object with metadata"));
+    }
+    if is_node(&r.api_version, &r.kind) {
+        return Err(invalid(API, "Nodes are registered by HyperPod instances; they cannot be applied"));
+    }
+    let r = Ref::new(&r);
+    let key = r.key();
+    let uid_seed = (w.next_u64(), w.next_u64());
+    let created = w.k8s_time(cx.now);
+    let Some(kw) = w.kube.get_mut(&wkey) else {
+        return Err(ProviderError::not_found(API, "no Kubernetes API for this cluster"));
+    };
+    if let Some(ns) = &r.namespace
+        && !kw.has_namespace(ns)
+    {
+        return Err(ProviderError::not_found(API, format!("namespaces \"{ns}\" not found")));
+    }
+    let existing: Option<Value> = kw.objects.get(&key).map(|e| e.object.clone());
+    let existing = existing.as_ref();
+    let mut new = object.0.clone();
+    let Some(o) = new.as_object_mut() else {
+        return Err(invalid(API, "the object must be a JSON object"));
+    };
+    o.remove("status");
+    let mut meta: Map<String, Value> = o.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    for server_set in ["uid", "creationTimestamp", "resourceVersion", "generation", "managedFields"] {
+        meta.remove(server_set);
+    }
+    match &r.namespace {
+        Some(ns) => meta.insert("namespace".into(), json!(ns)),
+        None => meta.remove("namespace"),
+    };
+    kw.resource_version += 1;
+    meta.insert("resourceVersion".into(), json!(kw.resource_version.to_string()));
+    let old_meta = existing.and_then(|e| e.get("metadata"));
+    let keep = |field: &str| old_meta.and_then(|m| m.get(field)).cloned();
+    meta.insert("uid".into(), keep("uid").unwrap_or_else(|| json!(workload::uuid_from(uid_seed.0, uid_seed.1))));
+    meta.insert("creationTimestamp".into(), keep("creationTimestamp").unwrap_or_else(|| json!(created)));
+    meta.insert("managedFields".into(), json!([{ "manager": "instantstart", "operation": "Apply" }]));
+    if r.kind == "Service" && r.api_version == "v1" {
+        let spec = o.entry("spec").or_insert_with(|| json!({}));
+        if let Some(spec) = spec.as_object_mut()
+            && !spec.contains_key("clusterIP")
+            && spec.get("type").and_then(Value::as_str) != Some("ExternalName")
+        {
+            let previous = existing.and_then(|e| e.pointer("/spec/clusterIP")).cloned();
+            let h = stable_hash(&[&key, &kw.uid]);
+            let ip = format!("10.100.{}.{}", (h >> 8) % 256, 1 + h % 254);
+            spec.insert("clusterIP".into(), previous.unwrap_or_else(|| json!(ip)));
+        }
+    }
+    let spec_changed = existing.is_none_or(|e| e.get("spec") != o.get("spec"));
+    let old_generation = keep("generation").and_then(|g| g.as_u64()).unwrap_or(0);
+    meta.insert("generation".into(), json!(if spec_changed { old_generation + 1 } else { old_generation.max(1) }));
+    if let Some(status) = existing.and_then(|e| e.get("status")) {
+        o.insert("status".into(), status.clone());
+    }
+    o.insert("metadata".into(), Value::Object(meta));
+    match kw.objects.get_mut(&key) {
+        Some(rec) => {
+            rec.object = new;
+            if spec_changed {
+                rec.spec_changed_at = cx.now;
+                rec.restarts.clear();
+            }
+            rec.fails = cx.resource_fails.clone();
+        }
+        None => {
+            kw.objects.insert(
+                key.clone(),
+                KubeRec {
+                    object: new,
+                    created_at: cx.now,
+                    spec_changed_at: cx.now,
+                    fails: cx.resource_fails.clone(),
+                    restarts: BTreeMap::new(),
+                },
+            );
+        }
+    }
+    let w: &World = w;
+    let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(API, "no Kubernetes API for this cluster"))?;
+    let nodes = workload::nodes(w, kw, cx.now);
+    let rec = kw.objects.get(&key).ok_or_else(|| ProviderError::not_found(API, "object vanished"))?;
+    Ok(KubeObject(materialize(w, kw, &key, rec, &nodes, cx.now)))
+}
+
+fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<KubeObject>> {
+    const API: &str = "k8s:Get";
+    let wkey = check_target(w, API, target, cx.now)?;
+    let Some(kw) = w.kube.get(&wkey) else { return Ok(None) };
+    let r = Ref::new(r);
+    let nodes = workload::nodes(w, kw, cx.now);
+    if is_node(&r.api_version, &r.kind) {
+        return Ok(nodes.iter().find(|n| n.name == r.name).map(|n| KubeObject(workload::node_object(w, n))));
+    }
+    let key = r.key();
+    if let Some(rec) = kw.objects.get(&key) {
+        return Ok(Some(KubeObject(materialize(w, kw, &key, rec, &nodes, cx.now))));
+    }
+    if is_pod(&r.api_version, &r.kind) {
+        let ns = r.namespace.as_deref().unwrap_or("default");
+        return Ok(find_pod(kw, ns, &r.name)
+            .map(|p| KubeObject(workload::pod_object(w, &p, &workload::pod_state(&p, &nodes, cx.now)))));
+    }
+    Ok(None)
+}
+
+fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<KubeObject>> {
+    const API: &str = "k8s:List";
+    let wkey = check_target(w, API, target, cx.now)?;
+    let Some(kw) = w.kube.get(&wkey) else { return Ok(Vec::new()) };
+    let nodes = workload::nodes(w, kw, cx.now);
+    let namespace = if is_cluster_scoped(&p.kind) { None } else { p.namespace.as_deref() };
+    let mut out: Vec<Value> = if is_node(&p.api_version, &p.kind) {
+        nodes.iter().map(|n| workload::node_object(w, n)).collect()
+    } else if is_pod(&p.api_version, &p.kind) {
+        workload::all_pods(kw, namespace)
+            .iter()
+            .map(|pod| match kw.objects.get(&pod.source).filter(|r| str_at(&r.object, "/kind") == Some("Pod")) {
+                Some(rec) => materialize(w, kw, &pod.source, rec, &nodes, cx.now),
+                None => workload::pod_object(w, pod, &workload::pod_state(pod, &nodes, cx.now)),
+            })
+            .collect()
+    } else {
+        kw.objects
+            .iter()
+            .filter(|(_, rec)| {
+                str_at(&rec.object, "/apiVersion") == Some(p.api_version.as_str())
+                    && str_at(&rec.object, "/kind") == Some(p.kind.as_str())
+                    && namespace.is_none_or(|ns| str_at(&rec.object, "/metadata/namespace") == Some(ns))
+            })
+            .map(|(k, rec)| materialize(w, kw, k, rec, &nodes, cx.now))
+            .collect()
+    };
+    out.retain(|o| labels_match(o, &p.labels));
+    out.sort_by(|a, b| {
+        let k = |o: &Value| {
+            (str_at(o, "/metadata/namespace").map(str::to_string), str_at(o, "/metadata/name").map(str::to_string))
+        };
+        k(a).cmp(&k(b))
+    });
+    Ok(out.into_iter().map(KubeObject).collect())
+}
+
+fn delete(w: &mut World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<()> {
+    const API: &str = "k8s:Delete";
+    let wkey = check_target(w, API, target, cx.now)?;
+    let Some(kw) = w.kube.get_mut(&wkey) else { return Ok(()) };
+    let r = Ref::new(r);
+    if is_node(&r.api_version, &r.kind) {
+        // The kubelet of a running instance registers its Node again at once.
+        return Ok(());
+    }
+    if r.kind == "Namespace" && r.api_version == "v1" {
+        if SYSTEM_NAMESPACES.contains(&r.name.as_str()) {
+            return Err(invalid(
+                API,
+                format!("namespaces \"{}\" is forbidden: this namespace may not be deleted", r.name),
+            ));
+        }
+        kw.objects.retain(|_, rec| str_at(&rec.object, "/metadata/namespace") != Some(r.name.as_str()));
+        kw.objects.remove(&r.key());
+        return Ok(());
+    }
+    if kw.objects.remove(&r.key()).is_some() {
+        return Ok(());
+    }
+    if is_pod(&r.api_version, &r.kind) {
+        let ns = r.namespace.as_deref().unwrap_or("default");
+        if let Some(p) = find_pod(kw, ns, &r.name)
+            && let Some(slot) = &p.slot
+        {
+            workload::restart_slot(kw, &p.source, slot, cx.now);
+        }
+    }
+    tracing::trace!(object = %r.describe(), "simulator: delete of an absent object");
+    Ok(())
+}
+
+/// The pod and its state, without going through the API pipeline (for log streaming).
+fn pod_now(
+    w: &World,
+    target: &KubeTarget,
+    namespace: &str,
+    pod: &str,
+    now: f64,
+) -> Option<(PodView, workload::PodState)> {
+    let kw = w.kube.get(&rkey(&target.region, &target.eks_cluster))?;
+    if !w.eks.get(&rkey(&target.region, &target.eks_cluster)).is_some_and(|c| c.life.exists(now)) {
+        return None;
+    }
+    let p = find_pod(kw, namespace, pod)?;
+    let nodes = workload::nodes(w, kw, now);
+    let st = workload::pod_state(&p, &nodes, now);
+    Some((p, st))
+}
+
+struct Follow {
+    cloud: SimCloud,
+    target: KubeTarget,
+    namespace: String,
+    pod: String,
+    cursor: f64,
+    buffer: VecDeque<String>,
+    done: bool,
+}
+
+#[async_trait]
+impl KubeApi for SimCloud {
+    async fn apply(&self, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject> {
+        self.write("k8s:Apply", |w, cx| apply(w, cx, target, object))
+    }
+
+    async fn get(&self, target: &KubeTarget, object: &ObjectRef) -> Result<Option<KubeObject>> {
+        self.read("k8s:Get", |w, cx| get(w, cx, target, object))
+    }
+
+    async fn list(&self, target: &KubeTarget, params: &ListParams) -> Result<Vec<KubeObject>> {
+        self.read("k8s:List", |w, cx| list(w, cx, target, params))
+    }
+
+    async fn delete(&self, target: &KubeTarget, object: &ObjectRef) -> Result<()> {
+        self.write("k8s:Delete", |w, cx| delete(w, cx, target, object))
+    }
+
+    async fn logs(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        follow: bool,
+        tail_lines: Option<u32>,
+    ) -> Result<LogStream> {
+        const API: &str = "k8s:Logs";
+        let (lines, now, finished) = self.read(API, |w, cx| {
+            check_target(w, API, target, cx.now)?;
+            let Some((p, st)) = pod_now(w, target, namespace, pod, cx.now) else {
+                return Err(ProviderError::not_found(
+                    API,
+                    format!("pods \"{pod}\" not found in namespace {namespace}"),
+                ));
+            };
+            if st.started_at.is_none() {
+                let reason =
+                    if st.unschedulable.is_some() { "PodScheduled=False (Unschedulable)" } else { "ContainerCreating" };
+                return Err(invalid(
+                    API,
+                    format!("container \"{}\" in pod \"{pod}\" is waiting to start: {reason}", p.container()),
+                ));
+            }
+            let finished = st.finished_at.is_some_and(|e| e <= cx.now);
+            Ok((logs::lines(&p, &st, cx.now), cx.now, finished))
+        })?;
+        let mut lines: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
+        if let Some(n) = tail_lines {
+            let skip = lines.len().saturating_sub(n as usize);
+            lines.drain(..skip);
+        }
+        if !follow {
+            return Ok(futures::stream::iter(lines.into_iter().map(Ok)).boxed());
+        }
+        let state = Follow {
+            cloud: self.clone(),
+            target: target.clone(),
+            namespace: namespace.into(),
+            pod: pod.into(),
+            cursor: now,
+            buffer: lines.into(),
+            done: finished,
+        };
+        Ok(futures::stream::unfold(state, |mut s| async move {
+            loop {
+                if let Some(line) = s.buffer.pop_front() {
+                    return Some((Ok(line), s));
+                }
+                if s.done {
+                    return None;
+                }
+                let wait = (1.0 / s.cloud.speed()).clamp(0.001, 0.25);
+                tokio::time::sleep(std::time::Duration::from_secs_f64(wait)).await;
+                let (fresh, now, ended) = {
+                    let mut st = s.cloud.lock();
+                    let now = st.now();
+                    st.world.settle(now);
+                    match pod_now(&st.world, &s.target, &s.namespace, &s.pod, now) {
+                        None => (Vec::new(), now, true),
+                        Some((p, pst)) => {
+                            let fresh: Vec<String> = logs::lines(&p, &pst, now)
+                                .into_iter()
+                                .filter(|(t, _)| *t > s.cursor)
+                                .map(|(_, l)| l)
+                                .collect();
+                            (fresh, now, pst.finished_at.is_some_and(|e| e <= now))
+                        }
+                    }
+                };
+                s.buffer.extend(fresh);
+                s.cursor = now;
+                s.done = ended;
+            }
+        })
+        .boxed())
+    }
+}

@@ -1,0 +1,725 @@
+//! Workloads of the simulated Kubernetes clusters: the pods Deployments, Jobs and PyTorchJobs
+//! run (derived from the workload object and time, never stored), the Nodes HyperPod instances
+//! register, a small scheduler (node selector, accelerator requests), and the statuses the
+//! controllers would write.
+
+use super::{KubeRec, KubeWorld, Restart};
+use crate::hyperpod::nodes as hyperpod_nodes;
+use crate::timings;
+use crate::world::{World, stable_hash};
+use instantstart_core::spec::instance_type_info;
+use ipnet::Ipv4Net;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// Annotation (on a Job, PyTorchJob, bare Pod or pod template) setting how many simulated
+/// seconds the workload's containers run before they complete.
+pub const DURATION_ANNOTATION: &str = "sim.instantstart.io/duration-seconds";
+
+/// Accelerator resource names a pod may request.
+const ACCELERATOR_RESOURCES: &[&str] = &["nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neurondevice"];
+
+/// A Node registered by a Running HyperPod instance.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeInfo {
+    pub name: String,
+    pub instance_id: String,
+    pub availability_zone: String,
+    pub ready_at: f64,
+    pub labels: Map<String, Value>,
+    pub cpu: u32,
+    pub memory_gib: u32,
+    /// Accelerator resource name and count.
+    pub accelerators: Option<(&'static str, u32)>,
+    pub subnet: Option<Ipv4Net>,
+    pub kubelet_version: String,
+}
+
+fn accelerator_resource(accelerator: &str) -> Option<&'static str> {
+    if accelerator.starts_with("nvidia") {
+        Some("nvidia.com/gpu")
+    } else if accelerator.starts_with("aws-trainium") || accelerator.starts_with("aws-inferentia") {
+        Some("aws.amazon.com/neuron")
+    } else {
+        None
+    }
+}
+
+/// The Nodes of the EKS cluster behind `kw`: Running instances of its HyperPod clusters.
+pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
+    let version = w.eks.values().find(|c| c.arn == kw.eks_arn).map(|c| c.version.clone()).unwrap_or_default();
+    let mut out = Vec::new();
+    for h in w.hyperpod.values().filter(|h| h.eks_arn == kw.eks_arn) {
+        for n in hyperpod_nodes(h, now).into_iter().filter(|n| n.status == "Running") {
+            let info = instance_type_info(&n.instance_type);
+            let name = format!("hyperpod-{}", n.instance_id);
+            let mut labels = Map::new();
+            for (k, v) in [
+                ("kubernetes.io/hostname", name.as_str()),
+                ("kubernetes.io/os", "linux"),
+                ("kubernetes.io/arch", "amd64"),
+                ("node.kubernetes.io/instance-type", n.instance_type.as_str()),
+                ("topology.kubernetes.io/region", h.region.as_str()),
+                ("topology.kubernetes.io/zone", n.availability_zone.as_str()),
+                ("sagemaker.amazonaws.com/compute-type", "hyperpod"),
+                ("sagemaker.amazonaws.com/cluster-name", h.name.as_str()),
+                ("sagemaker.amazonaws.com/instance-group-name", n.group.as_str()),
+                ("sagemaker.amazonaws.com/node-health-status", "Schedulable"),
+            ] {
+                labels.insert(k.into(), Value::String(v.into()));
+            }
+            let accelerators = info.and_then(|i| accelerator_resource(i.accelerator).map(|r| (r, i.accelerators)));
+            out.push(NodeInfo {
+                name,
+                instance_id: n.instance_id.clone(),
+                availability_zone: n.availability_zone.clone(),
+                ready_at: n.running_at,
+                labels,
+                cpu: info.map_or(2, |i| i.vcpus),
+                memory_gib: info.map_or(4, |i| i.memory_gib),
+                accelerators,
+                subnet: w.subnets.get(&n.subnet_id).map(|s| s.cidr),
+                kubelet_version: format!("v{version}.3-eks-{:07x}", stable_hash(&[&version]) as u32 & 0x0fff_ffff),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// An address in `subnet` chosen by `seed` (skipping the 4 addresses AWS reserves at the start).
+fn address_in(subnet: Option<Ipv4Net>, seed: u64) -> Option<String> {
+    let net = subnet?;
+    let hosts = 1u64 << (32 - u32::from(net.prefix_len()));
+    if hosts <= 8 {
+        return None;
+    }
+    let offset = 4 + seed % (hosts - 5);
+    Some(std::net::Ipv4Addr::from(u32::from(net.network()).wrapping_add(offset as u32)).to_string())
+}
+
+pub(crate) fn node_object(w: &World, n: &NodeInfo) -> Value {
+    let mut capacity = Map::new();
+    capacity.insert("cpu".into(), json!(n.cpu.to_string()));
+    capacity.insert("memory".into(), json!(format!("{}Gi", n.memory_gib)));
+    capacity.insert("pods".into(), json!("110"));
+    if let Some((res, count)) = n.accelerators {
+        capacity.insert(res.into(), json!(count.to_string()));
+    }
+    let ip = address_in(n.subnet, stable_hash(&[&n.instance_id])).unwrap_or_else(|| "10.0.0.10".into());
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": n.name,
+            "uid": uuid_from(stable_hash(&["node", &n.instance_id]), stable_hash(&["node-b", &n.instance_id])),
+            "creationTimestamp": w.k8s_time(n.ready_at),
+            "labels": n.labels,
+        },
+        "spec": { "providerID": format!("aws:///{}/{}", n.availability_zone, n.instance_id) },
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastTransitionTime": w.k8s_time(n.ready_at) }],
+            "addresses": [{ "type": "InternalIP", "address": ip }, { "type": "Hostname", "address": n.name }],
+            "nodeInfo": { "kubeletVersion": n.kubelet_version, "osImage": "Amazon Linux 2023", "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.27" },
+        },
+    })
+}
+
+/// A UUID-shaped string from two 64-bit numbers.
+pub(crate) fn uuid_from(a: u64, b: u64) -> String {
+    let h = format!("{a:016x}{b:016x}");
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// Kubernetes' random-suffix alphabet (no vowels, no confusable digits).
+fn suffix(seed: u64, len: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+            x /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+/// A pod: derived from a workload, or a Pod object applied directly.
+#[derive(Debug, Clone)]
+pub(crate) struct PodView {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub labels: Map<String, Value>,
+    pub annotations: Map<String, Value>,
+    /// (apiVersion, kind, name, uid) of the controller.
+    pub owner: Option<(String, String, String, String)>,
+    /// Key of the object the pod comes from, and its slot (for restarts on delete).
+    pub source: String,
+    pub slot: Option<String>,
+    pub spec: Value,
+    /// When the pod was created (simulated time).
+    pub start: f64,
+    /// Run time of a batch container; `None` for long-running servers.
+    pub batch_run: Option<f64>,
+    pub fails: Option<String>,
+    pub world_size: u32,
+    pub rank: u32,
+}
+
+impl PodView {
+    pub fn image(&self) -> &str {
+        self.spec.pointer("/containers/0/image").and_then(Value::as_str).unwrap_or("unknown")
+    }
+
+    pub fn container(&self) -> &str {
+        self.spec.pointer("/containers/0/name").and_then(Value::as_str).unwrap_or("main")
+    }
+
+    pub fn port(&self) -> u64 {
+        self.spec.pointer("/containers/0/ports/0/containerPort").and_then(Value::as_u64).unwrap_or(8080)
+    }
+}
+
+fn str_map(v: Option<&Value>) -> Map<String, Value> {
+    v.and_then(Value::as_object).cloned().unwrap_or_default()
+}
+
+fn duration(annotations: &[&Map<String, Value>], default: f64) -> f64 {
+    annotations
+        .iter()
+        .find_map(|a| {
+            a.get(DURATION_ANNOTATION).and_then(|v| v.as_f64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+        })
+        .filter(|d| d.is_finite() && *d >= 0.0)
+        .unwrap_or(default)
+}
+
+fn slot_start(rec: &KubeRec, slot: &str) -> (u32, f64) {
+    match rec.restarts.get(slot) {
+        Some(Restart { epoch, since }) => (*epoch, since.max(rec.spec_changed_at)),
+        None => (0, rec.spec_changed_at),
+    }
+}
+
+/// The pods a stored object runs (a Pod object is its own pod).
+pub(crate) fn pods_of(key: &str, rec: &KubeRec) -> Vec<PodView> {
+    let o = &rec.object;
+    let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let api = o.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let namespace = o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+    let uid = o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+    let own_annotations = str_map(o.pointer("/metadata/annotations"));
+    let owner = Some((api.to_string(), kind.to_string(), name.clone(), uid.clone()));
+    let change = rec.spec_changed_at.to_bits().to_string();
+    let pod = |pod_name: String,
+               slot: String,
+               template: &Value,
+               extra: &[(&str, String)],
+               owner: Option<(String, String, String, String)>,
+               batch_default: Option<f64>,
+               world_size: u32,
+               rank: u32| {
+        let (epoch, start) = slot_start(rec, &slot);
+        let mut labels = str_map(template.pointer("/metadata/labels"));
+        for (k, v) in extra {
+            labels.insert((*k).into(), Value::String(v.clone()));
+        }
+        let annotations = str_map(template.pointer("/metadata/annotations"));
+        let batch_run = batch_default.map(|d| duration(&[&annotations, &own_annotations], d));
+        PodView {
+            uid: uuid_from(stable_hash(&[&uid, &slot, &epoch.to_string(), &change]), stable_hash(&[&pod_name])),
+            name: pod_name,
+            namespace: namespace.clone(),
+            labels,
+            annotations,
+            owner,
+            source: key.to_string(),
+            slot: Some(slot),
+            spec: template.get("spec").cloned().unwrap_or_else(|| json!({})),
+            start,
+            batch_run,
+            fails: rec.fails.clone(),
+            world_size,
+            rank,
+        }
+    };
+    match (api, kind) {
+        ("apps/v1", "Deployment") => {
+            let replicas = o.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+            let template = o.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
+            let rs_hash = suffix(stable_hash(&[&uid, &change]), 10);
+            let rs_name = format!("{name}-{rs_hash}");
+            let rs_owner = Some((
+                "apps/v1".to_string(),
+                "ReplicaSet".to_string(),
+                rs_name.clone(),
+                uuid_from(stable_hash(&[&rs_name, &uid]), 0),
+            ));
+            (0..replicas)
+                .map(|i| {
+                    let slot = i.to_string();
+                    let (epoch, _) = slot_start(rec, &slot);
+                    let pod_name =
+                        format!("{rs_name}-{}", suffix(stable_hash(&[&rs_hash, &slot, &epoch.to_string()]), 5));
+                    pod(
+                        pod_name,
+                        slot,
+                        &template,
+                        &[("pod-template-hash", rs_hash.clone())],
+                        rs_owner.clone(),
+                        None,
+                        replicas,
+                        i,
+                    )
+                })
+                .collect()
+        }
+        ("batch/v1", "Job") => {
+            if o.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+                return Vec::new();
+            }
+            let parallelism = o.pointer("/spec/parallelism").and_then(Value::as_u64).unwrap_or(1) as u32;
+            let completions = o.pointer("/spec/completions").and_then(Value::as_u64).unwrap_or(1) as u32;
+            let n = parallelism.min(completions.max(1)).max(1);
+            let template = o.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
+            let extra = [
+                ("batch.kubernetes.io/job-name", name.clone()),
+                ("job-name", name.clone()),
+                ("batch.kubernetes.io/controller-uid", uid.clone()),
+                ("controller-uid", uid.clone()),
+            ];
+            (0..n)
+                .map(|i| {
+                    let slot = i.to_string();
+                    let (epoch, _) = slot_start(rec, &slot);
+                    let pod_name =
+                        format!("{name}-{}", suffix(stable_hash(&[&uid, &slot, &epoch.to_string(), &change]), 5));
+                    pod(pod_name, slot, &template, &extra, owner.clone(), Some(timings::JOB_DEFAULT_RUN), n, i)
+                })
+                .collect()
+        }
+        ("kubeflow.org/v1", "PyTorchJob") => {
+            let specs = str_map(o.pointer("/spec/pytorchReplicaSpecs"));
+            let mut types: Vec<(&String, &Value)> = specs.iter().collect();
+            // Master first, then the others by name.
+            types.sort_by_key(|(t, _)| (t.as_str() != "Master", t.to_string()));
+            let world_size: u32 =
+                types.iter().map(|(_, s)| s.get("replicas").and_then(Value::as_u64).unwrap_or(1) as u32).sum();
+            let mut out = Vec::new();
+            let mut rank = 0;
+            for (rtype, rspec) in types {
+                let replicas = rspec.get("replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+                let template = rspec.get("template").cloned().unwrap_or_else(|| json!({}));
+                let lower = rtype.to_lowercase();
+                for i in 0..replicas {
+                    let extra = [
+                        ("training.kubeflow.org/job-name", name.clone()),
+                        ("training.kubeflow.org/operator-name", "pytorchjob-controller".to_string()),
+                        ("training.kubeflow.org/replica-type", lower.clone()),
+                        ("training.kubeflow.org/replica-index", i.to_string()),
+                    ];
+                    out.push(pod(
+                        format!("{name}-{lower}-{i}"),
+                        format!("{lower}-{i}"),
+                        &template,
+                        &extra,
+                        owner.clone(),
+                        Some(timings::PYTORCHJOB_DEFAULT_RUN),
+                        world_size,
+                        rank,
+                    ));
+                    rank += 1;
+                }
+            }
+            out
+        }
+        ("v1", "Pod") => {
+            let restart = o.pointer("/spec/restartPolicy").and_then(Value::as_str).unwrap_or("Always");
+            let batch_run = (restart != "Always").then(|| duration(&[&own_annotations], timings::JOB_DEFAULT_RUN));
+            vec![PodView {
+                name,
+                namespace,
+                uid,
+                labels: str_map(o.pointer("/metadata/labels")),
+                annotations: own_annotations.clone(),
+                owner: None,
+                source: key.to_string(),
+                slot: None,
+                spec: o.get("spec").cloned().unwrap_or_else(|| json!({})),
+                start: rec.spec_changed_at,
+                batch_run,
+                fails: rec.fails.clone(),
+                world_size: 1,
+                rank: 0,
+            }]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Every pod of the cluster, optionally of one namespace.
+pub(crate) fn all_pods(kw: &KubeWorld, namespace: Option<&str>) -> Vec<PodView> {
+    kw.objects
+        .iter()
+        .filter(|(_, r)| {
+            namespace.is_none_or(|ns| r.object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+        })
+        .flat_map(|(k, r)| pods_of(k, r))
+        .collect()
+}
+
+/// What happens to a pod at some moment.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PodState {
+    /// Pending, Running, Succeeded or Failed.
+    pub phase: &'static str,
+    pub node: Option<String>,
+    pub scheduled_at: Option<f64>,
+    /// Why the scheduler cannot place the pod.
+    pub unschedulable: Option<String>,
+    /// When the (first) container started running.
+    pub started_at: Option<f64>,
+    pub ready: bool,
+    pub finished_at: Option<f64>,
+    pub restarts: u32,
+    /// Reason the container is waiting (ContainerCreating, CrashLoopBackOff).
+    pub waiting: Option<&'static str>,
+    pub pod_ip: Option<String>,
+    pub host_ip: Option<String>,
+}
+
+/// Accelerators a pod asks for: (resource, count).
+fn accelerator_request(spec: &Value) -> Option<(String, u32)> {
+    let mut need: BTreeMap<String, u32> = BTreeMap::new();
+    for c in spec.get("containers").and_then(Value::as_array).into_iter().flatten() {
+        for res in ACCELERATOR_RESOURCES {
+            let get = |section: &str| {
+                c.pointer(&format!("/resources/{section}"))
+                    .and_then(|m| m.get(*res))
+                    .and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+                    .unwrap_or(0) as u32
+            };
+            let n = get("limits").max(get("requests"));
+            if n > 0 {
+                // Neuron devices and cores are both served by neuron nodes.
+                let key = if res.starts_with("aws.amazon.com/neuron") { "aws.amazon.com/neuron" } else { res };
+                *need.entry(key.to_string()).or_insert(0) += n;
+            }
+        }
+    }
+    need.into_iter().next()
+}
+
+/// Places the pod: on a Node ready by now that matches its node selector and has the
+/// accelerators it requests, at the time both the pod and such a node existed.
+fn schedule(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(usize, f64), String> {
+    if nodes.iter().all(|n| n.ready_at > now) {
+        return Err("no nodes available to schedule pods".into());
+    }
+    let ready: Vec<(usize, &NodeInfo)> = nodes.iter().enumerate().filter(|(_, n)| n.ready_at <= now).collect();
+    let selector = str_map(pod.spec.get("nodeSelector"));
+    let need = accelerator_request(&pod.spec);
+    let fits = |n: &NodeInfo| {
+        selector.iter().all(|(k, v)| n.labels.get(k) == Some(v))
+            && need
+                .as_ref()
+                .is_none_or(|(res, count)| n.accelerators.is_some_and(|(r, have)| r == res.as_str() && have >= *count))
+    };
+    let eligible: Vec<(usize, &NodeInfo)> = ready.iter().copied().filter(|(_, n)| fits(n)).collect();
+    let Some(earliest) = eligible.iter().map(|(_, n)| n.ready_at).reduce(f64::min) else {
+        let total = ready.len();
+        let why = match &need {
+            Some((res, _)) => format!("{total} Insufficient {res}"),
+            None => format!("{total} node(s) didn't match Pod's node affinity/selector"),
+        };
+        return Err(format!(
+            "0/{total} nodes are available: {why}. preemption: 0/{total} nodes are available: {total} No preemption victims found for incoming pod."
+        ));
+    };
+    let at = pod.start.max(earliest);
+    let candidates: Vec<usize> = eligible.iter().filter(|(_, n)| n.ready_at <= at).map(|(i, _)| *i).collect();
+    let pick = candidates[(stable_hash(&[&pod.namespace, &pod.name]) % candidates.len() as u64) as usize];
+    Ok((pick, at))
+}
+
+pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState {
+    let pending = |unschedulable: Option<String>| PodState {
+        phase: "Pending",
+        node: None,
+        scheduled_at: None,
+        unschedulable,
+        started_at: None,
+        ready: false,
+        finished_at: None,
+        restarts: 0,
+        waiting: None,
+        pod_ip: None,
+        host_ip: None,
+    };
+    if now < pod.start {
+        return pending(None);
+    }
+    let (idx, at) = match schedule(pod, nodes, now) {
+        Ok(x) => x,
+        Err(why) => return pending(Some(why)),
+    };
+    let node = &nodes[idx];
+    let mut st = pending(None);
+    st.node = Some(node.name.clone());
+    st.scheduled_at = Some(at);
+    st.host_ip = address_in(node.subnet, stable_hash(&[&node.instance_id]));
+    st.pod_ip = address_in(node.subnet, stable_hash(&[&pod.uid]));
+    let started = at + timings::POD_START;
+    if now < started {
+        st.waiting = Some("ContainerCreating");
+        return st;
+    }
+    st.started_at = Some(started);
+    st.phase = "Running";
+    match pod.batch_run {
+        Some(run) => {
+            let end = started + run;
+            if now >= end {
+                st.phase = if pod.fails.is_some() { "Failed" } else { "Succeeded" };
+                st.finished_at = Some(end);
+            } else {
+                st.ready = true;
+            }
+        }
+        None if pod.fails.is_some() => {
+            st.waiting = Some("CrashLoopBackOff");
+            st.restarts = ((now - started) / 30.0) as u32 + 1;
+        }
+        None => st.ready = now >= started + timings::POD_READY,
+    }
+    st
+}
+
+pub(crate) fn pod_object(w: &World, pod: &PodView, st: &PodState) -> Value {
+    let mut spec = pod.spec.clone();
+    if let (Some(node), Some(obj)) = (&st.node, spec.as_object_mut()) {
+        obj.insert("nodeName".into(), json!(node));
+    }
+    let mut metadata = json!({
+        "name": pod.name,
+        "namespace": pod.namespace,
+        "uid": pod.uid,
+        "creationTimestamp": w.k8s_time(pod.start),
+        "labels": pod.labels,
+    });
+    if !pod.annotations.is_empty() {
+        metadata["annotations"] = json!(pod.annotations);
+    }
+    if let Some((api, kind, name, uid)) = &pod.owner {
+        metadata["ownerReferences"] = json!([{ "apiVersion": api, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true }]);
+    }
+    let t = |x: f64| w.k8s_time(x);
+    let cond = |ty: &str, ok: bool| json!({ "type": ty, "status": if ok { "True" } else { "False" } });
+    let mut conditions = vec![];
+    match &st.unschedulable {
+        Some(why) => conditions
+            .push(json!({ "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why })),
+        None => {
+            conditions.push(cond("PodScheduled", st.scheduled_at.is_some()));
+            conditions.push(cond("Initialized", st.scheduled_at.is_some()));
+            conditions.push(cond("ContainersReady", st.ready));
+            conditions.push(cond("Ready", st.ready));
+        }
+    }
+    let state = if let Some(end) = st.finished_at {
+        let failed = st.phase == "Failed";
+        json!({ "terminated": {
+            "exitCode": if failed { 1 } else { 0 },
+            "reason": if failed { "Error" } else { "Completed" },
+            "startedAt": st.started_at.map(t),
+            "finishedAt": t(end),
+        }})
+    } else if let Some(reason) = st.waiting {
+        let mut waiting = json!({ "reason": reason });
+        if let (Some(why), "CrashLoopBackOff") = (&pod.fails, reason) {
+            waiting["message"] = json!(format!("back-off restarting failed container {}: {why}", pod.container()));
+        }
+        json!({ "waiting": waiting })
+    } else if let Some(s) = st.started_at {
+        json!({ "running": { "startedAt": t(s) } })
+    } else {
+        json!({ "waiting": { "reason": "Pending" } })
+    };
+    let mut status = json!({
+        "phase": st.phase,
+        "conditions": conditions,
+        "containerStatuses": [{
+            "name": pod.container(),
+            "image": pod.image(),
+            "ready": st.ready,
+            "started": st.started_at.is_some() && st.finished_at.is_none(),
+            "restartCount": st.restarts,
+            "state": state,
+        }],
+    });
+    if let Some(at) = st.scheduled_at {
+        status["startTime"] = json!(t(at));
+    }
+    if let Some(ip) = &st.host_ip {
+        status["hostIP"] = json!(ip);
+    }
+    if let Some(ip) = &st.pod_ip {
+        status["podIP"] = json!(ip);
+    }
+    json!({ "apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status })
+}
+
+/// Counts of a workload's pods.
+#[derive(Default)]
+struct Tally {
+    total: u32,
+    ready: u32,
+    active: u32,
+    succeeded: u32,
+    failed: u32,
+    first_start: Option<f64>,
+    last_end: Option<f64>,
+}
+
+fn tally(pods: &[PodView], nodes: &[NodeInfo], now: f64, filter: impl Fn(&PodView) -> bool) -> Tally {
+    let mut t = Tally::default();
+    for p in pods.iter().filter(|p| filter(p)) {
+        let st = pod_state(p, nodes, now);
+        t.total += 1;
+        t.ready += u32::from(st.ready);
+        match st.phase {
+            "Succeeded" => t.succeeded += 1,
+            "Failed" => t.failed += 1,
+            _ => t.active += 1,
+        }
+        if let Some(s) = st.scheduled_at {
+            t.first_start = Some(t.first_start.map_or(s, |x: f64| x.min(s)));
+        }
+        if let Some(e) = st.finished_at {
+            t.last_end = Some(t.last_end.map_or(e, |x: f64| x.max(e)));
+        }
+    }
+    t
+}
+
+fn put_nonzero(status: &mut Map<String, Value>, key: &str, n: u32) {
+    if n > 0 {
+        status.insert(key.into(), json!(n));
+    }
+}
+
+/// The status a controller would write for a workload object, if it is one.
+pub(crate) fn workload_status(w: &World, key: &str, rec: &KubeRec, nodes: &[NodeInfo], now: f64) -> Option<Value> {
+    let o = &rec.object;
+    let kind = o.get("kind").and_then(Value::as_str)?;
+    let api = o.get("apiVersion").and_then(Value::as_str)?;
+    let pods = pods_of(key, rec);
+    let t = |x: f64| w.k8s_time(x);
+    match (api, kind) {
+        ("apps/v1", "Deployment") => {
+            let c = tally(&pods, nodes, now, |_| true);
+            let mut s = Map::new();
+            s.insert("observedGeneration".into(), o.pointer("/metadata/generation").cloned().unwrap_or(json!(1)));
+            put_nonzero(&mut s, "replicas", c.total);
+            put_nonzero(&mut s, "updatedReplicas", c.total);
+            put_nonzero(&mut s, "readyReplicas", c.ready);
+            put_nonzero(&mut s, "availableReplicas", c.ready);
+            put_nonzero(&mut s, "unavailableReplicas", c.total - c.ready);
+            let available = c.ready == c.total;
+            s.insert(
+                "conditions".into(),
+                json!([
+                    { "type": "Available", "status": if available { "True" } else { "False" },
+                      "reason": if available { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" },
+                      "message": if available { "Deployment has minimum availability." } else { "Deployment does not have minimum availability." } },
+                    { "type": "Progressing", "status": "True",
+                      "reason": if available { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" },
+                      "lastUpdateTime": t(rec.spec_changed_at) },
+                ]),
+            );
+            Some(Value::Object(s))
+        }
+        ("batch/v1", "Job") => {
+            let c = tally(&pods, nodes, now, |_| true);
+            let mut s = Map::new();
+            if let Some(start) = c.first_start {
+                s.insert("startTime".into(), json!(t(start)));
+            }
+            put_nonzero(&mut s, "active", c.active);
+            s.insert("ready".into(), json!(c.ready));
+            put_nonzero(&mut s, "succeeded", c.succeeded);
+            put_nonzero(&mut s, "failed", c.failed);
+            if c.total > 0 && c.failed > 0 && c.active == 0 {
+                s.insert(
+                    "conditions".into(),
+                    json!([{ "type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": c.last_end.map(t) }]),
+                );
+            } else if c.total > 0 && c.succeeded == c.total {
+                if let Some(end) = c.last_end {
+                    s.insert("completionTime".into(), json!(t(end)));
+                }
+                s.insert(
+                    "conditions".into(),
+                    json!([{ "type": "Complete", "status": "True", "lastTransitionTime": c.last_end.map(t) }]),
+                );
+            }
+            Some(Value::Object(s))
+        }
+        ("kubeflow.org/v1", "PyTorchJob") => {
+            let all = tally(&pods, nodes, now, |_| true);
+            let mut replica_statuses = Map::new();
+            let mut types: Vec<String> = pods
+                .iter()
+                .filter_map(|p| p.labels.get("training.kubeflow.org/replica-type")?.as_str().map(str::to_string))
+                .collect();
+            types.dedup();
+            for ty in types {
+                let c = tally(&pods, nodes, now, |p| {
+                    p.labels.get("training.kubeflow.org/replica-type").and_then(Value::as_str) == Some(ty.as_str())
+                });
+                let mut r = Map::new();
+                put_nonzero(&mut r, "active", c.active);
+                put_nonzero(&mut r, "succeeded", c.succeeded);
+                put_nonzero(&mut r, "failed", c.failed);
+                let mut chars = ty.chars();
+                let title: String = chars.next().map(|f| f.to_uppercase().chain(chars).collect()).unwrap_or_default();
+                replica_statuses.insert(title, Value::Object(r));
+            }
+            let created = t(rec.spec_changed_at);
+            let mut conditions = vec![
+                json!({ "type": "Created", "status": "True", "reason": "PyTorchJobCreated", "lastTransitionTime": created }),
+            ];
+            let running = all.first_start.is_some() && all.ready > 0 && all.active > 0;
+            if all.total > 0 && all.failed > 0 && all.active == 0 {
+                conditions.push(json!({ "type": "Failed", "status": "True", "reason": "PyTorchJobFailed", "message": rec.fails.clone().unwrap_or_default(), "lastTransitionTime": all.last_end.map(t) }));
+            } else if all.total > 0 && all.succeeded == all.total {
+                conditions.push(json!({ "type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded", "lastTransitionTime": all.last_end.map(t) }));
+            } else if running {
+                conditions.push(json!({ "type": "Running", "status": "True", "reason": "PyTorchJobRunning" }));
+            }
+            let mut s = json!({ "conditions": conditions, "replicaStatuses": replica_statuses });
+            if let Some(start) = all.first_start {
+                s["startTime"] = json!(t(start));
+            }
+            if all.total > 0 && all.succeeded == all.total {
+                s["completionTime"] = json!(all.last_end.map(t));
+            }
+            Some(s)
+        }
+        _ => None,
+    }
+}
+
+/// Restarts the pod in `slot` of the workload stored at `key` (what a controller does when one
+/// of its pods is deleted): a new pod (new name where the controller names pods randomly)
+/// starts from now.
+pub(crate) fn restart_slot(kw: &mut KubeWorld, key: &str, slot: &str, now: f64) {
+    if let Some(rec) = kw.objects.get_mut(key) {
+        let epoch = rec.restarts.get(slot).map_or(0, |r| r.epoch) + 1;
+        rec.restarts.insert(slot.to_string(), Restart { epoch, since: now });
+    }
+}

@@ -1,0 +1,353 @@
+//! `NetworkApi`: VPCs with public and private subnets, NAT gateway provisioning time, compute
+//! subnets with EC2's CIDR rules, and deletion guarded by what still uses the subnets.
+
+use crate::catalog::{check_region, zone_index};
+use crate::cloud::{Cx, SimCloud, SimError};
+use crate::timings;
+use crate::world::{Lifecycle, Phase, SubnetRec, VpcRec, World};
+use async_trait::async_trait;
+use instantstart_core::provider::{
+    CreateNetwork, CreateSubnet, Network, NetworkApi, ProviderError, ProviderErrorKind, ResourceState, Result, Subnet,
+    Tags, Vpc,
+};
+use instantstart_core::subnet::SubnetRole;
+use ipnet::Ipv4Net;
+
+fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
+    ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
+}
+
+/// EC2's rules for a subnet or VPC block: host bits zero, prefix /16–/28.
+fn check_block(api: &str, cidr: &Ipv4Net, what: &str) -> Result<()> {
+    if cidr.trunc() != *cidr {
+        return Err(invalid(
+            api,
+            format!("InvalidParameterValue: {what} {cidr} has host bits set (did you mean {}?)", cidr.trunc()),
+        ));
+    }
+    if !(16..=28).contains(&cidr.prefix_len()) {
+        return Err(invalid(api, format!("InvalidParameterValue: {what} {cidr} must be between /16 and /28")));
+    }
+    Ok(())
+}
+
+fn check_az(api: &str, region: &str, az: &str) -> Result<()> {
+    if zone_index(region, az).is_none() {
+        return Err(invalid(
+            api,
+            format!(
+                "InvalidParameterValue: Value ({az}) for parameter availabilityZone is invalid. Subnets can currently only be created in the Availability Zones of {region}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn with_name(tags: &Tags, name: &str) -> Tags {
+    let mut t = tags.clone();
+    t.insert("Name".into(), name.into());
+    t
+}
+
+pub(crate) fn subnet_view(s: &SubnetRec) -> Subnet {
+    Subnet {
+        id: s.id.clone(),
+        vpc_id: s.vpc_id.clone(),
+        name: s.name.clone(),
+        cidr: s.cidr,
+        availability_zone: s.availability_zone.clone(),
+        public: s.public,
+        tags: s.tags.clone(),
+    }
+}
+
+fn network_view(w: &World, v: &VpcRec, now: f64) -> Network {
+    let vpc_state = if v.life.is_deleting() { ResourceState::Deleting } else { ResourceState::Active };
+    let state = match v.life.phase(now) {
+        Phase::Failed(reason) => ResourceState::Failed { reason },
+        _ => v.life.state(now),
+    };
+    Network {
+        vpc: Vpc {
+            id: v.id.clone(),
+            name: v.name.clone(),
+            cidrs: v.cidrs.clone(),
+            state: vpc_state,
+            tags: v.tags.clone(),
+        },
+        subnets: w.subnets.values().filter(|s| s.vpc_id == v.id).map(subnet_view).collect(),
+        security_group_id: v.security_group_id.clone(),
+        state,
+    }
+}
+
+/// What uses a subnet: the EKS and HyperPod clusters that still exist (deleting ones included).
+fn subnet_users(w: &World, subnet_id: &str, now: f64) -> Vec<String> {
+    let mut users: Vec<String> = w
+        .eks
+        .values()
+        .filter(|c| c.life.exists(now) && c.subnet_ids.iter().any(|s| s == subnet_id))
+        .map(|c| format!("EKS cluster {}", c.name))
+        .collect();
+    users.extend(
+        w.hyperpod
+            .values()
+            .filter(|h| h.life.exists(now) && h.groups.iter().any(|g| g.subnet_id == subnet_id))
+            .map(|h| format!("HyperPod cluster {}", h.name)),
+    );
+    users
+}
+
+/// Creates a network: counted sub-calls and the NAT gateway wait unless `instant` (seeding).
+fn create_network(w: &mut World, req: &CreateNetwork, cx: &Cx, instant: bool) -> Result<Network> {
+    const API: &str = "ec2:CreateVpc";
+    check_region(API, &req.region)?;
+    if req.name.is_empty() {
+        return Err(invalid(API, "the network needs a name"));
+    }
+    check_block(API, &req.cidr, "VPC CIDR block")?;
+    for (i, s) in req.subnets.iter().enumerate() {
+        check_block(API, &s.cidr, "subnet CIDR block")?;
+        check_az(API, &req.region, &s.availability_zone)?;
+        if !req.cidr.contains(&s.cidr) {
+            return Err(invalid(
+                API,
+                format!("InvalidSubnet.Range: The CIDR '{}' is invalid for VPC {}", s.cidr, req.cidr),
+            ));
+        }
+        if let Some(o) = req.subnets[..i].iter().find(|o| overlaps(&o.cidr, &s.cidr)) {
+            return Err(invalid(
+                API,
+                format!("InvalidSubnet.Conflict: The CIDR '{}' conflicts with '{}'", s.cidr, o.cidr),
+            ));
+        }
+    }
+    if let Some(v) = w
+        .vpcs
+        .values()
+        .find(|v| v.region == req.region && v.name.as_deref() == Some(req.name.as_str()) && v.life.exists(cx.now))
+    {
+        return Err(ProviderError::new(
+            API,
+            ProviderErrorKind::AlreadyExists,
+            format!("a VPC named {} already exists in {} ({})", req.name, req.region, v.id),
+        ));
+    }
+    let id = w.id("vpc");
+    let mut life = Lifecycle::new(cx.now, if instant { 0.0 } else { timings::NETWORK_CREATE });
+    if let Some(reason) = &cx.resource_fails {
+        let nat = w.id("nat");
+        life.fail_after(
+            timings::NETWORK_CREATE * timings::FAILURE_SHARE,
+            format!("NAT gateway {nat} failed: {reason}"),
+        );
+    }
+    let sg = if instant { None } else { Some(w.id("sg")) };
+    for s in &req.subnets {
+        let (role, public) = match s.role {
+            SubnetRole::Public => ("public", true),
+            SubnetRole::Private => ("private", false),
+            SubnetRole::Compute => ("compute", false),
+        };
+        let name = format!("{}-{role}-{}", req.name, s.availability_zone);
+        let mut tags = with_name(&req.tags, &name);
+        let elb = if public { "kubernetes.io/role/elb" } else { "kubernetes.io/role/internal-elb" };
+        tags.insert(elb.into(), "1".into());
+        let sid = w.id("subnet");
+        w.subnets.insert(
+            sid.clone(),
+            SubnetRec {
+                id: sid,
+                vpc_id: id.clone(),
+                region: req.region.clone(),
+                name: Some(name),
+                cidr: s.cidr,
+                availability_zone: s.availability_zone.clone(),
+                public,
+                tags,
+            },
+        );
+    }
+    w.vpcs.insert(
+        id.clone(),
+        VpcRec {
+            id: id.clone(),
+            region: req.region.clone(),
+            name: Some(req.name.clone()),
+            cidrs: vec![req.cidr],
+            tags: with_name(&req.tags, &req.name),
+            security_group_id: sg,
+            life,
+        },
+    );
+    if !instant {
+        let public = req.subnets.iter().filter(|s| s.role == SubnetRole::Public).count() as u64;
+        w.count_n("ec2:CreateSubnet", req.subnets.len() as u64);
+        w.count("ec2:CreateInternetGateway");
+        w.count("ec2:AttachInternetGateway");
+        w.count("ec2:AllocateAddress");
+        w.count("ec2:CreateNatGateway");
+        w.count_n("ec2:CreateRouteTable", 2);
+        w.count_n("ec2:AssociateRouteTable", req.subnets.len() as u64);
+        w.count_n("ec2:ModifySubnetAttribute", public);
+        w.count("ec2:CreateSecurityGroup");
+        w.count("ec2:AuthorizeSecurityGroupIngress");
+    }
+    let v = w.vpcs.get(&id).ok_or_else(|| invalid(API, "internal: VPC vanished"))?;
+    Ok(network_view(w, v, cx.now))
+}
+
+fn find_vpc<'a>(w: &'a World, api: &str, region: &str, vpc_id: &str) -> Result<&'a VpcRec> {
+    w.vpcs.get(vpc_id).filter(|v| v.region == region).ok_or_else(|| {
+        ProviderError::not_found(api, format!("InvalidVpcID.NotFound: The vpc ID '{vpc_id}' does not exist"))
+    })
+}
+
+#[async_trait]
+impl NetworkApi for SimCloud {
+    async fn find_vpc(&self, region: &str, name: &str) -> Result<Option<Vpc>> {
+        self.read("ec2:DescribeVpcs", |w, cx| {
+            Ok(w.vpcs
+                .values()
+                .find(|v| v.region == region && v.name.as_deref() == Some(name))
+                .map(|v| network_view(w, v, cx.now).vpc))
+        })
+    }
+
+    async fn describe_network(&self, region: &str, vpc_id: &str) -> Result<Network> {
+        const API: &str = "ec2:DescribeVpcs";
+        self.read(API, |w, cx| Ok(network_view(w, find_vpc(w, API, region, vpc_id)?, cx.now)))
+    }
+
+    async fn create_network(&self, req: &CreateNetwork) -> Result<Network> {
+        self.write("ec2:CreateVpc", |w, cx| create_network(w, req, cx, false))
+    }
+
+    async fn create_subnet(&self, req: &CreateSubnet) -> Result<Subnet> {
+        const API: &str = "ec2:CreateSubnet";
+        self.write(API, |w, _| {
+            let vpc = find_vpc(w, API, &req.region, &req.vpc_id)?;
+            if vpc.life.is_deleting() {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::Conflict,
+                    format!("IncorrectState: VPC {} is being deleted", vpc.id),
+                ));
+            }
+            check_block(API, &req.cidr, "subnet CIDR block")?;
+            check_az(API, &req.region, &req.availability_zone)?;
+            if !vpc.cidrs.iter().any(|c| c.contains(&req.cidr)) {
+                let blocks: Vec<String> = vpc.cidrs.iter().map(ToString::to_string).collect();
+                return Err(invalid(
+                    API,
+                    format!(
+                        "InvalidSubnet.Range: The CIDR '{}' is invalid: it is outside the VPC's CIDR blocks ({})",
+                        req.cidr,
+                        blocks.join(", ")
+                    ),
+                ));
+            }
+            let siblings = || w.subnets.values().filter(|s| s.vpc_id == req.vpc_id);
+            if let Some(o) = siblings().find(|s| overlaps(&s.cidr, &req.cidr)) {
+                return Err(invalid(
+                    API,
+                    format!(
+                        "InvalidSubnet.Conflict: The CIDR '{}' conflicts with another subnet ({} {})",
+                        req.cidr, o.id, o.cidr
+                    ),
+                ));
+            }
+            if let Some(o) = siblings().find(|s| s.name.as_deref() == Some(req.name.as_str())) {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!("a subnet named {} already exists in {} ({})", req.name, req.vpc_id, o.id),
+                ));
+            }
+            let id = w.id("subnet");
+            let rec = SubnetRec {
+                id: id.clone(),
+                vpc_id: req.vpc_id.clone(),
+                region: req.region.clone(),
+                name: Some(req.name.clone()),
+                cidr: req.cidr,
+                availability_zone: req.availability_zone.clone(),
+                public: false,
+                tags: with_name(&req.tags, &req.name),
+            };
+            let view = subnet_view(&rec);
+            w.subnets.insert(id, rec);
+            w.count("ec2:AssociateRouteTable");
+            Ok(view)
+        })
+    }
+
+    async fn delete_subnet(&self, region: &str, subnet_id: &str) -> Result<()> {
+        const API: &str = "ec2:DeleteSubnet";
+        self.write(API, |w, cx| {
+            if w.subnets.get(subnet_id).is_none_or(|s| s.region != region) {
+                return Err(ProviderError::not_found(API, format!("InvalidSubnetID.NotFound: The subnet ID '{subnet_id}' does not exist")));
+            }
+            let users = subnet_users(w, subnet_id, cx.now);
+            if !users.is_empty() {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::Conflict,
+                    format!("DependencyViolation: The subnet '{subnet_id}' has dependencies and cannot be deleted (used by {})", users.join(", ")),
+                ));
+            }
+            w.subnets.remove(subnet_id);
+            Ok(())
+        })
+    }
+
+    async fn delete_network(&self, region: &str, vpc_id: &str) -> Result<()> {
+        const API: &str = "ec2:DeleteVpc";
+        self.write(API, |w, cx| {
+            let vpc = find_vpc(w, API, region, vpc_id)?;
+            if vpc.life.is_deleting() {
+                return Ok(());
+            }
+            let mut users: Vec<String> = Vec::new();
+            for s in w.subnets.values().filter(|s| s.vpc_id == vpc_id) {
+                for u in subnet_users(w, &s.id, cx.now) {
+                    if !users.contains(&u) {
+                        users.push(u);
+                    }
+                }
+            }
+            if !users.is_empty() {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::Conflict,
+                    format!("DependencyViolation: The vpc '{vpc_id}' has dependencies and cannot be deleted (subnets used by {})", users.join(", ")),
+                ));
+            }
+            let subnets = w.subnets.values().filter(|s| s.vpc_id == vpc_id).count() as u64;
+            let had_nat = vpc.security_group_id.is_some();
+            if let Some(v) = w.vpcs.get_mut(vpc_id) {
+                v.life.start_deleting(cx.now, timings::NETWORK_DELETE);
+            }
+            w.count_n("ec2:DeleteSubnet", subnets);
+            if had_nat {
+                w.count("ec2:DeleteNatGateway");
+                w.count("ec2:DeleteInternetGateway");
+                w.count("ec2:DeleteSecurityGroup");
+            }
+            Ok(())
+        })
+    }
+}
+
+impl SimCloud {
+    /// Adds an existing, Active network (as if created earlier, outside InstantStart) without
+    /// counting calls: a VPC named `req.name` with the planned subnets (named
+    /// `<name>-<role>-<az>`) and no EFA security group. For the "existing VPC" path.
+    pub fn seed_network(&self, req: &CreateNetwork) -> Result<Network, SimError> {
+        self.admin(|w, now| Ok(create_network(w, req, &Cx { now, resource_fails: None }, true)?))
+    }
+}

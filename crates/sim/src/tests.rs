@@ -1,0 +1,1202 @@
+//! Behaviour tests of the simulated world through the provider traits. Most run at speed 1 and
+//! move time with [`SimCloud::advance`], so every state they assert is reached exactly.
+
+use crate::{FaultMode, SimCloud, SimConfig, SimError, SimFaults, timings};
+use futures::StreamExt;
+use instantstart_core::provider::*;
+use instantstart_core::spec::*;
+use instantstart_core::subnet::{PlannedSubnet, SubnetRole, plan_new_vpc};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const REGION: &str = "us-east-1";
+
+fn sim() -> SimCloud {
+    SimCloud::new(SimConfig::with_speed(1.0).seed(42)).expect("sim")
+}
+
+fn adv(s: &SimCloud, secs: f64) {
+    s.advance(Duration::from_secs_f64(secs));
+}
+
+fn tags() -> Tags {
+    ownership_tags("demo", "op-1")
+}
+
+fn net(s: &str) -> ipnet::Ipv4Net {
+    s.parse().expect("cidr")
+}
+
+fn azs(letters: &str) -> Vec<String> {
+    letters.chars().map(|c| format!("{REGION}{c}")).collect()
+}
+
+async fn network(s: &SimCloud, name: &str) -> Network {
+    let subnets = plan_new_vpc(net("10.0.0.0/16"), &azs("ab")).expect("plan");
+    s.create_network(&CreateNetwork {
+        region: REGION.into(),
+        name: name.into(),
+        cidr: net("10.0.0.0/16"),
+        subnets,
+        tags: tags(),
+    })
+    .await
+    .expect("network")
+}
+
+async fn role(s: &SimCloud, name: &str, service: &str) -> IamRole {
+    s.create_role(&CreateIamRole {
+        name: name.into(),
+        trust_policy: json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]}),
+        managed_policies: vec!["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy".into()],
+        inline_policies: vec![],
+        tags: tags(),
+    })
+    .await
+    .expect("role")
+}
+
+fn private_subnets(n: &Network) -> Vec<String> {
+    n.subnets.iter().filter(|x| !x.public).map(|x| x.id.clone()).collect()
+}
+
+fn eks_req(name: &str, role_arn: &str, subnets: Vec<String>, token: &str) -> CreateEksCluster {
+    CreateEksCluster {
+        region: REGION.into(),
+        name: name.into(),
+        version: "1.33".into(),
+        role_arn: role_arn.into(),
+        subnet_ids: subnets,
+        client_request_token: token.into(),
+        tags: tags(),
+    }
+}
+
+/// A network, an Active EKS cluster and a HyperPod execution role.
+struct Base {
+    network: Network,
+    eks: EksCluster,
+    exec_role: IamRole,
+}
+
+async fn base(s: &SimCloud) -> Base {
+    let network = network(s, "demo-vpc").await;
+    let r = role(s, "demo-eks-cluster-role", "eks.amazonaws.com").await;
+    s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&network), "tok-1")).await.expect("eks");
+    adv(s, timings::EKS_CREATE);
+    let eks = s.describe_eks_cluster(REGION, "demo").await.expect("describe").expect("exists");
+    let exec_role = role(s, "demo-hyperpod-exec-role", "sagemaker.amazonaws.com").await;
+    Base { network, eks, exec_role }
+}
+
+async fn compute_subnet(s: &SimCloud, b: &Base, az: &str, cidr: &str) -> Subnet {
+    s.create_subnet(&CreateSubnet {
+        region: REGION.into(),
+        vpc_id: b.network.vpc.id.clone(),
+        name: format!("demo-compute-{az}"),
+        cidr: net(cidr),
+        availability_zone: az.into(),
+        tags: tags(),
+    })
+    .await
+    .expect("subnet")
+}
+
+fn group(name: &str, itype: &str, count: u32, az: &str) -> InstanceGroupSpec {
+    InstanceGroupSpec {
+        name: name.into(),
+        instance_type: itype.into(),
+        count,
+        availability_zone: az.into(),
+        subnet_id: None,
+        capacity: CapacitySpec::OnDemand,
+        interface_mode: InterfaceMode::Standard,
+        ebs_volume_gb: 500,
+        deep_health_checks: DeepHealthChecks::default(),
+        lifecycle_script: None,
+    }
+}
+
+fn hp_req(b: &Base, name: &str, groups: Groups) -> CreateHyperPodCluster {
+    CreateHyperPodCluster {
+        region: REGION.into(),
+        name: name.into(),
+        eks_cluster_arn: b.eks.arn.clone(),
+        node_recovery: NodeRecovery::Automatic,
+        instance_groups: groups
+            .into_iter()
+            .map(|(spec, subnet_id)| HyperPodInstanceGroupRequest {
+                spec,
+                subnet_id,
+                security_group_ids: vec![b.network.security_group_id.clone().expect("sg")],
+                execution_role_arn: b.exec_role.arn.clone(),
+            })
+            .collect(),
+        tags: tags(),
+    }
+}
+
+/// A table case's expected outcome: `None` for success.
+type Outcome = Option<ProviderErrorKind>;
+/// Instance groups with their subnet ids.
+type Groups = Vec<(InstanceGroupSpec, String)>;
+
+fn kind<T: std::fmt::Debug>(r: Result<T, ProviderError>) -> ProviderErrorKind {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.kind,
+    }
+}
+
+#[tokio::test]
+async fn network_goes_active_after_the_nat_gateway() {
+    let s = sim();
+    let n = network(&s, "demo-vpc").await;
+    assert_eq!(n.state, ResourceState::Creating);
+    assert_eq!(n.vpc.state, ResourceState::Active);
+    assert_eq!(n.subnets.len(), 4);
+    assert_eq!(n.subnets.iter().filter(|x| x.public).count(), 2);
+    assert!(n.security_group_id.as_deref().is_some_and(|x| x.starts_with("sg-0")));
+    assert!(n.vpc.id.starts_with("vpc-0"));
+    for (secs, state) in [(149.0, ResourceState::Creating), (1.5, ResourceState::Active)] {
+        adv(&s, secs);
+        assert_eq!(s.describe_network(REGION, &n.vpc.id).await.unwrap().state, state);
+    }
+    let found = s.find_vpc(REGION, "demo-vpc").await.unwrap().expect("found by name");
+    assert_eq!(found.id, n.vpc.id);
+    assert!(is_owned(&found.tags, "demo"));
+    assert_eq!(s.find_vpc("us-west-2", "demo-vpc").await.unwrap(), None);
+    assert_eq!(kind(s.describe_network(REGION, "vpc-0nope").await), ProviderErrorKind::NotFound);
+    let again = s
+        .create_network(&CreateNetwork {
+            region: REGION.into(),
+            name: "demo-vpc".into(),
+            cidr: net("10.1.0.0/16"),
+            subnets: vec![],
+            tags: tags(),
+        })
+        .await;
+    assert_eq!(kind(again), ProviderErrorKind::AlreadyExists);
+    let stats = s.stats();
+    assert_eq!(stats["ec2:CreateVpc"], 2);
+    assert_eq!(stats["ec2:CreateSubnet"], 4);
+    assert_eq!(stats["ec2:CreateNatGateway"], 1);
+}
+
+#[tokio::test]
+async fn create_network_validates_its_layout() {
+    let s = sim();
+    let sub = |cidr: &str, az: &str| PlannedSubnet {
+        availability_zone: az.into(),
+        cidr: net(cidr),
+        role: SubnetRole::Private,
+    };
+    let cases: Vec<(&str, Vec<PlannedSubnet>, ProviderErrorKind)> = vec![
+        ("10.0.0.0/16", vec![sub("10.1.0.0/24", "us-east-1a")], ProviderErrorKind::InvalidRequest),
+        (
+            "10.0.0.0/16",
+            vec![sub("10.0.0.0/24", "us-east-1a"), sub("10.0.0.0/22", "us-east-1b")],
+            ProviderErrorKind::InvalidRequest,
+        ),
+        ("10.0.0.0/16", vec![sub("10.0.0.0/24", "us-east-1z")], ProviderErrorKind::InvalidRequest),
+        ("10.0.0.0/8", vec![], ProviderErrorKind::InvalidRequest),
+        ("10.0.0.1/16", vec![], ProviderErrorKind::InvalidRequest),
+    ];
+    for (cidr, subnets, expected) in cases {
+        let r = s
+            .create_network(&CreateNetwork {
+                region: REGION.into(),
+                name: "x".into(),
+                cidr: net(cidr),
+                subnets: subnets.clone(),
+                tags: tags(),
+            })
+            .await;
+        assert_eq!(kind(r), expected, "{cidr} {subnets:?}");
+    }
+    assert_eq!(s.find_vpc(REGION, "x").await.unwrap(), None, "a rejected request creates nothing");
+}
+
+#[tokio::test]
+async fn compute_subnets_follow_ec2_cidr_rules() {
+    let s = sim();
+    let b = base(&s).await;
+    compute_subnet(&s, &b, "us-east-1a", "10.0.16.0/20").await;
+    // (name, cidr, az, vpc, expected)
+    let cases: &[(&str, &str, &str, Option<&str>, Outcome)] = &[
+        ("c2", "10.0.32.0/20", "us-east-1b", None, None),
+        ("c3", "10.0.0.0/20", "us-east-1c", None, Some(ProviderErrorKind::InvalidRequest)), // overlaps public/private
+        ("c4", "10.0.16.0/24", "us-east-1c", None, Some(ProviderErrorKind::InvalidRequest)), // inside c1
+        ("c5", "10.1.0.0/20", "us-east-1c", None, Some(ProviderErrorKind::InvalidRequest)), // outside the VPC
+        ("c6", "10.0.48.7/20", "us-east-1c", None, Some(ProviderErrorKind::InvalidRequest)), // host bits
+        ("c7", "10.0.48.0/20", "eu-west-1a", None, Some(ProviderErrorKind::InvalidRequest)), // AZ of another region
+        ("demo-compute-us-east-1a", "10.0.64.0/20", "us-east-1a", None, Some(ProviderErrorKind::AlreadyExists)),
+        ("c8", "10.0.80.0/20", "us-east-1c", Some("vpc-0missing"), Some(ProviderErrorKind::NotFound)),
+    ];
+    for (name, cidr, az, vpc, expected) in cases {
+        let r = s
+            .create_subnet(&CreateSubnet {
+                region: REGION.into(),
+                vpc_id: vpc.map(str::to_string).unwrap_or_else(|| b.network.vpc.id.clone()),
+                name: (*name).into(),
+                cidr: net(cidr),
+                availability_zone: (*az).into(),
+                tags: tags(),
+            })
+            .await;
+        assert_eq!(r.as_ref().err().map(|e| e.kind), *expected, "{name} {cidr} {az}: {r:?}");
+    }
+    let n = s.describe_network(REGION, &b.network.vpc.id).await.unwrap();
+    assert_eq!(n.subnets.len(), 6);
+    assert!(
+        n.subnets
+            .iter()
+            .any(|x| x.name.as_deref() == Some("c2") && x.tags.get("Name").map(String::as_str) == Some("c2"))
+    );
+}
+
+#[tokio::test]
+async fn eks_progression_and_client_request_token() {
+    let s = sim();
+    let n = network(&s, "demo-vpc").await;
+    let r = role(&s, "demo-eks-cluster-role", "eks.amazonaws.com").await;
+    let c = s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&n), "tok-1")).await.unwrap();
+    assert_eq!(c.state, ResourceState::Creating);
+    assert_eq!((c.endpoint.clone(), c.oidc_issuer.clone()), (None, None));
+    assert!(c.security_group_id.is_some());
+    assert_eq!(c.arn, "arn:aws:eks:us-east-1:123456789012:cluster/demo");
+    // Same token: the existing cluster, like EKS. Another token: a conflict on the name.
+    let again = s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&n), "tok-1")).await.unwrap();
+    assert_eq!(again.arn, c.arn);
+    let other = s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&n), "tok-2")).await;
+    assert_eq!(kind(other), ProviderErrorKind::AlreadyExists);
+    assert_eq!(s.calls("eks:CreateCluster"), 3);
+    adv(&s, timings::EKS_CREATE - 1.0);
+    assert_eq!(s.describe_eks_cluster(REGION, "demo").await.unwrap().unwrap().state, ResourceState::Creating);
+    assert_eq!(
+        kind(s.delete_eks_cluster(REGION, "demo").await),
+        ProviderErrorKind::Conflict,
+        "cannot delete while creating"
+    );
+    adv(&s, 1.0);
+    let c = s.describe_eks_cluster(REGION, "demo").await.unwrap().unwrap();
+    assert_eq!(c.state, ResourceState::Active);
+    assert!(
+        c.endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("https://") && e.ends_with(".gr7.us-east-1.eks.amazonaws.com"))
+    );
+    assert!(c.oidc_issuer.as_deref().is_some_and(|e| e.starts_with("https://oidc.eks.us-east-1.amazonaws.com/id/")));
+    assert_eq!(s.list_eks_clusters(REGION).await.unwrap(), ["demo"]);
+    assert!(s.list_eks_clusters("us-west-2").await.unwrap().is_empty());
+    assert_eq!(s.describe_eks_cluster(REGION, "absent").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn eks_create_validates_like_eks() {
+    let s = sim();
+    let n = network(&s, "demo-vpc").await;
+    let eks_role = role(&s, "eks-role", "eks.amazonaws.com").await;
+    let sm_role = role(&s, "sm-role", "sagemaker.amazonaws.com").await;
+    let private = private_subnets(&n);
+    let same_az: Vec<String> =
+        n.subnets.iter().filter(|x| x.availability_zone == "us-east-1a").map(|x| x.id.clone()).collect();
+    let cases: Vec<(&str, CreateEksCluster)> = vec![
+        ("one subnet", eks_req("a", &eks_role.arn, private[..1].to_vec(), "t")),
+        ("one AZ", eks_req("b", &eks_role.arn, same_az, "t")),
+        ("unknown subnet", eks_req("c", &eks_role.arn, vec!["subnet-0x".into(), private[0].clone()], "t")),
+        ("missing role", eks_req("d", "arn:aws:iam::123456789012:role/nope", private.clone(), "t")),
+        ("role not trusting EKS", eks_req("e", &sm_role.arn, private.clone(), "t")),
+        (
+            "bad version",
+            CreateEksCluster { version: "1.20".into(), ..eks_req("f", &eks_role.arn, private.clone(), "t") },
+        ),
+        ("bad name", eks_req("-x", &eks_role.arn, private.clone(), "t")),
+    ];
+    for (what, req) in cases {
+        assert_eq!(kind(s.create_eks_cluster(&req).await), ProviderErrorKind::InvalidRequest, "{what}");
+    }
+    assert!(s.list_eks_clusters(REGION).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn addons_need_an_active_cluster() {
+    let s = sim();
+    let n = network(&s, "demo-vpc").await;
+    let r = role(&s, "demo-eks-cluster-role", "eks.amazonaws.com").await;
+    s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&n), "tok")).await.unwrap();
+    let req = |name: &str, token: &str| CreateEksAddon {
+        region: REGION.into(),
+        cluster: "demo".into(),
+        name: name.into(),
+        version: None,
+        client_request_token: token.into(),
+        tags: tags(),
+    };
+    assert_eq!(kind(s.create_addon(&req("cert-manager", "t1")).await), ProviderErrorKind::InvalidRequest);
+    adv(&s, timings::EKS_CREATE);
+    let a = s.create_addon(&req("cert-manager", "t1")).await.unwrap();
+    assert_eq!(a.state, ResourceState::Creating);
+    assert!(a.version.ends_with("-eksbuild.1"));
+    assert_eq!(s.create_addon(&req("cert-manager", "t1")).await.unwrap().name, "cert-manager");
+    assert_eq!(kind(s.create_addon(&req("cert-manager", "t2")).await), ProviderErrorKind::AlreadyExists);
+    adv(&s, timings::ADDON_CREATE);
+    assert_eq!(s.describe_addon(REGION, "demo", "cert-manager").await.unwrap().unwrap().state, ResourceState::Active);
+    assert_eq!(s.describe_addon(REGION, "demo", "coredns").await.unwrap(), None);
+    assert_eq!(s.describe_addon(REGION, "nope", "coredns").await.unwrap(), None);
+    let missing = CreateEksAddon { cluster: "nope".into(), ..req("coredns", "t") };
+    assert_eq!(kind(s.create_addon(&missing).await), ProviderErrorKind::NotFound);
+    s.delete_addon(REGION, "demo", "cert-manager").await.unwrap();
+    assert_eq!(s.describe_addon(REGION, "demo", "cert-manager").await.unwrap().unwrap().state, ResourceState::Deleting);
+    adv(&s, timings::ADDON_DELETE);
+    assert_eq!(s.describe_addon(REGION, "demo", "cert-manager").await.unwrap(), None);
+    assert_eq!(kind(s.delete_addon(REGION, "demo", "cert-manager").await), ProviderErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn iam_roles_and_s3_buckets_are_instant() {
+    let s = sim();
+    let r = role(&s, "demo-role", "eks.amazonaws.com").await;
+    assert_eq!(r.arn, "arn:aws:iam::123456789012:role/demo-role");
+    assert_eq!(s.get_role("demo-role").await.unwrap(), Some(r.clone()));
+    let dup = s
+        .create_role(&CreateIamRole {
+            name: "demo-role".into(),
+            trust_policy: json!({"Statement": []}),
+            managed_policies: vec![],
+            inline_policies: vec![],
+            tags: Tags::new(),
+        })
+        .await;
+    assert_eq!(kind(dup), ProviderErrorKind::AlreadyExists);
+    s.delete_role("demo-role").await.unwrap();
+    assert_eq!(s.get_role("demo-role").await.unwrap(), None);
+    assert_eq!(kind(s.delete_role("demo-role").await), ProviderErrorKind::NotFound);
+
+    let bucket = |name: &str, region: &str| CreateBucket { region: region.into(), name: name.into(), tags: tags() };
+    let b = s.create_bucket(&bucket("is-demo-data", REGION)).await.unwrap();
+    assert_eq!(s.describe_bucket("is-demo-data").await.unwrap(), Some(b));
+    // One global namespace: the name is taken in every region.
+    assert_eq!(kind(s.create_bucket(&bucket("is-demo-data", "eu-west-1")).await), ProviderErrorKind::AlreadyExists);
+    assert_eq!(kind(s.create_bucket(&bucket("Bad_Name", REGION)).await), ProviderErrorKind::InvalidRequest);
+    s.delete_bucket("is-demo-data").await.unwrap();
+    assert_eq!(s.describe_bucket("is-demo-data").await.unwrap(), None);
+    assert_eq!(kind(s.delete_bucket("is-demo-data").await), ProviderErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn identity_zones_offerings_and_quotas() {
+    let s = SimCloud::new(SimConfig::with_speed(1.0).account("210987654321")).unwrap();
+    assert_eq!(s.caller_identity().await.unwrap().account, "210987654321");
+    let zones = s.availability_zones("us-west-2").await.unwrap();
+    assert_eq!(
+        zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(),
+        ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"]
+    );
+    assert_eq!(s.availability_zones("xx-north-9").await.unwrap().len(), 3);
+    assert_eq!(kind(s.availability_zones("nowhere").await), ProviderErrorKind::InvalidRequest);
+    let offers = s.instance_type_offerings(REGION).await.unwrap();
+    let has = |t: &str, az: &str| offers.iter().any(|o| o.instance_type == t && o.availability_zone == az);
+    assert!(has("ml.g5.2xlarge", "us-east-1a") && has("ml.p5.48xlarge", "us-east-1b"));
+    assert!(!has("ml.p5.48xlarge", "us-east-1a"), "high-end types are missing from some AZs");
+    let q = |t: &'static str| {
+        let s = s.clone();
+        async move { s.hyperpod_instance_quota(REGION, t).await.unwrap().map(|q| q.value) }
+    };
+    assert_eq!(q("ml.g5.2xlarge").await, Some(10));
+    assert_eq!(q("ml.p5.48xlarge").await, Some(0));
+    assert_eq!(q("ml.x9.huge").await, None);
+    s.set_quota(REGION, "ml.p5.48xlarge", 4).unwrap();
+    assert_eq!(q("ml.p5.48xlarge").await, Some(4));
+    let quota = s.hyperpod_instance_quota(REGION, "ml.p5.48xlarge").await.unwrap().unwrap();
+    assert_eq!(quota.name, "ml.p5.48xlarge for cluster usage");
+    assert!(quota.code.starts_with("L-"));
+}
+
+#[tokio::test]
+async fn hyperpod_nodes_appear_progressively_then_cluster_is_in_service() {
+    let s = sim();
+    let b = base(&s).await;
+    let sa = compute_subnet(&s, &b, "us-east-1a", "10.0.16.0/20").await;
+    let sb = compute_subnet(&s, &b, "us-east-1b", "10.0.32.0/20").await;
+    let req = hp_req(
+        &b,
+        "demo-hp",
+        vec![
+            (group("workers", "ml.g5.2xlarge", 4, "us-east-1a"), sa.id.clone()),
+            (group("ctl", "ml.m5.xlarge", 1, "us-east-1b"), sb.id.clone()),
+        ],
+    );
+    let c = s.create_hyperpod_cluster(&req).await.unwrap();
+    assert_eq!(c.state, ResourceState::Creating);
+    assert!(c.arn.starts_with("arn:aws:sagemaker:us-east-1:123456789012:cluster/"));
+    assert_eq!(kind(s.create_hyperpod_cluster(&req).await), ProviderErrorKind::AlreadyExists);
+    let mut last_running = 0;
+    let mut saw_pending = false;
+    let mut t = 0.0;
+    while t < timings::HYPERPOD_CREATE {
+        let nodes = s.list_cluster_nodes(REGION, "demo-hp").await.unwrap();
+        let c = s.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().unwrap();
+        let running: u32 = c.instance_groups.iter().map(|g| g.current_count).sum();
+        assert!(running >= last_running, "current_count never decreases");
+        assert!(c.instance_groups.iter().all(|g| g.current_count <= g.target_count));
+        assert_eq!(running as usize, nodes.iter().filter(|n| n.status == "Running").count());
+        saw_pending |= nodes.iter().any(|n| n.status == "Pending");
+        if t < timings::HYPERPOD_FIRST_NODE {
+            assert!(nodes.is_empty(), "no instance before {}s", timings::HYPERPOD_FIRST_NODE);
+        }
+        assert_eq!(c.state, ResourceState::Creating, "t={t}");
+        last_running = running;
+        adv(&s, 30.0);
+        t += 30.0;
+    }
+    assert!(saw_pending);
+    let c = s.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().unwrap();
+    assert_eq!(c.state, ResourceState::Active);
+    let counts: Vec<(String, u32, u32, String)> =
+        c.instance_groups.iter().map(|g| (g.name.clone(), g.current_count, g.target_count, g.status.clone())).collect();
+    assert_eq!(counts, [("workers".into(), 4, 4, "InService".into()), ("ctl".into(), 1, 1, "InService".into())]);
+    let nodes = s.list_cluster_nodes(REGION, "demo-hp").await.unwrap();
+    assert_eq!(nodes.len(), 5);
+    for n in &nodes {
+        assert!(n.instance_id.starts_with("i-0") && n.instance_id.len() == 19, "{}", n.instance_id);
+        assert_eq!(n.status, "Running");
+    }
+    assert_eq!(nodes.iter().filter(|n| n.availability_zone == "us-east-1a").count(), 4);
+    // Stable ids across reads.
+    assert_eq!(s.list_cluster_nodes(REGION, "demo-hp").await.unwrap(), nodes);
+    assert_eq!(s.list_hyperpod_clusters(REGION).await.unwrap(), ["demo-hp"]);
+}
+
+#[tokio::test]
+async fn deletes_respect_dependencies_and_take_time() {
+    let s = sim();
+    let b = base(&s).await;
+    let sa = compute_subnet(&s, &b, "us-east-1a", "10.0.16.0/20").await;
+    s.create_hyperpod_cluster(&hp_req(
+        &b,
+        "demo-hp",
+        vec![(group("w", "ml.g5.2xlarge", 2, "us-east-1a"), sa.id.clone())],
+    ))
+    .await
+    .unwrap();
+    adv(&s, timings::HYPERPOD_CREATE);
+    let vpc = b.network.vpc.id.clone();
+    // (what, result kind)
+    assert_eq!(kind(s.delete_eks_cluster(REGION, "demo").await), ProviderErrorKind::Conflict);
+    assert_eq!(kind(s.delete_subnet(REGION, &sa.id).await), ProviderErrorKind::Conflict);
+    assert_eq!(kind(s.delete_network(REGION, &vpc).await), ProviderErrorKind::Conflict);
+
+    s.delete_hyperpod_cluster(REGION, "demo-hp").await.unwrap();
+    s.delete_hyperpod_cluster(REGION, "demo-hp").await.unwrap();
+    let c = s.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().unwrap();
+    assert_eq!(c.state, ResourceState::Deleting);
+    assert!(s.list_cluster_nodes(REGION, "demo-hp").await.unwrap().iter().all(|n| n.status == "ShuttingDown"));
+    assert_eq!(
+        kind(s.delete_eks_cluster(REGION, "demo").await),
+        ProviderErrorKind::Conflict,
+        "still referenced while deleting"
+    );
+    adv(&s, timings::HYPERPOD_DELETE);
+    assert_eq!(s.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap(), None);
+    assert_eq!(kind(s.list_cluster_nodes(REGION, "demo-hp").await), ProviderErrorKind::NotFound);
+    assert_eq!(kind(s.delete_hyperpod_cluster(REGION, "demo-hp").await), ProviderErrorKind::NotFound);
+
+    s.delete_subnet(REGION, &sa.id).await.unwrap();
+    s.delete_eks_cluster(REGION, "demo").await.unwrap();
+    assert_eq!(s.describe_eks_cluster(REGION, "demo").await.unwrap().unwrap().state, ResourceState::Deleting);
+    assert_eq!(kind(s.delete_network(REGION, &vpc).await), ProviderErrorKind::Conflict, "EKS still uses the subnets");
+    adv(&s, timings::EKS_DELETE);
+    assert_eq!(s.describe_eks_cluster(REGION, "demo").await.unwrap(), None);
+    assert_eq!(kind(s.delete_eks_cluster(REGION, "demo").await), ProviderErrorKind::NotFound);
+
+    s.delete_network(REGION, &vpc).await.unwrap();
+    assert_eq!(s.describe_network(REGION, &vpc).await.unwrap().state, ResourceState::Deleting);
+    adv(&s, timings::NETWORK_DELETE);
+    assert_eq!(kind(s.describe_network(REGION, &vpc).await), ProviderErrorKind::NotFound);
+    assert_eq!(s.find_vpc(REGION, "demo-vpc").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn hyperpod_create_validates_like_sagemaker() {
+    let s = sim();
+    let b = base(&s).await;
+    let sa = compute_subnet(&s, &b, "us-east-1a", "10.0.16.0/20").await;
+    let sb = compute_subnet(&s, &b, "us-east-1b", "10.0.32.0/20").await;
+    let plan = s.add_training_plan(REGION, "p5-plan", "ml.p5.48xlarge", 2, "us-east-1b").unwrap();
+    let on_plan = |count: u32| InstanceGroupSpec {
+        capacity: CapacitySpec::TrainingPlan { arn: plan.arn.clone() },
+        ..group("gpu", "ml.p5.48xlarge", count, "us-east-1b")
+    };
+    let efa_only_g5 =
+        InstanceGroupSpec { interface_mode: InterfaceMode::EfaOnly, ..group("g", "ml.g5.2xlarge", 1, "us-east-1a") };
+    let cases: Vec<(&str, Groups, ProviderErrorKind)> = vec![
+        (
+            "p5 quota is 0",
+            vec![(group("g", "ml.p5.48xlarge", 1, "us-east-1b"), sb.id.clone())],
+            ProviderErrorKind::QuotaExceeded,
+        ),
+        (
+            "g5 quota is 10",
+            vec![(group("g", "ml.g5.2xlarge", 11, "us-east-1a"), sa.id.clone())],
+            ProviderErrorKind::QuotaExceeded,
+        ),
+        (
+            "unknown type",
+            vec![(group("g", "ml.x9.huge", 1, "us-east-1a"), sa.id.clone())],
+            ProviderErrorKind::InvalidRequest,
+        ),
+        ("EFA-only on g5", vec![(efa_only_g5, sa.id.clone())], ProviderErrorKind::InvalidRequest),
+        (
+            "unknown subnet",
+            vec![(group("g", "ml.g5.2xlarge", 1, "us-east-1a"), "subnet-0x".into())],
+            ProviderErrorKind::InvalidRequest,
+        ),
+        ("plan in another AZ", vec![(on_plan(1), sa.id.clone())], ProviderErrorKind::InvalidRequest),
+        ("more than reserved", vec![(on_plan(3), sb.id.clone())], ProviderErrorKind::InvalidRequest),
+        (
+            "duplicate group",
+            vec![
+                (group("g", "ml.m5.xlarge", 1, "us-east-1a"), sa.id.clone()),
+                (group("g", "ml.m5.xlarge", 1, "us-east-1a"), sa.id.clone()),
+            ],
+            ProviderErrorKind::InvalidRequest,
+        ),
+        ("no groups", vec![], ProviderErrorKind::InvalidRequest),
+    ];
+    for (what, groups, expected) in cases {
+        assert_eq!(kind(s.create_hyperpod_cluster(&hp_req(&b, "hp", groups)).await), expected, "{what}");
+    }
+    assert!(s.list_hyperpod_clusters(REGION).await.unwrap().is_empty());
+    // A training plan reservation does not use the on-demand quota.
+    s.create_hyperpod_cluster(&hp_req(&b, "hp", vec![(on_plan(2), sb.id.clone())])).await.unwrap();
+    assert_eq!(s.describe_training_plan(REGION, &plan.arn).await.unwrap(), Some(plan.clone()));
+    assert_eq!(s.describe_training_plan("us-west-2", &plan.arn).await.unwrap(), None);
+    // A quota increase lets on-demand P5 in.
+    s.set_quota(REGION, "ml.p5.48xlarge", 1).unwrap();
+    s.create_hyperpod_cluster(&hp_req(&b, "hp2", vec![(group("g", "ml.p5.48xlarge", 1, "us-east-1b"), sb.id.clone())]))
+        .await
+        .unwrap();
+    // An EKS cluster that is not Active cannot orchestrate.
+    let r = s.get_role("demo-eks-cluster-role").await.unwrap().unwrap();
+    let n2 = network(&s, "other-vpc").await;
+    let young = s.create_eks_cluster(&eks_req("young", &r.arn, private_subnets(&n2), "t")).await.unwrap();
+    let req = CreateHyperPodCluster {
+        eks_cluster_arn: young.arn,
+        ..hp_req(&b, "hp3", vec![(group("g", "ml.m5.xlarge", 1, "us-east-1a"), sa.id.clone())])
+    };
+    assert_eq!(kind(s.create_hyperpod_cluster(&req).await), ProviderErrorKind::InvalidRequest);
+}
+
+#[tokio::test]
+async fn missing_capacity_fails_the_cluster() {
+    let s = sim();
+    let b = base(&s).await;
+    let sc = compute_subnet(&s, &b, "us-east-1c", "10.0.16.0/20").await;
+    // P4d is not offered in us-east-1c.
+    s.create_hyperpod_cluster(&hp_req(&b, "hp", vec![(group("g", "ml.p4d.24xlarge", 1, "us-east-1c"), sc.id.clone())]))
+        .await
+        .unwrap();
+    adv(&s, timings::HYPERPOD_CAPACITY_FAILURE);
+    match s.describe_hyperpod_cluster(REGION, "hp").await.unwrap().unwrap().state {
+        ResourceState::Failed { reason } => {
+            assert!(reason.starts_with("InsufficientInstanceCapacity"), "{reason}");
+            assert!(reason.contains("us-east-1c"));
+        }
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    assert!(s.list_cluster_nodes(REGION, "hp").await.unwrap().is_empty());
+    // A failed cluster can be deleted.
+    s.delete_hyperpod_cluster(REGION, "hp").await.unwrap();
+    adv(&s, timings::HYPERPOD_DELETE);
+    assert_eq!(s.describe_hyperpod_cluster(REGION, "hp").await.unwrap(), None);
+}
+
+async fn try_role(s: &SimCloud, name: &str) -> Result<IamRole, ProviderError> {
+    s.create_role(&CreateIamRole {
+        name: name.into(),
+        trust_policy: json!({"Statement": []}),
+        managed_policies: vec![],
+        inline_policies: vec![],
+        tags: Tags::new(),
+    })
+    .await
+}
+
+#[tokio::test]
+async fn fault_modes() {
+    use ProviderErrorKind::*;
+    // (mode, outcome of the 1st call, of the 2nd, role exists after the 1st, calls that reached
+    // IAM, injected faults)
+    let cases: Vec<(FaultMode, Outcome, Outcome, bool, u64, u64)> = vec![
+        (FaultMode::fail("AccessDenied: nope"), Some(Failed), Some(Failed), false, 0, 2),
+        (
+            FaultMode::Fail { kind: AccessDenied, message: "denied".into() },
+            Some(AccessDenied),
+            Some(AccessDenied),
+            false,
+            0,
+            2,
+        ),
+        (FaultMode::fail_once(Throttled, "slow down"), Some(Throttled), None, false, 1, 1),
+        (FaultMode::LostResponse, Some(Transient), Some(AlreadyExists), true, 2, 1),
+        (FaultMode::resource_fails("ignored for IAM"), None, Some(AlreadyExists), true, 2, 2),
+    ];
+    for (mode, first, second, exists, reached, injected) in cases {
+        let s = sim();
+        s.set_faults(SimFaults::none().with("iam:CreateRole", mode.clone()));
+        let r1 = try_role(&s, "r").await;
+        assert_eq!(r1.as_ref().err().map(|e| e.kind), first, "{mode:?} first");
+        if let Err(e) = &r1 {
+            assert_eq!(e.api, "iam:CreateRole");
+        }
+        assert_eq!(s.get_role("r").await.unwrap().is_some(), exists, "{mode:?} exists");
+        let r2 = try_role(&s, "r").await;
+        assert_eq!(r2.as_ref().err().map(|e| e.kind), second, "{mode:?} second");
+        assert_eq!(s.calls("iam:CreateRole"), reached, "{mode:?} calls");
+        assert_eq!(s.injected_faults().get("iam:CreateRole").copied().unwrap_or(0), injected, "{mode:?} faults");
+        let one_shot = matches!(mode, FaultMode::FailOnce { .. } | FaultMode::LostResponse);
+        assert_eq!(s.faults().fail_apis.is_empty(), one_shot, "{mode:?} removes itself");
+        assert!(s.get_role("other").await.is_ok(), "other APIs are unaffected");
+    }
+}
+
+#[tokio::test]
+async fn resource_fails_fault_ends_resources_in_failed() {
+    let s = sim();
+    s.set_faults(
+        SimFaults::none()
+            .with("eks:CreateAddon", FaultMode::resource_fails("image pull failed"))
+            .with("sagemaker:CreateCluster", FaultMode::resource_fails("lifecycle script exited with 1")),
+    );
+    let b = base(&s).await;
+    let sa = compute_subnet(&s, &b, "us-east-1a", "10.0.16.0/20").await;
+    s.create_addon(&CreateEksAddon {
+        region: REGION.into(),
+        cluster: "demo".into(),
+        name: "cert-manager".into(),
+        version: Some("v1.0.0".into()),
+        client_request_token: "t".into(),
+        tags: tags(),
+    })
+    .await
+    .unwrap();
+    s.create_hyperpod_cluster(&hp_req(&b, "hp", vec![(group("g", "ml.g5.2xlarge", 1, "us-east-1a"), sa.id.clone())]))
+        .await
+        .unwrap();
+    adv(&s, timings::HYPERPOD_CREATE);
+    let addon = s.describe_addon(REGION, "demo", "cert-manager").await.unwrap().unwrap();
+    assert_eq!(addon.state, ResourceState::Failed { reason: "CREATE_FAILED: image pull failed".into() });
+    assert_eq!(addon.version, "v1.0.0");
+    let hp = s.describe_hyperpod_cluster(REGION, "hp").await.unwrap().unwrap();
+    assert_eq!(hp.state, ResourceState::Failed { reason: "lifecycle script exited with 1".into() });
+    assert!(hp.instance_groups.iter().all(|g| g.status == "Failed" && g.current_count == 0));
+}
+
+#[tokio::test]
+async fn throttling_and_transient_errors_are_seeded() {
+    let outcomes = |seed: u64| async move {
+        let s = SimCloud::new(SimConfig::with_speed(1.0).seed(seed)).unwrap();
+        s.set_faults(SimFaults { throttle_rate: 0.3, error_rate: 0.3, ..Default::default() });
+        let mut out = Vec::new();
+        for _ in 0..40 {
+            out.push(s.caller_identity().await.err().map(|e| e.kind));
+        }
+        out
+    };
+    let a = outcomes(7).await;
+    assert_eq!(a, outcomes(7).await, "same seed, same faults");
+    assert_ne!(a, outcomes(8).await);
+    for k in [Some(ProviderErrorKind::Throttled), Some(ProviderErrorKind::Transient), None] {
+        assert!(a.contains(&k), "{k:?} occurs");
+    }
+    let s = sim();
+    s.set_faults(SimFaults { throttle_rate: 1.0, ..Default::default() });
+    assert_eq!(kind(s.caller_identity().await), ProviderErrorKind::Throttled);
+    s.set_faults(SimFaults { error_rate: 1.0, ..Default::default() });
+    assert_eq!(kind(s.caller_identity().await), ProviderErrorKind::Transient);
+    s.set_faults(SimFaults::none());
+    assert!(s.caller_identity().await.is_ok());
+    assert_eq!(s.calls("sts:GetCallerIdentity"), 1, "rejected calls did not reach the service");
+    assert_eq!(s.injected_faults()["sts:GetCallerIdentity"], 2);
+}
+
+#[tokio::test]
+async fn counters_name_the_real_apis() {
+    let s = sim();
+    let b = base(&s).await;
+    s.describe_eks_cluster(REGION, "demo").await.unwrap();
+    let stats = s.stats();
+    let expect = [
+        ("ec2:CreateVpc", 1),
+        ("ec2:CreateSubnet", 4),
+        ("iam:CreateRole", 2),
+        ("iam:AttachRolePolicy", 2),
+        ("eks:CreateCluster", 1),
+        ("eks:DescribeCluster", 2),
+    ];
+    for (api, n) in expect {
+        assert_eq!(stats.get(api).copied(), Some(n), "{api}: {stats:?}");
+    }
+    drop(b);
+    s.reset_stats();
+    assert!(s.stats().is_empty());
+    s.list_eks_clusters(REGION).await.unwrap();
+    assert_eq!(s.stats().into_iter().collect::<Vec<_>>(), [("eks:ListClusters".to_string(), 1)]);
+}
+
+#[tokio::test]
+async fn the_world_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.json");
+    let config = SimConfig::with_speed(1.0).state_file(&path).seed(3);
+    let (vpc, stats) = {
+        let s = SimCloud::new(config.clone()).unwrap();
+        assert!(path.exists(), "a new world is written at once");
+        let n = network(&s, "demo-vpc").await;
+        let r = role(&s, "demo-eks-cluster-role", "eks.amazonaws.com").await;
+        s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&n), "tok")).await.unwrap();
+        s.set_faults(SimFaults::none().with("eks:DeleteCluster", FaultMode::fail("x")));
+        s.describe_network(REGION, &n.vpc.id).await.unwrap();
+        (n.vpc.id, s.stats())
+    };
+    let s = SimCloud::new(config.clone()).unwrap();
+    assert_eq!(s.stats(), stats, "counters persist, reads included");
+    assert_eq!(s.faults(), SimFaults::none(), "faults are not persisted");
+    assert_eq!(s.find_vpc(REGION, "demo-vpc").await.unwrap().map(|v| v.id), Some(vpc.clone()));
+    let c = s.describe_eks_cluster(REGION, "demo").await.unwrap().unwrap();
+    assert_eq!(c.state, ResourceState::Creating, "the clock continues, it does not restart");
+    adv(&s, timings::EKS_CREATE);
+    assert_eq!(s.describe_eks_cluster(REGION, "demo").await.unwrap().unwrap().state, ResourceState::Active);
+    assert_eq!(s.calls("eks:CreateCluster"), 1);
+    let next_id = s.create_bucket(&CreateBucket { region: REGION.into(), name: "is-b".into(), tags: tags() }).await;
+    assert!(next_id.is_ok());
+    s.flush().unwrap();
+    drop(s);
+    let s = SimCloud::new(config).unwrap();
+    assert!(s.describe_bucket("is-b").await.unwrap().is_some());
+    assert!(s.sim_seconds() >= timings::EKS_CREATE, "advanced time is kept");
+
+    // While a world is open in this process, a new instance attaches to it (a dying instance's
+    // in-flight calls still land in the account, as in AWS); faults start empty.
+    s.set_faults(SimFaults { throttle_rate: 1.0, ..Default::default() });
+    let twin = SimCloud::new(SimConfig::with_speed(5.0).state_file(&path)).unwrap();
+    assert_eq!(twin.faults(), SimFaults::none());
+    s.create_bucket(&CreateBucket { region: REGION.into(), name: "is-c".into(), tags: tags() }).await.unwrap();
+    assert!(twin.describe_bucket("is-c").await.unwrap().is_some());
+    assert_eq!(twin.speed(), 5.0);
+    drop((s, twin));
+
+    std::fs::write(&path, b"{ not json").unwrap();
+    assert!(matches!(SimCloud::new(SimConfig::with_speed(1.0).state_file(&path)), Err(SimError::Corrupt { .. })));
+    std::fs::write(&path, br#"{"format": 99}"#).unwrap();
+    assert!(matches!(
+        SimCloud::new(SimConfig::with_speed(1.0).state_file(&path)),
+        Err(SimError::UnsupportedFormat { found: 99, .. })
+    ));
+    assert!(matches!(SimCloud::new(SimConfig::with_speed(0.0)), Err(SimError::InvalidConfig(_))));
+    assert!(matches!(SimCloud::new(SimConfig::default().account("12")), Err(SimError::InvalidConfig(_))));
+}
+
+#[tokio::test]
+async fn seeded_resources_for_existing_vpc_and_import() {
+    let s = sim();
+    let subnets = plan_new_vpc(net("10.20.0.0/16"), &azs("ab")).unwrap();
+    let n = s
+        .seed_network(&CreateNetwork {
+            region: REGION.into(),
+            name: "legacy".into(),
+            cidr: net("10.20.0.0/16"),
+            subnets,
+            tags: Tags::new(),
+        })
+        .unwrap();
+    assert_eq!(n.state, ResourceState::Active);
+    assert_eq!(n.security_group_id, None);
+    let c = s.seed_eks_cluster(REGION, "legacy", "1.31", private_subnets(&n), Tags::new()).unwrap();
+    assert_eq!(c.state, ResourceState::Active);
+    assert!(c.endpoint.is_some());
+    s.seed_bucket(&CreateBucket { region: REGION.into(), name: "someone-elses".into(), tags: Tags::new() }).unwrap();
+    assert!(s.stats().is_empty(), "seeding is not API traffic");
+    assert!(s.describe_bucket("someone-elses").await.unwrap().is_some_and(|b| !is_owned(&b.tags, "demo")));
+}
+
+// ---------------------------------------------------------------- Kubernetes
+
+fn target() -> KubeTarget {
+    KubeTarget { region: REGION.into(), eks_cluster: "demo".into() }
+}
+
+fn oref(api: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
+    ObjectRef { api_version: api.into(), kind: kind.into(), namespace: ns.map(Into::into), name: name.into() }
+}
+
+async fn get(s: &SimCloud, api: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+    s.get(&target(), &oref(api, kind, ns, name)).await.unwrap().map(|o| o.0)
+}
+
+async fn apply(s: &SimCloud, v: Value) -> Value {
+    s.apply(&target(), &KubeObject(v)).await.expect("apply").0
+}
+
+async fn pods(s: &SimCloud, labels: &[(&str, &str)]) -> Vec<Value> {
+    let params = ListParams {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some("default".into()),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    };
+    s.list(&target(), &params).await.unwrap().into_iter().map(|o| o.0).collect()
+}
+
+/// An Active EKS cluster with a HyperPod cluster of `count` × ml.g5.2xlarge, InService.
+async fn gpu_world(s: &SimCloud, count: u32) -> Base {
+    let b = base(s).await;
+    if count > 0 {
+        let sa = compute_subnet(s, &b, "us-east-1a", "10.0.16.0/20").await;
+        s.create_hyperpod_cluster(&hp_req(
+            &b,
+            "demo-hp",
+            vec![(group("gpu", "ml.g5.2xlarge", count, "us-east-1a"), sa.id)],
+        ))
+        .await
+        .unwrap();
+        adv(s, timings::HYPERPOD_CREATE);
+    }
+    b
+}
+
+fn deployment(name: &str, replicas: u32, gpus: u32) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": name, "namespace": "default", "labels": { "app": name } },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "server", "image": "vllm/vllm-openai:v0.9", "ports": [{ "containerPort": 8000 }],
+                          "resources": { "limits": { "nvidia.com/gpu": gpus } } }] }
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn kube_calls_need_an_active_cluster() {
+    let s = sim();
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+    assert_eq!(kind(s.apply(&target(), &KubeObject(ns.clone())).await), ProviderErrorKind::NotFound);
+    let n = network(&s, "demo-vpc").await;
+    let r = role(&s, "demo-eks-cluster-role", "eks.amazonaws.com").await;
+    s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&n), "t")).await.unwrap();
+    let e = s.apply(&target(), &KubeObject(ns.clone())).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::Transient);
+    assert!(e.message.contains("CREATING"), "{e}");
+    adv(&s, timings::EKS_CREATE);
+    apply(&s, ns).await;
+    assert_eq!(s.calls("k8s:Apply"), 3);
+    s.delete_eks_cluster(REGION, "demo").await.unwrap();
+    let e = s.get(&target(), &oref("v1", "Namespace", None, "x")).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::NotFound, "a deleting cluster has no objects left to clean up");
+}
+
+#[tokio::test]
+async fn objects_are_stored_listed_and_deleted() {
+    let s = sim();
+    gpu_world(&s, 0).await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "team", "labels": {"a": "1"}}, "data": {"k": "v"}});
+    assert_eq!(
+        kind(s.apply(&target(), &KubeObject(cm.clone())).await),
+        ProviderErrorKind::NotFound,
+        "namespace must exist"
+    );
+    apply(&s, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})).await;
+    let stored = apply(&s, cm.clone()).await;
+    assert_eq!(stored["data"]["k"], "v");
+    let uid = stored["metadata"]["uid"].clone();
+    assert!(uid.as_str().is_some_and(|u| u.len() == 36));
+    // Re-apply: same uid, new data, generation unchanged (no spec).
+    let mut cm2 = cm.clone();
+    cm2["data"]["k"] = json!("w");
+    let again = apply(&s, cm2).await;
+    assert_eq!(again["metadata"]["uid"], uid);
+    assert_eq!(again["data"]["k"], "w");
+    apply(&s, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other", "namespace": "team", "labels": {"a": "2"}}})).await;
+    apply(&s, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "team"}, "stringData": {"t": "x"}})).await;
+    apply(&s, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "team"}}))
+        .await;
+    let list = |labels: Vec<(String, String)>| {
+        let s = s.clone();
+        async move {
+            let p = ListParams {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("team".into()),
+                labels,
+            };
+            s.list(&target(), &p)
+                .await
+                .unwrap()
+                .iter()
+                .map(|o| o.0["metadata"]["name"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(vec![]).await, ["cfg", "other"]);
+    assert_eq!(list(vec![("a".into(), "2".into())]).await, ["other"]);
+    assert!(get(&s, "v1", "ServiceAccount", Some("team"), "sa").await.is_some());
+    assert!(get(&s, "v1", "Secret", Some("team"), "s").await.is_some());
+    // Namespaced kinds default to `default`; cluster-scoped ones ignore a namespace.
+    apply(&s, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}})).await;
+    assert!(get(&s, "v1", "ConfigMap", Some("default"), "d").await.is_some());
+    assert!(
+        get(&s, "v1", "Namespace", Some("whatever"), "team").await.is_some_and(|n| n["status"]["phase"] == "Active")
+    );
+    s.delete(&target(), &oref("v1", "ConfigMap", Some("team"), "absent")).await.unwrap();
+    s.delete(&target(), &oref("v1", "Namespace", None, "team")).await.unwrap();
+    assert!(
+        get(&s, "v1", "ConfigMap", Some("team"), "cfg").await.is_none(),
+        "deleting a namespace deletes its objects"
+    );
+    assert_eq!(
+        kind(s.delete(&target(), &oref("v1", "Namespace", None, "default")).await),
+        ProviderErrorKind::InvalidRequest
+    );
+    assert_eq!(
+        kind(s.apply(&target(), &KubeObject(json!({"apiVersion": "v1", "kind": "ConfigMap"}))).await),
+        ProviderErrorKind::InvalidRequest
+    );
+}
+
+#[tokio::test]
+async fn pvc_binds_to_its_static_volume() {
+    let s = sim();
+    gpu_world(&s, 0).await;
+    let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "s3-shared", "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "s3-shared-pv", "resources": {"requests": {"storage": "1200Gi"}}}});
+    assert_eq!(apply(&s, pvc).await["status"]["phase"], "Pending");
+    let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "s3-shared-pv"},
+        "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"], "claimRef": {"namespace": "default", "name": "s3-shared"},
+                 "csi": {"driver": "s3.csi.aws.com", "volumeHandle": "h"}}});
+    assert_eq!(apply(&s, pv).await["status"]["phase"], "Bound");
+    let claim = get(&s, "v1", "PersistentVolumeClaim", Some("default"), "s3-shared").await.unwrap();
+    assert_eq!(claim["status"]["phase"], "Bound");
+    assert_eq!(claim["status"]["capacity"]["storage"], "1200Gi");
+    // A volume pre-bound to another claim does not bind.
+    apply(&s, json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "taken"}, "spec": {"claimRef": {"namespace": "default", "name": "someone"}}})).await;
+    let other = apply(&s, json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "mine"}, "spec": {"volumeName": "taken"}})).await;
+    assert_eq!(other["status"]["phase"], "Pending");
+    s.delete(&target(), &oref("v1", "PersistentVolume", None, "s3-shared-pv")).await.unwrap();
+    let claim = get(&s, "v1", "PersistentVolumeClaim", Some("default"), "s3-shared").await.unwrap();
+    assert_eq!(claim["status"]["phase"], "Pending");
+}
+
+#[tokio::test]
+async fn deployments_schedule_on_hyperpod_nodes_and_become_ready() {
+    let s = sim();
+    gpu_world(&s, 2).await;
+    let nodes = s
+        .list(&target(), &ListParams { api_version: "v1".into(), kind: "Node".into(), namespace: None, labels: vec![] })
+        .await
+        .unwrap();
+    assert_eq!(nodes.len(), 2);
+    let node = &nodes[0].0;
+    assert!(node["metadata"]["name"].as_str().unwrap().starts_with("hyperpod-i-0"));
+    assert_eq!(node["metadata"]["labels"]["node.kubernetes.io/instance-type"], "ml.g5.2xlarge");
+    assert_eq!(node["metadata"]["labels"]["sagemaker.amazonaws.com/instance-group-name"], "gpu");
+    assert_eq!(node["status"]["capacity"]["nvidia.com/gpu"], "1");
+    assert_eq!(node["status"]["conditions"][0]["status"], "True");
+
+    let d = apply(&s, deployment("llm", 2, 1)).await;
+    assert_eq!(d["status"].get("readyReplicas"), None);
+    assert_eq!(d["status"]["replicas"], 2);
+    let p = pods(&s, &[("app", "llm")]).await;
+    assert_eq!(p.len(), 2);
+    assert!(p.iter().all(|x| x["status"]["phase"] == "Pending" && x["spec"]["nodeName"].is_string()));
+    assert_eq!(p[0]["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating");
+    assert_eq!(p[0]["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+    adv(&s, timings::POD_START + timings::POD_READY);
+    let d = get(&s, "apps/v1", "Deployment", Some("default"), "llm").await.unwrap();
+    assert_eq!(d["status"]["readyReplicas"], 2);
+    assert_eq!(d["status"]["conditions"][0]["status"], "True");
+    let p = pods(&s, &[("app", "llm")]).await;
+    assert!(p.iter().all(|x| x["status"]["phase"] == "Running"
+        && x["status"]["podIP"].as_str().is_some_and(|ip| ip.starts_with("10.0."))));
+
+    // Deleting a pod: the ReplicaSet starts a replacement under a new name.
+    let victim = p[0]["metadata"]["name"].as_str().unwrap().to_string();
+    s.delete(&target(), &oref("v1", "Pod", Some("default"), &victim)).await.unwrap();
+    let p = pods(&s, &[("app", "llm")]).await;
+    assert_eq!(p.len(), 2);
+    assert!(p.iter().all(|x| x["metadata"]["name"] != victim.as_str()));
+    let d = get(&s, "apps/v1", "Deployment", Some("default"), "llm").await.unwrap();
+    assert_eq!(d["status"]["readyReplicas"], 1);
+
+    // More GPUs than any node has: Pending with the scheduler's reason.
+    apply(&s, deployment("big", 1, 4)).await;
+    adv(&s, 60.0);
+    let big = pods(&s, &[("app", "big")]).await;
+    assert_eq!(big[0]["status"]["phase"], "Pending");
+    let msg = big[0]["status"]["conditions"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("Insufficient nvidia.com/gpu"), "{msg}");
+    assert_eq!(
+        get(&s, "apps/v1", "Deployment", Some("default"), "big").await.unwrap()["status"].get("readyReplicas"),
+        None
+    );
+    // Scaling down removes pods.
+    apply(&s, deployment("llm", 1, 1)).await;
+    assert_eq!(pods(&s, &[("app", "llm")]).await.len(), 1);
+    s.delete(&target(), &oref("apps/v1", "Deployment", Some("default"), "llm")).await.unwrap();
+    assert!(pods(&s, &[("app", "llm")]).await.is_empty());
+}
+
+#[tokio::test]
+async fn without_nodes_pods_stay_pending() {
+    let s = sim();
+    gpu_world(&s, 0).await;
+    apply(&s, deployment("web", 1, 0)).await;
+    adv(&s, 600.0);
+    let p = pods(&s, &[("app", "web")]).await;
+    assert_eq!(p[0]["status"]["phase"], "Pending");
+    assert_eq!(p[0]["status"]["conditions"][0]["message"], "no nodes available to schedule pods");
+    let e = s.logs(&target(), "default", p[0]["metadata"]["name"].as_str().unwrap(), false, None).await.err().unwrap();
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest);
+    assert!(e.message.contains("waiting to start"), "{e}");
+}
+
+#[tokio::test]
+async fn load_balancer_services_get_a_hostname() {
+    let s = sim();
+    gpu_world(&s, 0).await;
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "llm", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "llm"}, "ports": [{"port": 80, "targetPort": 8000}]}});
+    let created = apply(&s, svc.clone()).await;
+    let ip = created["spec"]["clusterIP"].clone();
+    assert!(ip.as_str().is_some_and(|x| x.starts_with("10.100.")));
+    assert_eq!(created["status"]["loadBalancer"], json!({}));
+    adv(&s, timings::LOAD_BALANCER);
+    let svc_now = get(&s, "v1", "Service", Some("default"), "llm").await.unwrap();
+    let host = svc_now["status"]["loadBalancer"]["ingress"][0]["hostname"].as_str().unwrap().to_string();
+    assert!(host.starts_with("k8s-default-llm-") && host.ends_with(".elb.us-east-1.amazonaws.com"), "{host}");
+    assert_eq!(apply(&s, svc).await["spec"]["clusterIP"], ip, "re-apply keeps the cluster IP");
+    let internal = apply(
+        &s,
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "in"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .await;
+    adv(&s, 1000.0);
+    assert_eq!(internal["status"]["loadBalancer"], json!({}));
+}
+
+fn job(name: &str, secs: u32) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default",
+            "annotations": {crate::DURATION_ANNOTATION: secs.to_string()}},
+           "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "dl", "image": "amazon/aws-cli:2"}]}}}})
+}
+
+#[tokio::test]
+async fn jobs_run_to_completion_with_logs() {
+    let s = sim();
+    gpu_world(&s, 1).await;
+    apply(&s, job("download", 40)).await;
+    let p = pods(&s, &[("job-name", "download")]).await;
+    assert_eq!(p.len(), 1);
+    let pod = p[0]["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(pod.starts_with("download-"));
+    adv(&s, timings::POD_START + 20.0);
+    let running = get(&s, "batch/v1", "Job", Some("default"), "download").await.unwrap();
+    assert_eq!(running["status"]["active"], 1);
+    let lines: Vec<String> =
+        s.logs(&target(), "default", &pod, false, None).await.unwrap().map(|l| l.unwrap()).collect().await;
+    assert_eq!(lines[0], "Starting amazon/aws-cli:2");
+    assert!(lines.iter().any(|l| l.starts_with("step 2 |")));
+    assert!(!lines.iter().any(|l| l.starts_with("Training complete")));
+    adv(&s, 20.0);
+    let done = get(&s, "batch/v1", "Job", Some("default"), "download").await.unwrap();
+    assert_eq!(done["status"]["succeeded"], 1);
+    assert_eq!(done["status"]["conditions"][0]["type"], "Complete");
+    assert!(done["status"]["completionTime"].is_string());
+    let pod_obj = get(&s, "v1", "Pod", Some("default"), &pod).await.unwrap();
+    assert_eq!(pod_obj["status"]["phase"], "Succeeded");
+    assert_eq!(pod_obj["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
+    let tail: Vec<String> =
+        s.logs(&target(), "default", &pod, false, Some(1)).await.unwrap().map(|l| l.unwrap()).collect().await;
+    assert_eq!(tail, ["Training complete: 4 steps in 40s; checkpoint saved"]);
+    assert_eq!(kind(s.logs(&target(), "default", "nope", false, None).await.map(|_| ())), ProviderErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn resource_fails_on_apply_makes_workloads_fail() {
+    let s = sim();
+    gpu_world(&s, 1).await;
+    s.set_faults(SimFaults::none().with("k8s:Apply", FaultMode::resource_fails("CUDA error: out of memory")));
+    apply(&s, job("train", 30)).await;
+    apply(&s, deployment("web", 1, 0)).await;
+    adv(&s, 120.0);
+    let j = get(&s, "batch/v1", "Job", Some("default"), "train").await.unwrap();
+    assert_eq!(j["status"]["failed"], 1);
+    assert_eq!(j["status"]["conditions"][0]["type"], "Failed");
+    let web = pods(&s, &[("app", "web")]).await;
+    let state = &web[0]["status"]["containerStatuses"][0];
+    assert_eq!(state["state"]["waiting"]["reason"], "CrashLoopBackOff");
+    assert!(state["restartCount"].as_u64().unwrap() >= 1);
+    assert_eq!(
+        get(&s, "apps/v1", "Deployment", Some("default"), "web").await.unwrap()["status"].get("readyReplicas"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn pytorchjobs_run_master_and_workers() {
+    let s = sim();
+    gpu_world(&s, 2).await;
+    let template = json!({"spec": {"containers": [{"name": "pytorch", "image": "pt:2", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+    apply(&s, json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft", "annotations": {crate::DURATION_ANNOTATION: "100"}},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": template}, "Master": {"replicas": 1, "template": template}}}})).await;
+    let p = pods(&s, &[("training.kubeflow.org/job-name", "ft")]).await;
+    let names: Vec<&str> = p.iter().map(|x| x["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ft-master-0", "ft-worker-0"]);
+    adv(&s, timings::POD_START + 1.0);
+    let running = get(&s, "kubeflow.org/v1", "PyTorchJob", Some("default"), "ft").await.unwrap();
+    assert_eq!(running["status"]["conditions"][1]["type"], "Running");
+    assert_eq!(running["status"]["replicaStatuses"]["Master"]["active"], 1);
+    let lines: Vec<String> =
+        s.logs(&target(), "default", "ft-worker-0", false, None).await.unwrap().map(|l| l.unwrap()).collect().await;
+    assert_eq!(lines[1], "Initializing distributed environment: world_size=2 rank=1");
+    adv(&s, 100.0);
+    let done = get(&s, "kubeflow.org/v1", "PyTorchJob", Some("default"), "ft").await.unwrap();
+    assert_eq!(done["status"]["conditions"][1]["type"], "Succeeded");
+    assert_eq!(done["status"]["replicaStatuses"]["Worker"]["succeeded"], 1);
+}
+
+#[tokio::test]
+async fn follow_streams_lines_as_simulated_time_passes() {
+    let s = SimCloud::new(SimConfig::with_speed(2000.0).seed(1)).unwrap();
+    gpu_world(&s, 1).await;
+    apply(&s, job("train", 120)).await;
+    adv(&s, timings::POD_START + 1.0);
+    let pod = pods(&s, &[("job-name", "train")]).await[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let stream = s.logs(&target(), "default", &pod, true, None).await.unwrap();
+    let lines: Vec<String> =
+        tokio::time::timeout(Duration::from_secs(20), stream.map(|l| l.unwrap()).collect::<Vec<_>>())
+            .await
+            .expect("the stream ends when the container ends");
+    assert_eq!(lines.first().map(String::as_str), Some("Starting amazon/aws-cli:2"));
+    let steps: Vec<&String> = lines.iter().filter(|l| l.starts_with("step ")).collect();
+    assert_eq!(steps.len(), 12, "{lines:?}");
+    assert_eq!(lines.last().map(String::as_str), Some("Training complete: 12 steps in 120s; checkpoint saved"));
+    let unique: std::collections::BTreeSet<&String> = lines.iter().collect();
+    assert_eq!(unique.len(), lines.len(), "no line twice");
+}
+
+#[test]
+fn sim_cloud_is_a_shareable_provider() {
+    fn provider<T: AwsCloud + KubeApi + Clone + Send + Sync + 'static>() {}
+    provider::<SimCloud>();
+    let s = sim();
+    let _aws: std::sync::Arc<dyn AwsCloud> = std::sync::Arc::new(s.clone());
+    let _kube: std::sync::Arc<dyn KubeApi> = std::sync::Arc::new(s);
+}

@@ -1,0 +1,43 @@
+//! Simulated durations, in seconds of simulated time (= real seconds at speed 1).
+//!
+//! They follow what AWS documents or typically shows: a NAT gateway takes a couple of minutes,
+//! an EKS control plane 8–12 minutes, a HyperPod cluster around a quarter of an hour.
+
+/// `create_network`: Creating (NAT gateway provisioning) → Active.
+pub const NETWORK_CREATE: f64 = 150.0;
+/// `delete_network`: Deleting (NAT gateway, gateways, subnets) → gone.
+pub const NETWORK_DELETE: f64 = 60.0;
+/// EKS control plane: Creating → Active.
+pub const EKS_CREATE: f64 = 600.0;
+/// EKS control plane: Deleting → gone.
+pub const EKS_DELETE: f64 = 300.0;
+/// EKS add-on: Creating → Active.
+pub const ADDON_CREATE: f64 = 60.0;
+/// EKS add-on: Deleting → gone.
+pub const ADDON_DELETE: f64 = 30.0;
+/// HyperPod cluster: Creating → InService (without deep health checks).
+pub const HYPERPOD_CREATE: f64 = 900.0;
+/// Extra time deep health checks add to a node (and so to the cluster).
+pub const HYPERPOD_DEEP_HEALTH_CHECK: f64 = 300.0;
+/// HyperPod cluster: Deleting → gone.
+pub const HYPERPOD_DELETE: f64 = 300.0;
+/// A HyperPod node's first instance appears (Pending) this long after the cluster was created.
+pub const HYPERPOD_FIRST_NODE: f64 = 120.0;
+/// Instances of a group appear spread over this window after [`HYPERPOD_FIRST_NODE`].
+pub const HYPERPOD_NODE_SPREAD: f64 = 420.0;
+/// A node stays Pending (booting, lifecycle scripts) this long before it runs.
+pub const HYPERPOD_NODE_BOOT: f64 = 240.0;
+/// A HyperPod cluster whose capacity is not available fails this long after creation.
+pub const HYPERPOD_CAPACITY_FAILURE: f64 = 300.0;
+/// A Kubernetes pod goes from scheduled to Running (image pull) in this long.
+pub const POD_START: f64 = 15.0;
+/// A running service pod passes its readiness probe this long after it started.
+pub const POD_READY: f64 = 5.0;
+/// A `LoadBalancer` Service gets its hostname this long after it was created.
+pub const LOAD_BALANCER: f64 = 90.0;
+/// Default run time of a batch/v1 Job's pod (override with [`crate::DURATION_ANNOTATION`]).
+pub const JOB_DEFAULT_RUN: f64 = 60.0;
+/// Default run time of a kubeflow.org/v1 PyTorchJob's pods.
+pub const PYTORCHJOB_DEFAULT_RUN: f64 = 300.0;
+/// A resource given the "resource fails" fault fails after this share of its creation time.
+pub const FAILURE_SHARE: f64 = 0.5;

@@ -1,0 +1,436 @@
+//! The persisted state of the simulated account, and the lifecycle of its resources.
+//!
+//! Everything a restart must keep lives in [`World`]: resources with the simulated time they
+//! were created (states are computed from it on read, see [`Lifecycle::phase`]), Kubernetes
+//! objects, call counters, the random state and the clock reading at the last save.
+
+use crate::kube::KubeWorld;
+use chrono::{DateTime, Utc};
+use instantstart_core::provider::{ResourceState, Tags, TrainingPlan};
+use instantstart_core::spec::NodeRecovery;
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the state file format.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// The simulated account.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct World {
+    pub format: u32,
+    pub account: String,
+    /// Wall-clock time at which simulated time was 0; simulated timestamps shown to users
+    /// (Kubernetes `creationTimestamp`) are `epoch + simulated seconds`.
+    pub epoch: DateTime<Utc>,
+    /// Simulated time at the last save.
+    pub sim_now: f64,
+    /// Wall-clock time of the last save.
+    pub saved_at: DateTime<Utc>,
+    /// State of the SplitMix64 generator (ids and fault rolls).
+    pub rng: u64,
+    /// Calls that reached the service, by API name.
+    pub counters: BTreeMap<String, u64>,
+    /// Injected faults, by API name.
+    #[serde(default)]
+    pub injected: BTreeMap<String, u64>,
+    pub vpcs: BTreeMap<String, VpcRec>,
+    pub subnets: BTreeMap<String, SubnetRec>,
+    /// By `region/name`.
+    pub eks: BTreeMap<String, EksRec>,
+    pub roles: BTreeMap<String, RoleRec>,
+    pub buckets: BTreeMap<String, BucketRec>,
+    /// By `region/name`.
+    pub hyperpod: BTreeMap<String, HyperPodRec>,
+    /// By ARN.
+    pub training_plans: BTreeMap<String, TrainingPlan>,
+    /// Raised (or lowered) HyperPod quotas by `region/instance type`.
+    pub quotas: BTreeMap<String, u32>,
+    /// Kubernetes worlds by `region/eks cluster name`.
+    pub kube: BTreeMap<String, KubeWorld>,
+}
+
+/// Key of a regional resource.
+pub(crate) fn rkey(region: &str, name: &str) -> String {
+    format!("{region}/{name}")
+}
+
+impl World {
+    pub fn new(account: String, seed: u64) -> Self {
+        let now = Utc::now();
+        World {
+            format: FORMAT_VERSION,
+            account,
+            epoch: now,
+            sim_now: 0.0,
+            saved_at: now,
+            rng: seed,
+            counters: BTreeMap::new(),
+            injected: BTreeMap::new(),
+            vpcs: BTreeMap::new(),
+            subnets: BTreeMap::new(),
+            eks: BTreeMap::new(),
+            roles: BTreeMap::new(),
+            buckets: BTreeMap::new(),
+            hyperpod: BTreeMap::new(),
+            training_plans: BTreeMap::new(),
+            quotas: BTreeMap::new(),
+            kube: BTreeMap::new(),
+        }
+    }
+
+    pub fn count(&mut self, api: &str) {
+        self.count_n(api, 1);
+    }
+
+    pub fn count_n(&mut self, api: &str, n: u64) {
+        if n > 0 {
+            *self.counters.entry(api.to_string()).or_insert(0) += n;
+        }
+    }
+
+    /// Next 64 random bits (SplitMix64; the state is persisted so ids never repeat).
+    pub fn next_u64(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix(self.rng)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn roll(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// An AWS-style id: `prefix-0` followed by 16 hex digits.
+    pub fn id(&mut self, prefix: &str) -> String {
+        format!("{prefix}-0{:016x}", self.next_u64())
+    }
+
+    /// `n` random hex digits (upper case when `upper`).
+    pub fn hex(&mut self, n: usize, upper: bool) -> String {
+        let mut s = String::new();
+        while s.len() < n {
+            let x = self.next_u64();
+            s.push_str(&if upper { format!("{x:016X}") } else { format!("{x:016x}") });
+        }
+        s.truncate(n);
+        s
+    }
+
+    /// Wall-clock time shown for simulated time `t`.
+    pub fn display_time(&self, t: f64) -> DateTime<Utc> {
+        self.epoch + chrono::Duration::milliseconds((t * 1000.0) as i64)
+    }
+
+    /// Kubernetes timestamp (RFC 3339, seconds) for simulated time `t`.
+    pub fn k8s_time(&self, t: f64) -> String {
+        self.display_time(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+
+    /// Removes resources whose deletion has completed (and what they took with them).
+    pub fn settle(&mut self, now: f64) {
+        let gone_vpcs: Vec<String> =
+            self.vpcs.iter().filter(|(_, v)| v.life.phase(now) == Phase::Gone).map(|(k, _)| k.clone()).collect();
+        for id in gone_vpcs {
+            self.vpcs.remove(&id);
+            self.subnets.retain(|_, s| s.vpc_id != id);
+        }
+        let gone_eks: Vec<String> =
+            self.eks.iter().filter(|(_, c)| c.life.phase(now) == Phase::Gone).map(|(k, _)| k.clone()).collect();
+        for key in gone_eks {
+            self.eks.remove(&key);
+            self.kube.remove(&key);
+        }
+        for c in self.eks.values_mut() {
+            c.addons.retain(|_, a| a.life.phase(now) != Phase::Gone);
+        }
+        self.hyperpod.retain(|_, h| h.life.phase(now) != Phase::Gone);
+    }
+
+    /// The role named by an IAM role ARN (`arn:aws:iam::<account>:role/<path/>name`).
+    pub fn role_by_arn(&self, arn: &str) -> Option<&RoleRec> {
+        let name = arn.strip_prefix("arn:aws:iam::")?.split_once(":role/")?.1.rsplit('/').next()?;
+        self.roles.get(name).filter(|r| r.arn == arn)
+    }
+
+    /// The EKS cluster with this ARN, if it exists (deleting ones included).
+    pub fn eks_by_arn(&self, arn: &str) -> Option<&EksRec> {
+        self.eks.values().find(|c| c.arn == arn)
+    }
+}
+
+/// SplitMix64 finaliser: a good 64-bit mixing function.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A stable 64-bit hash of some strings (FNV-1a, then mixed); the same on every run.
+pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain(std::iter::once(0xff)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    mix(h)
+}
+
+/// Where a resource is in its life.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Phase {
+    Creating,
+    Active,
+    Failed(String),
+    Deleting,
+    /// Deletion finished; the resource no longer exists.
+    Gone,
+}
+
+/// When a resource was created, how long it takes to become ready, and whether it is failing or
+/// being deleted. All times are simulated seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Lifecycle {
+    pub created_at: f64,
+    pub ready_after: f64,
+    #[serde(default)]
+    pub failure: Option<Failure>,
+    #[serde(default)]
+    pub deleting: Option<Deleting>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Failure {
+    /// Seconds after creation.
+    pub after: f64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Deleting {
+    pub since: f64,
+    pub takes: f64,
+}
+
+impl Lifecycle {
+    pub fn new(now: f64, ready_after: f64) -> Self {
+        Lifecycle { created_at: now, ready_after, failure: None, deleting: None }
+    }
+
+    /// Fails after `after` seconds unless an earlier failure is already planned.
+    pub fn fail_after(&mut self, after: f64, reason: impl Into<String>) {
+        if self.failure.as_ref().is_none_or(|f| f.after > after) {
+            self.failure = Some(Failure { after, reason: reason.into() });
+        }
+    }
+
+    pub fn age(&self, now: f64) -> f64 {
+        now - self.created_at
+    }
+
+    pub fn phase(&self, now: f64) -> Phase {
+        if let Some(d) = &self.deleting {
+            return if now >= d.since + d.takes { Phase::Gone } else { Phase::Deleting };
+        }
+        let age = self.age(now);
+        if let Some(f) = &self.failure
+            && age >= f.after
+        {
+            return Phase::Failed(f.reason.clone());
+        }
+        if age >= self.ready_after { Phase::Active } else { Phase::Creating }
+    }
+
+    pub fn state(&self, now: f64) -> ResourceState {
+        match self.phase(now) {
+            Phase::Creating => ResourceState::Creating,
+            Phase::Active => ResourceState::Active,
+            Phase::Failed(reason) => ResourceState::Failed { reason },
+            Phase::Deleting | Phase::Gone => ResourceState::Deleting,
+        }
+    }
+
+    /// Whether the resource still exists (not gone).
+    pub fn exists(&self, now: f64) -> bool {
+        self.phase(now) != Phase::Gone
+    }
+
+    pub fn is_deleting(&self) -> bool {
+        self.deleting.is_some()
+    }
+
+    pub fn start_deleting(&mut self, now: f64, takes: f64) {
+        if self.deleting.is_none() {
+            self.deleting = Some(Deleting { since: now, takes });
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct VpcRec {
+    pub id: String,
+    pub region: String,
+    pub name: Option<String>,
+    pub cidrs: Vec<Ipv4Net>,
+    pub tags: Tags,
+    /// The EFA security group `create_network` made (seeded VPCs have none).
+    pub security_group_id: Option<String>,
+    pub life: Lifecycle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SubnetRec {
+    pub id: String,
+    pub vpc_id: String,
+    pub region: String,
+    pub name: Option<String>,
+    pub cidr: Ipv4Net,
+    pub availability_zone: String,
+    pub public: bool,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EksRec {
+    pub name: String,
+    pub region: String,
+    pub arn: String,
+    pub version: String,
+    pub role_arn: String,
+    pub vpc_id: String,
+    pub subnet_ids: Vec<String>,
+    pub client_request_token: String,
+    pub tags: Tags,
+    /// 32 upper-case hex digits used in the endpoint and OIDC issuer.
+    pub uid: String,
+    pub security_group_id: String,
+    pub life: Lifecycle,
+    pub addons: BTreeMap<String, AddonRec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AddonRec {
+    pub name: String,
+    pub version: String,
+    pub client_request_token: String,
+    pub tags: Tags,
+    pub life: Lifecycle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RoleRec {
+    pub name: String,
+    pub arn: String,
+    pub trust_policy: serde_json::Value,
+    pub managed_policies: Vec<String>,
+    pub inline_policies: Vec<(String, serde_json::Value)>,
+    pub tags: Tags,
+}
+
+impl RoleRec {
+    /// Whether the trust policy lets `service` (e.g. `eks.amazonaws.com`) assume the role.
+    pub fn trusts(&self, service: &str) -> bool {
+        fn find(v: &serde_json::Value, service: &str) -> bool {
+            match v {
+                serde_json::Value::String(s) => s == service,
+                serde_json::Value::Array(a) => a.iter().any(|x| find(x, service)),
+                serde_json::Value::Object(o) => o.values().any(|x| find(x, service)),
+                _ => false,
+            }
+        }
+        find(&self.trust_policy, service)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct BucketRec {
+    pub name: String,
+    pub region: String,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HyperPodRec {
+    pub name: String,
+    pub region: String,
+    pub arn: String,
+    pub eks_arn: String,
+    pub node_recovery: NodeRecovery,
+    pub groups: Vec<GroupRec>,
+    pub tags: Tags,
+    /// Seed of the cluster's instance ids.
+    pub uid: u64,
+    pub life: Lifecycle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct GroupRec {
+    pub name: String,
+    pub instance_type: String,
+    pub count: u32,
+    pub subnet_id: String,
+    pub availability_zone: String,
+    pub deep_health_checks: bool,
+    pub training_plan: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_phases() {
+        let mut l = Lifecycle::new(100.0, 50.0);
+        let cases = [(100.0, Phase::Creating), (149.9, Phase::Creating), (150.0, Phase::Active), (1e9, Phase::Active)];
+        for (t, p) in cases {
+            assert_eq!(l.phase(t), p, "t={t}");
+        }
+        l.fail_after(20.0, "boom");
+        l.fail_after(30.0, "later");
+        assert_eq!(l.phase(119.0), Phase::Creating);
+        assert_eq!(l.phase(120.0), Phase::Failed("boom".into()));
+        l.start_deleting(200.0, 10.0);
+        l.start_deleting(205.0, 99.0);
+        assert_eq!(l.phase(209.0), Phase::Deleting);
+        assert_eq!(l.state(209.0), ResourceState::Deleting);
+        assert_eq!(l.phase(210.0), Phase::Gone);
+        assert!(!l.exists(210.0));
+    }
+
+    #[test]
+    fn ids_are_deterministic_per_seed() {
+        let mut a = World::new("1".into(), 7);
+        let mut b = World::new("1".into(), 7);
+        let ia: Vec<String> = (0..3).map(|_| a.id("vpc")).collect();
+        let ib: Vec<String> = (0..3).map(|_| b.id("vpc")).collect();
+        assert_eq!(ia, ib);
+        assert!(ia[0].starts_with("vpc-0") && ia[0].len() == 21);
+        assert_ne!(ia[0], ia[1]);
+        assert_eq!(a.hex(32, true).len(), 32);
+        let r = a.roll();
+        assert!((0.0..1.0).contains(&r));
+    }
+
+    #[test]
+    fn role_arn_lookup() {
+        let mut w = World::new("123456789012".into(), 1);
+        let arn = "arn:aws:iam::123456789012:role/r1".to_string();
+        w.roles.insert(
+            "r1".into(),
+            RoleRec {
+                name: "r1".into(),
+                arn: arn.clone(),
+                trust_policy: serde_json::json!({"Statement": [{"Principal": {"Service": "eks.amazonaws.com"}}]}),
+                managed_policies: vec![],
+                inline_policies: vec![],
+                tags: Tags::new(),
+            },
+        );
+        assert!(
+            w.role_by_arn(&arn).is_some_and(|r| r.trusts("eks.amazonaws.com") && !r.trusts("sagemaker.amazonaws.com"))
+        );
+        assert!(w.role_by_arn("arn:aws:iam::999999999999:role/r1").is_none());
+        assert!(w.role_by_arn("nonsense").is_none());
+    }
+}

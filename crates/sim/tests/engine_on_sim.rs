@@ -1,0 +1,289 @@
+//! The operation engine driving the create/delete pipelines on the simulated cloud, with a real
+//! SQLite store: completion, step retry, cancellation, conflicts, faults, and crash/restart
+//! without replaying any mutation (checked with the sim's per-API call counters).
+
+use instantstart_core::engine::{Engine, EngineConfig};
+use instantstart_core::operation::{Actor, OperationKind, OperationStatus, StepPhase, StepUpdate};
+use instantstart_core::provider::{EksApi, HyperPodApi, NetworkApi, ProviderErrorKind, S3Api};
+use instantstart_core::store::{ACTIVE_CLUSTER, Store, StoreError};
+use instantstart_core::workflow;
+use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
+use instantstart_store::SqliteStore;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Bed {
+    sim: SimCloud,
+    store: Arc<dyn Store>,
+    engine: Engine,
+}
+
+fn bed(dir: &Path, speed: f64) -> Bed {
+    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone());
+    let mut config = EngineConfig::scaled(speed);
+    config.max_retries = 12;
+    let engine = Engine::new(store.clone(), workflows, config);
+    Bed { sim, store, engine }
+}
+
+fn request(name: &str) -> Value {
+    json!({
+        "name": name,
+        "region": "us-east-1",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": { "instance_groups": [
+            { "name": "workers", "instance_type": "ml.g5.2xlarge", "count": 2, "availability_zone": "us-east-1a" },
+            { "name": "spot", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1b", "capacity": { "type": "spot" } }
+        ]}
+    })
+}
+
+fn user() -> Actor {
+    Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
+}
+
+/// Every create API the pipeline uses, called exactly once per resource.
+fn assert_created_once(sim: &SimCloud) {
+    let expected = [
+        ("ec2:CreateVpc", 1),
+        // 2 public + 2 private subnets with the VPC, then one /20 compute subnet per group AZ.
+        ("ec2:CreateSubnet", 6),
+        ("iam:CreateRole", 2),
+        ("s3:CreateBucket", 1),
+        ("eks:CreateCluster", 1),
+        ("eks:CreateAddon", 3),
+        ("sagemaker:CreateCluster", 1),
+    ];
+    let stats = sim.stats();
+    for (api, n) in expected {
+        assert_eq!(stats.get(api).copied().unwrap_or(0), n, "{api} calls; all stats: {stats:?}");
+    }
+}
+
+async fn run_to_end(b: &Bed, kind: OperationKind, req: &Value) -> instantstart_core::operation::Operation {
+    let s = b.engine.submit(kind, req, user(), None).unwrap();
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert!(op.status.is_terminal(), "operation did not finish: {op:#?}");
+    op
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_completes_with_one_create_per_resource_and_overlaps_the_eks_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert!(op.steps.iter().all(|s| s.phase == StepPhase::Succeeded && s.attempts == 1));
+    assert_created_once(&b.sim);
+
+    // The independent work finished while the EKS control plane was still creating.
+    let eks_done = op.step("eks_cluster").unwrap().finished_at.unwrap();
+    for key in ["bucket", "eks_cluster_role", "hyperpod_execution_role", "compute_subnets"] {
+        assert!(op.step(key).unwrap().finished_at.unwrap() < eks_done, "{key} should overlap the EKS wait");
+    }
+
+    // The cluster is registered, active, and really exists in the simulated account.
+    let rec = b.store.get_cluster("demo").unwrap().unwrap();
+    assert_eq!(rec.hyperpod_cluster.as_deref(), Some("demo-hp"));
+    assert!(rec.vpc_id.is_some() && rec.bucket.is_some());
+    assert_eq!(b.store.get_setting(ACTIVE_CLUSTER).unwrap().as_deref(), Some("demo"));
+    let hp = b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    assert!(hp.state.is_active());
+    // Each group landed in a /20 compute subnet of its own AZ.
+    let net = b.sim.describe_network("us-east-1", rec.vpc_id.as_deref().unwrap()).await.unwrap();
+    let compute: Vec<_> =
+        net.subnets.iter().filter(|s| s.name.as_deref().is_some_and(|n| n.contains("-compute-"))).collect();
+    assert_eq!(compute.len(), 2);
+    assert!(compute.iter().all(|s| s.cidr.prefix_len() == 20));
+    // The audit log recorded who asked.
+    let audit = b.store.list_audit(Some("cluster/demo"), 10).unwrap();
+    assert!(audit.iter().any(|a| a.action == "operation.create" && a.actor.principal == "test"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_step_is_retried_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    b.sim.set_faults(SimFaults::none().with(
+        "sagemaker:CreateCluster",
+        FaultMode::Fail {
+            kind: ProviderErrorKind::QuotaExceeded,
+            message: "ml.g5.2xlarge for cluster usage: limit 0".into(),
+        },
+    ));
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Failed);
+    let hp = op.step("hyperpod_cluster").unwrap();
+    assert_eq!(hp.phase, StepPhase::Failed);
+    assert!(hp.error.as_deref().unwrap().contains("limit 0"), "provider reason is kept: {hp:?}");
+    // Independent steps still finished; nothing else failed.
+    assert_eq!(op.step("storage").unwrap().phase, StepPhase::Succeeded);
+    assert_eq!(op.steps.iter().filter(|s| s.phase == StepPhase::Failed).count(), 1);
+
+    b.sim.set_faults(SimFaults::none());
+    // Retrying a step that did not fail is refused.
+    assert!(b.engine.retry_step(&op.id, "eks_cluster", user()).is_err());
+    b.engine.retry_step(&op.id, "hyperpod_cluster", user()).unwrap();
+    let op = b.engine.wait(&op.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(op.step("hyperpod_cluster").unwrap().attempts, 2);
+    assert!(
+        op.steps.iter().filter(|s| s.key != "hyperpod_cluster").all(|s| s.attempts == 1),
+        "only the failed step ran again"
+    );
+    assert_created_once(&b.sim);
+    assert!(b.store.list_audit(Some("cluster/demo"), 10).unwrap().iter().any(|a| a.action == "step.retry"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_mid_pipeline_resumes_without_replaying_a_mutation() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let b = bed(dir.path(), 400.0);
+        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
+        // Wait until the EKS control plane is being polled, then "crash".
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            if op.step("eks_cluster").unwrap().phase == StepPhase::Polling {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "eks_cluster never reached polling");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        b.engine.abort_all();
+        s.operation.id
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir.path(), 400.0);
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_created_once(&b.sim);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_found_submitting_after_a_crash_adopts_what_the_provider_already_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    // A lost response: the bucket is created but the caller never hears back (like a crash
+    // right after the provider acted). The engine retries by observing first.
+    b.sim.set_faults(
+        SimFaults::none()
+            .with("s3:CreateBucket", FaultMode::LostResponse)
+            .with("eks:CreateCluster", FaultMode::LostResponse),
+    );
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_created_once(&b.sim);
+
+    // A step left in `submitting` by a crash, whose resource exists: resume adopts it.
+    let s = b.engine.submit(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None).unwrap();
+    let deleted = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(deleted.status, OperationStatus::Succeeded, "{deleted:#?}");
+    let before = b.sim.calls("s3:CreateBucket");
+    // The bucket was kept by the delete (user data). Record a new create whose bucket step
+    // crashed mid-submit: its resource exists already.
+    b.engine.abort_all();
+    let mut r = request("demo");
+    r["hyperpod"] = Value::Null;
+    let s = b.engine.submit(OperationKind::CreateCluster, &r, user(), None).unwrap();
+    b.engine.abort_all();
+    let _ = b.store.update_step(
+        &s.operation.id,
+        "bucket",
+        &StepUpdate { phase: Some(StepPhase::Submitting), attempts: Some(1), ..Default::default() },
+    );
+    drop(b);
+    let b = bed(dir.path(), 2000.0);
+    b.engine.resume_all().unwrap();
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls("s3:CreateBucket"), before, "the existing bucket was adopted, not created again");
+    assert_eq!(op.step("bucket").unwrap().detail, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_and_server_errors_do_not_duplicate_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    b.sim.set_faults(SimFaults { throttle_rate: 0.3, error_rate: 0.1, ..SimFaults::none() });
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_created_once(&b.sim);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicts_idempotency_cancel_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 200.0);
+    let req = request("demo");
+    let first = b.engine.submit(OperationKind::CreateCluster, &req, user(), Some("key-1".into())).unwrap();
+    assert!(first.created);
+    // Same key, same request: the same operation.
+    let again = b.engine.submit(OperationKind::CreateCluster, &req, user(), Some("key-1".into())).unwrap();
+    assert!(!again.created);
+    assert_eq!(again.operation.id, first.operation.id);
+    // Same key, another request: refused.
+    let err =
+        b.engine.submit(OperationKind::CreateCluster, &request("other"), user(), Some("key-1".into())).unwrap_err();
+    assert!(
+        matches!(err, instantstart_core::engine::EngineError::Store(StoreError::IdempotencyMismatch { .. })),
+        "{err:?}"
+    );
+    // A second mutation of the same cluster while the first runs: conflict.
+    let err = b.engine.submit(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None).unwrap_err();
+    assert!(matches!(err, instantstart_core::engine::EngineError::Store(StoreError::Conflict { .. })), "{err:?}");
+
+    // Cancel stops it between calls; a retry of a cancelled step picks it up again.
+    let cancelled = b.engine.cancel(&first.operation.id, user()).unwrap();
+    let cancelled = b.engine.wait(&cancelled.id, WAIT).await.unwrap();
+    assert_eq!(cancelled.status, OperationStatus::Cancelled);
+    let stopped =
+        cancelled.steps.iter().find(|s| s.phase == StepPhase::Cancelled).expect("a cancelled step").key.clone();
+    b.engine.retry_step(&first.operation.id, &stopped, user()).unwrap();
+    let done = b.engine.wait(&first.operation.id, WAIT).await.unwrap();
+    assert_eq!(done.status, OperationStatus::Succeeded, "{done:#?}");
+    assert_created_once(&b.sim);
+
+    // Delete removes everything InstantStart created, keeps the bucket, forgets the cluster.
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert!(b.sim.describe_eks_cluster("us-east-1", "demo").await.unwrap().is_none());
+    assert!(b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().is_none());
+    assert!(b.store.get_cluster("demo").unwrap().is_none());
+    assert_eq!(b.store.get_setting(ACTIVE_CLUSTER).unwrap(), None);
+    let rec_bucket = done.step("bucket").unwrap().outputs["bucket"].as_str().unwrap().to_string();
+    assert!(b.sim.describe_bucket(&rec_bucket).await.unwrap().is_some(), "the data bucket is kept by default");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validation_reports_every_finding_and_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let mut req = request("Bad_Name");
+    req["availability_zones"] = json!(["us-east-1a"]);
+    req["hyperpod"]["instance_groups"][1]["interface_mode"] = json!("efa_only");
+    let err = b.engine.submit(OperationKind::CreateCluster, &req, user(), None).unwrap_err();
+    let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
+    let fields: Vec<&str> = v.findings.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["name", "availability_zones", "hyperpod.instance_groups[1].interface_mode"]);
+    assert!(b.store.list_operations(&Default::default()).unwrap().is_empty());
+    assert!(b.sim.stats().keys().all(|k| !k.contains("Create")), "nothing was called");
+    // A wrongly shaped body names the field.
+    let err = b
+        .engine
+        .dry_run(
+            OperationKind::CreateCluster,
+            &json!({ "name": "x", "region": "us-east-1", "availability_zones": "us-east-1a" }),
+        )
+        .unwrap_err();
+    let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
+    assert_eq!(v.findings[0].field, "availability_zones");
+}
