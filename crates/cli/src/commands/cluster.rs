@@ -1,0 +1,411 @@
+//! `instantstart cluster create|import|list|get|use|delete`.
+//!
+//! `create` builds the API's typed `ClusterCreateRequest` from flags (defaults are the core's,
+//! filled in by deserializing), or sends a JSON/YAML file (`-f`) as is so the server reports
+//! every finding with its field path. `--print-spec` prints a starting spec for `-f`.
+
+use crate::app::Globals;
+use crate::exit::{Exit, usage};
+use crate::mutation::{self, MutationArgs};
+use crate::output::{self, Output, Table, fields, s};
+use clap::{Args, Subcommand};
+use instantstart_core::spec::{ClusterCreateRequest, InstanceGroupSpec};
+use ipnet::Ipv4Net;
+use serde_json::{Map, Value, json};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Create a cluster: network → EKS → active → add-ons → HyperPod → storage.
+    Create(CreateArgs),
+    /// Import an existing EKS (and HyperPod) cluster.
+    Import(ImportArgs),
+    /// List clusters.
+    List,
+    /// Show a cluster with live EKS/HyperPod state and nodes.
+    Get {
+        /// Cluster name.
+        name: String,
+    },
+    /// Select the active cluster.
+    Use {
+        /// Cluster name.
+        #[arg(required_unless_present = "none")]
+        name: Option<String>,
+        /// Clear the active cluster.
+        #[arg(long, conflicts_with = "name")]
+        none: bool,
+    },
+    /// Delete a cluster (imported clusters are only forgotten).
+    Delete(DeleteArgs),
+}
+
+const GROUP_HELP: &str = "An instance group: name=NAME,type=INSTANCE_TYPE,count=N,az=AZ \
+[,capacity=on_demand|spot|training_plan:<arn>][,efa-only][,stress][,connectivity][,subnet=ID][,ebs=GB]. Repeatable.";
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Cluster name; every AWS resource name derives from it.
+    #[arg(long, required_unless_present_any = ["file", "print_spec"])]
+    pub name: Option<String>,
+    /// AWS region [default: the server's default region].
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Availability Zone for the control plane subnets (at least two). Repeatable.
+    #[arg(long = "az", value_name = "AZ")]
+    pub azs: Vec<String>,
+    /// Kubernetes version of the EKS control plane [default: the server's].
+    #[arg(long, value_name = "VERSION")]
+    pub k8s_version: Option<String>,
+    /// CIDR of the new VPC [default: 10.0.0.0/16].
+    #[arg(long, value_name = "CIDR")]
+    pub vpc_cidr: Option<Ipv4Net>,
+    #[arg(long = "group", value_name = "SPEC", help = GROUP_HELP, value_parser = parse_group)]
+    pub groups: Vec<InstanceGroupSpec>,
+    /// Shared S3 bucket name [default: derived from the cluster name, account and region].
+    #[arg(long)]
+    pub bucket: Option<String>,
+    /// Read the request (JSON or YAML, the API's ClusterCreateRequest) from a file, `-` for stdin.
+    #[arg(short = 'f', long = "file", value_name = "FILE",
+          conflicts_with_all = ["name", "region", "azs", "k8s_version", "vpc_cidr", "groups", "bucket", "print_spec"])]
+    pub file: Option<PathBuf>,
+    /// Print a starting spec (from the flags given, placeholders otherwise) for `-f`, and exit.
+    #[arg(long, conflicts_with_all = ["dry_run", "wait"])]
+    pub print_spec: bool,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// InstantStart name for the cluster.
+    #[arg(long, required_unless_present = "file")]
+    pub name: Option<String>,
+    /// AWS region [default: the server's default region].
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Name of the existing EKS cluster.
+    #[arg(long, required_unless_present = "file")]
+    pub eks_cluster: Option<String>,
+    /// Name of an existing HyperPod cluster orchestrated by it.
+    #[arg(long)]
+    pub hyperpod_cluster: Option<String>,
+    /// Read the request (JSON or YAML) from a file, `-` for stdin.
+    #[arg(short = 'f', long = "file", value_name = "FILE",
+          conflicts_with_all = ["name", "region", "eks_cluster", "hyperpod_cluster"])]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// Cluster name.
+    pub name: String,
+    /// Also delete the shared S3 bucket if InstantStart created it (default: keep the data).
+    #[arg(long)]
+    pub delete_bucket: bool,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// Parses `--group name=…,type=…,count=…,az=…[,…]` into the API's instance group spec.
+fn parse_group(text: &str) -> Result<InstanceGroupSpec, String> {
+    let mut group = Map::new();
+    let mut checks = Map::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = match part.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (part, None),
+        };
+        let need = |v: Option<&'_ str>| -> Result<String, String> {
+            v.filter(|v| !v.is_empty()).map(str::to_string).ok_or_else(|| format!("{key} needs a value ({key}=…)"))
+        };
+        match key {
+            "name" => group.insert("name".into(), json!(need(value)?)),
+            "type" | "instance_type" => group.insert("instance_type".into(), json!(need(value)?)),
+            "count" => {
+                let n: u32 = need(value)?.parse().map_err(|_| "count must be a whole number".to_string())?;
+                group.insert("count".into(), json!(n))
+            }
+            "az" | "availability_zone" => group.insert("availability_zone".into(), json!(need(value)?)),
+            "subnet" | "subnet_id" => group.insert("subnet_id".into(), json!(need(value)?)),
+            "ebs" | "ebs_volume_gb" => {
+                let n: u32 = need(value)?.parse().map_err(|_| "ebs must be a size in GB".to_string())?;
+                group.insert("ebs_volume_gb".into(), json!(n))
+            }
+            "capacity" => {
+                let v = need(value)?;
+                let capacity = match v.as_str() {
+                    "on_demand" | "on-demand" | "ondemand" => json!({ "type": "on_demand" }),
+                    "spot" => json!({ "type": "spot" }),
+                    other => match other.split_once(':') {
+                        Some(("training_plan" | "training-plan", arn)) if !arn.is_empty() => {
+                            json!({ "type": "training_plan", "arn": arn })
+                        }
+                        _ => return Err("capacity must be on_demand, spot or training_plan:<arn>".into()),
+                    },
+                };
+                group.insert("capacity".into(), capacity)
+            }
+            "efa-only" | "efa_only" if value.is_none() => group.insert("interface_mode".into(), json!("efa_only")),
+            "stress" if value.is_none() => checks.insert("stress".into(), json!(true)),
+            "connectivity" if value.is_none() => checks.insert("connectivity".into(), json!(true)),
+            other => return Err(format!("unknown key {other:?}")),
+        };
+    }
+    for (key, field) in [("name", "name"), ("type", "instance_type"), ("count", "count"), ("az", "availability_zone")] {
+        if !group.contains_key(field) {
+            return Err(format!("missing {key}= (expected name=…,type=…,count=…,az=…)"));
+        }
+    }
+    if !checks.is_empty() {
+        group.insert("deep_health_checks".into(), Value::Object(checks));
+    }
+    serde_json::from_value(Value::Object(group)).map_err(|e| e.to_string())
+}
+
+pub async fn run(g: &Globals, cmd: ClusterCommand) -> anyhow::Result<Exit> {
+    match cmd {
+        ClusterCommand::Create(args) => create(g, args).await,
+        ClusterCommand::Import(args) => import(g, args).await,
+        ClusterCommand::List => list(g).await,
+        ClusterCommand::Get { name } => get(g, &name).await,
+        ClusterCommand::Use { name, none: _ } => {
+            let client = g.client()?;
+            let active = client.set_active_cluster(name.as_deref()).await?;
+            output::emit(g.output, &json!({ "name": active }), || match &active {
+                Some(n) => format!("Active cluster: {n}"),
+                None => "No active cluster.".into(),
+            })?;
+            Ok(Exit::Ok)
+        }
+        ClusterCommand::Delete(args) => delete(g, args).await,
+    }
+}
+
+/// The typed request from flags; placeholders for what is missing when only printing a spec.
+fn request_from_flags(args: &CreateArgs, region: String, placeholders: bool) -> anyhow::Result<ClusterCreateRequest> {
+    let mut req = Map::new();
+    let name = args.name.clone().or_else(|| placeholders.then(|| "my-cluster".into()));
+    req.insert("name".into(), json!(name));
+    let azs = if args.azs.is_empty() && placeholders {
+        vec![format!("{region}a"), format!("{region}b")]
+    } else {
+        args.azs.clone()
+    };
+    req.insert("availability_zones".into(), json!(azs));
+    if let Some(v) = &args.k8s_version {
+        req.insert("kubernetes_version".into(), json!(v));
+    }
+    if let Some(cidr) = &args.vpc_cidr {
+        req.insert("network".into(), json!({ "mode": "new_vpc", "cidr": cidr.to_string() }));
+    }
+    let groups: Vec<Value> = if args.groups.is_empty() && placeholders {
+        vec![json!({ "name": "workers", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": azs[0] })]
+    } else {
+        args.groups.iter().map(serde_json::to_value).collect::<Result<_, _>>()?
+    };
+    if !groups.is_empty() {
+        req.insert("hyperpod".into(), json!({ "instance_groups": groups }));
+    }
+    if let Some(b) = &args.bucket {
+        req.insert("storage".into(), json!({ "bucket": b }));
+    } else if placeholders {
+        req.insert("storage".into(), json!({}));
+    }
+    req.insert("region".into(), json!(region));
+    // Deserializing fills in the core's defaults (Kubernetes version, network, node recovery, …).
+    Ok(serde_json::from_value(Value::Object(req))?)
+}
+
+async fn default_region(g: &Globals, given: &Option<String>) -> anyhow::Result<String> {
+    if let Some(r) = given {
+        return Ok(r.clone());
+    }
+    let ctx = g.client()?.context().await?;
+    ctx["default_region"].as_str().map(str::to_string).ok_or_else(|| usage("--region is required"))
+}
+
+async fn create(g: &Globals, args: CreateArgs) -> anyhow::Result<Exit> {
+    if args.print_spec {
+        let region = args.region.clone().unwrap_or_else(|| "us-east-1".into());
+        let spec = request_from_flags(&args, region, true)?;
+        let text = match g.output {
+            Output::Json => serde_json::to_string_pretty(&spec)? + "\n",
+            _ => serde_norway::to_string(&spec)?,
+        };
+        print!("{text}");
+        return Ok(Exit::Ok);
+    }
+    let client = g.client()?;
+    let opts = args.mutation.options();
+    let submitted = match &args.file {
+        Some(path) => client.create_cluster_json(&output::read_document(path)?, &opts).await?,
+        None => {
+            let region = default_region(g, &args.region).await?;
+            client.create_cluster(&request_from_flags(&args, region, false)?, &opts).await?
+        }
+    };
+    mutation::finish(g, &client, submitted, args.mutation.wait).await
+}
+
+async fn import(g: &Globals, args: ImportArgs) -> anyhow::Result<Exit> {
+    let client = g.client()?;
+    let opts = args.mutation.options();
+    let body = match &args.file {
+        Some(path) => output::read_document(path)?,
+        None => json!({
+            "name": args.name,
+            "region": default_region(g, &args.region).await?,
+            "eks_cluster": args.eks_cluster,
+            "hyperpod_cluster": args.hyperpod_cluster,
+        }),
+    };
+    let submitted = client.import_cluster_json(&body, &opts).await?;
+    mutation::finish(g, &client, submitted, args.mutation.wait).await
+}
+
+async fn delete(g: &Globals, args: DeleteArgs) -> anyhow::Result<Exit> {
+    if !args.yes && !args.mutation.dry_run {
+        if !std::io::stdin().is_terminal() {
+            return Err(usage(format!(
+                "deleting {} needs confirmation: pass --yes (or --dry-run to see the plan)",
+                args.name
+            )));
+        }
+        eprint!("Delete cluster {} and everything InstantStart created for it? Type its name to confirm: ", args.name);
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if answer.trim() != args.name {
+            eprintln!("Not deleted.");
+            return Ok(Exit::Usage);
+        }
+    }
+    let client = g.client()?;
+    let submitted = client.delete_cluster(&args.name, args.delete_bucket, &args.mutation.options()).await?;
+    mutation::finish(g, &client, submitted, args.mutation.wait).await
+}
+
+async fn list(g: &Globals) -> anyhow::Result<Exit> {
+    let clusters = g.client()?.list_clusters().await?;
+    output::emit(g.output, &clusters, || {
+        let mut t = Table::new(&["NAME", "STATUS", "ACTIVE", "REGION", "SOURCE", "HYPERPOD", "LAST OPERATION"]);
+        for c in &clusters {
+            let last = match c.get("last_operation").filter(|v| !v.is_null()) {
+                Some(op) => format!("{} {}", s(op, "kind"), s(op, "status")),
+                None => "-".into(),
+            };
+            t.row(vec![
+                s(c, "name"),
+                s(c, "status"),
+                if c["active"] == true { "*".into() } else { String::new() },
+                s(c, "region"),
+                s(c, "source"),
+                s(c, "hyperpod_cluster"),
+                last,
+            ]);
+        }
+        t.render_or("No clusters. Create one with: instantstart cluster create --help")
+    })?;
+    Ok(Exit::Ok)
+}
+
+fn state(v: &Value) -> String {
+    match v.get("reason").and_then(Value::as_str) {
+        Some(reason) => format!("{} ({reason})", s(v, "state")),
+        None => s(v, "state"),
+    }
+}
+
+async fn get(g: &Globals, name: &str) -> anyhow::Result<Exit> {
+    let c = g.client()?.get_cluster(name).await?;
+    output::emit(g.output, &c, || {
+        let mut pairs = vec![
+            ("Name", format!("{}{}", s(&c, "name"), if c["active"] == true { " (active)" } else { "" })),
+            ("Status", s(&c, "status")),
+            ("Region", s(&c, "region")),
+            ("Source", s(&c, "source")),
+            ("EKS cluster", s(&c, "eks_cluster")),
+        ];
+        if let Some(eks) = c.get("eks").filter(|v| !v.is_null()) {
+            pairs.push(("EKS state", format!("{}, Kubernetes {}", state(&eks["state"]), s(eks, "version"))));
+            pairs.push(("EKS endpoint", s(eks, "endpoint")));
+        }
+        pairs.push(("HyperPod cluster", s(&c, "hyperpod_cluster")));
+        if let Some(hp) = c.get("hyperpod").filter(|v| !v.is_null()) {
+            pairs
+                .push(("HyperPod state", format!("{}, node recovery {}", state(&hp["state"]), s(hp, "node_recovery"))));
+        }
+        pairs.push(("VPC", s(&c, "vpc_id")));
+        pairs.push(("Bucket", s(&c, "bucket")));
+        if let Some(op) = c.get("last_operation").filter(|v| !v.is_null()) {
+            pairs.push(("Last operation", format!("{} {} {}", s(op, "id"), s(op, "kind"), s(op, "status"))));
+        }
+        if let Some(e) = c.get("live_error").and_then(Value::as_str) {
+            pairs.push(("Live state error", e.to_string()));
+        }
+        let mut out = fields(&pairs);
+        if let Some(groups) = c.pointer("/hyperpod/instance_groups").and_then(Value::as_array) {
+            let mut t = Table::new(&["INSTANCE GROUP", "TYPE", "COUNT", "STATUS"]);
+            for ig in groups {
+                t.row(vec![
+                    s(ig, "name"),
+                    s(ig, "instance_type"),
+                    format!("{}/{}", s(ig, "current_count"), s(ig, "target_count")),
+                    s(ig, "status"),
+                ]);
+            }
+            out.push('\n');
+            out.push_str(&t.render_or("No instance groups."));
+        }
+        if let Some(nodes) = c.get("nodes").and_then(Value::as_array).filter(|n| !n.is_empty()) {
+            let mut t = Table::new(&["NODE", "GROUP", "TYPE", "STATUS", "AZ"]);
+            for n in nodes {
+                t.row(vec![
+                    s(n, "instance_id"),
+                    s(n, "instance_group"),
+                    s(n, "instance_type"),
+                    s(n, "status"),
+                    s(n, "availability_zone"),
+                ]);
+            }
+            out.push('\n');
+            out.push_str(&t.render_or(""));
+        }
+        out
+    })?;
+    Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use instantstart_core::spec::{CapacitySpec, InterfaceMode};
+
+    #[test]
+    fn group_specs_parse_into_the_api_type() {
+        let g = parse_group("name=workers,type=ml.p5.48xlarge,count=2,az=us-east-1a,capacity=training_plan:arn:aws:sagemaker:us-east-1:123456789012:training-plan/p,efa-only,stress,connectivity").unwrap();
+        assert_eq!((g.name.as_str(), g.count, g.interface_mode), ("workers", 2, InterfaceMode::EfaOnly));
+        assert_eq!(
+            g.capacity,
+            CapacitySpec::TrainingPlan { arn: "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p".into() }
+        );
+        assert!(g.deep_health_checks.stress && g.deep_health_checks.connectivity);
+        assert_eq!(g.ebs_volume_gb, 500, "the core's default");
+        let spot = parse_group("name=s,type=ml.g5.2xlarge,count=0,az=us-east-1b,capacity=spot").unwrap();
+        assert_eq!(spot.capacity, CapacitySpec::Spot);
+        for (bad, why) in [
+            ("name=a,type=t,az=z", "missing count="),
+            ("name=a,type=t,count=x,az=z", "whole number"),
+            ("name=a,type=t,count=1,az=z,capacity=cheap", "capacity must be"),
+            ("name=a,type=t,count=1,az=z,colour=red", "unknown key"),
+        ] {
+            assert!(parse_group(bad).unwrap_err().contains(why), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! `instantstart`: the command line face of InstantStart.
+//!
+//! A thin translation layer over the REST API (through `instantstart-client`): it parses
+//! flags into the API's typed requests, prints responses as tables, JSON or YAML, and follows
+//! operations with a live progress display. It holds no business rules: every request is
+//! validated by the server, whose findings are printed field by field.
+//!
+//! Layout: one module per API noun under [`commands`], each exporting a clap subcommand type
+//! and a `run` function; shared plumbing lives in [`app`] (connection settings), [`output`]
+//! (formats and tables), [`mutation`] (dry run / wait / idempotency), [`progress`] (following an
+//! operation) and [`exit`] (exit codes and error reports).
+
+mod app;
+mod commands;
+mod exit;
+mod mutation;
+mod output;
+mod progress;
+
+use app::Globals;
+use clap::{Parser, Subcommand};
+use commands::{audit, cluster, completions, context, login, operation, sim};
+use exit::Exit;
+
+/// Exit codes, shown in `--help` and the README.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  the operation failed (or needs attention, or was cancelled); any other error
+  2  usage or validation error (bad flags, HTTP 400/404/422: the findings are printed)
+  3  authentication or connection error (HTTP 401/403, server unreachable)
+  4  conflict (HTTP 409: another operation is changing the target, or an idempotency key was reused)
+  130  interrupted while waiting (the operation keeps running on the server)
+
+Configuration:
+  --url / INSTANTSTART_URL      server (default: the last login's, else http://127.0.0.1:3099)
+  --token / INSTANTSTART_TOKEN  API token (default: the token saved by `instantstart login` for that server)
+  Config file: $INSTANTSTART_CONFIG, $XDG_CONFIG_HOME/instantstart/config.json or ~/.config/instantstart/config.json";
+
+#[derive(Parser)]
+#[command(
+    name = "instantstart",
+    version,
+    about = "Command line for InstantStart, the control plane for SageMaker HyperPod on EKS",
+    long_about = None,
+    after_help = EXIT_CODES,
+    propagate_version = true,
+)]
+pub struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create, import, list, inspect, select and delete clusters.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
+    /// Follow, inspect, retry and cancel operations.
+    #[command(subcommand)]
+    Operation(operation::OperationCommand),
+    /// Show the provider, identity and active cluster; list zones and instance types.
+    Context(context::ContextArgs),
+    /// Show the audit log: who did what, when, through which face.
+    Audit(audit::AuditArgs),
+    /// Simulated cloud only: API call counters and fault injection.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
+    /// Check an API token against the server and save it for later commands.
+    Login(login::LoginArgs),
+    /// Forget the saved token of a server.
+    Logout,
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
+}
+
+async fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let g = &cli.globals;
+    match cli.command {
+        Command::Cluster(cmd) => cluster::run(g, cmd).await,
+        Command::Operation(cmd) => operation::run(g, cmd).await,
+        Command::Context(args) => context::run(g, args).await,
+        Command::Audit(args) => audit::run(g, args).await,
+        Command::Sim(cmd) => sim::run(g, cmd).await,
+        Command::Login(args) => login::login(g, args).await,
+        Command::Logout => login::logout(g),
+        Command::Completions(args) => completions::run(args),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::Failed.into();
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => exit::report(&e),
+    };
+    code.into()
+}

@@ -1,0 +1,322 @@
+//! End-to-end tests of the `instantstart` binary against a real InstantStart server running
+//! in-process on a free loopback port, on the simulated cloud at speed 2000.
+//!
+//! Each test starts its own server (own data directory and simulated world) and gives the CLI
+//! its own HOME/XDG_CONFIG_HOME, so tests run in parallel without sharing state.
+
+use assert_cmd::Command;
+use instantstart_server::{AppState, ProviderKind, ServerOptions};
+use predicates::prelude::*;
+use serde_json::Value;
+use std::time::Duration;
+
+const TOKEN: &str = "ist_cli_test_token";
+const GROUP: &str = "name=workers,type=ml.g5.2xlarge,count=2,az=us-east-1a";
+
+struct TestServer {
+    url: String,
+    home: tempfile::TempDir,
+    _data: tempfile::TempDir,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl TestServer {
+    fn start() -> TestServer {
+        let data = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let opts = ServerOptions {
+            data_dir: data.path().to_path_buf(),
+            provider: ProviderKind::Sim,
+            sim_speed: 2000.0,
+            default_region: "us-east-1".into(),
+            token: Some(TOKEN.into()),
+        };
+        let url = runtime.block_on(async {
+            let state = AppState::assemble(&opts).unwrap().state;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let app = instantstart_server::app(state);
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            format!("http://{addr}")
+        });
+        TestServer { url, home: tempfile::tempdir().unwrap(), _data: data, runtime: Some(runtime) }
+    }
+
+    /// The CLI pointed at this server with the admin token, isolated from the user's config.
+    fn cli(&self) -> Command {
+        let mut c = bare_cli(&self.home);
+        c.env("INSTANTSTART_URL", &self.url).env("INSTANTSTART_TOKEN", TOKEN);
+        c
+    }
+
+    /// Runs the CLI with `-o json` and parses stdout.
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.cli().args(args).args(["-o", "json"]).assert().success().get_output().stdout.clone();
+        serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out)))
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The CLI with no server settings at all, HOME and XDG_CONFIG_HOME in `home`.
+fn bare_cli(home: &tempfile::TempDir) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_instantstart"));
+    c.env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("NO_COLOR", "1")
+        .env_remove("INSTANTSTART_URL")
+        .env_remove("INSTANTSTART_TOKEN")
+        .env_remove("INSTANTSTART_CONFIG")
+        .env_remove("INSTANTSTART_FACE")
+        .timeout(Duration::from_secs(120));
+    c
+}
+
+fn create_args(name: &str) -> Vec<String> {
+    ["cluster", "create", "--name", name, "--az", "us-east-1a", "--az", "us-east-1b", "--group", GROUP]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn stdout(c: &mut Command) -> String {
+    String::from_utf8(c.assert().get_output().stdout.clone()).unwrap()
+}
+
+#[test]
+fn help_documents_the_commands_and_exit_codes() {
+    let home = tempfile::tempdir().unwrap();
+    let help = stdout(bare_cli(&home).arg("--help"));
+    insta::assert_snapshot!("help", help);
+    let create = stdout(bare_cli(&home).args(["cluster", "create", "--help"]));
+    insta::assert_snapshot!("cluster_create_help", create);
+    bare_cli(&home).args(["completions", "bash"]).assert().success().stdout(predicate::str::contains("instantstart"));
+    // clap usage errors are exit 2.
+    bare_cli(&home).args(["cluster", "frobnicate"]).assert().code(2);
+}
+
+#[test]
+fn create_with_wait_then_read_in_every_format_and_delete() {
+    let s = TestServer::start();
+    s.cli()
+        .args(create_args("demo"))
+        .arg("--wait")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("succeeded"))
+        .stderr(predicate::str::contains("hyperpod_cluster").and(predicate::str::contains("operation op-")));
+
+    let clusters = s.json(&["cluster", "list"]);
+    assert_eq!(clusters[0]["name"], "demo");
+    assert_eq!(clusters[0]["status"], "ready");
+    assert_eq!(clusters[0]["active"], true);
+    insta::assert_snapshot!("cluster_list", stdout(s.cli().args(["cluster", "list"])));
+    let yaml = stdout(s.cli().args(["cluster", "list", "-o", "yaml"]));
+    assert!(yaml.starts_with("- ") && yaml.contains("name: demo") && yaml.contains("status: ready"), "{yaml}");
+
+    let detail = s.json(&["cluster", "get", "demo"]);
+    assert_eq!(detail["nodes"].as_array().unwrap().len(), 2);
+    let table = stdout(s.cli().args(["cluster", "get", "demo"]));
+    assert!(table.contains("Name:             demo (active)") && table.contains("workers"), "{table}");
+
+    let ops = s.json(&["operation", "list", "--cluster", "demo"]);
+    let id = ops[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(ops[0]["actor"]["face"], "cli", "the CLI names its face");
+    assert!(ops[0]["idempotency_key"].as_str().unwrap().starts_with("is-"), "a fresh key per invocation");
+    let table = stdout(s.cli().args(["operation", "get", &id]));
+    assert!(table.contains("Status:    succeeded") && table.contains("eks_cluster"), "{table}");
+    // Waiting on a finished operation returns at once with its verdict.
+    s.cli().args(["operation", "wait", &id]).assert().success();
+
+    assert_eq!(s.json(&["audit"])[0]["actor"]["face"], "cli");
+    assert_eq!(s.json(&["context"])["provider"], "sim");
+    s.cli().args(["context", "zones"]).assert().success().stdout(predicate::str::contains("us-east-1a  use1-az1"));
+    let types = s.json(&["context", "instance-types", "--region", "us-east-1"]);
+    assert!(types.as_array().unwrap().iter().any(|t| t["instance_type"] == "ml.g5.2xlarge"));
+
+    s.cli().args(["cluster", "use", "--none"]).assert().success().stdout("No active cluster.\n");
+    s.cli().args(["cluster", "use", "demo"]).assert().success().stdout("Active cluster: demo\n");
+    s.cli()
+        .args(["cluster", "use", "ghost"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no cluster named ghost"));
+
+    // Deleting needs --yes when nobody can be asked.
+    s.cli().args(["cluster", "delete", "demo"]).assert().code(2).stderr(predicate::str::contains("--yes"));
+    s.cli().args(["cluster", "delete", "demo", "--yes", "--wait"]).assert().success();
+    assert_eq!(s.json(&["cluster", "list"]), serde_json::json!([]));
+    s.cli().args(["cluster", "list"]).assert().success().stdout(predicate::str::starts_with("No clusters."));
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_changes_nothing() {
+    let s = TestServer::start();
+    let spec_path = s.home.path().join("spec.yaml");
+    let spec = stdout(s.cli().args(create_args("demo")).arg("--print-spec"));
+    assert!(spec.contains("name: demo") && spec.contains("instance_type: ml.g5.2xlarge"), "{spec}");
+    std::fs::write(&spec_path, &spec).unwrap();
+
+    let plan = stdout(s.cli().args(["cluster", "create", "--dry-run", "-f"]).arg(&spec_path));
+    // The steps (the preflight checks that may follow depend on the simulated account).
+    let steps = plan.split("Preflight checks:").next().unwrap();
+    insta::assert_snapshot!("dry_run_plan", steps);
+    let plan =
+        s.json(&["cluster", "create", "--name", "demo", "--az", "us-east-1a", "--az", "us-east-1b", "--dry-run"]);
+    assert_eq!(plan["dry_run"], true);
+    assert!(plan["steps"].as_array().unwrap().iter().all(|s| s["key"] != "hyperpod_cluster"), "no groups, no HyperPod");
+    s.cli().args(["cluster", "delete", "nope", "--dry-run"]).assert().code(2);
+
+    let stats = s.json(&["sim", "stats"]);
+    assert!(stats.as_object().unwrap().keys().all(|k| !k.contains("Create")), "dry run called nothing: {stats}");
+    assert_eq!(s.json(&["cluster", "list"]), serde_json::json!([]));
+    assert_eq!(s.json(&["operation", "list"]), serde_json::json!([]));
+}
+
+#[test]
+fn validation_errors_exit_2_and_name_every_field() {
+    let s = TestServer::start();
+    let mut args = create_args("Bad Name");
+    let last = args.len() - 1;
+    args[last] = "name=workers,type=ml.g5.2xlarge,count=99999,az=us-east-1a".into();
+    s.cli()
+        .args(&args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("name: may contain only lowercase letters"))
+        .stderr(predicate::str::contains("hyperpod.instance_groups[0].count: must be at most 2048"));
+    // A file is sent as is: the server names the field of a shape error.
+    s.cli()
+        .args(["cluster", "create", "-f", "-"])
+        .write_stdin("name: x\nregion: 5\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("region: invalid type"));
+    s.cli().args(["cluster", "create", "-f", "-"]).write_stdin("{ not json").assert().code(2);
+    // Flags the CLI cannot parse are clap errors (exit 2).
+    s.cli()
+        .args(["cluster", "create", "--name", "x", "--group", "name=a,type=b"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("missing count="));
+    s.cli().args(["cluster", "create", "--name", "x", "--vpc-cidr", "10.0.0/16"]).assert().code(2);
+    s.cli().args(["operation", "get", "op-nope"]).assert().code(2).stderr(predicate::str::contains("not found"));
+    s.cli().args(["operation", "list", "--limit", "0"]).assert().code(2).stderr(predicate::str::contains("limit:"));
+    s.cli().args(["context", "zones", "--region", "mars"]).assert().code(2).stderr(predicate::str::contains("region:"));
+    assert_eq!(s.json(&["operation", "list"]), serde_json::json!([]), "nothing was recorded");
+}
+
+#[test]
+fn auth_and_connection_errors_exit_3() {
+    let s = TestServer::start();
+    s.cli()
+        .args(["--token", "wrong", "cluster", "list"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("invalid API token").and(predicate::str::contains("instantstart login")));
+    bare_cli(&s.home)
+        .args(["--url", &s.url, "cluster", "list"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("HTTP 401"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    s.cli()
+        .args(["--url", &format!("http://127.0.0.1:{port}"), "context"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("cannot reach"));
+    s.cli().args(["--url", "ftp://nowhere", "context"]).assert().code(2);
+}
+
+#[test]
+fn a_failed_operation_exits_1_and_retry_recovers_it() {
+    let s = TestServer::start();
+    let faults = r#"{"fail_apis":{"sagemaker:CreateCluster":{"mode":"fail","kind":"failed","message":"boom"}}}"#;
+    s.cli().args(["sim", "faults", "set", faults]).assert().success();
+    assert_eq!(s.json(&["sim", "faults", "get"])["fail_apis"]["sagemaker:CreateCluster"]["message"], "boom");
+    s.cli()
+        .args(create_args("demo"))
+        .arg("--wait")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("boom"))
+        .stderr(predicate::str::contains("instantstart operation retry"));
+    let failed = s.json(&["operation", "list", "--status", "failed"]);
+    let id = failed[0]["id"].as_str().unwrap().to_string();
+    // Waiting on it again gives the same verdict.
+    s.cli().args(["operation", "wait", &id]).assert().code(1);
+    // A step that did not fail cannot be retried: 409.
+    s.cli().args(["operation", "retry", &id, "eks_cluster"]).assert().code(4);
+
+    s.cli().args(["sim", "faults", "set", "--clear"]).assert().success();
+    s.cli()
+        .args(["operation", "retry", &id, "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("succeeded"));
+    let stats = s.json(&["sim", "stats"]);
+    assert!(stats["sagemaker:CreateCluster"].as_u64().unwrap() >= 1, "{stats}");
+    assert_eq!(stats["eks:CreateCluster"], 1, "the retry did not replay other steps: {stats}");
+}
+
+#[test]
+fn reusing_an_idempotency_key_replays_or_conflicts() {
+    let s = TestServer::start();
+    let mut args = create_args("one");
+    args.extend(["--idempotency-key".into(), "key-1".into()]);
+    let first = s.json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let id = first["operation"]["id"].as_str().unwrap().to_string();
+    assert_eq!(first["replayed"], false);
+    // The same command again returns the same operation.
+    s.cli()
+        .args(create_args("one"))
+        .args(["--idempotency-key", "key-1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!("Operation {id} already submitted")));
+    // The same key with another request: 409, exit 4.
+    s.cli()
+        .args(create_args("two"))
+        .args(["--idempotency-key", "key-1"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("idempotency key"))
+        .stderr(predicate::str::contains(format!("instantstart operation get {id}")));
+    s.cli().args(["operation", "wait", &id]).assert().success();
+}
+
+#[test]
+fn login_saves_a_private_config_bound_to_the_server() {
+    let s = TestServer::start();
+    let config = s.home.path().join("instantstart").join("config.json");
+    // A wrong token is refused and nothing is written.
+    bare_cli(&s.home).args(["--url", &s.url, "login"]).write_stdin("wrong\n").assert().code(3);
+    assert!(!config.exists());
+    bare_cli(&s.home)
+        .args(["--url", &s.url, "login"])
+        .write_stdin(format!("{TOKEN}\n"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Logged in").and(predicate::str::contains("as admin (scope operate)")));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(saved["default_url"], s.url.as_str());
+    assert_eq!(saved["servers"][&s.url]["token"], TOKEN);
+    // Later commands need neither --url nor a token.
+    bare_cli(&s.home).args(["cluster", "list"]).assert().success();
+    // The saved token is not sent to another server.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    bare_cli(&s.home).args(["--url", &format!("http://127.0.0.1:{port}"), "logout"]).assert().success();
+    bare_cli(&s.home).arg("logout").assert().success().stdout(predicate::str::contains("Forgot the token"));
+    bare_cli(&s.home).args(["--url", &s.url, "cluster", "list"]).assert().code(3);
+}

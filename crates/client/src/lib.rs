@@ -1,0 +1,554 @@
+//! `instantstart-client`: a typed async client of the InstantStart REST API.
+//!
+//! It is the one way the CLI (and the MCP server) talk to the control plane: every method maps
+//! to one endpoint and returns the core types (`Operation`, `AuditEntry`, `StepSpec`, …) or,
+//! where the server has its own view type (cluster views, context), a [`serde_json::Value`].
+//! Errors are typed ([`Error`]): API failures carry the server's problem document with every
+//! validation finding.
+//!
+//! - Auth: `Authorization: Bearer <token>`; every request names its face
+//!   (`X-InstantStart-Face: cli|agent|api`) for the audit log.
+//! - Mutations take [`MutationOptions`]: `dry_run` returns the plan ([`Submitted::DryRun`]);
+//!   an idempotency key makes a retried request return the same operation instead of creating
+//!   a second one. The client retries a request whose connection failed only when that is safe:
+//!   reads, and mutations that carry an idempotency key.
+//! - Progress: [`Client::follow`] streams operation updates over the WebSocket
+//!   `/api/operations/stream` and falls back to polling ([`follow`]).
+//! - Configuration: [`config`] resolves the server URL and token from flags, environment and
+//!   the config file written by `instantstart login`.
+
+pub mod config;
+mod error;
+pub mod follow;
+
+pub use error::{Error, Problem};
+pub use follow::{FollowOptions, Follower};
+
+use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};
+use instantstart_core::provider::AvailabilityZone;
+use instantstart_core::spec::ClusterCreateRequest;
+use instantstart_core::workflow::import_cluster::ImportClusterRequest;
+use reqwest::{Method, StatusCode, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Header naming the face of a request.
+pub const FACE_HEADER: &str = "x-instantstart-face";
+/// Header carrying a mutation's idempotency key.
+pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+
+/// How many times a request whose connection failed is sent again (when safe).
+const CONNECT_RETRIES: u32 = 2;
+
+/// Options of a mutating call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MutationOptions {
+    /// Return the plan without changing anything.
+    pub dry_run: bool,
+    /// Same key + same body returns the existing operation; with another body the server
+    /// answers `409`. With a key, a request whose connection failed is retried safely.
+    pub idempotency_key: Option<String>,
+}
+
+impl MutationOptions {
+    /// Options with a fresh random idempotency key.
+    pub fn with_fresh_key() -> Self {
+        MutationOptions { dry_run: false, idempotency_key: Some(fresh_idempotency_key()) }
+    }
+}
+
+/// A fresh random idempotency key (`is-<uuid>`).
+pub fn fresh_idempotency_key() -> String {
+    format!("is-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Result of a mutation: the recorded operation, the plan of a dry run, or nothing to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submitted {
+    Accepted(Accepted),
+    DryRun(Plan),
+    /// The real state already matches the request: no operation was created.
+    NoChange(NoChange),
+}
+
+impl Submitted {
+    /// The response body as the server sent it (stable JSON for scripts).
+    pub fn raw(&self) -> &Value {
+        match self {
+            Submitted::Accepted(a) => &a.raw,
+            Submitted::DryRun(p) => &p.raw,
+            Submitted::NoChange(n) => &n.raw,
+        }
+    }
+}
+
+/// The server found nothing to change (`200` without an operation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoChange {
+    /// The server's explanation (the empty plan, rendered).
+    pub message: String,
+    pub raw: Value,
+}
+
+/// A mutation the server recorded (`202`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    pub operation: Operation,
+    /// True when an earlier identical request with the same idempotency key was returned.
+    pub replayed: bool,
+    pub raw: Value,
+}
+
+/// The plan of a dry run (`200`): nothing was changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// e.g. `cluster/demo`.
+    pub target: String,
+    /// The request as it would be recorded (defaults filled in).
+    pub request: Value,
+    pub steps: Vec<StepSpec>,
+    /// Preflight checks (`{check, field, status: pass|warn|fail, detail, remedy}`); a `fail`
+    /// means the request would be refused.
+    pub checks: Vec<Value>,
+    /// The explicit diff against the real state (`{target, changes: [{field, from, to}]}`), for
+    /// changes of existing resources.
+    pub diff: Option<Value>,
+    pub raw: Value,
+}
+
+impl Plan {
+    /// Whether a preflight check blocks the request.
+    pub fn blocked(&self) -> bool {
+        self.checks.iter().any(|c| c.get("status").and_then(Value::as_str) == Some("fail"))
+    }
+}
+
+/// Filters of [`Client::list_operations`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperationQuery {
+    /// e.g. `cluster/demo`.
+    pub target: Option<String>,
+    pub status: Option<OperationStatus>,
+    /// 1-500 (server default 100), newest first.
+    pub limit: Option<u32>,
+}
+
+/// A typed client of one InstantStart server. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    token: Option<String>,
+    face: Face,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base.as_str())
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("face", &self.face)
+            .finish()
+    }
+}
+
+struct Call<'a> {
+    method: Method,
+    path: &'a [&'a str],
+    query: Vec<(&'static str, String)>,
+    body: Option<&'a Value>,
+    idempotency_key: Option<&'a str>,
+}
+
+impl<'a> Call<'a> {
+    fn new(method: Method, path: &'a [&'a str]) -> Self {
+        Call { method, path, query: vec![], body: None, idempotency_key: None }
+    }
+
+    fn query(mut self, key: &'static str, value: Option<impl ToString>) -> Self {
+        if let Some(v) = value {
+            self.query.push((key, v.to_string()));
+        }
+        self
+    }
+
+    fn body(mut self, body: &'a Value) -> Self {
+        self.body = Some(body);
+        self
+    }
+
+    fn mutation(mut self, opts: &'a MutationOptions) -> Self {
+        if opts.dry_run {
+            self.query.push(("dry_run", "true".into()));
+        }
+        self.idempotency_key = opts.idempotency_key.as_deref();
+        self
+    }
+
+    /// A request may be sent again after a failure when it cannot double-apply.
+    fn retry_safe(&self) -> bool {
+        self.method == Method::GET || self.idempotency_key.is_some()
+    }
+}
+
+impl Client {
+    /// A client of the server at `base_url` (`http://host:port`, optionally with a path prefix)
+    /// sending `token` as a bearer token and `face` in `X-InstantStart-Face`.
+    pub fn new(base_url: &str, token: Option<String>, face: Face) -> Result<Client, Error> {
+        let invalid = |message: String| Error::InvalidUrl { url: base_url.to_string(), message };
+        let mut base = Url::parse(base_url.trim()).map_err(|e| invalid(e.to_string()))?;
+        match base.scheme() {
+            "http" => {}
+            "https" if cfg!(feature = "tls") => {}
+            "https" => return Err(invalid("https needs the client built with the `tls` feature".into())),
+            other => return Err(invalid(format!("unsupported scheme {other}; use http:// or https://"))),
+        }
+        if base.cannot_be_a_base() || base.host().is_none() {
+            return Err(invalid("expected http://host:port".into()));
+        }
+        base.set_query(None);
+        base.set_fragment(None);
+        let builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(120))
+            .user_agent(concat!("instantstart-client/", env!("CARGO_PKG_VERSION")));
+        #[cfg(feature = "tls")]
+        let builder = builder.tls_backend_preconfigured(tls::client_config());
+        let http = builder.build().map_err(|e| invalid(e.to_string()))?;
+        Ok(Client { http, base, token: token.filter(|t| !t.is_empty()), face })
+    }
+
+    /// A client of the server and token resolved from flags, environment and the config file
+    /// (see [`config`]), e.g. `Client::from_resolved(&config::resolve(None, None)?, Face::Agent)`.
+    pub fn from_resolved(resolved: &config::Resolved, face: Face) -> Result<Client, Error> {
+        Client::new(&resolved.url, resolved.token.clone(), face)
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    /// The face this client sends.
+    pub fn face(&self) -> Face {
+        self.face
+    }
+
+    /// Absolute URL of an API path given as segments (each one percent-encoded).
+    pub(crate) fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Url {
+        let mut url = self.base.clone();
+        {
+            let mut path = url.path_segments_mut().expect("checked in new: a base URL");
+            path.pop_if_empty();
+            path.extend(segments);
+        }
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
+        }
+        url
+    }
+
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    async fn execute(&self, call: &Call<'_>) -> Result<(StatusCode, Value), Error> {
+        let url = self.url(call.path, &call.query);
+        let mut attempt = 0;
+        loop {
+            let mut req = self.http.request(call.method.clone(), url.clone()).header(FACE_HEADER, self.face.as_str());
+            if let Some(t) = &self.token {
+                req = req.bearer_auth(t);
+            }
+            if let Some(k) = call.idempotency_key {
+                req = req.header(IDEMPOTENCY_HEADER, k);
+            }
+            if let Some(b) = call.body {
+                req = req.json(b);
+            }
+            match req.send().await {
+                Ok(resp) => return Self::decode(&url, resp).await,
+                Err(e) => {
+                    // A refused connection never reached the server; anything else might have.
+                    let may_retry = e.is_connect() || call.retry_safe();
+                    if attempt < CONNECT_RETRIES && may_retry && (e.is_connect() || e.is_timeout() || e.is_request()) {
+                        attempt += 1;
+                        tracing::debug!(%url, attempt, error = %e, "retrying request");
+                        tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
+                        continue;
+                    }
+                    return Err(Error::connection(&url, &e));
+                }
+            }
+        }
+    }
+
+    async fn decode(url: &Url, resp: reqwest::Response) -> Result<(StatusCode, Value), Error> {
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| Error::connection(url, &e))?;
+        if status.is_success() {
+            if bytes.is_empty() {
+                return Ok((status, Value::Null));
+            }
+            let value = serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
+                url: url.to_string(),
+                message: format!("HTTP {status}: body is not JSON ({e})"),
+            })?;
+            return Ok((status, value));
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let problem = serde_json::from_slice::<Problem>(&bytes)
+            .ok()
+            .filter(|p| p.status != 0 || !p.title.is_empty())
+            .unwrap_or_else(|| Problem::from_status(status.as_u16(), &text));
+        Err(Error::Api { status: status.as_u16(), problem: Box::new(problem) })
+    }
+
+    async fn call<T: DeserializeOwned>(&self, call: Call<'_>) -> Result<T, Error> {
+        let (_, value) = self.execute(&call).await?;
+        typed(&self.url(call.path, &call.query), value)
+    }
+
+    async fn submit(&self, call: Call<'_>) -> Result<Submitted, Error> {
+        let url = self.url(call.path, &call.query);
+        let (status, raw) = self.execute(&call).await?;
+        if status == StatusCode::OK && raw.get("dry_run").and_then(Value::as_bool) == Some(true) {
+            return Ok(Submitted::DryRun(Plan {
+                target: raw.get("target").and_then(Value::as_str).unwrap_or_default().to_string(),
+                request: raw.get("request").cloned().unwrap_or(Value::Null),
+                steps: typed(&url, raw.get("steps").cloned().unwrap_or(Value::Null))?,
+                checks: raw.get("checks").and_then(Value::as_array).cloned().unwrap_or_default(),
+                diff: raw.get("plan").filter(|p| !p.is_null()).cloned(),
+                raw,
+            }));
+        }
+        if raw.get("operation").is_none() {
+            let message = raw.get("message").and_then(Value::as_str).unwrap_or("nothing to change").to_string();
+            return Ok(Submitted::NoChange(NoChange { message, raw }));
+        }
+        let operation = typed(&url, raw.get("operation").cloned().unwrap_or(Value::Null))?;
+        let replayed = raw.get("replayed").and_then(Value::as_bool).unwrap_or(false);
+        Ok(Submitted::Accepted(Accepted { operation, replayed, raw }))
+    }
+
+    // ----- meta and session -----
+
+    /// `GET /healthz` (no auth): whether the server is serving.
+    pub async fn healthz(&self) -> Result<(), Error> {
+        self.execute(&Call::new(Method::GET, &["healthz"])).await.map(|_| ())
+    }
+
+    /// `GET /api/session`: the token's name and scope (`{"name": …, "scope": "read|operate"}`).
+    pub async fn session(&self) -> Result<Value, Error> {
+        self.call(Call::new(Method::GET, &["api", "session"])).await
+    }
+
+    // ----- context -----
+
+    /// `GET /api/context`: provider (`sim`/`aws`), `sim_speed`, identity, default region,
+    /// active cluster, version.
+    pub async fn context(&self) -> Result<Value, Error> {
+        self.call(Call::new(Method::GET, &["api", "context"])).await
+    }
+
+    /// `GET /api/context/zones`: Availability Zones of `region` (server default when `None`).
+    pub async fn zones(&self, region: Option<&str>) -> Result<Vec<AvailabilityZone>, Error> {
+        self.call(Call::new(Method::GET, &["api", "context", "zones"]).query("region", region)).await
+    }
+
+    /// `GET /api/context/instance-types`: HyperPod instance types of `region` with their AZs
+    /// and what InstantStart knows about them (`{instance_type, availability_zones, info}`).
+    pub async fn instance_types(&self, region: Option<&str>) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "context", "instance-types"]).query("region", region)).await
+    }
+
+    // ----- clusters -----
+
+    /// `GET /api/clusters`: every cluster with `active`, `status` and `last_operation`.
+    pub async fn list_clusters(&self) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters"])).await
+    }
+
+    /// `GET /api/clusters/{name}`: a cluster with live EKS/HyperPod state and nodes.
+    pub async fn get_cluster(&self, name: &str) -> Result<Value, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", name])).await
+    }
+
+    /// `POST /api/clusters`: create a cluster (network → EKS → add-ons → HyperPod → storage).
+    pub async fn create_cluster(
+        &self,
+        request: &ClusterCreateRequest,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.create_cluster_json(&to_value(request)?, opts).await
+    }
+
+    /// [`Client::create_cluster`] with a JSON body as given (e.g. read from a file or an agent);
+    /// the server validates its shape and reports every finding.
+    pub async fn create_cluster_json(&self, request: &Value, opts: &MutationOptions) -> Result<Submitted, Error> {
+        self.submit(Call::new(Method::POST, &["api", "clusters"]).body(request).mutation(opts)).await
+    }
+
+    /// `POST /api/clusters/import`: register an existing EKS (and HyperPod) cluster.
+    pub async fn import_cluster(
+        &self,
+        request: &ImportClusterRequest,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.import_cluster_json(&to_value(request)?, opts).await
+    }
+
+    /// [`Client::import_cluster`] with a JSON body as given.
+    pub async fn import_cluster_json(&self, request: &Value, opts: &MutationOptions) -> Result<Submitted, Error> {
+        self.submit(Call::new(Method::POST, &["api", "clusters", "import"]).body(request).mutation(opts)).await
+    }
+
+    /// `DELETE /api/clusters/{name}`: the reverse pipeline (imported clusters are only
+    /// forgotten); `delete_bucket` also deletes the shared bucket if InstantStart created it.
+    pub async fn delete_cluster(
+        &self,
+        name: &str,
+        delete_bucket: bool,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", name];
+        let call = Call::new(Method::DELETE, &path).query("delete_bucket", delete_bucket.then_some("true"));
+        self.submit(call.mutation(opts)).await
+    }
+
+    /// `GET /api/active-cluster`.
+    pub async fn active_cluster(&self) -> Result<Option<String>, Error> {
+        let v: Value = self.call(Call::new(Method::GET, &["api", "active-cluster"])).await?;
+        Ok(v.get("name").and_then(Value::as_str).map(str::to_string))
+    }
+
+    /// `PUT /api/active-cluster`: select the active cluster (`None` clears it).
+    pub async fn set_active_cluster(&self, name: Option<&str>) -> Result<Option<String>, Error> {
+        let body = serde_json::json!({ "name": name });
+        let v: Value = self.call(Call::new(Method::PUT, &["api", "active-cluster"]).body(&body)).await?;
+        Ok(v.get("name").and_then(Value::as_str).map(str::to_string))
+    }
+
+    // ----- operations and audit -----
+
+    /// `GET /api/operations`, newest first.
+    pub async fn list_operations(&self, q: &OperationQuery) -> Result<Vec<Operation>, Error> {
+        let call = Call::new(Method::GET, &["api", "operations"])
+            .query("target", q.target.as_deref())
+            .query("status", q.status.map(OperationStatus::as_str))
+            .query("limit", q.limit);
+        self.call(call).await
+    }
+
+    /// `GET /api/operations/{id}`: every step with phase, attempts, timings and error.
+    pub async fn get_operation(&self, id: &str) -> Result<Operation, Error> {
+        self.call(Call::new(Method::GET, &["api", "operations", id])).await
+    }
+
+    /// `POST /api/operations/{id}/steps/{step}/retry`: retry one failed step.
+    pub async fn retry_step(&self, id: &str, step: &str) -> Result<Operation, Error> {
+        self.call(Call::new(Method::POST, &["api", "operations", id, "steps", step, "retry"])).await
+    }
+
+    /// `POST /api/operations/{id}/cancel`: stop a running operation between provider calls.
+    pub async fn cancel_operation(&self, id: &str) -> Result<Operation, Error> {
+        self.call(Call::new(Method::POST, &["api", "operations", id, "cancel"])).await
+    }
+
+    /// `GET /api/audit`: who did what, newest first.
+    pub async fn audit(&self, target: Option<&str>, limit: Option<u32>) -> Result<Vec<AuditEntry>, Error> {
+        self.call(Call::new(Method::GET, &["api", "audit"]).query("target", target).query("limit", limit)).await
+    }
+
+    /// Follows an operation to a terminal status (see [`follow`]).
+    pub fn follow(&self, operation_id: &str, opts: FollowOptions) -> Follower {
+        Follower::new(self.clone(), operation_id.to_string(), opts)
+    }
+
+    /// Waits until the operation reaches a terminal status and returns it.
+    pub async fn wait(&self, operation_id: &str) -> Result<Operation, Error> {
+        let mut follower = self.follow(operation_id, FollowOptions::default());
+        let mut last = None;
+        while let Some(update) = follower.next().await {
+            last = Some(update?);
+        }
+        match last {
+            Some(op) => Ok(op),
+            None => self.get_operation(operation_id).await,
+        }
+    }
+
+    // ----- simulated cloud -----
+
+    /// `GET /api/sim/stats`: per-API call counters of the simulated cloud.
+    pub async fn sim_stats(&self) -> Result<BTreeMap<String, u64>, Error> {
+        self.call(Call::new(Method::GET, &["api", "sim", "stats"])).await
+    }
+
+    /// `GET /api/sim/faults`.
+    pub async fn sim_faults(&self) -> Result<Value, Error> {
+        self.call(Call::new(Method::GET, &["api", "sim", "faults"])).await
+    }
+
+    /// `PUT /api/sim/faults`: replace the fault injection settings; returns them.
+    pub async fn set_sim_faults(&self, faults: &Value) -> Result<Value, Error> {
+        self.call(Call::new(Method::PUT, &["api", "sim", "faults"]).body(faults)).await
+    }
+}
+
+fn to_value(v: &impl Serialize) -> Result<Value, Error> {
+    serde_json::to_value(v).map_err(|e| Error::Decode { url: "(request)".into(), message: e.to_string() })
+}
+
+fn typed<T: DeserializeOwned>(url: &Url, value: Value) -> Result<T, Error> {
+    serde_json::from_value(value).map_err(|e| Error::Decode { url: url.to_string(), message: e.to_string() })
+}
+
+#[cfg(feature = "tls")]
+mod tls {
+    //! rustls with the ring provider and the platform's certificate verifier.
+    use std::sync::Arc;
+
+    pub(crate) fn client_config() -> rustls::ClientConfig {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).expect("platform verifier");
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_keep_a_path_prefix_and_encode_segments() {
+        let c = Client::new("http://h:1/prefix/", None, Face::Cli).unwrap();
+        assert_eq!(c.url(&["api", "clusters", "a b"], &[]).as_str(), "http://h:1/prefix/api/clusters/a%20b");
+        let c = Client::new("http://h:1", None, Face::Cli).unwrap();
+        let u = c.url(&["api", "operations", "op-1", "steps", "addon:cert-manager", "retry"], &[]);
+        assert_eq!(u.as_str(), "http://h:1/api/operations/op-1/steps/addon:cert-manager/retry");
+        let u = c.url(&["api", "operations"], &[("target", "cluster/demo".into())]);
+        assert_eq!(u.as_str(), "http://h:1/api/operations?target=cluster%2Fdemo");
+        assert!(matches!(Client::new("ftp://h", None, Face::Cli), Err(Error::InvalidUrl { .. })));
+        assert!(matches!(Client::new("nonsense", None, Face::Cli), Err(Error::InvalidUrl { .. })));
+        assert!(fresh_idempotency_key().starts_with("is-"));
+        assert_ne!(fresh_idempotency_key(), fresh_idempotency_key());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_a_connection_error() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let c = Client::new(&format!("http://127.0.0.1:{port}"), Some("t".into()), Face::Cli).unwrap();
+        let e = c.context().await.unwrap_err();
+        assert!(e.is_connection(), "{e:?}");
+        assert!(!format!("{c:?}").contains("\"t\""), "the token is redacted");
+    }
+}
