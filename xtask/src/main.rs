@@ -1,10 +1,16 @@
 //! Developer automation, run as `cargo xtask <command>`.
 //!
 //! - `test`: the whole test suite, installing what it needs when missing (a Python venv with
-//!   schemathesis; later moto, the MCP client and Chromium): format check, clippy, every cargo
-//!   test, then the OpenAPI fuzzer against a real server on loopback. `.ci/run` calls it.
+//!   schemathesis, pytest, Selenium and the MCP Python SDK; Chromium from apt): format check,
+//!   clippy, every cargo test, the OpenAPI fuzzer against a real server on loopback, the MCP
+//!   suite, then the web UI suite. `.ci/run` calls it.
 //! - `lint`: format check and clippy only.
 //! - `fuzz-api`: only the schemathesis run.
+//! - `ui-test`: only the end-to-end web UI suite (`ui/tests`, pytest + Selenium driving Debian's
+//!   headless Chromium against a real server on the simulated cloud; screenshots in
+//!   `target/ui-artifacts/`). Installs `chromium` and `chromium-driver` with apt-get when missing.
+//! - `mcp-test`: only the MCP suite (`crates/mcp/tests/test_mcp.py`: the official `mcp` Python
+//!   SDK drives `instantstart-mcp` over stdio against a real server on the simulated cloud).
 
 use anyhow::{Context, Result, bail};
 use std::net::TcpListener;
@@ -34,14 +40,16 @@ fn cargo() -> Command {
 /// Python venv with the test tools, created under `target/` when missing.
 fn venv() -> Result<PathBuf> {
     let dir = root().join("target").join("test-venv");
-    let marker = dir.join(".ready-v1");
+    // Bump the marker when the package list changes: an existing venv then gets the new ones.
+    let marker = dir.join(".ready-v3");
     if marker.exists() {
         return Ok(dir);
     }
     run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
     let pip = dir.join("bin").join("pip");
-    run(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check", "schemathesis==4.*"]))?;
-    std::fs::write(&marker, "schemathesis\n")?;
+    let packages = ["schemathesis==4.*", "selenium==4.*", "pytest>=8", "mcp==2.*"];
+    run(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check"]).args(packages))?;
+    std::fs::write(&marker, packages.join("\n") + "\n")?;
     Ok(dir)
 }
 
@@ -97,11 +105,62 @@ fn fuzz_api(examples: u32) -> Result<()> {
     run(Command::new(venv.join("bin").join("st"))
         .args(["run", &format!("http://127.0.0.1:{port}/api/openapi.json")])
         .args(["--header", &format!("Authorization: Bearer {token}")])
-        .args(["--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"])
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+        ])
         .args(["--max-examples", &examples.to_string()])
         .args(["--workers", "2", "--seed", "1", "--suppress-health-check", "all", "--report-dir"])
         .arg(&report)
         .env("SCHEMATHESIS_HOOKS", ""))
+}
+
+/// Debian's Chromium and its WebDriver for the UI suite, installed with apt-get when missing
+/// (CI runs as root with Debian mirrors). `CHROMIUM_BIN` / `CHROMEDRIVER_BIN` point elsewhere.
+fn ensure_chromium() -> Result<()> {
+    let chromium = std::env::var("CHROMIUM_BIN").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let driver = std::env::var("CHROMEDRIVER_BIN").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+    if Path::new(&chromium).exists() && Path::new(&driver).exists() {
+        return Ok(());
+    }
+    eprintln!("{chromium} or {driver} is missing: installing chromium and chromium-driver with apt-get");
+    let apt = |args: &[&str]| {
+        run(Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive"))
+            .context("installing Chromium needs root and Debian's apt; or set CHROMIUM_BIN and CHROMEDRIVER_BIN")
+    };
+    apt(&["update", "-qq"])?;
+    apt(&["install", "-y", "-qq", "chromium", "chromium-driver"])
+}
+
+/// The end-to-end web UI suite: a real server (built here) and a real headless Chromium.
+fn ui_test() -> Result<()> {
+    ensure_chromium()?;
+    let venv = venv()?;
+    run(cargo().args(["build", "--quiet", "-p", "instantstart-server"]))?;
+    let started = Instant::now();
+    run(Command::new(venv.join("bin").join("python"))
+        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "ui/tests"])
+        .current_dir(root())
+        .env("INSTANTSTART_SERVER_BIN", root().join("target/debug/instantstart-server"))
+        .env("PYTHONDONTWRITEBYTECODE", "1"))?;
+    eprintln!("UI suite passed in {:.0?}; screenshots in target/ui-artifacts/", started.elapsed());
+    Ok(())
+}
+
+/// The MCP suite: the official MCP Python SDK drives `instantstart-mcp` over stdio; the test
+/// starts (and always kills) a real server on the simulated cloud.
+fn mcp_test() -> Result<()> {
+    let venv = venv()?;
+    run(cargo().args(["build", "--quiet", "-p", "instantstart-server", "-p", "instantstart-mcp"]))?;
+    let started = Instant::now();
+    run(Command::new(venv.join("bin").join("python"))
+        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "crates/mcp/tests/test_mcp.py"])
+        .current_dir(root())
+        .env("INSTANTSTART_SERVER_BIN", root().join("target/debug/instantstart-server"))
+        .env("INSTANTSTART_MCP_BIN", root().join("target/debug/instantstart-mcp"))
+        .env("PYTHONDONTWRITEBYTECODE", "1"))?;
+    eprintln!("MCP suite passed in {:.0?}", started.elapsed());
+    Ok(())
 }
 
 fn lint() -> Result<()> {
@@ -117,11 +176,15 @@ fn main() -> Result<()> {
             lint()?;
             run(cargo().args(["test", "--workspace"]))?;
             fuzz_api(120)?;
+            mcp_test()?;
+            ui_test()?;
             eprintln!("all suites passed in {:.0?}", started.elapsed());
         }
         Some("lint") => lint()?,
         Some("fuzz-api") => fuzz_api(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(120))?,
-        _ => bail!("usage: cargo xtask <test|lint|fuzz-api [examples]>"),
+        Some("ui-test") => ui_test()?,
+        Some("mcp-test") => mcp_test()?,
+        _ => bail!("usage: cargo xtask <test|lint|fuzz-api [examples]|ui-test|mcp-test>"),
     }
     Ok(())
 }

@@ -1,0 +1,207 @@
+// InstantStart web UI: the shell (top bar, theme), the hash router and the session handling.
+// Plain ES modules, no build step; every view is a function returning {el, title, dispose}.
+
+import { h, replace } from './dom.js';
+import * as api from './api.js';
+import './components/status-badge.js';
+import './components/operation-progress.js';
+import './components/features-panel.js';
+import { loginView } from './views/login.js';
+import { clustersView } from './views/clusters.js';
+import { createView } from './views/create.js';
+import { clusterView } from './views/cluster.js';
+import { operationView } from './views/operation.js';
+import { operationsView } from './views/operations.js';
+
+const NEXT_KEY = 'instantstart.next';
+const THEME_KEY = 'instantstart.theme';
+
+/** Shared state and services for the views. */
+export const app = {
+  context: null,
+  async refreshContext() {
+    try {
+      app.context = await api.get('/api/context');
+    } catch {
+      /* the header shows what it knows */
+    }
+    renderTopbar();
+    return app.context;
+  },
+  /** Speed factor of the simulated cloud, or null on real AWS. */
+  simSpeed() {
+    return app.context && app.context.provider === 'sim' ? app.context.sim_speed : null;
+  },
+  navigate(hash, { replace: rep = false } = {}) {
+    if (rep) location.replace(hash);
+    else location.hash = hash;
+  },
+};
+
+const ROUTES = [
+  { re: /^\/login$/, view: loginView, public: true },
+  { re: /^\/clusters\/new$/, view: createView, nav: 'new' },
+  { re: /^\/clusters\/([^/]+)$/, view: clusterView, nav: 'clusters' },
+  { re: /^\/clusters$/, view: clustersView, nav: 'clusters' },
+  { re: /^\/operations\/([^/]+)$/, view: operationView, nav: 'operations' },
+  { re: /^\/operations$/, view: operationsView, nav: 'operations' },
+];
+
+// ---- theme ---------------------------------------------------------------------------------
+
+function systemDark() {
+  return window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches;
+}
+
+function effectiveTheme() {
+  return localStorage.getItem(THEME_KEY) || (systemDark() ? 'dark' : 'light');
+}
+
+function applyTheme() {
+  const chosen = localStorage.getItem(THEME_KEY);
+  if (chosen) document.documentElement.dataset.theme = chosen;
+  else delete document.documentElement.dataset.theme;
+  const btn = document.getElementById('theme-toggle');
+  if (btn) {
+    const dark = effectiveTheme() === 'dark';
+    btn.setAttribute('aria-pressed', String(dark));
+    btn.title = chosen ? `Theme: ${chosen} (chosen). Shift-click to follow the system.` : 'Theme: follows the system';
+  }
+}
+
+function toggleTheme(e) {
+  if (e && e.shiftKey) localStorage.removeItem(THEME_KEY);
+  else localStorage.setItem(THEME_KEY, effectiveTheme() === 'dark' ? 'light' : 'dark');
+  applyTheme();
+}
+
+// ---- top bar -------------------------------------------------------------------------------
+
+let currentNav = null;
+
+function renderTopbar() {
+  const bar = document.getElementById('topbar');
+  if (!bar) return;
+  const ctx = app.context;
+  const who = api.sessionUser();
+  const link = (href, key, text) => h('a', { href, 'aria-current': currentNav === key ? 'page' : null }, text);
+  const env = ctx
+    ? (ctx.provider === 'sim'
+      ? h('span', { class: 'env sim', title: 'No AWS account is used: the control plane drives its simulated cloud' }, `Simulated cloud · ${ctx.sim_speed}×`)
+      : h('span', { class: 'env aws', title: ctx.identity ? ctx.identity.arn : ctx.identity_error || '' },
+        `AWS ${ctx.identity ? ctx.identity.account : ''}`))
+    : null;
+  const active = ctx && ctx.active_cluster
+    ? h('a', { class: 'active-chip', href: `#/clusters/${encodeURIComponent(ctx.active_cluster)}`, title: 'The active cluster' },
+      h('span', { 'aria-hidden': 'true' }, '★ '), h('span', { class: 'visually-hidden' }, 'Active cluster: '), ctx.active_cluster)
+    : null;
+  replace(bar,
+    h('a', { class: 'brand', href: '#/clusters' }, h('span', { class: 'brand-mark', 'aria-hidden': 'true' }, '◆'), 'InstantStart'),
+    h('nav', { 'aria-label': 'Main' },
+      link('#/clusters', 'clusters', 'Clusters'),
+      link('#/clusters/new', 'new', 'Create cluster'),
+      link('#/operations', 'operations', 'Operations')),
+    h('div', { class: 'topbar-right' },
+      env,
+      active,
+      who && h('span', { class: 'who muted', title: `Token ${who.name}, scope ${who.scope}` }, who.name),
+      h('button', { type: 'button', id: 'theme-toggle', class: 'btn ghost', onclick: toggleTheme, 'aria-label': 'Dark theme' },
+        h('span', { 'aria-hidden': 'true', class: 'theme-icon' })),
+      h('button', { type: 'button', class: 'btn ghost', onclick: doLogout }, 'Log out')));
+  applyTheme();
+}
+
+async function doLogout() {
+  await api.logout().catch(() => {});
+  app.context = null;
+  app.navigate('#/login');
+}
+
+// ---- router --------------------------------------------------------------------------------
+
+let current = null;
+let seq = 0;
+
+function parseHash() {
+  const raw = location.hash.replace(/^#/, '');
+  const [path, query = ''] = raw.split('?');
+  return { path: path || '/clusters', query: new URLSearchParams(query) };
+}
+
+async function route() {
+  const mySeq = ++seq;
+  const { path, query } = parseHash();
+  const match = ROUTES.map((r) => ({ r, m: r.re.exec(path) })).find((x) => x.m);
+  if (!match) {
+    app.navigate('#/clusters', { replace: true });
+    return;
+  }
+  if (!match.r.public && !api.hasSession()) {
+    sessionStorage.setItem(NEXT_KEY, location.hash || '#/clusters');
+    app.navigate('#/login', { replace: true });
+    return;
+  }
+  if (current && current.dispose) {
+    try {
+      current.dispose();
+    } catch { /* a view failing to clean up must not block navigation */ }
+  }
+  current = null;
+  const bar = document.getElementById('topbar');
+  bar.hidden = !!match.r.public;
+  currentNav = match.r.nav || null;
+  if (!match.r.public) {
+    if (!app.context) await app.refreshContext();
+    else renderTopbar();
+  }
+  if (mySeq !== seq) return;
+  let params;
+  try {
+    params = match.m.slice(1).map(decodeURIComponent);
+  } catch {
+    params = match.m.slice(1);
+  }
+  const view = match.r.view({ app, params, query });
+  current = view;
+  const main = document.getElementById('main');
+  replace(main, view.el);
+  document.title = `${view.title} · InstantStart`;
+  // Focus: the view's chosen control, else its heading, so the new screen is announced.
+  const target = view.focus || main.querySelector('h1');
+  if (target) {
+    if (!target.matches('input, select, textarea, button, a[href]')) target.setAttribute('tabindex', '-1');
+    target.focus({ preventScroll: true });
+  }
+  window.scrollTo(0, 0);
+}
+
+/** After login: go where the user was headed. */
+export function continueAfterLogin() {
+  const next = sessionStorage.getItem(NEXT_KEY);
+  sessionStorage.removeItem(NEXT_KEY);
+  app.context = null;
+  app.navigate(next && next !== '#/login' ? next : '#/clusters');
+}
+
+api.onUnauthorized(() => {
+  const { path } = parseHash();
+  if (path === '/login') return;
+  sessionStorage.setItem(NEXT_KEY, location.hash);
+  sessionStorage.setItem('instantstart.loginReason', 'Your session ended. Log in again to continue.');
+  app.context = null;
+  app.navigate('#/login');
+});
+
+function boot() {
+  applyTheme();
+  if (window.matchMedia) window.matchMedia('(prefers-color-scheme: dark)').addEventListener?.('change', applyTheme);
+  document.querySelector('.skip-link')?.addEventListener('click', (e) => {
+    e.preventDefault();
+    const main = document.getElementById('main');
+    (main.querySelector('h1') || main).focus();
+  });
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+boot();

@@ -1,0 +1,71 @@
+// <is-status value="running"> — a status or phase as a badge: text plus a glyph, never color alone.
+
+const GLYPHS = {
+  pending: '○',
+  submitting: '◔',
+  submitted: '◑',
+  polling: '◕',
+  running: '◕',
+  creating: '◕',
+  importing: '◕',
+  deleting: '◕',
+  succeeded: '✓',
+  ready: '✓',
+  active: '✓',
+  failed: '✕',
+  delete_failed: '✕',
+  needs_attention: '!',
+  cancelled: '–',
+};
+
+const TONES = {
+  succeeded: 'ok', ready: 'ok', active: 'ok', running: 'busy', creating: 'busy', importing: 'busy',
+  deleting: 'busy', submitting: 'busy', submitted: 'busy', polling: 'busy', failed: 'bad',
+  delete_failed: 'bad', needs_attention: 'warn', cancelled: 'muted', pending: 'muted',
+};
+
+export function tone(value) {
+  const v = String(value || '').toLowerCase();
+  if (TONES[v]) return TONES[v];
+  if (/fail|error/.test(v)) return 'bad';
+  if (/inservice|running|active|ready/.test(v)) return 'ok';
+  if (/pending|creating|updating|progress|scaling/.test(v)) return 'busy';
+  return 'muted';
+}
+
+class StatusBadge extends HTMLElement {
+  static get observedAttributes() {
+    return ['value', 'tone'];
+  }
+
+  connectedCallback() {
+    this.render();
+  }
+
+  attributeChangedCallback() {
+    this.render();
+  }
+
+  render() {
+    const value = this.getAttribute('value') || '';
+    const key = value.toLowerCase();
+    this.className = `badge tone-${this.getAttribute('tone') || tone(value)}`;
+    const glyph = document.createElement('span');
+    glyph.className = 'glyph';
+    glyph.setAttribute('aria-hidden', 'true');
+    glyph.textContent = GLYPHS[key] || '•';
+    const text = document.createElement('span');
+    text.textContent = value.replaceAll('_', ' ');
+    this.replaceChildren(glyph, text);
+  }
+}
+
+if (!customElements.get('is-status')) customElements.define('is-status', StatusBadge);
+
+/** Convenience: a badge element for `value` (tone: ok | bad | warn | busy | muted overrides). */
+export function badge(value, toneOverride) {
+  const el = document.createElement('is-status');
+  if (toneOverride) el.setAttribute('tone', toneOverride);
+  el.setAttribute('value', value ?? '');
+  return el;
+}

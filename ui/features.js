@@ -1,0 +1,94 @@
+// Managed features (Advanced features panel): the explicit-diff contract. The client sends only
+// the fields the user changed (a FeaturesPatch); the backend compares with the real state.
+
+export const FEATURES = [
+  {
+    key: 'training_operator',
+    label: 'HyperPod training operator',
+    help: 'EKS add-on that runs HyperPodPyTorchJob resources with process-level recovery and hung-job detection.',
+  },
+  {
+    key: 'inference_operator',
+    label: 'HyperPod inference operator',
+    help: 'Hands the lifecycle of managed inference endpoints to HyperPod (tiered KV cache, intelligent routing).',
+  },
+  {
+    key: 'tiered_checkpointing',
+    label: 'Managed tiered checkpointing',
+    help: 'Checkpoints to instance memory first, then S3. Provisions service account → IAM role → OIDC trust → binding.',
+  },
+  {
+    key: 'managed_autoscaling',
+    label: 'Managed autoscaling',
+    help: 'Karpenter-based autoscaling operated by AWS; launches nodes from HyperPod instance groups, from zero.',
+  },
+];
+
+export const DEFAULT_MEMORY_PERCENT = 20;
+
+/** The actual state from GET …/features, whatever envelope it comes in. */
+export function normalizeFeatures(raw) {
+  const src = raw && typeof raw === 'object' ? (raw.actual || raw.features || raw.state || raw) : {};
+  const tc = src.tiered_checkpointing;
+  let tiered = null;
+  if (tc && typeof tc === 'object' && tc.enabled !== false) {
+    tiered = { memory_percent: Number(tc.memory_percent ?? DEFAULT_MEMORY_PERCENT) };
+  } else if (tc === true) {
+    tiered = { memory_percent: DEFAULT_MEMORY_PERCENT };
+  }
+  return {
+    training_operator: !!src.training_operator,
+    inference_operator: !!src.inference_operator,
+    tiered_checkpointing: tiered,
+    managed_autoscaling: !!src.managed_autoscaling,
+  };
+}
+
+/** Only what changed between `actual` and `desired` (both normalized), as a FeaturesPatch. */
+export function featuresPatch(actual, desired) {
+  const patch = {};
+  for (const key of ['training_operator', 'inference_operator', 'managed_autoscaling']) {
+    if (!!desired[key] !== !!actual[key]) patch[key] = !!desired[key];
+  }
+  const a = actual.tiered_checkpointing;
+  const d = desired.tiered_checkpointing;
+  if (!a && d) {
+    patch.tiered_checkpointing = { enabled: true, memory_percent: d.memory_percent };
+  } else if (a && !d) {
+    patch.tiered_checkpointing = { enabled: false };
+  } else if (a && d && a.memory_percent !== d.memory_percent) {
+    patch.tiered_checkpointing = { enabled: true, memory_percent: d.memory_percent };
+  }
+  return patch;
+}
+
+const show = (key, v) => {
+  if (key === 'tiered_checkpointing') return v ? `on, ${v.memory_percent}% of memory` : 'off';
+  return v ? 'on' : 'off';
+};
+
+/** Human lines of a patch against `actual`: [{field, label, from, to}]. */
+export function describePatch(actual, patch) {
+  const lines = [];
+  for (const f of FEATURES) {
+    if (!(f.key in patch)) continue;
+    let to = patch[f.key];
+    if (f.key === 'tiered_checkpointing') {
+      to = to.enabled
+        ? { memory_percent: to.memory_percent ?? actual.tiered_checkpointing?.memory_percent ?? DEFAULT_MEMORY_PERCENT }
+        : null;
+    }
+    lines.push({ field: f.key, label: f.label, from: show(f.key, actual[f.key]), to: show(f.key, to) });
+  }
+  return lines;
+}
+
+/** Server plan ({changes:[{field, from, to}]}) as human lines, when the backend returns one. */
+export function describeServerChanges(plan) {
+  const changes = plan && Array.isArray(plan.changes) ? plan.changes : null;
+  if (!changes) return null;
+  return changes.map((c) => {
+    const f = FEATURES.find((x) => x.key === c.field);
+    return { field: c.field, label: f ? f.label : c.field, from: show(c.field, c.from), to: show(c.field, c.to) };
+  });
+}

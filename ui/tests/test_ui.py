@@ -1,0 +1,488 @@
+"""End-to-end tests of the web UI in a real headless Chromium against a real server on the
+simulated cloud. Screenshots of every screen land in target/ui-artifacts/.
+
+Each test sets up what it needs (clusters are created through the UI where that is what the
+test is about, otherwise through the REST API), so tests can run alone with -k.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from conftest import TOKEN
+
+ACTIVE = {"submitting", "submitted", "polling"}
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def set_value(el, value: str) -> None:
+    el.send_keys(Keys.CONTROL, "a")
+    el.send_keys(Keys.DELETE)
+    if value:
+        el.send_keys(value)
+
+
+def field(ui, path: str):
+    return ui.css(f'[data-field="{path}"]')
+
+
+def open_create_form(ui):
+    ui.login()
+    ui.go("#/clusters/new")
+    ui.wait(lambda: len(ui.all("input[name=availability_zones]")) >= 2, 10, "zones loaded")
+    ui.wait(lambda: field(ui, "hyperpod.instance_groups[0].instance_type").get_attribute("value"), 10, "instance types loaded")
+
+
+def fill_create_form(ui, name: str, count: str = "2"):
+    open_create_form(ui)
+    set_value(ui.css("#f-name"), name)
+    set_value(field(ui, "hyperpod.instance_groups[0].count"), count)
+
+
+def review_plan(ui):
+    ui.click(ui.css("form.create-form button[type=submit]"))
+    return ui.wait_css("section.plan", 10)
+
+
+def steps(ui) -> dict[str, str]:
+    return {li.get_attribute("data-step-key"): li.get_attribute("data-phase") for li in ui.all("li.step")}
+
+
+def op_status(ui) -> str | None:
+    panels = ui.all("is-operation-progress")
+    return panels[0].get_attribute("data-status") if panels else None
+
+
+def wait_all_green(ui, timeout: float = 45) -> dict[str, str]:
+    ui.wait(lambda: op_status(ui) == "succeeded" and steps(ui) and all(p == "succeeded" for p in steps(ui).values()),
+            timeout, "every step succeeded")
+    return steps(ui)
+
+
+def current_op_id(ui) -> str:
+    url = ui.d.current_url
+    assert "#/operations/op-" in url, url
+    return url.split("#/operations/")[1]
+
+
+def create_via_api(server, name: str, count: int = 1) -> str:
+    status, body = server.api("POST", "/api/clusters", {
+        "name": name,
+        "region": "us-east-1",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": {"instance_groups": [
+            {"name": "workers", "instance_type": "ml.g5.xlarge", "count": count, "availability_zone": "us-east-1a"}]},
+    })
+    assert status == 202, body
+    return body["operation"]["id"]
+
+
+def ensure_cluster(server, name: str) -> None:
+    """A ready cluster named `name` (created through the API if missing)."""
+    status, _ = server.api("GET", f"/api/clusters/{name}")
+    if status == 200:
+        return
+    op = server.wait_operation(create_via_api(server, name))
+    assert op["status"] == "succeeded", op
+
+
+def error_for(ui, path: str):
+    """The finding shown next to the input with data-field=path (and that input)."""
+    control = field(ui, path)
+    container = control.find_element(By.XPATH, "./ancestor-or-self::*[contains(@class,'field') or self::fieldset][1]")
+    msgs = container.find_elements(By.CSS_SELECTOR, f'.field-error[data-error-for="{path}"]')
+    return control, msgs
+
+
+# ---- tests -----------------------------------------------------------------------------------
+
+
+def test_login_then_401_returns_to_login(ui):
+    ui.d.delete_all_cookies()
+    ui.go("#/operations")
+    ui.js("sessionStorage.clear()")
+    ui.go("#/operations")
+    token = ui.wait_css("#token")
+    assert "#/login" in ui.d.current_url
+    assert ui.d.switch_to.active_element == token, "the token input has focus"
+    assert not ui.css("#topbar").is_displayed()
+    token.send_keys("ist_wrong")
+    token.send_keys(Keys.ENTER)
+    ui.wait_css('.field-error[data-error-for="token"]')
+    assert token.get_attribute("aria-invalid") == "true"
+    assert "not valid" in ui.css('.field-error[data-error-for="token"]').text
+    ui.screenshot("login-rejected")
+    set_value(token, TOKEN)
+    token.send_keys(Keys.ENTER)
+    # Back where the user was headed, with the session.
+    ui.wait(lambda: "#/operations" in ui.d.current_url and ui.all("#operations-table, .view p.muted"), 10, "operations after login")
+    assert ui.logged_in()
+    assert ui.css("#topbar").is_displayed()
+    # The cookie expires/disappears: the next API call answers 401 and the UI asks to log in again.
+    ui.d.delete_all_cookies()
+    ui.go("#/clusters")
+    ui.wait_css("#token", 10)
+    assert "session ended" in ui.css(".login-card").text
+    ui.screenshot("session-ended")
+    ui.login()
+
+
+def test_validation_errors_are_shown_next_to_their_fields(ui):
+    open_create_form(ui)
+    set_value(ui.css("#f-name"), "Bad_Name")
+    # Only one AZ, and a group far too large.
+    boxes = ui.all("input[name=availability_zones]:checked")
+    for b in boxes[1:]:
+        ui.click(b)
+    set_value(field(ui, "hyperpod.instance_groups[0].count"), "5000")
+    ui.click(ui.css("form.create-form button[type=submit]"))
+    summary = ui.wait_css(".error-summary")
+    assert ui.d.switch_to.active_element == summary, "the summary takes focus"
+    for path in ("name", "availability_zones", "hyperpod.instance_groups[0].count"):
+        _, msgs = error_for(ui, path)
+        assert msgs and msgs[0].is_displayed(), f"finding next to {path}"
+    name_input, msgs = error_for(ui, "name")
+    assert name_input.get_attribute("aria-invalid") == "true"
+    assert msgs[0].get_attribute("id") in name_input.get_attribute("aria-describedby")
+    assert "lowercase" in msgs[0].text
+    count_input, _ = error_for(ui, "hyperpod.instance_groups[0].count")
+    assert count_input.get_attribute("aria-invalid") == "true"
+    assert not ui.all("section.plan"), "no plan for an invalid request"
+    ui.screenshot("field-errors")
+
+    # The summary links focus the field.
+    link = [a for a in summary.find_elements(By.CSS_SELECTOR, "a") if a.text.startswith("name:")][0]
+    ui.click(link)
+    assert ui.d.switch_to.active_element == name_input
+
+    # A second instance group: findings use its index ([1]) and land in its inputs.
+    ui.click(ui.css(".hp-body > button"))
+    set_value(field(ui, "hyperpod.instance_groups[1].name"), "workers")  # duplicate name
+    set_value(field(ui, "hyperpod.instance_groups[1].count"), "abc")     # not a number
+    ui.click(ui.css("form.create-form button[type=submit]"))
+    ui.wait_css('.field-error[data-error-for="hyperpod.instance_groups[1].count"]')
+    _, msgs = error_for(ui, "hyperpod.instance_groups[1].count")
+    assert msgs, "the decode error names the field of group 2"
+
+    # Fixing the fields clears the findings and produces a plan.
+    set_value(field(ui, "hyperpod.instance_groups[1].count"), "1")
+    set_value(field(ui, "hyperpod.instance_groups[1].name"), "second")
+    set_value(ui.css("#f-name"), "valid-name")
+    set_value(field(ui, "hyperpod.instance_groups[0].count"), "2")
+    ui.click(ui.all("input[name=availability_zones]:not(:checked)")[0])
+    # The advanced CIDR override is also validated by the backend, next to its input.
+    ui.click(ui.css("details.advanced > summary"))
+    set_value(ui.css("#f-cidr"), "8.8.0.0/16")
+    ui.click(ui.css("form.create-form button[type=submit]"))
+    ui.wait_css('.field-error[data-error-for="network.cidr"]')
+    assert ui.css("#f-cidr").get_attribute("aria-invalid") == "true"
+    ui.screenshot("cidr-error")
+    set_value(ui.css("#f-cidr"), "")
+    review_plan(ui)
+    assert not ui.all(".field-error"), "findings cleared"
+
+
+def test_create_cluster_live_progress_with_reload(ui, server):
+    fill_create_form(ui, "alpha", count="2")
+    plan = review_plan(ui)
+    keys = [li.get_attribute("data-step-key") for li in plan.find_elements(By.CSS_SELECTOR, "li[data-step-key]")]
+    for k in ("network", "eks_cluster", "select_active", "addon:cert-manager", "hyperpod_cluster", "storage"):
+        assert k in keys, f"plan has {k}"
+    assert "Plan for cluster/alpha" in plan.text
+    assert "simulated cloud" in plan.text
+    ui.screenshot("plan")
+    # A double click sends one request (and both would carry the same Idempotency-Key).
+    ui.js("const b = document.getElementById('create-submit'); b.click(); b.click();")
+    ui.wait(lambda: "#/operations/op-" in ui.d.current_url, 10, "progress page")
+    op_id = current_op_id(ui)
+    ui.wait_css("li.step")
+
+    # Reload while the EKS control plane is being created: the panel comes back from the URL.
+    ui.wait(lambda: steps(ui).get("eks_cluster") in ACTIVE, 15, "eks_cluster running")
+    ui.screenshot("progress-running")
+    timing = ui.css('li.step[data-step-key="eks_cluster"] .step-timing').text
+    assert "running for" in timing and ("left" in timing or "longer" in timing), timing
+    ui.d.refresh()
+    ui.wait_css("li.step")
+    assert current_op_id(ui) == op_id
+    ui.wait(lambda: ui.css(".conn").get_attribute("data-state") == "live", 10, "stream live after reload")
+    assert steps(ui)["network"] == "succeeded", "state after the reload comes from the server"
+
+    final = wait_all_green(ui)
+    assert len(final) >= 10
+    assert all(t == "✓" for t in (e.text for e in ui.all("li.step .step-icon")))
+    assert ui.css(".op-counts").text == f"{len(final)} of {len(final)} steps done"
+    ui.screenshot("progress-succeeded")
+
+    _, ops = server.api("GET", "/api/operations?target=cluster/alpha")
+    assert len(ops) == 1, "one operation despite the double click"
+    assert ops[0]["actor"]["face"] == "ui"
+    assert ops[0]["idempotency_key"], "the UI sent an Idempotency-Key"
+
+    # The cluster: ready, active, with its instance group and nodes.
+    ui.click(ui.css(".op-banner a.btn"))
+    ui.wait(lambda: ui.all("#groups-table tr[data-group=workers]"), 10, "instance groups table")
+    row = ui.css("#groups-table tr[data-group=workers]")
+    assert "ml.g5.xlarge" in row.text and "/ 2" in row.text and "on demand" in row.text
+    ui.wait(lambda: len(ui.all("#nodes-table tbody tr")) == 2, 10, "two nodes")
+    assert "Active" in ui.css(".title-badges").text
+    ui.screenshot("cluster-detail")
+
+    ui.go("#/clusters")
+    ui.wait(lambda: ui.all('tr[data-cluster="alpha"]'), 10, "alpha listed")
+    tr = ui.css('tr[data-cluster="alpha"]')
+    assert tr.get_attribute("data-status") == "ready"
+    assert tr.get_attribute("data-active") == "true"
+    ui.screenshot("clusters")
+
+
+def test_failed_step_is_retried_from_the_ui(ui, server):
+    status, _ = server.api("PUT", "/api/sim/faults", {"fail_apis": {"sagemaker:CreateCluster": {
+        "mode": "fail_once", "kind": "quota_exceeded",
+        "message": "ResourceLimitExceeded: ml.g5.xlarge for cluster usage (injected by the UI test)"}}})
+    assert status == 200
+    try:
+        fill_create_form(ui, "beta", count="1")
+        review_plan(ui)
+        ui.click(ui.css("#create-submit"))
+        ui.wait(lambda: "#/operations/op-" in ui.d.current_url, 10, "progress page")
+        ui.wait(lambda: op_status(ui) == "failed", 45, "operation failed")
+    finally:
+        server.api("PUT", "/api/sim/faults", {})
+    assert steps(ui)["hyperpod_cluster"] == "failed"
+    row = ui.css('li.step[data-step-key="hyperpod_cluster"]')
+    assert "ResourceLimitExceeded" in row.find_element(By.CSS_SELECTOR, ".step-error").text
+    assert "Failed" in ui.css(".op-banner").text
+    retry = row.find_element(By.XPATH, ".//button[normalize-space()='Retry step']")
+    assert retry.is_enabled()
+    # Every other step finished; only the failed one offers a retry.
+    assert len([b for b in ui.all("li.step button") if b.is_displayed()]) == 1
+    ui.screenshot("step-failed")
+    # The banner leads to the failed step.
+    ui.click(ui.css(".op-banner .actions button"))
+    assert ui.d.switch_to.active_element == retry
+    ui.click(retry)
+    wait_all_green(ui)
+    ui.screenshot("retried-succeeded")
+    _, op = server.api("GET", f"/api/operations/{current_op_id(ui)}")
+    hp = next(s for s in op["steps"] if s["key"] == "hyperpod_cluster")
+    assert hp["attempts"] == 2
+    _, audit = server.api("GET", "/api/audit?limit=20")
+    assert any(a["action"] == "step.retry" and a["actor"]["face"] == "ui" for a in audit)
+
+
+def test_progress_survives_a_server_restart(ui, server):
+    ui.login()
+    op_id = create_via_api(server, "gamma", count=1)
+    ui.go(f"#/operations/{op_id}")
+    ui.wait(lambda: ui.all(".conn[data-state=live]") and steps(ui).get("eks_cluster") in ACTIVE | {"pending"}, 10, "following")
+    server.stop()
+    ui.wait(lambda: ui.css(".conn").get_attribute("data-state") == "reconnecting", 10, "reconnecting shown")
+    assert "Reconnecting" in ui.css(".conn").text
+    ui.screenshot("reconnecting")
+    server.start()
+    ui.wait(lambda: ui.css(".conn").get_attribute("data-state") == "live", 20, "reconnected")
+    wait_all_green(ui)
+    assert current_op_id(ui) == op_id
+
+
+def test_cancel_then_continue_from_the_ui(ui, server):
+    ui.login()
+    op_id = create_via_api(server, "epsilon", count=1)
+    ui.go(f"#/operations/{op_id}")
+    ui.wait(lambda: steps(ui).get("eks_cluster") in ACTIVE, 15, "eks_cluster running")
+    ui.click(ui.css(".op-actions button"))
+    dialog = ui.wait_css("dialog[open]")
+    assert "Nothing is rolled back" in dialog.text
+    ui.click(dialog.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    ui.wait(lambda: op_status(ui) == "cancelled", 15, "cancelled")
+    assert "Cancelled" in ui.css(".op-banner").text
+    assert not ui.css(".op-actions button").is_displayed(), "no Cancel on a stopped operation"
+    cancelled = [k for k, p in steps(ui).items() if p == "cancelled"]
+    assert cancelled, steps(ui)
+    ui.screenshot("cancelled")
+    # Continue: retrying a cancelled step resumes every cancelled step.
+    ui.click(ui.css(f'li.step[data-step-key="{cancelled[0]}"] .step-actions button'))
+    wait_all_green(ui)
+
+
+def test_features_panel(ui, server):
+    ensure_cluster(server, "alpha")
+    ui.login()
+    # The patch builder sends only what changed (runs the UI's own module in the browser).
+    result = ui.d.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import('/features.js').then((f) => {
+          const actual = f.normalizeFeatures({training_operator: false, inference_operator: true,
+            tiered_checkpointing: {memory_percent: 20}, managed_autoscaling: false});
+          done({
+            none: f.featuresPatch(actual, {...actual}),
+            one: f.featuresPatch(actual, {...actual, training_operator: true}),
+            tier: f.featuresPatch(actual, {...actual, tiered_checkpointing: {memory_percent: 35}}),
+            off: f.featuresPatch(actual, {...actual, tiered_checkpointing: null, inference_operator: false}),
+          });
+        }).catch((e) => done({error: String(e)}));
+    """)
+    assert result == {
+        "none": {},
+        "one": {"training_operator": True},
+        "tier": {"tiered_checkpointing": {"enabled": True, "memory_percent": 35}},
+        "off": {"inference_operator": False, "tiered_checkpointing": {"enabled": False}},
+    }, result
+
+    ui.go("#/clusters/alpha")
+    panel = ui.wait_css("is-features-panel")
+    ui.wait(lambda: panel.get_attribute("data-state") in ("available", "unavailable"), 10, "features panel loaded")
+    status, _ = server.api("GET", "/api/clusters/alpha/features")
+    ui.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", panel)
+    if status == 404:
+        # The managed-features backend has not landed: the panel is disabled and shows no state.
+        assert panel.get_attribute("data-state") == "unavailable"
+        assert "Arrives with the managed-features backend" in panel.text
+        inputs = panel.find_elements(By.CSS_SELECTOR, "input")
+        assert len(inputs) == 4 and all(not i.is_enabled() for i in inputs)
+        assert all(ui.js("return arguments[0].indeterminate", i) for i in inputs), "no invented on/off state"
+        assert not panel.find_elements(By.CSS_SELECTOR, ".diff-box:not([hidden])")
+        ui.screenshot("features-unavailable")
+        return
+    # The backend exists: flip one switch, see the diff of exactly that field before applying.
+    assert panel.get_attribute("data-state") == "available"
+    switch = panel.find_element(By.CSS_SELECTOR, 'input[data-field="training_operator"]')
+    before = switch.is_selected()
+    ui.click(switch)
+    ui.click(panel.find_element(By.XPATH, ".//button[normalize-space()='Review changes']"))
+    diff = ui.wait_css("is-features-panel .diff-box")
+    items = diff.find_elements(By.CSS_SELECTOR, "ul.diff li")
+    assert [i.get_attribute("data-field") for i in items][:1] == ["training_operator"]
+    body = json.loads(diff.find_element(By.CSS_SELECTOR, "pre").get_attribute("textContent"))
+    assert body == {"training_operator": not before}
+    ui.screenshot("features-diff")
+
+
+def test_operations_and_audit_view(ui, server):
+    ensure_cluster(server, "alpha")
+    ui.login()
+    ui.go("#/operations")
+    ui.wait(lambda: ui.all("#operations-table tbody tr") and ui.all("#audit-table tbody tr"), 10, "tables")
+    faces = {tr.get_attribute("data-face") for tr in ui.all("#operations-table tbody tr")}
+    assert faces & {"ui", "api"}, faces
+    first = ui.css("#operations-table tbody tr")
+    assert first.find_elements(By.CSS_SELECTOR, "is-status")
+    actions = {tr.get_attribute("data-action") for tr in ui.all("#audit-table tbody tr")}
+    assert "operation.create" in actions or any(a.startswith("operation") for a in actions), actions
+    ui.screenshot("operations")
+    # Filter by status.
+    from selenium.webdriver.support.ui import Select
+    Select(ui.css("#ops-status")).select_by_value("succeeded")
+    ui.wait(lambda: all(tr.get_attribute("data-status") == "succeeded" for tr in ui.all("#operations-table tbody tr")), 10, "filtered")
+
+
+def test_import_and_delete_with_typed_confirmation(ui, server):
+    ensure_cluster(server, "delta")
+    ui.login()
+    ui.go("#/clusters")
+    ui.wait(lambda: ui.all('tr[data-cluster="delta"]'), 10, "delta listed")
+
+    # Import: a field-level error inside the dialog first, then the real import.
+    ui.click(ui.css(".view-actions button.btn"))
+    dialog = ui.wait_css("dialog[open]")
+    set_value(dialog.find_element(By.CSS_SELECTOR, '[data-field="name"]'), "Delta Imported")
+    set_value(dialog.find_element(By.CSS_SELECTOR, '[data-field="eks_cluster"]'), "delta")
+    ui.click(dialog.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    ui.wait_css('dialog[open] .field-error[data-error-for="name"]')
+    ui.screenshot("import-error")
+    set_value(dialog.find_element(By.CSS_SELECTOR, '[data-field="name"]'), "delta-imported")
+    set_value(dialog.find_element(By.CSS_SELECTOR, '[data-field="hyperpod_cluster"]'), "delta-hp")
+    ui.click(dialog.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    ui.wait(lambda: "#/operations/op-" in ui.d.current_url, 10, "import operation")
+    wait_all_green(ui)
+    assert "imported" in ui.css(".op-banner").text
+
+    # Make the imported one active from the list.
+    ui.go("#/clusters")
+    ui.wait(lambda: ui.all('tr[data-cluster="delta-imported"] button'), 10, "imported listed")
+    ui.click(ui.css('tr[data-cluster="delta-imported"] button[aria-label^="Make"]'))
+    ui.wait(lambda: ui.css('tr[data-cluster="delta-imported"]').get_attribute("data-active") == "true", 10, "active switched")
+    assert "delta-imported" in ui.css(".active-chip").text
+    _, active = server.api("GET", "/api/active-cluster")
+    assert active == {"name": "delta-imported"}
+
+    # Delete delta: the confirm button stays disabled until the name is typed.
+    ui.click(ui.css('tr[data-cluster="delta"] button[aria-label^="Delete"]'))
+    dialog = ui.wait_css("dialog[open]")
+    ui.wait(lambda: dialog.find_elements(By.CSS_SELECTOR, ".plan-mini li"), 10, "delete plan shown")
+    confirm = dialog.find_element(By.CSS_SELECTOR, "button[type=submit]")
+    assert not confirm.is_enabled()
+    typed = dialog.find_element(By.CSS_SELECTOR, '[data-field="confirm"]')
+    typed.send_keys("delt")
+    assert not confirm.is_enabled()
+    typed.send_keys("a")
+    assert confirm.is_enabled()
+    ui.click(dialog.find_element(By.CSS_SELECTOR, "#del-bucket"))
+    ui.screenshot("delete-confirm")
+    ui.click(confirm)
+    ui.wait(lambda: "#/operations/op-" in ui.d.current_url, 10, "delete operation")
+    wait_all_green(ui)
+    _, op = server.api("GET", f"/api/operations/{current_op_id(ui)}")
+    assert op["kind"] == "delete_cluster" and op["request"]["delete_bucket"] is True
+    ui.go("#/clusters")
+    ui.wait(lambda: ui.all('tr[data-cluster="delta-imported"]') and not ui.all('tr[data-cluster="delta"]'), 10, "delta gone")
+
+
+def test_theme_keyboard_and_labels(ui, server):
+    ensure_cluster(server, "alpha")
+    ui.login()
+    ui.go("#/clusters")
+    ui.wait_css("#clusters-table")
+    # Every control of every form has an accessible name.
+    for route in ("#/clusters/new", "#/clusters/alpha"):
+        ui.go(route)
+        ui.wait_css("h1")
+        time.sleep(0.5)
+        unlabeled = ui.js("""
+            return [...document.querySelectorAll('input, select, textarea, button')]
+              .filter((el) => el.type !== 'hidden')
+              .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                              && !el.textContent.trim() && !el.getAttribute('aria-labelledby'))
+              .map((el) => el.outerHTML.slice(0, 120));
+        """)
+        assert unlabeled == [], f"{route}: {unlabeled}"
+    # The first Tab reaches the skip link; the route heading has focus after navigation.
+    ui.go("#/clusters")
+    ui.wait_css("#clusters-table")
+    assert ui.js("return document.activeElement.tagName") == "H1"
+    first = ui.js("return document.querySelector('a[href], button, input, select').className")
+    assert first == "skip-link", "the skip link is the first stop of the tab order"
+    ui.js("document.querySelector('.skip-link').focus()")
+    ActionChains(ui.d).send_keys(Keys.ENTER).perform()
+    assert ui.js("return document.activeElement.tagName") == "H1"
+    assert "#/clusters" in ui.d.current_url, "the skip link does not break the hash route"
+    # Dark theme by the toggle, remembered across reloads.
+    ui.js("localStorage.removeItem('instantstart.theme')")
+    ui.click(ui.css("#theme-toggle"))
+    theme = ui.js("return document.documentElement.dataset.theme")
+    assert theme in ("dark", "light")
+    if theme == "light":
+        ui.click(ui.css("#theme-toggle"))
+    assert ui.js("return document.documentElement.dataset.theme") == "dark"
+    ui.d.refresh()
+    ui.wait_css("#clusters-table")
+    assert ui.js("return document.documentElement.dataset.theme") == "dark"
+    bg = ui.js("return getComputedStyle(document.body).backgroundColor")
+    assert bg == "rgb(13, 17, 23)", bg
+    ui.screenshot("dark-clusters")
+    _, ops = server.api("GET", "/api/operations?target=cluster/alpha&limit=1")
+    ui.go(f"#/operations/{ops[0]['id']}")
+    wait_all_green(ui)
+    ui.screenshot("dark-progress")
+    ui.go("#/clusters/new")
+    ui.wait_css("#f-name")
+    ui.screenshot("dark-create")
+    ui.js("localStorage.removeItem('instantstart.theme')")

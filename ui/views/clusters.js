@@ -1,0 +1,182 @@
+// Clusters: list with status, region and the active marker; switch the active cluster; import
+// an existing EKS cluster; delete with a type-the-name confirmation. The list refreshes when an
+// operation changes (WebSocket), not on a timer.
+
+import { h, replace, routeHref, timeEl, words, debounce, announce } from '../dom.js';
+import * as api from '../api.js';
+import { badge } from '../components/status-badge.js';
+import { openDialog } from '../components/dialog.js';
+import { showFindings, clearFindings } from '../fields.js';
+
+export function clustersView({ app }) {
+  const tableSlot = h('div', { class: 'table-slot', 'aria-live': 'polite', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading clusters…'));
+  const errorBox = h('div', { class: 'notice bad', role: 'alert', hidden: true });
+  const el = h('section', { class: 'view' },
+    h('div', { class: 'view-head' },
+      h('h1', {}, 'Clusters'),
+      h('div', { class: 'view-actions' },
+        h('button', { type: 'button', class: 'btn', onclick: () => importDialog(app) }, 'Import existing EKS…'),
+        h('a', { class: 'btn primary', href: '#/clusters/new' }, 'Create cluster'))),
+    h('p', { class: 'lede muted' }, 'EKS clusters with their HyperPod clusters. The active cluster is the one jobs, storage and features act on.'),
+    errorBox,
+    tableSlot);
+
+  async function load() {
+    try {
+      const clusters = await api.get('/api/clusters');
+      errorBox.hidden = true;
+      render(clusters);
+    } catch (err) {
+      if (err.status === 401) return;
+      errorBox.hidden = false;
+      replace(errorBox, h('strong', {}, `${err.title}. `), err.message);
+    } finally {
+      tableSlot.removeAttribute('aria-busy');
+    }
+  }
+
+  function render(clusters) {
+    if (!clusters.length) {
+      replace(tableSlot, h('div', { class: 'empty card' },
+        h('h2', {}, 'No clusters yet'),
+        h('p', {}, 'Create an EKS cluster with HyperPod in one form, or import an EKS cluster you already have.'),
+        h('div', { class: 'actions' },
+          h('a', { class: 'btn primary', href: '#/clusters/new' }, 'Create cluster'),
+          h('button', { type: 'button', class: 'btn', onclick: () => importDialog(app) }, 'Import existing EKS…'))));
+      return;
+    }
+    const rows = clusters.map((c) => h('tr', { dataset: { cluster: c.name, status: c.status, active: String(c.active) } },
+      h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', c.name) }, c.name)),
+      h('td', {}, badge(c.status)),
+      h('td', {}, c.region),
+      h('td', {}, words(c.source)),
+      h('td', {}, c.kubernetes_version || h('span', { class: 'muted' }, '—')),
+      h('td', { class: 'nowrap' }, c.active
+        ? h('span', { class: 'active-marker' }, h('span', { 'aria-hidden': 'true' }, '★ '), 'Active')
+        : h('button', {
+          type: 'button', class: 'btn small', 'aria-label': `Make ${c.name} the active cluster`,
+          onclick: (e) => setActive(c.name, e.currentTarget),
+        }, 'Make active')),
+      h('td', {}, c.last_operation
+        ? h('a', { href: routeHref('operations', c.last_operation.id) }, words(c.last_operation.kind), ' ', badge(c.last_operation.status))
+        : h('span', { class: 'muted' }, '—')),
+      h('td', { class: 'nowrap' }, timeEl(c.created_at)),
+      h('td', { class: 'nowrap actions-cell' },
+        h('button', {
+          type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete ${c.name}…`,
+          onclick: () => deleteDialog(app, c),
+        }, 'Delete…'))));
+    replace(tableSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'clusters-table' },
+      h('caption', { class: 'visually-hidden' }, 'Clusters'),
+      h('thead', {}, h('tr', {},
+        ['Name', 'Status', 'Region', 'Source', 'Kubernetes', 'Active', 'Last operation', 'Created', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
+      h('tbody', {}, rows))));
+  }
+
+  async function setActive(name, btn) {
+    btn.disabled = true;
+    try {
+      await api.put('/api/active-cluster', { name });
+      announce(`${name} is now the active cluster`);
+      await app.refreshContext();
+      await load();
+      tableSlot.querySelector(`tr[data-cluster="${CSS.escape(name)}"] .active-marker`)?.closest('tr')?.querySelector('a')?.focus();
+    } catch (err) {
+      btn.disabled = false;
+      errorBox.hidden = false;
+      replace(errorBox, h('strong', {}, `${err.title}. `), err.message);
+    }
+  }
+
+  const reload = debounce(load, 150);
+  const stream = new api.OperationStream({ onOperation: reload }).start();
+  load();
+  return {
+    el,
+    title: 'Clusters',
+    dispose() {
+      stream.stop();
+      reload.cancel();
+    },
+  };
+}
+
+/** Import an existing EKS (and HyperPod) cluster: a small form, then the operation. */
+export async function importDialog(app) {
+  const region = app.context?.default_region || 'us-east-1';
+  const key = api.newIdempotencyKey();
+  const field = (name, label, attrs = {}, help) => h('div', { class: 'field' },
+    h('label', { for: `imp-${name}` }, label),
+    h('input', { id: `imp-${name}`, name, autocomplete: 'off', spellcheck: 'false', dataset: { field: name }, ...attrs }),
+    help && h('p', { class: 'help' }, help));
+  const fields = h('div', { class: 'dialog-fields' },
+    h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
+    field('name', 'InstantStart name', { required: true }, 'How this control plane will call the cluster.'),
+    field('region', 'Region', { value: region, required: true }),
+    field('eks_cluster', 'EKS cluster name', { required: true }),
+    field('hyperpod_cluster', 'HyperPod cluster name (optional)', {}, 'A HyperPod cluster orchestrated by that EKS cluster, if any.'));
+  const op = await openDialog({
+    title: 'Import an existing EKS cluster',
+    body: [h('p', { class: 'muted' }, 'Nothing is changed in AWS: the control plane checks that the clusters exist and registers them.'), fields],
+    confirmLabel: 'Import',
+    onConfirm: async (form) => {
+      clearFindings(form);
+      const v = (n) => form.querySelector(`[name="${n}"]`).value.trim();
+      const body = { name: v('name'), region: v('region'), eks_cluster: v('eks_cluster') };
+      if (v('hyperpod_cluster')) body.hyperpod_cluster = v('hyperpod_cluster');
+      try {
+        const { data } = await api.post('/api/clusters/import', body, { idempotencyKey: key });
+        return data.operation;
+      } catch (err) {
+        if (err.findings.length) {
+          showFindings(form, err);
+          err.shown = true;
+          throw err;
+        }
+        throw err;
+      }
+    },
+  });
+  if (op) app.navigate(`#/operations/${encodeURIComponent(op.id)}`);
+}
+
+/** Delete with the plan shown and the name typed; option to delete the bucket too. */
+export async function deleteDialog(app, cluster) {
+  const key = api.newIdempotencyKey();
+  const planSlot = h('div', { class: 'plan-mini', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Reading the plan…'));
+  const bucket = h('input', { type: 'checkbox', id: 'del-bucket', name: 'delete_bucket', dataset: { field: 'delete_bucket' } });
+  const loadPlan = async () => {
+    try {
+      const { data } = await api.del(`/api/clusters/${api.seg(cluster.name)}`, { query: { dry_run: true, delete_bucket: bucket.checked } });
+      replace(planSlot, h('p', {}, 'These steps will run:'),
+        h('ol', { class: 'plan-steps compact' }, data.steps.map((s) => h('li', {}, s.title))));
+    } catch (err) {
+      replace(planSlot, h('p', { class: 'inline-error' }, err.message));
+    }
+  };
+  bucket.addEventListener('change', loadPlan);
+  const imported = cluster.source === 'imported';
+  const body = [
+    h('p', {}, imported
+      ? ['The imported cluster ', h('strong', {}, cluster.name), ' is forgotten by InstantStart; its AWS resources stay as they are.']
+      : ['This deletes ', h('strong', {}, cluster.name), ' and every AWS resource InstantStart created for it (only resources carrying its ownership tags).']),
+    planSlot,
+    !imported && h('div', { class: 'field check' }, bucket,
+      h('label', { for: 'del-bucket' }, 'Also delete the shared S3 bucket (only if InstantStart created it; its data is lost)')),
+  ];
+  loadPlan();
+  const op = await openDialog({
+    title: `Delete cluster ${cluster.name}?`,
+    body,
+    confirmLabel: 'Delete cluster',
+    danger: true,
+    typeToConfirm: cluster.name,
+    onConfirm: async () => {
+      const { data } = await api.del(`/api/clusters/${api.seg(cluster.name)}`, {
+        query: { delete_bucket: bucket.checked }, idempotencyKey: key,
+      });
+      return data.operation;
+    },
+  });
+  if (op) app.navigate(`#/operations/${encodeURIComponent(op.id)}`);
+}
