@@ -207,6 +207,7 @@ fn validation_errors_exit_2_and_name_every_field() {
         .stderr(predicate::str::contains("missing count="));
     s.cli().args(["cluster", "create", "--name", "x", "--vpc-cidr", "10.0.0/16"]).assert().code(2);
     s.cli().args(["operation", "get", "op-nope"]).assert().code(2).stderr(predicate::str::contains("not found"));
+    s.cli().args(["operation", "wait", "op-nope"]).assert().code(2).stderr(predicate::str::contains("not found"));
     s.cli().args(["operation", "list", "--limit", "0"]).assert().code(2).stderr(predicate::str::contains("limit:"));
     s.cli().args(["context", "zones", "--region", "mars"]).assert().code(2).stderr(predicate::str::contains("region:"));
     assert_eq!(s.json(&["operation", "list"]), serde_json::json!([]), "nothing was recorded");

@@ -6,7 +6,8 @@
 //! `{"type":"operation","operation":{…}}` and `{"type":"heartbeat"}`), which sends a snapshot
 //! first and then every phase change, so nothing is missed between connecting and listening.
 //!
-//! When the stream cannot be opened, drops, or goes quiet past the heartbeat timeout, the
+//! The follower first reads the operation once (`GET /api/operations/{id}`), so an unknown id
+//! fails at once and a finished operation needs no stream. When the stream cannot be opened, drops, or goes quiet past the heartbeat timeout, the
 //! follower polls `GET /api/operations/{id}` once and reconnects; after
 //! [`FollowOptions::max_stream_failures`] consecutive failures it keeps polling. Transient
 //! connection errors while polling are retried with backoff; authentication errors and an
@@ -81,6 +82,8 @@ pub struct Follower {
     next_poll: Option<Instant>,
     last: Option<Operation>,
     done: bool,
+    /// Whether the operation was read once with a GET (the stream does not report unknown ids).
+    checked: bool,
 }
 
 impl Follower {
@@ -95,6 +98,7 @@ impl Follower {
             next_poll: None,
             last: None,
             done: false,
+            checked: false,
         }
     }
 
@@ -116,7 +120,15 @@ impl Follower {
                 return None;
             }
             let use_stream = self.opts.websocket && self.stream_failures < self.opts.max_stream_failures;
-            let turn = if use_stream { self.stream_turn().await } else { self.poll_turn().await };
+            // The first turn reads the operation: an unknown id is an error at once, and a
+            // finished operation needs no stream.
+            let turn = if use_stream && self.checked {
+                self.stream_turn().await
+            } else {
+                self.checked = true;
+                self.next_poll = None;
+                self.poll_turn().await
+            };
             match turn {
                 Turn::Update(op) => {
                     if let Some(op) = self.accept(*op) {
@@ -365,6 +377,6 @@ mod tests {
         let statuses: Vec<_> = updates.into_iter().map(|u| u.unwrap().status).collect();
         assert_eq!(statuses, [OperationStatus::Running, OperationStatus::Succeeded]);
         assert_eq!(fake.streams.load(Ordering::SeqCst), 2, "reconnected once");
-        assert_eq!(fake.polls.load(Ordering::SeqCst), 1, "polled once while the stream was down");
+        assert_eq!(fake.polls.load(Ordering::SeqCst), 2, "read once first, polled once while the stream was down");
     }
 }
