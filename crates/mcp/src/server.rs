@@ -1,0 +1,547 @@
+//! The tool surface: one tool per action, each a call of the REST API through
+//! [`instantstart_client::Client`].
+//!
+//! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
+//! `operation_*`, `audit_*`). Every tool sets all four MCP hints explicitly:
+//! `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint` (open world = the call
+//! reaches AWS or Kubernetes through the control plane; closed = only the control plane's own
+//! records). Every operation-creating tool takes `idempotency_key` and `dry_run`, returns the
+//! operation id and names `operation_wait` / `operation_get` as the status tools.
+
+use crate::args::*;
+use crate::render::{self, failure, ok, ok_serialize};
+use instantstart_client::{Client, FollowOptions, MutationOptions, OperationQuery};
+use instantstart_core::operation::Operation;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ProgressNotificationParam, ProgressToken};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Interval of keep-alive progress notifications while `operation_wait` sees no change, so
+/// clients that reset their request timeout on progress keep waiting.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// The MCP server: a typed REST client and the tool router.
+#[derive(Clone)]
+pub struct InstantStartMcp {
+    client: Client,
+}
+
+fn mutation_options(m: &MutationArgs) -> MutationOptions {
+    MutationOptions { dry_run: m.dry_run, idempotency_key: m.idempotency_key.clone() }
+}
+
+/// Compact view of an operation for listings (full steps come from operation_get).
+fn operation_summary(op: &Operation) -> Value {
+    json!({
+        "id": op.id,
+        "kind": op.kind,
+        "target": op.target,
+        "status": op.status,
+        "progress": render::progress_line(op),
+        "error": op.error,
+        "actor": op.actor,
+        "created_at": op.created_at,
+        "finished_at": op.finished_at,
+    })
+}
+
+#[tool_router(vis = "pub")]
+impl InstantStartMcp {
+    /// A server calling the control plane through `client`.
+    pub fn new(client: Client) -> Self {
+        InstantStartMcp { client }
+    }
+
+    // ----- context -----
+
+    #[tool(
+        name = "context_get",
+        description = "Who and where the control plane runs: provider (sim or aws), AWS identity (account, ARN), \
+                       default region, active cluster, version. Call this first in a session.",
+        annotations(
+            title = "Control plane context",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn context_get(&self) -> CallToolResult {
+        match self.client.context().await {
+            Ok(v) => ok(v),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "context_zones",
+        description = "Availability Zones (name and zone id) of a region. Query them before offering the user a \
+                       choice of zones; never guess zone names.",
+        annotations(
+            title = "Availability Zones",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn context_zones(&self, Parameters(a): Parameters<RegionArgs>) -> CallToolResult {
+        match self.client.zones(a.region.as_deref()).await {
+            Ok(zones) => ok_serialize(&zones),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "context_instance_types",
+        description = "HyperPod instance types offered in a region, each with the Availability Zones that offer it \
+                       and what InstantStart knows about it (accelerators, memory, EFA interfaces, EFA-only \
+                       support). Query before offering instance types; filter by availability_zone to see what \
+                       one zone offers.",
+        annotations(
+            title = "Instance types",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn context_instance_types(&self, Parameters(a): Parameters<InstanceTypesArgs>) -> CallToolResult {
+        match self.client.instance_types(a.region.as_deref()).await {
+            Ok(mut types) => {
+                if let Some(az) = &a.availability_zone {
+                    types.retain(|t| {
+                        t.get("availability_zones")
+                            .and_then(Value::as_array)
+                            .is_some_and(|zones| zones.iter().any(|z| z.as_str() == Some(az.as_str())))
+                    });
+                }
+                ok(Value::Array(types))
+            }
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "context_sim_stats",
+        description = "Simulated cloud only: how many times each simulated AWS/Kubernetes API was called. Useful \
+                       to show that a retry did not repeat a mutation. Fails (404) with the real AWS provider.",
+        annotations(
+            title = "Simulated API call counters",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn context_sim_stats(&self) -> CallToolResult {
+        match self.client.sim_stats().await {
+            Ok(stats) => ok_serialize(&stats),
+            Err(e) => failure(&e),
+        }
+    }
+
+    // ----- clusters -----
+
+    #[tool(
+        name = "cluster_list",
+        description = "Every cluster the control plane knows: name, region, EKS and HyperPod names, whether it is \
+                       active, its status (creating, ready, failed, deleting, delete_failed, importing) and its \
+                       last operation. Call before creating anything (inspect before create).",
+        annotations(
+            title = "List clusters",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cluster_list(&self) -> CallToolResult {
+        match self.client.list_clusters().await {
+            Ok(clusters) => ok(Value::Array(clusters)),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "cluster_get",
+        description = "One cluster with live state read from AWS: the EKS cluster, the HyperPod cluster with its \
+                       instance groups, and every node with its health status. `live_error` says why live state \
+                       could not be read.",
+        annotations(
+            title = "Get a cluster",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn cluster_get(&self, Parameters(a): Parameters<ClusterNameArgs>) -> CallToolResult {
+        match self.client.get_cluster(&a.name).await {
+            Ok(v) => ok(v),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "cluster_create",
+        description = "Create a cluster end to end as one durable operation: network (VPC, subnets) -> EKS control \
+                       plane (about 10 minutes on AWS) -> select as active -> add-ons -> HyperPod cluster with \
+                       node auto-recovery -> shared storage; IAM roles, the bucket and /20 compute subnets are \
+                       created meanwhile. Ask the user only for decisions (region, zones, instance type, count, \
+                       capacity type); the control plane plans CIDRs, route tables and security groups. Validation \
+                       errors come back with every field path. Returns the operation id at once: then call \
+                       operation_wait with that id until the status is terminal. Use dry_run to show the plan \
+                       first, and an idempotency_key so a retry never starts a second pipeline.",
+        annotations(
+            title = "Create a cluster",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn cluster_create(&self, Parameters(a): Parameters<ClusterCreateArgs>) -> CallToolResult {
+        match self.client.create_cluster_json(&a.body(), &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "cluster_import",
+        description = "Register an existing EKS cluster (and optionally its HyperPod cluster) after checking that \
+                       they exist and are active. Nothing in AWS is created or changed. Returns the operation id: \
+                       call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Import a cluster",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn cluster_import(&self, Parameters(a): Parameters<ClusterImportArgs>) -> CallToolResult {
+        match self.client.import_cluster_json(&a.body(), &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "cluster_delete",
+        description = "Delete a cluster: HyperPod cluster, EKS cluster, subnets, roles and network, in reverse \
+                       order, only what InstantStart created (imported clusters are only forgotten). The shared \
+                       bucket is kept unless delete_bucket is true. Destructive: confirm with the user first and \
+                       show the dry_run plan. Returns the operation id: call operation_wait with it until the \
+                       status is terminal.",
+        annotations(
+            title = "Delete a cluster",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn cluster_delete(&self, Parameters(a): Parameters<ClusterDeleteArgs>) -> CallToolResult {
+        match self.client.delete_cluster(&a.name, a.delete_bucket, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "cluster_set_active",
+        description = "Select the active cluster (the default target of cluster-scoped work in the UI, CLI and \
+                       agent); null clears it. Takes effect immediately (no operation to follow) and is audited. \
+                       dry_run shows the current and the requested active cluster without changing anything.",
+        annotations(
+            title = "Select the active cluster",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cluster_set_active(&self, Parameters(a): Parameters<SetActiveArgs>) -> CallToolResult {
+        if a.dry_run {
+            let current = match self.client.active_cluster().await {
+                Ok(c) => c,
+                Err(e) => return failure(&e),
+            };
+            if let Some(name) = &a.name
+                && let Err(e) = self.client.get_cluster(name).await
+            {
+                return failure(&e);
+            }
+            return ok(json!({
+                "dry_run": true,
+                "active": current,
+                "requested": a.name,
+                "changes": current != a.name,
+                "note": "Dry run: nothing was changed.",
+            }));
+        }
+        match self.client.set_active_cluster(a.name.as_deref()).await {
+            Ok(active) => ok(json!({
+                "active": active,
+                "completion": "Done: this change is immediate; there is no operation to follow.",
+            })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    // ----- operations -----
+
+    #[tool(
+        name = "operation_list",
+        description = "Operations (every mutation is one), newest first, with status and a one-line progress \
+                       summary; filter by target (e.g. cluster/demo) and status. Use operation_get for steps.",
+        annotations(
+            title = "List operations",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn operation_list(&self, Parameters(a): Parameters<OperationListArgs>) -> CallToolResult {
+        let q = OperationQuery { target: a.target, status: a.status, limit: Some(a.limit.unwrap_or(20)) };
+        match self.client.list_operations(&q).await {
+            Ok(ops) => ok(Value::Array(ops.iter().map(operation_summary).collect())),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "operation_get",
+        description = "One operation with every step: phase (pending, submitting, submitted, polling, succeeded, \
+                       failed, needs_attention, cancelled), attempts, timings, the resource it created and its \
+                       error. The status tool of every mutation: the operation is finished when status is \
+                       succeeded, failed, needs_attention or cancelled.",
+        annotations(
+            title = "Get an operation",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn operation_get(&self, Parameters(a): Parameters<OperationIdArgs>) -> CallToolResult {
+        match self.client.get_operation(&a.id).await {
+            Ok(op) => ok_serialize(&op),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "operation_wait",
+        description = "Follow an operation until it reaches a terminal status (succeeded, failed, \
+                       needs_attention, cancelled) or timeout_secs passes (default 600, at most 900), sending MCP \
+                       progress notifications as steps advance. Returns early on a terminal status with the \
+                       steps that did not succeed and what to do next; if it returns terminal=false, call it \
+                       again. Use it after every mutating tool instead of sleeping.",
+        annotations(
+            title = "Wait for an operation",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn operation_wait(
+        &self,
+        Parameters(a): Parameters<OperationWaitArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let limit = Duration::from_secs(a.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS).clamp(1, MAX_WAIT_SECS));
+        let started = Instant::now();
+        let deadline = started + limit;
+        let mut progress = Progress::new(ctx.meta.get_progress_token(), ctx.peer.clone());
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let mut follower = self.client.follow(&a.id, FollowOptions::default());
+        // The follower runs in its own task so waiting here never cancels it mid-read.
+        let task = AbortOnDrop(tokio::spawn(async move {
+            while let Some(item) = follower.next().await {
+                if tx.send(item).await.is_err() {
+                    break;
+                }
+            }
+        }));
+        let mut heartbeat = tokio::time::interval_at(started + HEARTBEAT, HEARTBEAT);
+        let mut last: Option<Operation> = None;
+        loop {
+            tokio::select! {
+                item = rx.recv() => match item {
+                    Some(Ok(op)) => {
+                        progress.report(&op).await;
+                        let terminal = op.status.is_terminal();
+                        last = Some(op);
+                        if terminal {
+                            break;
+                        }
+                    }
+                    Some(Err(e)) => return failure(&e),
+                    None => break,
+                },
+                _ = heartbeat.tick() => progress.heartbeat(last.as_ref(), started.elapsed()).await,
+                _ = tokio::time::sleep_until(deadline) => break,
+                _ = ctx.ct.cancelled() => break,
+            }
+        }
+        drop(task);
+        let op = match last {
+            Some(op) => op,
+            None => match self.client.get_operation(&a.id).await {
+                Ok(op) => op,
+                Err(e) => return failure(&e),
+            },
+        };
+        ok(render::waited(&op, started.elapsed().as_secs()))
+    }
+
+    #[tool(
+        name = "operation_retry_step",
+        description = "Retry one failed step of an operation (the step observes before it submits again, so a \
+                       mutation is never repeated); the operation resumes from there. Fix the cause first. \
+                       Returns the operation: then call operation_wait with its id until the status is terminal.",
+        annotations(
+            title = "Retry a failed step",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn operation_retry_step(&self, Parameters(a): Parameters<RetryStepArgs>) -> CallToolResult {
+        match self.client.retry_step(&a.id, &a.step).await {
+            Ok(op) => ok(json!({
+                "operation_id": op.id,
+                "status": op.status,
+                "retried_step": a.step,
+                "progress": render::progress_line(&op),
+                "status_tool": "operation_wait",
+                "next_call": { "tool": "operation_wait", "arguments": { "id": op.id } },
+                "completion": render::completion(&op.id.0),
+            })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "operation_cancel",
+        description = "Cancel a running operation: it stops between provider calls; nothing is rolled back and \
+                       resources created so far stay. Confirm with the user first. Returns the operation: call \
+                       operation_wait with its id until the status is terminal (cancelled).",
+        annotations(
+            title = "Cancel an operation",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn operation_cancel(&self, Parameters(a): Parameters<OperationIdArgs>) -> CallToolResult {
+        match self.client.cancel_operation(&a.id).await {
+            Ok(op) => ok(json!({
+                "operation_id": op.id,
+                "status": op.status,
+                "progress": render::progress_line(&op),
+                "status_tool": "operation_wait",
+                "next_call": { "tool": "operation_wait", "arguments": { "id": op.id } },
+                "completion": render::completion(&op.id.0),
+            })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    // ----- audit -----
+
+    #[tool(
+        name = "audit_list",
+        description = "The audit log, newest first: who (face and token name) did what to which target, when, \
+                       with which request or diff. Filter by target (e.g. cluster/demo).",
+        annotations(
+            title = "Audit log",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn audit_list(&self, Parameters(a): Parameters<AuditListArgs>) -> CallToolResult {
+        match self.client.audit(a.target.as_deref(), Some(a.limit.unwrap_or(50))).await {
+            Ok(entries) => ok_serialize(&entries),
+            Err(e) => failure(&e),
+        }
+    }
+}
+
+#[tool_handler(
+    name = "instantstart",
+    instructions = "InstantStart control plane for Amazon SageMaker HyperPod on EKS. Rules: (1) inspect before \
+                    create: cluster_list, context_zones and context_instance_types before offering choices; \
+                    (2) ask the user only decision-level questions (region, Availability Zone, instance type, \
+                    count, capacity type); (3) every mutating tool returns an operation id: follow it with \
+                    operation_wait until the status is terminal and report the outcome, not the submission. \
+                    Validation errors list every field path: fix them all and call again."
+)]
+impl ServerHandler for InstantStartMcp {}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// MCP progress notifications for one request: the progress value strictly increases (the
+/// number of finished steps, plus a small increment for each update within a step).
+struct Progress {
+    token: Option<ProgressToken>,
+    peer: Peer<RoleServer>,
+    last: f64,
+}
+
+impl Progress {
+    fn new(token: Option<ProgressToken>, peer: Peer<RoleServer>) -> Self {
+        Progress { token, peer, last: -1.0 }
+    }
+
+    async fn send(&mut self, done: usize, total: usize, message: String) {
+        let Some(token) = &self.token else { return };
+        let done = done as f64;
+        let value = (self.last + 0.001).max(done).min(done + 0.999);
+        if value <= self.last {
+            return;
+        }
+        self.last = value;
+        let mut param = ProgressNotificationParam::new(token.clone(), value).with_message(message);
+        if total > 0 {
+            param = param.with_total(total as f64);
+        }
+        if let Err(e) = self.peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "progress notification not sent");
+        }
+    }
+
+    async fn report(&mut self, op: &Operation) {
+        self.send(render::done_steps(op), op.steps.len(), render::progress_line(op)).await;
+    }
+
+    async fn heartbeat(&mut self, op: Option<&Operation>, elapsed: Duration) {
+        match op {
+            Some(op) => {
+                let line = format!("{} (waiting {} s)", render::progress_line(op), elapsed.as_secs());
+                self.send(render::done_steps(op), op.steps.len(), line).await;
+            }
+            None => self.send(0, 0, format!("waiting for the first update ({} s)", elapsed.as_secs())).await,
+        }
+    }
+}

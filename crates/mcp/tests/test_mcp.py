@@ -1,0 +1,345 @@
+"""End-to-end tests of `instantstart-mcp`, driven over stdio by the official MCP Python SDK.
+
+A real `instantstart-server` runs on the simulated cloud (loopback, temp data dir, --sim-speed
+2000) and each test talks to it only through MCP tool calls, exactly as an agent would:
+
+- the tool surface (names, the four hints on every tool, documented arguments);
+- the create-cluster pipeline run to a terminal state (cluster_create, then operation_wait,
+  with progress notifications);
+- a validation error returned as a tool result with isError and field paths;
+- a mutating call replayed with the same idempotency key returns the same operation.
+
+Binaries: INSTANTSTART_SERVER_BIN and INSTANTSTART_MCP_BIN (default: target/debug/…).
+Run: `cargo xtask mcp-test` (builds both and runs this file with the test venv).
+The server is always killed at the end, whatever happens.
+"""
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+ROOT = Path(__file__).resolve().parents[3]
+SERVER_BIN = os.environ.get("INSTANTSTART_SERVER_BIN", str(ROOT / "target/debug/instantstart-server"))
+MCP_BIN = os.environ.get("INSTANTSTART_MCP_BIN", str(ROOT / "target/debug/instantstart-mcp"))
+TOKEN = "ist_mcp_test_token_for_loopback_only"
+
+READ_ONLY = {
+    "context_get",
+    "context_zones",
+    "context_instance_types",
+    "context_sim_stats",
+    "cluster_list",
+    "cluster_get",
+    "operation_list",
+    "operation_get",
+    "operation_wait",
+    "audit_list",
+}
+OPERATION_TOOLS = {"cluster_create", "cluster_import", "cluster_delete"}
+MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def control_plane():
+    """A real instantstart-server on the simulated cloud; killed at the end no matter what."""
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="instantstart-mcp-test-")
+    log = open(os.path.join(data, "server.log"), "wb")
+    env = {**os.environ, "INSTANTSTART_TOKEN": TOKEN, "RUST_LOG": "warn"}
+    proc = subprocess.Popen(
+        [SERVER_BIN, "--listen", f"127.0.0.1:{port}", "--sim-speed", "2000", "--data-dir", data],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"instantstart-server did not start; see {data}/server.log")
+            time.sleep(0.1)
+        yield {"url": url, "data": data}
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def mcp_params(url: str, token: str = TOKEN) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=MCP_BIN,
+        env={
+            "INSTANTSTART_URL": url,
+            "INSTANTSTART_TOKEN": token,
+            # Never read a developer's own CLI login.
+            "INSTANTSTART_CONFIG": os.path.join(tempfile.gettempdir(), "instantstart-mcp-test-no-config.json"),
+            "RUST_LOG": "warn",
+        },
+    )
+
+
+def run(url: str, scenario, token: str = TOKEN):
+    """Runs `scenario(session)` in a fresh MCP session with instantstart-mcp."""
+
+    async def main():
+        async with stdio_client(mcp_params(url, token)) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await scenario(session)
+
+    return asyncio.run(asyncio.wait_for(main(), timeout=300))
+
+
+def payload(result):
+    """The JSON a tool returned (structured content, else its text)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+async def call(session, name, args=None, **kw):
+    result = await session.call_tool(name, args or {}, **kw)
+    return result.is_error, payload(result)
+
+
+def create_args(name: str, **extra):
+    return {
+        "name": name,
+        "region": "us-east-1",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": {
+            "instance_groups": [
+                {"name": "workers", "instance_type": "ml.g5.2xlarge", "count": 2, "availability_zone": "us-east-1a"}
+            ]
+        },
+        **extra,
+    }
+
+
+def test_tool_surface_is_annotated_and_documented(control_plane):
+    async def scenario(s):
+        return (await s.list_tools()).tools
+
+    tools = {t.name: t for t in run(control_plane["url"], scenario)}
+    assert set(tools) == READ_ONLY | MUTATING
+    for name, tool in tools.items():
+        a = tool.annotations
+        assert a is not None, name
+        hints = (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
+        assert all(isinstance(h, bool) for h in hints), f"{name}: every hint is set explicitly: {hints}"
+        assert a.read_only_hint == (name in READ_ONLY), name
+        assert tool.description and len(tool.description) > 40, name
+        props = tool.input_schema.get("properties", {})
+        for arg, schema in props.items():
+            assert schema.get("description"), f"{name}.{arg} has no description"
+        if name in OPERATION_TOOLS:
+            assert {"idempotency_key", "dry_run"} <= set(props), name
+            assert "operation_wait" in tool.description, f"{name} names its status tool"
+    assert tools["cluster_delete"].annotations.destructive_hint is True
+    assert tools["cluster_create"].annotations.destructive_hint is False
+    assert set(tools["cluster_create"].input_schema["required"]) == {"name", "region", "availability_zones"}
+    assert tools["operation_wait"].input_schema["required"] == ["id"]
+
+
+def test_create_cluster_pipeline_runs_to_a_terminal_state(control_plane):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append((value, total, message))
+
+    async def scenario(s):
+        # Inspect before create.
+        err, clusters = await call(s, "cluster_list")
+        assert not err and clusters == []
+        err, ctx = await call(s, "context_get")
+        assert not err and ctx["provider"] == "sim"
+        err, zones = await call(s, "context_zones", {"region": "us-east-1"})
+        assert not err and {"us-east-1a", "us-east-1b"} <= {z["name"] for z in zones}
+        err, types = await call(s, "context_instance_types", {"availability_zone": "us-east-1a"})
+        assert not err and "ml.g5.2xlarge" in {t["instance_type"] for t in types}
+        assert all("us-east-1a" in t["availability_zones"] for t in types)
+
+        # The plan first: nothing changes.
+        err, plan = await call(s, "cluster_create", create_args("agentdemo", dry_run=True))
+        assert not err and plan["dry_run"] is True
+        keys = {step["key"] for step in plan["steps"]}
+        assert {"network", "eks_cluster", "hyperpod_cluster"} <= keys
+        err, clusters = await call(s, "cluster_list")
+        assert clusters == []
+
+        # Submit: the result is the operation id and the tool that decides completion.
+        err, sub = await call(s, "cluster_create", create_args("agentdemo", idempotency_key="agent-create-1"))
+        assert not err, sub
+        op_id = sub["operation_id"]
+        assert op_id.startswith("op-") and sub["status"] == "running"
+        assert sub["status_tool"] == "operation_wait"
+        assert sub["next_call"] == {"tool": "operation_wait", "arguments": {"id": op_id}}
+        assert "operation_wait" in sub["completion"] and "operation_get" in sub["completion"]
+
+        # Follow it to the end, with progress notifications.
+        done = None
+        for _ in range(10):
+            err, done = await call(
+                s, "operation_wait", {"id": op_id, "timeout_secs": 120}, progress_callback=on_progress
+            )
+            assert not err, done
+            if done["terminal"]:
+                break
+        assert done["status"] == "succeeded", done
+        assert done["steps_failed"] == [] and done["steps_pending"] == [] and done["steps_in_progress"] == []
+
+        err, op = await call(s, "operation_get", {"id": op_id})
+        assert not err and op["status"] == "succeeded"
+        assert all(step["phase"] == "succeeded" for step in op["steps"])
+        err, cluster = await call(s, "cluster_get", {"name": "agentdemo"})
+        assert not err and cluster["status"] == "ready" and cluster["active"] is True
+        assert cluster["hyperpod"] is not None
+        err, ops = await call(s, "operation_list", {"target": "cluster/agentdemo"})
+        assert not err and ops[0]["id"] == op_id
+        err, audit = await call(s, "audit_list", {"target": "cluster/agentdemo"})
+        assert not err and any(e["actor"]["face"] == "agent" for e in audit)
+        err, stats = await call(s, "context_sim_stats")
+        assert not err and isinstance(stats, dict)
+
+    run(control_plane["url"], scenario)
+    assert progress, "operation_wait sent progress notifications"
+    values = [p[0] for p in progress]
+    assert values == sorted(values) and len(set(values)) == len(values), "progress strictly increases"
+    assert any(p[1] for p in progress) and all(p[2] for p in progress)
+
+
+def test_validation_errors_come_back_as_tool_errors_with_field_paths(control_plane):
+    async def scenario(s):
+        bad = create_args("Bad_Name")
+        bad["availability_zones"] = ["us-east-1a"]
+        bad["hyperpod"]["instance_groups"][0]["count"] = 5000
+        bad["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.nope.large"
+        err, body = await call(s, "cluster_create", bad)
+        assert err is True
+        fields = {f["field"] for f in body["error"]["findings"]}
+        assert {
+            "name",
+            "availability_zones",
+            "hyperpod.instance_groups[0].count",
+            "hyperpod.instance_groups[0].instance_type",
+        } <= fields, fields
+        assert all(f["rule"] for f in body["error"]["findings"])
+        assert body["error"]["status"] == 400 and "findings" in body["hint"]
+
+        # A shape error deep inside a nested spec is a finding too, not a protocol error.
+        shape = create_args("shapes")
+        shape["hyperpod"]["instance_groups"][0]["capacity"] = {"type": "reserved"}
+        err, body = await call(s, "cluster_create", shape)
+        assert err is True
+        assert body["error"]["findings"][0]["field"].startswith("hyperpod.instance_groups[0].capacity")
+
+        # Dry runs validate exactly like real calls.
+        err, body = await call(s, "cluster_create", {**bad, "dry_run": True})
+        assert err is True and body["error"]["findings"]
+
+        # Valid but impossible (preflight: not offered in that AZ, no quota): the dry run shows
+        # the failing checks, the real call is a 422 tool error with findings.
+        big = create_args("bigone")
+        big["hyperpod"]["instance_groups"][0].update(instance_type="ml.p5.48xlarge", count=64)
+        err, plan = await call(s, "cluster_create", {**big, "dry_run": True})
+        assert not err and plan["dry_run"] is True
+        failed = [c for c in plan["checks"] if c["status"] == "fail"]
+        assert failed and all(c["field"].startswith("hyperpod.instance_groups[0]") for c in failed)
+        assert "preflight" in plan["note"]
+        err, body = await call(s, "cluster_create", big)
+        assert err is True and body["error"]["status"] == 422
+        assert {f["field"] for f in body["error"]["findings"]} == {c["field"] for c in failed}
+
+        # Unknown things are tool errors with a hint, too.
+        err, body = await call(s, "operation_get", {"id": "op-does-not-exist"})
+        assert err is True and body["error"]["status"] == 404
+        err, body = await call(s, "cluster_get", {"name": "nosuchcluster"})
+        assert err is True and body["error"]["status"] == 404
+
+    run(control_plane["url"], scenario)
+
+
+def test_replaying_a_mutation_with_the_same_idempotency_key_returns_the_same_operation(control_plane):
+    async def scenario(s):
+        args = create_args("replayed", idempotency_key="agent-replay-1")
+        err, first = await call(s, "cluster_create", args)
+        assert not err, first
+        err, second = await call(s, "cluster_create", args)
+        assert not err, second
+        assert second["operation_id"] == first["operation_id"]
+        assert first["replayed"] is False and second["replayed"] is True
+
+        # The same key with other arguments is refused, naming the operation.
+        other = create_args("replayed", idempotency_key="agent-replay-1")
+        other["hyperpod"]["instance_groups"][0]["count"] = 3
+        err, body = await call(s, "cluster_create", other)
+        assert err is True and body["error"]["status"] == 409
+        assert body["error"]["operation_id"] == first["operation_id"]
+
+        err, done = await call(s, "operation_wait", {"id": first["operation_id"], "timeout_secs": 180})
+        assert not err and done["status"] == "succeeded", done
+
+        # Deleting: the plan, then the operation, followed to the end.
+        err, plan = await call(s, "cluster_delete", {"name": "replayed", "dry_run": True})
+        assert not err and plan["dry_run"] is True and plan["steps"]
+        err, sub = await call(s, "cluster_delete", {"name": "replayed", "idempotency_key": "agent-delete-1"})
+        assert not err and sub["status_tool"] == "operation_wait"
+        err, again = await call(s, "cluster_delete", {"name": "replayed", "idempotency_key": "agent-delete-1"})
+        assert not err and again["operation_id"] == sub["operation_id"] and again["replayed"] is True
+        err, done = await call(s, "operation_wait", {"id": sub["operation_id"], "timeout_secs": 180})
+        assert not err and done["status"] == "succeeded", done
+        err, clusters = await call(s, "cluster_list")
+        assert "replayed" not in {c["name"] for c in clusters}
+
+    run(control_plane["url"], scenario)
+
+
+def test_active_cluster_and_unreachable_server(control_plane):
+    async def scenario(s):
+        err, plan = await call(s, "cluster_set_active", {"name": None, "dry_run": True})
+        assert not err and plan["dry_run"] is True
+        err, done = await call(s, "cluster_set_active", {"name": None})
+        assert not err and done["active"] is None
+        err, ctx = await call(s, "context_get")
+        assert ctx["active_cluster"] is None
+        err, body = await call(s, "cluster_set_active", {"name": "nosuchcluster"})
+        assert err is True and body["error"]["status"] == 404
+
+    run(control_plane["url"], scenario)
+
+    async def unreachable(s):
+        err, body = await call(s, "cluster_list")
+        assert err is True and "unreachable" in body["error"]["title"].lower()
+
+    run(f"http://127.0.0.1:{free_port()}", unreachable)
+
+    async def bad_token(s):
+        err, body = await call(s, "cluster_list")
+        assert err is True and body["error"]["status"] == 401
+
+    run(control_plane["url"], bad_token, token="ist_wrong_token")
