@@ -482,7 +482,8 @@ async fn preflight_explains_quotas_and_offerings_before_anything_is_created() {
     // Submitting is refused with 422 naming the field; nothing is recorded or created.
     let r = app.send(Method::POST, "/api/clusters", Some(body), &[]).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
-    let fields: Vec<&str> = r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    let fields: Vec<&str> =
+        r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
     assert!(fields.contains(&"hyperpod.instance_groups[0].count"), "{fields:?}");
     assert!(app.get("/api/operations").await.body.as_array().unwrap().is_empty());
     assert!(app.get("/api/clusters").await.body.as_array().unwrap().is_empty());

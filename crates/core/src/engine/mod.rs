@@ -177,7 +177,7 @@ pub trait Workflow: Send + Sync {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// An operation was recorded and started (or replayed from its idempotency key).
-    Submitted(Submission),
+    Submitted(Box<Submission>),
     /// The real state already matches: nothing recorded, nothing called.
     NoChange(Plan),
 }
@@ -306,20 +306,20 @@ impl Engine {
         let workflow = self.workflow(kind)?;
         let hash = request_hash(kind, "", request);
         if let Some(existing) = self.replayed(idempotency_key.as_deref(), &hash)? {
-            return Ok(Outcome::Submitted(Submission { operation: existing, created: false }));
+            return Ok(Outcome::Submitted(Box::new(Submission { operation: existing, created: false })));
         }
         let mut prepared = workflow.prepare(request)?;
         let assessment = workflow.assess(&prepared).await?;
         preflight::blocking(&assessment.checks)?;
-        if let Some(plan) = &assessment.plan {
-            if plan.is_noop() {
-                return Ok(Outcome::NoChange(plan.clone()));
-            }
+        if let Some(plan) = &assessment.plan
+            && plan.is_noop()
+        {
+            return Ok(Outcome::NoChange(plan.clone()));
         }
         if let Some(reduced) = &assessment.reduced_request {
             prepared = workflow.prepare(reduced)?;
         }
-        self.record(&workflow, kind, prepared, hash, actor, idempotency_key).map(Outcome::Submitted)
+        self.record(&workflow, kind, prepared, hash, actor, idempotency_key).map(|s| Outcome::Submitted(Box::new(s)))
     }
 
     /// The dry run of [`Engine::submit_checked`]: steps, diff and preflight, nothing changed.
@@ -428,7 +428,8 @@ impl Engine {
                 "operation {id} is still running; retry the step when it has finished"
             )));
         }
-        self.inner.store.reopen_operation(id)?;
+        // Reset the steps while the operation is still terminal (no driver acts on it), then
+        // reopen it: a driver that is just finishing sees the reset steps when it looks again.
         let reset = StepUpdate {
             phase: Some(StepPhase::Pending),
             error: Some(None),
@@ -436,9 +437,21 @@ impl Engine {
             finished_at: Some(None),
             ..Default::default()
         };
-        self.inner.store.update_step(id, key, &reset)?;
-        for s in op.steps.iter().filter(|s| s.phase == StepPhase::Cancelled && s.key != key) {
-            self.inner.store.update_step(id, &s.key, &reset)?;
+        let previous: Vec<(String, StepPhase)> = op
+            .steps
+            .iter()
+            .filter(|s| s.key == key || s.phase == StepPhase::Cancelled)
+            .map(|s| (s.key.clone(), s.phase))
+            .collect();
+        for (k, _) in &previous {
+            self.inner.store.update_step(id, k, &reset)?;
+        }
+        if let Err(e) = self.inner.store.reopen_operation(id) {
+            // Another operation holds the target: put the steps back as they were.
+            for (k, phase) in &previous {
+                let _ = self.inner.store.update_step(id, k, &StepUpdate { phase: Some(*phase), ..Default::default() });
+            }
+            return Err(e.into());
         }
         self.inner.store.append_audit(&AuditEntry {
             at: Utc::now(),

@@ -213,6 +213,29 @@ pub trait IamApi: Send + Sync {
     async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole>;
     /// Deletes the role and its inline policies / attachments.
     async fn delete_role(&self, name: &str) -> Result<()>;
+    /// The IAM OIDC provider of an issuer URL (e.g. an EKS cluster's), if registered.
+    async fn get_oidc_provider(&self, issuer_url: &str) -> Result<Option<OidcProvider>> {
+        Err(super::ProviderError::new(
+            "iam:GetOpenIDConnectProvider",
+            super::ProviderErrorKind::Failed,
+            format!("{issuer_url}: OIDC providers are not supported by this provider yet"),
+        ))
+    }
+    async fn create_oidc_provider(&self, issuer_url: &str, _tags: &Tags) -> Result<OidcProvider> {
+        Err(super::ProviderError::new(
+            "iam:CreateOpenIDConnectProvider",
+            super::ProviderErrorKind::Failed,
+            format!("{issuer_url}: OIDC providers are not supported by this provider yet"),
+        ))
+    }
+}
+
+/// An IAM OpenID Connect provider (the trust anchor of IRSA service-account roles).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OidcProvider {
+    pub arn: String,
+    pub url: String,
+    pub tags: Tags,
 }
 
 /// HyperPod cluster status, normalised; `InService` is [`ResourceState::Active`].
@@ -224,6 +247,12 @@ pub struct HyperPodCluster {
     pub state: ResourceState,
     pub instance_groups: Vec<HyperPodInstanceGroupStatus>,
     pub node_recovery: crate::spec::NodeRecovery,
+    /// Managed tiered checkpointing, when enabled.
+    #[serde(default)]
+    pub tiered_storage: Option<crate::spec::TieredCheckpointing>,
+    /// Managed Karpenter-based autoscaling of the instance groups.
+    #[serde(default)]
+    pub autoscaling: bool,
     pub tags: Tags,
 }
 
@@ -234,6 +263,15 @@ pub struct HyperPodInstanceGroupStatus {
     pub current_count: u32,
     pub target_count: u32,
     pub status: String,
+    /// How the group's capacity is bought (immutable).
+    #[serde(default)]
+    pub capacity: crate::spec::CapacitySpec,
+    /// Network interface mode (immutable).
+    #[serde(default)]
+    pub interface_mode: crate::spec::InterfaceMode,
+    /// Subnets of the group (its placement).
+    #[serde(default)]
+    pub subnet_ids: Vec<String>,
 }
 
 /// A HyperPod instance group as sent to CreateCluster, placement already decided.
@@ -253,6 +291,47 @@ pub struct CreateHyperPodCluster {
     pub node_recovery: crate::spec::NodeRecovery,
     pub instance_groups: Vec<HyperPodInstanceGroupRequest>,
     pub tags: Tags,
+}
+
+/// One UpdateCluster call: groups to create or update, groups to delete, cluster settings.
+/// Absent settings are left as they are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UpdateHyperPodCluster {
+    pub region: String,
+    pub name: String,
+    /// Groups to create, or existing groups with their new count (full spec, placement decided).
+    pub instance_groups: Vec<HyperPodInstanceGroupRequest>,
+    pub instance_groups_to_delete: Vec<String>,
+    pub node_recovery: Option<crate::spec::NodeRecovery>,
+    /// `Some(Some(..))` enables or changes tiered storage, `Some(None)` disables it.
+    pub tiered_storage: Option<Option<crate::spec::TieredCheckpointing>>,
+    pub autoscaling: Option<AutoscalingUpdate>,
+}
+
+/// Managed autoscaling switch; enabling needs the IAM role HyperPod's Karpenter assumes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AutoscalingUpdate {
+    pub enabled: bool,
+    pub role_arn: Option<String>,
+}
+
+/// A batch action on nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeAction {
+    Reboot,
+    /// Replace the instance (local volumes are lost).
+    Replace,
+    /// Remove the node from its group (local volumes are lost; the group shrinks).
+    Delete,
+}
+
+/// Per-node outcome of a batch action.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct BatchNodeResult {
+    pub accepted: Vec<String>,
+    /// `(node id, reason)` of nodes the service refused.
+    pub failed: Vec<(String, String)>,
 }
 
 /// One node of a HyperPod cluster.
@@ -285,6 +364,28 @@ pub trait HyperPodApi: Send + Sync {
     async fn create_hyperpod_cluster(&self, req: &CreateHyperPodCluster) -> Result<HyperPodCluster>;
     async fn delete_hyperpod_cluster(&self, region: &str, name: &str) -> Result<()>;
     async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>>;
+    /// UpdateCluster: add/scale/delete groups, node recovery, tiered storage, autoscaling.
+    async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
+        Err(super::ProviderError::new(
+            "sagemaker:UpdateCluster",
+            super::ProviderErrorKind::Failed,
+            format!("{}: UpdateCluster is not supported by this provider yet", req.name),
+        ))
+    }
+    /// BatchRebootClusterNodes / BatchReplaceClusterNodes / BatchDeleteClusterNodes.
+    async fn batch_node_action(
+        &self,
+        _region: &str,
+        cluster: &str,
+        action: NodeAction,
+        _node_ids: &[String],
+    ) -> Result<BatchNodeResult> {
+        Err(super::ProviderError::new(
+            "sagemaker:BatchClusterNodes",
+            super::ProviderErrorKind::Failed,
+            format!("{cluster}: {action:?} is not supported by this provider yet"),
+        ))
+    }
 }
 
 /// An S3 bucket.

@@ -10,6 +10,7 @@
 //! Every resource name derives from the cluster name ([`DerivedNames`]), every resource carries
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
+use super::steps::{AddonTarget, EnsureAddon, place_groups};
 use super::{cluster_target, decode, update_record};
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
@@ -18,9 +19,9 @@ use crate::names::DerivedNames;
 use crate::operation::{Operation, OperationKind, ResourceRef, StepSpec};
 use crate::preflight::{GroupToCheck, check_address_space, check_groups};
 use crate::provider::*;
-use crate::spec::{CapacitySpec, ClusterCreateRequest, NetworkSpec};
+use crate::spec::{ClusterCreateRequest, NetworkSpec};
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
-use crate::subnet::{ExistingComputeSubnet, SubnetPlanner, place_instance_group, plan_new_vpc};
+use crate::subnet::{SubnetPlanner, plan_new_vpc};
 use crate::validate::ValidationError;
 use crate::validate::{Findings, Validate};
 use async_trait::async_trait;
@@ -278,7 +279,13 @@ impl Workflow for CreateClusterWorkflow {
             "storage" => Arc::new(StorageStep(cx)),
             other => {
                 let addon = other.strip_prefix("addon:")?;
-                Arc::new(AddonStep { cx, addon: addon.to_string() })
+                let target = AddonTarget {
+                    aws: self.aws.clone(),
+                    region: cx.req.region.clone(),
+                    eks_cluster: cx.names().eks_cluster,
+                    cluster: cx.req.name.clone(),
+                };
+                Arc::new(EnsureAddon { target, addon: addon.to_string() })
             }
         };
         Some(exec)
@@ -554,71 +561,17 @@ impl StepExecutor for BucketStep {
 struct ComputeSubnetsStep(Arc<Shared>);
 
 impl ComputeSubnetsStep {
-    /// AZ of every group (training plan groups: the reservation's AZ).
     async fn placements(
         &self,
         cx: &StepContext<'_>,
         create: bool,
     ) -> Result<Option<BTreeMap<String, String>>, StepError> {
         let s = &self.0;
-        let Some(hp) = &s.req.hyperpod else {
-            return Ok(Some(BTreeMap::new()));
-        };
+        let Some(hp) = &s.req.hyperpod else { return Ok(Some(BTreeMap::new())) };
         let vpc_id = cx.input_str("network", "vpc_id")?;
-        let mut network = s.aws.describe_network(&s.req.region, &vpc_id).await?;
-        let mut placements = BTreeMap::new();
-        for g in &hp.instance_groups {
-            let reserved = match &g.capacity {
-                CapacitySpec::TrainingPlan { arn } => match s.aws.describe_training_plan(&s.req.region, arn).await? {
-                    Some(plan) => Some(plan.availability_zone),
-                    None => {
-                        return Err(StepError::Invalid(format!("training plan {arn} not found in {}", s.req.region)));
-                    }
-                },
-                _ => None,
-            };
-            let compute: Vec<ExistingComputeSubnet> = network
-                .subnets
-                .iter()
-                .filter_map(|sub| {
-                    let name = sub.name.as_deref()?;
-                    (name == DerivedNames::compute_subnet(&s.req.name, &sub.availability_zone)).then(|| {
-                        ExistingComputeSubnet {
-                            availability_zone: sub.availability_zone.clone(),
-                            subnet_id: sub.id.clone(),
-                        }
-                    })
-                })
-                .collect();
-            let mut planner = SubnetPlanner::new(network.vpc.cidrs.clone(), network.subnets.iter().map(|x| x.cidr));
-            let placement = place_instance_group(g, reserved.as_deref(), &compute, &mut planner)
-                .map_err(|e| StepError::Invalid(format!("instance group {}: {e}", g.name)))?;
-            let subnet_id = match placement {
-                crate::subnet::Placement::ExistingSubnet { subnet_id, .. }
-                | crate::subnet::Placement::ComputeSubnet { subnet_id, .. } => subnet_id,
-                crate::subnet::Placement::NewComputeSubnet { availability_zone, cidr } => {
-                    if !create {
-                        return Ok(None);
-                    }
-                    let sub = s
-                        .aws
-                        .create_subnet(&CreateSubnet {
-                            region: s.req.region.clone(),
-                            vpc_id: vpc_id.clone(),
-                            name: DerivedNames::compute_subnet(&s.req.name, &availability_zone),
-                            cidr,
-                            availability_zone,
-                            tags: s.tags(cx),
-                        })
-                        .await?;
-                    let id = sub.id.clone();
-                    network.subnets.push(sub);
-                    id
-                }
-            };
-            placements.insert(g.name.clone(), subnet_id);
-        }
-        Ok(Some(placements))
+        let tags = s.tags(cx);
+        place_groups(s.aws.as_ref(), &s.req.region, &vpc_id, &s.req.name, &hp.instance_groups, create.then_some(&tags))
+            .await
     }
 }
 
@@ -710,48 +663,6 @@ impl StepExecutor for SelectActiveStep {
 
     async fn poll(&self, _cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
         Ok(Progress::Done(json!({ "active_cluster": self.0.req.name })))
-    }
-}
-
-struct AddonStep {
-    cx: Arc<Shared>,
-    addon: String,
-}
-
-#[async_trait]
-impl StepExecutor for AddonStep {
-    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
-        let s = &self.cx;
-        // An add-on is a singleton per cluster: one that is already installed satisfies the
-        // dependency whoever installed it.
-        Ok(match s.aws.describe_addon(&s.req.region, &s.names().eks_cluster, &self.addon).await? {
-            Some(a) => Observation::Exists(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None }),
-            None => Observation::Absent,
-        })
-    }
-
-    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let s = &self.cx;
-        let a = s
-            .aws
-            .create_addon(&CreateEksAddon {
-                region: s.req.region.clone(),
-                cluster: s.names().eks_cluster,
-                name: self.addon.clone(),
-                version: None,
-                client_request_token: cx.idempotency_token.to_string(),
-                tags: s.tags(cx),
-            })
-            .await?;
-        Ok(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
-    }
-
-    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        let s = &self.cx;
-        let Some(a) = s.aws.describe_addon(&s.req.region, &s.names().eks_cluster, &r.id).await? else {
-            return Ok(Progress::Failed { reason: format!("add-on {} disappeared", r.id) });
-        };
-        Ok(from_state(&a.state, &format!("add-on {}", a.name), || json!({ "addon": a.name, "version": a.version })))
     }
 }
 

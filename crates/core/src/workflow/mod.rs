@@ -9,6 +9,7 @@
 pub mod create_cluster;
 pub mod delete_cluster;
 pub mod import_cluster;
+pub mod steps;
 
 use crate::Finding;
 use crate::engine::EngineError;

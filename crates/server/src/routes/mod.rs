@@ -249,6 +249,8 @@ pub struct DryRun {
 /// Response when the real state already matches the request: no operation was created.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct NoChange {
+    /// Always true: marks the "already in this state" answer.
+    pub no_change: bool,
     /// The empty plan.
     pub plan: instantstart_core::diff::Plan,
     pub message: String,
@@ -268,10 +270,13 @@ pub(crate) async fn submit(
         return Ok(dry_run(state.engine.dry_run_checked(kind, &request).await?));
     }
     Ok(match state.engine.submit_checked(kind, &request, principal.actor(), key).await? {
-        Outcome::Submitted(s) => accepted(s.operation, !s.created),
+        Outcome::Submitted(s) => {
+            let created = s.created;
+            accepted(s.operation, !created)
+        }
         Outcome::NoChange(plan) => {
             let message = plan.render();
-            Json(NoChange { plan, message }).into_response()
+            Json(NoChange { no_change: true, plan, message }).into_response()
         }
     })
 }

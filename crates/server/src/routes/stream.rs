@@ -57,6 +57,11 @@ async fn stream(
     WsUpgrade(ws): WsUpgrade,
 ) -> Result<Response, ApiError> {
     check_origin(&headers)?;
+    if let Some(id) = &q.operation_id
+        && state.store.get_operation(&OperationId(id.clone()))?.is_none()
+    {
+        return Err(ApiError::NotFound(format!("operation {id} not found")));
+    }
     let ws = ws.map_err(|_| {
         ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
     })?;

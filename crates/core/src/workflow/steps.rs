@@ -1,0 +1,179 @@
+//! Step executors and helpers shared by several workflows: ensuring or removing an EKS add-on,
+//! placing instance groups into (planned) /20 compute subnets, reading a cluster's context.
+
+use crate::engine::{Observation, Progress, StepContext, StepError, StepExecutor};
+use crate::names::DerivedNames;
+use crate::operation::ResourceRef;
+use crate::provider::*;
+use crate::spec::{CapacitySpec, InstanceGroupSpec};
+use crate::subnet::{ExistingComputeSubnet, Placement, SubnetPlanner, place_instance_group};
+use async_trait::async_trait;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Where an add-on lives and who owns what we create.
+#[derive(Clone)]
+pub struct AddonTarget {
+    pub aws: Arc<dyn AwsCloud>,
+    pub region: String,
+    pub eks_cluster: String,
+    /// InstantStart cluster name, for ownership tags.
+    pub cluster: String,
+}
+
+/// Ensures an EKS add-on is installed and active. An add-on is a singleton per cluster: one
+/// already installed satisfies the step whoever installed it.
+pub struct EnsureAddon {
+    pub target: AddonTarget,
+    pub addon: String,
+}
+
+#[async_trait]
+impl StepExecutor for EnsureAddon {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let t = &self.target;
+        Ok(match t.aws.describe_addon(&t.region, &t.eks_cluster, &self.addon).await? {
+            Some(a) if !matches!(a.state, ResourceState::Deleting) => {
+                Observation::Exists(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
+            }
+            _ => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let t = &self.target;
+        let a = t
+            .aws
+            .create_addon(&CreateEksAddon {
+                region: t.region.clone(),
+                cluster: t.eks_cluster.clone(),
+                name: self.addon.clone(),
+                version: None,
+                client_request_token: cx.idempotency_token.to_string(),
+                tags: ownership_tags(&t.cluster, &cx.operation_id.0),
+            })
+            .await?;
+        Ok(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let t = &self.target;
+        let Some(a) = t.aws.describe_addon(&t.region, &t.eks_cluster, &r.id).await? else {
+            return Ok(Progress::Failed { reason: format!("add-on {} disappeared", r.id) });
+        };
+        Ok(match &a.state {
+            ResourceState::Active => Progress::Done(json!({ "addon": a.name, "version": a.version })),
+            ResourceState::Failed { reason } => {
+                Progress::Failed { reason: format!("add-on {} failed: {reason}", a.name) }
+            }
+            other => Progress::Waiting { detail: format!("add-on {}: {}", a.name, state_word(other)) },
+        })
+    }
+}
+
+/// Removes an EKS add-on; absent already counts as done.
+pub struct RemoveAddon {
+    pub target: AddonTarget,
+    pub addon: String,
+}
+
+#[async_trait]
+impl StepExecutor for RemoveAddon {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let t = &self.target;
+        Ok(match t.aws.describe_addon(&t.region, &t.eks_cluster, &self.addon).await? {
+            None => Observation::Exists(ResourceRef { kind: "eks-addon".into(), id: self.addon.clone(), arn: None }),
+            Some(a) if matches!(a.state, ResourceState::Deleting) => {
+                Observation::Exists(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
+            }
+            Some(_) => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let t = &self.target;
+        t.aws.delete_addon(&t.region, &t.eks_cluster, &self.addon).await?;
+        Ok(ResourceRef { kind: "eks-addon".into(), id: self.addon.clone(), arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let t = &self.target;
+        Ok(match t.aws.describe_addon(&t.region, &t.eks_cluster, &r.id).await? {
+            None => Progress::Done(json!({ "removed": r.id })),
+            Some(a) => Progress::Waiting { detail: format!("add-on {}: {}", a.name, state_word(&a.state)) },
+        })
+    }
+}
+
+/// One word for a state, for progress details.
+pub fn state_word(state: &ResourceState) -> &'static str {
+    match state {
+        ResourceState::Creating => "creating",
+        ResourceState::Active => "active",
+        ResourceState::Updating => "updating",
+        ResourceState::Deleting => "deleting",
+        ResourceState::Failed { .. } => "failed",
+    }
+}
+
+/// Places instance groups (every capacity path through [`place_instance_group`]) in the VPC,
+/// creating the /20 compute subnets that are missing when `create` is set. Returns the subnet
+/// of each group, or `None` when a subnet is still missing and `create` is not set.
+///
+/// Idempotent: a compute subnet is found by its deterministic name before one is planned.
+pub async fn place_groups(
+    aws: &dyn AwsCloud,
+    region: &str,
+    vpc_id: &str,
+    cluster: &str,
+    groups: &[InstanceGroupSpec],
+    create: Option<&Tags>,
+) -> Result<Option<BTreeMap<String, String>>, StepError> {
+    let mut network = aws.describe_network(region, vpc_id).await?;
+    let mut placements = BTreeMap::new();
+    for g in groups {
+        let reserved = match &g.capacity {
+            CapacitySpec::TrainingPlan { arn } => match aws.describe_training_plan(region, arn).await? {
+                Some(plan) => Some(plan.availability_zone),
+                None => return Err(StepError::Invalid(format!("training plan {arn} not found in {region}"))),
+            },
+            _ => None,
+        };
+        let compute: Vec<ExistingComputeSubnet> = network
+            .subnets
+            .iter()
+            .filter(|sub| {
+                sub.name.as_deref() == Some(DerivedNames::compute_subnet(cluster, &sub.availability_zone).as_str())
+            })
+            .map(|sub| ExistingComputeSubnet {
+                availability_zone: sub.availability_zone.clone(),
+                subnet_id: sub.id.clone(),
+            })
+            .collect();
+        let mut planner = SubnetPlanner::new(network.vpc.cidrs.clone(), network.subnets.iter().map(|x| x.cidr));
+        let placement = place_instance_group(g, reserved.as_deref(), &compute, &mut planner)
+            .map_err(|e| StepError::Invalid(format!("instance group {}: {e}", g.name)))?;
+        let subnet_id = match placement {
+            Placement::ExistingSubnet { subnet_id, .. } | Placement::ComputeSubnet { subnet_id, .. } => subnet_id,
+            Placement::NewComputeSubnet { availability_zone, cidr } => {
+                let Some(tags) = create else { return Ok(None) };
+                let sub = aws
+                    .create_subnet(&CreateSubnet {
+                        region: region.to_string(),
+                        vpc_id: vpc_id.to_string(),
+                        name: DerivedNames::compute_subnet(cluster, &availability_zone),
+                        cidr,
+                        availability_zone,
+                        tags: tags.clone(),
+                    })
+                    .await?;
+                let id = sub.id.clone();
+                network.subnets.push(sub);
+                id
+            }
+        };
+        placements.insert(g.name.clone(), subnet_id);
+    }
+    Ok(Some(placements))
+}
