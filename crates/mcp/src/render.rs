@@ -62,8 +62,10 @@ pub fn error_body(e: &Error) -> Value {
                 403 => "The token lacks the scope for this action (a read-only token cannot change anything). \
                         Ask the user for an operate-scoped token; do not retry."
                     .to_string(),
-                500..=599 => "The control plane or the cloud provider failed. Nothing is known to have changed; \
-                              read the state (operation_get, cluster_get) before retrying."
+                500..=599 => "The control plane or the cloud provider failed (e.g. throttling). Read the state \
+                              (operation_list, cluster_get), then repeat the call after a short pause with the \
+                              same idempotency_key — it cannot start a second operation. If it keeps failing, \
+                              report the detail to the user."
                     .to_string(),
                 _ => "The control plane refused the request.".to_string(),
             };

@@ -61,7 +61,8 @@ impl InstantStartMcp {
     #[tool(
         name = "context_get",
         description = "Who and where the control plane runs: provider (sim or aws), AWS identity (account, ARN), \
-                       default region, active cluster, version. Call this first in a session.",
+                       default region, active cluster, version, and this agent's token (name, scope: a `read` \
+                       token cannot change anything). Call this first in a session.",
         annotations(
             title = "Control plane context",
             read_only_hint = true,
@@ -71,8 +72,18 @@ impl InstantStartMcp {
         )
     )]
     async fn context_get(&self) -> CallToolResult {
-        match self.client.context().await {
-            Ok(v) => ok(v),
+        let (context, session) = tokio::join!(self.client.context(), self.client.session());
+        match context {
+            Ok(mut v) => {
+                if let Value::Object(map) = &mut v {
+                    let token = match session {
+                        Ok(s) => json!({ "name": s.get("name"), "scope": s.get("scope") }),
+                        Err(e) => json!({ "error": e.to_string() }),
+                    };
+                    map.insert("token".into(), token);
+                }
+                ok(v)
+            }
             Err(e) => failure(&e),
         }
     }

@@ -7,7 +7,12 @@ A real `instantstart-server` runs on the simulated cloud (loopback, temp data di
 - the create-cluster pipeline run to a terminal state (cluster_create, then operation_wait,
   with progress notifications);
 - a validation error returned as a tool result with isError and field paths;
-- a mutating call replayed with the same idempotency key returns the same operation.
+- a mutating call replayed with the same idempotency key returns the same operation;
+- valid-but-impossible requests (preflight: offering, quota) as 422 tool errors, the dry run's
+  failing checks, auth (a read-scoped token can read but not change anything), an unreachable
+  server;
+- a failed step (injected by the simulated cloud) diagnosed, retried and followed again;
+  import; operation_wait returning at its timeout; cancelling a running operation.
 
 Binaries: INSTANTSTART_SERVER_BIN and INSTANTSTART_MCP_BIN (default: target/debug/…).
 Run: `cargo xtask mcp-test` (builds both and runs this file with the test venv).
@@ -15,6 +20,7 @@ The server is always killed at the end, whatever happens.
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -56,15 +62,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def control_plane():
+@contextlib.contextmanager
+def server(sim_speed: int):
     """A real instantstart-server on the simulated cloud; killed at the end no matter what."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="instantstart-mcp-test-")
     log = open(os.path.join(data, "server.log"), "wb")
     env = {**os.environ, "INSTANTSTART_TOKEN": TOKEN, "RUST_LOG": "warn"}
     proc = subprocess.Popen(
-        [SERVER_BIN, "--listen", f"127.0.0.1:{port}", "--sim-speed", "2000", "--data-dir", data],
+        [SERVER_BIN, "--listen", f"127.0.0.1:{port}", "--sim-speed", str(sim_speed), "--data-dir", data],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -88,6 +94,13 @@ def control_plane():
         proc.wait()
         log.close()
         shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def control_plane():
+    """The shared server of this module: fast simulated time (EKS in well under a second)."""
+    with server(2000) as cp:
+        yield cp
 
 
 def mcp_params(url: str, token: str = TOKEN) -> StdioServerParameters:
@@ -177,7 +190,7 @@ def test_create_cluster_pipeline_runs_to_a_terminal_state(control_plane):
         err, clusters = await call(s, "cluster_list")
         assert not err and clusters == []
         err, ctx = await call(s, "context_get")
-        assert not err and ctx["provider"] == "sim"
+        assert not err and ctx["provider"] == "sim" and ctx["token"]["scope"] == "operate"
         err, zones = await call(s, "context_zones", {"region": "us-east-1"})
         assert not err and {"us-east-1a", "us-east-1b"} <= {z["name"] for z in zones}
         err, types = await call(s, "context_instance_types", {"availability_zone": "us-east-1a"})
@@ -343,3 +356,103 @@ def test_active_cluster_and_unreachable_server(control_plane):
         assert err is True and body["error"]["status"] == 401
 
     run(control_plane["url"], bad_token, token="ist_wrong_token")
+
+
+def test_a_read_only_token_makes_an_investigate_only_agent(control_plane):
+    minted = subprocess.run(
+        [SERVER_BIN, "--data-dir", control_plane["data"], "token", "create", "--name", "agent-ro", "--scope", "read"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    token = next(w for w in minted.stdout.split() if w.startswith("ist_"))
+
+    async def scenario(s):
+        err, ctx = await call(s, "context_get")
+        assert not err and ctx["token"] == {"name": "agent-ro", "scope": "read"}
+        err, clusters = await call(s, "cluster_list")
+        assert not err and isinstance(clusters, list)
+        err, body = await call(s, "cluster_create", create_args("readonly", idempotency_key="ro-1"))
+        assert err is True and body["error"]["status"] == 403
+        assert "read-only" in body["hint"]
+
+    run(control_plane["url"], scenario, token=token)
+
+
+def put_faults(url: str, faults: dict):
+    """Test harness only (not the agent): fault injection of the simulated cloud over REST."""
+    req = urllib.request.Request(
+        f"{url}/api/sim/faults",
+        data=json.dumps(faults).encode(),
+        method="PUT",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200
+
+
+def test_a_failed_step_is_diagnosed_retried_and_followed_again_and_imports_work(control_plane):
+    url = control_plane["url"]
+    message = "InsufficientCapacity in us-east-1a"
+    fault = {"mode": "fail_once", "kind": "failed", "message": message}
+    put_faults(url, {"fail_apis": {"sagemaker:CreateCluster": fault}})
+
+    async def scenario(s):
+        err, sub = await call(s, "cluster_create", create_args("flaky", idempotency_key="agent-flaky-1"))
+        assert not err, sub
+        op_id = sub["operation_id"]
+        err, done = await call(s, "operation_wait", {"id": op_id, "timeout_secs": 180})
+        assert not err and done["terminal"] is True and done["status"] == "failed", done
+        failed = {step["key"]: step for step in done["steps_failed"]}
+        assert message in failed["hyperpod_cluster"]["error"]
+        assert "operation_retry_step" in done["next"]
+
+        # Retrying a step that did not fail is a tool error (409), not a protocol error.
+        err, body = await call(s, "operation_retry_step", {"id": op_id, "step": "eks_cluster"})
+        assert err is True and body["error"]["status"] == 409
+        err, retried = await call(s, "operation_retry_step", {"id": op_id, "step": "hyperpod_cluster"})
+        assert not err and retried["status_tool"] == "operation_wait", retried
+        err, done = await call(s, "operation_wait", {"id": op_id, "timeout_secs": 180})
+        assert not err and done["status"] == "succeeded", done
+        # The injected failure never reached the service: one CreateCluster took effect.
+        err, stats = await call(s, "context_sim_stats")
+        assert stats["sagemaker:CreateCluster"] >= 1
+        err, body = await call(s, "operation_cancel", {"id": op_id})
+        assert err is True and body["error"]["status"] == 409
+
+        # Import the same EKS cluster under another name: nothing in AWS changes.
+        imp = {"name": "imported", "region": "us-east-1", "eks_cluster": "flaky", "hyperpod_cluster": "flaky-hp"}
+        err, plan = await call(s, "cluster_import", {**imp, "dry_run": True})
+        assert not err and plan["dry_run"] is True
+        err, sub = await call(s, "cluster_import", {**imp, "idempotency_key": "agent-import-1"})
+        assert not err and sub["status_tool"] == "operation_wait", sub
+        err, done = await call(s, "operation_wait", {"id": sub["operation_id"], "timeout_secs": 120})
+        assert not err and done["status"] == "succeeded", done
+        err, active = await call(s, "cluster_set_active", {"name": "imported"})
+        assert not err and active["active"] == "imported"
+
+    try:
+        run(url, scenario)
+    finally:
+        put_faults(url, {})
+
+
+def test_operation_wait_returns_at_its_timeout_and_a_running_operation_can_be_cancelled():
+    # Its own, slower server: the EKS control plane takes 30 s of simulated time here.
+    with server(20) as cp:
+
+        async def scenario(s):
+            err, sub = await call(s, "cluster_create", create_args("slow", idempotency_key="agent-slow-1"))
+            assert not err, sub
+            op_id = sub["operation_id"]
+            err, waited = await call(s, "operation_wait", {"id": op_id, "timeout_secs": 2})
+            assert not err and waited["terminal"] is False and waited["status"] == "running", waited
+            assert 2 <= waited["waited_secs"] < 10
+            assert waited["steps_in_progress"] and "operation_wait again" in waited["next"]
+            err, cancelled = await call(s, "operation_cancel", {"id": op_id})
+            assert not err and cancelled["status_tool"] == "operation_wait", cancelled
+            err, done = await call(s, "operation_wait", {"id": op_id, "timeout_secs": 60})
+            assert not err and done["status"] == "cancelled", done
+            assert done["terminal"] is True and "cancelled" in done["next"]
+
+        run(cp["url"], scenario)
