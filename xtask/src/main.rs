@@ -110,7 +110,7 @@ fn fuzz_api(examples: u32) -> Result<()> {
             "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
         ])
         .args(["--max-examples", &examples.to_string()])
-        .args(["--workers", "2", "--seed", "1", "--suppress-health-check", "all", "--report-dir"])
+        .args(["--workers", "1", "--seed", "1", "--suppress-health-check", "all", "--report-dir"])
         .arg(&report)
         .env("SCHEMATHESIS_HOOKS", ""))
 }

@@ -137,8 +137,9 @@ pub fn plan_instance_group(
     actual: &InstanceGroupSpec,
     desired: &InstanceGroupSpec,
 ) -> Result<Plan, ValidationError> {
-    desired.check()?;
+    // Immutable fields first: changing one is the decisive error (422), whatever else is wrong.
     check_instance_group_update(actual, desired)?;
+    desired.check()?;
     let mut plan = Plan::new(target);
     plan.compare("count", &actual.count, &desired.count);
     plan.compare("ebs_volume_gb", &actual.ebs_volume_gb, &desired.ebs_volume_gb);

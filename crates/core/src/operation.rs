@@ -84,24 +84,47 @@ pub enum OperationKind {
     CreateCluster,
     DeleteCluster,
     ImportCluster,
+    AddInstanceGroup,
+    UpdateInstanceGroup,
+    DeleteInstanceGroup,
+    RebootNodes,
+    ReplaceNodes,
+    DeleteNodes,
+    SetFeatures,
 }
 
 impl OperationKind {
+    /// Every kind, in declaration order.
+    pub const ALL: &'static [OperationKind] = &[
+        OperationKind::CreateCluster,
+        OperationKind::DeleteCluster,
+        OperationKind::ImportCluster,
+        OperationKind::AddInstanceGroup,
+        OperationKind::UpdateInstanceGroup,
+        OperationKind::DeleteInstanceGroup,
+        OperationKind::RebootNodes,
+        OperationKind::ReplaceNodes,
+        OperationKind::DeleteNodes,
+        OperationKind::SetFeatures,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             OperationKind::CreateCluster => "create_cluster",
             OperationKind::DeleteCluster => "delete_cluster",
             OperationKind::ImportCluster => "import_cluster",
+            OperationKind::AddInstanceGroup => "add_instance_group",
+            OperationKind::UpdateInstanceGroup => "update_instance_group",
+            OperationKind::DeleteInstanceGroup => "delete_instance_group",
+            OperationKind::RebootNodes => "reboot_nodes",
+            OperationKind::ReplaceNodes => "replace_nodes",
+            OperationKind::DeleteNodes => "delete_nodes",
+            OperationKind::SetFeatures => "set_features",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "create_cluster" => OperationKind::CreateCluster,
-            "delete_cluster" => OperationKind::DeleteCluster,
-            "import_cluster" => OperationKind::ImportCluster,
-            _ => return None,
-        })
+        Self::ALL.iter().copied().find(|k| k.as_str() == s)
     }
 }
 
@@ -379,8 +402,9 @@ mod tests {
         ] {
             assert_eq!(OperationStatus::parse(s.as_str()), Some(s));
         }
-        for k in [OperationKind::CreateCluster, OperationKind::DeleteCluster, OperationKind::ImportCluster] {
+        for &k in OperationKind::ALL {
             assert_eq!(OperationKind::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
         }
     }
 

@@ -165,9 +165,10 @@ impl From<EngineError> for ApiError {
         match e {
             EngineError::Validation(v) => ApiError::Validation(v),
             EngineError::Store(s) => s.into(),
-            EngineError::NotFound(_) | EngineError::StepNotFound { .. } | EngineError::UnknownCluster(_) => {
-                ApiError::NotFound(e.to_string())
-            }
+            EngineError::NotFound(_)
+            | EngineError::StepNotFound { .. }
+            | EngineError::UnknownCluster(_)
+            | EngineError::Missing(_) => ApiError::NotFound(e.to_string()),
             EngineError::InvalidState(_) => ApiError::Conflict { detail: e.to_string(), operation: None },
             EngineError::UnknownKind(_) => ApiError::Internal(e.to_string()),
             EngineError::Provider(p) => p.into(),

@@ -490,3 +490,239 @@ async fn preflight_explains_quotas_and_offerings_before_anything_is_created() {
     let stats = app.get("/api/sim/stats").await.body;
     assert!(stats.as_object().unwrap().keys().all(|k| !k.contains("Create")), "{stats}");
 }
+
+async fn create_ready(app: &TestApp, name: &str) {
+    let r = app.send(Method::POST, "/api/clusters", Some(create_body(name)), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+}
+
+async fn run(app: &TestApp, method: Method, uri: &str, body: Option<Value>) -> Value {
+    let r = app.send(method, uri, body, &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{uri}: {:#}", r.body);
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{uri}: {done:#}");
+    done
+}
+
+#[tokio::test]
+async fn instance_groups_scale_add_delete_with_explicit_diffs_and_immutable_fields() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let groups = app.get("/api/clusters/demo/instance-groups").await.body;
+    assert_eq!(groups[0]["name"], "workers");
+    assert_eq!(groups[0]["target_count"], 2);
+    let ops_before = app.get("/api/operations").await.body.as_array().unwrap().len();
+
+    // The same count: 200, nothing recorded, nothing called.
+    let calls = app.get("/api/sim/stats").await.body["sagemaker:UpdateCluster"].clone();
+    let r =
+        app.send(Method::PATCH, "/api/clusters/demo/instance-groups/workers", Some(json!({ "count": 2 })), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+    assert_eq!(r.body["no_change"], true);
+    assert_eq!(app.get("/api/operations").await.body.as_array().unwrap().len(), ops_before);
+    assert_eq!(app.get("/api/sim/stats").await.body["sagemaker:UpdateCluster"], calls);
+    // Immutable fields: 422 naming the field, before anything is called.
+    let r = app
+        .send(
+            Method::PATCH,
+            "/api/clusters/demo/instance-groups/workers",
+            Some(json!({ "count": 3, "capacity": { "type": "spot" } })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "patch.capacity");
+    let r = app
+        .send(
+            Method::PATCH,
+            "/api/clusters/demo/instance-groups/workers",
+            Some(json!({ "interface_mode": "efa_only" })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.body["findings"][0]["field"], "patch.interface_mode");
+    assert_eq!(
+        app.send(Method::PATCH, "/api/clusters/demo/instance-groups/nope", Some(json!({ "count": 1 })), &[])
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Scale up, then to zero.
+    let plan = app
+        .send(
+            Method::PATCH,
+            "/api/clusters/demo/instance-groups/workers?dry_run=true",
+            Some(json!({ "count": 3 })),
+            &[],
+        )
+        .await;
+    assert_eq!(plan.body["plan"]["changes"][0]["field"], "count", "{:#}", plan.body);
+    run(&app, Method::PATCH, "/api/clusters/demo/instance-groups/workers", Some(json!({ "count": 3 }))).await;
+    let g = &app.get("/api/clusters/demo/instance-groups").await.body[0];
+    assert_eq!((g["target_count"].as_u64(), g["current_count"].as_u64()), (Some(3), Some(3)));
+    run(&app, Method::PATCH, "/api/clusters/demo/instance-groups/workers", Some(json!({ "count": 0 }))).await;
+    assert_eq!(app.get("/api/clusters/demo/instance-groups").await.body[0]["current_count"], 0);
+
+    // Add a spot group in another AZ: a new /20 compute subnet is planned and created.
+    let subnets = app.get("/api/sim/stats").await.body["ec2:CreateSubnet"].as_u64().unwrap();
+    let spot = json!({ "name": "spot", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1b", "capacity": { "type": "spot" } });
+    let dup =
+        json!({ "name": "workers", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1a" });
+    assert_eq!(
+        app.send(Method::POST, "/api/clusters/demo/instance-groups", Some(dup), &[]).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    run(&app, Method::POST, "/api/clusters/demo/instance-groups", Some(spot)).await;
+    assert_eq!(app.get("/api/sim/stats").await.body["ec2:CreateSubnet"].as_u64().unwrap(), subnets + 1);
+    let groups = app.get("/api/clusters/demo/instance-groups").await.body;
+    let spot = groups.as_array().unwrap().iter().find(|g| g["name"] == "spot").unwrap();
+    assert_eq!(spot["capacity"]["type"], "spot");
+    // Capacity type of the new group is immutable too.
+    let r = app
+        .send(
+            Method::PATCH,
+            "/api/clusters/demo/instance-groups/spot",
+            Some(json!({ "capacity": { "type": "on_demand" } })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    run(&app, Method::DELETE, "/api/clusters/demo/instance-groups/spot", None).await;
+    assert_eq!(app.get("/api/clusters/demo/instance-groups").await.body.as_array().unwrap().len(), 1);
+    // The last group cannot be deleted.
+    assert_eq!(
+        app.send(Method::DELETE, "/api/clusters/demo/instance-groups/workers", None, &[]).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+}
+
+#[tokio::test]
+async fn node_reboot_replace_delete() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let nodes = app.get("/api/clusters/demo/nodes").await.body;
+    let ids: Vec<String> =
+        nodes.as_array().unwrap().iter().map(|n| n["instance_id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(ids.len(), 2);
+    run(&app, Method::POST, "/api/clusters/demo/nodes/reboot", Some(json!({ "node_ids": [ids[0]] }))).await;
+    assert_eq!(app.get("/api/sim/stats").await.body["sagemaker:BatchRebootClusterNodes"], 1);
+    // Replace without acknowledging the data loss: 422 on that field.
+    let r =
+        app.send(Method::POST, "/api/clusters/demo/nodes/replace", Some(json!({ "node_ids": [ids[0]] })), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.body["findings"][0]["field"], "acknowledge_local_data_loss");
+    let r =
+        app.send(Method::POST, "/api/clusters/demo/nodes/reboot", Some(json!({ "node_ids": ["i-0000"] })), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.body["findings"][0]["field"], "node_ids[0]");
+    run(
+        &app,
+        Method::POST,
+        "/api/clusters/demo/nodes/replace",
+        Some(json!({ "node_ids": [ids[0]], "acknowledge_local_data_loss": true })),
+    )
+    .await;
+    let after: Vec<String> = app
+        .get("/api/clusters/demo/nodes")
+        .await
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["instance_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(after.len(), 2);
+    assert!(!after.contains(&ids[0]) && after.contains(&ids[1]), "the replaced node has a new instance id");
+    run(
+        &app,
+        Method::POST,
+        "/api/clusters/demo/nodes/delete",
+        Some(json!({ "node_ids": [ids[1]], "acknowledge_local_data_loss": true })),
+    )
+    .await;
+    assert_eq!(app.get("/api/clusters/demo/nodes").await.body.as_array().unwrap().len(), 1);
+    assert_eq!(app.get("/api/clusters/demo/instance-groups").await.body[0]["target_count"], 1);
+}
+
+#[tokio::test]
+async fn managed_features_are_reconciled_state() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let f = app.get("/api/clusters/demo/features").await.body;
+    assert_eq!(f["training_operator"], false);
+    assert!(f["autoscaling_scope"].as_str().unwrap().contains("HyperPod instance groups only"));
+
+    // Training operator: prerequisites already installed by the pipeline are observed, not redone.
+    let addons = app.get("/api/sim/stats").await.body["eks:CreateAddon"].as_u64().unwrap();
+    let done =
+        run(&app, Method::PATCH, "/api/clusters/demo/features", Some(json!({ "training_operator": true }))).await;
+    let keys: Vec<&str> = done["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert!(
+        keys.contains(&"addon:cert-manager") && keys.contains(&"addon:amazon-sagemaker-hyperpod-training-operator")
+    );
+    assert_eq!(app.get("/api/sim/stats").await.body["eks:CreateAddon"].as_u64().unwrap(), addons + 1);
+    assert_eq!(app.get("/api/clusters/demo/features").await.body["training_operator"], true);
+    // The same toggle again: "already in this state", no operation.
+    let r =
+        app.send(Method::PATCH, "/api/clusters/demo/features", Some(json!({ "training_operator": true })), &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["no_change"], true);
+    assert_eq!(r.body["message"], "demo: already in this state");
+
+    // Tiered checkpointing ON builds the identity chain; only the changed field is planned.
+    let plan = app
+        .send(
+            Method::PATCH,
+            "/api/clusters/demo/features?dry_run=true",
+            Some(
+                json!({ "training_operator": true, "tiered_checkpointing": { "enabled": true, "memory_percent": 30 } }),
+            ),
+            &[],
+        )
+        .await;
+    let changes: Vec<&str> =
+        plan.body["plan"]["changes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    assert_eq!(changes, ["tiered_checkpointing"], "{:#}", plan.body);
+    run(
+        &app,
+        Method::PATCH,
+        "/api/clusters/demo/features",
+        Some(json!({ "tiered_checkpointing": { "enabled": true, "memory_percent": 30 } })),
+    )
+    .await;
+    let stats = app.get("/api/sim/stats").await.body;
+    assert_eq!(stats["iam:CreateOpenIDConnectProvider"], 1);
+    assert_eq!(stats["iam:CreateRole"], 3, "two pipeline roles plus the checkpoint role");
+    let f = app.get("/api/clusters/demo/features").await.body;
+    assert_eq!(f["tiered_checkpointing"]["memory_percent"], 30);
+    // OFF removes the same chain.
+    run(
+        &app,
+        Method::PATCH,
+        "/api/clusters/demo/features",
+        Some(json!({ "tiered_checkpointing": { "enabled": false } })),
+    )
+    .await;
+    let stats = app.get("/api/sim/stats").await.body;
+    assert_eq!(stats["iam:DeleteRole"], 1);
+    assert_eq!(stats["k8s:Delete"], 1);
+    assert_eq!(app.get("/api/clusters/demo/features").await.body["tiered_checkpointing"], Value::Null);
+
+    // Managed autoscaling on and off.
+    run(&app, Method::PATCH, "/api/clusters/demo/features", Some(json!({ "managed_autoscaling": true }))).await;
+    assert_eq!(app.get("/api/clusters/demo/features").await.body["managed_autoscaling"], true);
+    let bad = app
+        .send(
+            Method::PATCH,
+            "/api/clusters/demo/features",
+            Some(json!({ "tiered_checkpointing": { "enabled": true, "memory_percent": 0 } })),
+            &[],
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.body["findings"][0]["field"], "patch.tiered_checkpointing.memory_percent");
+}

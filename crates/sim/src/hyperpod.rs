@@ -8,12 +8,13 @@
 use crate::catalog::{check_region, offered, quota_name, quota_value, zone_index};
 use crate::cloud::SimCloud;
 use crate::timings;
-use crate::world::{GroupRec, HyperPodRec, Lifecycle, Phase, World, rkey, stable_hash};
+use crate::world::{GroupRec, HyperPodRec, Lifecycle, Phase, SlotRec, World, rkey, stable_hash};
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupStatus, ProviderError,
-    ProviderErrorKind, Result, TrainingPlan,
+    BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
+    HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
+    UpdateHyperPodCluster,
 };
 use instantstart_core::spec::{CapacitySpec, InterfaceMode, instance_type_info};
 use std::collections::BTreeMap;
@@ -40,6 +41,27 @@ fn has_capacity(region: &str, g: &GroupRec) -> bool {
     g.training_plan.is_some() || offered(region, &g.availability_zone, &g.instance_type)
 }
 
+/// The instance slots of a group: explicit ones, or `count` slots implied by the cluster's
+/// creation time (instances appear spread over [`timings::HYPERPOD_NODE_SPREAD`]).
+pub(crate) fn slots(h: &HyperPodRec, g: &GroupRec) -> Vec<SlotRec> {
+    if !g.slots.is_empty() {
+        return g.slots.clone();
+    }
+    implied_slots(h.life.created_at, g.count)
+}
+
+fn implied_slots(start: f64, count: u32) -> Vec<SlotRec> {
+    let n = f64::from(count.max(1));
+    (0..count)
+        .map(|i| SlotRec {
+            appear_at: start + timings::HYPERPOD_FIRST_NODE + timings::HYPERPOD_NODE_SPREAD * f64::from(i) / n,
+            generation: 0,
+            removed: false,
+            pending_until: None,
+        })
+        .collect()
+}
+
 /// The instances of `h` at `now`.
 pub(crate) fn nodes(h: &HyperPodRec, now: f64) -> Vec<NodeView> {
     let deleting_since = match h.life.phase(now) {
@@ -49,21 +71,30 @@ pub(crate) fn nodes(h: &HyperPodRec, now: f64) -> Vec<NodeView> {
     };
     let mut out = Vec::new();
     for g in h.groups.iter().filter(|g| has_capacity(&h.region, g)) {
-        let n = f64::from(g.count.max(1));
-        for i in 0..g.count {
-            let appear =
-                h.life.created_at + timings::HYPERPOD_FIRST_NODE + timings::HYPERPOD_NODE_SPREAD * f64::from(i) / n;
+        for (i, slot) in slots(h, g).iter().enumerate() {
+            if slot.removed {
+                continue;
+            }
+            let appear = slot.appear_at;
             let booted = appear + timings::HYPERPOD_NODE_BOOT;
-            let running_at = booted + if g.deep_health_checks { timings::HYPERPOD_DEEP_HEALTH_CHECK } else { 0.0 };
+            let mut running_at = booted + if g.deep_health_checks { timings::HYPERPOD_DEEP_HEALTH_CHECK } else { 0.0 };
+            if let Some(until) = slot.pending_until {
+                running_at = running_at.max(until);
+            }
             let status = match deleting_since {
                 Some(since) if appear <= since => "ShuttingDown",
                 Some(_) => continue,
                 None if now < appear => continue,
                 None if now < booted => "Pending",
+                None if slot.pending_until.is_some_and(|u| now < u) => "Pending",
                 None if now < running_at => "DeepHealthCheckInProgress",
                 None => "Running",
             };
-            let id = stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string()]);
+            let id = if slot.generation == 0 {
+                stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string()])
+            } else {
+                stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string(), &slot.generation.to_string()])
+            };
             out.push(NodeView {
                 instance_id: format!("i-0{id:016x}"),
                 group: g.name.clone(),
@@ -82,6 +113,7 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
     let phase = h.life.phase(now);
     let group_status = match &phase {
         Phase::Creating => "Creating",
+        Phase::Active if h.updating_until.is_some_and(|u| now < u) => "Updating",
         Phase::Active => "InService",
         Phase::Failed(_) => "Failed",
         Phase::Deleting | Phase::Gone => "Deleting",
@@ -91,7 +123,10 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
         name: h.name.clone(),
         arn: h.arn.clone(),
         region: h.region.clone(),
-        state: h.life.state(now),
+        state: match h.life.state(now) {
+            ResourceState::Active if h.updating_until.is_some_and(|u| now < u) => ResourceState::Updating,
+            other => other,
+        },
         instance_groups: h
             .groups
             .iter()
@@ -101,17 +136,18 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
                 current_count: running.iter().filter(|n| n.group == g.name && n.status == "Running").count() as u32,
                 target_count: g.count,
                 status: group_status.to_string(),
-                capacity: match &g.training_plan {
-                    Some(arn) => instantstart_core::spec::CapacitySpec::TrainingPlan { arn: arn.clone() },
-                    None => instantstart_core::spec::CapacitySpec::OnDemand,
+                capacity: match (&g.training_plan, g.spot) {
+                    (Some(arn), _) => CapacitySpec::TrainingPlan { arn: arn.clone() },
+                    (None, true) => CapacitySpec::Spot,
+                    (None, false) => CapacitySpec::OnDemand,
                 },
-                interface_mode: instantstart_core::spec::InterfaceMode::Standard,
+                interface_mode: if g.efa_only { InterfaceMode::EfaOnly } else { InterfaceMode::Standard },
                 subnet_ids: vec![g.subnet_id.clone()],
             })
             .collect(),
         node_recovery: h.node_recovery,
-        tiered_storage: None,
-        autoscaling: false,
+        tiered_storage: h.tiered_storage,
+        autoscaling: h.autoscaling,
         tags: h.tags.clone(),
     }
 }
@@ -177,120 +213,7 @@ fn create_cluster(
         if req.instance_groups[..i].iter().any(|o| o.spec.name == s.name) {
             return Err(invalid(API, format!("ValidationException: instance group name {} is used twice", s.name)));
         }
-        let info = instance_type_info(&s.instance_type).ok_or_else(|| {
-            invalid(API, format!("ValidationException: instance type {} is not supported by HyperPod", s.instance_type))
-        })?;
-        if s.interface_mode == InterfaceMode::EfaOnly && !info.efa_only_supported {
-            return Err(invalid(
-                API,
-                format!(
-                    "ValidationException: instance type {} does not support the EFA-only network interface mode",
-                    s.instance_type
-                ),
-            ));
-        }
-        let subnet = w
-            .subnets
-            .get(&g.subnet_id)
-            .filter(|x| x.region == req.region)
-            .ok_or_else(|| invalid(API, format!("ValidationException: subnet {} does not exist", g.subnet_id)))?;
-        if subnet.vpc_id != eks_vpc {
-            return Err(invalid(
-                API,
-                format!(
-                    "ValidationException: subnet {} is in {}, not in the EKS cluster's VPC {eks_vpc}",
-                    subnet.id, subnet.vpc_id
-                ),
-            ));
-        }
-        if g.security_group_ids.is_empty() || g.security_group_ids.iter().any(|sg| !sg.starts_with("sg-")) {
-            return Err(invalid(
-                API,
-                format!("ValidationException: instance group {} needs security group ids", s.name),
-            ));
-        }
-        match w.role_by_arn(&g.execution_role_arn) {
-            Some(r) if r.trusts("sagemaker.amazonaws.com") => {}
-            _ => {
-                return Err(invalid(
-                    API,
-                    format!(
-                        "ValidationException: execution role {} does not exist or cannot be assumed by sagemaker.amazonaws.com",
-                        g.execution_role_arn
-                    ),
-                ));
-            }
-        }
-        let training_plan = match &s.capacity {
-            CapacitySpec::TrainingPlan { arn } => {
-                let plan = w
-                    .training_plans
-                    .get(arn)
-                    .ok_or_else(|| invalid(API, format!("ValidationException: training plan {arn} not found")))?;
-                if plan.status != "Active" {
-                    return Err(invalid(
-                        API,
-                        format!("ValidationException: training plan {arn} is {}, not Active", plan.status),
-                    ));
-                }
-                if plan.instance_type != s.instance_type {
-                    return Err(invalid(
-                        API,
-                        format!(
-                            "ValidationException: training plan {arn} reserves {}, not {}",
-                            plan.instance_type, s.instance_type
-                        ),
-                    ));
-                }
-                if plan.availability_zone != subnet.availability_zone {
-                    return Err(invalid(
-                        API,
-                        format!(
-                            "ValidationException: training plan {arn} reserves capacity in {}, but subnet {} is in {}",
-                            plan.availability_zone, subnet.id, subnet.availability_zone
-                        ),
-                    ));
-                }
-                let used = used_by_plan.entry(arn.clone()).or_insert(0);
-                if *used + s.count > plan.instance_count {
-                    return Err(invalid(
-                        API,
-                        format!(
-                            "ValidationException: training plan {arn} reserves {} instances, {} are in use, {} requested",
-                            plan.instance_count, used, s.count
-                        ),
-                    ));
-                }
-                *used += s.count;
-                Some(arn.clone())
-            }
-            CapacitySpec::OnDemand | CapacitySpec::Spot => {
-                let quota = quota_value(w, &req.region, info);
-                let used = used_by_type.entry(s.instance_type.clone()).or_insert(0);
-                if *used + s.count > quota {
-                    return Err(ProviderError::new(
-                        API,
-                        ProviderErrorKind::QuotaExceeded,
-                        format!(
-                            "ResourceLimitExceeded: The account-level service limit '{}' is {quota} Instances, with current utilization of {used} Instances and a request delta of {} Instances. Please use AWS Service Quotas to request an increase for this quota.",
-                            quota_name(&s.instance_type),
-                            s.count
-                        ),
-                    ));
-                }
-                *used += s.count;
-                None
-            }
-        };
-        groups.push(GroupRec {
-            name: s.name.clone(),
-            instance_type: s.instance_type.clone(),
-            count: s.count,
-            subnet_id: subnet.id.clone(),
-            availability_zone: subnet.availability_zone.clone(),
-            deep_health_checks: s.deep_health_checks.stress || s.deep_health_checks.connectivity,
-            training_plan,
-        });
+        groups.push(admit_group(w, API, &req.region, &eks_vpc, g, &mut used_by_type, &mut used_by_plan)?);
     }
     let dhc = groups.iter().any(|g| g.deep_health_checks);
     let ready = timings::HYPERPOD_CREATE + if dhc { timings::HYPERPOD_DEEP_HEALTH_CHECK } else { 0.0 };
@@ -322,10 +245,374 @@ fn create_cluster(
         tags: req.tags.clone(),
         uid,
         life,
+        updating_until: None,
+        tiered_storage: None,
+        autoscaling: false,
     };
     let view = cluster_view(&rec, now);
     w.hyperpod.insert(rkey(&req.region, &req.name), rec);
     Ok(view)
+}
+
+/// Checks one instance group the way the service does (type, EFA-only, subnet in the EKS VPC,
+/// security groups, execution role, training plan or quota) and returns its record.
+fn admit_group(
+    w: &World,
+    api: &str,
+    region: &str,
+    eks_vpc: &str,
+    g: &HyperPodInstanceGroupRequest,
+    used_by_type: &mut BTreeMap<String, u32>,
+    used_by_plan: &mut BTreeMap<String, u32>,
+) -> Result<GroupRec> {
+    let s = &g.spec;
+    let info = instance_type_info(&s.instance_type).ok_or_else(|| {
+        invalid(api, format!("ValidationException: instance type {} is not supported by HyperPod", s.instance_type))
+    })?;
+    if s.interface_mode == InterfaceMode::EfaOnly && !info.efa_only_supported {
+        return Err(invalid(
+            api,
+            format!(
+                "ValidationException: instance type {} does not support the EFA-only network interface mode",
+                s.instance_type
+            ),
+        ));
+    }
+    let subnet = w
+        .subnets
+        .get(&g.subnet_id)
+        .filter(|x| x.region == region)
+        .ok_or_else(|| invalid(api, format!("ValidationException: subnet {} does not exist", g.subnet_id)))?;
+    if subnet.vpc_id != eks_vpc {
+        return Err(invalid(
+            api,
+            format!(
+                "ValidationException: subnet {} is in {}, not in the EKS cluster's VPC {eks_vpc}",
+                subnet.id, subnet.vpc_id
+            ),
+        ));
+    }
+    if g.security_group_ids.is_empty() || g.security_group_ids.iter().any(|sg| !sg.starts_with("sg-")) {
+        return Err(invalid(api, format!("ValidationException: instance group {} needs security group ids", s.name)));
+    }
+    match w.role_by_arn(&g.execution_role_arn) {
+        Some(r) if r.trusts("sagemaker.amazonaws.com") => {}
+        _ => {
+            return Err(invalid(
+                api,
+                format!(
+                    "ValidationException: execution role {} does not exist or cannot be assumed by sagemaker.amazonaws.com",
+                    g.execution_role_arn
+                ),
+            ));
+        }
+    }
+    let training_plan = match &s.capacity {
+        CapacitySpec::TrainingPlan { arn } => {
+            let plan = w
+                .training_plans
+                .get(arn)
+                .ok_or_else(|| invalid(api, format!("ValidationException: training plan {arn} not found")))?;
+            if plan.status != "Active" {
+                return Err(invalid(
+                    api,
+                    format!("ValidationException: training plan {arn} is {}, not Active", plan.status),
+                ));
+            }
+            if plan.instance_type != s.instance_type {
+                return Err(invalid(
+                    api,
+                    format!(
+                        "ValidationException: training plan {arn} reserves {}, not {}",
+                        plan.instance_type, s.instance_type
+                    ),
+                ));
+            }
+            if plan.availability_zone != subnet.availability_zone {
+                return Err(invalid(
+                    api,
+                    format!(
+                        "ValidationException: training plan {arn} reserves capacity in {}, but subnet {} is in {}",
+                        plan.availability_zone, subnet.id, subnet.availability_zone
+                    ),
+                ));
+            }
+            let used = used_by_plan.entry(arn.clone()).or_insert(0);
+            if *used + s.count > plan.instance_count {
+                return Err(invalid(
+                    api,
+                    format!(
+                        "ValidationException: training plan {arn} reserves {} instances, {} are in use, {} requested",
+                        plan.instance_count, used, s.count
+                    ),
+                ));
+            }
+            *used += s.count;
+            Some(arn.clone())
+        }
+        CapacitySpec::OnDemand | CapacitySpec::Spot => {
+            let quota = quota_value(w, region, info);
+            let used = used_by_type.entry(s.instance_type.clone()).or_insert(0);
+            if *used + s.count > quota {
+                return Err(ProviderError::new(
+                    api,
+                    ProviderErrorKind::QuotaExceeded,
+                    format!(
+                        "ResourceLimitExceeded: The account-level service limit '{}' is {quota} Instances, with current utilization of {used} Instances and a request delta of {} Instances. Please use AWS Service Quotas to request an increase for this quota.",
+                        quota_name(&s.instance_type),
+                        s.count
+                    ),
+                ));
+            }
+            *used += s.count;
+            None
+        }
+    };
+    Ok(GroupRec {
+        name: s.name.clone(),
+        instance_type: s.instance_type.clone(),
+        count: s.count,
+        subnet_id: subnet.id.clone(),
+        availability_zone: subnet.availability_zone.clone(),
+        deep_health_checks: s.deep_health_checks.stress || s.deep_health_checks.connectivity,
+        training_plan,
+        spot: s.capacity == CapacitySpec::Spot,
+        efa_only: s.interface_mode == InterfaceMode::EfaOnly,
+        slots: Vec::new(),
+    })
+}
+
+/// Materializes the implied slots of group `gi` so they can change individually.
+fn materialize(h: &mut HyperPodRec, gi: usize) {
+    if h.groups[gi].slots.is_empty() {
+        let implied = implied_slots(h.life.created_at, h.groups[gi].count);
+        h.groups[gi].slots = implied;
+    }
+}
+
+fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Result<HyperPodCluster> {
+    const API: &str = "sagemaker:UpdateCluster";
+    let key = rkey(&req.region, &req.name);
+    let h = w.hyperpod.get(&key).ok_or_else(|| {
+        ProviderError::not_found(API, format!("ResourceNotFound: Cluster {} not found in {}", req.name, req.region))
+    })?;
+    match h.life.phase(now) {
+        Phase::Active => {}
+        other => {
+            return Err(ProviderError::new(
+                API,
+                ProviderErrorKind::Conflict,
+                format!("ConflictException: cluster {} is {other:?}; it can be updated only when InService", req.name),
+            ));
+        }
+    }
+    if h.updating_until.is_some_and(|u| now < u) {
+        return Err(ProviderError::new(
+            API,
+            ProviderErrorKind::Conflict,
+            format!("ConflictException: cluster {} is being updated; retry when the update completes", req.name),
+        ));
+    }
+    for name in &req.instance_groups_to_delete {
+        if !h.groups.iter().any(|g| &g.name == name) {
+            return Err(invalid(API, format!("ValidationException: instance group {name} does not exist")));
+        }
+    }
+    let eks_vpc = w.eks_by_arn(&h.eks_arn).map(|e| e.vpc_id.clone()).unwrap_or_default();
+    let (mut used_by_type, mut used_by_plan) = usage(w, &req.region, now);
+    let mut changes: Vec<(Option<usize>, GroupRec)> = Vec::new();
+    for g in &req.instance_groups {
+        let s = &g.spec;
+        match h.groups.iter().position(|x| x.name == s.name) {
+            Some(i) => {
+                let cur = &h.groups[i];
+                let capacity_changed = match &s.capacity {
+                    CapacitySpec::TrainingPlan { arn } => cur.training_plan.as_deref() != Some(arn.as_str()),
+                    CapacitySpec::Spot => cur.training_plan.is_some() || !cur.spot,
+                    CapacitySpec::OnDemand => cur.training_plan.is_some() || cur.spot,
+                };
+                if cur.instance_type != s.instance_type
+                    || capacity_changed
+                    || cur.efa_only != (s.interface_mode == InterfaceMode::EfaOnly)
+                {
+                    return Err(invalid(
+                        API,
+                        format!(
+                            "ValidationException: instance type, capacity type and network interface mode of instance group {} cannot be changed",
+                            s.name
+                        ),
+                    ));
+                }
+                if s.count > cur.count {
+                    let delta = s.count - cur.count;
+                    let info = instance_type_info(&s.instance_type).ok_or_else(|| {
+                        invalid(API, format!("ValidationException: instance type {} is not supported", s.instance_type))
+                    })?;
+                    match &cur.training_plan {
+                        Some(arn) => {
+                            let reserved = w.training_plans.get(arn).map(|p| p.instance_count).unwrap_or(0);
+                            let used = used_by_plan.get(arn).copied().unwrap_or(0);
+                            if used + delta > reserved {
+                                return Err(invalid(
+                                    API,
+                                    format!(
+                                        "ValidationException: training plan {arn} reserves {reserved} instances, {used} are in use, {delta} more requested"
+                                    ),
+                                ));
+                            }
+                        }
+                        None => {
+                            let quota = quota_value(w, &req.region, info);
+                            let used = used_by_type.entry(s.instance_type.clone()).or_insert(0);
+                            if *used + delta > quota {
+                                return Err(ProviderError::new(
+                                    API,
+                                    ProviderErrorKind::QuotaExceeded,
+                                    format!(
+                                        "ResourceLimitExceeded: The account-level service limit '{}' is {quota} Instances, with current utilization of {used} Instances and a request delta of {delta} Instances.",
+                                        quota_name(&s.instance_type)
+                                    ),
+                                ));
+                            }
+                            *used += delta;
+                        }
+                    }
+                }
+                let mut next = cur.clone();
+                next.count = s.count;
+                changes.push((Some(i), next));
+            }
+            None => {
+                if let Err(rule) = names::hyperpod_name(&s.name) {
+                    return Err(invalid(API, format!("ValidationException: instance group name {:?} {rule}", s.name)));
+                }
+                let rec = admit_group(w, API, &req.region, &eks_vpc, g, &mut used_by_type, &mut used_by_plan)?;
+                changes.push((None, rec));
+            }
+        }
+    }
+    let h = w.hyperpod.get_mut(&key).expect("checked above");
+    h.groups.retain(|g| !req.instance_groups_to_delete.contains(&g.name));
+    for (index, rec) in changes {
+        match index.and_then(|_| h.groups.iter().position(|g| g.name == rec.name)) {
+            Some(i) => {
+                materialize(h, i);
+                let g = &mut h.groups[i];
+                let live: Vec<usize> = g.slots.iter().enumerate().filter(|(_, s)| !s.removed).map(|(j, _)| j).collect();
+                let target = rec.count as usize;
+                if target > live.len() {
+                    for k in 0..(target - live.len()) {
+                        g.slots.push(SlotRec {
+                            appear_at: now + timings::HYPERPOD_SCALE_FIRST_NODE + 10.0 * k as f64,
+                            generation: 0,
+                            removed: false,
+                            pending_until: None,
+                        });
+                    }
+                } else {
+                    for &j in live.iter().rev().take(live.len() - target) {
+                        g.slots[j].removed = true;
+                    }
+                }
+                g.count = rec.count;
+            }
+            None => {
+                let mut g = rec;
+                g.slots = (0..g.count)
+                    .map(|k| SlotRec {
+                        appear_at: now + timings::HYPERPOD_SCALE_FIRST_NODE + 10.0 * f64::from(k),
+                        generation: 0,
+                        removed: false,
+                        pending_until: None,
+                    })
+                    .collect();
+                h.groups.push(g);
+            }
+        }
+    }
+    if let Some(r) = req.node_recovery {
+        h.node_recovery = r;
+    }
+    if let Some(t) = req.tiered_storage {
+        h.tiered_storage = t;
+    }
+    if let Some(a) = &req.autoscaling {
+        if a.enabled && a.role_arn.is_none() {
+            return Err(invalid(API, "ValidationException: ClusterRole is required to enable autoscaling"));
+        }
+        h.autoscaling = a.enabled;
+    }
+    h.updating_until = Some(now + timings::HYPERPOD_UPDATE);
+    Ok(cluster_view(h, now))
+}
+
+fn batch_nodes(
+    w: &mut World,
+    region: &str,
+    cluster: &str,
+    action: NodeAction,
+    ids: &[String],
+    now: f64,
+) -> Result<BatchNodeResult> {
+    let api = match action {
+        NodeAction::Reboot => "sagemaker:BatchRebootClusterNodes",
+        NodeAction::Replace => "sagemaker:BatchReplaceClusterNodes",
+        NodeAction::Delete => "sagemaker:BatchDeleteClusterNodes",
+    };
+    let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| {
+        ProviderError::not_found(api, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
+    })?;
+    if h.life.phase(now) != Phase::Active {
+        return Err(ProviderError::new(
+            api,
+            ProviderErrorKind::Conflict,
+            format!("ConflictException: cluster {cluster} is not InService"),
+        ));
+    }
+    let view = nodes(h, now);
+    let mut result = BatchNodeResult::default();
+    for id in ids {
+        let Some(node) = view.iter().find(|n| &n.instance_id == id) else {
+            result.failed.push((id.clone(), format!("InstanceIdNotFound: {id} is not a node of {cluster}")));
+            continue;
+        };
+        if node.status != "Running" {
+            result.failed.push((
+                id.clone(),
+                format!("InstanceIdInUse: {id} is {}; another operation is in progress", node.status),
+            ));
+            continue;
+        }
+        let gi = h.groups.iter().position(|g| g.name == node.group).expect("node of a group");
+        materialize(h, gi);
+        let g = &mut h.groups[gi];
+        let j = (0..g.slots.len())
+            .find(|&j| {
+                let slot = &g.slots[j];
+                !slot.removed && {
+                    let hash = if slot.generation == 0 {
+                        stable_hash(&[&h.uid.to_string(), &g.name, &j.to_string()])
+                    } else {
+                        stable_hash(&[&h.uid.to_string(), &g.name, &j.to_string(), &slot.generation.to_string()])
+                    };
+                    format!("i-0{hash:016x}") == *id
+                }
+            })
+            .expect("slot of a node");
+        match action {
+            NodeAction::Reboot => g.slots[j].pending_until = Some(now + timings::HYPERPOD_NODE_REBOOT),
+            NodeAction::Replace => {
+                g.slots[j].generation += 1;
+                g.slots[j].pending_until = Some(now + timings::HYPERPOD_NODE_REPLACE);
+            }
+            NodeAction::Delete => {
+                g.slots[j].removed = true;
+                g.count = g.count.saturating_sub(1);
+            }
+        }
+        result.accepted.push(id.clone());
+    }
+    Ok(result)
 }
 
 #[async_trait]
@@ -382,5 +669,24 @@ impl HyperPodApi for SimCloud {
                 })
                 .collect())
         })
+    }
+
+    async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
+        self.write("sagemaker:UpdateCluster", |w, cx| update_cluster(w, req, cx.now))
+    }
+
+    async fn batch_node_action(
+        &self,
+        region: &str,
+        cluster: &str,
+        action: NodeAction,
+        node_ids: &[String],
+    ) -> Result<BatchNodeResult> {
+        let api = match action {
+            NodeAction::Reboot => "sagemaker:BatchRebootClusterNodes",
+            NodeAction::Replace => "sagemaker:BatchReplaceClusterNodes",
+            NodeAction::Delete => "sagemaker:BatchDeleteClusterNodes",
+        };
+        self.write(api, |w, cx| batch_nodes(w, region, cluster, action, node_ids, cx.now))
     }
 }

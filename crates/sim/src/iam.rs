@@ -6,7 +6,8 @@ use crate::world::{BucketRec, RoleRec};
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    Bucket, CreateBucket, CreateIamRole, IamApi, IamRole, ProviderError, ProviderErrorKind, Result, S3Api,
+    Bucket, CreateBucket, CreateIamRole, IamApi, IamRole, OidcProvider, ProviderError, ProviderErrorKind, Result,
+    S3Api, Tags,
 };
 
 fn role_view(r: &RoleRec) -> IamRole {
@@ -79,6 +80,43 @@ impl IamApi for SimCloud {
             w.count_n("iam:DetachRolePolicy", rec.managed_policies.len() as u64);
             w.count_n("iam:DeleteRolePolicy", rec.inline_policies.len() as u64);
             Ok(())
+        })
+    }
+
+    async fn get_oidc_provider(&self, issuer_url: &str) -> Result<Option<OidcProvider>> {
+        self.read("iam:GetOpenIDConnectProvider", |w, _| {
+            Ok(w.oidc_providers.get(issuer_url).map(|o| OidcProvider {
+                arn: o.arn.clone(),
+                url: o.url.clone(),
+                tags: o.tags.clone(),
+            }))
+        })
+    }
+
+    async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> Result<OidcProvider> {
+        const API: &str = "iam:CreateOpenIDConnectProvider";
+        self.write(API, |w, _| {
+            let Some(host_path) = issuer_url.strip_prefix("https://") else {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::InvalidRequest,
+                    format!("InvalidInput: {issuer_url} is not an https URL"),
+                ));
+            };
+            if w.oidc_providers.contains_key(issuer_url) {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!("EntityAlreadyExists: Provider with url {issuer_url} already exists."),
+                ));
+            }
+            let rec = crate::world::OidcProviderRec {
+                arn: format!("arn:aws:iam::{}:oidc-provider/{host_path}", w.account),
+                url: issuer_url.to_string(),
+                tags: tags.clone(),
+            };
+            w.oidc_providers.insert(issuer_url.to_string(), rec.clone());
+            Ok(OidcProvider { arn: rec.arn, url: rec.url, tags: rec.tags })
         })
     }
 }

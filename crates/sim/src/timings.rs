@@ -41,3 +41,11 @@ pub const JOB_DEFAULT_RUN: f64 = 60.0;
 pub const PYTORCHJOB_DEFAULT_RUN: f64 = 300.0;
 /// A resource given the "resource fails" fault fails after this share of its creation time.
 pub const FAILURE_SHARE: f64 = 0.5;
+/// An UpdateCluster keeps the cluster `Updating` this long.
+pub const HYPERPOD_UPDATE: f64 = 60.0;
+/// A node being rebooted is `Pending` this long.
+pub const HYPERPOD_NODE_REBOOT: f64 = 120.0;
+/// A replaced node (new instance) is `Pending` this long.
+pub const HYPERPOD_NODE_REPLACE: f64 = 360.0;
+/// New instances of a scaled-up or added group start appearing this long after the update.
+pub const HYPERPOD_SCALE_FIRST_NODE: f64 = 60.0;

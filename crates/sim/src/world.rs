@@ -48,6 +48,16 @@ pub(crate) struct World {
     pub quotas: BTreeMap<String, u32>,
     /// Kubernetes worlds by `region/eks cluster name`.
     pub kube: BTreeMap<String, KubeWorld>,
+    /// IAM OIDC providers by issuer URL.
+    #[serde(default)]
+    pub oidc_providers: BTreeMap<String, OidcProviderRec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OidcProviderRec {
+    pub arn: String,
+    pub url: String,
+    pub tags: Tags,
 }
 
 /// Key of a regional resource.
@@ -76,6 +86,7 @@ impl World {
             training_plans: BTreeMap::new(),
             quotas: BTreeMap::new(),
             kube: BTreeMap::new(),
+            oidc_providers: BTreeMap::new(),
         }
     }
 
@@ -362,6 +373,13 @@ pub(crate) struct HyperPodRec {
     /// Seed of the cluster's instance ids.
     pub uid: u64,
     pub life: Lifecycle,
+    /// An UpdateCluster in progress ends at this simulated time (the cluster shows Updating).
+    #[serde(default)]
+    pub updating_until: Option<f64>,
+    #[serde(default)]
+    pub tiered_storage: Option<instantstart_core::spec::TieredCheckpointing>,
+    #[serde(default)]
+    pub autoscaling: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -373,6 +391,26 @@ pub(crate) struct GroupRec {
     pub availability_zone: String,
     pub deep_health_checks: bool,
     pub training_plan: Option<String>,
+    #[serde(default)]
+    pub spot: bool,
+    #[serde(default)]
+    pub efa_only: bool,
+    /// Explicit instance slots, once the group changed after the cluster was created (added,
+    /// scaled, nodes rebooted/replaced/deleted). Empty: `count` slots implied by creation time.
+    #[serde(default)]
+    pub slots: Vec<SlotRec>,
+}
+
+/// One instance position of a group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SlotRec {
+    /// Simulated time the instance starts to appear (Pending).
+    pub appear_at: f64,
+    /// Bumped by a replace: a new instance id.
+    pub generation: u32,
+    pub removed: bool,
+    /// A reboot or replace in progress ends at this simulated time (the node shows Pending).
+    pub pending_until: Option<f64>,
 }
 
 #[cfg(test)]

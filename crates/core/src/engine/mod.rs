@@ -203,6 +203,9 @@ pub enum EngineError {
     NotFound(OperationId),
     #[error("no cluster named {0}")]
     UnknownCluster(String),
+    /// Something the request names does not exist (HTTP 404).
+    #[error("{0} not found")]
+    Missing(String),
     #[error("step {step} of operation {operation} not found")]
     StepNotFound { operation: OperationId, step: String },
     /// The request is valid but the state does not allow it (HTTP 409).

@@ -7,12 +7,17 @@
 //! - [`import_cluster`]: register an existing EKS (and HyperPod) cluster after checking it.
 
 pub mod create_cluster;
+pub mod day2;
 pub mod delete_cluster;
+pub mod features;
 pub mod import_cluster;
+pub mod instance_groups;
+pub mod nodes;
 pub mod steps;
 
 use crate::Finding;
 use crate::engine::EngineError;
+use crate::operation::OperationKind;
 use crate::store::{ClusterRecord, Store};
 use crate::validate::{ValidationError, ValidationKind};
 use serde::de::DeserializeOwned;
@@ -56,7 +61,34 @@ pub fn all(
 ) -> Vec<std::sync::Arc<dyn crate::engine::Workflow>> {
     vec![
         std::sync::Arc::new(CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),
-        std::sync::Arc::new(DeleteClusterWorkflow::new(aws.clone(), kube, store.clone())),
-        std::sync::Arc::new(ImportClusterWorkflow::new(aws, store)),
+        std::sync::Arc::new(DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),
+        std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube, store.clone())),
+        std::sync::Arc::new(ImportClusterWorkflow::new(aws.clone(), store.clone())),
+        std::sync::Arc::new(instance_groups::InstanceGroupWorkflow::new(
+            OperationKind::AddInstanceGroup,
+            aws.clone(),
+            store.clone(),
+        )),
+        std::sync::Arc::new(instance_groups::InstanceGroupWorkflow::new(
+            OperationKind::UpdateInstanceGroup,
+            aws.clone(),
+            store.clone(),
+        )),
+        std::sync::Arc::new(instance_groups::InstanceGroupWorkflow::new(
+            OperationKind::DeleteInstanceGroup,
+            aws.clone(),
+            store.clone(),
+        )),
+        std::sync::Arc::new(nodes::NodeActionWorkflow::new(
+            crate::provider::NodeAction::Reboot,
+            aws.clone(),
+            store.clone(),
+        )),
+        std::sync::Arc::new(nodes::NodeActionWorkflow::new(
+            crate::provider::NodeAction::Replace,
+            aws.clone(),
+            store.clone(),
+        )),
+        std::sync::Arc::new(nodes::NodeActionWorkflow::new(crate::provider::NodeAction::Delete, aws, store)),
     ]
 }

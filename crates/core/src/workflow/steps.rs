@@ -177,3 +177,85 @@ pub async fn place_groups(
     }
     Ok(Some(placements))
 }
+
+/// Ensures an IAM role of ours exists (same-named foreign roles need attention).
+pub struct EnsureRole {
+    pub aws: Arc<dyn AwsCloud>,
+    /// InstantStart cluster name (ownership).
+    pub cluster: String,
+    pub name: String,
+    pub trust_policy: serde_json::Value,
+    pub managed_policies: Vec<String>,
+    pub inline_policies: Vec<(String, serde_json::Value)>,
+}
+
+#[async_trait]
+impl StepExecutor for EnsureRole {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.aws.get_role(&self.name).await? {
+            Some(r) if is_owned(&r.tags, &self.cluster) => {
+                Observation::Exists(ResourceRef { kind: "iam-role".into(), id: r.name, arn: Some(r.arn) })
+            }
+            Some(_) => Observation::Foreign {
+                reason: format!(
+                    "IAM role {} exists but is not tagged as InstantStart's for cluster {}",
+                    self.name, self.cluster
+                ),
+            },
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let r = self
+            .aws
+            .create_role(&CreateIamRole {
+                name: self.name.clone(),
+                trust_policy: self.trust_policy.clone(),
+                managed_policies: self.managed_policies.clone(),
+                inline_policies: self.inline_policies.clone(),
+                tags: ownership_tags(&self.cluster, &cx.operation_id.0),
+            })
+            .await?;
+        Ok(ResourceRef { kind: "iam-role".into(), id: r.name, arn: Some(r.arn) })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.aws.get_role(&r.id).await? {
+            Some(role) => Progress::Done(json!({ "role_name": role.name, "role_arn": role.arn })),
+            None => Progress::Waiting { detail: "waiting for the IAM role to become visible".into() },
+        })
+    }
+}
+
+/// Removes an IAM role of ours; absent counts as done, a foreign one is left alone.
+pub struct RemoveRole {
+    pub aws: Arc<dyn AwsCloud>,
+    pub cluster: String,
+    pub name: String,
+}
+
+#[async_trait]
+impl StepExecutor for RemoveRole {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.aws.get_role(&self.name).await? {
+            None => Observation::Exists(ResourceRef { kind: "iam-role".into(), id: self.name.clone(), arn: None }),
+            Some(r) if !is_owned(&r.tags, &self.cluster) => Observation::Foreign {
+                reason: format!("IAM role {} is not tagged as InstantStart's; it is left alone", self.name),
+            },
+            Some(_) => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        self.aws.delete_role(&self.name).await?;
+        Ok(ResourceRef { kind: "iam-role".into(), id: self.name.clone(), arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.aws.get_role(&r.id).await? {
+            None => Progress::Done(json!({ "deleted": r.id })),
+            Some(_) => Progress::Waiting { detail: format!("IAM role {}: deleting", r.id) },
+        })
+    }
+}

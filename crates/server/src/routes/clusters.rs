@@ -31,6 +31,8 @@ pub enum ClusterStatus {
     Deleting,
     DeleteFailed,
     Importing,
+    /// A change (instance groups, nodes, features) is running.
+    Updating,
 }
 
 /// Summary of an operation on a cluster.
@@ -148,24 +150,29 @@ pub fn routes() -> ApiRouter<AppState> {
 }
 
 fn view(state: &AppState, record: ClusterRecord, active: Option<&str>) -> Result<ClusterView, ApiError> {
-    let last = state
-        .store
-        .list_operations(&OperationFilter { target: Some(cluster_target(&record.name)), status: None, limit: Some(1) })?
-        .into_iter()
-        .next();
-    let status = match &last {
+    let recent = state.store.list_operations(&OperationFilter {
+        target: Some(cluster_target(&record.name)),
+        status: None,
+        limit: Some(20),
+    })?;
+    let lifecycle = recent.iter().find(|op| {
+        matches!(op.kind, OperationKind::CreateCluster | OperationKind::ImportCluster | OperationKind::DeleteCluster)
+    });
+    let mut status = match lifecycle {
         None => ClusterStatus::Ready,
         Some(op) => match (op.kind, op.status) {
             (OperationKind::CreateCluster, OperationStatus::Running) => ClusterStatus::Creating,
             (OperationKind::ImportCluster, OperationStatus::Running) => ClusterStatus::Importing,
             (OperationKind::DeleteCluster, OperationStatus::Running) => ClusterStatus::Deleting,
-            (OperationKind::CreateCluster | OperationKind::ImportCluster, OperationStatus::Succeeded) => {
-                ClusterStatus::Ready
-            }
-            (OperationKind::CreateCluster | OperationKind::ImportCluster, _) => ClusterStatus::Failed,
             (OperationKind::DeleteCluster, _) => ClusterStatus::DeleteFailed,
+            (_, OperationStatus::Succeeded) => ClusterStatus::Ready,
+            _ => ClusterStatus::Failed,
         },
     };
+    if status == ClusterStatus::Ready && recent.first().is_some_and(|op| op.status == OperationStatus::Running) {
+        status = ClusterStatus::Updating;
+    }
+    let last = recent.into_iter().next();
     Ok(ClusterView {
         active: active == Some(record.name.as_str()),
         record,

@@ -10,6 +10,7 @@
 
 mod clusters;
 mod context;
+mod hyperpod;
 mod meta;
 mod operations;
 mod session;
@@ -45,6 +46,7 @@ pub fn router(state: AppState) -> axum::Router {
     let mut protected = ApiRouter::new()
         .merge(context::routes())
         .merge(clusters::routes())
+        .merge(hyperpod::routes())
         .merge(operations::routes())
         .merge(session::protected_routes())
         .merge(stream::routes());

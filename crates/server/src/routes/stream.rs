@@ -46,6 +46,7 @@ pub fn routes() -> ApiRouter<AppState> {
                     .summary("WebSocket of operation phase changes (JSON messages)")
                     .tag("operations"),
             )
+            .response::<404, crate::error::ProblemJson>()
         }),
     )
 }

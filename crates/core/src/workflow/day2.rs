@@ -1,0 +1,83 @@
+//! What every day-2 workflow (instance groups, nodes, managed features) needs: the cluster's
+//! record, its HyperPod cluster, and the network/role context for new instance groups.
+
+use crate::engine::{EngineError, StepError};
+use crate::names::DerivedNames;
+use crate::provider::*;
+use crate::spec::{DeepHealthChecks, InstanceGroupSpec};
+use crate::store::{ClusterRecord, Store};
+use crate::validate::ValidationError;
+
+/// The registered cluster `name`, which must have a HyperPod cluster.
+pub fn hyperpod_record(store: &dyn Store, name: &str) -> Result<(ClusterRecord, String), EngineError> {
+    let rec = store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
+    let hp = rec
+        .hyperpod_cluster
+        .clone()
+        .ok_or_else(|| ValidationError::unprocessable("cluster", format!("cluster {name} has no HyperPod cluster")))?;
+    Ok((rec, hp))
+}
+
+/// The live HyperPod cluster; a missing one is a clear error.
+pub async fn live_cluster(aws: &dyn AwsCloud, rec: &ClusterRecord, hp: &str) -> Result<HyperPodCluster, EngineError> {
+    aws.describe_hyperpod_cluster(&rec.region, hp).await?.ok_or_else(|| {
+        ValidationError::unprocessable(
+            "cluster",
+            format!("HyperPod cluster {hp} of {} does not exist in {}", rec.name, rec.region),
+        )
+        .into()
+    })
+}
+
+/// An existing group as a spec: the provider's real state (count = target count).
+pub fn group_spec(g: &HyperPodInstanceGroupStatus, availability_zone: &str) -> InstanceGroupSpec {
+    InstanceGroupSpec {
+        name: g.name.clone(),
+        instance_type: g.instance_type.clone(),
+        count: g.target_count,
+        availability_zone: availability_zone.to_string(),
+        subnet_id: None,
+        capacity: g.capacity.clone(),
+        interface_mode: g.interface_mode,
+        ebs_volume_gb: 500,
+        deep_health_checks: DeepHealthChecks::default(),
+        lifecycle_script: None,
+    }
+}
+
+/// What UpdateCluster needs to describe a group: its subnet, the security group and the
+/// execution role, read from the provider (deterministic names, nothing guessed).
+pub struct GroupContext {
+    pub vpc_id: String,
+    pub security_group_ids: Vec<String>,
+    pub execution_role_arn: String,
+}
+
+pub async fn group_context(aws: &dyn AwsCloud, rec: &ClusterRecord) -> Result<GroupContext, StepError> {
+    let eks = aws
+        .describe_eks_cluster(&rec.region, &rec.eks_cluster)
+        .await?
+        .ok_or_else(|| StepError::Invalid(format!("EKS cluster {} not found", rec.eks_cluster)))?;
+    let vpc_id = rec.vpc_id.clone().unwrap_or_else(|| eks.vpc_id.clone());
+    let network = aws.describe_network(&rec.region, &vpc_id).await?;
+    let sg = network
+        .security_group_id
+        .or(eks.security_group_id)
+        .ok_or_else(|| StepError::Invalid(format!("no security group found for VPC {vpc_id}")))?;
+    let role_name = DerivedNames::for_cluster(&rec.name).hyperpod_execution_role;
+    let role = aws
+        .get_role(&role_name)
+        .await?
+        .ok_or_else(|| StepError::Invalid(format!("execution role {role_name} not found")))?;
+    Ok(GroupContext { vpc_id, security_group_ids: vec![sg], execution_role_arn: role.arn })
+}
+
+/// The AZ of a subnet, from the VPC's subnets.
+pub async fn subnet_az(aws: &dyn AwsCloud, region: &str, vpc_id: &str, subnet_id: &str) -> Result<String, StepError> {
+    let n = aws.describe_network(region, vpc_id).await?;
+    n.subnets
+        .iter()
+        .find(|s| s.id == subnet_id)
+        .map(|s| s.availability_zone.clone())
+        .ok_or_else(|| StepError::Invalid(format!("subnet {subnet_id} not found in {vpc_id}")))
+}

@@ -1,0 +1,254 @@
+//! Day-2 operations of a cluster's HyperPod cluster: instance groups (add, scale, delete),
+//! nodes (list, reboot, replace, delete) and managed features (read, change). Changes follow
+//! the explicit-diff contract: PATCH bodies carry only the changed fields, and a request that
+//! matches the real state answers 200 "already in this state" without creating an operation.
+
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, NoChange, errors, mutation, submit};
+use crate::AppState;
+use crate::auth::Principal;
+use crate::error::{ApiError, ProblemJson};
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
+use axum::Json;
+use axum::extract::{Extension, State};
+use axum::response::Response;
+use instantstart_core::diff::FeaturesPatch;
+use instantstart_core::operation::OperationKind;
+use instantstart_core::provider::{ClusterNode, HyperPodInstanceGroupStatus};
+use instantstart_core::spec::{InstanceGroupSpec, ManagedFeatures};
+use instantstart_core::workflow::day2::{hyperpod_record, live_cluster};
+use instantstart_core::workflow::features::{SetFeaturesRequest, read_features};
+use instantstart_core::workflow::instance_groups::{
+    AddInstanceGroupRequest, DeleteInstanceGroupRequest, InstanceGroupPatch, UpdateInstanceGroupRequest,
+};
+use instantstart_core::workflow::nodes::NodeActionRequest;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClusterPath {
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GroupPath {
+    pub name: String,
+    /// Instance group name.
+    pub group: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NodeActionPath {
+    pub name: String,
+    /// `reboot`, `replace` or `delete`.
+    pub action: NodeActionName,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeActionName {
+    Reboot,
+    Replace,
+    Delete,
+}
+
+/// Body of a node action.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeActionBody {
+    /// Instance ids (`i-…`).
+    pub node_ids: Vec<String>,
+    /// Replace and delete lose the nodes' local volumes: set true to acknowledge.
+    #[serde(default)]
+    pub acknowledge_local_data_loss: bool,
+}
+
+/// Managed features with the scope of managed autoscaling spelled out.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FeaturesView {
+    #[serde(flatten)]
+    pub features: ManagedFeatures,
+    /// Managed autoscaling (Karpenter operated by AWS) scales HyperPod instance groups only,
+    /// from zero; it does not manage general EC2 capacity.
+    pub autoscaling_scope: String,
+}
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/clusters/{name}/instance-groups",
+            get_with(list_groups, |op| {
+                errors(
+                    op.id("instance_group_list")
+                        .summary("Instance groups of the HyperPod cluster (live counts)")
+                        .tag("hyperpod"),
+                )
+                .response::<200, Json<Vec<HyperPodInstanceGroupStatus>>>()
+                .response::<404, ProblemJson>()
+            })
+            .post_with(add_group, |op| {
+                mutation(
+                    op.id("instance_group_add")
+                        .summary("Add an instance group: capacity type, interface mode and placement in one operation")
+                        .tag("hyperpod"),
+                )
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{name}/instance-groups/{group}",
+            aide::axum::routing::patch_with(update_group, |op| {
+                mutation(
+                    op.id("instance_group_update")
+                        .summary(
+                            "Scale an instance group (explicit diff; capacity type and EFA-only are immutable: 422)",
+                        )
+                        .tag("hyperpod"),
+                )
+                .response_with::<200, Json<NoChange>, _>(|r| r.description("Already in this state: nothing was done"))
+                .response::<404, ProblemJson>()
+            })
+            .delete_with(delete_group, |op| {
+                mutation(op.id("instance_group_delete").summary("Delete an instance group").tag("hyperpod"))
+                    .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{name}/nodes",
+            get_with(list_nodes, |op| {
+                errors(op.id("node_list").summary("Nodes with instance group and status").tag("hyperpod"))
+                    .response::<200, Json<Vec<ClusterNode>>>()
+                    .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{name}/nodes/{action}",
+            post_with(node_action, |op| {
+                mutation(
+                    op.id("node_action")
+                        .summary("Reboot, replace or delete nodes (replace/delete lose local volumes)")
+                        .tag("hyperpod"),
+                )
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{name}/features",
+            get_with(get_features, |op| {
+                errors(op.id("feature_get").summary("Managed features as they really are").tag("features"))
+                    .response::<200, Json<FeaturesView>>()
+                    .response::<404, ProblemJson>()
+            })
+            .patch_with(set_features, |op| {
+                mutation(
+                    op.id("feature_set")
+                        .summary("Change managed features: send only the changed fields")
+                        .tag("features"),
+                )
+                .response_with::<200, Json<NoChange>, _>(|r| r.description("Already in this state: nothing was done"))
+                .response::<404, ProblemJson>()
+            }),
+        )
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<serde_json::Value, ApiError> {
+    serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+async fn list_groups(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ClusterPath>,
+) -> Result<Json<Vec<HyperPodInstanceGroupStatus>>, ApiError> {
+    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
+    Ok(Json(live_cluster(state.aws.as_ref(), &rec, &hp).await?.instance_groups))
+}
+
+async fn add_group(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(_, group): ApiBody<InstanceGroupSpec>,
+) -> Result<Response, ApiError> {
+    let group = instantstart_core::workflow::decode(&group)?;
+    let request = to_json(&AddInstanceGroupRequest { cluster: p.name, group })?;
+    submit(&state, OperationKind::AddInstanceGroup, request, &principal, q.dry_run, key).await
+}
+
+async fn update_group(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<GroupPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(patch, _): ApiBody<InstanceGroupPatch>,
+) -> Result<Response, ApiError> {
+    let request = to_json(&UpdateInstanceGroupRequest { cluster: p.name, group: p.group, patch })?;
+    submit(&state, OperationKind::UpdateInstanceGroup, request, &principal, q.dry_run, key).await
+}
+
+async fn delete_group(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<GroupPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+) -> Result<Response, ApiError> {
+    let request = to_json(&DeleteInstanceGroupRequest { cluster: p.name, group: p.group })?;
+    submit(&state, OperationKind::DeleteInstanceGroup, request, &principal, q.dry_run, key).await
+}
+
+async fn list_nodes(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ClusterPath>,
+) -> Result<Json<Vec<ClusterNode>>, ApiError> {
+    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
+    Ok(Json(state.aws.list_cluster_nodes(&rec.region, &hp).await?))
+}
+
+async fn node_action(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<NodeActionPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(body, _): ApiBody<NodeActionBody>,
+) -> Result<Response, ApiError> {
+    let kind = match p.action {
+        NodeActionName::Reboot => OperationKind::RebootNodes,
+        NodeActionName::Replace => OperationKind::ReplaceNodes,
+        NodeActionName::Delete => OperationKind::DeleteNodes,
+    };
+    let request = to_json(&NodeActionRequest {
+        cluster: p.name,
+        node_ids: body.node_ids,
+        acknowledge_local_data_loss: body.acknowledge_local_data_loss,
+    })?;
+    submit(&state, kind, request, &principal, q.dry_run, key).await
+}
+
+async fn get_features(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ClusterPath>,
+) -> Result<Json<FeaturesView>, ApiError> {
+    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
+    let live = live_cluster(state.aws.as_ref(), &rec, &hp).await?;
+    let features = read_features(state.aws.as_ref(), &rec, &live).await?;
+    Ok(Json(FeaturesView {
+        features,
+        autoscaling_scope: "HyperPod instance groups only (scale from zero); not general EC2 capacity".into(),
+    }))
+}
+
+async fn set_features(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(patch, _): ApiBody<FeaturesPatch>,
+) -> Result<Response, ApiError> {
+    let request = to_json(&SetFeaturesRequest { cluster: p.name, patch })?;
+    submit(&state, OperationKind::SetFeatures, request, &principal, q.dry_run, key).await
+}
