@@ -40,7 +40,7 @@ export function clearFindings(form) {
  * Shows `error` (an ApiError) in `form`: each finding next to its field, and a summary at the
  * top that links to them. Focuses the summary so keyboard and screen-reader users land on it.
  */
-export function showFindings(form, error) {
+export function showFindings(form, error, { focus = true } = {}) {
   clearFindings(form);
   const summary = form.querySelector('.error-summary');
   const items = [];
@@ -49,7 +49,7 @@ export function showFindings(form, error) {
     : [{ field: '', rule: error.message }];
   for (const f of findings) {
     const el = f.field ? findField(form, f.field) : null;
-    const label = f.field ? `${f.field}: ${f.rule}` : f.rule;
+    const label = f.field ? [h('span', { class: 'mono' }, f.field), `: ${f.rule}`] : f.rule;
     if (el) {
       const msgId = id('err');
       const msg = h('p', { class: 'field-error', id: msgId, dataset: { errorFor: f.field } }, f.rule);
@@ -88,7 +88,7 @@ export function showFindings(form, error) {
       !error.findings.length && h('p', {}, error.title),
       h('ul', {}, items));
     summary.hidden = false;
-    summary.focus();
+    if (focus) summary.focus();
   }
 }
 

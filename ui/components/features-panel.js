@@ -3,7 +3,7 @@
 // ONLY the changed fields with PATCH. While the managed-features backend is absent (404), the
 // panel is shown disabled and no state is invented.
 
-import { h, replace, id, announce } from '../dom.js';
+import { h, replace, id, announce, routeHref } from '../dom.js';
 import { get, patch, seg, newIdempotencyKey } from '../api.js';
 import { FEATURES, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges } from '../features.js';
 import { showFindings, clearFindings } from '../fields.js';
@@ -184,11 +184,13 @@ class FeaturesPanel extends HTMLElement {
     if (!(await supportsDryRun())) return;
     try {
       const { data } = await patch(this.path(), body, { query: { dry_run: true } });
-      const server = describeServerChanges(data);
-      if (server) {
-        replace(serverSlot, h('h4', {}, 'Plan from the control plane'),
-          server.length ? this.diffList(server) : h('p', {}, 'Already in this state: nothing would change.'));
-      }
+      const server = describeServerChanges(data && (data.plan || data));
+      const steps = data && Array.isArray(data.steps) ? data.steps : [];
+      replace(serverSlot,
+        server && [h('h4', {}, 'Diff against the cluster’s real state'),
+          server.length ? this.diffList(server) : h('p', {}, 'Already in this state: nothing would change.')],
+        steps.length > 0 && [h('h4', {}, 'Steps the control plane will run'),
+          h('ol', { class: 'plan-steps compact' }, steps.map((st) => h('li', { dataset: { stepKey: st.key } }, st.title)))]);
     } catch (err) {
       if (err.findings.length) showFindings(this.form, err);
     }
@@ -202,14 +204,23 @@ class FeaturesPanel extends HTMLElement {
       if (status === 202 && data && data.operation) {
         announce('Feature change started');
         const progress = h('is-operation-progress', { 'operation-id': data.operation.id, ...(this.speed ? { 'sim-speed': this.speed } : {}) });
-        progress.addEventListener('operation', (e) => {
-          if (e.detail.status === 'succeeded') this.load();
+        let done = false;
+        progress.addEventListener('operation', async (e) => {
+          if (done || e.detail.status !== 'succeeded') return;
+          done = true;
+          const opId = e.detail.id;
+          await this.load();
+          this.progressSlot?.replaceChildren(h('p', { class: 'notice muted', role: 'status' },
+            'Applied. ', h('a', { href: routeHref('operations', opId) }, 'See the operation')));
         });
         replace(this.progressSlot, h('h3', {}, 'Applying'), progress);
         this.diffBox.hidden = true;
       } else {
-        announce('Features updated');
+        announce(data && data.no_change ? 'Already in this state: nothing was done' : 'Features updated');
         await this.load();
+        if (data && data.no_change) {
+          this.progressSlot.replaceChildren(h('p', { class: 'notice muted', role: 'status' }, data.message || 'Already in this state: nothing was done.'));
+        }
       }
     } catch (err) {
       showFindings(this.form, err);

@@ -13,7 +13,24 @@ export const KIND_TITLES = {
   create_cluster: 'Create cluster',
   delete_cluster: 'Delete cluster',
   import_cluster: 'Import cluster',
+  add_instance_group: 'Add instance group',
+  update_instance_group: 'Update instance group',
+  delete_instance_group: 'Delete instance group',
+  reboot_nodes: 'Reboot nodes',
+  replace_nodes: 'Replace nodes',
+  delete_nodes: 'Delete nodes',
+  set_features: 'Change managed features',
 };
+
+const CLUSTER_KINDS = new Set(['create_cluster', 'delete_cluster', 'import_cluster']);
+
+/** "Create cluster demo", "Change managed features — demo". */
+export function operationTitle(op) {
+  const cluster = clusterOf(op.target);
+  const kind = KIND_TITLES[op.kind] || words(op.kind);
+  if (!cluster) return `${kind} — ${op.target}`;
+  return CLUSTER_KINDS.has(op.kind) ? `${kind} ${cluster}` : `${kind} — ${cluster}`;
+}
 
 const GLYPH = {
   pending: '○', submitting: '◔', submitted: '◑', polling: '◕', succeeded: '✓', failed: '✕',
@@ -181,7 +198,8 @@ class OperationProgress extends HTMLElement {
     r.detail.textContent = step.detail || '';
     r.error.hidden = !step.error;
     replace(r.error, step.error ? [h('strong', {}, 'Error: '), step.error] : []);
-    const stopped = RETRYABLE_PHASES.has(step.phase);
+    // Failed and needs-attention steps offer Retry; cancelled ones resume from the banner.
+    const stopped = RETRYABLE_PHASES.has(step.phase) && step.phase !== 'cancelled';
     const hadFocus = r.retry === document.activeElement;
     r.retry.hidden = !stopped;
     r.retry.disabled = !stopped || op.status === 'running';
@@ -244,13 +262,20 @@ class OperationProgress extends HTMLElement {
       const link = cluster && op.kind !== 'delete_cluster'
         ? h('a', { href: routeHref('clusters', cluster), class: 'btn primary' }, `Open cluster ${cluster}`)
         : h('a', { href: '#/clusters', class: 'btn' }, 'Back to clusters');
-      const text = op.kind === 'delete_cluster' ? `Cluster ${cluster} was deleted.`
-        : op.kind === 'import_cluster' ? `Cluster ${cluster} was imported.` : `Cluster ${cluster} is ready.`;
+      const text = {
+        create_cluster: `Cluster ${cluster} is ready.`,
+        import_cluster: `Cluster ${cluster} was imported.`,
+        delete_cluster: `Cluster ${cluster} was deleted.`,
+      }[op.kind] || `${operationTitle(op)}: every step succeeded.`;
       replace(b, h('p', {}, h('strong', {}, 'Done. '), text), link);
     } else if (op.status === 'cancelled') {
       b.classList.add('muted');
+      const first = op.steps.find((s) => s.phase === 'cancelled');
+      const resume = first && h('button', { type: 'button', class: 'btn', id: 'resume-operation' }, 'Resume operation');
+      resume?.addEventListener('click', () => this.retry(first.key, this.rows.get(first.key), resume));
       replace(b, h('p', {}, h('strong', {}, 'Cancelled. '),
-        'Steps stopped between provider calls; nothing was rolled back. Retry a cancelled step to continue.'));
+        'Steps stopped between provider calls; nothing was rolled back. Resuming continues the cancelled steps; finished ones are not repeated.'),
+      resume);
     } else {
       b.classList.add(op.status === 'needs_attention' ? 'warn' : 'bad');
       const stopped = op.steps.filter((s) => s.phase === 'failed' || s.phase === 'needs_attention');
@@ -276,8 +301,8 @@ class OperationProgress extends HTMLElement {
     }
   }
 
-  async retry(key, row) {
-    row.retry.disabled = true;
+  async retry(key, row, button = row.retry) {
+    button.disabled = true;
     row.retryError.hidden = true;
     try {
       const { data } = await post(`/api/operations/${seg(this.opId)}/steps/${seg(key)}/retry`);
@@ -288,7 +313,8 @@ class OperationProgress extends HTMLElement {
     } catch (err) {
       row.retryError.hidden = false;
       row.retryError.textContent = err.message;
-      row.retry.disabled = false;
+      button.disabled = false;
+      if (button !== row.retry) this.showStep(key);
     }
   }
 

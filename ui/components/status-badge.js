@@ -16,12 +16,16 @@ const GLYPHS = {
   delete_failed: '✕',
   needs_attention: '!',
   cancelled: '–',
+  pass: '✓',
+  warn: '!',
+  fail: '✕',
 };
 
 const TONES = {
   succeeded: 'ok', ready: 'ok', active: 'ok', running: 'busy', creating: 'busy', importing: 'busy',
   deleting: 'busy', submitting: 'busy', submitted: 'busy', polling: 'busy', failed: 'bad',
   delete_failed: 'bad', needs_attention: 'warn', cancelled: 'muted', pending: 'muted',
+  pass: 'ok', warn: 'warn', fail: 'bad',
 };
 
 export function tone(value) {

@@ -13,6 +13,7 @@ import time
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
 from conftest import TOKEN
 
@@ -188,6 +189,25 @@ def test_validation_errors_are_shown_next_to_their_fields(ui):
     review_plan(ui)
     assert not ui.all(".field-error"), "findings cleared"
 
+    # Instance types are offered per AZ: in the simulated us-east-1, p5 only in 1b, 1d and 1f.
+    type_select = Select(field(ui, "hyperpod.instance_groups[0].instance_type"))
+    Select(field(ui, "hyperpod.instance_groups[0].availability_zone")).select_by_value("us-east-1a")
+    assert "ml.p5.48xlarge" not in [o.get_attribute("value") for o in type_select.options]
+    Select(field(ui, "hyperpod.instance_groups[0].availability_zone")).select_by_value("us-east-1b")
+    assert "ml.p5.48xlarge" in [o.get_attribute("value") for o in type_select.options]
+    # Preflight: a new account has no p5 quota; the plan explains it next to the count and
+    # does not let the request go ahead.
+    type_select.select_by_value("ml.p5.48xlarge")
+    set_value(field(ui, "hyperpod.instance_groups[0].count"), "4")
+    plan = review_plan(ui)
+    failed = plan.find_elements(By.CSS_SELECTOR, '.checks-list li[data-status="fail"]')
+    if failed:
+        assert failed[0].get_attribute("data-field") == "hyperpod.instance_groups[0].count"
+        _, msgs = error_for(ui, "hyperpod.instance_groups[0].count")
+        assert msgs and "quota" in msgs[0].text.lower(), [m.text for m in msgs]
+        assert not ui.css("#create-submit").is_enabled()
+        ui.screenshot("preflight-quota")
+
 
 def test_create_cluster_live_progress_with_reload(ui, server):
     fill_create_form(ui, "alpha", count="2")
@@ -241,6 +261,16 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     assert tr.get_attribute("data-status") == "ready"
     assert tr.get_attribute("data-active") == "true"
     ui.screenshot("clusters")
+
+    # Valid but impossible now (422): the name is taken; shown next to the name field.
+    fill_create_form(ui, "alpha")
+    ui.click(ui.css("form.create-form button[type=submit]"))
+    summary = ui.wait_css(".error-summary")
+    assert "cannot be applied" in summary.text
+    _, msgs = error_for(ui, "name")
+    assert msgs and "already exists" in msgs[0].text, [m.text for m in msgs]
+    assert not ui.all("section.plan")
+    ui.screenshot("name-taken-422")
 
 
 def test_failed_step_is_retried_from_the_ui(ui, server):
@@ -308,8 +338,9 @@ def test_cancel_then_continue_from_the_ui(ui, server):
     cancelled = [k for k, p in steps(ui).items() if p == "cancelled"]
     assert cancelled, steps(ui)
     ui.screenshot("cancelled")
-    # Continue: retrying a cancelled step resumes every cancelled step.
-    ui.click(ui.css(f'li.step[data-step-key="{cancelled[0]}"] .step-actions button'))
+    assert not [b for b in ui.all("li.step .step-actions button") if b.is_displayed()], "cancelled steps resume from the banner"
+    # Resume: retrying a cancelled step continues every cancelled step.
+    ui.click(ui.css("#resume-operation"))
     wait_all_green(ui)
 
 
@@ -362,8 +393,21 @@ def test_features_panel(ui, server):
     items = diff.find_elements(By.CSS_SELECTOR, "ul.diff li")
     assert [i.get_attribute("data-field") for i in items][:1] == ["training_operator"]
     body = json.loads(diff.find_element(By.CSS_SELECTOR, "pre").get_attribute("textContent"))
-    assert body == {"training_operator": not before}
+    assert body == {"training_operator": not before}, "only the changed field is sent"
+    # The backend's own diff against the real state, from its dry run.
+    ui.wait(lambda: "Diff against" in diff.text, 10, "server diff shown")
     ui.screenshot("features-diff")
+    ui.click(diff.find_element(By.XPATH, ".//button[normalize-space()='Apply changes']"))
+    ui.wait(lambda: panel.find_elements(By.CSS_SELECTOR, "is-operation-progress") or "Applied" in panel.text, 15, "applying")
+    ui.wait(lambda: "Applied" in panel.text, 45, "feature change applied")
+    switch = panel.find_element(By.CSS_SELECTOR, 'input[data-field="training_operator"]')
+    assert switch.is_selected() == (not before), "the panel shows the real state after the change"
+    _, ops = server.api("GET", "/api/operations?target=cluster/alpha&limit=5")
+    change = next(o for o in ops if o["kind"] == "set_features")
+    assert change["status"] == "succeeded" and change["actor"]["face"] == "ui"
+    recorded = {k: v for k, v in change["request"]["patch"].items() if v is not None}
+    assert recorded == {"training_operator": not before}, change["request"]
+    ui.screenshot("features-applied")
 
 
 def test_operations_and_audit_view(ui, server):
@@ -379,7 +423,6 @@ def test_operations_and_audit_view(ui, server):
     assert "operation.create" in actions or any(a.startswith("operation") for a in actions), actions
     ui.screenshot("operations")
     # Filter by status.
-    from selenium.webdriver.support.ui import Select
     Select(ui.css("#ops-status")).select_by_value("succeeded")
     ui.wait(lambda: all(tr.get_attribute("data-status") == "succeeded" for tr in ui.all("#operations-table tbody tr")), 10, "filtered")
 

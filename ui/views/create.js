@@ -4,7 +4,8 @@
 // with an Idempotency-Key fixed for that plan, so a double click cannot create twice.
 // Every input carries data-field="<request path>" so backend findings land next to it.
 
-import { h, replace, id, duration, debounce, announce } from '../dom.js';
+import { h, replace, id, duration, debounce, announce, words } from '../dom.js';
+import { badge } from '../components/status-badge.js';
 import * as api from '../api.js';
 import { showFindings, clearFindings, openAncestors } from '../fields.js';
 import { estimate } from '../progress.js';
@@ -372,11 +373,31 @@ export function createView({ app }) {
     const submit = h('button', { type: 'button', class: 'btn primary', id: 'create-submit' }, 'Create cluster');
     const errorBox = h('div', { class: 'notice bad', role: 'alert', hidden: true });
     submit.addEventListener('click', () => create(submit, errorBox));
+    // Preflight (quotas, offerings, training plans, address space): explained now, not failed late.
+    const checks = Array.isArray(data.checks) ? data.checks : [];
+    const failed = checks.filter((c) => c.status === 'fail');
+    if (failed.length) {
+      showFindings(form, new api.ApiError(422, {
+        title: 'Preflight checks failed',
+        findings: failed.map((c) => ({ field: c.field, rule: c.remedy ? `${c.detail} — ${c.remedy}` : c.detail })),
+      }), { focus: false });
+      for (const bad of form.querySelectorAll('.has-error')) openAncestors(bad);
+      submit.disabled = true;
+    }
+    const checkList = checks.length > 0 && h('div', { class: 'preflight' },
+      h('h3', {}, 'Preflight checks'),
+      h('ul', { class: 'checks-list' }, checks.map((c) => h('li', { dataset: { check: c.check, status: c.status, field: c.field } },
+        badge(c.status), ' ', h('span', { class: 'check-name' }, words(c.check)), ' ',
+        h('span', { class: 'mono muted' }, c.field), h('div', { class: 'check-detail' }, c.detail),
+        c.remedy && h('div', { class: 'help' }, c.remedy)))),
+      failed.length > 0 && h('p', { class: 'inline-error' }, 'Fix the failed checks (marked next to their fields) before creating.'));
     const section = h('section', { class: 'card plan', tabindex: '-1', 'aria-labelledby': 'plan-title' },
       h('h2', { id: 'plan-title' }, `Plan for ${data.target}`),
       h('p', {}, `${data.steps.length} steps, about ${duration(real)} at AWS speed`,
         here !== null ? ` (about ${duration(here)} on the simulated cloud at ${speed}×)` : '',
         '. Independent steps run in parallel. Nothing has been created yet.'),
+      checkList,
+      h('h3', {}, 'Steps'),
       h('ol', { class: 'plan-steps' }, data.steps.map((s) => h('li', { dataset: { stepKey: s.key } },
         h('span', { class: 'plan-step-title' }, s.title),
         h('span', { class: 'muted plan-step-meta' },

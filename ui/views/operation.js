@@ -2,7 +2,7 @@
 // is, so a reload (or a server restart) comes back to the same panel.
 
 import { h, replace, routeHref } from '../dom.js';
-import { KIND_TITLES, clusterOf } from '../components/operation-progress.js';
+import { clusterOf, operationTitle } from '../components/operation-progress.js';
 
 export function operationView({ app, params }) {
   const [opId] = params;
@@ -15,7 +15,7 @@ export function operationView({ app, params }) {
   progress.addEventListener('operation', (e) => {
     const op = e.detail;
     const cluster = clusterOf(op.target);
-    const text = `${KIND_TITLES[op.kind] || op.kind} ${cluster || op.target}`;
+    const text = operationTitle(op);
     if (title.textContent !== text) {
       title.textContent = text;
       document.title = `${text} · InstantStart`;
