@@ -1,0 +1,637 @@
+//! `HyperPodApi` on SageMaker: HyperPod clusters orchestrated by EKS, their nodes, and
+//! training plans.
+//!
+//! # CreateCluster
+//!
+//! `Orchestrator.Eks.ClusterArn`, `NodeRecovery` (the core defaults to `Automatic`), the
+//! ownership tags, and per instance group: type, count, execution role, `ThreadsPerCore`
+//! (1 for accelerated types, 2 for CPU types), an EBS volume, `OnStartDeepHealthChecks`
+//! (`InstanceStress`, `InstanceConnectivity`), the lifecycle script if one is given, and the
+//! capacity: on-demand (the default, nothing sent), `TrainingPlanArn`, or
+//! `CapacityRequirements.Spot`. EFA-only groups send `NetworkInterface.InterfaceType=efa-only`.
+//! The cluster `VpcConfig` lists every group's subnet and security groups; when the groups use
+//! more than one subnet, each group also gets an `OverrideVpcConfig` pinning it to its own
+//! subnet (one AZ per group).
+//!
+//! Clusters are created in `Continuous` node-provisioning mode: HyperPod's managed
+//! (Karpenter) autoscaling requires it and it cannot be switched on later; it also lets a
+//! group with partial capacity come up instead of failing the whole cluster.
+//!
+//! SageMaker `CreateCluster` takes no client token: the cluster name is the idempotency key.
+//! `ResourceInUse` is adopted only when the existing cluster carries our tags.
+//!
+//! # UpdateCluster and node actions
+//!
+//! [`HyperPodApi::update_hyperpod_cluster`] sends one `UpdateCluster` with the full spec of
+//! every group to create or resize (new groups in another subnet than the cluster's get an
+//! `OverrideVpcConfig`, existing groups keep what they have), `InstanceGroupsToDelete`,
+//! `NodeRecovery`, `TieredStorageConfig` (`Enable` with the memory share, or `Disable`), and
+//! `AutoScaling` (`Karpenter`, with the `ClusterRole` HyperPod assumes). `ConflictException`
+//! (another update in progress) is `Conflict`. Batch reboot/replace/delete report per-node
+//! outcomes; the service's refusals come back as `failed` entries, not as an error.
+//!
+//! # Status
+//!
+//! `Creating` → `Creating`; `InService` → `Active`; `Updating`, `SystemUpdating` and
+//! `RollingBack` → `Updating`; `Deleting` → `Deleting`; `Failed` → `Failed` with SageMaker's
+//! `FailureMessage`.
+
+use crate::AwsProvider;
+use crate::error::{invalid, malformed, sdk_error};
+use crate::tags;
+use async_trait::async_trait;
+use aws_sdk_sagemaker::Client as SageMaker;
+use aws_sdk_sagemaker::types::{
+    ClusterAutoScalerType, ClusterAutoScalingConfig, ClusterAutoScalingMode, ClusterCapacityRequirements,
+    ClusterConfigMode, ClusterEbsVolumeConfig, ClusterInstanceGroupDetails, ClusterInstanceGroupSpecification,
+    ClusterInstanceStorageConfig, ClusterInstanceType, ClusterInterfaceType, ClusterLifeCycleConfig,
+    ClusterNetworkInterface, ClusterNodeProvisioningMode, ClusterNodeRecovery, ClusterOrchestrator,
+    ClusterOrchestratorEksConfig, ClusterSpotOptions, ClusterStatus, ClusterTieredStorageConfig, DeepHealthCheckType,
+    VpcConfig,
+};
+use instantstart_core::provider::{
+    BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
+    HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan,
+    UpdateHyperPodCluster, is_owned,
+};
+use instantstart_core::spec::{CapacitySpec, InterfaceMode, NodeRecovery, TieredCheckpointing, instance_type_info};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Maps a SageMaker cluster status (and failure message) to a [`instantstart_core::provider::ResourceState`].
+pub fn cluster_state(
+    status: Option<&ClusterStatus>,
+    failure: Option<&str>,
+) -> instantstart_core::provider::ResourceState {
+    use instantstart_core::provider::ResourceState as S;
+    match status {
+        Some(ClusterStatus::Creating) | None => S::Creating,
+        Some(ClusterStatus::Inservice) => S::Active,
+        Some(ClusterStatus::Updating | ClusterStatus::Systemupdating | ClusterStatus::Rollingback) => S::Updating,
+        Some(ClusterStatus::Deleting) => S::Deleting,
+        Some(ClusterStatus::Failed) => S::Failed {
+            reason: failure
+                .filter(|m| !m.is_empty())
+                .unwrap_or("HyperPod reported Failed without a message")
+                .to_string(),
+        },
+        Some(other) => S::Failed { reason: format!("unknown HyperPod cluster status {}", other.as_str()) },
+    }
+}
+
+/// Threads per core: 1 (no SMT) for accelerated instances, 2 for CPU instances.
+fn threads_per_core(instance_type: &str) -> i32 {
+    match instance_type_info(instance_type) {
+        Some(info) if info.accelerators == 0 => 2,
+        _ => 1,
+    }
+}
+
+/// One instance group of a CreateCluster request. `pin_subnet` adds an `OverrideVpcConfig`.
+pub fn instance_group_spec(g: &HyperPodInstanceGroupRequest, pin_subnet: bool) -> ClusterInstanceGroupSpecification {
+    let s = &g.spec;
+    let mut b = ClusterInstanceGroupSpecification::builder()
+        .instance_group_name(&s.name)
+        .instance_type(ClusterInstanceType::from(s.instance_type.as_str()))
+        .instance_count(i32::try_from(s.count).unwrap_or(i32::MAX))
+        .execution_role(&g.execution_role_arn)
+        .threads_per_core(threads_per_core(&s.instance_type))
+        .instance_storage_configs(ClusterInstanceStorageConfig::EbsVolumeConfig(
+            ClusterEbsVolumeConfig::builder()
+                .volume_size_in_gb(i32::try_from(s.ebs_volume_gb).unwrap_or(i32::MAX))
+                .build(),
+        ));
+    if s.deep_health_checks.stress {
+        b = b.on_start_deep_health_checks(DeepHealthCheckType::InstanceStress);
+    }
+    if s.deep_health_checks.connectivity {
+        b = b.on_start_deep_health_checks(DeepHealthCheckType::InstanceConnectivity);
+    }
+    if let Some(l) = &s.lifecycle_script {
+        b = b.life_cycle_config(
+            ClusterLifeCycleConfig::builder().source_s3_uri(&l.source_s3_uri).on_create(&l.on_create).build(),
+        );
+    }
+    match &s.capacity {
+        CapacitySpec::OnDemand => {}
+        CapacitySpec::TrainingPlan { arn } => b = b.training_plan_arn(arn),
+        CapacitySpec::Spot => {
+            b = b.capacity_requirements(
+                ClusterCapacityRequirements::builder().spot(ClusterSpotOptions::builder().build()).build(),
+            )
+        }
+    }
+    if s.interface_mode == InterfaceMode::EfaOnly {
+        b = b.network_interface(
+            ClusterNetworkInterface::builder().interface_type(ClusterInterfaceType::EfaOnly).build(),
+        );
+    }
+    if pin_subnet {
+        b = b.override_vpc_config(
+            VpcConfig::builder()
+                .set_security_group_ids(Some(g.security_group_ids.clone()))
+                .subnets(&g.subnet_id)
+                .build(),
+        );
+    }
+    b.build()
+}
+
+/// The cluster-level VPC config: every group's subnet and security groups.
+pub fn cluster_vpc_config(groups: &[HyperPodInstanceGroupRequest]) -> VpcConfig {
+    let subnets: BTreeSet<&str> = groups.iter().map(|g| g.subnet_id.as_str()).collect();
+    let sgs: BTreeSet<&str> = groups.iter().flat_map(|g| g.security_group_ids.iter().map(String::as_str)).collect();
+    VpcConfig::builder()
+        .set_security_group_ids(Some(sgs.into_iter().map(str::to_string).collect()))
+        .set_subnets(Some(subnets.into_iter().map(str::to_string).collect()))
+        .build()
+}
+
+fn node_recovery(n: NodeRecovery) -> ClusterNodeRecovery {
+    match n {
+        NodeRecovery::Automatic => ClusterNodeRecovery::Automatic,
+        NodeRecovery::None => ClusterNodeRecovery::None,
+    }
+}
+
+async fn list_tags(sm: &SageMaker, arn: &str) -> Result<instantstart_core::provider::Tags> {
+    const API: &str = "sagemaker:ListTags";
+    let all = sm
+        .list_tags()
+        .resource_arn(arn)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| sdk_error(API, e))?;
+    Ok(tags::from_sagemaker(&all))
+}
+
+/// One instance group as described: counts, status, capacity, interface mode, subnets.
+pub fn group_view(
+    g: &ClusterInstanceGroupDetails,
+    cluster_status: Option<&ClusterStatus>,
+    cluster_subnets: &[String],
+) -> HyperPodInstanceGroupStatus {
+    let capacity = match (g.training_plan_arn(), g.capacity_requirements().and_then(|c| c.spot())) {
+        (Some(arn), _) if !arn.is_empty() => CapacitySpec::TrainingPlan { arn: arn.to_string() },
+        (_, Some(_)) => CapacitySpec::Spot,
+        _ => CapacitySpec::OnDemand,
+    };
+    let efa_only = g.network_interface().and_then(|n| n.interface_type()) == Some(&ClusterInterfaceType::EfaOnly);
+    let subnets = g.override_vpc_config().map(|v| v.subnets().to_vec()).filter(|s| !s.is_empty());
+    HyperPodInstanceGroupStatus {
+        name: g.instance_group_name().unwrap_or_default().to_string(),
+        instance_type: g.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        current_count: g.current_count().and_then(|c| u32::try_from(c).ok()).unwrap_or(0),
+        target_count: g.target_count().and_then(|c| u32::try_from(c).ok()).unwrap_or(0),
+        status: g
+            .status()
+            .map(|s| s.as_str().to_string())
+            .or_else(|| cluster_status.map(|s| s.as_str().to_string()))
+            .unwrap_or_else(|| "Unknown".into()),
+        capacity,
+        interface_mode: if efa_only { InterfaceMode::EfaOnly } else { InterfaceMode::Standard },
+        subnet_ids: subnets.unwrap_or_else(|| cluster_subnets.to_vec()),
+    }
+}
+
+async fn describe(sm: &SageMaker, region: &str, name: &str) -> Result<Option<HyperPodCluster>> {
+    const API: &str = "sagemaker:DescribeCluster";
+    let out = match sm.describe_cluster().cluster_name(name).send().await.map_err(|e| sdk_error(API, e)) {
+        Ok(o) => o,
+        Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let arn = out.cluster_arn().ok_or_else(|| malformed(API, "no ClusterArn"))?.to_string();
+    let tags = list_tags(sm, &arn).await?;
+    let cluster_status = out.cluster_status();
+    let cluster_subnets: Vec<String> = out.vpc_config().map(|v| v.subnets().to_vec()).unwrap_or_default();
+    let groups = out.instance_groups().iter().map(|g| group_view(g, cluster_status, &cluster_subnets)).collect();
+    let tiered_storage =
+        out.tiered_storage_config().filter(|t| t.mode() == Some(&ClusterConfigMode::Enable)).map(|t| {
+            TieredCheckpointing {
+                memory_percent: t
+                    .instance_memory_allocation_percentage()
+                    .and_then(|p| u8::try_from(p).ok())
+                    .unwrap_or(0),
+            }
+        });
+    let autoscaling = out.auto_scaling().is_some_and(|a| a.mode() == &ClusterAutoScalingMode::Enable);
+    Ok(Some(HyperPodCluster {
+        name: out.cluster_name().unwrap_or(name).to_string(),
+        arn,
+        region: region.to_string(),
+        state: cluster_state(cluster_status, out.failure_message()),
+        instance_groups: groups,
+        node_recovery: match out.node_recovery() {
+            Some(ClusterNodeRecovery::Automatic) => NodeRecovery::Automatic,
+            _ => NodeRecovery::None,
+        },
+        tiered_storage,
+        autoscaling,
+        tags,
+    }))
+}
+
+/// The name of a training plan from its ARN (`arn:aws:sagemaker:<region>:<account>:training-plan/<name>`).
+pub fn training_plan_name(arn: &str) -> Option<&str> {
+    let resource = arn.splitn(6, ':').nth(5)?;
+    resource.strip_prefix("training-plan/").filter(|n| !n.is_empty())
+}
+
+async fn create(sm: &SageMaker, req: &CreateHyperPodCluster) -> Result<HyperPodCluster> {
+    const API: &str = "sagemaker:CreateCluster";
+    if req.instance_groups.is_empty() {
+        return Err(invalid(API, "a HyperPod cluster needs at least one instance group"));
+    }
+    let subnets: BTreeSet<&str> = req.instance_groups.iter().map(|g| g.subnet_id.as_str()).collect();
+    let pin = subnets.len() > 1;
+    let result = sm
+        .create_cluster()
+        .cluster_name(&req.name)
+        .orchestrator(
+            ClusterOrchestrator::builder()
+                .eks(ClusterOrchestratorEksConfig::builder().cluster_arn(&req.eks_cluster_arn).build())
+                .build(),
+        )
+        .node_recovery(node_recovery(req.node_recovery))
+        .node_provisioning_mode(ClusterNodeProvisioningMode::Continuous)
+        .vpc_config(cluster_vpc_config(&req.instance_groups))
+        .set_instance_groups(Some(req.instance_groups.iter().map(|g| instance_group_spec(g, pin)).collect()))
+        .set_tags(Some(tags::sagemaker(&req.tags)))
+        .send()
+        .await
+        .map_err(|e| sdk_error(API, e));
+    match result {
+        Ok(out) => {
+            let arn = out.cluster_arn().ok_or_else(|| malformed(API, "no ClusterArn"))?;
+            // Describe for the full view; a brand-new cluster may not be visible for a moment.
+            match describe(sm, &req.region, &req.name).await? {
+                Some(c) => Ok(c),
+                None => Ok(HyperPodCluster {
+                    name: req.name.clone(),
+                    arn: arn.to_string(),
+                    region: req.region.clone(),
+                    state: instantstart_core::provider::ResourceState::Creating,
+                    instance_groups: vec![],
+                    node_recovery: req.node_recovery,
+                    tiered_storage: None,
+                    autoscaling: false,
+                    tags: req.tags.clone(),
+                }),
+            }
+        }
+        Err(e) if e.kind == ProviderErrorKind::AlreadyExists => {
+            let cluster = req.tags.get(TAG_CLUSTER).cloned().unwrap_or_default();
+            match describe(sm, &req.region, &req.name).await? {
+                Some(c) if is_owned(&c.tags, &cluster) => Ok(c),
+                _ => Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!("{}; it is not tagged as InstantStart's for cluster {cluster}", e.message),
+                )),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn update(sm: &SageMaker, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
+    const API: &str = "sagemaker:UpdateCluster";
+    let current = sm
+        .describe_cluster()
+        .cluster_name(&req.name)
+        .send()
+        .await
+        .map_err(|e| sdk_error("sagemaker:DescribeCluster", e))?;
+    let cluster_subnets: Vec<String> = current.vpc_config().map(|v| v.subnets().to_vec()).unwrap_or_default();
+    let existing: BTreeMap<&str, bool> = current
+        .instance_groups()
+        .iter()
+        .filter_map(|g| {
+            Some((g.instance_group_name()?, g.override_vpc_config().is_some_and(|v| !v.subnets().is_empty())))
+        })
+        .collect();
+    let groups: Vec<ClusterInstanceGroupSpecification> = req
+        .instance_groups
+        .iter()
+        .map(|g| {
+            let pin = match existing.get(g.spec.name.as_str()) {
+                Some(had_override) => *had_override,
+                None => cluster_subnets != [g.subnet_id.clone()],
+            };
+            instance_group_spec(g, pin)
+        })
+        .collect();
+    let mut call = sm.update_cluster().cluster_name(&req.name);
+    if !groups.is_empty() {
+        call = call.set_instance_groups(Some(groups));
+    }
+    if !req.instance_groups_to_delete.is_empty() {
+        call = call.set_instance_groups_to_delete(Some(req.instance_groups_to_delete.clone()));
+    }
+    if let Some(n) = req.node_recovery {
+        call = call.node_recovery(node_recovery(n));
+    }
+    if let Some(t) = &req.tiered_storage {
+        call = call.tiered_storage_config(match t {
+            Some(t) => ClusterTieredStorageConfig::builder()
+                .mode(ClusterConfigMode::Enable)
+                .instance_memory_allocation_percentage(i32::from(t.memory_percent))
+                .build(),
+            None => ClusterTieredStorageConfig::builder().mode(ClusterConfigMode::Disable).build(),
+        });
+    }
+    if let Some(a) = &req.autoscaling {
+        let mode = if a.enabled { ClusterAutoScalingMode::Enable } else { ClusterAutoScalingMode::Disable };
+        let config = ClusterAutoScalingConfig::builder()
+            .mode(mode)
+            .auto_scaler_type(ClusterAutoScalerType::Karpenter)
+            .build()
+            .map_err(|e| invalid(API, e.to_string()))?;
+        call = call.auto_scaling(config);
+        if let Some(role) = &a.role_arn {
+            call = call.cluster_role(role);
+        } else if a.enabled {
+            return Err(invalid(
+                API,
+                "enabling managed autoscaling needs the IAM role HyperPod assumes (cluster role)",
+            ));
+        }
+    }
+    call.send().await.map_err(|e| sdk_error(API, e))?;
+    describe(sm, &req.region, &req.name).await?.ok_or_else(|| {
+        ProviderError::new(API, ProviderErrorKind::Transient, format!("cluster {} not visible after update", req.name))
+    })
+}
+
+/// Runs one batch node action and collects per-node outcomes.
+async fn batch(sm: &SageMaker, cluster: &str, action: NodeAction, node_ids: &[String]) -> Result<BatchNodeResult> {
+    fn failures<T>(items: &[T], f: impl Fn(&T) -> (Option<&str>, Option<&str>, Option<&str>)) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|e| {
+                let (id, code, message) = f(e);
+                let reason = match (code, message) {
+                    (Some(c), Some(m)) => format!("{c}: {m}"),
+                    (Some(c), None) => c.to_string(),
+                    (None, Some(m)) => m.to_string(),
+                    (None, None) => "refused".to_string(),
+                };
+                (id.unwrap_or_default().to_string(), reason)
+            })
+            .collect()
+    }
+    let ids = Some(node_ids.to_vec());
+    Ok(match action {
+        NodeAction::Reboot => {
+            const API: &str = "sagemaker:BatchRebootClusterNodes";
+            let out = sm
+                .batch_reboot_cluster_nodes()
+                .cluster_name(cluster)
+                .set_node_ids(ids)
+                .send()
+                .await
+                .map_err(|e| sdk_error(API, e))?;
+            BatchNodeResult {
+                accepted: out.successful().to_vec(),
+                failed: failures(out.failed(), |e| (e.node_id(), e.error_code().map(|c| c.as_str()), e.message())),
+            }
+        }
+        NodeAction::Replace => {
+            const API: &str = "sagemaker:BatchReplaceClusterNodes";
+            let out = sm
+                .batch_replace_cluster_nodes()
+                .cluster_name(cluster)
+                .set_node_ids(ids)
+                .send()
+                .await
+                .map_err(|e| sdk_error(API, e))?;
+            BatchNodeResult {
+                accepted: out.successful().to_vec(),
+                failed: failures(out.failed(), |e| (e.node_id(), e.error_code().map(|c| c.as_str()), e.message())),
+            }
+        }
+        NodeAction::Delete => {
+            const API: &str = "sagemaker:BatchDeleteClusterNodes";
+            let out = sm
+                .batch_delete_cluster_nodes()
+                .cluster_name(cluster)
+                .set_node_ids(ids)
+                .send()
+                .await
+                .map_err(|e| sdk_error(API, e))?;
+            BatchNodeResult {
+                accepted: out.successful().to_vec(),
+                failed: failures(out.failed(), |e| (e.node_id(), e.code().map(|c| c.as_str()), e.message())),
+            }
+        }
+    })
+}
+
+/// Availability Zone of each instance group, from its subnets (override or cluster-level).
+async fn group_zones(p: &AwsProvider, region: &str, sm: &SageMaker, cluster: &str) -> Result<BTreeMap<String, String>> {
+    let out = match sm.describe_cluster().cluster_name(cluster).send().await {
+        Ok(o) => o,
+        Err(e) => return Err(sdk_error("sagemaker:DescribeCluster", e)),
+    };
+    let cluster_subnets: Vec<String> = out.vpc_config().map(|v| v.subnets().to_vec()).unwrap_or_default();
+    let mut group_subnets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for g in out.instance_groups() {
+        let subnets = g.override_vpc_config().map(|v| v.subnets().to_vec()).filter(|s| !s.is_empty());
+        group_subnets.insert(
+            g.instance_group_name().unwrap_or_default().to_string(),
+            subnets.unwrap_or_else(|| cluster_subnets.clone()),
+        );
+    }
+    let all: BTreeSet<&String> = group_subnets.values().flatten().collect();
+    if all.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let ec2 = &p.region(region).await?.ec2;
+    let described = ec2
+        .describe_subnets()
+        .set_subnet_ids(Some(all.into_iter().cloned().collect()))
+        .send()
+        .await
+        .map_err(|e| sdk_error("ec2:DescribeSubnets", e));
+    let zone_of: BTreeMap<String, String> = match described {
+        Ok(o) => o
+            .subnets()
+            .iter()
+            .filter_map(|s| Some((s.subnet_id()?.to_string(), s.availability_zone()?.to_string())))
+            .collect(),
+        // Zones are informative; a subnet we cannot see must not hide the nodes.
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot resolve the Availability Zones of the cluster's subnets");
+            BTreeMap::new()
+        }
+    };
+    Ok(group_subnets
+        .into_iter()
+        .filter_map(|(g, subnets)| {
+            let zones: BTreeSet<&String> = subnets.iter().filter_map(|s| zone_of.get(s)).collect();
+            (zones.len() == 1).then(|| (g, zones.into_iter().next().cloned().unwrap_or_default()))
+        })
+        .collect())
+}
+
+#[async_trait]
+impl HyperPodApi for AwsProvider {
+    async fn describe_training_plan(&self, region: &str, arn: &str) -> Result<Option<TrainingPlan>> {
+        const API: &str = "sagemaker:DescribeTrainingPlan";
+        let name = training_plan_name(arn).ok_or_else(|| invalid(API, format!("{arn} is not a training plan ARN")))?;
+        let c = self.region(region).await?;
+        let out = match c.sagemaker.describe_training_plan().training_plan_name(name).send().await {
+            Ok(o) => o,
+            Err(e) => {
+                let e = sdk_error(API, e);
+                return if e.kind == ProviderErrorKind::NotFound { Ok(None) } else { Err(e) };
+            }
+        };
+        let summary = out.reserved_capacity_summaries().first();
+        Ok(Some(TrainingPlan {
+            arn: out.training_plan_arn().unwrap_or(arn).to_string(),
+            status: out.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+            availability_zone: summary.and_then(|s| s.availability_zone()).unwrap_or_default().to_string(),
+            instance_type: summary.and_then(|s| s.instance_type()).map(|t| t.as_str().to_string()).unwrap_or_default(),
+            instance_count: out
+                .total_instance_count()
+                .or_else(|| summary.and_then(|s| s.total_instance_count()))
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0),
+        }))
+    }
+
+    async fn describe_hyperpod_cluster(&self, region: &str, name: &str) -> Result<Option<HyperPodCluster>> {
+        let c = self.region(region).await?;
+        describe(&c.sagemaker, region, name).await
+    }
+
+    async fn list_hyperpod_clusters(&self, region: &str) -> Result<Vec<String>> {
+        const API: &str = "sagemaker:ListClusters";
+        let c = self.region(region).await?;
+        let all = c
+            .sagemaker
+            .list_clusters()
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        Ok(all.iter().filter_map(|s| s.cluster_name().map(str::to_string)).collect())
+    }
+
+    async fn create_hyperpod_cluster(&self, req: &CreateHyperPodCluster) -> Result<HyperPodCluster> {
+        let c = self.region(&req.region).await?;
+        create(&c.sagemaker, req).await
+    }
+
+    async fn delete_hyperpod_cluster(&self, region: &str, name: &str) -> Result<()> {
+        const API: &str = "sagemaker:DeleteCluster";
+        let c = self.region(region).await?;
+        match c.sagemaker.delete_cluster().cluster_name(name).send().await.map_err(|e| sdk_error(API, e)) {
+            Ok(_) => Ok(()),
+            // ResourceInUse on a delete: the cluster is busy (e.g. updating), not "exists".
+            Err(e) if e.kind == ProviderErrorKind::AlreadyExists => {
+                Err(ProviderError::new(API, ProviderErrorKind::Conflict, e.message))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>> {
+        const API: &str = "sagemaker:ListClusterNodes";
+        let c = self.region(region).await?;
+        let nodes = c
+            .sagemaker
+            .list_cluster_nodes()
+            .cluster_name(cluster)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        let zones =
+            if nodes.is_empty() { BTreeMap::new() } else { group_zones(self, region, &c.sagemaker, cluster).await? };
+        Ok(nodes
+            .iter()
+            .map(|n| {
+                let group = n.instance_group_name().unwrap_or_default().to_string();
+                ClusterNode {
+                    instance_id: n.instance_id().unwrap_or_default().to_string(),
+                    instance_type: n.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+                    status: n
+                        .instance_status()
+                        .and_then(|s| s.status())
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_else(|| "Unknown".into()),
+                    availability_zone: zones.get(&group).cloned().unwrap_or_default(),
+                    instance_group: group,
+                }
+            })
+            .collect())
+    }
+
+    async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
+        let c = self.region(&req.region).await?;
+        update(&c.sagemaker, req).await
+    }
+
+    async fn batch_node_action(
+        &self,
+        region: &str,
+        cluster: &str,
+        action: NodeAction,
+        node_ids: &[String],
+    ) -> Result<BatchNodeResult> {
+        if node_ids.is_empty() {
+            return Ok(BatchNodeResult::default());
+        }
+        let c = self.region(region).await?;
+        batch(&c.sagemaker, cluster, action, node_ids).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use instantstart_core::provider::ResourceState;
+
+    #[test]
+    fn status_mapping() {
+        let cases = [
+            (Some(ClusterStatus::Creating), ResourceState::Creating),
+            (Some(ClusterStatus::Inservice), ResourceState::Active),
+            (Some(ClusterStatus::Updating), ResourceState::Updating),
+            (Some(ClusterStatus::Systemupdating), ResourceState::Updating),
+            (Some(ClusterStatus::Rollingback), ResourceState::Updating),
+            (Some(ClusterStatus::Deleting), ResourceState::Deleting),
+            (None, ResourceState::Creating),
+        ];
+        for (status, expected) in cases {
+            assert_eq!(cluster_state(status.as_ref(), None), expected, "{status:?}");
+        }
+        assert_eq!(
+            cluster_state(
+                Some(&ClusterStatus::Failed),
+                Some("InsufficientInstanceCapacity: not enough ml.p5.48xlarge")
+            ),
+            ResourceState::Failed { reason: "InsufficientInstanceCapacity: not enough ml.p5.48xlarge".into() }
+        );
+        assert!(matches!(cluster_state(Some(&ClusterStatus::Failed), None), ResourceState::Failed { .. }));
+    }
+
+    #[test]
+    fn training_plan_names() {
+        assert_eq!(
+            training_plan_name("arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan"),
+            Some("my-plan")
+        );
+        assert_eq!(training_plan_name("arn:aws:sagemaker:us-east-1:123456789012:cluster/x"), None);
+        assert_eq!(training_plan_name("my-plan"), None);
+    }
+}

@@ -1,0 +1,152 @@
+//! `QuotaApi`: Availability Zones (EC2), HyperPod instance type offerings, and the HyperPod
+//! "cluster usage" quotas (Service Quotas).
+//!
+//! HyperPod has no per-AZ offering API; an `ml.<type>` is reported in the AZs where EC2 offers
+//! `<type>` (`DescribeInstanceTypeOfferings`), for the types InstantStart knows
+//! ([`instantstart_core::spec::INSTANCE_TYPES`]). That is a necessary condition, not a
+//! capacity guarantee.
+//!
+//! Quotas are looked up by name (`ml.p5.48xlarge for cluster usage`) among the applied quotas
+//! of service `sagemaker`, then among the AWS defaults; both listings are cached per region
+//! for the life of the process. A region without Service Quotas for SageMaker reports no
+//! quota (`None`), and so does a caller not allowed to read quotas (with a warning): the
+//! preflight then warns instead of blocking.
+
+use crate::AwsProvider;
+use crate::error::sdk_error;
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{Filter, LocationType};
+use instantstart_core::provider::{AvailabilityZone, InstanceTypeOffering, ProviderErrorKind, Quota, QuotaApi, Result};
+use instantstart_core::spec::INSTANCE_TYPES;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Name of the HyperPod cluster-usage quota of an instance type.
+pub fn quota_name(instance_type: &str) -> String {
+    format!("{instance_type} for cluster usage")
+}
+
+async fn quotas(p: &AwsProvider, region: &str) -> Result<crate::QuotaTable> {
+    let mut cache = p.quota_cache().lock().await;
+    if let Some(q) = cache.get(region) {
+        return Ok(q.clone());
+    }
+    let c = p.region(region).await?;
+    let mut map = HashMap::new();
+    let defaults = c
+        .quotas
+        .list_aws_default_service_quotas()
+        .service_code("sagemaker")
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| sdk_error("servicequotas:ListAWSDefaultServiceQuotas", e));
+    let applied = c
+        .quotas
+        .list_service_quotas()
+        .service_code("sagemaker")
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| sdk_error("servicequotas:ListServiceQuotas", e));
+    let (defaults, applied) = match (unreported(defaults)?, unreported(applied)?) {
+        (Some(d), Some(a)) => (d, a),
+        // Not allowed to read quotas: report "unknown" (the preflight warns), and ask again
+        // next time instead of caching the gap.
+        _ => return Ok(Arc::new(HashMap::new())),
+    };
+    // Applied values override the defaults.
+    for q in defaults.iter().chain(applied.iter()) {
+        if let (Some(name), Some(code), Some(value)) = (q.quota_name(), q.quota_code(), q.value()) {
+            map.insert(name.to_string(), (code.to_string(), value));
+        }
+    }
+    let map = Arc::new(map);
+    cache.insert(region.to_string(), map.clone());
+    Ok(map)
+}
+
+/// A listing, with "not available" (no such service in the region) as empty and "access
+/// denied" as `None`; other errors propagate.
+fn unreported<T>(r: Result<Vec<T>>) -> Result<Option<Vec<T>>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(Some(Vec::new())),
+        Err(e) if e.kind == ProviderErrorKind::AccessDenied => {
+            tracing::warn!(error = %e, "cannot read Service Quotas; quota checks are reported as unknown");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[async_trait]
+impl QuotaApi for AwsProvider {
+    async fn availability_zones(&self, region: &str) -> Result<Vec<AvailabilityZone>> {
+        const API: &str = "ec2:DescribeAvailabilityZones";
+        let c = self.region(region).await?;
+        let out = c
+            .ec2
+            .describe_availability_zones()
+            .filters(Filter::builder().name("zone-type").values("availability-zone").build())
+            .filters(Filter::builder().name("state").values("available").build())
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        let mut zones: Vec<AvailabilityZone> = out
+            .availability_zones()
+            .iter()
+            .filter_map(|z| {
+                Some(AvailabilityZone {
+                    name: z.zone_name()?.to_string(),
+                    zone_id: z.zone_id().unwrap_or_default().to_string(),
+                })
+            })
+            .collect();
+        zones.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(zones)
+    }
+
+    async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>> {
+        const API: &str = "ec2:DescribeInstanceTypeOfferings";
+        let c = self.region(region).await?;
+        let ec2_types: Vec<String> =
+            INSTANCE_TYPES.iter().filter_map(|t| t.name.strip_prefix("ml.")).map(str::to_string).collect();
+        let offerings = c
+            .ec2
+            .describe_instance_type_offerings()
+            .location_type(LocationType::AvailabilityZone)
+            .filters(Filter::builder().name("instance-type").set_values(Some(ec2_types)).build())
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        let mut out: Vec<InstanceTypeOffering> = offerings
+            .iter()
+            .filter_map(|o| {
+                Some(InstanceTypeOffering {
+                    instance_type: format!("ml.{}", o.instance_type()?.as_str()),
+                    availability_zone: o.location()?.to_string(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.availability_zone, &a.instance_type).cmp(&(&b.availability_zone, &b.instance_type)));
+        Ok(out)
+    }
+
+    async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>> {
+        let name = quota_name(instance_type);
+        let all = quotas(self, region).await?;
+        Ok(all.get(&name).map(|(code, value)| Quota {
+            name: name.clone(),
+            code: code.clone(),
+            value: if value.is_finite() && *value >= 0.0 { value.min(f64::from(u32::MAX)) as u32 } else { 0 },
+        }))
+    }
+}

@@ -1,0 +1,195 @@
+//! `S3Api` on S3: the shared data bucket of the data contract.
+//!
+//! Created with the ownership tags applied atomically (`CreateBucketConfiguration.Tags`, and
+//! `PutBucketTagging` again for S3 implementations that ignore create-time tags),
+//! `BucketOwnerEnforced` object ownership (no ACLs), all four public-access blocks, and
+//! default SSE-S3 encryption with a bucket key. An existing bucket (looked up first, and
+//! `BucketAlreadyOwnedByYou` in a race) is adopted only when it carries our tags;
+//! `BucketAlreadyExists` (another account's bucket) is `AlreadyExists`.
+//!
+//! Buckets are global but live in a region: `HeadBucket` answers from the default region with
+//! the bucket's region (or a redirect naming it), and follow-up calls go to that region.
+
+use crate::AwsProvider;
+use crate::error::{invalid, sdk_error};
+use crate::tags;
+use async_trait::async_trait;
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CreateBucketConfiguration, ObjectOwnership, PublicAccessBlockConfiguration,
+    ServerSideEncryption, ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
+};
+use instantstart_core::provider::{
+    Bucket, CreateBucket, ProviderError, ProviderErrorKind, Result, S3Api, TAG_CLUSTER, Tags, is_owned,
+};
+
+/// Where a bucket is, if it exists and we may see it.
+async fn locate(p: &AwsProvider, name: &str) -> Result<Option<String>> {
+    const API: &str = "s3:HeadBucket";
+    let c = p.default_s3().await?;
+    match c.s3.head_bucket().bucket(name).send().await {
+        Ok(out) => Ok(Some(out.bucket_region().map(str::to_string).unwrap_or_default())),
+        Err(e) => {
+            let redirect = e
+                .raw_response()
+                .filter(|r| (300..400).contains(&r.status().as_u16()))
+                .and_then(|r| r.headers().get("x-amz-bucket-region"))
+                .map(str::to_string);
+            if let Some(region) = redirect {
+                return Ok(Some(region));
+            }
+            let e = sdk_error(API, e);
+            match e.kind {
+                ProviderErrorKind::NotFound => Ok(None),
+                ProviderErrorKind::AccessDenied => Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AccessDenied,
+                    format!(
+                        "bucket {name} exists but this account cannot access it (another account's bucket?): {}",
+                        e.message
+                    ),
+                )),
+                _ => Err(e),
+            }
+        }
+    }
+}
+
+async fn bucket_tags(s3: &aws_sdk_s3::Client, name: &str) -> Result<Tags> {
+    const API: &str = "s3:GetBucketTagging";
+    match s3.get_bucket_tagging().bucket(name).send().await {
+        Ok(out) => Ok(tags::from_s3(out.tag_set())),
+        Err(e) => {
+            let e = sdk_error(API, e);
+            // A bucket without tags answers NoSuchTagSet.
+            if e.kind == ProviderErrorKind::NotFound || e.message.starts_with("NoSuchTagSet") {
+                Ok(Tags::new())
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn describe(p: &AwsProvider, name: &str) -> Result<Option<Bucket>> {
+    let Some(region) = locate(p, name).await? else { return Ok(None) };
+    let region = if region.is_empty() { p.default_region().await.unwrap_or_default() } else { region };
+    let c = p.region(&region).await?;
+    Ok(Some(Bucket { name: name.to_string(), tags: bucket_tags(&c.s3, name).await?, region }))
+}
+
+/// Public access blocked, SSE-S3 by default, our tags.
+async fn harden(s3: &aws_sdk_s3::Client, req: &CreateBucket) -> Result<()> {
+    s3.put_public_access_block()
+        .bucket(&req.name)
+        .public_access_block_configuration(
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(true)
+                .ignore_public_acls(true)
+                .block_public_policy(true)
+                .restrict_public_buckets(true)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| sdk_error("s3:PutPublicAccessBlock", e))?;
+    const ENC: &str = "s3:PutBucketEncryption";
+    let by_default = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::Aes256)
+        .build()
+        .map_err(|e| invalid(ENC, e.to_string()))?;
+    let config = ServerSideEncryptionConfiguration::builder()
+        .rules(
+            ServerSideEncryptionRule::builder()
+                .apply_server_side_encryption_by_default(by_default)
+                .bucket_key_enabled(true)
+                .build(),
+        )
+        .build()
+        .map_err(|e| invalid(ENC, e.to_string()))?;
+    s3.put_bucket_encryption()
+        .bucket(&req.name)
+        .server_side_encryption_configuration(config)
+        .send()
+        .await
+        .map_err(|e| sdk_error(ENC, e))?;
+    const TAG: &str = "s3:PutBucketTagging";
+    s3.put_bucket_tagging()
+        .bucket(&req.name)
+        .tagging(tags::s3(TAG, &req.tags)?)
+        .send()
+        .await
+        .map_err(|e| sdk_error(TAG, e))?;
+    Ok(())
+}
+
+async fn create(p: &AwsProvider, req: &CreateBucket) -> Result<Bucket> {
+    const API: &str = "s3:CreateBucket";
+    let cluster = req.tags.get(TAG_CLUSTER).cloned().unwrap_or_default();
+    // Look first: in us-east-1, CreateBucket on a bucket this account already owns succeeds
+    // silently, which would let us harden and re-tag someone else's bucket.
+    if let Some(existing) = describe(p, &req.name).await? {
+        if !is_owned(&existing.tags, &cluster) {
+            return Err(ProviderError::new(
+                API,
+                ProviderErrorKind::AlreadyExists,
+                format!("bucket {} already exists but is not tagged as InstantStart's for cluster {cluster}", req.name),
+            ));
+        }
+        let c = p.region(&existing.region).await?;
+        harden(&c.s3, req).await?;
+        return Ok(Bucket { name: req.name.clone(), region: existing.region, tags: req.tags.clone() });
+    }
+    let c = p.region(&req.region).await?;
+    let mut config = CreateBucketConfiguration::builder().set_tags(Some(tags::s3(API, &req.tags)?.tag_set().to_vec()));
+    if req.region != "us-east-1" {
+        config = config.location_constraint(BucketLocationConstraint::from(req.region.as_str()));
+    }
+    let result =
+        c.s3.create_bucket()
+            .bucket(&req.name)
+            .create_bucket_configuration(config.build())
+            .object_ownership(ObjectOwnership::BucketOwnerEnforced)
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e));
+    match result {
+        Ok(_) => {}
+        Err(e) if e.kind == ProviderErrorKind::AlreadyExists && e.message.starts_with("BucketAlreadyOwnedByYou") => {
+            let existing = bucket_tags(&c.s3, &req.name).await?;
+            if !is_owned(&existing, &cluster) {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!(
+                        "bucket {} already exists in this account but is not tagged as InstantStart's for cluster {cluster}",
+                        req.name
+                    ),
+                ));
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    harden(&c.s3, req).await?;
+    Ok(Bucket { name: req.name.clone(), region: req.region.clone(), tags: req.tags.clone() })
+}
+
+#[async_trait]
+impl S3Api for AwsProvider {
+    async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>> {
+        describe(self, name).await
+    }
+
+    async fn create_bucket(&self, req: &CreateBucket) -> Result<Bucket> {
+        create(self, req).await
+    }
+
+    async fn delete_bucket(&self, name: &str) -> Result<()> {
+        const API: &str = "s3:DeleteBucket";
+        let region = locate(self, name).await?.ok_or_else(|| {
+            ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {name} does not exist"))
+        })?;
+        let c = self.region(&region).await?;
+        // A bucket must be empty to be deleted; S3 says BucketNotEmpty (Conflict) otherwise.
+        c.s3.delete_bucket().bucket(name).send().await.map(|_| ()).map_err(|e| sdk_error(API, e))
+    }
+}

@@ -1,0 +1,670 @@
+//! The AWS adapter against a local moto server (PyPI `moto[server]`), one server per test on a
+//! free 127.0.0.1 port, killed when the test ends.
+//!
+//! moto covers STS, S3, IAM, the EC2 network calls, EKS clusters and SageMaker HyperPod
+//! clusters/nodes, with no status progression (everything is ready at once). EKS add-ons,
+//! access entries, SageMaker UpdateCluster and the batch node actions are not implemented by
+//! moto; the adapter's requests for those are tested at the SDK boundary (`src/sdk_tests.rs`).
+//!
+//! `cargo xtask test` installs moto into `target/test-venv`; `MOTO_SERVER` overrides the
+//! binary's path. A missing moto fails the tests (nothing is skipped).
+
+use async_trait::async_trait;
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_sts::config::Credentials;
+use aws_smithy_types::retry::RetryConfig;
+use instantstart_aws::AwsProvider;
+use instantstart_core::engine::{Engine, EngineConfig, Outcome};
+use instantstart_core::operation::{Actor, Face, OperationKind, OperationStatus};
+use instantstart_core::provider::*;
+use instantstart_core::store::Store;
+use instantstart_core::subnet::plan_new_vpc;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const REGION: &str = "us-east-1";
+
+/// A moto server killed (and reaped) on drop.
+struct Moto {
+    child: Child,
+    url: String,
+    _log_dir: tempfile::TempDir,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn moto_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("MOTO_SERVER") {
+        return PathBuf::from(p);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    target.join("test-venv/bin/moto_server")
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let bin = moto_binary();
+        assert!(
+            bin.exists(),
+            "moto_server not found at {}: run `cargo xtask test` (it installs moto[server] into target/test-venv), \
+             or set MOTO_SERVER to a moto_server binary",
+            bin.display()
+        );
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
+        let log_dir = tempfile::tempdir().expect("temp dir");
+        let log = std::fs::File::create(log_dir.path().join("moto.log")).expect("log file");
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            // AWS managed policies (AmazonEKSClusterPolicy, …) exist only with this.
+            .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let moto = Moto { child, url: format!("http://127.0.0.1:{port}"), _log_dir: log_dir };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "moto_server did not listen on {port} within 30 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    /// The adapter pointed at this server: dummy credentials, no SDK retries (moto answers
+    /// unimplemented operations with 500s).
+    async fn provider(&self) -> AwsProvider {
+        let conf = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&self.url)
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
+            .retry_config(RetryConfig::disabled())
+            .load()
+            .await;
+        AwsProvider::from_sdk_config(conf)
+    }
+
+    /// The raw SDK config, for setting up state the adapter does not create (foreign resources).
+    async fn sdk(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&self.url)
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
+            .retry_config(RetryConfig::disabled())
+            .load()
+            .await
+    }
+}
+
+fn tags(cluster: &str) -> Tags {
+    ownership_tags(cluster, "op-test")
+}
+
+fn network_request(cluster: &str) -> CreateNetwork {
+    let azs = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
+    CreateNetwork {
+        region: REGION.into(),
+        name: format!("{cluster}-vpc"),
+        cidr: "10.0.0.0/16".parse().expect("cidr"),
+        subnets: plan_new_vpc("10.0.0.0/16".parse().expect("cidr"), &azs).expect("plan"),
+        tags: tags(cluster),
+    }
+}
+
+#[tokio::test]
+async fn identity_zones_and_offerings() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let id = p.caller_identity().await.unwrap();
+    assert_eq!(id.account, "123456789012");
+    assert!(id.arn.starts_with("arn:aws:"), "{}", id.arn);
+    let zones = p.availability_zones(REGION).await.unwrap();
+    assert!(zones.iter().any(|z| z.name == "us-east-1a" && z.zone_id.starts_with("use1-az")), "{zones:?}");
+    let offerings = p.instance_type_offerings(REGION).await.unwrap();
+    assert!(
+        offerings.iter().any(|o| o.instance_type == "ml.p5.48xlarge" && o.availability_zone.starts_with("us-east-1")),
+        "{offerings:?}"
+    );
+    assert!(offerings.iter().all(|o| o.instance_type.starts_with("ml.")));
+}
+
+#[tokio::test]
+async fn network_is_created_idempotently_described_and_deleted() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let req = network_request("net");
+    assert_eq!(p.find_vpc(REGION, &req.name).await.unwrap(), None);
+    let n = p.create_network(&req).await.unwrap();
+    assert_eq!(n.state, ResourceState::Active, "moto's NAT gateway is available at once");
+    assert_eq!(n.vpc.name.as_deref(), Some("net-vpc"));
+    assert!(is_owned(&n.vpc.tags, "net"));
+    assert_eq!(n.vpc.cidrs, vec!["10.0.0.0/16".parse::<ipnet::Ipv4Net>().unwrap()]);
+    let public: Vec<&Subnet> = n.subnets.iter().filter(|s| s.public).collect();
+    let private: Vec<&Subnet> = n.subnets.iter().filter(|s| !s.public).collect();
+    assert_eq!((public.len(), private.len()), (2, 2), "{:#?}", n.subnets);
+    assert!(public.iter().all(|s| s.name.as_deref().is_some_and(|x| x.starts_with("net-vpc-public-"))));
+    assert!(private.iter().all(|s| s.tags.get("kubernetes.io/role/internal-elb").map(String::as_str) == Some("1")));
+    let sg = n.security_group_id.clone().expect("EFA security group");
+
+    // Calling create again adopts every piece: same VPC, same subnets, nothing added.
+    let again = p.create_network(&req).await.unwrap();
+    assert_eq!(again.vpc.id, n.vpc.id);
+    let ids = |n: &Network| {
+        let mut v: Vec<String> = n.subnets.iter().map(|s| s.id.clone()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&again), ids(&n));
+    assert_eq!(again.security_group_id.as_deref(), Some(sg.as_str()));
+    let ec2 = aws_sdk_ec2::Client::new(&moto.sdk().await);
+    let vpc_filter = aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(&n.vpc.id).build();
+    let nats = ec2.describe_nat_gateways().filter(vpc_filter.clone()).send().await.unwrap();
+    assert_eq!(nats.nat_gateways().len(), 1, "one NAT gateway");
+    let igws = ec2
+        .describe_internet_gateways()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("attachment.vpc-id").values(&n.vpc.id).build())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(igws.internet_gateways().len(), 1, "one internet gateway");
+    // The EFA group lets all traffic in from and out to itself.
+    let groups = ec2.describe_security_groups().group_ids(&sg).send().await.unwrap();
+    let g = &groups.security_groups()[0];
+    let self_rule = |perms: &[aws_sdk_ec2::types::IpPermission]| {
+        perms.iter().any(|x| {
+            x.ip_protocol() == Some("-1") && x.user_id_group_pairs().iter().any(|u| u.group_id() == Some(sg.as_str()))
+        })
+    };
+    assert!(self_rule(g.ip_permissions()) && self_rule(g.ip_permissions_egress()), "{g:#?}");
+    // Private subnets route through the NAT gateway, public ones through the internet gateway.
+    let rts = ec2.describe_route_tables().filters(vpc_filter).send().await.unwrap();
+    let default_target = |subnet: &str| {
+        rts.route_tables()
+            .iter()
+            .find(|r| r.associations().iter().any(|a| a.subnet_id() == Some(subnet)))
+            .and_then(|r| r.routes().iter().find(|x| x.destination_cidr_block() == Some("0.0.0.0/0")))
+            .map(|x| x.nat_gateway_id().or(x.gateway_id()).unwrap_or_default().to_string())
+    };
+    for s in &private {
+        assert!(default_target(&s.id).is_some_and(|t| t.starts_with("nat-")), "private {}", s.id);
+    }
+    for s in &public {
+        assert!(default_target(&s.id).is_some_and(|t| t.starts_with("igw-")), "public {}", s.id);
+    }
+
+    // A /20 compute subnet joins the private route table.
+    let compute = p
+        .create_subnet(&CreateSubnet {
+            region: REGION.into(),
+            vpc_id: n.vpc.id.clone(),
+            name: "net-compute-us-east-1a".into(),
+            cidr: "10.0.16.0/20".parse().unwrap(),
+            availability_zone: "us-east-1a".into(),
+            tags: tags("net"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(compute.name.as_deref(), Some("net-compute-us-east-1a"));
+    let described = p.describe_network(REGION, &n.vpc.id).await.unwrap();
+    let c = described.subnets.iter().find(|s| s.id == compute.id).expect("compute subnet listed");
+    assert!(!c.public);
+    // Creating it again adopts it.
+    let same = p
+        .create_subnet(&CreateSubnet {
+            region: REGION.into(),
+            vpc_id: n.vpc.id.clone(),
+            name: "net-compute-us-east-1a".into(),
+            cidr: "10.0.16.0/20".parse().unwrap(),
+            availability_zone: "us-east-1a".into(),
+            tags: tags("net"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(same.id, compute.id);
+    p.delete_subnet(REGION, &compute.id).await.unwrap();
+    assert_eq!(p.delete_subnet(REGION, &compute.id).await.unwrap_err().kind, ProviderErrorKind::NotFound);
+
+    p.delete_network(REGION, &n.vpc.id).await.unwrap();
+    assert_eq!(p.describe_network(REGION, &n.vpc.id).await.unwrap_err().kind, ProviderErrorKind::NotFound);
+    assert_eq!(p.find_vpc(REGION, &req.name).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn an_interrupted_network_is_resumed_and_a_foreign_one_refused() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let ec2 = aws_sdk_ec2::Client::new(&moto.sdk().await);
+    let tag_spec = |t: &Tags| {
+        aws_sdk_ec2::types::TagSpecification::builder()
+            .resource_type(aws_sdk_ec2::types::ResourceType::Vpc)
+            .set_tags(Some(t.iter().map(|(k, v)| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build()).collect()))
+            .build()
+    };
+    // Our VPC, created before a crash: no completion tag yet.
+    let mut ours = tags("half");
+    ours.insert("Name".into(), "half-vpc".into());
+    let vpc = ec2.create_vpc().cidr_block("10.1.0.0/16").tag_specifications(tag_spec(&ours)).send().await.unwrap();
+    let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).unwrap().to_string();
+    assert_eq!(p.find_vpc(REGION, "half-vpc").await.unwrap(), None, "an incomplete network is not reported as found");
+    assert_eq!(p.describe_network(REGION, &vpc_id).await.unwrap().state, ResourceState::Creating);
+    let mut req = network_request("half");
+    req.cidr = "10.1.0.0/16".parse().unwrap();
+    req.subnets = plan_new_vpc(req.cidr, &["us-east-1a".into(), "us-east-1b".into()]).unwrap();
+    let n = p.create_network(&req).await.unwrap();
+    assert_eq!(n.vpc.id, vpc_id, "the existing VPC was adopted");
+    assert_eq!(n.state, ResourceState::Active);
+    assert_eq!(p.find_vpc(REGION, "half-vpc").await.unwrap().map(|v| v.id), Some(vpc_id));
+
+    // Someone else's VPC with our name.
+    let foreign = Tags::from([("Name".to_string(), "other-vpc".to_string())]);
+    let vpc = ec2.create_vpc().cidr_block("10.2.0.0/16").tag_specifications(tag_spec(&foreign)).send().await.unwrap();
+    let foreign_id = vpc.vpc().and_then(|v| v.vpc_id()).unwrap().to_string();
+    let found = p.find_vpc(REGION, "other-vpc").await.unwrap().expect("foreign VPC is reported");
+    assert_eq!(found.id, foreign_id);
+    assert!(!is_owned(&found.tags, "other"));
+    let mut req = network_request("other");
+    req.cidr = "10.2.0.0/16".parse().unwrap();
+    req.subnets = plan_new_vpc(req.cidr, &["us-east-1a".into(), "us-east-1b".into()]).unwrap();
+    let err = p.create_network(&req).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::AlreadyExists, "{err}");
+    // And it is never deleted.
+    let err = p.delete_network(REGION, &foreign_id).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
+}
+
+fn trust(service: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]})
+}
+
+#[tokio::test]
+async fn iam_roles_and_the_oidc_provider() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let req = CreateIamRole {
+        name: "iam-hyperpod-exec-role".into(),
+        trust_policy: trust("sagemaker.amazonaws.com"),
+        managed_policies: vec!["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy".into()],
+        inline_policies: vec![(
+            "instantstart-shared-bucket".into(),
+            instantstart_core::workflow::create_cluster::hyperpod_bucket_policy("iam-bucket"),
+        )],
+        tags: tags("iam"),
+    };
+    assert_eq!(p.get_role(&req.name).await.unwrap(), None);
+    let role = p.create_role(&req).await.unwrap();
+    assert_eq!(role.arn, "arn:aws:iam::123456789012:role/iam-hyperpod-exec-role");
+    let got = p.get_role(&req.name).await.unwrap().expect("role");
+    assert!(is_owned(&got.tags, "iam"), "{:?}", got.tags);
+    // Creating again adopts our role.
+    assert_eq!(p.create_role(&req).await.unwrap().arn, role.arn);
+    let iam = aws_sdk_iam::Client::new(&moto.sdk().await);
+    let attached = iam.list_attached_role_policies().role_name(&req.name).send().await.unwrap();
+    assert_eq!(attached.attached_policies().len(), 1);
+    let inline =
+        iam.get_role_policy().role_name(&req.name).policy_name("instantstart-shared-bucket").send().await.unwrap();
+    assert!(inline.policy_document().contains("iam-bucket"));
+
+    // Another cluster's role with the same name is not adopted.
+    let mut theirs = req.clone();
+    theirs.tags = tags("someone-else");
+    assert_eq!(p.create_role(&theirs).await.unwrap_err().kind, ProviderErrorKind::AlreadyExists);
+    // Over-broad policies are refused before anything is sent.
+    let mut broad = req.clone();
+    broad.name = "iam-broad".into();
+    broad.managed_policies = vec!["arn:aws:iam::aws:policy/AdministratorAccess".into()];
+    assert_eq!(p.create_role(&broad).await.unwrap_err().kind, ProviderErrorKind::InvalidRequest);
+    assert_eq!(p.get_role("iam-broad").await.unwrap(), None);
+
+    // Deletion detaches and deletes the policies first.
+    p.delete_role(&req.name).await.unwrap();
+    assert_eq!(p.get_role(&req.name).await.unwrap(), None);
+    assert_eq!(p.delete_role(&req.name).await.unwrap_err().kind, ProviderErrorKind::NotFound);
+
+    // The cluster's IAM OIDC provider.
+    let issuer = "https://oidc.eks.us-east-1.amazonaws.com/id/0123456789ABCDEF";
+    assert_eq!(p.get_oidc_provider(issuer).await.unwrap(), None);
+    let o = p.create_oidc_provider(issuer, &tags("iam")).await.unwrap();
+    assert_eq!(o.arn, "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/0123456789ABCDEF");
+    let got = p.get_oidc_provider(issuer).await.unwrap().expect("provider");
+    assert_eq!(got.arn, o.arn);
+    assert!(is_owned(&got.tags, "iam"), "{:?}", got.tags);
+    assert_eq!(p.create_oidc_provider(issuer, &tags("iam")).await.unwrap().arn, o.arn, "ours is adopted");
+    assert_eq!(
+        p.create_oidc_provider(issuer, &tags("someone-else")).await.unwrap_err().kind,
+        ProviderErrorKind::AlreadyExists
+    );
+}
+
+#[tokio::test]
+async fn the_shared_bucket() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let req = CreateBucket { region: REGION.into(), name: "is-s3-123456789012-abcd".into(), tags: tags("s3") };
+    assert_eq!(p.describe_bucket(&req.name).await.unwrap(), None);
+    let b = p.create_bucket(&req).await.unwrap();
+    assert_eq!(b.name, req.name);
+    let got = p.describe_bucket(&req.name).await.unwrap().expect("bucket");
+    assert!(is_owned(&got.tags, "s3"), "{:?}", got.tags);
+    assert_eq!(got.region, REGION);
+    assert_eq!(p.create_bucket(&req).await.unwrap().name, req.name, "ours is adopted");
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&moto.sdk().await).force_path_style(true).build(),
+    );
+    let pab = s3.get_public_access_block().bucket(&req.name).send().await.unwrap();
+    let c = pab.public_access_block_configuration().expect("public access block");
+    assert_eq!(
+        (c.block_public_acls(), c.ignore_public_acls(), c.block_public_policy(), c.restrict_public_buckets()),
+        (Some(true), Some(true), Some(true), Some(true))
+    );
+    let enc = s3.get_bucket_encryption().bucket(&req.name).send().await.unwrap();
+    let rule = &enc.server_side_encryption_configuration().expect("encryption").rules()[0];
+    assert_eq!(rule.apply_server_side_encryption_by_default().map(|d| d.sse_algorithm().as_str()), Some("AES256"));
+
+    // A bucket of ours without our tags is not adopted, nor tagged.
+    s3.create_bucket().bucket("is-foreign-bucket").send().await.unwrap();
+    let err = p
+        .create_bucket(&CreateBucket { region: REGION.into(), name: "is-foreign-bucket".into(), tags: tags("s3") })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::AlreadyExists, "{err}");
+    assert!(p.describe_bucket("is-foreign-bucket").await.unwrap().expect("exists").tags.is_empty());
+
+    p.delete_bucket(&req.name).await.unwrap();
+    assert_eq!(p.describe_bucket(&req.name).await.unwrap(), None);
+}
+
+/// Everything moto implements goes to the real adapter; EKS add-ons (which moto lacks, HTTP
+/// 404) are answered as installed and Service Quotas (HTTP 500) as "not reported", so the
+/// engine can run the pipeline through them. Their requests are tested in `src/sdk_tests.rs`.
+struct MotoCloud {
+    real: Arc<AwsProvider>,
+    addons: Mutex<BTreeMap<(String, String), EksAddon>>,
+    created_addons: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl IdentityApi for MotoCloud {
+    async fn caller_identity(&self) -> Result<CallerIdentity> {
+        self.real.caller_identity().await
+    }
+}
+
+#[async_trait]
+impl QuotaApi for MotoCloud {
+    async fn availability_zones(&self, region: &str) -> Result<Vec<AvailabilityZone>> {
+        self.real.availability_zones(region).await
+    }
+    async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>> {
+        self.real.instance_type_offerings(region).await
+    }
+    /// moto does not implement Service Quotas' ListServiceQuotas (HTTP 500): "not reported".
+    async fn hyperpod_instance_quota(&self, _region: &str, _instance_type: &str) -> Result<Option<Quota>> {
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl NetworkApi for MotoCloud {
+    async fn find_vpc(&self, region: &str, name: &str) -> Result<Option<Vpc>> {
+        self.real.find_vpc(region, name).await
+    }
+    async fn describe_network(&self, region: &str, vpc_id: &str) -> Result<Network> {
+        self.real.describe_network(region, vpc_id).await
+    }
+    async fn create_network(&self, req: &CreateNetwork) -> Result<Network> {
+        self.real.create_network(req).await
+    }
+    async fn create_subnet(&self, req: &CreateSubnet) -> Result<Subnet> {
+        self.real.create_subnet(req).await
+    }
+    async fn delete_subnet(&self, region: &str, subnet_id: &str) -> Result<()> {
+        self.real.delete_subnet(region, subnet_id).await
+    }
+    async fn delete_network(&self, region: &str, vpc_id: &str) -> Result<()> {
+        self.real.delete_network(region, vpc_id).await
+    }
+}
+
+#[async_trait]
+impl EksApi for MotoCloud {
+    async fn describe_eks_cluster(&self, region: &str, name: &str) -> Result<Option<EksCluster>> {
+        self.real.describe_eks_cluster(region, name).await
+    }
+    async fn list_eks_clusters(&self, region: &str) -> Result<Vec<String>> {
+        self.real.list_eks_clusters(region).await
+    }
+    async fn create_eks_cluster(&self, req: &CreateEksCluster) -> Result<EksCluster> {
+        self.real.create_eks_cluster(req).await
+    }
+    async fn delete_eks_cluster(&self, region: &str, name: &str) -> Result<()> {
+        self.real.delete_eks_cluster(region, name).await
+    }
+    async fn describe_addon(&self, _region: &str, cluster: &str, addon: &str) -> Result<Option<EksAddon>> {
+        Ok(self.addons.lock().unwrap().get(&(cluster.to_string(), addon.to_string())).cloned())
+    }
+    async fn create_addon(&self, req: &CreateEksAddon) -> Result<EksAddon> {
+        let a = EksAddon {
+            name: req.name.clone(),
+            version: req.version.clone().unwrap_or_else(|| "v1.0.0-eksbuild.1".into()),
+            state: ResourceState::Active,
+            tags: req.tags.clone(),
+        };
+        self.created_addons.lock().unwrap().push(req.name.clone());
+        self.addons.lock().unwrap().insert((req.cluster.clone(), req.name.clone()), a.clone());
+        Ok(a)
+    }
+    async fn delete_addon(&self, _region: &str, cluster: &str, addon: &str) -> Result<()> {
+        self.addons.lock().unwrap().remove(&(cluster.to_string(), addon.to_string()));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl IamApi for MotoCloud {
+    async fn get_role(&self, name: &str) -> Result<Option<IamRole>> {
+        self.real.get_role(name).await
+    }
+    async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole> {
+        self.real.create_role(req).await
+    }
+    async fn delete_role(&self, name: &str) -> Result<()> {
+        self.real.delete_role(name).await
+    }
+    async fn get_oidc_provider(&self, issuer_url: &str) -> Result<Option<OidcProvider>> {
+        self.real.get_oidc_provider(issuer_url).await
+    }
+    async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> Result<OidcProvider> {
+        self.real.create_oidc_provider(issuer_url, tags).await
+    }
+}
+
+#[async_trait]
+impl HyperPodApi for MotoCloud {
+    async fn describe_training_plan(&self, region: &str, arn: &str) -> Result<Option<TrainingPlan>> {
+        self.real.describe_training_plan(region, arn).await
+    }
+    async fn describe_hyperpod_cluster(&self, region: &str, name: &str) -> Result<Option<HyperPodCluster>> {
+        self.real.describe_hyperpod_cluster(region, name).await
+    }
+    async fn list_hyperpod_clusters(&self, region: &str) -> Result<Vec<String>> {
+        self.real.list_hyperpod_clusters(region).await
+    }
+    async fn create_hyperpod_cluster(&self, req: &CreateHyperPodCluster) -> Result<HyperPodCluster> {
+        self.real.create_hyperpod_cluster(req).await
+    }
+    async fn delete_hyperpod_cluster(&self, region: &str, name: &str) -> Result<()> {
+        self.real.delete_hyperpod_cluster(region, name).await
+    }
+    async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>> {
+        self.real.list_cluster_nodes(region, cluster).await
+    }
+}
+
+#[async_trait]
+impl S3Api for MotoCloud {
+    async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>> {
+        self.real.describe_bucket(name).await
+    }
+    async fn create_bucket(&self, req: &CreateBucket) -> Result<Bucket> {
+        self.real.create_bucket(req).await
+    }
+    async fn delete_bucket(&self, name: &str) -> Result<()> {
+        self.real.delete_bucket(name).await
+    }
+}
+
+/// A Kubernetes API that stores what is applied and binds claims at once.
+#[derive(Default)]
+struct FakeKube {
+    objects: Mutex<BTreeMap<ObjectRef, KubeObject>>,
+}
+
+#[async_trait]
+impl KubeApi for FakeKube {
+    async fn apply(&self, _t: &KubeTarget, object: &KubeObject) -> std::result::Result<KubeObject, ProviderError> {
+        let r = object
+            .object_ref()
+            .ok_or_else(|| ProviderError::new("k8s:apply", ProviderErrorKind::InvalidRequest, "no ref"))?;
+        let mut o = object.clone();
+        if r.kind == "PersistentVolumeClaim" {
+            o.0["status"] = json!({ "phase": "Bound" });
+        }
+        self.objects.lock().unwrap().insert(r, o.clone());
+        Ok(o)
+    }
+    async fn get(&self, _t: &KubeTarget, object: &ObjectRef) -> std::result::Result<Option<KubeObject>, ProviderError> {
+        Ok(self.objects.lock().unwrap().get(object).cloned())
+    }
+    async fn list(&self, _t: &KubeTarget, params: &ListParams) -> std::result::Result<Vec<KubeObject>, ProviderError> {
+        Ok(self
+            .objects
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(r, _)| r.kind == params.kind && r.api_version == params.api_version)
+            .map(|(_, o)| o.clone())
+            .collect())
+    }
+    async fn delete(&self, _t: &KubeTarget, object: &ObjectRef) -> std::result::Result<(), ProviderError> {
+        self.objects.lock().unwrap().remove(object);
+        Ok(())
+    }
+    async fn logs(
+        &self,
+        _t: &KubeTarget,
+        _ns: &str,
+        _pod: &str,
+        _follow: bool,
+        _tail: Option<u32>,
+    ) -> std::result::Result<LogStream, ProviderError> {
+        Ok(Box::pin(futures::stream::empty()))
+    }
+}
+
+fn actor() -> Actor {
+    Actor { face: Face::Api, principal: "moto-test".into() }
+}
+
+async fn run(engine: &Engine, kind: OperationKind, request: &Value) -> instantstart_core::operation::Operation {
+    let outcome = engine.submit_checked(kind, request, actor(), None).await.unwrap();
+    let Outcome::Submitted(s) = outcome else { panic!("nothing to do? {outcome:?}") };
+    let op = engine.wait(&s.operation.id, Duration::from_secs(120)).await.unwrap();
+    assert!(op.status.is_terminal(), "operation did not finish: {op:#?}");
+    op
+}
+
+/// The network → EKS → HyperPod pipeline through the operation engine with the real adapter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_and_delete_pipeline_through_the_engine() {
+    let moto = Moto::start();
+    let real = Arc::new(moto.provider().await);
+    let cloud = Arc::new(MotoCloud { real: real.clone(), addons: Mutex::default(), created_addons: Mutex::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(instantstart_store::SqliteStore::open(&dir.path().join("db.sqlite")).unwrap());
+    let kube = Arc::new(FakeKube::default());
+    let workflows = instantstart_core::workflow::all(cloud.clone(), kube.clone(), store.clone());
+    let mut config = EngineConfig::scaled(1000.0);
+    config.max_retries = 3;
+    let engine = Engine::new(store.clone(), workflows, config);
+
+    let request = json!({
+        "name": "demo",
+        "region": REGION,
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": { "instance_groups": [
+            {
+                "name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2, "availability_zone": "us-east-1a",
+                "deep_health_checks": { "stress": true, "connectivity": true },
+                "lifecycle_script": { "source_s3_uri": "s3://sagemaker-lifecycle/scripts", "on_create": "on_create.sh" }
+            },
+            {
+                "name": "spot", "instance_type": "ml.g5.12xlarge", "count": 1, "availability_zone": "us-east-1b",
+                "capacity": { "type": "spot" },
+                "lifecycle_script": { "source_s3_uri": "s3://sagemaker-lifecycle/scripts", "on_create": "on_create.sh" }
+            }
+        ]}
+    });
+    let op = run(&engine, OperationKind::CreateCluster, &request).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+
+    // What the adapter created, read back through the adapter.
+    let eks = real.describe_eks_cluster(REGION, "demo").await.unwrap().expect("EKS cluster");
+    assert_eq!(eks.state, ResourceState::Active);
+    assert!(is_owned(&eks.tags, "demo"), "{:?}", eks.tags);
+    let vpc = real.find_vpc(REGION, "demo-vpc").await.unwrap().expect("VPC");
+    assert_eq!(eks.vpc_id, vpc.id);
+    let hp = real.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().expect("HyperPod cluster");
+    assert_eq!(hp.state, ResourceState::Active);
+    assert!(is_owned(&hp.tags, "demo"), "{:?}", hp.tags);
+    let groups: BTreeMap<&str, &HyperPodInstanceGroupStatus> =
+        hp.instance_groups.iter().map(|g| (g.name.as_str(), g)).collect();
+    assert_eq!(groups["workers"].instance_type, "ml.p5.48xlarge");
+    assert_eq!(groups["workers"].target_count, 2);
+    assert_eq!(groups["workers"].subnet_ids.len(), 1, "one compute subnet per group");
+    assert_ne!(groups["workers"].subnet_ids, groups["spot"].subnet_ids, "groups in different AZs");
+    let network = real.describe_network(REGION, &vpc.id).await.unwrap();
+    for g in groups.values() {
+        let s = network.subnets.iter().find(|s| s.id == g.subnet_ids[0]).expect("group subnet in the VPC");
+        assert_eq!(s.cidr.prefix_len(), 20, "{s:?}");
+        assert!(s.name.as_deref().is_some_and(|n| n.starts_with("demo-compute-")), "{s:?}");
+    }
+    let nodes = real.list_cluster_nodes(REGION, "demo-hp").await.unwrap();
+    assert_eq!(nodes.len(), 3, "{nodes:#?}");
+    assert!(
+        nodes.iter().filter(|n| n.instance_group == "workers").all(|n| n.availability_zone == "us-east-1a"),
+        "{nodes:#?}"
+    );
+    assert!(
+        nodes.iter().filter(|n| n.instance_group == "spot").all(|n| n.availability_zone == "us-east-1b"),
+        "{nodes:#?}"
+    );
+    assert_eq!(
+        cloud.created_addons.lock().unwrap().len(),
+        instantstart_core::workflow::create_cluster::BASE_ADDONS.len()
+    );
+    assert!(real.get_role("demo-eks-cluster-role").await.unwrap().is_some());
+    assert!(real.get_role("demo-hyperpod-exec-role").await.unwrap().is_some());
+
+    let vpcs_before = aws_sdk_ec2::Client::new(&moto.sdk().await).describe_vpcs().send().await.unwrap().vpcs().len();
+
+    // Delete everything in reverse order.
+    let op = run(&engine, OperationKind::DeleteCluster, &json!({ "name": "demo", "delete_bucket": true })).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(real.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap(), None);
+    assert_eq!(real.describe_eks_cluster(REGION, "demo").await.unwrap(), None);
+    assert_eq!(real.get_role("demo-eks-cluster-role").await.unwrap(), None);
+    assert_eq!(real.get_role("demo-hyperpod-exec-role").await.unwrap(), None);
+    assert_eq!(real.find_vpc(REGION, "demo-vpc").await.unwrap(), None);
+    let vpcs_after = aws_sdk_ec2::Client::new(&moto.sdk().await).describe_vpcs().send().await.unwrap().vpcs().len();
+    assert_eq!(vpcs_after, vpcs_before - 1);
+}
