@@ -5,6 +5,7 @@
 //!   clippy, every cargo test, the OpenAPI fuzzer against a real server on loopback, the MCP
 //!   suite, then the web UI suite. `.ci/run` calls it.
 //! - `lint`: format check and clippy only.
+//! - `deploy-lint`: cfn-lint of `deploy/cloudformation/management.yaml`.
 //! - `fuzz-api`: only the schemathesis run.
 //! - `ui-test`: only the end-to-end web UI suite (`ui/tests`, pytest + Selenium driving Debian's
 //!   headless Chromium against a real server on the simulated cloud; screenshots in
@@ -41,13 +42,13 @@ fn cargo() -> Command {
 fn venv() -> Result<PathBuf> {
     let dir = root().join("target").join("test-venv");
     // Bump the marker when the package list changes: an existing venv then gets the new ones.
-    let marker = dir.join(".ready-v3");
+    let marker = dir.join(".ready-v4");
     if marker.exists() {
         return Ok(dir);
     }
     run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
     let pip = dir.join("bin").join("pip");
-    let packages = ["schemathesis==4.*", "selenium==4.*", "pytest>=8", "mcp==2.*"];
+    let packages = ["schemathesis==4.*", "selenium==4.*", "pytest>=8", "mcp==2.*", "cfn-lint>=1"];
     run(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check"]).args(packages))?;
     std::fs::write(&marker, packages.join("\n") + "\n")?;
     Ok(dir)
@@ -115,6 +116,12 @@ fn fuzz_api(examples: u32) -> Result<()> {
         .env("SCHEMATHESIS_HOOKS", ""))
 }
 
+/// Lints the CloudFormation template of the management environment with cfn-lint.
+fn deploy_lint() -> Result<()> {
+    let venv = venv()?;
+    run(Command::new(venv.join("bin").join("cfn-lint")).arg(root().join("deploy/cloudformation/management.yaml")))
+}
+
 /// Debian's Chromium and its WebDriver for the UI suite, installed with apt-get when missing
 /// (CI runs as root with Debian mirrors). `CHROMIUM_BIN` / `CHROMEDRIVER_BIN` point elsewhere.
 fn ensure_chromium() -> Result<()> {
@@ -176,6 +183,7 @@ fn main() -> Result<()> {
             lint()?;
             run(cargo().args(["test", "--workspace"]))?;
             fuzz_api(120)?;
+            deploy_lint()?;
             mcp_test()?;
             ui_test()?;
             eprintln!("all suites passed in {:.0?}", started.elapsed());
@@ -184,7 +192,8 @@ fn main() -> Result<()> {
         Some("fuzz-api") => fuzz_api(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(120))?,
         Some("ui-test") => ui_test()?,
         Some("mcp-test") => mcp_test()?,
-        _ => bail!("usage: cargo xtask <test|lint|fuzz-api [examples]|ui-test|mcp-test>"),
+        Some("deploy-lint") => deploy_lint()?,
+        _ => bail!("usage: cargo xtask <test|lint|fuzz-api [examples]|ui-test|mcp-test|deploy-lint>"),
     }
     Ok(())
 }
