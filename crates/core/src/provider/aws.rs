@@ -214,20 +214,8 @@ pub trait IamApi: Send + Sync {
     /// Deletes the role and its inline policies / attachments.
     async fn delete_role(&self, name: &str) -> Result<()>;
     /// The IAM OIDC provider of an issuer URL (e.g. an EKS cluster's), if registered.
-    async fn get_oidc_provider(&self, issuer_url: &str) -> Result<Option<OidcProvider>> {
-        Err(super::ProviderError::new(
-            "iam:GetOpenIDConnectProvider",
-            super::ProviderErrorKind::Failed,
-            format!("{issuer_url}: OIDC providers are not supported by this provider yet"),
-        ))
-    }
-    async fn create_oidc_provider(&self, issuer_url: &str, _tags: &Tags) -> Result<OidcProvider> {
-        Err(super::ProviderError::new(
-            "iam:CreateOpenIDConnectProvider",
-            super::ProviderErrorKind::Failed,
-            format!("{issuer_url}: OIDC providers are not supported by this provider yet"),
-        ))
-    }
+    async fn get_oidc_provider(&self, issuer_url: &str) -> Result<Option<OidcProvider>>;
+    async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> Result<OidcProvider>;
 }
 
 /// An IAM OpenID Connect provider (the trust anchor of IRSA service-account roles).
@@ -365,27 +353,15 @@ pub trait HyperPodApi: Send + Sync {
     async fn delete_hyperpod_cluster(&self, region: &str, name: &str) -> Result<()>;
     async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>>;
     /// UpdateCluster: add/scale/delete groups, node recovery, tiered storage, autoscaling.
-    async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
-        Err(super::ProviderError::new(
-            "sagemaker:UpdateCluster",
-            super::ProviderErrorKind::Failed,
-            format!("{}: UpdateCluster is not supported by this provider yet", req.name),
-        ))
-    }
+    async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster>;
     /// BatchRebootClusterNodes / BatchReplaceClusterNodes / BatchDeleteClusterNodes.
     async fn batch_node_action(
         &self,
-        _region: &str,
+        region: &str,
         cluster: &str,
         action: NodeAction,
-        _node_ids: &[String],
-    ) -> Result<BatchNodeResult> {
-        Err(super::ProviderError::new(
-            "sagemaker:BatchClusterNodes",
-            super::ProviderErrorKind::Failed,
-            format!("{cluster}: {action:?} is not supported by this provider yet"),
-        ))
-    }
+        node_ids: &[String],
+    ) -> Result<BatchNodeResult>;
 }
 
 /// An S3 bucket.
