@@ -192,7 +192,7 @@ where
                 _ => ProviderErrorKind::Failed,
             };
             let s = status.map(|s| format!("HTTP {s}: ")).unwrap_or_default();
-            (kind, format!("{s}unreadable response: {}", DisplayErrorContext(&err)))
+            (kind, format!("{s}unreadable response (not an AWS answer?): {}", body_excerpt(&err)))
         }
         SdkError::ServiceError(_) => {
             let code = err.code();
@@ -202,20 +202,8 @@ where
                 (Some(c), true) => c.to_string(),
                 (None, false) => text.to_string(),
                 (None, true) => {
-                    // No AWS error shape at all (e.g. an HTML error page): status and a short
-                    // excerpt of the body instead of the whole response.
-                    let body = err
-                        .raw_response()
-                        .and_then(|r| r.body().bytes())
-                        .map(|b| {
-                            String::from_utf8_lossy(&b[..b.len().min(200)])
-                                .split_whitespace()
-                                .collect::<Vec<_>>()
-                                .join(" ")
-                        })
-                        .unwrap_or_default();
                     let s = status.map(|s| s.to_string()).unwrap_or_else(|| "?".into());
-                    format!("HTTP {s} without an AWS error code: {body}")
+                    format!("HTTP {s} without an AWS error code: {}", body_excerpt(&err))
                 }
             };
             (classify(code, status, text), message)
@@ -223,6 +211,15 @@ where
         _ => (ProviderErrorKind::Failed, DisplayErrorContext(&err).to_string()),
     };
     ProviderError::new(api, kind, message)
+}
+
+/// The first 200 bytes of an error response's body, whitespace collapsed (an HTML error page
+/// from a proxy or a fake is summarised, not dumped).
+fn body_excerpt<E>(err: &SdkError<E, HttpResponse>) -> String {
+    err.raw_response()
+        .and_then(|r| r.body().bytes())
+        .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// A [`ProviderError`] for provider data that does not have the expected shape.

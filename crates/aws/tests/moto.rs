@@ -508,6 +508,18 @@ impl HyperPodApi for MotoCloud {
     async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>> {
         self.real.list_cluster_nodes(region, cluster).await
     }
+    async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
+        self.real.update_hyperpod_cluster(req).await
+    }
+    async fn batch_node_action(
+        &self,
+        region: &str,
+        cluster: &str,
+        action: NodeAction,
+        node_ids: &[String],
+    ) -> Result<BatchNodeResult> {
+        self.real.batch_node_action(region, cluster, action, node_ids).await
+    }
 }
 
 #[async_trait]
