@@ -41,7 +41,9 @@
 //! - `catalog`: regions, Availability Zones, instance type offerings, quotas, add-on versions.
 //! - `world`: the persisted state and resource lifecycles.
 //! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations.
-//! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs).
+//! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs), and
+//!   [`kube_apiserver`]: the same worlds served over HTTP as Kubernetes API servers
+//!   ([`SimCloud::serve_kube_api`], [`SimCloud::kube_api_router`]) for kube-rs and kubectl.
 
 mod catalog;
 pub mod cloud;
@@ -60,3 +62,5 @@ mod tests;
 pub use cloud::{SimCloud, SimConfig, SimError};
 pub use faults::{FaultMode, SimFaults};
 pub use kube::DURATION_ANNOTATION;
+pub use kube::apiserver as kube_apiserver;
+pub use kube::apiserver::KubeApiServer;

@@ -30,7 +30,11 @@
 //!
 //! The `ResourceFails` fault on `k8s:Apply` makes the applied workload fail: server pods
 //! crash-loop, batch pods fail, LoadBalancers never get an address.
+//!
+//! [`apiserver`] serves these worlds over the Kubernetes REST conventions (for kube-rs and
+//! kubectl).
 
+pub mod apiserver;
 mod logs;
 mod workload;
 

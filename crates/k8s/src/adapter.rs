@@ -1,0 +1,263 @@
+//! [`KubeAdapter`]: InstantStart's [`KubeApi`] on kube-rs.
+//!
+//! Every object goes through kube's dynamic API ([`DynamicObject`] + [`ApiResource`]), built
+//! from the object's `apiVersion`/`kind` by [`crate::resources`] (a fixed table, then discovery,
+//! cached per target). Typed CRDs (HyperPodPyTorchJob, RayJob, RayCluster,
+//! InferenceEndpointConfig) are just rows of that table.
+//!
+//! - `apply`: server-side apply, field manager [`FIELD_MANAGER`], `force=true` (InstantStart owns
+//!   the fields it sets; another manager's conflicting value is taken over).
+//! - `get`: `404 NotFound` → `Ok(None)`.
+//! - `list`: label selector `k=v,…`, all namespaces when none is given, paged 500 at a time;
+//!   items get their `apiVersion`/`kind` back (API servers omit them in lists).
+//! - `delete`: background propagation; `404` → `Ok(())`.
+//! - `logs`: the pod's log as a stream of lines; `follow` keeps it open.
+//!
+//! Errors are [`K8sError`]s mapped to provider errors named `k8s:Apply`, `k8s:Get`, … (the
+//! simulator's names). A connection failure or `401` drops the target's cached client so the
+//! next call reconnects (new endpoint, new token).
+
+use crate::connector::{ConfigConnector, EksConnector, EksEndpointResolver, KubeConnector};
+use crate::error::K8sError;
+use crate::resources::{self, Resolved};
+use async_trait::async_trait;
+use aws_credential_types::provider::SharedCredentialsProvider;
+use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use instantstart_core::provider::{
+    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, ProviderError, ProviderErrorKind,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, DynamicObject, LogParams, Patch, PatchParams};
+use kube::discovery::{ApiResource, Scope};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "instantstart";
+
+/// Page size of list calls.
+const PAGE: u32 = 500;
+
+/// Metadata the server owns; sending it in an apply would conflict or be rejected.
+const SERVER_METADATA: &[&str] = &["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"];
+
+type DiscoveryKey = (KubeTarget, String, String);
+
+/// The Kubernetes provider on kube-rs.
+pub struct KubeAdapter {
+    connector: Arc<dyn KubeConnector>,
+    discovered: Mutex<HashMap<DiscoveryKey, Resolved>>,
+}
+
+impl std::fmt::Debug for KubeAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeAdapter").finish_non_exhaustive()
+    }
+}
+
+impl KubeAdapter {
+    /// An adapter reaching targets through `connector`.
+    pub fn new(connector: Arc<dyn KubeConnector>) -> Self {
+        KubeAdapter { connector, discovered: Mutex::new(HashMap::new()) }
+    }
+
+    /// The production adapter: EKS clusters found by `resolver` (endpoint + CA), authenticated
+    /// with tokens signed from `credentials`.
+    pub fn eks(credentials: SharedCredentialsProvider, resolver: Arc<dyn EksEndpointResolver>) -> Self {
+        Self::new(Arc::new(EksConnector::new(credentials, resolver)))
+    }
+
+    /// Every target through one `kube::Config` (kubeconfig context or in-cluster).
+    pub fn with_config(config: kube::Config) -> Self {
+        Self::new(Arc::new(ConfigConnector::new(config)))
+    }
+
+    /// The connector (e.g. to share its clients with a cache).
+    pub fn connector(&self) -> &Arc<dyn KubeConnector> {
+        &self.connector
+    }
+
+    /// The REST resource of `api_version`/`kind` on `target`: the built-in table, else a
+    /// cached discovery result, else discovery.
+    pub async fn resolve(
+        &self,
+        client: &kube::Client,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Resolved, K8sError> {
+        if let Some(r) = resources::known(api_version, kind) {
+            return Ok(r);
+        }
+        let key = (target.clone(), api_version.to_string(), kind.to_string());
+        if let Some(r) = lock(&self.discovered).get(&key) {
+            return Ok(r.clone());
+        }
+        let unknown = || K8sError::UnknownKind { api_version: api_version.into(), kind: kind.into() };
+        let (resource, caps) = match kube::discovery::pinned_kind(client, &resources::gvk(api_version, kind)).await {
+            Ok(found) => found,
+            Err(kube::Error::Discovery(_)) => return Err(unknown()),
+            Err(e) => {
+                let e = K8sError::from(e);
+                return Err(if matches!(e, K8sError::Api { code: 404, .. }) { unknown() } else { e });
+            }
+        };
+        let resolved = Resolved { resource, namespaced: caps.scope == Scope::Namespaced };
+        lock(&self.discovered).insert(key, resolved.clone());
+        Ok(resolved)
+    }
+
+    async fn client(&self, target: &KubeTarget) -> Result<kube::Client, K8sError> {
+        self.connector.client(target).await
+    }
+
+    /// The provider error for `e`; connection problems and `401`s drop the cached client.
+    fn fail(&self, api: &str, target: &KubeTarget, e: K8sError) -> ProviderError {
+        if matches!(e, K8sError::Connect(_) | K8sError::Api { code: 401, .. }) {
+            self.connector.invalidate(target);
+        }
+        e.into_provider(api)
+    }
+
+    async fn do_apply(&self, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject, K8sError> {
+        let r = object
+            .object_ref()
+            .ok_or_else(|| K8sError::InvalidObject("the object needs apiVersion, kind and metadata.name".into()))?;
+        let mut body = object.0.clone();
+        let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return Err(K8sError::InvalidObject("the object must have metadata".into()));
+        };
+        for field in SERVER_METADATA {
+            meta.remove(*field);
+        }
+        let client = self.client(target).await?;
+        let resolved = self.resolve(&client, target, &r.api_version, &r.kind).await?;
+        let namespace = resolved.namespaced.then(|| r.namespace.clone().unwrap_or_else(|| "default".into()));
+        match &namespace {
+            Some(ns) => meta.insert("namespace".into(), Value::String(ns.clone())),
+            None => meta.remove("namespace"),
+        };
+        let api = dynamic_api(client, &resolved.resource, namespace.as_deref());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let applied = api.patch(&r.name, &params, &Patch::Apply(&body)).await?;
+        Ok(KubeObject(to_value(applied, &resolved.resource)?))
+    }
+
+    async fn do_get(&self, target: &KubeTarget, r: &ObjectRef) -> Result<Option<KubeObject>, K8sError> {
+        let client = self.client(target).await?;
+        let resolved = self.resolve(&client, target, &r.api_version, &r.kind).await?;
+        let namespace = resolved.namespaced.then(|| r.namespace.as_deref().unwrap_or("default"));
+        let api = dynamic_api(client, &resolved.resource, namespace);
+        match api.get(&r.name).await.map_err(K8sError::from) {
+            Ok(o) => Ok(Some(KubeObject(to_value(o, &resolved.resource)?))),
+            Err(e) if e.is_object_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn do_list(&self, target: &KubeTarget, p: &ListParams) -> Result<Vec<KubeObject>, K8sError> {
+        let client = self.client(target).await?;
+        let resolved = self.resolve(&client, target, &p.api_version, &p.kind).await?;
+        let namespace = if resolved.namespaced { p.namespace.as_deref() } else { None };
+        let api = dynamic_api(client, &resolved.resource, namespace);
+        let selector = p.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+        let mut params = kube::api::ListParams::default().limit(PAGE);
+        if !selector.is_empty() {
+            params = params.labels(&selector);
+        }
+        let mut out = Vec::new();
+        loop {
+            let page = api.list(&params).await?;
+            for item in page.items {
+                out.push(KubeObject(to_value(item, &resolved.resource)?));
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn do_delete(&self, target: &KubeTarget, r: &ObjectRef) -> Result<(), K8sError> {
+        let client = self.client(target).await?;
+        let resolved = self.resolve(&client, target, &r.api_version, &r.kind).await?;
+        let namespace = resolved.namespaced.then(|| r.namespace.as_deref().unwrap_or("default"));
+        let api = dynamic_api(client, &resolved.resource, namespace);
+        match api.delete(&r.name, &DeleteParams::background()).await.map_err(K8sError::from) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_object_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn do_logs(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        follow: bool,
+        tail_lines: Option<u32>,
+    ) -> Result<LogStream, K8sError> {
+        let client = self.client(target).await?;
+        let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let params = LogParams { follow, tail_lines: tail_lines.map(i64::from), ..Default::default() };
+        let reader = pods.log_stream(pod, &params).await?;
+        Ok(reader
+            .lines()
+            .map_err(|e| ProviderError::new("k8s:Logs", ProviderErrorKind::Transient, format!("log stream broke: {e}")))
+            .boxed())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn dynamic_api(client: kube::Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, resource),
+        None => Api::all_with(client, resource),
+    }
+}
+
+/// The object as JSON, with `apiVersion`/`kind` filled in when the server left them out.
+fn to_value(o: DynamicObject, resource: &ApiResource) -> Result<Value, K8sError> {
+    let mut v = serde_json::to_value(o).map_err(|e| K8sError::Decode(e.to_string()))?;
+    if let Some(map) = v.as_object_mut() {
+        map.entry("apiVersion").or_insert_with(|| Value::String(resource.api_version.clone()));
+        map.entry("kind").or_insert_with(|| Value::String(resource.kind.clone()));
+    }
+    Ok(v)
+}
+
+#[async_trait]
+impl KubeApi for KubeAdapter {
+    async fn apply(&self, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject, ProviderError> {
+        self.do_apply(target, object).await.map_err(|e| self.fail("k8s:Apply", target, e))
+    }
+
+    async fn get(&self, target: &KubeTarget, object: &ObjectRef) -> Result<Option<KubeObject>, ProviderError> {
+        self.do_get(target, object).await.map_err(|e| self.fail("k8s:Get", target, e))
+    }
+
+    async fn list(&self, target: &KubeTarget, params: &ListParams) -> Result<Vec<KubeObject>, ProviderError> {
+        self.do_list(target, params).await.map_err(|e| self.fail("k8s:List", target, e))
+    }
+
+    async fn delete(&self, target: &KubeTarget, object: &ObjectRef) -> Result<(), ProviderError> {
+        self.do_delete(target, object).await.map_err(|e| self.fail("k8s:Delete", target, e))
+    }
+
+    async fn logs(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        follow: bool,
+        tail_lines: Option<u32>,
+    ) -> Result<LogStream, ProviderError> {
+        self.do_logs(target, namespace, pod, follow, tail_lines).await.map_err(|e| self.fail("k8s:Logs", target, e))
+    }
+}

