@@ -40,6 +40,8 @@ pub mod s3;
 mod tags;
 
 #[cfg(test)]
+mod deploy_policy;
+#[cfg(test)]
 mod replay;
 #[cfg(test)]
 mod sdk_tests;
