@@ -1,7 +1,7 @@
 //! Developer automation, run as `cargo xtask <command>`.
 //!
 //! - `test`: the whole test suite, installing what it needs when missing (a Python venv with
-//!   schemathesis, pytest, Selenium and the MCP Python SDK; Chromium from apt): format check,
+//!   schemathesis, pytest, Selenium, the MCP Python SDK and moto; Chromium from apt): format check,
 //!   clippy, every cargo test, the OpenAPI fuzzer against a real server on loopback, the MCP
 //!   suite, then the web UI suite. `.ci/run` calls it.
 //! - `lint`: format check and clippy only.
@@ -42,13 +42,13 @@ fn cargo() -> Command {
 fn venv() -> Result<PathBuf> {
     let dir = root().join("target").join("test-venv");
     // Bump the marker when the package list changes: an existing venv then gets the new ones.
-    let marker = dir.join(".ready-v4");
+    let marker = dir.join(".ready-v5");
     if marker.exists() {
         return Ok(dir);
     }
     run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
     let pip = dir.join("bin").join("pip");
-    let packages = ["schemathesis==4.*", "selenium==4.*", "pytest>=8", "mcp==2.*", "cfn-lint>=1"];
+    let packages = ["schemathesis==4.*", "selenium==4.*", "pytest>=8", "mcp==2.*", "cfn-lint>=1", "moto[server]==5.*"];
     run(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check"]).args(packages))?;
     std::fs::write(&marker, packages.join("\n") + "\n")?;
     Ok(dir)
@@ -181,7 +181,9 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("test") => {
             lint()?;
-            run(cargo().args(["test", "--workspace"]))?;
+            // The AWS adapter's integration tests start moto_server from the venv.
+            let venv = venv()?;
+            run(cargo().args(["test", "--workspace"]).env("MOTO_SERVER", venv.join("bin").join("moto_server")))?;
             fuzz_api(120)?;
             deploy_lint()?;
             mcp_test()?;

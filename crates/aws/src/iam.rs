@@ -8,6 +8,13 @@
 //! granting `*`, `*:*`, `iam:*` or any `<service>:*` on resource `*` (so no `s3:*` on `*`);
 //! and trust policies letting anyone (`*`) assume the role.
 //!
+//! # Policies
+//!
+//! Managed policies are attached and inline policies put right after `CreateRole`; if that
+//! fails, the role just created is deleted again, so a failed create never leaves a role
+//! that looks finished but lacks its permissions. Adopting an existing role of ours attaches
+//! and puts them again (both idempotent).
+//!
 //! # OIDC providers
 //!
 //! The IAM OIDC provider of an EKS cluster's issuer (the trust anchor of IRSA roles) has a
@@ -152,7 +159,16 @@ async fn create_role(iam: &Iam, req: &CreateIamRole) -> Result<IamRole> {
     let role = match result {
         Ok(out) => {
             let r = out.role().ok_or_else(|| malformed(API, "no Role"))?;
-            IamRole { name: r.role_name().to_string(), arn: r.arn().to_string(), tags: req.tags.clone() }
+            let role = IamRole { name: r.role_name().to_string(), arn: r.arn().to_string(), tags: req.tags.clone() };
+            // A role without its policies must not stay behind looking finished: undo the
+            // create if they cannot be attached (a later retry starts clean).
+            if let Err(e) = ensure_policies(iam, req).await {
+                if let Err(undo) = delete_role(iam, &req.name).await {
+                    tracing::warn!(role = %req.name, error = %undo, "could not remove the role after its policies failed");
+                }
+                return Err(e);
+            }
+            return Ok(role);
         }
         Err(e) if e.kind == ProviderErrorKind::AlreadyExists => {
             let cluster = req.tags.get(TAG_CLUSTER).cloned().unwrap_or_default();

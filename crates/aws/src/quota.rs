@@ -9,7 +9,7 @@
 //! Quotas are looked up by name (`ml.p5.48xlarge for cluster usage`) among the applied quotas
 //! of service `sagemaker`, then among the AWS defaults; both listings are cached per region
 //! for the life of the process. A region without Service Quotas for SageMaker reports no
-//! quota (`None`), and so does a caller not allowed to read quotas (with a warning): the
+//! quota (`None`), and so does any failure to read them (with a warning, not cached): the
 //! preflight then warns instead of blocking.
 
 use crate::AwsProvider;
@@ -55,8 +55,7 @@ async fn quotas(p: &AwsProvider, region: &str) -> Result<crate::QuotaTable> {
         .map_err(|e| sdk_error("servicequotas:ListServiceQuotas", e));
     let (defaults, applied) = match (unreported(defaults)?, unreported(applied)?) {
         (Some(d), Some(a)) => (d, a),
-        // Not allowed to read quotas: report "unknown" (the preflight warns), and ask again
-        // next time instead of caching the gap.
+        // Unreadable: report "unknown" and ask again next time instead of caching the gap.
         _ => return Ok(Arc::new(HashMap::new())),
     };
     // Applied values override the defaults.
@@ -70,17 +69,18 @@ async fn quotas(p: &AwsProvider, region: &str) -> Result<crate::QuotaTable> {
     Ok(map)
 }
 
-/// A listing, with "not available" (no such service in the region) as empty and "access
-/// denied" as `None`; other errors propagate.
+/// A listing, with "not available" (no such service in the region) as empty, and any other
+/// failure to read (access denied, an endpoint without Service Quotas, throttling) as `None`
+/// with a warning: quotas then count as "unknown" (the preflight warns, creation proceeds,
+/// and SageMaker's own `ResourceLimitExceeded` still maps to `QuotaExceeded`).
 fn unreported<T>(r: Result<Vec<T>>) -> Result<Option<Vec<T>>> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(Some(Vec::new())),
-        Err(e) if e.kind == ProviderErrorKind::AccessDenied => {
+        Err(e) => {
             tracing::warn!(error = %e, "cannot read Service Quotas; quota checks are reported as unknown");
             Ok(None)
         }
-        Err(e) => Err(e),
     }
 }
 

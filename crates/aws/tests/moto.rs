@@ -384,8 +384,8 @@ async fn the_shared_bucket() {
 }
 
 /// Everything moto implements goes to the real adapter; EKS add-ons (which moto lacks, HTTP
-/// 404) are answered as installed and Service Quotas (HTTP 500) as "not reported", so the
-/// engine can run the pipeline through them. Their requests are tested in `src/sdk_tests.rs`.
+/// 404) are answered as installed, so the engine can run the pipeline through them. Their
+/// requests are tested in `src/sdk_tests.rs`.
 struct MotoCloud {
     real: Arc<AwsProvider>,
     addons: Mutex<BTreeMap<(String, String), EksAddon>>,
@@ -407,9 +407,10 @@ impl QuotaApi for MotoCloud {
     async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>> {
         self.real.instance_type_offerings(region).await
     }
-    /// moto does not implement Service Quotas' ListServiceQuotas (HTTP 500): "not reported".
-    async fn hyperpod_instance_quota(&self, _region: &str, _instance_type: &str) -> Result<Option<Quota>> {
-        Ok(None)
+    /// moto does not implement Service Quotas' ListServiceQuotas (HTTP 500): the adapter
+    /// reports the quota as unknown, so the preflight warns.
+    async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>> {
+        self.real.hyperpod_instance_quota(region, instance_type).await
     }
 }
 

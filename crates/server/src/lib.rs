@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod error;
 pub mod metrics;
+pub mod no_kube;
 pub mod routes;
 pub mod ui;
 
@@ -88,10 +89,20 @@ pub struct Assembled {
     pub new_admin_token: Option<String>,
 }
 
+/// How `--provider aws` reaches AWS (profile, endpoint override); see [`AppState::assemble_with_aws`].
+pub use instantstart_aws::AwsOptions;
+
 impl AppState {
     /// Opens the store and the provider in `data_dir`, builds the engine, and resumes every
-    /// operation that was running when the previous process stopped.
+    /// operation that was running when the previous process stopped. With `--provider aws`
+    /// the standard credential chain is used in `opts.default_region`.
     pub fn assemble(opts: &ServerOptions) -> Result<Assembled, ServerError> {
+        Self::assemble_with_aws(opts, AwsOptions { region: Some(opts.default_region.clone()), ..Default::default() })
+    }
+
+    /// [`AppState::assemble`] with explicit AWS settings (`--profile`, `--aws-endpoint-url`);
+    /// they matter only for `--provider aws`.
+    pub fn assemble_with_aws(opts: &ServerOptions, aws_opts: AwsOptions) -> Result<Assembled, ServerError> {
         std::fs::create_dir_all(&opts.data_dir)
             .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
         let store: Arc<dyn Store> =
@@ -103,9 +114,12 @@ impl AppState {
                 (Arc::new(sim.clone()), Arc::new(sim.clone()), Some(sim), EngineConfig::scaled(opts.sim_speed))
             }
             ProviderKind::Aws => {
-                return Err(ServerError::Unsupported(
-                    "--provider aws needs the AWS adapter (crates/aws), which this build does not include yet; use --provider sim".into(),
-                ));
+                // The AWS SDK and kube-rs share rustls: pick the process-wide provider once.
+                instantstart_aws::install_crypto_provider();
+                // Credentials are resolved on the first call, so a misconfiguration shows up
+                // as that call's error (and in the operation that made it).
+                let aws = instantstart_aws::AwsProvider::lazy(aws_opts);
+                (Arc::new(aws), Arc::new(no_kube::NoKubernetes), None, EngineConfig::default())
             }
         };
         let workflows = instantstart_core::workflow::all(aws.clone(), kube.clone(), store.clone());

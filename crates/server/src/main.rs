@@ -27,6 +27,13 @@ struct Cli {
     /// Region used when a request names none.
     #[arg(long, default_value = "us-east-1", env = "AWS_REGION")]
     region: String,
+    /// AWS named profile for `--provider aws` (default: the standard credential chain).
+    #[arg(long, env = "AWS_PROFILE")]
+    profile: Option<String>,
+    /// Endpoint override for every AWS service with `--provider aws` (e.g. a local moto
+    /// server for testing).
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    aws_endpoint_url: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
@@ -86,6 +93,8 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // One rustls crypto provider for the AWS SDK and the Kubernetes client (aws-lc-rs).
+    instantstart_aws::install_crypto_provider();
     let cli = Cli::parse();
     if let Some(Command::Token { command: TokenCommand::Create { name, scope } }) = &cli.command {
         let token = Auth::create_token(&cli.data_dir, name, *scope).context("creating token")?;
@@ -104,7 +113,12 @@ async fn main() -> anyhow::Result<()> {
         default_region: cli.region.clone(),
         token: std::env::var("INSTANTSTART_TOKEN").ok(),
     };
-    let assembled = AppState::assemble(&opts).context("starting the server")?;
+    let aws_opts = instantstart_server::AwsOptions {
+        region: Some(cli.region.clone()),
+        profile: cli.profile.clone(),
+        endpoint_url: cli.aws_endpoint_url.clone(),
+    };
+    let assembled = AppState::assemble_with_aws(&opts, aws_opts).context("starting the server")?;
     let state = assembled.state;
     let listener =
         tokio::net::TcpListener::bind(cli.listen).await.with_context(|| format!("binding {}", cli.listen))?;
@@ -113,6 +127,13 @@ async fn main() -> anyhow::Result<()> {
         eprintln!(
             "\n  InstantStart is running on the SIMULATED cloud (speed {}x): no AWS account is used.\n  Use --provider aws for real AWS.\n",
             cli.sim_speed
+        );
+    } else {
+        eprintln!(
+            "\n  InstantStart is running on REAL AWS in {} (profile: {}{}).\n  The Kubernetes adapter is not wired in yet: steps that talk to the cluster's API server fail.\n",
+            cli.region,
+            cli.profile.as_deref().unwrap_or("standard credential chain"),
+            cli.aws_endpoint_url.as_deref().map(|u| format!(", endpoint {u}")).unwrap_or_default()
         );
     }
     eprintln!("  UI and API: http://{addr}/");
