@@ -13,10 +13,14 @@
 //! - `delete`: background propagation; `404` → `Ok(())`.
 //! - `logs`: the pod's log as a stream of lines; `follow` keeps it open.
 //!
+//! With [`KubeAdapter::with_watch_cache`], lists of Nodes and Pods are answered from
+//! reflector stores ([`crate::cache`]).
+//!
 //! Errors are [`K8sError`]s mapped to provider errors named `k8s:Apply`, `k8s:Get`, … (the
 //! simulator's names). A connection failure or `401` drops the target's cached client so the
 //! next call reconnects (new endpoint, new token).
 
+use crate::cache::WatchCache;
 use crate::connector::{ConfigConnector, EksConnector, EksEndpointResolver, KubeConnector};
 use crate::error::K8sError;
 use crate::resources::{self, Resolved};
@@ -48,6 +52,7 @@ type DiscoveryKey = (KubeTarget, String, String);
 pub struct KubeAdapter {
     connector: Arc<dyn KubeConnector>,
     discovered: Mutex<HashMap<DiscoveryKey, Resolved>>,
+    cache: Option<WatchCache>,
 }
 
 impl std::fmt::Debug for KubeAdapter {
@@ -59,7 +64,14 @@ impl std::fmt::Debug for KubeAdapter {
 impl KubeAdapter {
     /// An adapter reaching targets through `connector`.
     pub fn new(connector: Arc<dyn KubeConnector>) -> Self {
-        KubeAdapter { connector, discovered: Mutex::new(HashMap::new()) }
+        KubeAdapter { connector, discovered: Mutex::new(HashMap::new()), cache: None }
+    }
+
+    /// Answers lists of Nodes and Pods from per-target reflector stores ([`WatchCache`])
+    /// instead of one API request each.
+    pub fn with_watch_cache(mut self) -> Self {
+        self.cache = Some(WatchCache::new(self.connector.clone()));
+        self
     }
 
     /// The production adapter: EKS clusters found by `resolver` (endpoint + CA), authenticated
@@ -157,6 +169,11 @@ impl KubeAdapter {
     }
 
     async fn do_list(&self, target: &KubeTarget, p: &ListParams) -> Result<Vec<KubeObject>, K8sError> {
+        if let Some(cache) = &self.cache
+            && let Some(cached) = cache.list(target, p).await?
+        {
+            return Ok(cached);
+        }
         let client = self.client(target).await?;
         let resolved = self.resolve(&client, target, &p.api_version, &p.kind).await?;
         let namespace = if resolved.namespaced { p.namespace.as_deref() } else { None };

@@ -9,6 +9,7 @@
 //!   kubeconfig, the in-cluster service account or a plain URL (the simulator's API server).
 //! - [`resources`] maps `apiVersion`/`kind` to REST resources, including the CRDs InstantStart
 //!   drives (HyperPodPyTorchJob, RayJob/RayCluster, InferenceEndpointConfig).
+//! - [`cache`]: optional reflector stores (kube-runtime) for the Nodes and Pods of each target.
 //! - [`error`] classifies failures into provider error kinds.
 //!
 //! # Construction
@@ -28,12 +29,14 @@
 //! other dependency switches on rustls' `ring` feature, rustls can no longer choose by itself.
 
 pub mod adapter;
+pub mod cache;
 pub mod connector;
 pub mod eks_token;
 pub mod error;
 pub mod resources;
 
 pub use adapter::{FIELD_MANAGER, KubeAdapter};
+pub use cache::WatchCache;
 pub use connector::{
     ConfigConnector, EksConnector, EksEndpoint, EksEndpointResolver, KubeConnector, StaticEndpoints,
     install_crypto_provider,

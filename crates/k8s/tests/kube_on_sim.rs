@@ -317,6 +317,46 @@ async fn nodes_pods_and_followed_logs() {
     assert_eq!(done.0["status"]["succeeded"], 1);
 }
 
+#[tokio::test]
+async fn watch_cache_answers_node_and_pod_lists() {
+    let sim = world(2).await;
+    let server = sim.serve_kube_api().await.unwrap();
+    let k = adapter(&server).with_watch_cache();
+    let t = target();
+    let nodes = k.list(&t, &params("v1", "Node", None, &[])).await.unwrap();
+    assert_eq!(nodes.len(), 2);
+    assert!(nodes.iter().all(|n| n.0["kind"] == "Node" && n.0["apiVersion"] == "v1"));
+    assert!(k.list(&t, &params("v1", "Pod", Some("default"), &[])).await.unwrap().is_empty());
+    let lists = sim.calls("k8s:List");
+    k.apply(&t, &KubeObject(job("cached", 300))).await.unwrap();
+    // The pod shows up through the watch, without further list requests.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let pods = loop {
+        let pods = k.list(&t, &params("v1", "Pod", Some("default"), &[("job-name", "cached")])).await.unwrap();
+        if !pods.is_empty() || tokio::time::Instant::now() > deadline {
+            break pods;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pods.len(), 1, "the watch delivered the job's pod");
+    assert!(k.list(&t, &params("v1", "Pod", Some("other"), &[])).await.unwrap().is_empty());
+    assert_eq!(sim.calls("k8s:List"), lists, "cached lists do not reach the API server");
+    // Status changes arrive as MODIFIED events.
+    adv(&sim, timings::POD_START + 1.0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let pods = k.list(&t, &params("v1", "Pod", Some("default"), &[("job-name", "cached")])).await.unwrap();
+        if pods[0].0["status"]["phase"] == "Running" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "pod never reported Running: {}", pods[0].0["status"]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Other kinds still go to the API server.
+    k.list(&t, &params("batch/v1", "Job", Some("default"), &[])).await.unwrap();
+    assert_eq!(sim.calls("k8s:List"), lists + 1);
+}
+
 /// `kubectl`, as a user would run it, against the simulated API server.
 #[tokio::test]
 async fn kubectl_gets_pods_and_nodes() {

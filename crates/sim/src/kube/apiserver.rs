@@ -299,6 +299,20 @@ fn provider_status(e: &ProviderError, details: Option<Details<'_>>) -> Response 
     status(code, reason, &e.message, details)
 }
 
+/// Gives an object that has none (Nodes, workload pods: computed, never stored) a
+/// `metadata.resourceVersion` derived from its content, so it changes when they do. Watch
+/// clients (kube-runtime) need one on every object.
+fn with_resource_version(mut v: Value) -> Value {
+    if v.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
+        return v;
+    }
+    let rv = (crate::world::stable_hash(&[&v.to_string()]) >> 12).to_string();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), json!(rv));
+    }
+    v
+}
+
 // ---------------------------------------------------------------------------------------------
 // Request parsing
 
@@ -717,7 +731,7 @@ async fn list(cx: &Ctx, path: &ResourcePath, query: &HashMap<String, String>, he
         Err(e) => return provider_status(&e, None),
     };
     let mut kept = Vec::new();
-    for o in items.into_iter().map(|o| o.0).filter(|o| selector_matches(o, &reqs)) {
+    for o in items.into_iter().map(|o| with_resource_version(o.0)).filter(|o| selector_matches(o, &reqs)) {
         match field_matches(&o, query.get("fieldSelector").map(String::as_str)) {
             Ok(true) => kept.push(o),
             Ok(false) => {}
@@ -744,10 +758,14 @@ async fn get(
     headers: &HeaderMap,
 ) -> Response {
     match cx.cloud.get(&cx.target, &path.object_ref(name)).await {
-        Ok(Some(o)) if wants_table(headers) => {
-            ok(&table(cx, &path.res, &[o.0], &resource_version(cx), query.get("includeObject").map(String::as_str)))
-        }
-        Ok(Some(o)) => ok(&o.0),
+        Ok(Some(o)) if wants_table(headers) => ok(&table(
+            cx,
+            &path.res,
+            &[with_resource_version(o.0)],
+            &resource_version(cx),
+            query.get("includeObject").map(String::as_str),
+        )),
+        Ok(Some(o)) => ok(&with_resource_version(o.0)),
         Ok(None) => not_found(&path.res, name),
         Err(e) => provider_status(&e, Some(Details { name, res: &path.res })),
     }
@@ -810,7 +828,7 @@ fn invalid(path: &ResourcePath, name: &str, message: &str) -> Response {
 
 async fn do_apply(cx: &Ctx, path: &ResourcePath, name: &str, obj: Value, code: StatusCode) -> Response {
     match cx.cloud.apply(&cx.target, &KubeObject(obj)).await {
-        Ok(o) => json_response(code, &o.0),
+        Ok(o) => json_response(code, &with_resource_version(o.0)),
         Err(e) => provider_status(&e, Some(Details { name, res: &path.res })),
     }
 }
@@ -1013,7 +1031,7 @@ fn watch(cx: Ctx, path: ResourcePath, query: &HashMap<String, String>) -> Respon
             items
                 .into_iter()
                 .filter(|o| selector_matches(o, &reqs) && field_matches(o, fields.as_deref()).unwrap_or(false))
-                .map(|o| (object_key(&o), o))
+                .map(|o| (object_key(&o), with_resource_version(o)))
                 .collect(),
         )
     };
