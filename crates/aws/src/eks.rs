@@ -17,7 +17,16 @@
 //! installed is recorded exactly. `DEGRADED` counts as installed (`Active`): an add-on whose
 //! pods cannot be scheduled yet (no nodes before the HyperPod cluster exists) is degraded, not
 //! failed. `CREATE_FAILED`/`DELETE_FAILED`/`UPDATE_FAILED` are `Failed` with EKS's health
-//! issues as the reason.
+//! issues as the reason. [`AwsProvider::update_addon`] moves an add-on to a (pinned or
+//! resolved default) version, keeping configuration changes (`PRESERVE`).
+//!
+//! # Access entries
+//!
+//! [`AwsProvider::ensure_access_entry`] creates an EKS access entry for an IAM principal
+//! (with our tags) and associates the given access policies at cluster or namespace scope;
+//! an existing entry is adopted only when it carries our tags (HyperPod creates the entries of
+//! its execution roles itself; ours are for the control plane's own access to an imported
+//! cluster and similar). These are inherent methods until the provider traits carry them.
 
 use crate::AwsProvider;
 use crate::error::{invalid, malformed, sdk_error};
@@ -30,7 +39,7 @@ use aws_sdk_eks::types::{
 };
 use instantstart_core::provider::{
     CreateEksAddon, CreateEksCluster, EksAddon, EksApi, EksCluster, ProviderError, ProviderErrorKind, ResourceState,
-    Result, TAG_CLUSTER, is_owned,
+    Result, TAG_CLUSTER, Tags, is_owned,
 };
 
 /// Maps an EKS cluster status (with health issues for the failure reason).
@@ -357,6 +366,202 @@ impl EksApi for AwsProvider {
             .await
             .map(|_| ())
             .map_err(|e| sdk_error(API, e))
+    }
+}
+
+/// An EKS access entry and the access policies associated with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessEntry {
+    pub principal_arn: String,
+    /// `STANDARD`, `EC2_LINUX`, `HYPERPOD_LINUX`, …
+    pub kind: String,
+    pub username: Option<String>,
+    pub policies: Vec<AccessPolicy>,
+    pub tags: Tags,
+}
+
+/// An access policy association: the policy and where it applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessPolicy {
+    /// e.g. `arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy`.
+    pub policy_arn: String,
+    /// Empty = the whole cluster; otherwise these namespaces.
+    pub namespaces: Vec<String>,
+}
+
+/// What [`AwsProvider::ensure_access_entry`] should make true.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsureAccessEntry {
+    pub region: String,
+    pub cluster: String,
+    pub principal_arn: String,
+    /// `STANDARD` unless the principal is a node role.
+    pub kind: String,
+    pub policies: Vec<AccessPolicy>,
+    pub client_request_token: String,
+    pub tags: Tags,
+}
+
+fn scope(p: &AccessPolicy) -> aws_sdk_eks::types::AccessScope {
+    use aws_sdk_eks::types::{AccessScope, AccessScopeType};
+    if p.namespaces.is_empty() {
+        AccessScope::builder().r#type(AccessScopeType::Cluster).build()
+    } else {
+        AccessScope::builder().r#type(AccessScopeType::Namespace).set_namespaces(Some(p.namespaces.clone())).build()
+    }
+}
+
+impl AwsProvider {
+    /// The access entry of `principal_arn` with its associated policies, if any.
+    pub async fn describe_access_entry(
+        &self,
+        region: &str,
+        cluster: &str,
+        principal_arn: &str,
+    ) -> Result<Option<AccessEntry>> {
+        const API: &str = "eks:DescribeAccessEntry";
+        let c = self.region(region).await?;
+        let out = match c
+            .eks
+            .describe_access_entry()
+            .cluster_name(cluster)
+            .principal_arn(principal_arn)
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))
+        {
+            Ok(o) => o,
+            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(entry) = out.access_entry() else { return Ok(None) };
+        let associated = c
+            .eks
+            .list_associated_access_policies()
+            .cluster_name(cluster)
+            .principal_arn(principal_arn)
+            .into_paginator()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| sdk_error("eks:ListAssociatedAccessPolicies", e))?;
+        let policies = associated
+            .iter()
+            .flat_map(|page| page.associated_access_policies())
+            .filter_map(|p| {
+                Some(AccessPolicy {
+                    policy_arn: p.policy_arn()?.to_string(),
+                    namespaces: p.access_scope().map(|s| s.namespaces().to_vec()).unwrap_or_default(),
+                })
+            })
+            .collect();
+        Ok(Some(AccessEntry {
+            principal_arn: entry.principal_arn().unwrap_or(principal_arn).to_string(),
+            kind: entry.r#type().unwrap_or("STANDARD").to_string(),
+            username: entry.username().map(str::to_string),
+            policies,
+            tags: tags::from_eks(entry.tags()),
+        }))
+    }
+
+    /// Creates the access entry (or adopts ours) and associates every requested policy
+    /// (`AssociateAccessPolicy` is idempotent and updates the scope).
+    pub async fn ensure_access_entry(&self, req: &EnsureAccessEntry) -> Result<AccessEntry> {
+        const API: &str = "eks:CreateAccessEntry";
+        let c = self.region(&req.region).await?;
+        let cluster = req.tags.get(TAG_CLUSTER).cloned().unwrap_or_default();
+        let created = c
+            .eks
+            .create_access_entry()
+            .cluster_name(&req.cluster)
+            .principal_arn(&req.principal_arn)
+            .r#type(&req.kind)
+            .client_request_token(&req.client_request_token)
+            .set_tags(Some(tags::eks(&req.tags)))
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e));
+        match created {
+            Ok(_) => {}
+            Err(e) if e.kind == ProviderErrorKind::AlreadyExists => {
+                match self.describe_access_entry(&req.region, &req.cluster, &req.principal_arn).await? {
+                    Some(existing) if is_owned(&existing.tags, &cluster) => {}
+                    _ => {
+                        return Err(ProviderError::new(
+                            API,
+                            ProviderErrorKind::AlreadyExists,
+                            format!("{}; it is not tagged as InstantStart's for cluster {cluster}", e.message),
+                        ));
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        for p in &req.policies {
+            c.eks
+                .associate_access_policy()
+                .cluster_name(&req.cluster)
+                .principal_arn(&req.principal_arn)
+                .policy_arn(&p.policy_arn)
+                .access_scope(scope(p))
+                .send()
+                .await
+                .map_err(|e| sdk_error("eks:AssociateAccessPolicy", e))?;
+        }
+        self.describe_access_entry(&req.region, &req.cluster, &req.principal_arn)
+            .await?
+            .ok_or_else(|| ProviderError::new(API, ProviderErrorKind::Transient, "the access entry is not visible yet"))
+    }
+
+    /// Deletes an access entry (its policy associations go with it).
+    pub async fn delete_access_entry(&self, region: &str, cluster: &str, principal_arn: &str) -> Result<()> {
+        const API: &str = "eks:DeleteAccessEntry";
+        let c = self.region(region).await?;
+        c.eks
+            .delete_access_entry()
+            .cluster_name(cluster)
+            .principal_arn(principal_arn)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| sdk_error(API, e))
+    }
+
+    /// Moves an add-on to `version` (`None` = the default for the cluster's Kubernetes
+    /// version), keeping configuration changes; returns the add-on as it now reads.
+    pub async fn update_addon(
+        &self,
+        region: &str,
+        cluster: &str,
+        addon: &str,
+        version: Option<&str>,
+        client_request_token: &str,
+    ) -> Result<EksAddon> {
+        const API: &str = "eks:UpdateAddon";
+        let c = self.region(region).await?;
+        let version = match version {
+            Some(v) => v.to_string(),
+            None => {
+                let k8s = describe_cluster(&c.eks, region, cluster)
+                    .await?
+                    .ok_or_else(|| ProviderError::not_found(API, format!("No cluster found for name: {cluster}.")))?
+                    .version;
+                resolve_addon_version(&c.eks, addon, &k8s).await?
+            }
+        };
+        c.eks
+            .update_addon()
+            .cluster_name(cluster)
+            .addon_name(addon)
+            .addon_version(&version)
+            .resolve_conflicts(ResolveConflicts::Preserve)
+            .client_request_token(client_request_token)
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        describe_addon(&c.eks, cluster, addon)
+            .await?
+            .ok_or_else(|| ProviderError::not_found(API, format!("add-on {addon} not found on cluster {cluster}")))
     }
 }
 

@@ -30,6 +30,9 @@
 //! (another update in progress) is `Conflict`. Batch reboot/replace/delete report per-node
 //! outcomes; the service's refusals come back as `failed` entries, not as an error.
 //!
+//! [`AwsProvider::update_cluster_software`] (inherent until the traits carry it) patches the
+//! given groups (all when none is named) to the latest HyperPod AMI, rolling in batches.
+//!
 //! # Status
 //!
 //! `Creating` → `Creating`; `InService` → `Active`; `Updating`, `SystemUpdating` and
@@ -593,6 +596,31 @@ impl HyperPodApi for AwsProvider {
         }
         let c = self.region(region).await?;
         batch(&c.sagemaker, cluster, action, node_ids).await
+    }
+}
+
+impl AwsProvider {
+    /// `UpdateClusterSoftware`: moves the named instance groups (all groups when empty) to
+    /// the latest HyperPod AMI release. Returns the cluster as it reads afterwards.
+    pub async fn update_cluster_software(
+        &self,
+        region: &str,
+        cluster: &str,
+        instance_groups: &[String],
+    ) -> Result<HyperPodCluster> {
+        use aws_sdk_sagemaker::types::UpdateClusterSoftwareInstanceGroupSpecification as Group;
+        const API: &str = "sagemaker:UpdateClusterSoftware";
+        let c = self.region(region).await?;
+        let mut call = c.sagemaker.update_cluster_software().cluster_name(cluster);
+        if !instance_groups.is_empty() {
+            call = call.set_instance_groups(Some(
+                instance_groups.iter().map(|g| Group::builder().instance_group_name(g).build()).collect(),
+            ));
+        }
+        call.send().await.map_err(|e| sdk_error(API, e))?;
+        describe(&c.sagemaker, region, cluster)
+            .await?
+            .ok_or_else(|| ProviderError::not_found(API, format!("cluster {cluster} not found")))
     }
 }
 

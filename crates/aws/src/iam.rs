@@ -388,6 +388,15 @@ mod tests {
         // The core's own HyperPod bucket policy passes.
         let core = role(&[], instantstart_core::workflow::create_cluster::hyperpod_bucket_policy("b"), trust());
         assert_eq!(check_least_privilege(&core), Ok(()));
+        // So do the core's service-account (IRSA) trust policy and its autoscaling policy.
+        let irsa = instantstart_core::workflow::features::service_account_trust_policy(
+            "arn:aws:iam::1:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/X",
+            "https://oidc.eks.us-east-1.amazonaws.com/id/X",
+            "aws-hyperpod",
+            "checkpoints",
+        );
+        let sa = role(&[], allow(json!(["s3:GetObject"]), json!("arn:aws:s3:::b/*")), irsa);
+        assert_eq!(check_least_privilege(&sa), Ok(()));
         let bad: Vec<CreateIamRole> = vec![
             role(
                 &["arn:aws:iam::aws:policy/AdministratorAccess"],

@@ -621,3 +621,109 @@ async fn a_bucket_in_another_region_is_followed() {
     assert_eq!(b.region, "eu-west-1");
     assert!(is_owned(&b.tags, "demo"));
 }
+
+// ---------------------------------------------------------------- day-2 (inherent until in the traits)
+
+#[tokio::test]
+async fn access_entries_are_created_with_policies_or_adopted() {
+    use crate::eks::{AccessPolicy, EnsureAccessEntry};
+    let principal = "arn:aws:iam::123456789012:role/instantstart-control-plane";
+    let replay = Replay::new(|r| {
+        let path = r.uri.split('?').next().unwrap_or_default().to_string();
+        match (r.method.as_str(), path.as_str()) {
+            ("POST", "/clusters/demo/access-entries") => Canned::json_error(
+                409,
+                "ResourceInUseException",
+                "The specified access entry resource is already in use",
+            ),
+            ("GET", p) if p.ends_with("/access-policies") => Canned::json(json!({
+                "clusterName": "demo", "principalArn": "arn:aws:iam::123456789012:role/instantstart-control-plane",
+                "associatedAccessPolicies": [{ "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy",
+                    "accessScope": { "type": "namespace", "namespaces": ["team-a"] } }] })),
+            ("POST", p) if p.ends_with("/access-policies") => Canned::json(json!({ "clusterName": "demo" })),
+            ("GET", p) if p.starts_with("/clusters/demo/access-entries/") => Canned::json(json!({ "accessEntry": {
+                "clusterName": "demo", "principalArn": "arn:aws:iam::123456789012:role/instantstart-control-plane",
+                "type": "STANDARD", "username": "arn:aws:sts::123456789012:assumed-role/instantstart-control-plane/{{SessionName}}",
+                "tags": tag_json("demo") }})),
+            _ => unexpected(r),
+        }
+    });
+    let p = replay.provider();
+    let entry = p
+        .ensure_access_entry(&EnsureAccessEntry {
+            region: "us-east-1".into(),
+            cluster: "demo".into(),
+            principal_arn: principal.into(),
+            kind: "STANDARD".into(),
+            policies: vec![AccessPolicy {
+                policy_arn: "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy".into(),
+                namespaces: vec!["team-a".into()],
+            }],
+            client_request_token: "is-token".into(),
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(entry.kind, "STANDARD");
+    assert_eq!(entry.policies[0].namespaces, ["team-a"]);
+    let requests = replay.requests();
+    let create = requests.iter().find(|r| r.method == "POST" && r.uri.ends_with("/access-entries")).unwrap().json();
+    assert_eq!(
+        create,
+        json!({ "principalArn": principal, "type": "STANDARD", "clientRequestToken": "is-token", "tags": tag_json("demo") })
+    );
+    let associate = requests.iter().find(|r| r.method == "POST" && r.uri.ends_with("/access-policies")).unwrap();
+    assert!(
+        associate.uri.contains("arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Finstantstart-control-plane"),
+        "{}",
+        associate.uri
+    );
+    assert_eq!(
+        associate.json(),
+        json!({ "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy",
+                "accessScope": { "type": "namespace", "namespaces": ["team-a"] } })
+    );
+}
+
+#[tokio::test]
+async fn update_addon_keeps_configuration_and_pins_the_version() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "POST /clusters/demo/addons/cert-manager/update" => {
+            Canned::json(json!({ "update": { "id": "u-1", "status": "InProgress", "type": "AddonUpdate" } }))
+        }
+        "GET /clusters/demo/addons/cert-manager" => Canned::json(json!({ "addon": {
+            "addonName": "cert-manager", "status": "UPDATING", "addonVersion": "v1.18.2-eksbuild.2" }})),
+        _ => unexpected(r),
+    });
+    let a = replay
+        .provider()
+        .update_addon("us-east-1", "demo", "cert-manager", Some("v1.18.2-eksbuild.2"), "is-token")
+        .await
+        .unwrap();
+    assert_eq!(a.state, ResourceState::Updating);
+    assert_eq!(
+        replay.of("POST /clusters/demo/addons/cert-manager/update")[0].json(),
+        json!({ "addonVersion": "v1.18.2-eksbuild.2", "resolveConflicts": "PRESERVE", "clientRequestToken": "is-token" })
+    );
+}
+
+#[tokio::test]
+async fn update_cluster_software_names_the_groups() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "UpdateClusterSoftware" => {
+            Canned::json(json!({ "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123" }))
+        }
+        "DescribeCluster" => Canned::json(describe_cluster_json("SystemUpdating")),
+        "ListTags" => Canned::json(json!({ "Tags": [] })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let c = p.update_cluster_software("us-east-1", "demo-hp", &["workers".into()]).await.unwrap();
+    assert_eq!(c.state, ResourceState::Updating);
+    assert_eq!(
+        replay.of("UpdateClusterSoftware")[0].json(),
+        json!({ "ClusterName": "demo-hp", "InstanceGroups": [{ "InstanceGroupName": "workers" }] })
+    );
+    p.update_cluster_software("us-east-1", "demo-hp", &[]).await.unwrap();
+    assert_eq!(replay.of("UpdateClusterSoftware")[1].json(), json!({ "ClusterName": "demo-hp" }));
+}
