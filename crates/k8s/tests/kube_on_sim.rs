@@ -357,6 +357,29 @@ async fn watch_cache_answers_node_and_pod_lists() {
     assert_eq!(sim.calls("k8s:List"), lists + 1);
 }
 
+/// Runs kubectl with `config`; fails the test when it fails.
+async fn kubectl_run(
+    kubectl: &std::path::Path,
+    config: &std::path::Path,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> String {
+    let out = tokio::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(config)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .await
+        .expect("run kubectl");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "kubectl {args:?} failed: {stderr}\n{stdout}");
+    stdout
+}
+
 /// `kubectl`, as a user would run it, against the simulated API server.
 #[tokio::test]
 async fn kubectl_gets_pods_and_nodes() {
@@ -374,26 +397,8 @@ async fn kubectl_gets_pods_and_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("kubeconfig");
     std::fs::write(&config, server.kubeconfig(&[target()])).unwrap();
-    let run = |args: &'static [&'static str]| {
-        let config = config.clone();
-        let cache = dir.path().join("cache");
-        async move {
-            let out = tokio::process::Command::new(kubectl)
-                .arg("--kubeconfig")
-                .arg(&config)
-                .arg("--cache-dir")
-                .arg(&cache)
-                .args(args)
-                .env_remove("KUBECONFIG")
-                .output()
-                .await
-                .expect("run kubectl");
-            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-            assert!(out.status.success(), "kubectl {args:?} failed: {stderr}\n{stdout}");
-            stdout
-        }
-    };
+    let cache = dir.path().join("cache");
+    let run = async |args: &[&str]| kubectl_run(kubectl, &config, &cache, args).await;
     let pods = run(&["get", "pods", "-A"]).await;
     let header: Vec<&str> = pods.lines().next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(header, ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{pods}");
@@ -416,6 +421,25 @@ async fn kubectl_gets_pods_and_nodes() {
 
     let logs = run(&["logs", "-n", "default", "job/download"]).await;
     assert!(logs.starts_with("Starting amazon/aws-cli:2"), "{logs}");
+
+    // Writes, as an operator would make them by hand.
+    let manifest = dir.path().join("cm.json");
+    std::fs::write(
+        &manifest,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "by-hand", "labels": {"who": "kubectl"}}, "data": {"a": "1"}})
+            .to_string(),
+    )
+    .unwrap();
+    // No OpenAPI document is served, so client-side validation is off.
+    let applied = run(&["apply", "--server-side", "--validate=false", "-f", &manifest.to_string_lossy()]).await;
+    assert!(applied.contains("configmap/by-hand"), "{applied}");
+    let got = k.get(&target(), &oref("v1", "ConfigMap", Some("default"), "by-hand")).await.unwrap().unwrap();
+    assert_eq!(got.0["data"]["a"], "1");
+    let listed = run(&["get", "configmaps", "-l", "who=kubectl", "-o", "name"]).await;
+    assert_eq!(listed.trim(), "configmap/by-hand");
+    let deleted = run(&["delete", "configmap", "by-hand"]).await;
+    assert!(deleted.contains("deleted"), "{deleted}");
+    assert_eq!(k.get(&target(), &oref("v1", "ConfigMap", Some("default"), "by-hand")).await.unwrap(), None);
 }
 
 #[test]

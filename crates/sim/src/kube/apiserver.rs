@@ -915,8 +915,10 @@ async fn patch(
                     "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
                 );
             }
+            // Created → 201, updated → 200, as a real API server answers an apply.
+            let code = if cx.peek(&path.object_ref(name)).is_some() { StatusCode::OK } else { StatusCode::CREATED };
             match normalise(path, patch, Some(name)) {
-                Ok(obj) => do_apply(cx, path, name, obj, StatusCode::OK).await,
+                Ok(obj) => do_apply(cx, path, name, obj, code).await,
                 Err(e) => bad_request(&e),
             }
         }
