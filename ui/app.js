@@ -141,6 +141,8 @@ async function route() {
     app.navigate('#/login', { replace: true });
     return;
   }
+  // A link inside a dialog (e.g. "Open that operation") leaves the screen: close its dialogs.
+  for (const dlg of document.querySelectorAll('dialog[open]')) dlg.close('cancel');
   if (current && current.dispose) {
     try {
       current.dispose();

@@ -104,3 +104,17 @@ export function debounce(fn, ms) {
 export function srOnly(text) {
   return h('span', { class: 'visually-hidden' }, text);
 }
+
+/**
+ * Runs `render` (which rebuilds part of `container`) and gives focus back to the control that
+ * had it, found again by its data-focus-key, so live refreshes do not lose the keyboard user.
+ */
+export function keepFocus(container, render) {
+  const active = document.activeElement;
+  const key = active && container.contains(active) ? active.dataset.focusKey : null;
+  render();
+  if (key) {
+    const again = container.querySelector(`[data-focus-key="${CSS.escape(key)}"]`);
+    if (again && again !== document.activeElement) again.focus({ preventScroll: true });
+  }
+}

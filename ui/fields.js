@@ -2,6 +2,9 @@
 // Inputs carry data-field="<exact request path>" (e.g. hyperpod.instance_groups[1].count); a
 // finding whose path has no input of its own is shown on the nearest ancestor path
 // (hyperpod.instance_groups[0].capacity.arn → …capacity), else in the form's summary.
+// A form whose request is nested in the server's record (a PATCH body recorded as `patch`, a
+// POST body as `group`) passes `prefixes`: `patch.count` and `count` then both find
+// data-field="patch.count" (decode errors name the body's own path, checks the recorded one).
 
 import { h, replace, id } from './dom.js';
 
@@ -11,10 +14,29 @@ export function parentPath(path) {
   return m ? m[1] : '';
 }
 
-function findField(form, path) {
-  for (let p = path; p; p = parentPath(p)) {
-    const el = form.querySelector(`[data-field="${CSS.escape(p)}"]`);
+/** The paths a finding may be shown at: itself, then with a prefix added or removed. */
+export function candidatePaths(path, prefixes = []) {
+  const out = [path];
+  for (const pre of prefixes) {
+    const dotted = pre.endsWith('.') ? pre : `${pre}.`;
+    if (path.startsWith(dotted)) out.push(path.slice(dotted.length));
+    else out.push(dotted + path);
+  }
+  return out;
+}
+
+function findField(form, path, prefixes) {
+  const at = (p) => form.querySelector(`[data-field="${CSS.escape(p)}"]`);
+  const candidates = candidatePaths(path, prefixes);
+  for (const c of candidates) {
+    const el = at(c);
     if (el) return el;
+  }
+  for (const c of candidates) {
+    for (let p = parentPath(c); p; p = parentPath(p)) {
+      const el = at(p);
+      if (el) return el;
+    }
   }
   return null;
 }
@@ -39,16 +61,19 @@ export function clearFindings(form) {
 /**
  * Shows `error` (an ApiError) in `form`: each finding next to its field, and a summary at the
  * top that links to them. Focuses the summary so keyboard and screen-reader users land on it.
+ * `compact` (small dialogs): the summary lists only findings no field took, and focus goes to
+ * the first invalid control when every finding found its field.
  */
-export function showFindings(form, error, { focus = true } = {}) {
+export function showFindings(form, error, { focus = true, prefixes = [], compact = false } = {}) {
   clearFindings(form);
   const summary = form.querySelector('.error-summary');
   const items = [];
+  let firstPlaced = null;
   const findings = error.findings && error.findings.length
     ? error.findings
     : [{ field: '', rule: error.message }];
   for (const f of findings) {
-    const el = f.field ? findField(form, f.field) : null;
+    const el = f.field ? findField(form, f.field, prefixes) : null;
     const label = f.field ? [h('span', { class: 'mono' }, f.field), `: ${f.rule}`] : f.rule;
     if (el) {
       const msgId = id('err');
@@ -70,6 +95,8 @@ export function showFindings(form, error, { focus = true } = {}) {
         control.setAttribute('aria-describedby', [...ids, msgId].join(' '));
       }
       const target = control || el;
+      firstPlaced = firstPlaced || target;
+      if (compact) continue;
       items.push(h('li', {}, h('a', {
         href: '#',
         onclick: (e) => {
@@ -81,6 +108,13 @@ export function showFindings(form, error, { focus = true } = {}) {
     } else {
       items.push(h('li', {}, label));
     }
+  }
+  if (compact && !items.length) {
+    if (focus && firstPlaced) {
+      if (!firstPlaced.matches('input, select, textarea, button, a[href]')) firstPlaced.setAttribute('tabindex', '-1');
+      firstPlaced.focus();
+    }
+    return;
   }
   if (summary) {
     replace(summary,

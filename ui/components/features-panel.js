@@ -1,36 +1,35 @@
 // <is-features-panel cluster="demo" sim-speed="300"> — the Advanced features panel.
-// Reads GET /api/clusters/{name}/features, lets the user flip switches, shows the diff and sends
-// ONLY the changed fields with PATCH. While the managed-features backend is absent (404), the
-// panel is shown disabled and no state is invented.
+// Reads GET /api/clusters/{name}/features (the real state), lets the user flip switches, and
+// sends ONLY the changed fields with PATCH: first as a dry run, whose diff against the real
+// state (and steps) the control plane computes and the panel shows; "already in this state"
+// when nothing would change; then the change itself, followed on the embedded progress panel.
 
-import { h, replace, id, announce, routeHref } from '../dom.js';
+import { h, replace, id, announce } from '../dom.js';
 import { get, patch, seg, newIdempotencyKey } from '../api.js';
 import { FEATURES, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges } from '../features.js';
 import { showFindings, clearFindings } from '../fields.js';
+import { diffList, stepList, planTiming, refusal, followOperation } from '../day2.js';
 
-let dryRunSupport = null;
+export const UNAVAILABLE_TEXT = 'Managed features are not available for this cluster';
 
-/** Whether PATCH /api/clusters/{name}/features documents a dry_run query parameter. */
-async function supportsDryRun() {
-  if (dryRunSupport === null) {
-    dryRunSupport = get('/api/openapi.json').then((doc) => {
-      const op = doc?.paths?.['/api/clusters/{name}/features']?.patch;
-      return !!op && (op.parameters || []).some((p) => p && p.name === 'dry_run' && p.in === 'query');
-    }).catch(() => false);
-  }
-  return dryRunSupport;
-}
-
-export const UNAVAILABLE_TEXT = 'Arrives with the managed-features backend';
+const ELASTIC_NOTE = 'Elastic training jobs cannot run while managed tiered checkpointing is on (nor on Spot groups).';
 
 class FeaturesPanel extends HTMLElement {
   connectedCallback() {
     if (this.started) return;
     this.started = true;
     this.cluster = this.getAttribute('cluster');
-    this.speed = this.getAttribute('sim-speed');
+    this.speed = Number(this.getAttribute('sim-speed')) || null;
     this.classList.add('features-panel');
     this.headingId = id('features');
+    this.formSlot = h('div', { class: 'features-form' }, h('p', { class: 'muted' }, 'Reading the cluster’s managed features…'));
+    this.progressSlot = h('div', { class: 'features-progress activity-slot' });
+    replace(this,
+      h('h2', { id: this.headingId }, 'Advanced features'),
+      h('p', { class: 'muted' }, 'Only the switches you change are sent; the control plane compares them with the cluster’s real state and does nothing when it already matches.'),
+      this.formSlot, this.progressSlot);
+    this.setAttribute('role', 'region');
+    this.setAttribute('aria-labelledby', this.headingId);
     this.load();
   }
 
@@ -42,53 +41,42 @@ class FeaturesPanel extends HTMLElement {
     return `/api/clusters/${seg(this.cluster)}/features`;
   }
 
-  heading() {
-    return h('h2', { id: this.headingId }, 'Advanced features');
-  }
-
   async load() {
-    replace(this, this.heading(), h('p', { class: 'muted' }, 'Reading the cluster’s managed features…'));
     this.setAttribute('aria-busy', 'true');
+    this.loading = true;
+    this.loadStartedAt = Date.now();
     try {
       const raw = await get(this.path());
       this.actual = normalizeFeatures(raw);
+      this.scope = raw && typeof raw.autoscaling_scope === 'string' ? raw.autoscaling_scope : null;
       this.dataset.state = 'available';
       this.renderForm();
     } catch (err) {
-      if (err.status === 404 || err.status === 405 || err.status === 501) {
-        this.dataset.state = 'unavailable';
-        this.renderUnavailable();
-      } else if (err.status !== 401) {
-        this.dataset.state = 'error';
-        replace(this, this.heading(),
-          h('div', { class: 'notice bad', role: 'alert' }, h('strong', {}, `${err.title}. `), err.message),
-          h('button', { type: 'button', class: 'btn', onclick: () => this.load() }, 'Try again'));
-      }
+      if (err.status === 401) return;
+      this.dataset.state = err.status === 422 || err.status === 404 ? 'unavailable' : 'error';
+      replace(this.formSlot,
+        h('div', { class: `notice ${err.status === 422 || err.status === 404 ? 'muted unavailable' : 'bad'}`, role: 'status' },
+          h('strong', {}, err.status === 422 || err.status === 404 ? `${UNAVAILABLE_TEXT}. ` : `${err.title}. `), err.message),
+        h('div', { class: 'actions' }, h('button', { type: 'button', class: 'btn', onclick: () => this.load() }, 'Try again')));
     } finally {
+      this.loading = false;
       this.removeAttribute('aria-busy');
     }
   }
 
-  renderUnavailable() {
-    const rows = FEATURES.map((f) => {
-      const inputId = id('feat');
-      const input = h('input', { type: 'checkbox', role: 'switch', id: inputId, disabled: true, indeterminate: true, 'aria-describedby': `${inputId}-help` });
-      return h('div', { class: 'feature' },
-        h('div', { class: 'feature-switch' }, input, h('label', { for: inputId }, f.label)),
-        h('p', { class: 'help', id: `${inputId}-help` }, f.help, ' ', h('span', { class: 'muted' }, 'State unknown.')));
-    });
-    replace(this,
-      this.heading(),
-      h('p', { class: 'notice muted unavailable', role: 'note' }, h('strong', {}, UNAVAILABLE_TEXT), ' — this control plane does not serve managed features yet, so their state is not shown.'),
-      h('fieldset', { disabled: true, class: 'features-fieldset', 'aria-describedby': this.headingId },
-        h('legend', { class: 'visually-hidden' }, 'Managed features (unavailable)'),
-        rows,
-        h('div', { class: 'actions' }, h('button', { type: 'button', class: 'btn', disabled: true }, 'Review changes'))));
+  /** Re-reads the state after a change made elsewhere, unless the user is in the middle of one. */
+  refreshIfIdle(op) {
+    if (this.dataset.state !== 'available' || this.loading) return;
+    if (op && Date.parse(op.updated_at) <= this.loadStartedAt) return;
+    const running = this.progressSlot.querySelector('is-operation-progress:not([data-status]), is-operation-progress[data-status="running"]');
+    if (running || (this.patch && Object.keys(this.patch).length) || (this.diffBox && !this.diffBox.hidden)) return;
+    this.load();
   }
 
   renderForm() {
     const a = this.actual;
     this.controls = {};
+    this.notes = {};
     const rows = FEATURES.map((f) => {
       const inputId = id('feat');
       const on = f.key === 'tiered_checkpointing' ? !!a.tiered_checkpointing : !!a[f.key];
@@ -104,8 +92,17 @@ class FeaturesPanel extends HTMLElement {
           type: 'number', id: memId, min: 1, max: 100, step: 1, inputmode: 'numeric',
           value: String(a.tiered_checkpointing?.memory_percent ?? DEFAULT_MEMORY_PERCENT),
           dataset: { field: 'tiered_checkpointing.memory_percent' }, oninput: () => this.changed(),
+          'aria-describedby': `${memId}-help`,
         });
-        extra.push(h('div', { class: 'field inline' }, h('label', { for: memId }, 'Memory for the checkpoint tier (%)'), this.memory));
+        extra.push(h('div', { class: 'field inline mem-field' },
+          h('label', { for: memId }, 'Instance memory for the checkpoint tier (%)'), this.memory,
+          h('span', { class: 'help', id: `${memId}-help` }, '1–100; applies to every node.')));
+        this.notes.elastic = h('p', { class: 'help note elastic-note', role: 'note' }, ELASTIC_NOTE);
+        extra.push(this.notes.elastic);
+      }
+      if (f.key === 'managed_autoscaling') {
+        extra.push(h('p', { class: 'help scope-note', dataset: { scope: '' } },
+          h('strong', {}, 'Scope: '), this.scope || 'HyperPod instance groups only (scale from zero); not general EC2 capacity.'));
       }
       return h('div', { class: 'feature', dataset: { feature: f.key } },
         h('div', { class: 'feature-switch field' }, input, h('label', { for: inputId }, f.label),
@@ -121,10 +118,7 @@ class FeaturesPanel extends HTMLElement {
       rows,
       h('div', { class: 'actions' }, this.reviewBtn, this.count),
       this.diffBox);
-    this.progressSlot = h('div', { class: 'features-progress' });
-    replace(this, this.heading(),
-      h('p', { class: 'muted' }, 'Only the switches you change are sent; the control plane compares them with the cluster’s real state and does nothing when it already matches.'),
-      this.form, this.progressSlot);
+    replace(this.formSlot, this.form);
     this.changed();
   }
 
@@ -144,7 +138,9 @@ class FeaturesPanel extends HTMLElement {
   }
 
   changed() {
-    this.memory.disabled = !this.controls.tiered_checkpointing.checked;
+    const tieredOn = this.controls.tiered_checkpointing.checked;
+    this.memory.disabled = !tieredOn;
+    this.notes.elastic.hidden = !tieredOn;
     for (const f of FEATURES) {
       const row = this.querySelector(`[data-feature="${f.key}"] .state-text`);
       if (row) row.textContent = this.controls[f.key].checked ? 'on' : 'off';
@@ -157,42 +153,42 @@ class FeaturesPanel extends HTMLElement {
     this.key = null;
   }
 
-  diffList(lines) {
-    return h('ul', { class: 'diff' }, lines.map((l) => h('li', { dataset: { field: l.field } },
-      h('span', { class: 'diff-field' }, l.label), ' ',
-      h('del', {}, l.from), h('span', { 'aria-hidden': 'true' }, ' → '), h('span', { class: 'visually-hidden' }, ' becomes '),
-      h('ins', {}, l.to))));
-  }
-
   async review() {
     clearFindings(this.form);
     const body = { ...this.patch };
     this.key = newIdempotencyKey();
-    const lines = describePatch(this.actual, body);
-    const apply = h('button', { type: 'button', class: 'btn primary', onclick: () => this.apply(body, apply) }, 'Apply changes');
-    const serverSlot = h('div', {});
+    const serverSlot = h('div', { class: 'server-plan', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Asking the control plane for its diff against the real state…'));
     replace(this.diffBox,
-      h('h3', {}, 'Changes to apply'),
-      this.diffList(lines),
+      h('h3', {}, 'Review'),
+      h('h4', {}, 'You changed'),
+      diffList(describePatch(this.actual, body)),
       h('details', { class: 'json' }, h('summary', {}, 'Request body (PATCH)'), h('pre', {}, JSON.stringify(body, null, 2))),
-      serverSlot,
-      h('div', { class: 'actions' }, apply));
+      serverSlot);
     this.diffBox.hidden = false;
     this.diffBox.focus();
-    // The backend's own plan, when its OpenAPI document says PATCH takes ?dry_run (a server
-    // that ignored the parameter would apply the change on "review").
-    if (!(await supportsDryRun())) return;
     try {
       const { data } = await patch(this.path(), body, { query: { dry_run: true } });
-      const server = describeServerChanges(data && (data.plan || data));
+      const lines = describeServerChanges(data && data.plan) || [];
       const steps = data && Array.isArray(data.steps) ? data.steps : [];
+      if (!lines.length) {
+        replace(serverSlot, h('div', { class: 'notice muted no-change', role: 'status' },
+          h('p', {}, h('strong', {}, 'Already in this state. '), 'The cluster already matches: nothing would change, and applying creates no operation.'),
+          h('button', { type: 'button', class: 'btn small', onclick: () => this.load() }, 'Show the cluster’s state')));
+        return;
+      }
+      const apply = h('button', { type: 'button', class: 'btn primary', id: 'features-apply' }, 'Apply changes');
+      apply.addEventListener('click', () => this.apply(body, apply));
       replace(serverSlot,
-        server && [h('h4', {}, 'Diff against the cluster’s real state'),
-          server.length ? this.diffList(server) : h('p', {}, 'Already in this state: nothing would change.')],
-        steps.length > 0 && [h('h4', {}, 'Steps the control plane will run'),
-          h('ol', { class: 'plan-steps compact' }, steps.map((st) => h('li', { dataset: { stepKey: st.key } }, st.title)))]);
+        h('h4', {}, 'Diff against the cluster’s real state'),
+        diffList(lines),
+        steps.length > 0 && [h('h4', {}, 'Steps the control plane will run'), stepList(steps),
+          h('p', { class: 'muted small-text' }, planTiming(steps, this.speed), '.')],
+        h('div', { class: 'actions' }, apply));
     } catch (err) {
-      if (err.findings.length) showFindings(this.form, err);
+      if (err.status === 401) return;
+      replace(serverSlot);
+      if (err.findings.length) showFindings(this.form, err, { prefixes: ['patch'] });
+      else serverSlot.append(refusal(err));
     }
   }
 
@@ -202,29 +198,30 @@ class FeaturesPanel extends HTMLElement {
     try {
       const { status, data } = await patch(this.path(), body, { idempotencyKey: this.key });
       if (status === 202 && data && data.operation) {
-        announce('Feature change started');
-        const progress = h('is-operation-progress', { 'operation-id': data.operation.id, ...(this.speed ? { 'sim-speed': this.speed } : {}) });
-        let done = false;
-        progress.addEventListener('operation', async (e) => {
-          if (done || e.detail.status !== 'succeeded') return;
-          done = true;
-          const opId = e.detail.id;
-          await this.load();
-          this.progressSlot?.replaceChildren(h('p', { class: 'notice muted', role: 'status' },
-            'Applied. ', h('a', { href: routeHref('operations', opId) }, 'See the operation')));
-        });
-        replace(this.progressSlot, h('h3', {}, 'Applying'), progress);
         this.diffBox.hidden = true;
+        followOperation(this.progressSlot, data.operation, {
+          title: 'Applying feature changes',
+          speed: this.speed,
+          onSettled: async (op) => {
+            await this.load();
+            if (op.status === 'succeeded') {
+              announce('Feature change applied');
+              this.progressSlot.querySelector('.activity')?.append(
+                h('p', { class: 'notice ok applied', role: 'status' }, h('strong', {}, 'Applied. '), 'The switches above show the cluster’s state now.'));
+            }
+          },
+        });
       } else {
-        announce(data && data.no_change ? 'Already in this state: nothing was done' : 'Features updated');
+        announce('Already in this state: nothing was done');
         await this.load();
-        if (data && data.no_change) {
-          this.progressSlot.replaceChildren(h('p', { class: 'notice muted', role: 'status' }, data.message || 'Already in this state: nothing was done.'));
-        }
+        replace(this.progressSlot, h('p', { class: 'notice muted no-change', role: 'status' },
+          h('strong', {}, 'Already in this state. '), (data && data.message) || 'Nothing was done.'));
       }
     } catch (err) {
-      showFindings(this.form, err);
+      if (err.status === 401) return;
       btn.disabled = false;
+      if (err.findings.length) showFindings(this.form, err, { prefixes: ['patch'] });
+      else this.diffBox.append(refusal(err));
     } finally {
       btn.removeAttribute('aria-busy');
     }

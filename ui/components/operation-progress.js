@@ -1,4 +1,6 @@
-// <is-operation-progress operation-id="op-…" sim-speed="300"> — the live progress panel.
+// <is-operation-progress operation-id="op-…" sim-speed="300" [embedded]> — the live progress panel.
+// `embedded`: shown inside the page of its target (cluster page), so the success banner links
+// to the operation's own page instead of back to the cluster.
 // Every step with its phase, elapsed time, ETA, detail and error; Retry on a stopped step,
 // Cancel for the operation. Updates arrive over the WebSocket (no polling); the connection
 // is re-established with backoff when the server restarts.
@@ -117,6 +119,11 @@ class OperationProgress extends HTMLElement {
 
   update(op) {
     const prev = this.op;
+    // The first GET and the stream's snapshot race: an answer older than what is shown (a fast
+    // operation finished in between) must not turn a finished operation back into a running one.
+    const at = (o) => Date.parse(o && o.updated_at);
+    if (prev && prev.id === op.id
+      && (at(op) < at(prev) || (at(op) === at(prev) && prev.status !== 'running' && op.status === 'running'))) return;
     this.op = op;
     this.errorBox.hidden = true;
     this.dataset.status = op.status;
@@ -259,9 +266,10 @@ class OperationProgress extends HTMLElement {
     b.hidden = false;
     if (op.status === 'succeeded') {
       b.classList.add('ok');
-      const link = cluster && op.kind !== 'delete_cluster'
-        ? h('a', { href: routeHref('clusters', cluster), class: 'btn primary' }, `Open cluster ${cluster}`)
-        : h('a', { href: '#/clusters', class: 'btn' }, 'Back to clusters');
+      let link;
+      if (this.hasAttribute('embedded')) link = h('a', { href: routeHref('operations', op.id), class: 'btn small' }, 'Operation details');
+      else if (cluster && op.kind !== 'delete_cluster') link = h('a', { href: routeHref('clusters', cluster), class: 'btn primary' }, `Open cluster ${cluster}`);
+      else link = h('a', { href: '#/clusters', class: 'btn' }, 'Back to clusters');
       const text = {
         create_cluster: `Cluster ${cluster} is ready.`,
         import_cluster: `Cluster ${cluster} was imported.`,

@@ -39,7 +39,7 @@ export function tone(value) {
 
 class StatusBadge extends HTMLElement {
   static get observedAttributes() {
-    return ['value', 'tone'];
+    return ['value', 'tone', 'glyph'];
   }
 
   connectedCallback() {
@@ -57,7 +57,7 @@ class StatusBadge extends HTMLElement {
     const glyph = document.createElement('span');
     glyph.className = 'glyph';
     glyph.setAttribute('aria-hidden', 'true');
-    glyph.textContent = GLYPHS[key] || '•';
+    glyph.textContent = this.getAttribute('glyph') || GLYPHS[key] || '•';
     const text = document.createElement('span');
     text.textContent = value.replaceAll('_', ' ');
     this.replaceChildren(glyph, text);
@@ -66,10 +66,11 @@ class StatusBadge extends HTMLElement {
 
 if (!customElements.get('is-status')) customElements.define('is-status', StatusBadge);
 
-/** Convenience: a badge element for `value` (tone: ok | bad | warn | busy | muted overrides). */
-export function badge(value, toneOverride) {
+/** Convenience: a badge element for `value` (tone: ok | bad | warn | busy | muted overrides; glyph too). */
+export function badge(value, toneOverride, glyph) {
   const el = document.createElement('is-status');
   if (toneOverride) el.setAttribute('tone', toneOverride);
+  if (glyph) el.setAttribute('glyph', glyph);
   el.setAttribute('value', value ?? '');
   return el;
 }

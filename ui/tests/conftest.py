@@ -34,6 +34,10 @@ ARTIFACTS = pathlib.Path(os.environ.get("INSTANTSTART_UI_ARTIFACTS", ROOT / "tar
 TOKEN = "ist_ui_suite_token_for_loopback_tests_only"
 # 300x: EKS's 10 minutes take 2 s, the whole pipeline about 6 s — slow enough to reload mid-way.
 SIM_SPEED = os.environ.get("INSTANTSTART_UI_SIM_SPEED", "300")
+# The day-2 tests (scale, add, reboot, replace, features) only need to see operations finish:
+# a second server at 3000x (a cluster in under a second). It is reached as "localhost" so its
+# session cookie does not replace the first server's (cookies ignore the port).
+FAST_SIM_SPEED = os.environ.get("INSTANTSTART_UI_FAST_SIM_SPEED", "3000")
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER_BIN", "/usr/bin/chromedriver")
 
@@ -60,24 +64,33 @@ class Server:
     """One instantstart-server process; can be stopped and started again on the same port and
     data dir (a restart: operations resume, sessions stay valid)."""
 
-    def __init__(self, binary: str, data_dir: pathlib.Path, port: int):
+    def __init__(self, binary: str, data_dir: pathlib.Path, port: int, speed: str = SIM_SPEED, host: str = "127.0.0.1",
+                 label: str = "server"):
         self.binary = binary
         self.data_dir = data_dir
         self.port = port
+        self.speed = speed
+        self.host = host
+        self.label = label
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
     @property
     def url(self) -> str:
+        """The origin the browser uses."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
         self.starts += 1
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        log = open(ARTIFACTS / f"server-{self.starts}.log", "wb")
+        log = open(ARTIFACTS / f"{self.label}-{self.starts}.log", "wb")
         env = dict(os.environ, INSTANTSTART_TOKEN=TOKEN, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
         self.proc = subprocess.Popen(
-            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), "--sim-speed", SIM_SPEED],
+            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), "--sim-speed", self.speed],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -88,7 +101,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"instantstart-server exited with {self.proc.returncode}; see {log.name}")
             try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as r:
+                with urllib.request.urlopen(f"{self.api_url}/healthz", timeout=1) as r:
                     if r.status == 200:
                         return
             except OSError:
@@ -109,7 +122,7 @@ class Server:
     def api(self, method: str, path: str, body=None, headers=None):
         """Calls the REST API with the bearer token; returns (status, parsed JSON or None)."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method)
+        req = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method)
         req.add_header("Authorization", f"Bearer {TOKEN}")
         if data is not None:
             req.add_header("Content-Type", "application/json")
@@ -144,13 +157,12 @@ def pytest_sessionstart(session):
                 f.unlink()
 
 
-@pytest.fixture(scope="session")
-def server():
+def _server(**kwargs):
     binary = os.environ.get("INSTANTSTART_SERVER_BIN")
     if not binary or not os.path.exists(binary):
         pytest.exit("set INSTANTSTART_SERVER_BIN to a built instantstart-server (cargo xtask ui-test does)", returncode=2)
     data_dir = pathlib.Path(tempfile.mkdtemp(prefix="instantstart-ui-"))
-    srv = Server(binary, data_dir, free_port())
+    srv = Server(binary, data_dir, free_port(), **kwargs)
     try:
         srv.start()
         yield srv
@@ -158,6 +170,17 @@ def server():
         srv.stop()
         _kill_leftovers()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server():
+    yield from _server()
+
+
+@pytest.fixture(scope="session")
+def fast_server():
+    """A second server at FAST_SIM_SPEED for the day-2 tests (see FAST_SIM_SPEED)."""
+    yield from _server(speed=FAST_SIM_SPEED, host="localhost", label="fast-server")
 
 
 @pytest.fixture(scope="session")
@@ -287,8 +310,7 @@ class UI:
         ]
 
 
-@pytest.fixture
-def ui(request, driver, server):
+def _ui(request, driver, server):
     helper = UI(driver, server, request.node.name.replace("test_", ""))
     driver.get_log("browser")  # drop what earlier tests left
     yield helper
@@ -299,3 +321,14 @@ def ui(request, driver, server):
     else:
         errors = helper.console_errors()
         assert not errors, f"JavaScript errors in the browser console: {errors}"
+
+
+@pytest.fixture
+def ui(request, driver, server):
+    yield from _ui(request, driver, server)
+
+
+@pytest.fixture
+def fast_ui(request, driver, fast_server):
+    """The browser helper on the fast server (day-2 tests)."""
+    yield from _ui(request, driver, fast_server)

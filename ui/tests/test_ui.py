@@ -7,7 +7,6 @@ test is about, otherwise through the REST API), so tests can run alone with -k.
 
 from __future__ import annotations
 
-import json
 import time
 
 from selenium.webdriver.common.action_chains import ActionChains
@@ -250,7 +249,7 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     ui.click(ui.css(".op-banner a.btn"))
     ui.wait(lambda: ui.all("#groups-table tr[data-group=workers]"), 10, "instance groups table")
     row = ui.css("#groups-table tr[data-group=workers]")
-    assert "ml.g5.xlarge" in row.text and "/ 2" in row.text and "on demand" in row.text
+    assert "ml.g5.xlarge" in row.text and "/ 2" in row.text and "On-demand" in row.text
     ui.wait(lambda: len(ui.all("#nodes-table tbody tr")) == 2, 10, "two nodes")
     assert "Active" in ui.css(".title-badges").text
     ui.screenshot("cluster-detail")
@@ -342,72 +341,6 @@ def test_cancel_then_continue_from_the_ui(ui, server):
     # Resume: retrying a cancelled step continues every cancelled step.
     ui.click(ui.css("#resume-operation"))
     wait_all_green(ui)
-
-
-def test_features_panel(ui, server):
-    ensure_cluster(server, "alpha")
-    ui.login()
-    # The patch builder sends only what changed (runs the UI's own module in the browser).
-    result = ui.d.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        import('/features.js').then((f) => {
-          const actual = f.normalizeFeatures({training_operator: false, inference_operator: true,
-            tiered_checkpointing: {memory_percent: 20}, managed_autoscaling: false});
-          done({
-            none: f.featuresPatch(actual, {...actual}),
-            one: f.featuresPatch(actual, {...actual, training_operator: true}),
-            tier: f.featuresPatch(actual, {...actual, tiered_checkpointing: {memory_percent: 35}}),
-            off: f.featuresPatch(actual, {...actual, tiered_checkpointing: null, inference_operator: false}),
-          });
-        }).catch((e) => done({error: String(e)}));
-    """)
-    assert result == {
-        "none": {},
-        "one": {"training_operator": True},
-        "tier": {"tiered_checkpointing": {"enabled": True, "memory_percent": 35}},
-        "off": {"inference_operator": False, "tiered_checkpointing": {"enabled": False}},
-    }, result
-
-    ui.go("#/clusters/alpha")
-    panel = ui.wait_css("is-features-panel")
-    ui.wait(lambda: panel.get_attribute("data-state") in ("available", "unavailable"), 10, "features panel loaded")
-    status, _ = server.api("GET", "/api/clusters/alpha/features")
-    ui.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", panel)
-    if status == 404:
-        # The managed-features backend has not landed: the panel is disabled and shows no state.
-        assert panel.get_attribute("data-state") == "unavailable"
-        assert "Arrives with the managed-features backend" in panel.text
-        inputs = panel.find_elements(By.CSS_SELECTOR, "input")
-        assert len(inputs) == 4 and all(not i.is_enabled() for i in inputs)
-        assert all(ui.js("return arguments[0].indeterminate", i) for i in inputs), "no invented on/off state"
-        assert not panel.find_elements(By.CSS_SELECTOR, ".diff-box:not([hidden])")
-        ui.screenshot("features-unavailable")
-        return
-    # The backend exists: flip one switch, see the diff of exactly that field before applying.
-    assert panel.get_attribute("data-state") == "available"
-    switch = panel.find_element(By.CSS_SELECTOR, 'input[data-field="training_operator"]')
-    before = switch.is_selected()
-    ui.click(switch)
-    ui.click(panel.find_element(By.XPATH, ".//button[normalize-space()='Review changes']"))
-    diff = ui.wait_css("is-features-panel .diff-box")
-    items = diff.find_elements(By.CSS_SELECTOR, "ul.diff li")
-    assert [i.get_attribute("data-field") for i in items][:1] == ["training_operator"]
-    body = json.loads(diff.find_element(By.CSS_SELECTOR, "pre").get_attribute("textContent"))
-    assert body == {"training_operator": not before}, "only the changed field is sent"
-    # The backend's own diff against the real state, from its dry run.
-    ui.wait(lambda: "Diff against" in diff.text, 10, "server diff shown")
-    ui.screenshot("features-diff")
-    ui.click(diff.find_element(By.XPATH, ".//button[normalize-space()='Apply changes']"))
-    ui.wait(lambda: panel.find_elements(By.CSS_SELECTOR, "is-operation-progress") or "Applied" in panel.text, 15, "applying")
-    ui.wait(lambda: "Applied" in panel.text, 45, "feature change applied")
-    switch = panel.find_element(By.CSS_SELECTOR, 'input[data-field="training_operator"]')
-    assert switch.is_selected() == (not before), "the panel shows the real state after the change"
-    _, ops = server.api("GET", "/api/operations?target=cluster/alpha&limit=5")
-    change = next(o for o in ops if o["kind"] == "set_features")
-    assert change["status"] == "succeeded" and change["actor"]["face"] == "ui"
-    recorded = {k: v for k, v in change["request"]["patch"].items() if v is not None}
-    assert recorded == {"training_operator": not before}, change["request"]
-    ui.screenshot("features-applied")
 
 
 def test_operations_and_audit_view(ui, server):

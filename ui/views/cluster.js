@@ -1,14 +1,19 @@
-// One cluster: live EKS and HyperPod state, instance groups (current/target counts), nodes, the
-// Advanced features panel and the operations on it. Refreshes when an operation on the
-// cluster changes (WebSocket) or on request.
+// One cluster: live EKS and HyperPod state, instance groups (live counts; add, scale, delete),
+// nodes (health; investigate, reboot, replace, delete), the Advanced features panel and the
+// operations on it. Refreshes when an operation on the cluster changes (WebSocket), on request,
+// and every second or so while groups or nodes are in flux. The sections keep their own DOM
+// (editors, selections, progress panels) across refreshes.
 
 import { h, replace, routeHref, timeEl, words, debounce, announce } from '../dom.js';
 import * as api from '../api.js';
 import { badge } from '../components/status-badge.js';
 import { KIND_TITLES } from '../components/operation-progress.js';
 import { deleteDialog } from './clusters.js';
+import { groupsSection } from './cluster-groups.js';
+import { nodesSection } from './cluster-nodes.js';
 
-const NODE_LIMIT = 200;
+/** How often the page re-reads the live state while something is changing. */
+const FLUX_REFRESH_MS = 1200;
 
 function state(s) {
   if (!s) return h('span', { class: 'muted' }, '—');
@@ -22,11 +27,11 @@ function dl(pairs) {
   ]));
 }
 
-function table(id, caption, head, rows) {
-  return h('div', { class: 'table-wrap' }, h('table', { class: 'table', id },
-    h('caption', { class: 'visually-hidden' }, caption),
-    h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))),
-    h('tbody', {}, rows)));
+/** Something is changing: a group off its target or not in service, a node not Running. */
+function inFlux(c) {
+  const groups = c.hyperpod ? c.hyperpod.instance_groups : [];
+  return groups.some((g) => g.current_count !== g.target_count || !/inservice/i.test(g.status))
+    || (c.nodes || []).some((n) => n.status !== 'Running');
 }
 
 export function clusterView({ app, params }) {
@@ -39,13 +44,26 @@ export function clusterView({ app, params }) {
   const body = h('div', { class: 'cluster-body', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Reading the cluster’s live state…'));
   const features = h('is-features-panel', { cluster: name, class: 'card', ...(speed ? { 'sim-speed': speed } : {}) });
   const opsSlot = h('div', {});
+  const groups = groupsSection({ name, speed, reload: () => reload() });
+  const nodes = nodesSection({ name, speed, reload: () => reload() });
+  const day2 = h('div', { class: 'day2', hidden: true }, groups.el, nodes.el);
   let cluster = null;
+  let ops = [];
+  let fluxTimer = null;
+  let disposed = false;
 
   async function load() {
+    clearTimeout(fluxTimer);
     try {
-      cluster = await api.get(`/api/clusters/${api.seg(name)}`);
+      const [c] = await Promise.all([api.get(`/api/clusters/${api.seg(name)}`), loadOps()]);
+      if (disposed) return;
+      cluster = c;
       errorBox.hidden = true;
       render(cluster);
+      groups.update(cluster, ops);
+      nodes.update(cluster, ops);
+      day2.hidden = false;
+      if (inFlux(cluster) && !document.hidden) fluxTimer = setTimeout(load, FLUX_REFRESH_MS);
     } catch (err) {
       if (err.status === 401) return;
       errorBox.hidden = false;
@@ -53,19 +71,19 @@ export function clusterView({ app, params }) {
         err.status === 404 ? [' ', h('a', { href: '#/clusters' }, 'Back to clusters')] : []);
       if (err.status === 404) {
         body.hidden = true;
+        day2.hidden = true;
         features.hidden = true;
       }
     } finally {
       body.removeAttribute('aria-busy');
     }
-    loadOps();
   }
 
   async function loadOps() {
     try {
-      const ops = await api.get('/api/operations', { query: { target: `cluster/${name}`, limit: 10 } });
+      ops = await api.get('/api/operations', { query: { target: `cluster/${name}`, limit: 50 } });
       replace(opsSlot, ops.length
-        ? h('ul', { class: 'op-list' }, ops.map((op) => h('li', {},
+        ? h('ul', { class: 'op-list', id: 'cluster-ops' }, ops.slice(0, 10).map((op) => h('li', { dataset: { operation: op.id, kind: op.kind, status: op.status } },
           h('a', { href: routeHref('operations', op.id) }, KIND_TITLES[op.kind] || words(op.kind)), ' ',
           badge(op.status), ' ', h('span', { class: 'muted' }, `${op.actor.face}/${op.actor.principal} · `), timeEl(op.created_at))))
         : h('p', { class: 'muted' }, 'No operations.'));
@@ -73,7 +91,6 @@ export function clusterView({ app, params }) {
   }
 
   function render(c) {
-    const requested = new Map((c.request?.hyperpod?.instance_groups || []).map((g) => [g.name, g]));
     replace(badges, badge(c.status),
       c.active && h('span', { class: 'active-marker' }, h('span', { 'aria-hidden': 'true' }, '★ '), 'Active'));
     const hadFocus = actions.contains(document.activeElement) ? document.activeElement.textContent : null;
@@ -113,37 +130,7 @@ export function clusterView({ app, params }) {
               ['Instance groups', hp ? String(groups.length) : null],
               ['Nodes', hp ? String(nodes.length) : null],
             ])
-            : h('p', { class: 'muted' }, 'No HyperPod cluster on this EKS cluster.'))),
-      h('section', { class: 'card', 'aria-labelledby': 'groups-title' },
-        h('h2', { id: 'groups-title' }, 'Instance groups'),
-        groups.length
-          ? table('groups-table', 'Instance groups', ['Group', 'Instance type', 'Nodes (current / target)', 'Status', 'Capacity', 'Interfaces', 'Availability Zone'],
-            groups.map((g) => {
-              const r = requested.get(g.name);
-              return h('tr', { dataset: { group: g.name } },
-                h('th', { scope: 'row' }, g.name),
-                h('td', { class: 'mono' }, g.instance_type),
-                h('td', { class: 'nowrap' },
-                  h('meter', { min: 0, max: Math.max(1, g.target_count), value: g.current_count, 'aria-hidden': 'true' }), ' ',
-                  h('span', { class: 'counts' }, `${g.current_count} / ${g.target_count}`)),
-                h('td', {}, badge(g.status)),
-                h('td', {}, r ? words(r.capacity.type) : h('span', { class: 'muted' }, '—')),
-                h('td', {}, r ? words(r.interface_mode) : h('span', { class: 'muted' }, '—')),
-                h('td', {}, r ? r.availability_zone : h('span', { class: 'muted' }, '—')));
-            }))
-          : h('p', { class: 'muted' }, hp ? 'No instance groups.' : 'Instance groups appear when the HyperPod cluster exists.')),
-      h('section', { class: 'card', 'aria-labelledby': 'nodes-title' },
-        h('h2', { id: 'nodes-title' }, 'Nodes'),
-        nodes.length
-          ? [table('nodes-table', 'Nodes', ['Instance', 'Group', 'Instance type', 'Availability Zone', 'Status'],
-            nodes.slice(0, NODE_LIMIT).map((n) => h('tr', { dataset: { node: n.instance_id } },
-              h('th', { scope: 'row', class: 'mono' }, n.instance_id),
-              h('td', {}, n.instance_group),
-              h('td', { class: 'mono' }, n.instance_type),
-              h('td', {}, n.availability_zone),
-              h('td', {}, badge(n.status, n.status === 'Running' ? 'ok' : undefined))))),
-          nodes.length > NODE_LIMIT && h('p', { class: 'muted' }, `Showing ${NODE_LIMIT} of ${nodes.length} nodes.`)]
-          : h('p', { class: 'muted' }, 'No nodes.')));
+            : h('p', { class: 'muted' }, 'No HyperPod cluster on this EKS cluster.'))));
   }
 
   async function makeActive() {
@@ -164,12 +151,28 @@ export function clusterView({ app, params }) {
   }
 
   const reload = debounce(load, 200);
-  const stream = new api.OperationStream({ target: `cluster/${name}`, onOperation: reload }).start();
+  const stream = new api.OperationStream({
+    target: `cluster/${name}`,
+    onOperation: (op) => {
+      reload();
+      // A feature change made elsewhere (CLI, agent): show the new state unless the user is editing.
+      if (op.kind === 'set_features' && op.status === 'succeeded' && features.refreshIfIdle) features.refreshIfIdle(op);
+    },
+  }).start();
   load();
 
   const el = h('section', { class: 'view' },
-    head, errorBox, body, features,
+    head, errorBox, body, day2, features,
     h('section', { class: 'card', 'aria-labelledby': 'cl-ops-title' },
       h('h2', { id: 'cl-ops-title' }, 'Operations on this cluster'), opsSlot));
-  return { el, title: name, dispose() { stream.stop(); reload.cancel(); } };
+  return {
+    el,
+    title: name,
+    dispose() {
+      disposed = true;
+      stream.stop();
+      reload.cancel();
+      clearTimeout(fluxTimer);
+    },
+  };
 }

@@ -44,7 +44,7 @@ function radios(name, legend, options, checked, fieldPath) {
   return fs;
 }
 
-function typeLabel(t) {
+export function typeLabel(t) {
   const i = t.info;
   if (!i) return t.instance_type;
   const acc = i.accelerators ? `${i.accelerators}× ${i.accelerator}` : `${i.vcpus} vCPU`;
@@ -52,7 +52,7 @@ function typeLabel(t) {
   return `${t.instance_type} — ${acc}${efa}`;
 }
 
-function typeInfo(t) {
+export function typeInfo(t) {
   const i = t && t.info;
   if (!i) return t ? 'No details known for this type.' : '';
   const parts = [`${i.vcpus} vCPU`, `${i.memory_gib} GiB memory`];
