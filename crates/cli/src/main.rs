@@ -19,7 +19,7 @@ mod progress;
 
 use app::Globals;
 use clap::{Parser, Subcommand};
-use commands::{audit, cluster, completions, context, login, operation, sim};
+use commands::{audit, cluster, completions, context, feature, instance_group, login, node, operation, sim};
 use exit::Exit;
 
 /// Exit codes, shown in `--help` and the README.
@@ -58,6 +58,15 @@ enum Command {
     /// Create, import, list, inspect, select and delete clusters.
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// Add, scale and delete the HyperPod instance groups of a cluster.
+    #[command(subcommand)]
+    InstanceGroup(instance_group::InstanceGroupCommand),
+    /// List nodes and reboot, replace or delete them (investigate → reboot → replace).
+    #[command(subcommand)]
+    Node(node::NodeCommand),
+    /// Show and switch managed features: operators, tiered checkpointing, autoscaling.
+    #[command(subcommand)]
+    Feature(feature::FeatureCommand),
     /// Follow, inspect, retry and cancel operations.
     #[command(subcommand)]
     Operation(operation::OperationCommand),
@@ -80,6 +89,9 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
     let g = &cli.globals;
     match cli.command {
         Command::Cluster(cmd) => cluster::run(g, cmd).await,
+        Command::InstanceGroup(cmd) => instance_group::run(g, cmd).await,
+        Command::Node(cmd) => node::run(g, cmd).await,
+        Command::Feature(cmd) => feature::run(g, cmd).await,
         Command::Operation(cmd) => operation::run(g, cmd).await,
         Command::Context(args) => context::run(g, args).await,
         Command::Audit(args) => audit::run(g, args).await,

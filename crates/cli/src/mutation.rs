@@ -1,20 +1,22 @@
 //! What every mutating command shares: `--dry-run`, `--wait`, `--idempotency-key`, and how
-//! their results are shown (the plan, the accepted operation, or the followed outcome).
+//! their results are shown (the plan with its explicit diff and preflight checks, the accepted
+//! operation, "already in this state", or the followed outcome).
 
 use crate::app::Globals;
-use crate::exit::Exit;
+use crate::exit::{Exit, usage};
 use crate::output::{self, Output, secs};
 use crate::progress;
 use clap::Args;
-use instantstart_client::{Client, MutationOptions, Plan, Submitted, fresh_idempotency_key};
+use instantstart_client::{Client, Error as ClientError, MutationOptions, Plan, Submitted, fresh_idempotency_key};
 use instantstart_core::operation::{Operation, OperationStatus, StepPhase};
 use serde_json::Value;
 use std::fmt::Write as _;
+use std::io::IsTerminal;
 
 /// Flags of every command that starts an operation.
 #[derive(Args, Debug, Clone)]
 pub struct MutationArgs {
-    /// Print the plan (steps and their dependencies) and change nothing.
+    /// Print the plan (steps, the diff against the real state, preflight checks) and change nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Follow the operation with live progress; exit 1 unless it succeeds.
@@ -74,6 +76,49 @@ pub async fn finish(g: &Globals, client: &Client, submitted: Submitted, wait: bo
     }
 }
 
+/// Submits a change of an existing resource (explicit diff: the request carries only what the
+/// user changed). For people (`-o table`) the diff the server computes against the real state
+/// is printed first — it comes from a dry run of the same request, so the CLI computes
+/// nothing; scripts (`-o json|yaml`) get the server's response as is. A request that matches
+/// the real state prints "already in this state" and exits 0 without an operation.
+pub async fn submit_diff<F, Fut>(g: &Globals, client: &Client, args: &MutationArgs, send: F) -> anyhow::Result<Exit>
+where
+    F: Fn(MutationOptions) -> Fut,
+    Fut: Future<Output = Result<Submitted, ClientError>>,
+{
+    let opts = args.options();
+    if !opts.dry_run && g.output == Output::Table {
+        // Errors are left to the real request, which reports them the same way.
+        if let Ok(Submitted::DryRun(plan)) = send(MutationOptions { dry_run: true, idempotency_key: None }).await {
+            let changes = render_changes(&plan);
+            if !changes.is_empty() {
+                print!("Diff against the real state of {}:\n{changes}", plan.target);
+            }
+        }
+    }
+    let submitted = send(opts).await?;
+    finish(g, client, submitted, args.wait).await
+}
+
+/// Asks before a destructive change: `--yes` skips the question; without a terminal the
+/// command refuses (exit 2) and says which flag to pass. Returns whether to go ahead.
+pub fn confirm_by_name(name: &str, yes: bool, dry_run: bool, refusal: &str, question: &str) -> anyhow::Result<bool> {
+    if yes || dry_run {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(usage(refusal));
+    }
+    eprint!("{question} Type its name to confirm: ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    if answer.trim() != name {
+        eprintln!("Not confirmed; nothing was changed.");
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 /// Follows an operation with progress, prints the outcome, and returns the exit code.
 pub async fn follow_and_report(g: &Globals, client: &Client, id: &str) -> anyhow::Result<Exit> {
     let op = progress::follow(client, id).await?;
@@ -124,15 +169,18 @@ pub fn render_plan(plan: &Plan) -> String {
             let _ = writeln!(out, "     {:<width$}  {}", "", notes.join(" · "));
         }
     }
-    let changes = plan.diff.as_ref().and_then(|d| d.get("changes")).and_then(Value::as_array);
-    if let Some(changes) = changes.filter(|c| !c.is_empty()) {
-        let _ = writeln!(out, "Changes:");
-        for c in changes {
-            let _ = writeln!(out, "  {}: {} → {}", output::s(c, "field"), c["from"], c["to"]);
+    if let Some(diff) = &plan.diff {
+        let changes = render_changes(plan);
+        if changes.is_empty() {
+            let _ = writeln!(out, "Changes: none ({}: already in this state)", output::s(diff, "target"));
+        } else {
+            let _ = write!(out, "Changes:\n{changes}");
         }
     }
     if !plan.checks.is_empty() {
-        let _ = writeln!(out, "Preflight checks:");
+        let count = |status: &str| plan.checks.iter().filter(|c| c["status"] == status).count();
+        let _ =
+            writeln!(out, "Preflight checks: {} fail, {} warn, {} pass", count("fail"), count("warn"), count("pass"));
         for c in &plan.checks {
             let field = output::s(c, "field");
             let about = if field == "-" || field.is_empty() { String::new() } else { format!(" {field}:") };
@@ -147,6 +195,16 @@ pub fn render_plan(plan: &Plan) -> String {
                 let _ = writeln!(out, "        → {remedy}");
             }
         }
+    }
+    out
+}
+
+/// The explicit diff of a plan, one `  field: from → to` line per change (empty when none).
+pub fn render_changes(plan: &Plan) -> String {
+    let mut out = String::new();
+    let changes = plan.diff.as_ref().and_then(|d| d.get("changes")).and_then(Value::as_array);
+    for c in changes.into_iter().flatten() {
+        let _ = writeln!(out, "  {}: {} → {}", output::s(c, "field"), c["from"], c["to"]);
     }
     out
 }

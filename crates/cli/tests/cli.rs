@@ -49,6 +49,16 @@ impl TestServer {
         c
     }
 
+    /// Creates cluster `name` (workers: 2 × ml.g5.2xlarge in us-east-1a) and waits for it.
+    fn ready(&self, name: &str) {
+        self.cli().args(create_args(name)).arg("--wait").assert().success();
+    }
+
+    /// How many operations the server recorded.
+    fn operations(&self) -> usize {
+        self.json(&["operation", "list"]).as_array().unwrap().len()
+    }
+
     /// Runs the CLI with `-o json` and parses stdout.
     fn json(&self, args: &[&str]) -> Value {
         let out = self.cli().args(args).args(["-o", "json"]).assert().success().get_output().stdout.clone();
@@ -96,6 +106,16 @@ fn help_documents_the_commands_and_exit_codes() {
     insta::assert_snapshot!("help", help);
     let create = stdout(bare_cli(&home).args(["cluster", "create", "--help"]));
     insta::assert_snapshot!("cluster_create_help", create);
+    for (name, args) in [
+        ("instance_group_add_help", ["instance-group", "add", "--help"]),
+        ("instance_group_scale_help", ["instance-group", "scale", "--help"]),
+        ("node_help", ["node", "--help", ""]),
+        ("node_replace_help", ["node", "replace", "--help"]),
+        ("feature_set_help", ["feature", "set", "--help"]),
+    ] {
+        let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
+        insta::assert_snapshot!(name, stdout(bare_cli(&home).args(&args)));
+    }
     bare_cli(&home).args(["completions", "bash"]).assert().success().stdout(predicate::str::contains("instantstart"));
     // clap usage errors are exit 2.
     bare_cli(&home).args(["cluster", "frobnicate"]).assert().code(2);
@@ -320,4 +340,219 @@ fn login_saves_a_private_config_bound_to_the_server() {
     bare_cli(&s.home).args(["--url", &format!("http://127.0.0.1:{port}"), "logout"]).assert().success();
     bare_cli(&s.home).arg("logout").assert().success().stdout(predicate::str::contains("Forgot the token"));
     bare_cli(&s.home).args(["--url", &s.url, "cluster", "list"]).assert().code(3);
+}
+
+#[test]
+fn instance_groups_scale_add_delete_with_explicit_diffs() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let groups = s.json(&["instance-group", "list", "demo"]);
+    assert_eq!((groups[0]["name"].as_str(), groups[0]["target_count"].as_u64()), (Some("workers"), Some(2)));
+    let table = stdout(s.cli().args(["instance-group", "list", "demo"]));
+    assert!(
+        table.starts_with("NAME") && table.contains("workers  ml.g5.2xlarge  2/2    on_demand  standard"),
+        "{table}"
+    );
+
+    // The count it already has: "already in this state", exit 0, no operation.
+    let before = s.operations();
+    s.cli()
+        .args(["instance-group", "scale", "demo", "workers", "--count", "2"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("demo/workers: already in this state"));
+    let noop = s.json(&["instance-group", "scale", "demo", "workers", "--count", "2"]);
+    assert_eq!(noop["no_change"], true);
+    assert_eq!(s.operations(), before, "a no-op records no operation");
+
+    // An immutable field: exit 2 naming the field, nothing recorded.
+    s.cli()
+        .args(["instance-group", "scale", "demo", "workers", "--capacity", "spot"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("patch.capacity: immutable"));
+    s.cli()
+        .args(["instance-group", "scale", "demo", "workers", "--count", "3", "--interface-mode", "efa_only"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("patch.interface_mode"));
+    assert_eq!(s.operations(), before);
+    // Only the flags given are sent: at least one is needed.
+    s.cli().args(["instance-group", "scale", "demo", "workers"]).assert().code(2);
+
+    // The dry run shows the diff and the quota check; then scale with --wait.
+    let plan = stdout(s.cli().args(["instance-group", "scale", "demo", "workers", "--count", "3", "--dry-run"]));
+    assert!(plan.contains("Changes:\n  count: 2 → 3") && plan.contains("pass  quota patch.count"), "{plan}");
+    s.cli()
+        .args(["instance-group", "scale", "demo", "workers", "--count", "3", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("count: 2 → 3").and(predicate::str::contains("succeeded")));
+    let g = &s.json(&["instance-group", "list", "demo"])[0];
+    assert_eq!((g["current_count"].as_u64(), g["target_count"].as_u64()), (Some(3), Some(3)));
+    let op = &s.json(&["operation", "list", "--cluster", "demo"])[0];
+    assert_eq!((op["kind"].as_str(), op["status"].as_str()), (Some("update_instance_group"), Some("succeeded")));
+    let patch = op["request"]["patch"].as_object().unwrap();
+    assert!(patch.iter().all(|(k, v)| if k == "count" { v == 3 } else { v.is_null() }), "only the count: {patch:?}");
+
+    // Add: the dry run lists the preflight checks with their remedies; a failing one is exit 2.
+    let big = ["instance-group", "add", "demo", "--group", "name=big,type=ml.p5.48xlarge,count=64,az=us-east-1b"];
+    s.cli()
+        .args(big)
+        .arg("--dry-run")
+        .assert()
+        .code(2)
+        .stdout(
+            predicate::str::contains("fail  quota group.count").and(predicate::str::contains("→ request an increase")),
+        )
+        .stderr(predicate::str::contains("a preflight check fails"));
+    s.cli()
+        .args(big)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("group.count: quota").and(predicate::str::contains("Service Quotas")));
+    let spot = [
+        "instance-group",
+        "add",
+        "demo",
+        "--group",
+        "name=spot,type=ml.g5.2xlarge,count=1,az=us-east-1b,capacity=spot",
+    ];
+    let plan = stdout(s.cli().args(spot).arg("--dry-run"));
+    assert!(plan.contains("placement") && plan.contains("pass  offering group.availability_zone"), "{plan}");
+    s.cli().args(spot).arg("--wait").assert().success().stdout(predicate::str::contains("succeeded"));
+    // From a file, sent as is: the server names the field of a shape error.
+    s.cli()
+        .args(["instance-group", "add", "demo", "-f", "-"])
+        .write_stdin("name: x\ninstance_type: ml.g5.2xlarge\ncount: many\navailability_zone: us-east-1a\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("count"));
+    let groups = s.json(&["instance-group", "list", "demo"]);
+    let spot = groups.as_array().unwrap().iter().find(|g| g["name"] == "spot").unwrap();
+    assert_eq!(spot["capacity"]["type"], "spot");
+
+    // Delete: confirmation needed without a terminal; the last group cannot go.
+    s.cli()
+        .args(["instance-group", "delete", "demo", "spot"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--yes"));
+    s.cli().args(["instance-group", "delete", "demo", "spot", "--yes", "--wait"]).assert().success();
+    assert_eq!(s.json(&["instance-group", "list", "demo"]).as_array().unwrap().len(), 1);
+    s.cli()
+        .args(["instance-group", "delete", "demo", "workers", "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("last instance group"));
+}
+
+#[test]
+fn nodes_reboot_then_replace_only_with_the_acknowledgement() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let nodes = s.json(&["node", "list", "demo"]);
+    let ids: Vec<String> =
+        nodes.as_array().unwrap().iter().map(|n| n["instance_id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(s.json(&["node", "list", "demo", "--group", "nope"]), serde_json::json!([]));
+    let table = stdout(s.cli().args(["node", "list", "demo"]));
+    assert!(table.starts_with("NODE") && table.contains(&ids[0]) && table.contains("Running"), "{table}");
+
+    // Reboot (the step after investigating), followed to the end.
+    s.cli()
+        .args(["node", "reboot", "demo", &ids[0], "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("reboot_nodes cluster/demo"))
+        .stdout(predicate::str::contains("succeeded"));
+    assert_eq!(s.json(&["sim", "stats"])["sagemaker:BatchRebootClusterNodes"], 1);
+
+    // Replace without the acknowledgement: exit 2, the flag and the ladder are named.
+    let before = s.operations();
+    s.cli()
+        .args(["node", "replace", "demo", &ids[0]])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("acknowledge_local_data_loss"))
+        .stderr(predicate::str::contains("--yes-lose-local-data"))
+        .stderr(predicate::str::contains("investigate → reboot → replace"));
+    s.cli().args(["node", "delete", "demo", &ids[1]]).assert().code(2);
+    s.cli().args(["node", "reboot", "demo", "i-0000"]).assert().code(2).stderr(predicate::str::contains("node_ids[0]"));
+    s.cli().args(["node", "reboot", "demo"]).assert().code(2);
+    assert_eq!(s.operations(), before, "nothing was recorded");
+    assert!(s.json(&["sim", "stats"]).get("sagemaker:BatchReplaceClusterNodes").is_none());
+
+    s.cli()
+        .args(["node", "replace", "demo", &ids[0], "--yes-lose-local-data", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("succeeded"));
+    let after: Vec<String> = s
+        .json(&["node", "list", "demo"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["instance_id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(after.len() == 2 && !after.contains(&ids[0]), "the replaced node has a new instance id: {after:?}");
+}
+
+#[test]
+fn features_switch_on_and_off_with_explicit_diffs() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let f = s.json(&["feature", "get", "demo"]);
+    assert_eq!((f["training_operator"].as_bool(), f["managed_autoscaling"].as_bool()), (Some(false), Some(false)));
+    assert!(f["autoscaling_scope"].as_str().unwrap().contains("HyperPod instance groups only"));
+    let table = stdout(s.cli().args(["feature", "get", "demo"]));
+    assert!(table.contains("Training operator:    off") && table.contains("Tiered checkpointing: off"), "{table}");
+
+    // On, with the diff printed and the operation followed to the end.
+    s.cli()
+        .args(["feature", "set", "demo", "--training-operator", "on", "--tiered-checkpointing", "on"])
+        .args(["--memory-percent", "30", "--autoscaling", "off", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("training_operator: false → true"))
+        .stdout(predicate::str::contains("tiered_checkpointing: null → {\"memory_percent\":30}"))
+        .stdout(predicate::str::contains("managed_autoscaling").not())
+        .stdout(predicate::str::contains("set_features cluster/demo").and(predicate::str::contains("succeeded")));
+    let f = s.json(&["feature", "get", "demo"]);
+    assert_eq!(f["training_operator"], true);
+    assert_eq!(f["tiered_checkpointing"]["memory_percent"], 30);
+    let op = &s.json(&["operation", "list", "--cluster", "demo"])[0];
+    assert!(op["request"]["patch"]["managed_autoscaling"].is_null(), "only real changes are recorded");
+
+    // The same again: "already in this state", exit 0, no operation.
+    let before = s.operations();
+    s.cli()
+        .args(["feature", "set", "demo", "--training-operator", "on", "--autoscaling", "off"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("demo: already in this state"));
+    assert_eq!(s.json(&["feature", "set", "demo", "--training-operator", "on"])["no_change"], true);
+    assert_eq!(s.operations(), before);
+
+    // Off, the dry run showing the diff first; then autoscaling on.
+    let plan = stdout(s.cli().args(["feature", "set", "demo", "--tiered-checkpointing", "off", "--dry-run"]));
+    assert!(
+        plan.contains("remove_checkpoint_role")
+            && plan.contains("tiered_checkpointing: {\"memory_percent\":30} → null"),
+        "{plan}"
+    );
+    s.cli().args(["feature", "set", "demo", "--tiered-checkpointing", "off", "--wait"]).assert().success();
+    s.cli().args(["feature", "set", "demo", "--autoscaling", "on", "--wait"]).assert().success();
+    let f = s.json(&["feature", "get", "demo"]);
+    assert_eq!((f["tiered_checkpointing"].is_null(), f["managed_autoscaling"].as_bool()), (true, Some(true)));
+
+    // Usage and validation errors: exit 2.
+    s.cli().args(["feature", "set", "demo"]).assert().code(2);
+    s.cli().args(["feature", "set", "demo", "--memory-percent", "30"]).assert().code(2);
+    s.cli()
+        .args(["feature", "set", "demo", "--tiered-checkpointing", "on", "--memory-percent", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("patch.tiered_checkpointing.memory_percent"));
+    s.cli().args(["feature", "get", "ghost"]).assert().code(2);
 }

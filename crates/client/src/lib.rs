@@ -1,16 +1,19 @@
 //! `instantstart-client`: a typed async client of the InstantStart REST API.
 //!
 //! It is the one way the CLI (and the MCP server) talk to the control plane: every method maps
-//! to one endpoint and returns the core types (`Operation`, `AuditEntry`, `StepSpec`, …) or,
-//! where the server has its own view type (cluster views, context), a [`serde_json::Value`].
+//! to one endpoint and returns the core types (`Operation`, `AuditEntry`, `StepSpec`,
+//! `ClusterNode`, `HyperPodInstanceGroupStatus`, `ManagedFeatures`, …) or, where the server has
+//! its own view type (cluster views, context), a [`serde_json::Value`].
 //! Errors are typed ([`Error`]): API failures carry the server's problem document with every
 //! validation finding.
 //!
 //! - Auth: `Authorization: Bearer <token>`; every request names its face
 //!   (`X-InstantStart-Face: cli|agent|api`) for the audit log.
-//! - Mutations take [`MutationOptions`]: `dry_run` returns the plan ([`Submitted::DryRun`]);
-//!   an idempotency key makes a retried request return the same operation instead of creating
-//!   a second one. The client retries a request whose connection failed only when that is safe:
+//! - Mutations take [`MutationOptions`]: `dry_run` returns the plan ([`Submitted::DryRun`]:
+//!   steps, explicit diff, preflight checks); an idempotency key makes a retried request return
+//!   the same operation instead of creating a second one. Changes of existing resources
+//!   (instance groups, managed features) follow the explicit-diff contract: only the fields set
+//!   in the patch are sent, and a request matching the real state is [`Submitted::NoChange`]. The client retries a request whose connection failed only when that is safe:
 //!   reads, and mutations that carry an idempotency key.
 //! - Progress: [`Client::follow`] streams operation updates over the WebSocket
 //!   `/api/operations/stream` and falls back to polling ([`follow`]).
@@ -24,13 +27,15 @@ pub mod follow;
 pub use error::{Error, Problem};
 pub use follow::{FollowOptions, Follower};
 
+use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};
-use instantstart_core::provider::AvailabilityZone;
-use instantstart_core::spec::ClusterCreateRequest;
+use instantstart_core::provider::{AvailabilityZone, ClusterNode, HyperPodInstanceGroupStatus, NodeAction};
+use instantstart_core::spec::{ClusterCreateRequest, InstanceGroupSpec, ManagedFeatures};
 use instantstart_core::workflow::import_cluster::ImportClusterRequest;
+use instantstart_core::workflow::instance_groups::InstanceGroupPatch;
 use reqwest::{Method, StatusCode, Url};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -123,6 +128,27 @@ impl Plan {
     /// Whether a preflight check blocks the request.
     pub fn blocked(&self) -> bool {
         self.checks.iter().any(|c| c.get("status").and_then(Value::as_str) == Some("fail"))
+    }
+}
+
+/// The managed features of a cluster as they really are ([`Client::features`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Features {
+    /// Training operator, inference operator, tiered checkpointing, managed autoscaling.
+    #[serde(flatten)]
+    pub features: ManagedFeatures,
+    /// What managed autoscaling manages: HyperPod instance groups only (from zero), not general
+    /// EC2 capacity.
+    #[serde(default)]
+    pub autoscaling_scope: String,
+}
+
+/// The path segment of a node action (`reboot`, `replace`, `delete`).
+pub fn node_action_name(action: NodeAction) -> &'static str {
+    match action {
+        NodeAction::Reboot => "reboot",
+        NodeAction::Replace => "replace",
+        NodeAction::Delete => "delete",
     }
 }
 
@@ -432,6 +458,150 @@ impl Client {
         Ok(v.get("name").and_then(Value::as_str).map(str::to_string))
     }
 
+    // ----- HyperPod day 2: instance groups, nodes, managed features -----
+
+    /// `GET /api/clusters/{name}/instance-groups`: the HyperPod cluster's instance groups with
+    /// live current/target counts, capacity type, interface mode and subnets.
+    pub async fn list_instance_groups(&self, cluster: &str) -> Result<Vec<HyperPodInstanceGroupStatus>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "instance-groups"])).await
+    }
+
+    /// `POST /api/clusters/{name}/instance-groups`: add an instance group; its capacity type,
+    /// interface mode and subnet placement are decided in one operation. A dry run carries the
+    /// preflight checks (quota, offering, training plan, address space).
+    pub async fn add_instance_group(
+        &self,
+        cluster: &str,
+        group: &InstanceGroupSpec,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.add_instance_group_json(cluster, &to_value(group)?, opts).await
+    }
+
+    /// [`Client::add_instance_group`] with a JSON body as given (an `InstanceGroupSpec`).
+    pub async fn add_instance_group_json(
+        &self,
+        cluster: &str,
+        group: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "instance-groups"];
+        self.submit(Call::new(Method::POST, &path).body(group).mutation(opts)).await
+    }
+
+    /// `PATCH /api/clusters/{name}/instance-groups/{group}`: send only the fields set in `patch`
+    /// (explicit diff). Changing an immutable field (capacity, interface mode, instance type,
+    /// AZ) is a `422` naming `patch.<field>`; a patch matching the real group is
+    /// [`Submitted::NoChange`] and starts nothing.
+    pub async fn update_instance_group(
+        &self,
+        cluster: &str,
+        group: &str,
+        patch: &InstanceGroupPatch,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.update_instance_group_json(cluster, group, &explicit(to_value(patch)?), opts).await
+    }
+
+    /// [`Client::update_instance_group`] with a JSON patch as given.
+    pub async fn update_instance_group_json(
+        &self,
+        cluster: &str,
+        group: &str,
+        patch: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "instance-groups", group];
+        self.submit(Call::new(Method::PATCH, &path).body(patch).mutation(opts)).await
+    }
+
+    /// Scales an instance group to `count` (zero allowed): [`Client::update_instance_group`]
+    /// with only the count.
+    pub async fn scale_instance_group(
+        &self,
+        cluster: &str,
+        group: &str,
+        count: u32,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let patch = InstanceGroupPatch { count: Some(count), ..Default::default() };
+        self.update_instance_group(cluster, group, &patch, opts).await
+    }
+
+    /// `DELETE /api/clusters/{name}/instance-groups/{group}`: delete a group (its nodes are
+    /// terminated; the last group cannot be deleted).
+    pub async fn delete_instance_group(
+        &self,
+        cluster: &str,
+        group: &str,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "instance-groups", group];
+        self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
+    }
+
+    /// `GET /api/clusters/{name}/nodes`: every node with its instance group, type, status and AZ.
+    pub async fn list_nodes(&self, cluster: &str) -> Result<Vec<ClusterNode>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "nodes"])).await
+    }
+
+    /// `POST /api/clusters/{name}/nodes/{reboot|replace|delete}`: one batch operation on
+    /// `node_ids`. Replace and delete lose the nodes' local volumes: without
+    /// `acknowledge_local_data_loss` the server answers `422` on that field.
+    pub async fn node_action(
+        &self,
+        cluster: &str,
+        action: NodeAction,
+        node_ids: &[String],
+        acknowledge_local_data_loss: bool,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let mut body = serde_json::json!({ "node_ids": node_ids });
+        if acknowledge_local_data_loss {
+            body["acknowledge_local_data_loss"] = Value::Bool(true);
+        }
+        self.node_action_json(cluster, action, &body, opts).await
+    }
+
+    /// [`Client::node_action`] with a JSON body as given (`{node_ids, acknowledge_local_data_loss}`).
+    pub async fn node_action_json(
+        &self,
+        cluster: &str,
+        action: NodeAction,
+        body: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "nodes", node_action_name(action)];
+        self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
+    }
+
+    /// `GET /api/clusters/{name}/features`: the managed features as they really are.
+    pub async fn features(&self, cluster: &str) -> Result<Features, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "features"])).await
+    }
+
+    /// `PATCH /api/clusters/{name}/features`: send only the fields set in `patch` (explicit
+    /// diff); a patch matching the real state is [`Submitted::NoChange`] and starts nothing.
+    pub async fn set_features(
+        &self,
+        cluster: &str,
+        patch: &FeaturesPatch,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.set_features_json(cluster, &explicit(to_value(patch)?), opts).await
+    }
+
+    /// [`Client::set_features`] with a JSON patch as given.
+    pub async fn set_features_json(
+        &self,
+        cluster: &str,
+        patch: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "features"];
+        self.submit(Call::new(Method::PATCH, &path).body(patch).mutation(opts)).await
+    }
+
     // ----- operations and audit -----
 
     /// `GET /api/operations`, newest first.
@@ -503,6 +673,17 @@ fn to_value(v: &impl Serialize) -> Result<Value, Error> {
     serde_json::to_value(v).map_err(|e| Error::Decode { url: "(request)".into(), message: e.to_string() })
 }
 
+/// A patch with its unset (`null`) fields removed, at every level: the explicit-diff wire shape
+/// carries only what the user changed.
+fn explicit(v: Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, explicit(v))).collect())
+        }
+        other => other,
+    }
+}
+
 fn typed<T: DeserializeOwned>(url: &Url, value: Value) -> Result<T, Error> {
     serde_json::from_value(value).map_err(|e| Error::Decode { url: url.to_string(), message: e.to_string() })
 }
@@ -541,6 +722,112 @@ mod tests {
         assert!(matches!(Client::new("nonsense", None, Face::Cli), Err(Error::InvalidUrl { .. })));
         assert!(fresh_idempotency_key().starts_with("is-"));
         assert_ne!(fresh_idempotency_key(), fresh_idempotency_key());
+    }
+
+    /// A fake server: reads answer canned core values; mutations answer a dry run (with
+    /// `?dry_run=true`) or "already in this state", echoing what they received.
+    async fn fake() -> Client {
+        use axum::body::Bytes;
+        use axum::http::{Method as M, Uri};
+        use axum::response::IntoResponse;
+        async fn handle(method: M, uri: Uri, body: Bytes) -> axum::response::Response {
+            let path = uri.path().to_string();
+            let query = uri.query().unwrap_or_default().to_string();
+            let body: Value = if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).unwrap() };
+            let echo = serde_json::json!({ "method": method.as_str(), "path": path, "query": query, "body": body });
+            let v = match (method, path.as_str()) {
+                (M::GET, "/api/clusters/demo/features") => serde_json::json!({
+                    "training_operator": true, "inference_operator": false,
+                    "tiered_checkpointing": { "memory_percent": 30 }, "managed_autoscaling": false,
+                    "autoscaling_scope": "HyperPod instance groups only"
+                }),
+                (M::GET, "/api/clusters/demo/nodes") => serde_json::json!([{
+                    "instance_id": "i-1", "instance_group": "workers", "instance_type": "ml.g5.2xlarge",
+                    "status": "Running", "availability_zone": "us-east-1a"
+                }]),
+                (M::GET, "/api/clusters/demo/instance-groups") => serde_json::json!([{
+                    "name": "workers", "instance_type": "ml.g5.2xlarge", "current_count": 2, "target_count": 2,
+                    "status": "InService", "capacity": { "type": "spot" }, "interface_mode": "standard",
+                    "subnet_ids": ["subnet-1"]
+                }]),
+                _ if query.contains("dry_run=true") => serde_json::json!({
+                    "dry_run": true, "target": "cluster/demo", "request": echo, "steps": [],
+                    "plan": { "target": "demo", "changes": [{ "field": "count", "from": 2, "to": 3 }] },
+                    "checks": [{ "check": "quota", "field": "patch.count", "status": "fail", "detail": "d" }]
+                }),
+                _ => serde_json::json!({ "no_change": true, "message": "demo: already in this state", "echo": echo }),
+            };
+            axum::Json(v).into_response()
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, axum::Router::new().fallback(handle)).await.unwrap() });
+        Client::new(&url, Some("t".into()), Face::Cli).unwrap()
+    }
+
+    fn echoed(s: Submitted) -> Value {
+        match s {
+            Submitted::NoChange(n) => {
+                assert_eq!(n.message, "demo: already in this state");
+                n.raw["echo"].clone()
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn day2_calls_send_explicit_diffs_to_their_endpoints() {
+        let c = fake().await;
+        let opts = MutationOptions::default();
+        // Reads decode into the core types.
+        let f = c.features("demo").await.unwrap();
+        assert!(f.features.training_operator && !f.features.managed_autoscaling);
+        assert_eq!(f.features.tiered_checkpointing.map(|t| t.memory_percent), Some(30));
+        assert_eq!(f.autoscaling_scope, "HyperPod instance groups only");
+        assert_eq!(c.list_nodes("demo").await.unwrap()[0].instance_id, "i-1");
+        let groups = c.list_instance_groups("demo").await.unwrap();
+        assert_eq!(groups[0].capacity, instantstart_core::spec::CapacitySpec::Spot);
+
+        // Patches carry only the fields that were set.
+        let e = echoed(c.scale_instance_group("demo", "workers", 0, &opts).await.unwrap());
+        assert_eq!(
+            (e["method"].as_str(), e["path"].as_str()),
+            (Some("PATCH"), Some("/api/clusters/demo/instance-groups/workers"))
+        );
+        assert_eq!(e["body"], serde_json::json!({ "count": 0 }));
+        let patch = FeaturesPatch {
+            tiered_checkpointing: Some(instantstart_core::diff::TieredCheckpointingPatch {
+                enabled: false,
+                memory_percent: None,
+            }),
+            ..Default::default()
+        };
+        let e = echoed(c.set_features("demo", &patch, &opts).await.unwrap());
+        assert_eq!(e["path"], "/api/clusters/demo/features");
+        assert_eq!(e["body"], serde_json::json!({ "tiered_checkpointing": { "enabled": false } }));
+
+        // Node actions name the action in the path; the acknowledgement is sent only when given.
+        let ids = vec!["i-1".to_string()];
+        let e = echoed(c.node_action("demo", NodeAction::Reboot, &ids, false, &opts).await.unwrap());
+        assert_eq!((e["method"].as_str(), e["path"].as_str()), (Some("POST"), Some("/api/clusters/demo/nodes/reboot")));
+        assert_eq!(e["body"], serde_json::json!({ "node_ids": ["i-1"] }));
+        let e = echoed(c.node_action("demo", NodeAction::Replace, &ids, true, &opts).await.unwrap());
+        assert_eq!(e["path"], "/api/clusters/demo/nodes/replace");
+        assert_eq!(e["body"]["acknowledge_local_data_loss"], true);
+        let e = echoed(c.delete_instance_group("demo", "spot", &opts).await.unwrap());
+        assert_eq!((e["method"].as_str(), e["body"].is_null()), (Some("DELETE"), true));
+
+        // A dry run is the plan with its explicit diff and preflight checks.
+        let group: InstanceGroupSpec = serde_json::from_value(serde_json::json!({
+            "name": "spot", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1b"
+        }))
+        .unwrap();
+        let dry = MutationOptions { dry_run: true, idempotency_key: None };
+        let Submitted::DryRun(plan) = c.add_instance_group("demo", &group, &dry).await.unwrap() else { panic!() };
+        assert_eq!(plan.request["path"], "/api/clusters/demo/instance-groups");
+        assert_eq!(plan.request["body"]["name"], "spot");
+        assert_eq!(plan.diff.as_ref().unwrap()["changes"][0]["field"], "count");
+        assert!(plan.blocked(), "a failing check blocks");
     }
 
     #[tokio::test]

@@ -5,8 +5,11 @@
 //! carried as raw JSON with the schema of the core type, so the control plane decodes them
 //! and reports every broken rule with its field path — the same findings the browser gets.
 
+use instantstart_core::diff::TieredCheckpointingPatch;
 use instantstart_core::operation::OperationStatus;
-use instantstart_core::spec::{HyperPodClusterSpec, NetworkSpec, StorageSpec};
+use instantstart_core::spec::{
+    CapacitySpec, HyperPodClusterSpec, InstanceGroupSpec, InterfaceMode, NetworkSpec, StorageSpec,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,7 +29,9 @@ pub struct MutationArgs {
     #[serde(default)]
     pub idempotency_key: Option<String>,
     /// When true, nothing is changed: the result is the plan (the request with defaults filled
-    /// in and every step that would run). Validation runs exactly as for a real call.
+    /// in, every step that would run, the explicit diff against the real state for changes of
+    /// existing resources, and the preflight checks with their remedies). Validation runs
+    /// exactly as for a real call.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -220,4 +225,176 @@ pub struct AuditListArgs {
     /// At most this many (1-1000, default 50), newest first.
     #[serde(default)]
     pub limit: Option<u32>,
+}
+
+/// Tools addressing one cluster's HyperPod day-2 state.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ClusterArgs {
+    /// InstantStart cluster name (as listed by cluster_list); it must have a HyperPod cluster.
+    pub cluster: String,
+}
+
+/// `node_list`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NodeListArgs {
+    /// InstantStart cluster name (as listed by cluster_list); it must have a HyperPod cluster.
+    pub cluster: String,
+    /// Only the nodes of this instance group.
+    #[serde(default)]
+    pub instance_group: Option<String>,
+}
+
+/// `instance_group_add`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct InstanceGroupAddArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// The new group: name, instance_type, count, availability_zone (query context_instance_types
+    /// for what the zone offers), capacity (on_demand, spot or a training plan; immutable
+    /// later), interface_mode (standard or efa_only; immutable later). The control plane plans
+    /// the /20 compute subnet in that AZ; never ask the user for subnets.
+    #[schemars(with = "InstanceGroupSpec")]
+    pub group: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `instance_group_scale`: an explicit diff of one group.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct InstanceGroupScaleArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// Instance group name (as listed by instance_group_list).
+    pub group: String,
+    /// New number of instances (0 allowed: managed autoscaling scales from zero). Only the
+    /// fields given are sent; the same count as now is "already in this state".
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub count: Option<Value>,
+    /// Immutable: send only to assert the group's current capacity type. A different value is
+    /// refused (422, finding `patch.capacity`): offer adding a new group and deleting this one.
+    #[serde(default)]
+    #[schemars(with = "Option<CapacitySpec>")]
+    pub capacity: Option<Value>,
+    /// Immutable: send only to assert the current interface mode (standard or efa_only); a
+    /// different value is refused (422, `patch.interface_mode`).
+    #[serde(default)]
+    #[schemars(with = "Option<InterfaceMode>")]
+    pub interface_mode: Option<Value>,
+    /// Immutable: send only to assert the current instance type; a different value is refused
+    /// (422, `patch.instance_type`).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub instance_type: Option<Value>,
+    /// Immutable: send only to assert the current Availability Zone; a different value is
+    /// refused (422, `patch.availability_zone`).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub availability_zone: Option<Value>,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+impl InstanceGroupScaleArgs {
+    /// The REST patch: only the fields given (explicit diff).
+    pub fn patch(&self) -> Value {
+        let mut patch = serde_json::Map::new();
+        for (key, value) in [
+            ("count", &self.count),
+            ("capacity", &self.capacity),
+            ("interface_mode", &self.interface_mode),
+            ("instance_type", &self.instance_type),
+            ("availability_zone", &self.availability_zone),
+        ] {
+            if let Some(v) = value.as_ref().filter(|v| !v.is_null()) {
+                patch.insert(key.into(), v.clone());
+            }
+        }
+        Value::Object(patch)
+    }
+}
+
+/// `instance_group_delete`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct InstanceGroupDeleteArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// Instance group to delete; its nodes are terminated. The last group cannot be deleted.
+    pub group: String,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `node_reboot`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NodeRebootArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// Instance ids (`i-…`) as listed by node_list, 1-25 per call. Each must be Running.
+    #[schemars(with = "Vec<String>")]
+    pub node_ids: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `node_replace` and `node_delete`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NodeLossyArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// Instance ids (`i-…`) as listed by node_list, 1-25 per call.
+    #[schemars(with = "Vec<String>")]
+    pub node_ids: Value,
+    /// The nodes' local volumes (instance store, /opt/dlami/nvme) are lost. Set true only after
+    /// the user explicitly accepted that; without it the call is refused (422 on this field).
+    #[serde(default)]
+    pub acknowledge_local_data_loss: bool,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `feature_set`: an explicit diff of the managed features.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct FeatureSetArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// HyperPod training operator on (true) or off (false); omit to leave it as it is.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub training_operator: Option<Value>,
+    /// HyperPod inference operator on or off; omit to leave it as it is.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub inference_operator: Option<Value>,
+    /// Managed tiered checkpointing: `{"enabled": true, "memory_percent": 20}` (share of instance
+    /// memory 1-100; omitted keeps the current share, else 20) or `{"enabled": false}`; omit to
+    /// leave it as it is.
+    #[serde(default)]
+    #[schemars(with = "Option<TieredCheckpointingPatch>")]
+    pub tiered_checkpointing: Option<Value>,
+    /// Managed autoscaling on or off (it scales HyperPod instance groups only, from zero; not
+    /// general EC2 capacity); omit to leave it as it is.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub managed_autoscaling: Option<Value>,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+impl FeatureSetArgs {
+    /// The REST patch: only the fields given (explicit diff).
+    pub fn patch(&self) -> Value {
+        let mut patch = serde_json::Map::new();
+        for (key, value) in [
+            ("training_operator", &self.training_operator),
+            ("inference_operator", &self.inference_operator),
+            ("tiered_checkpointing", &self.tiered_checkpointing),
+            ("managed_autoscaling", &self.managed_autoscaling),
+        ] {
+            if let Some(v) = value.as_ref().filter(|v| !v.is_null()) {
+                patch.insert(key.into(), v.clone());
+            }
+        }
+        Value::Object(patch)
+    }
 }

@@ -102,7 +102,9 @@ pub fn submitted(s: &Submitted) -> CallToolResult {
         Submitted::NoChange(n) => ok(json!({
             "no_change": true,
             "message": n.message,
-            "completion": "Nothing to do: the real state already matches the request, so no operation was started.",
+            "plan": n.raw.get("plan").cloned().unwrap_or(Value::Null),
+            "completion": "Nothing to do: already in this state (the real state matches the request), so no \
+                           operation was started and there is nothing to wait for. Tell the user it is already so.",
         })),
     }
 }
@@ -121,6 +123,10 @@ fn accepted(a: &Accepted) -> Value {
         "next_call": { "tool": "operation_wait", "arguments": { "id": id } },
         "completion": completion(id),
     });
+    if let Some(plan) = a.raw.get("plan").filter(|p| !p.is_null()) {
+        // The explicit diff, when the server reports it with the operation.
+        v["plan"] = plan.clone();
+    }
     if op.status.is_terminal() {
         v["completion"] = Value::String(format!(
             "The operation already finished with status {}; read it with operation_get id=\"{id}\".",
@@ -268,5 +274,19 @@ mod tests {
             problem: Problem { operation_id: Some("op-1".into()), ..Problem::from_status(409, "busy") }.into(),
         };
         assert!(error_body(&conflict)["hint"].as_str().unwrap().contains("operation_wait id=op-1"));
+    }
+
+    #[test]
+    fn a_no_op_is_a_result_saying_already_in_this_state() {
+        let raw = json!({ "no_change": true, "plan": { "target": "demo", "changes": [] }, "message": "demo: already in this state" });
+        let r = submitted(&Submitted::NoChange(instantstart_client::NoChange {
+            message: "demo: already in this state".into(),
+            raw,
+        }));
+        assert_ne!(r.is_error, Some(true));
+        let v = r.structured_content.unwrap();
+        assert_eq!((v["no_change"].as_bool(), v["plan"]["target"].as_str()), (Some(true), Some("demo")));
+        assert!(v["message"].as_str().unwrap().contains("already in this state"));
+        assert!(v.get("operation_id").is_none() && v["completion"].as_str().unwrap().contains("no operation"));
     }
 }

@@ -2,16 +2,27 @@
 //! [`instantstart_client::Client`].
 //!
 //! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
-//! `operation_*`, `audit_*`). Every tool sets all four MCP hints explicitly:
-//! `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint` (open world = the call
-//! reaches AWS or Kubernetes through the control plane; closed = only the control plane's own
-//! records). Every operation-creating tool takes `idempotency_key` and `dry_run`, returns the
-//! operation id and names `operation_wait` / `operation_get` as the status tools.
+//! `instance_group_*`, `node_*`, `feature_*`, `operation_*`, `audit_*`). Every tool sets all
+//! four MCP hints explicitly: `readOnlyHint`, `destructiveHint`, `idempotentHint`,
+//! `openWorldHint` (open world = the call reaches AWS or Kubernetes through the control plane;
+//! closed = only the control plane's own records). Every operation-creating tool takes
+//! `idempotency_key` and `dry_run`, returns the operation id and names `operation_wait` /
+//! `operation_get` as the status tools.
+//!
+//! Destructive means the call can remove something that is not trivially recreated:
+//! `instance_group_scale` (scaling down terminates nodes), `instance_group_delete`,
+//! `node_replace` and `node_delete` (local volumes are lost), `feature_set` (switching a
+//! feature off removes its add-on or IAM chain). `node_reboot` is not destructive: it
+//! interrupts the node's workloads, but the instance, its id and its local data stay — it is
+//! the first rung of investigate → reboot → replace. Changes with an explicit diff
+//! (`instance_group_scale`, `feature_set`) and deletions are idempotent: repeating them finds
+//! the target already in that state.
 
 use crate::args::*;
 use crate::render::{self, failure, ok, ok_serialize};
 use instantstart_client::{Client, FollowOptions, MutationOptions, OperationQuery};
 use instantstart_core::operation::Operation;
+use instantstart_core::provider::NodeAction;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
@@ -306,6 +317,238 @@ impl InstantStartMcp {
         }
     }
 
+    // ----- instance groups -----
+
+    #[tool(
+        name = "instance_group_list",
+        description = "The instance groups of a cluster's HyperPod cluster, read live: name, instance type, \
+                       current and target count, status, capacity type (on_demand, spot, training_plan) and \
+                       interface mode (both immutable), subnets. Call before adding, scaling or deleting a group.",
+        annotations(
+            title = "List instance groups",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn instance_group_list(&self, Parameters(a): Parameters<ClusterArgs>) -> CallToolResult {
+        match self.client.list_instance_groups(&a.cluster).await {
+            Ok(groups) => ok_serialize(&groups),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "instance_group_add",
+        description = "Add an instance group to a cluster's HyperPod cluster as one operation: its capacity type \
+                       (on-demand, Spot or a training plan), interface mode (standard or EFA-only) and placement \
+                       (a /20 compute subnet in its Availability Zone, planned by the control plane) are decided \
+                       together and are immutable afterwards. Ask only for decisions (instance type, count, AZ, \
+                       capacity type); check what the AZ offers with context_instance_types. dry_run returns the \
+                       steps and the preflight checks (quota, offering, training plan, address space) with remedies; \
+                       a failing check makes the real call a 422 with findings. Returns the operation id: call \
+                       operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Add an instance group",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn instance_group_add(&self, Parameters(a): Parameters<InstanceGroupAddArgs>) -> CallToolResult {
+        match self.client.add_instance_group_json(&a.cluster, &a.group, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "instance_group_scale",
+        description = "Set an instance group's count (0 allowed: managed autoscaling scales from zero). Explicit \
+                       diff: send only what changes; the control plane compares it with the real group. The same \
+                       count as now returns no_change (\"already in this state\") and starts nothing. Capacity type, \
+                       interface mode, instance type and AZ are immutable: a different value is an isError 422 \
+                       naming `patch.<field>` — offer adding a new group and then deleting this one. Scaling down \
+                       terminates nodes and their local data: confirm with the user first. dry_run shows the diff \
+                       and, when scaling up, the quota check. Returns the operation id: call operation_wait with it \
+                       until the status is terminal.",
+        annotations(
+            title = "Scale an instance group",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn instance_group_scale(&self, Parameters(a): Parameters<InstanceGroupScaleArgs>) -> CallToolResult {
+        let patch = a.patch();
+        match self.client.update_instance_group_json(&a.cluster, &a.group, &patch, &mutation_options(&a.mutation)).await
+        {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "instance_group_delete",
+        description = "Delete an instance group of a cluster's HyperPod cluster: its nodes are terminated and their \
+                       local data is lost; the last group cannot be deleted (delete the cluster instead). \
+                       Destructive: confirm with the user first and show the dry_run plan. Returns the operation \
+                       id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Delete an instance group",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn instance_group_delete(&self, Parameters(a): Parameters<InstanceGroupDeleteArgs>) -> CallToolResult {
+        match self.client.delete_instance_group(&a.cluster, &a.group, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    // ----- nodes -----
+
+    #[tool(
+        name = "node_list",
+        description = "The nodes of a cluster's HyperPod cluster, read live: instance id, instance group, type, \
+                       status (Running, Pending, SystemUpdating, DeepHealthCheckInProgress, Failure, ShuttingDown) \
+                       and AZ. The investigate step of investigate -> reboot -> replace; filter by instance_group.",
+        annotations(
+            title = "List nodes",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn node_list(&self, Parameters(a): Parameters<NodeListArgs>) -> CallToolResult {
+        match self.client.list_nodes(&a.cluster).await {
+            Ok(mut nodes) => {
+                if let Some(group) = &a.instance_group {
+                    nodes.retain(|n| &n.instance_group == group);
+                }
+                ok_serialize(&nodes)
+            }
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "node_reboot",
+        description = "Reboot nodes (1-25 Running instance ids from node_list) as one operation: the second rung \
+                       of investigate -> reboot -> replace, for a reachable but degraded node (hung GPU process, \
+                       transient Xid). The instances, their ids and local data stay; their pods are interrupted, \
+                       so confirm with the user. Returns the operation id: call operation_wait with it until the \
+                       status is terminal, then check the nodes again with node_list.",
+        annotations(
+            title = "Reboot nodes",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn node_reboot(&self, Parameters(a): Parameters<NodeRebootArgs>) -> CallToolResult {
+        let body = serde_json::json!({ "node_ids": a.node_ids });
+        self.node_action(&a.cluster, NodeAction::Reboot, body, &a.mutation).await
+    }
+
+    #[tool(
+        name = "node_replace",
+        description = "Replace nodes with new instances (new instance ids) as one operation: the last rung of \
+                       investigate -> reboot -> replace, when a reboot did not help or the hardware is faulty. \
+                       Destructive: the nodes' local volumes are lost, so it needs acknowledge_local_data_loss: \
+                       true, set only after the user explicitly accepted that (otherwise an isError 422 on that \
+                       field). Returns the operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Replace nodes",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn node_replace(&self, Parameters(a): Parameters<NodeLossyArgs>) -> CallToolResult {
+        let body = serde_json::json!({
+            "node_ids": a.node_ids, "acknowledge_local_data_loss": a.acknowledge_local_data_loss,
+        });
+        self.node_action(&a.cluster, NodeAction::Replace, body, &a.mutation).await
+    }
+
+    #[tool(
+        name = "node_delete",
+        description = "Delete nodes: their instance group shrinks by that many and their local volumes are lost \
+                       (needs acknowledge_local_data_loss: true). Not a health fix — use node_reboot or \
+                       node_replace for that; only on the user's explicit request. Destructive: confirm first. \
+                       Returns the operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Delete nodes",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn node_delete(&self, Parameters(a): Parameters<NodeLossyArgs>) -> CallToolResult {
+        let body = serde_json::json!({
+            "node_ids": a.node_ids, "acknowledge_local_data_loss": a.acknowledge_local_data_loss,
+        });
+        self.node_action(&a.cluster, NodeAction::Delete, body, &a.mutation).await
+    }
+
+    // ----- managed features -----
+
+    #[tool(
+        name = "feature_get",
+        description = "The managed features of a cluster as they really are (read from AWS): training operator, \
+                       inference operator, managed tiered checkpointing (with its share of instance memory) and \
+                       managed autoscaling, plus autoscaling_scope (HyperPod instance groups only, not general EC2 \
+                       capacity). Call before feature_set and tell the user what is on and off.",
+        annotations(
+            title = "Get managed features",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn feature_get(&self, Parameters(a): Parameters<ClusterArgs>) -> CallToolResult {
+        match self.client.features(&a.cluster).await {
+            Ok(f) => ok_serialize(&f),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "feature_set",
+        description = "Switch managed features on or off. Explicit diff: pass only the fields the user wants \
+                       changed; the control plane compares them with the real state, and when nothing differs \
+                       returns no_change (\"already in this state\") without starting anything. Each change is a \
+                       dependency-aware operation (prerequisite add-ons first; tiered checkpointing on builds the \
+                       service account -> IAM role -> OIDC trust chain, off removes it). Switching a feature off \
+                       removes its add-on or IAM chain: confirm first. dry_run returns the diff and the steps. \
+                       Returns the operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Change managed features",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn feature_set(&self, Parameters(a): Parameters<FeatureSetArgs>) -> CallToolResult {
+        match self.client.set_features_json(&a.cluster, &a.patch(), &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
     // ----- operations -----
 
     #[tool(
@@ -492,14 +735,26 @@ impl InstantStartMcp {
     }
 }
 
+impl InstantStartMcp {
+    /// One batch node action (reboot, replace, delete) as an operation.
+    async fn node_action(&self, cluster: &str, action: NodeAction, body: Value, m: &MutationArgs) -> CallToolResult {
+        match self.client.node_action_json(cluster, action, &body, &mutation_options(m)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+}
+
 #[tool_handler(
     name = "instantstart",
     instructions = "InstantStart control plane for Amazon SageMaker HyperPod on EKS. Rules: (1) inspect before \
                     create: cluster_list, context_zones and context_instance_types before offering choices; \
                     (2) ask the user only decision-level questions (region, Availability Zone, instance type, \
                     count, capacity type); (3) every mutating tool returns an operation id: follow it with \
-                    operation_wait until the status is terminal and report the outcome, not the submission. \
-                    Validation errors list every field path: fix them all and call again."
+                    operation_wait until the status is terminal and report the outcome, not the submission; a \
+                    no_change result (\"already in this state\") started nothing. Validation errors list every \
+                    field path: fix them all and call again. Unhealthy nodes: investigate (node_list) -> reboot \
+                    -> replace, state-changing steps only on the user's yes."
 )]
 impl ServerHandler for InstantStartMcp {}
 

@@ -4,8 +4,8 @@
 //!   snapshot, plus the rules every tool follows (documented arguments, mutations name their
 //!   status tool and take an idempotency key and dry run);
 //! - the skills (`skills/*/SKILL.md`): front matter, the three workflow rules, and every tool
-//!   name they mention outside "Planned tools (not yet available)" exists — while planned tools
-//!   do not exist yet;
+//!   name they mention outside "Planned tools (not yet available)" exists (identifiers that are
+//!   step keys or tool arguments are not tool names) — while planned tools do not exist yet;
 //! - the `hypd-inst-agent` configurations: auto-approve exactly the read-only tools, name only
 //!   existing tools, and the installed copies equal the templates in `skills/agents/`.
 
@@ -134,7 +134,18 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
         }
     }
     // Every tool that starts an operation takes an idempotency key and a dry run.
-    for name in ["cluster_create", "cluster_import", "cluster_delete"] {
+    for name in [
+        "cluster_create",
+        "cluster_import",
+        "cluster_delete",
+        "instance_group_add",
+        "instance_group_scale",
+        "instance_group_delete",
+        "node_reboot",
+        "node_replace",
+        "node_delete",
+        "feature_set",
+    ] {
         let t = tools().into_iter().find(|t| t.name == name).unwrap();
         let props = properties(&t);
         assert!(props.contains_key("idempotency_key") && props.contains_key("dry_run"), "{name}");
@@ -148,6 +159,12 @@ fn tool_words(text: &str) -> BTreeSet<String> {
         .filter(|w| !w.ends_with('_') && PREFIXES.iter().any(|p| w.starts_with(&format!("{p}_"))))
         .map(str::to_string)
         .collect()
+}
+
+/// Identifiers with a tool prefix that are arguments of a tool, not tools (e.g. `feature_set`'s
+/// `inference_operator`).
+fn argument_names() -> BTreeSet<String> {
+    tools().iter().flat_map(|t| properties(t).keys().cloned().collect::<Vec<_>>()).collect()
 }
 
 /// Identifiers with a tool prefix that are not tools: step keys of the workflows.
@@ -211,6 +228,7 @@ fn skills_mention_only_existing_tools_and_encode_the_rules() {
     let tools = names();
     let mut known = tools.clone();
     known.extend(step_keys());
+    known.extend(argument_names());
     let dir = root().join("skills");
     let mut skills = vec![];
     for entry in std::fs::read_dir(&dir).unwrap() {

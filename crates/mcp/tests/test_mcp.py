@@ -12,7 +12,11 @@ A real `instantstart-server` runs on the simulated cloud (loopback, temp data di
   failing checks, auth (a read-scoped token can read but not change anything), an unreachable
   server;
 - a failed step (injected by the simulated cloud) diagnosed, retried and followed again;
-  import; operation_wait returning at its timeout; cancelling a running operation.
+  import; operation_wait returning at its timeout; cancelling a running operation;
+- day 2: scaling an instance group via its tool and operation_wait, an immutable change as an
+  isError naming `patch.<field>`, a no-op as a non-error "already in this state" without an
+  operation, node reboot and the data-loss acknowledgement of replace, managed features on and
+  their no-op.
 
 Binaries: INSTANTSTART_SERVER_BIN and INSTANTSTART_MCP_BIN (default: target/debug/…).
 Run: `cargo xtask mcp-test` (builds both and runs this file with the test venv).
@@ -47,12 +51,35 @@ READ_ONLY = {
     "context_sim_stats",
     "cluster_list",
     "cluster_get",
+    "instance_group_list",
+    "node_list",
+    "feature_get",
     "operation_list",
     "operation_get",
     "operation_wait",
     "audit_list",
 }
-OPERATION_TOOLS = {"cluster_create", "cluster_import", "cluster_delete"}
+OPERATION_TOOLS = {
+    "cluster_create",
+    "cluster_import",
+    "cluster_delete",
+    "instance_group_add",
+    "instance_group_scale",
+    "instance_group_delete",
+    "node_reboot",
+    "node_replace",
+    "node_delete",
+    "feature_set",
+}
+DESTRUCTIVE = {
+    "cluster_delete",
+    "operation_cancel",
+    "instance_group_scale",
+    "instance_group_delete",
+    "node_replace",
+    "node_delete",
+    "feature_set",
+}
 MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel"}
 
 
@@ -173,8 +200,8 @@ def test_tool_surface_is_annotated_and_documented(control_plane):
         if name in OPERATION_TOOLS:
             assert {"idempotency_key", "dry_run"} <= set(props), name
             assert "operation_wait" in tool.description, f"{name} names its status tool"
-    assert tools["cluster_delete"].annotations.destructive_hint is True
-    assert tools["cluster_create"].annotations.destructive_hint is False
+    assert {n for n, t in tools.items() if t.annotations.destructive_hint} == DESTRUCTIVE
+    assert tools["node_reboot"].annotations.destructive_hint is False, "a reboot loses nothing"
     assert set(tools["cluster_create"].input_schema["required"]) == {"name", "region", "availability_zones"}
     assert tools["operation_wait"].input_schema["required"] == ["id"]
 
@@ -456,3 +483,97 @@ def test_operation_wait_returns_at_its_timeout_and_a_running_operation_can_be_ca
             assert done["terminal"] is True and "cancelled" in done["next"]
 
         run(cp["url"], scenario)
+
+
+async def wait_done(s, op_id):
+    """operation_wait until the operation is terminal; returns the last result."""
+    for _ in range(10):
+        err, done = await call(s, "operation_wait", {"id": op_id, "timeout_secs": 120})
+        assert not err, done
+        if done["terminal"]:
+            return done
+    raise AssertionError(f"{op_id} did not finish: {done}")
+
+
+async def operation_count(s, name):
+    err, ops = await call(s, "operation_list", {"target": f"cluster/{name}", "limit": 500})
+    assert not err, ops
+    return len(ops)
+
+
+def test_day2_instance_groups_nodes_and_features(control_plane):
+    async def scenario(s):
+        err, sub = await call(s, "cluster_create", create_args("daytwo", idempotency_key="agent-day2-create"))
+        assert not err, sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+
+        # Inspect first: the group with its live counts.
+        err, groups = await call(s, "instance_group_list", {"cluster": "daytwo"})
+        assert not err and groups[0]["name"] == "workers" and groups[0]["target_count"] == 2, groups
+        assert groups[0]["capacity"] == {"type": "on_demand"}
+
+        # The plan: an explicit diff and the quota check; nothing changes.
+        scale = {"cluster": "daytwo", "group": "workers", "count": 3}
+        err, plan = await call(s, "instance_group_scale", {**scale, "dry_run": True})
+        assert not err and plan["dry_run"] is True, plan
+        assert plan["plan"]["changes"] == [{"field": "count", "from": 2, "to": 3}]
+        assert {c["check"] for c in plan["checks"]} == {"quota"}
+
+        # Scale via the tool, then follow it with operation_wait.
+        err, sub = await call(s, "instance_group_scale", {**scale, "idempotency_key": "agent-day2-scale"})
+        assert not err, sub
+        assert sub["status_tool"] == "operation_wait" and sub["kind"] == "update_instance_group"
+        assert sub["next_call"] == {"tool": "operation_wait", "arguments": {"id": sub["operation_id"]}}
+        done = await wait_done(s, sub["operation_id"])
+        assert done["status"] == "succeeded", done
+        err, groups = await call(s, "instance_group_list", {"cluster": "daytwo"})
+        assert (groups[0]["current_count"], groups[0]["target_count"]) == (3, 3)
+
+        # The same count again: not an error, "already in this state", no operation.
+        before = await operation_count(s, "daytwo")
+        err, same = await call(s, "instance_group_scale", scale)
+        assert not err and same["no_change"] is True, same
+        assert "already in this state" in same["message"] and "operation_id" not in same
+        assert await operation_count(s, "daytwo") == before
+
+        # An immutable field: isError, 422, the finding names the field.
+        err, body = await call(s, "instance_group_scale", {**scale, "capacity": {"type": "spot"}})
+        assert err is True and body["error"]["status"] == 422, body
+        assert body["error"]["findings"][0]["field"] == "patch.capacity"
+        assert "immutable" in body["error"]["findings"][0]["rule"]
+        assert await operation_count(s, "daytwo") == before
+
+        # Nodes: replace needs the acknowledgement; reboot is followed to the end.
+        err, nodes = await call(s, "node_list", {"cluster": "daytwo", "instance_group": "workers"})
+        assert not err and len(nodes) == 3 and all(n["status"] == "Running" for n in nodes), nodes
+        node = nodes[0]["instance_id"]
+        err, body = await call(s, "node_replace", {"cluster": "daytwo", "node_ids": [node]})
+        assert err is True and body["error"]["status"] == 422, body
+        assert body["error"]["findings"][0]["field"] == "acknowledge_local_data_loss"
+        err, sub = await call(s, "node_reboot", {"cluster": "daytwo", "node_ids": [node]})
+        assert not err and sub["kind"] == "reboot_nodes", sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+
+        # Managed features: read, switch on, then the same again is a no-op.
+        err, features = await call(s, "feature_get", {"cluster": "daytwo"})
+        assert not err and features["training_operator"] is False, features
+        assert "HyperPod instance groups only" in features["autoscaling_scope"]
+        both = {"cluster": "daytwo", "training_operator": True, "managed_autoscaling": False}
+        err, plan = await call(s, "feature_set", {**both, "dry_run": True})
+        assert not err and [c["field"] for c in plan["plan"]["changes"]] == ["training_operator"], plan
+        err, sub = await call(s, "feature_set", {"cluster": "daytwo", "training_operator": True})
+        assert not err and sub["status_tool"] == "operation_wait", sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        err, features = await call(s, "feature_get", {"cluster": "daytwo"})
+        assert features["training_operator"] is True
+        before = await operation_count(s, "daytwo")
+        err, same = await call(s, "feature_set", {"cluster": "daytwo", "training_operator": True})
+        assert not err and same["no_change"] is True and "already in this state" in same["message"], same
+        assert await operation_count(s, "daytwo") == before
+        # A broken rule is a finding with its field path.
+        err, body = await call(
+            s, "feature_set", {"cluster": "daytwo", "tiered_checkpointing": {"enabled": True, "memory_percent": 0}}
+        )
+        assert err is True and body["error"]["findings"][0]["field"] == "patch.tiered_checkpointing.memory_percent"
+
+    run(control_plane["url"], scenario)

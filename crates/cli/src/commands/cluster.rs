@@ -9,10 +9,9 @@ use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
 use crate::output::{self, Output, Table, fields, s};
 use clap::{Args, Subcommand};
-use instantstart_core::spec::{ClusterCreateRequest, InstanceGroupSpec};
+use instantstart_core::spec::{CapacitySpec, ClusterCreateRequest, InstanceGroupSpec};
 use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
@@ -113,8 +112,27 @@ pub struct DeleteArgs {
     pub mutation: MutationArgs,
 }
 
+/// `on_demand`, `spot` or `training_plan:<arn>` as the API's capacity JSON.
+fn capacity_json(text: &str) -> Result<Value, String> {
+    Ok(match text {
+        "on_demand" | "on-demand" | "ondemand" => json!({ "type": "on_demand" }),
+        "spot" => json!({ "type": "spot" }),
+        other => match other.split_once(':') {
+            Some(("training_plan" | "training-plan", arn)) if !arn.is_empty() => {
+                json!({ "type": "training_plan", "arn": arn })
+            }
+            _ => return Err("capacity must be on_demand, spot or training_plan:<arn>".into()),
+        },
+    })
+}
+
+/// Parses `on_demand|spot|training_plan:<arn>` into the API's capacity type.
+pub(crate) fn parse_capacity(text: &str) -> Result<CapacitySpec, String> {
+    serde_json::from_value(capacity_json(text.trim())?).map_err(|e| e.to_string())
+}
+
 /// Parses `--group name=…,type=…,count=…,az=…[,…]` into the API's instance group spec.
-fn parse_group(text: &str) -> Result<InstanceGroupSpec, String> {
+pub(crate) fn parse_group(text: &str) -> Result<InstanceGroupSpec, String> {
     let mut group = Map::new();
     let mut checks = Map::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -138,20 +156,7 @@ fn parse_group(text: &str) -> Result<InstanceGroupSpec, String> {
                 let n: u32 = need(value)?.parse().map_err(|_| "ebs must be a size in GB".to_string())?;
                 group.insert("ebs_volume_gb".into(), json!(n))
             }
-            "capacity" => {
-                let v = need(value)?;
-                let capacity = match v.as_str() {
-                    "on_demand" | "on-demand" | "ondemand" => json!({ "type": "on_demand" }),
-                    "spot" => json!({ "type": "spot" }),
-                    other => match other.split_once(':') {
-                        Some(("training_plan" | "training-plan", arn)) if !arn.is_empty() => {
-                            json!({ "type": "training_plan", "arn": arn })
-                        }
-                        _ => return Err("capacity must be on_demand, spot or training_plan:<arn>".into()),
-                    },
-                };
-                group.insert("capacity".into(), capacity)
-            }
+            "capacity" => group.insert("capacity".into(), capacity_json(&need(value)?)?),
             "efa-only" | "efa_only" if value.is_none() => group.insert("interface_mode".into(), json!("efa_only")),
             "stress" if value.is_none() => checks.insert("stress".into(), json!(true)),
             "connectivity" if value.is_none() => checks.insert("connectivity".into(), json!(true)),
@@ -271,20 +276,15 @@ async fn import(g: &Globals, args: ImportArgs) -> anyhow::Result<Exit> {
 }
 
 async fn delete(g: &Globals, args: DeleteArgs) -> anyhow::Result<Exit> {
-    if !args.yes && !args.mutation.dry_run {
-        if !std::io::stdin().is_terminal() {
-            return Err(usage(format!(
-                "deleting {} needs confirmation: pass --yes (or --dry-run to see the plan)",
-                args.name
-            )));
-        }
-        eprint!("Delete cluster {} and everything InstantStart created for it? Type its name to confirm: ", args.name);
-        let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
-        if answer.trim() != args.name {
-            eprintln!("Not deleted.");
-            return Ok(Exit::Usage);
-        }
+    let confirmed = mutation::confirm_by_name(
+        &args.name,
+        args.yes,
+        args.mutation.dry_run,
+        &format!("deleting {} needs confirmation: pass --yes (or --dry-run to see the plan)", args.name),
+        &format!("Delete cluster {} and everything InstantStart created for it?", args.name),
+    )?;
+    if !confirmed {
+        return Ok(Exit::Usage);
     }
     let client = g.client()?;
     let submitted = client.delete_cluster(&args.name, args.delete_bucket, &args.mutation.options()).await?;
@@ -385,7 +385,7 @@ async fn get(g: &Globals, name: &str) -> anyhow::Result<Exit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use instantstart_core::spec::{CapacitySpec, InterfaceMode};
+    use instantstart_core::spec::InterfaceMode;
 
     #[test]
     fn group_specs_parse_into_the_api_type() {
@@ -407,5 +407,7 @@ mod tests {
         ] {
             assert!(parse_group(bad).unwrap_err().contains(why), "{bad}");
         }
+        assert_eq!(parse_capacity("on-demand"), Ok(CapacitySpec::OnDemand));
+        assert!(parse_capacity("training_plan:").is_err());
     }
 }

@@ -1,0 +1,193 @@
+//! `instantstart instance-group list|add|scale|delete`: day-2 changes of a cluster's HyperPod
+//! instance groups.
+//!
+//! `add` sends the API's `InstanceGroupSpec`, built from `--group` (the `cluster create` syntax)
+//! or read from a JSON/YAML file (`-f`) and sent as is; its dry run shows the placement steps
+//! and the preflight checks (quota, offering, training plan, address space) with remedies.
+//! `scale` follows the explicit-diff contract: only the flags given are sent, the server compares
+//! them with the real group, and a group already in that state is "already in this state"
+//! (exit 0, no operation). Capacity type, interface mode, instance type and AZ are immutable:
+//! they may be given to assert them, and a different value is refused (exit 2, `patch.<field>`).
+
+use super::cluster::{parse_capacity, parse_group};
+use crate::app::Globals;
+use crate::exit::Exit;
+use crate::mutation::{self, MutationArgs};
+use crate::output::{self, Table};
+use clap::{ArgGroup, Args, Subcommand};
+use instantstart_core::spec::{CapacitySpec, InstanceGroupSpec, InterfaceMode};
+use instantstart_core::workflow::instance_groups::InstanceGroupPatch;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum InstanceGroupCommand {
+    /// List the instance groups of a cluster with live current/target counts.
+    List {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// Add an instance group: capacity type, interface mode and placement in one operation.
+    Add(AddArgs),
+    /// Scale an instance group (zero allowed); only the flags given are sent.
+    Scale(ScaleArgs),
+    /// Delete an instance group (its nodes are terminated; the last group cannot be deleted).
+    Delete(DeleteArgs),
+}
+
+/// Help heading of the immutable fields of `scale`.
+const IMMUTABLE: &str = "Immutable fields (sent only when given, to assert them; a different value is refused)";
+
+const GROUP_HELP: &str = "The group: name=NAME,type=INSTANCE_TYPE,count=N,az=AZ \
+[,capacity=on_demand|spot|training_plan:<arn>][,efa-only][,stress][,connectivity][,subnet=ID][,ebs=GB] \
+(the syntax of `cluster create --group`).";
+
+#[derive(Args, Debug)]
+pub struct AddArgs {
+    /// Cluster name.
+    pub cluster: String,
+    #[arg(long, value_name = "SPEC", help = GROUP_HELP, value_parser = parse_group,
+          required_unless_present = "file")]
+    pub group: Option<InstanceGroupSpec>,
+    /// Read the group (JSON or YAML, the API's InstanceGroupSpec) from a file, `-` for stdin.
+    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with = "group")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("change").required(true).multiple(true)
+    .args(["count", "capacity", "interface_mode", "instance_type", "availability_zone"])))]
+pub struct ScaleArgs {
+    /// Cluster name.
+    pub cluster: String,
+    /// Instance group name.
+    pub group: String,
+    /// Number of instances (0 allowed: managed autoscaling scales from zero).
+    #[arg(long, value_name = "N")]
+    pub count: Option<u32>,
+    /// Capacity type: on_demand, spot or training_plan:<arn>.
+    #[arg(long, value_name = "TYPE", value_parser = parse_capacity,
+          help_heading = IMMUTABLE)]
+    pub capacity: Option<CapacitySpec>,
+    /// Network interface mode: standard or efa_only.
+    #[arg(long, value_name = "MODE", value_parser = parse_interface_mode, help_heading = IMMUTABLE)]
+    pub interface_mode: Option<InterfaceMode>,
+    /// Instance type, e.g. ml.g5.2xlarge.
+    #[arg(long, value_name = "TYPE",
+          help_heading = IMMUTABLE)]
+    pub instance_type: Option<String>,
+    /// Availability Zone of the group's subnet.
+    #[arg(long = "az", value_name = "AZ",
+          help_heading = IMMUTABLE)]
+    pub availability_zone: Option<String>,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// Cluster name.
+    pub cluster: String,
+    /// Instance group name.
+    pub group: String,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+fn parse_interface_mode(text: &str) -> Result<InterfaceMode, String> {
+    serde_json::from_value(serde_json::json!(text.trim().replace('-', "_")))
+        .map_err(|_| "interface mode must be standard or efa_only".to_string())
+}
+
+pub async fn run(g: &Globals, cmd: InstanceGroupCommand) -> anyhow::Result<Exit> {
+    let client = g.client()?;
+    match cmd {
+        InstanceGroupCommand::List { cluster } => {
+            let groups = client.list_instance_groups(&cluster).await?;
+            output::emit(g.output, &groups, || {
+                let mut t = Table::new(&["NAME", "TYPE", "COUNT", "CAPACITY", "INTERFACE", "STATUS", "SUBNETS"]);
+                for ig in &groups {
+                    let capacity = match &ig.capacity {
+                        CapacitySpec::TrainingPlan { arn } => format!("training_plan ({arn})"),
+                        other => other.label().to_string(),
+                    };
+                    let interface = match ig.interface_mode {
+                        InterfaceMode::Standard => "standard",
+                        InterfaceMode::EfaOnly => "efa_only",
+                    };
+                    t.row(vec![
+                        ig.name.clone(),
+                        ig.instance_type.clone(),
+                        format!("{}/{}", ig.current_count, ig.target_count),
+                        capacity,
+                        interface.into(),
+                        ig.status.clone(),
+                        ig.subnet_ids.join(","),
+                    ]);
+                }
+                t.render_or(&format!(
+                    "No instance groups. Add one with: instantstart instance-group add {cluster} --group …"
+                ))
+            })?;
+            Ok(Exit::Ok)
+        }
+        InstanceGroupCommand::Add(args) => {
+            let opts = args.mutation.options();
+            let submitted = match (&args.file, &args.group) {
+                (Some(path), _) => {
+                    client.add_instance_group_json(&args.cluster, &output::read_document(path)?, &opts).await?
+                }
+                (None, Some(group)) => client.add_instance_group(&args.cluster, group, &opts).await?,
+                (None, None) => unreachable!("clap requires --group or -f"),
+            };
+            mutation::finish(g, &client, submitted, args.mutation.wait).await
+        }
+        InstanceGroupCommand::Scale(args) => {
+            let patch = InstanceGroupPatch {
+                count: args.count,
+                capacity: args.capacity.clone(),
+                interface_mode: args.interface_mode,
+                instance_type: args.instance_type.clone(),
+                availability_zone: args.availability_zone.clone(),
+            };
+            mutation::submit_diff(g, &client, &args.mutation, |opts| {
+                let (client, patch, cluster, group) = (&client, &patch, &args.cluster, &args.group);
+                async move { client.update_instance_group(cluster, group, patch, &opts).await }
+            })
+            .await
+        }
+        InstanceGroupCommand::Delete(args) => {
+            let confirmed = mutation::confirm_by_name(
+                &args.group,
+                args.yes,
+                args.mutation.dry_run,
+                &format!(
+                    "deleting instance group {} needs confirmation: pass --yes (or --dry-run to see the plan)",
+                    args.group
+                ),
+                &format!("Delete instance group {} of {} and terminate its nodes?", args.group, args.cluster),
+            )?;
+            if !confirmed {
+                return Ok(Exit::Usage);
+            }
+            let submitted = client.delete_instance_group(&args.cluster, &args.group, &args.mutation.options()).await?;
+            mutation::finish(g, &client, submitted, args.mutation.wait).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_modes_parse_into_the_api_type() {
+        assert_eq!(parse_interface_mode("efa-only"), Ok(InterfaceMode::EfaOnly));
+        assert_eq!(parse_interface_mode("standard"), Ok(InterfaceMode::Standard));
+        assert!(parse_interface_mode("fast").is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! `instantstart node list|reboot|replace|delete`: the nodes of a cluster's HyperPod cluster.
+//!
+//! For an unhealthy node the ladder is investigate → reboot → replace: look first (`node list`,
+//! `cluster get`; HyperPod's auto-recovery may already be acting), then `reboot` (the instance
+//! and its local data stay), then `replace` (a new instance; the node's local volumes are lost).
+//! `replace` and `delete` need `--yes-lose-local-data`, sent as the API's
+//! `acknowledge_local_data_loss`; without it the server refuses the request (exit 2) and the
+//! CLI names the flag.
+
+use crate::app::Globals;
+use crate::exit::{self, Exit};
+use crate::mutation::{self, MutationArgs};
+use crate::output::{self, Table};
+use clap::{Args, Subcommand};
+use instantstart_client::Client;
+use instantstart_core::provider::NodeAction;
+
+/// The escalation ladder for unhealthy nodes, shown in help texts and hints.
+pub const LADDER: &str = "investigate → reboot → replace";
+
+#[derive(Subcommand, Debug)]
+pub enum NodeCommand {
+    /// List nodes with instance group, type, status and AZ (investigate first).
+    List(ListArgs),
+    /// Reboot nodes: the instances and their local data stay (the step after investigating).
+    Reboot(RebootArgs),
+    /// Replace nodes with new instances: their local volumes are lost (after a reboot did not help).
+    Replace(LossyArgs),
+    /// Delete nodes: their group shrinks and their local volumes are lost.
+    Delete(LossyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Cluster name.
+    pub cluster: String,
+    /// Only the nodes of this instance group.
+    #[arg(long)]
+    pub group: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RebootArgs {
+    /// Cluster name.
+    pub cluster: String,
+    /// Instance ids (i-…) as listed by `node list`.
+    #[arg(required = true, value_name = "NODE_ID")]
+    pub nodes: Vec<String>,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LossyArgs {
+    /// Cluster name.
+    pub cluster: String,
+    /// Instance ids (i-…) as listed by `node list`.
+    #[arg(required = true, value_name = "NODE_ID")]
+    pub nodes: Vec<String>,
+    /// Acknowledge that the nodes' local volumes (instance store, /opt/dlami/nvme) are lost.
+    /// Required: without it the request is refused.
+    #[arg(long)]
+    pub yes_lose_local_data: bool,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+pub async fn run(g: &Globals, cmd: NodeCommand) -> anyhow::Result<Exit> {
+    let client = g.client()?;
+    match cmd {
+        NodeCommand::List(args) => list(g, &client, args).await,
+        NodeCommand::Reboot(a) => act(g, &client, NodeAction::Reboot, &a.cluster, &a.nodes, false, &a.mutation).await,
+        NodeCommand::Replace(a) => {
+            act(g, &client, NodeAction::Replace, &a.cluster, &a.nodes, a.yes_lose_local_data, &a.mutation).await
+        }
+        NodeCommand::Delete(a) => {
+            act(g, &client, NodeAction::Delete, &a.cluster, &a.nodes, a.yes_lose_local_data, &a.mutation).await
+        }
+    }
+}
+
+async fn list(g: &Globals, client: &Client, args: ListArgs) -> anyhow::Result<Exit> {
+    let mut nodes = client.list_nodes(&args.cluster).await?;
+    if let Some(group) = &args.group {
+        nodes.retain(|n| &n.instance_group == group);
+    }
+    output::emit(g.output, &nodes, || {
+        let mut t = Table::new(&["NODE", "GROUP", "TYPE", "STATUS", "AZ"]);
+        for n in &nodes {
+            t.row(vec![
+                n.instance_id.clone(),
+                n.instance_group.clone(),
+                n.instance_type.clone(),
+                n.status.clone(),
+                n.availability_zone.clone(),
+            ]);
+        }
+        t.render_or("No nodes.")
+    })?;
+    if let Some(n) = nodes.iter().find(|n| n.status != "Running")
+        && g.output == output::Output::Table
+    {
+        eprintln!(
+            "hint: node {} is {}. For an unhealthy node: {LADDER} — HyperPod auto-recovery may already be acting \
+             (check `instantstart operation list --cluster {}`); then `instantstart node reboot {} {}`; \
+             only if that does not help, `instantstart node replace {} {} --yes-lose-local-data`.",
+            n.instance_id, n.status, args.cluster, args.cluster, n.instance_id, args.cluster, n.instance_id
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+async fn act(
+    g: &Globals,
+    client: &Client,
+    action: NodeAction,
+    cluster: &str,
+    nodes: &[String],
+    acknowledge: bool,
+    m: &MutationArgs,
+) -> anyhow::Result<Exit> {
+    match client.node_action(cluster, action, nodes, acknowledge, &m.options()).await {
+        Ok(submitted) => mutation::finish(g, client, submitted, m.wait).await,
+        Err(e) => {
+            let needs_ack =
+                e.problem().is_some_and(|p| p.findings.iter().any(|f| f.field == "acknowledge_local_data_loss"));
+            let code = exit::report(&anyhow::Error::new(e));
+            if needs_ack {
+                eprintln!(
+                    "hint: pass --yes-lose-local-data to acknowledge that the nodes' local volumes are lost. \
+                     For an unhealthy node the ladder is {LADDER}: try `instantstart node reboot {cluster} {}` first.",
+                    nodes.join(" ")
+                );
+            }
+            Ok(code)
+        }
+    }
+}
