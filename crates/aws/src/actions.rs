@@ -95,6 +95,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sagemaker:CreateCluster",
     "sagemaker:DeleteCluster",
     "sagemaker:DescribeCluster",
+    "sagemaker:DescribeClusterNode",
     "sagemaker:DescribeTrainingPlan",
     "sagemaker:ListClusterNodes",
     "sagemaker:ListClusters",

@@ -30,6 +30,7 @@
 //! (another update in progress) is `Conflict`. Batch reboot/replace/delete report per-node
 //! outcomes; the service's refusals come back as `failed` entries, not as an error.
 //!
+//! [`AwsProvider::describe_cluster_node`] reads one node with its placement.
 //! [`AwsProvider::update_cluster_software`] (inherent until the traits carry it) patches the
 //! given groups (all when none is named) to the latest HyperPod AMI, rolling in batches.
 //!
@@ -600,6 +601,42 @@ impl HyperPodApi for AwsProvider {
 }
 
 impl AwsProvider {
+    /// `DescribeClusterNode`: one node with its placement, `None` when it does not exist.
+    pub async fn describe_cluster_node(
+        &self,
+        region: &str,
+        cluster: &str,
+        node_id: &str,
+    ) -> Result<Option<ClusterNode>> {
+        const API: &str = "sagemaker:DescribeClusterNode";
+        let c = self.region(region).await?;
+        let out = match c
+            .sagemaker
+            .describe_cluster_node()
+            .cluster_name(cluster)
+            .node_id(node_id)
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))
+        {
+            Ok(o) => o,
+            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(n) = out.node_details() else { return Ok(None) };
+        Ok(Some(ClusterNode {
+            instance_id: n.instance_id().unwrap_or(node_id).to_string(),
+            instance_group: n.instance_group_name().unwrap_or_default().to_string(),
+            instance_type: n.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+            status: n
+                .instance_status()
+                .and_then(|s| s.status())
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|| "Unknown".into()),
+            availability_zone: n.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string(),
+        }))
+    }
+
     /// `UpdateClusterSoftware`: moves the named instance groups (all groups when empty) to
     /// the latest HyperPod AMI release. Returns the cluster as it reads afterwards.
     pub async fn update_cluster_software(

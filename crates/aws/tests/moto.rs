@@ -661,6 +661,9 @@ async fn create_and_delete_pipeline_through_the_engine() {
         nodes.iter().filter(|n| n.instance_group == "spot").all(|n| n.availability_zone == "us-east-1b"),
         "{nodes:#?}"
     );
+    let one = real.describe_cluster_node(REGION, "demo-hp", &nodes[0].instance_id).await.unwrap().expect("node");
+    assert_eq!((one.instance_group.as_str(), one.status.as_str()), (nodes[0].instance_group.as_str(), "Running"));
+    assert_eq!(real.describe_cluster_node(REGION, "demo-hp", "i-0000000000000000").await.unwrap(), None);
     assert_eq!(
         cloud.created_addons.lock().unwrap().len(),
         instantstart_core::workflow::create_cluster::BASE_ADDONS.len()
