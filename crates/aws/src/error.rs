@@ -7,7 +7,8 @@
 //! | a new IAM role that is not assumable yet (eventual consistency) | `Transient` |
 //! | `*NotFound*`, `NoSuchEntity`, `ResourceNotFound`, `NoSuchBucket`, SageMaker's "Could not find" validation, HTTP 404 | `NotFound` |
 //! | `AlreadyExists`, `EntityAlreadyExists`, `ResourceInUse`, `BucketAlreadyOwnedByYou`, `*.Duplicate` | `AlreadyExists` |
-//! | `ConflictException`, `DependencyViolation`, `IncorrectState`, HTTP 409 | `Conflict` |
+//! | `ConflictException`, `DependencyViolation`, `IncorrectState`, HTTP 409 | `Conflict` (busy: wait) |
+//! | `BucketNotEmpty`, `DeleteConflict` (waiting does not help) | `Failed` |
 //! | `AccessDenied`, `UnauthorizedOperation`, expired or invalid credentials, HTTP 403 | `AccessDenied` |
 //! | `LimitExceeded`, `ResourceLimitExceeded`, `ServiceQuotaExceeded`, `*LimitExceeded` | `QuotaExceeded` |
 //! | validation (`ValidationException`, `InvalidParameter*`, `Invalid*`, `Malformed*`), HTTP 400 | `InvalidRequest` |
@@ -95,10 +96,11 @@ const CONFLICT: &[&str] = &[
     "OperationAborted",
     "ConcurrentModification",
     "ConcurrentModificationException",
-    "DeleteConflict",
-    "BucketNotEmpty",
     "InvalidStateException",
 ];
+
+/// Codes that waiting does not fix (the caller must change something first).
+const PERMANENT: &[&str] = &["BucketNotEmpty", "DeleteConflict"];
 
 /// Markers of IAM eventual consistency: a role created seconds ago is not assumable yet.
 const NOT_ASSUMABLE_YET: &[&str] = &[
@@ -126,6 +128,9 @@ pub fn classify(code: Option<&str>, status: Option<u16>, message: &str) -> Provi
         }
         if ALREADY_EXISTS.contains(&code) || code.ends_with(".Duplicate") || code.ends_with("AlreadyExists") {
             return ProviderErrorKind::AlreadyExists;
+        }
+        if PERMANENT.contains(&code) {
+            return ProviderErrorKind::Failed;
         }
         if CONFLICT.contains(&code) {
             return ProviderErrorKind::Conflict;
@@ -278,6 +283,8 @@ mod tests {
             (Some("InvalidPermission.Duplicate"), Some(400), "", AlreadyExists),
             (Some("ConflictException"), Some(400), "Cluster is updating", Conflict),
             (Some("DependencyViolation"), Some(400), "", Conflict),
+            (Some("BucketNotEmpty"), Some(409), "The bucket you tried to delete is not empty", Failed),
+            (Some("DeleteConflict"), Some(409), "Cannot delete entity, must detach all policies first.", Failed),
             (Some("AccessDenied"), Some(403), "", AccessDenied),
             (Some("AccessDeniedException"), Some(400), "", AccessDenied),
             (Some("UnauthorizedOperation"), Some(403), "", AccessDenied),

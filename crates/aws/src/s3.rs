@@ -189,7 +189,17 @@ impl S3Api for AwsProvider {
             ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {name} does not exist"))
         })?;
         let c = self.region(&region).await?;
-        // A bucket must be empty to be deleted; S3 says BucketNotEmpty (Conflict) otherwise.
-        c.s3.delete_bucket().bucket(name).send().await.map(|_| ()).map_err(|e| sdk_error(API, e))
+        // A bucket must be empty to be deleted; its objects are the user's data, so they are
+        // never deleted here.
+        c.s3.delete_bucket().bucket(name).send().await.map(|_| ()).map_err(|e| {
+            let mut e = sdk_error(API, e);
+            if e.message.starts_with("BucketNotEmpty") {
+                e.message = format!(
+                    "{}: bucket {name} still holds objects; empty it first (InstantStart never deletes data)",
+                    e.message
+                );
+            }
+            e
+        })
     }
 }
