@@ -21,6 +21,9 @@ const GLYPHS = {
   fail: '✕',
 };
 
+/** Glyphs of values without their own (provider states such as InService or Updating). */
+const TONE_GLYPHS = { ok: '✓', bad: '✕', warn: '!', busy: '◔' };
+
 const TONES = {
   succeeded: 'ok', ready: 'ok', active: 'ok', running: 'busy', creating: 'busy', importing: 'busy',
   deleting: 'busy', submitting: 'busy', submitted: 'busy', polling: 'busy', failed: 'bad',
@@ -57,7 +60,7 @@ class StatusBadge extends HTMLElement {
     const glyph = document.createElement('span');
     glyph.className = 'glyph';
     glyph.setAttribute('aria-hidden', 'true');
-    glyph.textContent = this.getAttribute('glyph') || GLYPHS[key] || '•';
+    glyph.textContent = this.getAttribute('glyph') || GLYPHS[key] || TONE_GLYPHS[this.getAttribute('tone') || tone(value)] || '•';
     const text = document.createElement('span');
     text.textContent = value.replaceAll('_', ' ');
     this.replaceChildren(glyph, text);

@@ -406,21 +406,49 @@ def test_features_panel_diff_then_state_change(fast_ui, day2):
     ui.screenshot("features-noop")
 
 
-def test_day2_screens_in_the_dark_theme(fast_ui, day2):
+UNLABELED = """
+    return [...arguments[0].querySelectorAll('input, select, textarea, button')]
+      .filter((el) => el.type !== 'hidden')
+      .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                      && !el.textContent.trim() && !el.getAttribute('aria-labelledby'))
+      .map((el) => el.outerHTML.slice(0, 120));
+"""
+
+
+def test_day2_screens_in_the_dark_theme_with_labels_and_keyboard(fast_ui, day2):
     ui = fast_ui
     open_cluster(ui)
     ui.js("localStorage.setItem('instantstart.theme', 'dark')")
     try:
         ui.go(f"#/clusters/{CLUSTER}")
         ui.wait(lambda: ui.all("#groups-table tbody tr"), 10, "groups")
-        ui.click(group_row(ui, "workers").find_element(By.CSS_SELECTOR, "button[data-action=scale]"))
-        ui.wait_css("[data-editor=scale]")
+        scale = group_row(ui, "workers").find_element(By.CSS_SELECTOR, "button[data-action=scale]")
+        ui.click(scale)
+        editor = ui.wait_css("[data-editor=scale]")
+        ui.click(editor.find_element(By.XPATH, ".//button[starts-with(normalize-space(), 'Ask to change')]"))
+        ui.wait_css('[data-editor=scale] select[data-field="patch.capacity"]')
         ui.js("document.getElementById('groups-card').scrollIntoView()")
         ui.screenshot("dark-scale")
+        assert ui.js(UNLABELED, editor) == [], "every control of the scale editor has a name"
+        # Escape closes the editor and gives focus back to the button that opened it.
+        editor.find_element(By.CSS_SELECTOR, '[data-field="patch.count"]').send_keys(Keys.ESCAPE)
+        ui.wait(lambda: not ui.all("[data-editor=scale]"), 5, "editor closed")
+        assert ui.d.switch_to.active_element.get_attribute("data-action") == "scale"
+        ui.click(ui.css("#add-group"))
+        add = ui.wait_css("[data-editor=add]")
+        ui.wait(lambda: add.find_element(By.CSS_SELECTOR, '[data-field="group.instance_type"]').get_attribute("value"), 10, "types")
+        ui.screenshot("dark-add")
+        assert ui.js(UNLABELED, add) == [], "every control of the add form has a name"
         nid = node_ids(ui)[0]
+        ui.click(node_button(ui, nid, "investigate"))
+        panel = ui.wait_css(f'[data-investigate="{nid}"]')
+        ui.screenshot("dark-investigate")
+        assert ui.js(UNLABELED, panel) == []
         ui.click(node_button(ui, nid, "replace"))
-        dialog(ui)
+        dlg = dialog(ui)
         ui.screenshot("dark-replace")
-        ui.click(ui.css("dialog[open]").find_element(By.XPATH, ".//button[normalize-space()='Cancel']"))
+        assert ui.js(UNLABELED, dlg) == []
+        assert ui.js(UNLABELED, ui.css("#nodes-card")) == []
+        ui.click(dlg.find_element(By.XPATH, ".//button[normalize-space()='Cancel']"))
     finally:
         ui.js("localStorage.removeItem('instantstart.theme')")
