@@ -235,6 +235,8 @@ pub struct Submission {
     pub operation: Operation,
     /// False when an identical request with the same idempotency key already existed.
     pub created: bool,
+    /// The explicit diff the operation applies, when the workflow has one.
+    pub plan: Option<Plan>,
 }
 
 struct Running {
@@ -309,7 +311,7 @@ impl Engine {
         let workflow = self.workflow(kind)?;
         let hash = request_hash(kind, "", request);
         if let Some(existing) = self.replayed(idempotency_key.as_deref(), &hash)? {
-            return Ok(Outcome::Submitted(Box::new(Submission { operation: existing, created: false })));
+            return Ok(Outcome::Submitted(Box::new(Submission { operation: existing, created: false, plan: None })));
         }
         let mut prepared = workflow.prepare(request)?;
         let assessment = workflow.assess(&prepared).await?;
@@ -322,7 +324,9 @@ impl Engine {
         if let Some(reduced) = &assessment.reduced_request {
             prepared = workflow.prepare(reduced)?;
         }
-        self.record(&workflow, kind, prepared, hash, actor, idempotency_key).map(|s| Outcome::Submitted(Box::new(s)))
+        let mut submission = self.record(&workflow, kind, prepared, hash, actor, idempotency_key)?;
+        submission.plan = assessment.plan;
+        Ok(Outcome::Submitted(Box::new(submission)))
     }
 
     /// The dry run of [`Engine::submit_checked`]: steps, diff and preflight, nothing changed.
@@ -365,7 +369,7 @@ impl Engine {
             steps: prepared.steps,
         };
         match self.inner.store.insert_operation(new)? {
-            Inserted::Existing(operation) => Ok(Submission { operation, created: false }),
+            Inserted::Existing(operation) => Ok(Submission { operation, created: false, plan: None }),
             Inserted::New(operation) => {
                 if let Err(e) = workflow.on_recorded(&operation) {
                     self.inner.store.set_operation_status(
@@ -377,7 +381,7 @@ impl Engine {
                 }
                 self.emit(&operation, None);
                 self.spawn(operation.id.clone());
-                Ok(Submission { operation, created: true })
+                Ok(Submission { operation, created: true, plan: None })
             }
         }
     }
@@ -398,7 +402,7 @@ impl Engine {
         // now exists), so the key is checked before validation.
         let hash = request_hash(kind, "", request);
         if let Some(existing) = self.replayed(idempotency_key.as_deref(), &hash)? {
-            return Ok(Submission { operation: existing, created: false });
+            return Ok(Submission { operation: existing, created: false, plan: None });
         }
         let prepared = workflow.prepare(request)?;
         self.record(&workflow, kind, prepared, hash, actor, idempotency_key)

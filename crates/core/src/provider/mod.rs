@@ -57,7 +57,7 @@ pub enum ProviderErrorKind {
     NotFound,
     /// A resource with this name already exists.
     AlreadyExists,
-    /// The resource is busy with another change (e.g. SageMaker ConflictException).
+    /// The resource is busy with another change (e.g. SageMaker ConflictException); retryable.
     Conflict,
     /// The request was rejected as invalid.
     InvalidRequest,
@@ -70,9 +70,10 @@ pub enum ProviderErrorKind {
 }
 
 impl ProviderErrorKind {
-    /// Whether retrying the same call later may succeed.
+    /// Whether retrying the same call later may succeed. A busy resource (`Conflict`, e.g. a
+    /// HyperPod cluster already being updated) is waited for, not failed on.
     pub fn is_retryable(self) -> bool {
-        matches!(self, ProviderErrorKind::Throttled | ProviderErrorKind::Transient)
+        matches!(self, ProviderErrorKind::Throttled | ProviderErrorKind::Transient | ProviderErrorKind::Conflict)
     }
 }
 

@@ -195,6 +195,13 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch) -> Vec<StepSpec> {
         }
         None => {}
     }
+    // Both settings change through UpdateCluster, which refuses a second update while one runs:
+    // the autoscaling update waits for the tiered-storage one.
+    let tiered_update: Vec<&str> = match patch.tiered_checkpointing {
+        Some(t) if t.enabled => vec!["tiered_storage"],
+        Some(_) => vec!["tiered_storage_off"],
+        None => vec![],
+    };
     match patch.managed_autoscaling {
         Some(true) => {
             add(step(
@@ -206,12 +213,12 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch) -> Vec<StepSpec> {
             add(step(
                 "autoscaling",
                 "Enable managed Karpenter autoscaling of the HyperPod instance groups".into(),
-                &["autoscaling_role"],
+                &[&["autoscaling_role"][..], &tiered_update[..]].concat(),
                 120,
             ));
         }
         Some(false) => {
-            add(step("autoscaling_off", "Disable managed autoscaling".into(), &[], 120));
+            add(step("autoscaling_off", "Disable managed autoscaling".into(), &tiered_update, 120));
             add(step(
                 "remove_autoscaling_role",
                 format!("Delete IAM role {}", autoscaling_role(cluster)),
@@ -696,6 +703,13 @@ mod tests {
             ]
         );
         assert!(keys(FeaturesPatch::default()).is_empty());
+        // Two UpdateCluster changes never run at once.
+        let both = keys(FeaturesPatch {
+            tiered_checkpointing: Some(TieredCheckpointingPatch { enabled: false, memory_percent: None }),
+            managed_autoscaling: Some(true),
+            ..Default::default()
+        });
+        assert!(both.contains(&"autoscaling <- [autoscaling_role, tiered_storage_off]".to_string()), "{both:?}");
     }
 
     #[test]

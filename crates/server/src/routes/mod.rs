@@ -232,6 +232,9 @@ pub struct OperationAccepted {
     pub links: OperationLinks,
     /// How a client decides completion.
     pub completion: String,
+    /// The explicit diff being applied (changes of existing resources).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<instantstart_core::diff::Plan>,
 }
 
 /// Response of `?dry_run=true`: what would be done, nothing was changed.
@@ -273,8 +276,8 @@ pub(crate) async fn submit(
     }
     Ok(match state.engine.submit_checked(kind, &request, principal.actor(), key).await? {
         Outcome::Submitted(s) => {
-            let created = s.created;
-            accepted(s.operation, !created)
+            let s = *s;
+            accepted_with_plan(s.operation, !s.created, s.plan)
         }
         Outcome::NoChange(plan) => {
             let message = plan.render();
@@ -283,7 +286,11 @@ pub(crate) async fn submit(
     })
 }
 
-pub(crate) fn accepted(operation: CoreOperation, replayed: bool) -> Response {
+pub(crate) fn accepted_with_plan(
+    operation: CoreOperation,
+    replayed: bool,
+    plan: Option<instantstart_core::diff::Plan>,
+) -> Response {
     let id = operation.id.0.clone();
     let body = OperationAccepted {
         operation,
@@ -295,6 +302,7 @@ pub(crate) fn accepted(operation: CoreOperation, replayed: bool) -> Response {
         completion: format!(
             "poll GET /api/operations/{id} (or follow the stream) until status is succeeded, failed, needs_attention or cancelled"
         ),
+        plan,
     };
     (StatusCode::ACCEPTED, Json(body)).into_response()
 }
