@@ -92,6 +92,7 @@ fn cluster_view(region: &str, c: &aws_sdk_eks::types::Cluster) -> Result<EksClus
         region: region.to_string(),
         version: c.version().unwrap_or_default().to_string(),
         endpoint: c.endpoint().map(str::to_string),
+        certificate_authority: c.certificate_authority().and_then(|ca| ca.data()).map(str::to_string),
         oidc_issuer: c.identity().and_then(|i| i.oidc()).and_then(|o| o.issuer()).map(str::to_string),
         vpc_id: vpc.and_then(|v| v.vpc_id()).unwrap_or_default().to_string(),
         subnet_ids: vpc.map(|v| v.subnet_ids().to_vec()).unwrap_or_default(),
@@ -369,6 +370,21 @@ impl EksApi for AwsProvider {
     }
 }
 
+/// Where an EKS cluster's API server is and the CA that signs its certificate.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EksEndpointInfo {
+    /// `https://<id>.<zone>.<region>.eks.amazonaws.com`.
+    pub endpoint: String,
+    /// `certificateAuthority.data` as EKS returns it (base64 of a PEM bundle).
+    pub certificate_authority: String,
+}
+
+impl std::fmt::Debug for EksEndpointInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EksEndpointInfo").field("endpoint", &self.endpoint).finish_non_exhaustive()
+    }
+}
+
 /// An EKS access entry and the access policies associated with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessEntry {
@@ -412,6 +428,25 @@ fn scope(p: &AccessPolicy) -> aws_sdk_eks::types::AccessScope {
 }
 
 impl AwsProvider {
+    /// The API endpoint and CA of an EKS cluster (for the Kubernetes adapter's connector);
+    /// `None` when the cluster does not exist or has no endpoint yet (still creating).
+    pub async fn eks_endpoint(&self, region: &str, name: &str) -> Result<Option<EksEndpointInfo>> {
+        const API: &str = "eks:DescribeCluster";
+        let c = self.region(region).await?;
+        let out = match c.eks.describe_cluster().name(name).send().await.map_err(|e| sdk_error(API, e)) {
+            Ok(o) => o,
+            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(cluster) = out.cluster() else { return Ok(None) };
+        Ok(match (cluster.endpoint(), cluster.certificate_authority().and_then(|c| c.data())) {
+            (Some(endpoint), Some(ca)) if !endpoint.is_empty() && !ca.is_empty() => {
+                Some(EksEndpointInfo { endpoint: endpoint.to_string(), certificate_authority: ca.to_string() })
+            }
+            _ => None,
+        })
+    }
+
     /// The access entry of `principal_arn` with its associated policies, if any.
     pub async fn describe_access_entry(
         &self,

@@ -107,6 +107,7 @@ const NOT_ASSUMABLE_YET: &[&str] = &[
     "could not be assumed",
     "cannot be assumed",
     "unable to assume",
+    "could not assume",
     "not authorized to perform: sts:assumerole",
     "role is not valid",
     "role does not exist",

@@ -158,6 +158,12 @@ impl AwsProvider {
         &self.opts
     }
 
+    /// The loaded SDK configuration (credentials provider, region, endpoint, retry policy),
+    /// e.g. for signing EKS bearer tokens in the Kubernetes adapter.
+    pub async fn sdk_config(&self) -> Result<SdkConfig, ProviderError> {
+        Ok(self.base().await?.conf.clone())
+    }
+
     /// The default region, once the configuration is loaded.
     pub async fn default_region(&self) -> Option<String> {
         self.base().await.ok().and_then(|b| b.default_region.clone())

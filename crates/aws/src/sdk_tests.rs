@@ -727,3 +727,29 @@ async fn update_cluster_software_names_the_groups() {
     p.update_cluster_software("us-east-1", "demo-hp", &[]).await.unwrap();
     assert_eq!(replay.of("UpdateClusterSoftware")[1].json(), json!({ "ClusterName": "demo-hp" }));
 }
+
+#[tokio::test]
+async fn eks_endpoint_and_ca_for_the_kubernetes_adapter() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "GET /clusters/demo" => {
+            let mut c = eks_cluster_json("demo", "ACTIVE", tag_json("demo"));
+            c["cluster"]["certificateAuthority"] = json!({ "data": "LS0tLS1CRUdJTi0tLS0t" });
+            Canned::json(c)
+        }
+        "GET /clusters/new" => Canned::json(
+            json!({ "cluster": { "name": "new", "arn": "arn:aws:eks:us-east-1:1:cluster/new", "status": "CREATING" } }),
+        ),
+        "GET /clusters/gone" => {
+            Canned::json_error(404, "ResourceNotFoundException", "No cluster found for name: gone.")
+        }
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let e = p.eks_endpoint("us-east-1", "demo").await.unwrap().unwrap();
+    assert_eq!(e.endpoint, "https://ABC.gr7.us-east-1.eks.amazonaws.com");
+    assert_eq!(e.certificate_authority, "LS0tLS1CRUdJTi0tLS0t");
+    assert!(!format!("{e:?}").contains("LS0t"), "the CA is not logged");
+    assert_eq!(p.eks_endpoint("us-east-1", "new").await.unwrap(), None);
+    assert_eq!(p.eks_endpoint("us-east-1", "gone").await.unwrap(), None);
+    assert!(p.sdk_config().await.unwrap().credentials_provider().is_some());
+}
