@@ -362,6 +362,52 @@ mod tests {
         assert!(token.get("value").is_none());
     }
 
+    /// Runs [`DOWNLOAD_PROGRAM`] with a stand-in `huggingface_hub` (when `python3` exists):
+    /// files land under the destination, the hub's `.cache` stays behind, and a second run
+    /// keeps what is already there.
+    #[test]
+    fn the_program_copies_and_resumes() {
+        let Ok(out) = std::process::Command::new("python3").arg("--version").output() else { return };
+        if !out.status.success() {
+            return;
+        }
+        let root = std::env::temp_dir().join(format!("instantstart-dl-{}", std::process::id()));
+        let fake = root.join("fake/huggingface_hub");
+        std::fs::create_dir_all(&fake).unwrap();
+        std::fs::write(
+            fake.join("__init__.py"),
+            "import os\n\
+             def snapshot_download(repo_id, repo_type, revision, local_dir):\n\
+             \x20   os.makedirs(os.path.join(local_dir, 'sub'), exist_ok=True)\n\
+             \x20   os.makedirs(os.path.join(local_dir, '.cache', 'huggingface'), exist_ok=True)\n\
+             \x20   open(os.path.join(local_dir, 'config.json'), 'w').write(repo_id)\n\
+             \x20   open(os.path.join(local_dir, 'sub', 'w.bin'), 'wb').write(b'x' * 10)\n\
+             \x20   open(os.path.join(local_dir, '.cache', 'huggingface', 'meta'), 'w').write('m')\n",
+        )
+        .unwrap();
+        let dest = root.join("bucket/models/Qwen/Qwen3-0.6B");
+        let run = || {
+            let program = DOWNLOAD_PROGRAM.replace("/scratch", root.join("scratch").to_str().unwrap());
+            let out = std::process::Command::new("python3")
+                .args(["-c", &program])
+                .env("PYTHONPATH", root.join("fake"))
+                .env("HF_HUB_REQUIREMENT", "")
+                .env("HF_REPO_ID", "Qwen/Qwen3-0.6B")
+                .env("HF_REPO_TYPE", "model")
+                .env("DESTINATION", &dest)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).to_string()
+        };
+        assert!(run().starts_with("copied 2 file(s), kept 0"));
+        assert_eq!(std::fs::read_to_string(dest.join("config.json")).unwrap(), "Qwen/Qwen3-0.6B");
+        assert_eq!(std::fs::read(dest.join("sub/w.bin")).unwrap().len(), 10);
+        assert!(!dest.join(".cache").exists());
+        assert!(run().starts_with("copied 0 file(s), kept 2"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     #[test]
     fn repo_ids() {
         for ok in ["gpt2", "Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct", "a_b/c.d"] {
