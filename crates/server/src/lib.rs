@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod kube_wiring;
 pub mod metrics;
 pub mod no_kube;
 pub mod routes;
@@ -47,6 +48,20 @@ pub struct AppInner {
     pub provider: ProviderKind,
     pub default_region: String,
     openapi: OnceLock<Arc<String>>,
+    /// Base URL of the simulated clusters' Kubernetes API (`<url>/clusters/<region>/<eks>`),
+    /// when the sim serves it.
+    pub sim_kube_api: Option<String>,
+}
+
+/// How the simulated cloud's Kubernetes is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SimKube {
+    /// Serve the simulated clusters' Kubernetes API on loopback and use the kube-rs adapter
+    /// (the same code as with real EKS); `kubectl` can inspect it.
+    #[default]
+    ApiServer,
+    /// Call the simulated world directly.
+    InProcess,
 }
 
 impl Deref for AppState {
@@ -103,23 +118,44 @@ impl AppState {
     /// [`AppState::assemble`] with explicit AWS settings (`--profile`, `--aws-endpoint-url`);
     /// they matter only for `--provider aws`.
     pub fn assemble_with_aws(opts: &ServerOptions, aws_opts: AwsOptions) -> Result<Assembled, ServerError> {
+        Self::assemble_full(opts, aws_opts, SimKube::ApiServer)
+    }
+
+    /// [`AppState::assemble_with_aws`] choosing how the simulated cloud's Kubernetes is reached.
+    pub fn assemble_full(
+        opts: &ServerOptions,
+        aws_opts: AwsOptions,
+        sim_kube: SimKube,
+    ) -> Result<Assembled, ServerError> {
         std::fs::create_dir_all(&opts.data_dir)
             .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
         let store: Arc<dyn Store> =
             Arc::new(instantstart_store::SqliteStore::open(&opts.data_dir.join("instantstart.db"))?);
         let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone())?;
+        let mut kube_api_url = None;
         let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
             ProviderKind::Sim => {
                 let sim = open_sim(&opts.data_dir, opts.sim_speed)?;
-                (Arc::new(sim.clone()), Arc::new(sim.clone()), Some(sim), EngineConfig::scaled(opts.sim_speed))
+                let in_runtime = tokio::runtime::Handle::try_current().is_ok();
+                let kube: Arc<dyn KubeApi> = match sim_kube {
+                    SimKube::ApiServer if in_runtime => {
+                        let (adapter, url) = kube_wiring::sim_api_adapter(&sim)
+                            .map_err(|e| ServerError::Sim(format!("serving the simulated Kubernetes API: {e}")))?;
+                        kube_api_url = Some(url);
+                        adapter
+                    }
+                    _ => Arc::new(sim.clone()),
+                };
+                (Arc::new(sim.clone()), kube, Some(sim), EngineConfig::scaled(opts.sim_speed))
             }
             ProviderKind::Aws => {
                 // The AWS SDK and kube-rs share rustls: pick the process-wide provider once.
                 instantstart_aws::install_crypto_provider();
                 // Credentials are resolved on the first call, so a misconfiguration shows up
                 // as that call's error (and in the operation that made it).
-                let aws = instantstart_aws::AwsProvider::lazy(aws_opts);
-                (Arc::new(aws), Arc::new(no_kube::NoKubernetes), None, EngineConfig::default())
+                let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts));
+                let kube = kube_wiring::eks_adapter(aws.clone());
+                (aws, kube, None, EngineConfig::default())
             }
         };
         let workflows = instantstart_core::workflow::all(aws.clone(), kube.clone(), store.clone());
@@ -136,6 +172,7 @@ impl AppState {
             provider: opts.provider,
             default_region: opts.default_region.clone(),
             openapi: OnceLock::new(),
+            sim_kube_api: kube_api_url,
         }));
         Ok(Assembled { state, new_admin_token })
     }

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use instantstart_server::auth::{Auth, Scope};
-use instantstart_server::{AppState, ProviderKind, ServerOptions};
+use instantstart_server::{AppState, ProviderKind, ServerOptions, SimKube};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -34,6 +34,10 @@ struct Cli {
     /// server for testing).
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     aws_endpoint_url: Option<String>,
+    /// How the simulated clusters' Kubernetes is reached: served on a loopback port and used
+    /// through the kube-rs adapter (inspectable with kubectl), or called in-process.
+    #[arg(long, value_enum, default_value = "api-server", env = "INSTANTSTART_SIM_KUBE")]
+    sim_kube: SimKube,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
@@ -118,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
         profile: cli.profile.clone(),
         endpoint_url: cli.aws_endpoint_url.clone(),
     };
-    let assembled = AppState::assemble_with_aws(&opts, aws_opts).context("starting the server")?;
+    let assembled = AppState::assemble_full(&opts, aws_opts, cli.sim_kube).context("starting the server")?;
     let state = assembled.state;
     let listener =
         tokio::net::TcpListener::bind(cli.listen).await.with_context(|| format!("binding {}", cli.listen))?;
@@ -128,9 +132,14 @@ async fn main() -> anyhow::Result<()> {
             "\n  InstantStart is running on the SIMULATED cloud (speed {}x): no AWS account is used.\n  Use --provider aws for real AWS.\n",
             cli.sim_speed
         );
+        if let Some(url) = &state.sim_kube_api {
+            eprintln!(
+                "  Simulated clusters' Kubernetes API: {url}/clusters/<region>/<eks-cluster>\n  e.g. kubectl --server {url}/clusters/us-east-1/<name> get nodes\n"
+            );
+        }
     } else {
         eprintln!(
-            "\n  InstantStart is running on REAL AWS in {} (profile: {}{}).\n  The Kubernetes adapter is not wired in yet: steps that talk to the cluster's API server fail.\n",
+            "\n  InstantStart is running on REAL AWS in {} (profile: {}{}).\n",
             cli.region,
             cli.profile.as_deref().unwrap_or("standard credential chain"),
             cli.aws_endpoint_url.as_deref().map(|u| format!(", endpoint {u}")).unwrap_or_default()

@@ -27,6 +27,8 @@ pub(crate) fn eks_view(c: &EksRec, now: f64) -> EksCluster {
         region: c.region.clone(),
         version: c.version.clone(),
         endpoint: up.then(|| format!("https://{}.gr7.{}.eks.amazonaws.com", c.uid, c.region)),
+        // Simulated clusters are served over plain HTTP on loopback (see `kube::apiserver`).
+        certificate_authority: None,
         oidc_issuer: up.then(|| format!("https://oidc.eks.{}.amazonaws.com/id/{}", c.region, c.uid)),
         vpc_id: c.vpc_id.clone(),
         subnet_ids: c.subnet_ids.clone(),

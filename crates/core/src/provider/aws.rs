@@ -137,6 +137,9 @@ pub struct EksCluster {
     pub region: String,
     pub version: String,
     pub endpoint: Option<String>,
+    /// The API server's CA bundle as EKS returns it (base64 of a PEM), once active.
+    #[serde(default)]
+    pub certificate_authority: Option<String>,
     pub oidc_issuer: Option<String>,
     pub vpc_id: String,
     pub subnet_ids: Vec<String>,
