@@ -8,7 +8,6 @@ pub mod auth;
 pub mod error;
 pub mod kube_wiring;
 pub mod metrics;
-pub mod no_kube;
 pub mod routes;
 pub mod ui;
 
