@@ -19,7 +19,7 @@ mod progress;
 
 use app::Globals;
 use clap::{Parser, Subcommand};
-use commands::{audit, cluster, completions, context, feature, instance_group, login, node, operation, sim};
+use commands::{agent, audit, cluster, completions, context, feature, instance_group, login, node, operation, sim};
 use exit::Exit;
 
 /// Exit codes, shown in `--help` and the README.
@@ -81,6 +81,9 @@ enum Command {
     Login(login::LoginArgs),
     /// Forget the saved token of a server.
     Logout,
+    /// Install the hypd-inst-agent configuration and the skills into a workspace.
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
 }
@@ -98,6 +101,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Sim(cmd) => sim::run(g, cmd).await,
         Command::Login(args) => login::login(g, args).await,
         Command::Logout => login::logout(g),
+        Command::Agent(cmd) => agent::run(g, cmd),
         Command::Completions(args) => completions::run(args),
     }
 }

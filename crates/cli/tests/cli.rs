@@ -556,3 +556,44 @@ fn features_switch_on_and_off_with_explicit_diffs() {
         .stderr(predicate::str::contains("patch.tiered_checkpointing.memory_percent"));
     s.cli().args(["feature", "get", "ghost"]).assert().code(2);
 }
+
+#[test]
+fn agent_install_writes_the_configs_and_skills_and_keeps_local_edits() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let install = |client: &str, force: bool| {
+        let mut c = Command::cargo_bin("instantstart").unwrap();
+        c.args(["agent", "install", "--for", client]).arg(dir.path()).args(["-o", "json"]);
+        if force {
+            c.arg("--force");
+        }
+        c.assert()
+    };
+    install("kiro", false).success();
+    for (installed, template) in [
+        (".kiro/agents/hypd-inst-agent.json", ".kiro/agents/hypd-inst-agent.json"),
+        (".mcp.json", ".mcp.json"),
+        ("skills/create-cluster/SKILL.md", "skills/create-cluster/SKILL.md"),
+        ("skills/diagnose-node-health/SKILL.md", "skills/diagnose-node-health/SKILL.md"),
+    ] {
+        let got = std::fs::read_to_string(dir.path().join(installed)).unwrap();
+        let want = std::fs::read_to_string(repo.join(template)).unwrap();
+        assert_eq!(got, want, "{installed}");
+    }
+    assert!(!dir.path().join("skills/agents").exists(), "templates are installed at their places, not copied");
+    install("claude", false).success();
+    assert!(dir.path().join(".claude/agents/hypd-inst-agent.md").exists());
+    assert!(dir.path().join(".claude/settings.json").exists());
+    // Running again changes nothing; a locally edited file is kept (exit 2) unless --force.
+    let again: Value = serde_json::from_slice(&install("kiro", false).success().get_output().stdout).unwrap();
+    assert!(again.as_array().unwrap().iter().all(|f| f["outcome"] == "unchanged"), "{again}");
+    std::fs::write(dir.path().join(".mcp.json"), "{}").unwrap();
+    let kept: Value = serde_json::from_slice(&install("kiro", false).code(2).get_output().stdout).unwrap();
+    assert!(kept.as_array().unwrap().iter().any(|f| f["path"] == ".mcp.json" && f["outcome"] == "kept"));
+    assert_eq!(std::fs::read_to_string(dir.path().join(".mcp.json")).unwrap(), "{}");
+    install("kiro", true).success();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".mcp.json")).unwrap(),
+        std::fs::read_to_string(repo.join(".mcp.json")).unwrap()
+    );
+}

@@ -1,6 +1,7 @@
 //! One module per API noun. Each exports its clap subcommand (or args) type and a `run`
 //! function taking the global flags; adding a noun is one module plus one line in `main.rs`.
 
+pub mod agent;
 pub mod audit;
 pub mod cluster;
 pub mod completions;
