@@ -299,6 +299,21 @@ pub struct UpdateHyperPodCluster {
     pub autoscaling: Option<AutoscalingUpdate>,
 }
 
+impl UpdateHyperPodCluster {
+    /// An update of `name` that changes nothing yet; set the fields to change.
+    pub fn of(region: &str, name: &str) -> Self {
+        UpdateHyperPodCluster {
+            region: region.to_string(),
+            name: name.to_string(),
+            instance_groups: vec![],
+            instance_groups_to_delete: vec![],
+            node_recovery: None,
+            tiered_storage: None,
+            autoscaling: None,
+        }
+    }
+}
+
 /// Managed autoscaling switch; enabling needs the IAM role HyperPod's Karpenter assumes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AutoscalingUpdate {

@@ -625,13 +625,9 @@ impl StepExecutor for ClusterSetting {
             .cx
             .aws
             .update_hyperpod_cluster(&UpdateHyperPodCluster {
-                region: self.cx.rec.region.clone(),
-                name: self.cx.hp.clone(),
-                instance_groups: vec![],
-                instance_groups_to_delete: vec![],
-                node_recovery: None,
                 tiered_storage,
                 autoscaling,
+                ..UpdateHyperPodCluster::of(&self.cx.rec.region, &self.cx.hp)
             })
             .await?;
         Ok(ResourceRef { kind: "hyperpod-cluster".into(), id: c.name, arn: Some(c.arn) })

@@ -418,18 +418,13 @@ impl StepExecutor for AddGroup {
         let subnet_id = cx.input_str("placement", "subnet_id")?;
         self.aws
             .update_hyperpod_cluster(&UpdateHyperPodCluster {
-                region: rec.region.clone(),
-                name: hp,
                 instance_groups: vec![HyperPodInstanceGroupRequest {
                     spec: self.req.group.clone(),
                     subnet_id,
                     security_group_ids: ctx.security_group_ids,
                     execution_role_arn: ctx.execution_role_arn,
                 }],
-                instance_groups_to_delete: vec![],
-                node_recovery: None,
-                tiered_storage: None,
-                autoscaling: None,
+                ..UpdateHyperPodCluster::of(&rec.region, &hp)
             })
             .await?;
         Ok(ResourceRef { kind: "instance-group".into(), id: self.req.group.name.clone(), arn: None })
@@ -493,18 +488,13 @@ impl StepExecutor for ScaleGroup {
         spec.deep_health_checks = DeepHealthChecks::default();
         self.aws
             .update_hyperpod_cluster(&UpdateHyperPodCluster {
-                region: rec.region.clone(),
-                name: hp,
                 instance_groups: vec![HyperPodInstanceGroupRequest {
                     spec,
                     subnet_id,
                     security_group_ids: ctx.security_group_ids,
                     execution_role_arn: ctx.execution_role_arn,
                 }],
-                instance_groups_to_delete: vec![],
-                node_recovery: None,
-                tiered_storage: None,
-                autoscaling: None,
+                ..UpdateHyperPodCluster::of(&rec.region, &hp)
             })
             .await?;
         Ok(ResourceRef { kind: "instance-group".into(), id: self.req.group.clone(), arn: None })
@@ -542,13 +532,8 @@ impl StepExecutor for DeleteGroup {
         let (rec, hp) = cluster_of(self.store.as_ref(), &self.req.cluster)?;
         self.aws
             .update_hyperpod_cluster(&UpdateHyperPodCluster {
-                region: rec.region.clone(),
-                name: hp,
-                instance_groups: vec![],
                 instance_groups_to_delete: vec![self.req.group.clone()],
-                node_recovery: None,
-                tiered_storage: None,
-                autoscaling: None,
+                ..UpdateHyperPodCluster::of(&rec.region, &hp)
             })
             .await?;
         Ok(ResourceRef { kind: "instance-group".into(), id: self.req.group.clone(), arn: None })
