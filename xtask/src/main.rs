@@ -54,6 +54,13 @@ fn venv() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Builds the binaries the suites start (server, CLI, MCP) exactly as `cargo test --workspace`
+/// builds them for its integration tests: the same feature set, so nothing is compiled twice
+/// (a plain `cargo build -p …` unifies features differently and rebuilds the AWS SDK).
+fn build_bins() -> Result<()> {
+    run(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))
+}
+
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -87,7 +94,7 @@ fn wait_healthy(port: u16, timeout: Duration) -> Result<()> {
 
 fn fuzz_api(examples: u32) -> Result<()> {
     let venv = venv()?;
-    run(cargo().args(["build", "--quiet", "-p", "instantstart-server"]))?;
+    build_bins()?;
     let data = root().join("target").join("fuzz-api-data");
     let _ = std::fs::remove_dir_all(&data);
     let port = free_port()?;
@@ -143,7 +150,7 @@ fn ensure_chromium() -> Result<()> {
 fn ui_test() -> Result<()> {
     ensure_chromium()?;
     let venv = venv()?;
-    run(cargo().args(["build", "--quiet", "-p", "instantstart-server"]))?;
+    build_bins()?;
     let started = Instant::now();
     run(Command::new(venv.join("bin").join("python"))
         .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "ui/tests"])
@@ -158,7 +165,7 @@ fn ui_test() -> Result<()> {
 /// starts (and always kills) a real server on the simulated cloud.
 fn mcp_test() -> Result<()> {
     let venv = venv()?;
-    run(cargo().args(["build", "--quiet", "-p", "instantstart-server", "-p", "instantstart-mcp"]))?;
+    build_bins()?;
     let started = Instant::now();
     run(Command::new(venv.join("bin").join("python"))
         .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "crates/mcp/tests/test_mcp.py"])
