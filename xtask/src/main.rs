@@ -58,7 +58,13 @@ fn venv() -> Result<PathBuf> {
 /// builds them for its integration tests: the same feature set, so nothing is compiled twice
 /// (a plain `cargo build -p …` unifies features differently and rebuilds the AWS SDK).
 fn build_bins() -> Result<()> {
-    run(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))
+    run(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))?;
+    for (package, bin) in [("instantstart-server", "instantstart-server"), ("instantstart-mcp", "instantstart-mcp")] {
+        if !root().join("target/debug").join(bin).exists() {
+            run(cargo().args(["build", "--quiet", "-p", package]))?;
+        }
+    }
+    Ok(())
 }
 
 fn free_port() -> Result<u16> {
