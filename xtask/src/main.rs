@@ -12,6 +12,15 @@
 //!   `target/ui-artifacts/`). Installs `chromium` and `chromium-driver` with apt-get when missing.
 //! - `mcp-test`: only the MCP suite (`crates/mcp/tests/test_mcp.py`: the official `mcp` Python
 //!   SDK drives `instantstart-mcp` over stdio against a real server on the simulated cloud).
+//! - `bench [all|pipeline|rest|fanout]`: performance numbers of the real server binary on
+//!   loopback and the simulated cloud (tables + `target/bench/*.json`); see [`bench`].
+//! - `chaos [--quick]`: reliability properties (kill -9 at every step boundary, fault
+//!   injection, conflicting mutations); exits non-zero when one fails; see [`chaos`].
+//!   `test` ends with `chaos --quick`.
+
+mod bench;
+mod chaos;
+mod harness;
 
 use anyhow::{Context, Result, bail};
 use std::net::TcpListener;
@@ -201,6 +210,7 @@ fn main() -> Result<()> {
             deploy_lint()?;
             mcp_test()?;
             ui_test()?;
+            chaos::main(&["--quick".to_string()])?;
             eprintln!("all suites passed in {:.0?}", started.elapsed());
         }
         Some("lint") => lint()?,
@@ -208,7 +218,11 @@ fn main() -> Result<()> {
         Some("ui-test") => ui_test()?,
         Some("mcp-test") => mcp_test()?,
         Some("deploy-lint") => deploy_lint()?,
-        _ => bail!("usage: cargo xtask <test|lint|fuzz-api [examples]|ui-test|mcp-test|deploy-lint>"),
+        Some("bench") => bench::main(&args[1..])?,
+        Some("chaos") => chaos::main(&args[1..])?,
+        _ => bail!(
+            "usage: cargo xtask <test|lint|fuzz-api [examples]|ui-test|mcp-test|deploy-lint|bench [...]|chaos [--quick]>"
+        ),
     }
     Ok(())
 }
