@@ -37,12 +37,12 @@ pub struct EngineConfig {
 }
 
 impl Default for EngineConfig {
-    /// Real-cloud defaults: first poll after 2 s, settling at 30 s; up to 8 retries.
+    /// Real-cloud defaults: first poll after 2 s, settling at 30 s; up to 24 retries in a row (each observes first; the retry delay caps at 20 s).
     fn default() -> Self {
         EngineConfig {
             poll: Backoff { initial: Duration::from_secs(2), max: Duration::from_secs(30), factor: 1.5 },
             retry: Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(20), factor: 2.0 },
-            max_retries: 8,
+            max_retries: 24,
         }
     }
 }
