@@ -13,7 +13,7 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p instantstart-server -p instantstart-cli -p instantstart-mcp \
+    cargo build --release --locked --features instantstart-server/aws -p instantstart-server -p instantstart-cli -p instantstart-mcp \
  && mkdir -p /out \
  && cp target/release/instantstart-server target/release/instantstart target/release/instantstart-mcp /out/
 

@@ -8,63 +8,73 @@
 //!   `kubectl` can inspect the simulated clusters; `--sim-kube in-process` calls the simulated
 //!   world directly instead.
 
-use async_trait::async_trait;
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
-use instantstart_core::provider::{EksApi, KubeApi, KubeTarget, ProviderError, ProviderErrorKind};
-use instantstart_k8s::{ConfigConnector, EksEndpoint, EksEndpointResolver, KubeAdapter};
+use instantstart_core::provider::{KubeApi, KubeTarget};
+use instantstart_k8s::{ConfigConnector, KubeAdapter};
 use std::sync::Arc;
 
-/// Resolves an EKS cluster's endpoint and CA through the AWS provider.
-struct DescribeClusterEndpoints(Arc<instantstart_aws::AwsProvider>);
+#[cfg(feature = "aws")]
+pub use eks::eks_adapter;
 
-#[async_trait]
-impl EksEndpointResolver for DescribeClusterEndpoints {
-    async fn endpoint(&self, target: &KubeTarget) -> Result<EksEndpoint, ProviderError> {
-        let c = self.0.describe_eks_cluster(&target.region, &target.eks_cluster).await?.ok_or_else(|| {
-            ProviderError::not_found(
-                "eks:DescribeCluster",
-                format!("EKS cluster {} not found in {}", target.eks_cluster, target.region),
-            )
-        })?;
-        match (c.endpoint, c.certificate_authority) {
-            (Some(endpoint), Some(certificate_authority)) => Ok(EksEndpoint { endpoint, certificate_authority }),
-            _ => Err(ProviderError::new(
-                "eks:DescribeCluster",
-                ProviderErrorKind::Transient,
-                format!("EKS cluster {} has no endpoint yet (is it active?)", c.name),
-            )),
-        }
-    }
-}
+/// `--provider aws` (cargo feature `aws`): kube-rs on EKS with in-process tokens.
+#[cfg(feature = "aws")]
+mod eks {
+    use async_trait::async_trait;
+    use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
+    use instantstart_core::provider::{EksApi, KubeApi, KubeTarget, ProviderError, ProviderErrorKind};
+    use instantstart_k8s::{EksEndpoint, EksEndpointResolver, KubeAdapter};
+    use std::sync::Arc;
 
-/// The AWS provider's credentials, loaded on first use (the provider itself loads lazily).
-#[derive(Debug)]
-struct LazyCredentials(Arc<instantstart_aws::AwsProvider>);
+    /// Resolves an EKS cluster's endpoint and CA through the AWS provider.
+    struct DescribeClusterEndpoints(Arc<instantstart_aws::AwsProvider>);
 
-impl ProvideCredentials for LazyCredentials {
-    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
-    where
-        Self: 'a,
-    {
-        future::ProvideCredentials::new(async move {
-            let conf =
-                self.0.sdk_config().await.map_err(|e| {
-                    aws_credential_types::provider::error::CredentialsError::provider_error(e.to_string())
-                })?;
-            let provider = conf.credentials_provider().ok_or_else(|| {
-                aws_credential_types::provider::error::CredentialsError::not_loaded(
-                    "no AWS credentials provider configured",
+    #[async_trait]
+    impl EksEndpointResolver for DescribeClusterEndpoints {
+        async fn endpoint(&self, target: &KubeTarget) -> Result<EksEndpoint, ProviderError> {
+            let c = self.0.describe_eks_cluster(&target.region, &target.eks_cluster).await?.ok_or_else(|| {
+                ProviderError::not_found(
+                    "eks:DescribeCluster",
+                    format!("EKS cluster {} not found in {}", target.eks_cluster, target.region),
                 )
             })?;
-            provider.provide_credentials().await
-        })
+            match (c.endpoint, c.certificate_authority) {
+                (Some(endpoint), Some(certificate_authority)) => Ok(EksEndpoint { endpoint, certificate_authority }),
+                _ => Err(ProviderError::new(
+                    "eks:DescribeCluster",
+                    ProviderErrorKind::Transient,
+                    format!("EKS cluster {} has no endpoint yet (is it active?)", c.name),
+                )),
+            }
+        }
     }
-}
 
-/// The Kubernetes side of `--provider aws`.
-pub fn eks_adapter(aws: Arc<instantstart_aws::AwsProvider>) -> Arc<dyn KubeApi> {
-    let credentials = SharedCredentialsProvider::new(LazyCredentials(aws.clone()));
-    Arc::new(KubeAdapter::eks(credentials, Arc::new(DescribeClusterEndpoints(aws))).with_watch_cache())
+    /// The AWS provider's credentials, loaded on first use (the provider itself loads lazily).
+    #[derive(Debug)]
+    struct LazyCredentials(Arc<instantstart_aws::AwsProvider>);
+
+    impl ProvideCredentials for LazyCredentials {
+        fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            future::ProvideCredentials::new(async move {
+                let conf = self.0.sdk_config().await.map_err(|e| {
+                    aws_credential_types::provider::error::CredentialsError::provider_error(e.to_string())
+                })?;
+                let provider = conf.credentials_provider().ok_or_else(|| {
+                    aws_credential_types::provider::error::CredentialsError::not_loaded(
+                        "no AWS credentials provider configured",
+                    )
+                })?;
+                provider.provide_credentials().await
+            })
+        }
+    }
+
+    /// The Kubernetes side of `--provider aws`.
+    pub fn eks_adapter(aws: Arc<instantstart_aws::AwsProvider>) -> Arc<dyn KubeApi> {
+        let credentials = SharedCredentialsProvider::new(LazyCredentials(aws.clone()));
+        Arc::new(KubeAdapter::eks(credentials, Arc::new(DescribeClusterEndpoints(aws))).with_watch_cache())
+    }
 }
 
 /// Serves the simulated clusters' Kubernetes API on a loopback port and returns the kube-rs

@@ -83,6 +83,11 @@ pub enum ServerError {
     Engine(#[from] instantstart_core::engine::EngineError),
     #[error("{0}")]
     Unsupported(String),
+    /// `--provider aws` on a build without the `aws` cargo feature.
+    #[error(
+        "this build has no AWS provider: rebuild with `cargo run -p instantstart-server --features aws -- --provider aws` (the container image includes it)"
+    )]
+    AwsNotBuilt,
 }
 
 /// How to assemble a server.
@@ -104,7 +109,25 @@ pub struct Assembled {
 }
 
 /// How `--provider aws` reaches AWS (profile, endpoint override); see [`AppState::assemble_with_aws`].
-pub use instantstart_aws::AwsOptions;
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AwsOptions {
+    /// Default region; `None` = the standard chain (`AWS_REGION`, profile, IMDS).
+    pub region: Option<String>,
+    /// Named profile of `~/.aws/config` / `~/.aws/credentials`.
+    pub profile: Option<String>,
+    /// Endpoint override for every service (e.g. a local moto server).
+    pub endpoint_url: Option<String>,
+}
+
+#[cfg(feature = "aws")]
+impl From<AwsOptions> for instantstart_aws::AwsOptions {
+    fn from(o: AwsOptions) -> Self {
+        instantstart_aws::AwsOptions { region: o.region, profile: o.profile, endpoint_url: o.endpoint_url }
+    }
+}
+
+/// Whether this build carries the real AWS provider (cargo feature `aws`).
+pub const AWS_PROVIDER_BUILT: bool = cfg!(feature = "aws");
 
 impl AppState {
     /// Opens the store and the provider in `data_dir`, builds the engine, and resumes every
@@ -147,14 +170,20 @@ impl AppState {
                 };
                 (Arc::new(sim.clone()), kube, Some(sim), EngineConfig::scaled(opts.sim_speed))
             }
+            #[cfg(feature = "aws")]
             ProviderKind::Aws => {
                 // The AWS SDK and kube-rs share rustls: pick the process-wide provider once.
                 instantstart_aws::install_crypto_provider();
                 // Credentials are resolved on the first call, so a misconfiguration shows up
                 // as that call's error (and in the operation that made it).
-                let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts));
+                let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts.into()));
                 let kube = kube_wiring::eks_adapter(aws.clone());
                 (aws, kube, None, EngineConfig::default())
+            }
+            #[cfg(not(feature = "aws"))]
+            ProviderKind::Aws => {
+                let _ = aws_opts;
+                return Err(ServerError::AwsNotBuilt);
             }
         };
         let workflows = instantstart_core::workflow::all(aws.clone(), kube.clone(), store.clone());

@@ -98,7 +98,7 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // One rustls crypto provider for the AWS SDK and the Kubernetes client (aws-lc-rs).
-    instantstart_aws::install_crypto_provider();
+    instantstart_k8s::install_crypto_provider();
     let cli = Cli::parse();
     if let Some(Command::Token { command: TokenCommand::Create { name, scope } }) = &cli.command {
         let token = Auth::create_token(&cli.data_dir, name, *scope).context("creating token")?;
@@ -129,8 +129,13 @@ async fn main() -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     if cli.provider == ProviderKind::Sim {
         eprintln!(
-            "\n  InstantStart is running on the SIMULATED cloud (speed {}x): no AWS account is used.\n  Use --provider aws for real AWS.\n",
-            cli.sim_speed
+            "\n  InstantStart is running on the SIMULATED cloud (speed {}x): no AWS account is used.\n  {}\n",
+            cli.sim_speed,
+            if instantstart_server::AWS_PROVIDER_BUILT {
+                "Use --provider aws for real AWS."
+            } else {
+                "For real AWS: cargo run -p instantstart-server --features aws -- --provider aws"
+            }
         );
         if let Some(url) = &state.sim_kube_api {
             eprintln!(
