@@ -112,7 +112,7 @@ pub const IAM_ACTIONS: &[&str] = &[
 /// `iam:TagRole`, `iam:TagOpenIDConnectProvider`, `sagemaker:AddTags`, `s3:TagResource`), passing roles to EKS and SageMaker
 /// (`iam:PassRole`), service-linked roles EKS, SageMaker and NAT gateways create on first use
 /// (`iam:CreateServiceLinkedRole`), and the S3 permission names that differ from the API
-/// names (HeadBucket → `s3:ListBucket`, object ownership at create →
+/// names (HeadBucket and ListObjectsV2 → `s3:ListBucket`, object ownership at create →
 /// `s3:PutBucketOwnershipControls`).
 pub const IMPLIED_ACTIONS: &[&str] = &[
     "eks:TagResource",
@@ -129,7 +129,7 @@ pub const IMPLIED_ACTIONS: &[&str] = &[
 /// names the permission differently.
 pub fn action_of(service: &str, operation_snake: &str) -> String {
     let special = match (service, operation_snake) {
-        ("s3", "head_bucket") => Some("s3:ListBucket"),
+        ("s3", "head_bucket") | ("s3", "list_objects_v2") => Some("s3:ListBucket"),
         ("s3", "put_public_access_block") => Some("s3:PutBucketPublicAccessBlock"),
         ("s3", "put_bucket_encryption") => Some("s3:PutEncryptionConfiguration"),
         ("servicequotas", "list_aws_default_service_quotas") => Some("servicequotas:ListAWSDefaultServiceQuotas"),

@@ -383,6 +383,57 @@ async fn the_shared_bucket() {
     assert_eq!(p.describe_bucket(&req.name).await.unwrap(), None);
 }
 
+/// ListObjectsV2 with delimiter `/`: one level at a time, prefixes before objects, sizes, pages
+/// followed past S3's 1000 keys per page, and the cap reported as `truncated`.
+#[tokio::test]
+async fn bucket_listing() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let req = CreateBucket { region: REGION.into(), name: "is-list-123456789012-abcd".into(), tags: tags("s3") };
+    p.create_bucket(&req).await.unwrap();
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&moto.sdk().await).force_path_style(true).build(),
+    );
+    let put = |key: &str, len: usize| s3.put_object().bucket(&req.name).key(key).body(vec![b'x'; len].into()).send();
+    put("models/Qwen/Qwen3-0.6B/config.json", 726).await.unwrap();
+    put("models/Qwen/Qwen3-0.6B/model.safetensors", 4096).await.unwrap();
+    put("checkpoints/job-a/step-100/model.pt", 10).await.unwrap();
+    put("README.md", 12).await.unwrap();
+
+    let top = p.list_objects(&req.name, "").await.unwrap();
+    assert_eq!((top.bucket.as_str(), top.prefix.as_str(), top.truncated), (req.name.as_str(), "", false));
+    let got: Vec<(&str, S3EntryKind, Option<u64>)> =
+        top.entries.iter().map(|e| (e.key.as_str(), e.kind, e.size_bytes)).collect();
+    assert_eq!(
+        got,
+        [
+            ("checkpoints/", S3EntryKind::Prefix, None),
+            ("models/", S3EntryKind::Prefix, None),
+            ("README.md", S3EntryKind::Object, Some(12)),
+        ]
+    );
+    let model = p.list_objects(&req.name, "models/Qwen/Qwen3-0.6B/").await.unwrap();
+    let got: Vec<(&str, Option<u64>)> = model.entries.iter().map(|e| (e.key.as_str(), e.size_bytes)).collect();
+    assert_eq!(
+        got,
+        [("models/Qwen/Qwen3-0.6B/config.json", Some(726)), ("models/Qwen/Qwen3-0.6B/model.safetensors", Some(4096))]
+    );
+    assert!(p.list_objects(&req.name, "nothing/").await.unwrap().entries.is_empty());
+
+    // More than one page (S3 returns at most 1000 keys per page) and more than the cap.
+    for i in 0..(LIST_OBJECTS_LIMIT + 5) {
+        put(&format!("many/f{i:05}"), 1).await.unwrap();
+    }
+    let many = p.list_objects(&req.name, "many/").await.unwrap();
+    assert!(many.truncated);
+    assert_eq!(many.entries.len(), LIST_OBJECTS_LIMIT);
+    assert_eq!(many.entries[0].key, "many/f00000");
+    assert_eq!(many.entries[LIST_OBJECTS_LIMIT - 1].key, format!("many/f{:05}", LIST_OBJECTS_LIMIT - 1));
+
+    let err = p.list_objects("is-no-such-bucket-0000", "").await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::NotFound, "{err}");
+}
+
 /// Everything moto implements goes to the real adapter; EKS add-ons (which moto lacks, HTTP
 /// 404) are answered as installed, so the engine can run the pipeline through them. Their
 /// requests are tested in `src/sdk_tests.rs`.
@@ -533,6 +584,9 @@ impl S3Api for MotoCloud {
     }
     async fn delete_bucket(&self, name: &str) -> Result<()> {
         self.real.delete_bucket(name).await
+    }
+    async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
+        self.real.list_objects(bucket, prefix).await
     }
 }
 

@@ -6,8 +6,8 @@ use crate::world::{BucketRec, RoleRec};
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    Bucket, CreateBucket, CreateIamRole, IamApi, IamRole, OidcProvider, ProviderError, ProviderErrorKind, Result,
-    S3Api, Tags,
+    Bucket, CreateBucket, CreateIamRole, IamApi, IamRole, LIST_OBJECTS_LIMIT, ObjectListing, OidcProvider,
+    ProviderError, ProviderErrorKind, Result, S3Api, S3Entry, S3EntryKind, Tags,
 };
 
 fn role_view(r: &RoleRec) -> IamRole {
@@ -138,15 +138,70 @@ impl S3Api for SimCloud {
         })
     }
 
+    async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
+        const API: &str = "s3:ListObjectsV2";
+        self.read(API, |w, _| {
+            let b = w.buckets.get(bucket).ok_or_else(|| {
+                ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {bucket} does not exist"))
+            })?;
+            Ok(list_level(b, prefix))
+        })
+    }
+
     async fn delete_bucket(&self, name: &str) -> Result<()> {
         const API: &str = "s3:DeleteBucket";
-        self.write(API, |w, _| match w.buckets.remove(name) {
-            Some(_) => Ok(()),
+        self.write(API, |w, _| match w.buckets.get(name) {
+            Some(b) if !b.objects.is_empty() => Err(ProviderError::new(
+                API,
+                ProviderErrorKind::Failed,
+                format!(
+                    "BucketNotEmpty: The bucket you tried to delete is not empty: bucket {name} still holds objects; \
+                     empty it first (InstantStart never deletes data)"
+                ),
+            )),
+            Some(_) => {
+                w.buckets.remove(name);
+                Ok(())
+            }
             None => {
                 Err(ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {name} does not exist")))
             }
         })
     }
+}
+
+/// One level of `b` under `prefix`, as ListObjectsV2 with delimiter `/` would page it.
+fn list_level(b: &BucketRec, prefix: &str) -> ObjectListing {
+    let mut prefixes: Vec<String> = Vec::new();
+    let mut objects: Vec<S3Entry> = Vec::new();
+    let mut count = 0usize;
+    let mut truncated = false;
+    for (key, o) in b.objects.range(prefix.to_string()..).take_while(|(k, _)| k.starts_with(prefix)) {
+        let rest = &key[prefix.len()..];
+        let entry = match rest.find('/') {
+            Some(i) => {
+                let p = format!("{prefix}{}", &rest[..=i]);
+                if prefixes.last() == Some(&p) {
+                    continue;
+                }
+                Err(p)
+            }
+            None => Ok(S3Entry { key: key.clone(), kind: S3EntryKind::Object, size_bytes: Some(o.size) }),
+        };
+        if count == LIST_OBJECTS_LIMIT {
+            truncated = true;
+            break;
+        }
+        count += 1;
+        match entry {
+            Err(p) => prefixes.push(p),
+            Ok(e) => objects.push(e),
+        }
+    }
+    let mut entries: Vec<S3Entry> =
+        prefixes.into_iter().map(|key| S3Entry { key, kind: S3EntryKind::Prefix, size_bytes: None }).collect();
+    entries.extend(objects);
+    ObjectListing { bucket: b.name.clone(), prefix: prefix.to_string(), entries, truncated }
 }
 
 fn create_bucket(api: &str, w: &mut crate::world::World, req: &CreateBucket) -> Result<Bucket> {
@@ -164,7 +219,12 @@ fn create_bucket(api: &str, w: &mut crate::world::World, req: &CreateBucket) -> 
             ),
         ));
     }
-    let rec = BucketRec { name: req.name.clone(), region: req.region.clone(), tags: req.tags.clone() };
+    let rec = BucketRec {
+        name: req.name.clone(),
+        region: req.region.clone(),
+        tags: req.tags.clone(),
+        objects: Default::default(),
+    };
     let view = bucket_view(&rec);
     w.buckets.insert(req.name.clone(), rec);
     Ok(view)
@@ -175,5 +235,61 @@ impl SimCloud {
     /// "already exists but not ours"), without counting calls.
     pub fn seed_bucket(&self, req: &CreateBucket) -> Result<Bucket, SimError> {
         self.admin(|w, _| Ok(create_bucket("s3:CreateBucket", w, req)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::ObjectRec;
+
+    fn bucket(keys: &[(&str, u64)]) -> BucketRec {
+        BucketRec {
+            name: "b".into(),
+            region: "us-east-1".into(),
+            tags: Tags::new(),
+            objects: keys.iter().map(|(k, s)| (k.to_string(), ObjectRec { size: *s, written_at: 0.0 })).collect(),
+        }
+    }
+
+    #[test]
+    fn one_level_prefixes_first_then_objects() {
+        let b = bucket(&[
+            ("README.md", 5),
+            ("a.txt", 1),
+            ("checkpoints/j/step-10/model.pt", 9),
+            ("models/Qwen/Qwen3-0.6B/config.json", 726),
+            ("models/Qwen/Qwen3-0.6B/model.safetensors", 1_503_300_328),
+            ("models/x", 3),
+        ]);
+        let top = list_level(&b, "");
+        let got: Vec<(&str, S3EntryKind, Option<u64>)> =
+            top.entries.iter().map(|e| (e.key.as_str(), e.kind, e.size_bytes)).collect();
+        assert_eq!(
+            got,
+            [
+                ("checkpoints/", S3EntryKind::Prefix, None),
+                ("models/", S3EntryKind::Prefix, None),
+                ("README.md", S3EntryKind::Object, Some(5)),
+                ("a.txt", S3EntryKind::Object, Some(1)),
+            ]
+        );
+        assert!(!top.truncated);
+        let models = list_level(&b, "models/");
+        let keys: Vec<&str> = models.entries.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["models/Qwen/", "models/x"]);
+        let model = list_level(&b, "models/Qwen/Qwen3-0.6B/");
+        assert_eq!(model.entries[1].size_bytes, Some(1_503_300_328));
+        assert!(list_level(&b, "nothing/").entries.is_empty());
+    }
+
+    #[test]
+    fn the_listing_is_capped() {
+        let keys: Vec<(String, u64)> = (0..LIST_OBJECTS_LIMIT + 3).map(|i| (format!("k/{i:05}"), 1)).collect();
+        let refs: Vec<(&str, u64)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+        let l = list_level(&bucket(&refs), "k/");
+        assert!(l.truncated);
+        assert_eq!(l.entries.len(), LIST_OBJECTS_LIMIT);
+        assert_eq!(l.entries.last().unwrap().key, format!("k/{:05}", LIST_OBJECTS_LIMIT - 1));
     }
 }

@@ -51,6 +51,9 @@ pub(crate) struct World {
     /// IAM OIDC providers by issuer URL.
     #[serde(default)]
     pub oidc_providers: BTreeMap<String, OidcProviderRec>,
+    /// SageMaker managed MLflow tracking servers by `region/name`.
+    #[serde(default)]
+    pub mlflow_servers: BTreeMap<String, crate::mlflow::TrackingServerRec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,6 +90,7 @@ impl World {
             quotas: BTreeMap::new(),
             kube: BTreeMap::new(),
             oidc_providers: BTreeMap::new(),
+            mlflow_servers: BTreeMap::new(),
         }
     }
 
@@ -359,6 +363,17 @@ pub(crate) struct BucketRec {
     pub name: String,
     pub region: String,
     pub tags: Tags,
+    /// Objects by key: what simulated workloads wrote through the bucket mount.
+    #[serde(default)]
+    pub objects: BTreeMap<String, ObjectRec>,
+}
+
+/// An object of a simulated bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ObjectRec {
+    pub size: u64,
+    /// Simulated time it was written.
+    pub written_at: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

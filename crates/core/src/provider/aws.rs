@@ -398,14 +398,54 @@ pub struct CreateBucket {
     pub tags: Tags,
 }
 
+/// Most entries (prefixes and objects together) one [`S3Api::list_objects`] call returns.
+pub const LIST_OBJECTS_LIMIT: usize = 1000;
+
+/// What an entry of a listing is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum S3EntryKind {
+    /// A common prefix ("folder"), ending with `/`.
+    Prefix,
+    /// An object.
+    Object,
+}
+
+/// One entry of a one-level listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct S3Entry {
+    /// Full key (for a prefix, ending with `/`).
+    pub key: String,
+    pub kind: S3EntryKind,
+    /// Object size; absent for prefixes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+}
+
+/// One level of a bucket under `prefix` (delimiter `/`): common prefixes, then objects, each in
+/// key order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObjectListing {
+    pub bucket: String,
+    pub prefix: String,
+    pub entries: Vec<S3Entry>,
+    /// More than [`LIST_OBJECTS_LIMIT`] entries exist; only the first ones are listed.
+    pub truncated: bool,
+}
+
 #[async_trait]
 pub trait S3Api: Send + Sync {
     async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>>;
     async fn create_bucket(&self, req: &CreateBucket) -> Result<Bucket>;
     async fn delete_bucket(&self, name: &str) -> Result<()>;
+    /// ListObjectsV2 with delimiter `/`: the prefixes and objects directly under `prefix`
+    /// (`""` = the top level), paginated internally, at most [`LIST_OBJECTS_LIMIT`] entries.
+    /// A missing bucket is `NotFound`.
+    async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing>;
 }
 
 /// The whole AWS side. Implemented by any type implementing every AWS trait.
+/// Includes [`MlflowTracking`](super::MlflowTracking): tracking servers are SageMaker resources.
 pub trait AwsCloud: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api {}
 
 impl<T> AwsCloud for T where T: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api {}
