@@ -12,6 +12,10 @@ import { createView } from './views/create.js';
 import { clusterView } from './views/cluster.js';
 import { operationView } from './views/operation.js';
 import { operationsView } from './views/operations.js';
+import { storageView } from './storage.js';
+import { jobsView, jobNewView, jobView } from './jobs.js';
+import { endpointsView, endpointNewView, endpointView } from './endpoints.js';
+import { activeClusterView } from './workloads.js';
 
 const NEXT_KEY = 'instantstart.next';
 const THEME_KEY = 'instantstart.theme';
@@ -32,6 +36,10 @@ export const app = {
   simSpeed() {
     return app.context && app.context.provider === 'sim' ? app.context.sim_speed : null;
   },
+  /** Whether the UI has a route for `path` (e.g. '/history'): views link optional screens. */
+  hasRoute(path) {
+    return ROUTES.some((r) => r.re.test(path));
+  },
   navigate(hash, { replace: rep = false } = {}) {
     if (rep) location.replace(hash);
     else location.hash = hash;
@@ -41,6 +49,16 @@ export const app = {
 const ROUTES = [
   { re: /^\/login$/, view: loginView, public: true },
   { re: /^\/clusters\/new$/, view: createView, nav: 'new' },
+  { re: /^\/clusters\/([^/]+)\/storage$/, view: storageView, nav: 'storage' },
+  { re: /^\/clusters\/([^/]+)\/jobs\/new$/, view: jobNewView, nav: 'jobs' },
+  { re: /^\/clusters\/([^/]+)\/jobs\/([^/]+)$/, view: jobView, nav: 'jobs' },
+  { re: /^\/clusters\/([^/]+)\/jobs$/, view: jobsView, nav: 'jobs' },
+  { re: /^\/clusters\/([^/]+)\/endpoints\/new$/, view: endpointNewView, nav: 'endpoints' },
+  { re: /^\/clusters\/([^/]+)\/endpoints\/([^/]+)$/, view: endpointView, nav: 'endpoints' },
+  { re: /^\/clusters\/([^/]+)\/endpoints$/, view: endpointsView, nav: 'endpoints' },
+  { re: /^\/storage$/, view: activeClusterView('storage', 'Storage'), nav: 'storage' },
+  { re: /^\/jobs$/, view: activeClusterView('jobs', 'Training jobs'), nav: 'jobs' },
+  { re: /^\/endpoints$/, view: activeClusterView('endpoints', 'Endpoints'), nav: 'endpoints' },
   { re: /^\/clusters\/([^/]+)$/, view: clusterView, nav: 'clusters' },
   { re: /^\/clusters$/, view: clustersView, nav: 'clusters' },
   { re: /^\/operations\/([^/]+)$/, view: operationView, nav: 'operations' },
@@ -100,6 +118,9 @@ function renderTopbar() {
     h('nav', { 'aria-label': 'Main' },
       link('#/clusters', 'clusters', 'Clusters'),
       link('#/clusters/new', 'new', 'Create cluster'),
+      link('#/storage', 'storage', 'Storage'),
+      link('#/jobs', 'jobs', 'Jobs'),
+      link('#/endpoints', 'endpoints', 'Endpoints'),
       link('#/operations', 'operations', 'Operations')),
     h('div', { class: 'topbar-right' },
       env,

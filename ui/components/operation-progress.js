@@ -22,6 +22,14 @@ export const KIND_TITLES = {
   replace_nodes: 'Replace nodes',
   delete_nodes: 'Delete nodes',
   set_features: 'Change managed features',
+  submit_job: 'Submit training job',
+  delete_job: 'Delete training job',
+  download_model: 'Download model',
+  deploy_endpoint: 'Deploy endpoint',
+  update_endpoint: 'Update endpoint',
+  delete_endpoint: 'Delete endpoint',
+  assign_pool_worker: 'Move pool worker',
+  create_tracking_server: 'Create MLflow tracking server',
 };
 
 const CLUSTER_KINDS = new Set(['create_cluster', 'delete_cluster', 'import_cluster']);
@@ -31,6 +39,9 @@ export function operationTitle(op) {
   const cluster = clusterOf(op.target);
   const kind = KIND_TITLES[op.kind] || words(op.kind);
   if (!cluster) return `${kind} — ${op.target}`;
+  // Workload targets: cluster/<name>/<kind>/<workload> → "Deploy endpoint qwen3 — demo".
+  const wl = workloadOf(op.target);
+  if (wl) return `${kind} ${wl.name} — ${cluster}`;
   return CLUSTER_KINDS.has(op.kind) ? `${kind} ${cluster}` : `${kind} — ${cluster}`;
 }
 
@@ -40,7 +51,19 @@ const GLYPH = {
 };
 
 export function clusterOf(target) {
-  return target && target.startsWith('cluster/') ? target.slice('cluster/'.length) : null;
+  return target && target.startsWith('cluster/') ? target.slice('cluster/'.length).split('/')[0] : null;
+}
+
+const WORKLOAD_SECTIONS = { job: 'jobs', endpoint: 'endpoints', download: 'storage', pool: 'endpoints' };
+
+/** The workload of a target cluster/<c>/<kind>/<name>: {kind, name, href} (null for cluster targets). */
+export function workloadOf(target) {
+  const m = /^cluster\/([^/]+)\/([^/]+)\/(.+)$/.exec(target || '');
+  if (!m) return null;
+  const section = WORKLOAD_SECTIONS[m[2]];
+  const href = !section ? null
+    : section === 'storage' || m[2] === 'pool' ? routeHref('clusters', m[1], section) : routeHref('clusters', m[1], section, m[3]);
+  return { kind: m[2], name: m[3], href };
 }
 
 class OperationProgress extends HTMLElement {
@@ -267,7 +290,9 @@ class OperationProgress extends HTMLElement {
     if (op.status === 'succeeded') {
       b.classList.add('ok');
       let link;
+      const wl = workloadOf(op.target);
       if (this.hasAttribute('embedded')) link = h('a', { href: routeHref('operations', op.id), class: 'btn small' }, 'Operation details');
+      else if (wl && wl.href && !/^delete_/.test(op.kind)) link = h('a', { href: wl.href, class: 'btn primary' }, `Open ${wl.kind} ${wl.name}`);
       else if (cluster && op.kind !== 'delete_cluster') link = h('a', { href: routeHref('clusters', cluster), class: 'btn primary' }, `Open cluster ${cluster}`);
       else link = h('a', { href: '#/clusters', class: 'btn' }, 'Back to clusters');
       const text = {

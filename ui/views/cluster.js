@@ -11,6 +11,7 @@ import { KIND_TITLES } from '../components/operation-progress.js';
 import { deleteDialog } from './clusters.js';
 import { groupsSection } from './cluster-groups.js';
 import { nodesSection } from './cluster-nodes.js';
+import { clusterTabs } from '../workloads.js';
 
 /** How often the page re-reads the live state while something is changing. */
 const FLUX_REFRESH_MS = 1200;
@@ -162,7 +163,7 @@ export function clusterView({ app, params }) {
   load();
 
   const el = h('section', { class: 'view' },
-    head, errorBox, body, day2, features,
+    head, clusterTabs(name, 'overview'), errorBox, body, day2, features,
     h('section', { class: 'card', 'aria-labelledby': 'cl-ops-title' },
       h('h2', { id: 'cl-ops-title' }, 'Operations on this cluster'), opsSlot));
   return {

@@ -1,0 +1,235 @@
+// Storage tab of a cluster: the shared S3 bucket (mounted in every pod through the Mountpoint
+// S3 CSI driver as a static PV/PVC), its mount path and claim status, the top-level listing
+// with drill-down into prefixes, "Download a model" (Hugging Face → the bucket, as a cluster
+// Job; a gated repository's token comes from a Kubernetes Secret, never typed here) followed
+// on the progress panel, and the downloads with their phase.
+
+import { h, replace, routeHref, timeEl, announce, debounce } from './dom.js';
+import * as api from './api.js';
+import { badge } from './components/status-badge.js';
+import { showFindings, clearFindings } from './fields.js';
+import { followOperation, refusal } from './day2.js';
+import { onCluster, workloadHead, formField, readForm, errorNotice, phaseBadge, FINDING_PREFIXES, prune } from './workloads.js';
+
+function size(bytes) {
+  if (bytes === null || bytes === undefined) return '';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = Number(bytes);
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return `${i ? v.toFixed(1) : v} ${units[i]}`;
+}
+
+/** The listing of `prefix` as a table; prefixes are buttons that open them. */
+function entriesTable(entries, prefix, open) {
+  if (!entries.length) return h('p', { class: 'muted', id: 'storage-empty' }, prefix ? `Nothing under ${prefix}.` : 'The bucket is empty.');
+  const sorted = [...entries].sort((a, b) => (a.kind === b.kind ? a.key.localeCompare(b.key) : a.kind === 'prefix' ? -1 : 1));
+  return h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'storage-table' },
+    h('caption', { class: 'visually-hidden' }, `Contents of ${prefix || 'the bucket'}`),
+    h('thead', {}, h('tr', {}, ['Name', 'Kind', 'Size'].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, sorted.map((e) => {
+      const shortName = prefix && e.key.startsWith(prefix) ? e.key.slice(prefix.length) : e.key;
+      return h('tr', { dataset: { key: e.key, kind: e.kind } },
+        h('th', { scope: 'row' }, e.kind === 'prefix'
+          ? h('button', { type: 'button', class: 'linklike mono', onclick: () => open(e.key), 'aria-label': `Open ${e.key}` },
+            h('span', { 'aria-hidden': 'true', class: 'folder-glyph' }, '▸ '), shortName)
+          : h('span', { class: 'mono' }, shortName)),
+        h('td', {}, e.kind === 'prefix' ? 'folder' : 'object'),
+        h('td', { class: 'counts' }, e.kind === 'object' ? size(e.size_bytes) : ''));
+    }))));
+}
+
+function breadcrumb(prefix, open) {
+  const parts = prefix.split('/').filter(Boolean);
+  const items = [h('button', { type: 'button', class: 'linklike', onclick: () => open('') }, 'bucket root')];
+  let acc = '';
+  for (const p of parts) {
+    acc += `${p}/`;
+    const target = acc;
+    items.push(' / ', h('button', { type: 'button', class: 'linklike mono', onclick: () => open(target) }, p));
+  }
+  return h('p', { class: 'crumbs', id: 'storage-path' }, items);
+}
+
+export function storageView({ app, params, query }) {
+  const [cluster] = params;
+  const speed = app.simSpeed();
+  const base = `/api/clusters/${api.seg(cluster)}`;
+  const errorBox = h('div', {});
+  const info = h('div', { class: 'storage-info', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Reading the shared storage…'));
+  const pathSlot = h('div', {});
+  const listSlot = h('div', { 'aria-live': 'polite' });
+  const downloadsSlot = h('div', {}, h('p', { class: 'muted' }, 'Reading the downloads…'));
+  const activity = h('div', { class: 'activity-slot', id: 'download-activity' });
+  let prefix = query.get('prefix') || '';
+  let disposed = false;
+  let pollTimer = null;
+
+  async function loadStorage() {
+    try {
+      const storages = await api.get(`${base}/storage`);
+      if (disposed) return;
+      replace(errorBox);
+      renderInfo(storages);
+      if (!prefix) {
+        const s = storages[0];
+        replace(pathSlot, breadcrumb('', openPrefix));
+        replace(listSlot, s ? entriesTable(s.entries || [], '', openPrefix) : '');
+      } else {
+        await openPrefix(prefix, { focus: false });
+      }
+    } catch (err) {
+      if (err.status === 401) return;
+      replace(errorBox, errorNotice(err, 'cluster'));
+      replace(info);
+    } finally {
+      info.removeAttribute('aria-busy');
+    }
+  }
+
+  function renderInfo(storages) {
+    if (!storages.length) {
+      replace(info, h('p', { class: 'notice warn' }, 'No shared storage is set up on this cluster yet (the create pipeline’s storage step makes it).'));
+      return;
+    }
+    replace(info, storages.map((s) => h('dl', { class: 'props', dataset: { storage: s.name } },
+      h('dt', {}, 'Name'), h('dd', { class: 'mono' }, s.name),
+      h('dt', {}, 'Bucket'), h('dd', { class: 'mono', id: 'storage-bucket' }, s.bucket),
+      h('dt', {}, 'Mount path'), h('dd', { class: 'mono', id: 'storage-mount' }, s.mount_path),
+      h('dt', {}, 'Claim'), h('dd', { class: 'mono' }, s.claim || '—'),
+      h('dt', {}, 'Status'), h('dd', { id: 'storage-status' }, badge(s.status || 'unknown')))));
+  }
+
+  async function openPrefix(p, { focus = true } = {}) {
+    prefix = p;
+    const hash = p ? `${routeHref('clusters', cluster, 'storage')}?prefix=${encodeURIComponent(p)}` : routeHref('clusters', cluster, 'storage');
+    history.replaceState(null, '', hash);
+    replace(pathSlot, breadcrumb(p, openPrefix));
+    try {
+      const data = p ? await api.get(`${base}/storage/objects`, { query: { prefix: p } }) : { entries: (await api.get(`${base}/storage`))[0]?.entries || [] };
+      if (disposed) return;
+      replace(listSlot, entriesTable(data.entries || [], p, openPrefix));
+      if (focus) {
+        const first = listSlot.querySelector('button, th span') || pathSlot;
+        announce(`${p || 'bucket root'}: ${(data.entries || []).length} entries`);
+        if (first.matches('button')) first.focus();
+      }
+    } catch (err) {
+      if (err.status === 401) return;
+      replace(listSlot, errorNotice(err, 'prefix'));
+    }
+  }
+
+  async function loadDownloads() {
+    clearTimeout(pollTimer);
+    try {
+      const list = await api.get(`${base}/downloads`);
+      if (disposed) return;
+      replace(downloadsSlot, list.length
+        ? h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'downloads-table' },
+          h('caption', { class: 'visually-hidden' }, 'Model downloads'),
+          h('thead', {}, h('tr', {}, ['Job', 'Repository', 'Destination', 'Phase', 'Started', 'Completed'].map((t) => h('th', { scope: 'col' }, t)))),
+          h('tbody', {}, list.map((d) => h('tr', { dataset: { download: d.name, phase: d.phase } },
+            h('th', { scope: 'row', class: 'mono' }, d.name),
+            h('td', { class: 'mono' }, d.repo_id),
+            h('td', { class: 'mono' }, d.destination),
+            h('td', {}, phaseBadge(d.phase), d.message && h('div', { class: 'help' }, d.message)),
+            h('td', { class: 'nowrap' }, timeEl(d.started_at)),
+            h('td', { class: 'nowrap' }, timeEl(d.completed_at)))))))
+        : h('p', { class: 'muted' }, 'No model downloads on this cluster.'));
+      if (list.some((d) => !/succeeded|failed|complete/i.test(d.phase)) && !document.hidden) pollTimer = setTimeout(loadDownloads, 2000);
+    } catch (err) {
+      if (err.status === 401) return;
+      replace(downloadsSlot, errorNotice(err, 'cluster'));
+    }
+  }
+
+  // ---- download form ------------------------------------------------------------------------
+
+  const key = { value: api.newIdempotencyKey() };
+  const tokenToggle = formField('hf_token.enabled', 'The repository is gated or private: read a Hugging Face token from a Kubernetes Secret', {
+    kind: 'checkbox',
+    help: 'The Job reads the token from the Secret at run time. The token itself is never sent to or stored by InstantStart.',
+  });
+  const tokenFields = h('div', { class: 'grid-2', hidden: true },
+    formField('hf_token.name', 'Secret name', { value: 'hf-token', mono: true }),
+    formField('hf_token.key', 'Key in the Secret', { value: 'token', mono: true }));
+  tokenToggle.querySelector('input').addEventListener('change', (e) => { tokenFields.hidden = !e.target.checked; });
+  const submitBtn = h('button', { type: 'submit', class: 'btn primary', id: 'download-submit' }, 'Download');
+  const form = h('form', { class: 'editor-form', id: 'download-form', novalidate: true },
+    h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
+    h('div', { class: 'grid-3' },
+      formField('repo_id', 'Hugging Face repository', { placeholder: 'Qwen/Qwen3-0.6B', mono: true, help: 'owner/name of a model or dataset.' }),
+      formField('revision', 'Revision (optional)', { placeholder: 'main', mono: true, help: 'Branch, tag or commit; the default branch when empty.' }),
+      formField('repo_type', 'Kind', { kind: 'select', options: [['model', 'Model'], ['dataset', 'Dataset']], value: 'model' })),
+    h('div', { class: 'grid-3' },
+      formField('destination', 'Destination in the bucket (optional)', { placeholder: 'models/<repository>', mono: true, help: 'models/<repository> (or datasets/…) when empty.' }),
+      formField('namespace', 'Namespace', { value: 'default', mono: true, help: 'Where the Job runs (and the Secret and the shared claim live).' })),
+    tokenToggle, tokenFields,
+    h('div', { class: 'form-actions' }, submitBtn));
+  form.addEventListener('input', () => { key.value = api.newIdempotencyKey(); });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    clearFindings(form);
+    const v = readForm(form);
+    const body = prune({
+      namespace: v.namespace,
+      repo_id: v.repo_id,
+      repo_type: v.repo_type,
+      revision: v.revision,
+      destination: v.destination,
+      hf_token: v['hf_token.enabled'] ? { name: v['hf_token.name'], key: v['hf_token.key'] } : undefined,
+    }) || {};
+    submitBtn.disabled = true;
+    submitBtn.setAttribute('aria-busy', 'true');
+    try {
+      const { data } = await api.post(`${base}/downloads`, body, { idempotencyKey: key.value });
+      key.value = api.newIdempotencyKey();
+      const job = data.workload ? data.workload.name : body.repo_id;
+      followOperation(activity, data.operation, {
+        title: `Download ${body.repo_id} → job ${job}`,
+        speed,
+        onSettled: () => { loadDownloads(); loadStorage(); },
+      });
+      loadDownloads();
+    } catch (err) {
+      if (err.status === 401) return;
+      if (err.findings.length || err.status === 400 || err.status === 422) showFindings(form, err, { prefixes: FINDING_PREFIXES });
+      else replace(activity, refusal(err));
+    } finally {
+      submitBtn.disabled = false;
+      submitBtn.removeAttribute('aria-busy');
+    }
+  });
+
+  const refreshBtn = h('button', { type: 'button', class: 'btn', onclick: () => { loadStorage(); loadDownloads(); announce('Storage refreshed'); } }, 'Refresh');
+  const el = h('section', { class: 'view' },
+    workloadHead(cluster, 'storage', 'Storage', refreshBtn),
+    h('p', { class: 'lede muted' }, 'One S3 bucket, mounted at the same path in every pod. Models, datasets and checkpoints live here.'),
+    errorBox,
+    h('section', { class: 'card', 'aria-labelledby': 'st-title' }, h('h2', { id: 'st-title' }, 'Shared bucket'), info),
+    h('section', { class: 'card', 'aria-labelledby': 'ls-title' }, h('h2', { id: 'ls-title' }, 'Contents'), pathSlot, listSlot),
+    h('section', { class: 'card', 'aria-labelledby': 'dl-title' }, h('h2', { id: 'dl-title' }, 'Download a model'),
+      h('p', { class: 'muted' }, 'Runs a Job on the cluster that copies a Hugging Face repository into the bucket.'),
+      form, activity),
+    h('section', { class: 'card', 'aria-labelledby': 'dls-title' }, h('h2', { id: 'dls-title' }, 'Downloads'), downloadsSlot));
+
+  const reload = debounce(loadDownloads, 300);
+  const stream = new api.OperationStream({ onOperation: (op) => { if (op.kind === 'download_model' && onCluster(op, cluster)) reload(); } }).start();
+  loadStorage();
+  loadDownloads();
+  return {
+    el,
+    title: `Storage · ${cluster}`,
+    dispose() {
+      disposed = true;
+      clearTimeout(pollTimer);
+      reload.cancel();
+      stream.stop();
+    },
+  };
+}
+

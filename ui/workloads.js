@@ -1,0 +1,315 @@
+// Shared pieces of the workload screens (storage, downloads, training jobs, endpoints, pools):
+// the tab bar under a cluster's name, the "which cluster?" chooser behind the top-level nav
+// links, form fields that carry their request path (so the backend's findings land next to
+// them), the rendered-manifest review of a dry run and the typed delete confirmation.
+// The server decides everything; these only show and send.
+
+import { h, replace, id, routeHref, words } from './dom.js';
+import * as api from './api.js';
+import { openDialog } from './components/dialog.js';
+import { badge } from './components/status-badge.js';
+import { regionContext } from './day2.js';
+import { typeLabel } from './views/create.js';
+
+/** Prefixes under which a backend may record a workload request (`params.job.name`…). */
+export const FINDING_PREFIXES = ['params', 'request', 'request.params'];
+
+/** The tabs of a cluster's pages. `current`: overview | storage | jobs | endpoints. */
+export function clusterTabs(cluster, current) {
+  const tab = (key, text, href) => h('a', {
+    href, class: 'tab', 'aria-current': key === current ? 'page' : null, dataset: { tab: key },
+  }, text);
+  return h('nav', { class: 'tabs', 'aria-label': `Cluster ${cluster}` },
+    tab('overview', 'Overview', routeHref('clusters', cluster)),
+    tab('storage', 'Storage', routeHref('clusters', cluster, 'storage')),
+    tab('jobs', 'Training jobs', routeHref('clusters', cluster, 'jobs')),
+    tab('endpoints', 'Endpoints', routeHref('clusters', cluster, 'endpoints')));
+}
+
+/** Heading block of a workload page: the cluster link, the title, actions, then the tabs. */
+export function workloadHead(cluster, current, title, ...actions) {
+  return h('div', { class: 'workload-head' },
+    h('p', { class: 'crumbs muted' }, h('a', { href: '#/clusters' }, 'Clusters'), ' / ',
+      h('a', { href: routeHref('clusters', cluster) }, cluster)),
+    h('div', { class: 'view-head' }, h('h1', {}, title), h('div', { class: 'view-actions' }, actions)),
+    clusterTabs(cluster, current));
+}
+
+/**
+ * The top-level "Storage", "Training jobs" and "Endpoints" links: open that page of the active
+ * cluster, or ask which cluster when none is active.
+ */
+export function activeClusterView(section, title) {
+  return ({ app }) => {
+    const active = app.context && app.context.active_cluster;
+    if (active) {
+      setTimeout(() => app.navigate(routeHref('clusters', active, section), { replace: true }), 0);
+      return { el: h('section', { class: 'view' }, h('h1', {}, title), h('p', { class: 'muted' }, `Opening ${active}…`)), title };
+    }
+    const slot = h('div', { 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading clusters…'));
+    const el = h('section', { class: 'view' },
+      h('h1', {}, title),
+      h('p', { class: 'lede muted' }, 'No cluster is active. Choose the cluster to work on (the Clusters page can make one active).'),
+      slot);
+    api.get('/api/clusters').then((clusters) => {
+      replace(slot, clusters.length
+        ? h('ul', { class: 'op-list', id: 'cluster-choice' }, clusters.map((c) => h('li', {},
+          h('a', { href: routeHref('clusters', c.name, section) }, c.name), ' ', badge(c.status), ' ', h('span', { class: 'muted' }, c.region))))
+        : h('p', {}, 'No clusters yet. ', h('a', { href: '#/clusters/new' }, 'Create one'), '.'));
+    }).catch((err) => {
+      replace(slot, h('div', { class: 'notice bad', role: 'alert' }, h('strong', {}, `${err.title}. `), err.message));
+    }).finally(() => slot.removeAttribute('aria-busy'));
+    return { el, title };
+  };
+}
+
+// ---- form fields ---------------------------------------------------------------------------
+
+/**
+ * A labelled control whose data-field is the request path `path`.
+ * kind: text (default) | number | textarea | select | checkbox.
+ */
+export function formField(path, label, { kind = 'text', value = '', help, placeholder, options = [], attrs = {}, mono = false } = {}) {
+  const cid = id(`f-${path.replace(/[^a-z0-9]+/gi, '-')}`);
+  const helpId = help ? id('help') : null;
+  const common = {
+    id: cid, name: path, dataset: { field: path }, autocomplete: 'off', spellcheck: 'false',
+    'aria-describedby': helpId, class: mono ? 'mono' : null, ...attrs,
+  };
+  let control;
+  if (kind === 'textarea') {
+    control = h('textarea', { rows: 3, placeholder, ...common });
+    control.value = value ?? '';
+  } else if (kind === 'select') {
+    control = h('select', common, options.map((o) => (o instanceof Node ? o
+      : h('option', { value: o[0], selected: String(o[0]) === String(value) }, o[1]))));
+  } else if (kind === 'checkbox') {
+    control = h('input', { type: 'checkbox', checked: !!value, ...common });
+    return h('div', { class: 'field check' }, control, h('label', { for: cid }, label),
+      help && h('p', { class: 'help', id: helpId }, help));
+  } else {
+    control = h('input', {
+      type: 'text', value: value ?? '', placeholder,
+      ...(kind === 'number' ? { inputmode: 'numeric' } : {}), ...common,
+    });
+  }
+  return h('div', { class: 'field' }, h('label', { for: cid }, label), control,
+    help && h('p', { class: 'help', id: helpId }, help));
+}
+
+/** Reads the controls of `form` by data-field: {path → string | boolean}. */
+export function readForm(form) {
+  const out = {};
+  for (const el of form.querySelectorAll('[data-field]')) {
+    if (!el.matches('input, select, textarea') || el.closest('[hidden]')) continue;
+    out[el.dataset.field] = el.type === 'checkbox' ? el.checked : el.value.trim();
+  }
+  return out;
+}
+
+/** A whole number when the text is one, else the text (the backend names the field), else undefined. */
+export function num(text) {
+  const t = String(text ?? '').trim();
+  if (t === '') return undefined;
+  if (/^-?\d+(\.\d+)?$/.test(t)) return Number(t);
+  return t;
+}
+
+/** Non-empty lines of a textarea. */
+export function lines(text) {
+  return String(text ?? '').split('\n').map((l) => l.trim()).filter(Boolean);
+}
+
+/** `key=value` lines as an object (a line without `=` keeps its text as key with value ''). */
+export function pairs(text) {
+  const out = {};
+  for (const l of lines(text)) {
+    const i = l.indexOf('=');
+    if (i < 0) out[l] = '';
+    else out[l.slice(0, i).trim()] = l.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/** Drops undefined, '' and empty objects/arrays, recursively (the backend applies defaults). */
+export function prune(v) {
+  if (Array.isArray(v)) return v.length ? v : undefined;
+  if (v && typeof v === 'object') {
+    const out = {};
+    for (const [k, x] of Object.entries(v)) {
+      const p = prune(x);
+      if (p !== undefined) out[k] = p;
+    }
+    return Object.keys(out).length ? out : undefined;
+  }
+  return v === '' || v === undefined || v === null ? undefined : v;
+}
+
+/**
+ * Instance-type options for a workload: the cluster's own instance groups first (that is where
+ * the pods run), then the other HyperPod types of the region.
+ */
+export async function instanceTypeOptions(select, cluster, keep) {
+  let groups = [];
+  let region = null;
+  try {
+    const c = await api.get(`/api/clusters/${api.seg(cluster)}`);
+    region = c.region;
+    groups = (c.hyperpod ? c.hyperpod.instance_groups : []).map((g) => g.instance_type);
+  } catch { /* the region list alone */ }
+  let types = [];
+  if (region) {
+    try {
+      types = (await regionContext(region)).types;
+    } catch { /* the groups alone */ }
+  }
+  const byName = new Map(types.map((t) => [t.instance_type, t]));
+  const own = [...new Set(groups)];
+  const accel = (t) => t.info && t.info.accelerators > 0;
+  const others = types.filter((t) => !own.includes(t.instance_type) && accel(t));
+  const choice = keep && (own.includes(keep) || byName.has(keep)) ? keep
+    : own.find((n) => byName.get(n) && accel(byName.get(n))) || own[0] || others[0]?.instance_type || '';
+  const opt = (name) => h('option', { value: name, selected: name === choice }, byName.has(name) ? typeLabel(byName.get(name)) : name);
+  replace(select,
+    own.length ? h('optgroup', { label: 'Instance groups of this cluster' }, own.map(opt)) : null,
+    others.length ? h('optgroup', { label: 'Other accelerated HyperPod types' }, others.map((t) => opt(t.instance_type))) : null,
+    !own.length && !others.length ? h('option', { value: '' }, 'No instance types known') : null);
+  return byName;
+}
+
+// ---- dry-run review ------------------------------------------------------------------------
+
+/** The rendered Kubernetes objects inside a dry run's recorded request, wherever they sit. */
+export function renderedObjects(dry) {
+  const seen = new Set();
+  const found = [];
+  const walk = (v, depth) => {
+    if (!v || typeof v !== 'object' || depth > 6 || seen.has(v)) return;
+    seen.add(v);
+    if (Array.isArray(v)) {
+      if (v.length && v.every((o) => o && typeof o === 'object' && o.apiVersion && o.kind)) {
+        found.push(...v);
+        return;
+      }
+      for (const x of v) walk(x, depth + 1);
+      return;
+    }
+    if (v.apiVersion && v.kind && v.metadata) {
+      found.push(v);
+      return;
+    }
+    for (const x of Object.values(v)) walk(x, depth + 1);
+  };
+  walk(dry && (dry.objects || dry.manifests || dry.request), 0);
+  return found;
+}
+
+/** Minimal YAML of a JSON value, for reading manifests (not for round-tripping). */
+export function yaml(v, indent = '') {
+  const scalar = (x) => {
+    if (x === null || x === undefined) return 'null';
+    if (typeof x === 'string') return /^[\w./@:-][\w ./@:=,+-]*$/.test(x) && !/^(true|false|null|yes|no|\d[\d.]*)$/i.test(x) && !/:\s|\s$/.test(x)
+      ? x : JSON.stringify(x);
+    return String(x);
+  };
+  if (Array.isArray(v)) {
+    if (!v.length) return '[]';
+    return v.map((x) => {
+      if (x && typeof x === 'object' && (Array.isArray(x) ? x.length : Object.keys(x).length)) {
+        const inner = yaml(x, `${indent}  `);
+        return `${indent}- ${inner.slice(indent.length + 2)}`;
+      }
+      return `${indent}- ${x && typeof x === 'object' ? (Array.isArray(x) ? '[]' : '{}') : scalar(x)}`;
+    }).join('\n');
+  }
+  if (v && typeof v === 'object') {
+    const keys = Object.keys(v);
+    if (!keys.length) return '{}';
+    return keys.map((k) => {
+      const x = v[k];
+      const key = /^[\w./-]+$/.test(k) ? k : JSON.stringify(k);
+      if (x && typeof x === 'object' && (Array.isArray(x) ? x.length : Object.keys(x).length)) {
+        return `${indent}${key}:\n${yaml(x, Array.isArray(x) ? indent : `${indent}  `)}`;
+      }
+      return `${indent}${key}: ${x && typeof x === 'object' ? (Array.isArray(x) ? '[]' : '{}') : scalar(x)}`;
+    }).join('\n');
+  }
+  return `${indent}${scalar(v)}`;
+}
+
+/** The manifests as collapsible YAML blocks, one per object. */
+export function manifestList(objects, { open = false } = {}) {
+  if (!objects.length) return h('p', { class: 'muted' }, 'No manifests in the answer.');
+  return h('div', { class: 'manifests' }, objects.map((o, i) => h('details', {
+    class: 'manifest', open: open && i === 0, dataset: { kind: o.kind, name: o.metadata?.name || '' },
+  },
+  h('summary', {}, h('span', { class: 'mono' }, `${o.kind}/${o.metadata?.name || '?'}`),
+    h('span', { class: 'muted' }, ` · ${o.apiVersion}${o.metadata?.namespace ? ` · ${o.metadata.namespace}` : ''}`)),
+  h('pre', { class: 'yaml' }, yaml(o)))));
+}
+
+/** Steps of a dry run as a compact ordered list. */
+export function stepsList(steps) {
+  return h('ol', { class: 'plan-steps compact' }, (steps || []).map((s) => h('li', { dataset: { stepKey: s.key } }, s.title || s.key)));
+}
+
+// ---- status bits ---------------------------------------------------------------------------
+
+/** Phase badge for a workload phase (pending/running/succeeded/failed/restarting/ready…). */
+export function phaseBadge(phase) {
+  const p = String(phase || 'unknown').toLowerCase();
+  if (p === 'restarting') return badge(p, 'warn', '↻');
+  if (p === 'completed' || p === 'complete') return badge(p, 'ok');
+  return badge(p);
+}
+
+/** The recovery budget as a meter plus words: "1 of 3 used · 2 left". */
+export function recoveryMeter(recovery) {
+  if (!recovery) return h('span', { class: 'muted', title: 'This runtime has no recovery budget' }, '—');
+  const budget = Number(recovery.budget) || 0;
+  const used = Number(recovery.used) || 0;
+  const remaining = recovery.remaining ?? Math.max(0, budget - used);
+  const low = budget > 0 && remaining === 0;
+  return h('span', { class: `recovery${low ? ' exhausted' : ''}`, dataset: { used: String(used), remaining: String(remaining), budget: String(budget) } },
+    h('meter', {
+      min: 0, max: Math.max(1, budget), value: used, low: Math.max(1, budget) * 0.5, high: Math.max(1, budget) * 0.99, optimum: 0,
+      'aria-label': `Recovery budget: ${used} of ${budget} restarts used`,
+    }),
+    ' ', h('span', { class: 'counts' }, `${used} / ${budget} used`), ' ',
+    h('span', { class: low ? 'tone-text-bad' : 'muted' }, `· ${remaining} left`));
+}
+
+/** Pod counts {pending, running, succeeded, failed} as short text. */
+export function podCounts(pods) {
+  if (!pods || typeof pods !== 'object' || Array.isArray(pods)) return h('span', { class: 'muted' }, '—');
+  const parts = ['running', 'pending', 'succeeded', 'failed'].filter((k) => pods[k]).map((k) => `${pods[k]} ${k}`);
+  return h('span', { class: 'counts' }, parts.length ? parts.join(', ') : 'none');
+}
+
+/** A notice for a failed read (not found, forbidden, unreachable). */
+export function errorNotice(err, what) {
+  return h('div', { class: 'notice bad', role: 'alert' },
+    h('strong', {}, err.status === 404 ? `No such ${what}. ` : `${err.title}. `), err.message);
+}
+
+/** Confirms a delete by typing the name; resolves the accepted operation or null. */
+export function confirmDelete({ what, name, detail, run }) {
+  return openDialog({
+    title: `Delete ${what} ${name}?`,
+    body: [h('p', {}, detail)],
+    confirmLabel: `Delete ${what}`,
+    danger: true,
+    typeToConfirm: name,
+    onConfirm: async () => run(),
+  });
+}
+
+/** Whether operation `op` acts on cluster `cluster` (targets cluster/<name>[/<kind>/<name>]). */
+export function onCluster(op, cluster) {
+  return op.target === `cluster/${cluster}` || String(op.target).startsWith(`cluster/${cluster}/`);
+}
+
+/** Words for a snake_case value, or a dash. */
+export function show(v) {
+  return v === null || v === undefined || v === '' ? h('span', { class: 'muted' }, '—') : words(v);
+}
