@@ -103,8 +103,9 @@ export function jobsView({ app, params }) {
     if (op) followOperation(activity, op, { title: `Delete job ${name}`, speed, onSettled: () => load() });
   }
 
-  const history = app.hasRoute && app.hasRoute('/history')
-    ? h('a', { class: 'btn', href: '#/history', id: 'training-history-link' }, 'Training history') : null;
+  // The training history screen (MLflow runs and their curves) lives in its own view, when present.
+  const historyPath = app.hasRoute ? ['/history', '/training-history', '/mlflow'].find((p) => app.hasRoute(p)) : null;
+  const history = historyPath ? h('a', { class: 'btn', href: `#${historyPath}`, id: 'training-history-link' }, 'Training history') : null;
   const el = h('section', { class: 'view' },
     workloadHead(cluster, 'jobs', 'Training jobs',
       history,

@@ -205,7 +205,7 @@ export function storageView({ app, params, query }) {
     }
   });
 
-  const refreshBtn = h('button', { type: 'button', class: 'btn', onclick: () => { loadStorage(); loadDownloads(); announce('Storage refreshed'); } }, 'Refresh');
+  const refreshBtn = h('button', { type: 'button', class: 'btn', id: 'refresh-storage', onclick: () => { loadStorage(); loadDownloads(); announce('Storage refreshed'); } }, 'Refresh');
   const el = h('section', { class: 'view' },
     workloadHead(cluster, 'storage', 'Storage', refreshBtn),
     h('p', { class: 'lede muted' }, 'One S3 bucket, mounted at the same path in every pod. Models, datasets and checkpoints live here.'),
