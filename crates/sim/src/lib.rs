@@ -64,3 +64,4 @@ pub use faults::{FaultMode, SimFaults};
 pub use kube::DURATION_ANNOTATION;
 pub use kube::apiserver as kube_apiserver;
 pub use kube::apiserver::KubeApiServer;
+pub use kube::{TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line};

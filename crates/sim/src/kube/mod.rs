@@ -36,8 +36,10 @@
 
 pub mod apiserver;
 mod logs;
+mod training;
 mod workload;
 
+pub use training::{TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line};
 pub use workload::DURATION_ANNOTATION;
 
 use crate::cloud::{Cx, SimCloud};
