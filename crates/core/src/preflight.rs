@@ -3,6 +3,7 @@
 //! /20 — each explaining what to request and where. Runs before anything is recorded (and in
 //! dry runs), so a request fails early with a remedy instead of late with a provider error.
 
+use crate::engine::reads::read;
 use crate::provider::{AwsCloud, ProviderError};
 use crate::spec::{CapacitySpec, InstanceGroupSpec};
 use crate::subnet::{COMPUTE_SUBNET_PREFIX, SubnetPlanner};
@@ -74,7 +75,7 @@ pub async fn check_groups(
     in_use: &BTreeMap<String, u32>,
 ) -> Result<Vec<PreflightCheck>, ProviderError> {
     let mut checks = Vec::new();
-    let offerings = aws.instance_type_offerings(region).await?;
+    let offerings = read(|| aws.instance_type_offerings(region)).await?;
     let mut wanted: BTreeMap<&str, (u32, Vec<&str>)> = BTreeMap::new();
     for g in groups {
         let spec = g.group;
@@ -111,7 +112,7 @@ pub async fn check_groups(
         entry.1.push(g.field.as_str());
         if let CapacitySpec::TrainingPlan { arn } = &spec.capacity {
             let field = format!("{}.capacity.arn", g.field);
-            match aws.describe_training_plan(region, arn).await? {
+            match read(|| aws.describe_training_plan(region, arn)).await? {
                 None => checks.push(PreflightCheck::new(
                     "training_plan",
                     &field,
@@ -169,7 +170,7 @@ pub async fn check_groups(
     for (instance_type, (count, fields)) in wanted {
         let field = format!("{}.count", fields[0]);
         let need = count + in_use.get(instance_type).copied().unwrap_or(0);
-        match aws.hyperpod_instance_quota(region, instance_type).await? {
+        match read(|| aws.hyperpod_instance_quota(region, instance_type)).await? {
             Some(q) if q.value >= need => checks.push(PreflightCheck::new(
                 "quota",
                 &field,

@@ -5,11 +5,14 @@
 //! being durable when the call returns (see the invariants in ARCHITECTURE.md). The SQLite
 //! implementation lives in `instantstart-store`.
 
-use crate::operation::{AuditEntry, NewOperation, Operation, OperationId, OperationStatus, Step, StepUpdate};
+use crate::operation::{
+    AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepUpdate,
+};
 use crate::spec::ClusterCreateRequest;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -56,6 +59,34 @@ pub struct OperationFilter {
     pub limit: Option<u32>,
 }
 
+/// An operation without its request and steps: what a list of many targets needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OperationHead {
+    pub id: OperationId,
+    pub kind: OperationKind,
+    pub target: String,
+    pub status: OperationStatus,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<&Operation> for OperationHead {
+    fn from(op: &Operation) -> Self {
+        OperationHead {
+            id: op.id.clone(),
+            kind: op.kind,
+            target: op.target.clone(),
+            status: op.status,
+            error: op.error.clone(),
+            created_at: op.created_at,
+            updated_at: op.updated_at,
+            finished_at: op.finished_at,
+        }
+    }
+}
+
 /// Where a cluster in the registry came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -94,6 +125,38 @@ pub trait Store: Send + Sync {
     fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError>;
     /// Operations whose status is `running` (to resume after a restart).
     fn running_operations(&self) -> Result<Vec<Operation>, StoreError>;
+    /// The newest operation (the order of [`Store::list_operations`]) of each of `targets`,
+    /// among `kinds` (every kind when empty), keyed by target; a target without such an
+    /// operation is absent. Implementations answer in one query, whatever the number of
+    /// targets; this default asks once per target.
+    fn latest_operations(
+        &self,
+        targets: &[String],
+        kinds: &[OperationKind],
+    ) -> Result<BTreeMap<String, OperationHead>, StoreError> {
+        let mut out = BTreeMap::new();
+        for target in targets {
+            let filter = OperationFilter { target: Some(target.clone()), status: None, limit: None };
+            if let Some(op) =
+                self.list_operations(&filter)?.iter().find(|op| kinds.is_empty() || kinds.contains(&op.kind))
+            {
+                out.insert(target.clone(), OperationHead::from(op));
+            }
+        }
+        Ok(out)
+    }
+    /// How many operations have each status (statuses without operations are absent).
+    /// Implementations count in the database; this default reads every operation.
+    fn count_operations(&self) -> Result<Vec<(OperationStatus, u64)>, StoreError> {
+        let mut counts: Vec<(OperationStatus, u64)> = Vec::new();
+        for op in self.list_operations(&OperationFilter::default())? {
+            match counts.iter_mut().find(|(s, _)| *s == op.status) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((op.status, 1)),
+            }
+        }
+        Ok(counts)
+    }
     /// Applies `update` to one step in one transaction and returns the stored step.
     fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError>;
     /// Sets the operation's status (and error); terminal statuses set `finished_at`.

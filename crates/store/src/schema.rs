@@ -101,8 +101,14 @@ CREATE TABLE settings (
 );
 "#;
 
+/// Version 2: each target's operations newest first, for the latest operation of many targets
+/// in one query (the cluster list).
+const V2: &str = r#"
+CREATE INDEX operations_target_created ON operations (target, created_at);
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -18,9 +18,10 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
-use instantstart_core::store::{ClusterRecord, Inserted, OperationFilter, Store, StoreError};
+use instantstart_core::store::{ClusterRecord, Inserted, OperationFilter, OperationHead, Store, StoreError};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -479,6 +480,76 @@ impl Store for SqliteStore {
     fn running_operations(&self) -> Result<Vec<Operation>, StoreError> {
         let sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE status = 'running' ORDER BY created_at, rowid");
         self.read("list running operations", |tx| query_operations(tx, &sql, &[]))
+    }
+
+    /// One statement for any number of targets: the targets and kinds travel as JSON arrays
+    /// (`json_each`), and the `operations_target_created` index orders each target's rows.
+    fn latest_operations(
+        &self,
+        targets: &[String],
+        kinds: &[OperationKind],
+    ) -> Result<BTreeMap<String, OperationHead>, StoreError> {
+        if targets.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let targets_json = to_json("targets", &targets)?;
+        let kinds_json = if kinds.is_empty() {
+            None
+        } else {
+            Some(to_json("kinds", &kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>())?)
+        };
+        type HeadRow = (String, String, String, String, Option<String>, String, String, Option<String>);
+        self.read("latest operations", |tx| {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id, kind, target, status, error, created_at, updated_at, finished_at FROM ( \
+                       SELECT id, kind, target, status, error, created_at, updated_at, finished_at, \
+                              ROW_NUMBER() OVER (PARTITION BY target ORDER BY created_at DESC, rowid DESC) AS n \
+                       FROM operations \
+                       WHERE target IN (SELECT value FROM json_each(?1)) \
+                         AND (?2 IS NULL OR kind IN (SELECT value FROM json_each(?2)))) \
+                     WHERE n = 1",
+                )
+                .ctx("prepare latest operations query")?;
+            let rows: Vec<HeadRow> = stmt
+                .query_map(params![targets_json, kinds_json], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+                })
+                .ctx("query latest operations")?
+                .collect::<rusqlite::Result<_>>()
+                .ctx("read latest operations")?;
+            rows.into_iter()
+                .map(|(id, kind, target, status, error, created_at, updated_at, finished_at)| {
+                    let head = OperationHead {
+                        id: OperationId(id),
+                        kind: OperationKind::parse(&kind).ok_or_else(|| corrupt("operations.kind", &kind))?,
+                        status: parse_status(&status)?,
+                        error,
+                        created_at: parse_ts("operations.created_at", &created_at)?,
+                        updated_at: parse_ts("operations.updated_at", &updated_at)?,
+                        finished_at: parse_opt_ts("operations.finished_at", finished_at.as_deref())?,
+                        target: target.clone(),
+                    };
+                    Ok((target, head))
+                })
+                .collect()
+        })
+    }
+
+    fn count_operations(&self) -> Result<Vec<(OperationStatus, u64)>, StoreError> {
+        self.read("count operations", |tx| {
+            let mut stmt = tx
+                .prepare_cached("SELECT status, COUNT(*) FROM operations GROUP BY status ORDER BY status")
+                .ctx("prepare operation count")?;
+            let rows: Vec<(String, i64)> = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .ctx("count operations")?
+                .collect::<rusqlite::Result<_>>()
+                .ctx("read operation counts")?;
+            rows.into_iter()
+                .map(|(status, n)| Ok((parse_status(&status)?, u64_from_sql("operations count", n)?)))
+                .collect()
+        })
     }
 
     fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {

@@ -10,7 +10,7 @@ use instantstart_core::operation::{
 };
 use instantstart_core::spec::ClusterCreateRequest;
 use instantstart_core::store::{
-    ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Inserted, OperationFilter, Store, StoreError,
+    ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Inserted, OperationFilter, OperationHead, Store, StoreError,
 };
 use instantstart_store::{SCHEMA_VERSION, SqliteStore};
 use serde_json::{Value, json};
@@ -490,6 +490,147 @@ fn list_operations_filters_and_orders_newest_first() {
         let running: Vec<OperationId> = store.running_operations().unwrap().into_iter().map(|o| o.id).collect();
         assert_eq!(running, vec![b, c], "{backend}: running oldest first");
     }
+}
+
+/// The trait's default `latest_operations`/`count_operations` (one read per target, every
+/// operation read) over a `SqliteStore`: the reference the one-query versions must agree with.
+struct PerTarget<'a>(&'a SqliteStore);
+
+impl Store for PerTarget<'_> {
+    fn insert_operation(&self, op: NewOperation) -> Result<Inserted, StoreError> {
+        self.0.insert_operation(op)
+    }
+    fn get_operation(&self, id: &OperationId) -> Result<Option<instantstart_core::operation::Operation>, StoreError> {
+        self.0.get_operation(id)
+    }
+    fn find_by_idempotency_key(
+        &self,
+        key: &str,
+    ) -> Result<Option<instantstart_core::operation::Operation>, StoreError> {
+        self.0.find_by_idempotency_key(key)
+    }
+    fn list_operations(&self, f: &OperationFilter) -> Result<Vec<instantstart_core::operation::Operation>, StoreError> {
+        self.0.list_operations(f)
+    }
+    fn running_operations(&self) -> Result<Vec<instantstart_core::operation::Operation>, StoreError> {
+        self.0.running_operations()
+    }
+    fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
+        self.0.update_step(id, key, update)
+    }
+    fn set_operation_status(&self, id: &OperationId, s: OperationStatus, e: Option<&str>) -> Result<(), StoreError> {
+        self.0.set_operation_status(id, s, e)
+    }
+    fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError> {
+        self.0.reopen_operation(id)
+    }
+    fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.0.append_audit(entry)
+    }
+    fn list_audit(&self, target: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        self.0.list_audit(target, limit)
+    }
+    fn put_cluster(&self, record: &ClusterRecord) -> Result<(), StoreError> {
+        self.0.put_cluster(record)
+    }
+    fn get_cluster(&self, name: &str) -> Result<Option<ClusterRecord>, StoreError> {
+        self.0.get_cluster(name)
+    }
+    fn list_clusters(&self) -> Result<Vec<ClusterRecord>, StoreError> {
+        self.0.list_clusters()
+    }
+    fn delete_cluster(&self, name: &str) -> Result<(), StoreError> {
+        self.0.delete_cluster(name)
+    }
+    fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.0.get_setting(key)
+    }
+    fn set_setting(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
+        self.0.set_setting(key, value)
+    }
+}
+
+fn op_of_kind(target: &str, kind: OperationKind) -> NewOperation {
+    NewOperation { kind, ..new_op(target, None, json!({ "kind": kind.as_str() })) }
+}
+
+#[test]
+fn latest_operations_gives_the_newest_of_each_target_optionally_by_kind() {
+    use OperationKind::{CreateCluster, DeleteCluster, ImportCluster, UpdateInstanceGroup};
+    for (backend, store, _dir) in backends() {
+        let create_a = insert_new(&store, op_of_kind("cluster/a", CreateCluster));
+        store.set_operation_status(&create_a.id, OperationStatus::Succeeded, None).unwrap();
+        let update_a = insert_new(&store, op_of_kind("cluster/a", UpdateInstanceGroup));
+        store.set_operation_status(&update_a.id, OperationStatus::Failed, Some("throttled")).unwrap();
+        let update_a2 = insert_new(&store, op_of_kind("cluster/a", UpdateInstanceGroup));
+        let import_b = insert_new(&store, op_of_kind("cluster/b", ImportCluster));
+        let other = insert_new(&store, op_of_kind("cluster/z", DeleteCluster));
+        let targets: Vec<String> = ["cluster/a", "cluster/b", "cluster/c"].map(String::from).to_vec();
+        let lifecycle = [CreateCluster, ImportCluster, DeleteCluster];
+
+        let latest = store.latest_operations(&targets, &[]).unwrap();
+        let ids: Vec<(&str, &OperationId)> = latest.iter().map(|(t, h)| (t.as_str(), &h.id)).collect();
+        assert_eq!(ids, vec![("cluster/a", &update_a2.id), ("cluster/b", &import_b.id)], "{backend}: any kind");
+        let a = &latest["cluster/a"];
+        assert_eq!((a.kind, a.status, a.target.as_str()), (UpdateInstanceGroup, OperationStatus::Running, "cluster/a"));
+        assert_eq!(a.created_at, update_a2.created_at, "{backend}");
+
+        let by_kind = store.latest_operations(&targets, &lifecycle).unwrap();
+        let ids: Vec<(&str, &OperationId)> = by_kind.iter().map(|(t, h)| (t.as_str(), &h.id)).collect();
+        assert_eq!(ids, vec![("cluster/a", &create_a.id), ("cluster/b", &import_b.id)], "{backend}: lifecycle");
+        assert_eq!(by_kind["cluster/a"].status, OperationStatus::Succeeded);
+        let failed = store.latest_operations(&["cluster/a".into()], &[UpdateInstanceGroup]).unwrap();
+        assert_eq!(failed["cluster/a"].id, update_a2.id, "{backend}: newest of the kind, whatever its status");
+        assert!(store.latest_operations(&[], &[]).unwrap().is_empty(), "{backend}: no targets");
+        assert!(!store.latest_operations(&targets, &[]).unwrap().contains_key("cluster/z"), "{other:?} not asked");
+
+        // The one-query answers agree with the trait's reference (one read per target).
+        let reference = PerTarget(&store);
+        for kinds in [&[][..], &lifecycle[..], &[UpdateInstanceGroup][..], &[DeleteCluster][..]] {
+            let all: Vec<String> = ["cluster/a", "cluster/b", "cluster/c", "cluster/z"].map(String::from).to_vec();
+            assert_eq!(
+                store.latest_operations(&all, kinds).unwrap(),
+                reference.latest_operations(&all, kinds).unwrap(),
+                "{backend}: {kinds:?}"
+            );
+        }
+        let mut counts = store.count_operations().unwrap();
+        let mut want = reference.count_operations().unwrap();
+        counts.sort_by_key(|(s, _)| s.as_str());
+        want.sort_by_key(|(s, _)| s.as_str());
+        assert_eq!(counts, want, "{backend}");
+        assert_eq!(
+            counts,
+            vec![(OperationStatus::Failed, 1), (OperationStatus::Running, 3), (OperationStatus::Succeeded, 1)],
+            "{backend}"
+        );
+    }
+}
+
+#[test]
+fn latest_operations_of_a_thousand_targets_is_one_query() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let targets: Vec<String> = (0..1_200).map(|i| format!("cluster/c{i:04}")).collect();
+    let mut newest = HashMap::new();
+    for (i, t) in targets.iter().enumerate() {
+        let first = insert_new(&store, new_op(t, None, json!({})));
+        store.set_operation_status(&first.id, OperationStatus::Succeeded, None).unwrap();
+        if i % 3 == 0 {
+            let second = insert_new(&store, op_of_kind(t, OperationKind::UpdateInstanceGroup));
+            newest.insert(t.clone(), second.id);
+        } else {
+            newest.insert(t.clone(), first.id);
+        }
+    }
+    // More targets than SQLite's bound-parameter limit of old builds (999): one statement.
+    let latest = store.latest_operations(&targets, &[]).unwrap();
+    assert_eq!(latest.len(), targets.len());
+    for (t, head) in &latest {
+        assert_eq!(&head.id, &newest[t], "{t}");
+    }
+    let lifecycle = store.latest_operations(&targets, &[OperationKind::CreateCluster]).unwrap();
+    assert!(lifecycle.values().all(|h: &OperationHead| h.kind == OperationKind::CreateCluster));
+    assert_eq!(lifecycle.len(), targets.len());
 }
 
 #[test]

@@ -25,6 +25,7 @@
 //!   created (a delete operation does that).
 
 mod backoff;
+pub mod reads;
 
 pub use backoff::{Backoff, EngineConfig};
 
@@ -227,6 +228,37 @@ pub struct OperationEvent {
     pub phase: Option<StepPhase>,
     pub detail: Option<String>,
     pub at: chrono::DateTime<Utc>,
+    /// The whole operation right after the change, read once by the engine and shared by every
+    /// follower (with its JSON, serialized once): followers need no store read per change.
+    /// Not serialized; `None` only for events built elsewhere.
+    #[serde(skip)]
+    pub snapshot: Option<Arc<OperationSnapshot>>,
+}
+
+/// An operation as it was right after a change, with its JSON computed at most once.
+#[derive(Debug)]
+pub struct OperationSnapshot {
+    pub operation: Operation,
+    json: std::sync::OnceLock<Arc<str>>,
+}
+
+impl OperationSnapshot {
+    pub fn new(operation: Operation) -> Self {
+        OperationSnapshot { operation, json: std::sync::OnceLock::new() }
+    }
+
+    /// The operation as JSON, serialized by the first caller and shared with the others.
+    pub fn json(&self) -> Arc<str> {
+        self.json
+            .get_or_init(|| serde_json::to_string(&self.operation).unwrap_or_else(|_| "null".into()).into())
+            .clone()
+    }
+}
+
+impl PartialEq for OperationSnapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.operation == other.operation
+    }
 }
 
 /// Result of [`Engine::submit`].
@@ -314,7 +346,7 @@ impl Engine {
             return Ok(Outcome::Submitted(Box::new(Submission { operation: existing, created: false, plan: None })));
         }
         let mut prepared = workflow.prepare(request)?;
-        let assessment = workflow.assess(&prepared).await?;
+        let assessment = self.assess(&workflow, &prepared).await?;
         preflight::blocking(&assessment.checks)?;
         if let Some(plan) = &assessment.plan
             && plan.is_noop()
@@ -333,11 +365,17 @@ impl Engine {
     pub async fn dry_run_checked(&self, kind: OperationKind, request: &Value) -> Result<DryRun, EngineError> {
         let workflow = self.workflow(kind)?;
         let mut prepared = workflow.prepare(request)?;
-        let assessment = workflow.assess(&prepared).await?;
+        let assessment = self.assess(&workflow, &prepared).await?;
         if let Some(reduced) = &assessment.reduced_request {
             prepared = workflow.prepare(reduced)?;
         }
         Ok(DryRun { prepared, plan: assessment.plan, checks: assessment.checks })
+    }
+
+    /// The workflow's assessment, its throttled/transient reads retried with the engine's
+    /// backoff ([`reads`]).
+    async fn assess(&self, workflow: &Arc<dyn Workflow>, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        reads::with_read_retries(reads::ReadRetries::new(&self.inner.config), workflow.assess(prepared)).await
     }
 
     fn replayed(&self, key: Option<&str>, hash: &str) -> Result<Option<Operation>, EngineError> {
@@ -570,6 +608,9 @@ impl Engine {
 }
 
 fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
+    if inner.events.receiver_count() == 0 {
+        return;
+    }
     let s = step.and_then(|k| op.step(k));
     let _ = inner.events.send(OperationEvent {
         operation_id: op.id.clone(),
@@ -579,6 +620,7 @@ fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
         phase: s.map(|s| s.phase),
         detail: s.and_then(|s| s.error.clone().or_else(|| s.detail.clone())),
         at: Utc::now(),
+        snapshot: Some(Arc::new(OperationSnapshot::new(op.clone()))),
     });
 }
 

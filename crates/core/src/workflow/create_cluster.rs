@@ -12,6 +12,7 @@
 
 use super::steps::{AddonTarget, EnsureAddon, place_groups};
 use super::{cluster_target, decode, update_record};
+use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
@@ -244,7 +245,7 @@ impl Workflow for CreateClusterWorkflow {
                 .collect();
             azs.sort();
             azs.dedup();
-            match self.aws.describe_network(&req.region, vpc_id).await {
+            match read(|| self.aws.describe_network(&req.region, vpc_id)).await {
                 Ok(n) => checks.push(check_address_space(
                     "network.vpc_id",
                     n.vpc.cidrs.clone(),

@@ -1,6 +1,7 @@
 //! What every day-2 workflow (instance groups, nodes, managed features) needs: the cluster's
 //! record, its HyperPod cluster, and the network/role context for new instance groups.
 
+use crate::engine::reads::read;
 use crate::engine::{EngineError, StepError};
 use crate::names::DerivedNames;
 use crate::provider::*;
@@ -20,7 +21,7 @@ pub fn hyperpod_record(store: &dyn Store, name: &str) -> Result<(ClusterRecord, 
 
 /// The live HyperPod cluster; a missing one is a clear error.
 pub async fn live_cluster(aws: &dyn AwsCloud, rec: &ClusterRecord, hp: &str) -> Result<HyperPodCluster, EngineError> {
-    aws.describe_hyperpod_cluster(&rec.region, hp).await?.ok_or_else(|| {
+    read(|| aws.describe_hyperpod_cluster(&rec.region, hp)).await?.ok_or_else(|| {
         ValidationError::unprocessable(
             "cluster",
             format!("HyperPod cluster {hp} of {} does not exist in {}", rec.name, rec.region),
@@ -74,7 +75,7 @@ pub async fn group_context(aws: &dyn AwsCloud, rec: &ClusterRecord) -> Result<Gr
 
 /// The AZ of a subnet, from the VPC's subnets.
 pub async fn subnet_az(aws: &dyn AwsCloud, region: &str, vpc_id: &str, subnet_id: &str) -> Result<String, StepError> {
-    let n = aws.describe_network(region, vpc_id).await?;
+    let n = read(|| aws.describe_network(region, vpc_id)).await?;
     n.subnets
         .iter()
         .find(|s| s.id == subnet_id)

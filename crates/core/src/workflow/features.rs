@@ -15,6 +15,7 @@ use super::day2::{hyperpod_record, live_cluster};
 use super::steps::{AddonTarget, EnsureAddon, EnsureRole, RemoveAddon, RemoveRole};
 use super::{cluster_target, decode};
 use crate::diff::{FeaturesPatch, plan_features};
+use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
@@ -66,8 +67,8 @@ pub async fn read_features(
     rec: &ClusterRecord,
     hp: &HyperPodCluster,
 ) -> Result<ManagedFeatures, ProviderError> {
-    let training = aws.describe_addon(&rec.region, &rec.eks_cluster, TRAINING_OPERATOR_ADDON).await?;
-    let inference = aws.describe_addon(&rec.region, &rec.eks_cluster, INFERENCE_OPERATOR_ADDON).await?;
+    let training = read(|| aws.describe_addon(&rec.region, &rec.eks_cluster, TRAINING_OPERATOR_ADDON)).await?;
+    let inference = read(|| aws.describe_addon(&rec.region, &rec.eks_cluster, INFERENCE_OPERATOR_ADDON)).await?;
     Ok(ManagedFeatures {
         training_operator: addon_on(&training),
         inference_operator: addon_on(&inference),

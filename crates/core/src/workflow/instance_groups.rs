@@ -10,6 +10,7 @@ use super::day2::{group_context, group_spec, hyperpod_record, live_cluster, subn
 use super::steps::place_groups;
 use super::{cluster_target, decode};
 use crate::diff::plan_instance_group;
+use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
@@ -217,7 +218,7 @@ impl Workflow for InstanceGroupWorkflow {
                 if req.group.subnet_id.is_none()
                     && let Some(vpc) = &rec.vpc_id
                 {
-                    let n = aws.describe_network(&rec.region, vpc).await?;
+                    let n = read(|| aws.describe_network(&rec.region, vpc)).await?;
                     let name = crate::names::DerivedNames::compute_subnet(&rec.name, &req.group.availability_zone);
                     if !n.subnets.iter().any(|s| s.name.as_deref() == Some(name.as_str())) {
                         checks.push(check_address_space(

@@ -5,6 +5,7 @@
 
 use super::day2::hyperpod_record;
 use super::{cluster_target, decode};
+use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
@@ -113,7 +114,7 @@ impl Workflow for NodeActionWorkflow {
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let req: NodeActionRequest = decode(&prepared.request)?;
         let (rec, hp) = hyperpod_record(self.store.as_ref(), &req.cluster)?;
-        let nodes = self.aws.list_cluster_nodes(&rec.region, &hp).await?;
+        let nodes = read(|| self.aws.list_cluster_nodes(&rec.region, &hp)).await?;
         let mut f = Findings::new();
         for (i, id) in req.node_ids.iter().enumerate() {
             match nodes.iter().find(|n| &n.instance_id == id) {
@@ -149,7 +150,7 @@ impl BatchStep {
     async fn nodes(&self) -> Result<(String, String, Vec<ClusterNode>), StepError> {
         let (rec, hp) =
             hyperpod_record(self.store.as_ref(), &self.req.cluster).map_err(|e| StepError::Invalid(e.to_string()))?;
-        let nodes = self.aws.list_cluster_nodes(&rec.region, &hp).await?;
+        let nodes = read(|| self.aws.list_cluster_nodes(&rec.region, &hp)).await?;
         Ok((rec.region, hp, nodes))
     }
 }
