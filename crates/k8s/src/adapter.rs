@@ -12,6 +12,10 @@
 //!   items get their `apiVersion`/`kind` back (API servers omit them in lists).
 //! - `delete`: background propagation; `404` → `Ok(())`.
 //! - `logs`: the pod's log as a stream of lines; `follow` keeps it open.
+//! - `service_proxy`: a raw `GET`/`POST` to
+//!   `/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/{path}` through the same client (so
+//!   the same EKS token and CA); any HTTP status is an answer, the body is read up to
+//!   [`PROXY_MAX_RESPONSE_BYTES`] + 1 bytes, the whole call is bounded by its timeout.
 //!
 //! With [`KubeAdapter::with_watch_cache`], lists of Nodes and Pods are answered from
 //! reflector stores ([`crate::cache`]).
@@ -28,7 +32,8 @@ use async_trait::async_trait;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use instantstart_core::provider::{
-    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, ProviderError, ProviderErrorKind,
+    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, PROXY_API, PROXY_MAX_RESPONSE_BYTES,
+    ProviderError, ProviderErrorKind, ProxyResponse,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, LogParams, Patch, PatchParams};
@@ -228,6 +233,55 @@ impl KubeAdapter {
     }
 }
 
+impl KubeAdapter {
+    #[allow(clippy::too_many_arguments)]
+    async fn do_service_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        service: &str,
+        port: u16,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> Result<ProxyResponse, K8sError> {
+        use http_body_util::BodyExt;
+        let path = path.trim_start_matches('/');
+        let bad = |s: &str| s.is_empty() || s.contains(['/', '?', '#', '%']) || s.chars().any(|c| c.is_whitespace());
+        if bad(namespace)
+            || bad(service)
+            || path.split('/').any(|seg| seg == ".." || seg == ".")
+            || path.contains(['?', '#'])
+        {
+            return Err(K8sError::InvalidObject(format!("invalid service proxy path {namespace}/{service}/{path}")));
+        }
+        let uri = format!("/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/{path}");
+        let request = match body {
+            Some(b) => {
+                http::Request::post(&uri).header(http::header::CONTENT_TYPE, "application/json").body(b.to_vec())
+            }
+            None => http::Request::get(&uri).body(Vec::new()),
+        }
+        .map_err(|e| K8sError::InvalidObject(e.to_string()))?
+        .map(kube::client::Body::from);
+        let client = self.client(target).await?;
+        let response = client.send(request).await?;
+        let status = response.status().as_u16();
+        let mut stream = response.into_body();
+        let mut out = Vec::new();
+        while let Some(frame) = stream.frame().await {
+            let frame = frame.map_err(|e| K8sError::Connect(format!("reading the service's answer: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                out.extend_from_slice(&data);
+                if out.len() > PROXY_MAX_RESPONSE_BYTES {
+                    out.truncate(PROXY_MAX_RESPONSE_BYTES + 1);
+                    break;
+                }
+            }
+        }
+        Ok(ProxyResponse { status, body: out })
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -276,5 +330,22 @@ impl KubeApi for KubeAdapter {
         tail_lines: Option<u32>,
     ) -> Result<LogStream, ProviderError> {
         self.do_logs(target, namespace, pod, follow, tail_lines).await.map_err(|e| self.fail("k8s:Logs", target, e))
+    }
+
+    async fn service_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        service: &str,
+        port: u16,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: std::time::Duration,
+    ) -> Result<ProxyResponse, ProviderError> {
+        let call = self.do_service_proxy(target, namespace, service, port, path, body);
+        match tokio::time::timeout(timeout, call).await {
+            Ok(r) => r.map_err(|e| self.fail(PROXY_API, target, e)),
+            Err(_) => Err(ProviderError::proxy_timeout(timeout)),
+        }
     }
 }

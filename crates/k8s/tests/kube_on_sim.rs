@@ -508,3 +508,125 @@ fn eks_client_configuration_carries_endpoint_ca_and_token() {
         Some("k8s-aws-v1.abc")
     );
 }
+
+fn server_deployment(name: &str, pool: &str, replicas: u32) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
+                    "template": {"metadata": {"labels": {"app.kubernetes.io/instance": name, "instantstart.io/pool": pool}},
+                                 "spec": {"containers": [{"name": "server", "image": "vllm/vllm-openai:v0.11.0",
+                                          "command": ["vllm", "serve", "/mnt/s3/models/m", "--served-model-name", "qwen"],
+                                          "ports": [{"name": "http", "containerPort": 8000}],
+                                          "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}})
+}
+
+fn pool_service(pool: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": pool, "namespace": "default"},
+           "spec": {"selector": {"instantstart.io/pool": pool}, "ports": [{"port": 80, "targetPort": 8000}]}})
+}
+
+#[tokio::test]
+async fn service_proxy_pool_relabel_and_keda_through_kube_rs() {
+    let s = world(2).await;
+    let server = s.serve_kube_api().await.unwrap();
+    let kube = adapter(&server);
+    let t = target();
+    let chat = br#"{"model":"qwen","messages":[{"role":"user","content":"hello there"}],"max_tokens":64}"#;
+    let timeout = Duration::from_secs(5);
+    kube.apply(&t, &KubeObject(server_deployment("llm", "blue", 2))).await.unwrap();
+    for pool in ["blue", "green"] {
+        kube.apply(&t, &KubeObject(pool_service(pool))).await.unwrap();
+    }
+    // No ready endpoint yet: the API server answers 503 on the service's behalf.
+    let r = kube.service_proxy(&t, "default", "blue", 80, "v1/chat/completions", Some(chat), timeout).await.unwrap();
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    adv(&s, timings::POD_START + timings::POD_READY + 1.0);
+    let r = kube.service_proxy(&t, "default", "blue", 80, "v1/chat/completions", Some(chat), timeout).await.unwrap();
+    assert_eq!(r.status, 200);
+    let answer: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(answer["model"], "qwen");
+    assert!(answer["choices"][0]["message"]["content"].as_str().unwrap().contains("hello there"));
+    assert_eq!(answer["usage"]["prompt_tokens"], 5);
+    let models = kube.service_proxy(&t, "default", "blue", 80, "v1/models", None, timeout).await.unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&models.body).unwrap()["data"][0]["id"], "qwen");
+    // Nothing selects the green pool yet.
+    let r = kube.service_proxy(&t, "default", "green", 80, "v1/models", None, timeout).await.unwrap();
+    assert_eq!(r.status, 503);
+
+    // Move one worker to green by its label: same pod (uid), now answering for green.
+    let pods =
+        kube.list(&t, &params("v1", "Pod", Some("default"), &[("app.kubernetes.io/instance", "llm")])).await.unwrap();
+    assert_eq!(pods.len(), 2);
+    let (name, uid) = (pods[0].0["metadata"]["name"].as_str().unwrap(), pods[0].0["metadata"]["uid"].clone());
+    let patch = json!({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": "default", "labels": {"instantstart.io/pool": "green"}}});
+    kube.apply(&t, &KubeObject(patch)).await.unwrap();
+    let moved = kube.get(&t, &oref("v1", "Pod", Some("default"), name)).await.unwrap().unwrap();
+    assert_eq!(moved.0["metadata"]["uid"], uid);
+    assert_eq!(moved.label("instantstart.io/pool"), Some("green"));
+    assert_eq!(moved.0["status"]["containerStatuses"][0]["ready"], true);
+    let r = kube.service_proxy(&t, "default", "green", 80, "v1/chat/completions", Some(chat), timeout).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(serde_json::from_slice::<Value>(&r.body).unwrap()["system_fingerprint"], name);
+
+    // KEDA: the metric drives the replicas between min and max; scaling down waits the window.
+    let so = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "llm", "namespace": "default"},
+                    "spec": {"scaleTargetRef": {"name": "llm"}, "minReplicaCount": 1, "maxReplicaCount": 4, "cooldownPeriod": 60,
+                             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://prom:9090", "query": "q", "threshold": "10"}}]}});
+    kube.apply(&t, &KubeObject(so)).await.unwrap();
+    let ready = |d: &KubeObject| (d.0["spec"]["replicas"].clone(), d.0["status"]["replicas"].as_u64().unwrap_or(0));
+    s.set_scaling_metric(&t, "default", "llm", 35.0).unwrap();
+    let d = kube.get(&t, &oref("apps/v1", "Deployment", Some("default"), "llm")).await.unwrap().unwrap();
+    assert_eq!(ready(&d).1, 4, "ceil(35/10) = 4 replicas");
+    s.set_scaling_metric(&t, "default", "llm", 5.0).unwrap();
+    adv(&s, 30.0);
+    let d = kube.get(&t, &oref("apps/v1", "Deployment", Some("default"), "llm")).await.unwrap().unwrap();
+    assert_eq!(ready(&d).1, 4, "within the cooldown window");
+    adv(&s, 31.0);
+    let d = kube.get(&t, &oref("apps/v1", "Deployment", Some("default"), "llm")).await.unwrap().unwrap();
+    assert_eq!(ready(&d).1, 1, "after the window, down to min");
+    // The moved worker (slot 0 or 1) kept its label if it survived the scale-down.
+    let after =
+        kube.list(&t, &params("v1", "Pod", Some("default"), &[("app.kubernetes.io/instance", "llm")])).await.unwrap();
+    assert_eq!(after.len(), 1);
+
+    // The HyperPod inference operator's endpoint becomes DeploymentComplete.
+    let iec = json!({"apiVersion": "inference.sagemaker.aws.amazon.com/v1", "kind": "InferenceEndpointConfig",
+                     "metadata": {"name": "managed", "namespace": "default"},
+                     "spec": {"modelName": "m", "instanceType": "ml.g5.2xlarge", "replicas": 1, "invocationEndpoint": "v1/chat/completions",
+                              "worker": {"image": "img:1", "modelInvocationPort": {"containerPort": 8080}, "resources": {"limits": {"nvidia.com/gpu": 1}}}}});
+    let applied = kube.apply(&t, &KubeObject(iec)).await.unwrap();
+    assert_eq!(applied.0["status"]["state"], "DeploymentInProgress");
+    adv(&s, timings::POD_START + timings::POD_READY + 1.0);
+    let got =
+        kube.get(&t, &oref(instantstart_recipes_api(), "InferenceEndpointConfig", Some("default"), "managed")).await;
+    let got = got.unwrap().unwrap();
+    assert_eq!(got.0["status"]["state"], "DeploymentComplete", "{}", got.0["status"]);
+    kube.apply(
+        &t,
+        &KubeObject(
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "managed", "namespace": "default"},
+        "spec": {"selector": {"app": "managed"}, "ports": [{"port": 80, "targetPort": 8080}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let r = kube
+        .service_proxy(
+            &t,
+            "default",
+            "managed",
+            80,
+            "v1/chat/completions",
+            Some(br#"{"messages":[{"role":"user","content":"hi"}]}"#),
+            timeout,
+        )
+        .await
+        .unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&r.body).unwrap()["model"], "m");
+    drop(server);
+}
+
+fn instantstart_recipes_api() -> &'static str {
+    "inference.sagemaker.aws.amazon.com/v1"
+}

@@ -60,6 +60,41 @@ pub struct ListParams {
     pub labels: Vec<(String, String)>,
 }
 
+/// The answer of a Service reached through the Kubernetes API server's service proxy
+/// (`/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/{path}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProxyResponse {
+    /// HTTP status the service (or the API server on its behalf, e.g. `503` without ready
+    /// endpoints) answered with.
+    pub status: u16,
+    /// The body, at most [`PROXY_MAX_RESPONSE_BYTES`] + 1 bytes (a longer answer is cut there so
+    /// callers can tell it was too long).
+    pub body: Vec<u8>,
+}
+
+/// Longest service-proxy answer callers accept (4 MiB).
+pub const PROXY_MAX_RESPONSE_BYTES: usize = 4 << 20;
+/// API name of service-proxy calls in provider errors.
+pub const PROXY_API: &str = "k8s:ServiceProxy";
+/// Message prefix of a service-proxy call that ran out of time.
+pub const PROXY_TIMEOUT_PREFIX: &str = "timed out";
+
+impl ProviderError {
+    /// The error of a service-proxy call that did not answer within `timeout`.
+    pub fn proxy_timeout(timeout: std::time::Duration) -> Self {
+        ProviderError::new(
+            PROXY_API,
+            super::ProviderErrorKind::Transient,
+            format!("{PROXY_TIMEOUT_PREFIX} after {} s waiting for the service to answer", timeout.as_secs_f64()),
+        )
+    }
+
+    /// Whether this is a service-proxy call that ran out of time.
+    pub fn is_proxy_timeout(&self) -> bool {
+        self.api == PROXY_API && self.message.starts_with(PROXY_TIMEOUT_PREFIX)
+    }
+}
+
 /// A stream of log lines.
 pub type LogStream = BoxStream<'static, Result<String, ProviderError>>;
 
@@ -80,4 +115,27 @@ pub trait KubeApi: Send + Sync {
         follow: bool,
         tail_lines: Option<u32>,
     ) -> Result<LogStream, ProviderError>;
+
+    /// Calls `path` (relative, e.g. `v1/chat/completions`) of Service `service` on `port`
+    /// through the API server's service proxy: `POST` with `body` (JSON) when given, else
+    /// `GET`; gives up after `timeout` ([`ProviderError::is_proxy_timeout`]). Any HTTP status
+    /// of the service is an `Ok` answer.
+    #[allow(clippy::too_many_arguments)]
+    async fn service_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        service: &str,
+        port: u16,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: std::time::Duration,
+    ) -> Result<ProxyResponse, ProviderError> {
+        let _ = (target, namespace, port, path, body, timeout);
+        Err(ProviderError::new(
+            PROXY_API,
+            super::ProviderErrorKind::Failed,
+            format!("this Kubernetes provider cannot reach services (service {service})"),
+        ))
+    }
 }

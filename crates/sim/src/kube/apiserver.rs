@@ -567,6 +567,9 @@ async fn handle(
             }
             return ok(&resource_list(&resources, group, version));
         }
+        ["api", "v1", "namespaces", ns, "services", svc, "proxy", path @ ..] => {
+            return service_proxy(&cx, ns, svc, &path.join("/"), &method, &body).await;
+        }
         ["api", "v1", tail @ ..] => ("", "v1", tail),
         ["apis", group, version, tail @ ..] => (group, version, tail),
         _ => {
@@ -605,6 +608,61 @@ async fn handle(
             &format!("the server does not allow this method on the requested resource ({method} {rest})"),
             None,
         ),
+    }
+}
+
+/// `/api/v1/namespaces/{ns}/services/{[scheme:]name[:port]}/proxy/{path}`: `GET`, or `POST`
+/// with a body, to the Service through [`KubeApi::service_proxy`] of the simulated world.
+async fn service_proxy(cx: &Ctx, ns: &str, svc: &str, path: &str, method: &Method, body: &Bytes) -> Response {
+    let parts: Vec<&str> = svc.split(':').collect();
+    let (name, port) = match parts.as_slice() {
+        [name] => (*name, None),
+        [name, port] | ["http", name, port] => (*name, Some(*port)),
+        _ => return bad_request(&format!("invalid service reference {svc:?}")),
+    };
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(p) => Some(p),
+            Err(_) => return bad_request(&format!("the simulator proxies numeric service ports only, not {p:?}")),
+        },
+    };
+    let port = match port {
+        Some(p) => p,
+        None => {
+            let svc_ref = ObjectRef {
+                api_version: "v1".into(),
+                kind: "Service".into(),
+                namespace: Some(ns.into()),
+                name: name.into(),
+            };
+            match cx.peek(&svc_ref).and_then(|s| s.pointer("/spec/ports/0/port").and_then(Value::as_u64)) {
+                Some(p) => p as u16,
+                None => {
+                    return status(StatusCode::NOT_FOUND, "NotFound", &format!("services \"{name}\" not found"), None);
+                }
+            }
+        }
+    };
+    let payload = match *method {
+        Method::GET => None,
+        Method::POST => Some(body.as_ref()),
+        _ => {
+            return status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "the simulator proxies GET and POST to services",
+                None,
+            );
+        }
+    };
+    match KubeApi::service_proxy(&cx.cloud, &cx.target, ns, name, port, path, payload, Duration::from_secs(60)).await {
+        Ok(r) => Response::builder()
+            .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r.body))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+        Err(e) => provider_status(&e, None),
     }
 }
 

@@ -36,8 +36,9 @@
 
 pub mod apiserver;
 mod logs;
+mod serving;
 mod training;
-mod workload;
+pub(crate) mod workload;
 
 pub use training::{TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line};
 pub use workload::DURATION_ANNOTATION;
@@ -47,7 +48,8 @@ use crate::world::{Phase, World, rkey, stable_hash};
 use async_trait::async_trait;
 use futures::StreamExt;
 use instantstart_core::provider::{
-    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, ProviderError, ProviderErrorKind,
+    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, PROXY_API, ProviderError, ProviderErrorKind,
+    ProxyResponse,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -113,6 +115,9 @@ pub(crate) struct KubeRec {
     /// Replaced pods, by slot.
     #[serde(default)]
     pub restarts: BTreeMap<String, Restart>,
+    /// Scaling history, KEDA state and relabelled pods ([`serving`]).
+    #[serde(default)]
+    pub serving: serving::ServingState,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,7 +147,14 @@ impl KubeWorld {
             });
             kw.objects.insert(
                 obj_key("v1", "Namespace", None, ns),
-                KubeRec { object, created_at: now, spec_changed_at: now, fails: None, restarts: BTreeMap::new() },
+                KubeRec {
+                    object,
+                    created_at: now,
+                    spec_changed_at: now,
+                    fails: None,
+                    restarts: BTreeMap::new(),
+                    serving: Default::default(),
+                },
             );
         }
         kw
@@ -244,7 +256,7 @@ fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[Nod
     let kind = str_at(&obj, "/kind").unwrap_or_default().to_string();
     let status: Option<Value> = match (api.as_str(), kind.as_str()) {
         ("v1", "Pod") => {
-            return workload::pods_of(key, rec)
+            return workload::pods_of(key, rec, now)
                 .first()
                 .map(|p| {
                     let mut rendered = workload::pod_object(w, p, &workload::pod_state(p, nodes, now));
@@ -344,8 +356,8 @@ fn labels_match(obj: &Value, wanted: &[(String, String)]) -> bool {
         .all(|(k, v)| obj.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str) == Some(v))
 }
 
-fn find_pod(kw: &KubeWorld, namespace: &str, name: &str) -> Option<PodView> {
-    workload::all_pods(kw, Some(namespace)).into_iter().find(|p| p.name == name)
+fn find_pod(kw: &KubeWorld, namespace: &str, name: &str, now: f64) -> Option<PodView> {
+    workload::all_pods(kw, Some(namespace), now).into_iter().find(|p| p.name == name)
 }
 
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
@@ -375,6 +387,18 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
         && !kw.has_namespace(ns)
     {
         return Err(ProviderError::not_found(API, format!("namespaces \"{ns}\" not found")));
+    }
+    if is_pod(&r.api_version, &r.kind)
+        && !kw.objects.contains_key(&key)
+        && let Some(ns) = &r.namespace
+        && let Some(p) = find_pod(kw, ns, &r.name, cx.now).filter(|p| p.slot.is_some())
+    {
+        // Applying labels to a controller's pod: the pod keeps running, only its labels change.
+        serving::relabel_pod(kw, &p, object.0.pointer("/metadata/labels"));
+        kw.resource_version += 1;
+        let pod_ref =
+            ObjectRef { namespace: Some(ns.clone()), ..object.object_ref().unwrap_or_else(|| unreachable!()) };
+        return get(w, cx, target, &pod_ref)?.ok_or_else(|| ProviderError::not_found(API, "pod vanished"));
     }
     let existing: Option<Value> = kw.objects.get(&key).map(|e| e.object.clone());
     let existing = existing.as_ref();
@@ -410,9 +434,12 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
             spec.insert("clusterIP".into(), previous.unwrap_or_else(|| json!(ip)));
         }
     }
-    let spec_changed = existing.is_none_or(|e| e.get("spec") != o.get("spec"));
+    // Scaling a Deployment changes its generation but not its pod template: pods keep running.
+    let generation_changed = existing.is_none_or(|e| e.get("spec") != o.get("spec"));
+    let spec_changed = existing.is_none_or(|e| serving::template_changed(&r.kind, e.get("spec"), o.get("spec")));
     let old_generation = keep("generation").and_then(|g| g.as_u64()).unwrap_or(0);
-    meta.insert("generation".into(), json!(if spec_changed { old_generation + 1 } else { old_generation.max(1) }));
+    let generation = if generation_changed { old_generation + 1 } else { old_generation.max(1) };
+    meta.insert("generation".into(), json!(generation));
     if let Some(status) = existing.and_then(|e| e.get("status")) {
         o.insert("status".into(), status.clone());
     }
@@ -435,10 +462,12 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
                     spec_changed_at: cx.now,
                     fails: cx.resource_fails.clone(),
                     restarts: BTreeMap::new(),
+                    serving: Default::default(),
                 },
             );
         }
     }
+    serving::after_apply(kw, &key, spec_changed, cx.now);
     let w: &World = w;
     let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(API, "no Kubernetes API for this cluster"))?;
     let nodes = workload::nodes(w, kw, cx.now);
@@ -461,7 +490,7 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
     }
     if is_pod(&r.api_version, &r.kind) {
         let ns = r.namespace.as_deref().unwrap_or("default");
-        return Ok(find_pod(kw, ns, &r.name)
+        return Ok(find_pod(kw, ns, &r.name, cx.now)
             .map(|p| KubeObject(workload::pod_object(w, &p, &workload::pod_state(&p, &nodes, cx.now)))));
     }
     Ok(None)
@@ -476,7 +505,7 @@ fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<K
     let mut out: Vec<Value> = if is_node(&p.api_version, &p.kind) {
         nodes.iter().map(|n| workload::node_object(w, n)).collect()
     } else if is_pod(&p.api_version, &p.kind) {
-        workload::all_pods(kw, namespace)
+        workload::all_pods(kw, namespace, cx.now)
             .iter()
             .map(|pod| match kw.objects.get(&pod.source).filter(|r| str_at(&r.object, "/kind") == Some("Pod")) {
                 Some(rec) => materialize(w, kw, &pod.source, rec, &nodes, cx.now),
@@ -524,12 +553,13 @@ fn delete(w: &mut World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<
         kw.objects.remove(&r.key());
         return Ok(());
     }
-    if kw.objects.remove(&r.key()).is_some() {
+    if let Some(removed) = kw.objects.remove(&r.key()) {
+        serving::after_delete(kw, &removed, cx.now);
         return Ok(());
     }
     if is_pod(&r.api_version, &r.kind) {
         let ns = r.namespace.as_deref().unwrap_or("default");
-        if let Some(p) = find_pod(kw, ns, &r.name)
+        if let Some(p) = find_pod(kw, ns, &r.name, cx.now)
             && let Some(slot) = &p.slot
         {
             workload::restart_slot(kw, &p.source, slot, cx.now);
@@ -551,7 +581,7 @@ fn pod_now(
     if !w.eks.get(&rkey(&target.region, &target.eks_cluster)).is_some_and(|c| c.life.exists(now)) {
         return None;
     }
-    let p = find_pod(kw, namespace, pod)?;
+    let p = find_pod(kw, namespace, pod, now)?;
     let nodes = workload::nodes(w, kw, now);
     let st = workload::pod_state(&p, &nodes, now);
     Some((p, st))
@@ -583,6 +613,24 @@ impl KubeApi for SimCloud {
 
     async fn delete(&self, target: &KubeTarget, object: &ObjectRef) -> Result<()> {
         self.write("k8s:Delete", |w, cx| delete(w, cx, target, object))
+    }
+
+    async fn service_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        service: &str,
+        port: u16,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: std::time::Duration,
+    ) -> Result<ProxyResponse> {
+        let _ = timeout; // the simulated model answers at once
+        self.read(PROXY_API, |w, cx| {
+            let wkey = check_target(w, PROXY_API, target, cx.now)?;
+            let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(PROXY_API, "no Kubernetes API"))?;
+            Ok(serving::proxy(w, kw, namespace, service, port, path, body, cx.now))
+        })
     }
 
     async fn logs(

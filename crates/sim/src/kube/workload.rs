@@ -204,8 +204,16 @@ fn slot_start(rec: &KubeRec, slot: &str) -> (u32, f64) {
     }
 }
 
-/// The pods a stored object runs (a Pod object is its own pod).
-pub(crate) fn pods_of(key: &str, rec: &KubeRec) -> Vec<PodView> {
+/// The pods a stored object runs at `now` (a Pod object is its own pod).
+pub(crate) fn pods_of(key: &str, rec: &KubeRec, now: f64) -> Vec<PodView> {
+    if let Some((deployment, operator_rec)) = super::serving::operator_deployment(rec) {
+        // The HyperPod inference operator runs the endpoint as a Deployment.
+        let mut pods = pods_of(key, &KubeRec { object: deployment, ..operator_rec }, now);
+        for p in &mut pods {
+            p.source = key.to_string();
+        }
+        return pods;
+    }
     let o = &rec.object;
     let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
     let api = o.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
@@ -249,7 +257,8 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec) -> Vec<PodView> {
     };
     match (api, kind) {
         ("apps/v1", "Deployment") => {
-            let replicas = o.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+            let spec_replicas = o.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+            let replicas = super::serving::replicas_at(rec, spec_replicas, now);
             let template = o.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
             let rs_hash = suffix(stable_hash(&[&uid, &change]), 10);
             let rs_name = format!("{name}-{rs_hash}");
@@ -263,9 +272,15 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec) -> Vec<PodView> {
                 .map(|i| {
                     let slot = i.to_string();
                     let (epoch, _) = slot_start(rec, &slot);
-                    let pod_name =
-                        format!("{rs_name}-{}", suffix(stable_hash(&[&rs_hash, &slot, &epoch.to_string()]), 5));
-                    pod(
+                    // A slot scaled away and back gets a new pod (name and uid).
+                    let born = super::serving::slot_born(rec, spec_replicas, i, now);
+                    let incarnation =
+                        if born > rec.spec_changed_at { born.to_bits().to_string() } else { String::new() };
+                    let pod_name = format!(
+                        "{rs_name}-{}",
+                        suffix(stable_hash(&[&rs_hash, &slot, &epoch.to_string(), &incarnation]), 5)
+                    );
+                    let mut p = pod(
                         pod_name,
                         slot,
                         &template,
@@ -274,7 +289,13 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec) -> Vec<PodView> {
                         None,
                         replicas,
                         i,
-                    )
+                    );
+                    if born > p.start {
+                        p.start = born;
+                        p.uid = uuid_from(stable_hash(&[&p.uid, &incarnation]), stable_hash(&[&p.name]));
+                    }
+                    super::serving::relabel(rec, &mut p);
+                    p
                 })
                 .collect()
         }
@@ -362,13 +383,13 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec) -> Vec<PodView> {
 }
 
 /// Every pod of the cluster, optionally of one namespace.
-pub(crate) fn all_pods(kw: &KubeWorld, namespace: Option<&str>) -> Vec<PodView> {
+pub(crate) fn all_pods(kw: &KubeWorld, namespace: Option<&str>, now: f64) -> Vec<PodView> {
     kw.objects
         .iter()
         .filter(|(_, r)| {
             namespace.is_none_or(|ns| r.object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
         })
-        .flat_map(|(k, r)| pods_of(k, r))
+        .flat_map(|(k, r)| pods_of(k, r, now))
         .collect()
 }
 
@@ -617,7 +638,7 @@ pub(crate) fn workload_status(w: &World, key: &str, rec: &KubeRec, nodes: &[Node
     let o = &rec.object;
     let kind = o.get("kind").and_then(Value::as_str)?;
     let api = o.get("apiVersion").and_then(Value::as_str)?;
-    let pods = pods_of(key, rec);
+    let pods = pods_of(key, rec, now);
     let t = |x: f64| w.k8s_time(x);
     match (api, kind) {
         ("apps/v1", "Deployment") => {
@@ -709,6 +730,10 @@ pub(crate) fn workload_status(w: &World, key: &str, rec: &KubeRec, nodes: &[Node
                 s["completionTime"] = json!(all.last_end.map(t));
             }
             Some(s)
+        }
+        (super::serving::IEC_API, super::serving::IEC_KIND) => {
+            let c = tally(&pods, nodes, now, |_| true);
+            Some(super::serving::operator_status(w, rec, c.total, c.ready))
         }
         _ => None,
     }

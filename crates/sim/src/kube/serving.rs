@@ -1,0 +1,596 @@
+//! Inference in the simulated clusters.
+//!
+//! - **HyperPod inference operator**: an `InferenceEndpointConfig`
+//!   (`inference.sagemaker.aws.amazon.com/v1`) runs as a Deployment of its own name whose pods
+//!   carry `app=<name>` and run `spec.worker` on `spec.instanceType` nodes; its status follows
+//!   (`state` `DeploymentInProgress` → `DeploymentComplete`, `deploymentStatus`, `replicas`).
+//! - **Scaling**: changing only `spec.replicas` of a Deployment keeps its pods (new slots start
+//!   when they are added, removed slots stop); the history is kept per object.
+//! - **KEDA**: a `ScaledObject` (`keda.sh/v1alpha1`) scales its target Deployment from a metric
+//!   value tests set with [`SimCloud::set_scaling_metric`]: `ceil(value / threshold)` clamped to
+//!   `[minReplicaCount, maxReplicaCount]` (0 when the value is at most the activation
+//!   threshold and the minimum is 0). Scaling up is immediate; scaling down waits until the
+//!   higher values have been out of the window (the HPA scale-down stabilisation window when
+//!   set, else `cooldownPeriod`) — a sample counts while it was current at some moment of the
+//!   last window. Deleting the ScaledObject leaves the replicas where they are.
+//! - **Relabelling pods**: applying a Pod object over a controller's pod changes only its labels
+//!   (what a model pool move does); the pod is not restarted (same name, same uid).
+//! - **Service proxy** ([`SimCloud`]'s `service_proxy`, also served by the API server): the
+//!   Service's selector picks its ready pods (`503` without any); an SGLang router pod forwards to
+//!   the ready workers its `--selector` names; a model server answers like an OpenAI-compatible
+//!   server (`/v1/models`, `/v1/chat/completions` with token usage, `/health`),
+//!   deterministically from the request and the pod.
+
+use super::workload::{self, PodView};
+use super::{KubeRec, KubeWorld, obj_key};
+use crate::cloud::{SimCloud, SimError};
+use crate::world::{World, rkey, stable_hash};
+use instantstart_core::provider::{KubeTarget, ProxyResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// `apiVersion` of the HyperPod inference operator's endpoints.
+pub(crate) const IEC_API: &str = "inference.sagemaker.aws.amazon.com/v1";
+/// `kind` of the HyperPod inference operator's endpoints.
+pub(crate) const IEC_KIND: &str = "InferenceEndpointConfig";
+/// Annotation of operator pods naming the model they serve.
+const MODEL_ANNOTATION: &str = "sim.instantstart.io/served-model";
+
+/// Serving state of a stored object.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct ServingState {
+    /// `(since, replicas)`: the replicas the spec asked for from `since` on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scale: Vec<(f64, u32)>,
+    /// The ScaledObject scaling this Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keda: Option<Keda>,
+    /// Labels applied to pods by name (relabelled without a restart).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_labels: BTreeMap<String, Map<String, Value>>,
+}
+
+/// What KEDA knows about a Deployment it scales.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Keda {
+    pub scaled_object: String,
+    pub since: f64,
+    pub min: u32,
+    pub max: u32,
+    pub threshold: f64,
+    pub activation: f64,
+    /// Scale-down window, seconds.
+    pub window: f64,
+    /// `(time, value)` of the metric.
+    #[serde(default)]
+    pub samples: Vec<(f64, f64)>,
+}
+
+impl Keda {
+    fn desired(&self, value: f64) -> u32 {
+        if value <= self.activation && self.min == 0 {
+            return 0;
+        }
+        let lo = self.min.max(1);
+        let n = (value / self.threshold).ceil();
+        let n = if n.is_finite() && n > 0.0 { n.min(f64::from(u32::MAX)) as u32 } else { 0 };
+        n.clamp(lo, self.max.max(lo))
+    }
+
+    fn replicas_at(&self, base: u32, t: f64) -> u32 {
+        let samples: Vec<&(f64, f64)> = self.samples.iter().filter(|s| s.0 <= t).collect();
+        if samples.is_empty() || t < self.since {
+            return base.clamp(self.min, self.max.max(self.min));
+        }
+        let mut best = 0;
+        for (i, s) in samples.iter().enumerate() {
+            let next = samples.get(i + 1).map(|n| n.0);
+            if next.is_none_or(|n| n > t - self.window) {
+                best = best.max(self.desired(s.1));
+            }
+        }
+        best
+    }
+}
+
+fn is_scalable(rec: &KubeRec) -> bool {
+    let api = rec.object.get("apiVersion").and_then(Value::as_str);
+    let kind = rec.object.get("kind").and_then(Value::as_str);
+    matches!((api, kind), (Some("apps/v1"), Some("Deployment")) | (Some(IEC_API), Some(IEC_KIND)))
+}
+
+/// Replicas of a Deployment at `t`.
+pub(crate) fn replicas_at(rec: &KubeRec, spec_replicas: u32, t: f64) -> u32 {
+    let base = rec.serving.scale.iter().rev().find(|(at, _)| *at <= t).map_or(spec_replicas, |s| s.1);
+    match &rec.serving.keda {
+        Some(k) => k.replicas_at(base, t),
+        None => base,
+    }
+}
+
+/// When slot `i` of a Deployment last came into being (at or before `now`).
+pub(crate) fn slot_born(rec: &KubeRec, spec_replicas: u32, i: u32, now: f64) -> f64 {
+    let start = rec.spec_changed_at;
+    let mut points: Vec<f64> = rec.serving.scale.iter().map(|s| s.0).collect();
+    if let Some(k) = &rec.serving.keda {
+        points.push(k.since);
+        for s in &k.samples {
+            points.push(s.0);
+            points.push(s.0 + k.window);
+        }
+    }
+    points.retain(|p| *p > start && *p <= now);
+    points.sort_by(f64::total_cmp);
+    points.dedup();
+    let mut born = start;
+    let mut prev = replicas_at(rec, spec_replicas, start);
+    for p in points {
+        let r = replicas_at(rec, spec_replicas, p);
+        if r > i && prev <= i {
+            born = p;
+        }
+        prev = r;
+    }
+    born
+}
+
+/// Applies the labels set on a pod after it started.
+pub(crate) fn relabel(rec: &KubeRec, pod: &mut PodView) {
+    if let Some(labels) = rec.serving.pod_labels.get(&pod.name) {
+        for (k, v) in labels {
+            pod.labels.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Records labels applied to a controller's pod.
+pub(crate) fn relabel_pod(kw: &mut KubeWorld, pod: &PodView, labels: Option<&Value>) {
+    let Some(labels) = labels.and_then(Value::as_object) else { return };
+    if let Some(rec) = kw.objects.get_mut(&pod.source) {
+        let entry = rec.serving.pod_labels.entry(pod.name.clone()).or_default();
+        for (k, v) in labels {
+            if v.is_string() {
+                entry.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Whether a spec change replaces the pods (anything but `replicas` of a scalable kind).
+pub(crate) fn template_changed(kind: &str, old: Option<&Value>, new: Option<&Value>) -> bool {
+    if !matches!(kind, "Deployment" | IEC_KIND) {
+        return old != new;
+    }
+    let strip = |v: Option<&Value>| {
+        let mut v = v.cloned().unwrap_or(Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("replicas");
+        }
+        v
+    };
+    strip(old) != strip(new)
+}
+
+fn keda_of(so: &Value, since: f64, samples: Vec<(f64, f64)>) -> Option<(String, Keda)> {
+    let spec = so.get("spec")?;
+    let target = spec.pointer("/scaleTargetRef/name")?.as_str()?.to_string();
+    let num = |v: Option<&Value>| v.and_then(|v| v.as_f64().or_else(|| v.as_str().and_then(|s| s.parse().ok())));
+    let trigger = spec.pointer("/triggers/0/metadata");
+    let threshold = num(trigger.and_then(|m| m.get("threshold"))).filter(|t| *t > 0.0).unwrap_or(1.0);
+    let window =
+        num(spec.pointer("/advanced/horizontalPodAutoscalerConfig/behavior/scaleDown/stabilizationWindowSeconds"))
+            .or_else(|| num(spec.get("cooldownPeriod")))
+            .unwrap_or(300.0);
+    Some((
+        target,
+        Keda {
+            scaled_object: so.pointer("/metadata/name")?.as_str()?.to_string(),
+            since,
+            min: num(spec.get("minReplicaCount")).unwrap_or(0.0) as u32,
+            max: num(spec.get("maxReplicaCount")).unwrap_or(100.0) as u32,
+            threshold,
+            activation: num(trigger.and_then(|m| m.get("activationThreshold"))).unwrap_or(0.0),
+            window,
+            samples,
+        },
+    ))
+}
+
+fn is_scaled_object(v: &Value) -> bool {
+    v.get("apiVersion").and_then(Value::as_str) == Some("keda.sh/v1alpha1")
+        && v.get("kind").and_then(Value::as_str) == Some("ScaledObject")
+}
+
+fn namespace_of(v: &Value) -> String {
+    v.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string()
+}
+
+/// Hooks after an object was applied: scaling history, KEDA targets.
+pub(crate) fn after_apply(kw: &mut KubeWorld, key: &str, template_changed: bool, now: f64) {
+    let Some(rec) = kw.objects.get_mut(key) else { return };
+    if is_scalable(rec) {
+        let replicas = rec.object.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+        if template_changed {
+            rec.serving.scale = vec![(now, replicas)];
+            rec.serving.pod_labels.clear();
+        } else if rec.serving.scale.last().is_none_or(|s| s.1 != replicas) {
+            rec.serving.scale.push((now, replicas));
+        }
+    }
+    let object = rec.object.clone();
+    if is_scaled_object(&object) {
+        attach_keda(kw, &object, now);
+    } else if object.get("kind").and_then(Value::as_str) == Some("Deployment") {
+        let ns = namespace_of(&object);
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let so: Vec<Value> = kw
+            .objects
+            .values()
+            .map(|r| &r.object)
+            .filter(|o| is_scaled_object(o) && namespace_of(o) == ns)
+            .filter(|o| o.pointer("/spec/scaleTargetRef/name").and_then(Value::as_str) == Some(name))
+            .cloned()
+            .collect();
+        for o in so {
+            attach_keda(kw, &o, now);
+        }
+    }
+}
+
+fn attach_keda(kw: &mut KubeWorld, so: &Value, now: f64) {
+    let ns = namespace_of(so);
+    let so_name = so.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let Some(target) = so.pointer("/spec/scaleTargetRef/name").and_then(Value::as_str) else { return };
+    let dkey = obj_key("apps/v1", "Deployment", Some(&ns), target);
+    let Some(d) = kw.objects.get_mut(&dkey) else { return };
+    let (since, samples) = match &d.serving.keda {
+        Some(k) if k.scaled_object == so_name => (k.since, k.samples.clone()),
+        _ => (now, Vec::new()),
+    };
+    if let Some((_, keda)) = keda_of(so, since, samples) {
+        d.serving.keda = Some(keda);
+    }
+}
+
+/// Hooks after an object was deleted: a deleted ScaledObject leaves its Deployment's replicas.
+pub(crate) fn after_delete(kw: &mut KubeWorld, removed: &KubeRec, now: f64) {
+    if !is_scaled_object(&removed.object) {
+        return;
+    }
+    let ns = namespace_of(&removed.object);
+    let Some(target) = removed.object.pointer("/spec/scaleTargetRef/name").and_then(Value::as_str) else { return };
+    if let Some(d) = kw.objects.get_mut(&obj_key("apps/v1", "Deployment", Some(&ns), target)) {
+        let spec = d.object.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+        let current = replicas_at(d, spec, now);
+        d.serving.keda = None;
+        d.serving.scale.push((now, current));
+    }
+}
+
+/// The Deployment the inference operator runs for an `InferenceEndpointConfig` record.
+pub(crate) fn operator_deployment(rec: &KubeRec) -> Option<(Value, KubeRec)> {
+    let o = &rec.object;
+    if o.get("apiVersion").and_then(Value::as_str) != Some(IEC_API)
+        || o.get("kind").and_then(Value::as_str) != Some(IEC_KIND)
+    {
+        return None;
+    }
+    let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let spec = o.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let worker = spec.get("worker").cloned().unwrap_or_else(|| json!({}));
+    let port = worker.pointer("/modelInvocationPort/containerPort").and_then(Value::as_u64).unwrap_or(8080);
+    let mut container = json!({
+        "name": "worker",
+        "image": worker.get("image").cloned().unwrap_or(json!("unknown")),
+        "ports": [{ "name": "http", "containerPort": port, "protocol": "TCP" }],
+        "resources": worker.get("resources").cloned().unwrap_or_else(|| json!({})),
+    });
+    for f in ["command", "args"] {
+        if let Some(v) = worker.get(f) {
+            container[f] = v.clone();
+        }
+    }
+    let model = spec.get("modelName").and_then(Value::as_str).unwrap_or(name);
+    let mut node_selector = json!({});
+    if let Some(t) = spec.get("instanceType").and_then(Value::as_str) {
+        node_selector["node.kubernetes.io/instance-type"] = json!(t);
+    }
+    let deployment = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": name, "namespace": namespace_of(o), "uid": o.pointer("/metadata/uid").cloned().unwrap_or(Value::Null) },
+        "spec": {
+            "replicas": spec.get("replicas").cloned().unwrap_or(json!(1)),
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name }, "annotations": { MODEL_ANNOTATION: model } },
+                "spec": { "containers": [container], "nodeSelector": node_selector },
+            },
+        },
+    });
+    Some((deployment.clone(), KubeRec { object: deployment, ..rec.clone() }))
+}
+
+/// The status the inference operator writes.
+pub(crate) fn operator_status(w: &World, rec: &KubeRec, total: u32, ready: u32) -> Value {
+    let o = &rec.object;
+    let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let state = if rec.fails.is_some() {
+        "DeploymentFailed"
+    } else if total > 0 && ready == total {
+        "DeploymentComplete"
+    } else {
+        "DeploymentInProgress"
+    };
+    let message = match (&rec.fails, state) {
+        (Some(why), _) => why.clone(),
+        (None, "DeploymentComplete") => "Deployment is complete".to_string(),
+        _ => format!("{ready}/{total} replicas ready"),
+    };
+    json!({
+        "state": state,
+        "replicas": total,
+        "selector": format!("app={name}"),
+        "observedGeneration": o.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "deploymentStatus": {
+            "name": name,
+            "deploymentObjectOverallState": state,
+            "message": message,
+            "lastUpdated": w.k8s_time(rec.spec_changed_at),
+            "status": { "replicas": total, "readyReplicas": ready, "availableReplicas": ready, "updatedReplicas": total },
+        },
+        "conditions": [{
+            "type": "DeploymentComplete",
+            "status": if state == "DeploymentComplete" { "True" } else { "False" },
+            "reason": state,
+            "message": message,
+            "lastTransitionTime": w.k8s_time(rec.spec_changed_at),
+        }],
+        "metricsStatus": { "enabled": o.pointer("/spec/metrics/enabled").and_then(Value::as_bool).unwrap_or(false) },
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service proxy and the simulated model
+
+fn answer(status: u16, body: &Value) -> ProxyResponse {
+    ProxyResponse { status, body: serde_json::to_vec(body).unwrap_or_default() }
+}
+
+fn k8s_status(code: u16, reason: &str, message: &str) -> ProxyResponse {
+    answer(
+        code,
+        &json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code }),
+    )
+}
+
+fn labels_match(pod: &PodView, selector: &Map<String, Value>) -> bool {
+    !selector.is_empty() && selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v))
+}
+
+fn argv(pod: &PodView) -> Vec<String> {
+    let c = pod.spec.pointer("/containers/0");
+    ["command", "args"]
+        .iter()
+        .flat_map(|f| c.and_then(|c| c.get(*f)).and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
+}
+
+fn served_model(pod: &PodView) -> String {
+    if let Some(m) = pod.annotations.get(MODEL_ANNOTATION).and_then(Value::as_str) {
+        return m.to_string();
+    }
+    flag(&argv(pod), "--served-model-name")
+        .or_else(|| pod.labels.get("app.kubernetes.io/instance").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| pod.name.clone())
+}
+
+/// The workers an SGLang router pod discovers, if the pod is a router.
+fn router_selector(pod: &PodView) -> Option<Map<String, Value>> {
+    let args = argv(pod);
+    if !args.iter().any(|a| a.contains("sglang_router")) || !args.iter().any(|a| a == "--service-discovery") {
+        return None;
+    }
+    let i = args.iter().position(|a| a == "--selector")?;
+    let mut m = Map::new();
+    for kv in args[i + 1..].iter().take_while(|a| !a.starts_with("--")) {
+        if let Some((k, v)) = kv.split_once('=') {
+            m.insert(k.into(), Value::String(v.into()));
+        }
+    }
+    Some(m)
+}
+
+fn words(s: &str) -> u32 {
+    s.split_whitespace().count() as u32
+}
+
+fn openai_error(status: u16, kind: &str, message: &str) -> ProxyResponse {
+    answer(status, &json!({ "error": { "message": message, "type": kind, "code": status } }))
+}
+
+/// What a model server pod answers.
+fn model_answer(w: &World, pod: &PodView, path: &str, body: Option<&[u8]>, now: f64) -> ProxyResponse {
+    let model = served_model(pod);
+    match path.trim_start_matches('/') {
+        "health" | "health_generate" | "ping" => ProxyResponse { status: 200, body: Vec::new() },
+        "v1/models" => answer(
+            200,
+            &json!({ "object": "list", "data": [{ "id": model, "object": "model", "created": w.display_time(pod.start).timestamp(), "owned_by": "instantstart-sim" }] }),
+        ),
+        "v1/chat/completions" => {
+            let Some(body) = body else {
+                return openai_error(405, "BadRequestError", "POST a chat completion request");
+            };
+            let req: Value = match serde_json::from_slice(body) {
+                Ok(v) => v,
+                Err(e) => return openai_error(400, "BadRequestError", &format!("invalid JSON body: {e}")),
+            };
+            let Some(messages) = req.get("messages").and_then(Value::as_array).filter(|m| !m.is_empty()) else {
+                return openai_error(400, "BadRequestError", "messages: must be a non-empty list");
+            };
+            let mut prompt_tokens = 0;
+            let mut last_user = String::new();
+            for (i, m) in messages.iter().enumerate() {
+                let (Some(role), Some(content)) =
+                    (m.get("role").and_then(Value::as_str), m.get("content").and_then(Value::as_str))
+                else {
+                    return openai_error(
+                        400,
+                        "BadRequestError",
+                        &format!("messages[{i}]: needs a role and a string content"),
+                    );
+                };
+                prompt_tokens += words(content) + 3;
+                if role == "user" {
+                    last_user = content.to_string();
+                }
+            }
+            if let Some(asked) = req.get("model").and_then(Value::as_str)
+                && asked != model
+            {
+                return openai_error(404, "NotFoundError", &format!("The model `{asked}` does not exist."));
+            }
+            let max_tokens = req
+                .get("max_tokens")
+                .or_else(|| req.get("max_completion_tokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(256)
+                .clamp(1, 1 << 20) as usize;
+            let full = format!("Simulated answer from {model} on {}: you said \"{}\".", pod.name, last_user.trim());
+            let all: Vec<&str> = full.split_whitespace().collect();
+            let truncated = all.len() > max_tokens;
+            let content = all[..all.len().min(max_tokens)].join(" ");
+            let completion_tokens = words(&content);
+            let h = stable_hash(&[&pod.name, &String::from_utf8_lossy(body)]);
+            answer(
+                200,
+                &json!({
+                    "id": format!("chatcmpl-{h:016x}"),
+                    "object": "chat.completion",
+                    "created": w.display_time(now).timestamp(),
+                    "model": model,
+                    "system_fingerprint": pod.name,
+                    "choices": [{
+                        "index": 0,
+                        "message": { "role": "assistant", "content": content },
+                        "finish_reason": if truncated { "length" } else { "stop" },
+                    }],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": completion_tokens,
+                        "total_tokens": prompt_tokens + completion_tokens,
+                    },
+                }),
+            )
+        }
+        other => answer(404, &json!({ "detail": format!("Not Found: /{other}") })),
+    }
+}
+
+/// Calls `path` of Service `ns/service` on `port` the way the API server's service proxy does.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn proxy(
+    w: &World,
+    kw: &KubeWorld,
+    ns: &str,
+    service: &str,
+    port: u16,
+    path: &str,
+    body: Option<&[u8]>,
+    now: f64,
+) -> ProxyResponse {
+    let Some(svc) = kw.objects.get(&obj_key("v1", "Service", Some(ns), service)).map(|r| &r.object) else {
+        return k8s_status(404, "NotFound", &format!("services \"{service}\" not found"));
+    };
+    let has_port = svc
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .is_some_and(|ps| ps.iter().any(|p| p.get("port").and_then(Value::as_u64) == Some(u64::from(port))));
+    if !has_port {
+        return k8s_status(
+            503,
+            "ServiceUnavailable",
+            &format!("no service port {port} found for service \"{service}\""),
+        );
+    }
+    let selector = svc.pointer("/spec/selector").and_then(Value::as_object).cloned().unwrap_or_default();
+    let nodes = workload::nodes(w, kw, now);
+    let pods = workload::all_pods(kw, Some(ns), now);
+    let ready = |sel: &Map<String, Value>| -> Vec<&PodView> {
+        pods.iter().filter(|p| labels_match(p, sel) && workload::pod_state(p, &nodes, now).ready).collect()
+    };
+    let backends = ready(&selector);
+    if backends.is_empty() {
+        return k8s_status(503, "ServiceUnavailable", &format!("no endpoints available for service \"{service}\""));
+    }
+    let seed = String::from_utf8_lossy(body.unwrap_or_default()).into_owned();
+    let pick = |v: &[&PodView], salt: &str| v[(stable_hash(&[&seed, salt]) % v.len() as u64) as usize].clone();
+    let pod = pick(&backends, service);
+    match router_selector(&pod) {
+        Some(workers_selector) => {
+            if matches!(path.trim_start_matches('/'), "health" | "readiness" | "liveness") {
+                return ProxyResponse { status: 200, body: Vec::new() };
+            }
+            let workers = ready(&workers_selector);
+            if workers.is_empty() {
+                return answer(503, &json!({ "error": "no available workers" }));
+            }
+            model_answer(w, &pick(&workers, &pod.name), path, body, now)
+        }
+        None => model_answer(w, &pod, path, body, now),
+    }
+}
+
+fn knob_error(message: String) -> SimError {
+    SimError::Rejected(instantstart_core::provider::ProviderError::new(
+        "sim:SetScalingMetric",
+        instantstart_core::provider::ProviderErrorKind::InvalidRequest,
+        message,
+    ))
+}
+
+impl SimCloud {
+    /// Sets the value of the metric behind the KEDA ScaledObject `namespace/scaled_object` of
+    /// `target` from now on (the simulated Prometheus query's answer).
+    pub fn set_scaling_metric(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        scaled_object: &str,
+        value: f64,
+    ) -> Result<(), SimError> {
+        if !value.is_finite() || value < 0.0 {
+            return Err(knob_error(format!("metric value must be a finite number ≥ 0, got {value}")));
+        }
+        self.admin(|w, now| {
+            let kw = w
+                .kube
+                .get_mut(&rkey(&target.region, &target.eks_cluster))
+                .ok_or_else(|| knob_error(format!("no Kubernetes API for EKS cluster {}", target.eks_cluster)))?;
+            let so_key = obj_key("keda.sh/v1alpha1", "ScaledObject", Some(namespace), scaled_object);
+            let so = kw
+                .objects
+                .get(&so_key)
+                .map(|r| r.object.clone())
+                .ok_or_else(|| knob_error(format!("ScaledObject {namespace}/{scaled_object} not found")))?;
+            let target_name = so.pointer("/spec/scaleTargetRef/name").and_then(Value::as_str).unwrap_or_default();
+            let dkey = obj_key("apps/v1", "Deployment", Some(namespace), target_name);
+            attach_keda(kw, &so, now);
+            let d = kw
+                .objects
+                .get_mut(&dkey)
+                .ok_or_else(|| knob_error(format!("the target Deployment {namespace}/{target_name} does not exist")))?;
+            if let Some(k) = d.serving.keda.as_mut() {
+                k.samples.push((now, value));
+            }
+            Ok(())
+        })
+    }
+}
