@@ -13,7 +13,7 @@ use instantstart_core::engine::audit;
 use instantstart_core::operation::{OperationKind, OperationStatus};
 use instantstart_core::provider::{ClusterNode, EksCluster, HyperPodCluster};
 use instantstart_core::spec::ClusterCreateRequest;
-use instantstart_core::store::{ACTIVE_CLUSTER, ClusterRecord, OperationFilter};
+use instantstart_core::store::{ACTIVE_CLUSTER, ClusterRecord, OperationHead};
 use instantstart_core::workflow::cluster_target;
 use instantstart_core::workflow::delete_cluster::DeleteClusterRequest;
 use instantstart_core::workflow::import_cluster::ImportClusterRequest;
@@ -149,15 +149,18 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
-fn view(state: &AppState, record: ClusterRecord, active: Option<&str>) -> Result<ClusterView, ApiError> {
-    let recent = state.store.list_operations(&OperationFilter {
-        target: Some(cluster_target(&record.name)),
-        status: None,
-        limit: Some(20),
-    })?;
-    let lifecycle = recent.iter().find(|op| {
-        matches!(op.kind, OperationKind::CreateCluster | OperationKind::ImportCluster | OperationKind::DeleteCluster)
-    });
+/// Kinds whose latest operation decides a cluster's lifecycle status.
+const LIFECYCLE: [OperationKind; 3] =
+    [OperationKind::CreateCluster, OperationKind::ImportCluster, OperationKind::DeleteCluster];
+
+/// The status of a cluster from its latest lifecycle operation (create/import/delete) and its
+/// latest operation of any kind (a running change makes a ready cluster `updating`).
+fn view_of(
+    record: ClusterRecord,
+    active: Option<&str>,
+    lifecycle: Option<&OperationHead>,
+    latest: Option<&OperationHead>,
+) -> ClusterView {
     let mut status = match lifecycle {
         None => ClusterStatus::Ready,
         Some(op) => match (op.kind, op.status) {
@@ -169,22 +172,37 @@ fn view(state: &AppState, record: ClusterRecord, active: Option<&str>) -> Result
             _ => ClusterStatus::Failed,
         },
     };
-    if status == ClusterStatus::Ready && recent.first().is_some_and(|op| op.status == OperationStatus::Running) {
+    if status == ClusterStatus::Ready && latest.is_some_and(|op| op.status == OperationStatus::Running) {
         status = ClusterStatus::Updating;
     }
-    let last = recent.into_iter().next();
-    Ok(ClusterView {
+    ClusterView {
         active: active == Some(record.name.as_str()),
         record,
         status,
-        last_operation: last.map(|op| OperationSummary { id: op.id.0, kind: op.kind, status: op.status }),
-    })
+        last_operation: latest.map(|op| OperationSummary { id: op.id.0.clone(), kind: op.kind, status: op.status }),
+    }
+}
+
+/// Views of `records`: two store queries whatever the number of clusters.
+fn views(state: &AppState, records: Vec<ClusterRecord>, active: Option<&str>) -> Result<Vec<ClusterView>, ApiError> {
+    let targets: Vec<String> = records.iter().map(|r| cluster_target(&r.name)).collect();
+    let lifecycle = state.store.latest_operations(&targets, &LIFECYCLE)?;
+    let latest = state.store.latest_operations(&targets, &[])?;
+    Ok(records
+        .into_iter()
+        .zip(&targets)
+        .map(|(record, target)| view_of(record, active, lifecycle.get(target), latest.get(target)))
+        .collect())
+}
+
+fn view(state: &AppState, record: ClusterRecord, active: Option<&str>) -> Result<ClusterView, ApiError> {
+    Ok(views(state, vec![record], active)?.pop().expect("one view per record"))
 }
 
 async fn list(State(state): State<AppState>) -> Result<Json<Vec<ClusterView>>, ApiError> {
     let active = state.store.get_setting(ACTIVE_CLUSTER)?;
     let records = state.store.list_clusters()?;
-    Ok(Json(records.into_iter().map(|r| view(&state, r, active.as_deref())).collect::<Result<_, _>>()?))
+    Ok(Json(views(&state, records, active.as_deref())?))
 }
 
 async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<ClusterPath>) -> Result<Json<ClusterDetail>, ApiError> {

@@ -39,9 +39,9 @@ async fn healthz() -> &'static str {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     let mut ops = BTreeMap::new();
-    if let Ok(list) = state.store.list_operations(&Default::default()) {
-        for op in list {
-            *ops.entry(op.status.as_str().to_string()).or_insert(0) += 1;
+    if let Ok(counts) = state.store.count_operations() {
+        for (status, n) in counts {
+            ops.insert(status.as_str().to_string(), n);
         }
     }
     let calls = state.sim.as_ref().map(|s| s.stats()).unwrap_or_default();

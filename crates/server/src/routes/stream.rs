@@ -14,10 +14,12 @@ use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::Response;
+use chrono::{DateTime, Utc};
 use instantstart_core::operation::{Operation, OperationId, OperationStatus};
 use instantstart_core::store::OperationFilter;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -106,6 +108,12 @@ fn snapshot(state: &AppState, q: &StreamQuery) -> Vec<Operation> {
     ops
 }
 
+/// The text of a [`StreamMessage::Operation`] around an operation's JSON (built once per
+/// change and shared by every follower).
+fn operation_text(operation_json: &str) -> String {
+    format!(r#"{{"type":"operation","operation":{operation_json}}}"#)
+}
+
 async fn send(socket: &mut WebSocket, msg: &StreamMessage) -> bool {
     match serde_json::to_string(msg) {
         Ok(text) => socket.send(Message::Text(text.into())).await.is_ok(),
@@ -113,12 +121,39 @@ async fn send(socket: &mut WebSocket, msg: &StreamMessage) -> bool {
     }
 }
 
+/// What one follower has sent: the newest `updated_at` of each operation, so a snapshot that
+/// reaches this follower after a newer one (steps persist concurrently) is not sent.
+#[derive(Default)]
+struct Sent(HashMap<OperationId, DateTime<Utc>>);
+
+impl Sent {
+    /// Records `op` as sent unless a newer state of it already was; false when it is stale.
+    fn fresh(&mut self, op: &Operation) -> bool {
+        match self.0.get(&op.id) {
+            Some(seen) if op.updated_at < *seen => false,
+            _ => {
+                self.0.insert(op.id.clone(), op.updated_at);
+                true
+            }
+        }
+    }
+}
+
+async fn send_snapshot(socket: &mut WebSocket, state: &AppState, q: &StreamQuery, sent: &mut Sent) -> bool {
+    for operation in snapshot(state, q) {
+        sent.fresh(&operation);
+        if !send(socket, &StreamMessage::Operation { operation: Box::new(operation) }).await {
+            return false;
+        }
+    }
+    true
+}
+
 async fn follow(mut socket: WebSocket, state: AppState, q: StreamQuery) {
     let mut events = state.engine.subscribe();
-    for operation in snapshot(&state, &q) {
-        if !send(&mut socket, &StreamMessage::Operation { operation: Box::new(operation) }).await {
-            return;
-        }
+    let mut sent = Sent::default();
+    if !send_snapshot(&mut socket, &state, &q, &mut sent).await {
+        return;
     }
     let mut heartbeat = tokio::time::interval(Duration::from_secs(15));
     heartbeat.tick().await;
@@ -126,17 +161,29 @@ async fn follow(mut socket: WebSocket, state: AppState, q: StreamQuery) {
         tokio::select! {
             ev = events.recv() => match ev {
                 Ok(ev) if q.matches(&ev.operation_id, &ev.target) => {
-                    if let Ok(Some(operation)) = state.store.get_operation(&ev.operation_id)
-                        && !send(&mut socket, &StreamMessage::Operation { operation: Box::new(operation) }).await {
-                            return;
-                        }
+                    // The engine read the operation once for this change; every follower shares
+                    // that snapshot and its JSON (no store read, no serialization per follower).
+                    let text = match &ev.snapshot {
+                        Some(snap) if sent.fresh(&snap.operation) => operation_text(&snap.json()),
+                        Some(_) => continue,
+                        None => match state.store.get_operation(&ev.operation_id) {
+                            Ok(Some(op)) if sent.fresh(&op) => {
+                                match serde_json::to_string(&StreamMessage::Operation { operation: Box::new(op) }) {
+                                    Ok(text) => text,
+                                    Err(_) => continue,
+                                }
+                            }
+                            _ => continue,
+                        },
+                    };
+                    if socket.send(Message::Text(text.into())).await.is_err() {
+                        return;
+                    }
                 }
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => {
-                    for operation in snapshot(&state, &q) {
-                        if !send(&mut socket, &StreamMessage::Operation { operation: Box::new(operation) }).await {
-                            return;
-                        }
+                    if !send_snapshot(&mut socket, &state, &q, &mut sent).await {
+                        return;
                     }
                 }
                 Err(RecvError::Closed) => return,
@@ -151,5 +198,51 @@ async fn follow(mut socket: WebSocket, state: AppState, q: StreamQuery) {
                 Some(Ok(_)) => {}
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use instantstart_core::engine::OperationSnapshot;
+    use instantstart_core::operation::{Actor, OperationKind};
+
+    fn operation(updated_secs: i64) -> Operation {
+        let at = DateTime::<Utc>::from_timestamp(1_750_000_000 + updated_secs, 0).expect("time");
+        Operation {
+            id: OperationId("op-1".into()),
+            kind: OperationKind::CreateCluster,
+            target: "cluster/demo".into(),
+            status: OperationStatus::Running,
+            actor: Actor::system(),
+            request: serde_json::json!({ "name": "demo" }),
+            idempotency_key: None,
+            request_hash: "h".into(),
+            steps: vec![],
+            error: None,
+            created_at: at,
+            updated_at: at,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn the_shared_text_is_the_stream_message() {
+        let op = operation(0);
+        let shared = operation_text(&OperationSnapshot::new(op.clone()).json());
+        let own = serde_json::to_string(&StreamMessage::Operation { operation: Box::new(op) }).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&shared).unwrap(),
+            serde_json::from_str::<serde_json::Value>(&own).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_older_snapshot_after_a_newer_one_is_not_sent() {
+        let mut sent = Sent::default();
+        assert!(sent.fresh(&operation(2)));
+        assert!(!sent.fresh(&operation(1)), "older than what was sent");
+        assert!(sent.fresh(&operation(2)), "the same state again is harmless");
+        assert!(sent.fresh(&operation(3)));
     }
 }
