@@ -659,7 +659,7 @@ async fn create_and_delete_pipeline_through_the_engine() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(instantstart_store::SqliteStore::open(&dir.path().join("db.sqlite")).unwrap());
     let kube = Arc::new(FakeKube::default());
-    let workflows = instantstart_core::workflow::all(cloud.clone(), kube.clone(), store.clone());
+    let workflows = instantstart_core::workflow::all(cloud.clone(), kube.clone(), store.clone(), None);
     let mut config = EngineConfig::scaled(1000.0);
     config.max_retries = 3;
     let engine = Engine::new(store.clone(), workflows, config);

@@ -22,5 +22,6 @@ pub mod store;
 pub mod subnet;
 pub mod validate;
 pub mod workflow;
+pub mod workload;
 
 pub use validate::{Finding, ValidationError};

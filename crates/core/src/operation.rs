@@ -91,6 +91,14 @@ pub enum OperationKind {
     ReplaceNodes,
     DeleteNodes,
     SetFeatures,
+    SubmitJob,
+    DeleteJob,
+    DownloadModel,
+    DeployEndpoint,
+    UpdateEndpoint,
+    DeleteEndpoint,
+    AssignPoolWorker,
+    CreateTrackingServer,
 }
 
 impl OperationKind {
@@ -106,6 +114,14 @@ impl OperationKind {
         OperationKind::ReplaceNodes,
         OperationKind::DeleteNodes,
         OperationKind::SetFeatures,
+        OperationKind::SubmitJob,
+        OperationKind::DeleteJob,
+        OperationKind::DownloadModel,
+        OperationKind::DeployEndpoint,
+        OperationKind::UpdateEndpoint,
+        OperationKind::DeleteEndpoint,
+        OperationKind::AssignPoolWorker,
+        OperationKind::CreateTrackingServer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -120,6 +136,14 @@ impl OperationKind {
             OperationKind::ReplaceNodes => "replace_nodes",
             OperationKind::DeleteNodes => "delete_nodes",
             OperationKind::SetFeatures => "set_features",
+            OperationKind::SubmitJob => "submit_job",
+            OperationKind::DeleteJob => "delete_job",
+            OperationKind::DownloadModel => "download_model",
+            OperationKind::DeployEndpoint => "deploy_endpoint",
+            OperationKind::UpdateEndpoint => "update_endpoint",
+            OperationKind::DeleteEndpoint => "delete_endpoint",
+            OperationKind::AssignPoolWorker => "assign_pool_worker",
+            OperationKind::CreateTrackingServer => "create_tracking_server",
         }
     }
 

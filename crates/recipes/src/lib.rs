@@ -13,6 +13,7 @@
 //! | [`download`] | the Hugging Face → bucket download Job, with a deterministic name |
 //! | [`training::hyperpod`] | `HyperPodPyTorchJob` with process-level recovery, log-pattern hang detection and a recovery budget; recipes: PyTorch script, LLaMA-Factory, MS-Swift |
 //! | [`training::ray`] | KubeRay `RayJob`; recipe: VERL |
+//! | [`render`] | [`WorkloadRenderer`]: requests of the durable workload workflows → objects + ready rules |
 //! | [`inference`] | vLLM / SGLang / custom Deployments; Services ([`inference::service`]); the SGLang router ([`inference::router`]); KEDA autoscaling ([`inference::autoscale`]); the managed `InferenceEndpointConfig` ([`inference::managed`]) |
 //!
 //! ## Conventions
@@ -41,7 +42,9 @@
 pub mod common;
 pub mod download;
 pub mod inference;
+pub mod render;
 pub mod storage;
 pub mod training;
 
 pub use common::ManifestSet;
+pub use render::{TrainingJobRequest, WorkloadRenderer};

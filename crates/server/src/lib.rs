@@ -186,7 +186,12 @@ impl AppState {
                 return Err(ServerError::AwsNotBuilt);
             }
         };
-        let workflows = instantstart_core::workflow::all(aws.clone(), kube.clone(), store.clone());
+        let workflows = instantstart_core::workflow::all(
+            aws.clone(),
+            kube.clone(),
+            store.clone(),
+            Some(Arc::new(instantstart_recipes::WorkloadRenderer::new())),
+        );
         let engine = Engine::new(store.clone(), workflows, config);
         let state = AppState(Arc::new(AppInner {
             engine,

@@ -5,6 +5,8 @@
 //!   the long EKS wait.
 //! - [`delete_cluster`]: the same resources removed in reverse order.
 //! - [`import_cluster`]: register an existing EKS (and HyperPod) cluster after checking it.
+//! - [`workloads`]: apply a rendered workload (training job, model download, endpoint) and
+//!   delete one, generic over the operation kind.
 
 pub mod create_cluster;
 pub mod day2;
@@ -14,6 +16,7 @@ pub mod import_cluster;
 pub mod instance_groups;
 pub mod nodes;
 pub mod steps;
+pub mod workloads;
 
 use crate::Finding;
 use crate::engine::EngineError;
@@ -36,8 +39,12 @@ pub fn cluster_target(name: &str) -> String {
 pub fn decode<T: DeserializeOwned>(request: &Value) -> Result<T, ValidationError> {
     serde_path_to_error::deserialize(request).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." { String::new() } else { path };
+        let mut field = if path == "." { String::new() } else { path };
         let rule = e.into_inner().to_string();
+        // A missing field is reported at its parent; name the field itself.
+        if let Some(missing) = rule.strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
+            field = if field.is_empty() { missing.to_string() } else { format!("{field}.{missing}") };
+        }
         // serde's messages carry "at line x column y" only for text input; JSON values have none.
         ValidationError { kind: ValidationKind::Invalid, findings: vec![Finding { field, rule }] }
     })
@@ -53,13 +60,30 @@ pub fn update_record(store: &dyn Store, name: &str, f: impl FnOnce(&mut ClusterR
     Ok(())
 }
 
-/// Every workflow of the control plane, wired to the given providers and store.
+/// Every workflow of the control plane, wired to the given providers and store. Without a
+/// `renderer` the workload operations (jobs, downloads, endpoints) are not offered: the engine
+/// answers them with [`EngineError::UnknownKind`].
 pub fn all(
     aws: std::sync::Arc<dyn crate::provider::AwsCloud>,
     kube: std::sync::Arc<dyn crate::provider::KubeApi>,
     store: std::sync::Arc<dyn Store>,
+    renderer: Option<std::sync::Arc<dyn crate::workload::WorkloadRenderer>>,
 ) -> Vec<std::sync::Arc<dyn crate::engine::Workflow>> {
-    vec![
+    let mut all: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = Vec::new();
+    if let Some(renderer) = renderer {
+        for kind in OperationKind::ALL.iter().copied() {
+            if let Some(w) =
+                workloads::WorkloadWorkflow::new(kind, renderer.clone(), aws.clone(), kube.clone(), store.clone())
+            {
+                all.push(std::sync::Arc::new(w));
+            }
+            if let Some(w) = workloads::DeleteWorkloadWorkflow::new(kind, renderer.clone(), kube.clone(), store.clone())
+            {
+                all.push(std::sync::Arc::new(w));
+            }
+        }
+    }
+    let base: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = vec![
         std::sync::Arc::new(CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),
         std::sync::Arc::new(DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),
         std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube, store.clone())),
@@ -90,5 +114,7 @@ pub fn all(
             store.clone(),
         )),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(crate::provider::NodeAction::Delete, aws, store)),
-    ]
+    ];
+    all.extend(base);
+    all
 }

@@ -1,0 +1,686 @@
+//! Generic durable workflows for workloads inside a cluster: apply a rendered workload (training
+//! job, model download, inference endpoint) and delete one.
+//!
+//! **Apply** ([`WorkloadWorkflow`]): `prepare` validates the request, renders it through the
+//! [`WorkloadRenderer`] and stores the rendered objects in the operation's request
+//! ([`StoredWorkload`]); every later step works from that record, so a retried or resumed
+//! operation applies exactly what was recorded and never renders again. `assess` (read-only)
+//! checks that the cluster's EKS control plane is active, reads the facts the renderer needs
+//! (instance groups, managed features — never taken from the client) and whether the workload
+//! already exists; the request is then rendered once more with those facts before recording.
+//! Steps: `apply:<Kind>/<name>` per object, in order, then `ready`, which polls the
+//! [`ReadyRule`]s through [`KubeApi::get`].
+//!
+//! Every apply observes first: an object already carrying this operation's annotation is
+//! adopted; one without InstantStart's labels, or belonging to another workload, stops the
+//! step in `needs_attention`.
+//!
+//! **Delete** ([`DeleteWorkloadWorkflow`]): one `delete:<Kind>` step per type the workload may
+//! consist of ([`WorkloadRenderer::owned_types`], reverse apply order), each deleting what
+//! carries `app.kubernetes.io/managed-by=instantstart` and `app.kubernetes.io/instance=<name>`
+//! and waiting until it is gone, then `gone`, which waits for the workload's pods.
+
+use super::decode;
+use crate::engine::{
+    Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
+use crate::names;
+use crate::operation::{OperationKind, ResourceRef, StepSpec};
+use crate::provider::*;
+use crate::store::{ClusterRecord, Store};
+use crate::validate::{Findings, ValidationError};
+use crate::workload::{
+    ANNOTATION_OPERATION, GroupFacts, LABEL_INSTANCE, Readiness, RenderedWorkload, SharedStorageFacts, TypeRef,
+    WorkloadContext, WorkloadKind, WorkloadRenderer, WorkloadRequest, workload_target,
+};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The request as recorded: what was asked, and what it rendered to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoredWorkload {
+    pub request: WorkloadRequest,
+    pub rendered: RenderedWorkload,
+}
+
+/// How an apply operation treats a workload that already exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyMode {
+    /// The workload must not exist yet (409 otherwise): submit a job, deploy an endpoint.
+    Create,
+    /// The workload must exist (404 otherwise): update an endpoint.
+    Update,
+    /// Either: the name derives from the content (a model download), so applying the same
+    /// request again finds the same objects and reports their state.
+    Converge,
+}
+
+/// The workload kind and mode of an apply operation kind.
+pub fn apply_kind(kind: OperationKind) -> Option<(WorkloadKind, ApplyMode)> {
+    Some(match kind {
+        OperationKind::SubmitJob => (WorkloadKind::TrainingJob, ApplyMode::Create),
+        OperationKind::DownloadModel => (WorkloadKind::ModelDownload, ApplyMode::Converge),
+        OperationKind::DeployEndpoint => (WorkloadKind::Endpoint, ApplyMode::Create),
+        OperationKind::UpdateEndpoint => (WorkloadKind::Endpoint, ApplyMode::Update),
+        _ => return None,
+    })
+}
+
+/// The workload kind of a delete operation kind.
+pub fn delete_kind(kind: OperationKind) -> Option<WorkloadKind> {
+    Some(match kind {
+        OperationKind::DeleteJob => WorkloadKind::TrainingJob,
+        OperationKind::DeleteEndpoint => WorkloadKind::Endpoint,
+        _ => return None,
+    })
+}
+
+/// Step key of applying `object`.
+pub fn apply_step_key(object: &ObjectRef) -> String {
+    format!("apply:{}/{}", object.kind, object.name)
+}
+
+fn kube_target(rec: &ClusterRecord) -> KubeTarget {
+    KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() }
+}
+
+fn describe(r: &ObjectRef) -> String {
+    match &r.namespace {
+        Some(ns) => format!("{} {ns}/{}", r.kind, r.name),
+        None => format!("{} {}", r.kind, r.name),
+    }
+}
+
+fn to_value<T: Serialize>(v: &T) -> Result<Value, EngineError> {
+    serde_json::to_value(v).map_err(|e| EngineError::InvalidState(e.to_string()))
+}
+
+/// A `get` where an unknown type (CRD not installed) counts as absent.
+async fn get_object(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    r: &ObjectRef,
+) -> Result<Option<KubeObject>, ProviderError> {
+    match kube.get(target, r).await {
+        Ok(o) => Ok(o),
+        Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A `list` where an unknown type (CRD not installed) counts as empty.
+async fn list_objects(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    params: &ListParams,
+) -> Result<Vec<KubeObject>, ProviderError> {
+    match kube.list(target, params).await {
+        Ok(o) => Ok(o),
+        Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(vec![]),
+        Err(e) => Err(e),
+    }
+}
+
+/// Labels selecting the objects of workload `name`.
+pub fn workload_labels(name: &str) -> Vec<(String, String)> {
+    vec![(LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()), (LABEL_INSTANCE.to_string(), name.to_string())]
+}
+
+/// The registered cluster named by a request (404 when unknown), its name checked first.
+fn cluster_record(store: &dyn Store, cluster: &str) -> Result<ClusterRecord, EngineError> {
+    if let Err(rule) = names::cluster_name(cluster) {
+        return Err(ValidationError::invalid("cluster", rule).into());
+    }
+    store.get_cluster(cluster)?.ok_or_else(|| EngineError::UnknownCluster(cluster.to_string()))
+}
+
+/// The shared storage InstantStart set up with the cluster (claim, mount path, bucket); `None`
+/// for clusters it did not create.
+pub fn storage_facts(rec: &ClusterRecord) -> Option<SharedStorageFacts> {
+    let req = rec.request.as_ref()?;
+    let claim = super::create_cluster::STORAGE_CLAIM;
+    Some(SharedStorageFacts {
+        bucket: rec.bucket.clone(),
+        namespace: "default".into(),
+        claim: claim.into(),
+        volume: format!("{claim}-pv"),
+        mount_path: req.storage.as_ref().map(|s| s.mount_path.clone()).unwrap_or_else(|| "/s3".into()),
+    })
+}
+
+/// The cluster's EKS control plane must be active (409 otherwise).
+async fn require_active(aws: &dyn AwsCloud, rec: &ClusterRecord) -> Result<(), EngineError> {
+    match aws.describe_eks_cluster(&rec.region, &rec.eks_cluster).await? {
+        Some(eks) if eks.state.is_active() => Ok(()),
+        Some(eks) => Err(EngineError::InvalidState(format!(
+            "cluster {}: EKS control plane {} is {}, not active",
+            rec.name,
+            eks.name,
+            super::steps::state_word(&eks.state)
+        ))),
+        None => Err(EngineError::InvalidState(format!(
+            "cluster {}: EKS control plane {} does not exist in {}",
+            rec.name, rec.eks_cluster, rec.region
+        ))),
+    }
+}
+
+/// Checks a renderer's output: every object complete, in the workload's namespace (when
+/// namespaced), labelled as ours and as the workload's, and step keys unique.
+fn check_rendered(r: &RenderedWorkload) -> Result<Vec<ObjectRef>, EngineError> {
+    let bad = |why: String| EngineError::InvalidState(format!("rendered workload {}: {why}", r.name));
+    if r.objects.is_empty() {
+        return Err(bad("no objects".into()));
+    }
+    let mut refs: Vec<ObjectRef> = Vec::new();
+    for o in &r.objects {
+        let oref = o.object_ref().ok_or_else(|| bad("an object lacks apiVersion, kind or name".into()))?;
+        if oref.namespace.as_deref().is_some_and(|ns| ns != r.namespace) {
+            return Err(bad(format!("{} is outside namespace {}", describe(&oref), r.namespace)));
+        }
+        if o.label(LABEL_MANAGED_BY) != Some(MANAGED_BY) {
+            return Err(bad(format!("{} lacks the {LABEL_MANAGED_BY} label", describe(&oref))));
+        }
+        if refs.iter().any(|x| apply_step_key(x) == apply_step_key(&oref)) {
+            return Err(bad(format!("two objects would share step {}", apply_step_key(&oref))));
+        }
+        refs.push(oref);
+    }
+    if !r.objects.iter().any(|o| o.label(LABEL_INSTANCE) == Some(r.name.as_str())) {
+        return Err(bad(format!("no object carries {LABEL_INSTANCE}={}", r.name)));
+    }
+    Ok(refs)
+}
+
+/// Applies a rendered workload and waits until its ready rules hold.
+pub struct WorkloadWorkflow {
+    kind: OperationKind,
+    workload: WorkloadKind,
+    mode: ApplyMode,
+    renderer: Arc<dyn WorkloadRenderer>,
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl WorkloadWorkflow {
+    /// `kind` must be an apply kind ([`apply_kind`]); `None` otherwise.
+    pub fn new(
+        kind: OperationKind,
+        renderer: Arc<dyn WorkloadRenderer>,
+        aws: Arc<dyn AwsCloud>,
+        kube: Arc<dyn KubeApi>,
+        store: Arc<dyn Store>,
+    ) -> Option<Self> {
+        let (workload, mode) = apply_kind(kind)?;
+        Some(WorkloadWorkflow { kind, workload, mode, renderer, aws, kube, store })
+    }
+
+    /// Reads the facts the renderer may need, from the real state.
+    async fn context(&self, rec: &ClusterRecord) -> Result<WorkloadContext, EngineError> {
+        let Some(hp) = &rec.hyperpod_cluster else { return Ok(WorkloadContext::default()) };
+        let Some(live) = self.aws.describe_hyperpod_cluster(&rec.region, hp).await? else {
+            return Ok(WorkloadContext::default());
+        };
+        let features = super::features::read_features(self.aws.as_ref(), rec, &live).await?;
+        let instance_groups = live
+            .instance_groups
+            .iter()
+            .map(|g| GroupFacts {
+                name: g.name.clone(),
+                instance_type: g.instance_type.clone(),
+                capacity: g.capacity.clone(),
+            })
+            .collect();
+        Ok(WorkloadContext { instance_groups, features, storage: None })
+    }
+}
+
+#[async_trait]
+impl Workflow for WorkloadWorkflow {
+    fn kind(&self) -> OperationKind {
+        self.kind
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        let req: WorkloadRequest = decode(request)?;
+        if req.kind != self.workload {
+            return Err(ValidationError::invalid(
+                "kind",
+                format!("must be {} for a {} operation", self.workload.as_str(), self.kind.as_str()),
+            )
+            .into());
+        }
+        let mut req = req;
+        let rec = cluster_record(self.store.as_ref(), &req.cluster)?;
+        // Facts from our own registry always replace what a client sent.
+        req.context.get_or_insert_with(WorkloadContext::default).storage = storage_facts(&rec);
+        let rendered = self.renderer.render(&req)?;
+        let refs = check_rendered(&rendered)?;
+        let mut steps: Vec<StepSpec> = Vec::new();
+        let mut previous: Option<String> = None;
+        for r in &refs {
+            let key = apply_step_key(r);
+            steps.push(StepSpec {
+                key: key.clone(),
+                title: format!("Apply {}", describe(r)),
+                depends_on: previous.iter().cloned().collect(),
+                expected_secs: Some(2),
+            });
+            previous = Some(key);
+        }
+        let what: Vec<String> = rendered.ready.iter().map(|r| describe(r.object())).collect();
+        steps.push(StepSpec {
+            key: "ready".into(),
+            title: if what.is_empty() {
+                format!("{} {} applied", self.workload.noun(), rendered.name)
+            } else {
+                format!("Wait until ready: {}", what.join(", "))
+            },
+            depends_on: previous.into_iter().collect(),
+            expected_secs: Some(match self.workload {
+                WorkloadKind::TrainingJob => 5,
+                WorkloadKind::ModelDownload => 600,
+                WorkloadKind::Endpoint => 300,
+            }),
+        });
+        let target = workload_target(&req.cluster, self.workload, &rendered.name);
+        let stored = StoredWorkload { request: req, rendered };
+        Ok(Prepared { target, request: to_value(&stored)?, steps })
+    }
+
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let stored: StoredWorkload = decode(&prepared.request)?;
+        let rec = cluster_record(self.store.as_ref(), &stored.request.cluster)?;
+        require_active(self.aws.as_ref(), &rec).await?;
+        let target = kube_target(&rec);
+        let r = &stored.rendered;
+        let own: Vec<ObjectRef> = r
+            .objects
+            .iter()
+            .filter(|o| o.label(LABEL_INSTANCE) == Some(r.name.as_str()))
+            .filter_map(KubeObject::object_ref)
+            .collect();
+        match self.mode {
+            ApplyMode::Create => {
+                for o in &own {
+                    if get_object(self.kube.as_ref(), &target, o).await?.is_some() {
+                        return Err(EngineError::InvalidState(format!(
+                            "{} {} already exists in namespace {} ({}); delete it first or choose another name",
+                            self.workload.noun(),
+                            r.name,
+                            r.namespace,
+                            describe(o)
+                        )));
+                    }
+                }
+            }
+            ApplyMode::Update => {
+                let first =
+                    own.first().ok_or_else(|| EngineError::Missing(format!("{} {}", self.workload.noun(), r.name)))?;
+                if get_object(self.kube.as_ref(), &target, first).await?.is_none() {
+                    return Err(EngineError::Missing(format!(
+                        "{} {} in namespace {}",
+                        self.workload.noun(),
+                        r.name,
+                        r.namespace
+                    )));
+                }
+            }
+            ApplyMode::Converge => {}
+        }
+        let mut request = stored.request.clone();
+        request.context = Some(WorkloadContext { storage: storage_facts(&rec), ..self.context(&rec).await? });
+        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(to_value(&request)?) })
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let stored: StoredWorkload = decode(request).ok()?;
+        let rec = self.store.get_cluster(&stored.request.cluster).ok()??;
+        let target = kube_target(&rec);
+        if key == "ready" {
+            return Some(Arc::new(ReadyStep { kube: self.kube.clone(), target, rendered: stored.rendered }));
+        }
+        let object =
+            stored.rendered.objects.iter().find(|o| o.object_ref().is_some_and(|r| apply_step_key(&r) == key))?.clone();
+        Some(Arc::new(ApplyObject {
+            kube: self.kube.clone(),
+            target,
+            object,
+            namespace: stored.rendered.namespace.clone(),
+            workload: stored.rendered.name.clone(),
+        }))
+    }
+}
+
+/// Server-side applies one recorded object.
+struct ApplyObject {
+    kube: Arc<dyn KubeApi>,
+    target: KubeTarget,
+    object: KubeObject,
+    namespace: String,
+    workload: String,
+}
+
+impl ApplyObject {
+    fn object_ref(&self) -> ObjectRef {
+        let mut r = self.object.object_ref().expect("checked at prepare time");
+        if r.namespace.is_none() && self.object.0.pointer("/metadata/namespace").is_some() {
+            r.namespace = Some(self.namespace.clone());
+        }
+        r
+    }
+
+    fn resource(&self) -> ResourceRef {
+        let r = self.object_ref();
+        let id = match &r.namespace {
+            Some(ns) => format!("{ns}/{}", r.name),
+            None => r.name.clone(),
+        };
+        ResourceRef { kind: format!("k8s:{}", r.kind), id, arn: None }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for ApplyObject {
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let r = self.object_ref();
+        let Some(live) = get_object(self.kube.as_ref(), &self.target, &r).await? else {
+            return Ok(Observation::Absent);
+        };
+        if live.label(LABEL_MANAGED_BY) != Some(MANAGED_BY) {
+            return Ok(Observation::Foreign {
+                reason: format!("{} exists and is not managed by InstantStart; it is left alone", describe(&r)),
+            });
+        }
+        let wanted = self.object.label(LABEL_INSTANCE);
+        if wanted.is_some() && live.label(LABEL_INSTANCE) != wanted {
+            return Ok(Observation::Foreign {
+                reason: format!(
+                    "{} belongs to workload {:?}, not {}",
+                    describe(&r),
+                    live.label(LABEL_INSTANCE).unwrap_or(""),
+                    self.workload
+                ),
+            });
+        }
+        let applied_by = live.0.pointer("/metadata/annotations").and_then(|a| a.get(ANNOTATION_OPERATION));
+        Ok(if applied_by.and_then(Value::as_str) == Some(cx.operation_id.0.as_str()) {
+            Observation::Exists(self.resource())
+        } else {
+            Observation::Absent
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let mut object = self.object.clone();
+        if let Some(meta) = object.0.get_mut("metadata").and_then(Value::as_object_mut) {
+            let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(a) = annotations.as_object_mut() {
+                a.insert(ANNOTATION_OPERATION.into(), json!(cx.operation_id.0));
+            }
+        }
+        self.kube.apply(&self.target, &object).await?;
+        Ok(self.resource())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let oref = self.object_ref();
+        Ok(match get_object(self.kube.as_ref(), &self.target, &oref).await? {
+            Some(live) => Progress::Done(json!({
+                "object": r.id,
+                "kind": oref.kind,
+                "uid": live.0.pointer("/metadata/uid"),
+                "generation": live.0.pointer("/metadata/generation"),
+            })),
+            None => Progress::Waiting { detail: format!("{}: waiting for the API server", describe(&oref)) },
+        })
+    }
+}
+
+/// Polls the ready rules of a workload.
+struct ReadyStep {
+    kube: Arc<dyn KubeApi>,
+    target: KubeTarget,
+    rendered: RenderedWorkload,
+}
+
+impl ReadyStep {
+    fn resource(&self) -> ResourceRef {
+        ResourceRef {
+            kind: "workload".into(),
+            id: format!("{}/{}", self.rendered.namespace, self.rendered.name),
+            arn: None,
+        }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for ReadyStep {
+    /// Nothing to submit: waiting is read-only.
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(Observation::Exists(self.resource()))
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        Ok(self.resource())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
+        let mut waiting: Vec<String> = Vec::new();
+        for rule in &self.rendered.ready {
+            let live = get_object(self.kube.as_ref(), &self.target, rule.object()).await?;
+            match rule.evaluate(live.as_ref()) {
+                Readiness::Ready => {}
+                Readiness::Waiting(d) => waiting.push(d),
+                Readiness::Failed(reason) => return Ok(Progress::Failed { reason }),
+            }
+        }
+        Ok(if waiting.is_empty() {
+            Progress::Done(json!({
+                "name": self.rendered.name,
+                "namespace": self.rendered.namespace,
+                "ready": true,
+            }))
+        } else {
+            Progress::Waiting { detail: waiting.join("; ") }
+        })
+    }
+}
+
+/// Delete a workload: `{cluster, kind, name, namespace}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteWorkloadRequest {
+    pub cluster: String,
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub namespace: String,
+}
+
+/// Deletes every object of a workload (found by its labels) and waits until they are gone.
+pub struct DeleteWorkloadWorkflow {
+    kind: OperationKind,
+    workload: WorkloadKind,
+    renderer: Arc<dyn WorkloadRenderer>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl DeleteWorkloadWorkflow {
+    /// `kind` must be a delete kind ([`delete_kind`]); `None` otherwise.
+    pub fn new(
+        kind: OperationKind,
+        renderer: Arc<dyn WorkloadRenderer>,
+        kube: Arc<dyn KubeApi>,
+        store: Arc<dyn Store>,
+    ) -> Option<Self> {
+        let workload = delete_kind(kind)?;
+        Some(DeleteWorkloadWorkflow { kind, workload, renderer, kube, store })
+    }
+
+    fn types(&self) -> Vec<TypeRef> {
+        let mut t = self.renderer.owned_types(self.workload);
+        t.reverse();
+        t
+    }
+}
+
+fn delete_step_key(t: &TypeRef) -> String {
+    format!("delete:{}", t.kind)
+}
+
+#[async_trait]
+impl Workflow for DeleteWorkloadWorkflow {
+    fn kind(&self) -> OperationKind {
+        self.kind
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        let req: DeleteWorkloadRequest = decode(request)?;
+        let mut f = Findings::new();
+        if req.kind != self.workload {
+            f.push("kind", format!("must be {} for a {} operation", self.workload.as_str(), self.kind.as_str()));
+        }
+        if let Err(rule) = names::dns1123_label(&req.name) {
+            f.push("name", rule);
+        }
+        if let Err(rule) = names::dns1123_label(&req.namespace) {
+            f.push("namespace", rule);
+        }
+        f.finish()?;
+        cluster_record(self.store.as_ref(), &req.cluster)?;
+        let mut steps = Vec::new();
+        let mut previous: Option<String> = None;
+        for t in self.types() {
+            let key = delete_step_key(&t);
+            steps.push(StepSpec {
+                key: key.clone(),
+                title: format!(
+                    "Delete the {} objects of {} {}/{}",
+                    t.kind,
+                    self.workload.noun(),
+                    req.namespace,
+                    req.name
+                ),
+                depends_on: previous.iter().cloned().collect(),
+                expected_secs: Some(5),
+            });
+            previous = Some(key);
+        }
+        steps.push(StepSpec {
+            key: "gone".into(),
+            title: format!("Wait until the pods of {} {}/{} are gone", self.workload.noun(), req.namespace, req.name),
+            depends_on: previous.into_iter().collect(),
+            expected_secs: Some(30),
+        });
+        Ok(Prepared {
+            target: workload_target(&req.cluster, self.workload, &req.name),
+            request: to_value(&req)?,
+            steps,
+        })
+    }
+
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let req: DeleteWorkloadRequest = decode(&prepared.request)?;
+        let rec = cluster_record(self.store.as_ref(), &req.cluster)?;
+        let target = kube_target(&rec);
+        for t in self.types() {
+            let params = ListParams {
+                api_version: t.api_version.clone(),
+                kind: t.kind.clone(),
+                namespace: Some(req.namespace.clone()),
+                labels: workload_labels(&req.name),
+            };
+            if !list_objects(self.kube.as_ref(), &target, &params).await?.is_empty() {
+                return Ok(Assessment::default());
+            }
+        }
+        Err(EngineError::Missing(format!("{} {} in namespace {}", self.workload.noun(), req.name, req.namespace)))
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let req: DeleteWorkloadRequest = decode(request).ok()?;
+        let rec = self.store.get_cluster(&req.cluster).ok()??;
+        let target = kube_target(&rec);
+        let ty = if key == "gone" {
+            TypeRef::new("v1", "Pod")
+        } else {
+            self.types().into_iter().find(|t| delete_step_key(t) == key)?
+        };
+        Some(Arc::new(DeleteObjects {
+            kube: self.kube.clone(),
+            target,
+            params: ListParams {
+                api_version: ty.api_version,
+                kind: ty.kind,
+                namespace: Some(req.namespace.clone()),
+                labels: workload_labels(&req.name),
+            },
+            delete: key != "gone",
+        }))
+    }
+}
+
+/// Deletes (or, for pods, only waits for) the objects of one type selected by the workload's
+/// labels — only what carries InstantStart's label is ever selected.
+struct DeleteObjects {
+    kube: Arc<dyn KubeApi>,
+    target: KubeTarget,
+    params: ListParams,
+    delete: bool,
+}
+
+impl DeleteObjects {
+    fn resource(&self) -> ResourceRef {
+        let instance = self.params.labels.iter().find(|(k, _)| k == LABEL_INSTANCE).map_or("", |(_, v)| v.as_str());
+        ResourceRef {
+            kind: format!("k8s:{}", self.params.kind),
+            id: format!("{}/{instance}", self.params.namespace.as_deref().unwrap_or("")),
+            arn: None,
+        }
+    }
+
+    async fn live(&self) -> Result<Vec<ObjectRef>, StepError> {
+        Ok(list_objects(self.kube.as_ref(), &self.target, &self.params)
+            .await?
+            .iter()
+            .filter(|o| o.label(LABEL_MANAGED_BY) == Some(MANAGED_BY))
+            .filter_map(KubeObject::object_ref)
+            .collect())
+    }
+}
+
+#[async_trait]
+impl StepExecutor for DeleteObjects {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(if !self.delete || self.live().await?.is_empty() {
+            Observation::Exists(self.resource())
+        } else {
+            Observation::Absent
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        for r in self.live().await? {
+            self.kube.delete(&self.target, &r).await?;
+        }
+        Ok(self.resource())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let left = self.live().await?;
+        Ok(if left.is_empty() {
+            Progress::Done(json!({ "kind": self.params.kind, "workload": r.id, "remaining": 0 }))
+        } else {
+            let names: Vec<&str> = left.iter().take(5).map(|o| o.name.as_str()).collect();
+            Progress::Waiting {
+                detail: format!("{} {}(s) still terminating: {}", left.len(), self.params.kind, names.join(", ")),
+            }
+        })
+    }
+}

@@ -1,0 +1,567 @@
+//! Workloads: what InstantStart runs *inside* a cluster (training jobs, model downloads,
+//! inference endpoints), as the durable engine sees them, and the read models the REST API
+//! returns about them.
+//!
+//! `instantstart-recipes` builds the Kubernetes objects; core runs them durably. Core must not
+//! depend on recipes, so the building is behind [`WorkloadRenderer`], which recipes implements
+//! and the server wires into [`crate::workflow::all`]. The workload workflows
+//! ([`crate::workflow::workloads`]) render **once**, at prepare time, and store the rendered
+//! objects in the operation's request: a resumed or retried operation applies exactly what was
+//! recorded, it never renders again.
+//!
+//! Readiness is data, not code: a [`RenderedWorkload`] lists [`ReadyRule`]s that the `ready`
+//! step evaluates against the live objects ([`ReadyRule::evaluate`]).
+
+use crate::provider::{KubeObject, ObjectRef};
+use crate::spec::{CapacitySpec, ManagedFeatures};
+use crate::validate::ValidationError;
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Label selecting what InstantStart owns (`app.kubernetes.io/managed-by=instantstart`).
+pub const LABEL_MANAGED_BY: &str = crate::provider::LABEL_MANAGED_BY;
+/// Label naming the workload an object belongs to (`app.kubernetes.io/instance=<name>`).
+pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
+/// Annotation recording the operation that last applied an object (observe-before-submit).
+pub const ANNOTATION_OPERATION: &str = "instantstart.io/operation";
+
+/// What kind of workload a request describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    TrainingJob,
+    ModelDownload,
+    Endpoint,
+}
+
+impl WorkloadKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::TrainingJob => "training_job",
+            WorkloadKind::ModelDownload => "model_download",
+            WorkloadKind::Endpoint => "endpoint",
+        }
+    }
+
+    /// The noun of operation targets: `cluster/<c>/<noun>/<name>`.
+    pub fn noun(self) -> &'static str {
+        match self {
+            WorkloadKind::TrainingJob => "job",
+            WorkloadKind::ModelDownload => "download",
+            WorkloadKind::Endpoint => "endpoint",
+        }
+    }
+}
+
+/// Operation target of a workload: one running mutation per workload.
+pub fn workload_target(cluster: &str, kind: WorkloadKind, name: &str) -> String {
+    format!("cluster/{cluster}/{}/{name}", kind.noun())
+}
+
+/// One instance group as the renderer sees it (for rules such as "elastic training excludes
+/// Spot").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupFacts {
+    pub name: String,
+    pub instance_type: String,
+    pub capacity: CapacitySpec,
+}
+
+/// Facts about the target cluster, read from the real state by the workflow (never taken from
+/// the client) before the request is rendered for recording.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadContext {
+    #[serde(default)]
+    pub instance_groups: Vec<GroupFacts>,
+    #[serde(default)]
+    pub features: ManagedFeatures,
+    /// The shared bucket's claim that InstantStart created with the cluster, if any: workloads
+    /// that name no storage mount this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<SharedStorageFacts>,
+}
+
+/// Where the cluster's shared bucket is mounted from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SharedStorageFacts {
+    pub bucket: Option<String>,
+    /// Namespace of the claim.
+    pub namespace: String,
+    /// PersistentVolumeClaim name.
+    pub claim: String,
+    /// PersistentVolume name.
+    pub volume: String,
+    /// Mount path in every pod.
+    pub mount_path: String,
+}
+
+/// A request to run a workload in a cluster: the kind and its typed parameters as JSON (the
+/// renderer decodes them; shape errors name the field).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadRequest {
+    pub cluster: String,
+    pub kind: WorkloadKind,
+    pub params: Value,
+    /// Filled in by the workflow from the real state; anything a client sends is replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<WorkloadContext>,
+}
+
+impl WorkloadRequest {
+    pub fn new(cluster: impl Into<String>, kind: WorkloadKind, params: Value) -> Self {
+        WorkloadRequest { cluster: cluster.into(), kind, params, context: None }
+    }
+}
+
+/// What "done" means for one object of a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "rule", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReadyRule {
+    /// The object exists (the API server accepted it).
+    Exists { object: ObjectRef },
+    /// `status.conditions[type=condition].status == "True"`; a `True` condition listed in
+    /// `failed_if` fails the operation with its reason and message.
+    ConditionTrue {
+        object: ObjectRef,
+        condition: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed_if: Vec<String>,
+    },
+    /// The value at a JSON pointer (e.g. `/status/phase`) equals `value`.
+    FieldEquals { object: ObjectRef, pointer: String, value: Value },
+    /// A Deployment has rolled out: the controller observed the latest generation and at
+    /// least `replicas` replicas are updated and available.
+    DeploymentAvailable { object: ObjectRef, replicas: u32 },
+}
+
+/// Result of evaluating a [`ReadyRule`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    Waiting(String),
+    Failed(String),
+}
+
+fn describe(r: &ObjectRef) -> String {
+    match &r.namespace {
+        Some(ns) => format!("{} {ns}/{}", r.kind, r.name),
+        None => format!("{} {}", r.kind, r.name),
+    }
+}
+
+/// `status.conditions[type=condition]` of an object.
+pub fn condition<'a>(object: &'a Value, condition: &str) -> Option<&'a Value> {
+    object
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(condition))
+}
+
+fn condition_true(object: &Value, name: &str) -> bool {
+    condition(object, name).and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True")
+}
+
+fn u64_at(object: &Value, pointer: &str) -> u64 {
+    object.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+}
+
+impl ReadyRule {
+    /// The object the rule looks at.
+    pub fn object(&self) -> &ObjectRef {
+        match self {
+            ReadyRule::Exists { object }
+            | ReadyRule::ConditionTrue { object, .. }
+            | ReadyRule::FieldEquals { object, .. }
+            | ReadyRule::DeploymentAvailable { object, .. } => object,
+        }
+    }
+
+    /// Evaluates the rule against the object's current state (`None`: absent).
+    pub fn evaluate(&self, current: Option<&KubeObject>) -> Readiness {
+        let what = describe(self.object());
+        let Some(obj) = current.map(|o| &o.0) else {
+            return Readiness::Waiting(format!("{what}: not found yet"));
+        };
+        match self {
+            ReadyRule::Exists { .. } => Readiness::Ready,
+            ReadyRule::ConditionTrue { condition: wanted, failed_if, .. } => {
+                for bad in failed_if {
+                    if condition_true(obj, bad) {
+                        let c = condition(obj, bad).cloned().unwrap_or(Value::Null);
+                        let reason = c.get("reason").and_then(Value::as_str).unwrap_or(bad);
+                        let message = c.get("message").and_then(Value::as_str).unwrap_or("");
+                        let sep = if message.is_empty() { "" } else { ": " };
+                        return Readiness::Failed(format!("{what}: {bad} ({reason}){sep}{message}"));
+                    }
+                }
+                if condition_true(obj, wanted) {
+                    Readiness::Ready
+                } else {
+                    Readiness::Waiting(format!("{what}: waiting for condition {wanted}"))
+                }
+            }
+            ReadyRule::FieldEquals { pointer, value, .. } => match obj.pointer(pointer) {
+                Some(v) if v == value => Readiness::Ready,
+                Some(v) => Readiness::Waiting(format!("{what}: {pointer} is {v}, waiting for {value}")),
+                None => Readiness::Waiting(format!("{what}: {pointer} not set yet, waiting for {value}")),
+            },
+            ReadyRule::DeploymentAvailable { replicas, .. } => {
+                let generation = u64_at(obj, "/metadata/generation");
+                let observed = u64_at(obj, "/status/observedGeneration");
+                let updated = u64_at(obj, "/status/updatedReplicas");
+                let available = u64_at(obj, "/status/availableReplicas");
+                let want = u64::from(*replicas);
+                if let Some(c) = condition(obj, "Progressing")
+                    && c.get("reason").and_then(Value::as_str) == Some("ProgressDeadlineExceeded")
+                {
+                    let message = c.get("message").and_then(Value::as_str).unwrap_or("progress deadline exceeded");
+                    return Readiness::Failed(format!("{what}: {message}"));
+                }
+                if observed >= generation && updated >= want && available >= want {
+                    Readiness::Ready
+                } else {
+                    Readiness::Waiting(format!("{what}: {available}/{want} replicas available ({updated} updated)"))
+                }
+            }
+        }
+    }
+}
+
+/// A workload rendered into Kubernetes objects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderedWorkload {
+    /// The workload's name (the `app.kubernetes.io/instance` label of every object).
+    pub name: String,
+    pub namespace: String,
+    /// Applied in order with server-side apply.
+    pub objects: Vec<KubeObject>,
+    /// What "done" means for the operation; empty = applied.
+    #[serde(default)]
+    pub ready: Vec<ReadyRule>,
+}
+
+/// A `(apiVersion, kind)` pair.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct TypeRef {
+    pub api_version: String,
+    pub kind: String,
+}
+
+impl TypeRef {
+    pub fn new(api_version: &str, kind: &str) -> Self {
+        TypeRef { api_version: api_version.into(), kind: kind.into() }
+    }
+}
+
+/// Builds the Kubernetes objects of a workload. Implemented by `instantstart-recipes`.
+pub trait WorkloadRenderer: Send + Sync {
+    /// Validates the parameters (every finding, with its field path under `params`) and
+    /// renders the objects. Pure: no I/O.
+    fn render(&self, request: &WorkloadRequest) -> Result<RenderedWorkload, ValidationError>;
+
+    /// Every kind of object a workload of `kind` may consist of, in apply order; the delete
+    /// workflow removes them in reverse order (found by the workload's labels). Pods are
+    /// always waited for and need not be listed.
+    fn owned_types(&self, kind: WorkloadKind) -> Vec<TypeRef>;
+}
+
+/// `{name, namespace}` of a workload, as mutation responses carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkloadRef {
+    pub name: String,
+    pub namespace: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read models
+// ---------------------------------------------------------------------------------------------
+
+/// Which operator runs a training job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobRuntime {
+    /// `HyperPodPyTorchJob` under the HyperPod training operator.
+    Hyperpod,
+    /// KubeRay `RayJob`.
+    Ray,
+}
+
+/// Where a training job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    /// Recovering from a fault (processes or the whole job restarting).
+    Restarting,
+}
+
+/// Pods of a workload by phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PodCounts {
+    pub pending: u32,
+    pub running: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+}
+
+/// The recovery budget of a job: how many recoveries it may use, and how many it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RecoveryStatus {
+    pub budget: u32,
+    pub used: u32,
+    pub remaining: u32,
+}
+
+/// One training job in a list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobSummary {
+    pub name: String,
+    pub namespace: String,
+    pub runtime: JobRuntime,
+    /// `torch`, `llama-factory`, `ms-swift`, `verl`, … (the `instantstart.io/recipe` label).
+    pub recipe: Option<String>,
+    pub phase: JobPhase,
+    /// Pods the job asks for (nodes).
+    pub replicas: u32,
+    pub pods: PodCounts,
+    /// HyperPod jobs only.
+    pub recovery: Option<RecoveryStatus>,
+    pub mlflow_tracking_arn: Option<String>,
+    pub created_at: Option<DateTime<Utc>>,
+    /// The reason of the latest failure or restart, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One pod of a workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkloadPod {
+    pub name: String,
+    /// `Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`.
+    pub phase: String,
+    pub node: Option<String>,
+    pub restarts: u32,
+}
+
+/// A status condition of a Kubernetes object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObjectCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub last_transition_time: Option<String>,
+}
+
+impl ObjectCondition {
+    /// The `status.conditions` of an object.
+    pub fn of(object: &Value) -> Vec<ObjectCondition> {
+        let s = |c: &Value, k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
+        object
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| ObjectCondition {
+                        type_: s(c, "type").unwrap_or_default(),
+                        status: s(c, "status").unwrap_or_default(),
+                        reason: s(c, "reason"),
+                        message: s(c, "message"),
+                        last_transition_time: s(c, "lastTransitionTime"),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A Kubernetes event about a workload or one of its pods.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkloadEvent {
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub reason: String,
+    pub message: String,
+    /// `Kind/name` of the object the event is about.
+    pub object: String,
+    pub count: u32,
+    pub last_seen: Option<String>,
+}
+
+/// One training job in detail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobDetail {
+    #[serde(flatten)]
+    pub summary: JobSummary,
+    /// Every pod of the job (the summary's `pods` counts them by phase).
+    pub pod_list: Vec<WorkloadPod>,
+    pub conditions: Vec<ObjectCondition>,
+    pub events: Vec<WorkloadEvent>,
+    /// The job object as the cluster has it.
+    pub manifest: Vec<KubeObject>,
+}
+
+/// Log lines of one pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PodLogs {
+    pub pod: String,
+    pub lines: Vec<String>,
+}
+
+/// Where a model download is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DownloadPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// One model download (a download Job).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DownloadSummary {
+    pub name: String,
+    pub namespace: String,
+    pub repo_id: String,
+    /// Path inside the shared bucket.
+    pub destination: String,
+    pub phase: DownloadPhase,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub message: Option<String>,
+}
+
+/// Whether a storage entry is a "directory" (common prefix) or an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageEntryKind {
+    Prefix,
+    Object,
+}
+
+/// One entry of a bucket listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StorageEntry {
+    /// Full key (or prefix, ending with `/`).
+    pub key: String,
+    pub kind: StorageEntryKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+}
+
+/// The shared storage of a cluster: the bucket and how pods mount it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StorageSummary {
+    /// Name of the PersistentVolume.
+    pub name: String,
+    pub bucket: String,
+    pub mount_path: String,
+    /// `namespace/claim` of the PersistentVolumeClaim.
+    pub claim: String,
+    /// The claim's phase (`Bound`, `Pending`, …) or `missing`.
+    pub status: String,
+    /// Top-level listing of the bucket.
+    pub entries: Vec<StorageEntry>,
+}
+
+/// A listing of the shared bucket under a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StorageListing {
+    pub prefix: String,
+    pub entries: Vec<StorageEntry>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn r(kind: &str) -> ObjectRef {
+        ObjectRef { api_version: "v1".into(), kind: kind.into(), namespace: Some("default".into()), name: "x".into() }
+    }
+
+    #[test]
+    fn ready_rules_evaluate_live_state() {
+        let absent = ReadyRule::Exists { object: r("Job") }.evaluate(None);
+        assert!(matches!(absent, Readiness::Waiting(ref d) if d.contains("Job default/x")), "{absent:?}");
+        let obj = KubeObject(json!({"status": {"conditions": [
+            {"type": "Complete", "status": "False"},
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}
+        ]}}));
+        let rule = ReadyRule::ConditionTrue {
+            object: r("Job"),
+            condition: "Complete".into(),
+            failed_if: vec!["Failed".into()],
+        };
+        assert_eq!(
+            rule.evaluate(Some(&obj)),
+            Readiness::Failed(
+                "Job default/x: Failed (BackoffLimitExceeded): Job has reached the specified backoff limit".into()
+            )
+        );
+        let done = KubeObject(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}));
+        assert_eq!(rule.evaluate(Some(&done)), Readiness::Ready);
+        let field =
+            ReadyRule::FieldEquals { object: r("Pod"), pointer: "/status/phase".into(), value: json!("Running") };
+        assert!(matches!(
+            field.evaluate(Some(&KubeObject(json!({"status": {"phase": "Pending"}})))),
+            Readiness::Waiting(_)
+        ));
+        assert_eq!(field.evaluate(Some(&KubeObject(json!({"status": {"phase": "Running"}})))), Readiness::Ready);
+        let dep = ReadyRule::DeploymentAvailable { object: r("Deployment"), replicas: 2 };
+        let rolling = KubeObject(
+            json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 2, "updatedReplicas": 2, "availableReplicas": 2}}),
+        );
+        assert!(matches!(dep.evaluate(Some(&rolling)), Readiness::Waiting(_)));
+        let rolled = KubeObject(
+            json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 3, "updatedReplicas": 2, "availableReplicas": 2}}),
+        );
+        assert_eq!(dep.evaluate(Some(&rolled)), Readiness::Ready);
+    }
+
+    #[test]
+    fn rules_and_kinds_have_stable_wire_names() {
+        let rule = ReadyRule::ConditionTrue { object: r("Job"), condition: "Complete".into(), failed_if: vec![] };
+        assert_eq!(serde_json::to_value(&rule).unwrap()["rule"], "condition_true");
+        assert_eq!(serde_json::to_value(WorkloadKind::ModelDownload).unwrap(), "model_download");
+        assert_eq!(workload_target("demo", WorkloadKind::TrainingJob, "llama"), "cluster/demo/job/llama");
+        let detail = JobDetail {
+            summary: JobSummary {
+                name: "j".into(),
+                namespace: "default".into(),
+                runtime: JobRuntime::Hyperpod,
+                recipe: Some("torch".into()),
+                phase: JobPhase::Restarting,
+                replicas: 2,
+                pods: PodCounts::default(),
+                recovery: Some(RecoveryStatus { budget: 3, used: 1, remaining: 2 }),
+                mlflow_tracking_arn: None,
+                created_at: None,
+                message: None,
+            },
+            pod_list: vec![],
+            conditions: vec![],
+            events: vec![],
+            manifest: vec![],
+        };
+        let v = serde_json::to_value(&detail).unwrap();
+        assert_eq!(v["phase"], "restarting");
+        assert_eq!(v["runtime"], "hyperpod");
+        assert_eq!(v["recovery"]["remaining"], 2);
+        assert!(v["pods"].is_object() && v["pod_list"].is_array());
+    }
+}

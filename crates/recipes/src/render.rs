@@ -1,0 +1,334 @@
+//! [`WorkloadRenderer`]: the bridge between the typed builders of this crate and the durable
+//! workload workflows of `instantstart-core` (`instantstart_core::workflow::workloads`).
+//!
+//! A [`WorkloadRequest`] carries its parameters as JSON; the renderer decodes them into the
+//! builders' parameter structs (shape errors name the field, relative to the parameters),
+//! fills in what the cluster decides — the shared bucket's claim and mount path when the
+//! request names no storage, the capacity type of the target instance group and the managed
+//! features for the elastic-training exclusions — and returns the objects to apply with what
+//! "ready" means for the operation:
+//!
+//! | kind | parameters | objects | ready when |
+//! | --- | --- | --- | --- |
+//! | `training_job` | [`TrainingJobRequest`] (`runtime`: `hyperpod` or `ray`) | `HyperPodPyTorchJob` or `RayJob` | the API server accepted the job (training itself is followed through the job's status) |
+//! | `model_download` | [`ModelDownloadParams`] | the download `Job` | the Job is `Complete` (fails with the Job's `Failed` reason) |
+
+use crate::download::{ModelDownloadParams, model_download_job};
+use crate::training::hyperpod::{self, HyperPodJobParams, TargetCapacity, hyperpod_pytorch_job};
+use crate::training::ray::{self, RayJobParams, ray_job};
+use instantstart_core::provider::{KubeObject, ObjectRef};
+use instantstart_core::spec::CapacitySpec;
+use instantstart_core::validate::{Findings, ValidationError};
+use instantstart_core::workflow::decode;
+use instantstart_core::workload::{
+    ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, WorkloadKind, WorkloadRenderer as RenderWorkload,
+    WorkloadRequest,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The body of a training job submission: the runtime and its parameters side by side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "runtime", rename_all = "snake_case")]
+pub enum TrainingJobRequest {
+    /// A `HyperPodPyTorchJob` under the HyperPod training operator.
+    Hyperpod(HyperPodJobParams),
+    /// A KubeRay `RayJob`.
+    Ray(RayJobParams),
+}
+
+/// Renders training jobs and model downloads (and, once wired, inference endpoints).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WorkloadRenderer;
+
+impl WorkloadRenderer {
+    pub fn new() -> Self {
+        WorkloadRenderer
+    }
+}
+
+fn object_ref(object: &Value) -> ObjectRef {
+    KubeObject(object.clone()).object_ref().expect("builders set apiVersion, kind and metadata.name")
+}
+
+/// Sets `storage` of `params[at]` to the cluster's shared claim when the request names none.
+/// Returns whether it did.
+fn default_storage(params: &mut Value, at: Option<&str>, cx: Option<&WorkloadContext>) -> bool {
+    let Some(facts) = cx.and_then(|c| c.storage.as_ref()) else { return false };
+    let holder = match at {
+        Some(key) => params.get_mut(key),
+        None => Some(params),
+    };
+    let Some(map) = holder.and_then(Value::as_object_mut) else { return false };
+    if map.contains_key("storage") {
+        return false;
+    }
+    map.insert("storage".into(), json!({ "claim_name": facts.claim, "mount_path": facts.mount_path }));
+    true
+}
+
+/// A workload that mounts the cluster's default claim must live in the claim's namespace.
+fn check_claim_namespace(
+    f: &mut Findings,
+    field: &str,
+    namespace: &str,
+    defaulted: bool,
+    cx: Option<&WorkloadContext>,
+) {
+    if let Some(facts) = cx.and_then(|c| c.storage.as_ref())
+        && defaulted
+        && namespace != facts.namespace
+    {
+        f.push_unprocessable(
+            field,
+            format!(
+                "the cluster's shared bucket claim {} is in namespace {}; run there or name a claim of namespace \
+                 {namespace} in storage.claim_name",
+                facts.claim, facts.namespace
+            ),
+        );
+    }
+}
+
+/// The capacity the job's nodes come from: the instance groups of its instance type (Spot if
+/// any of them is Spot, as the job may land on any).
+fn target_capacity(instance_type: &str, cx: Option<&WorkloadContext>) -> TargetCapacity {
+    let Some(cx) = cx else { return TargetCapacity::default() };
+    let groups: Vec<&CapacitySpec> =
+        cx.instance_groups.iter().filter(|g| g.instance_type == instance_type).map(|g| &g.capacity).collect();
+    let capacity = if groups.contains(&&CapacitySpec::Spot) {
+        CapacitySpec::Spot
+    } else {
+        groups.first().map(|c| (*c).clone()).unwrap_or_default()
+    };
+    TargetCapacity { capacity, features: cx.features.clone() }
+}
+
+fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, ValidationError> {
+    let cx = req.context.as_ref();
+    let mut params = req.params.clone();
+    let Some(map) = params.as_object_mut() else {
+        return Err(ValidationError::invalid("", "must be an object with runtime, job and recipe"));
+    };
+    let runtime = match map.remove("runtime") {
+        Some(Value::String(r)) => r,
+        Some(_) => return Err(ValidationError::invalid("runtime", "must be \"hyperpod\" or \"ray\"")),
+        None => return Err(ValidationError::invalid("runtime", "is required: \"hyperpod\" or \"ray\"")),
+    };
+    let defaulted = default_storage(&mut params, Some("job"), cx);
+    let (name, namespace, object, recipe_ready) = match runtime.as_str() {
+        "hyperpod" => {
+            let p: HyperPodJobParams = decode(&params)?;
+            let mut f = Findings::new();
+            check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
+            let built = hyperpod_pytorch_job(&p, &target_capacity(&p.job.instance_type, cx));
+            if let Err(e) = &built {
+                f.extend(e.clone());
+            }
+            f.finish()?;
+            let built = built?;
+            (built.name, p.job.namespace, built.job, hyperpod::KIND)
+        }
+        "ray" => {
+            let p: RayJobParams = decode(&params)?;
+            let mut f = Findings::new();
+            check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
+            let built = ray_job(&p);
+            if let Err(e) = &built {
+                f.extend(e.clone());
+            }
+            f.finish()?;
+            let built = built?;
+            (built.name, p.job.namespace, built.job, ray::KIND)
+        }
+        other => {
+            return Err(ValidationError::invalid("runtime", format!("must be \"hyperpod\" or \"ray\", not {other:?}")));
+        }
+    };
+    debug_assert_eq!(object["kind"], recipe_ready);
+    let r = object_ref(&object);
+    Ok(RenderedWorkload {
+        name,
+        namespace,
+        objects: vec![KubeObject(object)],
+        ready: vec![ReadyRule::Exists { object: r }],
+    })
+}
+
+fn render_download(req: &WorkloadRequest) -> Result<RenderedWorkload, ValidationError> {
+    let cx = req.context.as_ref();
+    let mut params = req.params.clone();
+    let defaulted = default_storage(&mut params, None, cx);
+    let p: ModelDownloadParams = decode(&params)?;
+    let mut f = Findings::new();
+    check_claim_namespace(&mut f, "namespace", &p.namespace, defaulted, cx);
+    let built = model_download_job(&p);
+    if let Err(e) = &built {
+        f.extend(e.clone());
+    }
+    f.finish()?;
+    let built = built?;
+    let r = object_ref(&built.job);
+    Ok(RenderedWorkload {
+        name: built.job_name,
+        namespace: p.namespace,
+        objects: vec![KubeObject(built.job)],
+        ready: vec![ReadyRule::ConditionTrue {
+            object: r,
+            condition: "Complete".into(),
+            failed_if: vec!["Failed".into()],
+        }],
+    })
+}
+
+impl RenderWorkload for WorkloadRenderer {
+    fn render(&self, request: &WorkloadRequest) -> Result<RenderedWorkload, ValidationError> {
+        match request.kind {
+            WorkloadKind::TrainingJob => render_training(request),
+            WorkloadKind::ModelDownload => render_download(request),
+            WorkloadKind::Endpoint => crate::inference::endpoint::render(&request.params),
+        }
+    }
+
+    fn owned_types(&self, kind: WorkloadKind) -> Vec<TypeRef> {
+        match kind {
+            WorkloadKind::TrainingJob => {
+                vec![TypeRef::new(hyperpod::API_VERSION, hyperpod::KIND), TypeRef::new(ray::API_VERSION, ray::KIND)]
+            }
+            WorkloadKind::ModelDownload => vec![TypeRef::new("batch/v1", "Job")],
+            WorkloadKind::Endpoint => crate::inference::endpoint::owned_types(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use instantstart_core::spec::ManagedFeatures;
+    use instantstart_core::workload::{GroupFacts, SharedStorageFacts};
+
+    fn cx(capacity: CapacitySpec) -> WorkloadContext {
+        WorkloadContext {
+            instance_groups: vec![GroupFacts {
+                name: "workers".into(),
+                instance_type: "ml.g5.12xlarge".into(),
+                capacity,
+            }],
+            features: ManagedFeatures::default(),
+            storage: Some(SharedStorageFacts {
+                bucket: Some("demo-bucket".into()),
+                namespace: "default".into(),
+                claim: "s3-shared".into(),
+                volume: "s3-shared-pv".into(),
+                mount_path: "/data".into(),
+            }),
+        }
+    }
+
+    fn hyperpod_params() -> Value {
+        json!({
+            "runtime": "hyperpod",
+            "job": { "name": "llama", "namespace": "default", "image": "pytorch/pytorch:2.5.1", "instance_type": "ml.g5.12xlarge", "nodes": 2 },
+            "recipe": { "kind": "torch", "script": "scripts/train.py" }
+        })
+    }
+
+    fn request(kind: WorkloadKind, params: Value, context: Option<WorkloadContext>) -> WorkloadRequest {
+        WorkloadRequest { context, ..WorkloadRequest::new("demo", kind, params) }
+    }
+
+    fn fields(e: ValidationError) -> Vec<String> {
+        e.findings.into_iter().map(|f| f.field).collect()
+    }
+
+    #[test]
+    fn a_hyperpod_job_mounts_the_clusters_claim_and_is_ready_when_accepted() {
+        let r = WorkloadRenderer
+            .render(&request(WorkloadKind::TrainingJob, hyperpod_params(), Some(cx(CapacitySpec::OnDemand))))
+            .unwrap();
+        assert_eq!((r.name.as_str(), r.namespace.as_str()), ("llama", "default"));
+        assert_eq!(r.objects.len(), 1);
+        let job = &r.objects[0].0;
+        assert_eq!(job["kind"], "HyperPodPyTorchJob");
+        let pod = &job["spec"]["replicaSpecs"][0]["template"]["spec"];
+        let claim =
+            pod["volumes"].as_array().unwrap().iter().find_map(|v| v.pointer("/persistentVolumeClaim/claimName"));
+        assert_eq!(claim, Some(&json!("s3-shared")));
+        assert!(pod["containers"][0]["command"].as_array().unwrap().contains(&json!("/data/scripts/train.py")));
+        assert_eq!(r.ready, vec![ReadyRule::Exists { object: r.objects[0].object_ref().unwrap() }]);
+    }
+
+    #[test]
+    fn elastic_training_on_spot_is_refused_with_the_field() {
+        let mut p = hyperpod_params();
+        p["resilience"] = json!({ "elastic": { "min_replicas": 1, "max_replicas": 2 } });
+        let e = WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, p.clone(), Some(cx(CapacitySpec::Spot))));
+        let e = e.unwrap_err();
+        assert!(fields(e.clone()).iter().any(|f| f.starts_with("resilience.elastic")), "{e}");
+        assert!(
+            WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, p, Some(cx(CapacitySpec::OnDemand)))).is_ok()
+        );
+    }
+
+    #[test]
+    fn bad_parameters_name_their_fields() {
+        let e = WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, json!({"job": {}}), None)).unwrap_err();
+        assert_eq!(fields(e), ["runtime"]);
+        let mut p = hyperpod_params();
+        p["job"]["name"] = json!("Not_A_Name");
+        p["job"]["nodes"] = json!(0);
+        let e = WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, p, None)).unwrap_err();
+        let f = fields(e);
+        assert!(f.contains(&"job.name".to_string()) && f.contains(&"job.nodes".to_string()), "{f:?}");
+        let mut p = hyperpod_params();
+        p["job"]["unknown"] = json!(1);
+        let e = WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, p, None)).unwrap_err();
+        assert_eq!(fields(e), ["job.unknown"]);
+        // The default claim lives in `default`: another namespace must name its own claim.
+        let mut p = hyperpod_params();
+        p["job"]["namespace"] = json!("team-a");
+        let e = WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, p, Some(cx(CapacitySpec::OnDemand))));
+        assert_eq!(fields(e.unwrap_err()), ["job.namespace"]);
+    }
+
+    #[test]
+    fn a_ray_job_renders_a_rayjob() {
+        let p = json!({
+            "runtime": "ray",
+            "ray_version": "2.49.0",
+            "job": { "name": "grpo", "namespace": "default", "image": "verlai/verl:v0.5", "instance_type": "ml.g5.12xlarge", "nodes": 2 },
+            "recipe": { "kind": "verl", "overrides": { "data.train_files": "data/gsm8k/train.parquet" } }
+        });
+        let r =
+            WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, p, Some(cx(CapacitySpec::OnDemand)))).unwrap();
+        assert_eq!(r.objects[0].0["kind"], "RayJob");
+        assert_eq!(r.objects[0].label("app.kubernetes.io/instance"), Some("grpo"));
+    }
+
+    #[test]
+    fn a_download_waits_for_completion() {
+        let p = json!({ "namespace": "default", "repo_id": "Qwen/Qwen3-0.6B" });
+        let r = WorkloadRenderer
+            .render(&request(WorkloadKind::ModelDownload, p, Some(cx(CapacitySpec::OnDemand))))
+            .unwrap();
+        assert!(r.name.starts_with("download-qwen-qwen3-0-6b-"), "{}", r.name);
+        let job = &r.objects[0].0;
+        assert_eq!(job["kind"], "Job");
+        let env = job["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap();
+        assert!(env.contains(&json!({"name": "DESTINATION", "value": "/data/models/Qwen/Qwen3-0.6B"})), "{env:?}");
+        assert!(
+            matches!(&r.ready[..], [ReadyRule::ConditionTrue { condition, failed_if, .. }] if condition == "Complete" && failed_if == &["Failed"])
+        );
+        let e = WorkloadRenderer.render(&request(WorkloadKind::ModelDownload, json!({"namespace": "default"}), None));
+        assert_eq!(fields(e.unwrap_err()), ["repo_id"]);
+    }
+
+    #[test]
+    fn training_and_downloads_own_their_types() {
+        let kinds: Vec<String> =
+            WorkloadRenderer.owned_types(WorkloadKind::TrainingJob).into_iter().map(|t| t.kind).collect();
+        assert_eq!(kinds, ["HyperPodPyTorchJob", "RayJob"]);
+        assert_eq!(WorkloadRenderer.owned_types(WorkloadKind::ModelDownload), [TypeRef::new("batch/v1", "Job")]);
+    }
+}
