@@ -73,10 +73,19 @@ pub fn classify(e: &ClientError) -> Exit {
     }
 }
 
+/// Whether `e` is a write to a closed pipe.
+pub fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
 /// Prints `e` to stderr and returns its exit code.
 pub fn report(e: &anyhow::Error) -> Exit {
     if e.downcast_ref::<Interrupted>().is_some() {
         return Exit::Interrupted;
+    }
+    if broken_pipe(e) {
+        // The reader went away (`… | head -1`): nothing more to say, and nobody to say it to.
+        return Exit::Ok;
     }
     if let Some(u) = e.downcast_ref::<Usage>() {
         eprintln!("error: {u}");

@@ -19,7 +19,10 @@ mod progress;
 
 use app::Globals;
 use clap::{Parser, Subcommand};
-use commands::{agent, audit, cluster, completions, context, feature, instance_group, login, node, operation, sim};
+use commands::{
+    agent, audit, cluster, completions, context, endpoint, feature, instance_group, job, login, model, node, operation,
+    pool, sim, storage,
+};
 use exit::Exit;
 
 /// Exit codes, shown in `--help` and the README.
@@ -67,6 +70,21 @@ enum Command {
     /// Show and switch managed features: operators, tiered checkpointing, autoscaling.
     #[command(subcommand)]
     Feature(feature::FeatureCommand),
+    /// List the cluster's shared S3 storage and browse the bucket.
+    #[command(subcommand)]
+    Storage(storage::StorageCommand),
+    /// Download Hugging Face models into the shared bucket; list downloads.
+    #[command(subcommand)]
+    Model(model::ModelCommand),
+    /// Submit, list, inspect, delete training jobs and follow their logs.
+    #[command(subcommand)]
+    Job(job::JobCommand),
+    /// Deploy, list, scale, delete and chat with inference endpoints.
+    #[command(subcommand)]
+    Endpoint(endpoint::EndpointCommand),
+    /// List model pools and move warm workers between endpoints.
+    #[command(subcommand)]
+    Pool(pool::PoolCommand),
     /// Follow, inspect, retry and cancel operations.
     #[command(subcommand)]
     Operation(operation::OperationCommand),
@@ -95,6 +113,11 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::InstanceGroup(cmd) => instance_group::run(g, cmd).await,
         Command::Node(cmd) => node::run(g, cmd).await,
         Command::Feature(cmd) => feature::run(g, cmd).await,
+        Command::Storage(cmd) => storage::run(g, cmd).await,
+        Command::Model(cmd) => model::run(g, cmd).await,
+        Command::Job(cmd) => job::run(g, cmd).await,
+        Command::Endpoint(cmd) => endpoint::run(g, cmd).await,
+        Command::Pool(cmd) => pool::run(g, cmd).await,
         Command::Operation(cmd) => operation::run(g, cmd).await,
         Command::Context(args) => context::run(g, args).await,
         Command::Audit(args) => audit::run(g, args).await,
@@ -106,7 +129,28 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
     }
 }
 
+/// `print!` panics when stdout is a closed pipe (`instantstart job logs | head -1`): exit
+/// quietly instead, as other command line tools do. Output written through
+/// [`output::write_stdout`] reports the broken pipe as an error instead, handled by
+/// [`exit::report`] the same way.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> std::process::ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -23,11 +23,16 @@ pub fn emit<T: Serialize + ?Sized>(output: Output, value: &T, table: impl FnOnce
         Output::Json => serde_json::to_string_pretty(value)?,
         Output::Yaml => serde_norway::to_string(value)?,
     };
-    if text.ends_with('\n') {
-        print!("{text}");
-    } else {
-        println!("{text}");
-    }
+    if text.ends_with('\n') { write_stdout(&text) } else { write_stdout(&format!("{text}\n")) }
+}
+
+/// Writes to stdout and flushes. A closed pipe (`instantstart job logs | head -1`) is an
+/// `io::ErrorKind::BrokenPipe` error, which [`crate::exit::report`] turns into a quiet exit.
+pub fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
     Ok(())
 }
 

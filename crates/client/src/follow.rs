@@ -25,7 +25,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How a [`Follower`] follows.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,38 +211,8 @@ impl Follower {
     }
 
     async fn connect(&self) -> Result<Socket, Error> {
-        let mut url = self.client.url(&["api", "operations", "stream"], &[("operation_id", self.id.clone())]);
-        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
-        url.set_scheme(scheme).expect("ws and wss are valid schemes for an http(s) URL");
-        let stream_err = |message: String| Error::Connection { url: url.to_string(), message };
-        let mut req = url.as_str().into_client_request().map_err(|e| stream_err(e.to_string()))?;
-        let headers = req.headers_mut();
-        if let Some(t) = self.client.token() {
-            let value = format!("Bearer {t}").parse().map_err(|_| stream_err("token is not a valid header".into()))?;
-            headers.insert("authorization", value);
-        }
-        headers.insert(FACE_HEADER, self.client.face().as_str().parse().expect("static ASCII"));
-        #[cfg(feature = "tls")]
-        let connecting = tokio_tungstenite::connect_async_tls_with_config(
-            req,
-            None,
-            false,
-            Some(tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(crate::tls::client_config()))),
-        );
-        #[cfg(not(feature = "tls"))]
-        let connecting = tokio_tungstenite::connect_async(req);
-        match tokio::time::timeout(Duration::from_secs(10), connecting).await {
-            Err(_) => Err(stream_err("timed out opening the stream".into())),
-            Ok(Ok((socket, _))) => Ok(socket),
-            Ok(Err(tokio_tungstenite::tungstenite::Error::Http(resp))) => {
-                let status = resp.status().as_u16();
-                let body = resp.body().as_deref().unwrap_or_default();
-                let problem = serde_json::from_slice::<Problem>(body)
-                    .unwrap_or_else(|_| Problem::from_status(status, &String::from_utf8_lossy(body)));
-                Err(Error::Api { status, problem: Box::new(problem) })
-            }
-            Ok(Err(e)) => Err(stream_err(e.to_string())),
-        }
+        let url = self.client.url(&["api", "operations", "stream"], &[("operation_id", self.id.clone())]);
+        open_socket(&self.client, url).await
     }
 
     async fn poll_turn(&mut self) -> Turn {
@@ -267,6 +237,43 @@ impl Follower {
             }
             Err(e) => Turn::Fatal(e),
         }
+    }
+}
+
+/// Opens a WebSocket to an API URL of `client` (`http(s)` becomes `ws(s)`), with the bearer
+/// token and the face on the upgrade request; an HTTP refusal is an [`Error::Api`] with the
+/// server's problem document.
+pub(crate) async fn open_socket(client: &Client, mut url: reqwest::Url) -> Result<Socket, Error> {
+    let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+    url.set_scheme(scheme).expect("ws and wss are valid schemes for an http(s) URL");
+    let stream_err = |message: String| Error::Connection { url: url.to_string(), message };
+    let mut req = url.as_str().into_client_request().map_err(|e| stream_err(e.to_string()))?;
+    let headers = req.headers_mut();
+    if let Some(t) = client.token() {
+        let value = format!("Bearer {t}").parse().map_err(|_| stream_err("token is not a valid header".into()))?;
+        headers.insert("authorization", value);
+    }
+    headers.insert(FACE_HEADER, client.face().as_str().parse().expect("static ASCII"));
+    #[cfg(feature = "tls")]
+    let connecting = tokio_tungstenite::connect_async_tls_with_config(
+        req,
+        None,
+        false,
+        Some(tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(crate::tls::client_config()))),
+    );
+    #[cfg(not(feature = "tls"))]
+    let connecting = tokio_tungstenite::connect_async(req);
+    match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+        Err(_) => Err(stream_err("timed out opening the stream".into())),
+        Ok(Ok((socket, _))) => Ok(socket),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(resp))) => {
+            let status = resp.status().as_u16();
+            let body = resp.body().as_deref().unwrap_or_default();
+            let problem = serde_json::from_slice::<Problem>(body)
+                .unwrap_or_else(|_| Problem::from_status(status, &String::from_utf8_lossy(body)));
+            Err(Error::Api { status, problem: Box::new(problem) })
+        }
+        Ok(Err(e)) => Err(stream_err(e.to_string())),
     }
 }
 

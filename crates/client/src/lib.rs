@@ -17,15 +17,20 @@
 //!   reads, and mutations that carry an idempotency key.
 //! - Progress: [`Client::follow`] streams operation updates over the WebSocket
 //!   `/api/operations/stream` and falls back to polling ([`follow`]).
+//! - Workloads (storage, downloads, training jobs, endpoints, pools) are in `workloads.rs`;
+//!   [`Client::follow_job_logs`] streams a job's log lines over WebSocket ([`logs`]).
 //! - Configuration: [`config`] resolves the server URL and token from flags, environment and
 //!   the config file written by `instantstart login`.
 
 pub mod config;
 mod error;
 pub mod follow;
+pub mod logs;
+mod workloads;
 
 pub use error::{Error, Problem};
 pub use follow::{FollowOptions, Follower};
+pub use logs::{LogEvent, LogStream};
 
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};

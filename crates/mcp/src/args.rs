@@ -398,3 +398,239 @@ impl FeatureSetArgs {
         Value::Object(patch)
     }
 }
+
+// ----- workloads: storage, downloads, training jobs, endpoints, pools -----
+
+/// Tools addressing a cluster's workloads.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct WorkloadClusterArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+}
+
+/// `storage_list`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct StorageListArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Key prefix inside the shared bucket, e.g. `models/` (one level is listed). Omit for the
+    /// storages themselves (bucket, mount path, claim) with their top-level entries.
+    #[serde(default)]
+    pub prefix: Option<String>,
+}
+
+/// `model_download`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ModelDownloadArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The download: namespace, repo_id (e.g. `Qwen/Qwen3-0.6B`), optional repo_type, revision,
+    /// destination (path in the bucket; `models/<repo_id>` by default) and hf_token (a Secret
+    /// name and key — never the token itself).
+    #[schemars(with = "instantstart_recipes::download::ModelDownloadParams")]
+    pub download: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `job_submit`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct JobSubmitArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The job: `{"runtime": "hyperpod", "job": {name, namespace, image, instance_type, nodes, …},
+    /// "recipe": {"kind": "torch", "script": …}, "resilience": {…}}` or `{"runtime": "ray", "job":
+    /// {…}, "recipe": {"kind": "verl", …}, "ray_version": …}`. Paths are relative to the shared bucket.
+    #[schemars(with = "instantstart_recipes::TrainingJobRequest")]
+    pub job: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// Tools addressing one training job.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct JobNameArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Job name (as listed by job_list).
+    pub name: String,
+}
+
+/// `job_delete`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct JobDeleteArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Job to delete, with its pods (as listed by job_list).
+    pub name: String,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `job_logs`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct JobLogsArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Job name (as listed by job_list).
+    pub name: String,
+    /// Pod to read (see job_get); rank 0 (the first pod) when omitted.
+    #[serde(default)]
+    pub pod: Option<String>,
+    /// How many lines from the end (default 200).
+    #[serde(default)]
+    pub tail: Option<u32>,
+    /// Only lines containing this text (case-sensitive), applied to the returned tail, e.g.
+    /// `NCCL` or `Traceback`.
+    #[serde(default)]
+    pub grep: Option<String>,
+}
+
+/// `endpoint_deploy`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EndpointDeployArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The endpoint: `{"route": "self_managed", "name", "namespace", "engine": {"kind": "vllm",
+    /// "model": "models/…"}, "image", "instance_type", "replicas", …}` or `{"route": "managed", …}`.
+    /// The model path is inside the shared bucket (see storage_list).
+    #[schemars(with = "instantstart_recipes::inference::endpoint::EndpointRequest")]
+    pub endpoint: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// Tools addressing one endpoint.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EndpointNameArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Endpoint name (as listed by endpoint_list).
+    pub name: String,
+}
+
+/// Autoscaling bounds of an endpoint (only the fields given are changed).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct AutoscalingPatchSchema {
+    /// Fewest replicas (0 scales to zero when idle).
+    pub min_replicas: Option<u32>,
+    /// Most replicas.
+    pub max_replicas: Option<u32>,
+    /// Seconds after the last activity before scaling down to min.
+    pub cooldown_seconds: Option<u32>,
+}
+
+/// `endpoint_scale`: an explicit diff of one endpoint.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EndpointScaleArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Endpoint name (as listed by endpoint_list).
+    pub name: String,
+    /// New number of replicas; the same as now is "already in this state".
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub replicas: Option<Value>,
+    /// New autoscaling bounds (KEDA: min_replicas, max_replicas, cooldown_seconds): only the
+    /// fields given are sent.
+    #[serde(default)]
+    #[schemars(with = "Option<AutoscalingPatchSchema>")]
+    pub autoscaling: Option<Value>,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+impl EndpointScaleArgs {
+    /// The REST patch: only the fields given (explicit diff).
+    pub fn patch(&self) -> Value {
+        let mut patch = serde_json::Map::new();
+        for (key, value) in [("replicas", &self.replicas), ("autoscaling", &self.autoscaling)] {
+            if let Some(v) = value.as_ref().filter(|v| !v.is_null()) {
+                patch.insert(key.into(), v.clone());
+            }
+        }
+        Value::Object(patch)
+    }
+}
+
+/// `endpoint_delete`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EndpointDeleteArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Endpoint to delete with everything deployed for it (as listed by endpoint_list).
+    pub name: String,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct ChatMessageSchema {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The message text.
+    pub content: String,
+}
+
+/// `endpoint_chat`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EndpointChatArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Endpoint name (as listed by endpoint_list); it must be ready.
+    pub name: String,
+    /// The conversation, oldest first, e.g. `[{"role": "user", "content": "Hello"}]`.
+    #[schemars(with = "Vec<ChatMessageSchema>")]
+    pub messages: Value,
+    /// Most tokens to generate.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature (0-2).
+    #[serde(default)]
+    pub temperature: Option<f64>,
+}
+
+impl EndpointChatArgs {
+    /// The OpenAI chat-completions request.
+    pub fn request(&self) -> Value {
+        let mut req = serde_json::json!({ "messages": self.messages });
+        if let Some(n) = self.max_tokens {
+            req["max_tokens"] = n.into();
+        }
+        if let Some(t) = self.temperature {
+            req["temperature"] = t.into();
+        }
+        req
+    }
+}
+
+/// `pool_assign`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct PoolAssignArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Pool name (as listed by pool_list).
+    pub pool: String,
+    /// Worker pod (as listed by pool_list).
+    pub pod: String,
+    /// Endpoint the worker should serve; null (or omitted) releases it: it stays warm in the pool.
+    pub serving: Option<String>,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}

@@ -2,7 +2,9 @@
 //! [`instantstart_client::Client`].
 //!
 //! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
-//! `instance_group_*`, `node_*`, `feature_*`, `operation_*`, `audit_*`). Every tool sets all
+//! `instance_group_*`, `node_*`, `feature_*`, `storage_*`, `model_*`, `job_*`, `endpoint_*`,
+//! `pool_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
+//! cluster when omitted). Every tool sets all
 //! four MCP hints explicitly: `readOnlyHint`, `destructiveHint`, `idempotentHint`,
 //! `openWorldHint` (open world = the call reaches AWS or Kubernetes through the control plane;
 //! closed = only the control plane's own records). Every operation-creating tool takes
@@ -14,7 +16,9 @@
 //! `node_replace` and `node_delete` (local volumes are lost), `feature_set` (switching a
 //! feature off removes its add-on or IAM chain). `node_reboot` is not destructive: it
 //! interrupts the node's workloads, but the instance, its id and its local data stay — it is
-//! the first rung of investigate → reboot → replace. Changes with an explicit diff
+//! the first rung of investigate → reboot → replace. `job_delete`, `endpoint_delete` and
+//! `endpoint_scale` (scaling down stops replicas) are destructive; `endpoint_chat` changes
+//! nothing (read-only) but is not idempotent (the model samples). Changes with an explicit diff
 //! (`instance_group_scale`, `feature_set`) and deletions are idempotent: repeating them finds
 //! the target already in that state.
 
@@ -549,6 +553,424 @@ impl InstantStartMcp {
         }
     }
 
+    // ----- storage and model downloads -----
+
+    #[tool(
+        name = "storage_list",
+        description = "The cluster's shared S3 storage: without prefix, each storage (bucket, mount_path inside \
+                       every pod, PVC claim, status) with the bucket's top-level entries; with prefix (e.g. \
+                       `models/`), one level of keys under it (kind prefix or object, size_bytes). Use it to find \
+                       model and dataset paths before model_download, job_submit or endpoint_deploy.",
+        annotations(
+            title = "List shared storage",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn storage_list(&self, Parameters(a): Parameters<StorageListArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        let result = match &a.prefix {
+            Some(prefix) => self.client.list_storage_objects(&cluster, Some(prefix)).await,
+            None => self.client.list_storage(&cluster).await.map(Value::Array),
+        };
+        match result {
+            Ok(v) => ok(json!({ "cluster": cluster, "storage": v })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "model_download",
+        description = "Download a Hugging Face model or dataset into the shared bucket as a Kubernetes Job on the \
+                       cluster (destination defaults to models/<repo_id>; a token for gated repositories comes from \
+                       a Kubernetes Secret given as hf_token {name, key} — never pass a token value). The result \
+                       names the real Job in `workload`. Returns the operation id: call operation_wait with it \
+                       until the status is terminal; then storage_list with the destination prefix shows the files.",
+        annotations(
+            title = "Download a model",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn model_download(&self, Parameters(a): Parameters<ModelDownloadArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.download_model(&cluster, &a.download, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "model_list",
+        description = "Model downloads of a cluster (the download Jobs): repository, destination in the shared \
+                       bucket, phase (pending, running, succeeded, failed), start and completion times, and the \
+                       failure message. Check it before downloading again and after a download's operation ends.",
+        annotations(
+            title = "List model downloads",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn model_list(&self, Parameters(a): Parameters<WorkloadClusterArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.list_downloads(&cluster).await {
+            Ok(downloads) => ok(json!({ "cluster": cluster, "downloads": downloads })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    // ----- training jobs -----
+
+    #[tool(
+        name = "job_submit",
+        description = "Submit a training job. runtime hyperpod: a HyperPodPyTorchJob under the HyperPod training \
+                       operator (recipes torch, llama_factory, ms_swift) with process-level recovery, log-pattern \
+                       hang detection and a recovery budget (resilience); runtime ray: a KubeRay RayJob (recipe \
+                       verl). Every pod mounts the shared bucket; paths are relative to it. Ask the user for the \
+                       decisions (recipe, image, instance type, nodes); use dry_run to show the manifests first. \
+                       Returns the operation id (and the job name in `workload`): call operation_wait with it \
+                       until the status is terminal, then follow the job with job_get and job_logs.",
+        annotations(
+            title = "Submit a training job",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn job_submit(&self, Parameters(a): Parameters<JobSubmitArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.submit_job(&cluster, &a.job, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "job_list",
+        description = "Training jobs of a cluster: name, runtime (hyperpod or ray), recipe, phase (pending, \
+                       running, succeeded, failed, restarting), pods by phase, the recovery budget (budget, used, \
+                       remaining) of HyperPod jobs and the MLflow tracking server.",
+        annotations(
+            title = "List training jobs",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn job_list(&self, Parameters(a): Parameters<WorkloadClusterArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.list_jobs(&cluster).await {
+            Ok(jobs) => ok(json!({ "cluster": cluster, "jobs": jobs })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "job_get",
+        description = "One training job: phase, the recovery budget (budget, used, remaining: a process fault \
+                       restarts the job in place and uses one; when none remain the job fails with a reason), every \
+                       pod with node and restarts, conditions, recent Kubernetes events and the applied manifest. \
+                       Read it before job_logs to pick a pod, and to explain a failure.",
+        annotations(
+            title = "Get a training job",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn job_get(&self, Parameters(a): Parameters<JobNameArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.get_job(&cluster, &a.name).await {
+            Ok(job) => ok(job),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "job_logs",
+        description = "The last lines of a training job's log (rank 0 unless pod is given; tail default 200), \
+                       optionally only lines containing `grep`. Read-only; call again to see new lines (the \
+                       CLI's `instantstart job logs -f` follows the live stream).",
+        annotations(
+            title = "Training job logs",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn job_logs(&self, Parameters(a): Parameters<JobLogsArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.job_logs(&cluster, &a.name, a.pod.as_deref(), Some(a.tail.unwrap_or(200))).await {
+            Ok(mut logs) => {
+                if let Some(pattern) = &a.grep
+                    && let Some(lines) = logs.get_mut("lines").and_then(Value::as_array_mut)
+                {
+                    lines.retain(|l| l.as_str().is_some_and(|l| l.contains(pattern.as_str())));
+                }
+                ok(logs)
+            }
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "job_delete",
+        description = "Delete a training job and its pods (checkpoints and data in the shared bucket stay). \
+                       Destructive: a running job stops; confirm with the user first. Returns the operation id: \
+                       call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Delete a training job",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn job_delete(&self, Parameters(a): Parameters<JobDeleteArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.delete_job(&cluster, &a.name, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    // ----- inference endpoints and pools -----
+
+    #[tool(
+        name = "endpoint_deploy",
+        description = "Deploy an inference endpoint. route self_managed: a vLLM, SGLang or custom serving \
+                       Deployment (GPU requests, instance-type affinity, probes, the bucket's model mounted) with \
+                       its service (cluster-internal, load balancer or model pool), optional SGLang router and KEDA \
+                       autoscaling; route managed: an endpoint run by the HyperPod inference operator. The model \
+                       path is inside the shared bucket (storage_list). Use dry_run to show the manifests first. \
+                       Returns the operation id: call operation_wait with it — it completes when the endpoint is \
+                       ready — then endpoint_chat to try it.",
+        annotations(
+            title = "Deploy an endpoint",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn endpoint_deploy(&self, Parameters(a): Parameters<EndpointDeployArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.deploy_endpoint(&cluster, &a.endpoint, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "endpoint_list",
+        description = "Inference endpoints of a cluster: route (self_managed or managed), engine, model, ready, \
+                       replicas (desired, ready), URL, exposure, pool, router and autoscaling bounds.",
+        annotations(
+            title = "List endpoints",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn endpoint_list(&self, Parameters(a): Parameters<WorkloadClusterArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.list_endpoints(&cluster).await {
+            Ok(eps) => ok(json!({ "cluster": cluster, "endpoints": eps })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "endpoint_get",
+        description = "One inference endpoint with its pods, conditions and applied manifest: use it to explain \
+                       why an endpoint is not ready (pending pods, failing probes).",
+        annotations(
+            title = "Get an endpoint",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn endpoint_get(&self, Parameters(a): Parameters<EndpointNameArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.get_endpoint(&cluster, &a.name).await {
+            Ok(ep) => ok(ep),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "endpoint_scale",
+        description = "Change an endpoint's replicas or its autoscaling bounds (min, max, cooldown_seconds). \
+                       Explicit diff: pass only what the user wants changed; when it already matches, the result \
+                       is no_change (\"already in this state\") and nothing starts. Scaling down stops replicas \
+                       (in-flight requests on them fail): confirm first. dry_run returns the diff. Returns the \
+                       operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Scale an endpoint",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn endpoint_scale(&self, Parameters(a): Parameters<EndpointScaleArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster.clone()).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.update_endpoint(&cluster, &a.name, &a.patch(), &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "endpoint_delete",
+        description = "Delete an inference endpoint and everything deployed for it (Deployment, services, router, \
+                       autoscaler; nothing is left behind; the model files in the bucket stay). Destructive: \
+                       confirm with the user first. Returns the operation id: call operation_wait with it until \
+                       the status is terminal.",
+        annotations(
+            title = "Delete an endpoint",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn endpoint_delete(&self, Parameters(a): Parameters<EndpointDeleteArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.delete_endpoint(&cluster, &a.name, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "endpoint_chat",
+        description = "Send an OpenAI-compatible chat completion to a ready endpoint through the control plane \
+                       (60 s timeout, 1 MiB request, 4 MiB response) and return the model's answer (`answer`) with \
+                       the full response. Changes nothing; each call runs the model once.",
+        annotations(
+            title = "Chat with an endpoint",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn endpoint_chat(&self, Parameters(a): Parameters<EndpointChatArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster.clone()).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.chat_endpoint(&cluster, &a.name, &a.request()).await {
+            Ok(response) => {
+                let answer = response.pointer("/choices/0/message/content").cloned().unwrap_or(Value::Null);
+                ok(json!({ "answer": answer, "response": response }))
+            }
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "pool_list",
+        description = "Model pools of a cluster: each pool's warm GPU workers (pod, node) and the endpoint each one \
+                       serves (null when idle). Read before pool_assign.",
+        annotations(
+            title = "List model pools",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn pool_list(&self, Parameters(a): Parameters<WorkloadClusterArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.list_pools(&cluster).await {
+            Ok(pools) => ok(json!({ "cluster": cluster, "pools": pools })),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "pool_assign",
+        description = "Move a warm pool worker to another endpoint (serving: endpoint name) or release it \
+                       (serving: null) by changing its label — no pod restart. The endpoint it leaves loses that \
+                       replica: confirm first. A worker already serving that endpoint is no_change. dry_run shows \
+                       the diff. Returns the operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Assign a pool worker",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn pool_assign(&self, Parameters(a): Parameters<PoolAssignArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        let opts = mutation_options(&a.mutation);
+        match self.client.assign_pool_worker(&cluster, &a.pool, &a.pod, a.serving.as_deref(), &opts).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
     // ----- operations -----
 
     #[tool(
@@ -736,6 +1158,25 @@ impl InstantStartMcp {
 }
 
 impl InstantStartMcp {
+    /// The cluster a workload tool addresses: the one given, else the active cluster; a tool
+    /// error naming the `cluster` argument when there is neither.
+    async fn cluster(&self, given: Option<String>) -> Result<String, CallToolResult> {
+        if let Some(c) = given.filter(|c| !c.is_empty()) {
+            return Ok(c);
+        }
+        match self.client.active_cluster().await {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) => Err(CallToolResult::structured_error(json!({
+                "error": {
+                    "title": "No cluster",
+                    "findings": [{ "field": "cluster", "rule": "required when no cluster is active" }],
+                },
+                "hint": "Pass `cluster` (see cluster_list), or select the active cluster with cluster_set_active.",
+            }))),
+            Err(e) => Err(failure(&e)),
+        }
+    }
+
     /// One batch node action (reboot, replace, delete) as an operation.
     async fn node_action(&self, cluster: &str, action: NodeAction, body: Value, m: &MutationArgs) -> CallToolResult {
         match self.client.node_action_json(cluster, action, &body, &mutation_options(m)).await {
@@ -754,7 +1195,9 @@ impl InstantStartMcp {
                     operation_wait until the status is terminal and report the outcome, not the submission; a \
                     no_change result (\"already in this state\") started nothing. Validation errors list every \
                     field path: fix them all and call again. Unhealthy nodes: investigate (node_list) -> reboot \
-                    -> replace, state-changing steps only on the user's yes."
+                    -> replace, state-changing steps only on the user's yes. Workloads (storage_*, model_*, job_*, \
+                    endpoint_*, pool_*) take an optional cluster (the active one when omitted); look up paths \
+                    with storage_list before downloading, training or deploying."
 )]
 impl ServerHandler for InstantStartMcp {}
 

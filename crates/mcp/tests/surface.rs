@@ -26,6 +26,8 @@ const PREFIXES: &[&str] = &[
     "storage",
     "model",
     "job",
+    "endpoint",
+    "pool",
     "inference",
     "operation",
     "audit",
@@ -145,6 +147,13 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
         "node_replace",
         "node_delete",
         "feature_set",
+        "model_download",
+        "job_submit",
+        "job_delete",
+        "endpoint_deploy",
+        "endpoint_scale",
+        "endpoint_delete",
+        "pool_assign",
     ] {
         let t = tools().into_iter().find(|t| t.name == name).unwrap();
         let props = properties(&t);

@@ -1,0 +1,441 @@
+//! `instantstart job submit|ls|get|rm|logs`: training jobs on a cluster.
+//!
+//! `submit` takes the API's job request from a file (`-f spec.yaml`: `{"runtime": "hyperpod",
+//! …HyperPodJobParams}` or `{"runtime": "ray", …RayJobParams}`) or builds it from flags per
+//! recipe (`--recipe torch|llama-factory|ms-swift|verl`); `--dry-run` prints the plan and the
+//! manifests that would be applied. `get` shows the recovery budget (used / budget) of
+//! HyperPod jobs; `logs -f` follows the job's log stream over WebSocket until its pods end.
+
+use super::target::{ClusterOpt, api_enum, parse_key_value, typed};
+use crate::app::Globals;
+use crate::exit::{Exit, usage};
+use crate::mutation::{self, MutationArgs};
+use crate::output::{self, Output, Table, s};
+use clap::{Args, Subcommand, ValueEnum};
+use instantstart_client::{LogEvent, Submitted};
+use instantstart_recipes::TrainingJobRequest;
+use instantstart_recipes::training::hyperpod::SwiftCommand;
+use serde_json::{Map, Value, json};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum JobCommand {
+    /// Submit a training job (HyperPodPyTorchJob or RayJob) from a spec file or per recipe.
+    Submit(Box<SubmitArgs>),
+    /// List training jobs with phase, pods and recovery budget.
+    #[command(visible_alias = "list")]
+    Ls {
+        #[command(flatten)]
+        cluster: ClusterOpt,
+    },
+    /// Show a job: phase, recovery budget, pods, conditions and events.
+    Get {
+        /// Job name.
+        name: String,
+        #[command(flatten)]
+        cluster: ClusterOpt,
+    },
+    /// Delete a job and its pods.
+    #[command(visible_alias = "delete")]
+    Rm {
+        /// Job name.
+        name: String,
+        #[command(flatten)]
+        cluster: ClusterOpt,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long)]
+        yes: bool,
+        #[command(flatten)]
+        mutation: MutationArgs,
+    },
+    /// Print a job's log (rank 0 unless --pod); -f follows it until the pods end.
+    Logs {
+        /// Job name.
+        name: String,
+        #[command(flatten)]
+        cluster: ClusterOpt,
+        /// Pod to read [default: rank 0, the first pod].
+        #[arg(long)]
+        pod: Option<String>,
+        /// Lines from the end to start with.
+        #[arg(long, value_name = "N")]
+        tail: Option<u32>,
+        /// Follow the log (WebSocket) until the job's pods end.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+}
+
+/// A training recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Recipe {
+    /// A plain PyTorch script (HyperPod training operator).
+    Torch,
+    /// LLaMA-Factory with a YAML config (HyperPod training operator).
+    LlamaFactory,
+    /// MS-Swift (HyperPod training operator).
+    MsSwift,
+    /// VERL reinforcement learning (KubeRay RayJob).
+    Verl,
+}
+
+const RECIPE: &str = "Recipe (when not using -f)";
+const RESILIENCE: &str = "Recovery budget (HyperPod recipes)";
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub cluster: ClusterOpt,
+    /// Read the job request (JSON or YAML: {"runtime": "hyperpod"|"ray", …}) from a file, `-` for stdin.
+    #[arg(short = 'f', long = "file", value_name = "FILE", required_unless_present = "recipe")]
+    pub file: Option<PathBuf>,
+    /// Recipe to build the request from flags.
+    #[arg(long, value_enum, conflicts_with = "file", requires_all = ["name", "image", "instance_type"], help_heading = RECIPE)]
+    pub recipe: Option<Recipe>,
+    /// Job name (DNS-1123 label, at most 50 characters).
+    #[arg(long, help_heading = RECIPE)]
+    pub name: Option<String>,
+    /// Namespace of the job.
+    #[arg(long, default_value = "default", help_heading = RECIPE)]
+    pub namespace: String,
+    /// Training image (pinned tag or digest).
+    #[arg(long, help_heading = RECIPE)]
+    pub image: Option<String>,
+    /// HyperPod instance type of the nodes, e.g. ml.g5.8xlarge.
+    #[arg(long, help_heading = RECIPE)]
+    pub instance_type: Option<String>,
+    /// Number of nodes (one pod per node).
+    #[arg(long, default_value_t = 1, help_heading = RECIPE)]
+    pub nodes: u32,
+    /// GPUs per node [default: every GPU of the instance type].
+    #[arg(long, help_heading = RECIPE)]
+    pub gpus_per_node: Option<u32>,
+    /// Do not attach the instance type's EFA interfaces.
+    #[arg(long, help_heading = RECIPE)]
+    pub no_efa: bool,
+    /// torch: the script, relative to the shared bucket.
+    #[arg(long, help_heading = RECIPE)]
+    pub script: Option<String>,
+    /// llama-factory, ms-swift, verl: the config file, relative to the shared bucket.
+    #[arg(long, help_heading = RECIPE)]
+    pub config: Option<String>,
+    /// torch, ms-swift: an argument of the script (repeatable).
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true, help_heading = RECIPE)]
+    pub args: Vec<String>,
+    /// llama-factory, verl: a KEY=VALUE override (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_key_value, help_heading = RECIPE)]
+    pub overrides: Vec<(String, String)>,
+    /// ms-swift: the entry point (sft, pt or rlhf).
+    #[arg(long, value_name = "COMMAND", value_parser = api_enum::<SwiftCommand>, help_heading = RECIPE)]
+    pub swift_command: Option<SwiftCommand>,
+    /// verl: Ray version of the image, e.g. 2.49.0.
+    #[arg(long, help_heading = RECIPE)]
+    pub ray_version: Option<String>,
+    /// SageMaker managed MLflow tracking server ARN to report to.
+    #[arg(long, value_name = "ARN", help_heading = RECIPE)]
+    pub mlflow_arn: Option<String>,
+    /// MLflow experiment [default: the job name].
+    #[arg(long, requires = "mlflow_arn", help_heading = RECIPE)]
+    pub experiment: Option<String>,
+    /// In-place process restarts per evaluation window before a full job restart.
+    #[arg(long, value_name = "N", help_heading = RESILIENCE)]
+    pub restarts: Option<u32>,
+    /// Full job restarts allowed.
+    #[arg(long, value_name = "N", help_heading = RESILIENCE)]
+    pub full_restarts: Option<u32>,
+    /// Retries of the whole job.
+    #[arg(long, value_name = "N", help_heading = RESILIENCE)]
+    pub retries: Option<u32>,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
+}
+
+fn need<'a>(v: &'a Option<String>, flag: &str, recipe: &str) -> anyhow::Result<&'a String> {
+    v.as_ref().ok_or_else(|| usage(format!("--{flag} is required with --recipe {recipe}")))
+}
+
+impl SubmitArgs {
+    /// The API request: the file as is, or the recipe's typed parameters with `runtime`.
+    pub fn body(&self) -> anyhow::Result<Value> {
+        if let Some(path) = &self.file {
+            return output::read_document(path);
+        }
+        let recipe = self.recipe.expect("clap requires -f or --recipe");
+        let mut job = json!({
+            "name": self.name, "namespace": self.namespace, "image": self.image,
+            "instance_type": self.instance_type, "nodes": self.nodes, "efa": !self.no_efa,
+        });
+        if let Some(g) = self.gpus_per_node {
+            job["gpus_per_node"] = json!(g);
+        }
+        if let Some(arn) = &self.mlflow_arn {
+            job["mlflow"] = json!({ "tracking_server_arn": arn });
+            if let Some(e) = &self.experiment {
+                job["mlflow"]["experiment"] = json!(e);
+            }
+        }
+        let overrides: Map<String, Value> = self.overrides.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        let (runtime, params) = match recipe {
+            Recipe::Torch => {
+                let script = need(&self.script, "script", "torch")?;
+                let r = json!({ "kind": "torch", "script": script, "args": self.args });
+                ("hyperpod", self.hyperpod(job, r))
+            }
+            Recipe::LlamaFactory => {
+                let config = need(&self.config, "config", "llama-factory")?;
+                let r = json!({ "kind": "llama_factory", "config": config, "overrides": overrides });
+                ("hyperpod", self.hyperpod(job, r))
+            }
+            Recipe::MsSwift => {
+                let mut r = json!({ "kind": "ms_swift", "args": self.args });
+                if let Some(c) = &self.config {
+                    r["config"] = json!(c);
+                }
+                if let Some(c) = self.swift_command {
+                    r["command"] = json!(c);
+                }
+                ("hyperpod", self.hyperpod(job, r))
+            }
+            Recipe::Verl => {
+                let ray_version = need(&self.ray_version, "ray-version", "verl")?;
+                let mut r = json!({ "kind": "verl", "overrides": overrides });
+                if let Some(c) = &self.config {
+                    r["config"] = json!(c);
+                }
+                ("ray", json!({ "job": job, "recipe": r, "ray_version": ray_version }))
+            }
+        };
+        let mut body = json!({ "runtime": runtime });
+        if let Value::Object(map) = params {
+            body.as_object_mut().expect("an object").extend(map);
+        }
+        typed::<TrainingJobRequest>(body, "job")
+    }
+
+    fn hyperpod(&self, job: Value, recipe: Value) -> Value {
+        let mut v = json!({ "job": job, "recipe": recipe });
+        let mut budget = Map::new();
+        if let Some(n) = self.restarts {
+            budget.insert("restarts_before_full_job_restart".into(), json!(n));
+        }
+        if let Some(n) = self.full_restarts {
+            budget.insert("max_full_job_restarts".into(), json!(n));
+        }
+        if !budget.is_empty() || self.retries.is_some() {
+            v["resilience"] = json!({ "restart_policy": budget });
+            if let Some(n) = self.retries {
+                v["resilience"]["job_max_retry_count"] = json!(n);
+            }
+        }
+        v
+    }
+}
+
+/// `used/budget` of a recovery budget, `-` when the job has none.
+pub fn recovery(v: &Value) -> String {
+    match v.get("recovery").filter(|r| r.is_object()) {
+        Some(r) => format!("{}/{} used", s(r, "used"), s(r, "budget")),
+        None => "-".into(),
+    }
+}
+
+/// The Kubernetes objects a dry run would apply, found in the plan's request.
+pub fn manifests(plan_request: &Value) -> Vec<Value> {
+    fn find(v: &Value, out: &mut Vec<Value>) {
+        match v {
+            Value::Object(map) => {
+                if map.contains_key("apiVersion") && map.contains_key("kind") {
+                    out.push(v.clone());
+                    return;
+                }
+                map.values().for_each(|x| find(x, out));
+            }
+            Value::Array(items) => items.iter().for_each(|x| find(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = vec![];
+    find(plan_request, &mut out);
+    out
+}
+
+/// Finishes a workload submission: for a dry run shown as a table, the plan followed by the
+/// manifests (YAML documents) it would apply.
+pub async fn finish_workload(
+    g: &Globals,
+    client: &instantstart_client::Client,
+    submitted: Submitted,
+    wait: bool,
+) -> anyhow::Result<Exit> {
+    if let Submitted::Accepted(a) = &submitted
+        && let Some(w) = a.raw.get("workload")
+        && g.output == Output::Table
+    {
+        eprintln!("Workload: {}/{}", s(w, "namespace"), s(w, "name"));
+    }
+    let objects = match &submitted {
+        Submitted::DryRun(plan) if g.output == Output::Table => manifests(&plan.request),
+        _ => vec![],
+    };
+    let code = mutation::finish(g, client, submitted, wait).await?;
+    if !objects.is_empty() {
+        let mut out = format!("Manifests ({}):\n", objects.len());
+        for o in &objects {
+            let _ = write!(out, "---\n{}", serde_norway::to_string(o)?);
+        }
+        output::write_stdout(&out)?;
+    }
+    Ok(code)
+}
+
+pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
+    let client = g.client()?;
+    match cmd {
+        JobCommand::Submit(args) => {
+            let body = args.body()?;
+            let cluster = args.cluster.resolve(&client).await?;
+            let submitted = client.submit_job(&cluster, &body, &args.mutation.options()).await?;
+            finish_workload(g, &client, submitted, args.mutation.wait).await
+        }
+        JobCommand::Ls { cluster } => {
+            let cluster = cluster.resolve(&client).await?;
+            let jobs = client.list_jobs(&cluster).await?;
+            output::emit(g.output, &jobs, || {
+                let mut t = Table::new(&["NAME", "RUNTIME", "RECIPE", "PHASE", "PODS", "RECOVERY", "CREATED"]);
+                for j in &jobs {
+                    t.row(vec![
+                        s(j, "name"),
+                        s(j, "runtime"),
+                        s(j, "recipe"),
+                        s(j, "phase"),
+                        format!("{}/{} running", s(j, "pods.running"), s(j, "replicas")),
+                        recovery(j),
+                        s(j, "created_at"),
+                    ]);
+                }
+                t.render_or(&format!(
+                    "No training jobs on {cluster}. Submit one with: instantstart job submit -f job.yaml"
+                ))
+            })?;
+            Ok(Exit::Ok)
+        }
+        JobCommand::Get { name, cluster } => {
+            let cluster = cluster.resolve(&client).await?;
+            let job = client.get_job(&cluster, &name).await?;
+            output::emit(g.output, &job, || render_job(&job))?;
+            Ok(Exit::Ok)
+        }
+        JobCommand::Rm { name, cluster, yes, mutation: m } => {
+            let cluster = cluster.resolve(&client).await?;
+            let confirmed = mutation::confirm_by_name(
+                &name,
+                yes,
+                m.dry_run,
+                &format!("deleting job {name} needs confirmation: pass --yes (or --dry-run to see the plan)"),
+                &format!("Delete training job {name} on {cluster} and its pods?"),
+            )?;
+            if !confirmed {
+                return Ok(Exit::Usage);
+            }
+            let submitted = client.delete_job(&cluster, &name, &m.options()).await?;
+            mutation::finish(g, &client, submitted, m.wait).await
+        }
+        JobCommand::Logs { name, cluster, pod, tail, follow } => {
+            let cluster = cluster.resolve(&client).await?;
+            if !follow {
+                let logs = client.job_logs(&cluster, &name, pod.as_deref(), tail).await?;
+                output::emit(g.output, &logs, || {
+                    let lines = logs.get("lines").and_then(Value::as_array).cloned().unwrap_or_default();
+                    lines.iter().map(|l| format!("{}\n", l.as_str().unwrap_or_default())).collect()
+                })?;
+                return Ok(Exit::Ok);
+            }
+            follow_logs(g, &client, &cluster, &name, pod.as_deref(), tail).await
+        }
+    }
+}
+
+/// Prints log lines as they arrive (one JSON object per line with `-o json|yaml`) until the
+/// stream's end message; the reason goes to stderr.
+async fn follow_logs(
+    g: &Globals,
+    client: &instantstart_client::Client,
+    cluster: &str,
+    job: &str,
+    pod: Option<&str>,
+    tail: Option<u32>,
+) -> anyhow::Result<Exit> {
+    let mut stream = client.follow_job_logs(cluster, job, pod, tail).await?;
+    loop {
+        let event = tokio::select! {
+            e = stream.next() => e,
+            _ = tokio::signal::ctrl_c() => return Err(crate::exit::Interrupted.into()),
+        };
+        let Some(event) = event else { return Ok(Exit::Ok) };
+        let event = event?;
+        match (&event, g.output) {
+            (LogEvent::Line { line, .. }, Output::Table) => output::write_stdout(&format!("{line}\n"))?,
+            (LogEvent::End { reason, .. }, Output::Table) => {
+                eprintln!("-- end of log{}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default());
+            }
+            (e, _) => output::write_stdout(&format!("{}\n", serde_json::to_string(e)?))?,
+        }
+    }
+}
+
+fn render_job(job: &Value) -> String {
+    let mut out = output::fields(&[
+        ("Job", format!("{}/{}", s(job, "namespace"), s(job, "name"))),
+        ("Runtime", s(job, "runtime")),
+        ("Recipe", s(job, "recipe")),
+        ("Phase", s(job, "phase")),
+        (
+            "Pods",
+            format!(
+                "{} nodes: {} running, {} pending, {} succeeded, {} failed",
+                s(job, "replicas"),
+                s(job, "pods.running"),
+                s(job, "pods.pending"),
+                s(job, "pods.succeeded"),
+                s(job, "pods.failed")
+            ),
+        ),
+        (
+            "Recovery budget",
+            match job.get("recovery").filter(|r| r.is_object()) {
+                Some(r) => format!("{} of {} used, {} left", s(r, "used"), s(r, "budget"), s(r, "remaining")),
+                None => "- (not a HyperPod job)".into(),
+            },
+        ),
+        ("MLflow", s(job, "mlflow_tracking_arn")),
+        ("Created", s(job, "created_at")),
+        ("Message", s(job, "message")),
+    ]);
+    let pods = job.get("pod_list").or_else(|| job.get("pods").filter(|p| p.is_array()));
+    if let Some(pods) = pods.and_then(Value::as_array) {
+        let mut t = Table::new(&["POD", "PHASE", "NODE", "RESTARTS"]);
+        for p in pods {
+            t.row(vec![s(p, "name"), s(p, "phase"), s(p, "node"), s(p, "restarts")]);
+        }
+        out.push('\n');
+        out.push_str(&t.render_or("No pods."));
+    }
+    if let Some(conds) = job.get("conditions").and_then(Value::as_array).filter(|c| !c.is_empty()) {
+        let mut t = Table::new(&["CONDITION", "STATUS", "REASON", "MESSAGE"]);
+        for c in conds {
+            t.row(vec![s(c, "type"), s(c, "status"), s(c, "reason"), s(c, "message")]);
+        }
+        out.push('\n');
+        out.push_str(&t.render_or(""));
+    }
+    if let Some(events) = job.get("events").and_then(Value::as_array).filter(|e| !e.is_empty()) {
+        let mut t = Table::new(&["TYPE", "REASON", "OBJECT", "MESSAGE"]);
+        for e in events.iter().rev().take(10).rev() {
+            t.row(vec![s(e, "type"), s(e, "reason"), s(e, "object"), s(e, "message")]);
+        }
+        out.push('\n');
+        out.push_str(&t.render_or(""));
+    }
+    out
+}

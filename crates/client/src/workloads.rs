@@ -1,0 +1,187 @@
+//! Workloads on a cluster: shared storage, model downloads, training jobs (with their logs),
+//! inference endpoints and model pools.
+//!
+//! Request bodies are JSON as the API takes them (`recipes::download::ModelDownloadParams`,
+//! `{"runtime": "hyperpod"|"ray", …}` job requests, `{"route": "self_managed"|"managed", …}`
+//! endpoint requests): the client does not depend on the recipes crate, the CLI and the MCP
+//! server build the bodies from its typed parameters. Reads return the server's JSON views.
+
+use crate::logs::LogStream;
+use crate::{Call, Client, Error, MutationOptions, Submitted};
+use reqwest::Method;
+use serde_json::Value;
+
+impl Client {
+    // ----- storage and downloads -----
+
+    /// `GET /api/clusters/{cluster}/storage`: the cluster's shared bucket storages
+    /// (`{name, bucket, mount_path, claim, status, entries: [{key, kind, size_bytes?}]}`).
+    pub async fn list_storage(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "storage"])).await
+    }
+
+    /// `GET /api/clusters/{cluster}/storage/objects?prefix=`: one level of the shared bucket
+    /// under `prefix` (`{prefix, entries: [{key, kind: prefix|object, size_bytes?}]}`).
+    pub async fn list_storage_objects(&self, cluster: &str, prefix: Option<&str>) -> Result<Value, Error> {
+        let path = ["api", "clusters", cluster, "storage", "objects"];
+        self.call(Call::new(Method::GET, &path).query("prefix", prefix)).await
+    }
+
+    /// `POST /api/clusters/{cluster}/downloads`: copy a Hugging Face repository into the shared
+    /// bucket with a cluster Job (body: `ModelDownloadParams`). The accepted response names the
+    /// real Job in `workload`.
+    pub async fn download_model(
+        &self,
+        cluster: &str,
+        body: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "downloads"];
+        self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
+    }
+
+    /// `GET /api/clusters/{cluster}/downloads`: model download Jobs with their phase.
+    pub async fn list_downloads(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "downloads"])).await
+    }
+
+    // ----- training jobs -----
+
+    /// `POST /api/clusters/{cluster}/jobs`: submit a training job (`{"runtime": "hyperpod", …
+    /// HyperPodJobParams}` or `{"runtime": "ray", … RayJobParams}`). A dry run shows the
+    /// rendered manifests in the plan's request.
+    pub async fn submit_job(&self, cluster: &str, body: &Value, opts: &MutationOptions) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "jobs"];
+        self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
+    }
+
+    /// `GET /api/clusters/{cluster}/jobs`: job summaries (phase, pods, recovery budget).
+    pub async fn list_jobs(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "jobs"])).await
+    }
+
+    /// `GET /api/clusters/{cluster}/jobs/{job}`: one job with pods, conditions, events, the
+    /// recovery budget and the applied manifest.
+    pub async fn get_job(&self, cluster: &str, job: &str) -> Result<Value, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "jobs", job])).await
+    }
+
+    /// `DELETE /api/clusters/{cluster}/jobs/{job}`: delete the job's objects.
+    pub async fn delete_job(&self, cluster: &str, job: &str, opts: &MutationOptions) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "jobs", job];
+        self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
+    }
+
+    /// `GET /api/clusters/{cluster}/jobs/{job}/logs?pod=&tail=`: the last lines of one pod
+    /// (rank 0 by default) as `{pod, lines: [..]}`.
+    pub async fn job_logs(
+        &self,
+        cluster: &str,
+        job: &str,
+        pod: Option<&str>,
+        tail: Option<u32>,
+    ) -> Result<Value, Error> {
+        let path = ["api", "clusters", cluster, "jobs", job, "logs"];
+        self.call(Call::new(Method::GET, &path).query("pod", pod).query("tail", tail)).await
+    }
+
+    /// WebSocket `GET /api/clusters/{cluster}/jobs/{job}/logs/stream?pod=&tail=`: the last
+    /// `tail` lines, then every new line until the job's pods end (see [`LogStream`]).
+    pub async fn follow_job_logs(
+        &self,
+        cluster: &str,
+        job: &str,
+        pod: Option<&str>,
+        tail: Option<u32>,
+    ) -> Result<LogStream, Error> {
+        let mut query = vec![];
+        if let Some(p) = pod {
+            query.push(("pod", p.to_string()));
+        }
+        if let Some(t) = tail {
+            query.push(("tail", t.to_string()));
+        }
+        let url = self.url(&["api", "clusters", cluster, "jobs", job, "logs", "stream"], &query);
+        LogStream::open(self, url).await
+    }
+
+    // ----- inference endpoints -----
+
+    /// `POST /api/clusters/{cluster}/endpoints`: deploy an endpoint (`{"route":
+    /// "self_managed", …}` or `{"route": "managed", …}`); the operation completes when it is
+    /// ready.
+    pub async fn deploy_endpoint(
+        &self,
+        cluster: &str,
+        body: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "endpoints"];
+        self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
+    }
+
+    /// `GET /api/clusters/{cluster}/endpoints`: endpoints with readiness, replicas, URL and pool.
+    pub async fn list_endpoints(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "endpoints"])).await
+    }
+
+    /// `GET /api/clusters/{cluster}/endpoints/{ep}`: one endpoint with pods, conditions and
+    /// the applied manifest.
+    pub async fn get_endpoint(&self, cluster: &str, endpoint: &str) -> Result<Value, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "endpoints", endpoint])).await
+    }
+
+    /// `PATCH /api/clusters/{cluster}/endpoints/{ep}` with `{replicas?, autoscaling?}` (explicit
+    /// diff: only what changes); a patch matching the real state is [`Submitted::NoChange`].
+    pub async fn update_endpoint(
+        &self,
+        cluster: &str,
+        endpoint: &str,
+        patch: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "endpoints", endpoint];
+        self.submit(Call::new(Method::PATCH, &path).body(patch).mutation(opts)).await
+    }
+
+    /// `DELETE /api/clusters/{cluster}/endpoints/{ep}`: delete every object of the endpoint.
+    pub async fn delete_endpoint(
+        &self,
+        cluster: &str,
+        endpoint: &str,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "endpoints", endpoint];
+        self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
+    }
+
+    /// `POST /api/clusters/{cluster}/endpoints/{ep}/chat`: an OpenAI chat-completions request
+    /// answered by the model, through the control plane (60 s timeout, 1 MiB request, 4 MiB
+    /// response).
+    pub async fn chat_endpoint(&self, cluster: &str, endpoint: &str, request: &Value) -> Result<Value, Error> {
+        let path = ["api", "clusters", cluster, "endpoints", endpoint, "chat"];
+        self.call(Call::new(Method::POST, &path).body(request)).await
+    }
+
+    // ----- model pools -----
+
+    /// `GET /api/clusters/{cluster}/pools`: each pool's warm workers and what they serve.
+    pub async fn list_pools(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "pools"])).await
+    }
+
+    /// `PUT /api/clusters/{cluster}/pools/{pool}/workers/{pod}` with `{"serving": endpoint|null}`:
+    /// move a warm worker to an endpoint (or release it) by relabelling it, without a restart.
+    pub async fn assign_pool_worker(
+        &self,
+        cluster: &str,
+        pool: &str,
+        pod: &str,
+        serving: Option<&str>,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let body = serde_json::json!({ "serving": serving });
+        let path = ["api", "clusters", cluster, "pools", pool, "workers", pod];
+        self.submit(Call::new(Method::PUT, &path).body(&body).mutation(opts)).await
+    }
+}
