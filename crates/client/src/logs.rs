@@ -90,3 +90,87 @@ impl LogStream {
         Error::Connection { url: self.url.clone(), message }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::ws::{Message as AxMessage, WebSocketUpgrade};
+    use axum::extract::{Query, State};
+    use axum::http::HeaderMap;
+    use axum::routing::get;
+    use instantstart_core::operation::Face;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    /// What the fake server saw: the query and the authorization header of each upgrade.
+    type Seen = Arc<Mutex<Vec<(HashMap<String, String>, Option<String>)>>>;
+
+    /// Streams two lines (the second frame carries two JSON lines), then ends — unless the pod
+    /// is `broken`, which drops the connection after one line.
+    async fn stream(
+        State(seen): State<Seen>,
+        Query(q): Query<HashMap<String, String>>,
+        headers: HeaderMap,
+        ws: WebSocketUpgrade,
+    ) -> axum::response::Response {
+        let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
+        seen.lock().unwrap().push((q.clone(), auth));
+        let broken = q.get("pod").map(String::as_str) == Some("broken");
+        ws.on_upgrade(move |mut socket| async move {
+            let line = |l: &str| AxMessage::Text(serde_json::json!({ "pod": "job-0", "line": l }).to_string().into());
+            let _ = socket.send(line("step 1 loss=2.0")).await;
+            if broken {
+                return;
+            }
+            let two = format!(
+                "{}\n{}",
+                serde_json::json!({ "pod": "job-0", "line": "step 2 loss=1.5" }),
+                serde_json::json!({ "end": true, "reason": "Succeeded" })
+            );
+            let _ = socket.send(AxMessage::Text(two.into())).await;
+            let _ = socket.send(line("never read: after the end")).await;
+        })
+    }
+
+    async fn client() -> (Client, Seen) {
+        let seen: Seen = Arc::default();
+        let router = axum::Router::new()
+            .route("/api/clusters/{cluster}/jobs/{job}/logs/stream", get(stream))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        (Client::new(&format!("http://{addr}"), Some("tok".into()), Face::Cli).unwrap(), seen)
+    }
+
+    #[tokio::test]
+    async fn lines_then_the_end_and_nothing_after() {
+        let (c, seen) = client().await;
+        let mut s = c.follow_job_logs("demo", "train", None, Some(5)).await.unwrap();
+        let mut events = vec![];
+        while let Some(e) = s.next().await {
+            events.push(e.unwrap());
+        }
+        assert_eq!(
+            events,
+            vec![
+                LogEvent::Line { pod: "job-0".into(), line: "step 1 loss=2.0".into() },
+                LogEvent::Line { pod: "job-0".into(), line: "step 2 loss=1.5".into() },
+                LogEvent::End { end: true, reason: Some("Succeeded".into()) },
+            ]
+        );
+        let (query, auth) = seen.lock().unwrap()[0].clone();
+        assert_eq!((query.get("tail").map(String::as_str), query.get("pod")), (Some("5"), None));
+        assert_eq!(auth.as_deref(), Some("Bearer tok"));
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_drops_before_its_end_is_a_connection_error() {
+        let (c, _) = client().await;
+        let mut s = c.follow_job_logs("demo", "train", Some("broken"), None).await.unwrap();
+        assert!(matches!(s.next().await, Some(Ok(LogEvent::Line { .. }))));
+        let e = s.next().await.unwrap().unwrap_err();
+        assert!(e.is_connection(), "{e:?}");
+        assert!(s.next().await.is_none(), "nothing after the error");
+    }
+}
