@@ -93,15 +93,23 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sagemaker:BatchRebootClusterNodes",
     "sagemaker:BatchReplaceClusterNodes",
     "sagemaker:CreateCluster",
+    "sagemaker:CreateMlflowTrackingServer",
     "sagemaker:DeleteCluster",
     "sagemaker:DescribeCluster",
     "sagemaker:DescribeClusterNode",
+    "sagemaker:DescribeMlflowTrackingServer",
     "sagemaker:DescribeTrainingPlan",
     "sagemaker:ListClusterNodes",
     "sagemaker:ListClusters",
+    "sagemaker:ListMlflowTrackingServers",
     "sagemaker:ListTags",
     "sagemaker:UpdateCluster",
     "sagemaker:UpdateClusterSoftware",
+    // SageMaker managed MLflow data plane (SigV4 REST, `mlflow.rs`)
+    "sagemaker-mlflow:GetMetricHistory",
+    "sagemaker-mlflow:GetRun",
+    "sagemaker-mlflow:SearchExperiments",
+    "sagemaker-mlflow:SearchRuns",
     // Service Quotas, STS
     "servicequotas:ListAWSDefaultServiceQuotas",
     "servicequotas:ListServiceQuotas",
@@ -113,7 +121,8 @@ pub const IAM_ACTIONS: &[&str] = &[
 /// (`iam:PassRole`), service-linked roles EKS, SageMaker and NAT gateways create on first use
 /// (`iam:CreateServiceLinkedRole`), and the S3 permission names that differ from the API
 /// names (HeadBucket and ListObjectsV2 → `s3:ListBucket`, object ownership at create →
-/// `s3:PutBucketOwnershipControls`).
+/// `s3:PutBucketOwnershipControls`), and the MLflow REST calls (`sagemaker-mlflow:*`, signed
+/// HTTP, not SDK calls).
 pub const IMPLIED_ACTIONS: &[&str] = &[
     "eks:TagResource",
     "iam:TagRole",
@@ -123,6 +132,10 @@ pub const IMPLIED_ACTIONS: &[&str] = &[
     "sagemaker:AddTags",
     "s3:TagResource",
     "s3:PutBucketOwnershipControls",
+    "sagemaker-mlflow:GetMetricHistory",
+    "sagemaker-mlflow:GetRun",
+    "sagemaker-mlflow:SearchExperiments",
+    "sagemaker-mlflow:SearchRuns",
 ];
 
 /// The IAM action of an SDK operation: `<service>:<PascalCaseOperation>`, except where IAM
@@ -160,6 +173,7 @@ mod tests {
         ("eks.rs", include_str!("eks.rs")),
         ("hyperpod.rs", include_str!("hyperpod.rs")),
         ("iam.rs", include_str!("iam.rs")),
+        ("mlflow.rs", include_str!("mlflow.rs")),
         ("identity.rs", include_str!("identity.rs")),
         ("network.rs", include_str!("network.rs")),
         ("quota.rs", include_str!("quota.rs")),

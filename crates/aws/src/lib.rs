@@ -11,6 +11,8 @@
 //! - [`s3`] — the shared data bucket (encrypted, public access blocked, tagged).
 //! - [`quota`] — Availability Zones, instance type offerings, Service Quotas.
 //! - [`identity`] — STS caller identity.
+//! - [`mlflow`] — SageMaker managed MLflow tracking servers, and their runs and metric
+//!   histories over the SigV4-signed MLflow REST API.
 //!
 //! All clients come from one [`aws_config::SdkConfig`] (standard credential chain, optional
 //! profile, optional endpoint override for testing against a local fake such as moto).
@@ -34,6 +36,7 @@ pub mod error;
 pub mod hyperpod;
 pub mod iam;
 pub mod identity;
+pub mod mlflow;
 pub mod network;
 pub mod quota;
 pub mod s3;
@@ -108,6 +111,8 @@ pub struct AwsProvider {
     regional: Mutex<HashMap<String, Arc<Regional>>>,
     /// Cached Service Quotas listings per region (quota name → (code, value)).
     quota_cache: tokio::sync::Mutex<HashMap<String, QuotaTable>>,
+    /// MLflow REST endpoint override and HTTPS client.
+    mlflow: mlflow::MlflowConfig,
 }
 
 /// Errors constructing the provider.
@@ -138,6 +143,7 @@ impl AwsProvider {
             base: tokio::sync::OnceCell::new(),
             regional: Mutex::new(HashMap::new()),
             quota_cache: tokio::sync::Mutex::new(HashMap::new()),
+            mlflow: mlflow::MlflowConfig::default(),
         }
     }
 

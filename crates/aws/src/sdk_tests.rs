@@ -753,3 +753,119 @@ async fn eks_endpoint_and_ca_for_the_kubernetes_adapter() {
     assert_eq!(p.eks_endpoint("us-east-1", "gone").await.unwrap(), None);
     assert!(p.sdk_config().await.unwrap().credentials_provider().is_some());
 }
+
+// ---------------------------------------------------------------- SageMaker managed MLflow
+
+const MLFLOW_ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team";
+
+fn describe_tracking_server_json(name: &str, status: &str) -> Value {
+    json!({
+        "TrackingServerArn": MLFLOW_ARN.replace("/team", &format!("/{name}")),
+        "TrackingServerName": name,
+        "ArtifactStoreUri": "s3://demo-bucket/mlflow/team",
+        "TrackingServerSize": "Medium",
+        "MlflowVersion": "3.0",
+        "RoleArn": "arn:aws:iam::123456789012:role/instantstart-mlflow-team",
+        "TrackingServerStatus": status,
+        "IsActive": "Active",
+        "TrackingServerUrl": "https://t-abc.us-east-1.experiments.sagemaker.aws",
+        "CreationTime": 1_700_000_000.0,
+    })
+}
+
+#[tokio::test]
+async fn mlflow_tracking_servers_are_created_described_and_listed() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "CreateMlflowTrackingServer" => Canned::json(json!({ "TrackingServerArn": MLFLOW_ARN })),
+        "DescribeMlflowTrackingServer" => match r.json()["TrackingServerName"].as_str() {
+            Some("gone") => Canned::json_error(400, "ResourceNotFound", "Cannot find TrackingServer with name gone"),
+            Some(name) => {
+                Canned::json(describe_tracking_server_json(name, if name == "team" { "Created" } else { "Creating" }))
+            }
+            None => unexpected(r),
+        },
+        "ListMlflowTrackingServers" => {
+            if r.json().get("NextToken").is_none() {
+                Canned::json(json!({ "TrackingServerSummaries": [
+                    { "TrackingServerName": "team", "TrackingServerArn": MLFLOW_ARN, "TrackingServerStatus": "Created" }],
+                    "NextToken": "page-2" }))
+            } else {
+                Canned::json(json!({ "TrackingServerSummaries": [
+                    { "TrackingServerName": "new", "TrackingServerStatus": "Creating" }] }))
+            }
+        }
+        "ListTags" => Canned::json(json!({ "Tags": [
+            { "Key": "instantstart:managed-by", "Value": "instantstart" }, { "Key": "instantstart:cluster", "Value": "demo" }] })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let created = p
+        .create_tracking_server(&CreateTrackingServer {
+            region: "us-east-1".into(),
+            name: "team".into(),
+            artifact_store_uri: "s3://demo-bucket/mlflow/team".into(),
+            size: TrackingServerSize::Medium,
+            role_arn: "arn:aws:iam::123456789012:role/instantstart-mlflow-team".into(),
+            mlflow_version: None,
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap();
+    assert_eq!((created.arn.as_str(), created.status.as_str()), (MLFLOW_ARN, "Creating"));
+    let sent = replay.of("CreateMlflowTrackingServer")[0].json();
+    assert_eq!(sent["TrackingServerName"], "team");
+    assert_eq!(sent["ArtifactStoreUri"], "s3://demo-bucket/mlflow/team");
+    assert_eq!(sent["TrackingServerSize"], "Medium");
+    assert_eq!(sent["RoleArn"], "arn:aws:iam::123456789012:role/instantstart-mlflow-team");
+    assert!(sent.get("MlflowVersion").is_none(), "service default when absent: {sent}");
+    let mut sent_tags: Vec<(String, String)> = sent["Tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["Key"].as_str().unwrap().to_string(), t["Value"].as_str().unwrap().to_string()))
+        .collect();
+    sent_tags.sort();
+    assert_eq!(sent_tags, tags("demo").into_iter().collect::<Vec<_>>());
+
+    let team = p.describe_tracking_server("us-east-1", "team").await.unwrap().unwrap();
+    assert_eq!(team.state(), ResourceState::Active);
+    assert_eq!(team.url.as_deref(), Some("https://t-abc.us-east-1.experiments.sagemaker.aws"));
+    assert_eq!(team.size, Some(TrackingServerSize::Medium));
+    assert_eq!(team.created_at.unwrap().timestamp(), 1_700_000_000);
+    assert!(is_owned(&team.tags, "demo"));
+    assert_eq!(p.describe_tracking_server("us-east-1", "gone").await.unwrap(), None);
+
+    let all = p.list_tracking_servers("us-east-1").await.unwrap();
+    assert_eq!(
+        all.iter().map(|s| (s.name.as_str(), s.status.as_str())).collect::<Vec<_>>(),
+        [("team", "Created"), ("new", "Creating")]
+    );
+    assert_eq!(replay.of("ListMlflowTrackingServers").len(), 2, "both pages");
+}
+
+#[tokio::test]
+async fn a_role_sagemaker_cannot_assume_yet_is_transient() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "CreateMlflowTrackingServer" => Canned::json_error(
+            400,
+            "ValidationException",
+            "Could not assume role arn:aws:iam::123456789012:role/instantstart-mlflow-team",
+        ),
+        _ => unexpected(r),
+    });
+    let e = replay
+        .provider()
+        .create_tracking_server(&CreateTrackingServer {
+            region: "us-east-1".into(),
+            name: "team".into(),
+            artifact_store_uri: "s3://demo-bucket/mlflow".into(),
+            size: TrackingServerSize::Small,
+            role_arn: "arn:aws:iam::123456789012:role/instantstart-mlflow-team".into(),
+            mlflow_version: Some("3.0".into()),
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
+    assert_eq!(e.api, "sagemaker:CreateMlflowTrackingServer");
+}

@@ -738,3 +738,184 @@ async fn create_and_delete_pipeline_through_the_engine() {
     let vpcs_after = aws_sdk_ec2::Client::new(&moto.sdk().await).describe_vpcs().send().await.unwrap().vpcs().len();
     assert_eq!(vpcs_after, vpcs_before - 1);
 }
+
+// moto does not implement the SageMaker MLflow APIs: the SageMaker calls are tested at the SDK
+// boundary (`src/sdk_tests.rs`) and the MLflow REST client against a real `mlflow server` below.
+#[async_trait]
+impl MlflowTracking for MotoCloud {
+    async fn list_tracking_servers(&self, region: &str) -> Result<Vec<TrackingServer>> {
+        self.real.list_tracking_servers(region).await
+    }
+    async fn describe_tracking_server(&self, region: &str, name: &str) -> Result<Option<TrackingServer>> {
+        self.real.describe_tracking_server(region, name).await
+    }
+    async fn create_tracking_server(&self, req: &CreateTrackingServer) -> Result<TrackingServer> {
+        self.real.create_tracking_server(req).await
+    }
+    async fn search_runs(&self, arn: &str, query: &RunQuery) -> Result<Vec<MlflowRun>> {
+        self.real.search_runs(arn, query).await
+    }
+    async fn metric_history(&self, arn: &str, run_id: &str, keys: &[String]) -> Result<RunMetrics> {
+        self.real.metric_history(arn, run_id, keys).await
+    }
+}
+
+/// A local `mlflow server` (PyPI `mlflow-skinny` plus the server's packages, installed into
+/// `target/test-venv` by `cargo xtask test`; `MLFLOW_BIN` overrides the path), SQLite backend in
+/// a temporary directory, killed on drop.
+struct MlflowServer {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for MlflowServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl MlflowServer {
+    fn start() -> MlflowServer {
+        let bin =
+            std::env::var("MLFLOW_BIN").map(PathBuf::from).unwrap_or_else(|_| moto_binary().with_file_name("mlflow"));
+        assert!(
+            bin.exists(),
+            "mlflow not found at {}: run `cargo xtask test` (it installs mlflow-skinny and the server's packages into \
+             target/test-venv), or set MLFLOW_BIN",
+            bin.display()
+        );
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = std::fs::File::create(dir.path().join("mlflow.log")).expect("log file");
+        let child = Command::new(&bin)
+            .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--workers", "1"])
+            .arg("--backend-store-uri")
+            .arg(format!("sqlite:///{}", dir.path().join("mlflow.db").display()))
+            .arg("--default-artifact-root")
+            .arg(dir.path().join("artifacts"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let server = MlflowServer { child, url: format!("http://127.0.0.1:{port}"), _dir: dir };
+        let started = Instant::now();
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                use std::io::{Read, Write};
+                let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+                let mut buf = String::new();
+                let _ = s.read_to_string(&mut buf);
+                if buf.starts_with("HTTP/1.1 200") {
+                    break;
+                }
+            }
+            assert!(started.elapsed() < Duration::from_secs(90), "mlflow server did not become healthy within 90 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        server
+    }
+
+    /// Writes through MLflow's own REST API (what training code does through the client).
+    fn post(&self, path: &str, body: Value) -> Value {
+        use std::io::{Read, Write};
+        let text = body.to_string();
+        let addr = self.url.trim_start_matches("http://");
+        let mut s = std::net::TcpStream::connect(addr).expect("connect mlflow");
+        write!(
+            s,
+            "POST /api/2.0/mlflow/{path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        )
+        .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        assert!(out.starts_with("HTTP/1.1 200"), "{path}: {out}");
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+        // Chunked or not: the JSON object is the outermost braces.
+        let (start, end) = (body.find('{').unwrap_or(0), body.rfind('}').map(|i| i + 1).unwrap_or(body.len()));
+        serde_json::from_str(&body[start..end]).unwrap_or(Value::Null)
+    }
+}
+
+/// The MLflow REST client (signed exactly as for SageMaker, which the local server ignores)
+/// reads back runs and metric histories written through MLflow's REST API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mlflow_runs_and_metric_history_from_a_real_mlflow_server() {
+    let server = tokio::task::spawn_blocking(MlflowServer::start).await.expect("start mlflow");
+    let arn = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team";
+    let conf = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new(REGION))
+        .credentials_provider(Credentials::new("testing", "testing", None, None, "test"))
+        .load()
+        .await;
+    let aws = AwsProvider::from_sdk_config(conf).with_mlflow_endpoint(&server.url);
+
+    let exp = server.post("experiments/create", json!({ "name": "llama-sft" }));
+    let exp_id = exp["experiment_id"].as_str().expect("experiment id").to_string();
+    let mut run_ids = Vec::new();
+    for (i, name) in ["job-a", "job-b"].iter().enumerate() {
+        let run = server.post(
+            "runs/create",
+            json!({ "experiment_id": exp_id, "run_name": name, "start_time": 1_700_000_000_000i64 + i as i64 * 60_000 }),
+        );
+        let id = run["run"]["info"]["run_id"].as_str().expect("run id").to_string();
+        let metrics: Vec<Value> = (1..=30)
+            .flat_map(|step| {
+                let t = 1_700_000_000_000i64 + step * 10_000;
+                [
+                    json!({ "key": "loss", "value": 2.0 / step as f64, "timestamp": t, "step": step }),
+                    json!({ "key": "throughput", "value": 1000.0 + step as f64, "timestamp": t, "step": step }),
+                ]
+            })
+            .collect();
+        server.post(
+            "runs/log-batch",
+            json!({ "run_id": id, "metrics": metrics, "params": [{ "key": "lr", "value": "2e-05" }] }),
+        );
+        run_ids.push(id);
+    }
+    server.post("runs/update", json!({ "run_id": run_ids[0], "status": "FINISHED", "end_time": 1_700_000_400_000i64 }));
+    // Another experiment's run is not listed when filtering by experiment.
+    let other = server.post("experiments/create", json!({ "name": "other" }));
+    server.post("runs/create", json!({ "experiment_id": other["experiment_id"], "run_name": "elsewhere" }));
+
+    let runs = aws
+        .search_runs(arn, &RunQuery { experiment: Some("llama-sft".into()), max_results: 100 })
+        .await
+        .expect("search runs");
+    assert_eq!(runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["job-b", "job-a"], "newest first");
+    let a = &runs[1];
+    assert_eq!((a.experiment.as_str(), a.status.as_str()), ("llama-sft", "FINISHED"));
+    assert_eq!(a.metrics["loss"], 2.0 / 30.0);
+    assert_eq!(a.params["lr"], "2e-05");
+    assert!(a.end_time.is_some() && runs[0].end_time.is_none());
+
+    let all = aws.search_runs(arn, &RunQuery { experiment: None, max_results: 100 }).await.expect("all runs");
+    assert_eq!(all.len(), 3);
+    let one = aws.search_runs(arn, &RunQuery { experiment: None, max_results: 1 }).await.expect("max 1");
+    assert_eq!(one.len(), 1);
+
+    let history = aws
+        .metric_history(arn, &run_ids[0], &["loss".into(), "throughput".into(), "never-logged".into()])
+        .await
+        .expect("history");
+    let loss = &history.series["loss"];
+    assert_eq!(loss.len(), 30);
+    assert_eq!((loss[0].step, loss[29].step), (1, 30));
+    assert_eq!(loss[9].value, 0.2);
+    assert_eq!(loss[0].timestamp, 1_700_000_010_000);
+    assert_eq!(history.series["throughput"][4].value, 1005.0);
+    assert!(history.series["never-logged"].is_empty());
+    // No keys: the run's own metrics.
+    let own = aws.metric_history(arn, &run_ids[1], &[]).await.expect("own keys");
+    assert_eq!(own.series.keys().collect::<Vec<_>>(), ["loss", "throughput"]);
+
+    let missing = aws.search_runs(arn, &RunQuery { experiment: Some("nope".into()), max_results: 10 }).await;
+    assert_eq!(missing.unwrap_err().kind, ProviderErrorKind::NotFound);
+    let bad_run = aws.metric_history(arn, "0123456789abcdef0123456789abcdef", &[]).await.unwrap_err();
+    assert_eq!(bad_run.kind, ProviderErrorKind::NotFound, "{bad_run}");
+    let bad_arn = aws.search_runs("arn:aws:iam::1:role/x", &RunQuery::default()).await.unwrap_err();
+    assert_eq!(bad_arn.kind, ProviderErrorKind::InvalidRequest);
+}

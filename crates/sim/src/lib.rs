@@ -41,6 +41,8 @@
 //! - `catalog`: regions, Availability Zones, instance type offerings, quotas, add-on versions.
 //! - `world`: the persisted state and resource lifecycles.
 //! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations.
+//! - `mlflow`: SageMaker managed MLflow tracking servers; runs and metrics derived from the
+//!   simulated training jobs ([`training_curve`], the curve their logs print too).
 //! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs), and
 //!   [`kube_apiserver`]: the same worlds served over HTTP as Kubernetes API servers
 //!   ([`SimCloud::serve_kube_api`], [`SimCloud::kube_api_router`]) for kube-rs and kubectl.
@@ -52,6 +54,7 @@ pub mod faults;
 mod hyperpod;
 mod iam;
 mod kube;
+mod mlflow;
 mod network;
 pub mod timings;
 mod world;

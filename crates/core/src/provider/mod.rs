@@ -3,13 +3,16 @@
 //! The AWS side ([`aws`]) and the Kubernetes side ([`kube`]) are drawn at the domain level
 //! (a VPC network, an EKS cluster, a HyperPod cluster), not at SDK shape. `instantstart-aws` and
 //! `instantstart-k8s` implement them for real; `instantstart-sim` implements them as a simulated
-//! world. Errors are classified by what the caller should do ([`ProviderErrorKind`]).
+//! world. [`mlflow`] (tracking servers, runs, metric histories) is part of the AWS side.
+//! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
 pub mod aws;
 pub mod kube;
+pub mod mlflow;
 
 pub use aws::*;
 pub use kube::*;
+pub use mlflow::*;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,284 @@
+//! Simulated SageMaker managed MLflow: tracking servers and the runs of simulated training jobs.
+//!
+//! - A tracking server is `Creating` for [`timings::MLFLOW_TRACKING_SERVER_CREATE`] (AWS takes
+//!   about 20 minutes), then `Created`. Creation checks what SageMaker checks up front: the name,
+//!   the size, an `s3://` artifact store and a role that exists in the account. The
+//!   "resource fails" fault makes it `CreateFailed` half-way.
+//! - Runs are not stored: they are derived from the training jobs of every simulated cluster
+//!   whose rank-0 container carries `MLFLOW_TRACKING_URI` = the server's ARN (what
+//!   `instantstart-recipes` sets) — one run per job, named after the job, in the experiment
+//!   `MLFLOW_EXPERIMENT_NAME` (`Default` when unset). A run starts when the container starts.
+//! - Metrics come from [`training_curve`](crate::training_curve), the curve the simulated
+//!   training logs print (`step k | loss … | … tokens/s`): one step every
+//!   [`TRAINING_STEP_SECONDS`](crate::TRAINING_STEP_SECONDS) of training time, `loss` and
+//!   `throughput` (tokens/s) logged at every step. So the plot in the UI and the job's log lines
+//!   agree, and a restarted server shows the same history.
+
+use crate::cloud::SimCloud;
+use crate::kube::workload::{self, PodView};
+use crate::kube::{TRAINING_STEP_SECONDS, training_curve};
+use crate::timings;
+use crate::world::{Lifecycle, Phase, World, rkey, stable_hash};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use instantstart_core::provider::{
+    CreateTrackingServer, MetricPoint, MlflowRun, MlflowTracking, ProviderError, ProviderErrorKind, Result, RunMetrics,
+    RunQuery, Tags, TrackingServer, TrackingServerSize, tracking_server_name,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Most points of one metric history (the newest), like the log's rotation.
+const MAX_POINTS: u64 = 5000;
+
+/// A simulated tracking server, by `region/name` in the world.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TrackingServerRec {
+    pub name: String,
+    pub region: String,
+    pub arn: String,
+    pub artifact_store_uri: String,
+    pub size: TrackingServerSize,
+    pub role_arn: String,
+    pub mlflow_version: String,
+    pub tags: Tags,
+    pub life: Lifecycle,
+}
+
+fn view(w: &World, r: &TrackingServerRec, now: f64) -> TrackingServer {
+    let (status, failure_reason) = match r.life.phase(now) {
+        Phase::Creating => ("Creating", None),
+        Phase::Active => ("Created", None),
+        Phase::Failed(reason) => ("CreateFailed", Some(reason)),
+        Phase::Deleting | Phase::Gone => ("Deleting", None),
+    };
+    let id = format!("t-{:012x}", stable_hash(&[&r.arn]) & 0xffff_ffff_ffff);
+    TrackingServer {
+        name: r.name.clone(),
+        arn: r.arn.clone(),
+        region: r.region.clone(),
+        status: status.to_string(),
+        url: (status == "Created").then(|| format!("https://{id}.{}.experiments.sagemaker.aws", r.region)),
+        artifact_store_uri: Some(r.artifact_store_uri.clone()),
+        size: Some(r.size),
+        mlflow_version: Some(r.mlflow_version.clone()),
+        created_at: Some(w.display_time(r.life.created_at)),
+        failure_reason,
+        tags: r.tags.clone(),
+    }
+}
+
+fn invalid(api: &str, message: String) -> ProviderError {
+    ProviderError::new(api, ProviderErrorKind::InvalidRequest, format!("ValidationException: {message}"))
+}
+
+fn create(w: &mut World, req: &CreateTrackingServer, now: f64, fails: Option<&str>) -> Result<TrackingServer> {
+    const API: &str = "sagemaker:CreateMlflowTrackingServer";
+    tracking_server_name(&req.name).map_err(|e| invalid(API, format!("TrackingServerName {e}")))?;
+    if !req.artifact_store_uri.starts_with("s3://") || req.artifact_store_uri.len() <= "s3://".len() {
+        return Err(invalid(API, format!("ArtifactStoreUri {} is not an s3:// URI", req.artifact_store_uri)));
+    }
+    let role = req.role_arn.rsplit('/').next().unwrap_or_default();
+    if !req.role_arn.starts_with("arn:aws:iam::") || !w.roles.contains_key(role) {
+        return Err(invalid(API, format!("RoleArn {} cannot be assumed by SageMaker", req.role_arn)));
+    }
+    let key = rkey(&req.region, &req.name);
+    if w.mlflow_servers.get(&key).is_some_and(|r| r.life.exists(now)) {
+        return Err(ProviderError::new(
+            API,
+            ProviderErrorKind::AlreadyExists,
+            format!("ResourceInUse: Tracking server {} already exists", req.name),
+        ));
+    }
+    let mut life = Lifecycle::new(now, timings::MLFLOW_TRACKING_SERVER_CREATE);
+    if let Some(reason) = fails {
+        life.fail_after(timings::MLFLOW_TRACKING_SERVER_CREATE * timings::FAILURE_SHARE, reason);
+    }
+    let rec = TrackingServerRec {
+        name: req.name.clone(),
+        region: req.region.clone(),
+        arn: format!("arn:aws:sagemaker:{}:{}:mlflow-tracking-server/{}", req.region, w.account, req.name),
+        artifact_store_uri: req.artifact_store_uri.clone(),
+        size: req.size,
+        role_arn: req.role_arn.clone(),
+        mlflow_version: req.mlflow_version.clone().unwrap_or_else(|| "3.0".into()),
+        tags: req.tags.clone(),
+        life,
+    };
+    w.mlflow_servers.insert(key, rec.clone());
+    Ok(view(w, &rec, now))
+}
+
+fn server_by_arn<'a>(w: &'a World, api: &str, arn: &str, now: f64) -> Result<&'a TrackingServerRec> {
+    let rec = w.mlflow_servers.values().find(|r| r.arn == arn && r.life.exists(now)).ok_or_else(|| {
+        ProviderError::not_found(api, format!("RESOURCE_DOES_NOT_EXIST: no tracking server with ARN {arn}"))
+    })?;
+    match rec.life.phase(now) {
+        Phase::Active => Ok(rec),
+        Phase::Creating => Err(ProviderError::new(
+            api,
+            ProviderErrorKind::Transient,
+            format!("tracking server {} is still Creating; its MLflow API is not reachable yet", rec.name),
+        )),
+        _ => Err(ProviderError::new(
+            api,
+            ProviderErrorKind::Failed,
+            format!("tracking server {} is not running; its MLflow API is not reachable", rec.name),
+        )),
+    }
+}
+
+/// A run derived from a training job, with its whole metric history up to now.
+struct SimRun {
+    run: MlflowRun,
+    steps: Vec<(u64, f64)>,
+}
+
+fn env_of(pod: &PodView, name: &str) -> Option<String> {
+    pod.spec.pointer("/containers/0/env")?.as_array()?.iter().find_map(|e| {
+        (e.get("name").and_then(Value::as_str) == Some(name))
+            .then(|| e.get("value").and_then(Value::as_str).map(str::to_string))
+            .flatten()
+    })
+}
+
+fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+/// The runs reported to `arn` by the training jobs of every simulated cluster.
+fn runs(w: &World, arn: &str, now: f64) -> Vec<SimRun> {
+    let mut out = Vec::new();
+    for kw in w.kube.values() {
+        let nodes = workload::nodes(w, kw, now);
+        for pod in workload::all_pods(kw, None, now) {
+            if pod.rank != 0 || pod.batch_run.is_none() || env_of(&pod, "MLFLOW_TRACKING_URI").as_deref() != Some(arn) {
+                continue;
+            }
+            let st = workload::pod_state(&pod, &nodes, now);
+            let Some(started) = st.started_at else { continue };
+            let (job, job_uid) = match &pod.owner {
+                Some((_, _, name, uid)) => (name.clone(), uid.clone()),
+                None => (pod.name.clone(), pod.uid.clone()),
+            };
+            let experiment = env_of(&pod, "MLFLOW_EXPERIMENT_NAME").unwrap_or_else(|| "Default".into());
+            let last = st.finished_at.unwrap_or(now).min(now);
+            let k_max = ((last - started) / TRAINING_STEP_SECONDS).floor().max(0.0) as u64;
+            let k_min = k_max.saturating_sub(MAX_POINTS - 1).max(1);
+            let steps: Vec<(u64, f64)> =
+                (k_min..=k_max).map(|k| (k, started + k as f64 * TRAINING_STEP_SECONDS)).collect();
+            let mut metrics = BTreeMap::new();
+            if let Some((k, _)) = steps.last() {
+                let (loss, throughput) = training_curve(&job, *k);
+                metrics.insert("loss".to_string(), loss);
+                metrics.insert("throughput".to_string(), throughput);
+            }
+            let status = match (st.finished_at, &pod.fails) {
+                (Some(_), Some(_)) => "FAILED",
+                (Some(_), None) => "FINISHED",
+                (None, _) => "RUNNING",
+            };
+            let params = BTreeMap::from([
+                ("cluster".to_string(), kw.eks_cluster.clone()),
+                ("namespace".to_string(), pod.namespace.clone()),
+                ("image".to_string(), pod.image().to_string()),
+                ("world_size".to_string(), pod.world_size.to_string()),
+            ]);
+            out.push(SimRun {
+                run: MlflowRun {
+                    run_id: format!("{:016x}{:016x}", stable_hash(&[arn, &job_uid]), stable_hash(&[&job_uid, arn])),
+                    name: job,
+                    experiment_id: (stable_hash(&[arn, &experiment]) % 1_000_000_000).to_string(),
+                    experiment,
+                    status: status.to_string(),
+                    start_time: Some(w.display_time(started)),
+                    end_time: st.finished_at.map(|t| w.display_time(t)),
+                    metrics,
+                    params,
+                },
+                steps,
+            });
+        }
+    }
+    out.sort_by(|a, b| b.run.start_time.cmp(&a.run.start_time).then_with(|| a.run.run_id.cmp(&b.run.run_id)));
+    out
+}
+
+#[async_trait]
+impl MlflowTracking for SimCloud {
+    async fn list_tracking_servers(&self, region: &str) -> Result<Vec<TrackingServer>> {
+        self.read("sagemaker:ListMlflowTrackingServers", |w, cx| {
+            Ok(w.mlflow_servers
+                .values()
+                .filter(|r| r.region == region && r.life.exists(cx.now))
+                .map(|r| view(w, r, cx.now))
+                .collect())
+        })
+    }
+
+    async fn describe_tracking_server(&self, region: &str, name: &str) -> Result<Option<TrackingServer>> {
+        self.read("sagemaker:DescribeMlflowTrackingServer", |w, cx| {
+            Ok(w.mlflow_servers.get(&rkey(region, name)).filter(|r| r.life.exists(cx.now)).map(|r| view(w, r, cx.now)))
+        })
+    }
+
+    async fn create_tracking_server(&self, req: &CreateTrackingServer) -> Result<TrackingServer> {
+        self.write("sagemaker:CreateMlflowTrackingServer", |w, cx| create(w, req, cx.now, cx.resource_fails.as_deref()))
+    }
+
+    async fn search_runs(&self, arn: &str, query: &RunQuery) -> Result<Vec<MlflowRun>> {
+        const API: &str = "sagemaker-mlflow:SearchRuns";
+        self.read(API, |w, cx| {
+            server_by_arn(w, API, arn, cx.now)?;
+            let max = query.max_results.clamp(1, instantstart_core::provider::MAX_RUNS) as usize;
+            let all = runs(w, arn, cx.now);
+            if let Some(e) = &query.experiment
+                && !all.iter().any(|r| &r.run.experiment == e)
+            {
+                return Err(ProviderError::not_found(
+                    API,
+                    format!("RESOURCE_DOES_NOT_EXIST: Could not find experiment with name {e}"),
+                ));
+            }
+            Ok(all
+                .into_iter()
+                .filter(|r| query.experiment.as_ref().is_none_or(|e| &r.run.experiment == e))
+                .take(max)
+                .map(|r| r.run)
+                .collect())
+        })
+    }
+
+    async fn metric_history(&self, arn: &str, run_id: &str, keys: &[String]) -> Result<RunMetrics> {
+        const API: &str = "sagemaker-mlflow:GetMetricHistory";
+        self.read(API, |w, cx| {
+            server_by_arn(w, API, arn, cx.now)?;
+            let run = runs(w, arn, cx.now).into_iter().find(|r| r.run.run_id == run_id).ok_or_else(|| {
+                ProviderError::not_found(API, format!("RESOURCE_DOES_NOT_EXIST: Run '{run_id}' not found"))
+            })?;
+            let keys: Vec<String> =
+                if keys.is_empty() { run.run.metrics.keys().cloned().collect() } else { keys.to_vec() };
+            let series = keys
+                .into_iter()
+                .map(|key| {
+                    let points = run
+                        .steps
+                        .iter()
+                        .filter_map(|(k, t)| {
+                            let (loss, throughput) = training_curve(&run.run.name, *k);
+                            let value = match key.as_str() {
+                                "loss" => loss,
+                                "throughput" => throughput,
+                                _ => return None,
+                            };
+                            Some(MetricPoint { step: *k as i64, value, timestamp: millis(w.display_time(*t)) })
+                        })
+                        .collect();
+                    (key, points)
+                })
+                .collect();
+            Ok(RunMetrics { run_id: run_id.to_string(), series })
+        })
+    }
+}
