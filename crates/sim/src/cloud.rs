@@ -285,7 +285,13 @@ impl SimCloud {
 
     /// Replaces the injected faults (not persisted: a restarted simulator has none).
     pub fn set_faults(&self, faults: SimFaults) {
-        self.lock().faults = faults;
+        let mut st = self.lock();
+        st.faults = faults;
+        let now = st.now();
+        st.world.settle(now);
+        let State { world, faults, .. } = &mut *st;
+        crate::kube::inject_process_faults(world, faults, now);
+        self.persist(&mut st, true);
     }
 
     /// The faults currently injected (one-shot modes disappear once used).
@@ -424,6 +430,7 @@ impl SimCloud {
         st.world.settle(now);
         let verdict = {
             let State { world, faults, .. } = &mut *st;
+            crate::kube::inject_process_faults(world, faults, now);
             faults.decide(api, || world.roll())
         };
         if verdict != Verdict::Proceed {

@@ -44,14 +44,60 @@ pub struct SimFaults {
     pub throttle_rate: f64,
     /// Probability (0–1) that any call fails with a transient 5xx (`Transient`) before it acts.
     pub error_rate: f64,
-    /// Failure modes by primary API name (e.g. `eks:CreateCluster`).
+    /// Failure modes by primary API name (e.g. `eks:CreateCluster`). On `k8s:ProcessFault`,
+    /// `fail_once` makes one process of a running HyperPodPyTorchJob fail (the message is the
+    /// reason) and `fail` keeps failing every running one each time it runs again.
     pub fail_apis: BTreeMap<String, FaultMode>,
+    /// Process faults to inject into running HyperPodPyTorchJobs; each is removed once it has
+    /// hit its `count` times.
+    pub process_faults: Vec<ProcessFault>,
+}
+
+fn default_process_fault_reason() -> String {
+    "RuntimeError: NCCL communicator was aborted (simulated process fault)".to_string()
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A training process of a running HyperPodPyTorchJob fails: the HyperPod training operator
+/// restarts the processes in place (or the whole job, or fails it) as its restart budget says.
+/// The fault waits until a matching job is running (pods running, not restarting).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessFault {
+    /// Name of the job; any running HyperPodPyTorchJob when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// Namespace of the job; any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// What the process died of (shown in the job's log and status).
+    #[serde(default = "default_process_fault_reason")]
+    pub reason: String,
+    /// How many faults, one each time the job is running again (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+impl ProcessFault {
+    /// One fault on job `job`.
+    pub fn on(job: impl Into<String>) -> Self {
+        ProcessFault { job: Some(job.into()), namespace: None, reason: default_process_fault_reason(), count: 1 }
+    }
 }
 
 impl SimFaults {
     /// No faults.
     pub fn none() -> Self {
         SimFaults::default()
+    }
+
+    /// These faults plus a process fault.
+    pub fn with_process_fault(mut self, fault: ProcessFault) -> Self {
+        self.process_faults.push(fault);
+        self
     }
 
     /// These faults plus `mode` for `api`.

@@ -63,8 +63,10 @@ mod world;
 mod tests;
 
 pub use cloud::{SimCloud, SimConfig, SimError};
-pub use faults::{FaultMode, SimFaults};
+pub use faults::{FaultMode, ProcessFault, SimFaults};
 pub use kube::DURATION_ANNOTATION;
 pub use kube::apiserver as kube_apiserver;
 pub use kube::apiserver::KubeApiServer;
-pub use kube::{TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line};
+pub use kube::{
+    PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line,
+};

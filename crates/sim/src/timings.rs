@@ -37,8 +37,18 @@ pub const POD_READY: f64 = 5.0;
 pub const LOAD_BALANCER: f64 = 90.0;
 /// Default run time of a batch/v1 Job's pod (override with [`crate::DURATION_ANNOTATION`]).
 pub const JOB_DEFAULT_RUN: f64 = 60.0;
-/// Default run time of a kubeflow.org/v1 PyTorchJob's pods.
+/// Default run time of a kubeflow.org/v1 PyTorchJob's pods, and of the training of a
+/// HyperPodPyTorchJob or RayJob.
 pub const PYTORCHJOB_DEFAULT_RUN: f64 = 300.0;
+/// An in-place restart of a HyperPod job's training processes (after a process fault) takes
+/// this long.
+pub const PROCESS_RESTART: f64 = 20.0;
+/// A RayJob's entrypoint is submitted this long after its Ray head started.
+pub const RAY_JOB_SUBMIT: f64 = 5.0;
+/// A model download spends this long installing its client and listing the repository.
+pub const DOWNLOAD_SETUP: f64 = 20.0;
+/// Download speed of a model download (bytes per simulated second).
+pub const DOWNLOAD_BYTES_PER_SECOND: f64 = 250e6;
 /// A resource given the "resource fails" fault fails after this share of its creation time.
 pub const FAILURE_SHARE: f64 = 0.5;
 /// An UpdateCluster keeps the cluster `Updating` this long.

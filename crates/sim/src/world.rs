@@ -159,6 +159,7 @@ impl World {
             c.addons.retain(|_, a| a.life.phase(now) != Phase::Gone);
         }
         self.hyperpod.retain(|_, h| h.life.phase(now) != Phase::Gone);
+        crate::kube::write_outputs(self, now);
     }
 
     /// The role named by an IAM role ARN (`arn:aws:iam::<account>:role/<path/>name`).

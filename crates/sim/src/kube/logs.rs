@@ -15,6 +15,9 @@ type Periodic = Box<dyn Fn(u64) -> String>;
 
 /// Log lines with their simulated times, up to `until`.
 pub(crate) fn lines(pod: &PodView, st: &PodState, until: f64) -> Vec<(f64, String)> {
+    if let Some(run) = &pod.run {
+        return super::training::log_lines(pod, run, st, until);
+    }
     let Some(start) = st.started_at else {
         return Vec::new();
     };
@@ -100,6 +103,7 @@ mod tests {
             fails: fails.map(str::to_string),
             world_size: 2,
             rank: 1,
+            run: None,
         }
     }
 

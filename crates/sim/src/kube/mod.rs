@@ -20,6 +20,11 @@
 //!   ready [`timings::POD_READY`](crate::timings::POD_READY) later; batch pods succeed after their
 //!   run time ([`DURATION_ANNOTATION`]). Workload statuses (readyReplicas, Job conditions, …)
 //!   follow. Deleting a workload's pod starts a replacement.
+//! - HyperPodPyTorchJobs (sagemaker.amazonaws.com/v1) and RayJobs (ray.io/v1) run their
+//!   training pods with the operators' statuses; process faults restart a HyperPod job in place
+//!   within its restart budget, log-monitoring rules detect hangs, and model download Jobs and
+//!   completed training jobs write their files into the bucket behind the shared claim
+//!   ([`training`]). Training logs print [`training_curve`].
 //! - Services get a cluster IP; `LoadBalancer` Services get
 //!   `status.loadBalancer.ingress[0].hostname` after [`timings::LOAD_BALANCER`](crate::timings::LOAD_BALANCER).
 //! - Nodes (`v1/Node`) are read-only views of HyperPod instances.
@@ -29,7 +34,9 @@
 //!   time passes, until the container ends or the pod disappears.
 //!
 //! The `ResourceFails` fault on `k8s:Apply` makes the applied workload fail: server pods
-//! crash-loop, batch pods fail, LoadBalancers never get an address.
+//! crash-loop, batch pods fail, LoadBalancers never get an address. Process faults
+//! ([`SimFaults::process_faults`](crate::SimFaults::process_faults), or a fault on
+//! [`PROCESS_FAULT_API`]) hit running HyperPodPyTorchJobs.
 //!
 //! [`apiserver`] serves these worlds over the Kubernetes REST conventions (for kube-rs and
 //! kubectl).
@@ -37,10 +44,13 @@
 pub mod apiserver;
 mod logs;
 mod serving;
-mod training;
+pub(crate) mod training;
 pub(crate) mod workload;
 
-pub use training::{TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line};
+pub(crate) use training::{inject as inject_process_faults, write_outputs};
+pub use training::{
+    PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line,
+};
 pub use workload::DURATION_ANNOTATION;
 
 use crate::cloud::{Cx, SimCloud};
@@ -118,6 +128,9 @@ pub(crate) struct KubeRec {
     /// Scaling history, KEDA state and relabelled pods ([`serving`]).
     #[serde(default)]
     pub serving: serving::ServingState,
+    /// Faults of training jobs and written outputs ([`training`]).
+    #[serde(default)]
+    pub training: training::TrainingRec,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,6 +167,7 @@ impl KubeWorld {
                     fails: None,
                     restarts: BTreeMap::new(),
                     serving: Default::default(),
+                    training: Default::default(),
                 },
             );
         }
@@ -463,6 +477,7 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
                     fails: cx.resource_fails.clone(),
                     restarts: BTreeMap::new(),
                     serving: Default::default(),
+                    training: Default::default(),
                 },
             );
         }

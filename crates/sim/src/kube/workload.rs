@@ -167,6 +167,8 @@ pub(crate) struct PodView {
     pub fails: Option<String>,
     pub world_size: u32,
     pub rank: u32,
+    /// What a simulated training or download pod runs ([`super::training`]).
+    pub run: Option<super::training::PodRun>,
 }
 
 impl PodView {
@@ -253,6 +255,7 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec, now: f64) -> Vec<PodView> {
             fails: rec.fails.clone(),
             world_size,
             rank,
+            run: None,
         }
     };
     match (api, kind) {
@@ -319,7 +322,10 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec, now: f64) -> Vec<PodView> {
                     let (epoch, _) = slot_start(rec, &slot);
                     let pod_name =
                         format!("{name}-{}", suffix(stable_hash(&[&uid, &slot, &epoch.to_string(), &change]), 5));
-                    pod(pod_name, slot, &template, &extra, owner.clone(), Some(timings::JOB_DEFAULT_RUN), n, i)
+                    let mut p =
+                        pod(pod_name, slot, &template, &extra, owner.clone(), Some(timings::JOB_DEFAULT_RUN), n, i);
+                    super::training::apply_download(o, &mut p);
+                    p
                 })
                 .collect()
         }
@@ -358,6 +364,99 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec, now: f64) -> Vec<PodView> {
             }
             out
         }
+        (super::training::HP_API, super::training::HP_KIND) => {
+            let plan = super::training::hyperpod_plan(rec);
+            let specs = o.pointer("/spec/replicaSpecs").and_then(Value::as_array).cloned().unwrap_or_default();
+            let replicas_of = |s: &Value| s.get("replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+            let world_size: u32 = specs.iter().map(replicas_of).sum();
+            let mut out = Vec::new();
+            let mut rank = 0;
+            for s in &specs {
+                let spec_name = s.get("name").and_then(Value::as_str).unwrap_or("worker").to_string();
+                let template = s.get("template").cloned().unwrap_or_else(|| json!({}));
+                for i in 0..replicas_of(s) {
+                    let extra = [
+                        ("sagemaker.amazonaws.com/job-name", name.clone()),
+                        ("sagemaker.amazonaws.com/replica-spec", spec_name.clone()),
+                        ("sagemaker.amazonaws.com/replica-index", i.to_string()),
+                        ("sagemaker.amazonaws.com/rank", rank.to_string()),
+                    ];
+                    let mut p = pod(
+                        format!("{name}-{spec_name}-{i}"),
+                        format!("{spec_name}-{i}"),
+                        &template,
+                        &extra,
+                        owner.clone(),
+                        Some(timings::PYTORCHJOB_DEFAULT_RUN),
+                        world_size,
+                        rank,
+                    );
+                    super::training::apply_hyperpod_plan(&plan, &name, &mut p);
+                    out.push(p);
+                    rank += 1;
+                }
+            }
+            out
+        }
+        (super::training::RAY_API, super::training::RAY_KIND) => {
+            use super::training::Role;
+            let cluster = super::training::ray_cluster_name(&name, &uid);
+            let cluster_owner = Some((
+                "ray.io/v1".to_string(),
+                "RayCluster".to_string(),
+                cluster.clone(),
+                uuid_from(stable_hash(&[&cluster, &uid]), 1),
+            ));
+            let spec = o.pointer("/spec/rayClusterSpec").cloned().unwrap_or_else(|| json!({}));
+            let groups = spec.get("workerGroupSpecs").and_then(Value::as_array).cloned().unwrap_or_default();
+            let replicas_of = |g: &Value| g.get("replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+            let world_size = 1 + groups.iter().map(replicas_of).sum::<u32>();
+            let labels = |node_type: &str, group: &str| {
+                [
+                    ("ray.io/cluster", cluster.clone()),
+                    ("ray.io/node-type", node_type.to_string()),
+                    ("ray.io/group", group.to_string()),
+                    ("ray.io/is-ray-node", "yes".to_string()),
+                ]
+            };
+            let head_template = spec.pointer("/headGroupSpec/template").cloned().unwrap_or_else(|| json!({}));
+            let head_name = format!("{cluster}-head-{}", suffix(stable_hash(&[&cluster, "head"]), 5));
+            let mut head = pod(
+                head_name,
+                "head".to_string(),
+                &head_template,
+                &labels("head", "headgroup"),
+                cluster_owner.clone(),
+                Some(timings::PYTORCHJOB_DEFAULT_RUN),
+                world_size,
+                0,
+            );
+            super::training::apply_ray(&name, Role::RayHead, &mut head);
+            let mut out = vec![head];
+            let mut rank = 1;
+            for g in &groups {
+                let group = g.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
+                let template = g.get("template").cloned().unwrap_or_else(|| json!({}));
+                for i in 0..replicas_of(g) {
+                    let slot = format!("{group}-{i}");
+                    let pod_name = format!("{cluster}-{group}-worker-{}", suffix(stable_hash(&[&cluster, &slot]), 5));
+                    let mut p = pod(
+                        pod_name,
+                        slot,
+                        &template,
+                        &labels("worker", &group),
+                        cluster_owner.clone(),
+                        Some(timings::PYTORCHJOB_DEFAULT_RUN),
+                        world_size,
+                        rank,
+                    );
+                    super::training::apply_ray(&name, Role::RayWorker, &mut p);
+                    out.push(p);
+                    rank += 1;
+                }
+            }
+            out
+        }
         ("v1", "Pod") => {
             let restart = o.pointer("/spec/restartPolicy").and_then(Value::as_str).unwrap_or("Always");
             let batch_run = (restart != "Always").then(|| duration(&[&own_annotations], timings::JOB_DEFAULT_RUN));
@@ -376,6 +475,7 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec, now: f64) -> Vec<PodView> {
                 fails: rec.fails.clone(),
                 world_size: 1,
                 rank: 0,
+                run: None,
             }]
         }
         _ => Vec::new(),
@@ -503,9 +603,9 @@ pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState
     st.phase = "Running";
     match pod.batch_run {
         Some(run) => {
-            let end = started + run;
+            let (end, failed) = super::training::batch_end(pod, started + run);
             if now >= end {
-                st.phase = if pod.fails.is_some() { "Failed" } else { "Succeeded" };
+                st.phase = if failed { "Failed" } else { "Succeeded" };
                 st.finished_at = Some(end);
             } else {
                 st.ready = true;
@@ -734,6 +834,12 @@ pub(crate) fn workload_status(w: &World, key: &str, rec: &KubeRec, nodes: &[Node
         (super::serving::IEC_API, super::serving::IEC_KIND) => {
             let c = tally(&pods, nodes, now, |_| true);
             Some(super::serving::operator_status(w, rec, c.total, c.ready))
+        }
+        (super::training::HP_API, super::training::HP_KIND) => {
+            Some(super::training::hyperpod_status(w, rec, &pods, nodes, now))
+        }
+        (super::training::RAY_API, super::training::RAY_KIND) => {
+            Some(super::training::ray_status(w, rec, &pods, nodes, now))
         }
         _ => None,
     }
