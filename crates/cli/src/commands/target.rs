@@ -9,7 +9,7 @@ use instantstart_client::Client;
 #[derive(Args, Debug, Clone)]
 pub struct ClusterOpt {
     /// Cluster [default: the active cluster].
-    #[arg(short = 'c', long = "cluster", env = "INSTANTSTART_CLUSTER", value_name = "CLUSTER")]
+    #[arg(short = 'c', long = "cluster", env = "INSTANTSTART_CLUSTER", hide_env_values = true, value_name = "CLUSTER")]
     pub cluster: Option<String>,
 }
 
