@@ -12,6 +12,8 @@
 //! Readiness is data, not code: a [`RenderedWorkload`] lists [`ReadyRule`]s that the `ready`
 //! step evaluates against the live objects ([`ReadyRule::evaluate`]).
 
+pub mod read;
+
 use crate::provider::{KubeObject, ObjectRef};
 use crate::spec::{CapacitySpec, ManagedFeatures};
 use crate::validate::ValidationError;

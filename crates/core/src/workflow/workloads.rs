@@ -21,6 +21,7 @@
 //! and waiting until it is gone, then `gone`, which waits for the workload's pods.
 
 use super::decode;
+use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
@@ -105,7 +106,7 @@ async fn get_object(
     target: &KubeTarget,
     r: &ObjectRef,
 ) -> Result<Option<KubeObject>, ProviderError> {
-    match kube.get(target, r).await {
+    match read(|| kube.get(target, r)).await {
         Ok(o) => Ok(o),
         Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
@@ -118,7 +119,7 @@ async fn list_objects(
     target: &KubeTarget,
     params: &ListParams,
 ) -> Result<Vec<KubeObject>, ProviderError> {
-    match kube.list(target, params).await {
+    match read(|| kube.list(target, params)).await {
         Ok(o) => Ok(o),
         Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(vec![]),
         Err(e) => Err(e),
@@ -154,7 +155,7 @@ pub fn storage_facts(rec: &ClusterRecord) -> Option<SharedStorageFacts> {
 
 /// The cluster's EKS control plane must be active (409 otherwise).
 async fn require_active(aws: &dyn AwsCloud, rec: &ClusterRecord) -> Result<(), EngineError> {
-    match aws.describe_eks_cluster(&rec.region, &rec.eks_cluster).await? {
+    match read(|| aws.describe_eks_cluster(&rec.region, &rec.eks_cluster)).await? {
         Some(eks) if eks.state.is_active() => Ok(()),
         Some(eks) => Err(EngineError::InvalidState(format!(
             "cluster {}: EKS control plane {} is {}, not active",
@@ -223,7 +224,7 @@ impl WorkloadWorkflow {
     /// Reads the facts the renderer may need, from the real state.
     async fn context(&self, rec: &ClusterRecord) -> Result<WorkloadContext, EngineError> {
         let Some(hp) = &rec.hyperpod_cluster else { return Ok(WorkloadContext::default()) };
-        let Some(live) = self.aws.describe_hyperpod_cluster(&rec.region, hp).await? else {
+        let Some(live) = read(|| self.aws.describe_hyperpod_cluster(&rec.region, hp)).await? else {
             return Ok(WorkloadContext::default());
         };
         let features = super::features::read_features(self.aws.as_ref(), rec, &live).await?;

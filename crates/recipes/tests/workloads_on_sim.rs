@@ -1,0 +1,262 @@
+//! The workload workflows (`instantstart_core::workflow::workloads`) with the real renderer of
+//! this crate, on the simulated cloud and a real SQLite store: prepare lays out the steps and
+//! records the rendered objects; a submitted job is applied once and the operation completes;
+//! a delete leaves nothing; a restart resumes from the recorded objects without rendering again
+//! or applying twice.
+
+use instantstart_core::engine::{Engine, EngineConfig, EngineError};
+use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::provider::{KubeApi, KubeTarget, ListParams, ObjectRef};
+use instantstart_core::store::Store;
+use instantstart_core::validate::ValidationError;
+use instantstart_core::workflow::{self, workloads};
+use instantstart_core::workload::{
+    RenderedWorkload, TypeRef, WorkloadKind, WorkloadRenderer as RenderWorkload, WorkloadRequest,
+};
+use instantstart_recipes::WorkloadRenderer;
+use instantstart_sim::{SimCloud, SimConfig};
+use instantstart_store::SqliteStore;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The real renderer, counting its calls.
+#[derive(Default)]
+struct Counting(AtomicUsize);
+
+impl RenderWorkload for Counting {
+    fn render(&self, request: &WorkloadRequest) -> Result<RenderedWorkload, ValidationError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        WorkloadRenderer.render(request)
+    }
+
+    fn owned_types(&self, kind: WorkloadKind) -> Vec<TypeRef> {
+        WorkloadRenderer.owned_types(kind)
+    }
+}
+
+struct Bed {
+    sim: SimCloud,
+    store: Arc<dyn Store>,
+    engine: Engine,
+    renders: Arc<Counting>,
+}
+
+fn bed(dir: &Path, speed: f64) -> Bed {
+    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(11)).unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let renders = Arc::new(Counting::default());
+    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), Some(renders.clone()));
+    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
+    Bed { sim, store, engine, renders }
+}
+
+fn user() -> Actor {
+    Actor { face: Face::Api, principal: "test".into() }
+}
+
+async fn finish(b: &Bed, op: &Operation) -> Operation {
+    let op = b.engine.wait(&op.id, WAIT).await.unwrap();
+    assert!(op.status.is_terminal(), "operation did not finish: {op:#?}");
+    op
+}
+
+/// Submits like every face does (assessment first), and waits for the end.
+async fn run(b: &Bed, kind: OperationKind, req: &Value) -> Operation {
+    let outcome = b.engine.submit_checked(kind, req, user(), None).await.unwrap();
+    let instantstart_core::engine::Outcome::Submitted(s) = outcome else { panic!("no change for {req}") };
+    finish(b, &s.operation).await
+}
+
+async fn cluster(b: &Bed) {
+    let req = json!({
+        "name": "demo",
+        "region": "us-east-1",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": { "instance_groups": [
+            { "name": "workers", "instance_type": "ml.g5.12xlarge", "count": 2, "availability_zone": "us-east-1a" }
+        ]}
+    });
+    let s = b.engine.submit(OperationKind::CreateCluster, &req, user(), None).unwrap();
+    let op = finish(b, &s.operation).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+}
+
+fn hyperpod_job(name: &str) -> Value {
+    json!({
+        "cluster": "demo",
+        "kind": "training_job",
+        "params": {
+            "runtime": "hyperpod",
+            "job": { "name": name, "namespace": "default", "image": "pytorch/pytorch:2.5.1", "instance_type": "ml.g5.12xlarge", "nodes": 2 },
+            "recipe": { "kind": "torch", "script": "scripts/train.py" }
+        }
+    })
+}
+
+fn download() -> Value {
+    json!({ "cluster": "demo", "kind": "model_download", "params": { "namespace": "default", "repo_id": "Qwen/Qwen3-0.6B" } })
+}
+
+fn target() -> KubeTarget {
+    KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() }
+}
+
+fn job_ref(name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "sagemaker.amazonaws.com/v1".into(),
+        kind: "HyperPodPyTorchJob".into(),
+        namespace: Some("default".into()),
+        name: name.into(),
+    }
+}
+
+fn keys(op_steps: &[instantstart_core::operation::StepSpec]) -> Vec<String> {
+    op_steps.iter().map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", "))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_lays_out_apply_then_ready_and_records_the_rendered_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    // Unknown cluster: 404, nothing rendered.
+    let e = b.engine.dry_run(OperationKind::SubmitJob, &hyperpod_job("llama")).unwrap_err();
+    assert_eq!(e, EngineError::UnknownCluster("demo".into()));
+    cluster(&b).await;
+
+    struct Case {
+        kind: OperationKind,
+        request: Value,
+        target: &'static str,
+        steps: &'static [&'static str],
+    }
+    let cases = [
+        Case {
+            kind: OperationKind::SubmitJob,
+            request: hyperpod_job("llama"),
+            target: "cluster/demo/job/llama",
+            steps: &["apply:HyperPodPyTorchJob/llama <- []", "ready <- [apply:HyperPodPyTorchJob/llama]"],
+        },
+        Case {
+            kind: OperationKind::DeleteJob,
+            request: json!({"cluster": "demo", "kind": "training_job", "name": "llama", "namespace": "default"}),
+            target: "cluster/demo/job/llama",
+            steps: &[
+                "delete:RayJob <- []",
+                "delete:HyperPodPyTorchJob <- [delete:RayJob]",
+                "gone <- [delete:HyperPodPyTorchJob]",
+            ],
+        },
+    ];
+    for c in cases {
+        let p = b.engine.dry_run(c.kind, &c.request).unwrap();
+        assert_eq!(p.target, c.target);
+        assert_eq!(keys(&p.steps), c.steps);
+    }
+    let p = b.engine.dry_run(OperationKind::DownloadModel, &download()).unwrap();
+    assert!(p.target.starts_with("cluster/demo/download/download-qwen-qwen3-0-6b-"), "{}", p.target);
+    let stored: workloads::StoredWorkload = serde_json::from_value(p.request.clone()).unwrap();
+    assert_eq!(stored.rendered.objects.len(), 1);
+    // The cluster's shared claim was filled in from the registry.
+    let claim = stored.rendered.objects[0].0.pointer("/spec/template/spec/volumes").unwrap().to_string();
+    assert!(claim.contains("s3-shared"), "{claim}");
+
+    // Wrong kind for the operation, and bad parameters: typed errors with field names.
+    let mut wrong = download();
+    wrong["kind"] = json!("training_job");
+    let e = b.engine.dry_run(OperationKind::DownloadModel, &wrong).unwrap_err();
+    assert!(matches!(&e, EngineError::Validation(v) if v.findings[0].field == "kind"), "{e:?}");
+    let mut bad = hyperpod_job("Bad_Name");
+    bad["params"]["job"]["nodes"] = json!(0);
+    let EngineError::Validation(v) = b.engine.dry_run(OperationKind::SubmitJob, &bad).unwrap_err() else { panic!() };
+    let fields: Vec<&str> = v.findings.iter().map(|f| f.field.as_str()).collect();
+    assert!(fields.contains(&"job.name") && fields.contains(&"job.nodes"), "{fields:?}");
+    let e = b
+        .engine
+        .dry_run(
+            OperationKind::DeleteJob,
+            &json!({"cluster": "demo", "kind": "training_job", "name": "x_y", "namespace": "default"}),
+        )
+        .unwrap_err();
+    assert!(matches!(&e, EngineError::Validation(v) if v.findings[0].field == "name"), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_applied_once_completes_and_its_delete_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let applies = b.sim.calls("k8s:Apply");
+    let op = run(&b, OperationKind::SubmitJob, &hyperpod_job("llama")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert!(op.steps.iter().all(|s| s.phase == StepPhase::Succeeded && s.attempts == 1), "{op:#?}");
+    assert_eq!(b.sim.calls("k8s:Apply") - applies, 1);
+    let live = b.sim.get(&target(), &job_ref("llama")).await.unwrap().expect("the job exists");
+    assert_eq!(live.label("app.kubernetes.io/managed-by"), Some("instantstart"));
+    assert_eq!(live.0.pointer("/metadata/annotations/instantstart.io~1operation").unwrap(), &json!(op.id.0));
+
+    // A second submit of the same name is refused before anything is recorded.
+    let e = b.engine.submit_checked(OperationKind::SubmitJob, &hyperpod_job("llama"), user(), None).await.unwrap_err();
+    assert!(matches!(&e, EngineError::InvalidState(m) if m.contains("already exists")), "{e:?}");
+
+    let del = json!({"cluster": "demo", "kind": "training_job", "name": "llama", "namespace": "default"});
+    let op = run(&b, OperationKind::DeleteJob, &del).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert!(b.sim.get(&target(), &job_ref("llama")).await.unwrap().is_none());
+    let pods = b
+        .sim
+        .list(
+            &target(),
+            &ListParams {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: Some("default".into()),
+                labels: workloads::workload_labels("llama"),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(pods.is_empty(), "{pods:?}");
+    // Deleting it again: nothing to delete is a 404.
+    let e = b.engine.submit_checked(OperationKind::DeleteJob, &del, user(), None).await.unwrap_err();
+    assert!(matches!(e, EngineError::Missing(_)), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_completes_and_a_restart_resumes_from_the_recorded_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, applies) = {
+        let b = bed(dir.path(), 2000.0);
+        cluster(&b).await;
+        let applies = b.sim.calls("k8s:Apply");
+        let wf_out = b.engine.submit_checked(OperationKind::DownloadModel, &download(), user(), None).await.unwrap();
+        let instantstart_core::engine::Outcome::Submitted(s) = wf_out else { panic!() };
+        // Crash as soon as the Job was applied.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            if op.steps[0].phase == StepPhase::Succeeded {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the apply never finished: {op:#?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        b.engine.abort_all();
+        (s.operation.id, applies)
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir.path(), 2000.0);
+    b.engine.resume_all().unwrap();
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.renders.0.load(Ordering::SeqCst), 0, "resume never renders");
+    assert_eq!(b.sim.calls("k8s:Apply") - applies, 1, "the Job was applied once");
+    assert_eq!(op.step("ready").unwrap().outputs["ready"], json!(true));
+    // The same download again converges on the same, completed Job.
+    let again = run(&b, OperationKind::DownloadModel, &download()).await;
+    assert_eq!(again.status, OperationStatus::Succeeded, "{again:#?}");
+}
