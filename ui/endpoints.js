@@ -24,9 +24,11 @@ export const ENGINES = [
 ];
 
 const EXPOSURES = {
-  cluster_ip: 'Inside the cluster',
+  cluster_ip: 'Internal',
   load_balancer: 'Load balancer',
   pool: 'Model pool',
+  model_pool: 'Model pool',
+  managed: 'Managed (operator)',
 };
 
 function readyBadge(e) {
@@ -42,7 +44,7 @@ function exposureText(e) {
 }
 
 function autoscalingText(a) {
-  if (!a) return h('span', { class: 'muted' }, 'off');
+  if (!a) return h('span', { class: 'muted' }, 'no autoscaling');
   return h('span', { class: 'nowrap' }, `KEDA ${a.min}–${a.max}`, a.cooldown_seconds !== undefined && a.cooldown_seconds !== null
     ? h('span', { class: 'muted' }, ` · cooldown ${a.cooldown_seconds} s`) : null);
 }
@@ -85,7 +87,7 @@ export function endpointsView({ app, params }) {
         h('div', { class: 'actions' }, h('a', { class: 'btn primary', href: routeHref('clusters', cluster, 'endpoints', 'new') }, 'Deploy an endpoint'))));
       return;
     }
-    const head = ['Endpoint', 'Ready', 'Replicas', 'Engine / model', 'URL', 'Exposure', 'Pool', 'Router', 'Autoscaling', ''];
+    const head = ['Endpoint', 'Ready', 'Replicas', 'Engine / model', 'URL', 'Exposure', 'Pool', 'Router · autoscaling', ''];
     replace(tableSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'endpoints-table' },
       h('caption', { class: 'visually-hidden' }, 'Endpoints'),
       h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
@@ -98,10 +100,8 @@ export function endpointsView({ app, params }) {
         h('td', { class: 'mono small-text url-cell', title: e.url || null }, e.url || h('span', { class: 'muted' }, '—')),
         h('td', {}, exposureText(e)),
         h('td', { class: 'mono' }, e.pool || h('span', { class: 'muted' }, '—')),
-        h('td', {}, e.router ? 'on' : h('span', { class: 'muted' }, 'off')),
-        h('td', {}, autoscalingText(e.autoscaling)),
+        h('td', {}, e.router ? 'router' : h('span', { class: 'muted' }, 'no router'), h('br'), autoscalingText(e.autoscaling)),
         h('td', { class: 'actions-cell nowrap' },
-          h('a', { class: 'btn small', href: routeHref('clusters', cluster, 'endpoints', e.name), 'aria-label': `Open ${e.name}: chat and scale` }, 'Open'), ' ',
           h('button', {
             type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete endpoint ${e.name}…`,
             onclick: () => deleteEndpoint(e.name),
@@ -167,13 +167,15 @@ function poolsSection({ cluster, speed, base }) {
       replace(slot, h('p', { class: 'muted' }, 'No model pools. Deploy an endpoint with the “Model pool” exposure to start one.'));
       return;
     }
+    // A worker can serve any endpoint that serves from a pool (its Service selects the label).
+    const poolEndpoints = endpoints.filter((e) => e.pool).map((e) => e.name);
     replace(slot, current.map((p) => {
-      const inPool = endpoints.filter((e) => e.pool === p.pool).map((e) => e.name);
+      const inPool = poolEndpoints;
       return h('div', { class: 'pool', dataset: { pool: p.pool } },
         h('h3', {}, 'Pool ', h('span', { class: 'mono' }, p.pool)),
         p.workers.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'table pool-table' },
           h('caption', { class: 'visually-hidden' }, `Workers of pool ${p.pool}`),
-          h('thead', {}, h('tr', {}, ['Worker pod', 'Node', 'Serving', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
+          h('thead', {}, h('tr', {}, ['Worker pod', 'Runs in', 'Node', 'Serving', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
           h('tbody', {}, p.workers.map((w) => {
             const sel = h('select', { id: id('serving'), 'aria-label': `Service of worker ${w.pod}`, dataset: { field: 'serving' } },
               h('option', { value: '', selected: !w.serving }, 'idle (no service)'),
@@ -181,7 +183,8 @@ function poolsSection({ cluster, speed, base }) {
             const move = h('button', { type: 'button', class: 'btn small', dataset: { action: 'move' } }, 'Move…');
             move.addEventListener('click', () => review(p.pool, w, sel.value || null, move));
             return h('tr', { dataset: { worker: w.pod, serving: w.serving || '' } },
-              h('th', { scope: 'row', class: 'mono' }, w.pod),
+              h('th', { scope: 'row', class: 'mono' }, w.pod, w.ready === false ? [' ', badge('not ready', 'busy', '◔')] : null),
+              h('td', { class: 'mono' }, w.endpoint || '—'),
               h('td', { class: 'mono' }, w.node || '—'),
               h('td', {}, sel),
               h('td', { class: 'actions-cell' }, move));
@@ -590,18 +593,20 @@ export function endpointView({ app, params, query }) {
   let disposed = false;
   let timer = null;
   let busy = false;
+  let gone = false;
 
   async function load() {
     clearTimeout(timer);
+    if (gone) return;
     try {
       const e = await api.get(path);
-      if (disposed) return;
+      if (disposed || gone) return;
       ep = e;
       replace(errorBox);
       render(e);
       if ((!e.ready || busy) && !document.hidden) timer = setTimeout(load, 1500);
     } catch (err) {
-      if (err.status === 401 || disposed) return;
+      if (err.status === 401 || disposed || gone) return;
       if (err.status === 404 && !ep) {
         replace(summary, h('p', { class: 'muted' }, 'The endpoint is not on the cluster yet.'));
         if (query.get('op') || busy) timer = setTimeout(load, 1000);
@@ -732,6 +737,7 @@ export function endpointView({ app, params, query }) {
       title: `Delete endpoint ${name}`, speed,
       onSettled: (done) => {
         if (done.status !== 'succeeded') return;
+        gone = true;
         clearTimeout(timer);
         ep = null;
         announce(`Endpoint ${name} deleted`);

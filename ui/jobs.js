@@ -613,17 +613,19 @@ export function jobView({ app, params, query }) {
   let disposed = false;
   let timer = null;
   let deleting = false;
+  let gone = false;
 
   async function load() {
     clearTimeout(timer);
+    if (gone) return;
     try {
       const j = await api.get(path);
-      if (disposed) return;
+      if (disposed || gone) return;
       replace(errorBox);
       render(j);
       if ((ACTIVE_PHASES.test(j.phase) || deleting) && !document.hidden) timer = setTimeout(load, 2000);
     } catch (err) {
-      if (err.status === 401 || disposed) return;
+      if (err.status === 401 || disposed || gone) return;
       if (err.status === 404 && !summary.dataset.loaded) {
         // Just submitted: the objects may not be applied yet.
         replace(summary, h('p', { class: 'muted' }, 'The job is not on the cluster yet.'));
@@ -696,6 +698,8 @@ export function jobView({ app, params, query }) {
       onSettled: (done) => {
         deleting = false;
         if (done.status === 'succeeded') {
+          gone = true;
+          clearTimeout(timer);
           logs.stop();
           announce(`Job ${job} deleted`);
           replace(errorBox, h('div', { class: 'notice ok', role: 'status' }, h('strong', {}, 'Deleted. '),
