@@ -250,6 +250,18 @@ impl SimCloud {
         self.lock().clock.speed
     }
 
+    /// Changes the speed from now on (simulated time so far is kept). Tests use it to create
+    /// clusters fast and then watch workloads at a pace a poller can follow.
+    pub fn set_speed(&self, speed: f64) -> Result<(), SimError> {
+        if !(speed.is_finite() && speed > 0.0) {
+            return Err(SimError::InvalidConfig(format!("speed must be a positive number, got {speed}")));
+        }
+        let mut st = self.lock();
+        let now = st.now();
+        st.clock = Clock { base: Instant::now(), base_sim: now, speed };
+        Ok(())
+    }
+
     /// Where the world is persisted, if anywhere.
     pub fn state_file(&self) -> Option<&Path> {
         self.inner.state_file.as_deref()
@@ -488,4 +500,23 @@ fn load(path: &Path) -> Result<World, SimError> {
         });
     }
     serde_json::from_value(probe).map_err(|source| SimError::Corrupt { path: path.to_path_buf(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_speed_changes_from_now_on() {
+        let s = SimCloud::in_memory(1.0).unwrap();
+        s.advance(Duration::from_secs(100));
+        let before = s.sim_seconds();
+        s.set_speed(1e6).unwrap();
+        assert_eq!(s.speed(), 1e6);
+        assert!(s.sim_seconds() >= before, "time never goes back");
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(s.sim_seconds() >= before + 9_000.0, "{}", s.sim_seconds());
+        assert!(matches!(s.set_speed(0.0), Err(SimError::InvalidConfig(_))));
+        assert!(matches!(s.set_speed(f64::NAN), Err(SimError::InvalidConfig(_))));
+    }
 }
