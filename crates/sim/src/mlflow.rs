@@ -15,12 +15,12 @@
 //!   agree, and a restarted server shows the same history.
 
 use crate::cloud::SimCloud;
+use crate::kube::training::{self, PodRun, Role};
 use crate::kube::workload::{self, PodView};
-use crate::kube::{TRAINING_STEP_SECONDS, training_curve};
+use crate::kube::{parse_training_log_line, training_curve};
 use crate::timings;
 use crate::world::{Lifecycle, Phase, World, rkey, stable_hash};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use instantstart_core::provider::{
     CreateTrackingServer, MetricPoint, MlflowRun, MlflowTracking, ProviderError, ProviderErrorKind, Result, RunMetrics,
     RunQuery, Tags, TrackingServer, TrackingServerSize, tracking_server_name,
@@ -143,41 +143,45 @@ fn env_of(pod: &PodView, name: &str) -> Option<String> {
     })
 }
 
-fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-/// The runs reported to `arn` by the training jobs of every simulated cluster.
+/// The runs reported to `arn` by the training jobs of every simulated cluster: one per job,
+/// from the pod that logs the steps (rank 0 of a HyperPod job, the head of a RayJob). Its metric
+/// history is what that pod's log reports (parsed back with [`parse_training_log_line`]), so the
+/// plot and the log always agree — in-place restarts included.
 fn runs(w: &World, arn: &str, now: f64) -> Vec<SimRun> {
     let mut out = Vec::new();
     for kw in w.kube.values() {
         let nodes = workload::nodes(w, kw, now);
         for pod in workload::all_pods(kw, None, now) {
-            if pod.rank != 0 || pod.batch_run.is_none() || env_of(&pod, "MLFLOW_TRACKING_URI").as_deref() != Some(arn) {
+            let Some(run @ PodRun::Training { job, role, .. }) = &pod.run else { continue };
+            let reports = match role {
+                Role::Rank => pod.rank == 0,
+                Role::RayHead => true,
+                Role::RayWorker => false,
+            };
+            if !reports || env_of(&pod, "MLFLOW_TRACKING_URI").as_deref() != Some(arn) {
                 continue;
             }
             let st = workload::pod_state(&pod, &nodes, now);
             let Some(started) = st.started_at else { continue };
-            let (job, job_uid) = match &pod.owner {
-                Some((_, _, name, uid)) => (name.clone(), uid.clone()),
-                None => (pod.name.clone(), pod.uid.clone()),
-            };
+            let job_uid = pod.owner.as_ref().map(|o| o.3.clone()).unwrap_or_else(|| pod.uid.clone());
             let experiment = env_of(&pod, "MLFLOW_EXPERIMENT_NAME").unwrap_or_else(|| "Default".into());
-            let last = st.finished_at.unwrap_or(now).min(now);
-            let k_max = ((last - started) / TRAINING_STEP_SECONDS).floor().max(0.0) as u64;
-            let k_min = k_max.saturating_sub(MAX_POINTS - 1).max(1);
-            let steps: Vec<(u64, f64)> =
-                (k_min..=k_max).map(|k| (k, started + k as f64 * TRAINING_STEP_SECONDS)).collect();
+            let mut steps: Vec<(u64, f64)> = training::log_lines(&pod, run, &st, now)
+                .into_iter()
+                .filter_map(|(t, line)| parse_training_log_line(&line).map(|(k, _, _)| (k, t)))
+                .collect();
+            if steps.len() as u64 > MAX_POINTS {
+                steps.drain(..steps.len() - MAX_POINTS as usize);
+            }
             let mut metrics = BTreeMap::new();
             if let Some((k, _)) = steps.last() {
-                let (loss, throughput) = training_curve(&job, *k);
+                let (loss, throughput) = training_curve(job, *k);
                 metrics.insert("loss".to_string(), loss);
                 metrics.insert("throughput".to_string(), throughput);
             }
-            let status = match (st.finished_at, &pod.fails) {
-                (Some(_), Some(_)) => "FAILED",
-                (Some(_), None) => "FINISHED",
-                (None, _) => "RUNNING",
+            let status = match st.phase {
+                "Failed" => "FAILED",
+                "Succeeded" => "FINISHED",
+                _ => "RUNNING",
             };
             let params = BTreeMap::from([
                 ("cluster".to_string(), kw.eks_cluster.clone()),
@@ -188,7 +192,7 @@ fn runs(w: &World, arn: &str, now: f64) -> Vec<SimRun> {
             out.push(SimRun {
                 run: MlflowRun {
                     run_id: format!("{:016x}{:016x}", stable_hash(&[arn, &job_uid]), stable_hash(&[&job_uid, arn])),
-                    name: job,
+                    name: job.clone(),
                     experiment_id: (stable_hash(&[arn, &experiment]) % 1_000_000_000).to_string(),
                     experiment,
                     status: status.to_string(),
@@ -272,7 +276,11 @@ impl MlflowTracking for SimCloud {
                                 "throughput" => throughput,
                                 _ => return None,
                             };
-                            Some(MetricPoint { step: *k as i64, value, timestamp: millis(w.display_time(*t)) })
+                            Some(MetricPoint {
+                                step: *k as i64,
+                                value,
+                                timestamp: w.display_time(*t).timestamp_millis(),
+                            })
                         })
                         .collect();
                     (key, points)

@@ -11,9 +11,11 @@
 pub mod create_cluster;
 pub mod day2;
 pub mod delete_cluster;
+pub mod endpoints;
 pub mod features;
 pub mod import_cluster;
 pub mod instance_groups;
+pub mod mlflow;
 pub mod nodes;
 pub mod steps;
 pub mod workloads;
@@ -103,6 +105,7 @@ pub fn all(
             aws.clone(),
             store.clone(),
         )),
+        std::sync::Arc::new(mlflow::CreateTrackingServerWorkflow::new(aws.clone(), store.clone())),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(
             crate::provider::NodeAction::Reboot,
             aws.clone(),
