@@ -11,7 +11,6 @@
 pub mod create_cluster;
 pub mod day2;
 pub mod delete_cluster;
-pub mod endpoints;
 pub mod features;
 pub mod import_cluster;
 pub mod instance_groups;
