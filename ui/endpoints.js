@@ -31,6 +31,13 @@ const EXPOSURES = {
   managed: 'Managed (operator)',
 };
 
+/** The server's answer means "already in this state": 200 no_change, or a dry run whose plan changes nothing. */
+function noChange(status, data) {
+  if (!data) return false;
+  if (status === 200 && data.no_change) return true;
+  return !!(data.dry_run && data.plan && Array.isArray(data.plan.changes) && !data.plan.changes.length);
+}
+
 function readyBadge(e) {
   if (e.ready) return badge('ready', 'ok');
   return badge(e.replicas && e.replicas.ready > 0 ? 'partly ready' : 'not ready', 'busy', '◔');
@@ -206,7 +213,7 @@ function poolsSection({ cluster, speed, base }) {
     };
     try {
       const { status, data } = await api.put(url, body, { query: { dry_run: true } });
-      if (status === 200 && data && data.no_change) {
+      if (noChange(status, data)) {
         frame(h('p', { class: 'notice ok no-change', role: 'status' }, h('strong', {}, 'Already in this state. '),
           `${worker.pod} already serves ${serving || 'nothing'}; nothing to do.`));
         return;
@@ -683,7 +690,7 @@ export function endpointView({ app, params, query }) {
       }
       try {
         const { status, data } = await api.patch(path, patch, { query: { dry_run: true } });
-        if (status === 200 && data && data.no_change) {
+        if (noChange(status, data)) {
           replace(reviewSlot, h('p', { class: 'notice ok no-change', role: 'status' }, h('strong', {}, 'Already in this state. '), 'Nothing to change.'));
           return;
         }
