@@ -187,11 +187,7 @@ impl RenderWorkload for WorkloadRenderer {
         match request.kind {
             WorkloadKind::TrainingJob => render_training(request),
             WorkloadKind::ModelDownload => render_download(request),
-            // Owned by the inference work (issue #10), which replaces this arm.
-            WorkloadKind::Endpoint => Err(ValidationError::unprocessable(
-                "kind",
-                "route not available: inference endpoints cannot be rendered by this build yet",
-            )),
+            WorkloadKind::Endpoint => crate::inference::endpoint::render(&request.params),
         }
     }
 
@@ -201,7 +197,7 @@ impl RenderWorkload for WorkloadRenderer {
                 vec![TypeRef::new(hyperpod::API_VERSION, hyperpod::KIND), TypeRef::new(ray::API_VERSION, ray::KIND)]
             }
             WorkloadKind::ModelDownload => vec![TypeRef::new("batch/v1", "Job")],
-            WorkloadKind::Endpoint => vec![],
+            WorkloadKind::Endpoint => crate::inference::endpoint::owned_types(),
         }
     }
 }

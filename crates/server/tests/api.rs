@@ -726,3 +726,329 @@ async fn managed_features_are_reconciled_state() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.body["findings"][0]["field"], "patch.tiered_checkpointing.memory_percent");
 }
+
+fn sglang_endpoint(name: &str, replicas: u32, extra: Value) -> Value {
+    let mut v = json!({
+        "route": "self_managed", "name": name, "namespace": "default", "image": "lmsysorg/sglang:v0.5.2",
+        "instance_type": "ml.g5.2xlarge", "gpus": 1, "replicas": replicas,
+        "engine": { "kind": "sglang", "model": "models/Qwen/Qwen3-0.6B", "served_model_name": "qwen" },
+    });
+    v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    v
+}
+
+/// Polls `uri` until `done` holds for its body (simulated time runs fast).
+async fn until(app: &TestApp, uri: &str, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..400 {
+        let body = app.get(uri).await.body;
+        if done(&body) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{uri} never reached the expected state: {:#}", app.get(uri).await.body);
+}
+
+fn worker<'a>(pools: &'a Value, pool: &str, pod: &str) -> &'a Value {
+    let p = pools.as_array().unwrap().iter().find(|p| p["pool"] == pool).unwrap();
+    p["workers"].as_array().unwrap().iter().find(|w| w["pod"] == pod).unwrap()
+}
+
+#[tokio::test]
+async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
+    use instantstart_core::provider::ListParams;
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let eps = "/api/clusters/demo/endpoints";
+
+    // Validation: every finding names its field.
+    let r = app.send(Method::POST, eps, Some(sglang_endpoint("bad", 1, json!({ "gpus": 9, "port": 0 }))), &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+    let fields: Vec<&str> =
+        r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert!(fields.contains(&"gpus") && fields.contains(&"port"), "{fields:?}");
+    let vllm_router =
+        sglang_endpoint("bad", 1, json!({ "router": true, "engine": { "kind": "vllm", "model": "models/m" } }));
+    let r = app.send(Method::POST, eps, Some(vllm_router), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "router");
+    // A load balancer needs the AWS Load Balancer Controller: the dry run shows the failing check, a deploy is refused.
+    let lb = sglang_endpoint("pub", 1, json!({ "exposure": { "type": "load_balancer" } }));
+    let dry = app.send(Method::POST, &format!("{eps}?dry_run=true"), Some(lb.clone()), &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    let check =
+        dry.body["checks"].as_array().unwrap().iter().find(|c| c["check"] == "load_balancer_controller").unwrap();
+    assert_eq!(check["status"], "fail");
+    let r = app.send(Method::POST, eps, Some(lb), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "exposure");
+
+    // Deploy two pool endpoints; the operations complete when they are ready.
+    let r = app.send(Method::POST, eps, Some(sglang_endpoint("chat", 2, json!({ "pool": "warm" }))), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(r.body["workload"], json!({ "name": "chat", "namespace": "default" }));
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    run(&app, Method::POST, eps, Some(sglang_endpoint("alt", 1, json!({ "pool": "spare" })))).await;
+    let list = app.get(eps).await.body;
+    let chat = list.as_array().unwrap().iter().find(|e| e["name"] == "chat").unwrap();
+    assert_eq!(chat["ready"], true, "{chat:#}");
+    assert_eq!(chat["replicas"], json!({ "desired": 2, "ready": 2 }));
+    assert_eq!(chat["exposure"], "model_pool");
+    assert_eq!(chat["pool"], "warm");
+    assert_eq!(chat["engine"], "sglang");
+    assert_eq!(chat["url"], "http://chat.default.svc.cluster.local");
+
+    // Call the model through the service proxy.
+    let ask = json!({ "model": "qwen", "messages": [{ "role": "user", "content": "hello model" }], "max_tokens": 64 });
+    let r = app.send(Method::POST, &format!("{eps}/chat/chat"), Some(ask.clone()), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+    assert!(r.body["choices"][0]["message"]["content"].as_str().unwrap().contains("hello model"));
+    assert_eq!(r.body["usage"]["prompt_tokens"], 5);
+    assert!(r.body["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+    let wrong_model = json!({ "model": "nope", "messages": [{ "role": "user", "content": "x" }] });
+    assert_eq!(
+        app.send(Method::POST, &format!("{eps}/chat/chat"), Some(wrong_model), &[]).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let huge = json!({ "messages": [{ "role": "user", "content": "x".repeat(1 << 20) }] });
+    let r = app.send(Method::POST, &format!("{eps}/chat/chat"), Some(huge), &[]).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{:#}", r.body);
+    assert_eq!(
+        app.send(Method::POST, &format!("{eps}/nope/chat"), Some(ask.clone()), &[]).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Move a worker of the warm pool to the other endpoint by its label: same pod, not restarted.
+    let pools = app.get("/api/clusters/demo/pools").await.body;
+    let warm = pools.as_array().unwrap().iter().find(|p| p["pool"] == "warm").unwrap();
+    assert_eq!(warm["workers"].as_array().unwrap().len(), 2);
+    let pod = warm["workers"][0]["pod"].as_str().unwrap().to_string();
+    let uid = warm["workers"][0]["uid"].clone();
+    assert_eq!(warm["workers"][0]["serving"], "chat");
+    let uri = format!("/api/clusters/demo/pools/warm/workers/{pod}");
+    let r = app.send(Method::PUT, &uri, Some(json!({ "serving": "alt" })), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(r.body["plan"]["changes"][0]["from"], "warm");
+    assert_eq!(r.body["plan"]["changes"][0]["to"], "spare");
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    // Pod lists come from the watch cache: they catch up within a watch poll.
+    let pools = until(&app, "/api/clusters/demo/pools", |b| worker(b, "warm", &pod)["serving"] == "alt").await;
+    let moved = worker(&pools, "warm", &pod);
+    assert_eq!(moved["serving"], "alt");
+    assert_eq!(moved["uid"], uid, "the pod was not restarted");
+    assert_eq!(moved["ready"], true);
+    let r = app.send(Method::PUT, &uri, Some(json!({ "serving": "alt" })), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+    assert_eq!(r.body["no_change"], true);
+    let r = app.send(Method::PUT, &uri, Some(json!({ "serving": "ghost" })), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+
+    // Scale: the same replicas is a no-op; another count is an update_endpoint with the diff.
+    let one = format!("{eps}/chat");
+    let r = app.send(Method::PATCH, &one, Some(json!({ "replicas": 2 })), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+    assert_eq!(r.body["no_change"], true);
+    let r = app.send(Method::PATCH, &one, Some(json!({ "replicas": 3 })), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(r.body["plan"]["changes"][0], json!({ "field": "replicas", "from": 2, "to": 3 }));
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    assert_eq!(app.get(&one).await.body["replicas"], json!({ "desired": 3, "ready": 3 }));
+    // Scaling kept the moved worker where it was.
+    assert_eq!(worker(&app.get("/api/clusters/demo/pools").await.body, "warm", &pod)["uid"], uid);
+
+    // Autoscaling with KEDA, driven by the simulated metric (5 waiting requests per replica).
+    let auto = json!({ "autoscaling": { "min_replicas": 1, "max_replicas": 4, "cooldown_seconds": 600 } });
+    let r = app.send(Method::PATCH, &one, Some(auto.clone()), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(app.send(Method::PATCH, &one, Some(auto), &[]).await.body["no_change"], true);
+    let r = app.send(Method::PATCH, &one, Some(json!({ "replicas": 2 })), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "replicas belong to the autoscaler: {:#}", r.body);
+    let metric = |v: f64| json!({ "cluster": "demo", "namespace": "default", "scaled_object": "chat", "value": v });
+    assert_eq!(app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(18.0)), &[]).await.status, StatusCode::OK);
+    let scaled = until(&app, &one, |b| b["replicas"]["desired"] == 4 && b["replicas"]["ready"] == 4).await;
+    assert_eq!(scaled["autoscaling"]["max"], 4);
+    app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(1.0)), &[]).await;
+    assert_eq!(app.get(&one).await.body["replicas"]["desired"], 4, "scale-down waits for the cooldown");
+    until(&app, &one, |b| b["replicas"]["desired"] == 1).await;
+
+    // Delete leaves nothing behind.
+    for name in ["chat", "alt"] {
+        let r = app.send(Method::DELETE, &format!("{eps}/{name}"), None, &[]).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+        let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+        assert_eq!(done["status"], "succeeded", "{done:#}");
+    }
+    assert_eq!(app.get(eps).await.body, json!([]));
+    let target = instantstart_core::provider::KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() };
+    let target = {
+        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        instantstart_core::provider::KubeTarget { eks_cluster: rec.eks_cluster, ..target }
+    };
+    for (api, kind) in [
+        ("apps/v1", "Deployment"),
+        ("v1", "Service"),
+        ("v1", "Pod"),
+        ("keda.sh/v1alpha1", "ScaledObject"),
+        ("v1", "ServiceAccount"),
+        ("rbac.authorization.k8s.io/v1", "Role"),
+    ] {
+        for name in ["chat", "alt"] {
+            let params = ListParams {
+                api_version: api.into(),
+                kind: kind.into(),
+                namespace: None,
+                labels: vec![("app.kubernetes.io/instance".into(), name.into())],
+            };
+            let left = app.state.kube.list(&target, &params).await.unwrap();
+            assert!(left.is_empty(), "{kind} of {name} left behind: {left:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn managed_endpoint_and_router_become_ready_and_answer() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let eps = "/api/clusters/demo/endpoints";
+    let managed = json!({
+        "route": "managed", "name": "qwen", "namespace": "default", "instance_type": "ml.g5.2xlarge",
+        "model_source": { "bucket": "demo-bucket", "region": "us-east-1", "model_location": "models/Qwen/Qwen3-0.6B" },
+        "worker": { "image": "vllm/vllm-openai:v0.11.0", "gpus": 1 },
+        "routing": "prefix_aware",
+    });
+    run(&app, Method::POST, eps, Some(managed)).await;
+    let ep = app.get(&format!("{eps}/qwen")).await.body;
+    assert_eq!(ep["route"], "managed");
+    assert_eq!(ep["ready"], true, "{ep:#}");
+    assert_eq!(ep["conditions"][0]["type"], "DeploymentComplete");
+    let ask = json!({ "messages": [{ "role": "user", "content": "hi" }] });
+    let r = app.send(Method::POST, &format!("{eps}/qwen/chat"), Some(ask.clone()), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+    assert_eq!(r.body["model"], "qwen");
+    let r = app
+        .send(
+            Method::PATCH,
+            &format!("{eps}/qwen"),
+            Some(json!({ "autoscaling": { "min_replicas": 1, "max_replicas": 2 } })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+
+    // Multi-replica SGLang behind the router: the router forwards to a ready worker.
+    run(&app, Method::POST, eps, Some(sglang_endpoint("routed", 2, json!({ "router": true })))).await;
+    let ep = app.get(&format!("{eps}/routed")).await.body;
+    assert_eq!(ep["router"], true);
+    assert_eq!(ep["url"], "http://routed-router.default.svc.cluster.local");
+    let r = app.send(Method::POST, &format!("{eps}/routed/chat"), Some(ask), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+    assert!(r.body["system_fingerprint"].as_str().unwrap().starts_with("routed-"), "{:#}", r.body);
+    for name in ["qwen", "routed"] {
+        run(&app, Method::DELETE, &format!("{eps}/{name}"), None).await;
+    }
+    assert_eq!(app.get(eps).await.body, json!([]));
+}
+
+#[path = "api/training.rs"]
+mod training;
+
+/// `step 12 | loss 1.2345 | lr 2.00e-05 | 9123.4 tokens/s` → (12, 1.2345, 9123.4).
+fn step_line(line: &str) -> Option<(i64, f64, f64)> {
+    let rest = &line[line.find("step ")? + 5..];
+    let parts: Vec<&str> = rest.split(" | ").collect();
+    let step = parts.first()?.trim().parse().ok()?;
+    let loss = parts.get(1)?.strip_prefix("loss ")?.trim().parse().ok()?;
+    let throughput = parts.get(3)?.strip_suffix(" tokens/s")?.trim().parse().ok()?;
+    Some((step, loss, throughput))
+}
+
+#[tokio::test]
+async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let servers = "/api/mlflow/servers";
+    assert_eq!(app.get(servers).await.body, json!([]));
+
+    // Validation names the fields; an unknown cluster is a 404.
+    let r = app.send(Method::POST, servers, Some(json!({ "name": "-bad", "region": "mars-1" })), &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+    let fields: Vec<&str> = r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["name", "region", "artifact_store_uri"]);
+    let r = app.send(Method::POST, servers, Some(json!({ "name": "team", "size": "Huge" })), &[]).await;
+    assert_eq!((r.status, r.body["findings"][0]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("size")));
+    let r = app.send(Method::POST, servers, Some(json!({ "name": "team", "cluster": "nope" })), &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+
+    // The dry run shows the role and the server, artifacts in the cluster's bucket.
+    let body = json!({ "name": "team", "cluster": "demo" });
+    let dry = app.send(Method::POST, &format!("{servers}?dry_run=true"), Some(body.clone()), &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["role", "tracking_server"]);
+    assert_eq!(dry.body["target"], "mlflow/team");
+    assert_eq!(dry.body["request"]["region"], "us-east-1");
+    assert_eq!(dry.body["request"]["size"], "Small");
+    let uri = dry.body["request"]["artifact_store_uri"].as_str().unwrap();
+    assert!(uri.starts_with("s3://") && uri.ends_with("/mlflow/team"), "{uri}");
+
+    let done = run(&app, Method::POST, servers, Some(body)).await;
+    let arn = done["steps"].as_array().unwrap().iter().find(|s| s["key"] == "tracking_server").unwrap()["outputs"]["arn"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listed = app.get(servers).await.body;
+    assert_eq!(listed[0]["name"], "team");
+    assert_eq!(listed[0]["status"], "Created");
+    assert_eq!(listed[0]["arn"], arn.as_str());
+    assert!(listed[0]["url"].is_string() && listed[0]["created_at"].is_string(), "{listed:#}");
+
+    // A HyperPod job with the MLflow wiring of the recipes reports to it.
+    let job = json!({ "runtime": "hyperpod",
+        "job": { "name": "sft", "namespace": "default", "image": "pytorch/pytorch:2.5.1", "instance_type": "ml.g5.2xlarge",
+                 "nodes": 2, "mlflow": { "tracking_server_arn": arn, "experiment": "llama" } },
+        "recipe": { "kind": "torch", "script": "scripts/train.py" } });
+    run(&app, Method::POST, "/api/clusters/demo/jobs", Some(job)).await;
+    let runs = until(&app, "/api/mlflow/servers/team/runs?experiment=llama", |b| {
+        b.as_array().is_some_and(|a| a.len() == 1 && a[0]["status"] == "FINISHED")
+    })
+    .await;
+    let run_id = runs[0]["run_id"].as_str().unwrap();
+    assert_eq!(runs[0]["name"], "sft");
+    assert_eq!(runs[0]["experiment"], "llama");
+    let metrics = app.get(&format!("/api/mlflow/servers/team/runs/{run_id}/metrics")).await;
+    assert_eq!(metrics.status, StatusCode::OK, "{:#}", metrics.body);
+    let loss = metrics.body["series"]["loss"].as_array().unwrap();
+    let throughput = metrics.body["series"]["throughput"].as_array().unwrap();
+    assert!(loss.len() >= 10 && loss.len() == throughput.len(), "{:#}", metrics.body);
+    assert_eq!(runs[0]["metrics"]["loss"], loss.last().unwrap()["value"]);
+    // The plot is the job's log.
+    let logs = app.get("/api/clusters/demo/jobs/sft/logs?tail=1000").await.body;
+    let logged: Vec<(i64, f64, f64)> =
+        logs["lines"].as_array().unwrap().iter().filter_map(|l| step_line(l.as_str().unwrap())).collect();
+    let plotted: Vec<(i64, f64, f64)> = loss
+        .iter()
+        .zip(throughput)
+        .map(|(l, t)| (l["step"].as_i64().unwrap(), l["value"].as_f64().unwrap(), t["value"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(plotted, logged);
+
+    // Read errors name their field or say what is missing.
+    let r = app.get("/api/mlflow/servers/team/runs?max=0").await;
+    assert_eq!((r.status, r.body["findings"][0]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("max")));
+    let r = app.get(&format!("/api/mlflow/servers/team/runs/{run_id}/metrics?keys=loss,bad%07")).await;
+    assert_eq!((r.status, r.body["findings"][0]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("keys[1]")));
+    let r = app.get("/api/mlflow/servers/team/runs/not-hex!/metrics").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+    assert_eq!(app.get("/api/mlflow/servers/other/runs").await.status, StatusCode::NOT_FOUND);
+    let r = app.get("/api/mlflow/servers/team/runs/0123456789abcdef0123456789abcdef/metrics").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+    let r = app.get("/api/mlflow/servers/team/runs?experiment=nope").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+}
+
+#[path = "api/jobs.rs"]
+mod jobs;

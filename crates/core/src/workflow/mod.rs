@@ -11,6 +11,7 @@
 pub mod create_cluster;
 pub mod day2;
 pub mod delete_cluster;
+pub mod endpoints;
 pub mod features;
 pub mod import_cluster;
 pub mod instance_groups;
@@ -83,6 +84,7 @@ pub fn all(
                 all.push(std::sync::Arc::new(w));
             }
         }
+        all.push(std::sync::Arc::new(endpoints::AssignPoolWorkerWorkflow::new(kube.clone(), store.clone())));
     }
     let base: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = vec![
         std::sync::Arc::new(CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),

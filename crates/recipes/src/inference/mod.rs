@@ -17,6 +17,7 @@
 //! declared next to the endpoint.
 
 pub mod autoscale;
+pub mod endpoint;
 pub mod managed;
 pub mod router;
 pub mod service;

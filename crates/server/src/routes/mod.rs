@@ -10,6 +10,7 @@
 
 mod clusters;
 mod context;
+mod endpoints;
 mod hyperpod;
 mod meta;
 mod operations;
@@ -47,6 +48,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(context::routes())
         .merge(clusters::routes())
         .merge(hyperpod::routes())
+        .merge(endpoints::routes())
         .merge(operations::routes())
         .merge(session::protected_routes())
         .merge(stream::routes());

@@ -26,6 +26,17 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
+            "/api/sim/scaling-metric",
+            aide::axum::routing::put_with(set_scaling_metric, |op| {
+                errors(
+                    op.id("sim_scaling_metric_set")
+                        .summary("Set the metric behind a KEDA ScaledObject in a simulated cluster")
+                        .tag("sim")
+                        .response::<200, Json<serde_json::Value>>(),
+                )
+            }),
+        )
+        .api_route(
             "/api/sim/faults",
             get_with(faults, |op| {
                 errors(
@@ -44,6 +55,36 @@ pub fn routes() -> ApiRouter<AppState> {
                 )
             }),
         )
+}
+
+/// Body of `PUT /api/sim/scaling-metric`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingMetric {
+    /// InstantStart cluster name.
+    pub cluster: String,
+    pub namespace: String,
+    /// The KEDA ScaledObject (named after the Deployment it scales).
+    pub scaled_object: String,
+    /// The value the simulated Prometheus query returns from now on.
+    pub value: f64,
+}
+
+async fn set_scaling_metric(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiBody(m, raw): ApiBody<ScalingMetric>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let sim = sim(&state)?;
+    let target = instantstart_core::workflow::endpoints::kube_target_of(state.store.as_ref(), &m.cluster)?;
+    sim.set_scaling_metric(&target, &m.namespace, &m.scaled_object, m.value).map_err(|e| {
+        ApiError::Validation(instantstart_core::validate::ValidationError::unprocessable(
+            "scaled_object",
+            e.to_string(),
+        ))
+    })?;
+    audit(state.store.as_ref(), principal.actor(), "sim.scaling_metric.set", "sim", raw.clone())?;
+    Ok(Json(raw))
 }
 
 fn sim(state: &AppState) -> Result<&instantstart_sim::SimCloud, ApiError> {

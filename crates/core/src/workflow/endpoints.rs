@@ -1,0 +1,813 @@
+//! Inference endpoints and model pools, read from the cluster and changed through operations.
+//!
+//! Deploying, updating and deleting an endpoint are the generic workload workflows
+//! ([`super::workloads`], kinds `deploy_endpoint`, `update_endpoint`, `delete_endpoint`); the
+//! renderer puts the request an endpoint was deployed with on its primary object (annotation
+//! [`ANNOTATION_ENDPOINT_REQUEST`] on the serving Deployment or the `InferenceEndpointConfig`),
+//! so the cluster itself says what each endpoint is (kubectl shows it) and an update starts
+//! from it. This module adds:
+//!
+//! - the views: [`list_endpoints`], [`endpoint_detail`], [`list_pools`], and [`chat_target`]
+//!   (the Service and port a chat request goes to through the API server's service proxy);
+//! - [`plan_update`]: the explicit diff of `PATCH {replicas?, autoscaling?}` against the live
+//!   objects (an empty plan: nothing is recorded, nothing is called) and the full request the
+//!   `update_endpoint` operation applies;
+//! - [`AssignPoolWorkerWorkflow`] (`assign_pool_worker`): moves a warm worker of a model pool to
+//!   another endpoint (or makes it idle) by changing its `instantstart.io/pool` label — the
+//!   label is not part of any Deployment selector, so the pod keeps running (same uid).
+//!
+//! A model pool is the set of workers an endpoint deployed with `pool: <pool>` runs; the
+//! endpoint's Service selects `instantstart.io/pool=<pool>`. A worker serves the pool endpoint
+//! whose pool its label names; an empty label value means idle (no Service selects it).
+
+use super::decode;
+use crate::diff::Plan;
+use crate::engine::{
+    Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
+use crate::names;
+use crate::operation::{OperationKind, ResourceRef, StepSpec};
+use crate::provider::*;
+use crate::store::Store;
+use crate::validate::{Findings, ValidationError};
+use crate::workload::{ObjectCondition, WorkloadKind, WorkloadPod, WorkloadRequest, workload_target};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Annotation of an endpoint's primary object: the request it was deployed with (JSON).
+pub const ANNOTATION_ENDPOINT_REQUEST: &str = "instantstart.io/endpoint-request";
+/// Label of an endpoint's objects naming its route (`self_managed` or `managed`).
+pub const LABEL_ROUTE: &str = "instantstart.io/route";
+/// Label of a warm worker naming the pool (Service) it serves.
+pub const LABEL_POOL: &str = "instantstart.io/pool";
+const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
+const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+/// How long a chat request may take.
+pub const CHAT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest chat request body.
+pub const CHAT_MAX_REQUEST_BYTES: usize = 1 << 20;
+/// Largest chat answer.
+pub const CHAT_MAX_RESPONSE_BYTES: usize = PROXY_MAX_RESPONSE_BYTES;
+/// Port of the Service in front of every endpoint.
+pub const SERVICE_PORT: u16 = 80;
+
+/// Desired and ready replicas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EndpointReplicas {
+    pub desired: u32,
+    pub ready: u32,
+}
+
+/// KEDA autoscaling of an endpoint, as applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EndpointAutoscaling {
+    pub min: u32,
+    pub max: u32,
+    pub cooldown_seconds: u32,
+    /// The Prometheus query the replicas follow.
+    pub metric: String,
+}
+
+/// One inference endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EndpointSummary {
+    pub name: String,
+    pub namespace: String,
+    /// `self_managed` or `managed`.
+    pub route: String,
+    /// `vllm`, `sglang`, `custom` or `managed` (the HyperPod inference operator).
+    pub engine: String,
+    /// The model: its directory in the bucket (or S3 location), or the image for custom engines.
+    pub model: String,
+    /// The model name clients send (`model` of a chat request).
+    pub served_model: String,
+    pub ready: bool,
+    pub replicas: EndpointReplicas,
+    /// How clients reach it: the load balancer's address, or the cluster-internal DNS name;
+    /// `null` while a load balancer is being provisioned.
+    pub url: Option<String>,
+    /// `cluster_ip`, `load_balancer`, `model_pool` or `managed`.
+    pub exposure: String,
+    pub pool: Option<String>,
+    pub router: bool,
+    pub autoscaling: Option<EndpointAutoscaling>,
+    pub created_at: Option<String>,
+}
+
+/// One endpoint in detail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EndpointDetail {
+    #[serde(flatten)]
+    pub summary: EndpointSummary,
+    pub pods: Vec<WorkloadPod>,
+    /// Conditions of the primary object (Deployment or InferenceEndpointConfig).
+    pub conditions: Vec<ObjectCondition>,
+    /// The request the endpoint was deployed with (or last updated to).
+    pub request: Option<Value>,
+    /// The endpoint's objects as the cluster has them.
+    pub manifest: Vec<KubeObject>,
+}
+
+/// A warm worker of a model pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PoolWorker {
+    pub pod: String,
+    pub namespace: String,
+    pub node: Option<String>,
+    pub ready: bool,
+    /// The endpoint whose Service selects the worker now; `null` when idle.
+    pub serving: Option<String>,
+    /// The endpoint that runs the worker (its Deployment).
+    pub endpoint: String,
+    pub uid: Option<String>,
+}
+
+/// A model pool and its workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PoolSummary {
+    pub pool: String,
+    pub workers: Vec<PoolWorker>,
+}
+
+/// Where a chat request goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChatTarget {
+    pub namespace: String,
+    pub service: String,
+    pub port: u16,
+    pub path: String,
+    pub ready: bool,
+}
+
+/// Only the autoscaling fields the user changed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AutoscalingPatch {
+    #[serde(default, alias = "min")]
+    pub min_replicas: Option<u32>,
+    #[serde(default, alias = "max")]
+    pub max_replicas: Option<u32>,
+    #[serde(default)]
+    pub cooldown_seconds: Option<u32>,
+}
+
+/// `PATCH /api/clusters/{cluster}/endpoints/{ep}`: only the fields the user changed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointPatch {
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    #[serde(default)]
+    pub autoscaling: Option<AutoscalingPatch>,
+}
+
+fn s_at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
+    v.pointer(p).and_then(Value::as_str)
+}
+
+fn u32_at(v: &Value, p: &str) -> Option<u32> {
+    v.pointer(p).and_then(|x| x.as_u64().or_else(|| x.as_str().and_then(|s| s.parse().ok()))).map(|x| x as u32)
+}
+
+/// The Kubernetes target of a registered cluster (404 when unknown).
+pub fn kube_target_of(store: &dyn Store, cluster: &str) -> Result<KubeTarget, EngineError> {
+    if let Err(rule) = names::cluster_name(cluster) {
+        return Err(ValidationError::invalid("cluster", rule).into());
+    }
+    let rec = store.get_cluster(cluster)?.ok_or_else(|| EngineError::UnknownCluster(cluster.to_string()))?;
+    Ok(KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster })
+}
+
+async fn list_kind(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    api: &str,
+    kind: &str,
+) -> Result<Vec<KubeObject>, ProviderError> {
+    let params = ListParams {
+        api_version: api.into(),
+        kind: kind.into(),
+        namespace: None,
+        labels: vec![(LABEL_MANAGED_BY.into(), "instantstart".into())],
+    };
+    match kube.list(target, &params).await {
+        Ok(v) => Ok(v),
+        // A CRD that is not installed lists nothing.
+        Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(vec![]),
+        Err(e) => Err(e),
+    }
+}
+
+/// Everything of one endpoint the views need.
+struct Endpoint {
+    name: String,
+    namespace: String,
+    request: Option<Value>,
+    primary: KubeObject,
+    objects: Vec<KubeObject>,
+}
+
+impl Endpoint {
+    fn route(&self) -> &str {
+        self.primary.label(LABEL_ROUTE).unwrap_or("self_managed")
+    }
+
+    fn managed(&self) -> bool {
+        self.route() == "managed"
+    }
+
+    fn find(&self, kind: &str, name: &str) -> Option<&KubeObject> {
+        self.objects.iter().find(|o| s_at(&o.0, "/kind") == Some(kind) && s_at(&o.0, "/metadata/name") == Some(name))
+    }
+
+    fn req(&self, p: &str) -> Option<&Value> {
+        self.request.as_ref().and_then(|r| r.pointer(p))
+    }
+
+    fn pool(&self) -> Option<String> {
+        self.req("/pool").and_then(Value::as_str).map(str::to_string)
+    }
+
+    fn router_name(&self) -> String {
+        format!("{}-router", self.name)
+    }
+
+    fn has_router(&self) -> bool {
+        self.find("Deployment", &self.router_name()).is_some()
+    }
+
+    fn scaled_object(&self) -> Option<&KubeObject> {
+        self.find("ScaledObject", &self.name)
+    }
+
+    fn chat_service(&self) -> String {
+        if self.has_router() { self.router_name() } else { self.name.clone() }
+    }
+
+    fn ready(&self) -> bool {
+        let deployment_ready = |o: &KubeObject| {
+            let want = u32_at(&o.0, "/status/replicas").unwrap_or(0).max(1);
+            u32_at(&o.0, "/status/availableReplicas").unwrap_or(0) >= want
+        };
+        if self.managed() {
+            return s_at(&self.primary.0, "/status/state") == Some("DeploymentComplete");
+        }
+        deployment_ready(&self.primary) && self.find("Deployment", &self.router_name()).is_none_or(deployment_ready)
+    }
+
+    fn summary(&self) -> EndpointSummary {
+        let p = &self.primary.0;
+        let (engine, model, served) = if self.managed() {
+            let model = s_at(p, "/spec/modelSourceConfig/modelLocation").unwrap_or_default().to_string();
+            ("managed".to_string(), model, s_at(p, "/spec/modelName").unwrap_or(&self.name).to_string())
+        } else {
+            let kind = self.req("/engine/kind").and_then(Value::as_str).unwrap_or("custom").to_string();
+            let model = self
+                .req("/engine/model")
+                .and_then(Value::as_str)
+                .or_else(|| s_at(p, "/spec/template/spec/containers/0/image"))
+                .unwrap_or_default()
+                .to_string();
+            let served =
+                self.req("/engine/served_model_name").and_then(Value::as_str).unwrap_or(&self.name).to_string();
+            (kind, model, served)
+        };
+        let (desired, ready) = if self.managed() {
+            (
+                u32_at(p, "/spec/replicas").unwrap_or(1),
+                u32_at(p, "/status/deploymentStatus/status/readyReplicas").unwrap_or(0),
+            )
+        } else {
+            let desired = if self.scaled_object().is_some() {
+                u32_at(p, "/status/replicas").unwrap_or(0)
+            } else {
+                u32_at(p, "/spec/replicas").unwrap_or(1)
+            };
+            (desired, u32_at(p, "/status/readyReplicas").unwrap_or(0))
+        };
+        let svc = self.find("Service", &self.chat_service());
+        let lb = svc.is_some_and(|s| s_at(&s.0, "/spec/type") == Some("LoadBalancer"));
+        let url = match svc {
+            Some(s) if lb => s_at(&s.0, "/status/loadBalancer/ingress/0/hostname")
+                .or_else(|| s_at(&s.0, "/status/loadBalancer/ingress/0/ip"))
+                .map(|h| format!("http://{h}")),
+            Some(s) => Some(format!(
+                "http://{}.{}.svc.cluster.local{}",
+                s_at(&s.0, "/metadata/name").unwrap_or_default(),
+                self.namespace,
+                if SERVICE_PORT == 80 { String::new() } else { format!(":{SERVICE_PORT}") }
+            )),
+            None => None,
+        };
+        let exposure = if self.managed() {
+            "managed"
+        } else if lb {
+            "load_balancer"
+        } else if self.pool().is_some() {
+            "model_pool"
+        } else {
+            "cluster_ip"
+        };
+        let autoscaling = self.scaled_object().map(|so| EndpointAutoscaling {
+            min: u32_at(&so.0, "/spec/minReplicaCount").unwrap_or(0),
+            max: u32_at(&so.0, "/spec/maxReplicaCount").unwrap_or(100),
+            cooldown_seconds: u32_at(&so.0, "/spec/cooldownPeriod").unwrap_or(300),
+            metric: s_at(&so.0, "/spec/triggers/0/metadata/query").unwrap_or_default().to_string(),
+        });
+        EndpointSummary {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            route: self.route().to_string(),
+            engine,
+            model,
+            served_model: served,
+            ready: self.ready(),
+            replicas: EndpointReplicas { desired, ready },
+            url,
+            exposure: exposure.into(),
+            pool: self.pool(),
+            router: self.has_router(),
+            autoscaling,
+            created_at: s_at(p, "/metadata/creationTimestamp").map(str::to_string),
+        }
+    }
+}
+
+const ENDPOINT_TYPES: &[(&str, &str)] = &[
+    ("apps/v1", "Deployment"),
+    ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig"),
+    ("v1", "Service"),
+    ("keda.sh/v1alpha1", "ScaledObject"),
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+];
+
+async fn read_endpoints(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<Endpoint>, ProviderError> {
+    let mut all = Vec::new();
+    for (api, kind) in ENDPOINT_TYPES {
+        all.extend(list_kind(kube, target, api, kind).await?.into_iter().filter(|o| o.label(LABEL_ROUTE).is_some()));
+    }
+    let mut out = Vec::new();
+    for primary in all
+        .iter()
+        .filter(|o| o.0.pointer("/metadata/annotations").and_then(|a| a.get(ANNOTATION_ENDPOINT_REQUEST)).is_some())
+    {
+        let Some(name) = primary.label(LABEL_INSTANCE).map(str::to_string) else { continue };
+        let namespace = s_at(&primary.0, "/metadata/namespace").unwrap_or("default").to_string();
+        let request =
+            s_at(&primary.0, &format!("/metadata/annotations/{}", ANNOTATION_ENDPOINT_REQUEST.replace('/', "~1")))
+                .and_then(|s| serde_json::from_str(s).ok());
+        let objects: Vec<KubeObject> = all
+            .iter()
+            .filter(|o| o.label(LABEL_INSTANCE) == Some(name.as_str()))
+            .filter(|o| s_at(&o.0, "/metadata/namespace").unwrap_or("default") == namespace)
+            .cloned()
+            .collect();
+        out.push(Endpoint { name, namespace, request, primary: primary.clone(), objects });
+    }
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(out)
+}
+
+/// Every endpoint InstantStart deployed on the cluster.
+pub async fn list_endpoints(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<EndpointSummary>, ProviderError> {
+    Ok(read_endpoints(kube, target).await?.iter().map(Endpoint::summary).collect())
+}
+
+async fn find_endpoint(kube: &dyn KubeApi, target: &KubeTarget, name: &str) -> Result<Endpoint, EngineError> {
+    if let Err(rule) = names::dns1123_label(name) {
+        return Err(ValidationError::invalid("endpoint", rule).into());
+    }
+    read_endpoints(kube, target)
+        .await?
+        .into_iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| EngineError::Missing(format!("endpoint {name}")))
+}
+
+async fn endpoint_pods(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    e: &Endpoint,
+) -> Result<Vec<KubeObject>, ProviderError> {
+    let labels = if e.managed() {
+        vec![("app".to_string(), e.name.clone())]
+    } else {
+        vec![(LABEL_INSTANCE.to_string(), e.name.clone()), (LABEL_COMPONENT.to_string(), "inference".to_string())]
+    };
+    let params =
+        ListParams { api_version: "v1".into(), kind: "Pod".into(), namespace: Some(e.namespace.clone()), labels };
+    kube.list(target, &params).await
+}
+
+fn pod_view(p: &KubeObject) -> WorkloadPod {
+    WorkloadPod {
+        name: s_at(&p.0, "/metadata/name").unwrap_or_default().to_string(),
+        phase: s_at(&p.0, "/status/phase").unwrap_or("Unknown").to_string(),
+        node: s_at(&p.0, "/spec/nodeName").map(str::to_string),
+        restarts: u32_at(&p.0, "/status/containerStatuses/0/restartCount").unwrap_or(0),
+    }
+}
+
+fn pod_ready(p: &KubeObject) -> bool {
+    crate::workload::condition(&p.0, "Ready").and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True")
+}
+
+/// One endpoint with its pods, conditions and objects.
+pub async fn endpoint_detail(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    name: &str,
+) -> Result<EndpointDetail, EngineError> {
+    let e = find_endpoint(kube, target, name).await?;
+    let pods = endpoint_pods(kube, target, &e).await?;
+    Ok(EndpointDetail {
+        summary: e.summary(),
+        pods: pods.iter().map(pod_view).collect(),
+        conditions: ObjectCondition::of(&e.primary.0),
+        request: e.request.clone(),
+        manifest: e.objects.clone(),
+    })
+}
+
+/// The Service a chat request for endpoint `name` goes to.
+pub async fn chat_target(kube: &dyn KubeApi, target: &KubeTarget, name: &str) -> Result<ChatTarget, EngineError> {
+    let e = find_endpoint(kube, target, name).await?;
+    Ok(ChatTarget {
+        namespace: e.namespace.clone(),
+        service: e.chat_service(),
+        port: SERVICE_PORT,
+        path: "v1/chat/completions".into(),
+        ready: e.ready(),
+    })
+}
+
+/// Every model pool with its workers and what they serve.
+pub async fn list_pools(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<PoolSummary>, ProviderError> {
+    let endpoints = read_endpoints(kube, target).await?;
+    let mut pools: BTreeMap<String, Vec<PoolWorker>> = BTreeMap::new();
+    for e in endpoints.iter() {
+        let Some(pool) = e.pool() else { continue };
+        let workers = pools.entry(pool).or_default();
+        for p in endpoint_pods(kube, target, e).await? {
+            let label = p.label(LABEL_POOL).unwrap_or_default();
+            let serving = endpoints
+                .iter()
+                .find(|o| !label.is_empty() && o.namespace == e.namespace && o.pool().as_deref() == Some(label))
+                .map(|o| o.name.clone());
+            workers.push(PoolWorker {
+                pod: s_at(&p.0, "/metadata/name").unwrap_or_default().to_string(),
+                namespace: e.namespace.clone(),
+                node: s_at(&p.0, "/spec/nodeName").map(str::to_string),
+                ready: pod_ready(&p),
+                serving,
+                endpoint: e.name.clone(),
+                uid: s_at(&p.0, "/metadata/uid").map(str::to_string),
+            });
+        }
+    }
+    Ok(pools.into_iter().map(|(pool, workers)| PoolSummary { pool, workers }).collect())
+}
+
+/// The explicit diff of an endpoint update, and the request the update applies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointUpdate {
+    pub plan: Plan,
+    /// The `update_endpoint` request (the endpoint's full request with the changes).
+    pub request: Value,
+}
+
+/// Compares `patch` with the live endpoint. An empty plan: already in this state.
+pub async fn plan_update(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    cluster: &str,
+    name: &str,
+    patch: &EndpointPatch,
+) -> Result<EndpointUpdate, EngineError> {
+    let e = find_endpoint(kube, target, name).await?;
+    let mut params = e.request.clone().ok_or_else(|| {
+        EngineError::InvalidState(format!("endpoint {name} carries no {ANNOTATION_ENDPOINT_REQUEST} annotation"))
+    })?;
+    let mut plan = Plan::new(workload_target(cluster, WorkloadKind::Endpoint, name));
+    let mut f = Findings::new();
+    let live_so = e.scaled_object().cloned();
+    if let Some(r) = patch.replicas {
+        if live_so.is_some() && patch.autoscaling.is_none() {
+            f.push_unprocessable("replicas", "the replicas are set by autoscaling; change autoscaling.min/max instead");
+        } else {
+            let live = u32_at(&e.primary.0, "/spec/replicas").unwrap_or(1);
+            plan.compare("replicas", &live, &r);
+            params["replicas"] = json!(r);
+        }
+    }
+    if let Some(a) = &patch.autoscaling {
+        if e.managed() {
+            f.push_unprocessable("autoscaling", "managed endpoints are scaled by the HyperPod inference operator");
+        }
+        let live = live_so.as_ref().map(|so| {
+            (
+                u32_at(&so.0, "/spec/minReplicaCount").unwrap_or(0),
+                u32_at(&so.0, "/spec/maxReplicaCount").unwrap_or(100),
+                u32_at(&so.0, "/spec/cooldownPeriod").unwrap_or(300),
+            )
+        });
+        let (min, max, cooldown) = match live {
+            Some((lmin, lmax, lcool)) => {
+                (a.min_replicas.unwrap_or(lmin), a.max_replicas.unwrap_or(lmax), a.cooldown_seconds.unwrap_or(lcool))
+            }
+            None => {
+                if a.min_replicas.is_none() {
+                    f.push("autoscaling.min_replicas", "required when the endpoint has no autoscaling yet");
+                }
+                if a.max_replicas.is_none() {
+                    f.push("autoscaling.max_replicas", "required when the endpoint has no autoscaling yet");
+                }
+                (a.min_replicas.unwrap_or(0), a.max_replicas.unwrap_or(0), a.cooldown_seconds.unwrap_or(300))
+            }
+        };
+        if min > max {
+            f.push("autoscaling.min_replicas", "must not exceed autoscaling.max_replicas");
+        }
+        let (lmin, lmax, lcool) = live.map_or((None, None, None), |(a, b, c)| (Some(a), Some(b), Some(c)));
+        plan.compare("autoscaling.min_replicas", &lmin, &Some(min));
+        plan.compare("autoscaling.max_replicas", &lmax, &Some(max));
+        plan.compare("autoscaling.cooldown_seconds", &lcool, &Some(cooldown));
+        let mut auto = params.get("autoscaling").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+        auto["min_replicas"] = json!(min);
+        auto["max_replicas"] = json!(max);
+        auto["cooldown_seconds"] = json!(cooldown);
+        params["autoscaling"] = auto;
+    }
+    if patch.replicas.is_none() && patch.autoscaling.is_none() {
+        f.push("", "send at least one of replicas, autoscaling");
+    }
+    f.finish()?;
+    let request = WorkloadRequest::new(cluster, WorkloadKind::Endpoint, params);
+    let request = serde_json::to_value(&request).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+    Ok(EndpointUpdate { plan, request })
+}
+
+// ---------------------------------------------------------------------------------------------
+// assign_pool_worker
+
+/// `PUT /api/clusters/{cluster}/pools/{pool}/workers/{pod}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssignPoolWorkerRequest {
+    pub cluster: String,
+    pub pool: String,
+    pub pod: String,
+    /// The endpoint the worker should serve; `null` makes it idle.
+    pub serving: Option<String>,
+    /// Filled in from the real state: the worker's namespace and the label value it gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<ResolvedAssignment>,
+}
+
+/// What an assignment changes, read from the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvedAssignment {
+    pub namespace: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// Moves a warm worker between pool endpoints by its label.
+pub struct AssignPoolWorkerWorkflow {
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl AssignPoolWorkerWorkflow {
+    pub fn new(kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
+        AssignPoolWorkerWorkflow { kube, store }
+    }
+}
+
+const LABEL_STEP: &str = "label";
+
+#[async_trait]
+impl Workflow for AssignPoolWorkerWorkflow {
+    fn kind(&self) -> OperationKind {
+        OperationKind::AssignPoolWorker
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        let req: AssignPoolWorkerRequest = decode(request)?;
+        let mut f = Findings::new();
+        if let Err(rule) = names::cluster_name(&req.cluster) {
+            f.push("cluster", rule);
+        }
+        if let Err(rule) = names::dns1123_label(&req.pool) {
+            f.push("pool", rule);
+        }
+        if let Err(rule) = names::dns1123_label(&req.pod) {
+            f.push("pod", rule);
+        }
+        if let Some(s) = &req.serving
+            && let Err(rule) = names::dns1123_label(s)
+        {
+            f.push("serving", rule);
+        }
+        f.finish()?;
+        self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        let title = match &req.serving {
+            Some(s) => format!("Relabel pod {} to serve endpoint {s}", req.pod),
+            None => format!("Relabel pod {} as idle", req.pod),
+        };
+        Ok(Prepared {
+            target: format!("cluster/{}/pool/{}/worker/{}", req.cluster, req.pool, req.pod),
+            request: serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?,
+            steps: vec![StepSpec { key: LABEL_STEP.into(), title, depends_on: vec![], expected_secs: Some(2) }],
+        })
+    }
+
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let mut req: AssignPoolWorkerRequest = decode(&prepared.request)?;
+        let target = kube_target_of(self.store.as_ref(), &req.cluster)?;
+        let pools = list_pools(self.kube.as_ref(), &target).await?;
+        let pool = pools
+            .iter()
+            .find(|p| p.pool == req.pool)
+            .ok_or_else(|| EngineError::Missing(format!("model pool {}", req.pool)))?;
+        let worker = pool
+            .workers
+            .iter()
+            .find(|w| w.pod == req.pod)
+            .ok_or_else(|| EngineError::Missing(format!("worker {} in model pool {}", req.pod, req.pool)))?;
+        let endpoints = read_endpoints(self.kube.as_ref(), &target).await?;
+        let to = match &req.serving {
+            None => String::new(),
+            Some(s) => {
+                let e =
+                    endpoints.iter().find(|e| &e.name == s && e.namespace == worker.namespace).ok_or_else(|| {
+                        ValidationError::unprocessable(
+                            "serving",
+                            format!("no endpoint {s} in namespace {}", worker.namespace),
+                        )
+                    })?;
+                e.pool().ok_or_else(|| {
+                    ValidationError::unprocessable("serving", format!("endpoint {s} is not a model pool endpoint"))
+                })?
+            }
+        };
+        let pod_ref = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some(worker.namespace.clone()),
+            name: req.pod.clone(),
+        };
+        let live =
+            self.kube.get(&target, &pod_ref).await?.ok_or_else(|| EngineError::Missing(format!("pod {}", req.pod)))?;
+        let from = live.label(LABEL_POOL).unwrap_or_default().to_string();
+        let mut plan = Plan::new(prepared.target.clone());
+        plan.compare(&format!("pods/{}.labels.{LABEL_POOL}", req.pod), &from, &to);
+        req.resolved = Some(ResolvedAssignment { namespace: worker.namespace.clone(), from, to });
+        Ok(Assessment {
+            plan: Some(plan),
+            checks: vec![],
+            reduced_request: Some(serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?),
+        })
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let req: AssignPoolWorkerRequest = decode(request).ok()?;
+        let resolved = req.resolved?;
+        if key != LABEL_STEP {
+            return None;
+        }
+        let target = kube_target_of(self.store.as_ref(), &req.cluster).ok()?;
+        Some(Arc::new(RelabelPod {
+            kube: self.kube.clone(),
+            target,
+            namespace: resolved.namespace,
+            pod: req.pod,
+            to: resolved.to,
+        }))
+    }
+}
+
+/// Sets a pod's pool label (server-side apply of the label only).
+struct RelabelPod {
+    kube: Arc<dyn KubeApi>,
+    target: KubeTarget,
+    namespace: String,
+    pod: String,
+    to: String,
+}
+
+impl RelabelPod {
+    fn pod_ref(&self) -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some(self.namespace.clone()),
+            name: self.pod.clone(),
+        }
+    }
+
+    fn resource(&self) -> ResourceRef {
+        ResourceRef { kind: "k8s:Pod".into(), id: format!("{}/{}", self.namespace, self.pod), arn: None }
+    }
+
+    async fn live(&self) -> Result<KubeObject, StepError> {
+        self.kube
+            .get(&self.target, &self.pod_ref())
+            .await?
+            .ok_or_else(|| StepError::Invalid(format!("pod {}/{} is gone", self.namespace, self.pod)))
+    }
+}
+
+#[async_trait]
+impl StepExecutor for RelabelPod {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let live = self.live().await?;
+        if live.label(LABEL_POOL).unwrap_or_default() == self.to {
+            Ok(Observation::Exists(self.resource()))
+        } else {
+            Ok(Observation::Absent)
+        }
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let patch = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": { "name": self.pod, "namespace": self.namespace, "labels": { LABEL_POOL: self.to } },
+        });
+        self.kube.apply(&self.target, &KubeObject(patch)).await?;
+        Ok(self.resource())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, _resource: &ResourceRef) -> Result<Progress, StepError> {
+        let live = self.live().await?;
+        let label = live.label(LABEL_POOL).unwrap_or_default();
+        if label == self.to {
+            Ok(Progress::Done(json!({ "pod": self.pod, "uid": live.0.pointer("/metadata/uid"), LABEL_POOL: label })))
+        } else {
+            Ok(Progress::Waiting { detail: format!("pod {} still labelled {LABEL_POOL}={label:?}", self.pod) })
+        }
+    }
+}
+
+/// Namespace and name of the AWS Load Balancer Controller's Deployment (the Helm chart's
+/// default), which provisions the NLB of a `load_balancer` exposure.
+pub const LB_CONTROLLER: (&str, &str) = ("kube-system", "aws-load-balancer-controller");
+
+/// Checks before deploying endpoint `params`: a `load_balancer` exposure needs the AWS Load
+/// Balancer Controller running in the cluster (without it the Service never gets an address).
+pub async fn deploy_preflight(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    params: &Value,
+) -> Result<Vec<crate::preflight::PreflightCheck>, ProviderError> {
+    use crate::preflight::{CheckStatus, PreflightCheck};
+    let mut checks = Vec::new();
+    if s_at(params, "/exposure/type") == Some("load_balancer") {
+        let r = ObjectRef {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some(LB_CONTROLLER.0.into()),
+            name: LB_CONTROLLER.1.into(),
+        };
+        let live = kube.get(target, &r).await?;
+        let available = live.as_ref().and_then(|d| u32_at(&d.0, "/status/availableReplicas")).unwrap_or(0);
+        let (status, detail) = match (&live, available) {
+            (Some(_), n) if n > 0 => {
+                (CheckStatus::Pass, format!("the AWS Load Balancer Controller is running ({n} available)"))
+            }
+            (Some(_), _) => {
+                (CheckStatus::Fail, "the AWS Load Balancer Controller is installed but not available".to_string())
+            }
+            (None, _) => (
+                CheckStatus::Fail,
+                format!(
+                    "the AWS Load Balancer Controller is not installed (no Deployment {}/{}); a load_balancer \
+                     exposure would never get an address",
+                    LB_CONTROLLER.0, LB_CONTROLLER.1
+                ),
+            ),
+        };
+        checks.push(PreflightCheck {
+            check: "load_balancer_controller".into(),
+            field: "exposure".into(),
+            status,
+            detail,
+            remedy: Some(
+                "install the AWS Load Balancer Controller (Helm chart eks/aws-load-balancer-controller in kube-system, \
+                 with an IAM role for its service account), or use exposure cluster_ip"
+                    .into(),
+            ),
+        });
+    }
+    Ok(checks)
+}
