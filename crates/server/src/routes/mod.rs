@@ -13,6 +13,7 @@ mod context;
 mod endpoints;
 mod hyperpod;
 mod meta;
+mod mlflow;
 mod operations;
 mod session;
 mod sim;
@@ -48,6 +49,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(context::routes())
         .merge(clusters::routes())
         .merge(hyperpod::routes())
+        .merge(mlflow::routes())
         .merge(endpoints::routes())
         .merge(operations::routes())
         .merge(session::protected_routes())

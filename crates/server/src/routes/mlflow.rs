@@ -1,0 +1,196 @@
+//! Training history: SageMaker managed MLflow tracking servers, their runs and metric histories.
+//!
+//! Reads go straight to the provider (`MlflowTracking`, part of `AwsCloud`); creating a server
+//! is the durable `create_tracking_server` operation. Servers are regional: `?region=` (default:
+//! the server's default region) picks the region, and a create request without `cluster` or
+//! `region` gets the default region.
+
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
+use crate::AppState;
+use crate::auth::Principal;
+use crate::error::{ApiError, ProblemJson};
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
+use axum::Json;
+use axum::extract::{Extension, State};
+use axum::response::Response;
+use instantstart_core::Finding;
+use instantstart_core::operation::OperationKind;
+use instantstart_core::provider::{MlflowRun, ResourceState, RunMetrics, TrackingServer, tracking_server_name};
+use instantstart_core::validate::{ValidationError, ValidationKind};
+use instantstart_core::workflow::mlflow::{CreateTrackingServerRequest, metric_keys, run_query};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionQuery {
+    /// AWS region of the tracking servers (default: the server's default region).
+    #[serde(default)]
+    pub region: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ServerPath {
+    /// Tracking server name.
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunPath {
+    /// Tracking server name.
+    pub name: String,
+    /// MLflow run id.
+    pub run_id: String,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// Experiment name (default: every experiment).
+    #[serde(default)]
+    pub experiment: Option<String>,
+    /// Most runs, newest first (1-1000, default 100).
+    #[serde(default)]
+    pub max: Option<u32>,
+    #[serde(default)]
+    pub region: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsQuery {
+    /// Metric keys separated by commas (default: `loss,throughput`).
+    #[serde(default)]
+    pub keys: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+}
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/mlflow/servers",
+            get_with(list, |op| {
+                errors(
+                    op.id("mlflow_servers")
+                        .summary("SageMaker managed MLflow tracking servers of a region, with status and URL")
+                        .tag("mlflow"),
+                )
+                .response::<200, Json<Vec<TrackingServer>>>()
+            })
+            .post_with(create, |op| {
+                mutation(
+                    op.id("mlflow_create_server")
+                        .summary("Create a tracking server: IAM role for the artifact bucket → CreateMlflowTrackingServer (about 20 minutes)")
+                        .tag("mlflow"),
+                )
+            }),
+        )
+        .api_route(
+            "/api/mlflow/servers/{name}/runs",
+            get_with(runs, |op| {
+                errors(
+                    op.id("mlflow_runs")
+                        .summary("Runs of a tracking server, newest first, with their latest metrics and parameters")
+                        .tag("mlflow"),
+                )
+                .response::<200, Json<Vec<MlflowRun>>>()
+                .response::<404, ProblemJson>()
+                .response::<409, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/mlflow/servers/{name}/runs/{run_id}/metrics",
+            get_with(metrics, |op| {
+                errors(
+                    op.id("mlflow_metrics")
+                        .summary("Metric histories of a run (default loss and throughput), ordered by step")
+                        .tag("mlflow"),
+                )
+                .response::<200, Json<RunMetrics>>()
+                .response::<404, ProblemJson>()
+                .response::<409, ProblemJson>()
+            }),
+        )
+}
+
+fn invalid(field: &str, rule: impl Into<String>) -> ApiError {
+    ApiError::Validation(ValidationError {
+        kind: ValidationKind::Invalid,
+        findings: vec![Finding { field: field.into(), rule: rule.into() }],
+    })
+}
+
+fn region(state: &AppState, region: Option<String>) -> Result<String, ApiError> {
+    let r = region.unwrap_or_else(|| state.default_region.clone());
+    instantstart_core::names::region(&r).map_err(|e| invalid("region", e))?;
+    Ok(r)
+}
+
+/// The tracking server `name`, once it serves its MLflow API.
+async fn running_server(state: &AppState, region: &str, name: &str) -> Result<TrackingServer, ApiError> {
+    tracking_server_name(name).map_err(|e| invalid("name", e))?;
+    let s = state
+        .aws
+        .describe_tracking_server(region, name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no tracking server named {name} in {region}")))?;
+    match s.state() {
+        ResourceState::Active => Ok(s),
+        other => Err(ApiError::Conflict {
+            detail: format!(
+                "tracking server {name} is {} ({other:?}); its runs are readable once it is Created",
+                s.status
+            ),
+            operation: None,
+        }),
+    }
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<RegionQuery>,
+) -> Result<Json<Vec<TrackingServer>>, ApiError> {
+    let region = region(&state, q.region)?;
+    Ok(Json(state.aws.list_tracking_servers(&region).await?))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(body, mut raw): ApiBody<CreateTrackingServerRequest>,
+) -> Result<Response, ApiError> {
+    if body.cluster.is_none() && body.region.is_none() {
+        raw["region"] = serde_json::Value::String(state.default_region.clone());
+    }
+    submit(&state, OperationKind::CreateTrackingServer, raw, &principal, q.dry_run, key).await
+}
+
+async fn runs(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ServerPath>,
+    ApiQuery(q): ApiQuery<RunsQuery>,
+) -> Result<Json<Vec<MlflowRun>>, ApiError> {
+    let query = run_query(q.experiment, q.max)?;
+    let region = region(&state, q.region)?;
+    let server = running_server(&state, &region, &p.name).await?;
+    Ok(Json(state.aws.search_runs(&server.arn, &query).await?))
+}
+
+async fn metrics(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<RunPath>,
+    ApiQuery(q): ApiQuery<MetricsQuery>,
+) -> Result<Json<RunMetrics>, ApiError> {
+    let keys = metric_keys(q.keys.as_deref())?;
+    let ok = !p.run_id.is_empty() && p.run_id.len() <= 64 && p.run_id.chars().all(|c| c.is_ascii_alphanumeric());
+    if !ok {
+        return Err(invalid("run_id", "must be an MLflow run id (1-64 letters and digits)"));
+    }
+    let region = region(&state, q.region)?;
+    let server = running_server(&state, &region, &p.name).await?;
+    Ok(Json(state.aws.metric_history(&server.arn, &p.run_id, &keys).await?))
+}
