@@ -863,7 +863,8 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     let auto = json!({ "autoscaling": { "min_replicas": 1, "max_replicas": 4, "cooldown_seconds": 600 } });
     let r = app.send(Method::PATCH, &one, Some(auto.clone()), &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
-    app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
     assert_eq!(app.send(Method::PATCH, &one, Some(auto), &[]).await.body["no_change"], true);
     let r = app.send(Method::PATCH, &one, Some(json!({ "replicas": 2 })), &[]).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "replicas belong to the autoscaler: {:#}", r.body);

@@ -276,7 +276,8 @@ fn render_self_managed(s: &SelfManagedEndpoint) -> Result<RenderedWorkload, Vali
         })
         .map_err(|e| prefixed(e, "autoscaling"))?;
         objects.push(own(scaler.scaled_object, &p.name, "self_managed"));
-        want = p.replicas.clamp(a.min_replicas, a.max_replicas);
+        // The autoscaler decides the replicas; ready means its minimum is available.
+        want = a.min_replicas;
     }
     ready.insert(0, ReadyRule::DeploymentAvailable { object: oref(&deployment.deployment), replicas: want });
     Ok(RenderedWorkload { name: p.name.clone(), namespace: p.namespace.clone(), objects, ready })
