@@ -183,6 +183,9 @@ async fn prepare_lays_out_apply_then_ready_and_records_the_rendered_objects() {
         )
         .unwrap_err();
     assert!(matches!(&e, EngineError::Validation(v) if v.findings[0].field == "name"), "{e:?}");
+    // Dry runs record nothing: the only operation is the cluster's creation.
+    let ops = b.store.list_operations(&Default::default()).unwrap();
+    assert_eq!(ops.iter().map(|o| o.kind).collect::<Vec<_>>(), [OperationKind::CreateCluster]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -274,6 +274,8 @@ pub async fn list_jobs(
 pub enum ReadError {
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Validation(#[from] crate::validate::ValidationError),
     /// Nothing by that name (HTTP 404).
     #[error("{0} not found")]
     Missing(String),
@@ -522,12 +524,38 @@ pub async fn storage(
     }])
 }
 
+/// A listing prefix: empty (the bucket's top level) or a relative key prefix ending with `/`,
+/// without empty, `.` or `..` segments or control characters.
+pub fn check_prefix(prefix: &str) -> Result<(), crate::validate::ValidationError> {
+    let bad = |rule: &str| Err(crate::validate::ValidationError::invalid("prefix", rule));
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    if prefix.len() > 1024 {
+        return bad("must be at most 1024 characters long");
+    }
+    if prefix.starts_with('/') {
+        return bad("must be relative to the bucket (no leading '/')");
+    }
+    if !prefix.ends_with('/') {
+        return bad("must end with '/' (one level of the bucket is listed, like a folder)");
+    }
+    if prefix.chars().any(char::is_control) {
+        return bad("must not contain control characters");
+    }
+    if prefix.strip_suffix('/').unwrap_or(prefix).split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+        return bad("must not contain empty, '.' or '..' segments");
+    }
+    Ok(())
+}
+
 /// One level of the cluster's shared bucket under `prefix` (`""` or ending with `/`).
 pub async fn storage_objects(
     aws: &dyn AwsCloud,
     rec: &ClusterRecord,
     prefix: &str,
 ) -> Result<StorageListing, ReadError> {
+    check_prefix(prefix)?;
     let bucket =
         rec.bucket.as_deref().ok_or_else(|| ReadError::Missing(format!("a shared bucket of cluster {}", rec.name)))?;
     let listing = aws.list_objects(bucket, prefix).await?;
@@ -657,6 +685,17 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((d.phase, d.completed_at.as_deref()), (DownloadPhase::Succeeded, Some("2026-01-01T00:10:00Z")));
+    }
+
+    #[test]
+    fn listing_prefixes_are_relative_folders() {
+        for ok in ["", "models/", "models/Qwen/Qwen3-0.6B/"] {
+            assert!(check_prefix(ok).is_ok(), "{ok}");
+        }
+        for bad in ["/models/", "models", "a//", "../", "a/./", "a\n/"] {
+            let e = check_prefix(bad).unwrap_err();
+            assert_eq!(e.findings[0].field, "prefix", "{bad}");
+        }
     }
 
     #[test]

@@ -12,11 +12,13 @@ mod clusters;
 mod context;
 mod endpoints;
 mod hyperpod;
+mod jobs;
 mod meta;
 mod mlflow;
 mod operations;
 mod session;
 mod sim;
+mod storage;
 mod stream;
 
 use crate::AppState;
@@ -49,6 +51,8 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(context::routes())
         .merge(clusters::routes())
         .merge(hyperpod::routes())
+        .merge(jobs::routes())
+        .merge(storage::routes())
         .merge(mlflow::routes())
         .merge(endpoints::routes())
         .merge(operations::routes())
@@ -295,8 +299,17 @@ pub(crate) fn accepted_with_plan(
     replayed: bool,
     plan: Option<instantstart_core::diff::Plan>,
 ) -> Response {
+    (StatusCode::ACCEPTED, Json(operation_accepted(operation, replayed, plan))).into_response()
+}
+
+/// The body of a `202`: the operation, its links and how to decide completion.
+pub(crate) fn operation_accepted(
+    operation: CoreOperation,
+    replayed: bool,
+    plan: Option<instantstart_core::diff::Plan>,
+) -> OperationAccepted {
     let id = operation.id.0.clone();
-    let body = OperationAccepted {
+    OperationAccepted {
         operation,
         replayed,
         links: OperationLinks {
@@ -307,8 +320,7 @@ pub(crate) fn accepted_with_plan(
             "poll GET /api/operations/{id} (or follow the stream) until status is succeeded, failed, needs_attention or cancelled"
         ),
         plan,
-    };
-    (StatusCode::ACCEPTED, Json(body)).into_response()
+    }
 }
 
 pub(crate) fn dry_run(d: instantstart_core::engine::DryRun) -> Response {

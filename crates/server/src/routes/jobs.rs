@@ -1,0 +1,392 @@
+//! Training jobs: submit (HyperPod or Ray), list, get, delete, logs, and the live log stream.
+//!
+//! Mutations go through the workload workflows of the engine (`submit_job`, `delete_job`);
+//! reads go through `instantstart_core::workload::read` (Kubernetes `list`/`get` with
+//! InstantStart's labels). A job name is unique per namespace; routes take an optional
+//! `?namespace=` and otherwise find the one namespace that has the job (`409` when several do).
+
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation};
+use crate::AppState;
+use crate::auth::{Principal, check_origin};
+use crate::error::{ApiError, ProblemJson};
+use aide::OperationInput;
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
+use aide::generate::GenContext;
+use aide::openapi::Operation;
+use axum::Json;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Extension, FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use instantstart_core::engine::Outcome;
+use instantstart_core::operation::{Operation as CoreOperation, OperationKind};
+use instantstart_core::provider::{KubeApi, KubeTarget, ProviderErrorKind};
+use instantstart_core::workflow::workloads::{DeleteWorkloadRequest, StoredWorkload};
+use instantstart_core::workload::read::{self, ReadError};
+use instantstart_core::workload::{JobDetail, JobSummary, PodLogs, WorkloadKind, WorkloadRef, WorkloadRequest};
+use instantstart_recipes::TrainingJobRequest;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl From<ReadError> for ApiError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Provider(p) => p.into(),
+            ReadError::Validation(v) => ApiError::Validation(v),
+            ReadError::Missing(_) => ApiError::NotFound(e.to_string()),
+            ReadError::Ambiguous(_) | ReadError::NotReady(_) => {
+                ApiError::Conflict { detail: e.to_string(), operation: None }
+            }
+        }
+    }
+}
+
+/// A JSON body passed on as JSON (the workflow validates it, naming every field relative to
+/// the body), documented in OpenAPI as `T`.
+pub struct WorkloadBody<T>(pub Value, pub PhantomData<T>);
+
+impl<S: Send + Sync, T> FromRequest<S> for WorkloadBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let ApiBody(_, value) = ApiBody::<Value>::from_request(req, state).await?;
+        Ok(WorkloadBody(value, PhantomData))
+    }
+}
+
+impl<T: JsonSchema> OperationInput for WorkloadBody<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        <Json<T> as OperationInput>::operation_input(ctx, operation);
+    }
+}
+
+/// A WebSocket upgrade, or why the request is not one (answered as a 400 problem).
+pub struct WsUpgrade(pub Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for WsUpgrade {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(WsUpgrade(WebSocketUpgrade::from_request_parts(parts, state).await))
+    }
+}
+
+impl OperationInput for WsUpgrade {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        <WebSocketUpgrade as OperationInput>::operation_input(ctx, operation);
+    }
+}
+
+/// The 202 answer of a workload mutation: the operation and the workload it acts on.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WorkloadAccepted {
+    #[serde(flatten)]
+    pub accepted: super::OperationAccepted,
+    /// The real Kubernetes name and namespace (e.g. the deterministic download Job name).
+    pub workload: WorkloadRef,
+}
+
+fn workload_of(op: &CoreOperation) -> Option<WorkloadRef> {
+    if let Ok(stored) = serde_json::from_value::<StoredWorkload>(op.request.clone()) {
+        return Some(WorkloadRef { name: stored.rendered.name, namespace: stored.rendered.namespace });
+    }
+    let del: DeleteWorkloadRequest = serde_json::from_value(op.request.clone()).ok()?;
+    Some(WorkloadRef { name: del.name, namespace: del.namespace })
+}
+
+/// Submits a workload operation (or answers its dry run) with the `workload` it acts on.
+pub(crate) async fn submit_workload(
+    state: &AppState,
+    kind: OperationKind,
+    request: Value,
+    principal: &Principal,
+    dry: bool,
+    key: Option<String>,
+) -> Result<Response, ApiError> {
+    if dry {
+        return Ok(super::dry_run(state.engine.dry_run_checked(kind, &request).await?));
+    }
+    match state.engine.submit_checked(kind, &request, principal.actor(), key).await? {
+        Outcome::Submitted(s) => {
+            let s = *s;
+            let workload = workload_of(&s.operation)
+                .ok_or_else(|| ApiError::Internal(format!("operation {} has no workload", s.operation.id)))?;
+            let accepted = super::operation_accepted(s.operation, !s.created, s.plan);
+            Ok((StatusCode::ACCEPTED, Json(WorkloadAccepted { accepted, workload })).into_response())
+        }
+        Outcome::NoChange(plan) => Err(ApiError::Internal(format!("unexpected no-op plan: {}", plan.render()))),
+    }
+}
+
+/// Documents a workload mutation's responses.
+pub(crate) fn workload_mutation(
+    op: aide::transform::TransformOperation<'_>,
+) -> aide::transform::TransformOperation<'_> {
+    mutation(op)
+        .response_with::<202, Json<WorkloadAccepted>, _>(|r| r.description("Operation recorded and started"))
+        .response::<404, ProblemJson>()
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClusterPath {
+    /// InstantStart cluster name.
+    pub cluster: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct JobPath {
+    pub cluster: String,
+    /// Training job name.
+    pub job: String,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceQuery {
+    /// Only this namespace (default: all; a job name must then be unique across namespaces).
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteJobQuery {
+    #[serde(default)]
+    pub dry_run: bool,
+    pub namespace: Option<String>,
+}
+
+fn default_tail() -> u32 {
+    200
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogQuery {
+    /// Pod of the job (default: the Ray head, or rank 0).
+    pub pod: Option<String>,
+    /// Number of last lines (at most 5000).
+    #[serde(default = "default_tail")]
+    pub tail: u32,
+    pub namespace: Option<String>,
+}
+
+fn default_stream_tail() -> u32 {
+    100
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogStreamQuery {
+    pub pod: Option<String>,
+    /// Number of last lines sent before following (at most 5000).
+    #[serde(default = "default_stream_tail")]
+    pub tail: u32,
+    pub namespace: Option<String>,
+}
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/clusters/{cluster}/jobs",
+            get_with(list, |op| {
+                errors(op.id("job_list").summary("Training jobs with phase, pods and recovery budget").tag("jobs"))
+                    .response::<200, Json<Vec<JobSummary>>>()
+                    .response::<404, ProblemJson>()
+            })
+            .post_with(submit, |op| {
+                workload_mutation(
+                    op.id("job_submit")
+                        .summary("Submit a training job (runtime hyperpod or ray); the dry run shows the manifests")
+                        .tag("jobs"),
+                )
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/jobs/{job}",
+            get_with(get, |op| {
+                errors(op.id("job_get").summary("A training job: pods, conditions, events, manifest").tag("jobs"))
+                    .response::<200, Json<JobDetail>>()
+                    .response::<404, ProblemJson>()
+                    .response::<409, ProblemJson>()
+            })
+            .delete_with(delete, |op| {
+                workload_mutation(op.id("job_delete").summary("Delete a training job and its pods").tag("jobs"))
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/jobs/{job}/logs",
+            get_with(logs, |op| {
+                errors(op.id("job_logs").summary("The last log lines of one pod of a job").tag("jobs"))
+                    .response::<200, Json<PodLogs>>()
+                    .response::<404, ProblemJson>()
+                    .response::<409, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/jobs/{job}/logs/stream",
+            get_with(logs_stream, |op| {
+                errors(
+                    op.id("job_logs_stream")
+                        .summary(
+                            "WebSocket of a job pod's log: text frames {\"pod\",\"line\"}, then {\"end\":true,\"reason\"}",
+                        )
+                        .tag("jobs"),
+                )
+                .response::<404, ProblemJson>()
+            }),
+        )
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<NamespaceQuery>,
+) -> Result<Json<Vec<JobSummary>>, ApiError> {
+    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    Ok(Json(read::list_jobs(state.kube.as_ref(), &target, q.namespace.as_deref()).await?))
+}
+
+async fn submit(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    WorkloadBody(body, _): WorkloadBody<TrainingJobRequest>,
+) -> Result<Response, ApiError> {
+    let request = to_json(&WorkloadRequest::new(p.cluster, WorkloadKind::TrainingJob, body))?;
+    submit_workload(&state, OperationKind::SubmitJob, request, &principal, q.dry_run, key).await
+}
+
+async fn get(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<JobPath>,
+    ApiQuery(q): ApiQuery<NamespaceQuery>,
+) -> Result<Json<JobDetail>, ApiError> {
+    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    Ok(Json(read::job_detail(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref()).await?))
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<JobPath>,
+    ApiQuery(q): ApiQuery<DeleteJobQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+) -> Result<Response, ApiError> {
+    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let job = read::find_job(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref()).await?;
+    let namespace = job.0.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+    let request = to_json(&DeleteWorkloadRequest {
+        cluster: p.cluster,
+        kind: WorkloadKind::TrainingJob,
+        name: p.job,
+        namespace,
+    })?;
+    submit_workload(&state, OperationKind::DeleteJob, request, &principal, q.dry_run, key).await
+}
+
+async fn logs(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<JobPath>,
+    ApiQuery(q): ApiQuery<LogQuery>,
+) -> Result<Json<PodLogs>, ApiError> {
+    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let logs =
+        read::job_logs(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref(), q.pod.as_deref(), q.tail).await?;
+    Ok(Json(logs))
+}
+
+async fn logs_stream(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiPath(p): ApiPath<JobPath>,
+    ApiQuery(q): ApiQuery<LogStreamQuery>,
+    WsUpgrade(ws): WsUpgrade,
+) -> Result<Response, ApiError> {
+    check_origin(&headers)?;
+    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let (namespace, pod) =
+        read::log_pod(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref(), q.pod.as_deref()).await?;
+    let ws = ws.map_err(|_| {
+        ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
+    })?;
+    let kube = state.kube.clone();
+    let tail = q.tail.min(read::MAX_TAIL);
+    Ok(ws.on_upgrade(move |socket| follow_logs(socket, kube, target, namespace, pod, tail)))
+}
+
+/// How often a follower retries while the pod's container has not started.
+const START_RETRY: Duration = Duration::from_secs(1);
+/// How long a follower waits for the container to start before it gives up.
+const START_TIMEOUT: Duration = Duration::from_secs(600);
+
+async fn send_json(socket: &mut WebSocket, v: &Value) -> bool {
+    socket.send(Message::Text(v.to_string().into())).await.is_ok()
+}
+
+/// Streams one pod's log: the last `tail` lines, then new lines until the container ends.
+async fn follow_logs(
+    mut socket: WebSocket,
+    kube: Arc<dyn KubeApi>,
+    target: KubeTarget,
+    namespace: String,
+    pod: String,
+    tail: u32,
+) {
+    let started = tokio::time::Instant::now();
+    let mut lines = loop {
+        match kube.logs(&target, &namespace, &pod, true, Some(tail)).await {
+            Ok(stream) => break stream,
+            // The container has not started yet: wait for it (the client may hang up).
+            Err(e) if e.kind == ProviderErrorKind::InvalidRequest && started.elapsed() < START_TIMEOUT => {
+                tokio::select! {
+                    _ = tokio::time::sleep(START_RETRY) => {}
+                    incoming = socket.recv() => if matches!(incoming, Some(Ok(Message::Close(_))) | None | Some(Err(_))) {
+                        return;
+                    },
+                }
+            }
+            Err(e) => {
+                let _ =
+                    send_json(&mut socket, &json!({ "end": true, "reason": format!("error: {}", e.message) })).await;
+                let _ = socket.send(Message::Close(None)).await;
+                return;
+            }
+        }
+    };
+    loop {
+        tokio::select! {
+            line = lines.next() => match line {
+                Some(Ok(line)) => {
+                    if !send_json(&mut socket, &json!({ "pod": pod, "line": line })).await {
+                        return;
+                    }
+                }
+                Some(Err(e)) => {
+                    let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("error: {}", e.message) })).await;
+                    break;
+                }
+                None => {
+                    let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("pod {pod}: the container ended") })).await;
+                    break;
+                }
+            },
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    let _ = socket.send(Message::Close(None)).await;
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Value, ApiError> {
+    serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))
+}

@@ -1,0 +1,104 @@
+//! Shared storage and model downloads: the cluster's bucket (how pods mount it, its listing) and
+//! Hugging Face → bucket download Jobs.
+
+use super::jobs::{ClusterPath, WorkloadBody, submit_workload, workload_mutation};
+use super::{ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors};
+use crate::AppState;
+use crate::auth::Principal;
+use crate::error::{ApiError, ProblemJson};
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
+use axum::Json;
+use axum::extract::{Extension, State};
+use axum::response::Response;
+use instantstart_core::operation::OperationKind;
+use instantstart_core::workload::read;
+use instantstart_core::workload::{DownloadSummary, StorageListing, StorageSummary, WorkloadKind, WorkloadRequest};
+use instantstart_recipes::download::ModelDownloadParams;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixQuery {
+    /// Key prefix ending with `/` (default: the bucket's top level).
+    #[serde(default)]
+    pub prefix: String,
+}
+
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/clusters/{cluster}/storage",
+            get_with(storage, |op| {
+                errors(
+                    op.id("storage_list")
+                        .summary("The cluster's shared bucket: claim, mount path, status and top-level entries")
+                        .tag("storage"),
+                )
+                .response::<200, Json<Vec<StorageSummary>>>()
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/storage/objects",
+            get_with(objects, |op| {
+                errors(op.id("storage_objects").summary("One level of the shared bucket under a prefix").tag("storage"))
+                    .response::<200, Json<StorageListing>>()
+                    .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/downloads",
+            get_with(list_downloads, |op| {
+                errors(op.id("download_list").summary("Model downloads with their phase").tag("storage"))
+                    .response::<200, Json<Vec<DownloadSummary>>>()
+                    .response::<404, ProblemJson>()
+            })
+            .post_with(download, |op| {
+                workload_mutation(
+                    op.id("model_download")
+                        .summary("Download a Hugging Face repository into the shared bucket (a cluster Job)")
+                        .tag("storage"),
+                )
+            }),
+        )
+}
+
+async fn storage(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ClusterPath>,
+) -> Result<Json<Vec<StorageSummary>>, ApiError> {
+    let (rec, _) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    Ok(Json(read::storage(state.aws.as_ref(), state.kube.as_ref(), &rec).await?))
+}
+
+async fn objects(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<PrefixQuery>,
+) -> Result<Json<StorageListing>, ApiError> {
+    let (rec, _) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    Ok(Json(read::storage_objects(state.aws.as_ref(), &rec, &q.prefix).await?))
+}
+
+async fn list_downloads(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<ClusterPath>,
+) -> Result<Json<Vec<DownloadSummary>>, ApiError> {
+    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    Ok(Json(read::list_downloads(state.kube.as_ref(), &target).await?))
+}
+
+async fn download(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    WorkloadBody(body, _): WorkloadBody<ModelDownloadParams>,
+) -> Result<Response, ApiError> {
+    let request = serde_json::to_value(WorkloadRequest::new(p.cluster, WorkloadKind::ModelDownload, body))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    submit_workload(&state, OperationKind::DownloadModel, request, &principal, q.dry_run, key).await
+}
