@@ -1053,6 +1053,3 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
 
 #[path = "api/jobs.rs"]
 mod jobs;
-
-#[path = "api/jobs.rs"]
-mod jobs;
