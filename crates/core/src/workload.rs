@@ -14,6 +14,11 @@
 
 pub mod read;
 
+/// Inference endpoint and model pool views (built in [`crate::workflow::endpoints`]).
+pub use crate::workflow::endpoints::{
+    ChatTarget, EndpointAutoscaling, EndpointDetail, EndpointReplicas, EndpointSummary, PoolSummary, PoolWorker,
+};
+
 use crate::provider::{KubeObject, ObjectRef};
 use crate::spec::{CapacitySpec, ManagedFeatures};
 use crate::validate::ValidationError;
