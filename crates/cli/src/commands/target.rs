@@ -48,14 +48,13 @@ pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A typed document from JSON built out of flags, decoded as the server decodes it: a field the
-/// recipes type does not accept is a usage error naming its path (the server validates values).
-pub fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(
-    v: serde_json::Value,
-    what: &str,
-) -> anyhow::Result<serde_json::Value> {
-    let parsed: T = instantstart_core::workflow::decode(&v).map_err(|e| usage(format!("{what}: {e}")))?;
-    Ok(serde_json::to_value(parsed)?)
+/// Checks a document built out of flags against the recipes type, decoded as the server decodes
+/// it: a field the type does not accept is a usage error naming its path (the server validates
+/// the values). The document is returned as built — only the fields the user gave — so the
+/// server fills in defaults from the cluster's real state (e.g. its shared storage claim).
+pub fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value, what: &str) -> anyhow::Result<serde_json::Value> {
+    instantstart_core::workflow::decode::<T>(&v).map_err(|e| usage(format!("{what}: {e}")))?;
+    Ok(v)
 }
 
 /// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`.
