@@ -630,3 +630,60 @@ async fn service_proxy_pool_relabel_and_keda_through_kube_rs() {
 fn instantstart_recipes_api() -> &'static str {
     "inference.sagemaker.aws.amazon.com/v1"
 }
+
+/// A one-route HTTP/1.1 server on loopback standing in for an API server whose proxied service
+/// is slow (`delay`) or answers `size` bytes; it records the request line it got.
+async fn fake_proxy(delay: Duration, size: usize) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or_default().to_string();
+                log.lock().unwrap().push(head);
+                tokio::time::sleep(delay).await;
+                let body = vec![b'x'; size];
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(&body).await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+#[tokio::test]
+async fn service_proxy_times_out_and_caps_the_answer() {
+    let t = target();
+    let (url, seen) = fake_proxy(Duration::from_secs(5), 10).await;
+    let kube = KubeAdapter::new(Arc::new(ConfigConnector::url_per_target(move |_| url.clone())));
+    let err = kube
+        .service_proxy(&t, "default", "chat", 80, "v1/chat/completions", Some(b"{}"), Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(err.is_proxy_timeout(), "{err}");
+    assert_eq!(
+        seen.lock().unwrap()[0],
+        "POST /api/v1/namespaces/default/services/chat:80/proxy/v1/chat/completions HTTP/1.1"
+    );
+
+    let big = PROXY_MAX_RESPONSE_BYTES + 4096;
+    let (url, _) = fake_proxy(Duration::ZERO, big).await;
+    let kube = KubeAdapter::new(Arc::new(ConfigConnector::url_per_target(move |_| url.clone())));
+    let r = kube.service_proxy(&t, "default", "chat", 80, "v1/models", None, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), PROXY_MAX_RESPONSE_BYTES + 1, "read no further than one byte past the limit");
+    // Paths that would leave the service's proxy are refused before any request.
+    let e =
+        kube.service_proxy(&t, "default", "chat", 80, "../../secrets", None, Duration::from_secs(1)).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest);
+}
