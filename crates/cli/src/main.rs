@@ -20,8 +20,8 @@ mod progress;
 use app::Globals;
 use clap::{Parser, Subcommand};
 use commands::{
-    agent, audit, cluster, completions, context, endpoint, feature, instance_group, job, login, model, node, operation,
-    pool, sim, storage,
+    agent, audit, cluster, completions, context, endpoint, feature, instance_group, job, login, mlflow, model, node,
+    operation, pool, sim, storage,
 };
 use exit::Exit;
 
@@ -85,6 +85,9 @@ enum Command {
     /// List model pools and move warm workers between endpoints.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
+    /// Training history: MLflow tracking servers, runs and their loss/throughput curves.
+    #[command(subcommand)]
+    Mlflow(mlflow::MlflowCommand),
     /// Follow, inspect, retry and cancel operations.
     #[command(subcommand)]
     Operation(operation::OperationCommand),
@@ -118,6 +121,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Job(cmd) => job::run(g, cmd).await,
         Command::Endpoint(cmd) => endpoint::run(g, cmd).await,
         Command::Pool(cmd) => pool::run(g, cmd).await,
+        Command::Mlflow(cmd) => mlflow::run(g, cmd).await,
         Command::Operation(cmd) => operation::run(g, cmd).await,
         Command::Context(args) => context::run(g, args).await,
         Command::Audit(args) => audit::run(g, args).await,

@@ -26,6 +26,7 @@ pub mod config;
 mod error;
 pub mod follow;
 pub mod logs;
+mod mlflow;
 mod workloads;
 
 pub use error::{Error, Problem};

@@ -11,6 +11,7 @@ pub mod feature;
 pub mod instance_group;
 pub mod job;
 pub mod login;
+pub mod mlflow;
 pub mod model;
 pub mod node;
 pub mod operation;
