@@ -139,8 +139,9 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     assert!(runtimes.contains(&("llama", "hyperpod")) && runtimes.contains(&("grpo", "ray")), "{runtimes:?}");
 
     // The HyperPod job runs: both pods, its recovery budget (3 in place per window, 1 full restart).
-    let detail = poll(&app, "/api/clusters/demo/jobs/llama", |j| j["phase"] == "running").await;
-    assert_eq!(detail["pods"]["running"], 2, "{detail:#}");
+    // (Pod lists may come from the adapter's watch cache, a moment behind the job's status.)
+    let detail =
+        poll(&app, "/api/clusters/demo/jobs/llama", |j| j["phase"] == "running" && j["pods"]["running"] == 2).await;
     assert_eq!(detail["recovery"], json!({"budget": 7, "used": 0, "remaining": 7}));
     assert_eq!(detail["recipe"], "torch");
     assert_eq!(detail["pod_list"].as_array().unwrap().len(), 2);
