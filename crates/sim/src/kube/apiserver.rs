@@ -1065,8 +1065,14 @@ async fn logs(cx: &Ctx, path: &ResourcePath, name: &str, query: &HashMap<String,
 
 /// Default and maximum length of a watch, in wall-clock seconds.
 const WATCH_TIMEOUT: u64 = 1800;
-/// How often a watch compares the world with what it sent.
-const WATCH_POLL: Duration = Duration::from_millis(200);
+/// How often a watch compares the world with what it sent: every simulated second, but at most
+/// every [`WATCH_POLL_MIN`] and at least every [`WATCH_POLL_MAX`] of wall-clock time (statuses
+/// change with simulated time, so a watch cache fed by a slower poll lags behind reads).
+fn watch_poll(speed: f64) -> Duration {
+    Duration::from_secs_f64(1.0 / speed.max(1e-3)).clamp(WATCH_POLL_MIN, WATCH_POLL_MAX)
+}
+const WATCH_POLL_MIN: Duration = Duration::from_millis(2);
+const WATCH_POLL_MAX: Duration = Duration::from_millis(200);
 
 fn object_key(o: &Value) -> (String, String) {
     let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -1113,7 +1119,7 @@ fn watch(cx: Ctx, path: ResourcePath, query: &HashMap<String, String>) -> Respon
                 if tokio::time::Instant::now() >= s.deadline {
                     return None;
                 }
-                tokio::time::sleep(WATCH_POLL).await;
+                tokio::time::sleep(watch_poll(s.cx.cloud.speed())).await;
             }
             s.first = false;
             // The cluster went away: end the watch (the client re-lists and sees the error).
@@ -1330,6 +1336,13 @@ fn table(cx: &Ctx, res: &ApiResourceInfo, objects: &[Value], rv: &str, include: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watches_poll_every_simulated_second_within_bounds() {
+        assert_eq!(watch_poll(1.0), WATCH_POLL_MAX);
+        assert_eq!(watch_poll(20.0), Duration::from_millis(50));
+        assert_eq!(watch_poll(2000.0), WATCH_POLL_MIN);
+    }
 
     #[test]
     fn label_selectors_parse_and_match() {
