@@ -100,7 +100,7 @@ export function storageView({ app, params, query }) {
       h('dt', {}, 'Bucket'), h('dd', { class: 'mono', id: 'storage-bucket' }, s.bucket),
       h('dt', {}, 'Mount path'), h('dd', { class: 'mono', id: 'storage-mount' }, s.mount_path),
       h('dt', {}, 'Claim'), h('dd', { class: 'mono' }, s.claim || '—'),
-      h('dt', {}, 'Status'), h('dd', { id: 'storage-status' }, badge(s.status || 'unknown')))));
+      h('dt', {}, 'Status'), h('dd', { id: 'storage-status' }, badge(s.status || 'unknown', /^(bound|available|ready)$/i.test(s.status || '') ? 'ok' : null)))));
   }
 
   async function openPrefix(p, { focus = true } = {}) {

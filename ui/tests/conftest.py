@@ -38,6 +38,9 @@ SIM_SPEED = os.environ.get("INSTANTSTART_UI_SIM_SPEED", "300")
 # a second server at 3000x (a cluster in under a second). It is reached as "localhost" so its
 # session cookie does not replace the first server's (cookies ignore the port).
 FAST_SIM_SPEED = os.environ.get("INSTANTSTART_UI_FAST_SIM_SPEED", "3000")
+# The workload tests watch training jobs run (a simulated job trains for 5 minutes: 5 s at 60x,
+# long enough to see its logs stream and a process fault restart it in place).
+WORKLOAD_SIM_SPEED = os.environ.get("INSTANTSTART_UI_WORKLOAD_SIM_SPEED", "60")
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER_BIN", "/usr/bin/chromedriver")
 
@@ -183,6 +186,14 @@ def fast_server():
     yield from _server(speed=FAST_SIM_SPEED, host="localhost", label="fast-server")
 
 
+@pytest.fixture(scope="module")
+def workloads_server():
+    """The workload tests' own server (storage, jobs, endpoints), started for their module and
+    always stopped after it. Reached as "workloads.localhost" (Chromium resolves *.localhost to
+    loopback), so its session cookie is its own."""
+    yield from _server(speed=WORKLOAD_SIM_SPEED, host="workloads.localhost", label="workloads-server")
+
+
 @pytest.fixture(scope="session")
 def driver():
     profile = tempfile.mkdtemp(prefix="instantstart-chromium-")
@@ -326,6 +337,12 @@ def _ui(request, driver, server):
 @pytest.fixture
 def ui(request, driver, server):
     yield from _ui(request, driver, server)
+
+
+@pytest.fixture
+def wl_ui(request, driver, workloads_server):
+    """The browser helper on the workloads server."""
+    yield from _ui(request, driver, workloads_server)
 
 
 @pytest.fixture

@@ -1,0 +1,372 @@
+"""Workload screens in a real headless Chromium against a real server on the simulated cloud:
+the Storage tab (bucket, listing with drill-down, model download followed to the end), a
+training job (per-recipe form, rendered manifests reviewed, submitted, logs streaming over the
+WebSocket, recovery budget, delete) and an inference endpoint (deploy, ready, chat answer with
+its latency, scale with the server's diff, delete leaves nothing).
+
+The module has its own server (`workloads_server`, started for the module and always stopped)
+with one cluster, "wl", created through the REST API. Screenshots land in target/ui-artifacts/.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
+
+CLUSTER = "wl"
+MODEL_REPO = "Qwen/Qwen3-0.6B"
+MODEL_PATH = "models/Qwen/Qwen3-0.6B"
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def set_value(el, value: str) -> None:
+    el.send_keys(Keys.CONTROL, "a")
+    el.send_keys(Keys.DELETE)
+    if value:
+        el.send_keys(value)
+
+
+def field(ui, path: str, scope: str = ""):
+    return ui.css(f'{scope} [data-field="{path}"]'.strip())
+
+
+def activity_op(ui, slot: str) -> str | None:
+    """The operation followed by the progress panel in `slot`, if any."""
+    panels = ui.all(f"{slot} .activity[data-operation]")
+    return panels[0].get_attribute("data-operation") if panels else None
+
+
+def panel_status(ui, slot: str, op: str) -> str | None:
+    panels = ui.all(f'{slot} .activity[data-operation="{op}"] is-operation-progress')
+    return panels[0].get_attribute("data-status") if panels else None
+
+
+def wait_green(ui, slot: str, timeout: float = 30, before: str | None = None) -> str:
+    """Waits for a progress panel in `slot` following another operation than `before` to end
+    green; returns its operation id."""
+    ui.wait(lambda: activity_op(ui, slot) not in (None, before), 10, f"a progress panel in {slot}")
+    op = activity_op(ui, slot)
+    ui.wait(lambda: panel_status(ui, slot, op) in ("succeeded", "failed", "needs_attention", "cancelled"), timeout,
+            f"the operation in {slot} ends")
+    assert panel_status(ui, slot, op) == "succeeded", ui.css(f"{slot} .activity").text
+    return op
+
+
+def confirm_typed(ui, name: str) -> None:
+    dlg = ui.wait_css("dialog[open]")
+    dlg.find_element(By.CSS_SELECTOR, "input[name=confirm]").send_keys(name)
+    ui.click(dlg.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+
+
+def errors_for(scope, path: str) -> list[str]:
+    return [e.text for e in scope.find_elements(By.CSS_SELECTOR, f'.field-error[data-error-for="{path}"]') if e.is_displayed()]
+
+
+@pytest.fixture(scope="module")
+def wl(workloads_server):
+    """A ready cluster with one group of two ml.g5.xlarge nodes and its shared storage."""
+    status, body = workloads_server.api("POST", "/api/clusters", {
+        "name": CLUSTER,
+        "region": "us-east-1",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": {"instance_groups": [
+            {"name": "workers", "instance_type": "ml.g5.xlarge", "count": 2, "availability_zone": "us-east-1a"}]},
+    })
+    assert status == 202, body
+    op = workloads_server.wait_operation(body["operation"]["id"], 90)
+    assert op["status"] == "succeeded", op
+    return CLUSTER
+
+
+def ensure_model(server) -> None:
+    """The model is in the bucket (downloaded through the REST API when the storage test did not)."""
+    status, body = server.api("GET", f"/api/clusters/{CLUSTER}/downloads")
+    assert status == 200, body
+    if any(d["repo_id"] == MODEL_REPO and d["phase"] == "succeeded" for d in body):
+        return
+    status, body = server.api("POST", f"/api/clusters/{CLUSTER}/downloads", {"namespace": "default", "repo_id": MODEL_REPO})
+    assert status == 202, body
+    assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+
+
+# ---- storage ---------------------------------------------------------------------------------
+
+
+def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}")
+    ui.click(ui.wait_css('nav.tabs a[data-tab="storage"]'))
+    ui.wait(lambda: ui.all("#storage-bucket") and ui.css("#storage-bucket").text, 10, "the shared bucket")
+    status, storages = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage")
+    assert status == 200 and storages, storages
+    assert ui.css("#storage-bucket").text == storages[0]["bucket"]
+    assert ui.css("#storage-mount").text == storages[0]["mount_path"]
+    assert ui.css('nav.tabs a[aria-current="page"]').get_attribute("data-tab") == "storage"
+    ui.screenshot("storage")
+
+    # A missing repository id is refused next to its field (the backend's finding).
+    form = ui.css("#download-form")
+    ui.click(ui.css("#download-submit"))
+    ui.wait(lambda: errors_for(form, "repo_id"), 10, "the finding next to the repository field")
+    assert field(ui, "repo_id", "#download-form").get_attribute("aria-invalid") == "true"
+    assert not ui.all("#download-activity .activity"), "nothing was started"
+
+    # The token is a Secret reference: there is no field for the token itself.
+    assert not ui.all('#download-form input[type="password"]')
+    ui.click(field(ui, "hf_token.enabled", "#download-form"))
+    assert field(ui, "hf_token.name", "#download-form").is_displayed()
+    ui.click(field(ui, "hf_token.enabled", "#download-form"))
+
+    set_value(field(ui, "repo_id", "#download-form"), MODEL_REPO)
+    ui.click(ui.css("#download-submit"))
+    op_id = wait_green(ui, "#download-activity", 60)
+    ui.wait(lambda: any(r.get_attribute("data-phase") == "succeeded" for r in ui.all("#downloads-table tbody tr")), 15,
+            "the download listed as succeeded")
+    ui.screenshot("download-green")
+    status, op = ui.server.api("GET", f"/api/operations/{op_id}")
+    assert op["kind"] == "download_model" and op["actor"]["face"] == "ui", op
+    status, downloads = ui.server.api("GET", f"/api/clusters/{CLUSTER}/downloads")
+    row = ui.css("#downloads-table tbody tr")
+    assert row.get_attribute("data-download") in {d["name"] for d in downloads}
+
+    # Drill down: models/ → Qwen/ → the model's files, then back to the root.
+    ui.click(ui.css("#refresh-storage"))
+    ui.wait(lambda: ui.all('#storage-table tr[data-key="models/"] button'), 10, "the models/ prefix")
+    ui.click(ui.css('#storage-table tr[data-key="models/"] button'))
+    ui.wait(lambda: ui.all('#storage-table tr[data-key="models/Qwen/"]'), 10, "models/Qwen/")
+    ui.click(ui.css('#storage-table tr[data-key="models/Qwen/"] button'))
+    ui.wait(lambda: ui.all(f'#storage-table tr[data-key="{MODEL_PATH}/"]'), 10, "the model's prefix")
+    assert "Qwen" in ui.css("#storage-path").text
+    ui.screenshot("storage-drilldown")
+    ui.click(ui.css("#storage-path button"))
+    ui.wait(lambda: ui.all('#storage-table tr[data-key="models/"]'), 10, "back at the root")
+
+
+# ---- training job ----------------------------------------------------------------------------
+
+
+def test_submit_a_job_from_its_recipe_form_and_follow_its_logs(wl_ui, wl):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/jobs")
+    ui.click(ui.wait_css("#new-job"))
+    form = ui.wait_css("#job-form")
+    ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
+    # Each recipe has its own typed fields.
+    ui.click(ui.css('input[name=recipe][value="verl"]'))
+    assert field(ui, "recipe.entry_module").get_attribute("value") == "verl.trainer.main_ppo"
+    assert not ui.css('[data-field="resilience"]').is_displayed(), "Ray jobs have no recovery budget fields"
+    ui.click(ui.css('input[name=recipe][value="llama_factory"]'))
+    assert field(ui, "recipe.config").is_displayed()
+    ui.click(ui.css('input[name=recipe][value="torch"]'))
+    assert field(ui, "recipe.script").is_displayed() and ui.css('[data-field="resilience"]').is_displayed()
+
+    # A bad name is refused next to the field, nothing is applied.
+    set_value(field(ui, "job.name"), "Bad_Name")
+    set_value(field(ui, "recipe.script"), "code/train.py")
+    ui.click(ui.css("#job-review"))
+    ui.wait(lambda: errors_for(form, "job.name"), 10, "the finding next to the job name")
+    ui.screenshot("job-form-error")
+
+    set_value(field(ui, "job.name"), "sft-demo")
+    ui.click(ui.css("#job-review"))
+    plan = ui.wait_css("#job-plan", 10)
+    kinds = [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
+    assert "HyperPodPyTorchJob" in kinds, kinds
+    yaml_text = plan.find_element(By.CSS_SELECTOR, "details.manifest[open] pre").get_attribute("textContent")
+    assert "sft-demo" in yaml_text and "code/train.py" in yaml_text, yaml_text[:500]
+    status, jobs = ui.server.api("GET", f"/api/clusters/{CLUSTER}/jobs")
+    assert not any(j["name"] == "sft-demo" for j in jobs), "the dry run applied nothing"
+    ui.screenshot("job-plan")
+
+    # A process of the job will fail once it runs: the operator restarts it in place and the
+    # recovery budget shows one restart used.
+    status, body = ui.server.api("PUT", "/api/sim/faults", {"process_faults": [{"job": "sft-demo"}]})
+    assert status == 200, body
+    ui.click(ui.css("#job-submit"))
+    ui.wait(lambda: "/jobs/sft-demo" in ui.d.current_url, 10, "the job page")
+    wait_green(ui, "#job-activity", 60)
+    # Logs stream over the WebSocket and keep coming.
+    ui.wait(lambda: ui.css("#log-state").get_attribute("data-state") in ("live", "ended"), 15, "the log stream connects")
+    ui.wait(lambda: len(ui.all("#job-log .log-line")) > 0, 30, "log lines")
+    first = len(ui.all("#job-log .log-line"))
+    status, job = ui.server.api("GET", f"/api/clusters/{CLUSTER}/jobs/sft-demo")
+    assert status == 200, job
+    if job["phase"] in ("running", "restarting", "pending"):
+        ui.wait(lambda: len(ui.all("#job-log .log-line")) > first or ui.css("#log-state").get_attribute("data-state") == "ended",
+                30, "more lines arrive while the job runs")
+    # The recovery budget is visible as a meter, and the process fault used one restart of it.
+    rec = ui.wait_css("#job-recovery .recovery")
+    assert rec.get_attribute("data-budget") == str(job["recovery"]["budget"])
+    assert rec.find_element(By.CSS_SELECTOR, "meter").get_attribute("aria-label").startswith("Recovery budget")
+    ui.wait(lambda: ui.css("#job-recovery .recovery").get_attribute("data-used") == "1", 30, "one restart used")
+    status, job = ui.server.api("GET", f"/api/clusters/{CLUSTER}/jobs/sft-demo")
+    assert job["recovery"]["used"] == 1 and job["recovery"]["remaining"] == job["recovery"]["budget"] - 1, job
+    ui.screenshot("job-logs")
+
+    # Scrolling up pauses following; ticking Follow resumes it.
+    ui.js("const l = document.getElementById('job-log'); l.scrollTop = 0; l.dispatchEvent(new Event('scroll'));")
+    if ui.js("const l = document.getElementById('job-log'); return l.scrollHeight > l.clientHeight"):
+        ui.wait(lambda: not ui.css("#log-follow").is_selected(), 5, "following paused")
+        ui.click(ui.css("#log-follow"))
+        assert ui.css("#log-follow").is_selected()
+
+    # The list shows the job with its recipe and recovery budget.
+    ui.click(ui.css('nav.tabs a[data-tab="jobs"]'))
+    row = ui.wait_css('#jobs-table tr[data-job="sft-demo"]')
+    assert "torch" in row.text and row.find_elements(By.CSS_SELECTOR, ".recovery meter")
+    ui.screenshot("jobs-list")
+
+    # Delete with the typed confirmation; the job is gone.
+    ui.click(row.find_element(By.CSS_SELECTOR, "button.danger-outline"))
+    confirm_typed(ui, "sft-demo")
+    wait_green(ui, "#jobs-activity", 60)
+    ui.wait(lambda: not ui.all('#jobs-table tr[data-job="sft-demo"]'), 15, "the job leaves the list")
+    status, _ = ui.server.api("GET", f"/api/clusters/{CLUSTER}/jobs/sft-demo")
+    assert status == 404
+
+
+# ---- endpoint --------------------------------------------------------------------------------
+
+
+def test_deploy_an_endpoint_chat_scale_and_delete(wl_ui, wl):
+    ui = wl_ui
+    ensure_model(ui.server)
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/endpoints")
+    ui.click(ui.wait_css("#new-endpoint"))
+    form = ui.wait_css("#endpoint-form")
+    ui.wait(lambda: field(ui, "instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
+    set_value(field(ui, "name"), "qwen3")
+    set_value(field(ui, "engine.model"), MODEL_PATH)
+    # The load balancer exposure asks for client CIDRs when internet-facing.
+    ui.click(ui.css('input[name=exposure][value="load_balancer"]'))
+    assert field(ui, "exposure.source_ranges").is_displayed()
+    ui.click(ui.css('input[name=exposure][value="cluster_ip"]'))
+    ui.click(ui.css("#endpoint-review"))
+    plan = ui.wait_css("#endpoint-plan", 10)
+    kinds = [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
+    assert "Deployment" in kinds and "Service" in kinds, kinds
+    ui.screenshot("endpoint-plan")
+    assert not form.find_elements(By.CSS_SELECTOR, ".field-error")
+
+    ui.click(ui.css("#endpoint-deploy"))
+    ui.wait(lambda: "/endpoints/qwen3" in ui.d.current_url, 10, "the endpoint page")
+    wait_green(ui, "#endpoint-activity", 60)
+    ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
+    ui.screenshot("endpoint-ready")
+
+    # Chat: the simulated model answers through the control plane; the latency is shown.
+    ui.css("#chat-message").send_keys("What is HyperPod?")
+    ui.click(ui.css("#chat-send"))
+    answer = ui.wait_css("#chat-log .chat-answer", 70)
+    assert answer.text.strip(), "an answer"
+    latency = ui.css("#chat-log .chat-latency").text
+    assert latency.endswith(" ms") and int(latency.split()[0]) >= 0, latency
+    ui.screenshot("endpoint-chat")
+
+    # Scale 1 → 2: the server's diff first, then the operation, then 2 ready replicas.
+    set_value(field(ui, "replicas", "#scale-form"), "2")
+    ui.click(ui.css("#scale-review"))
+    ui.wait_css("#scale-apply", 10)
+    diff = ui.css("#scale-card ul.diff").text
+    assert "1" in diff and "2" in diff, diff
+    before = activity_op(ui, "#endpoint-activity")
+    ui.click(ui.css("#scale-apply"))
+    wait_green(ui, "#endpoint-activity", 60, before)
+    ui.wait(lambda: ui.css("#endpoint-replicas").get_attribute("data-desired") == "2"
+            and ui.css("#endpoint-replicas").get_attribute("data-ready") == "2", 20, "2 ready replicas")
+    ui.screenshot("endpoint-scaled")
+    # The same count again: already in this state, no operation.
+    ui.click(ui.css("#scale-review"))
+    ui.wait_css("#scale-card .no-change", 10)
+
+    # The list shows it ready with its URL.
+    ui.click(ui.css('nav.tabs a[data-tab="endpoints"]'))
+    row = ui.wait_css('#endpoints-table tr[data-endpoint="qwen3"]')
+    ui.wait(lambda: ui.css('#endpoints-table tr[data-endpoint="qwen3"]').get_attribute("data-ready") == "true", 10, "ready in the list")
+    ui.screenshot("endpoints-list")
+
+    # Delete with the typed confirmation: nothing is left.
+    ui.click(row.find_element(By.CSS_SELECTOR, "button.danger-outline"))
+    confirm_typed(ui, "qwen3")
+    wait_green(ui, "#endpoints-activity", 60)
+    ui.wait(lambda: not ui.all('#endpoints-table tr[data-endpoint="qwen3"]'), 15, "gone from the list")
+    status, _ = ui.server.api("GET", f"/api/clusters/{CLUSTER}/endpoints/qwen3")
+    assert status == 404
+
+
+def test_move_a_pool_worker_between_services_with_the_diff_first(wl_ui, wl):
+    ui = wl_ui
+    ensure_model(ui.server)
+    server = ui.server
+    for name, pool in (("pool-a", "pa"), ("pool-b", "pb")):
+        status, body = server.api("POST", f"/api/clusters/{CLUSTER}/endpoints", {
+            "route": "self_managed", "name": name, "namespace": "default", "instance_type": "ml.g5.xlarge", "replicas": 1,
+            "image": "vllm/vllm-openai:v0.10.1", "port": 8000, "pool": pool,
+            "engine": {"kind": "vllm", "model": MODEL_PATH},
+        })
+        assert status == 202, body
+        assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+    status, pools = server.api("GET", f"/api/clusters/{CLUSTER}/pools")
+    worker = next(w for p in pools for w in p["workers"] if w["endpoint"] == "pool-a")
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/endpoints")
+    row = ui.wait_css(f'#pools-card tr[data-worker="{worker["pod"]}"]')
+    assert row.get_attribute("data-serving") == "pool-a"
+    Select(row.find_element(By.CSS_SELECTOR, "select")).select_by_value("pool-b")
+    ui.click(row.find_element(By.CSS_SELECTOR, "button[data-action=move]"))
+    ui.wait_css("#pool-apply", 10)
+    diff = ui.css('#pools-activity ul.diff').text
+    assert "pa" in diff and "pb" in diff, diff
+    status, ops = server.api("GET", "/api/operations?limit=500")
+    assert not any(o["kind"] == "assign_pool_worker" for o in ops), "the diff created no operation"
+    ui.screenshot("pool-diff")
+    ui.click(ui.css("#pool-apply"))
+    wait_green(ui, "#pools-activity", 30)
+    ui.wait(lambda: ui.css(f'#pools-card tr[data-worker="{worker["pod"]}"]').get_attribute("data-serving") == "pool-b", 10,
+            "the worker serves pool-b")
+    ui.screenshot("pool-moved")
+    status, pools = server.api("GET", f"/api/clusters/{CLUSTER}/pools")
+    moved = next(w for p in pools for w in p["workers"] if w["pod"] == worker["pod"])
+    assert moved["serving"] == "pool-b" and moved["uid"] == worker["uid"], "the same pod, not restarted"
+    # The same move again: already in this state.
+    row = ui.css(f'#pools-card tr[data-worker="{worker["pod"]}"]')
+    ui.click(row.find_element(By.CSS_SELECTOR, "button[data-action=move]"))
+    ui.wait_css("#pools-activity .no-change", 10)
+
+
+def test_workload_screens_in_the_dark_theme_with_labels(wl_ui, wl):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/endpoints/new")
+    ui.wait_css("#endpoint-form")
+    ui.js("localStorage.setItem('instantstart.theme', 'dark')")
+    try:
+        for route, form in ((f"#/clusters/{CLUSTER}/jobs/new", "#job-form"), (f"#/clusters/{CLUSTER}/endpoints/new", "#endpoint-form"),
+                            (f"#/clusters/{CLUSTER}/storage", "#download-form")):
+            ui.go(route)
+            ui.wait_css(form)
+            time.sleep(0.3)
+            assert ui.js("return document.documentElement.dataset.theme") == "dark"
+            # Every visible control has a label.
+            unlabeled = ui.js("""
+              return [...document.querySelectorAll(arguments[0] + ' input, ' + arguments[0] + ' select, ' + arguments[0] + ' textarea')]
+                .filter((el) => el.offsetParent !== null && el.type !== 'hidden')
+                .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
+                .map((el) => el.name || el.id);
+            """, form)
+            assert not unlabeled, unlabeled
+            ui.screenshot(f"dark-{form.strip('#')}")
+        # The top-level links lead to the active cluster's pages (or ask which one).
+        ui.go("#/jobs")
+        ui.wait(lambda: "/jobs" in ui.d.current_url and (ui.all("#cluster-choice a") or "/clusters/" in ui.d.current_url), 10, "jobs page or chooser")
+    finally:
+        ui.js("localStorage.removeItem('instantstart.theme')")
