@@ -634,3 +634,54 @@ pub struct PoolAssignArgs {
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }
+
+/// `mlflow_servers`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct MlflowServersArgs {
+    /// AWS region; omit for the control plane's default region.
+    #[serde(default)]
+    pub region: Option<String>,
+}
+
+/// `mlflow_create_server`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct MlflowCreateServerArgs {
+    /// The tracking server: name; cluster (its region, and artifacts in its shared bucket under
+    /// mlflow/<name>) or region + artifact_store_uri (s3://bucket/prefix); size Small (default),
+    /// Medium or Large; role_arn (omit: InstantStart creates <name>-mlflow-role); mlflow_version.
+    #[schemars(with = "instantstart_core::workflow::mlflow::CreateTrackingServerRequest")]
+    pub server: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `mlflow_runs`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct MlflowRunsArgs {
+    /// Tracking server name (as listed by mlflow_servers).
+    pub server: String,
+    /// Only runs of this experiment (the job name unless the job set one).
+    #[serde(default)]
+    pub experiment: Option<String>,
+    /// Most runs, newest first (1-1000, default 100).
+    #[serde(default)]
+    pub max: Option<u32>,
+    /// AWS region of the server; omit for the default region.
+    #[serde(default)]
+    pub region: Option<String>,
+}
+
+/// `mlflow_metrics`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct MlflowMetricsArgs {
+    /// Tracking server name.
+    pub server: String,
+    /// Run id (from mlflow_runs).
+    pub run_id: String,
+    /// Metric keys; omit for loss and throughput.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// AWS region of the server; omit for the default region.
+    #[serde(default)]
+    pub region: Option<String>,
+}

@@ -3,7 +3,7 @@
 //!
 //! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
 //! `instance_group_*`, `node_*`, `feature_*`, `storage_*`, `model_*`, `job_*`, `endpoint_*`,
-//! `pool_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
+//! `pool_*`, `mlflow_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
 //! cluster when omitted). Every tool sets all
 //! four MCP hints explicitly: `readOnlyHint`, `destructiveHint`, `idempotentHint`,
 //! `openWorldHint` (open world = the call reaches AWS or Kubernetes through the control plane;
@@ -1152,6 +1152,111 @@ impl InstantStartMcp {
     async fn audit_list(&self, Parameters(a): Parameters<AuditListArgs>) -> CallToolResult {
         match self.client.audit(a.target.as_deref(), Some(a.limit.unwrap_or(50))).await {
             Ok(entries) => ok_serialize(&entries),
+            Err(e) => failure(&e),
+        }
+    }
+
+    // ----- training history (SageMaker managed MLflow) -----
+
+    #[tool(
+        name = "mlflow_servers",
+        description = "SageMaker managed MLflow tracking servers of a region: name, ARN (what a training job's \
+                       mlflow.tracking_server_arn takes in job_submit), status (Creating, Created, CreateFailed, …), \
+                       MLflow UI URL, size and artifact store. Runs are readable once the status is Created.",
+        annotations(
+            title = "List MLflow tracking servers",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_servers(&self, Parameters(a): Parameters<MlflowServersArgs>) -> CallToolResult {
+        match self.client.mlflow_servers(a.region.as_deref()).await {
+            Ok(servers) => ok_serialize(&servers),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "mlflow_create_server",
+        description = "Create a SageMaker managed MLflow tracking server for training history: an IAM role \
+                       SageMaker assumes for the artifact bucket (unless role_arn is given), then \
+                       CreateMlflowTrackingServer (about 20 minutes on AWS). With `cluster`, artifacts go to the \
+                       cluster's shared bucket under mlflow/<name>. Returns the operation id: call operation_wait \
+                       with it until the status is terminal; then mlflow_servers shows the ARN to pass to \
+                       job_submit (job.mlflow.tracking_server_arn).",
+        annotations(
+            title = "Create an MLflow tracking server",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_create_server(&self, Parameters(a): Parameters<MlflowCreateServerArgs>) -> CallToolResult {
+        match self.client.create_mlflow_server(&a.server, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "mlflow_runs",
+        description = "Runs of a tracking server, newest first: run_id, name (the job), experiment, status \
+                       (RUNNING, FINISHED, FAILED, …), start and end time, the latest value of every metric (loss, \
+                       throughput) and the parameters. Use mlflow_metrics with a run_id for the curves.",
+        annotations(
+            title = "List MLflow runs",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_runs(&self, Parameters(a): Parameters<MlflowRunsArgs>) -> CallToolResult {
+        match self.client.mlflow_runs(&a.server, a.experiment.as_deref(), a.max, a.region.as_deref()).await {
+            Ok(runs) => ok_serialize(&runs),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "mlflow_metrics",
+        description = "Metric histories of one run (default loss and throughput): for each key the points \
+                       {step, value, timestamp in ms} ordered by step, plus first/last/min/max per key so a trend \
+                       (is the loss still falling? did throughput drop?) can be read without the whole series.",
+        annotations(
+            title = "MLflow metric history",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_metrics(&self, Parameters(a): Parameters<MlflowMetricsArgs>) -> CallToolResult {
+        match self.client.mlflow_metrics(&a.server, &a.run_id, &a.keys, a.region.as_deref()).await {
+            Ok(m) => {
+                let summary: serde_json::Map<String, Value> = m
+                    .series
+                    .iter()
+                    .map(|(k, points)| {
+                        let values = points.iter().map(|p| p.value);
+                        let summary = match (points.first(), points.last()) {
+                            (Some(first), Some(last)) => json!({
+                                "points": points.len(),
+                                "first": { "step": first.step, "value": first.value },
+                                "last": { "step": last.step, "value": last.value },
+                                "min": values.clone().fold(f64::INFINITY, f64::min),
+                                "max": values.fold(f64::NEG_INFINITY, f64::max),
+                            }),
+                            _ => json!({ "points": 0 }),
+                        };
+                        (k.clone(), summary)
+                    })
+                    .collect();
+                ok(json!({ "run_id": m.run_id, "summary": summary, "series": m.series }))
+            }
             Err(e) => failure(&e),
         }
     }

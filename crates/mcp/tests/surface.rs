@@ -28,6 +28,7 @@ const PREFIXES: &[&str] = &[
     "job",
     "endpoint",
     "pool",
+    "mlflow",
     "inference",
     "operation",
     "audit",
@@ -154,6 +155,7 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
         "endpoint_scale",
         "endpoint_delete",
         "pool_assign",
+        "mlflow_create_server",
     ] {
         let t = tools().into_iter().find(|t| t.name == name).unwrap();
         let props = properties(&t);
