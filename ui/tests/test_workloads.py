@@ -233,6 +233,38 @@ def test_submit_a_job_from_its_recipe_form_and_follow_its_logs(wl_ui, wl):
     assert status == 404
 
 
+def test_job_logs_reconnect_after_a_server_restart_without_doubled_lines(wl_ui, wl):
+    ui = wl_ui
+    server = ui.server
+    status, body = server.api("POST", f"/api/clusters/{CLUSTER}/jobs", {
+        "runtime": "hyperpod",
+        "job": {"name": "logs-restart", "namespace": "default", "image": "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+                "instance_type": "ml.g5.xlarge", "nodes": 1},
+        "recipe": {"kind": "torch", "script": "code/train.py"},
+    })
+    assert status == 202, body
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/jobs/logs-restart")
+    ui.wait(lambda: len(ui.all("#job-log .log-line")) >= 3, 30, "the first log lines")
+    server.stop()
+    try:
+        ui.wait(lambda: ui.css("#log-state").get_attribute("data-state") in ("reconnecting", "ended"), 15, "the stream notices")
+        if ui.css("#log-state").get_attribute("data-state") == "reconnecting":
+            ui.screenshot("logs-reconnecting")
+    finally:
+        server.start()
+    if ui.css("#log-state").get_attribute("data-state") == "ended":
+        ui.click(ui.css("#log-reconnect"))
+    ui.wait(lambda: ui.css("#log-state").get_attribute("data-state") in ("live", "ended"), 30, "connected again")
+    time.sleep(1.5)
+    lines = [e.get_attribute("textContent") for e in ui.all("#job-log .log-line")]
+    steps = [int(t.split("step ", 1)[1].split()[0]) for t in lines if "step " in t and " | loss " in t]
+    assert steps, lines[:20]
+    assert len(steps) == len(set(steps)), f"a line shown twice after the reconnect: {steps}"
+    assert steps == sorted(steps), steps
+    ui.screenshot("logs-after-restart")
+
+
 # ---- endpoint --------------------------------------------------------------------------------
 
 
