@@ -36,6 +36,12 @@ export const RECIPES = [
 ];
 
 const RUNTIME_LABELS = { hyperpod: 'HyperPod', ray: 'Ray' };
+
+/** The training history screen on the tracking server of an MLflow ARN (…/mlflow-tracking-server/<name>). */
+function historyHref(arn) {
+  const name = String(arn).split('/').pop();
+  return `#/history?server=${encodeURIComponent(name)}`;
+}
 const ACTIVE_PHASES = /pending|running|restarting|creating|starting/i;
 
 // ---- list -------------------------------------------------------------------------------------
@@ -47,6 +53,8 @@ export function jobsView({ app, params }) {
   const errorBox = h('div', {});
   const tableSlot = h('div', { 'aria-live': 'polite', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Reading the training jobs…'));
   const activity = h('div', { class: 'activity-slot', id: 'jobs-activity' });
+  // The training history screen (MLflow runs and their curves) lives in its own view, when present.
+  const historyPath = app.hasRoute ? ['/history', '/training-history', '/mlflow'].find((p) => app.hasRoute(p)) : null;
   let disposed = false;
   let timer = null;
 
@@ -80,7 +88,9 @@ export function jobsView({ app, params }) {
       h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
       h('tbody', {}, jobs.map((j) => h('tr', { dataset: { job: j.name, phase: j.phase } },
         h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'jobs', j.name) }, j.name),
-          j.mlflow_tracking_arn && h('span', { class: 'muted small-text', title: j.mlflow_tracking_arn }, ' · MLflow')),
+          j.mlflow_tracking_arn && (historyPath
+            ? [' ', h('a', { class: 'small-text', href: historyHref(j.mlflow_tracking_arn), title: `Training history on ${j.mlflow_tracking_arn}` }, 'MLflow')]
+            : h('span', { class: 'muted small-text', title: j.mlflow_tracking_arn }, ' · MLflow'))),
         h('td', {}, phaseBadge(j.phase)),
         h('td', {}, words(j.recipe)),
         h('td', {}, RUNTIME_LABELS[j.runtime] || words(j.runtime)),
@@ -103,8 +113,6 @@ export function jobsView({ app, params }) {
     if (op) followOperation(activity, op, { title: `Delete job ${name}`, speed, onSettled: () => load() });
   }
 
-  // The training history screen (MLflow runs and their curves) lives in its own view, when present.
-  const historyPath = app.hasRoute ? ['/history', '/training-history', '/mlflow'].find((p) => app.hasRoute(p)) : null;
   const history = historyPath ? h('a', { class: 'btn', href: `#${historyPath}`, id: 'training-history-link' }, 'Training history') : null;
   const el = h('section', { class: 'view' },
     workloadHead(cluster, 'jobs', 'Training jobs',
@@ -652,7 +660,10 @@ export function jobView({ app, params, query }) {
       props([
         ['Phase', h('span', { id: 'job-phase', dataset: { phase: j.phase } }, phaseBadge(j.phase))],
         ['Recovery budget', h('span', { id: 'job-recovery' }, recoveryMeter(j.recovery))],
-        ['MLflow', j.mlflow_tracking_arn && h('span', { class: 'mono break' }, j.mlflow_tracking_arn)],
+        ['MLflow', j.mlflow_tracking_arn && h('span', {},
+          h('span', { class: 'mono break' }, j.mlflow_tracking_arn),
+          app.hasRoute && app.hasRoute('/history')
+            ? [' ', h('a', { href: historyHref(j.mlflow_tracking_arn), id: 'job-history-link' }, 'Training history')] : null)],
         ['Reason', j.message || j.reason || null],
       ])));
     const pods = Array.isArray(j.pod_list) ? j.pod_list : Array.isArray(j.pods) ? j.pods : [];
