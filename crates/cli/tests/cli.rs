@@ -84,6 +84,7 @@ fn bare_cli(home: &tempfile::TempDir) -> Command {
         .env_remove("INSTANTSTART_TOKEN")
         .env_remove("INSTANTSTART_CONFIG")
         .env_remove("INSTANTSTART_FACE")
+        .env_remove("INSTANTSTART_CLUSTER")
         .timeout(Duration::from_secs(120));
     c
 }
@@ -112,6 +113,8 @@ fn help_documents_the_commands_and_exit_codes() {
         ("node_help", ["node", "--help", ""]),
         ("node_replace_help", ["node", "replace", "--help"]),
         ("feature_set_help", ["feature", "set", "--help"]),
+        ("job_submit_help", ["job", "submit", "--help"]),
+        ("endpoint_deploy_help", ["endpoint", "deploy", "--help"]),
     ] {
         let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
         insta::assert_snapshot!(name, stdout(bare_cli(&home).args(&args)));
@@ -596,4 +599,269 @@ fn agent_install_writes_the_configs_and_skills_and_keeps_local_edits() {
         std::fs::read_to_string(dir.path().join(".mcp.json")).unwrap(),
         std::fs::read_to_string(repo.join(".mcp.json")).unwrap()
     );
+}
+
+// ----- workloads: storage, downloads, training jobs, endpoints -----
+
+const TRAIN_IMAGE: &str = "public.ecr.aws/example/train:1.0";
+const SERVE_IMAGE: &str = "vllm/vllm-openai:v0.10.1";
+
+fn job_args(name: &str) -> Vec<String> {
+    [
+        "job",
+        "submit",
+        "--recipe",
+        "torch",
+        "--name",
+        name,
+        "--image",
+        TRAIN_IMAGE,
+        "--instance-type",
+        "ml.g5.2xlarge",
+        "--nodes",
+        "2",
+        "--script",
+        "scripts/train.py",
+        "--arg=--epochs=1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn endpoint_args(name: &str) -> Vec<String> {
+    [
+        "endpoint",
+        "deploy",
+        "--engine",
+        "vllm",
+        "--name",
+        name,
+        "--model",
+        "models/Qwen/Qwen3-0.6B",
+        "--image",
+        SERVE_IMAGE,
+        "--instance-type",
+        "ml.g5.2xlarge",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Polls `args` (JSON) until `done` holds, for at most 60 s.
+fn eventually(s: &TestServer, args: &[&str], done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = s.json(args);
+        if done(&v) {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{args:?} never got there: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn storage_listing_and_model_download() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let storages = s.json(&["storage", "ls"]);
+    let storage = &storages[0];
+    assert!(storage["bucket"].as_str().is_some_and(|b| !b.is_empty()), "{storages}");
+    assert!(storage["mount_path"].as_str().is_some(), "{storages}");
+    let table = stdout(s.cli().args(["storage", "ls"]));
+    assert!(table.contains("Bucket:") && table.contains("Mounted at:"), "{table}");
+
+    // The real Job name comes back; the download is followed to the end.
+    s.cli()
+        .args(["model", "download", "Qwen/Qwen3-0.6B", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("succeeded"))
+        .stderr(predicate::str::contains("Download job: default/"));
+    let downloads = eventually(&s, &["model", "ls"], |v| v[0]["phase"] == "succeeded");
+    assert_eq!(downloads[0]["repo_id"], "Qwen/Qwen3-0.6B");
+    // The files land in the bucket, listed one level at a time.
+    let listing = eventually(&s, &["storage", "ls", "models/Qwen/Qwen3-0.6B/"], |l| {
+        l["entries"].as_array().is_some_and(|e| !e.is_empty())
+    });
+    assert!(listing["entries"][0]["key"].as_str().unwrap().starts_with("models/Qwen/Qwen3-0.6B/"), "{listing}");
+    let top = stdout(s.cli().args(["storage", "ls"]));
+    assert!(top.contains("models/") && top.contains("prefix"), "{top}");
+    // A bad flag is refused by the CLI with the field; a bad value by the server with its field.
+    s.cli()
+        .args(["model", "download", "Qwen/Qwen3-0.6B", "--hf-token-secret", "no-key"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("SECRET/KEY"));
+    s.cli().args(["model", "download", "not a repo"]).assert().code(2).stderr(predicate::str::contains("repo_id"));
+}
+
+#[test]
+fn training_jobs_dry_run_submit_logs_and_delete() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let before = s.operations();
+
+    // A dry run prints the plan and the manifests, and records nothing.
+    let plan = stdout(s.cli().args(job_args("train")).arg("--dry-run"));
+    assert!(plan.contains("Dry run: nothing was changed"), "{plan}");
+    assert!(plan.contains("kind: HyperPodPyTorchJob") && plan.contains("name: train"), "{plan}");
+    assert_eq!(s.operations(), before, "a dry run records no operation");
+    // A recipe flag missing is a usage error naming the flag.
+    let mut no_script = job_args("x");
+    no_script.retain(|a| a != "--script" && a != "scripts/train.py");
+    s.cli().args(&no_script).assert().code(2).stderr(predicate::str::contains("--script"));
+    // Values the recipe refuses come back from the server field by field.
+    let mut bad = job_args("Bad_Name");
+    bad.push("--gpus-per-node=9".into());
+    s.cli()
+        .args(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("name:").and(predicate::str::contains("gpus_per_node")));
+
+    s.cli()
+        .args(job_args("train"))
+        .arg("--wait")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("succeeded"))
+        .stderr(predicate::str::contains("Workload: default/train"));
+    let jobs = s.json(&["job", "ls"]);
+    assert_eq!((jobs[0]["name"].as_str(), jobs[0]["runtime"].as_str()), (Some("train"), Some("hyperpod")));
+    let job = eventually(&s, &["job", "get", "train"], |j| j["phase"] == "succeeded");
+    assert!(job["recovery"]["budget"].as_u64().unwrap() > 0, "a HyperPod job has a recovery budget: {job}");
+    let table = stdout(s.cli().args(["job", "get", "train"]));
+    assert!(table.contains("Recovery budget:") && table.contains("used") && table.contains("left"), "{table}");
+    let listed = stdout(s.cli().args(["job", "ls"]));
+    assert!(listed.contains("RECOVERY") && listed.contains("train"), "{listed}");
+
+    // Logs: the last lines, then the stream followed to its end.
+    let logs = s.json(&["job", "logs", "train"]);
+    let lines = logs["lines"].as_array().unwrap();
+    assert!(!lines.is_empty(), "{logs}");
+    let text = stdout(s.cli().args(["job", "logs", "train", "--tail", "3"]));
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let followed = s.cli().args(["job", "logs", "-f", "train"]).assert().success();
+    let out = followed.get_output();
+    assert!(!out.stdout.is_empty(), "lines were streamed");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("end of log"), "{:?}", out.stderr);
+    let events = stdout(s.cli().args(["job", "logs", "-f", "train", "-o", "json"]));
+    let last: Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    assert_eq!(last["end"], true, "{events}");
+
+    // `| head -1`: the reader goes away; the CLI exits quietly instead of panicking.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
+        .args(["job", "logs", "-f", "train"])
+        .env("HOME", s.home.path())
+        .env("XDG_CONFIG_HOME", s.home.path())
+        .env("INSTANTSTART_URL", &s.url)
+        .env("INSTANTSTART_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
+    assert!(!first.is_empty());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked"), "{:?} {err}", out.status);
+
+    // The finished job's checkpoint is in the shared bucket.
+    let ckpt = eventually(&s, &["storage", "ls", "checkpoints/train/"], |l| {
+        l["entries"].as_array().is_some_and(|e| !e.is_empty())
+    });
+    assert!(ckpt["entries"][0]["key"].as_str().unwrap().starts_with("checkpoints/train/step-"), "{ckpt}");
+
+    // A process fault restarts the job in place and uses one unit of its recovery budget.
+    s.cli().args(["sim", "faults", "set", r#"{"process_faults": [{"job": "faulty"}]}"#]).assert().success();
+    s.cli().args(job_args("faulty")).arg("--wait").assert().success();
+    let job = eventually(&s, &["job", "get", "faulty"], |j| j["phase"] == "succeeded");
+    assert_eq!(job["recovery"]["used"], 1, "{job}");
+    assert_eq!(job["recovery"]["remaining"], job["recovery"]["budget"].as_u64().unwrap() - 1, "{job}");
+    let table = stdout(s.cli().args(["job", "get", "faulty"]));
+    assert!(table.contains("1 of") && table.contains("used"), "{table}");
+    let log = stdout(s.cli().args(["job", "logs", "faulty", "--tail", "5000"]));
+    assert!(log.contains("restarting the training processes in place"), "{log}");
+
+    s.cli().args(["job", "rm", "train"]).assert().code(2).stderr(predicate::str::contains("--yes"));
+    s.cli().args(["job", "rm", "train", "--yes", "--wait"]).assert().success();
+    s.cli().args(["job", "rm", "faulty", "--yes", "--wait"]).assert().success();
+    assert_eq!(s.json(&["job", "ls"]), serde_json::json!([]));
+    s.cli().args(["job", "get", "train"]).assert().code(2);
+}
+
+#[test]
+fn endpoints_deploy_chat_scale_and_delete() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let plan = stdout(s.cli().args(endpoint_args("qwen")).arg("--dry-run"));
+    assert!(plan.contains("kind: Deployment") && plan.contains("kind: Service"), "{plan}");
+
+    s.cli().args(endpoint_args("qwen")).arg("--wait").assert().success().stdout(predicate::str::contains("succeeded"));
+    let eps = s.json(&["endpoint", "ls"]);
+    assert_eq!((eps[0]["name"].as_str(), eps[0]["ready"].as_bool()), (Some("qwen"), Some(true)), "{eps}");
+    let table = stdout(s.cli().args(["endpoint", "ls"]));
+    assert!(table.contains("qwen") && table.contains("1/1"), "{table}");
+
+    // Chat: the answer for people, the whole response for scripts.
+    let answer = stdout(s.cli().args(["endpoint", "chat", "qwen", "Say", "hello", "--max-tokens", "16"]));
+    assert!(!answer.trim().is_empty(), "the simulated model answers");
+    let response = s.json(&["endpoint", "chat", "qwen", "Say hello"]);
+    assert!(response["choices"][0]["message"]["content"].is_string(), "{response}");
+    s.cli().args(["endpoint", "chat", "nope", "hi"]).assert().code(2);
+
+    // Scale: the diff, then "already in this state" for the same value.
+    s.cli()
+        .args(["endpoint", "scale", "qwen", "--replicas", "2", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("replicas"));
+    eventually(&s, &["endpoint", "get", "qwen"], |e| e["replicas"]["ready"] == 2);
+    s.cli()
+        .args(["endpoint", "scale", "qwen", "--replicas", "2"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("already in this state"));
+
+    // A model pool: warm workers that move between endpoints by a label change.
+    let mut pooled = endpoint_args("pooled");
+    pooled.extend(["--pool", "warm", "--replicas", "2", "--wait"].map(String::from));
+    s.cli().args(&pooled).assert().success();
+    let pools = eventually(&s, &["pool", "ls"], |p| p[0]["workers"].as_array().is_some_and(|w| w.len() == 2));
+    assert_eq!(pools[0]["pool"], "warm");
+    assert_eq!(pools[0]["workers"][0]["serving"], "pooled", "{pools}");
+    let worker = pools[0]["workers"][0]["pod"].as_str().unwrap().to_string();
+    // Release it: the diff (a label), the operation, and the worker stays warm in the pool.
+    let out = stdout(s.cli().args(["pool", "assign", "warm", &worker, "--release", "--wait"]));
+    assert!(out.contains("instantstart.io/pool") && out.contains("succeeded"), "{out}");
+    let pools = s.json(&["pool", "ls"]);
+    let w = pools[0]["workers"].as_array().unwrap().iter().find(|w| w["pod"] == worker.as_str()).unwrap().clone();
+    assert!(w["serving"].is_null() && w["ready"] == true, "{pools}");
+    let again = stdout(s.cli().args(["pool", "assign", "warm", &worker, "--release"]));
+    assert!(again.contains("already in this state"), "{again}");
+    let table = stdout(s.cli().args(["pool", "ls"]));
+    assert!(table.contains("SERVING") && table.contains(&worker), "{table}");
+    // And back to the endpoint.
+    s.cli().args(["pool", "assign", "warm", &worker, "--to", "pooled", "--wait"]).assert().success();
+    let pools = s.json(&["pool", "ls"]);
+    assert!(pools[0]["workers"].as_array().unwrap().iter().all(|w| w["serving"] == "pooled"), "{pools}");
+
+    s.cli().args(["endpoint", "rm", "qwen", "--yes", "--wait"]).assert().success();
+    s.cli().args(["endpoint", "rm", "pooled", "--yes", "--wait"]).assert().success();
+    assert_eq!(s.json(&["endpoint", "ls"]), serde_json::json!([]));
+}
+
+#[test]
+fn workload_commands_need_a_cluster() {
+    let s = TestServer::start();
+    s.cli()
+        .args(["job", "ls"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--cluster").and(predicate::str::contains("cluster use")));
+    s.cli().args(["job", "ls", "-c", "nope"]).assert().code(2);
 }

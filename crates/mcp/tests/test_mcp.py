@@ -16,7 +16,10 @@ A real `instantstart-server` runs on the simulated cloud (loopback, temp data di
 - day 2: scaling an instance group via its tool and operation_wait, an immutable change as an
   isError naming `patch.<field>`, a no-op as a non-error "already in this state" without an
   operation, node reboot and the data-loss acknowledgement of replace, managed features on and
-  their no-op.
+  their no-op;
+- workloads: the shared storage, a model download, a training job submitted (dry run with its
+  manifests, then for real) and followed to its end, its recovery budget and logs; an endpoint
+  deployed to ready, called with endpoint_chat, scaled (and its no-op) and deleted.
 
 Binaries: INSTANTSTART_SERVER_BIN and INSTANTSTART_MCP_BIN (default: target/debug/…).
 Run: `cargo xtask mcp-test` (builds both and runs this file with the test venv).
@@ -80,6 +83,28 @@ DESTRUCTIVE = {
     "node_delete",
     "feature_set",
 }
+# Workloads: storage, model downloads, training jobs, inference endpoints, model pools.
+READ_ONLY |= {
+    "storage_list",
+    "model_list",
+    "job_list",
+    "job_get",
+    "job_logs",
+    "endpoint_list",
+    "endpoint_get",
+    "endpoint_chat",
+    "pool_list",
+}
+OPERATION_TOOLS |= {
+    "model_download",
+    "job_submit",
+    "job_delete",
+    "endpoint_deploy",
+    "endpoint_scale",
+    "endpoint_delete",
+    "pool_assign",
+}
+DESTRUCTIVE |= {"job_delete", "endpoint_scale", "endpoint_delete"}
 MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel"}
 
 
@@ -575,5 +600,140 @@ def test_day2_instance_groups_nodes_and_features(control_plane):
             s, "feature_set", {"cluster": "daytwo", "tiered_checkpointing": {"enabled": True, "memory_percent": 0}}
         )
         assert err is True and body["error"]["findings"][0]["field"] == "patch.tiered_checkpointing.memory_percent"
+
+    run(control_plane["url"], scenario)
+
+
+TRAIN_IMAGE = "public.ecr.aws/example/train:1.0"
+SERVE_IMAGE = "vllm/vllm-openai:v0.10.1"
+
+
+def torch_job(name: str):
+    return {
+        "runtime": "hyperpod",
+        "job": {
+            "name": name,
+            "namespace": "default",
+            "image": TRAIN_IMAGE,
+            "instance_type": "ml.g5.2xlarge",
+            "nodes": 2,
+        },
+        "recipe": {"kind": "torch", "script": "scripts/train.py", "args": ["--epochs=1"]},
+    }
+
+
+async def ready_cluster(s, name):
+    err, sub = await call(s, "cluster_create", create_args(name, idempotency_key=f"agent-{name}-create"))
+    assert not err, sub
+    assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+
+
+async def until(s, tool, args, done, tries=100):
+    """Calls a read tool until `done(result)` holds (simulated time runs fast)."""
+    for _ in range(tries):
+        err, v = await call(s, tool, args)
+        assert not err, v
+        if done(v):
+            return v
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{tool} {args} never got there: {v}")
+
+
+def test_storage_download_and_a_training_job_followed_to_its_logs(control_plane):
+    async def scenario(s):
+        await ready_cluster(s, "trainer")
+        # The tools default to the active cluster (the one just created).
+        err, storage = await call(s, "storage_list")
+        assert not err and storage["cluster"] == "trainer", storage
+        assert storage["storage"][0]["bucket"] and storage["storage"][0]["mount_path"], storage
+
+        err, sub = await call(
+            s,
+            "model_download",
+            {"download": {"namespace": "default", "repo_id": "Qwen/Qwen3-0.6B"}, "idempotency_key": "agent-dl-1"},
+        )
+        assert not err and sub["status_tool"] == "operation_wait", sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        downloads = await until(s, "model_list", {}, lambda v: v["downloads"] and v["downloads"][0]["phase"] == "succeeded")
+        assert downloads["downloads"][0]["repo_id"] == "Qwen/Qwen3-0.6B"
+
+        # The plan first: the manifests, nothing changes.
+        err, plan = await call(s, "job_submit", {"job": torch_job("agent-train"), "dry_run": True})
+        assert not err and plan["dry_run"] is True, plan
+        assert "HyperPodPyTorchJob" in json.dumps(plan["request"]), plan
+        err, jobs = await call(s, "job_list")
+        assert not err and jobs["jobs"] == []
+
+        # A broken field comes back with its path; nothing is recorded.
+        bad = torch_job("agent-train")
+        bad["job"]["gpus_per_node"] = 9
+        err, body = await call(s, "job_submit", {"job": bad})
+        assert err is True and any("gpus_per_node" in f["field"] for f in body["error"]["findings"]), body
+
+        err, sub = await call(s, "job_submit", {"job": torch_job("agent-train"), "idempotency_key": "agent-job-1"})
+        assert not err and sub["status_tool"] == "operation_wait", sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        job = await until(s, "job_get", {"name": "agent-train"}, lambda j: j["phase"] == "succeeded")
+        assert job["runtime"] == "hyperpod" and job["recovery"]["budget"] > 0, job
+        err, jobs = await call(s, "job_list", {"cluster": "trainer"})
+        assert not err and [j["name"] for j in jobs["jobs"]] == ["agent-train"]
+
+        err, logs = await call(s, "job_logs", {"name": "agent-train", "tail": 50})
+        assert not err and logs["lines"], logs
+        err, some = await call(s, "job_logs", {"name": "agent-train", "tail": 50, "grep": "step"})
+        assert not err and all("step" in line for line in some["lines"]), some
+
+        err, sub = await call(s, "job_delete", {"name": "agent-train", "idempotency_key": "agent-job-rm"})
+        assert not err, sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        err, jobs = await call(s, "job_list")
+        assert jobs["jobs"] == []
+        err, body = await call(s, "job_get", {"name": "agent-train"})
+        assert err is True and body["error"]["status"] == 404
+
+    run(control_plane["url"], scenario)
+
+
+def test_an_endpoint_deployed_to_ready_answers_chat_scales_and_goes(control_plane):
+    endpoint = {
+        "route": "self_managed",
+        "name": "agent-qwen",
+        "namespace": "default",
+        "engine": {"kind": "vllm", "model": "models/Qwen/Qwen3-0.6B"},
+        "image": SERVE_IMAGE,
+        "instance_type": "ml.g5.2xlarge",
+    }
+
+    async def scenario(s):
+        await ready_cluster(s, "server")
+        err, plan = await call(s, "endpoint_deploy", {"cluster": "server", "endpoint": endpoint, "dry_run": True})
+        assert not err and plan["dry_run"] is True and "Deployment" in json.dumps(plan["request"]), plan
+
+        err, sub = await call(s, "endpoint_deploy", {"cluster": "server", "endpoint": endpoint})
+        assert not err and sub["status_tool"] == "operation_wait", sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        err, eps = await call(s, "endpoint_list", {"cluster": "server"})
+        assert not err and eps["endpoints"][0]["name"] == "agent-qwen" and eps["endpoints"][0]["ready"] is True, eps
+
+        err, chat = await call(
+            s,
+            "endpoint_chat",
+            {"cluster": "server", "name": "agent-qwen", "messages": [{"role": "user", "content": "Say hello"}],
+             "max_tokens": 16},
+        )
+        assert not err and isinstance(chat["answer"], str) and chat["answer"], chat
+
+        scale = {"cluster": "server", "name": "agent-qwen", "replicas": 2}
+        err, sub = await call(s, "endpoint_scale", scale)
+        assert not err and sub["status_tool"] == "operation_wait", sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        err, same = await call(s, "endpoint_scale", scale)
+        assert not err and same["no_change"] is True, same
+
+        err, sub = await call(s, "endpoint_delete", {"cluster": "server", "name": "agent-qwen"})
+        assert not err, sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        err, eps = await call(s, "endpoint_list", {"cluster": "server"})
+        assert eps["endpoints"] == []
 
     run(control_plane["url"], scenario)
