@@ -145,6 +145,13 @@ impl State {
         self.clock.now()
     }
 
+    /// Brings the world to `now`: settles finished deletions and writes workload outputs, then
+    /// injects pending process faults and log-monitor detections into running training jobs.
+    pub fn advance_world(&mut self, now: f64) {
+        self.world.settle(now);
+        crate::kube::inject_process_faults(&mut self.world, &mut self.faults, now);
+    }
+
     fn save(&mut self, path: Option<&Path>) -> Result<(), SimError> {
         let Some(path) = path else {
             self.dirty = false;
@@ -300,9 +307,7 @@ impl SimCloud {
         let mut st = self.lock();
         st.faults = faults;
         let now = st.now();
-        st.world.settle(now);
-        let State { world, faults, .. } = &mut *st;
-        crate::kube::inject_process_faults(world, faults, now);
+        st.advance_world(now);
         self.persist(&mut st, true);
     }
 
@@ -439,10 +444,9 @@ impl SimCloud {
     fn call<T>(&self, api: &str, mutation: bool, f: impl FnOnce(&mut World, &Cx) -> Result<T>) -> Result<T> {
         let mut st = self.lock();
         let now = st.now();
-        st.world.settle(now);
+        st.advance_world(now);
         let verdict = {
             let State { world, faults, .. } = &mut *st;
-            crate::kube::inject_process_faults(world, faults, now);
             faults.decide(api, || world.roll())
         };
         if verdict != Verdict::Proceed {

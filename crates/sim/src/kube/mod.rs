@@ -706,7 +706,7 @@ impl KubeApi for SimCloud {
                 let (fresh, now, ended) = {
                     let mut st = s.cloud.lock();
                     let now = st.now();
-                    st.world.settle(now);
+                    st.advance_world(now);
                     match pod_now(&st.world, &s.target, &s.namespace, &s.pod, now) {
                         None => (Vec::new(), now, true),
                         Some((p, pst)) => {

@@ -950,6 +950,17 @@ fn outputs(rec: &KubeRec, pods: &[PodView]) -> Vec<(String, u64)> {
     }
 }
 
+/// Whether `o` is a kind that leaves files behind (a download Job, a training job).
+fn writes_outputs(o: &Value) -> bool {
+    match (str_at(o, "/apiVersion"), str_at(o, "/kind")) {
+        (Some(HP_API), Some(HP_KIND)) | (Some(RAY_API), Some(RAY_KIND)) => true,
+        (Some("batch/v1"), Some("Job")) => {
+            o.pointer("/metadata/annotations").and_then(|a| a.get(DESTINATION_ANNOTATION)).is_some()
+        }
+        _ => false,
+    }
+}
+
 /// (kube world key, object key, spec version, bucket, files, time written).
 type OutputWrite = (String, String, f64, String, Vec<(String, u64)>, f64);
 
@@ -960,7 +971,9 @@ pub(crate) fn write_outputs(w: &mut World, now: f64) {
     for (wk, kw) in &w.kube {
         let nodes = workload::nodes(w, kw, now);
         for (key, rec) in &kw.objects {
-            if rec.training.outputs_written_for.is_some_and(|at| same_time(at, rec.spec_changed_at)) {
+            if rec.training.outputs_written_for.is_some_and(|at| same_time(at, rec.spec_changed_at))
+                || !writes_outputs(&rec.object)
+            {
                 continue;
             }
             let pods = workload::pods_of(key, rec, now);
