@@ -483,7 +483,9 @@ impl Store for SqliteStore {
     }
 
     /// One statement for any number of targets: the targets and kinds travel as JSON arrays
-    /// (`json_each`), and the `operations_target_created` index orders each target's rows.
+    /// (`json_each`); for each target, one backward seek in the `operations_target_created`
+    /// index finds its newest operation (of the kinds), so the cost grows with the number of
+    /// targets, not with the number of operations stored.
     fn latest_operations(
         &self,
         targets: &[String],
@@ -502,13 +504,10 @@ impl Store for SqliteStore {
         self.read("latest operations", |tx| {
             let mut stmt = tx
                 .prepare_cached(
-                    "SELECT id, kind, target, status, error, created_at, updated_at, finished_at FROM ( \
-                       SELECT id, kind, target, status, error, created_at, updated_at, finished_at, \
-                              ROW_NUMBER() OVER (PARTITION BY target ORDER BY created_at DESC, rowid DESC) AS n \
-                       FROM operations \
-                       WHERE target IN (SELECT value FROM json_each(?1)) \
-                         AND (?2 IS NULL OR kind IN (SELECT value FROM json_each(?2)))) \
-                     WHERE n = 1",
+                    "SELECT id, kind, target, status, error, created_at, updated_at, finished_at FROM operations \
+                     WHERE rowid IN (SELECT (SELECT p.rowid FROM operations p WHERE p.target = t.value \
+                         AND (?2 IS NULL OR p.kind IN (SELECT value FROM json_each(?2))) \
+                         ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1) FROM json_each(?1) t)",
                 )
                 .ctx("prepare latest operations query")?;
             let rows: Vec<HeadRow> = stmt
