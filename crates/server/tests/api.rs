@@ -952,6 +952,19 @@ async fn managed_endpoint_and_router_become_ready_and_answer() {
         run(&app, Method::DELETE, &format!("{eps}/{name}"), None).await;
     }
     assert_eq!(app.get(eps).await.body, json!([]));
+
+    // A server that never becomes ready fails the deploy once the rollout deadline passes.
+    let fault = json!({ "fail_apis": { "k8s:Apply": { "mode": "resource_fails", "reason": "CUDA out of memory" } } });
+    assert_eq!(app.send(Method::PUT, "/api/sim/faults", Some(fault), &[]).await.status, StatusCode::OK);
+    let r = app.send(Method::POST, eps, Some(sglang_endpoint("crash", 1, json!({}))), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "failed", "{done:#}");
+    let ready = done["steps"].as_array().unwrap().iter().find(|s| s["key"] == "ready").unwrap();
+    assert!(ready["error"].as_str().unwrap().contains("CUDA out of memory"), "{ready:#}");
+    let ep = app.get(&format!("{eps}/crash")).await.body;
+    assert_eq!(ep["ready"], false);
+    assert!(ep["pods"][0]["restarts"].as_u64().unwrap() > 0, "{ep:#}");
 }
 
 #[path = "api/training.rs"]
@@ -977,7 +990,8 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
     // Validation names the fields; an unknown cluster is a 404.
     let r = app.send(Method::POST, servers, Some(json!({ "name": "-bad", "region": "mars-1" })), &[]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
-    let fields: Vec<&str> = r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    let fields: Vec<&str> =
+        r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
     assert_eq!(fields, ["name", "region", "artifact_store_uri"]);
     let r = app.send(Method::POST, servers, Some(json!({ "name": "team", "size": "Huge" })), &[]).await;
     assert_eq!((r.status, r.body["findings"][0]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("size")));
@@ -997,10 +1011,11 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
     assert!(uri.starts_with("s3://") && uri.ends_with("/mlflow/team"), "{uri}");
 
     let done = run(&app, Method::POST, servers, Some(body)).await;
-    let arn = done["steps"].as_array().unwrap().iter().find(|s| s["key"] == "tracking_server").unwrap()["outputs"]["arn"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let arn =
+        done["steps"].as_array().unwrap().iter().find(|s| s["key"] == "tracking_server").unwrap()["outputs"]["arn"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let listed = app.get(servers).await.body;
     assert_eq!(listed[0]["name"], "team");
     assert_eq!(listed[0]["status"], "Created");

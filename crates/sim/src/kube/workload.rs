@@ -762,6 +762,21 @@ pub(crate) fn workload_status(w: &World, key: &str, rec: &KubeRec, nodes: &[Node
                       "lastUpdateTime": t(rec.spec_changed_at) },
                 ]),
             );
+            // A rollout that makes no progress for progressDeadlineSeconds (default 600) is
+            // reported as ProgressDeadlineExceeded, as the Deployment controller does.
+            let deadline = o.pointer("/spec/progressDeadlineSeconds").and_then(Value::as_f64).unwrap_or(600.0);
+            if !available && now >= rec.spec_changed_at + deadline {
+                s.insert(
+                    "conditions".into(),
+                    json!([
+                        { "type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+                          "message": "Deployment does not have minimum availability." },
+                        { "type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                          "message": format!("ReplicaSet has timed out progressing: {}", rec.fails.clone().unwrap_or_else(|| format!("{}/{} replicas available", c.ready, c.total))),
+                          "lastUpdateTime": t(rec.spec_changed_at + deadline) },
+                    ]),
+                );
+            }
             Some(Value::Object(s))
         }
         ("batch/v1", "Job") => {
