@@ -375,6 +375,57 @@ def test_move_a_pool_worker_between_services_with_the_diff_first(wl_ui, wl):
     ui.wait_css("#pools-activity .no-change", 10)
 
 
+def test_a_verl_job_on_ray_from_its_form(wl_ui, wl):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/jobs/new?recipe=verl")
+    ui.wait_css("#job-form")
+    assert ui.css('input[name=recipe][value="verl"]').is_selected()
+    ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
+    set_value(field(ui, "job.name"), "verl-grpo")
+    set_value(field(ui, "recipe.overrides"), "algorithm.adv_estimator=grpo")
+    ui.click(ui.css("#job-review"))
+    plan = ui.wait_css("#job-plan", 10)
+    assert [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")] == ["RayJob"]
+    assert "algorithm.adv_estimator=grpo" in plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
+    ui.click(ui.css("#job-submit"))
+    ui.wait(lambda: "/jobs/verl-grpo" in ui.d.current_url, 10, "the job page")
+    wait_green(ui, "#job-activity", 60)
+    ui.wait(lambda: len(ui.all("#job-log .log-line")) > 0, 30, "the head's log lines")
+    status, job = ui.server.api("GET", f"/api/clusters/{CLUSTER}/jobs/verl-grpo")
+    assert job["runtime"] == "ray" and job["recovery"] is None, job
+    assert "Ray" in ui.css("#job-sum-title").find_element(By.XPATH, "..").text
+    ui.click(ui.css('nav.tabs a[data-tab="jobs"]'))
+    row = ui.wait_css('#jobs-table tr[data-job="verl-grpo"]')
+    assert "Ray" in row.text and not row.find_elements(By.CSS_SELECTOR, ".recovery")
+    ui.screenshot("verl-in-list")
+
+
+def test_a_managed_endpoint_from_the_form_answers_in_the_chat(wl_ui, wl):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/endpoints/new?route=managed")
+    ui.wait_css("#endpoint-form")
+    assert ui.css('input[name=route][value="managed"]').is_selected()
+    status, cluster = ui.server.api("GET", f"/api/clusters/{CLUSTER}")
+    ui.wait(lambda: field(ui, "model_source.bucket").get_attribute("value") == cluster["bucket"], 10, "the shared bucket by default")
+    assert not field(ui, "engine.model").is_displayed(), "self-managed fields are hidden"
+    set_value(field(ui, "name"), "managed-qwen")
+    set_value(field(ui, "model_source.model_location"), MODEL_PATH)
+    ui.click(ui.css("#endpoint-review"))
+    plan = ui.wait_css("#endpoint-plan", 10)
+    assert "InferenceEndpointConfig" in [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
+    ui.click(ui.css("#endpoint-deploy"))
+    ui.wait(lambda: "/endpoints/managed-qwen" in ui.d.current_url, 10, "the endpoint page")
+    wait_green(ui, "#endpoint-activity", 60)
+    ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
+    ui.css("#chat-message").send_keys("Hello")
+    ui.css("#chat-message").send_keys(Keys.CONTROL, Keys.ENTER)
+    answer = ui.wait_css("#chat-log .chat-answer", 70)
+    assert "Hello" in answer.text, answer.text
+    ui.screenshot("managed-chat")
+
+
 def test_workload_screens_in_the_dark_theme_with_labels(wl_ui, wl):
     ui = wl_ui
     ui.login()
