@@ -24,6 +24,12 @@
 //! | `describe_bucket` / `create_bucket` / `delete_bucket` | `s3:HeadBucket` / `s3:CreateBucket` / `s3:DeleteBucket` |
 //! | `apply` / `get` / `list` / `delete` / `logs` | `k8s:Apply` / `k8s:Get` / `k8s:List` / `k8s:Delete` / `k8s:Logs` |
 //!
+//! `k8s:ProcessFault` is not a call but a fault name: with `fail_once` one training process of a
+//! running HyperPodPyTorchJob fails (the message is the reason), with `fail` every running one
+//! keeps failing each time it runs again. [`SimFaults::process_faults`] aims faults at one job
+//! by name. The HyperPod training operator's answer (restart in place, restart the job, fail it
+//! when the restart budget is spent) is simulated by the Kubernetes side.
+//!
 //! Composite calls also count the sub-calls the real implementation makes (for example
 //! `create_network` counts one `ec2:CreateSubnet` per subnet, `ec2:CreateNatGateway`, …), but
 //! faults apply to the primary name only.
