@@ -16,6 +16,7 @@ import { storageView } from './storage.js';
 import { jobsView, jobNewView, jobView } from './jobs.js';
 import { endpointsView, endpointNewView, endpointView } from './endpoints.js';
 import { activeClusterView } from './workloads.js';
+import { historyView } from './history.js';
 
 const NEXT_KEY = 'instantstart.next';
 const THEME_KEY = 'instantstart.theme';
@@ -61,6 +62,7 @@ const ROUTES = [
   { re: /^\/endpoints$/, view: activeClusterView('endpoints', 'Endpoints'), nav: 'endpoints' },
   { re: /^\/clusters\/([^/]+)$/, view: clusterView, nav: 'clusters' },
   { re: /^\/clusters$/, view: clustersView, nav: 'clusters' },
+  { re: /^\/history$/, view: historyView, nav: 'history' },
   { re: /^\/operations\/([^/]+)$/, view: operationView, nav: 'operations' },
   { re: /^\/operations$/, view: operationsView, nav: 'operations' },
 ];
@@ -121,6 +123,7 @@ function renderTopbar() {
       link('#/storage', 'storage', 'Storage'),
       link('#/jobs', 'jobs', 'Jobs'),
       link('#/endpoints', 'endpoints', 'Endpoints'),
+      link('#/history', 'history', 'Training history'),
       link('#/operations', 'operations', 'Operations')),
     h('div', { class: 'topbar-right' },
       env,
