@@ -1401,3 +1401,50 @@ fn schemas_reject_broken_manifests() {
         assert!(validator_for(obj).iter_errors(obj).next().is_none(), "{what}: original rejected");
     }
 }
+
+/// Every object of the endpoint workloads `POST /api/clusters/{cluster}/endpoints` renders,
+/// schema-checked and snapshotted.
+#[test]
+fn endpoint_workloads() {
+    use instantstart_recipes::inference::endpoint::render;
+    let check = |name: &str, body: Value| {
+        let rendered = render(&body).unwrap();
+        let objects: Vec<Value> = rendered.objects.iter().map(|o| o.0.clone()).collect();
+        assert_valid(&objects);
+        for o in &objects {
+            assert_eq!(o["metadata"]["labels"]["app.kubernetes.io/instance"], rendered.name, "{}", o["kind"]);
+        }
+        insta::with_settings!({ sort_maps => true, prepend_module_to_snapshot => false }, {
+            insta::assert_yaml_snapshot!(name, (objects, &rendered.ready));
+        });
+    };
+    check(
+        "endpoint_sglang_router_keda_nlb",
+        json!({
+            "route": "self_managed", "name": "chat", "namespace": "serving", "image": "lmsysorg/sglang:v0.5.2",
+            "instance_type": "ml.g5.12xlarge", "gpus": 4, "replicas": 2,
+            "engine": { "kind": "sglang", "model": "models/Qwen/Qwen3-8B", "tensor_parallel_size": 4 },
+            "exposure": { "type": "load_balancer", "internet_facing": true, "source_ranges": ["203.0.113.0/24"] },
+            "router": true,
+            "router_options": { "policy": { "kind": "cache_aware", "cache_threshold": 0.3 }, "replicas": 2 },
+            "autoscaling": { "min_replicas": 1, "max_replicas": 8, "cooldown_seconds": 120 },
+        }),
+    );
+    check(
+        "endpoint_vllm_pool",
+        json!({
+            "route": "self_managed", "name": "warm", "namespace": "default", "image": "vllm/vllm-openai:v0.11.0",
+            "instance_type": "ml.g5.2xlarge", "replicas": 3, "pool": "warm",
+            "engine": { "kind": "vllm", "model": "models/Qwen/Qwen3-0.6B", "served_model_name": "qwen" },
+        }),
+    );
+    check(
+        "endpoint_managed",
+        json!({
+            "route": "managed", "name": "qwen", "namespace": "default", "instance_type": "ml.g5.2xlarge",
+            "model_source": { "bucket": "demo-bucket", "region": "us-east-1", "model_location": "models/qwen" },
+            "worker": { "image": "vllm/vllm-openai:v0.11.0", "args": ["--model", "/opt/ml/model"] },
+            "kv_cache": { "l1": true }, "routing": "prefix_aware",
+        }),
+    );
+}
