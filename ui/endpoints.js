@@ -611,7 +611,8 @@ export function endpointView({ app, params, query }) {
       ep = e;
       replace(errorBox);
       render(e);
-      if ((!e.ready || busy) && !document.hidden) timer = setTimeout(load, 1500);
+      // Autoscaled replicas change on their own (KEDA): keep reading them, more slowly.
+      if (!document.hidden && (!e.ready || busy || e.autoscaling)) timer = setTimeout(load, !e.ready || busy ? 1500 : 3000);
     } catch (err) {
       if (err.status === 401 || disposed || gone) return;
       if (err.status === 404 && !ep) {

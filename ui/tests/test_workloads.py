@@ -375,6 +375,53 @@ def test_move_a_pool_worker_between_services_with_the_diff_first(wl_ui, wl):
     ui.wait_css("#pools-activity .no-change", 10)
 
 
+def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/endpoints/new")
+    ui.wait_css("#endpoint-form")
+    ui.wait(lambda: field(ui, "instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
+    assert not field(ui, "router").is_displayed(), "the router is an SGLang option"
+    Select(field(ui, "engine.kind")).select_by_value("sglang")
+    assert field(ui, "image").get_attribute("value").startswith("lmsysorg/sglang:")
+    set_value(field(ui, "name"), "sgl")
+    set_value(field(ui, "engine.model"), MODEL_PATH)
+    ui.click(field(ui, "router"))
+    ui.click(field(ui, "autoscaling.enabled"))
+    set_value(field(ui, "autoscaling.min_replicas"), "1")
+    set_value(field(ui, "autoscaling.max_replicas"), "3")
+    set_value(field(ui, "autoscaling.cooldown_seconds"), "60")
+    ui.click(ui.css("#endpoint-review"))
+    plan = ui.wait_css("#endpoint-plan", 10)
+    kinds = [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
+    assert "ScaledObject" in kinds and kinds.count("Deployment") == 2, kinds
+    ui.click(ui.css("#endpoint-deploy"))
+    ui.wait(lambda: "/endpoints/sgl" in ui.d.current_url, 10, "the endpoint page")
+    wait_green(ui, "#endpoint-activity", 60)
+    ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
+    assert "KEDA 1–3" in ui.css("#ep-sum-title").find_element(By.XPATH, "..").text
+
+    # KEDA's signal rises in the simulated Prometheus: the replicas follow, the page shows it.
+    status, body = ui.server.api("PUT", "/api/sim/scaling-metric",
+                                 {"cluster": CLUSTER, "namespace": "default", "scaled_object": "sgl", "value": 100})
+    assert status == 200, body
+    ui.wait(lambda: ui.css("#endpoint-replicas").get_attribute("data-desired") == "3", 30, "scaled out to 3 by KEDA")
+    ui.screenshot("keda-scaled-out")
+
+    # The autoscaler's bounds are what Scale edits: only the changed one is sent, diff first.
+    set_value(field(ui, "autoscaling.max", "#scale-form"), "2")
+    ui.click(ui.css("#scale-review"))
+    ui.wait_css("#scale-apply", 10)
+    before = activity_op(ui, "#endpoint-activity")
+    ui.click(ui.css("#scale-apply"))
+    op_id = wait_green(ui, "#endpoint-activity", 60, before)
+    status, op = ui.server.api("GET", f"/api/operations/{op_id}")
+    assert op["kind"] == "update_endpoint", op
+    status, ep = ui.server.api("GET", f"/api/clusters/{CLUSTER}/endpoints/sgl")
+    assert ep["autoscaling"]["max"] == 2 and ep["router"] is True, ep
+    ui.screenshot("keda-bounds")
+
+
 def test_a_verl_job_on_ray_from_its_form(wl_ui, wl):
     ui = wl_ui
     ui.login()
