@@ -6,15 +6,17 @@
 
 use instantstart_core::engine::{Engine, EngineConfig, EngineError};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::preflight::CheckStatus;
+use instantstart_core::provider::ProviderErrorKind;
 use instantstart_core::provider::{KubeApi, KubeTarget, ListParams, ObjectRef};
 use instantstart_core::store::Store;
-use instantstart_core::validate::ValidationError;
+use instantstart_core::validate::{ValidationError, ValidationKind};
 use instantstart_core::workflow::{self, workloads};
 use instantstart_core::workload::{
     RenderedWorkload, TypeRef, WorkloadKind, WorkloadRenderer as RenderWorkload, WorkloadRequest,
 };
 use instantstart_recipes::WorkloadRenderer;
-use instantstart_sim::{SimCloud, SimConfig};
+use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
 use instantstart_store::SqliteStore;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -193,6 +195,25 @@ async fn a_job_is_applied_once_completes_and_its_delete_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let b = bed(dir.path(), 2000.0);
     cluster(&b).await;
+    // Preflight: the cluster serves the job's type; the training operator add-on is a warning.
+    let dry = b.engine.dry_run_checked(OperationKind::SubmitJob, &hyperpod_job("llama")).await.unwrap();
+    let checks: Vec<(&str, CheckStatus)> = dry.checks.iter().map(|c| (c.check.as_str(), c.status)).collect();
+    assert_eq!(checks, [("api_type", CheckStatus::Pass), ("training_operator", CheckStatus::Warn)]);
+    // A cluster that does not serve the type (no CRD): 422 on `runtime` before anything is recorded.
+    b.sim.set_faults(SimFaults::none().with(
+        "k8s:List",
+        FaultMode::Fail {
+            kind: ProviderErrorKind::NotFound,
+            message: "the server could not find the requested resource".into(),
+        },
+    ));
+    let e = b.engine.submit_checked(OperationKind::SubmitJob, &hyperpod_job("llama"), user(), None).await.unwrap_err();
+    assert!(
+        matches!(&e, EngineError::Validation(v) if v.kind == ValidationKind::Unprocessable && v.findings[0].field == "runtime"
+            && v.findings[0].rule.contains("training operator")),
+        "{e:?}"
+    );
+    b.sim.set_faults(SimFaults::none());
     let applies = b.sim.calls("k8s:Apply");
     let op = run(&b, OperationKind::SubmitJob, &hyperpod_job("llama")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");

@@ -27,6 +27,7 @@ use crate::engine::{
 };
 use crate::names;
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
+use crate::preflight::{CheckStatus, PreflightCheck};
 use crate::provider::*;
 use crate::store::{ClusterRecord, Store};
 use crate::validate::{Findings, ValidationError};
@@ -241,6 +242,87 @@ impl WorkloadWorkflow {
     }
 }
 
+impl WorkloadWorkflow {
+    /// The request field the preflight checks of this workload point at.
+    fn check_field(&self) -> &'static str {
+        match self.workload {
+            WorkloadKind::TrainingJob => "runtime",
+            WorkloadKind::ModelDownload => "namespace",
+            WorkloadKind::Endpoint => "route",
+        }
+    }
+
+    /// Preflight: the cluster serves every type the workload consists of (its operator or CRD is
+    /// installed — a missing one would only fail at apply time), and HyperPod jobs have the
+    /// training operator add-on (a warning: the CRD may come from elsewhere).
+    async fn checks(
+        &self,
+        target: &KubeTarget,
+        r: &RenderedWorkload,
+        context: &WorkloadContext,
+    ) -> Result<Vec<PreflightCheck>, EngineError> {
+        let field = self.check_field();
+        let mut checks = Vec::new();
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for o in r.objects.iter().filter_map(KubeObject::object_ref) {
+            let ty = (o.api_version.clone(), o.kind.clone());
+            if seen.contains(&ty) {
+                continue;
+            }
+            seen.push(ty);
+            let params = ListParams {
+                api_version: o.api_version.clone(),
+                kind: o.kind.clone(),
+                namespace: o.namespace.clone(),
+                labels: workload_labels(&r.name),
+            };
+            let served = match read(|| self.kube.list(target, &params)).await {
+                Ok(_) => true,
+                Err(e) if e.kind == ProviderErrorKind::NotFound => false,
+                Err(e) => return Err(e.into()),
+            };
+            checks.push(PreflightCheck {
+                check: "api_type".into(),
+                field: field.into(),
+                status: if served { CheckStatus::Pass } else { CheckStatus::Fail },
+                detail: if served {
+                    format!("the cluster serves {} ({})", o.kind, o.api_version)
+                } else {
+                    format!(
+                        "the cluster does not serve {} ({}): its operator or CRD is not installed",
+                        o.kind, o.api_version
+                    )
+                },
+                remedy: (!served).then(|| match o.kind.as_str() {
+                    "HyperPodPyTorchJob" => {
+                        "turn on the HyperPod training operator in the cluster's managed features".into()
+                    }
+                    "RayJob" | "RayCluster" => {
+                        "install KubeRay (the kuberay-operator Helm chart) in the cluster".into()
+                    }
+                    "InferenceEndpointConfig" => {
+                        "turn on the HyperPod inference operator in the cluster's managed features".into()
+                    }
+                    "ScaledObject" => "install KEDA in the cluster".into(),
+                    _ => format!("install the operator that provides {}", o.kind),
+                }),
+            });
+        }
+        if seen.iter().any(|(_, k)| k == "HyperPodPyTorchJob") && !context.features.training_operator {
+            checks.push(PreflightCheck {
+                check: "training_operator".into(),
+                field: field.into(),
+                status: CheckStatus::Warn,
+                detail: "the HyperPod training operator add-on is not installed: process-level recovery, hang \
+                         detection and the recovery budget need it"
+                    .into(),
+                remedy: Some("turn on training_operator in the cluster's managed features".into()),
+            });
+        }
+        Ok(checks)
+    }
+}
+
 #[async_trait]
 impl Workflow for WorkloadWorkflow {
     fn kind(&self) -> OperationKind {
@@ -334,9 +416,11 @@ impl Workflow for WorkloadWorkflow {
             }
             ApplyMode::Converge => {}
         }
+        let context = WorkloadContext { storage: storage_facts(&rec), ..self.context(&rec).await? };
+        let checks = self.checks(&target, r, &context).await?;
         let mut request = stored.request.clone();
-        request.context = Some(WorkloadContext { storage: storage_facts(&rec), ..self.context(&rec).await? });
-        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(to_value(&request)?) })
+        request.context = Some(context);
+        Ok(Assessment { plan: None, checks, reduced_request: Some(to_value(&request)?) })
     }
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
