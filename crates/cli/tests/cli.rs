@@ -865,3 +865,53 @@ fn workload_commands_need_a_cluster() {
         .stderr(predicate::str::contains("--cluster").and(predicate::str::contains("cluster use")));
     s.cli().args(["job", "ls", "-c", "nope"]).assert().code(2);
 }
+
+#[test]
+fn mlflow_servers_runs_and_metrics_of_a_job_that_reports() {
+    let s = TestServer::start();
+    s.ready("demo");
+    assert_eq!(s.json(&["mlflow", "servers"]), serde_json::json!([]));
+    // Without a cluster the server needs an artifact store: the server names the field.
+    s.cli().args(["mlflow", "create", "team"]).assert().code(2).stderr(predicate::str::contains("artifact_store_uri"));
+    s.cli()
+        .args(["mlflow", "create", "team", "--size", "Huge"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Small"));
+    s.cli()
+        .args(["mlflow", "create", "team", "--cluster", "demo", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("succeeded"));
+    let servers = s.json(&["mlflow", "servers"]);
+    assert_eq!((servers[0]["name"].as_str(), servers[0]["status"].as_str()), (Some("team"), Some("Created")));
+    let arn = servers[0]["arn"].as_str().unwrap().to_string();
+    let table = stdout(s.cli().args(["mlflow", "servers"]));
+    assert!(
+        table.contains("team") && table.contains("Created") && table.contains("experiments.sagemaker.aws"),
+        "{table}"
+    );
+
+    let mut job = job_args("sft");
+    job.extend(["--mlflow-arn".to_string(), arn, "--experiment".to_string(), "llama".to_string()]);
+    s.cli().args(&job).arg("--wait").assert().success();
+    let runs = eventually(&s, &["mlflow", "runs", "team", "--experiment", "llama"], |v| {
+        v.as_array().is_some_and(|a| a.len() == 1 && a[0]["status"] == "FINISHED")
+    });
+    let run_id = runs[0]["run_id"].as_str().unwrap().to_string();
+    let table = stdout(s.cli().args(["mlflow", "runs", "team"]));
+    assert!(table.contains(&run_id) && table.contains("sft") && table.contains("FINISHED"), "{table}");
+
+    let metrics = s.json(&["mlflow", "metrics", "team", &run_id]);
+    let loss = metrics["series"]["loss"].as_array().unwrap();
+    assert!(loss.len() >= 10, "{metrics}");
+    let text = stdout(s.cli().args(["mlflow", "metrics", "team", &run_id, "--keys", "loss"]));
+    assert!(text.starts_with("loss") && text.contains('▁') && text.contains("STEP"), "{text}");
+    assert!(!text.contains("THROUGHPUT"), "only the asked keys: {text}");
+    s.cli()
+        .args(["mlflow", "metrics", "team", &run_id, "--keys", "loss,bad\u{7}"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("keys[1]"));
+    s.cli().args(["mlflow", "runs", "nope"]).assert().code(2).stderr(predicate::str::contains("no tracking server"));
+}
