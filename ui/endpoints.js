@@ -432,7 +432,7 @@ export function endpointNewView({ app, params, query }) {
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     clearFindings(form);
-    const body = endpointBody(route, readForm(form));
+    const body = endpointBody(route, { ...readForm(form), 'exposure.type': val('exposure') });
     reviewBtn.disabled = true;
     reviewBtn.setAttribute('aria-busy', 'true');
     try {

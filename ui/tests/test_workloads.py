@@ -278,9 +278,18 @@ def test_deploy_an_endpoint_chat_scale_and_delete(wl_ui, wl):
     ui.wait(lambda: field(ui, "instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
     set_value(field(ui, "name"), "qwen3")
     set_value(field(ui, "engine.model"), MODEL_PATH)
-    # The load balancer exposure asks for client CIDRs when internet-facing.
+    # More GPUs than the instance type has: refused next to the field, nothing planned.
+    set_value(field(ui, "gpus"), "4")
+    ui.click(ui.css("#endpoint-review"))
+    ui.wait(lambda: errors_for(form, "gpus"), 10, "the finding next to the GPUs")
+    assert not ui.all("#endpoint-plan")
+    set_value(field(ui, "gpus"), "")
+    # An internet-facing load balancer asks for the client CIDRs allowed in.
     ui.click(ui.css('input[name=exposure][value="load_balancer"]'))
-    assert field(ui, "exposure.source_ranges").is_displayed()
+    ui.click(field(ui, "exposure.internet_facing"))
+    ui.click(ui.css("#endpoint-review"))
+    ui.wait(lambda: errors_for(form, "exposure.source_ranges"), 10, "the finding next to the CIDRs")
+    ui.screenshot("endpoint-form-errors")
     ui.click(ui.css('input[name=exposure][value="cluster_ip"]'))
     ui.click(ui.css("#endpoint-review"))
     plan = ui.wait_css("#endpoint-plan", 10)
@@ -386,6 +395,8 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     assert field(ui, "image").get_attribute("value").startswith("lmsysorg/sglang:")
     set_value(field(ui, "name"), "sgl")
     set_value(field(ui, "engine.model"), MODEL_PATH)
+    ui.click(ui.css('input[name=exposure][value="pool"]'))
+    set_value(field(ui, "pool"), "sgl-pool")
     ui.click(field(ui, "router"))
     ui.click(field(ui, "autoscaling.enabled"))
     set_value(field(ui, "autoscaling.min_replicas"), "1")
@@ -418,7 +429,7 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     status, op = ui.server.api("GET", f"/api/operations/{op_id}")
     assert op["kind"] == "update_endpoint", op
     status, ep = ui.server.api("GET", f"/api/clusters/{CLUSTER}/endpoints/sgl")
-    assert ep["autoscaling"]["max"] == 2 and ep["router"] is True, ep
+    assert ep["autoscaling"]["max"] == 2 and ep["router"] is True and ep["pool"] == "sgl-pool", ep
     ui.screenshot("keda-bounds")
 
 
