@@ -847,9 +847,13 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
 
     // Scale: the same replicas is a no-op; another count is an update_endpoint with the diff.
     let one = format!("{eps}/chat");
+    let applies = app.get("/api/sim/stats").await.body["k8s:Apply"].clone();
+    let ops = app.get("/api/operations").await.body.as_array().unwrap().len();
     let r = app.send(Method::PATCH, &one, Some(json!({ "replicas": 2 })), &[]).await;
     assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
     assert_eq!(r.body["no_change"], true);
+    assert_eq!(app.get("/api/sim/stats").await.body["k8s:Apply"], applies, "a no-op applies nothing");
+    assert_eq!(app.get("/api/operations").await.body.as_array().unwrap().len(), ops, "and records nothing");
     let r = app.send(Method::PATCH, &one, Some(json!({ "replicas": 3 })), &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
     assert_eq!(r.body["plan"]["changes"][0], json!({ "field": "replicas", "from": 2, "to": 3 }));
