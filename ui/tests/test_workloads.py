@@ -433,6 +433,29 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     ui.screenshot("keda-bounds")
 
 
+@pytest.mark.parametrize("recipe, fill, expect", [
+    ("llama_factory", {"recipe.config": "configs/qwen3_lora_sft.yaml", "recipe.overrides": "num_train_epochs=3"},
+     ["llamafactory", "configs/qwen3_lora_sft.yaml", "num_train_epochs=3"]),
+    ("ms_swift", {"recipe.config": "configs/swift_sft.yaml", "recipe.args": "--train_type=lora"},
+     ["swift", "configs/swift_sft.yaml", "--train_type=lora"]),
+])
+def test_llama_factory_and_ms_swift_forms_render_their_manifests(wl_ui, wl, recipe, fill, expect):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/jobs/new?recipe={recipe}")
+    ui.wait_css("#job-form")
+    ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
+    set_value(field(ui, "job.name"), f"{recipe.replace('_', '-')}-plan")
+    for path, value in fill.items():
+        set_value(field(ui, path), value)
+    ui.click(ui.css("#job-review"))
+    plan = ui.wait_css("#job-plan", 10)
+    text = plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
+    for piece in expect:
+        assert piece in text, (piece, text[:800])
+    ui.screenshot(f"{recipe}-plan")
+
+
 def test_a_verl_job_on_ray_from_its_form(wl_ui, wl):
     ui = wl_ui
     ui.login()
