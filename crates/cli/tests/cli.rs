@@ -827,6 +827,15 @@ fn endpoints_deploy_chat_scale_and_delete() {
         .success()
         .stdout(predicate::str::contains("already in this state"));
 
+    // KEDA autoscaling bounds: the plan adds a ScaledObject; then the endpoint reports them.
+    let plan = stdout(s.cli().args(["endpoint", "scale", "qwen", "--min", "1", "--max", "3", "--dry-run"]));
+    assert!(plan.contains("ScaledObject"), "{plan}");
+    s.cli().args(["endpoint", "scale", "qwen", "--min", "1", "--max", "3", "--wait"]).assert().success();
+    let e = s.json(&["endpoint", "get", "qwen"]);
+    assert_eq!((e["autoscaling"]["min"].as_u64(), e["autoscaling"]["max"].as_u64()), (Some(1), Some(3)), "{e}");
+    let table = stdout(s.cli().args(["endpoint", "get", "qwen"]));
+    assert!(table.contains("Autoscaling: 1-3 replicas") && table.contains("Running"), "{table}");
+
     // A model pool: warm workers that move between endpoints by a label change.
     let mut pooled = endpoint_args("pooled");
     pooled.extend(["--pool", "warm", "--replicas", "2", "--wait"].map(String::from));

@@ -518,18 +518,6 @@ pub struct EndpointNameArgs {
     pub name: String,
 }
 
-/// Autoscaling bounds of an endpoint (only the fields given are changed).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[allow(dead_code)]
-pub struct AutoscalingPatchSchema {
-    /// Fewest replicas (0 scales to zero when idle).
-    pub min_replicas: Option<u32>,
-    /// Most replicas.
-    pub max_replicas: Option<u32>,
-    /// Seconds after the last activity before scaling down to min.
-    pub cooldown_seconds: Option<u32>,
-}
-
 /// `endpoint_scale`: an explicit diff of one endpoint.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct EndpointScaleArgs {
@@ -545,7 +533,7 @@ pub struct EndpointScaleArgs {
     /// New autoscaling bounds (KEDA: min_replicas, max_replicas, cooldown_seconds): only the
     /// fields given are sent.
     #[serde(default)]
-    #[schemars(with = "Option<AutoscalingPatchSchema>")]
+    #[schemars(with = "Option<instantstart_core::workflow::endpoints::AutoscalingPatch>")]
     pub autoscaling: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,

@@ -14,6 +14,7 @@ use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
 use crate::output::{self, Output, Table, s};
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
+use instantstart_core::workflow::endpoints::{AutoscalingPatch, EndpointPatch};
 use instantstart_recipes::inference::endpoint::decode_request;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -167,22 +168,26 @@ pub struct ScaleArgs {
 }
 
 impl ScaleArgs {
-    /// The explicit-diff patch: only the flags given.
-    fn patch(&self) -> Value {
-        let mut patch = json!({});
-        if let Some(r) = self.replicas {
-            patch["replicas"] = json!(r);
+    /// The explicit-diff patch (the API's `EndpointPatch`): only the flags given.
+    fn patch(&self) -> anyhow::Result<Value> {
+        let any = self.min.is_some() || self.max.is_some() || self.cooldown.is_some();
+        let autoscaling = any.then_some(AutoscalingPatch {
+            min_replicas: self.min,
+            max_replicas: self.max,
+            cooldown_seconds: self.cooldown,
+        });
+        let patch = EndpointPatch { replicas: self.replicas, autoscaling };
+        Ok(without_nulls(serde_json::to_value(patch)?))
+    }
+}
+
+/// A patch with its unset (`null`) fields removed, at every level.
+fn without_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_nulls(v))).collect())
         }
-        let mut auto = serde_json::Map::new();
-        for (k, v) in [("min_replicas", self.min), ("max_replicas", self.max), ("cooldown_seconds", self.cooldown)] {
-            if let Some(v) = v {
-                auto.insert(k.into(), json!(v));
-            }
-        }
-        if !auto.is_empty() {
-            patch["autoscaling"] = Value::Object(auto);
-        }
-        patch
+        other => other,
     }
 }
 
@@ -320,7 +325,7 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
         }
         EndpointCommand::Scale(args) => {
             let cluster = args.cluster.resolve(&client).await?;
-            let patch = args.patch();
+            let patch = args.patch()?;
             mutation::submit_diff(g, &client, &args.mutation, |opts| {
                 let (client, patch, cluster, name) = (&client, &patch, &cluster, &args.name);
                 async move { client.update_endpoint(cluster, name, patch, &opts).await }
