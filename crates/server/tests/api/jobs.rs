@@ -234,6 +234,28 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     let ray = app.get("/api/clusters/demo/jobs/grpo").await;
     assert_eq!((ray.status, &ray.body["runtime"]), (StatusCode::OK, &json!("ray")), "{:#}", ray.body);
     assert_eq!(ray.body["recovery"], Value::Null);
+
+    // A followed job that finishes ends the stream with an end frame, and its phase is succeeded.
+    let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(hyperpod_job("short", 1)), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    poll(&app, "/api/clusters/demo/jobs/short/logs", |l| l["lines"].as_array().is_some_and(|x| !x.is_empty())).await;
+    let mut req =
+        format!("ws://127.0.0.1:{port}/api/clusters/demo/jobs/short/logs/stream?tail=1").into_client_request().unwrap();
+    req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    app.state.sim.as_ref().unwrap().set_speed(2000.0).unwrap();
+    let end = loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a frame").unwrap().unwrap();
+        let Message::Text(text) = msg else { continue };
+        let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        if v["end"] == true {
+            break v;
+        }
+    };
+    assert!(end["reason"].as_str().unwrap().contains("ended"), "{end}");
+    let done = poll(&app, "/api/clusters/demo/jobs/short", |j| j["phase"] == "succeeded").await;
+    assert_eq!(done["recovery"]["used"], 0, "{done:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
