@@ -1072,3 +1072,68 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
 
 #[path = "api/jobs.rs"]
 mod jobs;
+
+#[tokio::test]
+async fn endpoint_requests_are_validated_field_by_field() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let eps = "/api/clusters/demo/endpoints";
+    let cases: Vec<(Value, StatusCode, &str)> = vec![
+        (json!({ "name": "x" }), StatusCode::BAD_REQUEST, "route"),
+        (sglang_endpoint("Bad_Name", 1, json!({})), StatusCode::BAD_REQUEST, "name"),
+        (sglang_endpoint("gpu", 1, json!({ "gpus": 2 })), StatusCode::BAD_REQUEST, "gpus"),
+        (sglang_endpoint("port", 1, json!({ "port": 0 })), StatusCode::BAD_REQUEST, "port"),
+        (sglang_endpoint("rep", 0, json!({})), StatusCode::BAD_REQUEST, "replicas"),
+        (
+            sglang_endpoint(
+                "tp",
+                1,
+                json!({ "engine": { "kind": "sglang", "model": "models/m", "tensor_parallel_size": 3 } }),
+            ),
+            StatusCode::BAD_REQUEST,
+            "engine.tensor_parallel_size",
+        ),
+        (
+            sglang_endpoint(
+                "thr",
+                2,
+                json!({ "router": true, "router_options": { "policy": { "kind": "cache_aware", "balance_rel_threshold": 0.5 } } }),
+            ),
+            StatusCode::BAD_REQUEST,
+            "router_options.policy.balance_rel_threshold",
+        ),
+        (
+            sglang_endpoint("auto", 1, json!({ "autoscaling": { "min_replicas": 3, "max_replicas": 1 } })),
+            StatusCode::BAD_REQUEST,
+            "autoscaling.min_replicas",
+        ),
+        (sglang_endpoint("extra", 1, json!({ "bogus": true })), StatusCode::BAD_REQUEST, "bogus"),
+        (
+            sglang_endpoint("pub", 1, json!({ "exposure": { "type": "load_balancer", "internet_facing": true } })),
+            StatusCode::BAD_REQUEST,
+            "exposure.source_ranges",
+        ),
+        (
+            json!({ "route": "managed", "name": "m", "namespace": "default", "instance_type": "ml.g5.2xlarge",
+                    "model_source": { "bucket": "demo-bucket", "region": "us-east-1", "model_location": "m" },
+                    "worker": { "image": "img:1", "gpus": 4 } }),
+            StatusCode::BAD_REQUEST,
+            "worker.gpus",
+        ),
+    ];
+    for (body, status, field) in cases {
+        let r = app.send(Method::POST, eps, Some(body), &[]).await;
+        assert_eq!(r.status, status, "{field}: {:#}", r.body);
+        let fields: Vec<String> =
+            r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap().to_string()).collect();
+        assert!(fields.iter().any(|f| f.contains(field)), "{field} not in {fields:?}");
+    }
+    // Nothing was recorded for any of them; an unknown cluster is a 404.
+    assert_eq!(app.get("/api/operations").await.body.as_array().unwrap().len(), 1);
+    let r = app.send(Method::POST, "/api/clusters/nope/endpoints", Some(sglang_endpoint("a", 1, json!({}))), &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+    let r = app.send(Method::PATCH, &format!("{eps}/ghost"), Some(json!({ "replicas": 2 })), &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+    let r = app.send(Method::PATCH, &format!("{eps}/ghost"), Some(json!({ "replicas": 2, "bogus": 1 })), &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+}

@@ -205,6 +205,8 @@ async fn deploy(
         return Ok(dry_run(d));
     }
     if let Some(failed) = checks.iter().find(|c| c.status == CheckStatus::Fail) {
+        // A malformed request is reported as such (400, every finding) before the preflight.
+        state.engine.dry_run_checked(OperationKind::DeployEndpoint, &request).await?;
         let remedy = failed.remedy.as_deref().map(|r| format!("; {r}")).unwrap_or_default();
         return Err(ApiError::Validation(ValidationError::unprocessable(
             failed.field.clone(),
