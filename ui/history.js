@@ -3,7 +3,8 @@
 // steps, each with its own axes), with the value under the pointer (or the arrow keys) shown.
 // Colours come from the theme's CSS variables, so the plots follow light and dark. A table of
 // the points sits under each plot for screen readers and copying. While a run is RUNNING the
-// view refreshes every few seconds. The URL keeps the choice: #/history?server=…&run=….
+// view refreshes every few seconds. The URL keeps the choice: #/history?server=…&run=…
+// (?job=<name> picks that training job's newest run).
 
 import { h, replace, timeEl, announce, id as uid } from './dom.js';
 import * as api from './api.js';
@@ -167,6 +168,8 @@ function problemText(err) {
 export function historyView({ app, query }) {
   let server = query.get('server') || '';
   let run = query.get('run') || '';
+  // ?job=<name> (from a job's page) picks that job's newest run.
+  let job = query.get('job') || '';
   let disposed = false;
   let timer = null;
   const picker = h('select', { id: 'history-server', name: 'server', 'aria-describedby': 'history-server-help' });
@@ -241,6 +244,9 @@ export function historyView({ app, query }) {
         schedule();
         return;
       }
+      const ofJob = job && runs.find((r) => r.name === job);
+      if (ofJob) run = ofJob.run_id;
+      job = '';
       if (!run || !runs.some((r) => r.run_id === run)) run = runs[0].run_id;
       setUrl();
       renderRuns(runs);

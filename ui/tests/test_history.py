@@ -107,6 +107,19 @@ def test_create_a_server_then_plot_the_loss_and_throughput_of_a_run(fast_ui, his
     rows = ui.js("return document.querySelectorAll(\"figure[data-metric='loss'] details tbody tr\").length")
     assert rows == points
 
+    # A newer run is listed first; ?job= (from a job's page) selects that job's run instead.
+    submit_tracked_job(fast_server, servers[0]["arn"], "dpo")
+    ui.go("#/history?server=team&job=sft")
+    ui.wait(lambda: len(ui.all("#history-runs-table tbody tr")) == 2, 20, "two runs")
+    names = [b.text for b in ui.all("#history-runs-table tbody th button")]
+    assert names == ["dpo", "sft"], names
+    selected = ui.css("#history-runs-table tbody tr.selected")
+    assert selected.get_attribute("data-run") == run_id
+    assert f"run={run_id}" in ui.d.current_url
+    # Choosing the other run plots it.
+    ui.click(ui.all("#history-runs-table tbody th button")[0])
+    ui.wait(lambda: ui.css("#history-plot-heading").text.startswith("dpo"), 10, "dpo plotted")
+
     # Dark theme: the same plot in the theme's colours, every control labelled.
     light = stroke(ui, "loss")
     ui.js("localStorage.setItem('instantstart.theme', 'dark')")
