@@ -82,7 +82,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
     cluster_ready(&app).await;
     // Watch the workloads at a pace a poller can follow.
-    app.state.sim.as_ref().unwrap().set_speed(40.0).unwrap();
+    app.state.sim.as_ref().unwrap().set_speed(20.0).unwrap();
 
     // Dry run: the rendered manifest and the steps, nothing applied.
     let r = app.send(Method::POST, "/api/clusters/demo/jobs?dry_run=true", Some(hyperpod_job("llama", 2)), &[]).await;
