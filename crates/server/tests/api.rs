@@ -749,6 +749,20 @@ async fn until(app: &TestApp, uri: &str, done: impl Fn(&Value) -> bool) -> Value
     panic!("{uri} never reached the expected state: {:#}", app.get(uri).await.body);
 }
 
+/// Posts `body` to `uri` until the answer is 200 (e.g. a dry run waiting for a controller to be available).
+async fn until_ok(app: &TestApp, uri: &str, body: &Value) -> Value {
+    for _ in 0..400 {
+        let r = app.send(Method::POST, uri, Some(body.clone()), &[]).await;
+        if r.status == StatusCode::OK
+            && r.body["checks"].as_array().is_some_and(|c| c.iter().all(|c| c["status"] != "fail"))
+        {
+            return r.body;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{uri} never answered 200 without a failing check");
+}
+
 fn worker<'a>(pools: &'a Value, pool: &str, pod: &str) -> &'a Value {
     let p = pools.as_array().unwrap().iter().find(|p| p["pool"] == pool).unwrap();
     p["workers"].as_array().unwrap().iter().find(|w| w["pod"] == pod).unwrap()
@@ -956,6 +970,26 @@ async fn managed_endpoint_and_router_become_ready_and_answer() {
         run(&app, Method::DELETE, &format!("{eps}/{name}"), None).await;
     }
     assert_eq!(app.get(eps).await.body, json!([]));
+
+    // With the AWS Load Balancer Controller running, a load_balancer exposure passes its check and
+    // the endpoint's URL is the NLB's address once it is provisioned.
+    let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+    let target = instantstart_core::provider::KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster };
+    let lbc = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "aws-load-balancer-controller", "namespace": "kube-system" },
+        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "lbc" } },
+                  "template": { "metadata": { "labels": { "app": "lbc" } },
+                                "spec": { "containers": [{ "name": "controller", "image": "public.ecr.aws/eks/aws-load-balancer-controller:v2.13.0" }] } } } });
+    app.state.kube.apply(&target, &instantstart_core::provider::KubeObject(lbc)).await.unwrap();
+    let lb = sglang_endpoint("public", 1, json!({ "exposure": { "type": "load_balancer" } }));
+    let dry = until_ok(&app, &format!("{eps}?dry_run=true"), &lb).await;
+    let check = dry["checks"].as_array().unwrap().iter().find(|c| c["check"] == "load_balancer_controller").unwrap();
+    assert_eq!(check["status"], "pass", "{check:#}");
+    run(&app, Method::POST, eps, Some(lb)).await;
+    let ep = until(&app, &format!("{eps}/public"), |b| b["url"].is_string()).await;
+    assert_eq!(ep["exposure"], "load_balancer");
+    assert!(ep["url"].as_str().unwrap().ends_with(".elb.us-east-1.amazonaws.com"), "{ep:#}");
+    run(&app, Method::DELETE, &format!("{eps}/public"), None).await;
 
     // A server that never becomes ready fails the deploy once the rollout deadline passes.
     let fault = json!({ "fail_apis": { "k8s:Apply": { "mode": "resource_fails", "reason": "CUDA out of memory" } } });
