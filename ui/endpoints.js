@@ -659,7 +659,13 @@ export function endpointView({ app, params, query }) {
       manifestSlot.dataset.count = String(objects.length);
       replace(manifestSlot, manifestList(objects));
     }
-    if (!scaleSlot.dataset.built) buildScale(e);
+    // The scale form edits replicas, or the autoscaler's bounds once the ScaledObject exists
+    // (it may appear after the Deployment): rebuilt when that changes, unless it is in use.
+    const mode = e.autoscaling ? 'autoscaling' : 'replicas';
+    if (!scaleSlot.dataset.built || (scaleSlot.dataset.mode !== mode && !scaleSlot.contains(document.activeElement))) {
+      scaleSlot.dataset.mode = mode;
+      buildScale(e);
+    }
   }
 
   // Scale: replicas, or the autoscaler's bounds; only what changed is sent, the diff first.

@@ -410,7 +410,7 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     ui.wait(lambda: "/endpoints/sgl" in ui.d.current_url, 10, "the endpoint page")
     wait_green(ui, "#endpoint-activity", 60)
     ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
-    assert "KEDA 1–3" in ui.css("#ep-sum-title").find_element(By.XPATH, "..").text
+    ui.wait(lambda: "KEDA 1–3" in ui.css("#ep-sum-title").find_element(By.XPATH, "..").text, 10, "the autoscaler shown")
 
     # KEDA's signal rises in the simulated Prometheus: the replicas follow, the page shows it.
     status, body = ui.server.api("PUT", "/api/sim/scaling-metric",
@@ -420,6 +420,7 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     ui.screenshot("keda-scaled-out")
 
     # The autoscaler's bounds are what Scale edits: only the changed one is sent, diff first.
+    ui.wait(lambda: ui.all('#scale-form [data-field="autoscaling.max"]'), 10, "the scale form edits the autoscaler")
     set_value(field(ui, "autoscaling.max", "#scale-form"), "2")
     ui.click(ui.css("#scale-review"))
     ui.wait_css("#scale-apply", 10)
