@@ -63,7 +63,8 @@ export function workloadOf(target) {
   const section = WORKLOAD_SECTIONS[m[2]];
   const href = !section ? null
     : section === 'storage' || m[2] === 'pool' ? routeHref('clusters', m[1], section) : routeHref('clusters', m[1], section, m[3]);
-  return { kind: m[2], name: m[3], href };
+  // A pool worker: cluster/<c>/pool/<pool>/worker/<pod> names the pod.
+  return { kind: m[2] === 'pool' ? 'worker' : m[2], name: m[2] === 'pool' ? m[3].split('/').pop() : m[3], href };
 }
 
 class OperationProgress extends HTMLElement {
