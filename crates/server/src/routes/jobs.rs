@@ -281,7 +281,22 @@ async fn delete(
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    let job = read::find_job(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref()).await?;
+    let job = match read::find_job(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref()).await {
+        Ok(job) => job,
+        Err(ReadError::Missing(what)) => {
+            // A replayed delete (same Idempotency-Key) of a job that is gone by now returns the
+            // original operation.
+            if let Some(k) = &key
+                && let Some(op) = state.store.find_by_idempotency_key(k)?
+                && op.kind == OperationKind::DeleteJob
+                && workload_of(&op).is_some_and(|w| w.name == p.job)
+            {
+                return submit_workload(&state, OperationKind::DeleteJob, op.request, &principal, q.dry_run, key).await;
+            }
+            return Err(ReadError::Missing(what).into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let namespace = job.0.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
     let request = to_json(&DeleteWorkloadRequest {
         cluster: p.cluster,

@@ -197,12 +197,17 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     // Delete: 202 delete_job, then nothing of the job is left.
     let r = app.send(Method::DELETE, "/api/clusters/demo/jobs/llama?dry_run=true", None, &[]).await;
     assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
-    let r = app.send(Method::DELETE, "/api/clusters/demo/jobs/llama", None, &[]).await;
+    let key = [("idempotency-key", "rm-llama")];
+    let r = app.send(Method::DELETE, "/api/clusters/demo/jobs/llama", None, &key).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
     assert_eq!(r.body["operation"]["kind"], "delete_job");
     assert_eq!(r.body["workload"], json!({"name": "llama", "namespace": "default"}));
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
+    // Replaying the delete with the same key returns the same operation, though the job is gone.
+    let again = app.send(Method::DELETE, "/api/clusters/demo/jobs/llama", None, &key).await;
+    assert_eq!((again.status, &again.body["replayed"]), (StatusCode::ACCEPTED, &json!(true)), "{:#}", again.body);
+    assert_eq!(again.body["operation"]["id"], r.body["operation"]["id"]);
     assert_eq!(app.get("/api/clusters/demo/jobs/llama").await.status, StatusCode::NOT_FOUND);
     use instantstart_core::provider::{KubeTarget, ListParams};
     let target = KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() };
