@@ -7,10 +7,12 @@
 //! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
 pub mod aws;
+pub mod helm;
 pub mod kube;
 pub mod mlflow;
 
 pub use aws::*;
+pub use helm::*;
 pub use kube::*;
 pub use mlflow::*;
 

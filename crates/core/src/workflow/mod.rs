@@ -8,6 +8,7 @@
 //! - [`workloads`]: apply a rendered workload (training job, model download, endpoint) and
 //!   delete one, generic over the operation kind.
 
+pub mod charts;
 pub mod create_cluster;
 pub mod day2;
 pub mod delete_cluster;
