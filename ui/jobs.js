@@ -37,10 +37,10 @@ export const RECIPES = [
 
 const RUNTIME_LABELS = { hyperpod: 'HyperPod', ray: 'Ray' };
 
-/** The training history screen on the tracking server of an MLflow ARN (…/mlflow-tracking-server/<name>). */
-function historyHref(arn) {
+/** The training history of job `job` on the tracking server of an MLflow ARN (…/mlflow-tracking-server/<name>). */
+function historyHref(arn, job) {
   const name = String(arn).split('/').pop();
-  return `#/history?server=${encodeURIComponent(name)}`;
+  return `#/history?server=${encodeURIComponent(name)}${job ? `&job=${encodeURIComponent(job)}` : ''}`;
 }
 const ACTIVE_PHASES = /pending|running|restarting|creating|starting/i;
 
@@ -89,7 +89,7 @@ export function jobsView({ app, params }) {
       h('tbody', {}, jobs.map((j) => h('tr', { dataset: { job: j.name, phase: j.phase } },
         h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'jobs', j.name) }, j.name),
           j.mlflow_tracking_arn && (historyPath
-            ? [' ', h('a', { class: 'small-text', href: historyHref(j.mlflow_tracking_arn), title: `Training history on ${j.mlflow_tracking_arn}` }, 'MLflow')]
+            ? [' ', h('a', { class: 'small-text', href: historyHref(j.mlflow_tracking_arn, j.name), title: `Training history on ${j.mlflow_tracking_arn}` }, 'MLflow')]
             : h('span', { class: 'muted small-text', title: j.mlflow_tracking_arn }, ' · MLflow'))),
         h('td', {}, phaseBadge(j.phase)),
         h('td', {}, words(j.recipe)),
@@ -663,7 +663,7 @@ export function jobView({ app, params, query }) {
         ['MLflow', j.mlflow_tracking_arn && h('span', {},
           h('span', { class: 'mono break' }, j.mlflow_tracking_arn),
           app.hasRoute && app.hasRoute('/history')
-            ? [' ', h('a', { href: historyHref(j.mlflow_tracking_arn), id: 'job-history-link' }, 'Training history')] : null)],
+            ? [' ', h('a', { href: historyHref(j.mlflow_tracking_arn, j.name), id: 'job-history-link' }, 'Training history')] : null)],
         ['Reason', j.message || j.reason || null],
       ])));
     const pods = Array.isArray(j.pod_list) ? j.pod_list : Array.isArray(j.pods) ? j.pods : [];
