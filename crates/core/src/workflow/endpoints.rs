@@ -811,3 +811,10 @@ pub async fn deploy_preflight(
     }
     Ok(checks)
 }
+
+/// The refusal of a deploy whose preflight has a failing check (`422` naming the field), if any.
+pub fn preflight_refusal(checks: &[crate::preflight::PreflightCheck]) -> Option<ValidationError> {
+    let failed = checks.iter().find(|c| c.status == crate::preflight::CheckStatus::Fail)?;
+    let remedy = failed.remedy.as_deref().map(|r| format!("; {r}")).unwrap_or_default();
+    Some(ValidationError::unprocessable(failed.field.clone(), format!("{}{remedy}", failed.detail)))
+}

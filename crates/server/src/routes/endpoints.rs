@@ -23,7 +23,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use instantstart_core::engine::Outcome;
 use instantstart_core::operation::OperationKind;
-use instantstart_core::preflight::CheckStatus;
 use instantstart_core::validate::ValidationError;
 use instantstart_core::workflow::endpoints::{
     self as ep, AssignPoolWorkerRequest, CHAT_MAX_REQUEST_BYTES, CHAT_MAX_RESPONSE_BYTES, CHAT_TIMEOUT, EndpointDetail,
@@ -204,14 +203,10 @@ async fn deploy(
         d.checks.extend(checks);
         return Ok(dry_run(d));
     }
-    if let Some(failed) = checks.iter().find(|c| c.status == CheckStatus::Fail) {
+    if let Some(refusal) = ep::preflight_refusal(&checks) {
         // A malformed request is reported as such (400, every finding) before the preflight.
         state.engine.dry_run_checked(OperationKind::DeployEndpoint, &request).await?;
-        let remedy = failed.remedy.as_deref().map(|r| format!("; {r}")).unwrap_or_default();
-        return Err(ApiError::Validation(ValidationError::unprocessable(
-            failed.field.clone(),
-            format!("{}{remedy}", failed.detail),
-        )));
+        return Err(ApiError::Validation(refusal));
     }
     let workload = match (params.get("name").and_then(Value::as_str), params.get("namespace").and_then(Value::as_str)) {
         (Some(n), Some(ns)) => Some(WorkloadRef { name: n.into(), namespace: ns.into() }),
