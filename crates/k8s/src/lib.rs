@@ -11,6 +11,8 @@
 //!   drives (HyperPodPyTorchJob, RayJob/RayCluster, InferenceEndpointConfig).
 //! - [`cache`]: optional reflector stores (kube-runtime) for the Nodes and Pods of each target.
 //! - [`error`] classifies failures into provider error kinds.
+//! - [`helm`]: [`HelmReleases`](instantstart_core::provider::HelmReleases) on the pinned `helm`
+//!   binary (argv, never a shell; a private 0600 kubeconfig per call).
 //!
 //! # Construction
 //! ```no_run
@@ -33,6 +35,7 @@ pub mod cache;
 pub mod connector;
 pub mod eks_token;
 pub mod error;
+pub mod helm;
 pub mod resources;
 
 pub use adapter::{FIELD_MANAGER, KubeAdapter};
@@ -42,3 +45,4 @@ pub use connector::{
     install_crypto_provider,
 };
 pub use error::K8sError;
+pub use helm::{ClusterAccess, ClusterAccessResolver, EksAccess, HelmCli};
