@@ -1623,3 +1623,43 @@ async fn runs_and_metrics_come_from_the_training_jobs_that_report_to_the_server(
     let e = s.metric_history(&server.arn, "0000", &[]).await.unwrap_err();
     assert_eq!(e.kind, ProviderErrorKind::NotFound);
 }
+
+#[tokio::test]
+async fn helm_releases_install_settle_upgrade_fail_and_uninstall() {
+    use instantstart_core::provider::{HelmReleases, KUBERAY_OPERATOR, ReleaseStatus};
+    let s = sim();
+    let target = KubeTarget { region: REGION.into(), eks_cluster: "demo".into() };
+    let (ns, rel) = (KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release);
+    assert_eq!(kind(s.get_release(&target, ns, rel).await), ProviderErrorKind::NotFound, "no cluster, no API");
+    base(&s).await;
+    assert_eq!(s.get_release(&target, ns, rel).await.unwrap(), None);
+    let r = s.install_or_upgrade(&target, &KUBERAY_OPERATOR.spec()).await.unwrap();
+    assert_eq!((r.status, r.revision, r.version.as_str()), (ReleaseStatus::PendingInstall, 1, "1.4.2"));
+    assert_eq!(
+        kind(s.install_or_upgrade(&target, &KUBERAY_OPERATOR.spec()).await),
+        ProviderErrorKind::Conflict,
+        "Helm refuses a second operation while one is pending"
+    );
+    adv(&s, timings::HELM_RELEASE);
+    let r = s.get_release(&target, ns, rel).await.unwrap().unwrap();
+    assert!(r.is_deployed(&KUBERAY_OPERATOR.chart_ref()), "{r:?}");
+    let r = s.install_or_upgrade(&target, &KUBERAY_OPERATOR.spec()).await.unwrap();
+    assert_eq!((r.status, r.revision), (ReleaseStatus::PendingUpgrade, 2));
+    adv(&s, timings::HELM_RELEASE);
+
+    let mut bad = KUBERAY_OPERATOR.spec();
+    bad.chart.version = "latest".into();
+    let e = s.install_or_upgrade(&target, &bad).await.unwrap_err();
+    assert!(e.message.starts_with("chart.version:"), "{e}");
+
+    s.set_faults(SimFaults::none().with("helm:upgrade", FaultMode::resource_fails("image pull failed")));
+    s.install_or_upgrade(&target, &KUBERAY_OPERATOR.spec()).await.unwrap();
+    adv(&s, timings::HELM_RELEASE);
+    let r = s.get_release(&target, ns, rel).await.unwrap().unwrap();
+    assert_eq!((r.status, r.revision), (ReleaseStatus::Failed, 3));
+    assert!(r.description.contains("image pull failed"));
+
+    s.uninstall(&target, ns, rel).await.unwrap();
+    assert_eq!(s.get_release(&target, ns, rel).await.unwrap(), None);
+    s.uninstall(&target, ns, rel).await.unwrap();
+}

@@ -42,6 +42,7 @@
 //! kubectl).
 
 pub mod apiserver;
+pub(crate) mod helm;
 mod logs;
 mod serving;
 pub(crate) mod training;
@@ -108,6 +109,9 @@ pub(crate) struct KubeWorld {
     pub uid: String,
     pub resource_version: u64,
     pub objects: BTreeMap<String, KubeRec>,
+    /// Helm releases by `namespace/release` ([`helm`]).
+    #[serde(default)]
+    pub helm_releases: BTreeMap<String, helm::HelmReleaseRec>,
 }
 
 /// A stored object and the simulated times the controllers care about.
@@ -148,6 +152,7 @@ impl KubeWorld {
             uid: uid.into(),
             resource_version: 0,
             objects: BTreeMap::new(),
+            helm_releases: BTreeMap::new(),
         };
         for ns in SYSTEM_NAMESPACES {
             kw.resource_version += 1;

@@ -1,0 +1,128 @@
+//! Helm releases in the simulated clusters ([`HelmReleases`] for [`SimCloud`]).
+//!
+//! A release is recorded in its cluster's [`KubeWorld`]; `install_or_upgrade` validates the spec
+//! like the real provider, starts a new revision in `pending-install` / `pending-upgrade` and
+//! the revision becomes `deployed` [`timings::HELM_RELEASE`] later (or `failed` under the
+//! `ResourceFails` fault). Uninstalling removes the record; an absent release is not an error.
+//! API names for faults and counters: `helm:status`, `helm:upgrade`, `helm:uninstall`.
+
+use super::check_target;
+use crate::cloud::SimCloud;
+use crate::timings;
+use async_trait::async_trait;
+use instantstart_core::provider::{
+    HelmRelease, HelmReleases, KubeTarget, ProviderError, ReleaseSpec, ReleaseStatus, validate_release,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A release as the simulated Helm stores it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HelmReleaseRec {
+    pub name: String,
+    pub namespace: String,
+    pub repository: String,
+    pub chart: String,
+    pub version: String,
+    pub values: Value,
+    pub revision: u32,
+    /// Simulated time the current revision was started.
+    pub started_at: f64,
+    /// Whether the previous revision was deployed (the new one is an upgrade).
+    pub upgrade: bool,
+    /// Set by the `ResourceFails` fault: the revision fails with this reason.
+    pub fails: Option<String>,
+}
+
+pub(crate) fn release_key(namespace: &str, release: &str) -> String {
+    format!("{namespace}/{release}")
+}
+
+fn view(r: &HelmReleaseRec, now: f64) -> HelmRelease {
+    let settled = now >= r.started_at + timings::HELM_RELEASE;
+    let (status, description) = match (&r.fails, settled) {
+        (Some(reason), true) => (ReleaseStatus::Failed, format!("Release \"{}\" failed: {reason}", r.name)),
+        (None, true) => {
+            (ReleaseStatus::Deployed, if r.upgrade { "Upgrade complete" } else { "Install complete" }.to_string())
+        }
+        (_, false) if r.upgrade => (ReleaseStatus::PendingUpgrade, "Preparing upgrade".to_string()),
+        (_, false) => (ReleaseStatus::PendingInstall, "Initial install underway".to_string()),
+    };
+    HelmRelease {
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+        chart: r.chart.clone(),
+        version: r.version.clone(),
+        status,
+        revision: r.revision,
+        description,
+    }
+}
+
+#[async_trait]
+impl HelmReleases for SimCloud {
+    async fn get_release(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        release: &str,
+    ) -> Result<Option<HelmRelease>, ProviderError> {
+        const API: &str = "helm:status";
+        self.read(API, |w, cx| {
+            let wkey = check_target(w, API, target, cx.now)?;
+            Ok(w.kube
+                .get(&wkey)
+                .and_then(|kw| kw.helm_releases.get(&release_key(namespace, release)))
+                .map(|r| view(r, cx.now)))
+        })
+    }
+
+    async fn install_or_upgrade(&self, target: &KubeTarget, spec: &ReleaseSpec) -> Result<HelmRelease, ProviderError> {
+        const API: &str = "helm:upgrade";
+        validate_release(spec)?;
+        self.write(API, |w, cx| {
+            let wkey = check_target(w, API, target, cx.now)?;
+            let kw = w.kube.get_mut(&wkey).ok_or_else(|| ProviderError::not_found(API, "no Kubernetes API"))?;
+            let key = release_key(&spec.namespace, &spec.release);
+            let previous = kw.helm_releases.get(&key).map(|r| (r.revision, view(r, cx.now).status));
+            if let Some((_, status)) = &previous
+                && status.is_pending()
+            {
+                return Err(ProviderError::new(
+                    API,
+                    instantstart_core::provider::ProviderErrorKind::Conflict,
+                    "UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress",
+                ));
+            }
+            let rec = HelmReleaseRec {
+                name: spec.release.clone(),
+                namespace: spec.namespace.clone(),
+                repository: spec.chart.repository.clone(),
+                chart: spec.chart.chart.clone(),
+                version: spec.chart.version.clone(),
+                values: spec.values.clone(),
+                revision: previous.as_ref().map_or(1, |(rev, _)| rev + 1),
+                started_at: cx.now,
+                upgrade: matches!(previous, Some((_, ReleaseStatus::Deployed))),
+                fails: cx.resource_fails.clone(),
+            };
+            let v = view(&rec, cx.now);
+            kw.helm_releases.insert(key, rec);
+            kw.resource_version += 1;
+            Ok(v)
+        })
+    }
+
+    async fn uninstall(&self, target: &KubeTarget, namespace: &str, release: &str) -> Result<(), ProviderError> {
+        const API: &str = "helm:uninstall";
+        self.write(API, |w, cx| {
+            let wkey = check_target(w, API, target, cx.now)?;
+            if let Some(kw) = w.kube.get_mut(&wkey)
+                && kw.helm_releases.remove(&release_key(namespace, release)).is_some()
+            {
+                kw.resource_version += 1;
+            }
+            Ok(())
+        })
+    }
+}
