@@ -770,7 +770,10 @@ struct MlflowServer {
 }
 
 impl Drop for MlflowServer {
+    /// `mlflow server` runs uvicorn (and a job runner) as child processes: the whole process
+    /// group goes, or they would outlive the test.
     fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-s", "KILL", "--", &format!("-{}", self.child.id())]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -778,6 +781,7 @@ impl Drop for MlflowServer {
 
 impl MlflowServer {
     fn start() -> MlflowServer {
+        use std::os::unix::process::CommandExt;
         let bin =
             std::env::var("MLFLOW_BIN").map(PathBuf::from).unwrap_or_else(|_| moto_binary().with_file_name("mlflow"));
         assert!(
@@ -790,6 +794,7 @@ impl MlflowServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = std::fs::File::create(dir.path().join("mlflow.log")).expect("log file");
         let child = Command::new(&bin)
+            .process_group(0)
             .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--workers", "1"])
             .arg("--backend-store-uri")
             .arg(format!("sqlite:///{}", dir.path().join("mlflow.db").display()))
