@@ -4,10 +4,15 @@
 //! Request bodies are JSON as the API takes them (`recipes::download::ModelDownloadParams`,
 //! `{"runtime": "hyperpod"|"ray", …}` job requests, `{"route": "self_managed"|"managed", …}`
 //! endpoint requests): the client does not depend on the recipes crate, the CLI and the MCP
-//! server build the bodies from its typed parameters. Reads return the server's JSON views.
+//! server build the bodies from its typed parameters. Reads return the core's read models
+//! (`instantstart_core::workload::*`), the types the server answers with.
 
 use crate::logs::LogStream;
 use crate::{Call, Client, Error, MutationOptions, Submitted};
+use instantstart_core::workload::{
+    DownloadSummary, EndpointDetail, EndpointSummary, JobDetail, JobSummary, PodLogs, PoolSummary, StorageListing,
+    StorageSummary,
+};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -16,13 +21,13 @@ impl Client {
 
     /// `GET /api/clusters/{cluster}/storage`: the cluster's shared bucket storages
     /// (`{name, bucket, mount_path, claim, status, entries: [{key, kind, size_bytes?}]}`).
-    pub async fn list_storage(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+    pub async fn list_storage(&self, cluster: &str) -> Result<Vec<StorageSummary>, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "storage"])).await
     }
 
     /// `GET /api/clusters/{cluster}/storage/objects?prefix=`: one level of the shared bucket
     /// under `prefix` (`{prefix, entries: [{key, kind: prefix|object, size_bytes?}]}`).
-    pub async fn list_storage_objects(&self, cluster: &str, prefix: Option<&str>) -> Result<Value, Error> {
+    pub async fn list_storage_objects(&self, cluster: &str, prefix: Option<&str>) -> Result<StorageListing, Error> {
         let path = ["api", "clusters", cluster, "storage", "objects"];
         self.call(Call::new(Method::GET, &path).query("prefix", prefix)).await
     }
@@ -41,7 +46,7 @@ impl Client {
     }
 
     /// `GET /api/clusters/{cluster}/downloads`: model download Jobs with their phase.
-    pub async fn list_downloads(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+    pub async fn list_downloads(&self, cluster: &str) -> Result<Vec<DownloadSummary>, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "downloads"])).await
     }
 
@@ -56,13 +61,13 @@ impl Client {
     }
 
     /// `GET /api/clusters/{cluster}/jobs`: job summaries (phase, pods, recovery budget).
-    pub async fn list_jobs(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+    pub async fn list_jobs(&self, cluster: &str) -> Result<Vec<JobSummary>, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "jobs"])).await
     }
 
     /// `GET /api/clusters/{cluster}/jobs/{job}`: one job with pods, conditions, events, the
     /// recovery budget and the applied manifest.
-    pub async fn get_job(&self, cluster: &str, job: &str) -> Result<Value, Error> {
+    pub async fn get_job(&self, cluster: &str, job: &str) -> Result<JobDetail, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "jobs", job])).await
     }
 
@@ -80,7 +85,7 @@ impl Client {
         job: &str,
         pod: Option<&str>,
         tail: Option<u32>,
-    ) -> Result<Value, Error> {
+    ) -> Result<PodLogs, Error> {
         let path = ["api", "clusters", cluster, "jobs", job, "logs"];
         self.call(Call::new(Method::GET, &path).query("pod", pod).query("tail", tail)).await
     }
@@ -121,13 +126,13 @@ impl Client {
     }
 
     /// `GET /api/clusters/{cluster}/endpoints`: endpoints with readiness, replicas, URL and pool.
-    pub async fn list_endpoints(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+    pub async fn list_endpoints(&self, cluster: &str) -> Result<Vec<EndpointSummary>, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "endpoints"])).await
     }
 
     /// `GET /api/clusters/{cluster}/endpoints/{ep}`: one endpoint with pods, conditions and
     /// the applied manifest.
-    pub async fn get_endpoint(&self, cluster: &str, endpoint: &str) -> Result<Value, Error> {
+    pub async fn get_endpoint(&self, cluster: &str, endpoint: &str) -> Result<EndpointDetail, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "endpoints", endpoint])).await
     }
 
@@ -166,7 +171,7 @@ impl Client {
     // ----- model pools -----
 
     /// `GET /api/clusters/{cluster}/pools`: each pool's warm workers and what they serve.
-    pub async fn list_pools(&self, cluster: &str) -> Result<Vec<Value>, Error> {
+    pub async fn list_pools(&self, cluster: &str) -> Result<Vec<PoolSummary>, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "pools"])).await
     }
 

@@ -575,8 +575,8 @@ impl InstantStartMcp {
             Err(r) => return r,
         };
         let result = match &a.prefix {
-            Some(prefix) => self.client.list_storage_objects(&cluster, Some(prefix)).await,
-            None => self.client.list_storage(&cluster).await.map(Value::Array),
+            Some(prefix) => self.client.list_storage_objects(&cluster, Some(prefix)).await.map(|l| json!(l)),
+            None => self.client.list_storage(&cluster).await.map(|s| json!(s)),
         };
         match result {
             Ok(v) => ok(json!({ "cluster": cluster, "storage": v })),
@@ -708,7 +708,7 @@ impl InstantStartMcp {
             Err(r) => return r,
         };
         match self.client.get_job(&cluster, &a.name).await {
-            Ok(job) => ok(job),
+            Ok(job) => ok_serialize(&job),
             Err(e) => failure(&e),
         }
     }
@@ -733,12 +733,10 @@ impl InstantStartMcp {
         };
         match self.client.job_logs(&cluster, &a.name, a.pod.as_deref(), Some(a.tail.unwrap_or(200))).await {
             Ok(mut logs) => {
-                if let Some(pattern) = &a.grep
-                    && let Some(lines) = logs.get_mut("lines").and_then(Value::as_array_mut)
-                {
-                    lines.retain(|l| l.as_str().is_some_and(|l| l.contains(pattern.as_str())));
+                if let Some(pattern) = &a.grep {
+                    logs.lines.retain(|l| l.contains(pattern.as_str()));
                 }
-                ok(logs)
+                ok_serialize(&logs)
             }
             Err(e) => failure(&e),
         }
@@ -839,7 +837,7 @@ impl InstantStartMcp {
             Err(r) => return r,
         };
         match self.client.get_endpoint(&cluster, &a.name).await {
-            Ok(ep) => ok(ep),
+            Ok(ep) => ok_serialize(&ep),
             Err(e) => failure(&e),
         }
     }

@@ -105,6 +105,9 @@ OPERATION_TOOLS |= {
     "pool_assign",
 }
 DESTRUCTIVE |= {"job_delete", "endpoint_scale", "endpoint_delete"}
+# Training history (SageMaker managed MLflow).
+READ_ONLY |= {"mlflow_servers", "mlflow_runs", "mlflow_metrics"}
+OPERATION_TOOLS |= {"mlflow_create_server"}
 MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel"}
 
 
@@ -623,9 +626,16 @@ def torch_job(name: str):
 
 
 async def ready_cluster(s, name):
-    err, sub = await call(s, "cluster_create", create_args(name, idempotency_key=f"agent-{name}-create"))
-    assert not err, sub
-    assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+    """The workload tests share one cluster (the module's simulated account has quotas)."""
+    err, clusters = await call(s, "cluster_list")
+    assert not err, clusters
+    if not any(c["name"] == name and c["status"] == "ready" for c in clusters):
+        err, sub = await call(s, "cluster_create", create_args(name, idempotency_key=f"agent-{name}-create"))
+        assert not err, sub
+        done = await wait_done(s, sub["operation_id"])
+        assert done["status"] == "succeeded", done
+    err, active = await call(s, "cluster_set_active", {"name": name})
+    assert not err, active
 
 
 async def until(s, tool, args, done, tries=100):
@@ -641,10 +651,10 @@ async def until(s, tool, args, done, tries=100):
 
 def test_storage_download_and_a_training_job_followed_to_its_logs(control_plane):
     async def scenario(s):
-        await ready_cluster(s, "trainer")
-        # The tools default to the active cluster (the one just created).
+        await ready_cluster(s, "workloads")
+        # The tools default to the active cluster.
         err, storage = await call(s, "storage_list")
-        assert not err and storage["cluster"] == "trainer", storage
+        assert not err and storage["cluster"] == "workloads", storage
         assert storage["storage"][0]["bucket"] and storage["storage"][0]["mount_path"], storage
 
         err, sub = await call(
@@ -675,7 +685,7 @@ def test_storage_download_and_a_training_job_followed_to_its_logs(control_plane)
         assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
         job = await until(s, "job_get", {"name": "agent-train"}, lambda j: j["phase"] == "succeeded")
         assert job["runtime"] == "hyperpod" and job["recovery"]["budget"] > 0, job
-        err, jobs = await call(s, "job_list", {"cluster": "trainer"})
+        err, jobs = await call(s, "job_list", {"cluster": "workloads"})
         assert not err and [j["name"] for j in jobs["jobs"]] == ["agent-train"]
 
         err, logs = await call(s, "job_logs", {"name": "agent-train", "tail": 50})
@@ -705,35 +715,35 @@ def test_an_endpoint_deployed_to_ready_answers_chat_scales_and_goes(control_plan
     }
 
     async def scenario(s):
-        await ready_cluster(s, "server")
-        err, plan = await call(s, "endpoint_deploy", {"cluster": "server", "endpoint": endpoint, "dry_run": True})
+        await ready_cluster(s, "workloads")
+        err, plan = await call(s, "endpoint_deploy", {"cluster": "workloads", "endpoint": endpoint, "dry_run": True})
         assert not err and plan["dry_run"] is True and "Deployment" in json.dumps(plan["request"]), plan
 
-        err, sub = await call(s, "endpoint_deploy", {"cluster": "server", "endpoint": endpoint})
+        err, sub = await call(s, "endpoint_deploy", {"cluster": "workloads", "endpoint": endpoint})
         assert not err and sub["status_tool"] == "operation_wait", sub
         assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
-        err, eps = await call(s, "endpoint_list", {"cluster": "server"})
+        err, eps = await call(s, "endpoint_list", {"cluster": "workloads"})
         assert not err and eps["endpoints"][0]["name"] == "agent-qwen" and eps["endpoints"][0]["ready"] is True, eps
 
         err, chat = await call(
             s,
             "endpoint_chat",
-            {"cluster": "server", "name": "agent-qwen", "messages": [{"role": "user", "content": "Say hello"}],
+            {"cluster": "workloads", "name": "agent-qwen", "messages": [{"role": "user", "content": "Say hello"}],
              "max_tokens": 16},
         )
         assert not err and isinstance(chat["answer"], str) and chat["answer"], chat
 
-        scale = {"cluster": "server", "name": "agent-qwen", "replicas": 2}
+        scale = {"cluster": "workloads", "name": "agent-qwen", "replicas": 2}
         err, sub = await call(s, "endpoint_scale", scale)
         assert not err and sub["status_tool"] == "operation_wait", sub
         assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
         err, same = await call(s, "endpoint_scale", scale)
         assert not err and same["no_change"] is True, same
 
-        err, sub = await call(s, "endpoint_delete", {"cluster": "server", "name": "agent-qwen"})
+        err, sub = await call(s, "endpoint_delete", {"cluster": "workloads", "name": "agent-qwen"})
         assert not err, sub
         assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
-        err, eps = await call(s, "endpoint_list", {"cluster": "server"})
+        err, eps = await call(s, "endpoint_list", {"cluster": "workloads"})
         assert eps["endpoints"] == []
 
     run(control_plane["url"], scenario)

@@ -8,7 +8,7 @@
 //! through the control plane and prints the answer.
 
 use super::job::finish_workload;
-use super::target::ClusterOpt;
+use super::target::{ClusterOpt, views};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
@@ -261,7 +261,7 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
         }
         EndpointCommand::Ls { cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let eps = client.list_endpoints(&cluster).await?;
+            let eps = views(client.list_endpoints(&cluster).await?)?;
             output::emit(g.output, &eps, || {
                 let mut t = Table::new(&["NAME", "ROUTE", "ENGINE", "MODEL", "READY", "REPLICAS", "POOL", "URL"]);
                 for e in &eps {
@@ -284,7 +284,7 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
         }
         EndpointCommand::Get { name, cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let e = client.get_endpoint(&cluster, &name).await?;
+            let e = serde_json::to_value(client.get_endpoint(&cluster, &name).await?)?;
             output::emit(g.output, &e, || {
                 let autoscaling = match e.get("autoscaling").filter(|a| a.is_object()) {
                     Some(a) => format!(

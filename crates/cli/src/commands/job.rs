@@ -6,7 +6,7 @@
 //! manifests that would be applied. `get` shows the recovery budget (used / budget) of
 //! HyperPod jobs; `logs -f` follows the job's log stream over WebSocket until its pods end.
 
-use super::target::{ClusterOpt, api_enum, parse_key_value, typed};
+use super::target::{ClusterOpt, api_enum, parse_key_value, typed, views};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
@@ -300,7 +300,7 @@ pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
         }
         JobCommand::Ls { cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let jobs = client.list_jobs(&cluster).await?;
+            let jobs = views(client.list_jobs(&cluster).await?)?;
             output::emit(g.output, &jobs, || {
                 let mut t = Table::new(&["NAME", "RUNTIME", "RECIPE", "PHASE", "PODS", "RECOVERY", "CREATED"]);
                 for j in &jobs {
@@ -322,7 +322,7 @@ pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
         }
         JobCommand::Get { name, cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let job = client.get_job(&cluster, &name).await?;
+            let job = serde_json::to_value(client.get_job(&cluster, &name).await?)?;
             output::emit(g.output, &job, || render_job(&job))?;
             Ok(Exit::Ok)
         }
@@ -345,10 +345,7 @@ pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
             let cluster = cluster.resolve(&client).await?;
             if !follow {
                 let logs = client.job_logs(&cluster, &name, pod.as_deref(), tail).await?;
-                output::emit(g.output, &logs, || {
-                    let lines = logs.get("lines").and_then(Value::as_array).cloned().unwrap_or_default();
-                    lines.iter().map(|l| format!("{}\n", l.as_str().unwrap_or_default())).collect()
-                })?;
+                output::emit(g.output, &logs, || logs.lines.iter().map(|l| format!("{l}\n")).collect())?;
                 return Ok(Exit::Ok);
             }
             follow_logs(g, &client, &cluster, &name, pod.as_deref(), tail).await

@@ -2,7 +2,7 @@
 //! a cluster Job (the token comes from a Kubernetes Secret, never from the command line), and
 //! list those downloads. The Job name printed is the real one.
 
-use super::target::{ClusterOpt, api_enum, parse_secret_ref, typed};
+use super::target::{ClusterOpt, api_enum, parse_secret_ref, typed, views};
 use crate::app::Globals;
 use crate::exit::Exit;
 use crate::mutation::{self, MutationArgs};
@@ -91,7 +91,7 @@ pub async fn run(g: &Globals, cmd: ModelCommand) -> anyhow::Result<Exit> {
         }
         ModelCommand::Ls { cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let downloads = client.list_downloads(&cluster).await?;
+            let downloads = views(client.list_downloads(&cluster).await?)?;
             output::emit(g.output, &downloads, || {
                 let mut t = Table::new(&["NAME", "REPO", "DESTINATION", "PHASE", "STARTED", "MESSAGE"]);
                 for d in &downloads {

@@ -2,7 +2,7 @@
 //! by a label change (no pod restart). `assign` is an operation whose plan shows the diff; a
 //! worker already serving that endpoint is "already in this state".
 
-use super::target::ClusterOpt;
+use super::target::{ClusterOpt, views};
 use crate::app::Globals;
 use crate::exit::Exit;
 use crate::mutation::{self, MutationArgs};
@@ -46,7 +46,7 @@ pub async fn run(g: &Globals, cmd: PoolCommand) -> anyhow::Result<Exit> {
     match cmd {
         PoolCommand::Ls { cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let pools = client.list_pools(&cluster).await?;
+            let pools = views(client.list_pools(&cluster).await?)?;
             output::emit(g.output, &pools, || {
                 let mut t = Table::new(&["POOL", "WORKER", "NODE", "SERVING"]);
                 for p in &pools {

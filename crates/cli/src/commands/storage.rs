@@ -1,7 +1,7 @@
 //! `instantstart storage ls [PREFIX]`: the cluster's shared S3 bucket — how pods mount it
 //! (the static PV/PVC of the Mountpoint S3 CSI driver) and what it holds, one level at a time.
 
-use super::target::{ClusterOpt, bytes};
+use super::target::{ClusterOpt, bytes, views};
 use crate::app::Globals;
 use crate::exit::Exit;
 use crate::output::{self, Table, s};
@@ -35,7 +35,7 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
     match cmd {
         StorageCommand::Ls { prefix: Some(prefix), cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let listing = client.list_storage_objects(&cluster, Some(&prefix)).await?;
+            let listing = serde_json::to_value(client.list_storage_objects(&cluster, Some(&prefix)).await?)?;
             output::emit(g.output, &listing, || {
                 let entries = listing.get("entries").and_then(Value::as_array).cloned().unwrap_or_default();
                 entries_table(&entries).render_or(&format!("Nothing under {prefix} in the shared bucket of {cluster}."))
@@ -43,7 +43,7 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
         }
         StorageCommand::Ls { prefix: None, cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let storages = client.list_storage(&cluster).await?;
+            let storages = views(client.list_storage(&cluster).await?)?;
             output::emit(g.output, &storages, || {
                 if storages.is_empty() {
                     return format!(

@@ -57,6 +57,12 @@ pub fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value, what: &str) -
     Ok(v)
 }
 
+/// Read models as JSON values, for the table renderers (the JSON and YAML outputs serialize the
+/// same values).
+pub fn views<T: serde::Serialize>(items: Vec<T>) -> anyhow::Result<Vec<serde_json::Value>> {
+    items.into_iter().map(|i| Ok(serde_json::to_value(i)?)).collect()
+}
+
 /// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
