@@ -1663,3 +1663,20 @@ async fn helm_releases_install_settle_upgrade_fail_and_uninstall() {
     assert_eq!(s.get_release(&target, ns, rel).await.unwrap(), None);
     s.uninstall(&target, ns, rel).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_tracking_server_given_the_resource_fault_fails_half_way_with_its_reason() {
+    let s = sim();
+    s.set_faults(SimFaults::none().with(
+        "sagemaker:CreateMlflowTrackingServer",
+        FaultMode::resource_fails("S3 bucket is not accessible by the role"),
+    ));
+    let created = mlflow_server(&s).await;
+    assert_eq!(created.status, "Creating");
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_CREATE * timings::FAILURE_SHARE);
+    let failed = s.describe_tracking_server(REGION, "team").await.unwrap().unwrap();
+    assert_eq!(failed.status, "CreateFailed");
+    assert_eq!(failed.state(), ResourceState::Failed { reason: "S3 bucket is not accessible by the role".into() });
+    let e = s.search_runs(&failed.arn, &RunQuery { experiment: None, max_results: 1 }).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::Failed, "a failed server has no MLflow API: {e}");
+}
