@@ -508,6 +508,35 @@ def test_a_managed_endpoint_from_the_form_answers_in_the_chat(wl_ui, wl):
     ui.screenshot("managed-chat")
 
 
+def test_a_tracked_job_links_its_training_history(wl_ui, wl):
+    ui = wl_ui
+    server = ui.server
+    status, body = server.api("POST", "/api/mlflow/servers", {"name": "wl-tracking", "cluster": CLUSTER})
+    assert status == 202, body
+    assert server.wait_operation(body["operation"]["id"], 90)["status"] == "succeeded"
+    status, servers = server.api("GET", "/api/mlflow/servers")
+    arn = next(s["arn"] for s in servers if s["name"] == "wl-tracking")
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/jobs/new")
+    ui.wait_css("#job-form")
+    ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
+    set_value(field(ui, "job.name"), "tracked")
+    set_value(field(ui, "recipe.script"), "code/train.py")
+    ui.click(ui.css("#job-form > details.advanced > summary"))
+    set_value(field(ui, "job.mlflow.tracking_server_arn"), arn)
+    ui.click(ui.css("#job-review"))
+    plan = ui.wait_css("#job-plan", 10)
+    assert "MLFLOW_TRACKING_URI" in plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
+    ui.click(ui.css("#job-submit"))
+    ui.wait(lambda: "/jobs/tracked" in ui.d.current_url, 10, "the job page")
+    link = ui.wait_css("#job-history-link", 15)
+    ui.click(link)
+    ui.wait(lambda: "#/history" in ui.d.current_url and "job=tracked" in ui.d.current_url, 10, "the training history")
+    ui.wait(lambda: ui.all("#history-server") and ui.css("#history-server").get_attribute("value") == "wl-tracking", 15,
+            "its tracking server selected")
+    ui.screenshot("job-training-history")
+
+
 def test_workload_screens_in_the_dark_theme_with_labels(wl_ui, wl):
     ui = wl_ui
     ui.login()
