@@ -7,7 +7,7 @@
 
 use crate::engine::{Observation, Progress, StepContext, StepError, StepExecutor};
 use crate::operation::ResourceRef;
-use crate::provider::{HelmRelease, HelmReleases, KubeTarget, PinnedChart, ReleaseStatus};
+use crate::provider::{HelmRelease, HelmReleases, KubeTarget, PinnedChart, ProviderErrorKind, ReleaseStatus};
 use async_trait::async_trait;
 use serde_json::json;
 use std::sync::Arc;
@@ -92,7 +92,12 @@ pub struct RemoveChart {
 impl StepExecutor for RemoveChart {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
         let c = &self.chart;
-        Ok(match self.helm.get_release(&self.target, c.namespace, c.release).await? {
+        let found = match self.helm.get_release(&self.target, c.namespace, c.release).await {
+            // No cluster (its EKS control plane is already gone): no release either.
+            Err(e) if e.kind == ProviderErrorKind::NotFound => None,
+            other => other?,
+        };
+        Ok(match found {
             None => Observation::Exists(resource(c)),
             Some(r) if r.status == ReleaseStatus::Uninstalling => Observation::Exists(resource(c)),
             Some(r) if r.chart != c.chart => Observation::Foreign {

@@ -2,14 +2,17 @@
 //!
 //! ```text
 //! network ───────────────┬─> eks_cluster ─> select_active ─┬─> addon:* ─┬─> hyperpod_cluster
-//! eks_cluster_role ──────┘                                  │            └─> storage
+//! eks_cluster_role ──────┘                                  ├─> chart:*  └─> storage
 //! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
 //! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
 //! ```
 //! Roles, the bucket and compute subnets run while the EKS control plane is still creating.
+//! `chart:<release>` steps install the pinned Helm charts ([`PINNED_CHARTS`]) when the workflow
+//! has a Helm provider ([`CreateClusterWorkflow::with_helm`]), in parallel with the add-ons.
 //! Every resource name derives from the cluster name ([`DerivedNames`]), every resource carries
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
+use super::charts::{CHART_STEP_PREFIX, EnsureChart, chart_step_key};
 use super::steps::{AddonTarget, EnsureAddon, place_groups};
 use super::{cluster_target, decode, update_record};
 use crate::engine::reads::read;
@@ -52,7 +55,7 @@ const EXPECTED: &[(&str, u64)] = &[
 ];
 
 fn expected(key: &str) -> Option<u64> {
-    if key.starts_with("addon:") {
+    if key.starts_with("addon:") || key.starts_with(CHART_STEP_PREFIX) {
         return Some(60);
     }
     EXPECTED.iter().find(|(k, _)| *k == key).map(|(_, s)| *s)
@@ -63,11 +66,23 @@ pub struct CreateClusterWorkflow {
     aws: Arc<dyn AwsCloud>,
     kube: Arc<dyn KubeApi>,
     store: Arc<dyn Store>,
+    helm: Option<Arc<dyn HelmReleases>>,
 }
 
 impl CreateClusterWorkflow {
     pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
-        CreateClusterWorkflow { aws, kube, store }
+        CreateClusterWorkflow { aws, kube, store, helm: None }
+    }
+
+    /// Installs the pinned Helm charts ([`PINNED_CHARTS`]) through `helm` (`chart:<release>`
+    /// steps). Without it the pipeline has no chart steps.
+    pub fn with_helm(mut self, helm: Arc<dyn HelmReleases>) -> Self {
+        self.helm = Some(helm);
+        self
+    }
+
+    fn charts(&self) -> &'static [PinnedChart] {
+        if self.helm.is_some() { PINNED_CHARTS } else { &[] }
     }
 }
 
@@ -80,8 +95,13 @@ fn step(key: &str, title: String, deps: &[&str]) -> StepSpec {
     }
 }
 
-/// Lays out the steps of a validated request.
+/// Lays out the steps of a validated request (without chart steps).
 pub fn plan_steps(req: &ClusterCreateRequest) -> Vec<StepSpec> {
+    plan_steps_with(req, &[])
+}
+
+/// Lays out the steps of a validated request, with a `chart:<release>` step per chart.
+pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Vec<StepSpec> {
     let names = DerivedNames::for_cluster(&req.name);
     let mut steps = Vec::new();
     steps.push(match &req.network {
@@ -119,6 +139,16 @@ pub fn plan_steps(req: &ClusterCreateRequest) -> Vec<StepSpec> {
         let key = format!("addon:{addon}");
         steps.push(step(&key, format!("Install EKS add-on {addon}"), &["select_active"]));
         addon_keys.push(key);
+    }
+    for chart in charts {
+        steps.push(step(
+            &chart_step_key(chart),
+            format!(
+                "Install Helm chart {} {} ({}) into namespace {}",
+                chart.chart, chart.version, chart.provides, chart.namespace
+            ),
+            &["select_active"],
+        ));
     }
     if let Some(hp) = &req.hyperpod {
         steps.push(step(
@@ -199,7 +229,7 @@ impl Workflow for CreateClusterWorkflow {
             );
         }
         f.finish()?;
-        let steps = plan_steps(&req);
+        let steps = plan_steps_with(&req, self.charts());
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
     }
@@ -278,6 +308,10 @@ impl Workflow for CreateClusterWorkflow {
             "select_active" => Arc::new(SelectActiveStep(cx)),
             "hyperpod_cluster" => Arc::new(HyperPodClusterStep(cx)),
             "storage" => Arc::new(StorageStep(cx)),
+            other if other.starts_with(CHART_STEP_PREFIX) => {
+                let chart = pinned_chart(&other[CHART_STEP_PREFIX.len()..])?;
+                Arc::new(EnsureChart { helm: self.helm.clone()?, target: cx.kube_target(), chart: *chart })
+            }
             other => {
                 let addon = other.strip_prefix("addon:")?;
                 let target = AddonTarget {
@@ -877,6 +911,28 @@ mod tests {
                 assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
             }
         }
+    }
+
+    #[test]
+    fn chart_steps_run_beside_the_addons() {
+        let req = ClusterCreateRequest {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            kubernetes_version: "1.33".into(),
+            network: NetworkSpec::default(),
+            availability_zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+            hyperpod: None,
+            storage: None,
+        };
+        let steps = plan_steps_with(&req, PINNED_CHARTS);
+        let chart = steps.iter().find(|s| s.key == "chart:kuberay-operator").expect("chart step");
+        assert_eq!(chart.depends_on, ["select_active"]);
+        assert!(chart.title.contains("kuberay-operator 1.4.2"), "{}", chart.title);
+        assert_eq!(chart.expected_secs, Some(60));
+        assert!(steps.iter().all(|s| !s.depends_on.contains(&chart.key)), "nothing waits for the chart");
+        let without: Vec<String> = plan_steps(&req).into_iter().map(|s| s.key).collect();
+        let with: Vec<String> = steps.into_iter().map(|s| s.key).filter(|k| !k.starts_with("chart:")).collect();
+        assert_eq!(without, with, "the charts only add steps");
     }
 
     #[test]

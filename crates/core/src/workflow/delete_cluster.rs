@@ -8,6 +8,7 @@
 //! For deletions, an executor's `observe` answers "is the deletion already done or under
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
+use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
 use super::{cluster_target, decode};
 use crate::engine::{EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow};
 use crate::names::DerivedNames;
@@ -36,11 +37,19 @@ pub struct DeleteClusterWorkflow {
     aws: Arc<dyn AwsCloud>,
     kube: Arc<dyn KubeApi>,
     store: Arc<dyn Store>,
+    helm: Option<Arc<dyn HelmReleases>>,
 }
 
 impl DeleteClusterWorkflow {
     pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
-        DeleteClusterWorkflow { aws, kube, store }
+        DeleteClusterWorkflow { aws, kube, store, helm: None }
+    }
+
+    /// Uninstalls the pinned Helm charts (`chart:<release>` steps, before the EKS control plane
+    /// goes) through `helm`.
+    pub fn with_helm(mut self, helm: Arc<dyn HelmReleases>) -> Self {
+        self.helm = Some(helm);
+        self
     }
 }
 
@@ -53,7 +62,7 @@ fn step(key: &str, title: String, deps: &[&str], secs: u64) -> StepSpec {
     }
 }
 
-fn plan_steps(rec: &ClusterRecord, delete_bucket: bool) -> Vec<StepSpec> {
+fn plan_steps_with(rec: &ClusterRecord, delete_bucket: bool, charts: &[PinnedChart]) -> Vec<StepSpec> {
     let names = DerivedNames::for_cluster(&rec.name);
     if rec.source == ClusterSource::Imported {
         return vec![step(
@@ -64,6 +73,13 @@ fn plan_steps(rec: &ClusterRecord, delete_bucket: bool) -> Vec<StepSpec> {
         )];
     }
     let mut steps = vec![step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5)];
+    let chart_keys: Vec<String> = charts.iter().map(chart_step_key).collect();
+    for (chart, key) in charts.iter().zip(&chart_keys) {
+        steps.push(step(key, format!("Uninstall Helm release {}/{}", chart.namespace, chart.release), &[], 30));
+    }
+    let with_charts = |deps: &[&str]| -> Vec<String> {
+        deps.iter().map(|d| d.to_string()).chain(chart_keys.iter().cloned()).collect()
+    };
     let mut unregister_deps = vec!["storage", "eks_cluster", "eks_cluster_role", "network"];
     if let Some(hp) = &rec.hyperpod_cluster {
         steps.push(step("hyperpod_cluster", format!("Delete HyperPod cluster {hp}"), &["storage"], 600));
@@ -74,15 +90,14 @@ fn plan_steps(rec: &ClusterRecord, delete_bucket: bool) -> Vec<StepSpec> {
             5,
         ));
         steps.push(step("compute_subnets", "Delete the compute subnets".into(), &["hyperpod_cluster"], 10));
-        steps.push(step(
-            "eks_cluster",
-            format!("Delete EKS control plane {}", names.eks_cluster),
-            &["hyperpod_cluster"],
-            600,
-        ));
+        let mut eks = step("eks_cluster", format!("Delete EKS control plane {}", names.eks_cluster), &[], 600);
+        eks.depends_on = with_charts(&["hyperpod_cluster"]);
+        steps.push(eks);
         unregister_deps.extend(["hyperpod_cluster", "hyperpod_execution_role", "compute_subnets"]);
     } else {
-        steps.push(step("eks_cluster", format!("Delete EKS control plane {}", names.eks_cluster), &["storage"], 600));
+        let mut eks = step("eks_cluster", format!("Delete EKS control plane {}", names.eks_cluster), &[], 600);
+        eks.depends_on = with_charts(&["storage"]);
+        steps.push(eks);
     }
     steps.push(step("eks_cluster_role", format!("Delete IAM role {}", names.eks_cluster_role), &["eks_cluster"], 5));
     let network_deps: &[&str] =
@@ -129,7 +144,8 @@ impl Workflow for DeleteClusterWorkflow {
             }
             .into());
         }
-        let steps = plan_steps(&rec, req.delete_bucket);
+        let charts: &[PinnedChart] = if self.helm.is_some() { PINNED_CHARTS } else { &[] };
+        let steps = plan_steps_with(&rec, req.delete_bucket, charts);
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
     }
@@ -137,6 +153,10 @@ impl Workflow for DeleteClusterWorkflow {
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
         let req: DeleteClusterRequest = decode(request).ok()?;
         let rec = self.store.get_cluster(&req.name).ok()??;
+        if let Some(release) = key.strip_prefix(CHART_STEP_PREFIX) {
+            let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+            return Some(Arc::new(RemoveChart { helm: self.helm.clone()?, target, chart: *pinned_chart(release)? }));
+        }
         let which = match key {
             "storage" => Target::Storage,
             "hyperpod_cluster" => Target::HyperPod,
@@ -407,7 +427,7 @@ mod tests {
 
     #[test]
     fn reverse_order() {
-        let shape: Vec<String> = plan_steps(&record(ClusterSource::Created, true), true)
+        let shape: Vec<String> = plan_steps_with(&record(ClusterSource::Created, true), true, &[])
             .iter()
             .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
             .collect();
@@ -426,7 +446,31 @@ mod tests {
             ]
         );
         let imported: Vec<String> =
-            plan_steps(&record(ClusterSource::Imported, false), false).into_iter().map(|s| s.key).collect();
+            plan_steps_with(&record(ClusterSource::Imported, false), false, &[]).into_iter().map(|s| s.key).collect();
         assert_eq!(imported, ["unregister"]);
+    }
+
+    #[test]
+    fn charts_are_uninstalled_before_the_control_plane_goes() {
+        let shape: Vec<String> = plan_steps_with(&record(ClusterSource::Created, false), false, PINNED_CHARTS)
+            .iter()
+            .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "storage <- []",
+                "chart:kuberay-operator <- []",
+                "eks_cluster <- [storage, chart:kuberay-operator]",
+                "eks_cluster_role <- [eks_cluster]",
+                "network <- [eks_cluster]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network]",
+            ]
+        );
+        let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS)
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
+        assert_eq!(imported, ["unregister"], "an imported cluster's releases are not ours");
     }
 }

@@ -72,6 +72,18 @@ pub fn all(
     store: std::sync::Arc<dyn Store>,
     renderer: Option<std::sync::Arc<dyn crate::workload::WorkloadRenderer>>,
 ) -> Vec<std::sync::Arc<dyn crate::engine::Workflow>> {
+    all_with_helm(aws, kube, None, store, renderer)
+}
+
+/// [`all`] with a Helm provider: create-cluster installs the pinned charts
+/// ([`crate::provider::PINNED_CHARTS`], `chart:<release>` steps) and delete-cluster uninstalls them.
+pub fn all_with_helm(
+    aws: std::sync::Arc<dyn crate::provider::AwsCloud>,
+    kube: std::sync::Arc<dyn crate::provider::KubeApi>,
+    helm: Option<std::sync::Arc<dyn crate::provider::HelmReleases>>,
+    store: std::sync::Arc<dyn Store>,
+    renderer: Option<std::sync::Arc<dyn crate::workload::WorkloadRenderer>>,
+) -> Vec<std::sync::Arc<dyn crate::engine::Workflow>> {
     let mut all: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = Vec::new();
     if let Some(renderer) = renderer {
         for kind in OperationKind::ALL.iter().copied() {
@@ -88,8 +100,14 @@ pub fn all(
         all.push(std::sync::Arc::new(endpoints::AssignPoolWorkerWorkflow::new(kube.clone(), store.clone())));
     }
     let base: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = vec![
-        std::sync::Arc::new(CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),
-        std::sync::Arc::new(DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())),
+        std::sync::Arc::new(match &helm {
+            Some(h) => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
+            None => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
+        }),
+        std::sync::Arc::new(match &helm {
+            Some(h) => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
+            None => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
+        }),
         std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube, store.clone())),
         std::sync::Arc::new(ImportClusterWorkflow::new(aws.clone(), store.clone())),
         std::sync::Arc::new(instance_groups::InstanceGroupWorkflow::new(
