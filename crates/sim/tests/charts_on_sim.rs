@@ -1,0 +1,86 @@
+//! The pinned Helm charts in the create/delete pipelines on the simulated cloud: the
+//! `chart:<release>` step installs exactly once (observe before submit), a failed release fails
+//! the step with Helm's reason and a retry upgrades it, and delete-cluster uninstalls it.
+
+use instantstart_core::engine::{Engine, EngineConfig};
+use instantstart_core::operation::{Actor, Face, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::provider::{HelmReleases, KUBERAY_OPERATOR, KubeTarget, ReleaseStatus};
+use instantstart_core::store::Store;
+use instantstart_core::workflow;
+use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
+use instantstart_store::SqliteStore;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn bed(dir: &std::path::Path) -> (SimCloud, Engine) {
+    let sim = SimCloud::new(SimConfig::with_speed(2000.0).seed(11)).unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let helm: Arc<dyn HelmReleases> = Arc::new(sim.clone());
+    let workflows =
+        workflow::all_with_helm(Arc::new(sim.clone()), Arc::new(sim.clone()), Some(helm), store.clone(), None);
+    (sim, Engine::new(store, workflows, EngineConfig::scaled(2000.0)))
+}
+
+fn request() -> Value {
+    json!({ "name": "demo", "region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"] })
+}
+
+fn user() -> Actor {
+    Actor { face: Face::Api, principal: "test".into() }
+}
+
+async fn run(engine: &Engine, kind: OperationKind, req: &Value) -> instantstart_core::operation::Operation {
+    let s = engine.submit(kind, req, user(), None).unwrap();
+    let op = engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert!(op.status.is_terminal(), "operation did not finish: {op:#?}");
+    op
+}
+
+fn target() -> KubeTarget {
+    KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_installs_the_pinned_chart_once_and_delete_uninstalls_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sim, engine) = bed(dir.path());
+    let op = run(&engine, OperationKind::CreateCluster, &request()).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let step = op.step("chart:kuberay-operator").expect("chart step");
+    assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 1));
+    assert_eq!(step.depends_on, ["select_active"]);
+    let r = sim.get_release(&target(), KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release).await.unwrap().unwrap();
+    assert!(r.is_deployed(&KUBERAY_OPERATOR.chart_ref()), "{r:?}");
+    assert_eq!(r.revision, 1);
+    assert_eq!(sim.stats().get("helm:upgrade").copied(), Some(1), "installed exactly once");
+
+    let op = run(&engine, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let step = op.step("chart:kuberay-operator").expect("chart removal step");
+    assert_eq!(step.phase, StepPhase::Succeeded);
+    assert!(op.step("eks_cluster").unwrap().depends_on.contains(&"chart:kuberay-operator".to_string()));
+    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sim, engine) = bed(dir.path());
+    sim.set_faults(SimFaults::none().with("helm:upgrade", FaultMode::resource_fails("ImagePullBackOff")));
+    let op = run(&engine, OperationKind::CreateCluster, &request()).await;
+    assert_eq!(op.status, OperationStatus::Failed);
+    let step = op.step("chart:kuberay-operator").unwrap();
+    assert_eq!(step.phase, StepPhase::Failed);
+    assert!(step.error.as_deref().unwrap().contains("ImagePullBackOff"), "{step:?}");
+    assert_eq!(op.steps.iter().filter(|s| s.phase == StepPhase::Failed).count(), 1, "only the chart failed");
+
+    sim.set_faults(SimFaults::none());
+    engine.retry_step(&op.id, "chart:kuberay-operator", user()).unwrap();
+    let op = engine.wait(&op.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let r = sim.get_release(&target(), KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release).await.unwrap().unwrap();
+    assert_eq!((r.status, r.revision), (ReleaseStatus::Deployed, 2), "the failed revision was upgraded");
+}
