@@ -48,10 +48,11 @@ mod serving;
 pub(crate) mod training;
 pub(crate) mod workload;
 
-pub(crate) use training::{inject as inject_process_faults, write_outputs};
+pub use logs::{LOG_RATE_ANNOTATION, LOG_RATE_ENV, MAX_LOG_RATE, parse_rate_line, rate_line};
 pub use training::{
     PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line,
 };
+pub(crate) use training::{inject as inject_process_faults, write_outputs};
 pub use workload::DURATION_ANNOTATION;
 
 use crate::cloud::{Cx, SimCloud};
@@ -715,11 +716,8 @@ impl KubeApi for SimCloud {
                     match pod_now(&st.world, &s.target, &s.namespace, &s.pod, now) {
                         None => (Vec::new(), now, true),
                         Some((p, pst)) => {
-                            let fresh: Vec<String> = logs::lines(&p, &pst, now)
-                                .into_iter()
-                                .filter(|(t, _)| *t > s.cursor)
-                                .map(|(_, l)| l)
-                                .collect();
+                            let fresh: Vec<String> =
+                                logs::lines_after(&p, &pst, s.cursor, now).into_iter().map(|(_, l)| l).collect();
                             (fresh, now, pst.finished_at.is_some_and(|e| e <= now))
                         }
                     }

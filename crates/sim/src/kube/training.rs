@@ -353,6 +353,18 @@ pub(crate) fn apply_download(job: &Value, p: &mut PodView) {
 
 /// The log of a training or download pod (see `logs::lines`).
 pub(crate) fn log_lines(pod: &PodView, run: &PodRun, st: &PodState, until: f64) -> Vec<(f64, String)> {
+    log_lines_after(pod, run, st, f64::NEG_INFINITY, until)
+}
+
+/// The lines of [`log_lines`] later than `after`, without formatting the earlier step lines
+/// (a follower asks for the few new ones many times a second).
+pub(crate) fn log_lines_after(
+    pod: &PodView,
+    run: &PodRun,
+    st: &PodState,
+    after: f64,
+    until: f64,
+) -> Vec<(f64, String)> {
     let Some(start) = st.started_at else { return Vec::new() };
     let end = st.finished_at.unwrap_or(f64::INFINITY);
     let mut out: Vec<(f64, String)> = Vec::new();
@@ -402,7 +414,7 @@ pub(crate) fn log_lines(pod: &PodView, run: &PodRun, st: &PodState, until: f64) 
                 }
             }
             if *role != Role::RayWorker {
-                steps(&mut out, job, start + offset, end, *resumed_step, *total_steps, restarts);
+                steps(&mut out, job, start + offset, end, *resumed_step, *total_steps, restarts, after);
             }
             if let Some((at, why)) = killed.as_ref().filter(|(at, _)| *at <= end) {
                 out.push((*at, format!("RuntimeError: {why}")));
@@ -419,7 +431,7 @@ pub(crate) fn log_lines(pod: &PodView, run: &PodRun, st: &PodState, until: f64) 
             }
         }
     }
-    out.retain(|(t, _)| *t <= until && *t <= end);
+    out.retain(|(t, _)| *t <= until && *t <= end && *t > after);
     out.sort_by(|a, b| a.0.total_cmp(&b.0));
     const MAX_LINES: usize = 5000;
     if out.len() > MAX_LINES {
@@ -428,7 +440,9 @@ pub(crate) fn log_lines(pod: &PodView, run: &PodRun, st: &PodState, until: f64) 
     out
 }
 
-/// Step lines from `train_start` on, paused by in-place restarts.
+/// Step lines from `train_start` on, paused by in-place restarts. Step lines at or before
+/// `after` are counted but not formatted (the caller drops them).
+#[allow(clippy::too_many_arguments)]
 fn steps(
     out: &mut Vec<(f64, String)>,
     job: &str,
@@ -437,6 +451,7 @@ fn steps(
     resumed: u64,
     total: u64,
     restarts: &[(f64, String)],
+    after: f64,
 ) {
     let mut segments: Vec<(f64, f64)> = Vec::new();
     let mut from = train_start;
@@ -453,11 +468,32 @@ fn steps(
         if k > 0 {
             out.push((*a, format!("[hyperpodrun] training processes restarted; resuming after step {step}")));
         }
-        let mut t = *a + (TRAINING_STEP_SECONDS - carried);
-        while t <= *b && step < total {
+        // Line i of the segment is at t0 + i·STEP (computed the same way whether or not the
+        // earlier ones are skipped, so a line's time does not depend on the reader).
+        let t0 = *a + (TRAINING_STEP_SECONDS - carried);
+        let mut i: u64 = 0;
+        if after > t0 {
+            // Lines certainly at or before `after` (one short, for rounding) and certainly
+            // emitted (before the segment's end and within the step budget).
+            let before_after = (((after - t0) / TRAINING_STEP_SECONDS).floor() as u64).saturating_sub(1);
+            let in_segment = if b.is_finite() {
+                if *b < t0 { 0 } else { (((b - t0) / TRAINING_STEP_SECONDS).floor() as u64).saturating_sub(1) }
+            } else {
+                u64::MAX
+            };
+            i = before_after.min(in_segment).min(total.saturating_sub(step));
+            step += i;
+        }
+        loop {
+            let t = t0 + i as f64 * TRAINING_STEP_SECONDS;
+            if t > *b || step >= total {
+                break;
+            }
             step += 1;
-            out.push((t, training_log_line(job, step)));
-            t += TRAINING_STEP_SECONDS;
+            if t > after {
+                out.push((t, training_log_line(job, step)));
+            }
+            i += 1;
         }
         carried = (carried + (b - a)).rem_euclid(TRAINING_STEP_SECONDS);
         if !b.is_finite() {
