@@ -290,6 +290,22 @@ impl CallDir {
     }
 }
 
+/// Environment variable naming the `helm` binary to use.
+pub const HELM_ENV: &str = "INSTANTSTART_HELM";
+/// Where the container image installs its pinned `helm`.
+pub const IMAGE_HELM: &str = "/usr/local/bin/helm";
+
+/// The `helm` binary: `$INSTANTSTART_HELM`, else `helm` on `PATH`, else [`IMAGE_HELM`]. Resolved
+/// to a path once, because `helm` itself runs with a cleared environment.
+pub fn locate_helm() -> PathBuf {
+    if let Some(p) = std::env::var_os(HELM_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("helm")).find(|p| p.is_file()))
+        .unwrap_or_else(|| PathBuf::from(IMAGE_HELM))
+}
+
 /// [`HelmReleases`] on the `helm` binary.
 pub struct HelmCli {
     binary: PathBuf,

@@ -45,4 +45,4 @@ pub use connector::{
     install_crypto_provider,
 };
 pub use error::K8sError;
-pub use helm::{ClusterAccess, ClusterAccessResolver, EksAccess, HelmCli};
+pub use helm::{ClusterAccess, ClusterAccessResolver, EksAccess, HelmCli, locate_helm};

@@ -13,7 +13,7 @@ use instantstart_k8s::{ConfigConnector, KubeAdapter};
 use std::sync::Arc;
 
 #[cfg(feature = "aws")]
-pub use eks::eks_adapter;
+pub use eks::{eks_adapter, eks_helm};
 
 /// `--provider aws` (cargo feature `aws`): kube-rs on EKS with in-process tokens.
 #[cfg(feature = "aws")]
@@ -74,6 +74,17 @@ mod eks {
     pub fn eks_adapter(aws: Arc<instantstart_aws::AwsProvider>) -> Arc<dyn KubeApi> {
         let credentials = SharedCredentialsProvider::new(LazyCredentials(aws.clone()));
         Arc::new(KubeAdapter::eks(credentials, Arc::new(DescribeClusterEndpoints(aws))).with_watch_cache())
+    }
+
+    /// The Helm side of `--provider aws`: the pinned `helm` binary
+    /// ([`instantstart_k8s::locate_helm`]) with a per-call kubeconfig for the EKS cluster.
+    pub fn eks_helm(aws: Arc<instantstart_aws::AwsProvider>) -> Arc<dyn instantstart_core::provider::HelmReleases> {
+        let credentials = SharedCredentialsProvider::new(LazyCredentials(aws.clone()));
+        Arc::new(instantstart_k8s::HelmCli::eks(
+            instantstart_k8s::locate_helm(),
+            credentials,
+            Arc::new(DescribeClusterEndpoints(aws)),
+        ))
     }
 }
 

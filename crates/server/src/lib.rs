@@ -14,7 +14,7 @@ pub mod ui;
 use aide::openapi::OpenApi;
 use auth::Auth;
 use instantstart_core::engine::{Engine, EngineConfig};
-use instantstart_core::provider::{AwsCloud, KubeApi};
+use instantstart_core::provider::{AwsCloud, HelmReleases, KubeApi};
 use instantstart_core::store::Store;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -155,6 +155,7 @@ impl AppState {
             Arc::new(instantstart_store::SqliteStore::open(&opts.data_dir.join("instantstart.db"))?);
         let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone())?;
         let mut kube_api_url = None;
+        let helm: Arc<dyn HelmReleases>;
         let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
             ProviderKind::Sim => {
                 let sim = open_sim(&opts.data_dir, opts.sim_speed)?;
@@ -168,6 +169,7 @@ impl AppState {
                     }
                     _ => Arc::new(sim.clone()),
                 };
+                helm = Arc::new(sim.clone());
                 (Arc::new(sim.clone()), kube, Some(sim), EngineConfig::scaled(opts.sim_speed))
             }
             #[cfg(feature = "aws")]
@@ -178,6 +180,7 @@ impl AppState {
                 // as that call's error (and in the operation that made it).
                 let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts.into()));
                 let kube = kube_wiring::eks_adapter(aws.clone());
+                helm = kube_wiring::eks_helm(aws.clone());
                 (aws, kube, None, EngineConfig::default())
             }
             #[cfg(not(feature = "aws"))]
@@ -186,9 +189,10 @@ impl AppState {
                 return Err(ServerError::AwsNotBuilt);
             }
         };
-        let workflows = instantstart_core::workflow::all(
+        let workflows = instantstart_core::workflow::all_with_helm(
             aws.clone(),
             kube.clone(),
+            Some(helm),
             store.clone(),
             Some(Arc::new(instantstart_recipes::WorkloadRenderer::new())),
         );

@@ -53,7 +53,7 @@ pub use training::{
     PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line,
 };
 pub(crate) use training::{inject as inject_process_faults, write_outputs};
-pub use workload::DURATION_ANNOTATION;
+pub use workload::{DURATION_ANNOTATION, DURATION_ENV};
 
 use crate::cloud::{Cx, SimCloud};
 use crate::world::{Phase, World, rkey, stable_hash};

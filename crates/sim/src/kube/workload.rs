@@ -15,6 +15,9 @@ use std::collections::BTreeMap;
 /// Annotation (on a Job, PyTorchJob, bare Pod or pod template) setting how many simulated
 /// seconds the workload's containers run before they complete.
 pub const DURATION_ANNOTATION: &str = "sim.instantstart.io/duration-seconds";
+/// The same as an environment variable of the first container of a pod template (for
+/// workloads whose manifest only takes environment variables, e.g. a submitted training job).
+pub const DURATION_ENV: &str = "SIM_DURATION_SECONDS";
 
 /// Accelerator resource names a pod may request.
 const ACCELERATOR_RESOURCES: &[&str] = &["nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neurondevice"];
@@ -190,11 +193,26 @@ fn str_map(v: Option<&Value>) -> Map<String, Value> {
 }
 
 fn duration(annotations: &[&Map<String, Value>], default: f64) -> f64 {
+    duration_or_env(annotations, None, default)
+}
+
+/// [`DURATION_ANNOTATION`] from the first map that has it, else [`DURATION_ENV`] of the first
+/// container of `spec`, else `default`.
+fn duration_or_env(annotations: &[&Map<String, Value>], spec: Option<&Value>, default: f64) -> f64 {
+    let number = |v: &Value| v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
+    let env = || {
+        spec?
+            .pointer("/containers/0/env")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|e| e.get("name").and_then(Value::as_str) == Some(DURATION_ENV))
+            .and_then(|e| e.get("value"))
+            .and_then(number)
+    };
     annotations
         .iter()
-        .find_map(|a| {
-            a.get(DURATION_ANNOTATION).and_then(|v| v.as_f64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
-        })
+        .find_map(|a| a.get(DURATION_ANNOTATION).and_then(number))
+        .or_else(env)
         .filter(|d| d.is_finite() && *d >= 0.0)
         .unwrap_or(default)
 }
@@ -239,7 +257,8 @@ pub(crate) fn pods_of(key: &str, rec: &KubeRec, now: f64) -> Vec<PodView> {
             labels.insert((*k).into(), Value::String(v.clone()));
         }
         let annotations = str_map(template.pointer("/metadata/annotations"));
-        let batch_run = batch_default.map(|d| duration(&[&annotations, &own_annotations], d));
+        let batch_run =
+            batch_default.map(|d| duration_or_env(&[&annotations, &own_annotations], template.get("spec"), d));
         PodView {
             uid: uuid_from(stable_hash(&[&uid, &slot, &epoch.to_string(), &change]), stable_hash(&[&pod_name])),
             name: pod_name,
@@ -867,5 +886,22 @@ pub(crate) fn restart_slot(kw: &mut KubeWorld, key: &str, slot: &str, now: f64) 
     if let Some(rec) = kw.objects.get_mut(key) {
         let epoch = rec.restarts.get(slot).map_or(0, |r| r.epoch) + 1;
         rec.restarts.insert(slot.to_string(), Restart { epoch, since: now });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_from_annotation_then_container_env_then_default() {
+        let annotated: Map<String, Value> = [(DURATION_ANNOTATION.to_string(), json!("42"))].into_iter().collect();
+        let none = Map::new();
+        let spec = json!({ "containers": [{ "name": "c", "env": [{ "name": DURATION_ENV, "value": "900" }] }] });
+        assert_eq!(duration_or_env(&[&none, &annotated], Some(&spec), 1.0), 42.0);
+        assert_eq!(duration_or_env(&[&none], Some(&spec), 1.0), 900.0);
+        assert_eq!(duration_or_env(&[&none], None, 1.0), 1.0);
+        let bad = json!({ "containers": [{ "env": [{ "name": DURATION_ENV, "value": "-5" }] }] });
+        assert_eq!(duration_or_env(&[&none], Some(&bad), 7.0), 7.0);
     }
 }
