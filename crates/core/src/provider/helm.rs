@@ -71,7 +71,7 @@ pub const KUBERAY_OPERATOR: PinnedChart = PinnedChart {
     repository: "https://ray-project.github.io/kuberay-helm/",
     chart: "kuberay-operator",
     version: "1.4.2",
-    provides: "KubeRay operator (RayJob, RayCluster, RayService)",
+    provides: "the KubeRay operator for RayJob, RayCluster and RayService",
 };
 
 /// Every chart the create-cluster pipeline installs (`chart:<release>` steps).

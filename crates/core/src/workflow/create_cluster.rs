@@ -144,8 +144,8 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
         steps.push(step(
             &chart_step_key(chart),
             format!(
-                "Install Helm chart {} {} ({}) into namespace {}",
-                chart.chart, chart.version, chart.provides, chart.namespace
+                "Install Helm chart {} {} in namespace {}: {}",
+                chart.chart, chart.version, chart.namespace, chart.provides
             ),
             &["select_active"],
         ));
