@@ -288,6 +288,40 @@ mod tests {
         assert!(matches!(observe(&step).await, Observation::Foreign { .. }));
     }
 
+    /// A cluster whose API is already gone (NotFound) has no release left to remove.
+    struct NoCluster;
+    #[async_trait]
+    impl HelmReleases for NoCluster {
+        async fn get_release(&self, _t: &KubeTarget, _n: &str, _r: &str) -> Result<Option<HelmRelease>, ProviderError> {
+            Err(ProviderError::not_found("helm:status", "EKS cluster demo-eks not found"))
+        }
+        async fn install_or_upgrade(&self, _t: &KubeTarget, _s: &ReleaseSpec) -> Result<HelmRelease, ProviderError> {
+            Err(ProviderError::not_found("helm:upgrade", "EKS cluster demo-eks not found"))
+        }
+        async fn uninstall(&self, _t: &KubeTarget, _n: &str, _r: &str) -> Result<(), ProviderError> {
+            Err(ProviderError::not_found("helm:uninstall", "EKS cluster demo-eks not found"))
+        }
+    }
+
+    #[tokio::test]
+    async fn removing_from_a_deleted_cluster_is_done_and_installing_there_is_an_error() {
+        let remove = RemoveChart { helm: Arc::new(NoCluster), target: target(), chart: KUBERAY_OPERATOR };
+        assert!(matches!(observe(&remove).await, Observation::Exists(_)));
+        let ensure = EnsureChart { helm: Arc::new(NoCluster), target: target(), chart: KUBERAY_OPERATOR };
+        let id = OperationId("op".into());
+        let (request, inputs) = (json!({}), BTreeMap::new());
+        let cx = StepContext {
+            operation_id: &id,
+            step_key: "k",
+            idempotency_token: "t",
+            request: &request,
+            inputs: &inputs,
+        };
+        assert!(
+            matches!(ensure.observe(&cx).await, Err(StepError::Provider(e)) if e.kind == ProviderErrorKind::NotFound)
+        );
+    }
+
     #[test]
     fn step_keys() {
         assert_eq!(chart_step_key(&KUBERAY_OPERATOR), "chart:kuberay-operator");
