@@ -298,20 +298,25 @@ pub struct InstanceGroupScaleArgs {
 impl InstanceGroupScaleArgs {
     /// The REST patch: only the fields given (explicit diff).
     pub fn patch(&self) -> Value {
-        let mut patch = serde_json::Map::new();
-        for (key, value) in [
+        explicit_diff([
             ("count", &self.count),
             ("capacity", &self.capacity),
             ("interface_mode", &self.interface_mode),
             ("instance_type", &self.instance_type),
             ("availability_zone", &self.availability_zone),
-        ] {
-            if let Some(v) = value.as_ref().filter(|v| !v.is_null()) {
-                patch.insert(key.into(), v.clone());
-            }
-        }
-        Value::Object(patch)
+        ])
     }
+}
+
+/// An explicit-diff patch: the fields given (neither absent nor null), under their keys.
+fn explicit_diff<const N: usize>(fields: [(&str, &Option<Value>); N]) -> Value {
+    let mut patch = serde_json::Map::new();
+    for (key, value) in fields {
+        if let Some(v) = value.as_ref().filter(|v| !v.is_null()) {
+            patch.insert(key.into(), v.clone());
+        }
+    }
+    Value::Object(patch)
 }
 
 /// `instance_group_delete`.
@@ -384,18 +389,12 @@ pub struct FeatureSetArgs {
 impl FeatureSetArgs {
     /// The REST patch: only the fields given (explicit diff).
     pub fn patch(&self) -> Value {
-        let mut patch = serde_json::Map::new();
-        for (key, value) in [
+        explicit_diff([
             ("training_operator", &self.training_operator),
             ("inference_operator", &self.inference_operator),
             ("tiered_checkpointing", &self.tiered_checkpointing),
             ("managed_autoscaling", &self.managed_autoscaling),
-        ] {
-            if let Some(v) = value.as_ref().filter(|v| !v.is_null()) {
-                patch.insert(key.into(), v.clone());
-            }
-        }
-        Value::Object(patch)
+        ])
     }
 }
 
@@ -542,13 +541,7 @@ pub struct EndpointScaleArgs {
 impl EndpointScaleArgs {
     /// The REST patch: only the fields given (explicit diff).
     pub fn patch(&self) -> Value {
-        let mut patch = serde_json::Map::new();
-        for (key, value) in [("replicas", &self.replicas), ("autoscaling", &self.autoscaling)] {
-            if let Some(v) = value.as_ref().filter(|v| !v.is_null()) {
-                patch.insert(key.into(), v.clone());
-            }
-        }
-        Value::Object(patch)
+        explicit_diff([("replicas", &self.replicas), ("autoscaling", &self.autoscaling)])
     }
 }
 
