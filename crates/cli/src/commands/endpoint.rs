@@ -7,8 +7,8 @@
 //! `scale` sends only what changes (explicit diff); `chat` sends an OpenAI chat completion
 //! through the control plane and prints the answer.
 
-use super::job::finish_workload;
 use super::target::{ClusterOpt, views};
+use super::workload::{delete_workload, finish_workload, push_pods, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
@@ -134,10 +134,7 @@ impl DeployArgs {
         if let Some(p) = &self.pool {
             params["pool"] = json!(p);
         }
-        let mut body = json!({ "route": "self_managed" });
-        if let Value::Object(map) = params {
-            body.as_object_mut().expect("an object").extend(map);
-        }
+        let body = tagged("route", "self_managed", params);
         // Decoded as the server decodes it, so a bad flag is refused here with its field.
         decode_request(&body).map_err(|e| usage(format!("endpoint: {e}")))?;
         Ok(body)
@@ -310,15 +307,7 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
                     ("Autoscaling", autoscaling),
                     ("Created", s(&e, "created_at")),
                 ]);
-                let pods = e.get("pod_list").or_else(|| e.get("pods")).and_then(Value::as_array);
-                if let Some(pods) = pods {
-                    let mut t = Table::new(&["POD", "PHASE", "NODE", "RESTARTS"]);
-                    for p in pods {
-                        t.row(vec![s(p, "name"), s(p, "phase"), s(p, "node"), s(p, "restarts")]);
-                    }
-                    out.push('\n');
-                    out.push_str(&t.render_or("No pods."));
-                }
+                push_pods(&mut out, &e);
                 out
             })?;
             Ok(Exit::Ok)
@@ -334,18 +323,12 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
         }
         EndpointCommand::Rm { name, cluster, yes, mutation: m } => {
             let cluster = cluster.resolve(&client).await?;
-            let confirmed = mutation::confirm_by_name(
-                &name,
-                yes,
-                m.dry_run,
-                &format!("deleting endpoint {name} needs confirmation: pass --yes (or --dry-run to see the plan)"),
-                &format!("Delete endpoint {name} on {cluster} and everything deployed for it?"),
-            )?;
-            if !confirmed {
-                return Ok(Exit::Usage);
-            }
-            let submitted = client.delete_endpoint(&cluster, &name, &m.options()).await?;
-            mutation::finish(g, &client, submitted, m.wait).await
+            let question = format!("Delete endpoint {name} on {cluster} and everything deployed for it?");
+            delete_workload(g, &client, "endpoint", &name, &question, yes, &m, |opts| {
+                let (client, cluster, name) = (&client, &cluster, &name);
+                async move { client.delete_endpoint(cluster, name, &opts).await }
+            })
+            .await
         }
         EndpointCommand::Chat(args) => {
             let request = args.request()?;

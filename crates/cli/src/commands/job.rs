@@ -7,16 +7,16 @@
 //! HyperPod jobs; `logs -f` follows the job's log stream over WebSocket until its pods end.
 
 use super::target::{ClusterOpt, api_enum, parse_key_value, typed, views};
+use super::workload::{delete_workload, finish_workload, push_pods, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
-use crate::mutation::{self, MutationArgs};
+use crate::mutation::MutationArgs;
 use crate::output::{self, Output, Table, s};
 use clap::{Args, Subcommand, ValueEnum};
-use instantstart_client::{LogEvent, Submitted};
+use instantstart_client::LogEvent;
 use instantstart_recipes::TrainingJobRequest;
 use instantstart_recipes::training::hyperpod::SwiftCommand;
 use serde_json::{Map, Value, json};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
@@ -206,11 +206,7 @@ impl SubmitArgs {
                 ("ray", json!({ "job": job, "recipe": r, "ray_version": ray_version }))
             }
         };
-        let mut body = json!({ "runtime": runtime });
-        if let Value::Object(map) = params {
-            body.as_object_mut().expect("an object").extend(map);
-        }
-        typed::<TrainingJobRequest>(body, "job")
+        typed::<TrainingJobRequest>(tagged("runtime", runtime, params), "job")
     }
 
     fn hyperpod(&self, job: Value, recipe: Value) -> Value {
@@ -238,55 +234,6 @@ pub fn recovery(v: &Value) -> String {
         Some(r) => format!("{}/{} used", s(r, "used"), s(r, "budget")),
         None => "-".into(),
     }
-}
-
-/// The Kubernetes objects a dry run would apply, found in the plan's request.
-pub fn manifests(plan_request: &Value) -> Vec<Value> {
-    fn find(v: &Value, out: &mut Vec<Value>) {
-        match v {
-            Value::Object(map) => {
-                if map.contains_key("apiVersion") && map.contains_key("kind") {
-                    out.push(v.clone());
-                    return;
-                }
-                map.values().for_each(|x| find(x, out));
-            }
-            Value::Array(items) => items.iter().for_each(|x| find(x, out)),
-            _ => {}
-        }
-    }
-    let mut out = vec![];
-    find(plan_request, &mut out);
-    out
-}
-
-/// Finishes a workload submission: for a dry run shown as a table, the plan followed by the
-/// manifests (YAML documents) it would apply.
-pub async fn finish_workload(
-    g: &Globals,
-    client: &instantstart_client::Client,
-    submitted: Submitted,
-    wait: bool,
-) -> anyhow::Result<Exit> {
-    if let Submitted::Accepted(a) = &submitted
-        && let Some(w) = a.raw.get("workload")
-        && g.output == Output::Table
-    {
-        eprintln!("Workload: {}/{}", s(w, "namespace"), s(w, "name"));
-    }
-    let objects = match &submitted {
-        Submitted::DryRun(plan) if g.output == Output::Table => manifests(&plan.request),
-        _ => vec![],
-    };
-    let code = mutation::finish(g, client, submitted, wait).await?;
-    if !objects.is_empty() {
-        let mut out = format!("Manifests ({}):\n", objects.len());
-        for o in &objects {
-            let _ = write!(out, "---\n{}", serde_norway::to_string(o)?);
-        }
-        output::write_stdout(&out)?;
-    }
-    Ok(code)
 }
 
 pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
@@ -328,18 +275,12 @@ pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
         }
         JobCommand::Rm { name, cluster, yes, mutation: m } => {
             let cluster = cluster.resolve(&client).await?;
-            let confirmed = mutation::confirm_by_name(
-                &name,
-                yes,
-                m.dry_run,
-                &format!("deleting job {name} needs confirmation: pass --yes (or --dry-run to see the plan)"),
-                &format!("Delete training job {name} on {cluster} and its pods?"),
-            )?;
-            if !confirmed {
-                return Ok(Exit::Usage);
-            }
-            let submitted = client.delete_job(&cluster, &name, &m.options()).await?;
-            mutation::finish(g, &client, submitted, m.wait).await
+            let question = format!("Delete training job {name} on {cluster} and its pods?");
+            delete_workload(g, &client, "job", &name, &question, yes, &m, |opts| {
+                let (client, cluster, name) = (&client, &cluster, &name);
+                async move { client.delete_job(cluster, name, &opts).await }
+            })
+            .await
         }
         JobCommand::Logs { name, cluster, pod, tail, follow } => {
             let cluster = cluster.resolve(&client).await?;
@@ -409,15 +350,7 @@ fn render_job(job: &Value) -> String {
         ("Created", s(job, "created_at")),
         ("Message", s(job, "message")),
     ]);
-    let pods = job.get("pod_list").or_else(|| job.get("pods").filter(|p| p.is_array()));
-    if let Some(pods) = pods.and_then(Value::as_array) {
-        let mut t = Table::new(&["POD", "PHASE", "NODE", "RESTARTS"]);
-        for p in pods {
-            t.row(vec![s(p, "name"), s(p, "phase"), s(p, "node"), s(p, "restarts")]);
-        }
-        out.push('\n');
-        out.push_str(&t.render_or("No pods."));
-    }
+    push_pods(&mut out, job);
     if let Some(conds) = job.get("conditions").and_then(Value::as_array).filter(|c| !c.is_empty()) {
         let mut t = Table::new(&["CONDITION", "STATUS", "REASON", "MESSAGE"]);
         for c in conds {

@@ -19,3 +19,4 @@ pub mod pool;
 pub mod sim;
 pub mod storage;
 pub mod target;
+pub mod workload;
