@@ -26,6 +26,17 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
+            "/api/sim/clock",
+            get_with(clock, |op| {
+                errors(
+                    op.id("sim_clock")
+                        .summary("The simulated clock: seconds since the world was created, its wall time, speed")
+                        .tag("sim")
+                        .response::<200, Json<SimClock>>(),
+                )
+            }),
+        )
+        .api_route(
             "/api/sim/scaling-metric",
             aide::axum::routing::put_with(set_scaling_metric, |op| {
                 errors(
@@ -93,6 +104,22 @@ fn sim(state: &AppState) -> Result<&instantstart_sim::SimCloud, ApiError> {
 
 async fn stats(State(state): State<AppState>) -> Result<Json<BTreeMap<String, u64>>, ApiError> {
     Ok(Json(sim(&state)?.stats()))
+}
+
+/// Body of `GET /api/sim/clock` (benchmarks map simulated times in logs to wall time with it).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct SimClock {
+    /// Simulated seconds since the world was created (the time in `sim-log line` log lines).
+    pub sim_seconds: f64,
+    /// The simulated wall-clock time (creation time plus simulated seconds).
+    pub time: chrono::DateTime<chrono::Utc>,
+    /// Simulated seconds per wall-clock second.
+    pub speed: f64,
+}
+
+async fn clock(State(state): State<AppState>) -> Result<Json<SimClock>, ApiError> {
+    let sim = sim(&state)?;
+    Ok(Json(SimClock { sim_seconds: sim.sim_seconds(), time: sim.sim_time(), speed: sim.speed() }))
 }
 
 async fn faults(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
