@@ -1,4 +1,4 @@
-//! `cargo xtask bench [all|pipeline|rest|fanout] [--debug] [--duration SECS]`: performance
+//! `cargo xtask bench [all|pipeline|rest|fanout|logs] [--debug] [--duration SECS]`: performance
 //! numbers of the real server binary on loopback and the simulated cloud, each compared within
 //! one run. Prints tables and writes `target/bench/bench-<name>.json`. Benchmarks only print
 //! numbers; the one property they check is that no stream follower misses the final state.
@@ -16,9 +16,10 @@
 //!   `/healthz`) with an empty and with the seeded data dir.
 //! - `fanout`: 1, 10 and 100 WebSocket followers of one operation's stream (`?target=`) while
 //!   a create pipeline runs at sim speed 1000: every follower must receive the final state;
-//!   delivery latency is arrival time minus the latest change recorded in the snapshot. Job-log
-//!   fan-out (100 followers of a job writing 10,000 lines/s) is not measured yet: see
-//!   `JOB_LOG_NOTE`.
+//!   delivery latency is arrival time minus the latest change recorded in the snapshot.
+//! - `logs`: job-log fan-out, 1 and 100 WebSocket followers of one simulated job writing
+//!   10,000 numbered lines/s for `--duration` seconds: lines lost (must be 0) and delivery
+//!   latency ([`crate::bench_logs`]).
 //!
 //! The server is built with `--release` unless `--debug` is given.
 
@@ -42,11 +43,7 @@ const SEED_CLUSTERS: usize = 1_000;
 const SEED_OPS_PER_CLUSTER: usize = 10;
 const FANOUT_SPEED: f64 = 1000.0;
 const FANOUT_REPEATS: usize = 3;
-const JOB_LOG_NOTE: &str = "job-log fan-out (100 followers of one job writing 10,000 lines/s) is not measured: the \
-                            WebSocket route exists (/api/clusters/{cluster}/jobs/{job}/logs/stream), but a simulated \
-                            job writes one line per 10 simulated seconds (10,000 lines/s needs sim speed 100,000) and \
-                            the sim rebuilds a pod's whole log on every poll of every follower; measured instead: \
-                            fan-out of the operation stream";
+const JOB_LOG_NOTE: &str = "job-log fan-out is `cargo xtask bench logs` (bench-logs.json)";
 
 struct Opts {
     what: String,
@@ -54,24 +51,32 @@ struct Opts {
     duration: Duration,
     connections: usize,
     followers: usize,
+    log_rate: f64,
 }
 
 pub fn main(args: &[String]) -> Result<()> {
-    let mut opts =
-        Opts { what: "all".into(), release: true, duration: Duration::from_secs(10), connections: 64, followers: 100 };
+    let mut opts = Opts {
+        what: "all".into(),
+        release: true,
+        duration: Duration::from_secs(10),
+        connections: 64,
+        followers: 100,
+        log_rate: crate::bench_logs::LINES_PER_SEC,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |name: &str| -> Result<u64> {
             it.next().and_then(|v| v.parse().ok()).ok_or_else(|| anyhow!("{name} needs a number"))
         };
         match a.as_str() {
-            "all" | "pipeline" | "rest" | "fanout" => opts.what = a.clone(),
+            "all" | "pipeline" | "rest" | "fanout" | "logs" => opts.what = a.clone(),
             "--debug" => opts.release = false,
             "--duration" => opts.duration = Duration::from_secs(num("--duration")?),
             "--connections" => opts.connections = num("--connections")? as usize,
             "--followers" => opts.followers = num("--followers")? as usize,
+            "--log-rate" => opts.log_rate = num("--log-rate")? as f64,
             _ => bail!(
-                "usage: cargo xtask bench [all|pipeline|rest|fanout] [--debug] [--duration SECS] [--connections N] [--followers N]"
+                "usage: cargo xtask bench [all|pipeline|rest|fanout|logs] [--debug] [--duration SECS] [--connections N] [--followers N] [--log-rate LINES_PER_SEC]"
             ),
         }
     }
@@ -95,6 +100,13 @@ pub fn main(args: &[String]) -> Result<()> {
             failed.push(format!("{} followers missed the final state", report["final_state_lost"]));
         }
         println!("  → {}", write_report("bench-fanout", with_profile(report, profile))?.display());
+    }
+    if all || opts.what == "logs" {
+        let report = rt.block_on(crate::bench_logs::bench(&bin, opts.followers, opts.log_rate, opts.duration))?;
+        if report["lines_lost"].as_u64() != Some(0) {
+            failed.push(format!("{} job-log lines lost", report["lines_lost"]));
+        }
+        println!("  → {}", write_report("bench-logs", with_profile(report, profile))?.display());
     }
     if !failed.is_empty() {
         bail!("reliability property failed: {}", failed.join("; "));

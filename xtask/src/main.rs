@@ -12,13 +12,14 @@
 //!   `target/ui-artifacts/`). Installs `chromium` and `chromium-driver` with apt-get when missing.
 //! - `mcp-test`: only the MCP suite (`crates/mcp/tests/test_mcp.py`: the official `mcp` Python
 //!   SDK drives `instantstart-mcp` over stdio against a real server on the simulated cloud).
-//! - `bench [all|pipeline|rest|fanout]`: performance numbers of the real server binary on
+//! - `bench [all|pipeline|rest|fanout|logs]`: performance numbers of the real server binary on
 //!   loopback and the simulated cloud (tables + `target/bench/*.json`); see [`bench`].
 //! - `chaos [--quick]`: reliability properties (kill -9 at every step boundary, fault
 //!   injection, conflicting mutations); exits non-zero when one fails; see [`chaos`].
 //!   `test` ends with `chaos --quick`.
 
 mod bench;
+mod bench_logs;
 mod chaos;
 mod harness;
 
