@@ -13,8 +13,8 @@ import { badge } from './components/status-badge.js';
 import { showFindings, clearFindings } from './fields.js';
 import { followOperation, refusal, diffList, planLines } from './day2.js';
 import {
-  workloadHead, formField, readForm, num, lines, prune, instanceTypeOptions, renderedObjects, manifestList, stepsList,
-  errorNotice, confirmDelete, onCluster, phaseBadge, FINDING_PREFIXES,
+  workloadHead, formField, readForm, num, lines, prune, instanceTypeOptions, manifestList, stepsList,
+  errorNotice, confirmDelete, onCluster, phaseBadge, planReviewForm,
 } from './workloads.js';
 
 export const ENGINES = [
@@ -324,8 +324,6 @@ export function endpointNewView({ app, params, query }) {
   const [cluster] = params;
   const base = `/api/clusters/${api.seg(cluster)}/endpoints`;
   let route = query.get('route') === 'managed' ? 'managed' : 'self_managed';
-  let planned = null;
-  let planKey = null;
 
   const routeSet = radioSet('route', 'How it is run', [
     ['self_managed', 'Self-managed', 'a Deployment and a Service InstantStart writes (vLLM, SGLang or any container)'],
@@ -392,14 +390,14 @@ export function endpointNewView({ app, params, query }) {
       formField('kv_cache', 'Managed tiered KV cache (memory + tiered storage)', { kind: 'checkbox' }),
       formField('metrics', 'Publish model metrics', { kind: 'checkbox', value: true })));
 
-  const summary = h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' });
-  const reviewBtn = h('button', { type: 'submit', class: 'btn primary', id: 'endpoint-review' }, 'Review plan');
-  const planSlot = h('div', { class: 'plan-slot', 'aria-live': 'polite' });
-  const activity = h('div', { class: 'activity-slot' });
-  const form = h('form', { class: 'card editor-form', id: 'endpoint-form', novalidate: true },
-    summary, routeSet, common, selfManaged, managed,
-    h('div', { class: 'form-actions' }, reviewBtn, h('a', { href: routeHref('clusters', cluster, 'endpoints') }, 'Cancel')),
-    planSlot);
+  const { form, activity } = planReviewForm({
+    app, cluster, kind: 'endpoint', section: 'endpoints', base,
+    fields: [routeSet, common, selfManaged, managed],
+    body: (f) => endpointBody(route, { ...readForm(f), 'exposure.type': val('exposure') }),
+    nameOf: (b) => b.name,
+    apply: { id: 'endpoint-deploy', label: 'Deploy' },
+    lede: 'applied, then followed until the endpoint is ready',
+  });
 
   const val = (name) => form.querySelector(`[name="${name}"]:checked`)?.value;
   function sync() {
@@ -423,63 +421,6 @@ export function endpointNewView({ app, params, query }) {
     if (!port.value || ENGINES.some((x) => String(x.port) === port.value)) port.value = String(eng.port);
   });
   form.addEventListener('change', sync);
-  form.addEventListener('input', () => {
-    if (planned) {
-      planned = null;
-      replace(planSlot, h('p', { class: 'notice muted', role: 'status' }, 'The form changed; review the plan again.'));
-    }
-  });
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
-    clearFindings(form);
-    const body = endpointBody(route, { ...readForm(form), 'exposure.type': val('exposure') });
-    reviewBtn.disabled = true;
-    reviewBtn.setAttribute('aria-busy', 'true');
-    try {
-      const { data } = await api.post(base, body, { query: { dry_run: true } });
-      planned = body;
-      planKey = api.newIdempotencyKey();
-      showPlan(data, body);
-    } catch (err) {
-      if (err.status === 401) return;
-      if (err.findings.length || err.status === 400 || err.status === 422) showFindings(form, err, { prefixes: FINDING_PREFIXES });
-      else replace(planSlot, refusal(err));
-    } finally {
-      reviewBtn.disabled = false;
-      reviewBtn.removeAttribute('aria-busy');
-    }
-  });
-
-  function showPlan(dry, body) {
-    const objects = renderedObjects(dry);
-    const deploy = h('button', { type: 'button', class: 'btn primary', id: 'endpoint-deploy' }, 'Deploy');
-    const heading = h('h2', { tabindex: '-1' }, 'Plan');
-    replace(planSlot, h('section', { class: 'review plan', id: 'endpoint-plan' },
-      heading,
-      h('p', {}, `These ${objects.length} object${objects.length === 1 ? '' : 's'} will be applied, then followed until the endpoint is ready:`),
-      stepsList(dry.steps),
-      h('h3', {}, 'Rendered manifests'),
-      manifestList(objects, { open: true }),
-      h('details', { class: 'json' }, h('summary', {}, 'Request body'), h('pre', {}, JSON.stringify(body, null, 2))),
-      h('div', { class: 'form-actions' }, deploy)));
-    heading.focus();
-    deploy.addEventListener('click', async () => {
-      deploy.disabled = true;
-      deploy.setAttribute('aria-busy', 'true');
-      try {
-        const { data } = await api.post(base, planned, { idempotencyKey: planKey });
-        const name = data.workload ? data.workload.name : planned.name;
-        app.navigate(`${routeHref('clusters', cluster, 'endpoints', name)}?op=${encodeURIComponent(data.operation.id)}`);
-      } catch (err) {
-        if (err.status === 401) return;
-        if (err.findings.length) showFindings(form, err, { prefixes: FINDING_PREFIXES });
-        else replace(activity, refusal(err));
-        deploy.disabled = false;
-        deploy.removeAttribute('aria-busy');
-      }
-    });
-  }
-
   sync();
   instanceTypeOptions(typeField.querySelector('select'), cluster).catch(() => {});
   api.get(`/api/clusters/${api.seg(cluster)}`).then((c) => {

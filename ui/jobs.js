@@ -8,11 +8,10 @@
 import { h, replace, routeHref, timeEl, words, announce, debounce, id } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
-import { showFindings, clearFindings } from './fields.js';
 import { followOperation, refusal } from './day2.js';
 import {
-  workloadHead, formField, readForm, num, lines, pairs, prune, instanceTypeOptions, renderedObjects, manifestList,
-  stepsList, phaseBadge, recoveryMeter, podCounts, errorNotice, confirmDelete, onCluster, FINDING_PREFIXES,
+  workloadHead, formField, readForm, num, lines, pairs, prune, instanceTypeOptions, manifestList,
+  phaseBadge, recoveryMeter, podCounts, errorNotice, confirmDelete, onCluster, planReviewForm,
 } from './workloads.js';
 
 /** The recipes of the form: runtime, recipe kind, label, default image, help. */
@@ -227,8 +226,6 @@ export function jobNewView({ app, params, query }) {
   const speed = app.simSpeed();
   const base = `/api/clusters/${api.seg(cluster)}/jobs`;
   let recipeKey = RECIPES.some((r) => r.key === query.get('recipe')) ? query.get('recipe') : 'torch';
-  let planKey = null;
-  let planned = null;
 
   const recipeSet = h('fieldset', { class: 'recipe-choice', dataset: { field: 'recipe.kind' } },
     h('legend', {}, 'Recipe'),
@@ -264,35 +261,36 @@ export function jobNewView({ app, params, query }) {
   arnInput.setAttribute('list', arnList.id);
   mlflowArn.append(arnList);
 
-  const summary = h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' });
-  const reviewBtn = h('button', { type: 'submit', class: 'btn primary', id: 'job-review' }, 'Review plan');
-  const planSlot = h('div', { class: 'plan-slot', 'aria-live': 'polite' });
-  const activity = h('div', { class: 'activity-slot' });
-  const form = h('form', { class: 'card editor-form', id: 'job-form', novalidate: true },
-    summary,
-    recipeSet,
-    h('div', { class: 'grid-3' },
-      formField('job.name', 'Job name', { mono: true, placeholder: 'qwen3-sft', help: 'Lowercase letters, digits and -, at most 50 characters.' }),
-      formField('job.namespace', 'Namespace', { value: 'default', mono: true }),
-      image),
-    h('div', { class: 'grid-4' },
-      typeField,
-      formField('job.nodes', 'Nodes', { kind: 'number', value: '1', help: 'One pod per node.' }),
-      formField('job.gpus_per_node', 'GPUs per node (optional)', { kind: 'number', help: 'Every GPU of the instance type when empty.' }),
-      formField('job.efa', 'Use EFA interfaces', { kind: 'checkbox', value: true })),
-    recipeSlot,
-    resilienceSet, rayNote,
-    h('details', { class: 'advanced' }, h('summary', {}, 'Tracking, identity and environment'),
-      h('div', { class: 'grid-2' },
-        mlflowArn,
-        formField('job.mlflow.experiment', 'MLflow experiment (optional)', { mono: true, help: 'The job name when empty.' }),
-        formField('job.service_account', 'Service account (optional)', { mono: true }),
-        formField('job.env', 'Environment (NAME=value, or NAME=secret:<secret>/<key>)', {
-          kind: 'textarea', mono: true, placeholder: 'NCCL_DEBUG=INFO\nWANDB_API_KEY=secret:wandb/api-key',
-          help: 'Credentials must come from a Secret: a literal token-like value is refused.',
-        }))),
-    h('div', { class: 'form-actions' }, reviewBtn, h('a', { href: routeHref('clusters', cluster, 'jobs') }, 'Cancel')),
-    planSlot);
+  const { form, activity } = planReviewForm({
+    app, cluster, kind: 'job', section: 'jobs', base,
+    fields: [
+      recipeSet,
+      h('div', { class: 'grid-3' },
+        formField('job.name', 'Job name', { mono: true, placeholder: 'qwen3-sft', help: 'Lowercase letters, digits and -, at most 50 characters.' }),
+        formField('job.namespace', 'Namespace', { value: 'default', mono: true }),
+        image),
+      h('div', { class: 'grid-4' },
+        typeField,
+        formField('job.nodes', 'Nodes', { kind: 'number', value: '1', help: 'One pod per node.' }),
+        formField('job.gpus_per_node', 'GPUs per node (optional)', { kind: 'number', help: 'Every GPU of the instance type when empty.' }),
+        formField('job.efa', 'Use EFA interfaces', { kind: 'checkbox', value: true })),
+      recipeSlot,
+      resilienceSet, rayNote,
+      h('details', { class: 'advanced' }, h('summary', {}, 'Tracking, identity and environment'),
+        h('div', { class: 'grid-2' },
+          mlflowArn,
+          formField('job.mlflow.experiment', 'MLflow experiment (optional)', { mono: true, help: 'The job name when empty.' }),
+          formField('job.service_account', 'Service account (optional)', { mono: true }),
+          formField('job.env', 'Environment (NAME=value, or NAME=secret:<secret>/<key>)', {
+            kind: 'textarea', mono: true, placeholder: 'NCCL_DEBUG=INFO\nWANDB_API_KEY=secret:wandb/api-key',
+            help: 'Credentials must come from a Secret: a literal token-like value is refused.',
+          }))),
+    ],
+    body: (f) => jobBody(recipeKey, readForm(f)),
+    nameOf: (b) => b.job.name,
+    apply: { id: 'job-submit', label: 'Submit job' },
+    lede: 'applied with server-side apply, then followed until the job runs',
+  });
 
   function applyRecipe() {
     const r = RECIPES.find((x) => x.key === recipeKey);
@@ -307,63 +305,6 @@ export function jobNewView({ app, params, query }) {
     recipeKey = e.target.value;
     applyRecipe();
   });
-  form.addEventListener('input', () => {
-    if (planned) {
-      planned = null;
-      replace(planSlot, h('p', { class: 'notice muted', role: 'status' }, 'The form changed; review the plan again.'));
-    }
-  });
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
-    clearFindings(form);
-    const body = jobBody(recipeKey, readForm(form));
-    reviewBtn.disabled = true;
-    reviewBtn.setAttribute('aria-busy', 'true');
-    try {
-      const { data } = await api.post(base, body, { query: { dry_run: true } });
-      planned = body;
-      planKey = api.newIdempotencyKey();
-      showPlan(data, body);
-    } catch (err) {
-      if (err.status === 401) return;
-      if (err.findings.length || err.status === 400 || err.status === 422) showFindings(form, err, { prefixes: FINDING_PREFIXES });
-      else replace(planSlot, refusal(err));
-    } finally {
-      reviewBtn.disabled = false;
-      reviewBtn.removeAttribute('aria-busy');
-    }
-  });
-
-  function showPlan(dry, body) {
-    const objects = renderedObjects(dry);
-    const submit = h('button', { type: 'button', class: 'btn primary', id: 'job-submit' }, 'Submit job');
-    const heading = h('h2', { tabindex: '-1' }, 'Plan');
-    replace(planSlot, h('section', { class: 'review plan', id: 'job-plan' },
-      heading,
-      h('p', {}, `These ${objects.length} object${objects.length === 1 ? '' : 's'} will be applied with server-side apply, then followed until the job runs:`),
-      stepsList(dry.steps),
-      h('h3', {}, 'Rendered manifests'),
-      manifestList(objects, { open: true }),
-      h('details', { class: 'json' }, h('summary', {}, 'Request body'), h('pre', {}, JSON.stringify(body, null, 2))),
-      h('div', { class: 'form-actions' }, submit)));
-    heading.focus();
-    submit.addEventListener('click', async () => {
-      submit.disabled = true;
-      submit.setAttribute('aria-busy', 'true');
-      try {
-        const { data } = await api.post(base, planned, { idempotencyKey: planKey });
-        const name = data.workload ? data.workload.name : planned.job.name;
-        app.navigate(`${routeHref('clusters', cluster, 'jobs', name)}?op=${encodeURIComponent(data.operation.id)}`);
-      } catch (err) {
-        if (err.status === 401) return;
-        if (err.findings.length) showFindings(form, err, { prefixes: FINDING_PREFIXES });
-        else replace(activity, refusal(err));
-        submit.disabled = false;
-        submit.removeAttribute('aria-busy');
-      }
-    });
-  }
-
   applyRecipe();
   instanceTypeOptions(typeSelect, cluster).catch(() => {});
   api.get('/api/mlflow/servers').then((servers) => {

@@ -8,7 +8,8 @@ import { h, replace, id, routeHref, words } from './dom.js';
 import * as api from './api.js';
 import { openDialog } from './components/dialog.js';
 import { badge } from './components/status-badge.js';
-import { regionContext } from './day2.js';
+import { regionContext, refusal } from './day2.js';
+import { showFindings, clearFindings } from './fields.js';
 import { typeLabel } from './views/create.js';
 
 /** Prefixes under which a backend may record a workload request (`params.job.name`…). */
@@ -251,6 +252,90 @@ export function manifestList(objects, { open = false } = {}) {
 /** Steps of a dry run as a compact ordered list. */
 export function stepsList(steps) {
   return h('ol', { class: 'plan-steps compact' }, (steps || []).map((s) => h('li', { dataset: { stepKey: s.key } }, s.title || s.key)));
+}
+
+/**
+ * The submit form of a workload with its plan review: "Review plan" posts the request with
+ * ?dry_run=true and shows the steps, the rendered manifests and the request body; the apply
+ * button posts the same request again under one idempotency key and opens the workload's page
+ * following the operation. Editing the form drops the plan. Findings land on the fields.
+ * kind: `job` | `endpoint` (the ids `<kind>-form`, `<kind>-review`, `<kind>-plan`);
+ * section: the cluster tab (`jobs` | `endpoints`); fields: the form's controls;
+ * body(form): the request; nameOf(body): the workload's name when the answer has none;
+ * apply: { id, label } of the apply button; lede: what follows "These N objects will be ".
+ * Returns the form and the slot for refusals of the apply.
+ */
+export function planReviewForm({ app, cluster, kind, section, base, fields, body, nameOf, apply, lede }) {
+  let planned = null;
+  let planKey = null;
+
+  const summary = h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' });
+  const reviewBtn = h('button', { type: 'submit', class: 'btn primary', id: `${kind}-review` }, 'Review plan');
+  const planSlot = h('div', { class: 'plan-slot', 'aria-live': 'polite' });
+  const activity = h('div', { class: 'activity-slot' });
+  const form = h('form', { class: 'card editor-form', id: `${kind}-form`, novalidate: true },
+    summary, ...fields,
+    h('div', { class: 'form-actions' }, reviewBtn, h('a', { href: routeHref('clusters', cluster, section) }, 'Cancel')),
+    planSlot);
+
+  form.addEventListener('input', () => {
+    if (planned) {
+      planned = null;
+      replace(planSlot, h('p', { class: 'notice muted', role: 'status' }, 'The form changed; review the plan again.'));
+    }
+  });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    clearFindings(form);
+    const request = body(form);
+    reviewBtn.disabled = true;
+    reviewBtn.setAttribute('aria-busy', 'true');
+    try {
+      const { data } = await api.post(base, request, { query: { dry_run: true } });
+      planned = request;
+      planKey = api.newIdempotencyKey();
+      showPlan(data, request);
+    } catch (err) {
+      if (err.status === 401) return;
+      if (err.findings.length || err.status === 400 || err.status === 422) showFindings(form, err, { prefixes: FINDING_PREFIXES });
+      else replace(planSlot, refusal(err));
+    } finally {
+      reviewBtn.disabled = false;
+      reviewBtn.removeAttribute('aria-busy');
+    }
+  });
+
+  function showPlan(dry, request) {
+    const objects = renderedObjects(dry);
+    const applyBtn = h('button', { type: 'button', class: 'btn primary', id: apply.id }, apply.label);
+    const heading = h('h2', { tabindex: '-1' }, 'Plan');
+    replace(planSlot, h('section', { class: 'review plan', id: `${kind}-plan` },
+      heading,
+      h('p', {}, `These ${objects.length} object${objects.length === 1 ? '' : 's'} will be ${lede}:`),
+      stepsList(dry.steps),
+      h('h3', {}, 'Rendered manifests'),
+      manifestList(objects, { open: true }),
+      h('details', { class: 'json' }, h('summary', {}, 'Request body'), h('pre', {}, JSON.stringify(request, null, 2))),
+      h('div', { class: 'form-actions' }, applyBtn)));
+    heading.focus();
+    applyBtn.addEventListener('click', async () => {
+      applyBtn.disabled = true;
+      applyBtn.setAttribute('aria-busy', 'true');
+      try {
+        const { data } = await api.post(base, planned, { idempotencyKey: planKey });
+        const name = data.workload ? data.workload.name : nameOf(planned);
+        app.navigate(`${routeHref('clusters', cluster, section, name)}?op=${encodeURIComponent(data.operation.id)}`);
+      } catch (err) {
+        if (err.status === 401) return;
+        if (err.findings.length) showFindings(form, err, { prefixes: FINDING_PREFIXES });
+        else replace(activity, refusal(err));
+        applyBtn.disabled = false;
+        applyBtn.removeAttribute('aria-busy');
+      }
+    });
+  }
+
+  return { form, activity };
 }
 
 // ---- status bits ---------------------------------------------------------------------------
