@@ -14,7 +14,7 @@ import { showFindings, clearFindings } from './fields.js';
 import { followOperation, refusal, diffList, planLines } from './day2.js';
 import {
   workloadHead, formField, readForm, num, lines, prune, instanceTypeOptions, manifestList, stepsList,
-  errorNotice, confirmDelete, onCluster, phaseBadge, planReviewForm,
+  errorNotice, confirmedDelete, onCluster, phaseBadge, planReviewForm, listPoller, emptyList, listTable,
 } from './workloads.js';
 
 export const ENGINES = [
@@ -32,6 +32,9 @@ const EXPOSURES = {
 };
 
 /** The server's answer means "already in this state": 200 no_change, or a dry run whose plan changes nothing. */
+/** What deleting an endpoint does, in its confirmation. */
+const DELETE_DETAIL = 'Its Deployment, Service, router and autoscaler are deleted; nothing of it is left on the cluster. The model stays in the bucket.';
+
 function noChange(status, data) {
   if (!data) return false;
   if (status === 200 && data.no_change) return true;
@@ -66,39 +69,26 @@ export function endpointsView({ app, params }) {
   const tableSlot = h('div', { 'aria-live': 'polite', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Reading the endpoints…'));
   const activity = h('div', { class: 'activity-slot', id: 'endpoints-activity' });
   const pools = poolsSection({ cluster, speed, base });
-  let disposed = false;
-  let timer = null;
-
-  async function load() {
-    clearTimeout(timer);
-    try {
-      const eps = await api.get(`${base}/endpoints`);
-      if (disposed) return;
-      replace(errorBox);
+  const list = listPoller({
+    url: `${base}/endpoints`, errorBox, tableSlot,
+    render: (eps) => {
       render(eps);
       pools.setEndpoints(eps);
-      if (eps.some((e) => !e.ready) && !document.hidden) timer = setTimeout(load, 2000);
-    } catch (err) {
-      if (err.status === 401) return;
-      replace(errorBox, errorNotice(err, 'cluster'));
-    } finally {
-      tableSlot.removeAttribute('aria-busy');
-    }
-  }
+    },
+    busy: (eps) => eps.some((e) => !e.ready),
+  });
+  const load = list.load;
 
   function render(eps) {
     if (!eps.length) {
-      replace(tableSlot, h('div', { class: 'empty' },
-        h('h2', {}, 'No endpoints yet'),
-        h('p', {}, 'Serve a model from the shared bucket with vLLM or SGLang, or hand it to the HyperPod inference operator.'),
-        h('div', { class: 'actions' }, h('a', { class: 'btn primary', href: routeHref('clusters', cluster, 'endpoints', 'new') }, 'Deploy an endpoint'))));
+      replace(tableSlot, emptyList('No endpoints yet',
+        'Serve a model from the shared bucket with vLLM or SGLang, or hand it to the HyperPod inference operator.',
+        routeHref('clusters', cluster, 'endpoints', 'new'), 'Deploy an endpoint'));
       return;
     }
     const head = ['Endpoint', 'Ready', 'Replicas', 'Engine / model', 'URL', 'Exposure', 'Pool', 'Router · autoscaling', ''];
-    replace(tableSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'endpoints-table' },
-      h('caption', { class: 'visually-hidden' }, 'Endpoints'),
-      h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
-      h('tbody', {}, eps.map((e) => h('tr', { dataset: { endpoint: e.name, ready: String(!!e.ready) } },
+    replace(tableSlot, listTable('endpoints-table', 'Endpoints', head,
+      eps.map((e) => h('tr', { dataset: { endpoint: e.name, ready: String(!!e.ready) } },
         h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'endpoints', e.name) }, e.name)),
         h('td', {}, readyBadge(e)),
         h('td', { class: 'counts' }, e.replicas ? `${e.replicas.ready} / ${e.replicas.desired}` : '—'),
@@ -112,15 +102,11 @@ export function endpointsView({ app, params }) {
           h('button', {
             type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete endpoint ${e.name}…`,
             onclick: () => deleteEndpoint(e.name),
-          }, 'Delete…'))))))));
+          }, 'Delete…'))))));
   }
 
   async function deleteEndpoint(name) {
-    const op = await confirmDelete({
-      what: 'endpoint', name,
-      detail: 'Its Deployment, Service, router and autoscaler are deleted; nothing of it is left on the cluster. The model stays in the bucket.',
-      run: async () => (await api.del(`${base}/endpoints/${api.seg(name)}`, { idempotencyKey: api.newIdempotencyKey() })).data.operation,
-    }).catch((err) => { replace(activity, refusal(err)); return null; });
+    const op = await confirmedDelete({ what: 'endpoint', name, detail: DELETE_DETAIL, path: `${base}/endpoints/${api.seg(name)}`, activity });
     if (op) followOperation(activity, op, { title: `Delete endpoint ${name}`, speed, onSettled: () => { load(); pools.load(); } });
   }
 
@@ -140,8 +126,7 @@ export function endpointsView({ app, params }) {
     el,
     title: `Endpoints · ${cluster}`,
     dispose() {
-      disposed = true;
-      clearTimeout(timer);
+      list.dispose();
       reload.cancel();
       stream.stop();
     },
@@ -682,11 +667,7 @@ export function endpointView({ app, params, query }) {
   }
 
   async function deleteEndpoint() {
-    const op = await confirmDelete({
-      what: 'endpoint', name,
-      detail: 'Its Deployment, Service, router and autoscaler are deleted; nothing of it is left on the cluster. The model stays in the bucket.',
-      run: async () => (await api.del(path, { idempotencyKey: api.newIdempotencyKey() })).data.operation,
-    }).catch((err) => { replace(activity, refusal(err)); return null; });
+    const op = await confirmedDelete({ what: 'endpoint', name, detail: DELETE_DETAIL, path, activity });
     if (!op) return;
     followOperation(activity, op, {
       title: `Delete endpoint ${name}`, speed,

@@ -8,10 +8,11 @@
 import { h, replace, routeHref, timeEl, words, announce, debounce, id } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
-import { followOperation, refusal } from './day2.js';
+import { followOperation } from './day2.js';
 import {
   workloadHead, formField, readForm, num, lines, pairs, prune, instanceTypeOptions, manifestList,
-  phaseBadge, recoveryMeter, podCounts, errorNotice, confirmDelete, onCluster, planReviewForm,
+  phaseBadge, recoveryMeter, podCounts, errorNotice, confirmedDelete, onCluster, planReviewForm, listPoller, emptyList,
+  listTable,
 } from './workloads.js';
 
 /** The recipes of the form: runtime, recipe kind, label, default image, help. */
@@ -41,6 +42,9 @@ function historyHref(arn, job) {
   const name = String(arn).split('/').pop();
   return `#/history?server=${encodeURIComponent(name)}${job ? `&job=${encodeURIComponent(job)}` : ''}`;
 }
+/** What deleting a job does, in its confirmation. */
+const DELETE_DETAIL = 'Its pods stop and every object InstantStart applied for it is removed. What it wrote to the shared bucket stays.';
+
 const ACTIVE_PHASES = /pending|running|restarting|creating|starting/i;
 
 // ---- list -------------------------------------------------------------------------------------
@@ -54,38 +58,20 @@ export function jobsView({ app, params }) {
   const activity = h('div', { class: 'activity-slot', id: 'jobs-activity' });
   // The training history screen (MLflow runs and their curves) lives in its own view, when present.
   const historyPath = app.hasRoute ? ['/history', '/training-history', '/mlflow'].find((p) => app.hasRoute(p)) : null;
-  let disposed = false;
-  let timer = null;
-
-  async function load() {
-    clearTimeout(timer);
-    try {
-      const jobs = await api.get(base);
-      if (disposed) return;
-      replace(errorBox);
-      render(jobs);
-      if (jobs.some((j) => ACTIVE_PHASES.test(j.phase)) && !document.hidden) timer = setTimeout(load, 2000);
-    } catch (err) {
-      if (err.status === 401) return;
-      replace(errorBox, errorNotice(err, 'cluster'));
-    } finally {
-      tableSlot.removeAttribute('aria-busy');
-    }
-  }
+  const list = listPoller({
+    url: base, errorBox, tableSlot, render, busy: (jobs) => jobs.some((j) => ACTIVE_PHASES.test(j.phase)),
+  });
+  const load = list.load;
 
   function render(jobs) {
     if (!jobs.length) {
-      replace(tableSlot, h('div', { class: 'empty' },
-        h('h2', {}, 'No training jobs yet'),
-        h('p', {}, 'Submit a PyTorch script, a LLaMA-Factory or MS-Swift fine-tune, or a VERL run.'),
-        h('div', { class: 'actions' }, h('a', { class: 'btn primary', href: routeHref('clusters', cluster, 'jobs', 'new') }, 'Submit a job'))));
+      replace(tableSlot, emptyList('No training jobs yet', 'Submit a PyTorch script, a LLaMA-Factory or MS-Swift fine-tune, or a VERL run.',
+        routeHref('clusters', cluster, 'jobs', 'new'), 'Submit a job'));
       return;
     }
     const head = ['Job', 'Phase', 'Recipe', 'Runtime', 'Nodes', 'Pods', 'Recovery budget', 'Created', ''];
-    replace(tableSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'jobs-table' },
-      h('caption', { class: 'visually-hidden' }, 'Training jobs'),
-      h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
-      h('tbody', {}, jobs.map((j) => h('tr', { dataset: { job: j.name, phase: j.phase } },
+    replace(tableSlot, listTable('jobs-table', 'Training jobs', head,
+      jobs.map((j) => h('tr', { dataset: { job: j.name, phase: j.phase } },
         h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'jobs', j.name) }, j.name),
           j.mlflow_tracking_arn && (historyPath
             ? [' ', h('a', { class: 'small-text', href: historyHref(j.mlflow_tracking_arn, j.name), title: `Training history on ${j.mlflow_tracking_arn}` }, 'MLflow')]
@@ -100,15 +86,11 @@ export function jobsView({ app, params }) {
         h('td', { class: 'actions-cell' }, h('button', {
           type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete job ${j.name}…`,
           onclick: () => deleteJob(j.name),
-        }, 'Delete…'))))))));
+        }, 'Delete…'))))));
   }
 
   async function deleteJob(name) {
-    const op = await confirmDelete({
-      what: 'job', name,
-      detail: 'Its pods stop and every object InstantStart applied for it is removed. What it wrote to the shared bucket stays.',
-      run: async () => (await api.del(`${base}/${api.seg(name)}`, { idempotencyKey: api.newIdempotencyKey() })).data.operation,
-    }).catch((err) => { replace(activity, refusal(err)); return null; });
+    const op = await confirmedDelete({ what: 'job', name, detail: DELETE_DETAIL, path: `${base}/${api.seg(name)}`, activity });
     if (op) followOperation(activity, op, { title: `Delete job ${name}`, speed, onSettled: () => load() });
   }
 
@@ -127,8 +109,7 @@ export function jobsView({ app, params }) {
     el,
     title: `Training jobs · ${cluster}`,
     dispose() {
-      disposed = true;
-      clearTimeout(timer);
+      list.dispose();
       reload.cancel();
       stream.stop();
     },
@@ -637,11 +618,7 @@ export function jobView({ app, params, query }) {
   }
 
   async function deleteJob() {
-    const op = await confirmDelete({
-      what: 'job', name: job,
-      detail: 'Its pods stop and every object InstantStart applied for it is removed. What it wrote to the shared bucket stays.',
-      run: async () => (await api.del(path, { idempotencyKey: api.newIdempotencyKey() })).data.operation,
-    }).catch((err) => { replace(activity, refusal(err)); return null; });
+    const op = await confirmedDelete({ what: 'job', name: job, detail: DELETE_DETAIL, path, activity });
     if (!op) return;
     deleting = true;
     followOperation(activity, op, {

@@ -389,6 +389,68 @@ export function confirmDelete({ what, name, detail, run }) {
   });
 }
 
+/**
+ * Deletes a workload once its name is typed: DELETE `path` under a fresh idempotency key.
+ * Resolves the accepted operation, or null when cancelled or refused (the refusal is shown
+ * in `activity`).
+ */
+export function confirmedDelete({ what, name, detail, path, activity }) {
+  return confirmDelete({
+    what, name, detail,
+    run: async () => (await api.del(path, { idempotencyKey: api.newIdempotencyKey() })).data.operation,
+  }).catch((err) => { replace(activity, refusal(err)); return null; });
+}
+
+// ---- list pages ----------------------------------------------------------------------------
+
+/**
+ * The read loop of a workload list page: GET `url`, then `render(items)`; a failed read shows
+ * in `errorBox`; `tableSlot` stops being busy after the first answer; while `busy(items)`
+ * holds (and the page is visible) it reads again every 2 s. Returns { load, dispose }.
+ */
+export function listPoller({ url, errorBox, tableSlot, render, busy }) {
+  let disposed = false;
+  let timer = null;
+  async function load() {
+    clearTimeout(timer);
+    try {
+      const items = await api.get(url);
+      if (disposed) return;
+      replace(errorBox);
+      render(items);
+      if (busy(items) && !document.hidden) timer = setTimeout(load, 2000);
+    } catch (err) {
+      if (err.status === 401) return;
+      replace(errorBox, errorNotice(err, 'cluster'));
+    } finally {
+      tableSlot.removeAttribute('aria-busy');
+    }
+  }
+  return {
+    load,
+    dispose() {
+      disposed = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** The empty state of a list page: a heading, a sentence and the button that makes the first one. */
+export function emptyList(title, text, href, action) {
+  return h('div', { class: 'empty' },
+    h('h2', {}, title),
+    h('p', {}, text),
+    h('div', { class: 'actions' }, h('a', { class: 'btn primary', href }, action)));
+}
+
+/** The table of a list page; an empty heading is the (visually hidden) actions column. */
+export function listTable(tableId, caption, head, rows) {
+  return h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: tableId },
+    h('caption', { class: 'visually-hidden' }, caption),
+    h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
+    h('tbody', {}, rows)));
+}
+
 /** Whether operation `op` acts on cluster `cluster` (targets cluster/<name>[/<kind>/<name>]). */
 export function onCluster(op, cluster) {
   return op.target === `cluster/${cluster}` || String(op.target).startsWith(`cluster/${cluster}/`);
