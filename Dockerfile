@@ -17,9 +17,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
  && mkdir -p /out \
  && cp target/release/instantstart-server target/release/instantstart target/release/instantstart-mcp /out/
 
-# The pinned helm binary: used only for the charts that have no EKS add-on (KubeRay operator),
-# run with an argument vector (never a shell). Version and checksum are pinned; the checksum is
-# of the linux-amd64 `helm` binary inside the release tarball.
+# The pinned helm binary: used only for the charts that have no EKS add-on (KubeRay operator,
+# HyperPod dependencies), run with an argument vector (never a shell). Version and checksum are
+# pinned; the checksum is of the linux-amd64 `helm` binary inside the release tarball.
 FROM debian:bookworm-slim AS helm
 ARG HELM_VERSION=v4.1.4
 ARG HELM_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
@@ -31,6 +31,34 @@ RUN apt-get update \
  && echo "${HELM_SHA256}  /tmp/linux-amd64/helm" | sha256sum -c - \
  && install -m 0755 /tmp/linux-amd64/helm /usr/local/bin/helm
 
+# The HyperPod dependencies chart (release hyperpod-dependencies in kube-system), which AWS
+# requires before a HyperPod cluster is created. It is published only as a chart directory in
+# the aws/sagemaker-hyperpod-cli git repository, so it is vendored here at a pinned commit
+# (provider::HYPERPOD_CLI_COMMIT in crates/core; a test keeps the two equal): git fetches exactly
+# that commit (its id is the content hash; the checkout is verified against it), then the pinned
+# helm resolves the chart's dependencies (exact versions in its Chart.yaml; no Chart.lock is
+# committed upstream, so `helm dependency update` writes one) into its charts/ directory. At run
+# time the server installs the local directory: no network is needed for chart resolution. The
+# .commit file beside it lets the server refuse a chart vendored from another commit. The build
+# needs github.com and the sub-charts' sources (quay.io OCI, nvidia.github.io, aws.github.io).
+FROM debian:bookworm-slim AS charts
+ARG HYPERPOD_CLI_COMMIT=067d658b2d5c3d347afbadd75e1425214e965dcb
+COPY --from=helm /usr/local/bin/helm /usr/local/bin/helm
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates git \
+ && rm -rf /var/lib/apt/lists/* \
+ && git init -q /tmp/hyperpod-cli \
+ && git -C /tmp/hyperpod-cli fetch -q --depth 1 https://github.com/aws/sagemaker-hyperpod-cli.git "${HYPERPOD_CLI_COMMIT}" \
+ && git -C /tmp/hyperpod-cli -c advice.detachedHead=false checkout -q FETCH_HEAD \
+ && test "$(git -C /tmp/hyperpod-cli rev-parse HEAD)" = "${HYPERPOD_CLI_COMMIT}" \
+ && mkdir -p /opt/instantstart/charts \
+ && cp -R /tmp/hyperpod-cli/helm_chart/HyperPodHelmChart /opt/instantstart/charts/HyperPodHelmChart \
+ && HOME=/tmp/helm-home helm dependency update /opt/instantstart/charts/HyperPodHelmChart \
+ && helm show chart /opt/instantstart/charts/HyperPodHelmChart | grep -qx 'name: hyperpod-helm-chart' \
+ && helm show chart /opt/instantstart/charts/HyperPodHelmChart | grep -qx 'version: 0.1.0' \
+ && echo "${HYPERPOD_CLI_COMMIT}" > /opt/instantstart/charts/HyperPodHelmChart.commit \
+ && rm -rf /tmp/hyperpod-cli /tmp/helm-home
+
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates tini \
@@ -41,6 +69,7 @@ RUN apt-get update \
  && chown instantstart:instantstart /var/lib/instantstart
 COPY --from=build /out/ /usr/local/bin/
 COPY --from=helm /usr/local/bin/helm /usr/local/bin/helm
+COPY --from=charts /opt/instantstart/charts /opt/instantstart/charts
 USER 10001:10001
 VOLUME ["/var/lib/instantstart"]
 EXPOSE 3099

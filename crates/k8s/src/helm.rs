@@ -10,8 +10,11 @@
 //!   and a bearer token signed in process ([`eks_token`](crate::eks_token)) — no exec plugin,
 //!   no AWS CLI, no current context.
 //! - Charts come from their repository URL (`--repo`) or `oci://` reference at an exact
-//!   `--version`; values are a JSON file (`--values`); installs are `upgrade --install` (idempotent)
-//!   without `--wait` (the engine polls `helm status -o json`).
+//!   `--version`, or from a chart directory vendored into the image at a pinned commit (under
+//!   [`IMAGE_CHARTS_DIR`], dependencies already built): its path is passed as the chart argument
+//!   after checking its `Chart.yaml` name and version and the `<dir>.commit` file the image build
+//!   writes beside it. Values are a JSON file (`--values`); installs are `upgrade --install`
+//!   (idempotent) without `--wait` (the engine polls `helm status -o json`).
 
 use crate::connector::{EksEndpoint, EksEndpointResolver};
 use crate::eks_token;
@@ -20,8 +23,8 @@ use async_trait::async_trait;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use base64::Engine;
 use instantstart_core::provider::{
-    HELM_API, HelmRelease, HelmReleases, KubeTarget, ProviderError, ProviderErrorKind, ReleaseSpec, ReleaseStatus,
-    valid_release_name, validate_release,
+    ChartSource, HELM_API, HelmRelease, HelmReleases, KubeTarget, ProviderError, ProviderErrorKind, ReleaseSpec,
+    ReleaseStatus, valid_release_name, validate_release,
 };
 use serde_json::{Value, json};
 use std::ffi::OsString;
@@ -117,18 +120,32 @@ impl ClusterAccessResolver for EksAccess {
     }
 }
 
-/// The `helm upgrade --install` arguments of `spec`.
-pub fn upgrade_args(spec: &ReleaseSpec, kubeconfig: &Path, values: &Path) -> Vec<OsString> {
+/// The directory of a vendored chart: `path` under `charts_dir`, made to start with `/` or `./`
+/// so Helm reads it as a local path (never a flag, never a repository reference).
+pub fn vendored_dir(charts_dir: &Path, path: &str) -> PathBuf {
+    let dir = charts_dir.join(path);
+    if dir.is_absolute() { dir } else { Path::new(".").join(dir) }
+}
+
+/// The `helm upgrade --install` arguments of `spec`; vendored charts are looked up under
+/// `charts_dir`.
+pub fn upgrade_args(spec: &ReleaseSpec, charts_dir: &Path, kubeconfig: &Path, values: &Path) -> Vec<OsString> {
     let c = &spec.chart;
     let mut args: Vec<OsString> = vec!["upgrade".into(), "--install".into(), spec.release.clone().into()];
-    if c.repository.starts_with("oci://") {
-        args.push(format!("{}/{}", c.repository.trim_end_matches('/'), c.chart).into());
-    } else {
-        args.extend([c.chart.clone().into(), "--repo".into(), c.repository.clone().into()]);
+    match &c.source {
+        ChartSource::Repository { url } if url.starts_with("oci://") => {
+            args.push(format!("{}/{}", url.trim_end_matches('/'), c.chart).into());
+            args.extend(["--version".into(), c.version.clone().into()]);
+        }
+        ChartSource::Repository { url } => {
+            args.extend([c.chart.clone().into(), "--repo".into(), url.clone().into()]);
+            args.extend(["--version".into(), c.version.clone().into()]);
+        }
+        // A local directory: Helm ignores `--version` for it; `check_vendored` compares the
+        // directory's Chart.yaml and commit with the pin before Helm runs.
+        ChartSource::Vendored { path, .. } => args.push(vendored_dir(charts_dir, path).into_os_string()),
     }
     args.extend([
-        "--version".into(),
-        c.version.clone().into(),
         "--namespace".into(),
         spec.namespace.clone().into(),
         "--create-namespace".into(),
@@ -169,6 +186,59 @@ pub fn uninstall_args(namespace: &str, release: &str, kubeconfig: &Path) -> Vec<
         kubeconfig.as_os_str().to_owned(),
         "--ignore-not-found".into(),
     ]
+}
+
+/// The top-level `name` and `version` of a `Chart.yaml` (unindented `key: value` lines; quotes
+/// removed).
+pub fn chart_yaml_name_version(text: &str) -> (Option<String>, Option<String>) {
+    let field = |key: &str| {
+        text.lines().find_map(|line| {
+            let rest = line.strip_prefix(key)?.strip_prefix(':')?;
+            let v = rest.split(" #").next().unwrap_or("").trim().trim_matches(|c| c == '"' || c == '\'');
+            Some(v.to_string())
+        })
+    };
+    (field("name"), field("version"))
+}
+
+/// Checks that the vendored chart of `spec` under `charts_dir` is the pinned one: its
+/// `Chart.yaml` names the chart and version, and `<path>.commit` (written by the image build)
+/// holds the pinned commit. Repository charts need no check.
+pub fn check_vendored(spec: &ReleaseSpec, charts_dir: &Path) -> Result<(), ProviderError> {
+    let ChartSource::Vendored { path, commit, git, subdir } = &spec.chart.source else { return Ok(()) };
+    let dir = vendored_dir(charts_dir, path);
+    let fail = |msg: String| Err(ProviderError::new(HELM_API, ProviderErrorKind::Failed, msg));
+    let Ok(chart_yaml) = std::fs::read_to_string(dir.join("Chart.yaml")) else {
+        return fail(format!(
+            "the vendored chart {} is missing: {} has no Chart.yaml (the container image vendors it from \
+             {git}@{commit}:{subdir}; outside the image set {CHARTS_DIR_ENV} to a directory holding it)",
+            spec.chart.chart,
+            dir.display()
+        ));
+    };
+    let (name, version) = chart_yaml_name_version(&chart_yaml);
+    if name.as_deref() != Some(spec.chart.chart.as_str()) || version.as_deref() != Some(spec.chart.version.as_str()) {
+        return fail(format!(
+            "the vendored chart at {} is {} {}, not the pinned {} {}",
+            dir.display(),
+            name.unwrap_or_default(),
+            version.unwrap_or_default(),
+            spec.chart.chart,
+            spec.chart.version
+        ));
+    }
+    let stamp = charts_dir.join(format!("{path}.commit"));
+    let found = std::fs::read_to_string(&stamp).map(|s| s.trim().to_string()).unwrap_or_default();
+    if found != *commit {
+        return fail(format!(
+            "the vendored chart at {} comes from commit {:?} ({}), but this build pins {git}@{commit}; \
+             rebuild the image (or re-vendor the chart)",
+            dir.display(),
+            found,
+            stamp.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a release from `helm status -o json` / `helm upgrade -o json` output.
@@ -295,6 +365,21 @@ pub const HELM_ENV: &str = "INSTANTSTART_HELM";
 /// Where the container image installs its pinned `helm`.
 pub const IMAGE_HELM: &str = "/usr/local/bin/helm";
 
+/// Environment variable naming the directory of vendored charts.
+pub const CHARTS_DIR_ENV: &str = "INSTANTSTART_CHARTS_DIR";
+/// Where the container image vendors its charts (see the `Dockerfile`'s `charts` stage).
+pub const IMAGE_CHARTS_DIR: &str = "/opt/instantstart/charts";
+
+/// The directory of vendored charts: `$INSTANTSTART_CHARTS_DIR`, else [`IMAGE_CHARTS_DIR`];
+/// made absolute (helm runs in a per-call directory).
+pub fn locate_charts_dir() -> PathBuf {
+    let dir = std::env::var_os(CHARTS_DIR_ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(IMAGE_CHARTS_DIR));
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
 /// The `helm` binary: `$INSTANTSTART_HELM`, else `helm` on `PATH`, else [`IMAGE_HELM`]. Resolved
 /// to a path once, because `helm` itself runs with a cleared environment.
 pub fn locate_helm() -> PathBuf {
@@ -311,13 +396,21 @@ pub struct HelmCli {
     binary: PathBuf,
     access: Arc<dyn ClusterAccessResolver>,
     timeout: Duration,
+    charts_dir: PathBuf,
 }
 
 impl HelmCli {
     /// `binary`: the `helm` executable (the container image ships a pinned one at
-    /// `/usr/local/bin/helm`).
+    /// `/usr/local/bin/helm`). Vendored charts are read from [`locate_charts_dir`].
     pub fn new(binary: impl Into<PathBuf>, access: Arc<dyn ClusterAccessResolver>) -> Self {
-        HelmCli { binary: binary.into(), access, timeout: HELM_TIMEOUT }
+        HelmCli { binary: binary.into(), access, timeout: HELM_TIMEOUT, charts_dir: locate_charts_dir() }
+    }
+
+    /// Reads vendored charts from `dir` instead.
+    pub fn with_charts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        self.charts_dir = std::path::absolute(&dir).unwrap_or(dir);
+        self
     }
 
     /// For EKS clusters.
@@ -396,9 +489,11 @@ impl HelmReleases for HelmCli {
 
     async fn install_or_upgrade(&self, target: &KubeTarget, spec: &ReleaseSpec) -> Result<HelmRelease, ProviderError> {
         validate_release(spec)?;
+        check_vendored(spec, &self.charts_dir)?;
         let dir = self.call_dir(target).await?;
         let values = dir.write_private("values.json", spec.values.to_string().as_bytes())?;
-        let out = self.run("helm:upgrade", &dir, upgrade_args(spec, &dir.kubeconfig(), &values)).await?;
+        let args = upgrade_args(spec, &self.charts_dir, &dir.kubeconfig(), &values);
+        let out = self.run("helm:upgrade", &dir, args).await?;
         parse_release(&out)
     }
 
@@ -413,7 +508,7 @@ impl HelmReleases for HelmCli {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use instantstart_core::provider::KUBERAY_OPERATOR;
+    use instantstart_core::provider::{HYPERPOD_CLI_COMMIT, HYPERPOD_DEPENDENCIES, KUBERAY_OPERATOR};
 
     const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUe6Q=\n-----END CERTIFICATE-----\n";
 
@@ -423,7 +518,13 @@ mod tests {
 
     #[test]
     fn upgrade_argv_is_pinned_idempotent_and_wait_free() {
-        let args = strings(&upgrade_args(&KUBERAY_OPERATOR.spec(), Path::new("/t/kubeconfig"), Path::new("/t/v.json")));
+        let charts = Path::new("/opt/instantstart/charts");
+        let args = strings(&upgrade_args(
+            &KUBERAY_OPERATOR.spec(),
+            charts,
+            Path::new("/t/kubeconfig"),
+            Path::new("/t/v.json"),
+        ));
         assert_eq!(
             args,
             [
@@ -450,10 +551,79 @@ mod tests {
         );
         assert!(!args.iter().any(|a| a.starts_with("--wait")));
         let mut oci = KUBERAY_OPERATOR.spec();
-        oci.chart.repository = "oci://public.ecr.aws/charts/".into();
-        let args = strings(&upgrade_args(&oci, Path::new("k"), Path::new("v")));
+        oci.chart.source = ChartSource::Repository { url: "oci://public.ecr.aws/charts/".into() };
+        let args = strings(&upgrade_args(&oci, charts, Path::new("k"), Path::new("v")));
         assert_eq!(args[3], "oci://public.ecr.aws/charts/kuberay-operator");
+        assert_eq!(args[4..6], ["--version", "1.4.2"]);
         assert!(!args.contains(&"--repo".to_string()));
+    }
+
+    #[test]
+    fn vendored_argv_passes_the_local_directory() {
+        let spec = HYPERPOD_DEPENDENCIES.spec_for("eu-west-1");
+        let args = strings(&upgrade_args(
+            &spec,
+            Path::new("/opt/instantstart/charts"),
+            Path::new("/t/kubeconfig"),
+            Path::new("/t/v.json"),
+        ));
+        assert_eq!(
+            args,
+            [
+                "upgrade",
+                "--install",
+                "hyperpod-dependencies",
+                "/opt/instantstart/charts/HyperPodHelmChart",
+                "--namespace",
+                "kube-system",
+                "--create-namespace",
+                "--values",
+                "/t/v.json",
+                "--history-max",
+                "10",
+                "--kubeconfig",
+                "/t/kubeconfig",
+                "--output",
+                "json"
+            ]
+        );
+        let relative = strings(&upgrade_args(&spec, Path::new("charts"), Path::new("k"), Path::new("v")));
+        assert_eq!(relative[3], "./charts/HyperPodHelmChart", "never read as a flag or a repository reference");
+    }
+
+    /// A stand-in for the vendored chart: Chart.yaml and the commit stamp the image build writes.
+    fn vendor(root: &Path, name: &str, version: &str, commit: &str) {
+        let dir = root.join("HyperPodHelmChart");
+        std::fs::create_dir_all(dir.join("templates")).unwrap();
+        std::fs::write(
+            dir.join("Chart.yaml"),
+            format!(
+                "apiVersion: v2\nname: {name}\ndescription: test\ntype: application\n# comment\nversion: {version}\n\
+                 appVersion: \"1.16.0\"\ndependencies:\n  - name: sub\n    version: \"0.2.0\"\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(root.join("HyperPodHelmChart.commit"), format!("{commit}\n")).unwrap();
+    }
+
+    #[test]
+    fn vendored_chart_must_match_the_pin() {
+        let spec = HYPERPOD_DEPENDENCIES.spec();
+        let root = tempfile::tempdir().unwrap();
+        let err = check_vendored(&spec, root.path()).unwrap_err();
+        assert!(err.message.contains("is missing") && err.message.contains(CHARTS_DIR_ENV), "{err}");
+        vendor(root.path(), "hyperpod-helm-chart", "0.1.0", HYPERPOD_CLI_COMMIT);
+        check_vendored(&spec, root.path()).unwrap();
+        vendor(root.path(), "hyperpod-helm-chart", "0.1.0", "0000000000000000000000000000000000000000");
+        let err = check_vendored(&spec, root.path()).unwrap_err();
+        assert!(err.message.contains("rebuild the image"), "{err}");
+        vendor(root.path(), "hyperpod-helm-chart", "0.2.0", HYPERPOD_CLI_COMMIT);
+        assert!(check_vendored(&spec, root.path()).unwrap_err().message.contains("not the pinned"));
+        check_vendored(&KUBERAY_OPERATOR.spec(), root.path()).unwrap();
+        assert_eq!(
+            chart_yaml_name_version("name: 'x' # c\nversion: \"1.0.0\"\n  version: 9\n"),
+            (Some("x".into()), Some("1.0.0".into()))
+        );
     }
 
     #[test]
@@ -585,10 +755,30 @@ mod tests {
         let e = cli.uninstall(&target, "kuberay-operator", "kuberay-operator").await.unwrap_err();
         assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
         let mut spec = KUBERAY_OPERATOR.spec();
-        spec.chart.repository = format!("https://{closed}/charts/");
+        spec.chart.source = ChartSource::Repository { url: format!("https://{closed}/charts/") };
         let e = cli.install_or_upgrade(&target, &spec).await.unwrap_err();
         assert!(!e.message.contains("unknown flag"), "{e}");
         assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
+        // A vendored chart directory: helm loads it locally (no chart lookup, no network) and
+        // fails only when it reaches the cluster.
+        let charts = tempfile::tempdir().unwrap();
+        vendor(charts.path(), "hyperpod-helm-chart", "0.1.0", HYPERPOD_CLI_COMMIT);
+        let chart_yaml = charts.path().join("HyperPodHelmChart/Chart.yaml");
+        let text = std::fs::read_to_string(&chart_yaml).unwrap();
+        std::fs::write(&chart_yaml, text.split("dependencies:").next().unwrap()).unwrap();
+        std::fs::write(
+            charts.path().join("HyperPodHelmChart/templates/cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: t\ndata:\n  region: {{ .Values.global.region | quote }}\n",
+        )
+        .unwrap();
+        let access =
+            ClusterAccess { server: format!("https://{closed}"), ca_pem: None, token: Some("k8s-aws-v1.test".into()) };
+        let cli = HelmCli::new(cli.binary.clone(), Arc::new(Fixed(access)))
+            .with_timeout(Duration::from_secs(60))
+            .with_charts_dir(charts.path());
+        let e = cli.install_or_upgrade(&target, &HYPERPOD_DEPENDENCIES.spec_for("eu-west-1")).await.unwrap_err();
+        assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
+        assert!(e.message.contains("connection refused"), "{e}");
         let bad = ReleaseSpec { release: "-x".into(), ..spec };
         assert_eq!(cli.install_or_upgrade(&target, &bad).await.unwrap_err().kind, ProviderErrorKind::InvalidRequest);
     }

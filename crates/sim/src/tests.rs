@@ -1662,6 +1662,20 @@ async fn helm_releases_install_settle_upgrade_fail_and_uninstall() {
     s.uninstall(&target, ns, rel).await.unwrap();
     assert_eq!(s.get_release(&target, ns, rel).await.unwrap(), None);
     s.uninstall(&target, ns, rel).await.unwrap();
+
+    // A vendored chart (the HyperPod dependencies) is recorded with its pinned source and values.
+    s.set_faults(SimFaults::none());
+    let hp = instantstart_core::provider::HYPERPOD_DEPENDENCIES;
+    s.install_or_upgrade(&target, &hp.spec_for(REGION)).await.unwrap();
+    adv(&s, timings::HELM_RELEASE);
+    let r = s.get_release(&target, hp.namespace, hp.release).await.unwrap().unwrap();
+    assert!(r.is_deployed(&hp.chart_ref()), "{r:?}");
+    let recorded = s.read("test", |w, _| {
+        Ok(w.kube.values().find_map(|kw| kw.helm_releases.get("kube-system/hyperpod-dependencies").cloned()))
+    });
+    let recorded = recorded.unwrap().expect("recorded");
+    assert!(recorded.repository.contains(instantstart_core::provider::HYPERPOD_CLI_COMMIT), "{recorded:?}");
+    assert_eq!(recorded.values["global"]["region"], REGION);
 }
 
 #[tokio::test]

@@ -1,10 +1,12 @@
 //! The pinned Helm charts in the create/delete pipelines on the simulated cloud: the
 //! `chart:<release>` step installs exactly once (observe before submit), a failed release fails
-//! the step with Helm's reason and a retry upgrades it, and delete-cluster uninstalls it.
+//! the step with Helm's reason and a retry upgrades it, and delete-cluster uninstalls it. The
+//! HyperPod dependencies chart (vendored) is installed before the HyperPod cluster is created and
+//! uninstalled after it is deleted.
 
 use instantstart_core::engine::{Engine, EngineConfig};
 use instantstart_core::operation::{Actor, Face, OperationKind, OperationStatus, StepPhase};
-use instantstart_core::provider::{HelmReleases, KUBERAY_OPERATOR, KubeTarget, ReleaseStatus};
+use instantstart_core::provider::{HYPERPOD_DEPENDENCIES, HelmReleases, KUBERAY_OPERATOR, KubeTarget, ReleaseStatus};
 use instantstart_core::store::Store;
 use instantstart_core::workflow;
 use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
@@ -83,4 +85,39 @@ async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let r = sim.get_release(&target(), KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release).await.unwrap().unwrap();
     assert_eq!((r.status, r.revision), (ReleaseStatus::Deployed, 2), "the failed revision was upgraded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sim, engine) = bed(dir.path());
+    let no_hyperpod = run(&engine, OperationKind::CreateCluster, &request()).await;
+    assert!(no_hyperpod.step("chart:hyperpod-dependencies").is_none(), "only planned with a HyperPod cluster");
+
+    let mut req = request();
+    req["name"] = json!("hp");
+    req["hyperpod"] = json!({ "instance_groups": [
+        { "name": "workers", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1a" }
+    ]});
+    let op = run(&engine, OperationKind::CreateCluster, &req).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let chart = op.step("chart:hyperpod-dependencies").expect("chart step");
+    assert_eq!((chart.phase, chart.attempts), (StepPhase::Succeeded, 1));
+    assert_eq!(chart.depends_on, ["select_active"]);
+    assert_eq!(chart.outputs["chart"], "hyperpod-helm-chart");
+    assert_eq!(chart.outputs["namespace"], "kube-system");
+    let hp = op.step("hyperpod_cluster").unwrap();
+    assert!(hp.depends_on.contains(&chart.key), "{:?}", hp.depends_on);
+    assert!(hp.started_at.unwrap() >= chart.finished_at.unwrap(), "HyperPod created before its dependencies");
+    let target = KubeTarget { region: "us-east-1".into(), eks_cluster: "hp".into() };
+    let (ns, rel) = (HYPERPOD_DEPENDENCIES.namespace, HYPERPOD_DEPENDENCIES.release);
+    let r = sim.get_release(&target, ns, rel).await.unwrap().unwrap();
+    assert!(r.is_deployed(&HYPERPOD_DEPENDENCIES.chart_ref()), "{r:?}");
+
+    let op = run(&engine, OperationKind::DeleteCluster, &json!({ "name": "hp" })).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let removal = op.step("chart:hyperpod-dependencies").expect("chart removal step");
+    assert_eq!(removal.depends_on, ["hyperpod_cluster"], "uninstalled after the HyperPod cluster is gone");
+    assert!(op.step("eks_cluster").unwrap().depends_on.contains(&removal.key));
+    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(2), "KubeRay and the HyperPod dependencies");
 }

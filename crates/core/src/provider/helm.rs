@@ -1,10 +1,13 @@
 //! Helm releases: the dependencies that only ship as Helm charts.
 //!
 //! EKS add-ons are preferred (see `workflow::create_cluster::BASE_ADDONS`); a chart is used only
-//! where no add-on exists, and then always at a pinned version from a fixed repository
-//! ([`PINNED_CHARTS`]). The real implementation (`instantstart-k8s`) runs the `helm` binary with
-//! structured arguments (never a shell) and `upgrade --install`, so installing twice is a
-//! no-op; the simulator records releases in its world.
+//! where no add-on exists, and then always pinned ([`PINNED_CHARTS`]): an exact version from a
+//! fixed chart repository ([`ChartSource::Repository`]), or a chart directory vendored into the
+//! container image from a pinned commit of its git repository ([`ChartSource::Vendored`]) for
+//! charts published nowhere else (the HyperPod dependencies chart). The real implementation
+//! (`instantstart-k8s`) runs the `helm` binary with structured arguments (never a shell) and
+//! `upgrade --install`, so installing twice is a no-op; the simulator records releases in its
+//! world.
 
 use super::{KubeTarget, ProviderError, ProviderErrorKind};
 use async_trait::async_trait;
@@ -15,13 +18,37 @@ use serde_json::Value;
 /// API name of Helm calls in provider errors.
 pub const HELM_API: &str = "helm";
 
-/// A chart at an exact version in a chart repository.
+/// Where a chart comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChartSource {
+    /// A chart repository: `url` is the `https://` URL of a classic repository (its
+    /// `index.yaml`) or an `oci://` registry path.
+    Repository { url: String },
+    /// A chart directory vendored into the container image (dependencies already built, so
+    /// installing needs no network for chart resolution). `path` is relative to the runner's
+    /// charts directory (`/opt/instantstart/charts` in the image); the directory was fetched
+    /// from `git` (a GitHub repository URL) at exactly `commit`, from its `subdir`.
+    Vendored { path: String, git: String, commit: String, subdir: String },
+}
+
+impl ChartSource {
+    /// One line for records and messages: the repository URL, or `git@commit:subdir`.
+    pub fn describe(&self) -> String {
+        match self {
+            ChartSource::Repository { url } => url.clone(),
+            ChartSource::Vendored { git, commit, subdir, .. } => format!("{git}@{commit}:{subdir}"),
+        }
+    }
+}
+
+/// A chart at an exact version from a fixed source.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ChartRef {
-    /// `https://` URL of a classic chart repository (its `index.yaml`) or an `oci://` registry path.
-    pub repository: String,
+    pub source: ChartSource,
+    /// The chart's name (`name` in its `Chart.yaml`).
     pub chart: String,
-    /// Exact chart version; never a range.
+    /// Exact chart version (`version` in its `Chart.yaml`); never a range.
     pub version: String,
 }
 
@@ -35,21 +62,48 @@ pub struct ReleaseSpec {
     pub values: Value,
 }
 
+/// Where a pinned chart comes from ([`ChartSource`] with static strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinnedSource {
+    Repository(&'static str),
+    Vendored { path: &'static str, git: &'static str, commit: &'static str, subdir: &'static str },
+}
+
+impl PinnedSource {
+    pub fn source(&self) -> ChartSource {
+        match *self {
+            PinnedSource::Repository(url) => ChartSource::Repository { url: url.into() },
+            PinnedSource::Vendored { path, git, commit, subdir } => ChartSource::Vendored {
+                path: path.into(),
+                git: git.into(),
+                commit: commit.into(),
+                subdir: subdir.into(),
+            },
+        }
+    }
+}
+
 /// A chart InstantStart installs, with everything that makes the install reproducible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PinnedChart {
     pub release: &'static str,
     pub namespace: &'static str,
-    pub repository: &'static str,
+    pub source: PinnedSource,
     pub chart: &'static str,
     pub version: &'static str,
     /// What the chart provides, for step titles.
     pub provides: &'static str,
+    /// Whether the HyperPod cluster step waits for this chart (AWS requires it installed before
+    /// a HyperPod cluster is created on the EKS cluster).
+    pub before_hyperpod: bool,
+    /// Whether the install sets `global.region` to the cluster's region (charts that pick
+    /// regional images and would otherwise guess the region from node labels).
+    pub sets_global_region: bool,
 }
 
 impl PinnedChart {
     pub fn chart_ref(&self) -> ChartRef {
-        ChartRef { repository: self.repository.into(), chart: self.chart.into(), version: self.version.into() }
+        ChartRef { source: self.source.source(), chart: self.chart.into(), version: self.version.into() }
     }
 
     /// The release spec with the chart's default values.
@@ -61,6 +115,16 @@ impl PinnedChart {
             values: Value::Object(Default::default()),
         }
     }
+
+    /// The release spec for a cluster in `region`: the chart's defaults, plus `global.region`
+    /// where the chart needs it.
+    pub fn spec_for(&self, region: &str) -> ReleaseSpec {
+        let mut spec = self.spec();
+        if self.sets_global_region {
+            spec.values = serde_json::json!({ "global": { "region": region } });
+        }
+        spec
+    }
 }
 
 /// The KubeRay operator (RayJob, RayCluster, RayService CRDs and their controller). There is no
@@ -68,14 +132,59 @@ impl PinnedChart {
 pub const KUBERAY_OPERATOR: PinnedChart = PinnedChart {
     release: "kuberay-operator",
     namespace: "kuberay-operator",
-    repository: "https://ray-project.github.io/kuberay-helm/",
+    source: PinnedSource::Repository("https://ray-project.github.io/kuberay-helm/"),
     chart: "kuberay-operator",
     version: "1.4.2",
     provides: "the KubeRay operator for RayJob, RayCluster and RayService",
+    before_hyperpod: false,
+    sets_global_region: false,
+};
+
+/// Commit of `aws/sagemaker-hyperpod-cli` whose `helm_chart/HyperPodHelmChart` the container
+/// image vendors (the `Dockerfile` fetches exactly this commit; a test keeps the two equal).
+pub const HYPERPOD_CLI_COMMIT: &str = "067d658b2d5c3d347afbadd75e1425214e965dcb";
+
+/// The HyperPod dependencies chart (NVIDIA, EFA and Neuron device plugins, the health-monitoring
+/// agent, deep health checks, job auto-restart, the Kubeflow training and MPI operators,
+/// hyperpod-patching and their permissions), which AWS requires on the EKS cluster before a
+/// HyperPod cluster is created through the APIs. It is published only as a chart directory in
+/// the `aws/sagemaker-hyperpod-cli` git repository (chart `hyperpod-helm-chart`, whose version
+/// stays 0.1.0 across commits — the commit is the real pin), so the image vendors it with its
+/// dependencies built. Release `hyperpod-dependencies` in `kube-system`, as AWS documents, with
+/// the chart's default values except `global.region`.
+pub const HYPERPOD_DEPENDENCIES: PinnedChart = PinnedChart {
+    release: "hyperpod-dependencies",
+    namespace: "kube-system",
+    source: PinnedSource::Vendored {
+        path: "HyperPodHelmChart",
+        git: "https://github.com/aws/sagemaker-hyperpod-cli",
+        commit: HYPERPOD_CLI_COMMIT,
+        subdir: "helm_chart/HyperPodHelmChart",
+    },
+    chart: "hyperpod-helm-chart",
+    version: "0.1.0",
+    provides: "HyperPod dependencies (device plugins, health monitoring, training operators)",
+    before_hyperpod: true,
+    // Before the HyperPod nodes exist the health-monitoring agent cannot read the region from
+    // node labels and would fall back to us-east-1's image registry.
+    sets_global_region: true,
 };
 
 /// Every chart the create-cluster pipeline installs (`chart:<release>` steps).
-pub const PINNED_CHARTS: &[PinnedChart] = &[KUBERAY_OPERATOR];
+pub const PINNED_CHARTS: &[PinnedChart] = &[KUBERAY_OPERATOR, HYPERPOD_DEPENDENCIES];
+
+/// Whether `path` is a plain relative path (normal components only: no `..`, no absolute
+/// path, no component starting with `-`), usable under a charts directory.
+pub fn valid_vendored_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('/').all(|c| {
+            !c.is_empty()
+                && c != "."
+                && c != ".."
+                && !c.starts_with('-')
+                && c.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
+}
 
 /// The pinned chart installed as `release`, if any.
 pub fn pinned_chart(release: &str) -> Option<&'static PinnedChart> {
@@ -179,9 +288,26 @@ pub fn validate_release(spec: &ReleaseSpec) -> Result<(), ProviderError> {
     if !exact {
         return bad("chart.version", format!("{v:?} is not an exact version (ranges and tags are not accepted)"));
     }
-    let r = &spec.chart.repository;
-    if !(r.starts_with("https://") || r.starts_with("oci://")) || r.chars().any(char::is_whitespace) {
-        return bad("chart.repository", format!("{r:?} is not an https:// or oci:// URL"));
+    match &spec.chart.source {
+        ChartSource::Repository { url: r } => {
+            if !(r.starts_with("https://") || r.starts_with("oci://")) || r.chars().any(char::is_whitespace) {
+                return bad("chart.source.url", format!("{r:?} is not an https:// or oci:// URL"));
+            }
+        }
+        ChartSource::Vendored { path, git, commit, subdir } => {
+            if !valid_vendored_path(path) {
+                return bad("chart.source.path", format!("{path:?} is not a plain relative path"));
+            }
+            if commit.len() != 40 || !commit.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                return bad("chart.source.commit", format!("{commit:?} is not a full 40-hex git commit id"));
+            }
+            if !git.starts_with("https://") || git.chars().any(char::is_whitespace) {
+                return bad("chart.source.git", format!("{git:?} is not an https:// URL"));
+            }
+            if !valid_vendored_path(subdir) {
+                return bad("chart.source.subdir", format!("{subdir:?} is not a plain relative path"));
+            }
+        }
     }
     if !spec.values.is_object() {
         return bad("values", "must be a JSON object".into());
@@ -218,6 +344,58 @@ mod tests {
             assert_eq!(pinned_chart(c.release), Some(c));
         }
         assert_eq!(KUBERAY_OPERATOR.chart_ref().version, "1.4.2");
+        let hp = HYPERPOD_DEPENDENCIES.spec();
+        assert_eq!((hp.release.as_str(), hp.namespace.as_str()), ("hyperpod-dependencies", "kube-system"));
+        assert!(matches!(hp.chart.source, ChartSource::Vendored { ref commit, .. } if commit == HYPERPOD_CLI_COMMIT));
+        assert_eq!(
+            hp.chart.source.describe(),
+            format!("https://github.com/aws/sagemaker-hyperpod-cli@{HYPERPOD_CLI_COMMIT}:helm_chart/HyperPodHelmChart")
+        );
+    }
+
+    #[test]
+    fn region_is_set_only_where_the_chart_needs_it() {
+        assert_eq!(KUBERAY_OPERATOR.spec_for("eu-west-1").values, serde_json::json!({}));
+        assert_eq!(HYPERPOD_DEPENDENCIES.spec_for("eu-west-1").values["global"]["region"], "eu-west-1");
+    }
+
+    /// The image vendors exactly the pinned commit into the charts directory the runner reads.
+    #[test]
+    fn dockerfile_vendors_the_pinned_commit() {
+        let dockerfile = include_str!("../../../../Dockerfile");
+        assert!(dockerfile.contains(&format!("HYPERPOD_CLI_COMMIT={HYPERPOD_CLI_COMMIT}")), "Dockerfile pin differs");
+        let PinnedSource::Vendored { path, subdir, .. } = HYPERPOD_DEPENDENCIES.source else { panic!("not vendored") };
+        assert!(dockerfile.contains(&format!("/opt/instantstart/charts/{path}")));
+        assert!(dockerfile.contains(subdir));
+    }
+
+    #[test]
+    fn vendored_sources_are_checked() {
+        let ok = HYPERPOD_DEPENDENCIES.spec();
+        let with = |f: &dyn Fn(&mut ChartSource)| {
+            let mut spec = ok.clone();
+            f(&mut spec.chart.source);
+            validate_release(&spec).unwrap_err().message
+        };
+        let set_path = |p: &'static str| {
+            move |s: &mut ChartSource| {
+                if let ChartSource::Vendored { path, .. } = s {
+                    *path = p.into()
+                }
+            }
+        };
+        for bad in ["../etc", "/abs", "-x", "a//b", "", "a b"] {
+            assert!(with(&set_path(bad)).starts_with("chart.source.path:"), "{bad}");
+        }
+        assert!(
+            with(&|s| {
+                if let ChartSource::Vendored { commit, .. } = s {
+                    *commit = "main".into()
+                }
+            })
+            .starts_with("chart.source.commit:")
+        );
+        assert!(valid_vendored_path("charts/HyperPodHelmChart"));
     }
 
     #[test]
@@ -230,8 +408,8 @@ mod tests {
         ranged.chart.version = "^1.4".into();
         assert!(field(ranged).starts_with("chart.version:"));
         let mut http = ok.clone();
-        http.chart.repository = "http://example.com/charts".into();
-        assert!(field(http).starts_with("chart.repository:"));
+        http.chart.source = ChartSource::Repository { url: "http://example.com/charts".into() };
+        assert!(field(http).starts_with("chart.source.url:"));
         assert!(field(ReleaseSpec { values: Value::Null, ..ok }).starts_with("values:"));
     }
 

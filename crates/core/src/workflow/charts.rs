@@ -55,7 +55,7 @@ impl StepExecutor for EnsureChart {
     }
 
     async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        self.helm.install_or_upgrade(&self.target, &self.chart.spec()).await?;
+        self.helm.install_or_upgrade(&self.target, &self.chart.spec_for(&self.target.region)).await?;
         Ok(resource(&self.chart))
     }
 

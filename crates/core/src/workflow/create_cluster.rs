@@ -2,13 +2,17 @@
 //!
 //! ```text
 //! network ───────────────┬─> eks_cluster ─> select_active ─┬─> addon:* ─┬─> hyperpod_cluster
-//! eks_cluster_role ──────┘                                  ├─> chart:*  └─> storage
+//! eks_cluster_role ──────┘                                  │            └─> storage
+//!                                                           ├─> chart:hyperpod-dependencies ─> hyperpod_cluster
+//!                                                           ├─> chart:kuberay-operator
 //! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
 //! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
 //! ```
 //! Roles, the bucket and compute subnets run while the EKS control plane is still creating.
 //! `chart:<release>` steps install the pinned Helm charts ([`PINNED_CHARTS`]) when the workflow
-//! has a Helm provider ([`CreateClusterWorkflow::with_helm`]), in parallel with the add-ons.
+//! has a Helm provider ([`CreateClusterWorkflow::with_helm`]), in parallel with the add-ons. A
+//! chart marked `before_hyperpod` (the HyperPod dependencies chart, which AWS requires before a
+//! HyperPod cluster is created) is planned only with a HyperPod cluster, which waits for it.
 //! Every resource name derives from the cluster name ([`DerivedNames`]), every resource carries
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
@@ -140,7 +144,14 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
         steps.push(step(&key, format!("Install EKS add-on {addon}"), &["select_active"]));
         addon_keys.push(key);
     }
+    let mut before_hyperpod = Vec::new();
     for chart in charts {
+        if chart.before_hyperpod {
+            if req.hyperpod.is_none() {
+                continue; // only needed by a HyperPod cluster
+            }
+            before_hyperpod.push(chart_step_key(chart));
+        }
         steps.push(step(
             &chart_step_key(chart),
             format!(
@@ -163,6 +174,7 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
         ));
         let mut deps: Vec<&str> = vec!["eks_cluster", "select_active", "compute_subnets", "hyperpod_execution_role"];
         deps.extend(addon_keys.iter().map(String::as_str));
+        deps.extend(before_hyperpod.iter().map(String::as_str));
         let groups: Vec<String> =
             hp.instance_groups.iter().map(|g| format!("{} {}×{}", g.name, g.instance_type, g.count)).collect();
         steps.push(step(
@@ -933,6 +945,51 @@ mod tests {
         let without: Vec<String> = plan_steps(&req).into_iter().map(|s| s.key).collect();
         let with: Vec<String> = steps.into_iter().map(|s| s.key).filter(|k| !k.starts_with("chart:")).collect();
         assert_eq!(without, with, "the charts only add steps");
+    }
+
+    #[test]
+    fn the_hyperpod_cluster_waits_for_the_hyperpod_dependencies_chart() {
+        let mut req = ClusterCreateRequest {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            kubernetes_version: "1.33".into(),
+            network: NetworkSpec::default(),
+            availability_zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+            hyperpod: None,
+            storage: None,
+        };
+        let keys = |req: &ClusterCreateRequest| -> Vec<String> {
+            plan_steps_with(req, PINNED_CHARTS).into_iter().map(|s| s.key).collect()
+        };
+        assert!(!keys(&req).contains(&"chart:hyperpod-dependencies".to_string()), "no HyperPod, no dependencies");
+        req.hyperpod = Some(HyperPodClusterSpec {
+            node_recovery: NodeRecovery::Automatic,
+            instance_groups: vec![InstanceGroupSpec {
+                name: "workers".into(),
+                instance_type: "ml.g5.8xlarge".into(),
+                count: 1,
+                availability_zone: "us-east-1a".into(),
+                subnet_id: None,
+                capacity: CapacitySpec::OnDemand,
+                interface_mode: InterfaceMode::Standard,
+                ebs_volume_gb: 500,
+                deep_health_checks: DeepHealthChecks::default(),
+                lifecycle_script: None,
+            }],
+        });
+        let steps = plan_steps_with(&req, PINNED_CHARTS);
+        let chart = steps.iter().find(|s| s.key == "chart:hyperpod-dependencies").expect("chart step");
+        assert_eq!(chart.depends_on, ["select_active"]);
+        assert!(chart.title.contains("hyperpod-helm-chart 0.1.0 in namespace kube-system"), "{}", chart.title);
+        let hp = steps.iter().find(|s| s.key == "hyperpod_cluster").unwrap();
+        assert!(hp.depends_on.contains(&chart.key), "{:?}", hp.depends_on);
+        let kuberay = "chart:kuberay-operator".to_string();
+        assert!(steps.iter().all(|s| !s.depends_on.contains(&kuberay)), "nothing waits for KubeRay");
+        for (i, s) in steps.iter().enumerate() {
+            for d in &s.depends_on {
+                assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
+            }
+        }
     }
 
     #[test]

@@ -73,9 +73,15 @@ fn plan_steps_with(rec: &ClusterRecord, delete_bucket: bool, charts: &[PinnedCha
         )];
     }
     let mut steps = vec![step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5)];
-    let chart_keys: Vec<String> = charts.iter().map(chart_step_key).collect();
-    for (chart, key) in charts.iter().zip(&chart_keys) {
-        steps.push(step(key, format!("Uninstall Helm release {}/{}", chart.namespace, chart.release), &[], 30));
+    // Charts needed only by a HyperPod cluster exist only with one, and go after it.
+    let charts: Vec<&PinnedChart> =
+        charts.iter().filter(|c| !c.before_hyperpod || rec.hyperpod_cluster.is_some()).collect();
+    let chart_keys: Vec<String> = charts.iter().map(|c| chart_step_key(c)).collect();
+    let uninstall = |chart: &PinnedChart, deps: &[&str]| {
+        step(&chart_step_key(chart), format!("Uninstall Helm release {}/{}", chart.namespace, chart.release), deps, 30)
+    };
+    for chart in charts.iter().filter(|c| !c.before_hyperpod) {
+        steps.push(uninstall(chart, &[]));
     }
     let with_charts = |deps: &[&str]| -> Vec<String> {
         deps.iter().map(|d| d.to_string()).chain(chart_keys.iter().cloned()).collect()
@@ -83,6 +89,9 @@ fn plan_steps_with(rec: &ClusterRecord, delete_bucket: bool, charts: &[PinnedCha
     let mut unregister_deps = vec!["storage", "eks_cluster", "eks_cluster_role", "network"];
     if let Some(hp) = &rec.hyperpod_cluster {
         steps.push(step("hyperpod_cluster", format!("Delete HyperPod cluster {hp}"), &["storage"], 600));
+        for chart in charts.iter().filter(|c| c.before_hyperpod) {
+            steps.push(uninstall(chart, &["hyperpod_cluster"]));
+        }
         steps.push(step(
             "hyperpod_execution_role",
             format!("Delete IAM role {}", names.hyperpod_execution_role),
@@ -472,5 +481,31 @@ mod tests {
             .map(|s| s.key)
             .collect();
         assert_eq!(imported, ["unregister"], "an imported cluster's releases are not ours");
+    }
+
+    #[test]
+    fn hyperpod_dependencies_go_after_the_hyperpod_cluster() {
+        let steps = plan_steps_with(&record(ClusterSource::Created, true), false, PINNED_CHARTS);
+        let shape: Vec<String> = steps.iter().map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", "))).collect();
+        assert_eq!(
+            shape,
+            [
+                "storage <- []",
+                "chart:kuberay-operator <- []",
+                "hyperpod_cluster <- [storage]",
+                "chart:hyperpod-dependencies <- [hyperpod_cluster]",
+                "hyperpod_execution_role <- [hyperpod_cluster]",
+                "compute_subnets <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, chart:kuberay-operator, chart:hyperpod-dependencies]",
+                "eks_cluster_role <- [eks_cluster]",
+                "network <- [eks_cluster, compute_subnets]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",
+            ]
+        );
+        for (i, s) in steps.iter().enumerate() {
+            for d in &s.depends_on {
+                assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
+            }
+        }
     }
 }

@@ -21,6 +21,8 @@ use serde_json::Value;
 pub(crate) struct HelmReleaseRec {
     pub name: String,
     pub namespace: String,
+    /// Where the chart comes from ([`ChartSource::describe`](instantstart_core::provider::ChartSource::describe)):
+    /// a repository URL, or `git@commit:subdir` of a vendored chart.
     pub repository: String,
     pub chart: String,
     pub version: String,
@@ -97,7 +99,7 @@ impl HelmReleases for SimCloud {
             let rec = HelmReleaseRec {
                 name: spec.release.clone(),
                 namespace: spec.namespace.clone(),
-                repository: spec.chart.repository.clone(),
+                repository: spec.chart.source.describe(),
                 chart: spec.chart.chart.clone(),
                 version: spec.chart.version.clone(),
                 values: spec.values.clone(),
