@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
@@ -379,8 +380,9 @@ def test_move_a_pool_worker_between_services_with_the_diff_first(wl_ui, wl):
     moved = next(w for p in pools for w in p["workers"] if w["pod"] == worker["pod"])
     assert moved["serving"] == "pool-b" and moved["uid"] == worker["uid"], "the same pod, not restarted"
     # The same move again: already in this state.
-    row = ui.css(f'#pools-card tr[data-worker="{worker["pod"]}"]')
-    ui.click(row.find_element(By.CSS_SELECTOR, "button[data-action=move]"))
+    # The list redraws while it polls; ui.wait retries a click that lands on a replaced row.
+    ui.wait(lambda: ui.click(ui.css(f'#pools-card tr[data-worker="{worker["pod"]}"] button[data-action=move]')) or True,
+            10, "the move button clicked")
     ui.wait_css("#pools-activity .no-change", 10)
 
 
@@ -529,8 +531,17 @@ def test_a_tracked_job_links_its_training_history(wl_ui, wl):
     assert "MLFLOW_TRACKING_URI" in plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
     ui.click(ui.css("#job-submit"))
     ui.wait(lambda: "/jobs/tracked" in ui.d.current_url, 10, "the job page")
-    link = ui.wait_css("#job-history-link", 15)
-    ui.click(link)
+    ui.wait_css("#job-history-link", 15)
+
+    def click_history_link():
+        # The job page redraws its header on every poll: a found link may be replaced before the click.
+        try:
+            ui.click(ui.css("#job-history-link"))
+            return True
+        except StaleElementReferenceException:
+            return False
+
+    ui.wait(click_history_link, 15, "the training-history link clicked")
     ui.wait(lambda: "#/history" in ui.d.current_url and "job=tracked" in ui.d.current_url, 10, "the training history")
     ui.wait(lambda: ui.all("#history-server") and ui.css("#history-server").get_attribute("value") == "wl-tracking", 15,
             "its tracking server selected")
