@@ -180,13 +180,14 @@ pub async fn run(bin: &Path, followers: usize, lines_per_sec: f64, window: Durat
     let clock = SimClock::read(api).await?;
     ensure!((clock.speed - SPEED).abs() < 1e-9, "sim speed {} (expected {SPEED})", clock.speed);
 
-    // Every follower connects (one after another, each reading from its start), then one
-    // second to settle, then the window.
+    // Every follower connects (all at once; each starts reading once all are connected), then
+    // one second to settle, then the window.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let connect_started = std::time::Instant::now();
-    for _ in 0..followers {
-        match connect(api.port).await {
+    let connected = futures::future::join_all((0..followers).map(|_| connect(api.port))).await;
+    for c in connected {
+        match c {
             Ok(ws) => {
                 tasks.spawn(follow(ws, stop_rx.clone()));
             }
