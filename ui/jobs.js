@@ -365,21 +365,26 @@ export class LogStream {
       this.onState('live');
     };
     ws.onmessage = (ev) => {
-      let msg;
-      try {
-        msg = JSON.parse(ev.data);
-      } catch {
-        return;
+      // A frame is newline-delimited JSON: the lines that were ready when it was sent.
+      const lines = [];
+      for (const text of String(ev.data).split('\n')) {
+        if (!text.trim()) continue;
+        let msg;
+        try {
+          msg = JSON.parse(text);
+        } catch {
+          continue;
+        }
+        if (msg.end) {
+          if (lines.length) this.emitLines(lines);
+          this.flushBatch();
+          this.ended = true;
+          this.onState('ended', msg.reason);
+          return;
+        }
+        if (typeof msg.line === 'string') lines.push(msg);
       }
-      if (msg.end) {
-        this.flushBatch();
-        this.ended = true;
-        this.onState('ended', msg.reason);
-        return;
-      }
-      if (typeof msg.line !== 'string') return;
-      if (this.batch) this.batch.push(msg);
-      else this.emit([msg]);
+      if (lines.length) this.emitLines(lines);
     };
     ws.onclose = () => {
       this.flushBatch();
@@ -407,6 +412,11 @@ export class LogStream {
       }
     }
     this.emit(batch.slice(overlap));
+  }
+
+  emitLines(msgs) {
+    if (this.batch) this.batch.push(...msgs);
+    else this.emit(msgs);
   }
 
   emit(msgs) {

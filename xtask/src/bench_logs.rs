@@ -113,18 +113,25 @@ async fn follow(mut ws: Ws, mut stop: tokio::sync::watch::Receiver<bool>) -> Res
             break;
         }
         let Ok(text) = msg.to_text() else { continue };
-        let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-        if let Some((k, t)) = v["line"].as_str().and_then(parse_line) {
-            if out.lines.insert(k, (t, at)).is_some() {
-                out.duplicates += 1;
+        // A frame is newline-delimited JSON: every line that was ready when it was sent.
+        let mut ended = false;
+        for doc in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(doc).unwrap_or(Value::Null);
+            if let Some((k, t)) = v["line"].as_str().and_then(parse_line) {
+                if out.lines.insert(k, (t, at)).is_some() {
+                    out.duplicates += 1;
+                }
+            } else if let Some(n) = v["skipped"].as_u64() {
+                out.skipped += n;
+            } else if v["end"] == true {
+                out.end = Some(v["reason"].as_str().unwrap_or_default().to_string());
+                ended = true;
+            } else {
+                out.other_frames += 1;
             }
-        } else if let Some(n) = v["skipped"].as_u64() {
-            out.skipped += n;
-        } else if v["end"] == true {
-            out.end = Some(v["reason"].as_str().unwrap_or_default().to_string());
+        }
+        if ended {
             break;
-        } else {
-            out.other_frames += 1;
         }
     }
     let _ = ws.close(None).await;

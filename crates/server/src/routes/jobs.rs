@@ -19,7 +19,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Extension, FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use instantstart_core::engine::Outcome;
 use instantstart_core::operation::{Operation as CoreOperation, OperationKind};
 use instantstart_core::provider::{KubeApi, KubeTarget, ProviderErrorKind};
@@ -234,7 +234,7 @@ pub fn routes() -> ApiRouter<AppState> {
                 errors(
                     op.id("job_logs_stream")
                         .summary(
-                            "WebSocket of a job pod's log: text frames {\"pod\",\"line\"}, then {\"end\":true,\"reason\"}",
+                            "WebSocket of a job pod's log: text frames of newline-delimited {\"pod\",\"line\"} documents (the lines ready when the frame was sent), then {\"end\":true,\"reason\"}",
                         )
                         .tag("jobs"),
                 )
@@ -342,6 +342,18 @@ const START_RETRY: Duration = Duration::from_secs(1);
 /// How long a follower waits for the container to start before it gives up.
 const START_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// A frame carries lines up to about this size (the lines already available when it is sent).
+const MAX_FRAME_BYTES: usize = 64 * 1024;
+
+/// Appends `{"pod": …, "line": …}` and a newline: frames are newline-delimited JSON.
+fn push_line(frame: &mut String, pod_json: &str, line: &str) {
+    frame.push_str("{\"pod\":");
+    frame.push_str(pod_json);
+    frame.push_str(",\"line\":");
+    frame.push_str(&Value::String(line.to_string()).to_string());
+    frame.push_str("}\n");
+}
+
 async fn send_json(socket: &mut WebSocket, v: &Value) -> bool {
     socket.send(Message::Text(v.to_string().into())).await.is_ok()
 }
@@ -376,12 +388,39 @@ async fn follow_logs(
             }
         }
     };
+    let pod_json = Value::String(pod.clone()).to_string();
     loop {
         tokio::select! {
             line = lines.next() => match line {
                 Some(Ok(line)) => {
-                    if !send_json(&mut socket, &json!({ "pod": pod, "line": line })).await {
+                    // Batch what is already there into one frame (one JSON document per line):
+                    // a fast log is then a few frames per second per follower, not one per line.
+                    let mut frame = String::with_capacity(256);
+                    push_line(&mut frame, &pod_json, &line);
+                    let mut last = None;
+                    while frame.len() < MAX_FRAME_BYTES {
+                        match lines.next().now_or_never() {
+                            Some(Some(Ok(line))) => push_line(&mut frame, &pod_json, &line),
+                            Some(other) => {
+                                last = Some(other);
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    if socket.send(Message::Text(frame.into())).await.is_err() {
                         return;
+                    }
+                    match last {
+                        Some(Some(Err(e))) => {
+                            let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("error: {}", e.message) })).await;
+                            break;
+                        }
+                        Some(None) => {
+                            let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("pod {pod}: the container ended") })).await;
+                            break;
+                        }
+                        _ => {}
                     }
                 }
                 Some(Err(e)) => {

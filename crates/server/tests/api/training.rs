@@ -103,14 +103,17 @@ async fn follow_steps(port: u16, job: &str, n: usize) -> Vec<(u64, f64, f64)> {
             .expect("the stream stays open while the job runs")
             .unwrap();
         let Ok(text) = msg.to_text() else { continue };
-        let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-        assert!(v["end"] != true, "{job}: the stream ended before {n} steps: {v}");
-        if let Some(line) = v["line"].as_str()
-            && let Some(step) = instantstart_sim::parse_training_log_line(line)
-        {
-            pod.get_or_insert_with(|| v["pod"].as_str().unwrap().to_string());
-            assert_eq!((step.1, step.2), instantstart_sim::training_curve(job, step.0), "{job}: {line}");
-            steps.push(step);
+        // Frames are newline-delimited JSON.
+        for doc in text.lines() {
+            let v: Value = serde_json::from_str(doc).unwrap_or(Value::Null);
+            assert!(v["end"] != true, "{job}: the stream ended before {n} steps: {v}");
+            if let Some(line) = v["line"].as_str()
+                && let Some(step) = instantstart_sim::parse_training_log_line(line)
+            {
+                pod.get_or_insert_with(|| v["pod"].as_str().unwrap().to_string());
+                assert_eq!((step.1, step.2), instantstart_sim::training_curve(job, step.0), "{job}: {line}");
+                steps.push(step);
+            }
         }
     }
     let _ = ws.close(None).await;

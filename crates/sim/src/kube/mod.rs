@@ -707,7 +707,9 @@ impl KubeApi for SimCloud {
                 if s.done {
                     return None;
                 }
-                let wait = (1.0 / s.cloud.speed()).clamp(0.001, 0.25);
+                // Poll at most every 50 ms of wall time: a follower costs the world lock 20 times a
+                // second at most, whatever the speed (kubelet log follows also flush in batches).
+                let wait = (1.0 / s.cloud.speed()).clamp(0.05, 0.25);
                 tokio::time::sleep(std::time::Duration::from_secs_f64(wait)).await;
                 let (fresh, now, ended) = {
                     let mut st = s.cloud.lock();
