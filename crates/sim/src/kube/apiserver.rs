@@ -1047,9 +1047,16 @@ async fn logs(cx: &Ctx, path: &ResourcePath, name: &str, query: &HashMap<String,
     };
     match cx.cloud.logs(&cx.target, &namespace, name, follow, tail).await {
         Ok(stream) => {
-            let body = stream
-                .take_while(|r| futures::future::ready(r.is_ok()))
-                .map(|r| Ok::<_, std::io::Error>(Bytes::from(format!("{}\n", r.unwrap_or_default()))));
+            // One chunk carries every line that is ready (a fast log is then a few chunks per
+            // second, not one per line).
+            let body = stream.take_while(|r| futures::future::ready(r.is_ok())).ready_chunks(4096).map(|lines| {
+                let mut chunk = String::new();
+                for line in lines {
+                    chunk.push_str(&line.unwrap_or_default());
+                    chunk.push('\n');
+                }
+                Ok::<_, std::io::Error>(Bytes::from(chunk))
+            });
             Response::builder()
                 .status(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "text/plain")

@@ -414,7 +414,7 @@ pub(crate) fn log_lines_after(
                 }
             }
             if *role != Role::RayWorker {
-                steps(&mut out, job, start + offset, end, *resumed_step, *total_steps, restarts, after);
+                steps(&mut out, job, start + offset, end, *resumed_step, *total_steps, restarts, after, until);
             }
             if let Some((at, why)) = killed.as_ref().filter(|(at, _)| *at <= end) {
                 out.push((*at, format!("RuntimeError: {why}")));
@@ -440,8 +440,8 @@ pub(crate) fn log_lines_after(
     out
 }
 
-/// Step lines from `train_start` on, paused by in-place restarts. Step lines at or before
-/// `after` are counted but not formatted (the caller drops them).
+/// Step lines from `train_start` on, paused by in-place restarts, up to `until`. Step lines at or
+/// before `after` are counted but not formatted (the caller drops them).
 #[allow(clippy::too_many_arguments)]
 fn steps(
     out: &mut Vec<(f64, String)>,
@@ -452,6 +452,7 @@ fn steps(
     total: u64,
     restarts: &[(f64, String)],
     after: f64,
+    until: f64,
 ) {
     let mut segments: Vec<(f64, f64)> = Vec::new();
     let mut from = train_start;
@@ -486,7 +487,9 @@ fn steps(
         }
         loop {
             let t = t0 + i as f64 * TRAINING_STEP_SECONDS;
-            if t > *b || step >= total {
+            // Lines after `until` are not written yet (a long job would otherwise format its
+            // whole future on every read).
+            if t > *b || t > until || step >= total {
                 break;
             }
             step += 1;
