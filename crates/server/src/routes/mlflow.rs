@@ -85,6 +85,8 @@ pub fn routes() -> ApiRouter<AppState> {
                         .summary("Create a tracking server: IAM role for the artifact bucket → CreateMlflowTrackingServer (about 20 minutes)")
                         .tag("mlflow"),
                 )
+                // The cluster whose bucket holds the artifacts is not registered.
+                .response::<404, ProblemJson>()
             }),
         )
         .api_route(

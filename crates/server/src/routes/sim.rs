@@ -4,7 +4,7 @@
 use super::{ApiBody, errors};
 use crate::AppState;
 use crate::auth::Principal;
-use crate::error::ApiError;
+use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
 use axum::Json;
@@ -45,6 +45,8 @@ pub fn routes() -> ApiRouter<AppState> {
                         .tag("sim")
                         .response::<200, Json<serde_json::Value>>(),
                 )
+                // No such cluster (or ScaledObject) in the simulated world.
+                .response::<404, ProblemJson>()
             }),
         )
         .api_route(
