@@ -542,9 +542,11 @@ def test_a_tracked_job_links_its_training_history(wl_ui, wl):
             return False
 
     ui.wait(click_history_link, 15, "the training-history link clicked")
-    ui.wait(lambda: "#/history" in ui.d.current_url and "job=tracked" in ui.d.current_url, 10, "the training history")
+    # The history view may rewrite its query once it has selected the run: check what it shows.
+    ui.wait(lambda: "#/history" in ui.d.current_url, 10, "the training history")
     ui.wait(lambda: ui.all("#history-server") and ui.css("#history-server").get_attribute("value") == "wl-tracking", 15,
             "its tracking server selected")
+    ui.wait(lambda: "tracked" in ui.css("main").text and ui.all("svg"), 15, "the job's run with its plots")
     ui.screenshot("job-training-history")
 
 

@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod error;
 pub mod kube_wiring;
+pub mod log_hub;
 pub mod metrics;
 pub mod routes;
 pub mod ui;
@@ -50,6 +51,8 @@ pub struct AppInner {
     /// Base URL of the simulated clusters' Kubernetes API (`<url>/clusters/<region>/<eks>`),
     /// when the sim serves it.
     pub sim_kube_api: Option<String>,
+    /// Shared upstream log follows of the job-log WebSockets.
+    pub log_hub: Arc<log_hub::LogHub>,
 }
 
 /// How the simulated cloud's Kubernetes is reached.
@@ -210,6 +213,7 @@ impl AppState {
             default_region: opts.default_region.clone(),
             openapi: OnceLock::new(),
             sim_kube_api: kube_api_url,
+            log_hub: Arc::default(),
         }));
         Ok(Assembled { state, new_admin_token })
     }

@@ -9,6 +9,7 @@ use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mut
 use crate::AppState;
 use crate::auth::{Principal, check_origin};
 use crate::error::{ApiError, ProblemJson};
+use crate::log_hub::{Frame, LogHub};
 use aide::OperationInput;
 use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
@@ -19,10 +20,9 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Extension, FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::{FutureExt, StreamExt};
 use instantstart_core::engine::Outcome;
 use instantstart_core::operation::{Operation as CoreOperation, OperationKind};
-use instantstart_core::provider::{KubeApi, KubeTarget, ProviderErrorKind};
+use instantstart_core::provider::{KubeApi, KubeTarget};
 use instantstart_core::workflow::workloads::{DeleteWorkloadRequest, StoredWorkload};
 use instantstart_core::workload::read::{self, ReadError};
 use instantstart_core::workload::{JobDetail, JobSummary, PodLogs, WorkloadKind, WorkloadRef, WorkloadRequest};
@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use tokio::sync::broadcast;
 
 impl From<ReadError> for ApiError {
     fn from(e: ReadError) -> Self {
@@ -333,102 +333,70 @@ async fn logs_stream(
         ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
     })?;
     let kube = state.kube.clone();
+    let hub = state.log_hub.clone();
     let tail = q.tail.min(read::MAX_TAIL);
-    Ok(ws.on_upgrade(move |socket| follow_logs(socket, kube, target, namespace, pod, tail)))
-}
-
-/// How often a follower retries while the pod's container has not started.
-const START_RETRY: Duration = Duration::from_secs(1);
-/// How long a follower waits for the container to start before it gives up.
-const START_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// A frame carries lines up to about this size (the lines already available when it is sent).
-const MAX_FRAME_BYTES: usize = 64 * 1024;
-
-/// Appends `{"pod": …, "line": …}` and a newline: frames are newline-delimited JSON.
-fn push_line(frame: &mut String, pod_json: &str, line: &str) {
-    frame.push_str("{\"pod\":");
-    frame.push_str(pod_json);
-    frame.push_str(",\"line\":");
-    frame.push_str(&Value::String(line.to_string()).to_string());
-    frame.push_str("}\n");
+    Ok(ws.on_upgrade(move |socket| follow_logs(socket, hub, kube, target, namespace, pod, tail)))
 }
 
 async fn send_json(socket: &mut WebSocket, v: &Value) -> bool {
     socket.send(Message::Text(v.to_string().into())).await.is_ok()
 }
 
-/// Streams one pod's log: the last `tail` lines, then new lines until the container ends.
+/// Streams one pod's log: the last `tail` lines, then new lines until the container ends. Every
+/// follower of a pod shares one upstream follow ([`crate::log_hub`]); frames are
+/// newline-delimited `{"pod","line"}` documents, the last one `{"end": true, "reason"}`.
 async fn follow_logs(
     mut socket: WebSocket,
+    hub: Arc<LogHub>,
     kube: Arc<dyn KubeApi>,
     target: KubeTarget,
     namespace: String,
     pod: String,
     tail: u32,
 ) {
-    let started = tokio::time::Instant::now();
-    let mut lines = loop {
-        match kube.logs(&target, &namespace, &pod, true, Some(tail)).await {
-            Ok(stream) => break stream,
-            // The container has not started yet: wait for it (the client may hang up).
-            Err(e) if e.kind == ProviderErrorKind::InvalidRequest && started.elapsed() < START_TIMEOUT => {
-                tokio::select! {
-                    _ = tokio::time::sleep(START_RETRY) => {}
-                    incoming = socket.recv() => if matches!(incoming, Some(Ok(Message::Close(_))) | None | Some(Err(_))) {
-                        return;
-                    },
-                }
-            }
-            Err(e) => {
-                let _ =
-                    send_json(&mut socket, &json!({ "end": true, "reason": format!("error: {}", e.message) })).await;
-                let _ = socket.send(Message::Close(None)).await;
+    // Waiting for the upstream (the container may not have started): the client may hang up.
+    let subscribe = hub.subscribe(kube, target, namespace, pod, tail);
+    tokio::pin!(subscribe);
+    let mut sub = loop {
+        tokio::select! {
+            sub = &mut subscribe => break sub,
+            incoming = socket.recv() => if matches!(incoming, Some(Ok(Message::Close(_))) | None | Some(Err(_))) {
                 return;
-            }
+            },
         }
     };
-    let pod_json = Value::String(pod.clone()).to_string();
+    if let Some(text) = sub.tail.take()
+        && socket.send(Message::Text(text.into())).await.is_err()
+    {
+        return;
+    }
+    if let Some(end) = sub.ended.take() {
+        let _ = socket.send(Message::Text(end.to_string().into())).await;
+        let _ = socket.send(Message::Close(None)).await;
+        return;
+    }
     loop {
         tokio::select! {
-            line = lines.next() => match line {
-                Some(Ok(line)) => {
-                    // Batch what is already there into one frame (one JSON document per line):
-                    // a fast log is then a few frames per second per follower, not one per line.
-                    let mut frame = String::with_capacity(256);
-                    push_line(&mut frame, &pod_json, &line);
-                    let mut last = None;
-                    while frame.len() < MAX_FRAME_BYTES {
-                        match lines.next().now_or_never() {
-                            Some(Some(Ok(line))) => push_line(&mut frame, &pod_json, &line),
-                            Some(other) => {
-                                last = Some(other);
-                                break;
-                            }
-                            None => break,
+            frame = sub.frames.recv() => match frame {
+                Ok(frame) => match frame.as_ref() {
+                    Frame::Text(text) => {
+                        if socket.send(Message::Text(text.to_string().into())).await.is_err() {
+                            return;
                         }
                     }
-                    if socket.send(Message::Text(frame.into())).await.is_err() {
+                    Frame::End(end) => {
+                        let _ = socket.send(Message::Text(end.to_string().into())).await;
+                        break;
+                    }
+                },
+                // Fell too far behind: say so instead of losing lines silently.
+                Err(broadcast::error::RecvError::Lagged(frames)) => {
+                    if !send_json(&mut socket, &json!({ "skipped": frames, "unit": "frames" })).await {
                         return;
                     }
-                    match last {
-                        Some(Some(Err(e))) => {
-                            let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("error: {}", e.message) })).await;
-                            break;
-                        }
-                        Some(None) => {
-                            let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("pod {pod}: the container ended") })).await;
-                            break;
-                        }
-                        _ => {}
-                    }
                 }
-                Some(Err(e)) => {
-                    let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("error: {}", e.message) })).await;
-                    break;
-                }
-                None => {
-                    let _ = send_json(&mut socket, &json!({ "end": true, "reason": format!("pod {pod}: the container ended") })).await;
+                Err(broadcast::error::RecvError::Closed) => {
+                    let _ = send_json(&mut socket, &json!({ "end": true, "reason": "the log stream stopped" })).await;
                     break;
                 }
             },
