@@ -286,6 +286,16 @@ class UI:
         self.d.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'nearest'})", el)
         el.click()
 
+    def click_css(self, selector: str, timeout: float = 10) -> None:
+        """Finds and clicks `selector`, finding it again if the page redrew it in between (lists
+        and detail pages re-render as they poll)."""
+
+        def attempt():
+            self.click(self.css(selector))
+            return True
+
+        self.wait(attempt, timeout, f"click {selector}")
+
     def js(self, script: str, *args):
         return self.d.execute_script(script, *args)
 

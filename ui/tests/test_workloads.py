@@ -114,7 +114,7 @@ def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
 
     # A missing repository id is refused next to its field (the backend's finding).
     form = ui.css("#download-form")
-    ui.click(ui.css("#download-submit"))
+    ui.click_css("#download-submit")
     ui.wait(lambda: errors_for(form, "repo_id"), 10, "the finding next to the repository field")
     assert field(ui, "repo_id", "#download-form").get_attribute("aria-invalid") == "true"
     assert not ui.all("#download-activity .activity"), "nothing was started"
@@ -126,7 +126,7 @@ def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
     ui.click(field(ui, "hf_token.enabled", "#download-form"))
 
     set_value(field(ui, "repo_id", "#download-form"), MODEL_REPO)
-    ui.click(ui.css("#download-submit"))
+    ui.click_css("#download-submit")
     op_id = wait_green(ui, "#download-activity", 60)
     ui.wait(lambda: any(r.get_attribute("data-phase") == "succeeded" for r in ui.all("#downloads-table tbody tr")), 15,
             "the download listed as succeeded")
@@ -138,15 +138,15 @@ def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
     assert row.get_attribute("data-download") in {d["name"] for d in downloads}
 
     # Drill down: models/ → Qwen/ → the model's files, then back to the root.
-    ui.click(ui.css("#refresh-storage"))
+    ui.click_css("#refresh-storage")
     ui.wait(lambda: ui.all('#storage-table tr[data-key="models/"] button'), 10, "the models/ prefix")
-    ui.click(ui.css('#storage-table tr[data-key="models/"] button'))
+    ui.click_css('#storage-table tr[data-key="models/"] button')
     ui.wait(lambda: ui.all('#storage-table tr[data-key="models/Qwen/"]'), 10, "models/Qwen/")
-    ui.click(ui.css('#storage-table tr[data-key="models/Qwen/"] button'))
+    ui.click_css('#storage-table tr[data-key="models/Qwen/"] button')
     ui.wait(lambda: ui.all(f'#storage-table tr[data-key="{MODEL_PATH}/"]'), 10, "the model's prefix")
     assert "Qwen" in ui.css("#storage-path").text
     ui.screenshot("storage-drilldown")
-    ui.click(ui.css("#storage-path button"))
+    ui.click_css("#storage-path button")
     ui.wait(lambda: ui.all('#storage-table tr[data-key="models/"]'), 10, "back at the root")
 
 
@@ -161,23 +161,23 @@ def test_submit_a_job_from_its_recipe_form_and_follow_its_logs(wl_ui, wl):
     form = ui.wait_css("#job-form")
     ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
     # Each recipe has its own typed fields.
-    ui.click(ui.css('input[name=recipe][value="verl"]'))
+    ui.click_css('input[name=recipe][value="verl"]')
     assert field(ui, "recipe.entry_module").get_attribute("value") == "verl.trainer.main_ppo"
     assert not ui.css('[data-field="resilience"]').is_displayed(), "Ray jobs have no recovery budget fields"
-    ui.click(ui.css('input[name=recipe][value="llama_factory"]'))
+    ui.click_css('input[name=recipe][value="llama_factory"]')
     assert field(ui, "recipe.config").is_displayed()
-    ui.click(ui.css('input[name=recipe][value="torch"]'))
+    ui.click_css('input[name=recipe][value="torch"]')
     assert field(ui, "recipe.script").is_displayed() and ui.css('[data-field="resilience"]').is_displayed()
 
     # A bad name is refused next to the field, nothing is applied.
     set_value(field(ui, "job.name"), "Bad_Name")
     set_value(field(ui, "recipe.script"), "code/train.py")
-    ui.click(ui.css("#job-review"))
+    ui.click_css("#job-review")
     ui.wait(lambda: errors_for(form, "job.name"), 10, "the finding next to the job name")
     ui.screenshot("job-form-error")
 
     set_value(field(ui, "job.name"), "sft-demo")
-    ui.click(ui.css("#job-review"))
+    ui.click_css("#job-review")
     plan = ui.wait_css("#job-plan", 10)
     kinds = [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
     assert "HyperPodPyTorchJob" in kinds, kinds
@@ -191,7 +191,7 @@ def test_submit_a_job_from_its_recipe_form_and_follow_its_logs(wl_ui, wl):
     # recovery budget shows one restart used.
     status, body = ui.server.api("PUT", "/api/sim/faults", {"process_faults": [{"job": "sft-demo"}]})
     assert status == 200, body
-    ui.click(ui.css("#job-submit"))
+    ui.click_css("#job-submit")
     ui.wait(lambda: "/jobs/sft-demo" in ui.d.current_url, 10, "the job page")
     wait_green(ui, "#job-activity", 60)
     # Logs stream over the WebSocket and keep coming.
@@ -216,11 +216,11 @@ def test_submit_a_job_from_its_recipe_form_and_follow_its_logs(wl_ui, wl):
     ui.js("const l = document.getElementById('job-log'); l.scrollTop = 0; l.dispatchEvent(new Event('scroll'));")
     if ui.js("const l = document.getElementById('job-log'); return l.scrollHeight > l.clientHeight"):
         ui.wait(lambda: not ui.css("#log-follow").is_selected(), 5, "following paused")
-        ui.click(ui.css("#log-follow"))
+        ui.click_css("#log-follow")
         assert ui.css("#log-follow").is_selected()
 
     # The list shows the job with its recipe and recovery budget.
-    ui.click(ui.css('nav.tabs a[data-tab="jobs"]'))
+    ui.click_css('nav.tabs a[data-tab="jobs"]')
     row = ui.wait_css('#jobs-table tr[data-job="sft-demo"]')
     assert "torch" in row.text and row.find_elements(By.CSS_SELECTOR, ".recovery meter")
     ui.screenshot("jobs-list")
@@ -255,7 +255,7 @@ def test_job_logs_reconnect_after_a_server_restart_without_doubled_lines(wl_ui, 
     finally:
         server.start()
     if ui.css("#log-state").get_attribute("data-state") == "ended":
-        ui.click(ui.css("#log-reconnect"))
+        ui.click_css("#log-reconnect")
     ui.wait(lambda: ui.css("#log-state").get_attribute("data-state") in ("live", "ended"), 30, "connected again")
     time.sleep(1.5)
     lines = [e.get_attribute("textContent") for e in ui.all("#job-log .log-line")]
@@ -281,25 +281,25 @@ def test_deploy_an_endpoint_chat_scale_and_delete(wl_ui, wl):
     set_value(field(ui, "engine.model"), MODEL_PATH)
     # More GPUs than the instance type has: refused next to the field, nothing planned.
     set_value(field(ui, "gpus"), "4")
-    ui.click(ui.css("#endpoint-review"))
+    ui.click_css("#endpoint-review")
     ui.wait(lambda: errors_for(form, "gpus"), 10, "the finding next to the GPUs")
     assert not ui.all("#endpoint-plan")
     set_value(field(ui, "gpus"), "")
     # An internet-facing load balancer asks for the client CIDRs allowed in.
-    ui.click(ui.css('input[name=exposure][value="load_balancer"]'))
+    ui.click_css('input[name=exposure][value="load_balancer"]')
     ui.click(field(ui, "exposure.internet_facing"))
-    ui.click(ui.css("#endpoint-review"))
+    ui.click_css("#endpoint-review")
     ui.wait(lambda: errors_for(form, "exposure.source_ranges"), 10, "the finding next to the CIDRs")
     ui.screenshot("endpoint-form-errors")
-    ui.click(ui.css('input[name=exposure][value="cluster_ip"]'))
-    ui.click(ui.css("#endpoint-review"))
+    ui.click_css('input[name=exposure][value="cluster_ip"]')
+    ui.click_css("#endpoint-review")
     plan = ui.wait_css("#endpoint-plan", 10)
     kinds = [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
     assert "Deployment" in kinds and "Service" in kinds, kinds
     ui.screenshot("endpoint-plan")
     assert not form.find_elements(By.CSS_SELECTOR, ".field-error")
 
-    ui.click(ui.css("#endpoint-deploy"))
+    ui.click_css("#endpoint-deploy")
     ui.wait(lambda: "/endpoints/qwen3" in ui.d.current_url, 10, "the endpoint page")
     wait_green(ui, "#endpoint-activity", 60)
     ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
@@ -307,7 +307,7 @@ def test_deploy_an_endpoint_chat_scale_and_delete(wl_ui, wl):
 
     # Chat: the simulated model answers through the control plane; the latency is shown.
     ui.css("#chat-message").send_keys("What is HyperPod?")
-    ui.click(ui.css("#chat-send"))
+    ui.click_css("#chat-send")
     answer = ui.wait_css("#chat-log .chat-answer", 70)
     assert answer.text.strip(), "an answer"
     latency = ui.css("#chat-log .chat-latency").text
@@ -316,22 +316,22 @@ def test_deploy_an_endpoint_chat_scale_and_delete(wl_ui, wl):
 
     # Scale 1 → 2: the server's diff first, then the operation, then 2 ready replicas.
     set_value(field(ui, "replicas", "#scale-form"), "2")
-    ui.click(ui.css("#scale-review"))
+    ui.click_css("#scale-review")
     ui.wait_css("#scale-apply", 10)
     diff = ui.css("#scale-card ul.diff").text
     assert "1" in diff and "2" in diff, diff
     before = activity_op(ui, "#endpoint-activity")
-    ui.click(ui.css("#scale-apply"))
+    ui.click_css("#scale-apply")
     wait_green(ui, "#endpoint-activity", 60, before)
     ui.wait(lambda: ui.css("#endpoint-replicas").get_attribute("data-desired") == "2"
             and ui.css("#endpoint-replicas").get_attribute("data-ready") == "2", 20, "2 ready replicas")
     ui.screenshot("endpoint-scaled")
     # The same count again: already in this state, no operation.
-    ui.click(ui.css("#scale-review"))
+    ui.click_css("#scale-review")
     ui.wait_css("#scale-card .no-change", 10)
 
     # The list shows it ready with its URL.
-    ui.click(ui.css('nav.tabs a[data-tab="endpoints"]'))
+    ui.click_css('nav.tabs a[data-tab="endpoints"]')
     row = ui.wait_css('#endpoints-table tr[data-endpoint="qwen3"]')
     ui.wait(lambda: ui.css('#endpoints-table tr[data-endpoint="qwen3"]').get_attribute("data-ready") == "true", 10, "ready in the list")
     ui.screenshot("endpoints-list")
@@ -371,7 +371,7 @@ def test_move_a_pool_worker_between_services_with_the_diff_first(wl_ui, wl):
     status, ops = server.api("GET", "/api/operations?limit=500")
     assert not any(o["kind"] == "assign_pool_worker" for o in ops), "the diff created no operation"
     ui.screenshot("pool-diff")
-    ui.click(ui.css("#pool-apply"))
+    ui.click_css("#pool-apply")
     wait_green(ui, "#pools-activity", 30)
     ui.wait(lambda: ui.css(f'#pools-card tr[data-worker="{worker["pod"]}"]').get_attribute("data-serving") == "pool-b", 10,
             "the worker serves pool-b")
@@ -381,7 +381,7 @@ def test_move_a_pool_worker_between_services_with_the_diff_first(wl_ui, wl):
     assert moved["serving"] == "pool-b" and moved["uid"] == worker["uid"], "the same pod, not restarted"
     # The same move again: already in this state.
     # The list redraws while it polls; ui.wait retries a click that lands on a replaced row.
-    ui.wait(lambda: ui.click(ui.css(f'#pools-card tr[data-worker="{worker["pod"]}"] button[data-action=move]')) or True,
+    ui.wait(lambda: ui.click_css(f'#pools-card tr[data-worker="{worker["pod"]}"] button[data-action=move]') or True,
             10, "the move button clicked")
     ui.wait_css("#pools-activity .no-change", 10)
 
@@ -397,18 +397,18 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     assert field(ui, "image").get_attribute("value").startswith("lmsysorg/sglang:")
     set_value(field(ui, "name"), "sgl")
     set_value(field(ui, "engine.model"), MODEL_PATH)
-    ui.click(ui.css('input[name=exposure][value="pool"]'))
+    ui.click_css('input[name=exposure][value="pool"]')
     set_value(field(ui, "pool"), "sgl-pool")
     ui.click(field(ui, "router"))
     ui.click(field(ui, "autoscaling.enabled"))
     set_value(field(ui, "autoscaling.min_replicas"), "1")
     set_value(field(ui, "autoscaling.max_replicas"), "3")
     set_value(field(ui, "autoscaling.cooldown_seconds"), "60")
-    ui.click(ui.css("#endpoint-review"))
+    ui.click_css("#endpoint-review")
     plan = ui.wait_css("#endpoint-plan", 10)
     kinds = [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
     assert "ScaledObject" in kinds and kinds.count("Deployment") == 2, kinds
-    ui.click(ui.css("#endpoint-deploy"))
+    ui.click_css("#endpoint-deploy")
     ui.wait(lambda: "/endpoints/sgl" in ui.d.current_url, 10, "the endpoint page")
     wait_green(ui, "#endpoint-activity", 60)
     ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
@@ -424,10 +424,10 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     # The autoscaler's bounds are what Scale edits: only the changed one is sent, diff first.
     ui.wait(lambda: ui.all('#scale-form [data-field="autoscaling.max"]'), 10, "the scale form edits the autoscaler")
     set_value(field(ui, "autoscaling.max", "#scale-form"), "2")
-    ui.click(ui.css("#scale-review"))
+    ui.click_css("#scale-review")
     ui.wait_css("#scale-apply", 10)
     before = activity_op(ui, "#endpoint-activity")
-    ui.click(ui.css("#scale-apply"))
+    ui.click_css("#scale-apply")
     op_id = wait_green(ui, "#endpoint-activity", 60, before)
     status, op = ui.server.api("GET", f"/api/operations/{op_id}")
     assert op["kind"] == "update_endpoint", op
@@ -451,7 +451,7 @@ def test_llama_factory_and_ms_swift_forms_render_their_manifests(wl_ui, wl, reci
     set_value(field(ui, "job.name"), f"{recipe.replace('_', '-')}-plan")
     for path, value in fill.items():
         set_value(field(ui, path), value)
-    ui.click(ui.css("#job-review"))
+    ui.click_css("#job-review")
     plan = ui.wait_css("#job-plan", 10)
     text = plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
     for piece in expect:
@@ -468,18 +468,18 @@ def test_a_verl_job_on_ray_from_its_form(wl_ui, wl):
     ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
     set_value(field(ui, "job.name"), "verl-grpo")
     set_value(field(ui, "recipe.overrides"), "algorithm.adv_estimator=grpo")
-    ui.click(ui.css("#job-review"))
+    ui.click_css("#job-review")
     plan = ui.wait_css("#job-plan", 10)
     assert [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")] == ["RayJob"]
     assert "algorithm.adv_estimator=grpo" in plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
-    ui.click(ui.css("#job-submit"))
+    ui.click_css("#job-submit")
     ui.wait(lambda: "/jobs/verl-grpo" in ui.d.current_url, 10, "the job page")
     wait_green(ui, "#job-activity", 60)
     ui.wait(lambda: len(ui.all("#job-log .log-line")) > 0, 30, "the head's log lines")
     status, job = ui.server.api("GET", f"/api/clusters/{CLUSTER}/jobs/verl-grpo")
     assert job["runtime"] == "ray" and job["recovery"] is None, job
     assert "Ray" in ui.css("#job-sum-title").find_element(By.XPATH, "..").text
-    ui.click(ui.css('nav.tabs a[data-tab="jobs"]'))
+    ui.click_css('nav.tabs a[data-tab="jobs"]')
     row = ui.wait_css('#jobs-table tr[data-job="verl-grpo"]')
     assert "Ray" in row.text and not row.find_elements(By.CSS_SELECTOR, ".recovery")
     ui.screenshot("verl-in-list")
@@ -496,10 +496,10 @@ def test_a_managed_endpoint_from_the_form_answers_in_the_chat(wl_ui, wl):
     assert not field(ui, "engine.model").is_displayed(), "self-managed fields are hidden"
     set_value(field(ui, "name"), "managed-qwen")
     set_value(field(ui, "model_source.model_location"), MODEL_PATH)
-    ui.click(ui.css("#endpoint-review"))
+    ui.click_css("#endpoint-review")
     plan = ui.wait_css("#endpoint-plan", 10)
     assert "InferenceEndpointConfig" in [d.get_attribute("data-kind") for d in plan.find_elements(By.CSS_SELECTOR, "details.manifest")]
-    ui.click(ui.css("#endpoint-deploy"))
+    ui.click_css("#endpoint-deploy")
     ui.wait(lambda: "/endpoints/managed-qwen" in ui.d.current_url, 10, "the endpoint page")
     wait_green(ui, "#endpoint-activity", 60)
     ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
@@ -524,19 +524,19 @@ def test_a_tracked_job_links_its_training_history(wl_ui, wl):
     ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the cluster's instance type")
     set_value(field(ui, "job.name"), "tracked")
     set_value(field(ui, "recipe.script"), "code/train.py")
-    ui.click(ui.css("#job-form > details.advanced > summary"))
+    ui.click_css("#job-form > details.advanced > summary")
     set_value(field(ui, "job.mlflow.tracking_server_arn"), arn)
-    ui.click(ui.css("#job-review"))
+    ui.click_css("#job-review")
     plan = ui.wait_css("#job-plan", 10)
     assert "MLFLOW_TRACKING_URI" in plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
-    ui.click(ui.css("#job-submit"))
+    ui.click_css("#job-submit")
     ui.wait(lambda: "/jobs/tracked" in ui.d.current_url, 10, "the job page")
     ui.wait_css("#job-history-link", 15)
 
     def click_history_link():
         # The job page redraws its header on every poll: a found link may be replaced before the click.
         try:
-            ui.click(ui.css("#job-history-link"))
+            ui.click_css("#job-history-link")
             return True
         except StaleElementReferenceException:
             return False
