@@ -10,6 +10,7 @@
 //! upstream stops when its last follower leaves or the container ends (then every follower gets
 //! the `{"end": true, "reason": …}` document).
 
+use axum::extract::ws::Utf8Bytes;
 use instantstart_core::provider::{KubeApi, KubeTarget, ProviderErrorKind};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
@@ -31,8 +32,9 @@ type Key = (String, String, String);
 
 /// What a follower receives from the hub.
 pub enum Frame {
-    /// Newline-delimited JSON documents, ready to send as one text frame.
-    Text(Arc<str>),
+    /// Newline-delimited JSON documents, ready to send as one text frame; every follower sends
+    /// the same bytes (a clone is a reference count, not a copy).
+    Text(Utf8Bytes),
     /// The last frame: `{"end": true, "reason": …}`.
     End(Arc<str>),
 }
@@ -247,7 +249,7 @@ impl LogHub {
                 }
                 // Sent under the lock: a follower subscribing now gets these lines either in
                 // its tail or in the broadcast, never both, never neither.
-                g.tx.send(Arc::new(Frame::Text(Arc::from(text)))).is_ok()
+                g.tx.send(Arc::new(Frame::Text(Utf8Bytes::from(text)))).is_ok()
             };
             match last {
                 Some(Some(Err(e))) => return self.finish(&key, &u, &format!("error: {}", e.message)),
@@ -323,7 +325,7 @@ mod tests {
         loop {
             match sub.frames.recv().await {
                 Ok(f) => match f.as_ref() {
-                    Frame::Text(t) => push(t),
+                    Frame::Text(t) => push(t.as_str()),
                     Frame::End(e) => return (got, Some(e.to_string())),
                 },
                 Err(e) => panic!("{e}"),

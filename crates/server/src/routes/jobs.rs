@@ -380,7 +380,7 @@ async fn follow_logs(
             frame = sub.frames.recv() => match frame {
                 Ok(frame) => match frame.as_ref() {
                     Frame::Text(text) => {
-                        if socket.send(Message::Text(text.to_string().into())).await.is_err() {
+                        if socket.send(Message::Text(text.clone())).await.is_err() {
                             return;
                         }
                     }
