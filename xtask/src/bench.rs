@@ -658,7 +658,9 @@ async fn follow_to_end(mut f: Follower) -> Result<Followed> {
         if let Some(changed) = latest_change(&op) {
             out.latencies_ms.push((at - changed).num_microseconds().unwrap_or(0) as f64 / 1000.0);
         }
-        for s in op["steps"].as_array().into_iter().flatten() {
+        // `pending` is where every step starts, not a change: the changes are the four phases
+        // after it (`transitions_total` counts the same).
+        for s in op["steps"].as_array().into_iter().flatten().filter(|s| s["phase"] != "pending") {
             seen.insert(format!("{}={}", s["key"], s["phase"]));
         }
         let done = op["status"] != "running";
