@@ -303,9 +303,12 @@ export function jobNewView({ app, params, query }) {
 /**
  * Follows a job's logs over /api/clusters/{c}/jobs/{j}/logs/stream. Frames are JSON lines
  * {"pod", "line"} and a last {"end": true, "reason"}. A dropped connection reconnects with
- * backoff; the tail sent again on reconnect is matched against what is shown, so lines are
- * not doubled.
+ * backoff; the tail sent again on reconnect (the last 5,000 lines) is matched against what is
+ * shown, so lines are not doubled, and a gap or lines the server skipped are marked in the log.
  */
+/** Lines a reconnect asks for (the server's largest tail). */
+const RESUME_TAIL = 5000;
+
 export class LogStream {
   constructor({ cluster, job, pod, tail = 100, onLines, onState }) {
     Object.assign(this, { cluster, job, pod, tail, onLines, onState });
@@ -321,7 +324,8 @@ export class LogStream {
     const u = new URL(`/api/clusters/${api.seg(this.cluster)}/jobs/${api.seg(this.job)}/logs/stream`, location.origin);
     u.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
     if (this.pod) u.searchParams.set('pod', this.pod);
-    u.searchParams.set('tail', String(this.tail));
+    // A reconnect asks for the server's largest tail: what is already shown is cut from it.
+    u.searchParams.set('tail', String(this.opened ? RESUME_TAIL : this.tail));
     return u.toString();
   }
 
@@ -361,6 +365,7 @@ export class LogStream {
     this.batch = [];
     this.batchTimer = setTimeout(() => this.flushBatch(), 300);
     ws.onopen = () => {
+      this.opened = true;
       this.attempt = 0;
       this.onState('live');
     };
@@ -383,6 +388,10 @@ export class LogStream {
           return;
         }
         if (typeof msg.line === 'string') lines.push(msg);
+        else if (typeof msg.skipped === 'number') {
+          if (lines.length) this.emitLines(lines.splice(0));
+          this.marker(`the server skipped ${msg.skipped} ${msg.unit || 'frames'} of lines: this view fell behind`);
+        }
       }
       if (lines.length) this.emitLines(lines);
     };
@@ -399,19 +408,32 @@ export class LogStream {
     const batch = this.batch;
     this.batch = null;
     if (!batch || !batch.length) return;
-    // Longest suffix of what is shown that equals a prefix of the batch.
-    const shown = this.recent.map((m) => `${m.pod}\u0000${m.line}`);
-    const incoming = batch.map((m) => `${m.pod}\u0000${m.line}`);
-    let overlap = 0;
-    for (let k = Math.min(shown.length, incoming.length); k > 0; k -= 1) {
-      let same = true;
-      for (let i = 0; i < k && same; i += 1) same = shown[shown.length - k + i] === incoming[i];
-      if (same) {
-        overlap = k;
-        break;
+    // The reconnect's tail may start before or after the first line still kept: cut after the
+    // batch's line i whose predecessors equal the end of what is shown (as far as both go),
+    // the longest such match, among equals the latest (never a line twice). The CLI's client
+    // applies the same rule (crates/client/src/logs.rs `resume`).
+    const key = (m) => `${m.pod}\u0000${m.line}`;
+    const shown = this.recent.map(key);
+    const incoming = batch.map(key);
+    let best = null;
+    if (shown.length) {
+      const last = shown[shown.length - 1];
+      for (let i = incoming.length - 1; i >= 0; i -= 1) {
+        if (incoming[i] !== last) continue;
+        const len = Math.min(i + 1, shown.length);
+        if (best && best.len >= len) continue;
+        let same = true;
+        for (let j = 0; j < len && same; j += 1) same = shown[shown.length - 1 - j] === incoming[i - j];
+        if (same) best = { len, i };
       }
+      if (!best) this.marker('Reconnected: lines written while disconnected may be missing');
     }
-    this.emit(batch.slice(overlap));
+    this.emit(batch.slice(best ? best.i + 1 : 0));
+  }
+
+  /** A note in the log itself (not a log line: never matched against a reconnect's tail). */
+  marker(text) {
+    this.onLines([{ pod: '', line: `— ${text} —`, marker: true }]);
   }
 
   emitLines(msgs) {
@@ -475,7 +497,7 @@ function logPanel(cluster, job) {
     const multi = podSelect.value === '' && new Set(msgs.map((m) => m.pod)).size > 1;
     const frag = document.createDocumentFragment();
     for (const m of msgs) {
-      frag.append(h('div', { class: 'log-line', dataset: { pod: m.pod || '' } },
+      frag.append(h('div', { class: m.marker ? 'log-line log-marker' : 'log-line', dataset: { pod: m.pod || '' } },
         multi && h('span', { class: 'log-pod' }, `${m.pod} `), m.line));
     }
     out.append(frag);

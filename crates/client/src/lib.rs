@@ -31,7 +31,7 @@ mod workloads;
 
 pub use error::{Error, Problem};
 pub use follow::{FollowOptions, Follower};
-pub use logs::{LogEvent, LogStream};
+pub use logs::{LogEvent, LogStream, RESUME_TAIL, ReconnectPolicy, ResumingLogStream};
 
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};

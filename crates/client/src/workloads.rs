@@ -7,7 +7,7 @@
 //! server build the bodies from its typed parameters. Reads return the core's read models
 //! (`instantstart_core::workload::*`), the types the server answers with.
 
-use crate::logs::LogStream;
+use crate::logs::{LogSource, LogStream, ReconnectPolicy, ResumingLogStream};
 use crate::{Call, Client, Error, MutationOptions, Submitted};
 use instantstart_core::workload::{
     DownloadSummary, EndpointDetail, EndpointSummary, JobDetail, JobSummary, PodLogs, PoolSummary, StorageListing,
@@ -108,6 +108,23 @@ impl Client {
         }
         let url = self.url(&["api", "clusters", cluster, "jobs", job, "logs", "stream"], &query);
         LogStream::open(self, url).await
+    }
+
+    /// [`Client::follow_job_logs`] that reconnects when the connection drops, without yielding a
+    /// line twice (see [`ResumingLogStream`]). The first connection's errors are returned as
+    /// they are (an unknown job is a 404, not a retry).
+    pub async fn follow_job_logs_resuming(
+        &self,
+        cluster: &str,
+        job: &str,
+        pod: Option<&str>,
+        tail: Option<u32>,
+        policy: ReconnectPolicy,
+    ) -> Result<ResumingLogStream, Error> {
+        let stream = self.follow_job_logs(cluster, job, pod, tail).await?;
+        let source =
+            LogSource { client: self.clone(), cluster: cluster.into(), job: job.into(), pod: pod.map(str::to_string) };
+        Ok(ResumingLogStream::new(source, stream, policy))
     }
 
     // ----- inference endpoints -----

@@ -4,7 +4,8 @@
 //! …HyperPodJobParams}` or `{"runtime": "ray", …RayJobParams}`) or builds it from flags per
 //! recipe (`--recipe torch|llama-factory|ms-swift|verl`); `--dry-run` prints the plan and the
 //! manifests that would be applied. `get` shows the recovery budget (used / budget) of
-//! HyperPod jobs; `logs -f` follows the job's log stream over WebSocket until its pods end.
+//! HyperPod jobs; `logs -f` follows the job's log stream over WebSocket until its pods end,
+//! reconnecting when the connection drops (no line printed twice; a gap is said on stderr).
 
 use super::target::{ClusterOpt, api_enum, parse_key_value, typed, views};
 use super::workload::{delete_workload, finish_workload, push_pods, tagged};
@@ -13,7 +14,7 @@ use crate::exit::{Exit, usage};
 use crate::mutation::MutationArgs;
 use crate::output::{self, Output, Table, s};
 use clap::{Args, Subcommand, ValueEnum};
-use instantstart_client::LogEvent;
+use instantstart_client::{LogEvent, ReconnectPolicy};
 use instantstart_recipes::TrainingJobRequest;
 use instantstart_recipes::training::hyperpod::SwiftCommand;
 use serde_json::{Map, Value, json};
@@ -304,7 +305,9 @@ async fn follow_logs(
     pod: Option<&str>,
     tail: Option<u32>,
 ) -> anyhow::Result<Exit> {
-    let mut stream = client.follow_job_logs(cluster, job, pod, tail).await?;
+    // A dropped connection (a server restart, a network blip) is reopened for up to two minutes
+    // without printing a line twice; stderr says when it happened and whether lines may be missing.
+    let mut stream = client.follow_job_logs_resuming(cluster, job, pod, tail, ReconnectPolicy::default()).await?;
     loop {
         let event = tokio::select! {
             e = stream.next() => e,
@@ -317,6 +320,16 @@ async fn follow_logs(
             (LogEvent::End { reason, .. }, Output::Table) => {
                 eprintln!("-- end of log{}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default());
             }
+            (LogEvent::Skipped { skipped, unit }, Output::Table) => {
+                eprintln!(
+                    "-- the server skipped {skipped} {} of lines (this reader fell behind)",
+                    unit.as_deref().unwrap_or("frames")
+                );
+            }
+            (LogEvent::Reconnected { gap, .. }, Output::Table) => eprintln!(
+                "-- reconnected to the log stream{}",
+                if *gap { "; lines written while disconnected may be missing" } else { "" }
+            ),
             (e, _) => output::write_stdout(&format!("{}\n", serde_json::to_string(e)?))?,
         }
     }
