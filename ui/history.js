@@ -4,14 +4,18 @@
 // Colours come from the theme's CSS variables, so the plots follow light and dark. A table of
 // the points sits under each plot for screen readers and copying. While a run is RUNNING the
 // view refreshes every few seconds. The URL keeps the choice: #/history?server=…&run=…
-// (?job=<name> picks that training job's newest run).
+// (?job=<name> picks that training job's newest run). A server can be deleted (typed-name
+// confirmation, then the operation's progress in place); the server decides what goes.
 
 import { h, replace, timeEl, announce, id as uid } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
+import { followOperation } from './day2.js';
+import { confirmedDelete } from './workloads.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const REFRESH_MS = 4000;
+const DELETE_DETAIL = 'SageMaker deletes the tracking server (it bills while it exists) with its runs and metrics, then the IAM role InstantStart created for it is removed. Artifacts already in S3 stay.';
 const METRICS = [
   { key: 'loss', label: 'Loss', cls: 'series-loss' },
   { key: 'throughput', label: 'Throughput (tokens/s)', cls: 'series-throughput' },
@@ -172,12 +176,16 @@ export function historyView({ app, query }) {
   let job = query.get('job') || '';
   let disposed = false;
   let timer = null;
+  // Set once a server was created from this screen: the form (with the link to its operation)
+  // stays in view instead of vanishing when the new server shows up in the list.
+  let created = false;
   const picker = h('select', { id: 'history-server', name: 'server', 'aria-describedby': 'history-server-help' });
   const serverHelp = h('p', { id: 'history-server-help', class: 'muted' }, 'SageMaker managed MLflow tracking servers of the default region.');
   const serverInfo = h('div', { id: 'history-server-info' });
   const runsSlot = h('div', { id: 'history-runs', 'aria-live': 'polite' });
   const plotSlot = h('div', { id: 'history-plots' });
   const errorBox = h('div', { role: 'alert' });
+  const activity = h('div', { id: 'history-activity' });
   const createForm = createServerForm();
 
   function setUrl() {
@@ -204,9 +212,9 @@ export function historyView({ app, query }) {
       picker.value = server;
       const chosen = servers.find((sv) => sv.name === server);
       renderServer(chosen);
-      createForm.hidden = servers.length > 0;
+      createForm.hidden = servers.length > 0 && !created;
       if (chosen) await loadRuns(chosen);
-      if (servers.some((sv) => sv.status === 'Creating')) schedule();
+      if (servers.some((sv) => sv.status === 'Creating' || sv.status === 'Deleting')) schedule();
     } catch (err) {
       if (err.status === 401) return;
       replace(errorBox, h('p', { class: 'notice bad' }, `Could not read the tracking servers: ${problemText(err)}`));
@@ -225,7 +233,11 @@ export function historyView({ app, query }) {
       h('dt', {}, 'ARN'), h('dd', { class: 'mono', id: 'history-server-arn' }, sv.arn),
       h('dt', {}, 'Artifacts'), h('dd', { class: 'mono' }, sv.artifact_store_uri || '—'),
       h('dt', {}, 'MLflow UI'), h('dd', {}, sv.url ? h('a', { href: sv.url, target: '_blank', rel: 'noopener noreferrer' }, sv.url) : '—'),
-      h('dt', {}, 'Created'), h('dd', {}, timeEl(sv.created_at))));
+      h('dt', {}, 'Created'), h('dd', {}, timeEl(sv.created_at))),
+    h('div', { class: 'actions' }, h('button', {
+      type: 'button', class: 'btn small danger-outline', id: 'history-delete-server', 'aria-label': `Delete tracking server ${sv.name}…`,
+      disabled: sv.status === 'Deleting', onclick: () => deleteServer(sv.name),
+    }, 'Delete…')));
     if (sv.status !== 'Created') {
       replace(runsSlot, h('p', { class: 'muted' }, `The server is ${sv.status}; its runs can be read once it is Created (about 20 minutes on AWS).`));
       replace(plotSlot);
@@ -299,6 +311,27 @@ export function historyView({ app, query }) {
     await loadServers();
   }
 
+  async function deleteServer(name) {
+    const op = await confirmedDelete({ what: 'tracking server', name, detail: DELETE_DETAIL, path: `/api/mlflow/servers/${api.seg(name)}`, activity });
+    if (!op) return;
+    followOperation(activity, op, {
+      title: `Delete tracking server ${name}`,
+      speed: app.simSpeed(),
+      onSettled: (done) => {
+        if (done.status === 'succeeded') {
+          if (server === name) {
+            server = '';
+            run = '';
+            setUrl();
+          }
+          announce(`Tracking server ${name} deleted`);
+        }
+        refresh();
+      },
+    });
+    refresh();
+  }
+
   picker.addEventListener('change', () => {
     server = picker.value;
     run = '';
@@ -325,6 +358,7 @@ export function historyView({ app, query }) {
         const res = await api.post('/api/mlflow/servers', body, { idempotencyKey: api.newIdempotencyKey() });
         const op = res.data.operation;
         server = body.name;
+        created = true;
         replace(msg, 'Started: ', h('a', { href: `#/operations/${api.seg(op.id)}` }, 'follow the operation'), '.');
         refresh();
       } catch (err) {
@@ -339,6 +373,7 @@ export function historyView({ app, query }) {
     errorBox,
     h('div', { class: 'field' }, h('label', { for: picker.id }, 'Tracking server'), picker, serverHelp),
     serverInfo,
+    activity,
     createForm,
     h('h2', {}, 'Runs'),
     runsSlot,

@@ -30,6 +30,7 @@ export const KIND_TITLES = {
   delete_endpoint: 'Delete endpoint',
   assign_pool_worker: 'Move pool worker',
   create_tracking_server: 'Create MLflow tracking server',
+  delete_tracking_server: 'Delete MLflow tracking server',
 };
 
 const CLUSTER_KINDS = new Set(['create_cluster', 'delete_cluster', 'import_cluster']);

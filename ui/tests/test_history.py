@@ -13,6 +13,7 @@ import re
 
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 CLUSTER = "hist"
@@ -138,3 +139,35 @@ def test_create_a_server_then_plot_the_loss_and_throughput_of_a_run(fast_ui, his
         ui.screenshot("history-dark")
     finally:
         ui.js("localStorage.removeItem('instantstart.theme')")
+
+
+def test_delete_a_server_after_typing_its_name(fast_ui, hist, fast_server):
+    ui = fast_ui
+    ui.login()
+    status, body = fast_server.api("POST", "/api/mlflow/servers", {"name": "scratch", "cluster": CLUSTER})
+    assert status == 202, body
+    assert fast_server.wait_operation(body["operation"]["id"], 30)["status"] == "succeeded"
+
+    ui.go("#/history?server=scratch")
+    button = ui.wait_css("#history-delete-server")
+    assert button.get_attribute("aria-label") == "Delete tracking server scratch…"
+    ui.click(button)
+    dlg = ui.wait_css("dialog[open]")
+    assert "scratch" in dlg.text and "IAM role" in dlg.text, dlg.text
+    dlg.find_element(By.CSS_SELECTOR, "input[name=confirm]").send_keys("scratch")
+    ui.click(dlg.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+
+    # The operation's progress shows in place and ends green; the server leaves the picker.
+    panel = ui.wait_css("#history-activity .activity[data-operation]")
+    op_id = panel.get_attribute("data-operation")
+    progress = f'#history-activity .activity[data-operation="{op_id}"] is-operation-progress'
+    ui.wait(lambda: ui.css(progress).get_attribute("data-status") in ("succeeded", "failed", "needs_attention"), 30,
+            "the delete ends")
+    assert ui.css(progress).get_attribute("data-status") == "succeeded", ui.css("#history-activity").text
+    ui.wait(lambda: "scratch" not in ui.css("#history-server").text, 15, "scratch leaves the picker")
+    assert "scratch" not in ui.d.current_url
+    status, servers = fast_server.api("GET", "/api/mlflow/servers")
+    assert status == 200 and "scratch" not in [s["name"] for s in servers], servers
+    status, op = fast_server.api("GET", f"/api/operations/{op_id}")
+    assert op["kind"] == "delete_tracking_server" and [s["key"] for s in op["steps"]] == ["tracking_server", "role"], op
+    ui.screenshot("history-deleted")

@@ -77,6 +77,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "iam:RemoveRoleFromInstanceProfile",
     "iam:TagOpenIDConnectProvider",
     "iam:TagRole",
+    "iam:UpdateAssumeRolePolicy",
     // S3
     "s3:CreateBucket",
     "s3:DeleteBucket",
@@ -95,6 +96,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sagemaker:CreateCluster",
     "sagemaker:CreateMlflowTrackingServer",
     "sagemaker:DeleteCluster",
+    "sagemaker:DeleteMlflowTrackingServer",
     "sagemaker:DescribeCluster",
     "sagemaker:DescribeClusterNode",
     "sagemaker:DescribeMlflowTrackingServer",

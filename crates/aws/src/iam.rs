@@ -13,7 +13,11 @@
 //! Managed policies are attached and inline policies put right after `CreateRole`; if that
 //! fails, the role just created is deleted again, so a failed create never leaves a role
 //! that looks finished but lacks its permissions. Adopting an existing role of ours attaches
-//! and puts them again (both idempotent).
+//! and puts them again (both idempotent). A process killed between `CreateRole` and those
+//! calls still leaves a tagged role without its policies: `ensure_role_policies`
+//! (`UpdateAssumeRolePolicy`, then the same attach/put calls; every one idempotent, checked
+//! against the same least-privilege rules) completes such a role in place — the engine's role
+//! steps call it before they report a role ready — so it is never created a second time.
 //!
 //! # OIDC providers
 //!
@@ -142,6 +146,20 @@ async fn ensure_policies(iam: &Iam, req: &CreateIamRole) -> Result<()> {
             .map_err(|e| sdk_error("iam:PutRolePolicy", e))?;
     }
     Ok(())
+}
+
+/// Sets the trust policy, attaches the managed policies and puts the inline ones of an
+/// existing role (all idempotent): the completion of a role whose create was interrupted.
+async fn ensure_role_policies(iam: &Iam, req: &CreateIamRole) -> Result<()> {
+    const API: &str = "iam:UpdateAssumeRolePolicy";
+    check_least_privilege(req).map_err(|m| invalid(API, m))?;
+    iam.update_assume_role_policy()
+        .role_name(&req.name)
+        .policy_document(req.trust_policy.to_string())
+        .send()
+        .await
+        .map_err(|e| sdk_error(API, e))?;
+    ensure_policies(iam, req).await
 }
 
 async fn create_role(iam: &Iam, req: &CreateIamRole) -> Result<IamRole> {
@@ -339,6 +357,10 @@ impl IamApi for AwsProvider {
 
     async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole> {
         create_role(self.iam().await?, req).await
+    }
+
+    async fn ensure_role_policies(&self, req: &CreateIamRole) -> Result<()> {
+        ensure_role_policies(self.iam().await?, req).await
     }
 
     async fn delete_role(&self, name: &str) -> Result<()> {

@@ -1,8 +1,8 @@
 //! SageMaker managed MLflow: tracking servers (SageMaker API) and their runs (MLflow REST API).
 //!
-//! Tracking servers are created, described and listed with the SageMaker SDK
-//! (CreateMlflowTrackingServer, DescribeMlflowTrackingServer, ListMlflowTrackingServers; tags
-//! through ListTags).
+//! Tracking servers are created, described, listed and deleted with the SageMaker SDK
+//! (CreateMlflowTrackingServer, DescribeMlflowTrackingServer, ListMlflowTrackingServers,
+//! DeleteMlflowTrackingServer; tags through ListTags).
 //!
 //! Runs and metric histories come from the MLflow REST API of the server, reached the way the
 //! `sagemaker-mlflow` plugin reaches it: `https://<region>.experiments.sagemaker.aws/api/2.0/mlflow/…`
@@ -346,6 +346,7 @@ impl MlflowTracking for AwsProvider {
             status: out.tracking_server_status().map(|s| s.as_str().to_string()).unwrap_or_default(),
             url: out.tracking_server_url().map(str::to_string),
             artifact_store_uri: out.artifact_store_uri().map(str::to_string),
+            role_arn: out.role_arn().map(str::to_string),
             size: out.tracking_server_size().and_then(|s| TrackingServerSize::parse(s.as_str())),
             mlflow_version: out.mlflow_version().map(str::to_string),
             created_at: smithy_time(out.creation_time()),
@@ -376,12 +377,25 @@ impl MlflowTracking for AwsProvider {
             status: "Creating".into(),
             url: None,
             artifact_store_uri: Some(req.artifact_store_uri.clone()),
+            role_arn: Some(req.role_arn.clone()),
             size: Some(req.size),
             mlflow_version: req.mlflow_version.clone(),
             created_at: None,
             failure_reason: None,
             tags: req.tags.clone(),
         })
+    }
+
+    async fn delete_tracking_server(&self, region: &str, name: &str) -> Result<()> {
+        const API: &str = "sagemaker:DeleteMlflowTrackingServer";
+        let c = self.region(region).await?;
+        c.sagemaker
+            .delete_mlflow_tracking_server()
+            .tracking_server_name(name)
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        Ok(())
     }
 
     async fn search_runs(&self, arn: &str, query: &RunQuery) -> Result<Vec<MlflowRun>> {

@@ -608,6 +608,40 @@ async fn an_existing_role_of_ours_is_adopted_and_its_policies_ensured() {
 }
 
 #[tokio::test]
+async fn a_half_created_role_is_completed_with_idempotent_calls_only() {
+    let ok = |op: &str| {
+        Canned::xml(&format!(
+            "<{op}Response><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></{op}Response>"
+        ))
+    };
+    let replay = Replay::new(move |r| match r.operation().as_str() {
+        op @ ("UpdateAssumeRolePolicy" | "AttachRolePolicy" | "PutRolePolicy") => ok(op),
+        _ => unexpected(r),
+    });
+    replay
+        .provider()
+        .ensure_role_policies(&CreateIamRole {
+            name: "demo-eks-cluster-role".into(),
+            trust_policy: json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+            managed_policies: vec!["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy".into()],
+            inline_policies: vec![("scoped".into(), json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::b/*"]}]}))],
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap();
+    // No CreateRole, no read: the trust policy, then the attachments and inline policies.
+    assert_eq!(replay.operations(), ["UpdateAssumeRolePolicy", "AttachRolePolicy", "PutRolePolicy"]);
+    let update = replay.of("UpdateAssumeRolePolicy")[0].form();
+    assert_eq!(update.get("RoleName").map(String::as_str), Some("demo-eks-cluster-role"));
+    assert!(update.get("PolicyDocument").is_some_and(|d| d.contains("eks.amazonaws.com")), "{update:?}");
+    let attach = replay.of("AttachRolePolicy")[0].form();
+    assert_eq!(attach.get("PolicyArn").map(String::as_str), Some("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"));
+    let put = replay.of("PutRolePolicy")[0].form();
+    assert_eq!(put.get("PolicyName").map(String::as_str), Some("scoped"));
+    assert!(put.get("PolicyDocument").is_some_and(|d| d.contains("arn:aws:s3:::b/*")), "{put:?}");
+}
+
+#[tokio::test]
 async fn a_bucket_in_another_region_is_followed() {
     let replay = Replay::new(|r| match (r.method.as_str(), r.url.as_str()) {
         ("HEAD", url) if url.contains("us-east-1") => Canned::status(301).header("x-amz-bucket-region", "eu-west-1"),
@@ -841,6 +875,44 @@ async fn mlflow_tracking_servers_are_created_described_and_listed() {
         [("team", "Created"), ("new", "Creating")]
     );
     assert_eq!(replay.of("ListMlflowTrackingServers").len(), 2, "both pages");
+}
+
+#[tokio::test]
+async fn delete_tracking_server_request_states_and_not_found() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "DeleteMlflowTrackingServer" => match r.json()["TrackingServerName"].as_str() {
+            Some("team") => Canned::json(json!({ "TrackingServerArn": MLFLOW_ARN })),
+            Some("gone") => Canned::json_error(400, "ResourceNotFound", "Cannot find TrackingServer with name gone"),
+            _ => unexpected(r),
+        },
+        "DescribeMlflowTrackingServer" => match r.json()["TrackingServerName"].as_str() {
+            Some("team") => Canned::json(describe_tracking_server_json("team", "Deleting")),
+            Some("stuck") => Canned::json(describe_tracking_server_json("stuck", "DeleteFailed")),
+            _ => unexpected(r),
+        },
+        "ListTags" => Canned::json(json!({ "Tags": [
+            { "Key": "instantstart:managed-by", "Value": "instantstart" }, { "Key": "instantstart:cluster", "Value": "demo" }] })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    p.delete_tracking_server("us-west-2", "team").await.unwrap();
+    let sent = &replay.of("DeleteMlflowTrackingServer")[0];
+    assert_eq!(sent.target.as_deref(), Some("SageMaker.DeleteMlflowTrackingServer"));
+    assert_eq!(sent.json(), json!({ "TrackingServerName": "team" }), "the name, nothing else");
+    assert!(sent.url.contains("us-west-2"), "the server's region: {}", sent.url);
+    let e = p.delete_tracking_server("us-east-1", "gone").await.unwrap_err();
+    assert_eq!((e.kind, e.api.as_str()), (ProviderErrorKind::NotFound, "sagemaker:DeleteMlflowTrackingServer"), "{e}");
+
+    // What the delete workflow reads: the state, the role the server runs with, the owner.
+    let deleting = p.describe_tracking_server("us-east-1", "team").await.unwrap().unwrap();
+    assert_eq!(deleting.state(), ResourceState::Deleting);
+    assert_eq!(deleting.role_arn.as_deref(), Some("arn:aws:iam::123456789012:role/instantstart-mlflow-team"));
+    assert!(is_owned(&deleting.tags, "demo"));
+    let stuck = p.describe_tracking_server("us-east-1", "stuck").await.unwrap().unwrap();
+    assert_eq!(
+        (stuck.status.as_str(), stuck.state()),
+        ("DeleteFailed", ResourceState::Failed { reason: "DeleteFailed".into() })
+    );
 }
 
 #[tokio::test]

@@ -345,6 +345,106 @@ async fn iam_roles_and_the_oidc_provider() {
     );
 }
 
+/// `GetRole`'s policy document: IAM returns it URL-encoded (RFC 3986).
+fn policy_document(encoded: &str) -> Value {
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    serde_json::from_slice(&out).unwrap_or_else(|e| panic!("policy document {encoded}: {e}"))
+}
+
+/// A server killed between `iam:CreateRole` and the attach/put calls after it leaves a role
+/// tagged as ours without its policies. The role step (`EnsureRole`, as the engine drives it
+/// on resume: observe, then poll) adopts it and completes it through
+/// `ensure_role_policies` — trust policy replaced, managed policy attached, inline policy put,
+/// read back through the IAM API — without a second `CreateRole`.
+#[tokio::test]
+async fn a_role_left_without_its_policies_is_completed_not_created_again() {
+    use instantstart_core::engine::{Observation, Progress, StepContext, StepExecutor};
+    use instantstart_core::operation::OperationId;
+    use instantstart_core::workflow::create_cluster::hyperpod_bucket_policy;
+    use instantstart_core::workflow::steps::EnsureRole;
+
+    let moto = Moto::start();
+    let cloud = Arc::new(MotoCloud::new(Arc::new(moto.provider().await)));
+    let iam = aws_sdk_iam::Client::new(&moto.sdk().await);
+    let name = "crash-hyperpod-exec-role";
+    // The crash window: CreateRole acted (our tags, here an outdated trust policy), nothing else.
+    let mut create =
+        iam.create_role().role_name(name).assume_role_policy_document(trust("eks.amazonaws.com").to_string());
+    for (k, v) in tags("crash") {
+        create = create.tags(aws_sdk_iam::types::Tag::builder().key(k).value(v).build().unwrap());
+    }
+    create.send().await.unwrap();
+    let attached = |iam: aws_sdk_iam::Client| async move {
+        let out = iam.list_attached_role_policies().role_name(name).send().await.unwrap();
+        out.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect::<Vec<_>>()
+    };
+    assert!(attached(iam.clone()).await.is_empty());
+
+    let managed = "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy";
+    let step = EnsureRole {
+        aws: cloud.clone(),
+        cluster: "crash".into(),
+        name: name.into(),
+        trust_policy: trust("sagemaker.amazonaws.com"),
+        managed_policies: vec![managed.into()],
+        inline_policies: vec![("instantstart-shared-bucket".into(), hyperpod_bucket_policy("crash-bucket"))],
+    };
+    let operation_id = OperationId("op-resumed".into());
+    let inputs = BTreeMap::new();
+    let cx = StepContext {
+        operation_id: &operation_id,
+        step_key: "hyperpod_execution_role",
+        idempotency_token: "token",
+        request: &Value::Null,
+        inputs: &inputs,
+    };
+    let Observation::Exists(found) = step.observe(&cx).await.unwrap() else { panic!("our role is adopted") };
+    for _ in 0..2 {
+        // Polling again (a resume after the first poll) changes nothing.
+        let Progress::Done(out) = step.poll(&cx, &found).await.unwrap() else { panic!("the role is ready") };
+        assert_eq!(out["role_arn"], format!("arn:aws:iam::123456789012:role/{name}"));
+        assert_eq!(attached(iam.clone()).await, [managed]);
+    }
+    assert!(cloud.created_roles.lock().unwrap().is_empty(), "CreateRole is not called again");
+    let inline = iam.list_role_policies().role_name(name).send().await.unwrap();
+    assert_eq!(inline.policy_names(), ["instantstart-shared-bucket"]);
+    let doc = iam.get_role_policy().role_name(name).policy_name("instantstart-shared-bucket").send().await.unwrap();
+    assert_eq!(policy_document(doc.policy_document()), hyperpod_bucket_policy("crash-bucket"));
+    let role = iam.get_role().role_name(name).send().await.unwrap();
+    let trust_doc = role.role().and_then(|r| r.assume_role_policy_document()).expect("trust policy");
+    assert_eq!(policy_document(trust_doc), trust("sagemaker.amazonaws.com"));
+
+    // The adapter method itself: over-broad policies are refused before anything is sent, and
+    // a role that does not exist is NotFound.
+    let mut broad = CreateIamRole {
+        name: name.into(),
+        trust_policy: trust("sagemaker.amazonaws.com"),
+        managed_policies: vec!["arn:aws:iam::aws:policy/AdministratorAccess".into()],
+        inline_policies: vec![],
+        tags: tags("crash"),
+    };
+    assert_eq!(cloud.real.ensure_role_policies(&broad).await.unwrap_err().kind, ProviderErrorKind::InvalidRequest);
+    assert_eq!(attached(iam.clone()).await, [managed]);
+    broad.name = "crash-no-such-role".into();
+    broad.managed_policies = vec![managed.into()];
+    assert_eq!(cloud.real.ensure_role_policies(&broad).await.unwrap_err().kind, ProviderErrorKind::NotFound);
+}
+
 #[tokio::test]
 async fn the_shared_bucket() {
     let moto = Moto::start();
@@ -436,11 +536,19 @@ async fn bucket_listing() {
 
 /// Everything moto implements goes to the real adapter; EKS add-ons (which moto lacks, HTTP
 /// 404) are answered as installed, so the engine can run the pipeline through them. Their
-/// requests are tested in `src/sdk_tests.rs`.
+/// requests are tested in `src/sdk_tests.rs`. Role creates are recorded so a test can tell an
+/// adopted role from a created one.
 struct MotoCloud {
     real: Arc<AwsProvider>,
     addons: Mutex<BTreeMap<(String, String), EksAddon>>,
     created_addons: Mutex<Vec<String>>,
+    created_roles: Mutex<Vec<String>>,
+}
+
+impl MotoCloud {
+    fn new(real: Arc<AwsProvider>) -> MotoCloud {
+        MotoCloud { real, addons: Mutex::default(), created_addons: Mutex::default(), created_roles: Mutex::default() }
+    }
 }
 
 #[async_trait]
@@ -527,7 +635,11 @@ impl IamApi for MotoCloud {
         self.real.get_role(name).await
     }
     async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole> {
+        self.created_roles.lock().unwrap().push(req.name.clone());
         self.real.create_role(req).await
+    }
+    async fn ensure_role_policies(&self, req: &CreateIamRole) -> Result<()> {
+        self.real.ensure_role_policies(req).await
     }
     async fn delete_role(&self, name: &str) -> Result<()> {
         self.real.delete_role(name).await
@@ -655,7 +767,7 @@ async fn run(engine: &Engine, kind: OperationKind, request: &Value) -> instantst
 async fn create_and_delete_pipeline_through_the_engine() {
     let moto = Moto::start();
     let real = Arc::new(moto.provider().await);
-    let cloud = Arc::new(MotoCloud { real: real.clone(), addons: Mutex::default(), created_addons: Mutex::default() });
+    let cloud = Arc::new(MotoCloud::new(real.clone()));
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(instantstart_store::SqliteStore::open(&dir.path().join("db.sqlite")).unwrap());
     let kube = Arc::new(FakeKube::default());
@@ -751,6 +863,9 @@ impl MlflowTracking for MotoCloud {
     }
     async fn create_tracking_server(&self, req: &CreateTrackingServer) -> Result<TrackingServer> {
         self.real.create_tracking_server(req).await
+    }
+    async fn delete_tracking_server(&self, region: &str, name: &str) -> Result<()> {
+        self.real.delete_tracking_server(region, name).await
     }
     async fn search_runs(&self, arn: &str, query: &RunQuery) -> Result<Vec<MlflowRun>> {
         self.real.search_runs(arn, query).await

@@ -23,23 +23,20 @@ struct TestServer {
 impl TestServer {
     fn start() -> TestServer {
         let data = tempfile::tempdir().unwrap();
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let opts = ServerOptions {
-            data_dir: data.path().to_path_buf(),
-            provider: ProviderKind::Sim,
-            sim_speed: 2000.0,
-            default_region: "us-east-1".into(),
-            token: Some(TOKEN.into()),
-        };
-        let url = runtime.block_on(async {
-            let state = AppState::assemble(&opts).unwrap().state;
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let app = instantstart_server::app(state);
-            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-            format!("http://{addr}")
-        });
+        let (runtime, url) = serve(data.path(), 0);
         TestServer { url, home: tempfile::tempdir().unwrap(), _data: data, runtime: Some(runtime) }
+    }
+
+    /// Stops the server (its connections drop) and starts a new one on the same port and data
+    /// directory, like a restarted process.
+    fn restart(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+        let port: u16 = self.url.rsplit(':').next().unwrap().parse().unwrap();
+        let (runtime, url) = serve(self._data.path(), port);
+        assert_eq!(url, self.url);
+        self.runtime = Some(runtime);
     }
 
     /// The CLI pointed at this server with the admin token, isolated from the user's config.
@@ -72,6 +69,39 @@ impl Drop for TestServer {
             rt.shutdown_background();
         }
     }
+}
+
+/// A server on the simulated cloud at speed 2000 over `data`, on `port` (0: any free one;
+/// a port just released is retried for a few seconds).
+fn serve(data: &std::path::Path, port: u16) -> (tokio::runtime::Runtime, String) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let opts = ServerOptions {
+        data_dir: data.to_path_buf(),
+        provider: ProviderKind::Sim,
+        sim_speed: 2000.0,
+        default_region: "us-east-1".into(),
+        token: Some(TOKEN.into()),
+    };
+    let url = runtime.block_on(async {
+        let state = AppState::assemble(&opts).unwrap().state;
+        let mut tries = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+                Ok(l) => break l,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    eprintln!("binding 127.0.0.1:{port}: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("binding 127.0.0.1:{port}: {e}"),
+            }
+        };
+        let addr = listener.local_addr().unwrap();
+        let app = instantstart_server::app(state);
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        format!("http://{addr}")
+    });
+    (runtime, url)
 }
 
 /// The CLI with no server settings at all, HOME and XDG_CONFIG_HOME in `home`.
@@ -795,6 +825,83 @@ fn training_jobs_dry_run_submit_logs_and_delete() {
 }
 
 #[test]
+fn job_logs_follow_survives_a_server_restart_without_doubling_or_losing_lines() {
+    let mut s = TestServer::start();
+    s.ready("demo");
+    // A job writing numbered lines (0.1 per simulated second = 200 per second at speed 2000)
+    // that runs far longer than the test.
+    let spec = s.home.path().join("logging-job.json");
+    let request = serde_json::json!({
+        "runtime": "hyperpod",
+        "job": {
+            "name": "chatty", "namespace": "default", "image": TRAIN_IMAGE, "instance_type": "ml.g5.2xlarge", "nodes": 1,
+            "env": [
+                { "name": "SIM_LOG_LINES_PER_SECOND", "value": "0.1" },
+                { "name": "SIM_DURATION_SECONDS", "value": "10000000" }
+            ]
+        },
+        "recipe": { "kind": "torch", "script": "scripts/train.py" }
+    });
+    std::fs::write(&spec, request.to_string()).unwrap();
+    s.cli().args(["job", "submit", "-f"]).arg(&spec).arg("--wait").assert().success();
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
+        .args(["job", "logs", "-f", "chatty", "--tail", "0"])
+        .env("HOME", s.home.path())
+        .env("XDG_CONFIG_HOME", s.home.path())
+        .env("INSTANTSTART_URL", &s.url)
+        .env("INSTANTSTART_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let numbered = |line: &str| -> Option<u64> {
+        let rest = &line[line.find("sim-log line ")? + "sim-log line ".len()..];
+        rest.split(' ').next()?.parse().ok()
+    };
+    let mut lines = Vec::new();
+    let mut read_until = |lines: &mut Vec<String>, k: u64| loop {
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("the follower stopped printing");
+        let done = numbered(&line).is_some_and(|n| n >= k);
+        lines.push(line);
+        if done {
+            return;
+        }
+    };
+    // Some lines, the restart, then lines well past the restart.
+    read_until(&mut lines, 1);
+    let first = lines.iter().find_map(|l| numbered(l)).unwrap();
+    read_until(&mut lines, first + 50);
+    s.restart();
+    let at_restart = lines.iter().filter_map(|l| numbered(l)).max().unwrap();
+    read_until(&mut lines, at_restart + 400);
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+
+    assert!(err.contains("reconnected to the log stream"), "{err}");
+    assert!(!err.contains("may be missing"), "the new tail overlapped what was printed: {err}");
+    let ks: Vec<u64> = lines.iter().filter_map(|l| numbered(l)).collect();
+    let expected: Vec<u64> = (ks[0]..ks[0] + ks.len() as u64).collect();
+    assert_eq!(ks, expected, "numbered lines, each once, none missing, across the restart");
+    let mut unique = lines.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), lines.len(), "no line printed twice");
+}
+
+#[test]
 fn endpoints_deploy_chat_scale_and_delete() {
     let s = TestServer::start();
     s.ready("demo");
@@ -923,4 +1030,18 @@ fn mlflow_servers_runs_and_metrics_of_a_job_that_reports() {
         .code(2)
         .stderr(predicate::str::contains("keys[1]"));
     s.cli().args(["mlflow", "runs", "nope"]).assert().code(2).stderr(predicate::str::contains("no tracking server"));
+
+    // Deleting needs the name typed or --yes (no terminal here); the dry run shows both steps.
+    let before = s.operations();
+    s.cli().args(["mlflow", "delete", "team"]).assert().code(2).stderr(predicate::str::contains("--yes"));
+    let plan = stdout(s.cli().args(["mlflow", "delete", "team", "--dry-run"]));
+    assert!(plan.contains("tracking_server") && plan.contains("role") && plan.contains("team-mlflow-role"), "{plan}");
+    assert_eq!(s.operations(), before, "neither the refusal nor the dry run started anything");
+    s.cli()
+        .args(["mlflow", "delete", "team", "--yes", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("succeeded").and(predicate::str::contains("delete_tracking_server")));
+    assert_eq!(s.json(&["mlflow", "servers"]), serde_json::json!([]));
+    s.cli().args(["mlflow", "rm", "team", "--yes"]).assert().code(2).stderr(predicate::str::contains("not found"));
 }

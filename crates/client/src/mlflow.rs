@@ -18,6 +18,19 @@ impl Client {
         self.submit(Call::new(Method::POST, &["api", "mlflow", "servers"]).body(body).mutation(opts)).await
     }
 
+    /// `DELETE /api/mlflow/servers/{name}?region=`: delete a tracking server and the IAM role
+    /// InstantStart created for it; operation `delete_tracking_server`.
+    pub async fn delete_mlflow_server(
+        &self,
+        name: &str,
+        region: Option<&str>,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "mlflow", "servers", name];
+        let call = Call::new(Method::DELETE, &path).query("region", region);
+        self.submit(call.mutation(opts)).await
+    }
+
     /// `GET /api/mlflow/servers/{name}/runs?experiment=&max=&region=`: runs, newest first.
     pub async fn mlflow_runs(
         &self,

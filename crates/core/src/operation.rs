@@ -99,6 +99,7 @@ pub enum OperationKind {
     DeleteEndpoint,
     AssignPoolWorker,
     CreateTrackingServer,
+    DeleteTrackingServer,
 }
 
 impl OperationKind {
@@ -122,6 +123,7 @@ impl OperationKind {
         OperationKind::DeleteEndpoint,
         OperationKind::AssignPoolWorker,
         OperationKind::CreateTrackingServer,
+        OperationKind::DeleteTrackingServer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -144,6 +146,7 @@ impl OperationKind {
             OperationKind::DeleteEndpoint => "delete_endpoint",
             OperationKind::AssignPoolWorker => "assign_pool_worker",
             OperationKind::CreateTrackingServer => "create_tracking_server",
+            OperationKind::DeleteTrackingServer => "delete_tracking_server",
         }
     }
 

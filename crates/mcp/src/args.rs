@@ -636,6 +636,18 @@ pub struct MlflowCreateServerArgs {
     pub mutation: MutationArgs,
 }
 
+/// `mlflow_server_delete`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct MlflowServerDeleteArgs {
+    /// Tracking server to delete (as listed by mlflow_servers). Only servers InstantStart created.
+    pub name: String,
+    /// AWS region of the server; omit for the default region.
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
 /// `mlflow_runs`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct MlflowRunsArgs {

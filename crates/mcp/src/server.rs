@@ -16,8 +16,9 @@
 //! `node_replace` and `node_delete` (local volumes are lost), `feature_set` (switching a
 //! feature off removes its add-on or IAM chain). `node_reboot` is not destructive: it
 //! interrupts the node's workloads, but the instance, its id and its local data stay — it is
-//! the first rung of investigate → reboot → replace. `job_delete`, `endpoint_delete` and
-//! `endpoint_scale` (scaling down stops replicas) are destructive; `endpoint_chat` changes
+//! the first rung of investigate → reboot → replace. `job_delete`, `endpoint_delete`,
+//! `mlflow_server_delete` (the runs go with the server) and `endpoint_scale` (scaling down stops
+//! replicas) are destructive; `endpoint_chat` changes
 //! nothing (read-only) but is not idempotent (the model samples). Changes with an explicit diff
 //! (`instance_group_scale`, `feature_set`) and deletions are idempotent: repeating them finds
 //! the target already in that state.
@@ -1194,6 +1195,28 @@ impl InstantStartMcp {
     )]
     async fn mlflow_create_server(&self, Parameters(a): Parameters<MlflowCreateServerArgs>) -> CallToolResult {
         match self.client.create_mlflow_server(&a.server, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "mlflow_server_delete",
+        description = "Delete a SageMaker managed MLflow tracking server (it bills while it exists) and its runs \
+                       and metrics, then the IAM role InstantStart created for it (a role given as role_arn at \
+                       creation is kept). Only servers InstantStart created: another one is refused (422), an \
+                       unknown one is 404. Destructive: confirm with the user first and show the dry_run plan. \
+                       Returns the operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Delete an MLflow tracking server",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_server_delete(&self, Parameters(a): Parameters<MlflowServerDeleteArgs>) -> CallToolResult {
+        match self.client.delete_mlflow_server(&a.name, a.region.as_deref(), &mutation_options(&a.mutation)).await {
             Ok(s) => render::submitted(&s),
             Err(e) => failure(&e),
         }

@@ -156,6 +156,7 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
         "endpoint_delete",
         "pool_assign",
         "mlflow_create_server",
+        "mlflow_server_delete",
     ] {
         let t = tools().into_iter().find(|t| t.name == name).unwrap();
         let props = properties(&t);

@@ -107,7 +107,8 @@ OPERATION_TOOLS |= {
 DESTRUCTIVE |= {"job_delete", "endpoint_scale", "endpoint_delete"}
 # Training history (SageMaker managed MLflow).
 READ_ONLY |= {"mlflow_servers", "mlflow_runs", "mlflow_metrics"}
-OPERATION_TOOLS |= {"mlflow_create_server"}
+OPERATION_TOOLS |= {"mlflow_create_server", "mlflow_server_delete"}
+DESTRUCTIVE |= {"mlflow_server_delete"}
 MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel"}
 
 
@@ -347,6 +348,8 @@ def test_validation_errors_come_back_as_tool_errors_with_field_paths(control_pla
         err, body = await call(s, "operation_get", {"id": "op-does-not-exist"})
         assert err is True and body["error"]["status"] == 404
         err, body = await call(s, "cluster_get", {"name": "nosuchcluster"})
+        assert err is True and body["error"]["status"] == 404
+        err, body = await call(s, "mlflow_server_delete", {"name": "nosuchserver", "dry_run": True})
         assert err is True and body["error"]["status"] == 404
 
     run(control_plane["url"], scenario)

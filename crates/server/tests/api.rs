@@ -1104,6 +1104,91 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
 }
 
+#[tokio::test]
+async fn a_tracking_server_is_deleted_with_the_role_instantstart_created_and_only_if_ours() {
+    use instantstart_core::provider::{
+        CreateIamRole, CreateTrackingServer, IamApi, MlflowTracking, TrackingServerSize,
+    };
+    let app = test_app(2000.0);
+    let servers = "/api/mlflow/servers";
+    let deletes = |app: &TestApp| {
+        let stats = app.state.sim.as_ref().unwrap().stats();
+        stats.get("sagemaker:DeleteMlflowTrackingServer").copied().unwrap_or(0)
+    };
+
+    // Unknown is a 404 (the dry run too); a bad name or region names its field.
+    let r = app.send(Method::DELETE, "/api/mlflow/servers/team?dry_run=true", None, &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("tracking server team in us-east-1"), "{:#}", r.body);
+    let r = app.send(Method::DELETE, "/api/mlflow/servers/-bad?region=mars", None, &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+    let fields: Vec<&str> =
+        r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["name", "region"]);
+
+    let body = json!({ "name": "team", "region": "us-east-1", "artifact_store_uri": "s3://team-bucket/mlflow" });
+    run(&app, Method::POST, servers, Some(body)).await;
+
+    // The dry run: the server, then the role InstantStart created for it; nothing is called.
+    let dry = app.send(Method::DELETE, "/api/mlflow/servers/team?dry_run=true", None, &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["tracking_server", "role"]);
+    assert_eq!(dry.body["target"], "mlflow/team");
+    assert_eq!(dry.body["request"]["found"]["role"], "team-mlflow-role");
+    assert_eq!(deletes(&app), 0);
+
+    // 202 with the operation; the same Idempotency-Key returns it again.
+    let key = [("idempotency-key", "delete-team-1")];
+    let r = app.send(Method::DELETE, "/api/mlflow/servers/team", None, &key).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(r.body["operation"]["kind"], "delete_tracking_server");
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let again = app.send(Method::DELETE, "/api/mlflow/servers/team", None, &key).await;
+    assert_eq!((again.status, again.body["replayed"].as_bool()), (StatusCode::ACCEPTED, Some(true)));
+    assert_eq!(again.body["operation"]["id"], id.as_str());
+    let done = app.wait_op(&id).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    assert_eq!(app.get(servers).await.body, json!([]));
+    assert_eq!(app.get("/api/mlflow/servers/team/runs").await.status, StatusCode::NOT_FOUND);
+    let sim = app.state.sim.as_ref().unwrap();
+    assert_eq!(sim.get_role("team-mlflow-role").await.unwrap(), None);
+    assert_eq!(deletes(&app), 1);
+    // Gone: deleting it again is a 404, and calls nothing.
+    let r = app.send(Method::DELETE, "/api/mlflow/servers/team", None, &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+    assert_eq!(deletes(&app), 1);
+
+    // A server InstantStart did not create is refused before anything is recorded.
+    let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+    let role = CreateIamRole {
+        name: "their-role".into(),
+        trust_policy: trust,
+        managed_policies: vec![],
+        inline_policies: vec![],
+        tags: Default::default(),
+    };
+    let role_arn = sim.create_role(&role).await.unwrap().arn;
+    let theirs = CreateTrackingServer {
+        region: "us-east-1".into(),
+        name: "theirs".into(),
+        artifact_store_uri: "s3://their-bucket/mlflow".into(),
+        size: TrackingServerSize::Small,
+        role_arn,
+        mlflow_version: None,
+        tags: Default::default(),
+    };
+    sim.create_tracking_server(&theirs).await.unwrap();
+    let before = app.get("/api/operations").await.body.as_array().unwrap().len();
+    let r = app.send(Method::DELETE, "/api/mlflow/servers/theirs", None, &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "name");
+    assert!(r.body["findings"][0]["rule"].as_str().unwrap().contains("not created by InstantStart"), "{:#}", r.body);
+    assert_eq!(app.get("/api/operations").await.body.as_array().unwrap().len(), before, "nothing recorded");
+    assert!(sim.describe_tracking_server("us-east-1", "theirs").await.unwrap().is_some());
+}
+
 #[path = "api/jobs.rs"]
 mod jobs;
 

@@ -17,6 +17,7 @@
 //! | `create_eks_cluster` / `delete_eks_cluster` | `eks:CreateCluster` / `eks:DeleteCluster` |
 //! | `describe_addon` / `create_addon` / `delete_addon` | `eks:DescribeAddon` / `eks:CreateAddon` / `eks:DeleteAddon` |
 //! | `get_role` / `create_role` / `delete_role` | `iam:GetRole` / `iam:CreateRole` / `iam:DeleteRole` |
+//! | `ensure_role_policies` | `iam:UpdateAssumeRolePolicy` |
 //! | `describe_training_plan` | `sagemaker:DescribeTrainingPlan` |
 //! | `describe_hyperpod_cluster` / `list_hyperpod_clusters` | `sagemaker:DescribeCluster` / `sagemaker:ListClusters` |
 //! | `create_hyperpod_cluster` / `delete_hyperpod_cluster` | `sagemaker:CreateCluster` / `sagemaker:DeleteCluster` |

@@ -1,8 +1,9 @@
-//! `IamApi` and `S3Api`: IAM roles (instant, global) and S3 buckets (instant, one global
+//! `IamApi` and `S3Api`: IAM roles (instant, global; each holds its trust policy, managed
+//! and inline policies, see [`SimCloud::role_policies`]) and S3 buckets (instant, one global
 //! namespace).
 
 use crate::cloud::{SimCloud, SimError};
-use crate::world::{BucketRec, RoleRec};
+use crate::world::{BucketRec, RoleRec, World};
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
@@ -22,6 +23,76 @@ fn valid_role_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
 }
 
+fn check_trust_policy(api: &str, trust_policy: &serde_json::Value) -> Result<()> {
+    if trust_policy.get("Statement").is_none() {
+        return Err(ProviderError::new(
+            api,
+            ProviderErrorKind::InvalidRequest,
+            "MalformedPolicyDocument: the trust policy has no Statement",
+        ));
+    }
+    Ok(())
+}
+
+/// `CreateRole`; with `with_policies`, also what the attach/put calls that follow it do.
+fn create_role(api: &str, w: &mut World, req: &CreateIamRole, with_policies: bool) -> Result<IamRole> {
+    if !valid_role_name(&req.name) {
+        return Err(ProviderError::new(
+            api,
+            ProviderErrorKind::InvalidRequest,
+            format!("ValidationError: role name {:?} must be 1-64 characters of [A-Za-z0-9+=,.@_-]", req.name),
+        ));
+    }
+    check_trust_policy(api, &req.trust_policy)?;
+    if w.roles.contains_key(&req.name) {
+        return Err(ProviderError::new(
+            api,
+            ProviderErrorKind::AlreadyExists,
+            format!("EntityAlreadyExists: Role with name {} already exists.", req.name),
+        ));
+    }
+    let rec = RoleRec {
+        name: req.name.clone(),
+        arn: format!("arn:aws:iam::{}:role/{}", w.account, req.name),
+        trust_policy: req.trust_policy.clone(),
+        managed_policies: if with_policies { req.managed_policies.clone() } else { vec![] },
+        inline_policies: if with_policies { req.inline_policies.clone() } else { vec![] },
+        tags: req.tags.clone(),
+    };
+    let view = role_view(&rec);
+    w.roles.insert(req.name.clone(), rec);
+    Ok(view)
+}
+
+/// What a simulated IAM role holds: its trust policy and its managed and inline policies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolePolicies {
+    pub trust_policy: serde_json::Value,
+    /// Attached managed policy ARNs, in the order they were attached.
+    pub managed_policies: Vec<String>,
+    /// Inline policies by name, in the order they were first put.
+    pub inline_policies: Vec<(String, serde_json::Value)>,
+}
+
+impl SimCloud {
+    /// Adds a role with `req`'s name, trust policy and tags but none of its managed or inline
+    /// policies — what a create leaves behind when the process dies after `CreateRole` and
+    /// before the attach/put calls — without counting calls.
+    pub fn seed_role(&self, req: &CreateIamRole) -> Result<IamRole, SimError> {
+        self.admin(|w, _| Ok(create_role("iam:CreateRole", w, req, false)?))
+    }
+
+    /// The policies role `name` holds now, or `None` if it does not exist. Not an API call
+    /// (not counted, never faulted): for tests checking what a workflow left in the account.
+    pub fn role_policies(&self, name: &str) -> Option<RolePolicies> {
+        self.lock().world.roles.get(name).map(|r| RolePolicies {
+            trust_policy: r.trust_policy.clone(),
+            managed_policies: r.managed_policies.clone(),
+            inline_policies: r.inline_policies.clone(),
+        })
+    }
+}
+
 #[async_trait]
 impl IamApi for SimCloud {
     async fn get_role(&self, name: &str) -> Result<Option<IamRole>> {
@@ -29,42 +100,39 @@ impl IamApi for SimCloud {
     }
 
     async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole> {
-        const API: &str = "iam:CreateRole";
-        self.write(API, |w, _| {
-            if !valid_role_name(&req.name) {
-                return Err(ProviderError::new(
-                    API,
-                    ProviderErrorKind::InvalidRequest,
-                    format!("ValidationError: role name {:?} must be 1-64 characters of [A-Za-z0-9+=,.@_-]", req.name),
-                ));
-            }
-            if req.trust_policy.get("Statement").is_none() {
-                return Err(ProviderError::new(
-                    API,
-                    ProviderErrorKind::InvalidRequest,
-                    "MalformedPolicyDocument: the trust policy has no Statement",
-                ));
-            }
-            if w.roles.contains_key(&req.name) {
-                return Err(ProviderError::new(
-                    API,
-                    ProviderErrorKind::AlreadyExists,
-                    format!("EntityAlreadyExists: Role with name {} already exists.", req.name),
-                ));
-            }
-            let rec = RoleRec {
-                name: req.name.clone(),
-                arn: format!("arn:aws:iam::{}:role/{}", w.account, req.name),
-                trust_policy: req.trust_policy.clone(),
-                managed_policies: req.managed_policies.clone(),
-                inline_policies: req.inline_policies.clone(),
-                tags: req.tags.clone(),
-            };
-            let view = role_view(&rec);
-            w.roles.insert(req.name.clone(), rec);
+        self.write("iam:CreateRole", |w, _| {
+            let view = create_role("iam:CreateRole", w, req, true)?;
             w.count_n("iam:AttachRolePolicy", req.managed_policies.len() as u64);
             w.count_n("iam:PutRolePolicy", req.inline_policies.len() as u64);
             Ok(view)
+        })
+    }
+
+    async fn ensure_role_policies(&self, req: &CreateIamRole) -> Result<()> {
+        const API: &str = "iam:UpdateAssumeRolePolicy";
+        self.write(API, |w, _| {
+            check_trust_policy(API, &req.trust_policy)?;
+            let Some(rec) = w.roles.get_mut(&req.name) else {
+                return Err(ProviderError::not_found(
+                    API,
+                    format!("NoSuchEntity: The role with name {} cannot be found.", req.name),
+                ));
+            };
+            rec.trust_policy = req.trust_policy.clone();
+            for arn in &req.managed_policies {
+                if !rec.managed_policies.contains(arn) {
+                    rec.managed_policies.push(arn.clone());
+                }
+            }
+            for (name, doc) in &req.inline_policies {
+                match rec.inline_policies.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, current)) => current.clone_from(doc),
+                    None => rec.inline_policies.push((name.clone(), doc.clone())),
+                }
+            }
+            w.count_n("iam:AttachRolePolicy", req.managed_policies.len() as u64);
+            w.count_n("iam:PutRolePolicy", req.inline_policies.len() as u64);
+            Ok(())
         })
     }
 

@@ -30,9 +30,10 @@
 //!
 //! # Seeding
 //! [`SimCloud::add_training_plan`], [`SimCloud::set_quota`], [`SimCloud::seed_network`],
-//! [`SimCloud::seed_eks_cluster`] and [`SimCloud::seed_bucket`] prepare the account (reserved
-//! capacity, quota increases, pre-existing resources for the "existing VPC" and import paths)
-//! without counting calls.
+//! [`SimCloud::seed_eks_cluster`], [`SimCloud::seed_bucket`] and [`SimCloud::seed_role`] prepare
+//! the account (reserved capacity, quota increases, pre-existing resources for the "existing VPC"
+//! and import paths, a role left without its policies by an interrupted create) without counting
+//! calls; [`SimCloud::role_policies`] shows what a role holds.
 //!
 //! # Modules
 //! - [`cloud`]: [`SimCloud`] itself: configuration, the call pipeline, persistence, seeding.
@@ -64,6 +65,7 @@ mod tests;
 
 pub use cloud::{SimCloud, SimConfig, SimError};
 pub use faults::{FaultMode, ProcessFault, SimFaults};
+pub use iam::RolePolicies;
 pub use kube::apiserver as kube_apiserver;
 pub use kube::apiserver::KubeApiServer;
 pub use kube::{DURATION_ANNOTATION, DURATION_ENV};

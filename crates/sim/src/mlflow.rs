@@ -4,10 +4,16 @@
 //!   about 20 minutes), then `Created`. Creation checks what SageMaker checks up front: the name,
 //!   the size, an `s3://` artifact store and a role that exists in the account. The
 //!   "resource fails" fault makes it `CreateFailed` half-way.
+//! - DeleteMlflowTrackingServer makes it `Deleting` for
+//!   [`timings::MLFLOW_TRACKING_SERVER_DELETE`], then it is gone (a `Creating` server cannot be
+//!   deleted yet; an unknown one is `ResourceNotFound`). With the "resource fails" fault the
+//!   deletion stops half-way in `DeleteFailed` with the fault's reason; deleting again retries.
 //! - Runs are not stored: they are derived from the training jobs of every simulated cluster
 //!   whose rank-0 container carries `MLFLOW_TRACKING_URI` = the server's ARN (what
 //!   `instantstart-recipes` sets) — one run per job, named after the job, in the experiment
 //!   `MLFLOW_EXPERIMENT_NAME` (`Default` when unset). A run starts when the container starts.
+//!   Only jobs that started after the server was created report to it: a deleted server's runs
+//!   are gone, also from a new server of the same name (and ARN).
 //! - Metrics come from [`training_curve`](crate::training_curve), the curve the simulated
 //!   training logs print (`step k | loss … | … tokens/s`): one step every
 //!   [`TRAINING_STEP_SECONDS`](crate::TRAINING_STEP_SECONDS) of training time, `loss` and
@@ -44,15 +50,36 @@ pub(crate) struct TrackingServerRec {
     pub mlflow_version: String,
     pub tags: Tags,
     pub life: Lifecycle,
+    /// Set by a deletion given the "resource fails" fault: it stops half-way in `DeleteFailed`.
+    #[serde(default)]
+    pub delete_failure: Option<String>,
+}
+
+impl TrackingServerRec {
+    /// SageMaker's `TrackingServerStatus` and failure reason at `now`; `None` once it is gone.
+    fn status(&self, now: f64) -> Option<(&'static str, Option<String>)> {
+        if let (Some(d), Some(reason)) = (&self.life.deleting, &self.delete_failure)
+            && now >= d.since + d.takes * timings::FAILURE_SHARE
+        {
+            return Some(("DeleteFailed", Some(reason.clone())));
+        }
+        Some(match self.life.phase(now) {
+            Phase::Creating => ("Creating", None),
+            Phase::Active => ("Created", None),
+            Phase::Failed(reason) => ("CreateFailed", Some(reason)),
+            Phase::Deleting => ("Deleting", None),
+            Phase::Gone => return None,
+        })
+    }
+
+    /// Whether the server still exists at `now` (`DeleteFailed` included).
+    pub(crate) fn exists(&self, now: f64) -> bool {
+        self.status(now).is_some()
+    }
 }
 
 fn view(w: &World, r: &TrackingServerRec, now: f64) -> TrackingServer {
-    let (status, failure_reason) = match r.life.phase(now) {
-        Phase::Creating => ("Creating", None),
-        Phase::Active => ("Created", None),
-        Phase::Failed(reason) => ("CreateFailed", Some(reason)),
-        Phase::Deleting | Phase::Gone => ("Deleting", None),
-    };
+    let (status, failure_reason) = r.status(now).unwrap_or(("Deleting", None));
     let id = format!("t-{:012x}", stable_hash(&[&r.arn]) & 0xffff_ffff_ffff);
     TrackingServer {
         name: r.name.clone(),
@@ -61,6 +88,7 @@ fn view(w: &World, r: &TrackingServerRec, now: f64) -> TrackingServer {
         status: status.to_string(),
         url: (status == "Created").then(|| format!("https://{id}.{}.experiments.sagemaker.aws", r.region)),
         artifact_store_uri: Some(r.artifact_store_uri.clone()),
+        role_arn: Some(r.role_arn.clone()),
         size: Some(r.size),
         mlflow_version: Some(r.mlflow_version.clone()),
         created_at: Some(w.display_time(r.life.created_at)),
@@ -84,7 +112,7 @@ fn create(w: &mut World, req: &CreateTrackingServer, now: f64, fails: Option<&st
         return Err(invalid(API, format!("RoleArn {} cannot be assumed by SageMaker", req.role_arn)));
     }
     let key = rkey(&req.region, &req.name);
-    if w.mlflow_servers.get(&key).is_some_and(|r| r.life.exists(now)) {
+    if w.mlflow_servers.get(&key).is_some_and(|r| r.exists(now)) {
         return Err(ProviderError::new(
             API,
             ProviderErrorKind::AlreadyExists,
@@ -105,13 +133,38 @@ fn create(w: &mut World, req: &CreateTrackingServer, now: f64, fails: Option<&st
         mlflow_version: req.mlflow_version.clone().unwrap_or_else(|| "3.0".into()),
         tags: req.tags.clone(),
         life,
+        delete_failure: None,
     };
     w.mlflow_servers.insert(key, rec.clone());
     Ok(view(w, &rec, now))
 }
 
+fn delete(w: &mut World, region: &str, name: &str, now: f64, fails: Option<&str>) -> Result<()> {
+    const API: &str = "sagemaker:DeleteMlflowTrackingServer";
+    let not_found =
+        || ProviderError::not_found(API, format!("ResourceNotFound: Cannot find TrackingServer with name {name}"));
+    let rec = w.mlflow_servers.get_mut(&rkey(region, name)).ok_or_else(not_found)?;
+    match rec.status(now).ok_or_else(not_found)?.0 {
+        "Deleting" => return Ok(()),
+        "Creating" => {
+            return Err(ProviderError::new(
+                API,
+                ProviderErrorKind::Conflict,
+                format!(
+                    "ValidationException: Tracking server {name} is Creating; it can be deleted once creation has finished"
+                ),
+            ));
+        }
+        "DeleteFailed" => rec.life.deleting = None,
+        _ => {}
+    }
+    rec.delete_failure = fails.map(str::to_string);
+    rec.life.start_deleting(now, timings::MLFLOW_TRACKING_SERVER_DELETE);
+    Ok(())
+}
+
 fn server_by_arn<'a>(w: &'a World, api: &str, arn: &str, now: f64) -> Result<&'a TrackingServerRec> {
-    let rec = w.mlflow_servers.values().find(|r| r.arn == arn && r.life.exists(now)).ok_or_else(|| {
+    let rec = w.mlflow_servers.values().find(|r| r.arn == arn && r.exists(now)).ok_or_else(|| {
         ProviderError::not_found(api, format!("RESOURCE_DOES_NOT_EXIST: no tracking server with ARN {arn}"))
     })?;
     match rec.life.phase(now) {
@@ -143,11 +196,12 @@ fn env_of(pod: &PodView, name: &str) -> Option<String> {
     })
 }
 
-/// The runs reported to `arn` by the training jobs of every simulated cluster: one per job,
-/// from the pod that logs the steps (rank 0 of a HyperPod job, the head of a RayJob). Its metric
-/// history is what that pod's log reports (parsed back with [`parse_training_log_line`]), so the
-/// plot and the log always agree — in-place restarts included.
-fn runs(w: &World, arn: &str, now: f64) -> Vec<SimRun> {
+/// The runs reported to the server `arn` (created at `since`) by the training jobs of every
+/// simulated cluster that started after it: one per job, from the pod that logs the steps (rank
+/// 0 of a HyperPod job, the head of a RayJob). Its metric history is what that pod's log reports
+/// (parsed back with [`parse_training_log_line`]), so the plot and the log always agree —
+/// in-place restarts included.
+fn runs(w: &World, arn: &str, since: f64, now: f64) -> Vec<SimRun> {
     let mut out = Vec::new();
     for kw in w.kube.values() {
         let nodes = workload::nodes(w, kw, now);
@@ -162,7 +216,7 @@ fn runs(w: &World, arn: &str, now: f64) -> Vec<SimRun> {
                 continue;
             }
             let st = workload::pod_state(&pod, &nodes, now);
-            let Some(started) = st.started_at else { continue };
+            let Some(started) = st.started_at.filter(|t| *t >= since) else { continue };
             let job_uid = pod.owner.as_ref().map(|o| o.3.clone()).unwrap_or_else(|| pod.uid.clone());
             let experiment = env_of(&pod, "MLFLOW_EXPERIMENT_NAME").unwrap_or_else(|| "Default".into());
             let mut steps: Vec<(u64, f64)> = training::log_lines(&pod, run, &st, now)
@@ -215,7 +269,7 @@ impl MlflowTracking for SimCloud {
         self.read("sagemaker:ListMlflowTrackingServers", |w, cx| {
             Ok(w.mlflow_servers
                 .values()
-                .filter(|r| r.region == region && r.life.exists(cx.now))
+                .filter(|r| r.region == region && r.exists(cx.now))
                 .map(|r| view(w, r, cx.now))
                 .collect())
         })
@@ -223,7 +277,7 @@ impl MlflowTracking for SimCloud {
 
     async fn describe_tracking_server(&self, region: &str, name: &str) -> Result<Option<TrackingServer>> {
         self.read("sagemaker:DescribeMlflowTrackingServer", |w, cx| {
-            Ok(w.mlflow_servers.get(&rkey(region, name)).filter(|r| r.life.exists(cx.now)).map(|r| view(w, r, cx.now)))
+            Ok(w.mlflow_servers.get(&rkey(region, name)).filter(|r| r.exists(cx.now)).map(|r| view(w, r, cx.now)))
         })
     }
 
@@ -231,12 +285,18 @@ impl MlflowTracking for SimCloud {
         self.write("sagemaker:CreateMlflowTrackingServer", |w, cx| create(w, req, cx.now, cx.resource_fails.as_deref()))
     }
 
+    async fn delete_tracking_server(&self, region: &str, name: &str) -> Result<()> {
+        self.write("sagemaker:DeleteMlflowTrackingServer", |w, cx| {
+            delete(w, region, name, cx.now, cx.resource_fails.as_deref())
+        })
+    }
+
     async fn search_runs(&self, arn: &str, query: &RunQuery) -> Result<Vec<MlflowRun>> {
         const API: &str = "sagemaker-mlflow:SearchRuns";
         self.read(API, |w, cx| {
-            server_by_arn(w, API, arn, cx.now)?;
+            let since = server_by_arn(w, API, arn, cx.now)?.life.created_at;
             let max = query.max_results.clamp(1, instantstart_core::provider::MAX_RUNS) as usize;
-            let all = runs(w, arn, cx.now);
+            let all = runs(w, arn, since, cx.now);
             if let Some(e) = &query.experiment
                 && !all.iter().any(|r| &r.run.experiment == e)
             {
@@ -257,8 +317,8 @@ impl MlflowTracking for SimCloud {
     async fn metric_history(&self, arn: &str, run_id: &str, keys: &[String]) -> Result<RunMetrics> {
         const API: &str = "sagemaker-mlflow:GetMetricHistory";
         self.read(API, |w, cx| {
-            server_by_arn(w, API, arn, cx.now)?;
-            let run = runs(w, arn, cx.now).into_iter().find(|r| r.run.run_id == run_id).ok_or_else(|| {
+            let since = server_by_arn(w, API, arn, cx.now)?.life.created_at;
+            let run = runs(w, arn, since, cx.now).into_iter().find(|r| r.run.run_id == run_id).ok_or_else(|| {
                 ProviderError::not_found(API, format!("RESOURCE_DOES_NOT_EXIST: Run '{run_id}' not found"))
             })?;
             let keys: Vec<String> =

@@ -385,6 +385,80 @@ async fn iam_roles_and_s3_buckets_are_instant() {
 }
 
 #[tokio::test]
+async fn role_policies_are_held_and_completed_in_place() {
+    let s = sim();
+    let trust = |service: &str| json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]});
+    let doc = |bucket: &str| json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")]}]});
+    let eks_policy = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy".to_string();
+    let mut req = CreateIamRole {
+        name: "demo-hyperpod-exec-role".into(),
+        trust_policy: trust("sagemaker.amazonaws.com"),
+        managed_policies: vec![eks_policy.clone()],
+        inline_policies: vec![("bucket".into(), doc("a"))],
+        tags: tags(),
+    };
+    // CreateRole puts everything in place at once.
+    s.create_role(&req).await.unwrap();
+    let held = s.role_policies(&req.name).unwrap();
+    assert_eq!(
+        (held.trust_policy, held.managed_policies, held.inline_policies.clone()),
+        (req.trust_policy.clone(), req.managed_policies.clone(), req.inline_policies.clone())
+    );
+    s.delete_role(&req.name).await.unwrap();
+    assert_eq!(s.role_policies(&req.name), None);
+
+    // What a create killed after CreateRole leaves: a tagged role with no policies (seeding
+    // is not API traffic).
+    s.reset_stats();
+    req.trust_policy = trust("eks.amazonaws.com");
+    let seeded = s.seed_role(&req).unwrap();
+    assert!(s.stats().is_empty());
+    assert_eq!(s.get_role(&req.name).await.unwrap(), Some(seeded));
+    let bare = s.role_policies(&req.name).unwrap();
+    assert!(bare.managed_policies.is_empty() && bare.inline_policies.is_empty());
+    // Completed in place: trust policy replaced, policies attached and put, no CreateRole.
+    req.trust_policy = trust("sagemaker.amazonaws.com");
+    s.ensure_role_policies(&req).await.unwrap();
+    let held = s.role_policies(&req.name).unwrap();
+    assert_eq!(held.trust_policy, trust("sagemaker.amazonaws.com"));
+    assert_eq!(held.managed_policies, std::slice::from_ref(&eks_policy));
+    assert_eq!(held.inline_policies, [("bucket".to_string(), doc("a"))]);
+    let calls = |api: &str| s.calls(api);
+    assert_eq!(
+        [
+            calls("iam:CreateRole"),
+            calls("iam:UpdateAssumeRolePolicy"),
+            calls("iam:AttachRolePolicy"),
+            calls("iam:PutRolePolicy")
+        ],
+        [0, 1, 1, 1]
+    );
+    // Again: idempotent (no duplicate attachment); an inline policy's document is replaced;
+    // policies the role has beyond the request stay.
+    req.managed_policies.clear();
+    req.inline_policies = vec![("bucket".into(), doc("b"))];
+    s.ensure_role_policies(&req).await.unwrap();
+    let held = s.role_policies(&req.name).unwrap();
+    assert_eq!(held.managed_policies, [eks_policy]);
+    assert_eq!(held.inline_policies, [("bucket".to_string(), doc("b"))]);
+    assert_eq!(calls("iam:UpdateAssumeRolePolicy"), 2);
+
+    // Like IAM: no such role, or a trust policy without a statement, is refused.
+    let mut missing = req.clone();
+    missing.name = "demo-no-such-role".into();
+    assert_eq!(kind(s.ensure_role_policies(&missing).await), ProviderErrorKind::NotFound);
+    let mut malformed = req.clone();
+    malformed.trust_policy = json!({});
+    assert_eq!(kind(s.ensure_role_policies(&malformed).await), ProviderErrorKind::InvalidRequest);
+    assert_eq!(s.role_policies(&req.name).unwrap().trust_policy, trust("sagemaker.amazonaws.com"));
+    // A fault on the primary name rejects the call before it acts.
+    s.set_faults(SimFaults::none().with("iam:UpdateAssumeRolePolicy", FaultMode::fail("AccessDenied")));
+    req.inline_policies = vec![("bucket".into(), doc("c"))];
+    assert!(s.ensure_role_policies(&req).await.is_err());
+    assert_eq!(s.role_policies(&req.name).unwrap().inline_policies, [("bucket".to_string(), doc("b"))]);
+}
+
+#[tokio::test]
 async fn identity_zones_offerings_and_quotas() {
     let s = SimCloud::new(SimConfig::with_speed(1.0).account("210987654321")).unwrap();
     assert_eq!(s.caller_identity().await.unwrap().account, "210987654321");
@@ -1693,4 +1767,80 @@ async fn a_tracking_server_given_the_resource_fault_fails_half_way_with_its_reas
     assert_eq!(failed.state(), ResourceState::Failed { reason: "S3 bucket is not accessible by the role".into() });
     let e = s.search_runs(&failed.arn, &RunQuery { experiment: None, max_results: 1 }).await.unwrap_err();
     assert_eq!(e.kind, ProviderErrorKind::Failed, "a failed server has no MLflow API: {e}");
+}
+
+#[tokio::test]
+async fn a_deleted_tracking_server_is_deleting_then_gone_and_so_are_its_runs() {
+    let s = sim();
+    gpu_world(&s, 2).await;
+    shared_bucket(&s).await;
+    let server = mlflow_server(&s).await;
+    let e = s.delete_tracking_server(REGION, "team").await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::Conflict, "not while Creating: {e}");
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_CREATE);
+    let mut tracked = hyperpod_job("tracked", 2, 100, 3, 1, json!([]));
+    tracked["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] =
+        json!([{"name": "MLFLOW_TRACKING_URI", "value": server.arn}]);
+    apply(&s, tracked).await;
+    adv(&s, timings::POD_START + 30.0);
+    let q = RunQuery { experiment: None, max_results: 10 };
+    assert_eq!(s.search_runs(&server.arn, &q).await.unwrap().len(), 1);
+
+    s.delete_tracking_server(REGION, "team").await.unwrap();
+    let deleting = s.describe_tracking_server(REGION, "team").await.unwrap().unwrap();
+    assert_eq!((deleting.status.as_str(), deleting.state()), ("Deleting", ResourceState::Deleting));
+    assert_eq!(deleting.role_arn.as_deref(), Some(s.get_role("team-mlflow-role").await.unwrap().unwrap().arn.as_str()));
+    assert_eq!(kind(s.search_runs(&server.arn, &q).await), ProviderErrorKind::Failed, "no MLflow API while Deleting");
+    s.delete_tracking_server(REGION, "team").await.unwrap();
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_DELETE - 1.0);
+    assert_eq!(s.describe_tracking_server(REGION, "team").await.unwrap().unwrap().status, "Deleting");
+    adv(&s, 1.0);
+    assert_eq!(s.describe_tracking_server(REGION, "team").await.unwrap(), None);
+    assert!(s.list_tracking_servers(REGION).await.unwrap().is_empty());
+    assert_eq!(kind(s.search_runs(&server.arn, &q).await), ProviderErrorKind::NotFound);
+    assert_eq!(kind(s.delete_tracking_server(REGION, "team").await), ProviderErrorKind::NotFound);
+    assert_eq!(kind(s.delete_tracking_server("us-west-2", "team").await), ProviderErrorKind::NotFound);
+    assert_eq!(s.calls("sagemaker:DeleteMlflowTrackingServer"), 5, "every call reaches the service");
+
+    // A new server of the same name has the same ARN, but not the old server's runs.
+    let role_arn = s.get_role("team-mlflow-role").await.unwrap().unwrap().arn;
+    let again = s
+        .create_tracking_server(&CreateTrackingServer {
+            region: REGION.into(),
+            name: "team".into(),
+            artifact_store_uri: "s3://is-demo-data/mlflow/team".into(),
+            size: TrackingServerSize::Small,
+            role_arn,
+            mlflow_version: None,
+            tags: tags(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.arn, server.arn);
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_CREATE);
+    assert!(s.search_runs(&server.arn, &q).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_deletion_given_the_resource_fault_stops_in_delete_failed_until_deleted_again() {
+    let s = sim();
+    mlflow_server(&s).await;
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_CREATE);
+    s.set_faults(SimFaults::none().with(
+        "sagemaker:DeleteMlflowTrackingServer",
+        FaultMode::resource_fails("the artifact store could not be cleaned up"),
+    ));
+    s.delete_tracking_server(REGION, "team").await.unwrap();
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_DELETE * timings::FAILURE_SHARE);
+    let failed = s.describe_tracking_server(REGION, "team").await.unwrap().unwrap();
+    assert_eq!(failed.status, "DeleteFailed");
+    assert_eq!(failed.state(), ResourceState::Failed { reason: "the artifact store could not be cleaned up".into() });
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_DELETE);
+    assert_eq!(s.describe_tracking_server(REGION, "team").await.unwrap().unwrap().status, "DeleteFailed", "it stays");
+
+    s.set_faults(SimFaults::none());
+    s.delete_tracking_server(REGION, "team").await.unwrap();
+    assert_eq!(s.describe_tracking_server(REGION, "team").await.unwrap().unwrap().status, "Deleting");
+    adv(&s, timings::MLFLOW_TRACKING_SERVER_DELETE);
+    assert_eq!(s.describe_tracking_server(REGION, "team").await.unwrap(), None);
 }

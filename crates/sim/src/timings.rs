@@ -61,5 +61,7 @@ pub const HYPERPOD_NODE_REPLACE: f64 = 360.0;
 pub const HYPERPOD_SCALE_FIRST_NODE: f64 = 60.0;
 /// SageMaker managed MLflow tracking server: Creating → Created (AWS: about 20 minutes).
 pub const MLFLOW_TRACKING_SERVER_CREATE: f64 = 1200.0;
+/// SageMaker managed MLflow tracking server: Deleting → gone (AWS: several minutes).
+pub const MLFLOW_TRACKING_SERVER_DELETE: f64 = 300.0;
 /// A Helm release revision from `pending-install`/`pending-upgrade` to `deployed` (no `--wait`).
 pub const HELM_RELEASE: f64 = 10.0;

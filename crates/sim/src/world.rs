@@ -159,6 +159,7 @@ impl World {
             c.addons.retain(|_, a| a.life.phase(now) != Phase::Gone);
         }
         self.hyperpod.retain(|_, h| h.life.phase(now) != Phase::Gone);
+        self.mlflow_servers.retain(|_, r| r.exists(now));
         crate::kube::write_outputs(self, now);
     }
 

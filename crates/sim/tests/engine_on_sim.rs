@@ -211,6 +211,71 @@ async fn a_step_found_submitting_after_a_crash_adopts_what_the_provider_already_
     assert_eq!(op.step("bucket").unwrap().detail, None);
 }
 
+/// A server killed between `iam:CreateRole` and the attach/put calls after it leaves a role
+/// tagged as ours but without its permissions. The create pipeline's role steps and the
+/// managed-features `EnsureRole` adopt such roles and complete them — trust policy, managed
+/// and inline policies — before reporting them ready, and never call `CreateRole` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_left_without_policies_by_a_killed_create_are_completed_not_created_again() {
+    use instantstart_core::engine::Outcome;
+    use instantstart_core::names::DerivedNames;
+    use instantstart_core::provider::{CreateIamRole, ownership_tags};
+    use instantstart_core::workflow::create_cluster::{hyperpod_bucket_policy, service_trust_policy};
+    use instantstart_core::workflow::features::{autoscaling_policy, autoscaling_role};
+
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    // What the killed attempt left: CreateRole acted (trust policy and our tags), nothing else.
+    let bare = |name: &str, trusted: &str| CreateIamRole {
+        name: name.into(),
+        trust_policy: service_trust_policy(trusted),
+        managed_policies: vec![],
+        inline_policies: vec![],
+        tags: ownership_tags("demo", "op-killed"),
+    };
+    let names = DerivedNames::for_cluster("demo");
+    b.sim.seed_role(&bare(&names.eks_cluster_role, "eks.amazonaws.com")).unwrap();
+    b.sim.seed_role(&bare(&names.hyperpod_execution_role, "sagemaker.amazonaws.com")).unwrap();
+    assert!(b.sim.role_policies(&names.eks_cluster_role).unwrap().managed_policies.is_empty());
+
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls("iam:CreateRole"), 0, "both roles were adopted: {:?}", b.sim.stats());
+    let eks_role = b.sim.role_policies(&names.eks_cluster_role).unwrap();
+    assert_eq!(eks_role.trust_policy, service_trust_policy("eks.amazonaws.com"));
+    assert_eq!(eks_role.managed_policies, ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]);
+    assert!(eks_role.inline_policies.is_empty());
+    let bucket = op.step("bucket").unwrap().outputs["bucket"].as_str().unwrap().to_string();
+    let exec_role = b.sim.role_policies(&names.hyperpod_execution_role).unwrap();
+    assert_eq!(exec_role.trust_policy, service_trust_policy("sagemaker.amazonaws.com"));
+    assert_eq!(exec_role.managed_policies, ["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]);
+    assert_eq!(
+        exec_role.inline_policies,
+        [("instantstart-shared-bucket".to_string(), hyperpod_bucket_policy(&bucket))]
+    );
+
+    // The managed-autoscaling role (an `EnsureRole` step), left bare and with a stale trust
+    // policy: adopted, its trust policy replaced and its inline policy put.
+    let autoscaling = autoscaling_role("demo");
+    b.sim.seed_role(&bare(&autoscaling, "eks.amazonaws.com")).unwrap();
+    let request = json!({ "cluster": "demo", "patch": { "managed_autoscaling": true } });
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::SetFeatures, &request, user(), None).await.unwrap()
+    else {
+        panic!("enabling autoscaling is a change");
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let step = op.step("autoscaling_role").unwrap();
+    assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 1));
+    assert_eq!(b.sim.calls("iam:CreateRole"), 0, "the autoscaling role was adopted: {:?}", b.sim.stats());
+    let role = b.sim.role_policies(&autoscaling).unwrap();
+    assert_eq!(role.trust_policy, service_trust_policy("hyperpod.sagemaker.amazonaws.com"));
+    assert!(role.managed_policies.is_empty());
+    let rec = b.store.get_cluster("demo").unwrap().unwrap();
+    assert_eq!(role.inline_policies, [("instantstart-autoscaling".to_string(), autoscaling_policy(&rec, "demo-hp"))]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_and_server_errors_do_not_duplicate_anything() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,10 +1,11 @@
-//! `instantstart mlflow servers|create|runs|metrics`: training history on SageMaker managed
-//! MLflow — tracking servers, their runs, and the loss/throughput curves of a run (a sparkline
-//! per metric above the table of points; `-o json` gives the raw series).
+//! `instantstart mlflow servers|create|delete|runs|metrics`: training history on SageMaker
+//! managed MLflow — tracking servers (created and deleted as operations; a delete asks for the
+//! server's name unless `--yes`), their runs, and the loss/throughput curves of a run (a
+//! sparkline per metric above the table of points; `-o json` gives the raw series).
 
 use crate::app::Globals;
 use crate::exit::Exit;
-use crate::mutation::{MutationArgs, finish};
+use crate::mutation::{self, MutationArgs, finish};
 use crate::output::{self, Table, when};
 use clap::Subcommand;
 use instantstart_core::provider::{MetricPoint, TrackingServerSize};
@@ -43,6 +44,21 @@ pub enum MlflowCommand {
         /// MLflow version, e.g. 3.0 [default: the service's].
         #[arg(long)]
         mlflow_version: Option<String>,
+        #[command(flatten)]
+        mutation: MutationArgs,
+    },
+    /// Delete a tracking server (it bills while it exists), then the IAM role InstantStart
+    /// created for it; only servers InstantStart created. Its runs and metrics go with it.
+    #[command(visible_alias = "rm")]
+    Delete {
+        /// Tracking server name.
+        name: String,
+        /// AWS region [default: the server's default region].
+        #[arg(long)]
+        region: Option<String>,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long)]
+        yes: bool,
         #[command(flatten)]
         mutation: MutationArgs,
     },
@@ -97,6 +113,18 @@ fn num(v: f64) -> String {
 }
 
 pub async fn run(g: &Globals, cmd: MlflowCommand) -> anyhow::Result<Exit> {
+    if let MlflowCommand::Delete { name, yes, mutation: m, .. } = &cmd {
+        let confirmed = mutation::confirm_by_name(
+            name,
+            *yes,
+            m.dry_run,
+            &format!("deleting tracking server {name} needs confirmation: pass --yes (or --dry-run to see the plan)"),
+            &format!("Delete MLflow tracking server {name}, its runs and the IAM role InstantStart created for it?"),
+        )?;
+        if !confirmed {
+            return Ok(Exit::Usage);
+        }
+    }
     let client = g.client()?;
     match cmd {
         MlflowCommand::Servers { region } => {
@@ -143,6 +171,10 @@ pub async fn run(g: &Globals, cmd: MlflowCommand) -> anyhow::Result<Exit> {
                 }
             }
             let submitted = client.create_mlflow_server(&body, &mutation.options()).await?;
+            return finish(g, &client, submitted, mutation.wait).await;
+        }
+        MlflowCommand::Delete { name, region, mutation, .. } => {
+            let submitted = client.delete_mlflow_server(&name, region.as_deref(), &mutation.options()).await?;
             return finish(g, &client, submitted, mutation.wait).await;
         }
         MlflowCommand::Runs { server, experiment, max, region } => {

@@ -214,6 +214,13 @@ pub struct CreateIamRole {
 pub trait IamApi: Send + Sync {
     async fn get_role(&self, name: &str) -> Result<Option<IamRole>>;
     async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole>;
+    /// Brings an existing role to `req`'s permissions: sets its trust policy to
+    /// `req.trust_policy`, attaches every managed policy of `req` and puts every inline policy
+    /// with `req`'s document (`req.tags` are not used). Idempotent (all three calls are), so a
+    /// role adopted after an interrupted create — `CreateRole` done, its policies not yet — is
+    /// completed without being created again. Policies the role holds beyond `req`'s are left
+    /// alone. `NotFound` when the role does not exist.
+    async fn ensure_role_policies(&self, req: &CreateIamRole) -> Result<()>;
     /// Deletes the role and its inline policies / attachments.
     async fn delete_role(&self, name: &str) -> Result<()>;
     /// The IAM OIDC provider of an issuer URL (e.g. an EKS cluster's), if registered.

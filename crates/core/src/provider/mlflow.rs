@@ -2,7 +2,7 @@
 //!
 //! [`MlflowTracking`] is part of the [`AwsCloud`](super::AwsCloud) supertrait: a tracking server
 //! is a SageMaker resource (CreateMlflowTrackingServer / DescribeMlflowTrackingServer /
-//! ListMlflowTrackingServers), and its runs are read through the MLflow REST API the server
+//! ListMlflowTrackingServers / DeleteMlflowTrackingServer), and its runs are read through the MLflow REST API the server
 //! exposes, authenticated with the same AWS credentials (SigV4, signing name `sagemaker-mlflow`).
 //! So every AWS provider — the real adapter and the simulated world — answers both halves, and
 //! a workflow or route needs nothing but the `AwsCloud` it already has.
@@ -63,10 +63,13 @@ pub struct TrackingServer {
     pub url: Option<String>,
     /// `s3://bucket/prefix` where MLflow stores artifacts.
     pub artifact_store_uri: Option<String>,
+    /// The IAM role SageMaker assumes for the artifact store (`RoleArn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
     pub size: Option<TrackingServerSize>,
     pub mlflow_version: Option<String>,
     pub created_at: Option<DateTime<Utc>>,
-    /// Failure reason when `status` is `CreateFailed`.
+    /// Failure reason when `status` is `CreateFailed` or `DeleteFailed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     #[serde(default)]
@@ -157,6 +160,9 @@ pub trait MlflowTracking: Send + Sync {
     async fn describe_tracking_server(&self, region: &str, name: &str) -> Result<Option<TrackingServer>>;
     /// CreateMlflowTrackingServer; the server is `Creating` for a while (about 20 minutes on AWS).
     async fn create_tracking_server(&self, req: &CreateTrackingServer) -> Result<TrackingServer>;
+    /// DeleteMlflowTrackingServer; the server is `Deleting` for a while, then gone (or
+    /// `DeleteFailed`). An unknown server is a [`ProviderErrorKind::NotFound`] error.
+    async fn delete_tracking_server(&self, region: &str, name: &str) -> Result<()>;
     /// MLflow `runs/search` (after `experiments/search` to resolve names) on the server `arn`.
     async fn search_runs(&self, arn: &str, query: &RunQuery) -> Result<Vec<MlflowRun>>;
     /// MLflow `metrics/get-history` of each key (the run's own metric keys when `keys` is empty).
@@ -232,6 +238,11 @@ mod tests {
             ResourceState::Failed { reason: "role not assumable".into() }
         );
         assert_eq!(tracking_server_state("Stopping", None), ResourceState::Updating);
+        assert_eq!(tracking_server_state("Deleting", None), ResourceState::Deleting);
+        assert_eq!(
+            tracking_server_state("DeleteFailed", Some("artifact bucket policy")),
+            ResourceState::Failed { reason: "artifact bucket policy".into() }
+        );
         assert_eq!(TrackingServerSize::parse("medium"), Some(TrackingServerSize::Medium));
         assert_eq!(TrackingServerSize::parse("huge"), None);
     }

@@ -17,7 +17,7 @@
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
 use super::charts::{CHART_STEP_PREFIX, EnsureChart, chart_step_key};
-use super::steps::{AddonTarget, EnsureAddon, place_groups};
+use super::steps::{AddonTarget, EnsureAddon, place_groups, poll_role};
 use super::{cluster_target, decode, update_record};
 use crate::engine::reads::read;
 use crate::engine::{
@@ -498,6 +498,30 @@ impl RoleStep {
             RoleKind::HyperPodExecution => n.hyperpod_execution_role,
         }
     }
+
+    /// The role this step wants: the same on every attempt (the bucket comes from the `bucket`
+    /// step's recorded output).
+    fn request(&self, cx: &StepContext<'_>) -> Result<CreateIamRole, StepError> {
+        Ok(match self.which {
+            RoleKind::EksCluster => CreateIamRole {
+                name: self.name(),
+                trust_policy: service_trust_policy("eks.amazonaws.com"),
+                managed_policies: vec!["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy".into()],
+                inline_policies: vec![],
+                tags: self.cx.tags(cx),
+            },
+            RoleKind::HyperPodExecution => {
+                let bucket = cx.input_str("bucket", "bucket")?;
+                CreateIamRole {
+                    name: self.name(),
+                    trust_policy: service_trust_policy("sagemaker.amazonaws.com"),
+                    managed_policies: vec!["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy".into()],
+                    inline_policies: vec![("instantstart-shared-bucket".into(), hyperpod_bucket_policy(&bucket))],
+                    tags: self.cx.tags(cx),
+                }
+            }
+        })
+    }
 }
 
 /// Trust policy letting `service` assume a role.
@@ -533,35 +557,16 @@ impl StepExecutor for RoleStep {
     }
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let req = match self.which {
-            RoleKind::EksCluster => CreateIamRole {
-                name: self.name(),
-                trust_policy: service_trust_policy("eks.amazonaws.com"),
-                managed_policies: vec!["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy".into()],
-                inline_policies: vec![],
-                tags: self.cx.tags(cx),
-            },
-            RoleKind::HyperPodExecution => {
-                let bucket = cx.input_str("bucket", "bucket")?;
-                CreateIamRole {
-                    name: self.name(),
-                    trust_policy: service_trust_policy("sagemaker.amazonaws.com"),
-                    managed_policies: vec!["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy".into()],
-                    inline_policies: vec![("instantstart-shared-bucket".into(), hyperpod_bucket_policy(&bucket))],
-                    tags: self.cx.tags(cx),
-                }
-            }
-        };
-        let role = self.cx.aws.create_role(&req).await?;
+        let role = self.cx.aws.create_role(&self.request(cx)?).await?;
         Ok(ResourceRef { kind: "iam-role".into(), id: role.name, arn: Some(role.arn) })
     }
 
-    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        match self.cx.aws.get_role(&r.id).await? {
-            Some(role) => Ok(Progress::Done(json!({ "role_name": role.name, "role_arn": role.arn }))),
-            // IAM is eventually consistent: a new role may not be visible yet.
-            None => Ok(waiting("waiting for the IAM role to become visible")),
-        }
+    /// Completes the role's policies before reporting it done: an adopted role may come from an
+    /// attempt that died between `CreateRole` and its policies (see [`poll_role`]).
+    async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let mut req = self.request(cx)?;
+        req.name.clone_from(&r.id);
+        poll_role(self.cx.aws.as_ref(), &req).await
     }
 }
 

@@ -1,6 +1,7 @@
-//! `create_tracking_server`: a SageMaker managed MLflow tracking server for training history.
+//! `create_tracking_server` and `delete_tracking_server`: a SageMaker managed MLflow tracking
+//! server for training history, and its removal (a server bills while it exists).
 //!
-//! Steps: `role` (an IAM role SageMaker assumes to write artifacts, `<name>-mlflow-role`,
+//! Create steps: `role` (an IAM role SageMaker assumes to write artifacts, `<name>-mlflow-role`,
 //! trusted by `sagemaker.amazonaws.com`, allowed only on the artifact store's bucket; skipped
 //! when the request brings `role_arn`) → `tracking_server` (CreateMlflowTrackingServer, then
 //! polled until `Created`; AWS takes about 20 minutes). Both are adopted when they already exist
@@ -10,9 +11,21 @@
 //! default to `s3://<cluster bucket>/mlflow/<name>` — the bucket the training pods mount.
 //! Without it, `region` and `artifact_store_uri` are required (the server fills `region` with its
 //! default region).
+//!
+//! Delete steps: `tracking_server` (DeleteMlflowTrackingServer, then polled through `Deleting`
+//! until the server is gone; `DeleteFailed` fails the step with SageMaker's reason) → `role`
+//! (the `<name>-mlflow-role` InstantStart created, removed once the server no longer uses it).
+//! Before anything is recorded the assessment reads the server: an unknown one is a not-found
+//! error, one without our ownership tags is refused (422, field `name`) — InstantStart deletes
+//! only what it created. It also decides the `role` step and records what it found in the
+//! request ([`FoundTrackingServer`]): the role is planned only when the server runs with that
+//! role and the role carries our tags for the server's owner, so a server created with a
+//! caller-supplied `role_arn` keeps its role. A resumed or retried step observes first: a server
+//! already `Deleting` or gone is not deleted again, and a same-named server that lost our tags
+//! stops the step in `needs_attention`.
 
 use super::decode;
-use super::steps::EnsureRole;
+use super::steps::{EnsureRole, RemoveRole};
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
@@ -29,6 +42,8 @@ use std::sync::Arc;
 
 /// Expected duration of CreateMlflowTrackingServer → Created, at real speed.
 pub const CREATE_SECS: u64 = 1200;
+/// Expected duration of DeleteMlflowTrackingServer → gone, at real speed.
+pub const DELETE_SECS: u64 = 300;
 
 /// `POST /api/mlflow/servers`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -303,6 +318,210 @@ impl StepExecutor for TrackingServerStep {
     }
 }
 
+/// `DELETE /api/mlflow/servers/{name}`: the server, then the IAM role InstantStart created for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteTrackingServerRequest {
+    /// Tracking server name.
+    pub name: String,
+    /// AWS region of the server.
+    pub region: String,
+    /// What the assessment found in AWS before the operation was recorded; whatever a caller
+    /// sends here is replaced by the real state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<FoundTrackingServer>,
+}
+
+/// A tracking server of ours, as found before its deletion was recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FoundTrackingServer {
+    /// Its `instantstart:cluster` tag: the cluster it serves, or its own name without one.
+    pub owner: String,
+    pub arn: String,
+    /// The role InstantStart created for it (`<name>-mlflow-role`), deleted after the server;
+    /// `None` when the server runs with a role InstantStart did not create for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+/// The owner (`instantstart:cluster`) of a resource carrying our ownership tags.
+fn owner_of(tags: &Tags) -> Option<&str> {
+    (tags.get(TAG_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY))
+        .then(|| tags.get(TAG_CLUSTER).map(String::as_str))
+        .flatten()
+        .filter(|o| !o.is_empty())
+}
+
+/// Whether the IAM role ARN `arn` (`arn:aws:iam::<account>:role/<path/>name`) names `role`.
+fn arn_names_role(arn: &str, role: &str) -> bool {
+    arn.split_once(":role/").is_some_and(|(_, path)| path.rsplit('/').next() == Some(role))
+}
+
+/// The delete's steps: `tracking_server`, then `role` when the assessment found our role.
+pub fn plan_delete(request: &Value) -> Result<Prepared, EngineError> {
+    let req: DeleteTrackingServerRequest = decode(request)?;
+    let mut f = Findings::new();
+    if let Err(e) = tracking_server_name(&req.name) {
+        f.push("name", e);
+    }
+    if let Err(e) = names::region(&req.region) {
+        f.push("region", e);
+    }
+    if let Some(role) = req.found.as_ref().and_then(|found| found.role.as_ref())
+        && role != &role_name(&req.name)
+    {
+        f.push("found.role", format!("only {}, the role InstantStart creates for the server", role_name(&req.name)));
+    }
+    f.finish()?;
+    let mut steps = vec![StepSpec {
+        key: "tracking_server".into(),
+        title: format!("Delete MLflow tracking server {} ({})", req.name, req.region),
+        depends_on: vec![],
+        expected_secs: Some(DELETE_SECS),
+    }];
+    if let Some(role) = req.found.as_ref().and_then(|found| found.role.as_ref()) {
+        steps.push(StepSpec {
+            key: "role".into(),
+            title: format!("Delete IAM role {role} (InstantStart created it for the server)"),
+            depends_on: vec!["tracking_server".into()],
+            expected_secs: Some(5),
+        });
+    }
+    let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+    Ok(Prepared { target: tracking_server_target(&req.name), request: canonical, steps })
+}
+
+/// The delete-tracking-server workflow.
+pub struct DeleteTrackingServerWorkflow {
+    aws: Arc<dyn AwsCloud>,
+}
+
+impl DeleteTrackingServerWorkflow {
+    pub fn new(aws: Arc<dyn AwsCloud>) -> Self {
+        DeleteTrackingServerWorkflow { aws }
+    }
+}
+
+#[async_trait]
+impl Workflow for DeleteTrackingServerWorkflow {
+    fn kind(&self) -> OperationKind {
+        OperationKind::DeleteTrackingServer
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        plan_delete(request)
+    }
+
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let mut req: DeleteTrackingServerRequest = decode(&prepared.request)?;
+        let Some(server) = self.aws.describe_tracking_server(&req.region, &req.name).await? else {
+            return Err(EngineError::Missing(format!("tracking server {} in {}", req.name, req.region)));
+        };
+        let Some(owner) = owner_of(&server.tags).map(str::to_string) else {
+            return Err(ValidationError::unprocessable(
+                "name",
+                format!(
+                    "tracking server {} in {} was not created by InstantStart (no ownership tags); it is left alone",
+                    req.name, req.region
+                ),
+            )
+            .into());
+        };
+        let ours = role_name(&req.name);
+        let runs_with_ours = server.role_arn.as_deref().is_some_and(|arn| arn_names_role(arn, &ours));
+        let role = match runs_with_ours {
+            true => self.aws.get_role(&ours).await?.filter(|r| is_owned(&r.tags, &owner)).map(|r| r.name),
+            false => None,
+        };
+        req.found = Some(FoundTrackingServer { owner, arn: server.arn, role });
+        let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let req: DeleteTrackingServerRequest = decode(request).ok()?;
+        match key {
+            "tracking_server" => Some(Arc::new(DeleteTrackingServerStep { aws: self.aws.clone(), req })),
+            "role" => {
+                let found = req.found?;
+                Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: found.owner, name: found.role? }))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Deletes the tracking server and follows it until it is gone.
+struct DeleteTrackingServerStep {
+    aws: Arc<dyn AwsCloud>,
+    req: DeleteTrackingServerRequest,
+}
+
+impl DeleteTrackingServerStep {
+    fn reference(&self) -> ResourceRef {
+        ResourceRef {
+            kind: "mlflow-tracking-server".into(),
+            id: self.req.name.clone(),
+            arn: self.req.found.as_ref().map(|f| f.arn.clone()),
+        }
+    }
+
+    /// Ours: tagged for the owner the assessment found (any owner of ours without one).
+    fn is_ours(&self, tags: &Tags) -> bool {
+        match &self.req.found {
+            Some(found) => is_owned(tags, &found.owner),
+            None => owner_of(tags).is_some(),
+        }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for DeleteTrackingServerStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.aws.describe_tracking_server(&self.req.region, &self.req.name).await? {
+            None => Observation::Exists(self.reference()),
+            Some(s) if !self.is_ours(&s.tags) => Observation::Foreign {
+                reason: format!(
+                    "tracking server {} is not tagged as InstantStart's{}; it is left alone",
+                    self.req.name,
+                    self.req.found.as_ref().map(|f| format!(" for {}", f.owner)).unwrap_or_default()
+                ),
+            },
+            Some(s) if s.state() == ResourceState::Deleting => Observation::Exists(self.reference()),
+            Some(_) => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        match self.aws.delete_tracking_server(&self.req.region, &self.req.name).await {
+            // Gone between the observation and the call: the deletion is done.
+            Err(e) if e.kind == ProviderErrorKind::NotFound => {}
+            other => other?,
+        }
+        Ok(self.reference())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let Some(s) = self.aws.describe_tracking_server(&self.req.region, &r.id).await? else {
+            return Ok(Progress::Done(json!({ "deleted": r.id, "arn": r.arn })));
+        };
+        Ok(match s.status.as_str() {
+            "Deleting" => Progress::Waiting { detail: format!("tracking server {}: Deleting", s.name) },
+            "DeleteFailed" => Progress::Failed {
+                reason: format!(
+                    "tracking server {}: DeleteFailed: {}",
+                    s.name,
+                    s.failure_reason.as_deref().unwrap_or("SageMaker gave no reason")
+                ),
+            },
+            other => Progress::Waiting {
+                detail: format!("tracking server {}: {other}, waiting for the deletion to start", s.name),
+            },
+        })
+    }
+}
+
 /// Validation errors of the read routes' query parameters, named by field.
 pub fn run_query(experiment: Option<String>, max: Option<u32>) -> Result<RunQuery, ValidationError> {
     let mut f = Findings::new();
@@ -357,6 +576,44 @@ mod tests {
         assert_eq!(trust["Statement"][0]["Principal"]["Service"], "sagemaker.amazonaws.com");
         assert_eq!(access["Statement"][0]["Resource"], "arn:aws:s3:::demo-bucket/*");
         assert_eq!(access["Statement"][1]["Resource"], "arn:aws:s3:::demo-bucket");
+    }
+
+    #[test]
+    fn the_delete_plans_the_role_only_when_the_assessment_found_ours() {
+        let keys = |p: &Prepared| p.steps.iter().map(|s| s.key.clone()).collect::<Vec<_>>();
+        let bare = plan_delete(&json!({ "name": "team", "region": "us-east-1" })).unwrap();
+        assert_eq!((bare.target.as_str(), keys(&bare)), ("mlflow/team", vec!["tracking_server".to_string()]));
+        let arn = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team";
+        let found = json!({ "owner": "demo", "arn": arn, "role": "team-mlflow-role" });
+        let full = plan_delete(&json!({ "name": "team", "region": "us-east-1", "found": found })).unwrap();
+        assert_eq!(keys(&full), ["tracking_server", "role"]);
+        assert_eq!(full.steps[1].depends_on, ["tracking_server"], "the role outlives the server");
+        let theirs = json!({ "owner": "demo", "arn": arn });
+        let kept = plan_delete(&json!({ "name": "team", "region": "us-east-1", "found": theirs })).unwrap();
+        assert_eq!(keys(&kept), ["tracking_server"], "a caller-supplied role is kept");
+
+        let bad = json!({ "name": "-x", "region": "mars", "found": { "owner": "demo", "arn": arn, "role": "admin" } });
+        let e = match plan_delete(&bad).unwrap_err() {
+            EngineError::Validation(v) => v,
+            other => panic!("{other:?}"),
+        };
+        let fields: Vec<&str> = e.findings.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["name", "region", "found.role"]);
+        let unknown = plan_delete(&json!({ "name": "team", "region": "us-east-1", "force": true })).unwrap_err();
+        assert!(matches!(unknown, EngineError::Validation(_)), "{unknown:?}");
+    }
+
+    #[test]
+    fn ownership_and_role_arns_are_read_exactly() {
+        assert_eq!(owner_of(&ownership_tags("demo", "op-1")), Some("demo"));
+        let mut foreign = ownership_tags("demo", "op-1");
+        foreign.insert(TAG_MANAGED_BY.into(), "someone-else".into());
+        assert_eq!(owner_of(&foreign), None);
+        assert_eq!(owner_of(&Tags::new()), None);
+        assert!(arn_names_role("arn:aws:iam::123456789012:role/team-mlflow-role", "team-mlflow-role"));
+        assert!(arn_names_role("arn:aws:iam::123456789012:role/path/team-mlflow-role", "team-mlflow-role"));
+        assert!(!arn_names_role("arn:aws:iam::123456789012:role/my-team-mlflow-role", "team-mlflow-role"));
+        assert!(!arn_names_role("team-mlflow-role", "team-mlflow-role"));
     }
 
     #[test]

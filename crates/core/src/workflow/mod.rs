@@ -7,6 +7,7 @@
 //! - [`import_cluster`]: register an existing EKS (and HyperPod) cluster after checking it.
 //! - [`workloads`]: apply a rendered workload (training job, model download, endpoint) and
 //!   delete one, generic over the operation kind.
+//! - [`mlflow`]: create and delete a SageMaker managed MLflow tracking server.
 
 pub mod charts;
 pub mod create_cluster;
@@ -126,6 +127,7 @@ pub fn all_with_helm(
             store.clone(),
         )),
         std::sync::Arc::new(mlflow::CreateTrackingServerWorkflow::new(aws.clone(), store.clone())),
+        std::sync::Arc::new(mlflow::DeleteTrackingServerWorkflow::new(aws.clone())),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(
             crate::provider::NodeAction::Reboot,
             aws.clone(),

@@ -1,4 +1,5 @@
-//! Step executors and helpers shared by several workflows: ensuring or removing an EKS add-on,
+//! Step executors and helpers shared by several workflows: ensuring or removing an EKS add-on
+//! or an IAM role (a role step completes an adopted role's policies before it is done),
 //! placing instance groups into (planned) /20 compute subnets, reading a cluster's context.
 
 use crate::engine::{Observation, Progress, StepContext, StepError, StepExecutor};
@@ -178,7 +179,16 @@ pub async fn place_groups(
     Ok(Some(placements))
 }
 
-/// Ensures an IAM role of ours exists (same-named foreign roles need attention).
+/// Ensures an IAM role of ours exists with exactly the requested trust policy and holding the
+/// requested managed policies and inline policies, each with its requested document (policies
+/// it holds beyond those are left alone; same-named foreign roles need attention).
+///
+/// `observe` adopts a role carrying our ownership tags whatever it holds: a server killed
+/// between `CreateRole` and the attach/put calls that follow it leaves such a role without its
+/// permissions. So `poll` — which runs after the phase is persisted, both after `submit` and
+/// after an adoption — brings the role to the requested policies ([`poll_role`]) before it
+/// reports `Done`. A role is therefore never created twice and never reported ready without
+/// its permissions.
 pub struct EnsureRole {
     pub aws: Arc<dyn AwsCloud>,
     /// InstantStart cluster name (ownership).
@@ -187,6 +197,18 @@ pub struct EnsureRole {
     pub trust_policy: serde_json::Value,
     pub managed_policies: Vec<String>,
     pub inline_policies: Vec<(String, serde_json::Value)>,
+}
+
+impl EnsureRole {
+    fn request(&self, cx: &StepContext<'_>) -> CreateIamRole {
+        CreateIamRole {
+            name: self.name.clone(),
+            trust_policy: self.trust_policy.clone(),
+            managed_policies: self.managed_policies.clone(),
+            inline_policies: self.inline_policies.clone(),
+            tags: ownership_tags(&self.cluster, &cx.operation_id.0),
+        }
+    }
 }
 
 #[async_trait]
@@ -207,24 +229,34 @@ impl StepExecutor for EnsureRole {
     }
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let r = self
-            .aws
-            .create_role(&CreateIamRole {
-                name: self.name.clone(),
-                trust_policy: self.trust_policy.clone(),
-                managed_policies: self.managed_policies.clone(),
-                inline_policies: self.inline_policies.clone(),
-                tags: ownership_tags(&self.cluster, &cx.operation_id.0),
-            })
-            .await?;
+        let r = self.aws.create_role(&self.request(cx)).await?;
         Ok(ResourceRef { kind: "iam-role".into(), id: r.name, arn: Some(r.arn) })
     }
 
-    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        Ok(match self.aws.get_role(&r.id).await? {
-            Some(role) => Progress::Done(json!({ "role_name": role.name, "role_arn": role.arn })),
-            None => Progress::Waiting { detail: "waiting for the IAM role to become visible".into() },
-        })
+    async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let mut req = self.request(cx);
+        req.name.clone_from(&r.id);
+        poll_role(self.aws.as_ref(), &req).await
+    }
+}
+
+/// The `poll` of a role step: waits until the role is visible, then brings it to `req`'s trust
+/// policy, managed and inline policies ([`IamApi::ensure_role_policies`], idempotent) and
+/// reports it done with outputs `role_name` and `role_arn`. It runs after a fresh create as
+/// after an adoption, so a role adopted from an attempt interrupted between `CreateRole` and its
+/// policies is completed here rather than created again.
+pub async fn poll_role(aws: &dyn AwsCloud, req: &CreateIamRole) -> Result<Progress, StepError> {
+    let Some(role) = aws.get_role(&req.name).await? else {
+        // IAM is eventually consistent: a new role may not be visible yet.
+        return Ok(Progress::Waiting { detail: "waiting for the IAM role to become visible".into() });
+    };
+    match aws.ensure_role_policies(req).await {
+        Ok(()) => Ok(Progress::Done(json!({ "role_name": role.name, "role_arn": role.arn }))),
+        // Visible to GetRole but not yet to the policy calls (eventual consistency): try again.
+        Err(e) if e.kind == ProviderErrorKind::NotFound => {
+            Ok(Progress::Waiting { detail: format!("waiting for IAM role {} to accept its policies", req.name) })
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

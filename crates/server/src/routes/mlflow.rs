@@ -1,16 +1,18 @@
 //! Training history: SageMaker managed MLflow tracking servers, their runs and metric histories.
 //!
 //! Reads go straight to the provider (`MlflowTracking`, part of `AwsCloud`); creating a server
-//! is the durable `create_tracking_server` operation. Servers are regional: `?region=` (default:
-//! the server's default region) picks the region, and a create request without `cluster` or
-//! `region` gets the default region.
+//! is the durable `create_tracking_server` operation and deleting one `delete_tracking_server`
+//! (the server, then the IAM role InstantStart created for it; an unknown server is `404`, one
+//! InstantStart did not create `422`). Servers are regional: `?region=` (default: the server's
+//! default region) picks the region, and a create request without `cluster` or `region` gets the
+//! default region.
 
 use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
-use aide::axum::routing::get_with;
+use aide::axum::routing::{delete_with, get_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
@@ -18,7 +20,9 @@ use instantstart_core::Finding;
 use instantstart_core::operation::OperationKind;
 use instantstart_core::provider::{MlflowRun, ResourceState, RunMetrics, TrackingServer, tracking_server_name};
 use instantstart_core::validate::{ValidationError, ValidationKind};
-use instantstart_core::workflow::mlflow::{CreateTrackingServerRequest, metric_keys, run_query};
+use instantstart_core::workflow::mlflow::{
+    CreateTrackingServerRequest, DeleteTrackingServerRequest, metric_keys, run_query,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -42,6 +46,17 @@ pub struct RunPath {
     pub name: String,
     /// MLflow run id.
     pub run_id: String,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteServerQuery {
+    /// Return the plan without changing anything.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// AWS region of the tracking server (default: the server's default region).
+    #[serde(default)]
+    pub region: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -86,6 +101,18 @@ pub fn routes() -> ApiRouter<AppState> {
                         .tag("mlflow"),
                 )
                 // The cluster whose bucket holds the artifacts is not registered.
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/mlflow/servers/{name}",
+            delete_with(delete, |op| {
+                mutation(
+                    op.id("mlflow_delete_server")
+                        .summary("Delete a tracking server (it bills while it exists), then the IAM role InstantStart created for it; only servers InstantStart created")
+                        .tag("mlflow"),
+                )
+                // No tracking server of that name in the region (a 422 when it is not InstantStart's).
                 .response::<404, ProblemJson>()
             }),
         )
@@ -169,6 +196,19 @@ async fn create(
         raw["region"] = serde_json::Value::String(state.default_region.clone());
     }
     submit(&state, OperationKind::CreateTrackingServer, raw, &principal, q.dry_run, key).await
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<ServerPath>,
+    ApiQuery(q): ApiQuery<DeleteServerQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+) -> Result<Response, ApiError> {
+    let region = q.region.unwrap_or_else(|| state.default_region.clone());
+    let request = serde_json::to_value(DeleteTrackingServerRequest { name: p.name, region, found: None })
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    submit(&state, OperationKind::DeleteTrackingServer, request, &principal, q.dry_run, key).await
 }
 
 async fn runs(
