@@ -870,7 +870,7 @@ fn job_logs_follow_survives_a_server_restart_without_doubling_or_losing_lines() 
         rest.split(' ').next()?.parse().ok()
     };
     let mut lines = Vec::new();
-    let mut read_until = |lines: &mut Vec<String>, k: u64| loop {
+    let read_until = |lines: &mut Vec<String>, k: u64| loop {
         let line = rx.recv_timeout(Duration::from_secs(30)).expect("the follower stopped printing");
         let done = numbered(&line).is_some_and(|n| n >= k);
         lines.push(line);
