@@ -46,6 +46,21 @@ impl TestServer {
         c
     }
 
+    /// The CLI started in the background with piped stdout/stderr (for streams read while
+    /// they run).
+    fn spawn(&self, args: &[&str]) -> std::process::Child {
+        std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
+            .args(args)
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path())
+            .env("INSTANTSTART_URL", &self.url)
+            .env("INSTANTSTART_TOKEN", TOKEN)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// Creates cluster `name` (workers: 2 × ml.g5.2xlarge in us-east-1a) and waits for it.
     fn ready(&self, name: &str) {
         self.cli().args(create_args(name)).arg("--wait").assert().success();
@@ -783,16 +798,7 @@ fn training_jobs_dry_run_submit_logs_and_delete() {
     assert_eq!(last["end"], true, "{events}");
 
     // `| head -1`: the reader goes away; the CLI exits quietly instead of panicking.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
-        .args(["job", "logs", "-f", "train"])
-        .env("HOME", s.home.path())
-        .env("XDG_CONFIG_HOME", s.home.path())
-        .env("INSTANTSTART_URL", &s.url)
-        .env("INSTANTSTART_TOKEN", TOKEN)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = s.spawn(&["job", "logs", "-f", "train"]);
     let mut first = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
     assert!(!first.is_empty());
@@ -845,16 +851,7 @@ fn job_logs_follow_survives_a_server_restart_without_doubling_or_losing_lines() 
     std::fs::write(&spec, request.to_string()).unwrap();
     s.cli().args(["job", "submit", "-f"]).arg(&spec).arg("--wait").assert().success();
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
-        .args(["job", "logs", "-f", "chatty", "--tail", "0"])
-        .env("HOME", s.home.path())
-        .env("XDG_CONFIG_HOME", s.home.path())
-        .env("INSTANTSTART_URL", &s.url)
-        .env("INSTANTSTART_TOKEN", TOKEN)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = s.spawn(&["job", "logs", "-f", "chatty", "--tail", "0"]);
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
