@@ -390,10 +390,19 @@ def test_import_and_delete_with_typed_confirmation(ui, server):
     _, active = server.api("GET", "/api/active-cluster")
     assert active == {"name": "delta-imported"}
 
+    # A tracking server created for delta: the delete plan removes it unless it is kept.
+    status, body = server.api("POST", "/api/mlflow/servers", {"name": "delta-history", "cluster": "delta"})
+    assert status == 202, body
+    assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+    server_step = "Delete MLflow tracking server delta-history"
+    plan_text = lambda: " ".join(li.text for li in dialog.find_elements(By.CSS_SELECTOR, ".plan-mini li"))
+
     # Delete delta: the confirm button stays disabled until the name is typed.
     ui.click(ui.css('tr[data-cluster="delta"] button[aria-label^="Delete"]'))
     dialog = ui.wait_css("dialog[open]")
-    ui.wait(lambda: dialog.find_elements(By.CSS_SELECTOR, ".plan-mini li"), 10, "delete plan shown")
+    ui.wait(lambda: server_step in plan_text(), 10, "delete plan shown with the tracking server")
+    ui.click(dialog.find_element(By.CSS_SELECTOR, "#del-keep-servers"))
+    ui.wait(lambda: plan_text() and server_step not in plan_text(), 10, "plan without the kept tracking server")
     confirm = dialog.find_element(By.CSS_SELECTOR, "button[type=submit]")
     assert not confirm.is_enabled()
     typed = dialog.find_element(By.CSS_SELECTOR, '[data-field="confirm"]')
@@ -408,6 +417,9 @@ def test_import_and_delete_with_typed_confirmation(ui, server):
     wait_all_green(ui)
     _, op = server.api("GET", f"/api/operations/{current_op_id(ui)}")
     assert op["kind"] == "delete_cluster" and op["request"]["delete_bucket"] is True
+    assert op["request"]["keep_tracking_servers"] is True and "tracking_servers" not in op["request"], op["request"]
+    status, servers = server.api("GET", "/api/mlflow/servers")
+    assert "delta-history" in {s["name"] for s in servers}, "a kept tracking server outlives its cluster"
     ui.go("#/clusters")
     ui.wait(lambda: ui.all('tr[data-cluster="delta-imported"]') and not ui.all('tr[data-cluster="delta"]'), 10, "delta gone")
 

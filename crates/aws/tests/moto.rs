@@ -855,8 +855,11 @@ async fn create_and_delete_pipeline_through_the_engine() {
 // boundary (`src/sdk_tests.rs`) and the MLflow REST client against a real `mlflow server` below.
 #[async_trait]
 impl MlflowTracking for MotoCloud {
-    async fn list_tracking_servers(&self, region: &str) -> Result<Vec<TrackingServer>> {
-        self.real.list_tracking_servers(region).await
+    /// No tracking server can exist in moto's account (CreateMlflowTrackingServer is one of the
+    /// calls it lacks; ListMlflowTrackingServers answers 500): the delete-cluster assessment of
+    /// the pipeline test finds none.
+    async fn list_tracking_servers(&self, _region: &str) -> Result<Vec<TrackingServer>> {
+        Ok(vec![])
     }
     async fn describe_tracking_server(&self, region: &str, name: &str) -> Result<Option<TrackingServer>> {
         self.real.describe_tracking_server(region, name).await

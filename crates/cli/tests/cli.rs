@@ -1041,4 +1041,15 @@ fn mlflow_servers_runs_and_metrics_of_a_job_that_reports() {
         .stdout(predicate::str::contains("succeeded").and(predicate::str::contains("delete_tracking_server")));
     assert_eq!(s.json(&["mlflow", "servers"]), serde_json::json!([]));
     s.cli().args(["mlflow", "rm", "team", "--yes"]).assert().code(2).stderr(predicate::str::contains("not found"));
+
+    // A cluster's tracking servers go with it, unless --keep-tracking-servers.
+    s.cli().args(["mlflow", "create", "kept", "--cluster", "demo", "--wait"]).assert().success();
+    let plan = stdout(s.cli().args(["cluster", "delete", "demo", "--dry-run"]));
+    assert!(plan.contains("mlflow:kept") && plan.contains("mlflow_role:kept"), "{plan}");
+    let plan = stdout(s.cli().args(["cluster", "delete", "demo", "--keep-tracking-servers", "--dry-run"]));
+    assert!(!plan.contains("mlflow") && plan.contains("eks_cluster"), "{plan}");
+    s.cli().args(["cluster", "delete", "demo", "--keep-tracking-servers", "--yes", "--wait"]).assert().success();
+    assert_eq!(s.json(&["cluster", "list"]), serde_json::json!([]));
+    let servers = s.json(&["mlflow", "servers"]);
+    assert_eq!(servers[0]["name"], "kept", "kept with --keep-tracking-servers: {servers}");
 }

@@ -64,6 +64,15 @@ pub struct MutationOptions {
     pub idempotency_key: Option<String>,
 }
 
+/// What a cluster deletion also removes or keeps (`DELETE /api/clusters/{name}` query).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteClusterOptions {
+    /// Also delete the shared bucket if InstantStart created it (only when empty).
+    pub delete_bucket: bool,
+    /// Keep the MLflow tracking servers created for the cluster (default: deleted with it).
+    pub keep_tracking_servers: bool,
+}
+
 impl MutationOptions {
     /// Options with a fresh random idempotency key.
     pub fn with_fresh_key() -> Self {
@@ -438,16 +447,19 @@ impl Client {
         self.submit(Call::new(Method::POST, &["api", "clusters", "import"]).body(request).mutation(opts)).await
     }
 
-    /// `DELETE /api/clusters/{name}`: the reverse pipeline (imported clusters are only
-    /// forgotten); `delete_bucket` also deletes the shared bucket if InstantStart created it.
+    /// `DELETE /api/clusters/{name}`: the reverse pipeline, with the MLflow tracking servers
+    /// created for the cluster unless `what.keep_tracking_servers` (imported clusters are only
+    /// forgotten); `what.delete_bucket` also deletes the shared bucket if InstantStart created it.
     pub async fn delete_cluster(
         &self,
         name: &str,
-        delete_bucket: bool,
+        what: DeleteClusterOptions,
         opts: &MutationOptions,
     ) -> Result<Submitted, Error> {
         let path = ["api", "clusters", name];
-        let call = Call::new(Method::DELETE, &path).query("delete_bucket", delete_bucket.then_some("true"));
+        let call = Call::new(Method::DELETE, &path)
+            .query("delete_bucket", what.delete_bucket.then_some("true"))
+            .query("keep_tracking_servers", what.keep_tracking_servers.then_some("true"));
         self.submit(call.mutation(opts)).await
     }
 

@@ -158,6 +158,12 @@ pub struct ClusterDeleteArgs {
     /// false: keep the data). Only set this when the user explicitly asked for it.
     #[serde(default)]
     pub delete_bucket: bool,
+    /// Keep the SageMaker managed MLflow tracking servers created for the cluster (default
+    /// false: they are deleted with it, with their runs and the IAM role InstantStart created
+    /// for each; their artifacts stay in the bucket). Set it when the user wants to keep the
+    /// training history.
+    #[serde(default)]
+    pub keep_tracking_servers: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }

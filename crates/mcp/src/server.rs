@@ -25,7 +25,7 @@
 
 use crate::args::*;
 use crate::render::{self, failure, ok, ok_serialize};
-use instantstart_client::{Client, FollowOptions, MutationOptions, OperationQuery};
+use instantstart_client::{Client, DeleteClusterOptions, FollowOptions, MutationOptions, OperationQuery};
 use instantstart_core::operation::Operation;
 use instantstart_core::provider::NodeAction;
 use rmcp::handler::server::wrapper::Parameters;
@@ -262,9 +262,10 @@ impl InstantStartMcp {
     #[tool(
         name = "cluster_delete",
         description = "Delete a cluster: HyperPod cluster, EKS cluster, subnets, roles and network, in reverse \
-                       order, only what InstantStart created (imported clusters are only forgotten). The shared \
-                       bucket is kept unless delete_bucket is true. Destructive: confirm with the user first and \
-                       show the dry_run plan. Returns the operation id: call operation_wait with it until the \
+                       order, only what InstantStart created (imported clusters are only forgotten), and the MLflow \
+                       tracking servers created for it (with their runs) unless keep_tracking_servers is true. The \
+                       shared bucket is kept unless delete_bucket is true. Destructive: confirm with the user first \
+                       and show the dry_run plan. Returns the operation id: call operation_wait with it until the \
                        status is terminal.",
         annotations(
             title = "Delete a cluster",
@@ -275,7 +276,9 @@ impl InstantStartMcp {
         )
     )]
     async fn cluster_delete(&self, Parameters(a): Parameters<ClusterDeleteArgs>) -> CallToolResult {
-        match self.client.delete_cluster(&a.name, a.delete_bucket, &mutation_options(&a.mutation)).await {
+        let what =
+            DeleteClusterOptions { delete_bucket: a.delete_bucket, keep_tracking_servers: a.keep_tracking_servers };
+        match self.client.delete_cluster(&a.name, what, &mutation_options(&a.mutation)).await {
             Ok(s) => render::submitted(&s),
             Err(e) => failure(&e),
         }

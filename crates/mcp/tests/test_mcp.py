@@ -378,6 +378,9 @@ def test_replaying_a_mutation_with_the_same_idempotency_key_returns_the_same_ope
         # Deleting: the plan, then the operation, followed to the end.
         err, plan = await call(s, "cluster_delete", {"name": "replayed", "dry_run": True})
         assert not err and plan["dry_run"] is True and plan["steps"]
+        assert plan["request"]["keep_tracking_servers"] is False, plan["request"]
+        err, kept = await call(s, "cluster_delete", {"name": "replayed", "dry_run": True, "keep_tracking_servers": True})
+        assert not err and kept["request"]["keep_tracking_servers"] is True, kept
         err, sub = await call(s, "cluster_delete", {"name": "replayed", "idempotency_key": "agent-delete-1"})
         assert not err and sub["status_tool"] == "operation_wait"
         err, again = await call(s, "cluster_delete", {"name": "replayed", "idempotency_key": "agent-delete-1"})

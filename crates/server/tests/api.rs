@@ -1102,6 +1102,30 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
     let r = app.get("/api/mlflow/servers/team/runs?experiment=nope").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+
+    // The server goes with its cluster: the delete's dry run lists it (and the role made for
+    // it) unless it is kept; nothing is called.
+    let step_keys = |body: &Value| -> Vec<String> {
+        body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap().to_string()).collect()
+    };
+    let mlflow_keys =
+        |body: &Value| -> Vec<String> { step_keys(body).into_iter().filter(|k| k.starts_with("mlflow")).collect() };
+    let dry = app.send(Method::DELETE, "/api/clusters/demo?dry_run=true", None, &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    assert_eq!(mlflow_keys(&dry.body), ["mlflow:team", "mlflow_role:team"]);
+    assert_eq!(dry.body["request"]["tracking_servers"][0]["arn"], arn.as_str());
+    let unregister = dry.body["steps"].as_array().unwrap().iter().find(|s| s["key"] == "unregister").unwrap();
+    assert!(unregister["depends_on"].as_array().unwrap().iter().any(|d| d == "mlflow_role:team"), "{unregister:#}");
+    let kept = app.send(Method::DELETE, "/api/clusters/demo?dry_run=true&keep_tracking_servers=true", None, &[]).await;
+    assert_eq!(kept.status, StatusCode::OK, "{:#}", kept.body);
+    assert_eq!(mlflow_keys(&kept.body), Vec::<String>::new());
+    assert_eq!(kept.body["request"]["keep_tracking_servers"], true);
+    let stats = app.state.sim.as_ref().unwrap().stats();
+    assert_eq!(stats.get("sagemaker:DeleteMlflowTrackingServer"), None, "{stats:?}");
+    let done = run(&app, Method::DELETE, "/api/clusters/demo", None).await;
+    let keys = step_keys(&done);
+    assert!(keys.contains(&"mlflow:team".to_string()), "{keys:?}");
+    assert_eq!(app.get(servers).await.body, json!([]), "deleted with its cluster");
 }
 
 #[tokio::test]

@@ -4,11 +4,16 @@
 //! `needs_attention`), `DeleteFailed` fails the step with its reason, and neither a lost response
 //! nor a crash mid-deletion makes the engine call DeleteMlflowTrackingServer twice (checked with
 //! the sim's per-API call counters).
+//!
+//! Deleting a cluster deletes the tracking servers created for it (and the roles InstantStart
+//! made for them) beside the EKS teardown — and only those: another cluster's, one created
+//! without a cluster (even when it is named like the cluster) and a caller-supplied role stay;
+//! `keep_tracking_servers` keeps them all; a restart mid-delete only polls.
 
 use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{
-    CreateIamRole, CreateTrackingServer, IamApi, MlflowTracking, Tags, TrackingServerSize,
+    CreateIamRole, CreateTrackingServer, EksApi, IamApi, MlflowTracking, Tags, TrackingServerSize,
 };
 use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
@@ -261,4 +266,163 @@ async fn a_restart_mid_deletion_resumes_by_observing_and_never_deletes_twice() {
     let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     assert_eq!(b.sim.calls(DELETE), 1, "a server that is gone is not deleted again");
+}
+
+fn cluster_request(name: &str) -> Value {
+    json!({ "name": name, "region": REGION, "availability_zones": ["us-east-1a", "us-east-1b"] })
+}
+
+fn for_cluster(name: &str, cluster: &str) -> Value {
+    json!({ "name": name, "cluster": cluster })
+}
+
+fn delete_cluster(name: &str) -> Value {
+    json!({ "name": name })
+}
+
+/// Creates `requests` (each kind with its request) one after the other, each to success.
+async fn create_all(b: &Bed, requests: &[(OperationKind, Value)]) {
+    for (kind, req) in requests {
+        let op = run(b, *kind, req).await;
+        assert_eq!(op.status, OperationStatus::Succeeded, "{kind:?} {req}: {op:#?}");
+    }
+}
+
+async fn exists(b: &Bed, server: &str) -> bool {
+    b.sim.describe_tracking_server(REGION, server).await.unwrap().is_some()
+}
+
+async fn role_exists(b: &Bed, role: &str) -> bool {
+    b.sim.get_role(role).await.unwrap().is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_cluster_deletes_the_tracking_servers_created_for_it_and_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let byo_role = foreign_role(&b.sim, "byo-mlflow-role").await;
+    let mut byo = for_cluster("byo", "demo");
+    byo["role_arn"] = json!(byo_role);
+    create_all(
+        &b,
+        &[
+            (OperationKind::CreateCluster, cluster_request("demo")),
+            (OperationKind::CreateCluster, cluster_request("other")),
+            (OperationKind::CreateTrackingServer, for_cluster("team", "demo")),
+            (OperationKind::CreateTrackingServer, byo),
+            (OperationKind::CreateTrackingServer, for_cluster("other-team", "other")),
+            // Created without a cluster, and named like one: tagged with its own name, "demo".
+            (OperationKind::CreateTrackingServer, create_request("demo")),
+        ],
+    )
+    .await;
+    let standalone = b.sim.describe_tracking_server(REGION, "demo").await.unwrap().unwrap();
+    assert_eq!(standalone.tags.get("instantstart:cluster").map(String::as_str), Some("demo"), "the trap is set");
+
+    // The dry run lists one step per server of the cluster (a role step only for our role).
+    let dry = b.engine.dry_run_checked(OperationKind::DeleteCluster, &delete_cluster("demo")).await.unwrap();
+    let planned: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
+    let mlflow_steps: Vec<&str> = planned.iter().copied().filter(|k| k.starts_with("mlflow")).collect();
+    assert_eq!(mlflow_steps, ["mlflow:byo", "mlflow:team", "mlflow_role:team"], "{planned:?}");
+    let found = &dry.prepared.request["tracking_servers"];
+    assert_eq!(found.as_array().unwrap().len(), 2, "{found:#}");
+    assert_eq!(found[1]["role"], "team-mlflow-role");
+    assert_eq!(found[0].get("role"), None, "the caller-supplied role is not ours to delete");
+    let kept = json!({ "name": "demo", "keep_tracking_servers": true });
+    let dry_kept = b.engine.dry_run_checked(OperationKind::DeleteCluster, &kept).await.unwrap();
+    assert!(dry_kept.prepared.steps.iter().all(|s| !s.key.starts_with("mlflow")), "{:#?}", dry_kept.prepared.steps);
+    assert_eq!(b.sim.calls(DELETE), 0, "dry runs call nothing");
+
+    let op = run(&b, OperationKind::DeleteCluster, &delete_cluster("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls(DELETE), 2, "one DeleteMlflowTrackingServer per server of the cluster");
+    assert!(!exists(&b, "team").await && !exists(&b, "byo").await);
+    assert!(!role_exists(&b, "team-mlflow-role").await);
+    assert!(role_exists(&b, "byo-mlflow-role").await, "the caller's role stays");
+    assert!(exists(&b, "other-team").await && role_exists(&b, "other-team-mlflow-role").await, "another cluster's");
+    assert!(exists(&b, "demo").await && role_exists(&b, "demo-mlflow-role").await, "created without a cluster");
+    assert!(b.sim.describe_eks_cluster(REGION, "demo").await.unwrap().is_none());
+    // Beside the teardown: the server's deletion started before the control plane was gone,
+    // and the cluster was forgotten only after the servers.
+    let server = op.step("mlflow:team").unwrap();
+    let eks = op.step("eks_cluster").unwrap();
+    assert!(server.started_at.unwrap() < eks.finished_at.unwrap(), "{server:#?} {eks:#?}");
+    let role = op.step("mlflow_role:team").unwrap();
+    assert!(role.started_at >= server.finished_at, "the role goes after its server");
+    assert!(op.step("unregister").unwrap().started_at >= role.finished_at);
+    assert_eq!(server.outputs["deleted"], "team");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_tracking_servers_outlive_their_cluster_and_can_be_deleted_alone_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    create_all(
+        &b,
+        &[
+            (OperationKind::CreateCluster, cluster_request("demo")),
+            (OperationKind::CreateTrackingServer, for_cluster("team", "demo")),
+        ],
+    )
+    .await;
+    let op = run(&b, OperationKind::DeleteCluster, &json!({ "name": "demo", "keep_tracking_servers": true })).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert!(op.steps.iter().all(|s| !s.key.starts_with("mlflow")), "{op:#?}");
+    assert_eq!((op.request["keep_tracking_servers"].as_bool(), op.request.get("tracking_servers")), (Some(true), None));
+    assert!(b.sim.describe_eks_cluster(REGION, "demo").await.unwrap().is_none(), "the cluster is gone");
+    assert!(exists(&b, "team").await && role_exists(&b, "team-mlflow-role").await, "the server is kept");
+    assert_eq!(b.sim.calls(DELETE), 0);
+
+    // Still ours (tagged for the deleted cluster): delete-tracking-server removes it on its own.
+    let deleted = run(&b, OperationKind::DeleteTrackingServer, &delete_request("team")).await;
+    assert_eq!(deleted.status, OperationStatus::Succeeded, "{deleted:#?}");
+    assert_eq!(deleted.request["found"]["owner"], "demo");
+    assert!(!exists(&b, "team").await && !role_exists(&b, "team-mlflow-role").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_cluster_delete_never_deletes_a_tracking_server_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let b = bed(dir.path(), 400.0);
+        create_all(
+            &b,
+            &[
+                (OperationKind::CreateCluster, cluster_request("demo")),
+                (OperationKind::CreateTrackingServer, for_cluster("team", "demo")),
+            ],
+        )
+        .await;
+        let Outcome::Submitted(s) =
+            b.engine.submit_checked(OperationKind::DeleteCluster, &delete_cluster("demo"), user(), None).await.unwrap()
+        else {
+            panic!("no operation");
+        };
+        // While the delete runs, the cluster takes no new server (it would outlive the cluster).
+        let late_request = for_cluster("late", "demo");
+        let late = b.engine.submit_checked(OperationKind::CreateTrackingServer, &late_request, user(), None).await;
+        assert!(matches!(&late, Err(EngineError::InvalidState(m)) if m.contains("being deleted")), "{late:?}");
+        // Wait until the server's deletion is being polled, then "crash".
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            if op.step("mlflow:team").unwrap().phase == StepPhase::Polling {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "mlflow:team never reached polling: {op:#?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        b.engine.abort_all();
+        assert_eq!(b.sim.calls(DELETE), 1);
+        s.operation.id
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir.path(), 400.0);
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls(DELETE), 1, "the resumed step only polled");
+    assert_eq!(op.step("mlflow:team").unwrap().attempts, 1);
+    assert!(!exists(&b, "team").await && !role_exists(&b, "team-mlflow-role").await);
+    assert!(b.sim.describe_eks_cluster(REGION, "demo").await.unwrap().is_none());
 }

@@ -9,6 +9,7 @@ use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
 use crate::output::{self, Output, Table, fields, s};
 use clap::{Args, Subcommand};
+use instantstart_client::DeleteClusterOptions;
 use instantstart_core::spec::{CapacitySpec, ClusterCreateRequest, InstanceGroupSpec};
 use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
@@ -102,9 +103,14 @@ pub struct ImportArgs {
 pub struct DeleteArgs {
     /// Cluster name.
     pub name: String,
-    /// Also delete the shared S3 bucket if InstantStart created it (default: keep the data).
+    /// Also delete the shared S3 bucket if InstantStart created it (default: keep the data; an
+    /// S3 bucket holding objects is never deleted).
     #[arg(long)]
     pub delete_bucket: bool,
+    /// Keep the MLflow tracking servers created for the cluster (default: they are deleted with
+    /// it, with the IAM role InstantStart created for each; their artifacts stay in the bucket).
+    #[arg(long)]
+    pub keep_tracking_servers: bool,
     /// Do not ask for confirmation.
     #[arg(short = 'y', long)]
     pub yes: bool,
@@ -287,7 +293,9 @@ async fn delete(g: &Globals, args: DeleteArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Usage);
     }
     let client = g.client()?;
-    let submitted = client.delete_cluster(&args.name, args.delete_bucket, &args.mutation.options()).await?;
+    let what =
+        DeleteClusterOptions { delete_bucket: args.delete_bucket, keep_tracking_servers: args.keep_tracking_servers };
+    let submitted = client.delete_cluster(&args.name, what, &args.mutation.options()).await?;
     mutation::finish(g, &client, submitted, args.mutation.wait).await
 }
 

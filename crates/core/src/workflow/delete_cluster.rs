@@ -2,20 +2,40 @@
 //!
 //! Only resources carrying our ownership tags are deleted; a same-named resource that is not
 //! ours stops the step with `needs_attention`. An imported cluster is only forgotten: nothing
-//! InstantStart did not create is ever deleted. The shared bucket is kept unless the request
-//! asks for `delete_bucket` (it holds the user's data).
+//! in AWS is deleted, not even the tracking servers InstantStart created for it. The shared
+//! bucket is kept unless the request asks for `delete_bucket` (it holds the user's data, and
+//! only an empty bucket is ever deleted).
+//!
+//! The SageMaker managed MLflow tracking servers created for the cluster
+//! (`create_tracking_server` with `cluster`) go with it unless `keep_tracking_servers`: a server
+//! bills while it exists. Before anything is recorded the assessment lists the servers of the
+//! cluster's region (`MlflowTracking::list_tracking_servers`) and records, in the request, those
+//! whose ownership tags name the cluster (read as delete-tracking-server reads them) — a server
+//! named like the cluster counts only when the operation that created it (its
+//! `instantstart:operation` tag) asked for this cluster, since a server created without a
+//! cluster is tagged with its own name. Each gets a `mlflow:<server>` step
+//! (DeleteMlflowTrackingServer, polled until the server is gone) and, when it runs with the
+//! `<server>-mlflow-role` InstantStart created and that role is tagged for the cluster, a
+//! `mlflow_role:<server>` step after it — the executors of `workflow::mlflow`. They depend on
+//! nothing of the EKS/HyperPod teardown and run beside it; the bucket and `unregister` wait for
+//! them. A request recorded without the assessment (`Engine::submit`) deletes only the servers
+//! it lists, each still checked against its tags when its step observes.
 //!
 //! For deletions, an executor's `observe` answers "is the deletion already done or under
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
+use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
+use super::steps::RemoveRole;
 use super::{cluster_target, decode};
-use crate::engine::{EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow};
+use crate::engine::{
+    Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
 use crate::names::DerivedNames;
-use crate::operation::{OperationKind, ResourceRef, StepSpec};
+use crate::operation::{OperationId, OperationKind, ResourceRef, StepSpec};
 use crate::provider::*;
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
-use crate::validate::{Finding, ValidationError, ValidationKind};
+use crate::validate::Findings;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,10 +47,41 @@ use std::sync::Arc;
 #[serde(deny_unknown_fields)]
 pub struct DeleteClusterRequest {
     pub name: String,
-    /// Also delete the shared S3 bucket if InstantStart created it (default: keep the data).
+    /// Also delete the shared S3 bucket if InstantStart created it (default: keep the data). The
+    /// bucket goes only when empty (InstantStart never deletes objects, MLflow artifacts
+    /// included) and after the cluster's tracking servers.
     #[serde(default)]
     pub delete_bucket: bool,
+    /// Keep the SageMaker managed MLflow tracking servers created for this cluster (default:
+    /// false: each is deleted with the cluster — a server bills while it exists — with its runs,
+    /// and the `<server>-mlflow-role` InstantStart created for it). Their artifacts live in the
+    /// shared bucket, which is kept unless `delete_bucket`. An imported cluster's servers are
+    /// always kept (it is only forgotten).
+    #[serde(default)]
+    pub keep_tracking_servers: bool,
+    /// The cluster's tracking servers as the assessment found them in AWS before the operation
+    /// was recorded; whatever a caller sends here is replaced by the real state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tracking_servers: Vec<ClusterTrackingServer>,
 }
+
+/// A tracking server created for the cluster, found before the deletion was recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterTrackingServer {
+    pub name: String,
+    pub arn: String,
+    /// `<name>-mlflow-role`, when InstantStart created it for the server (tagged for the
+    /// cluster); deleted after the server. `None` for a caller-supplied role, which is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+/// Step key prefix of a tracking server's deletion: `mlflow:<server>`.
+pub const MLFLOW_STEP_PREFIX: &str = "mlflow:";
+/// Step key prefix of the deletion of the role InstantStart created for a tracking server:
+/// `mlflow_role:<server>`.
+pub const MLFLOW_ROLE_STEP_PREFIX: &str = "mlflow_role:";
 
 /// The delete-cluster workflow.
 pub struct DeleteClusterWorkflow {
@@ -62,7 +113,12 @@ fn step(key: &str, title: String, deps: &[&str], secs: u64) -> StepSpec {
     }
 }
 
-fn plan_steps_with(rec: &ClusterRecord, delete_bucket: bool, charts: &[PinnedChart]) -> Vec<StepSpec> {
+fn plan_steps_with(
+    rec: &ClusterRecord,
+    delete_bucket: bool,
+    charts: &[PinnedChart],
+    servers: &[ClusterTrackingServer],
+) -> Vec<StepSpec> {
     let names = DerivedNames::for_cluster(&rec.name);
     if rec.source == ClusterSource::Imported {
         return vec![step(
@@ -73,6 +129,30 @@ fn plan_steps_with(rec: &ClusterRecord, delete_bucket: bool, charts: &[PinnedCha
         )];
     }
     let mut steps = vec![step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5)];
+    // The tracking servers need nothing of the EKS/HyperPod teardown: they run beside it.
+    let mut server_keys = Vec::new();
+    let mut mlflow_keys = Vec::new();
+    for s in servers {
+        let key = format!("{MLFLOW_STEP_PREFIX}{}", s.name);
+        steps.push(step(
+            &key,
+            format!("Delete MLflow tracking server {} (created for the cluster; its runs go with it)", s.name),
+            &[],
+            mlflow::DELETE_SECS,
+        ));
+        server_keys.push(key.clone());
+        mlflow_keys.push(key.clone());
+        if let Some(role) = &s.role {
+            let role_key = format!("{MLFLOW_ROLE_STEP_PREFIX}{}", s.name);
+            steps.push(step(
+                &role_key,
+                format!("Delete IAM role {role} (InstantStart created it for tracking server {})", s.name),
+                &[key.as_str()],
+                5,
+            ));
+            mlflow_keys.push(role_key);
+        }
+    }
     // Charts needed only by a HyperPod cluster exist only with one, and go after it.
     let charts: Vec<&PinnedChart> =
         charts.iter().filter(|c| !c.before_hyperpod || rec.hyperpod_cluster.is_some()).collect();
@@ -120,16 +200,70 @@ fn plan_steps_with(rec: &ClusterRecord, delete_bucket: bool, charts: &[PinnedCha
     if delete_bucket {
         let deps: &[&str] =
             if rec.hyperpod_cluster.is_some() { &["storage", "hyperpod_cluster"] } else { &["storage"] };
-        steps.push(step(
+        let mut bucket = step(
             "bucket",
             format!("Delete S3 bucket {} (only if InstantStart created it)", rec.bucket.clone().unwrap_or_default()),
             deps,
             10,
-        ));
+        );
+        // A tracking server writes its artifacts into the bucket until it is gone.
+        bucket.depends_on.extend(server_keys);
+        steps.push(bucket);
         unregister_deps.push("bucket");
     }
-    steps.push(step("unregister", format!("Forget cluster {}", rec.name), &unregister_deps, 1));
+    let mut unregister = step("unregister", format!("Forget cluster {}", rec.name), &unregister_deps, 1);
+    unregister.depends_on.extend(mlflow_keys);
+    steps.push(unregister);
     steps
+}
+
+/// Whether tracking server `s` was created for cluster `rec`: ours (managed-by) and tagged with
+/// the cluster's name. A server created without a cluster is tagged with its own name, so one
+/// named like the cluster counts only when the operation that created it asked for the cluster.
+fn serves_cluster(store: &dyn Store, rec: &ClusterRecord, s: &TrackingServer) -> Result<bool, EngineError> {
+    if mlflow::owner_of(&s.tags) != Some(rec.name.as_str()) {
+        return Ok(false);
+    }
+    if s.name != rec.name {
+        return Ok(true);
+    }
+    let Some(op) = s.tags.get(TAG_OPERATION) else { return Ok(false) };
+    Ok(store.get_operation(&OperationId(op.clone()))?.is_some_and(|op| {
+        op.kind == OperationKind::CreateTrackingServer
+            && op.request.get("cluster").and_then(Value::as_str) == Some(rec.name.as_str())
+    }))
+}
+
+/// The findings of a request's recorded tracking servers (what the assessment found, or what an
+/// unchecked caller sent): valid names, only the role InstantStart creates, none twice, none
+/// when they are kept or the cluster is imported.
+fn check_servers(req: &DeleteClusterRequest, rec: &ClusterRecord, f: &mut Findings) {
+    if req.tracking_servers.is_empty() {
+        return;
+    }
+    if req.keep_tracking_servers {
+        f.push("tracking_servers", "must be empty with keep_tracking_servers");
+    }
+    if rec.source == ClusterSource::Imported {
+        f.push_unprocessable("tracking_servers", "an imported cluster is only forgotten; its tracking servers stay");
+    }
+    for (i, s) in req.tracking_servers.iter().enumerate() {
+        f.at_index("tracking_servers", i, |f| {
+            if let Err(e) = tracking_server_name(&s.name) {
+                f.push("name", e);
+            } else if req.tracking_servers[..i].iter().any(|p| p.name == s.name) {
+                f.push("name", format!("{} is listed twice", s.name));
+            }
+            if let Some(role) = &s.role
+                && role != &mlflow::role_name(&s.name)
+            {
+                f.push(
+                    "role",
+                    format!("only {}, the role InstantStart creates for the server", mlflow::role_name(&s.name)),
+                );
+            }
+        });
+    }
 }
 
 #[async_trait]
@@ -143,20 +277,37 @@ impl Workflow for DeleteClusterWorkflow {
         let Some(rec) = self.store.get_cluster(&req.name)? else {
             return Err(EngineError::UnknownCluster(req.name));
         };
+        let mut f = Findings::new();
         if req.delete_bucket && rec.source == ClusterSource::Imported {
-            return Err(ValidationError {
-                kind: ValidationKind::Unprocessable,
-                findings: vec![Finding {
-                    field: "delete_bucket".into(),
-                    rule: "an imported cluster's bucket is not InstantStart's to delete".into(),
-                }],
-            }
-            .into());
+            f.push_unprocessable("delete_bucket", "an imported cluster's bucket is not InstantStart's to delete");
         }
+        check_servers(&req, &rec, &mut f);
+        f.finish()?;
         let charts: &[PinnedChart] = if self.helm.is_some() { PINNED_CHARTS } else { &[] };
-        let steps = plan_steps_with(&rec, req.delete_bucket, charts);
+        let steps = plan_steps_with(&rec, req.delete_bucket, charts, &req.tracking_servers);
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
+    }
+
+    /// Finds the tracking servers created for the cluster (none when they are kept or the
+    /// cluster is imported) and records them in the request.
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let mut req: DeleteClusterRequest = decode(&prepared.request)?;
+        let rec = self.store.get_cluster(&req.name)?.ok_or_else(|| EngineError::UnknownCluster(req.name.clone()))?;
+        let mut servers = Vec::new();
+        if !req.keep_tracking_servers && rec.source == ClusterSource::Created {
+            for s in self.aws.list_tracking_servers(&rec.region).await? {
+                if serves_cluster(self.store.as_ref(), &rec, &s)? {
+                    let name = s.name.clone();
+                    let found = mlflow::found_for_delete(self.aws.as_ref(), s, rec.name.clone()).await?;
+                    servers.push(ClusterTrackingServer { name, arn: found.arn, role: found.role });
+                }
+            }
+            servers.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        req.tracking_servers = servers;
+        let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
     }
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
@@ -165,6 +316,15 @@ impl Workflow for DeleteClusterWorkflow {
         if let Some(release) = key.strip_prefix(CHART_STEP_PREFIX) {
             let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
             return Some(Arc::new(RemoveChart { helm: self.helm.clone()?, target, chart: *pinned_chart(release)? }));
+        }
+        if let Some(server) = key.strip_prefix(MLFLOW_STEP_PREFIX) {
+            let s = req.tracking_servers.into_iter().find(|s| s.name == server)?;
+            let found = FoundTrackingServer { owner: rec.name, arn: s.arn, role: s.role };
+            return Some(Arc::new(DeleteTrackingServerStep::new(self.aws.clone(), s.name, rec.region, found)));
+        }
+        if let Some(server) = key.strip_prefix(MLFLOW_ROLE_STEP_PREFIX) {
+            let role = req.tracking_servers.into_iter().find(|s| s.name == server)?.role?;
+            return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name: role }));
         }
         let which = match key {
             "storage" => Target::Storage,
@@ -417,6 +577,7 @@ impl StepExecutor for DeleteStep {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validate::ValidationKind;
 
     fn record(source: ClusterSource, hyperpod: bool) -> ClusterRecord {
         ClusterRecord {
@@ -436,7 +597,7 @@ mod tests {
 
     #[test]
     fn reverse_order() {
-        let shape: Vec<String> = plan_steps_with(&record(ClusterSource::Created, true), true, &[])
+        let shape: Vec<String> = plan_steps_with(&record(ClusterSource::Created, true), true, &[], &[])
             .iter()
             .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
             .collect();
@@ -454,14 +615,16 @@ mod tests {
                 "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
             ]
         );
-        let imported: Vec<String> =
-            plan_steps_with(&record(ClusterSource::Imported, false), false, &[]).into_iter().map(|s| s.key).collect();
+        let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, &[], &[])
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
         assert_eq!(imported, ["unregister"]);
     }
 
     #[test]
     fn charts_are_uninstalled_before_the_control_plane_goes() {
-        let shape: Vec<String> = plan_steps_with(&record(ClusterSource::Created, false), false, PINNED_CHARTS)
+        let shape: Vec<String> = plan_steps_with(&record(ClusterSource::Created, false), false, PINNED_CHARTS, &[])
             .iter()
             .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
             .collect();
@@ -476,7 +639,7 @@ mod tests {
                 "unregister <- [storage, eks_cluster, eks_cluster_role, network]",
             ]
         );
-        let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS)
+        let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS, &[])
             .into_iter()
             .map(|s| s.key)
             .collect();
@@ -485,7 +648,7 @@ mod tests {
 
     #[test]
     fn hyperpod_dependencies_go_after_the_hyperpod_cluster() {
-        let steps = plan_steps_with(&record(ClusterSource::Created, true), false, PINNED_CHARTS);
+        let steps = plan_steps_with(&record(ClusterSource::Created, true), false, PINNED_CHARTS, &[]);
         let shape: Vec<String> = steps.iter().map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", "))).collect();
         assert_eq!(
             shape,
@@ -507,5 +670,75 @@ mod tests {
                 assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
             }
         }
+    }
+
+    fn server(name: &str, role: bool) -> ClusterTrackingServer {
+        ClusterTrackingServer {
+            name: name.into(),
+            arn: format!("arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/{name}"),
+            role: role.then(|| mlflow::role_name(name)),
+        }
+    }
+
+    #[test]
+    fn tracking_servers_go_beside_the_teardown_before_the_bucket_and_the_unregister() {
+        let servers = [server("team", true), server("byo", false)];
+        let steps = plan_steps_with(&record(ClusterSource::Created, true), true, &[], &servers);
+        let shape: Vec<String> = steps.iter().map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", "))).collect();
+        assert_eq!(
+            shape,
+            [
+                "storage <- []",
+                "mlflow:team <- []",
+                "mlflow_role:team <- [mlflow:team]",
+                "mlflow:byo <- []",
+                "hyperpod_cluster <- [storage]",
+                "hyperpod_execution_role <- [hyperpod_cluster]",
+                "compute_subnets <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster]",
+                "eks_cluster_role <- [eks_cluster]",
+                "network <- [eks_cluster, compute_subnets]",
+                "bucket <- [storage, hyperpod_cluster, mlflow:team, mlflow:byo]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
+            ]
+        );
+        assert_eq!(steps[1].expected_secs, Some(mlflow::DELETE_SECS));
+        assert!(steps[2].title.contains("team-mlflow-role"), "{}", steps[2].title);
+        let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, &[], &servers)
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
+        assert_eq!(imported, ["unregister"], "an imported cluster's servers stay");
+    }
+
+    #[test]
+    fn recorded_tracking_servers_are_checked_by_field() {
+        let findings = |req: &DeleteClusterRequest, source: ClusterSource| {
+            let mut f = Findings::new();
+            check_servers(req, &record(source, false), &mut f);
+            f.finish().err().map(|e| (e.kind, e.findings.into_iter().map(|f| f.field).collect::<Vec<_>>()))
+        };
+        let mut req = DeleteClusterRequest {
+            name: "demo".into(),
+            delete_bucket: false,
+            keep_tracking_servers: false,
+            tracking_servers: vec![server("team", true), server("byo", false)],
+        };
+        assert_eq!(findings(&req, ClusterSource::Created), None);
+        req.tracking_servers.push(server("team", false));
+        req.tracking_servers.push(ClusterTrackingServer { role: Some("admin".into()), ..server("-x", false) });
+        let (kind, fields) = findings(&req, ClusterSource::Created).unwrap();
+        assert_eq!(kind, ValidationKind::Invalid);
+        assert_eq!(fields, ["tracking_servers[2].name", "tracking_servers[3].name", "tracking_servers[3].role"]);
+        req.tracking_servers.truncate(1);
+        req.keep_tracking_servers = true;
+        let (kind, fields) = findings(&req, ClusterSource::Imported).unwrap();
+        assert_eq!(kind, ValidationKind::Unprocessable);
+        assert_eq!(fields, ["tracking_servers", "tracking_servers"]);
+        // Absent from the request unless something was found; `keep_tracking_servers` defaults to false.
+        let decoded: DeleteClusterRequest = decode(&json!({ "name": "demo" })).unwrap();
+        assert!(!decoded.keep_tracking_servers && decoded.tracking_servers.is_empty());
+        let canonical = serde_json::to_value(&decoded).unwrap();
+        assert_eq!(canonical, json!({ "name": "demo", "delete_bucket": false, "keep_tracking_servers": false }));
     }
 }

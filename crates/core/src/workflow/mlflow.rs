@@ -8,7 +8,9 @@
 //! with our tags, and stop in `needs_attention` when a same-named one is not ours.
 //!
 //! With `cluster`, the server belongs to that cluster (ownership tag, region) and its artifacts
-//! default to `s3://<cluster bucket>/mlflow/<name>` — the bucket the training pods mount.
+//! default to `s3://<cluster bucket>/mlflow/<name>` — the bucket the training pods mount. A
+//! cluster whose delete is running takes no new server (409): the delete removes the servers it
+//! found before it was recorded.
 //! Without it, `region` and `artifact_store_uri` are required (the server fills `region` with its
 //! default region).
 //!
@@ -22,15 +24,17 @@
 //! role and the role carries our tags for the server's owner, so a server created with a
 //! caller-supplied `role_arn` keeps its role. A resumed or retried step observes first: a server
 //! already `Deleting` or gone is not deleted again, and a same-named server that lost our tags
-//! stops the step in `needs_attention`.
+//! stops the step in `needs_attention`. Delete-cluster removes the servers of its cluster with
+//! the same assessment (`found_for_delete`) and executors (`mlflow:<server>`,
+//! `mlflow_role:<server>`).
 
-use super::decode;
 use super::steps::{EnsureRole, RemoveRole};
+use super::{cluster_target, decode};
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
 use crate::names;
-use crate::operation::{OperationKind, ResourceRef, StepSpec};
+use crate::operation::{OperationKind, OperationStatus, ResourceRef, StepSpec};
 use crate::provider::*;
 use crate::store::Store;
 use crate::validate::{Findings, ValidationError};
@@ -147,6 +151,15 @@ impl CreateTrackingServerWorkflow {
             Some(cluster) => {
                 let rec =
                     self.store.get_cluster(cluster)?.ok_or_else(|| EngineError::UnknownCluster(cluster.clone()))?;
+                // Its delete found the cluster's servers before it was recorded: a server created
+                // now would outlive the cluster.
+                let deletes =
+                    self.store.latest_operations(&[cluster_target(cluster)], &[OperationKind::DeleteCluster])?;
+                if deletes.values().any(|op| op.status == OperationStatus::Running) {
+                    return Err(EngineError::InvalidState(format!(
+                        "cluster {cluster} is being deleted with its tracking servers; a new one would outlive it"
+                    )));
+                }
                 if let Some(r) = &req.region
                     && r != &rec.region
                 {
@@ -346,7 +359,7 @@ pub struct FoundTrackingServer {
 }
 
 /// The owner (`instantstart:cluster`) of a resource carrying our ownership tags.
-fn owner_of(tags: &Tags) -> Option<&str> {
+pub(crate) fn owner_of(tags: &Tags) -> Option<&str> {
     (tags.get(TAG_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY))
         .then(|| tags.get(TAG_CLUSTER).map(String::as_str))
         .flatten()
@@ -356,6 +369,23 @@ fn owner_of(tags: &Tags) -> Option<&str> {
 /// Whether the IAM role ARN `arn` (`arn:aws:iam::<account>:role/<path/>name`) names `role`.
 fn arn_names_role(arn: &str, role: &str) -> bool {
     arn.split_once(":role/").is_some_and(|(_, path)| path.rsplit('/').next() == Some(role))
+}
+
+/// What deleting `server` (ours, tagged for `owner`) removes, read from the real state: the
+/// server and — only when it runs with `<name>-mlflow-role` and that role carries our tags for
+/// `owner` — the role. Shared by delete-tracking-server and delete-cluster's assessments.
+pub(crate) async fn found_for_delete(
+    aws: &dyn AwsCloud,
+    server: TrackingServer,
+    owner: String,
+) -> Result<FoundTrackingServer, ProviderError> {
+    let ours = role_name(&server.name);
+    let runs_with_ours = server.role_arn.as_deref().is_some_and(|arn| arn_names_role(arn, &ours));
+    let role = match runs_with_ours {
+        true => aws.get_role(&ours).await?.filter(|r| is_owned(&r.tags, &owner)).map(|r| r.name),
+        false => None,
+    };
+    Ok(FoundTrackingServer { owner, arn: server.arn, role })
 }
 
 /// The delete's steps: `tracking_server`, then `role` when the assessment found our role.
@@ -428,13 +458,7 @@ impl Workflow for DeleteTrackingServerWorkflow {
             )
             .into());
         };
-        let ours = role_name(&req.name);
-        let runs_with_ours = server.role_arn.as_deref().is_some_and(|arn| arn_names_role(arn, &ours));
-        let role = match runs_with_ours {
-            true => self.aws.get_role(&ours).await?.filter(|r| is_owned(&r.tags, &owner)).map(|r| r.name),
-            false => None,
-        };
-        req.found = Some(FoundTrackingServer { owner, arn: server.arn, role });
+        req.found = Some(found_for_delete(self.aws.as_ref(), server, owner).await?);
         let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
     }
@@ -452,13 +476,19 @@ impl Workflow for DeleteTrackingServerWorkflow {
     }
 }
 
-/// Deletes the tracking server and follows it until it is gone.
-struct DeleteTrackingServerStep {
+/// Deletes the tracking server and follows it until it is gone (also delete-cluster's
+/// `mlflow:<server>` steps).
+pub(crate) struct DeleteTrackingServerStep {
     aws: Arc<dyn AwsCloud>,
     req: DeleteTrackingServerRequest,
 }
 
 impl DeleteTrackingServerStep {
+    /// The step deleting server `name` in `region`, ours for `found.owner`.
+    pub(crate) fn new(aws: Arc<dyn AwsCloud>, name: String, region: String, found: FoundTrackingServer) -> Self {
+        DeleteTrackingServerStep { aws, req: DeleteTrackingServerRequest { name, region, found: Some(found) } }
+    }
+
     fn reference(&self) -> ResourceRef {
         ResourceRef {
             kind: "mlflow-tracking-server".into(),

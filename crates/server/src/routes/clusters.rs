@@ -75,9 +75,15 @@ pub struct DeleteQuery {
     /// Return the plan without changing anything.
     #[serde(default)]
     pub dry_run: bool,
-    /// Also delete the shared bucket if InstantStart created it.
+    /// Also delete the shared bucket if InstantStart created it (only when empty: objects are
+    /// never deleted), after the cluster's tracking servers.
     #[serde(default)]
     pub delete_bucket: bool,
+    /// Keep the SageMaker managed MLflow tracking servers created for the cluster (default:
+    /// they are deleted with it, with the IAM role InstantStart created for each). Their
+    /// artifacts stay in the shared bucket.
+    #[serde(default)]
+    pub keep_tracking_servers: bool,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -125,7 +131,7 @@ pub fn routes() -> ApiRouter<AppState> {
             .delete_with(delete, |op| {
                 mutation(
                     op.id("cluster_delete")
-                        .summary("Delete a cluster (reverse pipeline; imported clusters are only forgotten)")
+                        .summary("Delete a cluster and its MLflow tracking servers (reverse pipeline; imported clusters are only forgotten)")
                         .tag("clusters"),
                 )
                 .response::<404, ProblemJson>()
@@ -256,8 +262,13 @@ async fn delete(
     ApiQuery(q): ApiQuery<DeleteQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = serde_json::to_value(DeleteClusterRequest { name: p.name, delete_bucket: q.delete_bucket })
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let request = DeleteClusterRequest {
+        name: p.name,
+        delete_bucket: q.delete_bucket,
+        keep_tracking_servers: q.keep_tracking_servers,
+        tracking_servers: vec![],
+    };
+    let request = serde_json::to_value(request).map_err(|e| ApiError::Internal(e.to_string()))?;
     submit(&state, OperationKind::DeleteCluster, request, &principal, q.dry_run, key).await
 }
 
