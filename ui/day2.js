@@ -15,6 +15,7 @@ export function showValue(v) {
   if (typeof v === 'object') {
     if (v.type) return v.arn ? `${words(v.type)} ${v.arn}` : words(v.type);
     if ('memory_percent' in v) return `on, ${v.memory_percent}% of memory`;
+    if ('min_replicas' in v && 'max_replicas' in v) return `${v.min_replicas}–${v.max_replicas} replicas${v.cooldown_seconds !== undefined ? `, cooldown ${v.cooldown_seconds} s` : ''}`;
     return JSON.stringify(v);
   }
   return words(v);

@@ -2,10 +2,11 @@
 // the deploy form (self-managed vLLM / SGLang / custom container as a Deployment, or managed
 // by the HyperPod inference operator; instance type and GPUs; exposure inside the cluster,
 // through a load balancer or as a model pool; SGLang router; KEDA min/max/cooldown) with the
-// rendered manifests reviewed first, the endpoint page (scale with the server's diff first,
-// a chat box that calls the model through the control plane and shows the answer and its
-// latency, delete with a typed confirmation) and the model pools, where a warm worker is moved
-// between services by a label change (the diff first, then the operation).
+// rendered manifests reviewed first, the endpoint page (scale, or turn autoscaling off, with
+// the server's diff first, a chat box that calls the model through the control plane and
+// shows the answer and its latency, delete with a typed confirmation) and the model pools,
+// where a warm worker is moved between services by a label change (the diff first, then the
+// operation).
 
 import { h, replace, routeHref, timeEl, words, announce, debounce, id } from './dom.js';
 import * as api from './api.js';
@@ -598,13 +599,28 @@ export function endpointView({ app, params, query }) {
   function buildScale(e) {
     scaleSlot.dataset.built = 'true';
     const a = e.autoscaling;
+    // With autoscaling: its bounds, or "turn it off" (sent as autoscaling: null, alone or with
+    // a fixed replica count; empty keeps the replicas the Deployment has then — the diff says).
+    const bounds = a && h('div', { class: 'grid-3' },
+      formField('autoscaling.min', 'Min replicas', { kind: 'number', value: String(a.min) }),
+      formField('autoscaling.max', 'Max replicas', { kind: 'number', value: String(a.max) }),
+      formField('autoscaling.cooldown_seconds', 'Cooldown (seconds)', { kind: 'number', value: String(a.cooldown_seconds ?? '') }));
+    const offToggle = a && formField('autoscaling.off', 'Turn autoscaling off', {
+      kind: 'checkbox',
+      help: 'Deletes the ScaledObject; the Deployment then keeps a fixed replica count.',
+    });
+    const fixed = a && h('div', { class: 'grid-3', hidden: true },
+      formField('replicas', 'Fixed replicas (optional)', { kind: 'number', placeholder: String(e.replicas?.desired ?? ''), help: 'Empty keeps the replicas it has at that moment.' }));
+    if (a) {
+      offToggle.querySelector('input').addEventListener('change', (ev) => {
+        bounds.hidden = ev.target.checked;
+        fixed.hidden = !ev.target.checked;
+      });
+    }
     const form = h('form', { class: 'editor-form', id: 'scale-form', novalidate: true },
       h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
       a
-        ? h('div', { class: 'grid-3' },
-          formField('autoscaling.min', 'Min replicas', { kind: 'number', value: String(a.min) }),
-          formField('autoscaling.max', 'Max replicas', { kind: 'number', value: String(a.max) }),
-          formField('autoscaling.cooldown_seconds', 'Cooldown (seconds)', { kind: 'number', value: String(a.cooldown_seconds ?? '') }))
+        ? [bounds, offToggle, fixed]
         : h('div', { class: 'grid-3' }, formField('replicas', 'Replicas', { kind: 'number', value: String(e.replicas?.desired ?? 1), help: '0 stops every replica and keeps the endpoint.' })),
       h('div', { class: 'actions tight' }, h('button', { type: 'submit', class: 'btn', id: 'scale-review' }, 'Review change')));
     const reviewSlot = h('div', { 'aria-live': 'polite' });
@@ -613,7 +629,10 @@ export function endpointView({ app, params, query }) {
       clearFindings(form);
       const v = readForm(form);
       const patch = {};
-      if (a) {
+      if (a && v['autoscaling.off']) {
+        patch.autoscaling = null;
+        if (num(v.replicas) !== undefined) patch.replicas = num(v.replicas);
+      } else if (a) {
         const want = { min_replicas: num(v['autoscaling.min']), max_replicas: num(v['autoscaling.max']), cooldown_seconds: num(v['autoscaling.cooldown_seconds']) };
         const have = { min_replicas: a.min, max_replicas: a.max, cooldown_seconds: a.cooldown_seconds };
         const changed = Object.fromEntries(Object.entries(want).filter(([k, x]) => x !== undefined && x !== have[k]));
@@ -627,7 +646,7 @@ export function endpointView({ app, params, query }) {
           replace(reviewSlot, h('p', { class: 'notice ok no-change', role: 'status' }, h('strong', {}, 'Already in this state. '), 'Nothing to change.'));
           return;
         }
-        const changes = planLines(data.plan, { replicas: 'Replicas', 'autoscaling.min_replicas': 'Min replicas', 'autoscaling.max_replicas': 'Max replicas', 'autoscaling.cooldown_seconds': 'Cooldown' });
+        const changes = planLines(data.plan, { replicas: 'Replicas', autoscaling: 'Autoscaling', 'autoscaling.min_replicas': 'Min replicas', 'autoscaling.max_replicas': 'Max replicas', 'autoscaling.cooldown_seconds': 'Cooldown' });
         const apply = h('button', { type: 'button', class: 'btn primary', id: 'scale-apply' }, 'Apply');
         const key = api.newIdempotencyKey();
         replace(reviewSlot, h('div', { class: 'review' },

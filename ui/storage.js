@@ -2,14 +2,17 @@
 // S3 CSI driver as a static PV/PVC), its mount path and claim status, the top-level listing
 // with drill-down into prefixes, "Download a model" (Hugging Face → the bucket, as a cluster
 // Job; a gated repository's token comes from a Kubernetes Secret, never typed here) followed
-// on the progress panel, and the downloads with their phase.
+// on the progress panel, and the downloads with their phase; "Delete…" on a download removes
+// its Job and pods once its name is typed (the downloaded files stay in the bucket).
 
 import { h, replace, routeHref, timeEl, announce, debounce } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
 import { showFindings, clearFindings } from './fields.js';
 import { followOperation, refusal } from './day2.js';
-import { onCluster, workloadHead, formField, readForm, errorNotice, phaseBadge, FINDING_PREFIXES, prune } from './workloads.js';
+import { onCluster, workloadHead, formField, readForm, errorNotice, phaseBadge, FINDING_PREFIXES, prune, confirmedDelete } from './workloads.js';
+
+const DELETE_DETAIL = 'Its Job and pods are deleted (a running download stops). The files it already copied stay in the bucket.';
 
 function size(bytes) {
   if (bytes === null || bytes === undefined) return '';
@@ -131,20 +134,29 @@ export function storageView({ app, params, query }) {
       replace(downloadsSlot, list.length
         ? h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'downloads-table' },
           h('caption', { class: 'visually-hidden' }, 'Model downloads'),
-          h('thead', {}, h('tr', {}, ['Job', 'Repository', 'Destination', 'Phase', 'Started', 'Completed'].map((t) => h('th', { scope: 'col' }, t)))),
+          h('thead', {}, h('tr', {}, ['Job', 'Repository', 'Destination', 'Phase', 'Started', 'Completed', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
           h('tbody', {}, list.map((d) => h('tr', { dataset: { download: d.name, phase: d.phase } },
             h('th', { scope: 'row', class: 'mono' }, d.name),
             h('td', { class: 'mono' }, d.repo_id),
             h('td', { class: 'mono' }, d.destination),
             h('td', {}, phaseBadge(d.phase), d.message && h('div', { class: 'help' }, d.message)),
             h('td', { class: 'nowrap' }, timeEl(d.started_at)),
-            h('td', { class: 'nowrap' }, timeEl(d.completed_at)))))))
+            h('td', { class: 'nowrap' }, timeEl(d.completed_at)),
+            h('td', { class: 'actions-cell' }, h('button', {
+              type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete download ${d.name}…`,
+              onclick: () => deleteDownload(d.name),
+            }, 'Delete…')))))))
         : h('p', { class: 'muted' }, 'No model downloads on this cluster.'));
       if (list.some((d) => !/succeeded|failed|complete/i.test(d.phase)) && !document.hidden) pollTimer = setTimeout(loadDownloads, 2000);
     } catch (err) {
       if (err.status === 401) return;
       replace(downloadsSlot, errorNotice(err, 'cluster'));
     }
+  }
+
+  async function deleteDownload(name) {
+    const op = await confirmedDelete({ what: 'download', name, detail: DELETE_DETAIL, path: `${base}/downloads/${api.seg(name)}`, activity });
+    if (op) followOperation(activity, op, { title: `Delete download ${name}`, speed, onSettled: () => loadDownloads() });
   }
 
   // ---- download form ------------------------------------------------------------------------
@@ -218,7 +230,7 @@ export function storageView({ app, params, query }) {
     h('section', { class: 'card', 'aria-labelledby': 'dls-title' }, h('h2', { id: 'dls-title' }, 'Downloads'), downloadsSlot));
 
   const reload = debounce(loadDownloads, 300);
-  const stream = new api.OperationStream({ onOperation: (op) => { if (op.kind === 'download_model' && onCluster(op, cluster)) reload(); } }).start();
+  const stream = new api.OperationStream({ onOperation: (op) => { if (/download/.test(op.kind) && onCluster(op, cluster)) reload(); } }).start();
   loadStorage();
   loadDownloads();
   return {

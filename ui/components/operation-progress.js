@@ -25,6 +25,7 @@ export const KIND_TITLES = {
   submit_job: 'Submit training job',
   delete_job: 'Delete training job',
   download_model: 'Download model',
+  delete_download: 'Delete model download',
   deploy_endpoint: 'Deploy endpoint',
   update_endpoint: 'Update endpoint',
   delete_endpoint: 'Delete endpoint',

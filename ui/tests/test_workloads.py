@@ -10,6 +10,7 @@ with one cluster, "wl", created through the REST API. Screenshots land in target
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -148,6 +149,27 @@ def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
     ui.screenshot("storage-drilldown")
     ui.click_css("#storage-path button")
     ui.wait(lambda: ui.all('#storage-table tr[data-key="models/"]'), 10, "back at the root")
+
+
+def test_a_download_is_deleted_from_the_list_and_its_files_stay(wl_ui, wl):
+    ui = wl_ui
+    ensure_model(ui.server)
+    status, downloads = ui.server.api("GET", f"/api/clusters/{CLUSTER}/downloads")
+    name = downloads[0]["name"]
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/storage")
+    ui.wait(lambda: ui.all(f'#downloads-table tr[data-download="{name}"] button'), 10, "the download with its Delete…")
+    ui.click_css(f'#downloads-table tr[data-download="{name}"] button')
+    confirm_typed(ui, name)
+    op_id = wait_green(ui, "#download-activity", 30)
+    ui.wait(lambda: not ui.all(f'#downloads-table tr[data-download="{name}"]'), 10, "the download gone from the list")
+    ui.screenshot("download-deleted")
+    status, op = ui.server.api("GET", f"/api/operations/{op_id}")
+    assert op["kind"] == "delete_download" and op["actor"]["face"] == "ui", op
+    status, downloads = ui.server.api("GET", f"/api/clusters/{CLUSTER}/downloads")
+    assert name not in {d["name"] for d in downloads}, downloads
+    status, files = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage/objects?prefix={MODEL_PATH}/")
+    assert status == 200 and files["entries"], "the model stays in the bucket"
 
 
 # ---- training job ----------------------------------------------------------------------------
@@ -437,6 +459,32 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     status, ep = ui.server.api("GET", f"/api/clusters/{CLUSTER}/endpoints/sgl")
     assert ep["autoscaling"]["max"] == 2 and ep["router"] is True and ep["pool"] == "sgl-pool", ep
     ui.screenshot("keda-bounds")
+
+    # Turn autoscaling off: only that is sent; the diff names the fixed count that stays.
+    ui.wait(lambda: ui.all('#scale-form [data-field="autoscaling.off"]'), 10, "the switch to turn autoscaling off")
+    ui.click(field(ui, "autoscaling.off", "#scale-form"))
+    assert not field(ui, "autoscaling.max", "#scale-form").is_displayed(), "the bounds are not sent"
+    assert field(ui, "replicas", "#scale-form").is_displayed()
+    ui.click_css("#scale-review")
+    ui.wait_css("#scale-apply", 10)
+    diff = ui.css("#scale-card ul.diff")
+    fields = [li.get_attribute("data-field") for li in diff.find_elements(By.CSS_SELECTOR, "li")]
+    assert fields == ["autoscaling", "replicas"], diff.text
+    found = re.search(r"set by autoscaling \((\d+) now\)", diff.text)
+    assert found and "none" in diff.text, diff.text
+    kept = int(found.group(1))
+    assert kept == 2, "where KEDA has it under the new maximum of 2: " + diff.text
+    ui.screenshot("keda-off-diff")
+    before = activity_op(ui, "#endpoint-activity")
+    ui.click_css("#scale-apply")
+    op_id = wait_green(ui, "#endpoint-activity", 60, before)
+    status, op = ui.server.api("GET", f"/api/operations/{op_id}")
+    assert op["kind"] == "update_endpoint" and op["steps"][0]["key"] == "remove:ScaledObject/sgl", op
+    status, ep = ui.server.api("GET", f"/api/clusters/{CLUSTER}/endpoints/sgl")
+    assert ep["autoscaling"] is None and ep["request"]["replicas"] == kept, ep
+    ui.wait(lambda: ui.css("#endpoint-replicas").get_attribute("data-desired") == str(kept), 10, "the replicas stay")
+    ui.wait(lambda: ui.all('#scale-form [data-field="replicas"]') and not ui.all('#scale-form [data-field="autoscaling.off"]'),
+            10, "the scale form edits fixed replicas again")
 
 
 @pytest.mark.parametrize("recipe, fill, expect", [

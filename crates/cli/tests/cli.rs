@@ -741,6 +741,21 @@ fn storage_listing_and_model_download() {
         .code(2)
         .stderr(predicate::str::contains("SECRET/KEY"));
     s.cli().args(["model", "download", "not a repo"]).assert().code(2).stderr(predicate::str::contains("repo_id"));
+
+    // Delete the download: confirmation first; the Job and its pods go, the files stay.
+    let name = downloads[0]["name"].as_str().unwrap().to_string();
+    s.cli().args(["model", "rm", &name]).assert().code(2).stderr(predicate::str::contains("--yes"));
+    let plan = stdout(s.cli().args(["model", "rm", &name, "--dry-run"]));
+    assert!(plan.contains("delete:Job") && plan.contains("gone"), "{plan}");
+    s.cli()
+        .args(["model", "rm", &name, "--yes", "--wait"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("delete_download").and(predicate::str::contains("succeeded")));
+    assert_eq!(s.json(&["model", "ls"]), serde_json::json!([]));
+    let kept = s.json(&["storage", "ls", "models/Qwen/Qwen3-0.6B/"]);
+    assert!(kept["entries"].as_array().is_some_and(|e| !e.is_empty()), "the files stay: {kept}");
+    s.cli().args(["model", "rm", &name, "--yes"]).assert().code(2).stderr(predicate::str::contains("not found"));
 }
 
 #[test]
@@ -939,6 +954,25 @@ fn endpoints_deploy_chat_scale_and_delete() {
     assert_eq!((e["autoscaling"]["min"].as_u64(), e["autoscaling"]["max"].as_u64()), (Some(1), Some(3)), "{e}");
     let table = stdout(s.cli().args(["endpoint", "get", "qwen"]));
     assert!(table.contains("Autoscaling: 1-3 replicas") && table.contains("Running"), "{table}");
+
+    // Autoscaling off: the plan shows the fixed count the Deployment keeps (the 1 replica KEDA
+    // left it at, not the 2 it had before) and removes the ScaledObject first; a second removal
+    // is "already in this state".
+    s.cli().args(["endpoint", "scale", "qwen", "--no-autoscaling", "--max", "4"]).assert().code(2);
+    let plan = stdout(s.cli().args(["endpoint", "scale", "qwen", "--no-autoscaling", "--dry-run"]));
+    assert!(plan.contains("remove:ScaledObject/qwen") && plan.contains("set by autoscaling (1 now)"), "{plan}");
+    let out = stdout(s.cli().args(["endpoint", "scale", "qwen", "--no-autoscaling", "--wait"]));
+    assert!(out.contains("autoscaling") && out.contains("succeeded"), "{out}");
+    let e = s.json(&["endpoint", "get", "qwen"]);
+    assert!(e["autoscaling"].is_null(), "{e}");
+    assert_eq!(e["replicas"]["desired"], 1, "{e}");
+    let table = stdout(s.cli().args(["endpoint", "get", "qwen"]));
+    assert!(table.contains("Autoscaling: off"), "{table}");
+    s.cli()
+        .args(["endpoint", "scale", "qwen", "--no-autoscaling"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("already in this state"));
 
     // A model pool: warm workers that move between endpoints by a label change.
     let mut pooled = endpoint_args("pooled");

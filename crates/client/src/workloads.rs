@@ -50,6 +50,18 @@ impl Client {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "downloads"])).await
     }
 
+    /// `DELETE /api/clusters/{cluster}/downloads/{download}`: delete a model download's Job and
+    /// pods (a running download stops); the files it downloaded stay in the bucket.
+    pub async fn delete_download(
+        &self,
+        cluster: &str,
+        download: &str,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "downloads", download];
+        self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
+    }
+
     // ----- training jobs -----
 
     /// `POST /api/clusters/{cluster}/jobs`: submit a training job (`{"runtime": "hyperpod", …

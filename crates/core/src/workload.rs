@@ -118,11 +118,17 @@ pub struct WorkloadRequest {
     /// Filled in by the workflow from the real state; anything a client sends is replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<WorkloadContext>,
+    /// Objects of the workload an update deletes before it applies the rendering, because the
+    /// rendering no longer has them (e.g. the ScaledObject of autoscaling that was removed).
+    /// Filled in by the update workflow from the live objects; anything a client sends is
+    /// replaced, and other workflows ignore it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<ObjectRef>,
 }
 
 impl WorkloadRequest {
     pub fn new(cluster: impl Into<String>, kind: WorkloadKind, params: Value) -> Self {
-        WorkloadRequest { cluster: cluster.into(), kind, params, context: None }
+        WorkloadRequest { cluster: cluster.into(), kind, params, context: None, remove: Vec::new() }
     }
 }
 

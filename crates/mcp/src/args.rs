@@ -441,6 +441,19 @@ pub struct ModelDownloadArgs {
     pub mutation: MutationArgs,
 }
 
+/// `model_delete`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ModelDeleteArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Download to delete: the download Job's name (`name` in model_list, `workload.name` of
+    /// model_download). Its Job and pods go; the files already downloaded stay in the bucket.
+    pub name: String,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
 /// `job_submit`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct JobSubmitArgs {
@@ -536,18 +549,32 @@ pub struct EndpointScaleArgs {
     #[schemars(with = "Option<u32>")]
     pub replicas: Option<Value>,
     /// New autoscaling bounds (KEDA: min_replicas, max_replicas, cooldown_seconds): only the
-    /// fields given are sent.
+    /// fields given are sent. Adding autoscaling to an endpoint without it needs min and max.
     #[serde(default)]
     #[schemars(with = "Option<instantstart_core::workflow::endpoints::AutoscalingPatch>")]
     pub autoscaling: Option<Value>,
+    /// true removes the endpoint's autoscaling (sent as `"autoscaling": null`): the KEDA
+    /// ScaledObject is deleted and the Deployment keeps a fixed replica count — `replicas` if
+    /// given, else the replicas it has at that moment (the diff shows the count; dry_run first).
+    /// Not together with `autoscaling`. Without autoscaling it is no_change.
+    #[serde(default)]
+    pub remove_autoscaling: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }
 
 impl EndpointScaleArgs {
-    /// The REST patch: only the fields given (explicit diff).
-    pub fn patch(&self) -> Value {
-        explicit_diff([("replicas", &self.replicas), ("autoscaling", &self.autoscaling)])
+    /// The REST patch: only the fields given (explicit diff); `remove_autoscaling` is the
+    /// merge-patch removal `"autoscaling": null`. `Err` when it comes with `autoscaling`.
+    pub fn patch(&self) -> Result<Value, &'static str> {
+        let mut patch = explicit_diff([("replicas", &self.replicas), ("autoscaling", &self.autoscaling)]);
+        if self.remove_autoscaling {
+            if patch.get("autoscaling").is_some() {
+                return Err("give either autoscaling (new bounds) or remove_autoscaling: true, not both");
+            }
+            patch["autoscaling"] = Value::Null;
+        }
+        Ok(patch)
     }
 }
 

@@ -16,9 +16,9 @@
 //! `node_replace` and `node_delete` (local volumes are lost), `feature_set` (switching a
 //! feature off removes its add-on or IAM chain). `node_reboot` is not destructive: it
 //! interrupts the node's workloads, but the instance, its id and its local data stay — it is
-//! the first rung of investigate → reboot → replace. `job_delete`, `endpoint_delete`,
-//! `mlflow_server_delete` (the runs go with the server) and `endpoint_scale` (scaling down stops
-//! replicas) are destructive; `endpoint_chat` changes
+//! the first rung of investigate → reboot → replace. `job_delete`, `model_delete` (a running
+//! download stops; the files stay), `endpoint_delete`, `mlflow_server_delete` (the runs go with
+//! the server) and `endpoint_scale` (scaling down stops replicas) are destructive; `endpoint_chat` changes
 //! nothing (read-only) but is not idempotent (the model samples). Changes with an explicit diff
 //! (`instance_group_scale`, `feature_set`) and deletions are idempotent: repeating them finds
 //! the target already in that state.
@@ -638,6 +638,33 @@ impl InstantStartMcp {
         }
     }
 
+    #[tool(
+        name = "model_delete",
+        description = "Delete a model download (model_list `name`, the download Job): its Job and pods go — a \
+                       running download stops — and the files already downloaded stay in the shared bucket. Use \
+                       it to clear a failed download before downloading the same repository again. Destructive: \
+                       confirm with the user first. While the download's own operation still runs, the answer is \
+                       a conflict naming it (operation_cancel it first). Returns the operation id: call \
+                       operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Delete a model download",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn model_delete(&self, Parameters(a): Parameters<ModelDeleteArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.delete_download(&cluster, &a.name, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
     // ----- training jobs -----
 
     #[tool(
@@ -848,11 +875,14 @@ impl InstantStartMcp {
 
     #[tool(
         name = "endpoint_scale",
-        description = "Change an endpoint's replicas or its autoscaling bounds (min, max, cooldown_seconds). \
-                       Explicit diff: pass only what the user wants changed; when it already matches, the result \
-                       is no_change (\"already in this state\") and nothing starts. Scaling down stops replicas \
-                       (in-flight requests on them fail): confirm first. dry_run returns the diff. Returns the \
-                       operation id: call operation_wait with it until the status is terminal.",
+        description = "Change an endpoint's replicas or its autoscaling bounds (min, max, cooldown_seconds), or \
+                       turn autoscaling off with remove_autoscaling: true (the KEDA ScaledObject is deleted and \
+                       the Deployment keeps a fixed count: replicas if given, else the replicas it has at that \
+                       moment — the diff shows it). Explicit diff: pass only what the user wants changed; when it \
+                       already matches (or there is no autoscaling to remove), the result is no_change \
+                       (\"already in this state\") and nothing starts. Scaling down stops replicas (in-flight \
+                       requests on them fail): confirm first. dry_run returns the diff. Returns the operation \
+                       id: call operation_wait with it until the status is terminal.",
         annotations(
             title = "Scale an endpoint",
             read_only_hint = false,
@@ -862,11 +892,20 @@ impl InstantStartMcp {
         )
     )]
     async fn endpoint_scale(&self, Parameters(a): Parameters<EndpointScaleArgs>) -> CallToolResult {
+        let patch = match a.patch() {
+            Ok(p) => p,
+            Err(rule) => {
+                return CallToolResult::structured_error(json!({
+                    "error": { "title": "Conflicting arguments", "findings": [{ "field": "remove_autoscaling", "rule": rule }] },
+                    "hint": "Either change the bounds (autoscaling) or turn autoscaling off (remove_autoscaling: true).",
+                }));
+            }
+        };
         let cluster = match self.cluster(a.cluster.clone()).await {
             Ok(c) => c,
             Err(r) => return r,
         };
-        match self.client.update_endpoint(&cluster, &a.name, &a.patch(), &mutation_options(&a.mutation)).await {
+        match self.client.update_endpoint(&cluster, &a.name, &patch, &mutation_options(&a.mutation)).await {
             Ok(s) => render::submitted(&s),
             Err(e) => failure(&e),
         }

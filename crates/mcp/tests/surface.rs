@@ -149,6 +149,7 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
         "node_delete",
         "feature_set",
         "model_download",
+        "model_delete",
         "job_submit",
         "job_delete",
         "endpoint_deploy",

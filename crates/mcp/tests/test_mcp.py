@@ -97,6 +97,7 @@ READ_ONLY |= {
 }
 OPERATION_TOOLS |= {
     "model_download",
+    "model_delete",
     "job_submit",
     "job_delete",
     "endpoint_deploy",
@@ -104,7 +105,7 @@ OPERATION_TOOLS |= {
     "endpoint_delete",
     "pool_assign",
 }
-DESTRUCTIVE |= {"job_delete", "endpoint_scale", "endpoint_delete"}
+DESTRUCTIVE |= {"job_delete", "model_delete", "endpoint_scale", "endpoint_delete"}
 # Training history (SageMaker managed MLflow).
 READ_ONLY |= {"mlflow_servers", "mlflow_runs", "mlflow_metrics"}
 OPERATION_TOOLS |= {"mlflow_create_server", "mlflow_server_delete"}
@@ -673,6 +674,18 @@ def test_storage_download_and_a_training_job_followed_to_its_logs(control_plane)
         downloads = await until(s, "model_list", {}, lambda v: v["downloads"] and v["downloads"][0]["phase"] == "succeeded")
         assert downloads["downloads"][0]["repo_id"] == "Qwen/Qwen3-0.6B"
 
+        # Deleting the download removes its Job; the files stay in the bucket.
+        name = downloads["downloads"][0]["name"]
+        err, sub = await call(s, "model_delete", {"name": name, "idempotency_key": "agent-dl-rm"})
+        assert not err and sub["status_tool"] == "operation_wait", sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        err, downloads = await call(s, "model_list")
+        assert not err and downloads["downloads"] == [], downloads
+        err, files = await call(s, "storage_list", {"prefix": "models/Qwen/Qwen3-0.6B/"})
+        assert not err and files["storage"]["entries"], files
+        err, body = await call(s, "model_delete", {"name": name})
+        assert err is True and body["error"]["status"] == 404, body
+
         # The plan first: the manifests, nothing changes.
         err, plan = await call(s, "job_submit", {"job": torch_job("agent-train"), "dry_run": True})
         assert not err and plan["dry_run"] is True, plan
@@ -744,6 +757,27 @@ def test_an_endpoint_deployed_to_ready_answers_chat_scales_and_goes(control_plan
         assert not err and sub["status_tool"] == "operation_wait", sub
         assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
         err, same = await call(s, "endpoint_scale", scale)
+        assert not err and same["no_change"] is True, same
+
+        # KEDA autoscaling on, then off again: the diff shows the fixed count that stays (the 1
+        # replica KEDA keeps without load, not the 2 from before).
+        bounds = {"cluster": "workloads", "name": "agent-qwen", "autoscaling": {"min_replicas": 1, "max_replicas": 3}}
+        err, sub = await call(s, "endpoint_scale", bounds)
+        assert not err, sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        off = {"cluster": "workloads", "name": "agent-qwen", "remove_autoscaling": True}
+        err, both = await call(s, "endpoint_scale", {**bounds, "remove_autoscaling": True})
+        assert err is True and both["error"]["findings"][0]["field"] == "remove_autoscaling", both
+        err, plan = await call(s, "endpoint_scale", {**off, "dry_run": True})
+        assert not err and plan["dry_run"] is True, plan
+        changes = {c["field"]: c for c in plan["plan"]["changes"]}
+        assert changes["autoscaling"]["to"] is None and changes["replicas"]["to"] == 1, plan
+        err, sub = await call(s, "endpoint_scale", off)
+        assert not err, sub
+        assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+        err, ep = await call(s, "endpoint_get", {"cluster": "workloads", "name": "agent-qwen"})
+        assert not err and ep["autoscaling"] is None and ep["replicas"]["desired"] == 1, ep
+        err, same = await call(s, "endpoint_scale", off)
         assert not err and same["no_change"] is True, same
 
         err, sub = await call(s, "endpoint_delete", {"cluster": "workloads", "name": "agent-qwen"})

@@ -894,6 +894,67 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     assert_eq!(app.get(&one).await.body["replicas"]["desired"], 4, "scale-down waits for the cooldown");
     until(&app, &one, |b| b["replicas"]["desired"] == 1).await;
 
+    // Remove autoscaling ("autoscaling": null, merge-patch): the diff says the replicas stay
+    // where KEDA has them now (2, read from the cluster, not the request's 3); the update
+    // deletes the ScaledObject first, then applies the Deployment with that fixed count.
+    app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(9.0)), &[]).await;
+    until(&app, &one, |b| b["replicas"]["desired"] == 2 && b["replicas"]["ready"] == 2).await;
+    let off = json!({ "autoscaling": null });
+    let dry = app.send(Method::PATCH, &format!("{one}?dry_run=true"), Some(off.clone()), &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    assert_eq!(
+        dry.body["plan"]["changes"][1],
+        json!({ "field": "replicas", "from": "set by autoscaling (2 now)", "to": 2 })
+    );
+    let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys.first(), Some(&"remove:ScaledObject/chat"), "{keys:?}");
+    assert!(!keys.iter().any(|k| k.starts_with("apply:ScaledObject")), "{keys:?}");
+    let r = app.send(Method::PATCH, &one, Some(off.clone()), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(
+        r.body["plan"]["changes"],
+        json!([
+            { "field": "autoscaling", "from": { "min_replicas": 1, "max_replicas": 4, "cooldown_seconds": 600 }, "to": null },
+            { "field": "replicas", "from": "set by autoscaling (2 now)", "to": 2 },
+        ])
+    );
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    let target = {
+        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        instantstart_core::provider::KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster }
+    };
+    let so = ListParams {
+        api_version: "keda.sh/v1alpha1".into(),
+        kind: "ScaledObject".into(),
+        namespace: Some("default".into()),
+        labels: vec![("app.kubernetes.io/instance".into(), "chat".into())],
+    };
+    assert!(app.state.kube.list(&target, &so).await.unwrap().is_empty(), "the ScaledObject is gone");
+    let deployment = instantstart_core::provider::ObjectRef {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        namespace: Some("default".into()),
+        name: "chat".into(),
+    };
+    let live = app.state.kube.get(&target, &deployment).await.unwrap().unwrap();
+    assert_eq!(live.0["spec"]["replicas"], 2, "a fixed count the user saw in the plan");
+    let ep = app.get(&one).await.body;
+    assert_eq!((&ep["autoscaling"], &ep["replicas"]), (&Value::Null, &json!({ "desired": 2, "ready": 2 })), "{ep:#}");
+    assert_eq!(ep["request"]["replicas"], 2);
+    assert_eq!(ep["request"].get("autoscaling"), None);
+    // Nothing scales it any more.
+    let r = app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(30.0)), &[]).await;
+    assert!(r.status.is_client_error(), "no ScaledObject to drive: {:#}", r.body);
+    // Removing it again: no_change, no operation, no call.
+    let applies = app.get("/api/sim/stats").await.body["k8s:Apply"].clone();
+    let ops = app.get("/api/operations").await.body.as_array().unwrap().len();
+    let r = app.send(Method::PATCH, &one, Some(off), &[]).await;
+    assert_eq!((r.status, &r.body["no_change"]), (StatusCode::OK, &json!(true)), "{:#}", r.body);
+    assert_eq!(app.get("/api/sim/stats").await.body["k8s:Apply"], applies, "a no-op applies nothing");
+    assert_eq!(app.get("/api/operations").await.body.as_array().unwrap().len(), ops, "and records nothing");
+    assert_eq!(app.get(&one).await.body["replicas"]["desired"], 2);
+
     // Delete leaves nothing behind.
     for name in ["chat", "alt"] {
         let r = app.send(Method::DELETE, &format!("{eps}/{name}"), None, &[]).await;

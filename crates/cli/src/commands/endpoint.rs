@@ -4,8 +4,10 @@
 //! "self_managed", …}` for a vLLM/SGLang/custom Deployment with its service, router and
 //! autoscaling, or `{"route": "managed", …}` for the HyperPod inference operator) or builds a
 //! self-managed vLLM/SGLang Deployment from flags; `--wait` follows it until it is ready.
-//! `scale` sends only what changes (explicit diff); `chat` sends an OpenAI chat completion
-//! through the control plane and prints the answer.
+//! `scale` sends only what changes (explicit diff; `--no-autoscaling` sends `"autoscaling":
+//! null`, which removes the ScaledObject and keeps the Deployment at `--replicas` or at the
+//! count it has then); `chat` sends an OpenAI chat completion through the control plane and
+//! prints the answer.
 
 use super::target::{ClusterOpt, views};
 use super::workload::{delete_workload, finish_workload, push_pods, tagged};
@@ -36,7 +38,7 @@ pub enum EndpointCommand {
         #[command(flatten)]
         cluster: ClusterOpt,
     },
-    /// Change replicas or autoscaling bounds; only the flags given are sent.
+    /// Change replicas or autoscaling bounds, or remove autoscaling; only the flags given are sent.
     Scale(ScaleArgs),
     /// Delete an endpoint and everything deployed for it.
     #[command(visible_alias = "delete")]
@@ -142,15 +144,19 @@ impl DeployArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("change").required(true).multiple(true).args(["replicas", "min", "max", "cooldown"])))]
+#[command(group(ArgGroup::new("change").required(true).multiple(true).args(["replicas", "min", "max", "cooldown", "no_autoscaling"])))]
 pub struct ScaleArgs {
     /// Endpoint name.
     pub name: String,
     #[command(flatten)]
     pub cluster: ClusterOpt,
-    /// Replicas (without autoscaling).
+    /// Replicas (without autoscaling, or with --no-autoscaling).
     #[arg(long, value_name = "N")]
     pub replicas: Option<u32>,
+    /// Remove autoscaling: the ScaledObject is deleted and the Deployment keeps --replicas, or
+    /// the replicas it has at that moment (the plan shows the count).
+    #[arg(long, conflicts_with_all = ["min", "max", "cooldown"])]
+    pub no_autoscaling: bool,
     /// Autoscaling: fewest replicas (0 scales to zero when idle).
     #[arg(long, value_name = "N")]
     pub min: Option<u32>,
@@ -165,26 +171,21 @@ pub struct ScaleArgs {
 }
 
 impl ScaleArgs {
-    /// The explicit-diff patch (the API's `EndpointPatch`): only the flags given.
+    /// The explicit-diff patch (the API's `EndpointPatch`): only the flags given; unset fields
+    /// are left out, and `--no-autoscaling` is `"autoscaling": null` (merge-patch removal).
     fn patch(&self) -> anyhow::Result<Value> {
         let any = self.min.is_some() || self.max.is_some() || self.cooldown.is_some();
-        let autoscaling = any.then_some(AutoscalingPatch {
-            min_replicas: self.min,
-            max_replicas: self.max,
-            cooldown_seconds: self.cooldown,
-        });
+        let autoscaling = if self.no_autoscaling {
+            Some(None)
+        } else {
+            any.then_some(Some(AutoscalingPatch {
+                min_replicas: self.min,
+                max_replicas: self.max,
+                cooldown_seconds: self.cooldown,
+            }))
+        };
         let patch = EndpointPatch { replicas: self.replicas, autoscaling };
-        Ok(without_nulls(serde_json::to_value(patch)?))
-    }
-}
-
-/// A patch with its unset (`null`) fields removed, at every level.
-fn without_nulls(v: Value) -> Value {
-    match v {
-        Value::Object(map) => {
-            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_nulls(v))).collect())
-        }
-        other => other,
+        Ok(serde_json::to_value(patch)?)
     }
 }
 

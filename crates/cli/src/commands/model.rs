@@ -1,8 +1,10 @@
-//! `instantstart model download|ls`: copy a Hugging Face repository into the shared bucket with
-//! a cluster Job (the token comes from a Kubernetes Secret, never from the command line), and
-//! list those downloads. The Job name printed is the real one.
+//! `instantstart model download|ls|rm`: copy a Hugging Face repository into the shared bucket
+//! with a cluster Job (the token comes from a Kubernetes Secret, never from the command line),
+//! list those downloads, and delete one (its Job and pods; the downloaded files stay in the
+//! bucket). The Job name printed is the real one.
 
 use super::target::{ClusterOpt, api_enum, parse_secret_ref, typed, views};
+use super::workload::delete_workload;
 use crate::app::Globals;
 use crate::exit::Exit;
 use crate::mutation::{self, MutationArgs};
@@ -22,6 +24,20 @@ pub enum ModelCommand {
     Ls {
         #[command(flatten)]
         cluster: ClusterOpt,
+    },
+    /// Delete a download: its Job and pods (a running download stops). The files already
+    /// downloaded stay in the shared bucket.
+    #[command(visible_alias = "delete")]
+    Rm {
+        /// Download name (the Job name, as `model ls` shows it).
+        name: String,
+        #[command(flatten)]
+        cluster: ClusterOpt,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long)]
+        yes: bool,
+        #[command(flatten)]
+        mutation: MutationArgs,
     },
 }
 
@@ -109,6 +125,17 @@ pub async fn run(g: &Globals, cmd: ModelCommand) -> anyhow::Result<Exit> {
                 ))
             })?;
             Ok(Exit::Ok)
+        }
+        ModelCommand::Rm { name, cluster, yes, mutation: m } => {
+            let cluster = cluster.resolve(&client).await?;
+            let question = format!(
+                "Delete download {name} on {cluster} (its Job and pods; the downloaded files stay in the bucket)?"
+            );
+            delete_workload(g, &client, "download", &name, &question, yes, &m, |opts| {
+                let (client, cluster, name) = (&client, &cluster, &name);
+                async move { client.delete_download(cluster, name, &opts).await }
+            })
+            .await
         }
     }
 }

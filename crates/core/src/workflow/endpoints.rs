@@ -11,7 +11,13 @@
 //!   (the Service and port a chat request goes to through the API server's service proxy);
 //! - [`plan_update`]: the explicit diff of `PATCH {replicas?, autoscaling?}` against the live
 //!   objects (an empty plan: nothing is recorded, nothing is called) and the full request the
-//!   `update_endpoint` operation applies;
+//!   `update_endpoint` operation applies. `autoscaling` has merge-patch semantics: absent is
+//!   unchanged, an object adds or changes the KEDA bounds, `null` removes autoscaling — the
+//!   request loses its `autoscaling`, so the update deletes the ScaledObject (see
+//!   [`super::workloads`]: an update removes what the rendering no longer has) before the
+//!   Deployment is applied with a fixed `replicas`: the patch's, else the count the Deployment
+//!   has when the diff is made, shown in the plan as `replicas: "set by autoscaling (N now)" ->
+//!   N` so the user sees where it stays;
 //! - [`AssignPoolWorkerWorkflow`] (`assign_pool_worker`): moves a warm worker of a model pool to
 //!   another endpoint (or makes it idle) by changing its `instantstart.io/pool` label — the
 //!   label is not part of any Deployment selector, so the pod keeps running (same uid).
@@ -149,22 +155,49 @@ pub struct ChatTarget {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AutoscalingPatch {
-    #[serde(default, alias = "min")]
+    #[serde(default, alias = "min", skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<u32>,
-    #[serde(default, alias = "max")]
+    #[serde(default, alias = "max", skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cooldown_seconds: Option<u32>,
 }
 
-/// `PATCH /api/clusters/{cluster}/endpoints/{ep}`: only the fields the user changed.
+/// `PATCH /api/clusters/{cluster}/endpoints/{ep}`: only the fields the user changed, with
+/// JSON merge-patch semantics (RFC 7396) for `autoscaling`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointPatch {
-    #[serde(default)]
+    /// A fixed replica count. Refused while the endpoint autoscales, unless the same patch
+    /// removes autoscaling (`"autoscaling": null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,
-    #[serde(default)]
-    pub autoscaling: Option<AutoscalingPatch>,
+    /// KEDA autoscaling. Absent: unchanged. An object: add autoscaling (`min_replicas` and
+    /// `max_replicas` required) or change the fields given. `null`: remove it — the
+    /// ScaledObject is deleted and the Deployment keeps a fixed replica count, `replicas` if
+    /// given, else the count it has at that moment (read from the cluster; the plan shows it).
+    /// Removing autoscaling from an endpoint without any is `no_change`.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<AutoscalingPatch>")]
+    pub autoscaling: Option<Option<AutoscalingPatch>>,
+}
+
+impl EndpointPatch {
+    /// Whether the patch removes autoscaling (`"autoscaling": null`).
+    pub fn removes_autoscaling(&self) -> bool {
+        matches!(self.autoscaling, Some(None))
+    }
+}
+
+/// Deserializes a field that is present: `null` → `Some(None)`, a value → `Some(Some(v))`.
+/// With `#[serde(default)]` an absent field stays `None`, so the three merge-patch cases
+/// (absent = unchanged, `null` = remove, a value = set) stay apart.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 fn s_at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
@@ -476,6 +509,22 @@ pub async fn list_pools(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<P
     Ok(pools.into_iter().map(|(pool, workers)| PoolSummary { pool, workers }).collect())
 }
 
+/// The bounds of a live ScaledObject (KEDA's defaults where a field is unset).
+#[derive(Serialize)]
+struct LiveBounds {
+    min_replicas: u32,
+    max_replicas: u32,
+    cooldown_seconds: u32,
+}
+
+fn live_bounds(so: &KubeObject) -> LiveBounds {
+    LiveBounds {
+        min_replicas: u32_at(&so.0, "/spec/minReplicaCount").unwrap_or(0),
+        max_replicas: u32_at(&so.0, "/spec/maxReplicaCount").unwrap_or(100),
+        cooldown_seconds: u32_at(&so.0, "/spec/cooldownPeriod").unwrap_or(300),
+    }
+}
+
 /// The explicit diff of an endpoint update, and the request the update applies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointUpdate {
@@ -493,31 +542,66 @@ pub async fn plan_update(
     patch: &EndpointPatch,
 ) -> Result<EndpointUpdate, EngineError> {
     let e = find_endpoint(kube, target, name).await?;
+    diff_update(&e, cluster, patch)
+}
+
+/// The explicit diff of `patch` against endpoint `e` as read from the cluster (pure).
+fn diff_update(e: &Endpoint, cluster: &str, patch: &EndpointPatch) -> Result<EndpointUpdate, EngineError> {
+    let name = e.name.as_str();
     let mut params = e.request.clone().ok_or_else(|| {
         EngineError::InvalidState(format!("endpoint {name} carries no {ANNOTATION_ENDPOINT_REQUEST} annotation"))
     })?;
     let mut plan = Plan::new(workload_target(cluster, WorkloadKind::Endpoint, name));
     let mut f = Findings::new();
     let live_so = e.scaled_object().cloned();
-    if let Some(r) = patch.replicas {
+    if patch.removes_autoscaling() {
+        if let Some(so) = &live_so {
+            // The replicas the autoscaler set are what the Deployment has now (the HPA writes
+            // spec.replicas); from here on they are a fixed count, which the plan shows.
+            let now = u32_at(&e.primary.0, "/spec/replicas")
+                .or_else(|| u32_at(&e.primary.0, "/status/replicas"))
+                .unwrap_or(1);
+            let fixed = patch.replicas.unwrap_or(now);
+            plan.changes.push(crate::diff::Change {
+                field: "autoscaling".into(),
+                from: json!(live_bounds(so)),
+                to: Value::Null,
+            });
+            plan.changes.push(crate::diff::Change {
+                field: "replicas".into(),
+                from: json!(format!("set by autoscaling ({now} now)")),
+                to: json!(fixed),
+            });
+            params["replicas"] = json!(fixed);
+            if let Some(o) = params.as_object_mut() {
+                o.remove("autoscaling");
+            }
+        } else if let Some(r) = patch.replicas {
+            // Nothing to remove: only the replica count can change.
+            let live = u32_at(&e.primary.0, "/spec/replicas").unwrap_or(1);
+            plan.compare("replicas", &live, &r);
+            params["replicas"] = json!(r);
+        }
+    } else if let Some(r) = patch.replicas {
         if live_so.is_some() && patch.autoscaling.is_none() {
-            f.push_unprocessable("replicas", "the replicas are set by autoscaling; change autoscaling.min/max instead");
+            f.push_unprocessable(
+                "replicas",
+                "the replicas are set by autoscaling; change autoscaling.min/max instead, or send \"autoscaling\": \
+                 null with replicas to fix the count",
+            );
         } else {
             let live = u32_at(&e.primary.0, "/spec/replicas").unwrap_or(1);
             plan.compare("replicas", &live, &r);
             params["replicas"] = json!(r);
         }
     }
-    if let Some(a) = &patch.autoscaling {
+    if let Some(Some(a)) = &patch.autoscaling {
         if e.managed() {
             f.push_unprocessable("autoscaling", "managed endpoints are scaled by the HyperPod inference operator");
         }
         let live = live_so.as_ref().map(|so| {
-            (
-                u32_at(&so.0, "/spec/minReplicaCount").unwrap_or(0),
-                u32_at(&so.0, "/spec/maxReplicaCount").unwrap_or(100),
-                u32_at(&so.0, "/spec/cooldownPeriod").unwrap_or(300),
-            )
+            let b = live_bounds(so);
+            (b.min_replicas, b.max_replicas, b.cooldown_seconds)
         });
         let (min, max, cooldown) = match live {
             Some((lmin, lmax, lcool)) => {
@@ -817,4 +901,123 @@ pub fn preflight_refusal(checks: &[crate::preflight::PreflightCheck]) -> Option<
     let failed = checks.iter().find(|c| c.status == crate::preflight::CheckStatus::Fail)?;
     let remedy = failed.remedy.as_deref().map(|r| format!("; {r}")).unwrap_or_default();
     Some(ValidationError::unprocessable(failed.field.clone(), format!("{}{remedy}", failed.detail)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Endpoint `chat` as the cluster shows it: its request annotation, the Deployment (at
+    /// `replicas` as the autoscaler set them) and, with `bounds`, its KEDA ScaledObject.
+    fn endpoint(replicas: u32, bounds: Option<(u32, u32, u32)>) -> Endpoint {
+        let mut request = json!({
+            "route": "self_managed", "name": "chat", "namespace": "default", "image": "lmsysorg/sglang:v0.5.2",
+            "instance_type": "ml.g5.2xlarge", "replicas": 1,
+            "engine": { "kind": "sglang", "model": "models/Qwen/Qwen3-0.6B" },
+        });
+        let labels = json!({ LABEL_INSTANCE: "chat", LABEL_MANAGED_BY: "instantstart", LABEL_ROUTE: "self_managed" });
+        let mut objects = vec![KubeObject(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "chat", "namespace": "default", "labels": labels },
+            "spec": { "replicas": replicas },
+            "status": { "replicas": replicas, "readyReplicas": replicas },
+        }))];
+        if let Some((min, max, cooldown)) = bounds {
+            request["autoscaling"] = json!({ "min_replicas": min, "max_replicas": max, "cooldown_seconds": cooldown });
+            objects.push(KubeObject(json!({
+                "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                "metadata": { "name": "chat", "namespace": "default", "labels": labels },
+                "spec": { "minReplicaCount": min, "maxReplicaCount": max, "cooldownPeriod": cooldown,
+                          "scaleTargetRef": { "name": "chat" } },
+            })));
+        }
+        Endpoint {
+            name: "chat".into(),
+            namespace: "default".into(),
+            request: Some(request),
+            primary: objects[0].clone(),
+            objects,
+        }
+    }
+
+    fn patch(v: Value) -> EndpointPatch {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn params(up: &EndpointUpdate) -> &Value {
+        &up.request["params"]
+    }
+
+    #[test]
+    fn autoscaling_follows_merge_patch_semantics_on_the_wire() {
+        assert_eq!(patch(json!({})).autoscaling, None, "absent: unchanged");
+        assert_eq!(patch(json!({ "autoscaling": null })).autoscaling, Some(None), "null: remove");
+        assert_eq!(
+            patch(json!({ "autoscaling": { "max": 4 } })).autoscaling,
+            Some(Some(AutoscalingPatch { max_replicas: Some(4), ..Default::default() })),
+            "an object: set"
+        );
+        assert!(patch(json!({ "autoscaling": null })).removes_autoscaling());
+        // Serializing keeps the three cases apart: only what was given is sent.
+        let remove = EndpointPatch { replicas: Some(2), autoscaling: Some(None) };
+        assert_eq!(serde_json::to_value(&remove).unwrap(), json!({ "replicas": 2, "autoscaling": null }));
+        let bounds = EndpointPatch {
+            replicas: None,
+            autoscaling: Some(Some(AutoscalingPatch { min_replicas: Some(0), ..Default::default() })),
+        };
+        assert_eq!(serde_json::to_value(&bounds).unwrap(), json!({ "autoscaling": { "min_replicas": 0 } }));
+        assert_eq!(serde_json::to_value(EndpointPatch::default()).unwrap(), json!({}));
+        assert!(serde_json::from_value::<EndpointPatch>(json!({ "autoscaling": false })).is_err());
+    }
+
+    #[test]
+    fn removing_autoscaling_fixes_the_replicas_the_deployment_has_now_and_shows_them() {
+        let e = endpoint(3, Some((1, 4, 600)));
+        let up = diff_update(&e, "demo", &patch(json!({ "autoscaling": null }))).unwrap();
+        assert_eq!(up.plan.target, "cluster/demo/endpoint/chat");
+        assert_eq!(
+            up.plan.render(),
+            "autoscaling: {\"cooldown_seconds\":600,\"max_replicas\":4,\"min_replicas\":1} -> null\n\
+             replicas: \"set by autoscaling (3 now)\" -> 3"
+        );
+        // The update's request has no autoscaling (so no ScaledObject is rendered) and the
+        // Deployment's replicas are the count it had, not the request's original 1.
+        assert_eq!(params(&up).get("autoscaling"), None);
+        assert_eq!(params(&up)["replicas"], 3);
+        assert_eq!(up.request["kind"], "endpoint");
+    }
+
+    #[test]
+    fn removing_autoscaling_with_replicas_fixes_those() {
+        let e = endpoint(3, Some((1, 4, 600)));
+        let up = diff_update(&e, "demo", &patch(json!({ "autoscaling": null, "replicas": 2 }))).unwrap();
+        let replicas = up.plan.changes.iter().find(|c| c.field == "replicas").unwrap();
+        assert_eq!((&replicas.from, &replicas.to), (&json!("set by autoscaling (3 now)"), &json!(2)));
+        assert_eq!(params(&up)["replicas"], 2);
+        assert_eq!(params(&up).get("autoscaling"), None);
+    }
+
+    #[test]
+    fn removing_autoscaling_that_is_not_there_is_no_change() {
+        let e = endpoint(2, None);
+        let up = diff_update(&e, "demo", &patch(json!({ "autoscaling": null }))).unwrap();
+        assert!(up.plan.is_noop(), "{}", up.plan.render());
+        let same = diff_update(&e, "demo", &patch(json!({ "autoscaling": null, "replicas": 2 }))).unwrap();
+        assert!(same.plan.is_noop(), "{}", same.plan.render());
+        let other = diff_update(&e, "demo", &patch(json!({ "autoscaling": null, "replicas": 5 }))).unwrap();
+        assert_eq!(other.plan.render(), "replicas: 2 -> 5");
+    }
+
+    #[test]
+    fn fixed_replicas_of_an_autoscaled_endpoint_need_the_removal() {
+        let e = endpoint(3, Some((1, 4, 600)));
+        let err = diff_update(&e, "demo", &patch(json!({ "replicas": 2 }))).unwrap_err();
+        let EngineError::Validation(v) = err else { panic!("{err:?}") };
+        assert_eq!(v.findings[0].field, "replicas");
+        assert!(v.findings[0].rule.contains("\"autoscaling\": null"), "{v:?}");
+        // Changing a bound keeps autoscaling and says what changes.
+        let up = diff_update(&e, "demo", &patch(json!({ "autoscaling": { "max": 6 } }))).unwrap();
+        assert_eq!(up.plan.render(), "autoscaling.max_replicas: 4 -> 6");
+        assert_eq!(params(&up)["autoscaling"]["max_replicas"], 6);
+    }
 }

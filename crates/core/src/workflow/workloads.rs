@@ -15,6 +15,14 @@
 //! adopted; one without InstantStart's labels, or belonging to another workload, stops the
 //! step in `needs_attention`.
 //!
+//! An **update** ([`ApplyMode::Update`]) converges the workload to the new rendering: `assess`
+//! lists the workload's live objects and records in [`WorkloadRequest::remove`] those the
+//! rendering no longer has (e.g. the ScaledObject of autoscaling that was removed) — only
+//! top-level objects (no owner references) that carry InstantStart's labels, the workload's
+//! instance label and an operation annotation, so what an operator made is never touched. Each
+//! gets a `remove:<Kind>/<name>` step before the first apply (observe: already gone is done),
+//! which deletes it and waits until it is gone.
+//!
 //! **Delete** ([`DeleteWorkloadWorkflow`]): one `delete:<Kind>` step per type the workload may
 //! consist of ([`WorkloadRenderer::owned_types`], reverse apply order), each deleting what
 //! carries `app.kubernetes.io/managed-by=instantstart` and `app.kubernetes.io/instance=<name>`
@@ -76,6 +84,7 @@ pub fn apply_kind(kind: OperationKind) -> Option<(WorkloadKind, ApplyMode)> {
 pub fn delete_kind(kind: OperationKind) -> Option<WorkloadKind> {
     Some(match kind {
         OperationKind::DeleteJob => WorkloadKind::TrainingJob,
+        OperationKind::DeleteDownload => WorkloadKind::ModelDownload,
         OperationKind::DeleteEndpoint => WorkloadKind::Endpoint,
         _ => return None,
     })
@@ -84,6 +93,17 @@ pub fn delete_kind(kind: OperationKind) -> Option<WorkloadKind> {
 /// Step key of applying `object`.
 pub fn apply_step_key(object: &ObjectRef) -> String {
     format!("apply:{}/{}", object.kind, object.name)
+}
+
+/// Step key of removing `object` in an update (it is no longer rendered).
+pub fn remove_step_key(object: &ObjectRef) -> String {
+    format!("remove:{}/{}", object.kind, object.name)
+}
+
+/// Whether two references name the same object (the API version may differ between versions
+/// of a type).
+fn same_object(a: &ObjectRef, b: &ObjectRef) -> bool {
+    a.kind == b.kind && a.name == b.name && a.namespace == b.namespace
 }
 
 fn kube_target(rec: &ClusterRecord) -> KubeTarget {
@@ -198,6 +218,32 @@ fn check_rendered(r: &RenderedWorkload) -> Result<Vec<ObjectRef>, EngineError> {
     Ok(refs)
 }
 
+/// Checks the objects an update removes: each of a type the workload may consist of, in its
+/// namespace, not part of the rendering, and named once.
+fn check_removals(
+    r: &RenderedWorkload,
+    rendered: &[ObjectRef],
+    remove: &[ObjectRef],
+    owned: &[TypeRef],
+) -> Result<(), EngineError> {
+    let bad = |why: String| EngineError::InvalidState(format!("update of workload {}: {why}", r.name));
+    for (i, o) in remove.iter().enumerate() {
+        if !owned.iter().any(|t| t.api_version == o.api_version && t.kind == o.kind) {
+            return Err(bad(format!("{} is not a type the workload consists of", describe(o))));
+        }
+        if o.namespace.as_deref() != Some(r.namespace.as_str()) {
+            return Err(bad(format!("{} is outside namespace {}", describe(o), r.namespace)));
+        }
+        if rendered.iter().any(|x| same_object(x, o)) {
+            return Err(bad(format!("{} is still rendered; it cannot also be removed", describe(o))));
+        }
+        if remove[..i].iter().any(|x| remove_step_key(x) == remove_step_key(o)) {
+            return Err(bad(format!("{} is named twice", describe(o))));
+        }
+    }
+    Ok(())
+}
+
 /// Applies a rendered workload and waits until its ready rules hold.
 pub struct WorkloadWorkflow {
     kind: OperationKind,
@@ -243,6 +289,59 @@ impl WorkloadWorkflow {
 }
 
 impl WorkloadWorkflow {
+    /// The live objects of workload `r` that its rendering no longer has and an update deletes:
+    /// top-level (no owner references), labelled as ours and as the workload's, and applied by
+    /// an InstantStart operation — never what an operator created for it.
+    async fn no_longer_rendered(
+        &self,
+        target: &KubeTarget,
+        r: &RenderedWorkload,
+    ) -> Result<Vec<ObjectRef>, EngineError> {
+        let rendered: Vec<ObjectRef> = r
+            .objects
+            .iter()
+            .filter_map(KubeObject::object_ref)
+            .map(|mut o| {
+                o.namespace.get_or_insert_with(|| r.namespace.clone());
+                o
+            })
+            .collect();
+        let mut out: Vec<ObjectRef> = Vec::new();
+        for t in self.renderer.owned_types(self.workload) {
+            let params = ListParams {
+                api_version: t.api_version.clone(),
+                kind: t.kind.clone(),
+                namespace: Some(r.namespace.clone()),
+                labels: workload_labels(&r.name),
+            };
+            for live in list_objects(self.kube.as_ref(), target, &params).await? {
+                let Some(mut oref) = live.object_ref() else { continue };
+                oref.namespace.get_or_insert_with(|| r.namespace.clone());
+                let meta = live.0.get("metadata");
+                let owned_by_another = meta
+                    .and_then(|m| m.get("ownerReferences"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty());
+                let applied_by_us =
+                    meta.and_then(|m| m.get("annotations")).and_then(|a| a.get(ANNOTATION_OPERATION)).is_some();
+                if live.label(LABEL_MANAGED_BY) != Some(MANAGED_BY)
+                    || live.label(LABEL_INSTANCE) != Some(r.name.as_str())
+                    || owned_by_another
+                    || !applied_by_us
+                    || rendered.iter().any(|x| same_object(x, &oref))
+                    || out.iter().any(|x| same_object(x, &oref))
+                {
+                    continue;
+                }
+                // The type as the workload declares it (a list may answer in another version).
+                oref.api_version = t.api_version.clone();
+                out.push(oref);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The request field the preflight checks of this workload point at.
     fn check_field(&self) -> &'static str {
         match self.workload {
@@ -344,8 +443,24 @@ impl Workflow for WorkloadWorkflow {
         req.context.get_or_insert_with(WorkloadContext::default).storage = storage_facts(&rec);
         let rendered = self.renderer.render(&req)?;
         let refs = check_rendered(&rendered)?;
+        if self.mode != ApplyMode::Update {
+            req.remove.clear();
+        }
+        check_removals(&rendered, &refs, &req.remove, &self.renderer.owned_types(self.workload))?;
         let mut steps: Vec<StepSpec> = Vec::new();
         let mut previous: Option<String> = None;
+        // What the new rendering no longer has goes first: e.g. the ScaledObject (and so KEDA's
+        // HPA) is gone before the Deployment gets a fixed replica count.
+        for r in &req.remove {
+            let key = remove_step_key(r);
+            steps.push(StepSpec {
+                key: key.clone(),
+                title: format!("Delete {} (no longer part of {} {})", describe(r), self.workload.noun(), rendered.name),
+                depends_on: previous.iter().cloned().collect(),
+                expected_secs: Some(5),
+            });
+            previous = Some(key);
+        }
         for r in &refs {
             let key = apply_step_key(r);
             steps.push(StepSpec {
@@ -420,6 +535,10 @@ impl Workflow for WorkloadWorkflow {
         let checks = self.checks(&target, r, &context).await?;
         let mut request = stored.request.clone();
         request.context = Some(context);
+        request.remove = match self.mode {
+            ApplyMode::Update => self.no_longer_rendered(&target, r).await?,
+            ApplyMode::Create | ApplyMode::Converge => Vec::new(),
+        };
         Ok(Assessment { plan: None, checks, reduced_request: Some(to_value(&request)?) })
     }
 
@@ -429,6 +548,14 @@ impl Workflow for WorkloadWorkflow {
         let target = kube_target(&rec);
         if key == "ready" {
             return Some(Arc::new(ReadyStep { kube: self.kube.clone(), target, rendered: stored.rendered }));
+        }
+        if let Some(r) = stored.request.remove.iter().find(|r| remove_step_key(r) == key) {
+            return Some(Arc::new(RemoveObject {
+                kube: self.kube.clone(),
+                target,
+                object: r.clone(),
+                workload: stored.rendered.name.clone(),
+            }));
         }
         let object =
             stored.rendered.objects.iter().find(|o| o.object_ref().is_some_and(|r| apply_step_key(&r) == key))?.clone();
@@ -523,6 +650,61 @@ impl StepExecutor for ApplyObject {
                 "generation": live.0.pointer("/metadata/generation"),
             })),
             None => Progress::Waiting { detail: format!("{}: waiting for the API server", describe(&oref)) },
+        })
+    }
+}
+
+/// Deletes one object an update no longer renders, and waits until it is gone.
+struct RemoveObject {
+    kube: Arc<dyn KubeApi>,
+    target: KubeTarget,
+    object: ObjectRef,
+    workload: String,
+}
+
+impl RemoveObject {
+    fn resource(&self) -> ResourceRef {
+        let id = match &self.object.namespace {
+            Some(ns) => format!("{ns}/{}", self.object.name),
+            None => self.object.name.clone(),
+        };
+        ResourceRef { kind: format!("k8s:{}", self.object.kind), id, arn: None }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for RemoveObject {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let Some(live) = get_object(self.kube.as_ref(), &self.target, &self.object).await? else {
+            // Already gone (a resumed step, or deleted by hand): nothing to do.
+            return Ok(Observation::Exists(self.resource()));
+        };
+        if live.label(LABEL_MANAGED_BY) != Some(MANAGED_BY)
+            || live.label(LABEL_INSTANCE) != Some(self.workload.as_str())
+        {
+            return Ok(Observation::Foreign {
+                reason: format!(
+                    "{} is no longer InstantStart's object of workload {}; it is left alone",
+                    describe(&self.object),
+                    self.workload
+                ),
+            });
+        }
+        Ok(Observation::Absent)
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        match self.kube.delete(&self.target, &self.object).await {
+            Ok(_) => Ok(self.resource()),
+            Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(self.resource()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match get_object(self.kube.as_ref(), &self.target, &self.object).await? {
+            None => Progress::Done(json!({ "object": r.id, "kind": self.object.kind, "removed": true })),
+            Some(_) => Progress::Waiting { detail: format!("{}: waiting until it is gone", describe(&self.object)) },
         })
     }
 }

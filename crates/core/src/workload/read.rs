@@ -474,6 +474,18 @@ pub async fn list_downloads(kube: &dyn KubeApi, target: &KubeTarget) -> Result<V
     Ok(out.into_iter().map(|(_, d)| d).collect())
 }
 
+/// Finds model download `name` (its Job, in whichever namespace it runs).
+pub async fn find_download(kube: &dyn KubeApi, target: &KubeTarget, name: &str) -> Result<DownloadSummary, ReadError> {
+    if let Err(rule) = crate::names::dns1123_label(name) {
+        return Err(ReadError::Validation(crate::validate::ValidationError::invalid("name", rule)));
+    }
+    list_downloads(kube, target)
+        .await?
+        .into_iter()
+        .find(|d| d.name == name)
+        .ok_or_else(|| ReadError::Missing(format!("download {name}")))
+}
+
 fn entries(listing: ObjectListing) -> Vec<StorageEntry> {
     listing
         .entries

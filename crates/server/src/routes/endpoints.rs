@@ -101,7 +101,11 @@ pub fn routes() -> ApiRouter<AppState> {
             .patch_with(update, |op| {
                 mutation(
                     op.id("endpoint_update")
-                        .summary("Scale an endpoint: send only replicas and/or the changed autoscaling fields")
+                        .summary(
+                            "Scale an endpoint: send only replicas and/or the changed autoscaling fields; \
+                             \"autoscaling\": null removes autoscaling (the ScaledObject is deleted, the Deployment \
+                             keeps replicas, or the count it has now — the plan shows it)",
+                        )
                         .tag("inference"),
                 )
                 .response_with::<200, Json<NoChange>, _>(|r| r.description("Already in this state: nothing was done"))

@@ -92,7 +92,7 @@ pub struct WorkloadAccepted {
     pub workload: WorkloadRef,
 }
 
-fn workload_of(op: &CoreOperation) -> Option<WorkloadRef> {
+pub(crate) fn workload_of(op: &CoreOperation) -> Option<WorkloadRef> {
     if let Ok(stored) = serde_json::from_value::<StoredWorkload>(op.request.clone()) {
         return Some(WorkloadRef { name: stored.rendered.name, namespace: stored.rendered.namespace });
     }

@@ -1,22 +1,32 @@
 //! Shared storage and model downloads: the cluster's bucket (how pods mount it, its listing) and
-//! Hugging Face → bucket download Jobs.
+//! Hugging Face → bucket download Jobs, which can be deleted (`delete_download`: the Job and its
+//! pods go, the files it downloaded stay in the bucket).
 
-use super::jobs::{ClusterPath, WorkloadBody, submit_workload, workload_mutation};
+use super::jobs::{ClusterPath, WorkloadBody, submit_workload, workload_mutation, workload_of};
 use super::{ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
-use aide::axum::routing::get_with;
+use aide::axum::routing::{delete_with, get_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::operation::OperationKind;
-use instantstart_core::workload::read;
+use instantstart_core::workflow::workloads::DeleteWorkloadRequest;
+use instantstart_core::workload::read::{self, ReadError};
 use instantstart_core::workload::{DownloadSummary, StorageListing, StorageSummary, WorkloadKind, WorkloadRequest};
 use instantstart_recipes::download::ModelDownloadParams;
 use schemars::JsonSchema;
 use serde::Deserialize;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DownloadPath {
+    /// InstantStart cluster name.
+    pub cluster: String,
+    /// Download name: the download Job's name (as listed).
+    pub download: String,
+}
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +73,19 @@ pub fn routes() -> ApiRouter<AppState> {
                 )
             }),
         )
+        .api_route(
+            "/api/clusters/{cluster}/downloads/{download}",
+            delete_with(delete_download, |op| {
+                workload_mutation(
+                    op.id("download_delete")
+                        .summary(
+                            "Delete a model download: its Job and pods (a running download stops); the files it \
+                             downloaded stay in the shared bucket",
+                        )
+                        .tag("storage"),
+                )
+            }),
+        )
 }
 
 async fn storage(
@@ -101,4 +124,39 @@ async fn download(
     let request = serde_json::to_value(WorkloadRequest::new(p.cluster, WorkloadKind::ModelDownload, body))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     submit_workload(&state, OperationKind::DownloadModel, request, &principal, q.dry_run, key).await
+}
+
+async fn delete_download(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<DownloadPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+) -> Result<Response, ApiError> {
+    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let found = match read::find_download(state.kube.as_ref(), &target, &p.download).await {
+        Ok(d) => d,
+        Err(ReadError::Missing(what)) => {
+            // A replayed delete (same Idempotency-Key) of a download that is gone by now returns
+            // the original operation.
+            if let Some(k) = &key
+                && let Some(op) = state.store.find_by_idempotency_key(k)?
+                && op.kind == OperationKind::DeleteDownload
+                && workload_of(&op).is_some_and(|w| w.name == p.download)
+            {
+                return submit_workload(&state, OperationKind::DeleteDownload, op.request, &principal, q.dry_run, key)
+                    .await;
+            }
+            return Err(ReadError::Missing(what).into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let request = serde_json::to_value(DeleteWorkloadRequest {
+        cluster: p.cluster,
+        kind: WorkloadKind::ModelDownload,
+        name: found.name,
+        namespace: found.namespace,
+    })
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    submit_workload(&state, OperationKind::DeleteDownload, request, &principal, q.dry_run, key).await
 }

@@ -316,6 +316,52 @@ async fn storage_listing_and_model_downloads() {
         "{entries:#?}"
     );
 
+    // Delete the download: a delete_download operation removes its Job and pods; the files stay.
+    let one = format!("/api/clusters/demo/downloads/{name}");
+    let r = app.send(Method::DELETE, "/api/clusters/demo/downloads/download-nope", None, &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
+    assert_eq!(r.headers[header::CONTENT_TYPE], "application/problem+json");
+    let r = app.send(Method::DELETE, "/api/clusters/demo/downloads/Not_A_Name", None, &[]).await;
+    assert_eq!((r.status, fields(&r.body)), (StatusCode::BAD_REQUEST, vec!["name".to_string()]));
+    let dry = app.send(Method::DELETE, &format!("{one}?dry_run=true"), None, &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["delete:Job", "gone"]);
+    let key = [("idempotency-key", "rm-dl-1")];
+    let r = app.send(Method::DELETE, &one, None, &key).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(r.body["operation"]["kind"], "delete_download");
+    assert_eq!(r.body["workload"], json!({ "name": name.as_str(), "namespace": "default" }));
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    assert_eq!(app.get("/api/clusters/demo/downloads").await.body, json!([]));
+    use instantstart_core::provider::{KubeTarget, ListParams};
+    let target = {
+        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster }
+    };
+    for (api_version, kind) in [("batch/v1", "Job"), ("v1", "Pod")] {
+        let params = ListParams {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: None,
+            labels: vec![("app.kubernetes.io/instance".into(), name.clone())],
+        };
+        let left = app.state.kube.list(&target, &params).await.unwrap();
+        assert!(left.is_empty(), "{kind} left behind: {left:?}");
+    }
+    let kept = app.get("/api/clusters/demo/storage/objects?prefix=models/Qwen/Qwen3-0.6B/").await;
+    assert!(
+        kept.body["entries"].as_array().unwrap().iter().any(|e| e["key"] == "models/Qwen/Qwen3-0.6B/config.json"),
+        "the downloaded files stay in the bucket: {:#}",
+        kept.body
+    );
+    // Replaying the delete with the same key returns the same operation, though the Job is gone.
+    let again = app.send(Method::DELETE, &one, None, &key).await;
+    assert_eq!((again.status, &again.body["replayed"]), (StatusCode::ACCEPTED, &json!(true)), "{:#}", again.body);
+    assert_eq!(again.body["operation"]["id"], r.body["operation"]["id"]);
+    assert_eq!(app.send(Method::DELETE, &one, None, &[]).await.status, StatusCode::NOT_FOUND);
+
     // Bad input names its field.
     let r = app.get("/api/clusters/demo/storage/objects?prefix=/etc/").await;
     assert_eq!((r.status, fields(&r.body)), (StatusCode::BAD_REQUEST, vec!["prefix".to_string()]));

@@ -292,6 +292,15 @@ fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[Nod
         ("v1", "PersistentVolumeClaim") => Some(pvc_status(kw, &obj)),
         ("v1", "PersistentVolume") => Some(pv_status(kw, &obj)),
         ("v1", "Service") => Some(service_status(kw, rec, now)),
+        ("apps/v1", "Deployment") => {
+            // spec.replicas as the scale subresource has it: what KEDA's HPA set while a
+            // ScaledObject scales the Deployment, and where it left them after one is deleted.
+            let stored = obj.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as u32;
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert("replicas".into(), json!(serving::replicas_at(rec, stored, now)));
+            }
+            workload::workload_status(w, key, rec, nodes, now)
+        }
         _ => workload::workload_status(w, key, rec, nodes, now),
     };
     if let (Some(status), Some(o)) = (status, obj.as_object_mut()) {

@@ -12,7 +12,8 @@
 //!   threshold and the minimum is 0). Scaling up is immediate; scaling down waits until the
 //!   higher values have been out of the window (the HPA scale-down stabilisation window when
 //!   set, else `cooldownPeriod`) — a sample counts while it was current at some moment of the
-//!   last window. Deleting the ScaledObject leaves the replicas where they are.
+//!   last window. While it scales a Deployment, reads show `spec.replicas` as KEDA's HPA set it
+//!   (the scale subresource); deleting the ScaledObject leaves the replicas where they are.
 //! - **Relabelling pods**: applying a Pod object over a controller's pod changes only its labels
 //!   (what a model pool move does); the pod is not restarted (same name, same uid).
 //! - **Service proxy** ([`SimCloud`]'s `service_proxy`, also served by the API server): the
