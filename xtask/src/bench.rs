@@ -735,7 +735,7 @@ async fn fanout(bin: &Path, followers: usize) -> Result<Value> {
     let mut table = Table::new(
         format!(
             "Operation stream fan-out: WebSocket followers of one create pipeline (sim speed {FANOUT_SPEED}, \
-             ~57 phase changes in ~2 s); latency = arrival − latest change in the snapshot"
+             ~60 phase changes in ~2 s); latency = arrival − latest change in the snapshot"
         ),
         &[
             "followers",

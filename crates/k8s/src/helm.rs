@@ -508,7 +508,7 @@ impl HelmReleases for HelmCli {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use instantstart_core::provider::{HYPERPOD_CLI_COMMIT, HYPERPOD_DEPENDENCIES, KUBERAY_OPERATOR};
+    use instantstart_core::provider::{HYPERPOD_CLI_COMMIT, HYPERPOD_DEPENDENCIES, KEDA, KUBERAY_OPERATOR};
 
     const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUe6Q=\n-----END CERTIFICATE-----\n";
 
@@ -550,6 +550,23 @@ mod tests {
             ]
         );
         assert!(!args.iter().any(|a| a.starts_with("--wait")));
+        let keda = strings(&upgrade_args(&KEDA.spec(), charts, Path::new("k"), Path::new("v")));
+        assert_eq!(
+            keda[..11],
+            [
+                "upgrade",
+                "--install",
+                "keda",
+                "keda",
+                "--repo",
+                "https://kedacore.github.io/charts",
+                "--version",
+                "2.21.1",
+                "--namespace",
+                "keda",
+                "--create-namespace"
+            ]
+        );
         let mut oci = KUBERAY_OPERATOR.spec();
         oci.chart.source = ChartSource::Repository { url: "oci://public.ecr.aws/charts/".into() };
         let args = strings(&upgrade_args(&oci, charts, Path::new("k"), Path::new("v")));

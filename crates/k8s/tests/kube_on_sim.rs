@@ -27,8 +27,8 @@ fn adv(s: &SimCloud, secs: f64) {
     s.advance(Duration::from_secs_f64(secs));
 }
 
-/// A simulated account with an Active EKS cluster `demo` and `nodes` × ml.g5.2xlarge HyperPod
-/// nodes registered to it.
+/// A simulated account with an Active EKS cluster `demo` (the KubeRay and KEDA charts deployed)
+/// and `nodes` × ml.g5.2xlarge HyperPod nodes registered to it.
 async fn world(nodes: u32) -> SimCloud {
     let s = SimCloud::new(SimConfig::with_speed(1.0).seed(11)).expect("sim");
     let tags = ownership_tags("demo", "op-1");
@@ -63,6 +63,12 @@ async fn world(nodes: u32) -> SimCloud {
     .await
     .unwrap();
     adv(&s, timings::EKS_CREATE);
+    // The charts create-cluster installs (`chart:kuberay-operator`, `chart:keda`): the simulator
+    // serves RayJob and ScaledObject only while their release is deployed.
+    for chart in [KUBERAY_OPERATOR, KEDA] {
+        s.install_or_upgrade(&target(), &chart.spec_for(REGION)).await.unwrap();
+    }
+    adv(&s, timings::HELM_RELEASE);
     if nodes == 0 {
         return s;
     }

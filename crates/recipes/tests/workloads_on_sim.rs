@@ -2,13 +2,13 @@
 //! this crate, on the simulated cloud and a real SQLite store: prepare lays out the steps and
 //! records the rendered objects; a submitted job is applied once and the operation completes;
 //! a delete leaves nothing; a restart resumes from the recorded objects without rendering again
-//! or applying twice.
+//! or applying twice; an endpoint with autoscaling needs the KEDA chart's release in the cluster.
 
 use instantstart_core::engine::{Engine, EngineConfig, EngineError};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::preflight::CheckStatus;
 use instantstart_core::provider::ProviderErrorKind;
-use instantstart_core::provider::{KubeApi, KubeTarget, ListParams, ObjectRef};
+use instantstart_core::provider::{HelmReleases, KEDA, KubeApi, KubeTarget, ListParams, ObjectRef};
 use instantstart_core::store::Store;
 use instantstart_core::validate::{ValidationError, ValidationKind};
 use instantstart_core::workflow::{self, workloads};
@@ -52,7 +52,15 @@ fn bed(dir: &Path, speed: f64) -> Bed {
     let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(11)).unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
     let renders = Arc::new(Counting::default());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), Some(renders.clone()));
+    // With the Helm runner, like the server: create-cluster installs the pinned charts (KubeRay, KEDA).
+    let helm: Arc<dyn HelmReleases> = Arc::new(sim.clone());
+    let workflows = workflow::all_with_helm(
+        Arc::new(sim.clone()),
+        Arc::new(sim.clone()),
+        Some(helm),
+        store.clone(),
+        Some(renders.clone()),
+    );
     let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
     Bed { sim, store, engine, renders }
 }
@@ -283,4 +291,62 @@ async fn a_download_completes_and_a_restart_resumes_from_the_recorded_objects() 
     // The same download again converges on the same, completed Job.
     let again = run(&b, OperationKind::DownloadModel, &download()).await;
     assert_eq!(again.status, OperationStatus::Succeeded, "{again:#?}");
+}
+
+fn autoscaled_endpoint() -> Value {
+    json!({
+        "cluster": "demo",
+        "kind": "endpoint",
+        "params": {
+            "route": "self_managed", "name": "chat", "namespace": "default", "image": "lmsysorg/sglang:v0.5.2",
+            "instance_type": "ml.g5.12xlarge", "gpus": 1, "replicas": 1,
+            "engine": { "kind": "sglang", "model": "models/Qwen/Qwen3-0.6B", "served_model_name": "qwen" },
+            "autoscaling": { "min_replicas": 1, "max_replicas": 2 }
+        }
+    })
+}
+
+/// The workload preflight on the simulator, which serves ScaledObject only while the `keda`
+/// release is deployed: the create pipeline installed it, so autoscaling passes; on a cluster
+/// without it (uninstalled here; an imported cluster is the same) the deploy is a 422 on
+/// `autoscaling` naming the chart to install, before anything is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscaling_needs_the_keda_release_in_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let created = b.store.list_operations(&Default::default()).unwrap();
+    let create = b.store.get_operation(&created[0].id).unwrap().unwrap();
+    assert!(create.step("chart:keda").is_some_and(|s| s.phase == StepPhase::Succeeded), "{create:#?}");
+    let dry = b.engine.dry_run_checked(OperationKind::DeployEndpoint, &autoscaled_endpoint()).await.unwrap();
+    let scaled = dry.checks.iter().find(|c| c.detail.contains("ScaledObject")).expect("a check of the ScaledObject");
+    assert_eq!((scaled.status, scaled.field.as_str()), (CheckStatus::Pass, "autoscaling"), "{scaled:?}");
+
+    b.sim.uninstall(&target(), KEDA.namespace, KEDA.release).await.unwrap();
+    let dry = b.engine.dry_run_checked(OperationKind::DeployEndpoint, &autoscaled_endpoint()).await.unwrap();
+    let scaled = dry.checks.iter().find(|c| c.detail.contains("ScaledObject")).unwrap();
+    assert_eq!((scaled.status, scaled.field.as_str()), (CheckStatus::Fail, "autoscaling"), "{scaled:?}");
+    let ops = b.store.list_operations(&Default::default()).unwrap().len();
+    let e =
+        b.engine.submit_checked(OperationKind::DeployEndpoint, &autoscaled_endpoint(), user(), None).await.unwrap_err();
+    let EngineError::Validation(v) = &e else { panic!("{e:?}") };
+    assert_eq!(v.kind, ValidationKind::Unprocessable, "{e:?}");
+    assert_eq!(v.findings.len(), 1, "only the ScaledObject is missing: {e:?}");
+    let f = &v.findings[0];
+    assert_eq!(f.field, "autoscaling");
+    for part in [
+        "does not serve ScaledObject (keda.sh/v1alpha1)",
+        "install KEDA",
+        "keda 2.21.1",
+        "https://kedacore.github.io/charts",
+        "chart:keda",
+    ] {
+        assert!(f.rule.contains(part), "{part:?} missing in {:?}", f.rule);
+    }
+    assert_eq!(b.store.list_operations(&Default::default()).unwrap().len(), ops, "nothing recorded");
+    // Without autoscaling the same endpoint needs no KEDA.
+    let mut fixed = autoscaled_endpoint();
+    fixed["params"].as_object_mut().unwrap().remove("autoscaling");
+    let dry = b.engine.dry_run_checked(OperationKind::DeployEndpoint, &fixed).await.unwrap();
+    assert!(dry.checks.iter().all(|c| c.status != CheckStatus::Fail), "{:?}", dry.checks);
 }

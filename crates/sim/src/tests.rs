@@ -1496,10 +1496,120 @@ async fn log_monitors_detect_hangs_like_the_operator() {
     assert!(slow["status"]["conditions"][2]["message"].as_str().unwrap().contains("log monitor slow: SLOW"), "{slow}");
 }
 
+/// Installs a pinned chart in `demo` as the create-cluster pipeline does, and lets it settle.
+async fn install_chart(s: &SimCloud, chart: &PinnedChart) {
+    s.install_or_upgrade(&target(), &chart.spec_for(REGION)).await.expect("helm install");
+    adv(s, timings::HELM_RELEASE);
+}
+
+/// One HTTP/1.1 request to the loopback API server: the status code and the JSON body.
+async fn http(server: &crate::KubeApiServer, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let ct = if method == "PATCH" { "application/apply-patch+yaml" } else { "application/json" };
+    let path = if method == "PATCH" { format!("{path}?fieldManager=test") } else { path.to_string() };
+    let req = format!(
+        "{method} {} HTTP/1.1\r\nHost: sim\r\nConnection: close\r\nContent-Type: {ct}\r\nContent-Length: {}\r\n\r\n{body}",
+        cluster_path(&target(), &path),
+        body.len()
+    );
+    conn.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let code: u16 = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let json = text.find("\r\n\r\n").and_then(|i| {
+        let rest = &text[i + 4..];
+        // Chunked bodies: the JSON starts at the first brace.
+        rest.find('{').and_then(|j| serde_json::Deserializer::from_str(&rest[j..]).into_iter::<Value>().next())
+    });
+    (code, json.and_then(Result::ok).unwrap_or(Value::Null))
+}
+
+fn cluster_path(t: &KubeTarget, path: &str) -> String {
+    format!("/clusters/{}/{}{path}", t.region, t.eks_cluster)
+}
+
+/// The chart-provided kinds (RayJob from KubeRay, ScaledObject from KEDA) are served only while
+/// their release is deployed, through the `KubeApi` and the loopback API server alike; the
+/// add-on-provided kinds are served regardless. Uninstalling removes the CRDs and their objects.
+#[tokio::test]
+async fn chart_kinds_are_served_only_while_their_release_is_deployed() {
+    let s = sim();
+    gpu_world(&s, 0).await;
+    let server = s.serve_kube_api().await.unwrap();
+    let ray_job = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r", "namespace": "default"},
+                         "spec": {"entrypoint": "python3 x.py"}});
+    let so = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "so", "namespace": "default"},
+                    "spec": {"scaleTargetRef": {"name": "web"}, "minReplicaCount": 1, "maxReplicaCount": 2,
+                             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://p:9090", "query": "q", "threshold": "1"}}]}});
+    let list = |api: &str, kind: &str| ListParams {
+        api_version: api.into(),
+        kind: kind.into(),
+        namespace: Some("default".into()),
+        labels: vec![],
+    };
+    let kinds = [
+        ("ray.io/v1", "RayJob", "/apis/ray.io/v1/namespaces/default/rayjobs", &ray_job, &KUBERAY_OPERATOR),
+        ("keda.sh/v1alpha1", "ScaledObject", "/apis/keda.sh/v1alpha1/namespaces/default/scaledobjects", &so, &KEDA),
+    ];
+    let group_of = |api: &str| api.split('/').next().unwrap().to_string();
+    for (api, ty, path, object, _) in kinds {
+        // The KubeApi: apply and list are NotFound, get is None, delete is a no-op.
+        let e = s.apply(&target(), &KubeObject(object.clone())).await.unwrap_err();
+        assert_eq!((e.api.as_str(), e.kind), ("k8s:Apply", ProviderErrorKind::NotFound), "{ty}: {e}");
+        assert!(e.message.contains("could not find the requested resource"), "{e}");
+        assert_eq!(kind(s.list(&target(), &list(api, ty)).await), ProviderErrorKind::NotFound, "{ty}");
+        let name = object["metadata"]["name"].as_str().unwrap();
+        assert_eq!(get(&s, api, ty, Some("default"), name).await, None);
+        s.delete(&target(), &oref(api, ty, Some("default"), name)).await.unwrap();
+        // The API server: 404 NotFound for list, get and apply; discovery does not list the group.
+        let (code, status) = http(&server, "GET", path, None).await;
+        assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")), "{ty}: {status}");
+        assert_eq!(http(&server, "GET", &format!("{path}/{name}"), None).await.0, 404);
+        assert_eq!(http(&server, "PATCH", &format!("{path}/{name}"), Some(object)).await.0, 404);
+        assert_eq!(http(&server, "GET", &format!("/apis/{api}"), None).await.0, 404, "{api}");
+        let (_, groups) = http(&server, "GET", "/apis", None).await;
+        assert!(!groups.to_string().contains(&format!("\"{}\"", group_of(api))), "{groups}");
+    }
+    // Add-on kinds are served without any chart.
+    let hp = ListParams { namespace: None, ..list("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob") };
+    assert!(s.list(&target(), &hp).await.unwrap().is_empty());
+    assert_eq!(http(&server, "GET", "/apis/sagemaker.amazonaws.com/v1/hyperpodpytorchjobs", None).await.0, 200);
+
+    for (api, ty, path, object, chart) in kinds {
+        // Installing: still pending (no CRDs yet), then deployed.
+        s.install_or_upgrade(&target(), &chart.spec_for(REGION)).await.unwrap();
+        assert_eq!(kind(s.list(&target(), &list(api, ty)).await), ProviderErrorKind::NotFound, "pending");
+        adv(&s, timings::HELM_RELEASE);
+        s.apply(&target(), &KubeObject(object.clone())).await.unwrap_or_else(|e| panic!("{ty}: {e}"));
+        assert_eq!(s.list(&target(), &list(api, ty)).await.unwrap().len(), 1, "{ty}");
+        let (code, listed) = http(&server, "GET", path, None).await;
+        assert_eq!((code, listed["items"].as_array().map(Vec::len)), (200, Some(1)), "{ty}: {listed}");
+        let (code, doc) = http(&server, "GET", &format!("/apis/{api}"), None).await;
+        assert_eq!(code, 200, "{doc}");
+        let (_, groups) = http(&server, "GET", "/apis", None).await;
+        assert!(groups.to_string().contains(&format!("\"{}\"", group_of(api))), "{groups}");
+        // An upgrade keeps the CRDs in place while it runs.
+        s.install_or_upgrade(&target(), &chart.spec_for(REGION)).await.unwrap();
+        assert_eq!(s.list(&target(), &list(api, ty)).await.unwrap().len(), 1, "{ty} during an upgrade");
+        adv(&s, timings::HELM_RELEASE);
+    }
+    // Each chart serves only its own kinds: uninstalling KEDA leaves the RayJob.
+    s.uninstall(&target(), KEDA.namespace, KEDA.release).await.unwrap();
+    assert_eq!(kind(s.list(&target(), &list("keda.sh/v1alpha1", "ScaledObject")).await), ProviderErrorKind::NotFound);
+    assert_eq!(s.list(&target(), &list("ray.io/v1", "RayJob")).await.unwrap().len(), 1);
+    // Reinstalled, the CRD is back empty: its objects went with it.
+    install_chart(&s, &KEDA).await;
+    assert!(s.list(&target(), &list("keda.sh/v1alpha1", "ScaledObject")).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn ray_jobs_run_head_and_workers_with_kuberay_statuses() {
     let s = sim();
     gpu_world(&s, 2).await;
+    install_chart(&s, &KUBERAY_OPERATOR).await;
     let template = json!({"metadata": {"labels": {"app.kubernetes.io/instance": "verl"}}, "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.49.0",
         "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
     apply(&s, json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "verl", "namespace": "default", "annotations": {crate::DURATION_ANNOTATION: "60"}},

@@ -1,12 +1,14 @@
 //! The pinned Helm charts in the create/delete pipelines on the simulated cloud: the
-//! `chart:<release>` step installs exactly once (observe before submit), a failed release fails
-//! the step with Helm's reason and a retry upgrades it, and delete-cluster uninstalls it. The
-//! HyperPod dependencies chart (vendored) is installed before the HyperPod cluster is created and
-//! uninstalled after it is deleted.
+//! `chart:<release>` steps (KubeRay and KEDA) install exactly once (observe before submit), a
+//! failed release fails the step with Helm's reason and a retry upgrades it, and delete-cluster
+//! uninstalls them. The HyperPod dependencies chart (vendored) is installed before the HyperPod
+//! cluster is created and uninstalled after it is deleted.
 
 use instantstart_core::engine::{Engine, EngineConfig};
 use instantstart_core::operation::{Actor, Face, OperationKind, OperationStatus, StepPhase};
-use instantstart_core::provider::{HYPERPOD_DEPENDENCIES, HelmReleases, KUBERAY_OPERATOR, KubeTarget, ReleaseStatus};
+use instantstart_core::provider::{
+    HYPERPOD_DEPENDENCIES, HelmReleases, KEDA, KUBERAY_OPERATOR, KubeTarget, ReleaseStatus,
+};
 use instantstart_core::store::Store;
 use instantstart_core::workflow;
 use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
@@ -57,14 +59,22 @@ async fn create_installs_the_pinned_chart_once_and_delete_uninstalls_it() {
     let r = sim.get_release(&target(), KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release).await.unwrap().unwrap();
     assert!(r.is_deployed(&KUBERAY_OPERATOR.chart_ref()), "{r:?}");
     assert_eq!(r.revision, 1);
-    assert_eq!(sim.stats().get("helm:upgrade").copied(), Some(1), "installed exactly once");
+    let step = op.step("chart:keda").expect("KEDA chart step");
+    assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 1));
+    assert_eq!(step.depends_on, ["select_active"]);
+    assert_eq!((step.outputs["chart"].as_str(), step.outputs["version"].as_str()), (Some("keda"), Some("2.21.1")));
+    let r = sim.get_release(&target(), KEDA.namespace, KEDA.release).await.unwrap().unwrap();
+    assert!(r.is_deployed(&KEDA.chart_ref()), "{r:?}");
+    assert_eq!(sim.stats().get("helm:upgrade").copied(), Some(2), "each chart installed exactly once");
 
     let op = run(&engine, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    let step = op.step("chart:kuberay-operator").expect("chart removal step");
-    assert_eq!(step.phase, StepPhase::Succeeded);
-    assert!(op.step("eks_cluster").unwrap().depends_on.contains(&"chart:kuberay-operator".to_string()));
-    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(1));
+    for key in ["chart:kuberay-operator", "chart:keda"] {
+        let step = op.step(key).expect("chart removal step");
+        assert_eq!(step.phase, StepPhase::Succeeded);
+        assert!(op.step("eks_cluster").unwrap().depends_on.contains(&key.to_string()), "{key}");
+    }
+    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,10 +87,13 @@ async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_
     let step = op.step("chart:kuberay-operator").unwrap();
     assert_eq!(step.phase, StepPhase::Failed);
     assert!(step.error.as_deref().unwrap().contains("ImagePullBackOff"), "{step:?}");
-    assert_eq!(op.steps.iter().filter(|s| s.phase == StepPhase::Failed).count(), 1, "only the chart failed");
+    let failed: Vec<&str> = op.steps.iter().filter(|s| s.phase == StepPhase::Failed).map(|s| s.key.as_str()).collect();
+    assert_eq!(failed, ["chart:kuberay-operator", "chart:keda"], "only the charts failed");
 
     sim.set_faults(SimFaults::none());
     engine.retry_step(&op.id, "chart:kuberay-operator", user()).unwrap();
+    engine.wait(&op.id, WAIT).await.unwrap();
+    engine.retry_step(&op.id, "chart:keda", user()).unwrap();
     let op = engine.wait(&op.id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let r = sim.get_release(&target(), KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release).await.unwrap().unwrap();
@@ -119,5 +132,5 @@ async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
     let removal = op.step("chart:hyperpod-dependencies").expect("chart removal step");
     assert_eq!(removal.depends_on, ["hyperpod_cluster"], "uninstalled after the HyperPod cluster is gone");
     assert!(op.step("eks_cluster").unwrap().depends_on.contains(&removal.key));
-    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(2), "KubeRay and the HyperPod dependencies");
+    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(3), "KubeRay, KEDA and the HyperPod dependencies");
 }

@@ -140,6 +140,20 @@ pub const KUBERAY_OPERATOR: PinnedChart = PinnedChart {
     sets_global_region: false,
 };
 
+/// KEDA (the ScaledObject, ScaledJob and TriggerAuthentication CRDs, its operator and metrics
+/// API server), which scales self-managed inference endpoints. There is no EKS add-on for it; the
+/// chart comes from the KEDA project's own Helm repository (chart 2.21.1 = KEDA v2.21.1).
+pub const KEDA: PinnedChart = PinnedChart {
+    release: "keda",
+    namespace: "keda",
+    source: PinnedSource::Repository("https://kedacore.github.io/charts"),
+    chart: "keda",
+    version: "2.21.1",
+    provides: "KEDA for ScaledObject autoscaling of inference endpoints",
+    before_hyperpod: false,
+    sets_global_region: false,
+};
+
 /// Commit of `aws/sagemaker-hyperpod-cli` whose `helm_chart/HyperPodHelmChart` the container
 /// image vendors (the `Dockerfile` fetches exactly this commit; a test keeps the two equal).
 pub const HYPERPOD_CLI_COMMIT: &str = "067d658b2d5c3d347afbadd75e1425214e965dcb";
@@ -171,7 +185,7 @@ pub const HYPERPOD_DEPENDENCIES: PinnedChart = PinnedChart {
 };
 
 /// Every chart the create-cluster pipeline installs (`chart:<release>` steps).
-pub const PINNED_CHARTS: &[PinnedChart] = &[KUBERAY_OPERATOR, HYPERPOD_DEPENDENCIES];
+pub const PINNED_CHARTS: &[PinnedChart] = &[KUBERAY_OPERATOR, KEDA, HYPERPOD_DEPENDENCIES];
 
 /// Whether `path` is a plain relative path (normal components only: no `..`, no absolute
 /// path, no component starting with `-`), usable under a charts directory.
@@ -344,6 +358,10 @@ mod tests {
             assert_eq!(pinned_chart(c.release), Some(c));
         }
         assert_eq!(KUBERAY_OPERATOR.chart_ref().version, "1.4.2");
+        let keda = KEDA.spec();
+        assert_eq!((keda.release.as_str(), keda.namespace.as_str()), ("keda", "keda"));
+        assert_eq!((keda.chart.chart.as_str(), keda.chart.version.as_str()), ("keda", "2.21.1"));
+        assert_eq!(keda.chart.source.describe(), "https://kedacore.github.io/charts");
         let hp = HYPERPOD_DEPENDENCIES.spec();
         assert_eq!((hp.release.as_str(), hp.namespace.as_str()), ("hyperpod-dependencies", "kube-system"));
         assert!(matches!(hp.chart.source, ChartSource::Vendored { ref commit, .. } if commit == HYPERPOD_CLI_COMMIT));
@@ -356,6 +374,7 @@ mod tests {
     #[test]
     fn region_is_set_only_where_the_chart_needs_it() {
         assert_eq!(KUBERAY_OPERATOR.spec_for("eu-west-1").values, serde_json::json!({}));
+        assert_eq!(KEDA.spec_for("eu-west-1").values, serde_json::json!({}));
         assert_eq!(HYPERPOD_DEPENDENCIES.spec_for("eu-west-1").values["global"]["region"], "eu-west-1");
     }
 

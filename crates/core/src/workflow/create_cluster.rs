@@ -5,6 +5,7 @@
 //! eks_cluster_role ──────┘                                  │            └─> storage
 //!                                                           ├─> chart:hyperpod-dependencies ─> hyperpod_cluster
 //!                                                           ├─> chart:kuberay-operator
+//!                                                           ├─> chart:keda
 //! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
 //! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
 //! ```
@@ -947,6 +948,13 @@ mod tests {
         assert!(chart.title.contains("kuberay-operator 1.4.2"), "{}", chart.title);
         assert_eq!(chart.expected_secs, Some(60));
         assert!(steps.iter().all(|s| !s.depends_on.contains(&chart.key)), "nothing waits for the chart");
+        let keda = steps.iter().find(|s| s.key == "chart:keda").expect("KEDA chart step");
+        assert_eq!(keda.depends_on, ["select_active"]);
+        assert_eq!(
+            keda.title,
+            "Install Helm chart keda 2.21.1 in namespace keda: KEDA for ScaledObject autoscaling of inference endpoints"
+        );
+        assert!(steps.iter().all(|s| !s.depends_on.contains(&keda.key)), "nothing waits for KEDA");
         let without: Vec<String> = plan_steps(&req).into_iter().map(|s| s.key).collect();
         let with: Vec<String> = steps.into_iter().map(|s| s.key).filter(|k| !k.starts_with("chart:")).collect();
         assert_eq!(without, with, "the charts only add steps");
@@ -990,6 +998,9 @@ mod tests {
         assert!(hp.depends_on.contains(&chart.key), "{:?}", hp.depends_on);
         let kuberay = "chart:kuberay-operator".to_string();
         assert!(steps.iter().all(|s| !s.depends_on.contains(&kuberay)), "nothing waits for KubeRay");
+        let keda = "chart:keda".to_string();
+        assert!(steps.iter().any(|s| s.key == keda), "KEDA is installed with or without HyperPod");
+        assert!(steps.iter().all(|s| !s.depends_on.contains(&keda)), "nothing waits for KEDA");
         for (i, s) in steps.iter().enumerate() {
             for d in &s.depends_on {
                 assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);

@@ -633,7 +633,8 @@ mod tests {
             [
                 "storage <- []",
                 "chart:kuberay-operator <- []",
-                "eks_cluster <- [storage, chart:kuberay-operator]",
+                "chart:keda <- []",
+                "eks_cluster <- [storage, chart:kuberay-operator, chart:keda]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster]",
                 "unregister <- [storage, eks_cluster, eks_cluster_role, network]",
@@ -655,11 +656,12 @@ mod tests {
             [
                 "storage <- []",
                 "chart:kuberay-operator <- []",
+                "chart:keda <- []",
                 "hyperpod_cluster <- [storage]",
                 "chart:hyperpod-dependencies <- [hyperpod_cluster]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, chart:kuberay-operator, chart:hyperpod-dependencies]",
+                "eks_cluster <- [hyperpod_cluster, chart:kuberay-operator, chart:keda, chart:hyperpod-dependencies]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",

@@ -380,6 +380,9 @@ impl WorkloadWorkflow {
                 Err(e) if e.kind == ProviderErrorKind::NotFound => false,
                 Err(e) => return Err(e.into()),
             };
+            // A KEDA ScaledObject is the endpoint's `autoscaling`; anything else is the workload.
+            let field =
+                if o.kind == "ScaledObject" && self.workload == WorkloadKind::Endpoint { "autoscaling" } else { field };
             checks.push(PreflightCheck {
                 check: "api_type".into(),
                 field: field.into(),
@@ -396,13 +399,11 @@ impl WorkloadWorkflow {
                     "HyperPodPyTorchJob" => {
                         "turn on the HyperPod training operator in the cluster's managed features".into()
                     }
-                    "RayJob" | "RayCluster" => {
-                        "install KubeRay (the kuberay-operator Helm chart) in the cluster".into()
-                    }
+                    "RayJob" | "RayCluster" | "RayService" => chart_remedy("KubeRay", &KUBERAY_OPERATOR),
                     "InferenceEndpointConfig" => {
                         "turn on the HyperPod inference operator in the cluster's managed features".into()
                     }
-                    "ScaledObject" => "install KEDA in the cluster".into(),
+                    "ScaledObject" => chart_remedy("KEDA", &KEDA),
                     _ => format!("install the operator that provides {}", o.kind),
                 }),
             });
@@ -420,6 +421,21 @@ impl WorkloadWorkflow {
         }
         Ok(checks)
     }
+}
+
+/// The remedy for a type a pinned Helm chart provides: the chart the create-cluster pipeline
+/// installs (its `chart:<release>` step), which an imported cluster or a failed step lacks.
+fn chart_remedy(what: &str, chart: &PinnedChart) -> String {
+    format!(
+        "install {what} in the cluster: Helm chart {} {} from {} as release {} in namespace {} \
+         (what create-cluster's step {} installs; retry that step if it failed)",
+        chart.chart,
+        chart.version,
+        chart.source.source().describe(),
+        chart.release,
+        chart.namespace,
+        super::charts::chart_step_key(chart)
+    )
 }
 
 #[async_trait]

@@ -8,9 +8,11 @@
 //!
 //! What is served, per cluster:
 //! - discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`, `/apis/{group}/{version}`
-//!   — the built-in kinds of [`RESOURCES`], the CRDs InstantStart uses (HyperPodPyTorchJob,
-//!   RayJob/RayCluster/RayService, InferenceEndpointConfig, …) and any CustomResourceDefinition
-//!   applied to the cluster;
+//!   — the built-in kinds of [`RESOURCES`] with the CRDs of the EKS add-ons InstantStart uses
+//!   (HyperPodPyTorchJob, InferenceEndpointConfig, …), the custom resources of a pinned Helm
+//!   chart ([`CHART_RESOURCES`]: RayJob/RayCluster/RayService with the `kuberay-operator`
+//!   release, ScaledObject with the `keda` release) only while that release is deployed in the
+//!   cluster, and any CustomResourceDefinition applied to the cluster;
 //! - `GET` get / list (`labelSelector` with `=`, `==`, `!=`, `in`, `notin`, exists, `!`;
 //!   `fieldSelector` on `metadata.name`/`metadata.namespace`), server-side-printed Tables when
 //!   the client asks for them (`kubectl get`), and `watch=true` (the current objects as `ADDED`,
@@ -41,7 +43,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::StreamExt;
 use instantstart_core::provider::{
-    KubeApi, KubeObject, KubeTarget, ListParams, ObjectRef, ProviderError, ProviderErrorKind,
+    KEDA, KUBERAY_OPERATOR, KubeApi, KubeObject, KubeTarget, ListParams, ObjectRef, PinnedChart, ProviderError,
+    ProviderErrorKind,
 };
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -95,30 +98,35 @@ pub const RESOURCES: &[(&str, &str, &str, &[&str])] = &[
     ("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", &["pc"]),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", &["crd", "crds"]),
     ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", "hyperpodpytorchjobs", &["hpj"]),
-    ("ray.io/v1", "RayJob", "rayjobs", &[]),
-    ("ray.io/v1", "RayCluster", "rayclusters", &[]),
-    ("ray.io/v1", "RayService", "rayservices", &[]),
     ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig", "inferenceendpointconfigs", &[]),
     ("inference.sagemaker.aws.amazon.com/v1", "JumpStartModel", "jumpstartmodels", &[]),
     ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", &[]),
-    ("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", &["so"]),
 ];
 
+/// `(chart, apiVersion, kind, plural, short names)` of the custom resources a pinned Helm chart
+/// installs the CRDs of: a cluster serves them only while that chart's release is deployed in it
+/// ([`super::chart_kind_served`]), like a real API server before and after `helm install`.
+pub const CHART_RESOURCES: &[(PinnedChart, &str, &str, &str, &[&str])] = &[
+    (KUBERAY_OPERATOR, "ray.io/v1", "RayJob", "rayjobs", &[]),
+    (KUBERAY_OPERATOR, "ray.io/v1", "RayCluster", "rayclusters", &[]),
+    (KUBERAY_OPERATOR, "ray.io/v1", "RayService", "rayservices", &[]),
+    (KEDA, "keda.sh/v1alpha1", "ScaledObject", "scaledobjects", &["so"]),
+];
+
+fn resource_info(api_version: &str, kind: &str, plural: &str, short: &[&str]) -> ApiResourceInfo {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    ApiResourceInfo {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+        namespaced: !CLUSTER_SCOPED.contains(&kind),
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
 fn builtin_resources() -> Vec<ApiResourceInfo> {
-    RESOURCES
-        .iter()
-        .map(|(api_version, kind, plural, short)| {
-            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-            ApiResourceInfo {
-                group: group.into(),
-                version: version.into(),
-                kind: (*kind).into(),
-                plural: (*plural).into(),
-                namespaced: !CLUSTER_SCOPED.contains(kind),
-                short_names: short.iter().map(|s| s.to_string()).collect(),
-            }
-        })
-        .collect()
+    RESOURCES.iter().map(|(api_version, kind, plural, short)| resource_info(api_version, kind, plural, short)).collect()
 }
 
 /// The resources defined by the CustomResourceDefinitions stored in a cluster.
@@ -460,12 +468,20 @@ struct Ctx {
 }
 
 impl Ctx {
-    /// The resources this cluster serves: the built-in table plus its CRDs.
+    /// The resources this cluster serves: the built-in table, the custom resources of the pinned
+    /// charts deployed in it, plus its CRDs.
     fn resources(&self) -> Vec<ApiResourceInfo> {
         let mut out = builtin_resources();
         let crds: Vec<Value> = {
             let st = self.cloud.lock();
             let now = st.now();
+            if let Some(kw) = st.world.kube.get(&rkey(&self.target.region, &self.target.eks_cluster)) {
+                for (_, api_version, kind, plural, short) in CHART_RESOURCES {
+                    if super::chart_kind_served(kw, api_version, kind, now) {
+                        out.push(resource_info(api_version, kind, plural, short));
+                    }
+                }
+            }
             let params = ListParams {
                 api_version: "apiextensions.k8s.io/v1".into(),
                 kind: "CustomResourceDefinition".into(),

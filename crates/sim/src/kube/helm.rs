@@ -4,14 +4,18 @@
 //! like the real provider, starts a new revision in `pending-install` / `pending-upgrade` and
 //! the revision becomes `deployed` [`timings::HELM_RELEASE`] later (or `failed` under the
 //! `ResourceFails` fault). Uninstalling removes the record; an absent release is not an error.
+//! A pinned chart's custom resources ([`CHART_RESOURCES`]) are served from the first deployed
+//! revision of its release until the release is uninstalled ([`crds_installed`]), which deletes
+//! every object of those kinds with the CRDs (unless a CRD for them was applied separately).
 //! API names for faults and counters: `helm:status`, `helm:upgrade`, `helm:uninstall`.
 
-use super::check_target;
+use super::apiserver::CHART_RESOURCES;
+use super::{KubeWorld, chart_kind_served, check_target, serving};
 use crate::cloud::SimCloud;
 use crate::timings;
 use async_trait::async_trait;
 use instantstart_core::provider::{
-    HelmRelease, HelmReleases, KubeTarget, ProviderError, ReleaseSpec, ReleaseStatus, validate_release,
+    HelmRelease, HelmReleases, KubeTarget, PinnedChart, ProviderError, ReleaseSpec, ReleaseStatus, validate_release,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -58,6 +62,39 @@ fn view(r: &HelmReleaseRec, now: f64) -> HelmRelease {
         status,
         revision: r.revision,
         description,
+    }
+}
+
+/// Whether `chart`'s CRDs are in the cluster: its release (that chart, any version) has been
+/// deployed — the current revision is, or it upgrades (or failed upgrading) a deployed one.
+pub(crate) fn crds_installed(kw: &KubeWorld, chart: &PinnedChart, now: f64) -> bool {
+    kw.helm_releases
+        .get(&release_key(chart.namespace, chart.release))
+        .is_some_and(|r| r.chart == chart.chart && (r.upgrade || view(r, now).status == ReleaseStatus::Deployed))
+}
+
+/// After `release` was uninstalled: its chart's CRDs are gone, and with them every object of
+/// their kinds (a ScaledObject's Deployment keeps the replicas it had).
+fn drop_chart_objects(kw: &mut KubeWorld, namespace: &str, release: &str, now: f64) {
+    let kinds: Vec<(&str, &str)> = CHART_RESOURCES
+        .iter()
+        .filter(|(c, ..)| c.namespace == namespace && c.release == release)
+        .map(|(_, api_version, kind, ..)| (*api_version, *kind))
+        .filter(|(api_version, kind)| !chart_kind_served(kw, api_version, kind, now))
+        .collect();
+    let doomed: Vec<String> = kw
+        .objects
+        .iter()
+        .filter(|(_, r)| {
+            let at = |p: &str| r.object.pointer(p).and_then(Value::as_str).unwrap_or_default();
+            kinds.contains(&(at("/apiVersion"), at("/kind")))
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in doomed {
+        if let Some(removed) = kw.objects.remove(&key) {
+            serving::after_delete(kw, &removed, now);
+        }
     }
 }
 
@@ -123,6 +160,7 @@ impl HelmReleases for SimCloud {
                 && kw.helm_releases.remove(&release_key(namespace, release)).is_some()
             {
                 kw.resource_version += 1;
+                drop_chart_objects(kw, namespace, release, cx.now);
             }
             Ok(())
         })

@@ -30,6 +30,12 @@
 //! - Nodes (`v1/Node`) are read-only views of HyperPod instances.
 //! - Other kinds (ConfigMaps, Secrets, ServiceAccounts, RBAC, CRDs, custom resources) are
 //!   stored as applied.
+//! - The custom resources of the pinned Helm charts ([`apiserver::CHART_RESOURCES`]: RayJob,
+//!   RayCluster, RayService from `kuberay-operator`, ScaledObject from `keda`) exist only while
+//!   the chart's release is deployed in the cluster ([`chart_kind_served`]; or a CRD for them was
+//!   applied): before, `apply` and `list` fail `NotFound` like a real API server without the CRD
+//!   (`get` answers `None`, `delete` succeeds, as kube-rs reports that `404`), and uninstalling
+//!   the release deletes its CRDs and with them every object of those kinds.
 //! - `logs` serves simulated container logs ([`logs`]); `follow` streams new lines as simulated
 //!   time passes, until the container ends or the pod disappears.
 //!
@@ -183,6 +189,37 @@ impl KubeWorld {
     fn has_namespace(&self, ns: &str) -> bool {
         self.objects.contains_key(&obj_key("v1", "Namespace", None, ns))
     }
+}
+
+/// The pinned chart whose CRDs define `api_version`/`kind` ([`apiserver::CHART_RESOURCES`]).
+fn chart_of(api_version: &str, kind: &str) -> Option<&'static instantstart_core::provider::PinnedChart> {
+    apiserver::CHART_RESOURCES.iter().find(|(_, a, k, _, _)| *a == api_version && *k == kind).map(|(c, ..)| c)
+}
+
+/// Whether `kw` serves `api_version`/`kind`: always, unless a pinned Helm chart provides the kind
+/// ([`apiserver::CHART_RESOURCES`]); then only while that chart's release is deployed in the
+/// cluster ([`helm::crds_installed`]) or a CustomResourceDefinition for it was applied.
+pub(crate) fn chart_kind_served(kw: &KubeWorld, api_version: &str, kind: &str, now: f64) -> bool {
+    let Some(chart) = chart_of(api_version, kind) else { return true };
+    if helm::crds_installed(kw, chart, now) {
+        return true;
+    }
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    kw.objects.values().map(|r| &r.object).any(|crd| {
+        str_at(crd, "/kind") == Some("CustomResourceDefinition")
+            && str_at(crd, "/spec/group") == Some(group)
+            && str_at(crd, "/spec/names/kind") == Some(kind)
+            && crd.pointer("/spec/versions").and_then(Value::as_array).is_some_and(|vs| {
+                vs.iter().any(|v| {
+                    str_at(v, "/name") == Some(version) && v.get("served").and_then(Value::as_bool).unwrap_or(true)
+                })
+            })
+    })
+}
+
+/// What a real API server answers for a kind it does not serve (no CRD): `404 NotFound`.
+fn not_served(api: &str, api_version: &str, kind: &str) -> ProviderError {
+    ProviderError::not_found(api, format!("the server could not find the requested resource ({kind} {api_version})"))
 }
 
 /// An object reference with the namespace made explicit (namespaced kinds default to
@@ -412,6 +449,9 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
     let Some(kw) = w.kube.get_mut(&wkey) else {
         return Err(ProviderError::not_found(API, "no Kubernetes API for this cluster"));
     };
+    if !chart_kind_served(kw, &r.api_version, &r.kind, cx.now) {
+        return Err(not_served(API, &r.api_version, &r.kind));
+    }
     if let Some(ns) = &r.namespace
         && !kw.has_namespace(ns)
     {
@@ -509,6 +549,10 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
     const API: &str = "k8s:Get";
     let wkey = check_target(w, API, target, cx.now)?;
     let Some(kw) = w.kube.get(&wkey) else { return Ok(None) };
+    if !chart_kind_served(kw, &r.api_version, &r.kind, cx.now) {
+        // kube-rs answers the API server's `404 NotFound` of an unserved kind like an absent object.
+        return Ok(None);
+    }
     let r = Ref::new(r);
     let nodes = workload::nodes(w, kw, cx.now);
     if is_node(&r.api_version, &r.kind) {
@@ -530,6 +574,9 @@ fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<K
     const API: &str = "k8s:List";
     let wkey = check_target(w, API, target, cx.now)?;
     let Some(kw) = w.kube.get(&wkey) else { return Ok(Vec::new()) };
+    if !chart_kind_served(kw, &p.api_version, &p.kind, cx.now) {
+        return Err(not_served(API, &p.api_version, &p.kind));
+    }
     let nodes = workload::nodes(w, kw, cx.now);
     let namespace = if is_cluster_scoped(&p.kind) { None } else { p.namespace.as_deref() };
     let mut out: Vec<Value> = if is_node(&p.api_version, &p.kind) {
@@ -567,6 +614,10 @@ fn delete(w: &mut World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<
     const API: &str = "k8s:Delete";
     let wkey = check_target(w, API, target, cx.now)?;
     let Some(kw) = w.kube.get_mut(&wkey) else { return Ok(()) };
+    if !chart_kind_served(kw, &r.api_version, &r.kind, cx.now) {
+        // Nothing of an unserved kind exists; kube-rs answers the `404` like an absent object.
+        return Ok(());
+    }
     let r = Ref::new(r);
     if is_node(&r.api_version, &r.kind) {
         // The kubelet of a running instance registers its Node again at once.
