@@ -384,7 +384,7 @@ def test_import_and_delete_with_typed_confirmation(ui, server):
     # Make the imported one active from the list.
     ui.go("#/clusters")
     ui.wait(lambda: ui.all('tr[data-cluster="delta-imported"] button'), 10, "imported listed")
-    ui.click(ui.css('tr[data-cluster="delta-imported"] button[aria-label^="Make"]'))
+    ui.click_css('tr[data-cluster="delta-imported"] button[aria-label^="Make"]')
     ui.wait(lambda: ui.css('tr[data-cluster="delta-imported"]').get_attribute("data-active") == "true", 10, "active switched")
     assert "delta-imported" in ui.css(".active-chip").text
     _, active = server.api("GET", "/api/active-cluster")
@@ -398,7 +398,7 @@ def test_import_and_delete_with_typed_confirmation(ui, server):
     plan_text = lambda: " ".join(li.text for li in dialog.find_elements(By.CSS_SELECTOR, ".plan-mini li"))
 
     # Delete delta: the confirm button stays disabled until the name is typed.
-    ui.click(ui.css('tr[data-cluster="delta"] button[aria-label^="Delete"]'))
+    ui.click_css('tr[data-cluster="delta"] button[aria-label^="Delete"]')
     dialog = ui.wait_css("dialog[open]")
     ui.wait(lambda: server_step in plan_text(), 10, "delete plan shown with the tracking server")
     ui.click(dialog.find_element(By.CSS_SELECTOR, "#del-keep-servers"))
