@@ -64,6 +64,19 @@ async fn run(b: &Bed, kind: OperationKind, req: &Value) -> Operation {
     op
 }
 
+/// Waits (at most [`WAIT`]) until `step` of operation `id` is being polled.
+async fn until_polling(b: &Bed, id: &instantstart_core::operation::OperationId, step: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let op = b.engine.get(id).unwrap();
+        if op.step(step).unwrap().phase == StepPhase::Polling {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{step} never reached polling: {op:#?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn keys(op: &Operation) -> Vec<&str> {
     op.steps.iter().map(|s| s.key.as_str()).collect()
 }
@@ -236,15 +249,7 @@ async fn a_restart_mid_deletion_resumes_by_observing_and_never_deletes_twice() {
             panic!("no operation");
         };
         // Wait until the deletion is being polled, then "crash".
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if op.step("tracking_server").unwrap().phase == StepPhase::Polling {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "tracking_server never reached polling");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until_polling(&b, &s.operation.id, "tracking_server").await;
         b.engine.abort_all();
         assert_eq!(b.sim.calls(DELETE), 1);
         s.operation.id
@@ -403,15 +408,7 @@ async fn a_restart_mid_cluster_delete_never_deletes_a_tracking_server_twice() {
         let late = b.engine.submit_checked(OperationKind::CreateTrackingServer, &late_request, user(), None).await;
         assert!(matches!(&late, Err(EngineError::InvalidState(m)) if m.contains("being deleted")), "{late:?}");
         // Wait until the server's deletion is being polled, then "crash".
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if op.step("mlflow:team").unwrap().phase == StepPhase::Polling {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "mlflow:team never reached polling: {op:#?}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until_polling(&b, &s.operation.id, "mlflow:team").await;
         b.engine.abort_all();
         assert_eq!(b.sim.calls(DELETE), 1);
         s.operation.id
