@@ -100,6 +100,29 @@ pub(crate) fn workload_of(op: &CoreOperation) -> Option<WorkloadRef> {
     Some(WorkloadRef { name: del.name, namespace: del.namespace })
 }
 
+/// The answer to a workload delete whose workload was not found: a replayed delete (same
+/// Idempotency-Key, same kind and name) of a workload that is gone by now returns its original
+/// operation; anything else is the read error (`404` for a missing one).
+pub(crate) async fn replay_gone_delete(
+    state: &AppState,
+    kind: OperationKind,
+    name: &str,
+    not_found: ReadError,
+    principal: &Principal,
+    dry: bool,
+    key: Option<String>,
+) -> Result<Response, ApiError> {
+    if matches!(not_found, ReadError::Missing(_))
+        && let Some(k) = &key
+        && let Some(op) = state.store.find_by_idempotency_key(k)?
+        && op.kind == kind
+        && workload_of(&op).is_some_and(|w| w.name == name)
+    {
+        return submit_workload(state, kind, op.request, principal, dry, key).await;
+    }
+    Err(not_found.into())
+}
+
 /// Submits a workload operation (or answers its dry run) with the `workload` it acts on.
 pub(crate) async fn submit_workload(
     state: &AppState,
@@ -283,19 +306,9 @@ async fn delete(
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
     let job = match read::find_job(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref()).await {
         Ok(job) => job,
-        Err(ReadError::Missing(what)) => {
-            // A replayed delete (same Idempotency-Key) of a job that is gone by now returns the
-            // original operation.
-            if let Some(k) = &key
-                && let Some(op) = state.store.find_by_idempotency_key(k)?
-                && op.kind == OperationKind::DeleteJob
-                && workload_of(&op).is_some_and(|w| w.name == p.job)
-            {
-                return submit_workload(&state, OperationKind::DeleteJob, op.request, &principal, q.dry_run, key).await;
-            }
-            return Err(ReadError::Missing(what).into());
+        Err(e) => {
+            return replay_gone_delete(&state, OperationKind::DeleteJob, &p.job, e, &principal, q.dry_run, key).await;
         }
-        Err(e) => return Err(e.into()),
     };
     let namespace = job.0.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
     let request = to_json(&DeleteWorkloadRequest {

@@ -2,7 +2,7 @@
 //! Hugging Face → bucket download Jobs, which can be deleted (`delete_download`: the Job and its
 //! pods go, the files it downloaded stay in the bucket).
 
-use super::jobs::{ClusterPath, WorkloadBody, submit_workload, workload_mutation, workload_of};
+use super::jobs::{ClusterPath, WorkloadBody, replay_gone_delete, submit_workload, workload_mutation};
 use super::{ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors};
 use crate::AppState;
 use crate::auth::Principal;
@@ -14,7 +14,7 @@ use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::operation::OperationKind;
 use instantstart_core::workflow::workloads::DeleteWorkloadRequest;
-use instantstart_core::workload::read::{self, ReadError};
+use instantstart_core::workload::read;
 use instantstart_core::workload::{DownloadSummary, StorageListing, StorageSummary, WorkloadKind, WorkloadRequest};
 use instantstart_recipes::download::ModelDownloadParams;
 use schemars::JsonSchema;
@@ -136,20 +136,10 @@ async fn delete_download(
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
     let found = match read::find_download(state.kube.as_ref(), &target, &p.download).await {
         Ok(d) => d,
-        Err(ReadError::Missing(what)) => {
-            // A replayed delete (same Idempotency-Key) of a download that is gone by now returns
-            // the original operation.
-            if let Some(k) = &key
-                && let Some(op) = state.store.find_by_idempotency_key(k)?
-                && op.kind == OperationKind::DeleteDownload
-                && workload_of(&op).is_some_and(|w| w.name == p.download)
-            {
-                return submit_workload(&state, OperationKind::DeleteDownload, op.request, &principal, q.dry_run, key)
-                    .await;
-            }
-            return Err(ReadError::Missing(what).into());
+        Err(e) => {
+            let kind = OperationKind::DeleteDownload;
+            return replay_gone_delete(&state, kind, &p.download, e, &principal, q.dry_run, key).await;
         }
-        Err(e) => return Err(e.into()),
     };
     let request = serde_json::to_value(DeleteWorkloadRequest {
         cluster: p.cluster,
