@@ -1,6 +1,6 @@
 //! Every builder, end to end: representative requests (in their JSON wire shape) become
 //! manifests that are snapshotted (YAML, `tests/snapshots/`) and validated against the
-//! upstream schemas in `<repo>/../shared/schemas` — the Kubernetes 1.35 OpenAPI v3 documents
+//! upstream schemas vendored in `<repo>/vendor/schemas` — the Kubernetes 1.35 OpenAPI v3 documents
 //! for core, apps and batch objects and the CRDs' `openAPIV3Schema` for RayJob, ScaledObject
 //! and InferenceEndpointConfig. Validation is strict: every object schema that lists its
 //! properties rejects others (what `kubectl apply --validate=strict` does), so a misspelt
@@ -10,7 +10,7 @@
 //! written from the HyperPod CLI's pydantic models and AWS's documentation (below), its pod
 //! template against the Kubernetes `PodTemplateSpec`, and its replica spec loosely against the
 //! Kubeflow `PyTorchJob` CRD the HyperPod chart installs. RBAC objects (the router's Role and
-//! RoleBinding) have no upstream document in `shared/schemas` and are checked against a
+//! RoleBinding) have no upstream document in `vendor/schemas` and are checked against a
 //! minimal strict schema of `rbac.authorization.k8s.io/v1`.
 //!
 //! Then the validation rules, table-driven: each case edits a valid request and lists exactly
@@ -39,15 +39,16 @@ use std::sync::{Arc, LazyLock, Mutex};
 // Upstream schemas
 // ---------------------------------------------------------------------------------------
 
-/// `<repo>/../shared/schemas` (CI lays `shared/` beside the clone, as on developer machines);
-/// `INSTANTSTART_SCHEMAS_DIR` overrides.
+/// `<repo>/vendor/schemas`: the upstream files byte for byte, with their provenance in its
+/// README (checked by [`vendored_schemas_match_their_provenance`]); `INSTANTSTART_SCHEMAS_DIR`
+/// overrides.
 fn schemas_dir() -> PathBuf {
     let dir = std::env::var_os("INSTANTSTART_SCHEMAS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/schemas"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../vendor/schemas"));
     assert!(
         dir.join("README.md").exists(),
-        "upstream schemas not found at {} (expected <repo>/../shared/schemas)",
+        "upstream schemas not found at {} (expected <repo>/vendor/schemas)",
         dir.display()
     );
     dir
@@ -208,7 +209,7 @@ fn hyperpod_schema() -> Value {
     })
 }
 
-/// Minimal strict `rbac.authorization.k8s.io/v1` Role / RoleBinding (not in shared/schemas).
+/// Minimal strict `rbac.authorization.k8s.io/v1` Role / RoleBinding (not in vendor/schemas).
 fn rbac_schema(kind: &str) -> Value {
     let strings = json!({ "type": "array", "items": { "type": "string" } });
     let body = if kind == "Role" {
@@ -229,6 +230,46 @@ fn rbac_schema(kind: &str) -> Value {
     });
     props.as_object_mut().unwrap().extend(body.as_object().unwrap().clone());
     json!({ "type": "object", "additionalProperties": false, "required": ["apiVersion", "kind", "metadata"], "properties": props, "components": *CORE })
+}
+
+/// The vendored schemas are the upstream files byte for byte: every file the README's table
+/// lists has the Git blob id (`git hash-object`) the table names, and every data file is listed.
+#[test]
+fn vendored_schemas_match_their_provenance() {
+    use sha1::{Digest, Sha1};
+    let dir = schemas_dir();
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let mut listed = Vec::new();
+    for line in readme.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(path), Some(blob)) = (cells.get(1), cells.get(5)) else { continue };
+        let (path, blob) = (path.trim_matches('`'), blob.trim_matches('`'));
+        if blob.len() != 40 {
+            continue; // the provenance table, not the file table
+        }
+        let bytes = std::fs::read(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut h = Sha1::new();
+        h.update(format!("blob {}\0", bytes.len()).as_bytes());
+        h.update(&bytes);
+        let got: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(got, blob, "{path} differs from the upstream blob its README names");
+        listed.push(path.to_string());
+    }
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else if p.file_name().unwrap() != "README.md" {
+                out.push(p.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut present = Vec::new();
+    walk(&dir, &dir, &mut present);
+    present.sort();
+    listed.sort();
+    assert_eq!(present, listed, "every vendored file is listed with its blob id, and only those");
 }
 
 /// Compiled validators, built once per test process and shared by the tests.
