@@ -253,7 +253,13 @@ async fn roles_left_without_policies_by_a_killed_create_are_completed_not_create
     assert_eq!(exec_role.managed_policies, ["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]);
     assert_eq!(
         exec_role.inline_policies,
-        [("instantstart-shared-bucket".to_string(), hyperpod_bucket_policy(&bucket))]
+        [
+            ("instantstart-shared-bucket".to_string(), hyperpod_bucket_policy(&bucket)),
+            (
+                instantstart_core::workflow::create_cluster::HYPERPOD_EKS_NODE_POLICY.to_string(),
+                instantstart_core::workflow::create_cluster::hyperpod_eks_node_policy()
+            )
+        ]
     );
 
     // The managed-autoscaling role (an `EnsureRole` step), left bare and with a stale trust

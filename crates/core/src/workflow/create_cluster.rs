@@ -1193,7 +1193,8 @@ mod tests {
         assert!(!p.contains("\"s3:*\"") && !p.contains("\"*\""));
         assert!(p.contains("arn:aws:s3:::my-bucket/*"));
         // The lifecycle script is an object of the bucket: the role can read it.
-        let reads: Vec<&str> = hyperpod_bucket_policy("my-bucket")["Statement"]
+        let policy = hyperpod_bucket_policy("my-bucket");
+        let reads: Vec<&str> = policy["Statement"]
             .as_array()
             .unwrap()
             .iter()

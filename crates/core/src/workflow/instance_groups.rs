@@ -400,7 +400,8 @@ async fn reused_script(
         return Ok(Some(s));
     }
     let Some(bucket) = bucket else { return Ok(None) };
-    match read(|| aws.head_object(bucket, &crate::lifecycle::script_key())).await {
+    let key = crate::lifecycle::script_key();
+    match read(|| aws.head_object(bucket, &key)).await {
         Ok(Some(_)) => Ok(Some(crate::lifecycle::default_lifecycle(bucket))),
         Ok(None) => Ok(None),
         Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(None),
