@@ -81,12 +81,15 @@ pub const IAM_ACTIONS: &[&str] = &[
     // S3
     "s3:CreateBucket",
     "s3:DeleteBucket",
+    "s3:DeleteObject",
     "s3:GetBucketTagging",
+    "s3:GetObject",
     "s3:ListBucket",
     "s3:PutBucketOwnershipControls",
     "s3:PutBucketPublicAccessBlock",
     "s3:PutBucketTagging",
     "s3:PutEncryptionConfiguration",
+    "s3:PutObject",
     "s3:TagResource",
     // SageMaker HyperPod
     "sagemaker:AddTags",
@@ -122,7 +125,7 @@ pub const IAM_ACTIONS: &[&str] = &[
 /// `iam:TagRole`, `iam:TagOpenIDConnectProvider`, `sagemaker:AddTags`, `s3:TagResource`), passing roles to EKS and SageMaker
 /// (`iam:PassRole`), service-linked roles EKS, SageMaker and NAT gateways create on first use
 /// (`iam:CreateServiceLinkedRole`), and the S3 permission names that differ from the API
-/// names (HeadBucket and ListObjectsV2 → `s3:ListBucket`, object ownership at create →
+/// names (HeadBucket and ListObjectsV2 → `s3:ListBucket`, HeadObject → `s3:GetObject`, object ownership at create →
 /// `s3:PutBucketOwnershipControls`), and the MLflow REST calls (`sagemaker-mlflow:*`, signed
 /// HTTP, not SDK calls).
 pub const IMPLIED_ACTIONS: &[&str] = &[
@@ -145,6 +148,7 @@ pub const IMPLIED_ACTIONS: &[&str] = &[
 pub fn action_of(service: &str, operation_snake: &str) -> String {
     let special = match (service, operation_snake) {
         ("s3", "head_bucket") | ("s3", "list_objects_v2") => Some("s3:ListBucket"),
+        ("s3", "head_object") => Some("s3:GetObject"),
         ("s3", "put_public_access_block") => Some("s3:PutBucketPublicAccessBlock"),
         ("s3", "put_bucket_encryption") => Some("s3:PutEncryptionConfiguration"),
         ("servicequotas", "list_aws_default_service_quotas") => Some("servicequotas:ListAWSDefaultServiceQuotas"),

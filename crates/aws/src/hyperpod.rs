@@ -6,8 +6,9 @@
 //! `Orchestrator.Eks.ClusterArn`, `NodeRecovery` (the core defaults to `Automatic`), the
 //! ownership tags, and per instance group: type, count, execution role, `ThreadsPerCore`
 //! (1 for accelerated types, 2 for CPU types), an EBS volume, `OnStartDeepHealthChecks`
-//! (`InstanceStress`, `InstanceConnectivity`), the lifecycle script if one is given, and the
-//! capacity: on-demand (the default, nothing sent), `TrainingPlanArn`, or
+//! (`InstanceStress`, `InstanceConnectivity`), the lifecycle script (`LifeCycleConfig`
+//! `SourceS3Uri` + `OnCreate`; required — a group without one is refused before the call, as
+//! the service refuses it for EKS clusters), and the capacity: on-demand (the default, nothing sent), `TrainingPlanArn`, or
 //! `CapacityRequirements.Spot`. EFA-only groups send `NetworkInterface.InterfaceType=efa-only`.
 //! The cluster `VpcConfig` lists every group's subnet and security groups; when the groups use
 //! more than one subnet, each group also gets an `OverrideVpcConfig` pinning it to its own
@@ -26,6 +27,8 @@
 //! every group to create or resize (new groups in another subnet than the cluster's get an
 //! `OverrideVpcConfig`, existing groups keep what they have), `InstanceGroupsToDelete`,
 //! `NodeRecovery`, `TieredStorageConfig` (`Enable` with the memory share, or `Disable`), and
+//! (a resized group is sent as described — EBS size, `LifeCycleConfig`, `ExecutionRole`,
+//! `OnStartDeepHealthChecks`, `ThreadsPerCore` from [`group_view`] —, never rebuilt from defaults),
 //! `AutoScaling` (`Karpenter`, with the `ClusterRole` HyperPod assumes). `ConflictException`
 //! (another update in progress) is `Conflict`. Batch reboot/replace/delete report per-node
 //! outcomes; the service's refusals come back as `failed` entries, not as an error.
@@ -58,7 +61,10 @@ use instantstart_core::provider::{
     HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan,
     UpdateHyperPodCluster, is_owned,
 };
-use instantstart_core::spec::{CapacitySpec, InterfaceMode, NodeRecovery, TieredCheckpointing, instance_type_info};
+use instantstart_core::spec::{
+    CapacitySpec, DeepHealthChecks, InterfaceMode, LifecycleScript, NodeRecovery, TieredCheckpointing,
+    instance_type_info,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Maps a SageMaker cluster status (and failure message) to a [`instantstart_core::provider::ResourceState`].
@@ -98,7 +104,11 @@ pub fn instance_group_spec(g: &HyperPodInstanceGroupRequest, pin_subnet: bool) -
         .instance_type(ClusterInstanceType::from(s.instance_type.as_str()))
         .instance_count(i32::try_from(s.count).unwrap_or(i32::MAX))
         .execution_role(&g.execution_role_arn)
-        .threads_per_core(threads_per_core(&s.instance_type))
+        .threads_per_core(
+            g.threads_per_core
+                .and_then(|t| i32::try_from(t).ok())
+                .unwrap_or_else(|| threads_per_core(&s.instance_type)),
+        )
         .instance_storage_configs(ClusterInstanceStorageConfig::EbsVolumeConfig(
             ClusterEbsVolumeConfig::builder()
                 .volume_size_in_gb(i32::try_from(s.ebs_volume_gb).unwrap_or(i32::MAX))
@@ -184,6 +194,16 @@ pub fn group_view(
     };
     let efa_only = g.network_interface().and_then(|n| n.interface_type()) == Some(&ClusterInterfaceType::EfaOnly);
     let subnets = g.override_vpc_config().map(|v| v.subnets().to_vec()).filter(|s| !s.is_empty());
+    let ebs_volume_gb = g
+        .instance_storage_configs()
+        .iter()
+        .filter_map(|c| c.as_ebs_volume_config().ok())
+        .find_map(|e| e.volume_size_in_gb())
+        .and_then(|v| u32::try_from(v).ok());
+    let lifecycle_script = g.life_cycle_config().and_then(|l| {
+        Some(LifecycleScript { source_s3_uri: l.source_s3_uri()?.to_string(), on_create: l.on_create()?.to_string() })
+    });
+    let checks = g.on_start_deep_health_checks();
     HyperPodInstanceGroupStatus {
         name: g.instance_group_name().unwrap_or_default().to_string(),
         instance_type: g.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
@@ -197,6 +217,32 @@ pub fn group_view(
         capacity,
         interface_mode: if efa_only { InterfaceMode::EfaOnly } else { InterfaceMode::Standard },
         subnet_ids: subnets.unwrap_or_else(|| cluster_subnets.to_vec()),
+        ebs_volume_gb,
+        lifecycle_script,
+        execution_role_arn: g.execution_role().map(str::to_string),
+        deep_health_checks: DeepHealthChecks {
+            stress: checks.contains(&DeepHealthCheckType::InstanceStress),
+            connectivity: checks.contains(&DeepHealthCheckType::InstanceConnectivity),
+        },
+        threads_per_core: g.threads_per_core().and_then(|t| u32::try_from(t).ok()),
+        failure: None,
+    }
+}
+
+/// EKS-orchestrated instance groups need a `LifeCycleConfig` (developer guide,
+/// `smcluster-getting-started-slurm-cli`, "Common validation errors": "LifeCycleConfig is
+/// required for instance group…" — EKS clusters; optional node lifecycle configuration is not
+/// supported). Refused before the call, naming the group.
+fn require_lifecycle(api: &str, groups: &[HyperPodInstanceGroupRequest]) -> Result<()> {
+    match groups.iter().find(|g| g.spec.lifecycle_script.is_none()) {
+        Some(g) => Err(invalid(
+            api,
+            format!(
+                "instance group {} has no LifeCycleConfig; EKS-orchestrated HyperPod groups need a lifecycle script (SourceS3Uri + OnCreate)",
+                g.spec.name
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -249,6 +295,7 @@ async fn create(sm: &SageMaker, req: &CreateHyperPodCluster) -> Result<HyperPodC
     if req.instance_groups.is_empty() {
         return Err(invalid(API, "a HyperPod cluster needs at least one instance group"));
     }
+    require_lifecycle(API, &req.instance_groups)?;
     let subnets: BTreeSet<&str> = req.instance_groups.iter().map(|g| g.subnet_id.as_str()).collect();
     let pin = subnets.len() > 1;
     let result = sm
@@ -303,6 +350,7 @@ async fn create(sm: &SageMaker, req: &CreateHyperPodCluster) -> Result<HyperPodC
 
 async fn update(sm: &SageMaker, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
     const API: &str = "sagemaker:UpdateCluster";
+    require_lifecycle(API, &req.instance_groups)?;
     let current = sm
         .describe_cluster()
         .cluster_name(&req.name)

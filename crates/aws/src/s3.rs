@@ -7,6 +7,11 @@
 //! `BucketAlreadyOwnedByYou` in a race) is adopted only when it carries our tags;
 //! `BucketAlreadyExists` (another account's bucket) is `AlreadyExists`.
 //!
+//! Objects: only small ones InstantStart writes itself (the HyperPod lifecycle script):
+//! `PutObject` with an explicit `x-amz-checksum-sha256` and content type, `HeadObject` with
+//! `ChecksumMode=ENABLED` (its SHA-256 proves the content of a content-addressed key; a 404 is
+//! "absent"), `DeleteObject` for those scripts before a bucket InstantStart created is deleted.
+//!
 //! Buckets are global but live in a region: `HeadBucket` answers from the default region with
 //! the bucket's region (or a redirect naming it), and follow-up calls go to that region.
 
@@ -14,13 +19,15 @@ use crate::AwsProvider;
 use crate::error::{invalid, sdk_error};
 use crate::tags;
 use async_trait::async_trait;
+use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    BucketLocationConstraint, CreateBucketConfiguration, ObjectOwnership, PublicAccessBlockConfiguration,
-    ServerSideEncryption, ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
+    BucketLocationConstraint, ChecksumAlgorithm, ChecksumMode, CreateBucketConfiguration, ObjectOwnership,
+    PublicAccessBlockConfiguration, ServerSideEncryption, ServerSideEncryptionByDefault,
+    ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
 };
 use instantstart_core::provider::{
-    Bucket, CreateBucket, LIST_OBJECTS_LIMIT, ObjectListing, ProviderError, ProviderErrorKind, Result, S3Api, S3Entry,
-    S3EntryKind, TAG_CLUSTER, Tags, is_owned,
+    Bucket, CreateBucket, LIST_OBJECTS_LIMIT, ObjectHead, ObjectListing, ProviderError, ProviderErrorKind, PutObject,
+    Result, S3Api, S3Entry, S3EntryKind, TAG_CLUSTER, Tags, is_owned, sha256_hex,
 };
 
 /// Where a bucket is, if it exists and we may see it.
@@ -225,8 +232,87 @@ async fn list(p: &AwsProvider, bucket: &str, prefix: &str) -> Result<ObjectListi
     Ok(ObjectListing { bucket: bucket.to_string(), prefix: prefix.to_string(), entries, truncated })
 }
 
+/// The regional client of an existing bucket (`NotFound` when it does not exist).
+async fn bucket_client(p: &AwsProvider, api: &str, bucket: &str) -> Result<std::sync::Arc<crate::Regional>> {
+    let region = locate(p, bucket).await?.ok_or_else(|| {
+        ProviderError::not_found(api, format!("NoSuchBucket: The specified bucket {bucket} does not exist"))
+    })?;
+    let region = if region.is_empty() { p.default_region().await.unwrap_or_default() } else { region };
+    p.region(&region).await
+}
+
+/// PutObject with `x-amz-checksum-sha256` (S3 rejects a body that does not match it) and the
+/// content type; the bucket's default encryption applies.
+async fn put(p: &AwsProvider, req: &PutObject) -> Result<ObjectHead> {
+    const API: &str = "s3:PutObject";
+    let c = bucket_client(p, API, &req.bucket).await?;
+    let digest = sha256_hex(&req.body);
+    let raw: Vec<u8> =
+        (0..digest.len()).step_by(2).map(|i| u8::from_str_radix(&digest[i..i + 2], 16).unwrap_or_default()).collect();
+    c.s3.put_object()
+        .bucket(&req.bucket)
+        .key(&req.key)
+        .content_type(&req.content_type)
+        .checksum_algorithm(ChecksumAlgorithm::Sha256)
+        .checksum_sha256(aws_smithy_types::base64::encode(&raw))
+        .body(ByteStream::from(req.body.clone()))
+        .send()
+        .await
+        .map_err(|e| sdk_error(API, e))?;
+    Ok(ObjectHead {
+        bucket: req.bucket.clone(),
+        key: req.key.clone(),
+        size_bytes: req.body.len() as u64,
+        sha256: Some(digest),
+    })
+}
+
+/// HeadObject with `ChecksumMode=ENABLED`; a 404 is `None`.
+async fn head(p: &AwsProvider, bucket: &str, key: &str) -> Result<Option<ObjectHead>> {
+    const API: &str = "s3:HeadObject";
+    let c = match bucket_client(p, API, bucket).await {
+        Ok(c) => c,
+        Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    match c.s3.head_object().bucket(bucket).key(key).checksum_mode(ChecksumMode::Enabled).send().await {
+        Ok(out) => {
+            let sha256 = out
+                .checksum_sha256()
+                // A multipart object's checksum is `<base64>-<parts>`, not the body's digest.
+                .filter(|c| !c.contains('-'))
+                .and_then(|b| aws_smithy_types::base64::decode(b).ok())
+                .map(|raw| raw.iter().map(|b| format!("{b:02x}")).collect());
+            Ok(Some(ObjectHead {
+                bucket: bucket.to_string(),
+                key: key.to_string(),
+                size_bytes: out.content_length().and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+                sha256,
+            }))
+        }
+        Err(e) => {
+            let e = sdk_error(API, e);
+            if e.kind == ProviderErrorKind::NotFound { Ok(None) } else { Err(e) }
+        }
+    }
+}
+
 #[async_trait]
 impl S3Api for AwsProvider {
+    async fn put_object(&self, req: &PutObject) -> Result<ObjectHead> {
+        put(self, req).await
+    }
+
+    async fn head_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>> {
+        head(self, bucket, key).await
+    }
+
+    async fn delete_object(&self, bucket: &str, key: &str) -> Result<()> {
+        const API: &str = "s3:DeleteObject";
+        let c = bucket_client(self, API, bucket).await?;
+        c.s3.delete_object().bucket(bucket).key(key).send().await.map(|_| ()).map_err(|e| sdk_error(API, e))
+    }
+
     async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
         list(self, bucket, prefix).await
     }

@@ -195,13 +195,24 @@ fn group(v: Value) -> InstanceGroupSpec {
     serde_json::from_value(v).expect("instance group spec")
 }
 
-fn hp_request(g: InstanceGroupSpec, subnet: &str) -> HyperPodInstanceGroupRequest {
+/// A group request; a group without a lifecycle script gets InstantStart's (as the workflows do).
+fn hp_request(mut g: InstanceGroupSpec, subnet: &str) -> HyperPodInstanceGroupRequest {
+    if g.lifecycle_script.is_none() {
+        g.lifecycle_script = Some(instantstart_core::lifecycle::default_lifecycle("is-demo-123456789012-ab12"));
+    }
     HyperPodInstanceGroupRequest {
         spec: g,
         subnet_id: subnet.into(),
         security_group_ids: vec!["sg-efa".into()],
         execution_role_arn: "arn:aws:iam::123456789012:role/demo-hyperpod-exec-role".into(),
+        threads_per_core: None,
     }
+}
+
+/// The `LifeCycleConfig` JSON of InstantStart's script in the test bucket.
+fn our_lifecycle_json() -> Value {
+    let l = instantstart_core::lifecycle::default_lifecycle("is-demo-123456789012-ab12");
+    json!({ "SourceS3Uri": l.source_s3_uri, "OnCreate": l.on_create })
 }
 
 const PLAN: &str = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p5-plan";
@@ -291,10 +302,12 @@ async fn create_hyperpod_cluster_sends_capacity_interface_health_checks_and_plac
                   "TrainingPlanArn": PLAN, "OverrideVpcConfig": pin("subnet-a"),
                   "NetworkInterface": { "InterfaceType": "efa-only" } },
                 { "InstanceCount": 1, "InstanceGroupName": "spot", "InstanceType": "ml.g5.12xlarge",
+                  "LifeCycleConfig": our_lifecycle_json(),
                   "ExecutionRole": role, "ThreadsPerCore": 1,
                   "InstanceStorageConfigs": [{ "EbsVolumeConfig": { "VolumeSizeInGB": 500 } }],
                   "OverrideVpcConfig": pin("subnet-b"), "CapacityRequirements": { "Spot": {} } },
                 { "InstanceCount": 0, "InstanceGroupName": "cpu", "InstanceType": "ml.m5.xlarge",
+                  "LifeCycleConfig": our_lifecycle_json(),
                   "ExecutionRole": role, "ThreadsPerCore": 2,
                   "InstanceStorageConfigs": [{ "EbsVolumeConfig": { "VolumeSizeInGB": 500 } }],
                   "OverrideVpcConfig": pin("subnet-a") }
@@ -308,6 +321,98 @@ async fn create_hyperpod_cluster_sends_capacity_interface_health_checks_and_plac
             "Orchestrator": { "Eks": { "ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/demo" } },
             "NodeRecovery": "Automatic",
             "NodeProvisioningMode": "Continuous",
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_group_without_a_lifecycle_config_is_refused_before_the_call() {
+    let replay = hyperpod_replay(unexpected);
+    let p = replay.provider();
+    let mut g = hp_request(
+        group(
+            json!({ "name": "bare", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1a" }),
+        ),
+        "subnet-a",
+    );
+    g.spec.lifecycle_script = None;
+    let create = CreateHyperPodCluster {
+        region: "us-east-1".into(),
+        name: "demo-hp".into(),
+        eks_cluster_arn: "arn:aws:eks:us-east-1:123456789012:cluster/demo".into(),
+        node_recovery: NodeRecovery::Automatic,
+        instance_groups: vec![g.clone()],
+        tags: tags("demo"),
+    };
+    let err = p.create_hyperpod_cluster(&create).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
+    assert!(err.message.contains("bare") && err.message.contains("LifeCycleConfig"), "{err}");
+    let update =
+        UpdateHyperPodCluster { instance_groups: vec![g], ..UpdateHyperPodCluster::of("us-east-1", "demo-hp") };
+    assert_eq!(p.update_hyperpod_cluster(&update).await.unwrap_err().kind, ProviderErrorKind::InvalidRequest);
+    assert!(replay.of("CreateCluster").is_empty() && replay.of("UpdateCluster").is_empty(), "nothing sent");
+}
+
+/// Scaling a group sends the group as DescribeCluster reports it — EBS size, LifeCycleConfig,
+/// ExecutionRole, deep health checks, ThreadsPerCore, capacity, interface mode — with only the
+/// count changed (what `ScaleGroup` builds from `day2::group_spec`).
+#[tokio::test]
+async fn scaling_echoes_the_described_group() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "DescribeCluster" => {
+            let mut d = describe_cluster_json("InService");
+            let w = &mut d["InstanceGroups"][0];
+            w["LifeCycleConfig"] = json!({ "SourceS3Uri": "s3://sagemaker-team-scripts/eks", "OnCreate": "setup.sh" });
+            w["InstanceStorageConfigs"] = json!([{ "EbsVolumeConfig": { "VolumeSizeInGB": 2000 } }]);
+            w["OnStartDeepHealthChecks"] = json!(["InstanceStress"]);
+            w["ExecutionRole"] = json!("arn:aws:iam::123456789012:role/team-exec-role");
+            w["ThreadsPerCore"] = json!(2);
+            Canned::json(d)
+        }
+        "ListTags" => Canned::json(json!({ "Tags": [] })),
+        "UpdateCluster" => {
+            Canned::json(json!({ "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123" }))
+        }
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let c = p.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    let described = &c.instance_groups[0];
+    assert_eq!(described.ebs_volume_gb, Some(2000));
+    assert_eq!(described.threads_per_core, Some(2));
+    assert_eq!(described.execution_role_arn.as_deref(), Some("arn:aws:iam::123456789012:role/team-exec-role"));
+    assert_eq!(
+        described.deep_health_checks,
+        instantstart_core::spec::DeepHealthChecks { stress: true, connectivity: false }
+    );
+    let mut spec = instantstart_core::workflow::day2::group_spec(described, "us-east-1a");
+    spec.count = 3;
+    p.update_hyperpod_cluster(&UpdateHyperPodCluster {
+        instance_groups: vec![HyperPodInstanceGroupRequest {
+            spec,
+            subnet_id: "subnet-a".into(),
+            security_group_ids: vec!["sg-efa".into()],
+            execution_role_arn: described.execution_role_arn.clone().unwrap(),
+            threads_per_core: described.threads_per_core,
+        }],
+        ..UpdateHyperPodCluster::of("us-east-1", "demo-hp")
+    })
+    .await
+    .unwrap();
+    let body = replay.of("UpdateCluster")[0].json();
+    assert_eq!(
+        body,
+        json!({
+            "ClusterName": "demo-hp",
+            "InstanceGroups": [{
+                "InstanceCount": 3, "InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge",
+                "LifeCycleConfig": { "SourceS3Uri": "s3://sagemaker-team-scripts/eks", "OnCreate": "setup.sh" },
+                "ExecutionRole": "arn:aws:iam::123456789012:role/team-exec-role", "ThreadsPerCore": 2,
+                "InstanceStorageConfigs": [{ "EbsVolumeConfig": { "VolumeSizeInGB": 2000 } }],
+                "OnStartDeepHealthChecks": ["InstanceStress"],
+                "TrainingPlanArn": PLAN,
+                "NetworkInterface": { "InterfaceType": "efa-only" }
+            }]
         })
     );
 }
@@ -654,6 +759,61 @@ async fn a_bucket_in_another_region_is_followed() {
     let b = replay.provider().describe_bucket("is-demo-bucket").await.unwrap().unwrap();
     assert_eq!(b.region, "eu-west-1");
     assert!(is_owned(&b.tags, "demo"));
+}
+
+/// The lifecycle script's PutObject (key, body, content type, SHA-256 checksum header) and
+/// HeadObject (checksum mode on, the checksum read back; a 404 is "absent").
+#[tokio::test]
+async fn lifecycle_script_put_and_head_object() {
+    use instantstart_core::lifecycle::{CONTENT_TYPE, ON_CREATE_SH, script_key, script_sha256};
+    let key = script_key();
+    let b64 = {
+        let hex = script_sha256();
+        let raw: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+        aws_smithy_types::base64::encode(&raw)
+    };
+    let (k, b) = (key.clone(), b64.clone());
+    let replay = Replay::new(move |r| {
+        let path = r.uri.split('?').next().unwrap_or_default().to_string();
+        match (r.method.as_str(), path.as_str()) {
+            ("HEAD", "/") => Canned::status(200).header("x-amz-bucket-region", "us-east-1"),
+            ("PUT", p) if p == format!("/{k}") => Canned::status(200).header("ETag", "\"e\""),
+            ("HEAD", p) if p == format!("/{k}") => Canned::status(200)
+                .header("Content-Length", &ON_CREATE_SH.len().to_string())
+                .header("x-amz-checksum-sha256", &b),
+            ("HEAD", _) => Canned::status(404),
+            _ => unexpected(r),
+        }
+    });
+    let p = replay.provider();
+    let put = p
+        .put_object(&PutObject {
+            bucket: "is-demo-123456789012-ab12".into(),
+            key: key.clone(),
+            body: ON_CREATE_SH.as_bytes().to_vec(),
+            content_type: CONTENT_TYPE.into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(put.sha256.as_deref(), Some(script_sha256().as_str()));
+    let sent: Vec<Recorded> = replay.requests().into_iter().filter(|r| r.method == "PUT").collect();
+    assert_eq!(sent.len(), 1);
+    let req = &sent[0];
+    assert_eq!(req.body, ON_CREATE_SH, "the script is sent byte for byte");
+    assert_eq!(req.headers.get("content-type").map(String::as_str), Some("text/x-shellscript"));
+    assert_eq!(req.headers.get("x-amz-checksum-sha256"), Some(&b64), "{:?}", req.headers);
+    assert!(req.url.contains("is-demo-123456789012-ab12"), "{}", req.url);
+
+    let head = p.head_object("is-demo-123456789012-ab12", &key).await.unwrap().unwrap();
+    assert_eq!(head.size_bytes, ON_CREATE_SH.len() as u64);
+    assert_eq!(head.sha256.as_deref(), Some(script_sha256().as_str()), "the checksum proves the content");
+    let heads: Vec<Recorded> =
+        replay.requests().into_iter().filter(|r| r.method == "HEAD" && r.uri.contains("lifecycle")).collect();
+    assert_eq!(heads[0].headers.get("x-amz-checksum-mode").map(String::as_str), Some("ENABLED"));
+    assert_eq!(
+        p.head_object("is-demo-123456789012-ab12", "lifecycle/0000000000000000/on_create.sh").await.unwrap(),
+        None
+    );
 }
 
 // ---------------------------------------------------------------- day-2 (inherent until in the traits)

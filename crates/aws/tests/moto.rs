@@ -700,6 +700,15 @@ impl S3Api for MotoCloud {
     async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
         self.real.list_objects(bucket, prefix).await
     }
+    async fn put_object(&self, req: &PutObject) -> Result<ObjectHead> {
+        self.real.put_object(req).await
+    }
+    async fn head_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>> {
+        self.real.head_object(bucket, key).await
+    }
+    async fn delete_object(&self, bucket: &str, key: &str) -> Result<()> {
+        self.real.delete_object(bucket, key).await
+    }
 }
 
 /// A Kubernetes API that stores what is applied and binds claims at once.
@@ -762,6 +771,42 @@ async fn run(engine: &Engine, kind: OperationKind, request: &Value) -> instantst
     op
 }
 
+/// PutObject with its SHA-256 checksum, HeadObject (checksum mode) and DeleteObject on moto's S3.
+#[tokio::test]
+async fn objects_are_put_headed_and_deleted() {
+    use instantstart_core::lifecycle::{CONTENT_TYPE, ON_CREATE_SH, script_key, script_sha256};
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    p.create_bucket(&CreateBucket {
+        region: REGION.into(),
+        name: "is-objects-test".into(),
+        tags: ownership_tags("objects", "op"),
+    })
+    .await
+    .unwrap();
+    let key = script_key();
+    assert_eq!(p.head_object("is-objects-test", &key).await.unwrap(), None);
+    assert_eq!(p.head_object("is-no-such-bucket", &key).await.unwrap(), None);
+    let put = p
+        .put_object(&PutObject {
+            bucket: "is-objects-test".into(),
+            key: key.clone(),
+            body: ON_CREATE_SH.as_bytes().to_vec(),
+            content_type: CONTENT_TYPE.into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(put.sha256.as_deref(), Some(script_sha256().as_str()));
+    let head = p.head_object("is-objects-test", &key).await.unwrap().expect("the object");
+    assert_eq!(head.size_bytes, ON_CREATE_SH.len() as u64);
+    if let Some(d) = &head.sha256 {
+        assert_eq!(d, &script_sha256(), "the stored checksum is the body's");
+    }
+    p.delete_object("is-objects-test", &key).await.unwrap();
+    assert_eq!(p.head_object("is-objects-test", &key).await.unwrap(), None);
+    p.delete_bucket("is-objects-test").await.unwrap();
+}
+
 /// The network → EKS → HyperPod pipeline through the operation engine with the real adapter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_and_delete_pipeline_through_the_engine() {
@@ -793,8 +838,29 @@ async fn create_and_delete_pipeline_through_the_engine() {
             }
         ]}
     });
+    // The groups' own script: the preflight checks that it exists (HeadObject) before anything
+    // is recorded.
+    real.create_bucket(&CreateBucket {
+        region: REGION.into(),
+        name: "sagemaker-lifecycle".into(),
+        tags: ownership_tags("demo", "seed"),
+    })
+    .await
+    .unwrap();
+    real.put_object(&PutObject {
+        bucket: "sagemaker-lifecycle".into(),
+        key: "scripts/on_create.sh".into(),
+        body: instantstart_core::lifecycle::ON_CREATE_SH.as_bytes().to_vec(),
+        content_type: "text/x-shellscript".into(),
+    })
+    .await
+    .unwrap();
     let op = run(&engine, OperationKind::CreateCluster, &request).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    // InstantStart's own script went into the cluster bucket, content-addressed.
+    let bucket = op.step("bucket").unwrap().outputs["bucket"].as_str().unwrap().to_string();
+    let head = real.head_object(&bucket, &instantstart_core::lifecycle::script_key()).await.unwrap().expect("uploaded");
+    assert_eq!(head.size_bytes, instantstart_core::lifecycle::ON_CREATE_SH.len() as u64);
 
     // What the adapter created, read back through the adapter.
     let eks = real.describe_eks_cluster(REGION, "demo").await.unwrap().expect("EKS cluster");

@@ -13,6 +13,7 @@
 
 pub mod diff;
 pub mod engine;
+pub mod lifecycle;
 pub mod names;
 pub mod operation;
 pub mod preflight;

@@ -200,6 +200,75 @@ pub async fn check_groups(
     Ok(checks)
 }
 
+/// Checks a user-named lifecycle script (`field` = `…lifecycle_script`): the execution role
+/// must be able to read it — its bucket is `sagemaker-*` (the managed
+/// `AmazonSageMakerClusterInstanceRolePolicy`) or the cluster's own bucket (`cluster_bucket`,
+/// our inline policy) — and the object must exist (HeadObject). A script that fails either
+/// makes every instance of the group fail at boot.
+pub async fn check_lifecycle_script(
+    aws: &dyn AwsCloud,
+    field: &str,
+    script: &crate::spec::LifecycleScript,
+    cluster_bucket: Option<&str>,
+) -> Result<PreflightCheck, ProviderError> {
+    use crate::lifecycle::{readable_by_execution_role, script_object};
+    use crate::provider::ProviderErrorKind;
+    let Some((bucket, key)) = script_object(script) else {
+        return Ok(PreflightCheck::new(
+            "lifecycle_script",
+            field,
+            CheckStatus::Fail,
+            format!("{} is not an S3 URI", script.source_s3_uri),
+            Some("use s3://<bucket>/<prefix>".into()),
+        ));
+    };
+    let ours = cluster_bucket.map(|b| format!(" or the cluster's bucket {b}")).unwrap_or_default();
+    if !readable_by_execution_role(&bucket, cluster_bucket) {
+        return Ok(PreflightCheck::new(
+            "lifecycle_script",
+            field,
+            CheckStatus::Fail,
+            format!(
+                "the HyperPod execution role cannot read s3://{bucket}/{key}: it reads only buckets named sagemaker-*{ours}"
+            ),
+            Some(format!(
+                "copy the script to a bucket named sagemaker-…{ours}, or leave lifecycle_script out to use InstantStart's script"
+            )),
+        ));
+    }
+    match read(|| aws.head_object(&bucket, &key)).await {
+        Ok(Some(h)) => Ok(PreflightCheck::new(
+            "lifecycle_script",
+            field,
+            CheckStatus::Pass,
+            format!("s3://{bucket}/{key} exists ({} bytes) and the execution role can read it", h.size_bytes),
+            None,
+        )),
+        Ok(None) => Ok(missing_script(field, &bucket, &key, "does not exist")),
+        Err(e) if e.kind == ProviderErrorKind::NotFound => {
+            Ok(missing_script(field, &bucket, &key, &format!("cannot be found: bucket {bucket} does not exist")))
+        }
+        Err(e) if e.kind == ProviderErrorKind::AccessDenied => Ok(PreflightCheck::new(
+            "lifecycle_script",
+            field,
+            CheckStatus::Fail,
+            format!("s3://{bucket}/{key} cannot be read by the control plane: {}", e.message),
+            Some("grant the control plane s3:GetObject on the script, or name a script in the cluster's bucket".into()),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+fn missing_script(field: &str, bucket: &str, key: &str, what: &str) -> PreflightCheck {
+    PreflightCheck::new(
+        "lifecycle_script",
+        field,
+        CheckStatus::Fail,
+        format!("lifecycle script s3://{bucket}/{key} {what}"),
+        Some("upload the script first (source_s3_uri + on_create name the object), or leave lifecycle_script out to use InstantStart's script".into()),
+    )
+}
+
 /// Whether a VPC still has room for `new_subnets` more /20 compute subnets.
 pub fn check_address_space(
     field: &str,

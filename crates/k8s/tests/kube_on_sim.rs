@@ -73,7 +73,30 @@ async fn world(nodes: u32) -> SimCloud {
         return s;
     }
     let eks = s.describe_eks_cluster(REGION, "demo").await.unwrap().unwrap();
-    let exec = s.create_role(&role("demo-exec-role", "sagemaker.amazonaws.com")).await.unwrap();
+    // The execution role as the create pipeline makes it (the managed instance policy and the
+    // documented EKS-node statement: without it the simulated nodes stay NotReady), and a
+    // lifecycle script it can read (a `sagemaker-*` bucket).
+    let exec = s
+        .create_role(&CreateIamRole {
+            managed_policies: vec![instantstart_core::workflow::create_cluster::HYPERPOD_INSTANCE_POLICY.into()],
+            inline_policies: vec![(
+                instantstart_core::workflow::create_cluster::HYPERPOD_EKS_NODE_POLICY.into(),
+                instantstart_core::workflow::create_cluster::hyperpod_eks_node_policy(),
+            )],
+            ..role("demo-exec-role", "sagemaker.amazonaws.com")
+        })
+        .await
+        .unwrap();
+    s.seed_bucket(&CreateBucket { region: REGION.into(), name: "sagemaker-demo-scripts".into(), tags: Tags::new() })
+        .unwrap();
+    s.put_object(&PutObject {
+        bucket: "sagemaker-demo-scripts".into(),
+        key: "lifecycle/on_create.sh".into(),
+        body: instantstart_core::lifecycle::ON_CREATE_SH.as_bytes().to_vec(),
+        content_type: "text/x-shellscript".into(),
+    })
+    .await
+    .unwrap();
     let subnet = s
         .create_subnet(&CreateSubnet {
             region: REGION.into(),
@@ -101,11 +124,15 @@ async fn world(nodes: u32) -> SimCloud {
                 interface_mode: InterfaceMode::Standard,
                 ebs_volume_gb: 500,
                 deep_health_checks: DeepHealthChecks::default(),
-                lifecycle_script: None,
+                lifecycle_script: Some(LifecycleScript {
+                    source_s3_uri: "s3://sagemaker-demo-scripts/lifecycle".into(),
+                    on_create: "on_create.sh".into(),
+                }),
             },
             subnet_id: subnet.id,
             security_group_ids: vec![network.security_group_id.clone().unwrap()],
             execution_role_arn: exec.arn,
+            threads_per_core: None,
         }],
         tags,
     })

@@ -1341,3 +1341,69 @@ async fn endpoint_requests_are_validated_field_by_field() {
     let r = app.send(Method::PATCH, &format!("{eps}/ghost"), Some(json!({ "replicas": 2, "bogus": 1 })), &[]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
 }
+
+/// A user-named lifecycle script is checked before anything is recorded: it must be readable by
+/// the HyperPod execution role (a `sagemaker-*` bucket or the cluster's own bucket) and exist.
+/// Table: (what, source_s3_uri, on_create, expected status, rule substring of the finding).
+#[tokio::test]
+async fn user_named_lifecycle_scripts_are_checked_in_the_preflight() {
+    use instantstart_core::provider::{CreateBucket, PutObject, S3Api, Tags};
+    let app = test_app(2000.0);
+    let sim = app.state.sim.as_ref().unwrap();
+    for bucket in ["sagemaker-team-scripts", "team-scripts"] {
+        sim.seed_bucket(&CreateBucket { region: "us-east-1".into(), name: bucket.into(), tags: Tags::new() }).unwrap();
+        sim.put_object(&PutObject {
+            bucket: bucket.into(),
+            key: "eks/on_create.sh".into(),
+            body: b"#!/bin/bash\nexit 0\n".to_vec(),
+            content_type: "text/x-shellscript".into(),
+        })
+        .await
+        .unwrap();
+    }
+    let field = "hyperpod.instance_groups[0].lifecycle_script";
+    let cases: &[(&str, &str, &str, StatusCode, &str)] = &[
+        ("readable and present", "s3://sagemaker-team-scripts/eks", "on_create.sh", StatusCode::ACCEPTED, ""),
+        ("trailing slash", "s3://sagemaker-team-scripts/eks/", "on_create.sh", StatusCode::ACCEPTED, ""),
+        (
+            "missing object",
+            "s3://sagemaker-team-scripts/eks",
+            "setup.sh",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "s3://sagemaker-team-scripts/eks/setup.sh does not exist",
+        ),
+        (
+            "missing bucket",
+            "s3://sagemaker-nobody/eks",
+            "on_create.sh",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "does not exist",
+        ),
+        (
+            "bucket the role cannot read",
+            "s3://team-scripts/eks",
+            "on_create.sh",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "it reads only buckets named sagemaker-*",
+        ),
+    ];
+    for (i, (what, uri, on_create, status, rule)) in cases.iter().enumerate() {
+        let mut body = create_body(&format!("lc{i}"));
+        body["hyperpod"]["instance_groups"][0]["lifecycle_script"] =
+            json!({ "source_s3_uri": uri, "on_create": on_create });
+        let r = app.send(Method::POST, "/api/clusters", Some(body), &[]).await;
+        assert_eq!(r.status, *status, "{what}: {:#}", r.body);
+        if *status == StatusCode::UNPROCESSABLE_ENTITY {
+            let findings = r.body["findings"].as_array().unwrap();
+            let f = findings.iter().find(|f| f["field"] == field).unwrap_or_else(|| panic!("{what}: {findings:?}"));
+            let text = f["rule"].as_str().unwrap();
+            assert!(text.contains(rule), "{what}: {text}");
+            assert!(text.contains(" — "), "{what}: the rule carries a remedy: {text}");
+        } else {
+            let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+            assert_eq!(done["status"], "succeeded", "{what}: {done:#}");
+        }
+    }
+    // Only the accepted requests created anything.
+    assert_eq!(app.state.sim.as_ref().unwrap().calls("sagemaker:CreateCluster"), 2);
+}

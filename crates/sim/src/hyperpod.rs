@@ -4,19 +4,37 @@
 //! group (Pending → [DeepHealthCheckInProgress →] Running). A group whose instance type is not
 //! offered in its AZ (and has no reservation) makes the cluster fail, as insufficient capacity
 //! does. Training plans are added with [`SimCloud::add_training_plan`].
+//!
+//! Lifecycle scripts (what AWS refuses, and how it fails):
+//! - every instance group of these EKS-orchestrated clusters, in CreateCluster and in
+//!   UpdateCluster, needs a `LifeCycleConfig`; without one the call is a `ValidationException`
+//!   (developer guide `smcluster-getting-started-slurm-cli`, "Common validation errors":
+//!   "LifeCycleConfig is required for instance group…" — EKS clusters, "Optional node lifecycle
+//!   configuration is not supported");
+//! - the script is read by the group's execution role when its instances boot: a role without
+//!   `s3:ListBucket` on the bucket and `s3:GetObject` on the object (read from the role's real
+//!   policies, [`crate::policy`]; `AmazonSageMakerClusterInstanceRolePolicy` covers only
+//!   `sagemaker-*` buckets — API reference `ClusterLifeCycleConfig`, "Make sure that the S3
+//!   bucket path starts with s3://sagemaker-") fails the instances with the service's "Execution
+//!   role provided does not have permissions to access the bucket … (s3:ListBucket,
+//!   s3:GetObject)" message, and a missing `OnCreate` object fails them too. At create the
+//!   cluster goes `Failed` with that message; a group added by UpdateCluster goes `Failed`
+//!   (no instances) and the cluster stays `InService` (UpdateCluster runs the lifecycle scripts
+//!   of new groups only — `sagemaker-hyperpod-lifecycle-best-practices-slurm-slurm-update-cluster-lifecycle`).
 
 use crate::catalog::{check_region, offered, quota_name, quota_value, zone_index};
 use crate::cloud::SimCloud;
 use crate::timings;
 use crate::world::{GroupRec, HyperPodRec, Lifecycle, Phase, SlotRec, World, rkey, stable_hash};
 use async_trait::async_trait;
+use instantstart_core::lifecycle::script_object;
 use instantstart_core::names;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
     HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
     UpdateHyperPodCluster,
 };
-use instantstart_core::spec::{CapacitySpec, InterfaceMode, instance_type_info};
+use instantstart_core::spec::{CapacitySpec, InterfaceMode, LifecycleScript, instance_type_info};
 use std::collections::BTreeMap;
 
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
@@ -70,7 +88,7 @@ pub(crate) fn nodes(h: &HyperPodRec, now: f64) -> Vec<NodeView> {
         Phase::Creating | Phase::Active => None,
     };
     let mut out = Vec::new();
-    for g in h.groups.iter().filter(|g| has_capacity(&h.region, g)) {
+    for g in h.groups.iter().filter(|g| has_capacity(&h.region, g) && g.failure.is_none()) {
         for (i, slot) in slots(h, g).iter().enumerate() {
             if slot.removed {
                 continue;
@@ -135,7 +153,7 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
                 instance_type: g.instance_type.clone(),
                 current_count: running.iter().filter(|n| n.group == g.name && n.status == "Running").count() as u32,
                 target_count: g.count,
-                status: group_status.to_string(),
+                status: if g.failure.is_some() { "Failed".to_string() } else { group_status.to_string() },
                 capacity: match (&g.training_plan, g.spot) {
                     (Some(arn), _) => CapacitySpec::TrainingPlan { arn: arn.clone() },
                     (None, true) => CapacitySpec::Spot,
@@ -143,6 +161,12 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
                 },
                 interface_mode: if g.efa_only { InterfaceMode::EfaOnly } else { InterfaceMode::Standard },
                 subnet_ids: vec![g.subnet_id.clone()],
+                ebs_volume_gb: g.ebs_volume_gb,
+                lifecycle_script: g.lifecycle.clone(),
+                execution_role_arn: Some(g.execution_role.clone()).filter(|r| !r.is_empty()),
+                deep_health_checks: g.checks,
+                threads_per_core: g.threads_per_core,
+                failure: g.failure.clone(),
             })
             .collect(),
         node_recovery: h.node_recovery,
@@ -230,6 +254,12 @@ fn create_cluster(
             ),
         );
     }
+    if let Some(g) = groups.iter().find(|g| g.failure.is_some()) {
+        life.fail_after(
+            timings::HYPERPOD_FIRST_NODE + timings::HYPERPOD_NODE_BOOT,
+            g.failure.clone().unwrap_or_default(),
+        );
+    }
     if let Some(reason) = fails {
         life.fail_after(ready * timings::FAILURE_SHARE, reason);
     }
@@ -269,6 +299,7 @@ fn admit_group(
     let info = instance_type_info(&s.instance_type).ok_or_else(|| {
         invalid(api, format!("ValidationException: instance type {} is not supported by HyperPod", s.instance_type))
     })?;
+    let lifecycle = require_lifecycle(api, g)?;
     if s.interface_mode == InterfaceMode::EfaOnly && !info.efa_only_supported {
         return Err(invalid(
             api,
@@ -307,6 +338,7 @@ fn admit_group(
             ));
         }
     }
+    let failure = script_failure(w, &g.execution_role_arn, lifecycle, &s.name);
     let training_plan = match &s.capacity {
         CapacitySpec::TrainingPlan { arn } => {
             let plan = w
@@ -379,7 +411,51 @@ fn admit_group(
         spot: s.capacity == CapacitySpec::Spot,
         efa_only: s.interface_mode == InterfaceMode::EfaOnly,
         slots: Vec::new(),
+        ebs_volume_gb: Some(s.ebs_volume_gb),
+        lifecycle: Some(lifecycle.clone()),
+        execution_role: g.execution_role_arn.clone(),
+        checks: s.deep_health_checks,
+        threads_per_core: Some(g.threads_per_core.unwrap_or(if info.accelerators == 0 { 2 } else { 1 })),
+        failure,
     })
+}
+
+/// The group's `LifeCycleConfig`, required for every group of an EKS-orchestrated cluster
+/// (module docs).
+fn require_lifecycle<'a>(api: &str, g: &'a HyperPodInstanceGroupRequest) -> Result<&'a LifecycleScript> {
+    g.spec.lifecycle_script.as_ref().ok_or_else(|| {
+        invalid(
+            api,
+            format!(
+                "ValidationException: LifeCycleConfig is required for instance group {}: EKS-orchestrated clusters do not support optional node lifecycle configuration",
+                g.spec.name
+            ),
+        )
+    })
+}
+
+/// Why the group's instances fail to run their lifecycle script, if they do: the execution
+/// role cannot read it (s3:ListBucket on the bucket, s3:GetObject on the object), or the
+/// `OnCreate` object does not exist (module docs).
+fn script_failure(w: &World, role_arn: &str, l: &LifecycleScript, group: &str) -> Option<String> {
+    let (bucket, key) = script_object(l)?;
+    let prefix = l.source_s3_uri.trim_end_matches('/');
+    let readable = w.role_by_arn(role_arn).is_some_and(|r| {
+        r.allows("s3:ListBucket", &format!("arn:aws:s3:::{bucket}"))
+            && r.allows("s3:GetObject", &format!("arn:aws:s3:::{bucket}/{key}"))
+    });
+    let error = if !readable {
+        format!(
+            "Execution role provided does not have permissions to access the bucket {prefix}/. Please ensure that the role has minimum permissions to read the bucket (s3:ListBucket, s3:GetObject)."
+        )
+    } else if !w.buckets.get(&bucket).is_some_and(|b| b.objects.contains_key(&key)) {
+        format!("Lifecycle script {} was not found under {prefix}/: s3://{bucket}/{key} does not exist.", l.on_create)
+    } else {
+        return None;
+    };
+    Some(format!(
+        "Instances of instance group {group} failed to provision with the following error: \"{error}\" Note that multiple instances may be impacted."
+    ))
 }
 
 /// Materializes the implied slots of group `gi` so they can change individually.
@@ -425,6 +501,7 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
         let s = &g.spec;
         match h.groups.iter().position(|x| x.name == s.name) {
             Some(i) => {
+                let lifecycle = require_lifecycle(API, g)?;
                 let cur = &h.groups[i];
                 let capacity_changed = match &s.capacity {
                     CapacitySpec::TrainingPlan { arn } => cur.training_plan.as_deref() != Some(arn.as_str()),
@@ -480,6 +557,13 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                 }
                 let mut next = cur.clone();
                 next.count = s.count;
+                // What the update sends becomes the group's configuration (for the instances
+                // launched from now on); DescribeCluster returns it.
+                next.lifecycle = Some(lifecycle.clone());
+                next.ebs_volume_gb = Some(s.ebs_volume_gb);
+                next.checks = s.deep_health_checks;
+                next.execution_role.clone_from(&g.execution_role_arn);
+                next.threads_per_core = g.threads_per_core.or(cur.threads_per_core);
                 changes.push((Some(i), next));
             }
             None => {
@@ -515,6 +599,11 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                     }
                 }
                 g.count = rec.count;
+                g.lifecycle = rec.lifecycle;
+                g.ebs_volume_gb = rec.ebs_volume_gb;
+                g.checks = rec.checks;
+                g.execution_role = rec.execution_role;
+                g.threads_per_core = rec.threads_per_core;
             }
             None => {
                 let mut g = rec;

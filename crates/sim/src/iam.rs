@@ -1,14 +1,16 @@
 //! `IamApi` and `S3Api`: IAM roles (instant, global; each holds its trust policy, managed
-//! and inline policies, see [`SimCloud::role_policies`]) and S3 buckets (instant, one global
-//! namespace).
+//! and inline policies, see [`SimCloud::role_policies`]; [`crate::policy`] evaluates them) and
+//! S3 buckets (instant, one global namespace) with their objects (PutObject records the body's
+//! size and SHA-256; HeadObject returns them, `None` for a missing object or bucket as S3's bare
+//! 404 does; DeleteObject of a missing key succeeds).
 
 use crate::cloud::{SimCloud, SimError};
-use crate::world::{BucketRec, RoleRec, World};
+use crate::world::{BucketRec, ObjectRec, RoleRec, World};
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    Bucket, CreateBucket, CreateIamRole, IamApi, IamRole, LIST_OBJECTS_LIMIT, ObjectListing, OidcProvider,
-    ProviderError, ProviderErrorKind, Result, S3Api, S3Entry, S3EntryKind, Tags,
+    Bucket, CreateBucket, CreateIamRole, IamApi, IamRole, LIST_OBJECTS_LIMIT, ObjectHead, ObjectListing, OidcProvider,
+    ProviderError, ProviderErrorKind, PutObject, Result, S3Api, S3Entry, S3EntryKind, Tags, sha256_hex,
 };
 
 fn role_view(r: &RoleRec) -> IamRole {
@@ -216,6 +218,59 @@ impl S3Api for SimCloud {
         })
     }
 
+    async fn put_object(&self, req: &PutObject) -> Result<ObjectHead> {
+        const API: &str = "s3:PutObject";
+        self.write(API, |w, cx| {
+            let b = w.buckets.get_mut(&req.bucket).ok_or_else(|| {
+                ProviderError::not_found(
+                    API,
+                    format!("NoSuchBucket: The specified bucket {} does not exist", req.bucket),
+                )
+            })?;
+            if req.key.is_empty() || req.key.len() > 1024 {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::InvalidRequest,
+                    "KeyTooLongError: object keys are 1 to 1024 bytes",
+                ));
+            }
+            let sha256 = sha256_hex(&req.body);
+            b.objects.insert(
+                req.key.clone(),
+                ObjectRec { size: req.body.len() as u64, written_at: cx.now, sha256: Some(sha256.clone()) },
+            );
+            Ok(ObjectHead {
+                bucket: req.bucket.clone(),
+                key: req.key.clone(),
+                size_bytes: req.body.len() as u64,
+                sha256: Some(sha256),
+            })
+        })
+    }
+
+    async fn head_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>> {
+        // S3 answers a missing bucket with a bare 404 as well: `None`.
+        self.read("s3:HeadObject", |w, _| {
+            Ok(w.buckets.get(bucket).and_then(|b| b.objects.get(key)).map(|o| ObjectHead {
+                bucket: bucket.to_string(),
+                key: key.to_string(),
+                size_bytes: o.size,
+                sha256: o.sha256.clone(),
+            }))
+        })
+    }
+
+    async fn delete_object(&self, bucket: &str, key: &str) -> Result<()> {
+        const API: &str = "s3:DeleteObject";
+        self.write(API, |w, _| {
+            let b = w.buckets.get_mut(bucket).ok_or_else(|| {
+                ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {bucket} does not exist"))
+            })?;
+            b.objects.remove(key);
+            Ok(())
+        })
+    }
+
     async fn delete_bucket(&self, name: &str) -> Result<()> {
         const API: &str = "s3:DeleteBucket";
         self.write(API, |w, _| match w.buckets.get(name) {
@@ -309,14 +364,16 @@ impl SimCloud {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::ObjectRec;
 
     fn bucket(keys: &[(&str, u64)]) -> BucketRec {
         BucketRec {
             name: "b".into(),
             region: "us-east-1".into(),
             tags: Tags::new(),
-            objects: keys.iter().map(|(k, s)| (k.to_string(), ObjectRec { size: *s, written_at: 0.0 })).collect(),
+            objects: keys
+                .iter()
+                .map(|(k, s)| (k.to_string(), ObjectRec { size: *s, written_at: 0.0, sha256: None }))
+                .collect(),
         }
     }
 

@@ -57,6 +57,7 @@ mod iam;
 mod kube;
 mod mlflow;
 mod network;
+mod policy;
 pub mod timings;
 mod world;
 

@@ -376,6 +376,9 @@ pub(crate) struct ObjectRec {
     pub size: u64,
     /// Simulated time it was written.
     pub written_at: f64,
+    /// Hex SHA-256 of the body, for objects written with PutObject (a checksum was sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -416,6 +419,22 @@ pub(crate) struct GroupRec {
     /// scaled, nodes rebooted/replaced/deleted). Empty: `count` slots implied by creation time.
     #[serde(default)]
     pub slots: Vec<SlotRec>,
+    /// What the group was created with (DescribeCluster returns it): EBS size, lifecycle
+    /// configuration, execution role, deep health checks, threads per core.
+    #[serde(default)]
+    pub ebs_volume_gb: Option<u32>,
+    #[serde(default)]
+    pub lifecycle: Option<instantstart_core::spec::LifecycleScript>,
+    #[serde(default)]
+    pub execution_role: String,
+    #[serde(default)]
+    pub checks: instantstart_core::spec::DeepHealthChecks,
+    #[serde(default)]
+    pub threads_per_core: Option<u32>,
+    /// Set when the group's instances failed to provision (e.g. their lifecycle script could
+    /// not be read): the group is `Failed`, with no instances.
+    #[serde(default)]
+    pub failure: Option<String>,
 }
 
 /// One instance position of a group.

@@ -58,6 +58,8 @@ fn assert_created_once(sim: &SimCloud) {
         ("ec2:CreateSubnet", 6),
         ("iam:CreateRole", 2),
         ("s3:CreateBucket", 1),
+        // The lifecycle script, once.
+        ("s3:PutObject", 1),
         ("eks:CreateCluster", 1),
         ("eks:CreateAddon", 3),
         ("sagemaker:CreateCluster", 1),
@@ -251,7 +253,13 @@ async fn roles_left_without_policies_by_a_killed_create_are_completed_not_create
     assert_eq!(exec_role.managed_policies, ["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]);
     assert_eq!(
         exec_role.inline_policies,
-        [("instantstart-shared-bucket".to_string(), hyperpod_bucket_policy(&bucket))]
+        [
+            ("instantstart-shared-bucket".to_string(), hyperpod_bucket_policy(&bucket)),
+            (
+                instantstart_core::workflow::create_cluster::HYPERPOD_EKS_NODE_POLICY.to_string(),
+                instantstart_core::workflow::create_cluster::hyperpod_eks_node_policy()
+            )
+        ]
     );
 
     // The managed-autoscaling role (an `EnsureRole` step), left bare and with a stale trust
@@ -353,4 +361,132 @@ async fn validation_reports_every_finding_and_records_nothing() {
         .unwrap_err();
     let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
     assert_eq!(v.findings[0].field, "availability_zones");
+}
+
+/// The `lifecycle_script` step writes InstantStart's script once under its content-addressed
+/// key, and every group without a script of its own is created with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_run_the_uploaded_lifecycle_script() {
+    use instantstart_core::lifecycle::{ON_CREATE_SH, default_lifecycle, script_key, script_sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let step = op.step("lifecycle_script").unwrap();
+    assert_eq!(step.depends_on, ["bucket"]);
+    assert!(step.title.contains(&script_key()), "the key is named when the operation is recorded: {}", step.title);
+    assert!(op.step("hyperpod_cluster").unwrap().depends_on.contains(&"lifecycle_script".to_string()));
+    let bucket = op.step("bucket").unwrap().outputs["bucket"].as_str().unwrap().to_string();
+    assert_eq!(step.outputs["key"], script_key());
+    assert_eq!(step.outputs["sha256"], script_sha256());
+    let head = b.sim.head_object(&bucket, &script_key()).await.unwrap().expect("uploaded");
+    assert_eq!(head.size_bytes, ON_CREATE_SH.len() as u64);
+    assert_eq!(head.sha256.as_deref(), Some(script_sha256().as_str()));
+    let hp = b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    for g in &hp.instance_groups {
+        assert_eq!(g.lifecycle_script, Some(default_lifecycle(&bucket)), "{}", g.name);
+    }
+    assert_eq!(b.sim.calls("s3:PutObject"), 1);
+}
+
+/// A server killed after the step's `submitting` phase was persisted but before PutObject took
+/// effect (PutObject is throttled until the kill), and a PutObject whose response is lost:
+/// either way the resumed/retried step observes with HeadObject first, and exactly one
+/// PutObject reaches S3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lifecycle_script_is_put_once_across_a_kill_between_persist_and_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let b = bed(dir.path(), 400.0);
+        b.sim.set_faults(SimFaults::none().with(
+            "s3:PutObject",
+            FaultMode::Fail {
+                kind: ProviderErrorKind::Throttled,
+                message: "SlowDown: reduce your request rate".into(),
+            },
+        ));
+        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            let step = op.step("lifecycle_script").unwrap();
+            if step.phase == StepPhase::Submitting && step.detail.as_deref().is_some_and(|d| d.starts_with("retrying"))
+            {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "lifecycle_script never reached submitting: {step:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(b.sim.calls("s3:PutObject"), 0, "nothing reached S3 before the kill");
+        b.engine.abort_all();
+        s.operation.id
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir.path(), 400.0);
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls("s3:PutObject"), 1, "{:?}", b.sim.stats());
+    assert!(b.sim.calls("s3:HeadObject") >= 2, "observed before putting, polled after");
+
+    // A lost PutObject response: the retry adopts the object instead of writing it again.
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    b.sim.set_faults(SimFaults::none().with("s3:PutObject", FaultMode::LostResponse));
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls("s3:PutObject"), 1);
+    assert_eq!(op.step("lifecycle_script").unwrap().detail.as_deref(), None);
+    assert_created_once(&b.sim);
+}
+
+/// Scaling a group sends it back as described — here a 1000 GB volume, stress checks and the
+/// cluster's lifecycle script — not rebuilt from defaults; a group added later reuses the
+/// cluster's script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_echoes_the_group_and_added_groups_reuse_the_cluster_script() {
+    use instantstart_core::engine::Outcome;
+    use instantstart_core::spec::DeepHealthChecks;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let mut req = request("demo");
+    req["hyperpod"]["instance_groups"][0]["ebs_volume_gb"] = json!(1000);
+    req["hyperpod"]["instance_groups"][0]["deep_health_checks"] = json!({ "stress": true });
+    let op = run_to_end(&b, OperationKind::CreateCluster, &req).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let script = b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap().instance_groups[0]
+        .lifecycle_script
+        .clone()
+        .expect("created with a script");
+
+    let scale = json!({ "cluster": "demo", "group": "workers", "patch": { "count": 3 } });
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::UpdateInstanceGroup, &scale, user(), None).await.unwrap()
+    else {
+        panic!("scaling is a change");
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let hp = b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    let w = hp.instance_groups.iter().find(|g| g.name == "workers").unwrap();
+    assert_eq!(w.target_count, 3);
+    assert_eq!(w.ebs_volume_gb, Some(1000), "the described EBS size was sent back");
+    assert_eq!(w.deep_health_checks, DeepHealthChecks { stress: true, connectivity: false });
+    assert_eq!(w.lifecycle_script.as_ref(), Some(&script));
+    assert_eq!(w.threads_per_core, Some(1));
+
+    let add = json!({ "cluster": "demo", "group": {
+        "name": "more", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1a" } });
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::AddInstanceGroup, &add, user(), None).await.unwrap()
+    else {
+        panic!("adding a group is a change");
+    };
+    assert_eq!(s.operation.request["group"]["lifecycle_script"], serde_json::to_value(&script).unwrap(), "recorded");
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let hp = b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    let more = hp.instance_groups.iter().find(|g| g.name == "more").unwrap();
+    assert_eq!(more.lifecycle_script.as_ref(), Some(&script), "the cluster's script key is reused");
+    assert_eq!(b.sim.calls("s3:PutObject"), 1, "nothing uploaded again");
 }

@@ -270,6 +270,24 @@ pub struct HyperPodInstanceGroupStatus {
     /// Subnets of the group (its placement).
     #[serde(default)]
     pub subnet_ids: Vec<String>,
+    /// Size of the group's EBS volume per instance (`InstanceStorageConfigs`), as described.
+    #[serde(default)]
+    pub ebs_volume_gb: Option<u32>,
+    /// The group's `LifeCycleConfig`, as described.
+    #[serde(default)]
+    pub lifecycle_script: Option<crate::spec::LifecycleScript>,
+    /// The group's `ExecutionRole` ARN, as described.
+    #[serde(default)]
+    pub execution_role_arn: Option<String>,
+    /// The group's `OnStartDeepHealthChecks`, as described.
+    #[serde(default)]
+    pub deep_health_checks: crate::spec::DeepHealthChecks,
+    /// The group's `ThreadsPerCore`, as described.
+    #[serde(default)]
+    pub threads_per_core: Option<u32>,
+    /// Why the group is `Failed`, when the provider says.
+    #[serde(default)]
+    pub failure: Option<String>,
 }
 
 /// A HyperPod instance group as sent to CreateCluster, placement already decided.
@@ -279,6 +297,10 @@ pub struct HyperPodInstanceGroupRequest {
     pub subnet_id: String,
     pub security_group_ids: Vec<String>,
     pub execution_role_arn: String,
+    /// `ThreadsPerCore` to send; `None` = 1 for accelerated types, 2 for CPU types. Set when an
+    /// existing group is echoed with its described value.
+    #[serde(default)]
+    pub threads_per_core: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -440,6 +462,32 @@ pub struct ObjectListing {
     pub truncated: bool,
 }
 
+/// A small object written in one PutObject (e.g. a lifecycle script).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PutObject {
+    pub bucket: String,
+    pub key: String,
+    pub body: Vec<u8>,
+    pub content_type: String,
+}
+
+/// What HeadObject tells about an object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObjectHead {
+    pub bucket: String,
+    pub key: String,
+    pub size_bytes: u64,
+    /// Hex SHA-256 of the body, when the object was written with a SHA-256 checksum.
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+/// Hex SHA-256 of `body` (what [`S3Api::put_object`] sends as the checksum).
+pub fn sha256_hex(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(body).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[async_trait]
 pub trait S3Api: Send + Sync {
     async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>>;
@@ -449,6 +497,15 @@ pub trait S3Api: Send + Sync {
     /// (`""` = the top level), paginated internally, at most [`LIST_OBJECTS_LIMIT`] entries.
     /// A missing bucket is `NotFound`.
     async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing>;
+    /// PutObject with a SHA-256 checksum of the body (S3 refuses a body that does not match).
+    /// A missing bucket is `NotFound`.
+    async fn put_object(&self, req: &PutObject) -> Result<ObjectHead>;
+    /// HeadObject (checksum mode on): `None` when the object does not exist — S3 answers a bare
+    /// 404 for a missing bucket too, so that is `None` as well.
+    async fn head_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>>;
+    /// DeleteObject (used only for InstantStart's own lifecycle scripts, before deleting a
+    /// bucket it created). Deleting a missing key succeeds, as in S3.
+    async fn delete_object(&self, bucket: &str, key: &str) -> Result<()>;
 }
 
 /// The whole AWS side. Implemented by any type implementing every AWS trait.

@@ -7,9 +7,14 @@
 //!                                                           ├─> chart:kuberay-operator
 //!                                                           ├─> chart:keda
 //! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
+//! bucket ─> lifecycle_script ───────────────────────────────┼──────────────> hyperpod_cluster
 //! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
 //! ```
-//! Roles, the bucket and compute subnets run while the EKS control plane is still creating.
+//! Roles, the bucket, the lifecycle script and compute subnets run while the EKS control plane
+//! is still creating. `lifecycle_script` uploads InstantStart's `on_create.sh`
+//! ([`crate::lifecycle`]) to the bucket under its content-addressed key (HeadObject first, so a
+//! retry or a resumed step never writes it twice); every group without a `lifecycle_script` of
+//! its own is created with it.
 //! `chart:<release>` steps install the pinned Helm charts ([`PINNED_CHARTS`]) when the workflow
 //! has a Helm provider ([`CreateClusterWorkflow::with_helm`]), in parallel with the add-ons. A
 //! chart marked `before_hyperpod` (the HyperPod dependencies chart, which AWS requires before a
@@ -26,9 +31,9 @@ use crate::engine::{
 };
 use crate::names::DerivedNames;
 use crate::operation::{Operation, OperationKind, ResourceRef, StepSpec};
-use crate::preflight::{GroupToCheck, check_address_space, check_groups};
+use crate::preflight::{GroupToCheck, check_address_space, check_groups, check_lifecycle_script};
 use crate::provider::*;
-use crate::spec::{ClusterCreateRequest, NetworkSpec};
+use crate::spec::{ClusterCreateRequest, LifecycleScript, NetworkSpec};
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
 use crate::subnet::{SubnetPlanner, plan_new_vpc};
 use crate::validate::ValidationError;
@@ -52,6 +57,7 @@ const EXPECTED: &[(&str, u64)] = &[
     ("eks_cluster_role", 10),
     ("hyperpod_execution_role", 10),
     ("bucket", 5),
+    ("lifecycle_script", 2),
     ("compute_subnets", 10),
     ("eks_cluster", 600),
     ("select_active", 1),
@@ -169,11 +175,20 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
             &["bucket"],
         ));
         steps.push(step(
+            "lifecycle_script",
+            format!(
+                "Upload InstantStart's lifecycle script to the bucket as {} (content-addressed; groups without their own script run it)",
+                crate::lifecycle::script_key()
+            ),
+            &["bucket"],
+        ));
+        steps.push(step(
             "compute_subnets",
             "Place instance groups and create /20 compute subnets".to_string(),
             &["network"],
         ));
-        let mut deps: Vec<&str> = vec!["eks_cluster", "select_active", "compute_subnets", "hyperpod_execution_role"];
+        let mut deps: Vec<&str> =
+            vec!["eks_cluster", "select_active", "compute_subnets", "hyperpod_execution_role", "lifecycle_script"];
         deps.extend(addon_keys.iter().map(String::as_str));
         deps.extend(before_hyperpod.iter().map(String::as_str));
         let groups: Vec<String> =
@@ -279,6 +294,22 @@ impl Workflow for CreateClusterWorkflow {
             .map(|(i, g)| GroupToCheck { field: format!("hyperpod.instance_groups[{i}]"), group: g })
             .collect();
         let mut checks = check_groups(self.aws.as_ref(), &req.region, &groups, &BTreeMap::new()).await?;
+        if hp.instance_groups.iter().any(|g| g.lifecycle_script.is_some()) {
+            let cluster_bucket = match req.storage.as_ref().and_then(|s| s.bucket.clone()) {
+                Some(b) => b,
+                None => {
+                    let id = read(|| self.aws.caller_identity()).await?;
+                    DerivedNames::default_bucket(&req.name, &id.account, &req.region)
+                }
+            };
+            for (i, g) in hp.instance_groups.iter().enumerate() {
+                if let Some(script) = &g.lifecycle_script {
+                    let field = format!("hyperpod.instance_groups[{i}].lifecycle_script");
+                    checks
+                        .push(check_lifecycle_script(self.aws.as_ref(), &field, script, Some(&cluster_bucket)).await?);
+                }
+            }
+        }
         if let NetworkSpec::ExistingVpc { vpc_id, .. } = &req.network {
             let mut azs: Vec<&str> = hp
                 .instance_groups
@@ -316,6 +347,7 @@ impl Workflow for CreateClusterWorkflow {
             "eks_cluster_role" => Arc::new(RoleStep { cx, which: RoleKind::EksCluster }),
             "hyperpod_execution_role" => Arc::new(RoleStep { cx, which: RoleKind::HyperPodExecution }),
             "bucket" => Arc::new(BucketStep(cx)),
+            "lifecycle_script" => Arc::new(LifecycleScriptStep(cx)),
             "compute_subnets" => Arc::new(ComputeSubnetsStep(cx)),
             "eks_cluster" => Arc::new(EksClusterStep(cx)),
             "select_active" => Arc::new(SelectActiveStep(cx)),
@@ -516,8 +548,11 @@ impl RoleStep {
                 CreateIamRole {
                     name: self.name(),
                     trust_policy: service_trust_policy("sagemaker.amazonaws.com"),
-                    managed_policies: vec!["arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy".into()],
-                    inline_policies: vec![("instantstart-shared-bucket".into(), hyperpod_bucket_policy(&bucket))],
+                    managed_policies: vec![HYPERPOD_INSTANCE_POLICY.into()],
+                    inline_policies: vec![
+                        ("instantstart-shared-bucket".into(), hyperpod_bucket_policy(&bucket)),
+                        (HYPERPOD_EKS_NODE_POLICY.into(), hyperpod_eks_node_policy()),
+                    ],
                     tags: self.cx.tags(cx),
                 }
             }
@@ -533,8 +568,70 @@ pub fn service_trust_policy(service: &str) -> Value {
     })
 }
 
-/// Inline policy of the HyperPod execution role: read lifecycle scripts and read/write the
-/// shared data bucket, nothing else (no `s3:*`, no `*` resources).
+/// The managed policy of the HyperPod execution role (logs, metrics, SSM, `sagemaker-*` buckets).
+pub const HYPERPOD_INSTANCE_POLICY: &str = "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy";
+
+/// Name of the execution role's inline policy for EKS-orchestrated nodes ([`hyperpod_eks_node_policy`]).
+pub const HYPERPOD_EKS_NODE_POLICY: &str = "instantstart-eks-node";
+
+/// The EC2 actions the VPC CNI (`aws-node`, running with the node's role) needs on `*`.
+pub const EKS_NODE_EC2_ACTIONS: &[&str] = &[
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:AttachNetworkInterface",
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeTags",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DetachNetworkInterface",
+    "ec2:ModifyNetworkInterfaceAttribute",
+    "ec2:UnassignPrivateIpAddresses",
+];
+
+/// The ECR actions kubelet needs to pull the EKS and add-on images.
+pub const EKS_NODE_ECR_ACTIONS: &[&str] = &[
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetAuthorizationToken",
+    "ecr:GetDownloadUrlForLayer",
+];
+
+/// What AWS documents for the execution role of EKS-orchestrated HyperPod nodes next to
+/// `AmazonSageMakerClusterInstanceRolePolicy`.
+///
+/// Source: SageMaker developer guide, `sagemaker-hyperpod-prerequisites-iam`, section "IAM role
+/// for SageMaker HyperPod" → Amazon EKS ("In addition to the managed policies, attach the
+/// following permission policy"). Without it `aws-node` cannot assign pod IPs, kubelet cannot
+/// pull from ECR (the nodes never become Ready) and Pod Identity cannot work on any node.
+/// Named actions on `*` (no `<service>:*`), so it passes the adapter's least-privilege check.
+pub fn hyperpod_eks_node_policy() -> Value {
+    let mut on_any: Vec<&str> = EKS_NODE_EC2_ACTIONS.to_vec();
+    on_any.extend_from_slice(EKS_NODE_ECR_ACTIONS);
+    // sagemaker-hyperpod-prerequisites-iam → Amazon EKS: EKS Pod Identity on the nodes.
+    on_any.push("eks-auth:AssumeRoleForPodIdentity");
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            // sagemaker-hyperpod-prerequisites-iam → Amazon EKS: VPC CNI network interfaces,
+            // ECR image pulls and EKS Pod Identity, on every resource as documented.
+            { "Sid": "EksNodeNetworkingImagesPodIdentity", "Effect": "Allow", "Action": on_any, "Resource": "*" },
+            // sagemaker-hyperpod-prerequisites-iam → Amazon EKS: the CNI tags the interfaces it creates.
+            { "Sid": "EksNodeTagInterfaces", "Effect": "Allow", "Action": ["ec2:CreateTags"], "Resource": ["arn:aws:ec2:*:*:network-interface/*"] }
+        ]
+    })
+}
+
+/// Inline policy of the HyperPod execution role: read lifecycle scripts (InstantStart's
+/// `lifecycle/<digest>/on_create.sh` is an object of this bucket — the managed policy reads only
+/// `sagemaker-*` buckets) and read/write the shared data bucket, nothing else (no `s3:*`, no
+/// `*` resources).
 pub fn hyperpod_bucket_policy(bucket: &str) -> Value {
     json!({
         "Version": "2012-10-17",
@@ -607,6 +704,78 @@ impl StepExecutor for BucketStep {
                 Ok(Progress::Done(json!({ "bucket": b.name, "owned": owned })))
             }
             None => Ok(waiting("waiting for the bucket to become visible")),
+        }
+    }
+}
+
+/// Uploads [`crate::lifecycle::ON_CREATE_SH`] to the cluster bucket under its content-addressed
+/// key. The key — named in the step's title when the operation is recorded, and a pure function
+/// of the script's bytes — is fixed before any call; `observe` is a HeadObject on it, so after a
+/// crash between the persisted `submitting` phase and PutObject, or a lost PutObject response,
+/// the resumed step finds the object (or writes it once). Its outputs (`source_s3_uri`,
+/// `on_create`) are the `LifeCycleConfig` of every group without a script of its own.
+struct LifecycleScriptStep(Arc<Shared>);
+
+impl LifecycleScriptStep {
+    fn key() -> String {
+        crate::lifecycle::script_key()
+    }
+}
+
+#[async_trait]
+impl StepExecutor for LifecycleScriptStep {
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let bucket = cx.input_str("bucket", "bucket")?;
+        let key = Self::key();
+        match self.0.aws.head_object(&bucket, &key).await? {
+            Some(h) if h.sha256.as_deref().is_none_or(|d| d == crate::lifecycle::script_sha256()) => {
+                Ok(Observation::Exists(ResourceRef {
+                    kind: "s3-object".into(),
+                    id: key.clone(),
+                    arn: Some(format!("arn:aws:s3:::{bucket}/{key}")),
+                }))
+            }
+            Some(h) => Ok(Observation::Foreign {
+                reason: format!(
+                    "s3://{bucket}/{key} exists with other content (SHA-256 {}); InstantStart's script has {}. \
+                     Delete the object, then retry this step",
+                    h.sha256.unwrap_or_default(),
+                    crate::lifecycle::script_sha256()
+                ),
+            }),
+            None => Ok(Observation::Absent),
+        }
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let bucket = cx.input_str("bucket", "bucket")?;
+        let key = Self::key();
+        self.0
+            .aws
+            .put_object(&PutObject {
+                bucket: bucket.clone(),
+                key: key.clone(),
+                body: crate::lifecycle::ON_CREATE_SH.as_bytes().to_vec(),
+                content_type: crate::lifecycle::CONTENT_TYPE.into(),
+            })
+            .await?;
+        Ok(ResourceRef { kind: "s3-object".into(), id: key.clone(), arn: Some(format!("arn:aws:s3:::{bucket}/{key}")) })
+    }
+
+    async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let bucket = cx.input_str("bucket", "bucket")?;
+        match self.0.aws.head_object(&bucket, &r.id).await? {
+            Some(h) => {
+                let l = crate::lifecycle::default_lifecycle(&bucket);
+                Ok(Progress::Done(json!({
+                    "bucket": bucket,
+                    "key": r.id,
+                    "sha256": h.sha256.unwrap_or_else(crate::lifecycle::script_sha256),
+                    "source_s3_uri": l.source_s3_uri,
+                    "on_create": l.on_create,
+                })))
+            }
+            None => Ok(waiting(format!("waiting for s3://{bucket}/{} to become visible", r.id))),
         }
     }
 }
@@ -744,18 +913,27 @@ impl StepExecutor for HyperPodClusterStep {
             None => cx.input_str("eks_cluster", "security_group_id")?,
         };
         let role_arn = cx.input_str("hyperpod_execution_role", "role_arn")?;
+        let default_script = LifecycleScript {
+            source_s3_uri: cx.input_str("lifecycle_script", "source_s3_uri")?,
+            on_create: cx.input_str("lifecycle_script", "on_create")?,
+        };
         let groups = hp
             .instance_groups
             .iter()
             .map(|g| {
+                let mut spec = g.clone();
+                if spec.lifecycle_script.is_none() {
+                    spec.lifecycle_script = Some(default_script.clone());
+                }
                 Ok(HyperPodInstanceGroupRequest {
-                    spec: g.clone(),
+                    spec,
                     subnet_id: placements
                         .get(&g.name)
                         .cloned()
                         .ok_or_else(|| StepError::MissingInput(format!("placement of {}", g.name)))?,
                     security_group_ids: vec![sg.clone()],
                     execution_role_arn: role_arn.clone(),
+                    threads_per_core: None,
                 })
             })
             .collect::<Result<Vec<_>, StepError>>()?;
@@ -918,8 +1096,9 @@ mod tests {
                 "addon:cert-manager <- [select_active]",
                 "addon:aws-mountpoint-s3-csi-driver <- [select_active]",
                 "hyperpod_execution_role <- [bucket]",
+                "lifecycle_script <- [bucket]",
                 "compute_subnets <- [network]",
-                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
+                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, lifecycle_script, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
                 "storage <- [bucket, select_active, addon:aws-mountpoint-s3-csi-driver]",
             ]
         );
@@ -1013,5 +1192,39 @@ mod tests {
         let p = hyperpod_bucket_policy("my-bucket").to_string();
         assert!(!p.contains("\"s3:*\"") && !p.contains("\"*\""));
         assert!(p.contains("arn:aws:s3:::my-bucket/*"));
+        // The lifecycle script is an object of the bucket: the role can read it.
+        let policy = hyperpod_bucket_policy("my-bucket");
+        let reads: Vec<&str> = policy["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["Action"].as_array().unwrap().iter().any(|a| a == "s3:GetObject"))
+            .flat_map(|s| s["Resource"].as_array().unwrap().iter().filter_map(Value::as_str))
+            .collect();
+        assert_eq!(reads, ["arn:aws:s3:::my-bucket/*"]);
+        assert!(crate::lifecycle::script_key().starts_with("lifecycle/"));
+    }
+
+    /// The EKS-node statement lists exactly what `sagemaker-hyperpod-prerequisites-iam` lists.
+    #[test]
+    fn the_execution_role_carries_the_documented_eks_node_actions() {
+        let p = hyperpod_eks_node_policy();
+        let stmts = p["Statement"].as_array().unwrap();
+        assert_eq!(stmts.len(), 2);
+        let on_any: Vec<&str> = stmts[0]["Action"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert_eq!(stmts[0]["Resource"], "*");
+        assert_eq!(on_any.len(), 17 + 4 + 1);
+        for a in [
+            "ec2:AssignPrivateIpAddresses",
+            "ec2:CreateNetworkInterface",
+            "ecr:BatchGetImage",
+            "ecr:GetAuthorizationToken",
+            "eks-auth:AssumeRoleForPodIdentity",
+        ] {
+            assert!(on_any.contains(&a), "{a}");
+        }
+        assert!(on_any.iter().all(|a| !a.ends_with(":*")), "named actions only");
+        assert_eq!(stmts[1]["Action"], json!(["ec2:CreateTags"]));
+        assert_eq!(stmts[1]["Resource"], json!(["arn:aws:ec2:*:*:network-interface/*"]));
     }
 }

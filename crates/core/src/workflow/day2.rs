@@ -5,7 +5,7 @@ use crate::engine::reads::read;
 use crate::engine::{EngineError, StepError};
 use crate::names::DerivedNames;
 use crate::provider::*;
-use crate::spec::{DeepHealthChecks, InstanceGroupSpec};
+use crate::spec::{InstanceGroupSpec, LifecycleScript};
 use crate::store::{ClusterRecord, Store};
 use crate::validate::ValidationError;
 
@@ -30,7 +30,11 @@ pub async fn live_cluster(aws: &dyn AwsCloud, rec: &ClusterRecord, hp: &str) -> 
     })
 }
 
-/// An existing group as a spec: the provider's real state (count = target count).
+/// An existing group as a spec: the provider's real state (count = target count) — EBS size,
+/// lifecycle configuration, deep health checks, capacity and interface mode as DescribeCluster
+/// reports them, so an UpdateCluster that resizes the group sends back what the group has
+/// (an EKS group must carry its `LifeCycleConfig` on every update). The spec default (500 GB)
+/// stands in only when the provider does not report a volume.
 pub fn group_spec(g: &HyperPodInstanceGroupStatus, availability_zone: &str) -> InstanceGroupSpec {
     InstanceGroupSpec {
         name: g.name.clone(),
@@ -40,10 +44,32 @@ pub fn group_spec(g: &HyperPodInstanceGroupStatus, availability_zone: &str) -> I
         subnet_id: None,
         capacity: g.capacity.clone(),
         interface_mode: g.interface_mode,
-        ebs_volume_gb: 500,
-        deep_health_checks: DeepHealthChecks::default(),
-        lifecycle_script: None,
+        ebs_volume_gb: g.ebs_volume_gb.unwrap_or(DEFAULT_EBS_GB),
+        deep_health_checks: g.deep_health_checks,
+        lifecycle_script: g.lifecycle_script.clone(),
     }
+}
+
+/// The EBS size assumed when a described group reports none (the spec's default).
+const DEFAULT_EBS_GB: u32 = 500;
+
+/// The lifecycle script a new group of `live` reuses when its request names none: the
+/// cluster's own script (InstantStart's, in the cluster bucket), else the one its existing
+/// groups run. `None` when the cluster has no group with a lifecycle configuration.
+pub fn cluster_script(live: &HyperPodCluster, cluster_bucket: Option<&str>) -> Option<LifecycleScript> {
+    let scripts: Vec<&LifecycleScript> =
+        live.instance_groups.iter().filter_map(|g| g.lifecycle_script.as_ref()).collect();
+    if let Some(bucket) = cluster_bucket {
+        let ours = crate::lifecycle::default_lifecycle(bucket);
+        let prefix = format!("s3://{bucket}/{}/", crate::lifecycle::LIFECYCLE_PREFIX);
+        if let Some(s) = scripts.iter().find(|s| **s == &ours) {
+            return Some((*s).clone());
+        }
+        if let Some(s) = scripts.iter().find(|s| s.source_s3_uri.starts_with(&prefix)) {
+            return Some((*s).clone());
+        }
+    }
+    scripts.first().map(|s| (*s).clone())
 }
 
 /// What UpdateCluster needs to describe a group: its subnet, the security group and the

@@ -549,6 +549,7 @@ impl StepExecutor for DeleteStep {
             }
             Target::Bucket => {
                 if let Some(b) = &r.bucket {
+                    remove_lifecycle_scripts(self.aws.as_ref(), b).await?;
                     self.aws.delete_bucket(b).await?;
                 }
             }
@@ -572,6 +573,39 @@ impl StepExecutor for DeleteStep {
             Found::Foreign(reason) => Progress::Failed { reason },
         })
     }
+}
+
+/// Deletes the lifecycle scripts the create pipeline wrote into `bucket` — and nothing else:
+/// an object counts as ours only at `lifecycle/<16 hex>/on_create.sh` with a SHA-256 that
+/// starts with those 16 digits (the content-addressed key proves who wrote it). The user's
+/// data stays, so a bucket holding anything else is still refused by `DeleteBucket`.
+async fn remove_lifecycle_scripts(aws: &dyn AwsCloud, bucket: &str) -> Result<(), StepError> {
+    use crate::lifecycle::{LIFECYCLE_PREFIX, ON_CREATE};
+    let top = match aws.list_objects(bucket, &format!("{LIFECYCLE_PREFIX}/")).await {
+        Ok(l) => l,
+        Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    for dir in top.entries.iter().filter(|e| e.kind == S3EntryKind::Prefix) {
+        let digest = dir.key.trim_start_matches(&format!("{LIFECYCLE_PREFIX}/")).trim_end_matches('/');
+        if digest.len() != 16 || !digest.bytes().all(|c| c.is_ascii_hexdigit()) {
+            continue;
+        }
+        let key = format!("{}{ON_CREATE}", dir.key);
+        // Without a reported checksum, only this binary's own script (same digest, same size).
+        let ours = |h: &ObjectHead| match h.sha256.as_deref() {
+            Some(d) => d.starts_with(digest),
+            None => {
+                crate::lifecycle::script_key() == key && h.size_bytes == crate::lifecycle::ON_CREATE_SH.len() as u64
+            }
+        };
+        if let Some(h) = aws.head_object(bucket, &key).await?
+            && ours(&h)
+        {
+            aws.delete_object(bucket, &key).await?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

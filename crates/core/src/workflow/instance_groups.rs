@@ -6,7 +6,7 @@
 //! explicit-diff contract: only the fields sent are compared with the real group, and a request
 //! that matches creates no operation.
 
-use super::day2::{group_context, group_spec, hyperpod_record, live_cluster, subnet_az};
+use super::day2::{cluster_script, group_context, group_spec, hyperpod_record, live_cluster, subnet_az};
 use super::steps::place_groups;
 use super::{cluster_target, decode};
 use crate::diff::plan_instance_group;
@@ -15,9 +15,11 @@ use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
-use crate::preflight::{GroupToCheck, check_address_space, check_groups};
+use crate::preflight::{
+    CheckStatus, GroupToCheck, PreflightCheck, check_address_space, check_groups, check_lifecycle_script,
+};
 use crate::provider::*;
-use crate::spec::{CapacitySpec, DeepHealthChecks, InstanceGroupSpec, InterfaceMode, MAX_GROUP_COUNT};
+use crate::spec::{CapacitySpec, InstanceGroupSpec, InterfaceMode, LifecycleScript, MAX_GROUP_COUNT};
 use crate::store::Store;
 use crate::validate::{Findings, Validate, ValidationError};
 use async_trait::async_trait;
@@ -215,6 +217,41 @@ impl Workflow for InstanceGroupWorkflow {
                 }
                 let groups = [GroupToCheck { field: "group".into(), group: &req.group }];
                 let mut checks = check_groups(aws, &rec.region, &groups, &in_use).await?;
+                let mut reduced = None;
+                match &req.group.lifecycle_script {
+                    Some(script) => checks.push(
+                        check_lifecycle_script(aws, "group.lifecycle_script", script, rec.bucket.as_deref()).await?,
+                    ),
+                    None => match reused_script(aws, &live, rec.bucket.as_deref()).await? {
+                        Some(script) => {
+                            checks.push(PreflightCheck {
+                                check: "lifecycle_script".into(),
+                                field: "group.lifecycle_script".into(),
+                                status: CheckStatus::Pass,
+                                detail: format!(
+                                    "the group runs the cluster's lifecycle script {}/{}",
+                                    script.source_s3_uri.trim_end_matches('/'),
+                                    script.on_create
+                                ),
+                                remedy: None,
+                            });
+                            let mut with = req.clone();
+                            with.group.lifecycle_script = Some(script);
+                            reduced = Some(canonical(&with)?);
+                        }
+                        None => checks.push(PreflightCheck {
+                            check: "lifecycle_script".into(),
+                            field: "group.lifecycle_script".into(),
+                            status: CheckStatus::Fail,
+                            detail: format!(
+                                "{hp} has no lifecycle script to reuse (no group has a LifeCycleConfig and the cluster bucket holds no InstantStart script); an EKS-orchestrated group needs one"
+                            ),
+                            remedy: Some(
+                                "name one in group.lifecycle_script (source_s3_uri in a sagemaker-* bucket or the cluster's bucket, and on_create)".into(),
+                            ),
+                        }),
+                    },
+                }
                 if req.group.subnet_id.is_none()
                     && let Some(vpc) = &rec.vpc_id
                 {
@@ -229,7 +266,7 @@ impl Workflow for InstanceGroupWorkflow {
                         ));
                     }
                 }
-                Ok(Assessment { checks, ..Default::default() })
+                Ok(Assessment { checks, reduced_request: reduced, ..Default::default() })
             }
             OperationKind::UpdateInstanceGroup => {
                 let req: UpdateInstanceGroupRequest = decode(&prepared.request)?;
@@ -337,12 +374,38 @@ fn group_progress(c: &HyperPodCluster, group: &str, count: u32) -> Progress {
     }
     match c.instance_groups.iter().find(|g| g.name == group) {
         None => Progress::Waiting { detail: format!("instance group {group}: not visible yet") },
+        Some(g) if g.status == "Failed" => Progress::Failed {
+            reason: format!(
+                "instance group {group} failed{}",
+                g.failure.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+            ),
+        },
         Some(g) if g.target_count == count && g.current_count == count && c.state.is_active() => {
             Progress::Done(json!({ "group": group, "count": count }))
         }
         Some(g) => Progress::Waiting {
             detail: format!("instance group {group}: {}/{} nodes running", g.current_count, g.target_count),
         },
+    }
+}
+
+/// The script a new group without one runs: [`cluster_script`], else InstantStart's script in
+/// the cluster bucket when it is there (HeadObject).
+async fn reused_script(
+    aws: &dyn AwsCloud,
+    live: &HyperPodCluster,
+    bucket: Option<&str>,
+) -> Result<Option<LifecycleScript>, ProviderError> {
+    if let Some(s) = cluster_script(live, bucket) {
+        return Ok(Some(s));
+    }
+    let Some(bucket) = bucket else { return Ok(None) };
+    let key = crate::lifecycle::script_key();
+    match read(|| aws.head_object(bucket, &key)).await {
+        Ok(Some(_)) => Ok(Some(crate::lifecycle::default_lifecycle(bucket))),
+        Ok(None) => Ok(None),
+        Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -417,13 +480,29 @@ impl StepExecutor for AddGroup {
         let (rec, hp) = cluster_of(self.store.as_ref(), &self.req.cluster)?;
         let ctx = group_context(self.aws.as_ref(), &rec).await?;
         let subnet_id = cx.input_str("placement", "subnet_id")?;
+        let mut spec = self.req.group.clone();
+        if spec.lifecycle_script.is_none() {
+            // Recorded without the assessment (e.g. `Engine::submit`): resolve the cluster's script now.
+            let live = self
+                .aws
+                .describe_hyperpod_cluster(&rec.region, &hp)
+                .await?
+                .ok_or_else(|| StepError::Invalid(format!("HyperPod cluster {hp} not found")))?;
+            spec.lifecycle_script = reused_script(self.aws.as_ref(), &live, rec.bucket.as_deref()).await?;
+            if spec.lifecycle_script.is_none() {
+                return Err(StepError::Invalid(format!(
+                    "{hp} has no lifecycle script to reuse; name one in group.lifecycle_script"
+                )));
+            }
+        }
         self.aws
             .update_hyperpod_cluster(&UpdateHyperPodCluster {
                 instance_groups: vec![HyperPodInstanceGroupRequest {
-                    spec: self.req.group.clone(),
+                    spec,
                     subnet_id,
                     security_group_ids: ctx.security_group_ids,
                     execution_role_arn: ctx.execution_role_arn,
+                    threads_per_core: None,
                 }],
                 ..UpdateHyperPodCluster::of(&rec.region, &hp)
             })
@@ -484,16 +563,18 @@ impl StepExecutor for ScaleGroup {
         let subnet_id =
             g.subnet_ids.first().cloned().ok_or_else(|| StepError::Invalid("group has no subnet".into()))?;
         let az = subnet_az(self.aws.as_ref(), &rec.region, &ctx.vpc_id, &subnet_id).await?;
+        // Echo the group as described (EBS, lifecycle config, role, deep health checks, threads
+        // per core, capacity, interface mode); only the count changes.
         let mut spec = group_spec(g, &az);
         spec.count = self.count()?;
-        spec.deep_health_checks = DeepHealthChecks::default();
         self.aws
             .update_hyperpod_cluster(&UpdateHyperPodCluster {
                 instance_groups: vec![HyperPodInstanceGroupRequest {
                     spec,
                     subnet_id,
                     security_group_ids: ctx.security_group_ids,
-                    execution_role_arn: ctx.execution_role_arn,
+                    execution_role_arn: g.execution_role_arn.clone().unwrap_or(ctx.execution_role_arn),
+                    threads_per_core: g.threads_per_core,
                 }],
                 ..UpdateHyperPodCluster::of(&rec.region, &hp)
             })

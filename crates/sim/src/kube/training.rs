@@ -1033,7 +1033,7 @@ pub(crate) fn write_outputs(w: &mut World, now: f64) {
     for (wk, key, spec_at, bucket, files, at) in writes {
         if let Some(b) = w.buckets.get_mut(&bucket) {
             for (k, size) in files {
-                b.objects.insert(k, ObjectRec { size, written_at: at });
+                b.objects.insert(k, ObjectRec { size, written_at: at, sha256: None });
             }
         }
         if let Some(rec) = w.kube.get_mut(&wk).and_then(|kw| kw.objects.get_mut(&key)) {

@@ -28,7 +28,12 @@ pub(crate) struct NodeInfo {
     pub name: String,
     pub instance_id: String,
     pub availability_zone: String,
+    /// When the node turns Ready; `f64::INFINITY` for a node that never does ([`not_ready`](Self::not_ready)).
     pub ready_at: f64,
+    /// When the node registered (its creation time).
+    pub registered_at: f64,
+    /// Why the node stays NotReady (the kubelet's condition message), if it does.
+    pub not_ready: Option<String>,
     pub labels: Map<String, Value>,
     pub cpu: u32,
     pub memory_gib: u32,
@@ -48,12 +53,78 @@ fn accelerator_resource(accelerator: &str) -> Option<&'static str> {
     }
 }
 
+/// What the node's role must allow for the VPC CNI (`aws-node`, which runs with the node's
+/// role: no IRSA is configured) to give pods addresses, and for kubelet to pull the EKS and
+/// add-on images from ECR — the statement AWS documents for the HyperPod execution role of
+/// EKS-orchestrated clusters (SageMaker developer guide `sagemaker-hyperpod-prerequisites-iam`,
+/// "IAM role for SageMaker HyperPod" → Amazon EKS), each action on its resource.
+const EKS_NODE_CNI: &[(&str, &str)] = &[
+    ("ec2:AssignPrivateIpAddresses", "*"),
+    ("ec2:AttachNetworkInterface", "*"),
+    ("ec2:CreateNetworkInterface", "*"),
+    ("ec2:CreateNetworkInterfacePermission", "*"),
+    ("ec2:DeleteNetworkInterface", "*"),
+    ("ec2:DeleteNetworkInterfacePermission", "*"),
+    ("ec2:DescribeInstances", "*"),
+    ("ec2:DescribeInstanceTypes", "*"),
+    ("ec2:DescribeNetworkInterfaces", "*"),
+    ("ec2:DescribeTags", "*"),
+    ("ec2:DescribeVpcs", "*"),
+    ("ec2:DescribeDhcpOptions", "*"),
+    ("ec2:DescribeSubnets", "*"),
+    ("ec2:DescribeSecurityGroups", "*"),
+    ("ec2:DetachNetworkInterface", "*"),
+    ("ec2:ModifyNetworkInterfaceAttribute", "*"),
+    ("ec2:UnassignPrivateIpAddresses", "*"),
+    ("ec2:CreateTags", "arn:aws:ec2:*:*:network-interface/*"),
+];
+const EKS_NODE_ECR: &[(&str, &str)] = &[
+    ("ecr:BatchCheckLayerAvailability", "*"),
+    ("ecr:BatchGetImage", "*"),
+    ("ecr:GetAuthorizationToken", "*"),
+    ("ecr:GetDownloadUrlForLayer", "*"),
+];
+
+/// Why a node with `role_arn` stays NotReady: the role (as it is now — fixing the role lets
+/// `aws-node` and kubelet recover) lacks the documented EKS-node actions.
+fn not_ready_reason(w: &World, role_arn: &str) -> Option<String> {
+    let Some(role) = w.role_by_arn(role_arn) else {
+        return Some(format!("container runtime network not ready: the node's role {role_arn} does not exist"));
+    };
+    let cni = role.missing(EKS_NODE_CNI);
+    if !cni.is_empty() {
+        return Some(format!(
+            "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized (aws-node: UnauthorizedOperation: {} is not authorized to perform: {})",
+            role.arn,
+            cni.join(", ")
+        ));
+    }
+    let ecr = role.missing(EKS_NODE_ECR);
+    if !ecr.is_empty() {
+        return Some(format!(
+            "failed to pull the pause and aws-node images from ECR: {} is not authorized to perform: {}",
+            role.arn,
+            ecr.join(", ")
+        ));
+    }
+    // Without eks-auth:AssumeRoleForPodIdentity only pods using Pod Identity fail; the node
+    // itself turns Ready.
+    None
+}
+
 /// The Nodes of the EKS cluster behind `kw`: Running instances of its HyperPod clusters.
 pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
     let version = w.eks.values().find(|c| c.arn == kw.eks_arn).map(|c| c.version.clone()).unwrap_or_default();
     let mut out = Vec::new();
     for h in w.hyperpod.values().filter(|h| h.eks_arn == kw.eks_arn) {
+        let mut reasons: BTreeMap<&str, Option<String>> = BTreeMap::new();
+        for g in &h.groups {
+            // Groups recorded before roles were kept (empty role) are not judged.
+            let reason = if g.execution_role.is_empty() { None } else { not_ready_reason(w, &g.execution_role) };
+            reasons.insert(g.name.as_str(), reason);
+        }
         for n in hyperpod_nodes(h, now).into_iter().filter(|n| n.status == "Running") {
+            let not_ready = reasons.get(n.group.as_str()).cloned().flatten();
             let info = instance_type_info(&n.instance_type);
             let name = format!("hyperpod-{}", n.instance_id);
             let mut labels = Map::new();
@@ -76,7 +147,9 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
                 name,
                 instance_id: n.instance_id.clone(),
                 availability_zone: n.availability_zone.clone(),
-                ready_at: n.running_at,
+                ready_at: if not_ready.is_some() { f64::INFINITY } else { n.running_at },
+                registered_at: n.running_at,
+                not_ready,
                 labels,
                 cpu: info.map_or(2, |i| i.vcpus),
                 memory_gib: info.map_or(4, |i| i.memory_gib),
@@ -110,20 +183,28 @@ pub(crate) fn node_object(w: &World, n: &NodeInfo) -> Value {
         capacity.insert(res.into(), json!(count.to_string()));
     }
     let ip = address_in(n.subnet, stable_hash(&[&n.instance_id])).unwrap_or_else(|| "10.0.0.10".into());
+    let ready = match &n.not_ready {
+        None => {
+            json!({ "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastTransitionTime": w.k8s_time(n.registered_at) })
+        }
+        Some(why) => {
+            json!({ "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": why, "lastTransitionTime": w.k8s_time(n.registered_at) })
+        }
+    };
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": n.name,
             "uid": uuid_from(stable_hash(&["node", &n.instance_id]), stable_hash(&["node-b", &n.instance_id])),
-            "creationTimestamp": w.k8s_time(n.ready_at),
+            "creationTimestamp": w.k8s_time(n.registered_at),
             "labels": n.labels,
         },
         "spec": { "providerID": format!("aws:///{}/{}", n.availability_zone, n.instance_id) },
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
-            "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastTransitionTime": w.k8s_time(n.ready_at) }],
+            "conditions": [ready],
             "addresses": [{ "type": "InternalIP", "address": ip }, { "type": "Hostname", "address": n.name }],
             "nodeInfo": { "kubeletVersion": n.kubelet_version, "osImage": "Amazon Linux 2023", "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.27" },
         },
