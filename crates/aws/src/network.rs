@@ -364,13 +364,7 @@ fn network_view(inv: &Inventory) -> Result<Network> {
         })
         .and_then(|g| g.group_id().map(str::to_string));
     let s3_endpoint_id = inv.s3_endpoint(cluster_of(&vtags)).and_then(|e| e.vpc_endpoint_id().map(str::to_string));
-    Ok(Network {
-        vpc: vpc_view(API, &inv.vpc)?,
-        subnets,
-        security_group_id,
-        s3_endpoint_id,
-        state: network_state(inv),
-    })
+    Ok(Network { vpc: vpc_view(API, &inv.vpc)?, subnets, security_group_id, s3_endpoint_id, state: network_state(inv) })
 }
 
 /// Waits until `check` returns `Some`, polling every [`POLL`], for at most `limit`.
@@ -1027,15 +1021,21 @@ async fn delete_network(c: &Regional, vpc_id: &str) -> Result<()> {
         .collect();
     if !endpoints.is_empty() {
         delete_endpoints(ec2, &endpoints).await?;
-        wait_until("ec2:DescribeVpcEndpoints", &format!("VPC endpoints {endpoints:?} to be deleted"), DEPENDENCY_WAIT, || async {
-            let left = inventory_endpoints(ec2, vpc_id).await?;
-            Ok(left
-                .iter()
-                .all(|e| {
-                    !endpoints.iter().any(|id| e.vpc_endpoint_id() == Some(id.as_str())) || endpoint_state(e) == "deleted"
-                })
-                .then_some(()))
-        })
+        wait_until(
+            "ec2:DescribeVpcEndpoints",
+            &format!("VPC endpoints {endpoints:?} to be deleted"),
+            DEPENDENCY_WAIT,
+            || async {
+                let left = inventory_endpoints(ec2, vpc_id).await?;
+                Ok(left
+                    .iter()
+                    .all(|e| {
+                        !endpoints.iter().any(|id| e.vpc_endpoint_id() == Some(id.as_str()))
+                            || endpoint_state(e) == "deleted"
+                    })
+                    .then_some(()))
+            },
+        )
         .await?;
     }
     // 5. Subnets, 6. route tables, 7. security groups: ours only.
@@ -1107,7 +1107,11 @@ pub(crate) async fn create_s3_endpoint_call(
         .send()
         .await
         .map_err(|e| sdk_error(API, e))?;
-    Ok(out.vpc_endpoint().and_then(|e| e.vpc_endpoint_id()).ok_or_else(|| malformed(API, "no VpcEndpointId"))?.to_string())
+    Ok(out
+        .vpc_endpoint()
+        .and_then(|e| e.vpc_endpoint_id())
+        .ok_or_else(|| malformed(API, "no VpcEndpointId"))?
+        .to_string())
 }
 
 async fn inventory_endpoints(ec2: &Ec2, vpc_id: &str) -> Result<Vec<VpcEndpoint>> {
@@ -1146,7 +1150,11 @@ pub(crate) async fn delete_endpoints(ec2: &Ec2, ids: &[String]) -> Result<()> {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(ProviderError::new(API, ProviderErrorKind::Transient, format!("VPC endpoints not deleted: {}", failed.join("; "))))
+        Err(ProviderError::new(
+            API,
+            ProviderErrorKind::Transient,
+            format!("VPC endpoints not deleted: {}", failed.join("; ")),
+        ))
     }
 }
 

@@ -262,7 +262,9 @@ async fn network_is_created_idempotently_described_and_deleted() {
     assert_eq!(p.find_vpc(REGION, &req.name).await.unwrap(), None);
     let left = ec2.describe_vpc_endpoints().vpc_endpoint_ids(&endpoint).send().await;
     let gone = match left {
-        Ok(out) => out.vpc_endpoints().iter().all(|e| e.state().is_some_and(|s| s.as_str().eq_ignore_ascii_case("deleted"))),
+        Ok(out) => {
+            out.vpc_endpoints().iter().all(|e| e.state().is_some_and(|s| s.as_str().eq_ignore_ascii_case("deleted")))
+        }
         Err(_) => true,
     };
     assert!(gone, "the endpoint was deleted with the network");

@@ -332,8 +332,7 @@ impl Validate for ClusterCreateRequest {
         };
         if !SUPPORTED_KUBERNETES_VERSIONS.contains(&self.kubernetes_version.as_str()) {
             f.push("kubernetes_version", format!("must be one of {}", SUPPORTED_KUBERNETES_VERSIONS.join(", ")));
-        } else if self.hyperpod.is_some() && !HYPERPOD_KUBERNETES_VERSIONS.contains(&self.kubernetes_version.as_str())
-        {
+        } else if self.hyperpod.is_some() && !HYPERPOD_KUBERNETES_VERSIONS.contains(&self.kubernetes_version.as_str()) {
             f.push_unprocessable(
                 "kubernetes_version",
                 format!(

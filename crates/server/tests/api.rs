@@ -532,7 +532,7 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
         ("sagemaker:CreateCluster", 1),
         ("iam:CreateRole", 2),
         ("s3:CreateBucket", 1),
-        ("eks:CreateAddon", 3),
+        ("eks:CreateAddon", 4),
     ] {
         assert_eq!(stats[api], n, "{api}: {stats:#}");
     }

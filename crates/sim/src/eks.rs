@@ -261,7 +261,8 @@ impl EksApi for SimCloud {
             // The HyperPod training operator add-on exists only for the Kubernetes versions
             // it supports (SageMaker developer guide, `sagemaker-eks-operator`, "Supported
             // versions"): DescribeAddonVersions offers nothing else.
-            if req.name == TRAINING_OPERATOR_ADDON && !TRAINING_OPERATOR_KUBERNETES_VERSIONS.contains(&c.version.as_str())
+            if req.name == TRAINING_OPERATOR_ADDON
+                && !TRAINING_OPERATOR_KUBERNETES_VERSIONS.contains(&c.version.as_str())
             {
                 return Err(invalid(
                     API,

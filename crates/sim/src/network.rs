@@ -102,7 +102,10 @@ fn network_view(w: &World, v: &VpcRec, now: f64) -> Network {
         s3_endpoint_id: v
             .endpoints
             .iter()
-            .find(|e| endpoint_ours(v, e) && e.tags.get("instantstart:network-role").map(String::as_str) == Some(S3_ENDPOINT_ROLE))
+            .find(|e| {
+                endpoint_ours(v, e)
+                    && e.tags.get("instantstart:network-role").map(String::as_str) == Some(S3_ENDPOINT_ROLE)
+            })
             .map(|e| e.id.clone()),
         state,
     }
@@ -421,11 +424,10 @@ impl SimCloud {
         self.admin(|w, _| {
             let id = w.id("vpce");
             let rtb = w.id("rtb");
-            let v = w
-                .vpcs
-                .get_mut(vpc_id)
-                .filter(|v| v.region == region)
-                .ok_or_else(|| ProviderError::not_found("ec2:CreateVpcEndpoint", format!("VPC {vpc_id} not found")))?;
+            let v =
+                w.vpcs.get_mut(vpc_id).filter(|v| v.region == region).ok_or_else(|| {
+                    ProviderError::not_found("ec2:CreateVpcEndpoint", format!("VPC {vpc_id} not found"))
+                })?;
             v.endpoints.push(VpcEndpointRec {
                 id: id.clone(),
                 service_name: service_name.into(),

@@ -673,10 +673,7 @@ async fn hyperpod_refuses_an_old_vpc_cni_and_unsupported_kubernetes_versions() {
         .await
         .unwrap_err();
     assert!(err.message.contains("ValidationException") && err.message.contains("1.32, 1.33, 1.34"), "{err}");
-    let err = s
-        .create_addon(&addon("amazon-sagemaker-hyperpod-training-operator", None, "new"))
-        .await
-        .unwrap_err();
+    let err = s.create_addon(&addon("amazon-sagemaker-hyperpod-training-operator", None, "new")).await.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
     s.create_addon(&addon("amazon-sagemaker-hyperpod-training-operator", None, "demo")).await.unwrap();
     // Kubernetes 1.31 is past EKS's extended support: no new cluster.
@@ -982,7 +979,7 @@ async fn seeded_resources_for_existing_vpc_and_import() {
     assert_eq!(n.state, ResourceState::Active);
     assert_eq!(n.security_group_id, None);
     assert_eq!(n.s3_endpoint_id, None, "an existing VPC gets no endpoint");
-    let c = s.seed_eks_cluster(REGION, "legacy", "1.32", private_subnets(let c = s.seed_eks_cluster(REGION, "legacy", "1.31", private_subnets(&n), Tags::new()).unwrap();n), Tags::new()).unwrap();
+    let c = s.seed_eks_cluster(REGION, "legacy", "1.32", private_subnets(&n), Tags::new()).unwrap();
     assert_eq!(c.state, ResourceState::Active);
     assert!(c.endpoint.is_some());
     s.seed_bucket(&CreateBucket { region: REGION.into(), name: "someone-elses".into(), tags: Tags::new() }).unwrap();

@@ -24,11 +24,11 @@ use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
+use crate::names;
 use crate::names::DerivedNames;
 use crate::operation::{Operation, OperationKind, ResourceRef, StepSpec};
 use crate::preflight::{GroupToCheck, check_address_space, check_groups};
 use crate::provider::*;
-use crate::names;
 use crate::spec::{ClusterCreateRequest, DEFAULT_MOUNT_PATH, NetworkSpec, StorageSpec, check_bucket_covered};
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
 use crate::subnet::{SubnetPlanner, plan_new_vpc};
@@ -46,8 +46,7 @@ use std::sync::Arc;
 /// it from DescribeAddonVersions for the cluster's Kubernetes version). HyperPod's training
 /// operator needs cert-manager and the pod identity agent; the S3 data contract needs the
 /// Mountpoint S3 CSI driver.
-pub const BASE_ADDONS: &[&str] =
-    &["vpc-cni", "eks-pod-identity-agent", "cert-manager", "aws-mountpoint-s3-csi-driver"];
+pub const BASE_ADDONS: &[&str] = &["vpc-cni", "eks-pod-identity-agent", "cert-manager", "aws-mountpoint-s3-csi-driver"];
 
 /// Name of the static PersistentVolumeClaim that mounts the shared bucket.
 pub const STORAGE_CLAIM: &str = "s3-shared";
@@ -948,12 +947,13 @@ mod tests {
                 "bucket <- []",
                 "eks_cluster <- [network, eks_cluster_role]",
                 "select_active <- [eks_cluster]",
+                "addon:vpc-cni <- [select_active]",
                 "addon:eks-pod-identity-agent <- [select_active]",
                 "addon:cert-manager <- [select_active]",
                 "addon:aws-mountpoint-s3-csi-driver <- [select_active]",
                 "hyperpod_execution_role <- [bucket]",
                 "compute_subnets <- [network]",
-                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
+                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, addon:vpc-cni, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
                 "storage <- [bucket, select_active, addon:aws-mountpoint-s3-csi-driver]",
             ]
         );

@@ -121,11 +121,13 @@ pub fn all_with_config(
         all.push(std::sync::Arc::new(endpoints::AssignPoolWorkerWorkflow::new(kube.clone(), store.clone())));
     }
     let base: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = vec![
-        std::sync::Arc::new(match &helm {
-            Some(h) => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
-            None => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
-        }
-        .with_shared_bucket(config.shared_bucket.clone())),
+        std::sync::Arc::new(
+            match &helm {
+                Some(h) => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
+                None => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
+            }
+            .with_shared_bucket(config.shared_bucket.clone()),
+        ),
         std::sync::Arc::new(match &helm {
             Some(h) => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
             None => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
