@@ -10,8 +10,9 @@ import * as api from '../api.js';
 import { showFindings, clearFindings, openAncestors } from '../fields.js';
 import { estimate } from '../progress.js';
 
-/** Offered in the select; the backend validates the version (400 with the allowed list). */
-const KUBERNETES_VERSIONS = ['1.35', '1.34', '1.33', '1.32', '1.31', '1.30'];
+/** Offered in the select (the versions EKS still creates); the backend validates the version: 400 with
+ *  the allowed list, 422 when HyperPod does not support it (1.35: EKS-only clusters). */
+const KUBERNETES_VERSIONS = ['1.35', '1.34', '1.33', '1.32'];
 const DEFAULT_KUBERNETES_VERSION = '1.33';
 const REGIONS = ['us-east-1', 'us-east-2', 'us-west-1', 'us-west-2', 'ca-central-1', 'eu-west-1', 'eu-west-2',
   'eu-central-1', 'eu-north-1', 'eu-south-2', 'ap-northeast-1', 'ap-south-1', 'ap-southeast-1', 'ap-southeast-2',
@@ -116,7 +117,7 @@ export function createView({ app }) {
     h('section', { class: 'card form-section', 'aria-labelledby': 'sec-storage' },
       h('h2', { id: 'sec-storage' }, 'Storage'),
       h('div', { class: 'grid-2' },
-        field('S3 bucket (optional)', bucket, 'Shared by the dev environment and every pod. Created if it does not exist.'))),
+        field('S3 bucket (optional)', bucket, 'Mounted at the same path in every pod. Empty: the management environment\'s shared bucket (mounted there too) when the server has one for this region, else a new bucket for this cluster. A name you give must start with is- (or be the shared bucket); created if it does not exist.'))),
     h('details', { class: 'card advanced' },
       h('summary', {}, 'Advanced'),
       h('p', { class: 'help' }, 'Subnets, route tables and security groups are computed by the control plane. Override only if the default range collides with networks you peer with.'),

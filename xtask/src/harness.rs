@@ -376,7 +376,7 @@ pub const EXPECTED_CREATES: [(&str, u64); 7] = [
     ("iam:CreateRole", 2),
     ("s3:CreateBucket", 1),
     ("eks:CreateCluster", 1),
-    ("eks:CreateAddon", 3),
+    ("eks:CreateAddon", 4),
     ("sagemaker:CreateCluster", 1),
 ];
 

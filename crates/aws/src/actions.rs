@@ -21,12 +21,14 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:CreateSubnet",
     "ec2:CreateTags",
     "ec2:CreateVpc",
+    "ec2:CreateVpcEndpoint",
     "ec2:DeleteInternetGateway",
     "ec2:DeleteNatGateway",
     "ec2:DeleteRouteTable",
     "ec2:DeleteSecurityGroup",
     "ec2:DeleteSubnet",
     "ec2:DeleteVpc",
+    "ec2:DeleteVpcEndpoints",
     "ec2:DescribeAddresses",
     "ec2:DescribeAvailabilityZones",
     "ec2:DescribeInstanceTypeOfferings",
@@ -35,6 +37,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:DescribeRouteTables",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSubnets",
+    "ec2:DescribeVpcEndpoints",
     "ec2:DescribeVpcs",
     "ec2:DetachInternetGateway",
     "ec2:DisassociateRouteTable",
@@ -123,8 +126,11 @@ pub const IAM_ACTIONS: &[&str] = &[
 
 /// Actions needed without a same-named SDK call: tagging on create (`eks:TagResource`,
 /// `iam:TagRole`, `iam:TagOpenIDConnectProvider`, `sagemaker:AddTags`, `s3:TagResource`), passing roles to EKS and SageMaker
-/// (`iam:PassRole`), service-linked roles EKS, SageMaker and NAT gateways create on first use
-/// (`iam:CreateServiceLinkedRole`), and the S3 permission names that differ from the API
+/// (`iam:PassRole`), the service-linked roles EKS (`AWSServiceRoleForAmazonEKS`), SageMaker and
+/// SageMaker HyperPod (`AWSServiceRoleForSageMakerHyperPod`, created on the first HyperPod
+/// CreateCluster of an account; SageMaker developer guide, `security-iam-awsmanpol-hyperpod`)
+/// create on first use (`iam:CreateServiceLinkedRole`; NAT gateways and VPC endpoints use
+/// none), and the S3 permission names that differ from the API
 /// names (HeadBucket and ListObjectsV2 → `s3:ListBucket`, HeadObject → `s3:GetObject`, object ownership at create →
 /// `s3:PutBucketOwnershipControls`), and the MLflow REST calls (`sagemaker-mlflow:*`, signed
 /// HTTP, not SDK calls).

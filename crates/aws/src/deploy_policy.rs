@@ -62,3 +62,63 @@ fn the_management_instance_accepts_no_inbound_traffic() {
         assert_eq!(bucket[key].as_bool(), Some(true), "{key}");
     }
 }
+
+fn control_plane_statement(t: &serde_norway::Value, sid: &str) -> serde_norway::Value {
+    let policies = t["Resources"]["ControlPlaneRole"]["Properties"]["Policies"].as_sequence().expect("policies");
+    let control_plane = policies
+        .iter()
+        .find(|p| p["PolicyName"].as_str() == Some("instantstart-control-plane"))
+        .expect("the instantstart-control-plane policy");
+    control_plane["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .expect("statements")
+        .iter()
+        .find(|s| s["Sid"].as_str() == Some(sid))
+        .unwrap_or_else(|| panic!("statement {sid}"))
+        .clone()
+}
+
+/// HyperPod creates `AWSServiceRoleForSageMakerHyperPod` on an account's first CreateCluster,
+/// as the caller (SageMaker developer guide, `security-iam-awsmanpol-hyperpod`).
+#[test]
+fn the_service_linked_roles_include_hyperpods() {
+    let t = template();
+    let slr = control_plane_statement(&t, "IamServiceLinkedRoles");
+    assert_eq!(slr["Action"].as_sequence().map(|a| a.len()), Some(1), "{slr:?}");
+    let services: BTreeSet<&str> = slr["Condition"]["StringEquals"]["iam:AWSServiceName"]
+        .as_sequence()
+        .expect("a list of service names")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for service in ["eks.amazonaws.com", "sagemaker.amazonaws.com", "hyperpod.sagemaker.amazonaws.com"] {
+        assert!(services.contains(service), "{service} missing from {services:?}");
+    }
+}
+
+/// The bucket rule of `instantstart_core::spec::check_bucket_covered` and the policy agree: the
+/// policy covers `is-*` and the stack's shared bucket, nothing else.
+#[test]
+fn cluster_buckets_are_the_prefix_core_accepts_and_the_shared_bucket() {
+    let t = template();
+    let s3 = control_plane_statement(&t, "S3ClusterBuckets");
+    let resources = serde_norway::to_string(&s3["Resource"]).unwrap();
+    let prefix = instantstart_core::names::CLUSTER_BUCKET_PREFIX;
+    assert!(resources.contains(&format!("arn:${{AWS::Partition}}:s3:::{prefix}*")), "{resources}");
+    assert!(resources.contains("arn:${AWS::Partition}:s3:::${SharedBucket}"), "{resources}");
+    assert_eq!(s3["Resource"].as_sequence().map(|r| r.len()), Some(2), "{resources}");
+}
+
+/// The management instance passes the shared bucket to the server (`--shared-bucket` reads
+/// `INSTANTSTART_SHARED_BUCKET`) and mounts it with Mountpoint at the pods' mount path, which
+/// the container sees at the same path.
+#[test]
+fn the_instance_mounts_the_shared_bucket_where_the_pods_do() {
+    let t = template();
+    let user_data = serde_norway::to_string(&t["Resources"]["Instance"]["Properties"]["UserData"]).expect("user data");
+    let path = instantstart_core::spec::DEFAULT_MOUNT_PATH;
+    assert!(user_data.contains("INSTANTSTART_SHARED_BUCKET=${SharedBucket}"), "{user_data}");
+    assert!(user_data.contains(&format!("${{SharedBucket}} {path}")), "mount-s3 <bucket> {path}: {user_data}");
+    assert!(user_data.contains(&format!("-v {path}:{path}")), "docker -v {path}:{path}: {user_data}");
+    assert!(user_data.contains("mount-s3"), "{user_data}");
+}

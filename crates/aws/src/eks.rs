@@ -39,7 +39,7 @@ use aws_sdk_eks::types::{
 };
 use instantstart_core::provider::{
     CreateEksAddon, CreateEksCluster, EksAddon, EksApi, EksCluster, ProviderError, ProviderErrorKind, ResourceState,
-    Result, TAG_CLUSTER, Tags, is_owned,
+    Result, TAG_CLUSTER, Tags, addon_minimum_version, addon_version_at_least, is_owned,
 };
 
 /// Maps an EKS cluster status (with health issues for the failure reason).
@@ -144,7 +144,9 @@ async fn describe_addon(eks: &Eks, cluster: &str, addon: &str) -> Result<Option<
 }
 
 /// The version of `addon` to pin for Kubernetes `k8s_version`: the one EKS marks as default
-/// for that version, else the first (newest) compatible one.
+/// for that version, else the first (newest) compatible one — in both cases only versions of
+/// at least the add-on's [`addon_minimum_version`] (the VPC CNI: 1.18.3, which HyperPod
+/// requires).
 pub async fn resolve_addon_version(eks: &Eks, addon: &str, k8s_version: &str) -> Result<String> {
     const API: &str = "eks:DescribeAddonVersions";
     let infos = eks
@@ -157,18 +159,22 @@ pub async fn resolve_addon_version(eks: &Eks, addon: &str, k8s_version: &str) ->
         .try_collect()
         .await
         .map_err(|e| sdk_error(API, e))?;
-    pick_addon_version(&infos, addon, k8s_version)
-        .ok_or_else(|| invalid(API, format!("EKS offers no version of add-on {addon} for Kubernetes {k8s_version}")))
+    pick_addon_version(&infos, addon, k8s_version).ok_or_else(|| {
+        let at_least = addon_minimum_version(addon).map(|m| format!(" at least {m}")).unwrap_or_default();
+        invalid(API, format!("EKS offers no version{at_least} of add-on {addon} for Kubernetes {k8s_version}"))
+    })
 }
 
 /// See [`resolve_addon_version`].
 pub fn pick_addon_version(infos: &[aws_sdk_eks::types::AddonInfo], addon: &str, k8s_version: &str) -> Option<String> {
     let versions: Vec<&aws_sdk_eks::types::AddonVersionInfo> =
         infos.iter().filter(|i| i.addon_name() == Some(addon)).flat_map(|i| i.addon_versions()).collect();
+    let minimum = addon_minimum_version(addon);
     let compatible = |v: &&&aws_sdk_eks::types::AddonVersionInfo, default_only: bool| {
-        v.compatibilities()
-            .iter()
-            .any(|c| c.cluster_version() == Some(k8s_version) && (!default_only || c.default_version()))
+        minimum.is_none_or(|m| v.addon_version().is_some_and(|x| addon_version_at_least(x, m)))
+            && v.compatibilities()
+                .iter()
+                .any(|c| c.cluster_version() == Some(k8s_version) && (!default_only || c.default_version()))
     };
     versions
         .iter()

@@ -1,6 +1,7 @@
 //! `NetworkApi` on EC2: a VPC with a public and a private subnet per AZ, an internet gateway,
-//! one NAT gateway, public and private route tables, the EFA security group, and /20 compute
-//! subnets routed like the private subnets.
+//! one NAT gateway, public and private route tables, the EFA security group, an S3 gateway VPC
+//! endpoint on the private route table, and /20 compute subnets routed like the private
+//! subnets.
 //!
 //! # Idempotency
 //!
@@ -23,16 +24,25 @@
 //! # Deletion
 //!
 //! [`NetworkApi::delete_network`] removes, in order: NAT gateways (waiting until deleted),
-//! their Elastic IPs, the internet gateway, our subnets, our route tables (and any association
-//! left), our security
-//! groups, the VPC. Only pieces carrying our ownership tags are touched. Network interfaces
+//! their Elastic IPs, the internet gateway, our VPC endpoints (waiting until deleted: EC2
+//! refuses to delete a VPC that still has one, `DependencyViolation`), our subnets, our route
+//! tables (and any association left), our security groups, the VPC. Only pieces carrying our ownership tags are touched. Network interfaces
 //! left behind by EKS or HyperPod take a while to disappear, so `DependencyViolation` is
 //! retried for a bounded time and then reported as `Transient`.
 //!
 //! # Limits
 //!
 //! One NAT gateway per VPC (in the first AZ's public subnet): cheaper, but private subnets of
-//! other AZs lose egress if that AZ fails. No VPC endpoints are created.
+//! other AZs lose egress if that AZ fails.
+//!
+//! # S3 gateway endpoint
+//!
+//! A new VPC gets a `Gateway` endpoint for `com.amazonaws.<region>.s3` attached to the private
+//! route table (compute subnets join that table too), tagged like every other piece (role
+//! `s3-endpoint`): the nodes' and pods' traffic to the shared bucket (Mountpoint, model
+//! downloads, checkpoints) stays off the NAT gateway, which would otherwise carry and bill
+//! every byte (Amazon VPC user guide, "Gateway endpoints for Amazon S3"). Gateway endpoints
+//! cost nothing. An existing VPC is left as it is.
 
 use crate::error::{invalid, malformed, sdk_error};
 use crate::tags::{self, NAME, with_name};
@@ -41,7 +51,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::Client as Ec2;
 use aws_sdk_ec2::types::{
     AttributeBooleanValue, DomainType, Filter, IpPermission, NatGatewayState, ResourceType, RouteTable,
-    UserIdGroupPair, VpcState,
+    UserIdGroupPair, VpcEndpoint, VpcEndpointType, VpcState,
 };
 use instantstart_core::names::DerivedNames;
 use instantstart_core::provider::{
@@ -53,7 +63,7 @@ use ipnet::Ipv4Net;
 use std::time::Duration;
 
 /// Tag key naming what a network piece is for (`public`, `private`, `compute`, `igw`, `nat`,
-/// `nat-eip`, `public-rt`, `private-rt`, `efa-sg`).
+/// `nat-eip`, `public-rt`, `private-rt`, `efa-sg`, `s3-endpoint`).
 pub const TAG_ROLE: &str = "instantstart:network-role";
 /// Tag key set on the VPC (value `complete`) once every piece of the network exists.
 pub const TAG_NETWORK: &str = "instantstart:network";
@@ -65,6 +75,24 @@ const NAT_WAIT: Duration = Duration::from_secs(600);
 /// How long to retry deletions refused with `DependencyViolation`.
 const DEPENDENCY_WAIT: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_secs(5);
+
+/// Role tag of the S3 gateway endpoint.
+const S3_ENDPOINT_ROLE: &str = "s3-endpoint";
+
+/// Service name of the S3 gateway endpoint in `region`.
+pub fn s3_endpoint_service(region: &str) -> String {
+    format!("com.amazonaws.{region}.s3")
+}
+
+/// The endpoint's state in lower case (EC2 answers `available`, the model spells `Available`).
+fn endpoint_state(e: &VpcEndpoint) -> String {
+    e.state().map(|s| s.as_str().to_ascii_lowercase()).unwrap_or_default()
+}
+
+/// Whether the endpoint still counts (not deleted, deleting, failed, rejected or expired).
+fn endpoint_live(e: &VpcEndpoint) -> bool {
+    !matches!(endpoint_state(e).as_str(), "deleted" | "deleting" | "failed" | "rejected" | "expired")
+}
 
 fn filter(name: &str, value: &str) -> Filter {
     Filter::builder().name(name).values(value).build()
@@ -117,6 +145,7 @@ struct Inventory {
     route_tables: Vec<RouteTable>,
     nats: Vec<aws_sdk_ec2::types::NatGateway>,
     security_groups: Vec<aws_sdk_ec2::types::SecurityGroup>,
+    endpoints: Vec<VpcEndpoint>,
 }
 
 impl Inventory {
@@ -130,6 +159,17 @@ impl Inventory {
 
     fn subnet_named(&self, name: &str) -> Option<&aws_sdk_ec2::types::Subnet> {
         self.subnets.iter().find(|s| tags::from_ec2(s.tags()).get(NAME).map(String::as_str) == Some(name))
+    }
+
+    /// Our live S3 gateway endpoint (of `cluster`'s network, when the VPC names one).
+    fn s3_endpoint(&self, cluster: Option<&str>) -> Option<&VpcEndpoint> {
+        self.endpoints.iter().find(|e| {
+            let t = tags::from_ec2(e.tags());
+            endpoint_live(e)
+                && role_of(&t) == Some(S3_ENDPOINT_ROLE)
+                && is_ours(&t)
+                && cluster.is_none_or(|c| is_owned(&t, c))
+        })
     }
 
     fn route_table_named(&self, name: &str) -> Option<&RouteTable> {
@@ -220,7 +260,16 @@ async fn inventory(ec2: &Ec2, vpc_id: &str) -> Result<Inventory> {
         .try_collect()
         .await
         .map_err(|e| sdk_error("ec2:DescribeSecurityGroups", e))?;
-    Ok(Inventory { vpc, subnets, route_tables, nats, security_groups })
+    let endpoints = ec2
+        .describe_vpc_endpoints()
+        .filters(filter("vpc-id", vpc_id))
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| sdk_error("ec2:DescribeVpcEndpoints", e))?;
+    Ok(Inventory { vpc, subnets, route_tables, nats, security_groups, endpoints })
 }
 
 fn vpc_view(api: &str, v: &aws_sdk_ec2::types::Vpc) -> Result<Vpc> {
@@ -314,7 +363,8 @@ fn network_view(inv: &Inventory) -> Result<Network> {
             role_of(&t) == Some("efa-sg") && cluster_of(&vtags).is_none_or(|c| is_owned(&t, c))
         })
         .and_then(|g| g.group_id().map(str::to_string));
-    Ok(Network { vpc: vpc_view(API, &inv.vpc)?, subnets, security_group_id, state: network_state(inv) })
+    let s3_endpoint_id = inv.s3_endpoint(cluster_of(&vtags)).and_then(|e| e.vpc_endpoint_id().map(str::to_string));
+    Ok(Network { vpc: vpc_view(API, &inv.vpc)?, subnets, security_group_id, s3_endpoint_id, state: network_state(inv) })
 }
 
 /// Waits until `check` returns `Some`, polling every [`POLL`], for at most `limit`.
@@ -511,6 +561,33 @@ impl Builder<'_> {
             .and_then(|r| r.route_table_id())
             .ok_or_else(|| malformed(API, "no RouteTableId"))?
             .to_string())
+    }
+
+    /// The S3 gateway endpoint on `route_table`: ours if it exists (an endpoint of another
+    /// owner for the same service in this VPC is refused, EC2 allows one per service and
+    /// route table), else created.
+    async fn s3_endpoint(&self, inv: &Inventory, route_table: &str) -> Result<String> {
+        const API: &str = "ec2:CreateVpcEndpoint";
+        let service = s3_endpoint_service(&self.req.region);
+        if let Some(e) = inv.s3_endpoint(cluster_of(&self.req.tags)) {
+            return e.vpc_endpoint_id().map(str::to_string).ok_or_else(|| malformed(API, "endpoint without id"));
+        }
+        if let Some(e) = inv.endpoints.iter().find(|e| {
+            endpoint_live(e)
+                && e.service_name() == Some(service.as_str())
+                && e.route_table_ids().iter().any(|r| r == route_table)
+        }) {
+            return Err(foreign(API, &format!("VPC endpoint {}", e.vpc_endpoint_id().unwrap_or_default())));
+        }
+        let name = self.name(S3_ENDPOINT_ROLE);
+        create_s3_endpoint_call(
+            self.ec2,
+            inv.vpc_id(),
+            &self.req.region,
+            route_table,
+            &role_tags(&self.req.tags, &name, S3_ENDPOINT_ROLE),
+        )
+        .await
     }
 
     async fn nat_gateway(&self, inv: &Inventory, public_subnet: &str) -> Result<String> {
@@ -810,6 +887,7 @@ async fn create_network(c: &Regional, req: &CreateNetwork) -> Result<Network> {
     let first_public = public_subnets.first().ok_or_else(|| invalid("ec2:CreateNatGateway", "no public subnet"))?;
     let nat = b.nat_gateway(&inv, first_public).await?;
     b.security_group(&inv).await?;
+    b.s3_endpoint(&inv, &private_rt).await?;
     route_through_nat(ec2, &vpc_id, &private_rt, &nat).await?;
     ec2.create_tags()
         .resources(&vpc_id)
@@ -933,7 +1011,34 @@ async fn delete_network(c: &Regional, vpc_id: &str) -> Result<()> {
         })
         .await?;
     }
-    // 4. Subnets, 5. route tables, 6. security groups: ours only.
+    // 4. Our VPC endpoints, and wait until they are gone (EC2 refuses DeleteVpc while one
+    //    exists, and removes their routes from the route tables).
+    let endpoints: Vec<String> = inv
+        .endpoints
+        .iter()
+        .filter(|e| ours(e.tags()) && endpoint_state(e) != "deleted")
+        .filter_map(|e| e.vpc_endpoint_id().map(str::to_string))
+        .collect();
+    if !endpoints.is_empty() {
+        delete_endpoints(ec2, &endpoints).await?;
+        wait_until(
+            "ec2:DescribeVpcEndpoints",
+            &format!("VPC endpoints {endpoints:?} to be deleted"),
+            DEPENDENCY_WAIT,
+            || async {
+                let left = inventory_endpoints(ec2, vpc_id).await?;
+                Ok(left
+                    .iter()
+                    .all(|e| {
+                        !endpoints.iter().any(|id| e.vpc_endpoint_id() == Some(id.as_str()))
+                            || endpoint_state(e) == "deleted"
+                    })
+                    .then_some(()))
+            },
+        )
+        .await?;
+    }
+    // 5. Subnets, 6. route tables, 7. security groups: ours only.
     for s in inv.subnets.iter().filter(|s| ours(s.tags())) {
         let Some(id) = s.subnet_id() else { continue };
         delete_subnet_call(ec2, id).await?;
@@ -976,11 +1081,81 @@ async fn delete_network(c: &Regional, vpc_id: &str) -> Result<()> {
         })
         .await?;
     }
-    // 7. The VPC itself.
+    // 8. The VPC itself.
     delete_retrying(API, &format!("VPC {vpc_id}"), || async {
         ec2.delete_vpc().vpc_id(vpc_id).send().await.map(|_| ()).map_err(|e| sdk_error(API, e))
     })
     .await
+}
+
+/// CreateVpcEndpoint of the S3 gateway endpoint on `route_table`, tagged at creation.
+pub(crate) async fn create_s3_endpoint_call(
+    ec2: &Ec2,
+    vpc_id: &str,
+    region: &str,
+    route_table: &str,
+    t: &Tags,
+) -> Result<String> {
+    const API: &str = "ec2:CreateVpcEndpoint";
+    let out = ec2
+        .create_vpc_endpoint()
+        .vpc_id(vpc_id)
+        .vpc_endpoint_type(VpcEndpointType::Gateway)
+        .service_name(s3_endpoint_service(region))
+        .route_table_ids(route_table)
+        .tag_specifications(tags::ec2_spec(ResourceType::VpcEndpoint, t))
+        .send()
+        .await
+        .map_err(|e| sdk_error(API, e))?;
+    Ok(out
+        .vpc_endpoint()
+        .and_then(|e| e.vpc_endpoint_id())
+        .ok_or_else(|| malformed(API, "no VpcEndpointId"))?
+        .to_string())
+}
+
+async fn inventory_endpoints(ec2: &Ec2, vpc_id: &str) -> Result<Vec<VpcEndpoint>> {
+    ec2.describe_vpc_endpoints()
+        .filters(filter("vpc-id", vpc_id))
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| sdk_error("ec2:DescribeVpcEndpoints", e))
+}
+
+/// DeleteVpcEndpoints answers 200 with the endpoints it could not delete; an endpoint already
+/// gone (`InvalidVpcEndpoint.NotFound`, `InvalidVpcEndpointId.NotFound`) is not a failure.
+pub(crate) async fn delete_endpoints(ec2: &Ec2, ids: &[String]) -> Result<()> {
+    const API: &str = "ec2:DeleteVpcEndpoints";
+    let out = ec2
+        .delete_vpc_endpoints()
+        .set_vpc_endpoint_ids(Some(ids.to_vec()))
+        .send()
+        .await
+        .map_err(|e| sdk_error(API, e))?;
+    let failed: Vec<String> = out
+        .unsuccessful()
+        .iter()
+        .filter(|u| !u.error().and_then(|e| e.code()).is_some_and(|c| c.ends_with(".NotFound")))
+        .map(|u| {
+            format!(
+                "{}: {}",
+                u.resource_id().unwrap_or_default(),
+                u.error().and_then(|e| e.message()).unwrap_or("no reason given")
+            )
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(ProviderError::new(
+            API,
+            ProviderErrorKind::Transient,
+            format!("VPC endpoints not deleted: {}", failed.join("; ")),
+        ))
+    }
 }
 
 async fn delete_subnet_call(ec2: &Ec2, subnet_id: &str) -> Result<()> {

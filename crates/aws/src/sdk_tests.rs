@@ -80,6 +80,112 @@ async fn create_addon_pins_the_default_version_for_the_cluster() {
     );
 }
 
+/// HyperPod needs the VPC CNI at 1.18.3 or later: a default below that is skipped for the
+/// newest compatible version at or above it; none at all is a clear refusal.
+#[tokio::test]
+async fn the_vpc_cni_is_pinned_at_or_above_the_version_hyperpod_requires() {
+    fn versions(list: Value) -> Canned {
+        Canned::json(json!({ "addons": [{ "addonName": "vpc-cni", "addonVersions": list }] }))
+    }
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "GET /clusters/demo" => Canned::json(eks_cluster_json("demo", "ACTIVE", tag_json("demo"))),
+        "GET /addons/supported-versions" => versions(json!([
+            { "addonVersion": "v1.19.6-eksbuild.7", "compatibilities": [{ "clusterVersion": "1.33", "defaultVersion": false }] },
+            { "addonVersion": "v1.18.3-eksbuild.3", "compatibilities": [{ "clusterVersion": "1.33", "defaultVersion": false }] },
+            { "addonVersion": "v1.18.1-eksbuild.1", "compatibilities": [{ "clusterVersion": "1.33", "defaultVersion": true }] }
+        ])),
+        "POST /clusters/demo/addons" => Canned::json(json!({ "addon": {
+            "addonName": "vpc-cni", "clusterName": "demo", "status": "CREATING", "addonVersion": "v1.19.6-eksbuild.7",
+            "tags": tag_json("demo") }})),
+        _ => unexpected(r),
+    });
+    let req = CreateEksAddon {
+        region: "us-east-1".into(),
+        cluster: "demo".into(),
+        name: "vpc-cni".into(),
+        version: None,
+        client_request_token: "is-token".into(),
+        tags: tags("demo"),
+    };
+    let a = replay.provider().create_addon(&req).await.unwrap();
+    assert_eq!(a.version, "v1.19.6-eksbuild.7");
+    let create = replay.of("POST /clusters/demo/addons")[0].json();
+    assert_eq!(create["addonName"], "vpc-cni");
+    assert_eq!(create["addonVersion"], "v1.19.6-eksbuild.7", "the default v1.18.1 is below 1.18.3");
+    assert_eq!(create["resolveConflicts"], "OVERWRITE", "takes over the self-managed CNI EKS installed");
+
+    let old_only = Replay::new(|r| match r.operation().as_str() {
+        "GET /clusters/demo" => Canned::json(eks_cluster_json("demo", "ACTIVE", tag_json("demo"))),
+        "GET /addons/supported-versions" => versions(json!([
+            { "addonVersion": "v1.18.2-eksbuild.1", "compatibilities": [{ "clusterVersion": "1.33", "defaultVersion": true }] }
+        ])),
+        _ => unexpected(r),
+    });
+    let err = old_only.provider().create_addon(&req).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
+    assert!(err.message.contains("at least 1.18.3"), "{err}");
+    assert!(old_only.of("POST /clusters/demo/addons").is_empty());
+}
+
+// ---------------------------------------------------------------- EC2: the S3 gateway endpoint
+
+/// The exact CreateVpcEndpoint request of a new network's S3 gateway endpoint, and
+/// DeleteVpcEndpoints' per-endpoint failures (an endpoint already gone is not one).
+#[tokio::test]
+async fn the_s3_gateway_endpoint_request_and_its_deletion() {
+    const NS: &str = "http://ec2.amazonaws.com/doc/2016-11-15/";
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "CreateVpcEndpoint" => Canned::xml(&format!(
+            r#"<CreateVpcEndpointResponse xmlns="{NS}"><requestId>r-1</requestId><vpcEndpoint>
+                <vpcEndpointId>vpce-0abc</vpcEndpointId><vpcEndpointType>Gateway</vpcEndpointType>
+                <vpcId>vpc-1</vpcId><serviceName>com.amazonaws.us-east-1.s3</serviceName><state>available</state>
+                <routeTableIdSet><item>rtb-private</item></routeTableIdSet></vpcEndpoint></CreateVpcEndpointResponse>"#
+        )),
+        "DeleteVpcEndpoints" if r.form().get("VpcEndpointId.1").map(String::as_str) == Some("vpce-gone") => {
+            Canned::xml(&format!(
+                r#"<DeleteVpcEndpointsResponse xmlns="{NS}"><requestId>r-2</requestId><unsuccessful><item>
+                    <error><code>InvalidVpcEndpoint.NotFound</code><message>The VpcEndpoint Id 'vpce-gone' does not exist</message></error>
+                    <resourceId>vpce-gone</resourceId></item></unsuccessful></DeleteVpcEndpointsResponse>"#
+            ))
+        }
+        "DeleteVpcEndpoints" => Canned::xml(&format!(
+            r#"<DeleteVpcEndpointsResponse xmlns="{NS}"><requestId>r-3</requestId><unsuccessful><item>
+                <error><code>DependencyViolation</code><message>busy</message></error>
+                <resourceId>vpce-busy</resourceId></item></unsuccessful></DeleteVpcEndpointsResponse>"#
+        )),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let c = p.region("us-east-1").await.unwrap();
+    let mut t = tags("demo");
+    t.insert("Name".into(), "demo-vpc-s3-endpoint".into());
+    let id = crate::network::create_s3_endpoint_call(&c.ec2, "vpc-1", "us-east-1", "rtb-private", &t).await.unwrap();
+    assert_eq!(id, "vpce-0abc");
+    let form = replay.of("CreateVpcEndpoint")[0].form();
+    let field = |k: &str| form.get(k).map(String::as_str);
+    assert_eq!(field("VpcEndpointType"), Some("Gateway"));
+    assert_eq!(field("VpcId"), Some("vpc-1"));
+    assert_eq!(field("ServiceName"), Some("com.amazonaws.us-east-1.s3"));
+    assert_eq!(field("RouteTableId.1"), Some("rtb-private"));
+    assert_eq!(field("RouteTableId.2"), None);
+    assert_eq!(field("SubnetId.1"), None, "a gateway endpoint has route tables, not subnets");
+    assert_eq!(field("TagSpecification.1.ResourceType"), Some("vpc-endpoint"));
+    let sent: Tags = (1..=t.len())
+        .map(|i| {
+            (
+                field(&format!("TagSpecification.1.Tag.{i}.Key")).unwrap().to_string(),
+                field(&format!("TagSpecification.1.Tag.{i}.Value")).unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(sent, t, "{form:?}");
+
+    crate::network::delete_endpoints(&c.ec2, &["vpce-gone".into()]).await.unwrap();
+    let err = crate::network::delete_endpoints(&c.ec2, &["vpce-busy".into()]).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Transient, "{err}");
+    assert!(err.message.contains("vpce-busy: busy"), "{err}");
+}
+
 #[tokio::test]
 async fn addon_states_failures_and_absence() {
     let replay = Replay::new(|r| match r.operation().as_str() {

@@ -201,6 +201,29 @@ async fn network_is_created_idempotently_described_and_deleted() {
     for s in &public {
         assert!(default_target(&s.id).is_some_and(|t| t.starts_with("igw-")), "public {}", s.id);
     }
+    // One S3 gateway endpoint, ours, on the private route table, also after the second create.
+    let endpoint = n.s3_endpoint_id.clone().expect("S3 gateway endpoint");
+    assert_eq!(again.s3_endpoint_id.as_deref(), Some(endpoint.as_str()));
+    let endpoints = ec2
+        .describe_vpc_endpoints()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(&n.vpc.id).build())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(endpoints.vpc_endpoints().len(), 1, "{endpoints:#?}");
+    let e = &endpoints.vpc_endpoints()[0];
+    assert_eq!(e.vpc_endpoint_id(), Some(endpoint.as_str()));
+    assert_eq!(e.service_name(), Some("com.amazonaws.us-east-1.s3"));
+    assert_eq!(e.vpc_endpoint_type(), Some(&aws_sdk_ec2::types::VpcEndpointType::Gateway));
+    let private_rt = rts
+        .route_tables()
+        .iter()
+        .find(|r| r.associations().iter().any(|a| a.subnet_id() == Some(private[0].id.as_str())))
+        .and_then(|r| r.route_table_id())
+        .unwrap();
+    assert_eq!(e.route_table_ids(), [private_rt.to_string()]);
+    let endpoint_tags: Tags = e.tags().iter().map(|t| (t.key().unwrap().into(), t.value().unwrap().into())).collect();
+    assert!(is_owned(&endpoint_tags, "net"), "{endpoint_tags:?}");
 
     // A /20 compute subnet joins the private route table.
     let compute = p
@@ -237,6 +260,14 @@ async fn network_is_created_idempotently_described_and_deleted() {
     p.delete_network(REGION, &n.vpc.id).await.unwrap();
     assert_eq!(p.describe_network(REGION, &n.vpc.id).await.unwrap_err().kind, ProviderErrorKind::NotFound);
     assert_eq!(p.find_vpc(REGION, &req.name).await.unwrap(), None);
+    let left = ec2.describe_vpc_endpoints().vpc_endpoint_ids(&endpoint).send().await;
+    let gone = match left {
+        Ok(out) => {
+            out.vpc_endpoints().iter().all(|e| e.state().is_some_and(|s| s.as_str().eq_ignore_ascii_case("deleted")))
+        }
+        Err(_) => true,
+    };
+    assert!(gone, "the endpoint was deleted with the network");
 }
 
 #[tokio::test]
@@ -263,6 +294,7 @@ async fn an_interrupted_network_is_resumed_and_a_foreign_one_refused() {
     let n = p.create_network(&req).await.unwrap();
     assert_eq!(n.vpc.id, vpc_id, "the existing VPC was adopted");
     assert_eq!(n.state, ResourceState::Active);
+    assert!(n.s3_endpoint_id.is_some(), "the resumed network got its S3 endpoint");
     assert_eq!(p.find_vpc(REGION, "half-vpc").await.unwrap().map(|v| v.id), Some(vpc_id));
 
     // Someone else's VPC with our name.

@@ -96,6 +96,7 @@ fn serve(data: &std::path::Path, port: u16) -> (tokio::runtime::Runtime, String)
         sim_speed: 2000.0,
         default_region: "us-east-1".into(),
         token: Some(TOKEN.into()),
+        shared_bucket: None,
     };
     let url = runtime.block_on(async {
         let state = AppState::assemble(&opts).unwrap().state;

@@ -14,6 +14,9 @@ fn is_lower_alnum(c: char) -> bool {
 /// Maximum length of an InstantStart cluster name, chosen so that every derived name fits
 /// (IAM role names are at most 64 characters; see [`DerivedNames`]).
 pub const CLUSTER_NAME_MAX: usize = 40;
+/// Prefix of the buckets InstantStart names (the per-cluster default bucket); the deployment
+/// template's IAM policy grants bucket actions on `arn:aws:s3:::is-*`.
+pub const CLUSTER_BUCKET_PREFIX: &str = "is-";
 
 /// InstantStart cluster name: 1–40 characters, lowercase letters, digits and hyphens, starting
 /// with a letter and ending with a letter or digit.
@@ -194,7 +197,7 @@ impl DerivedNames {
     pub fn default_bucket(cluster: &str, account: &str, region: &str) -> String {
         use sha2::{Digest, Sha256};
         let digest = Sha256::digest(region.as_bytes());
-        format!("is-{cluster}-{account}-{:02x}{:02x}", digest[0], digest[1])
+        format!("{CLUSTER_BUCKET_PREFIX}{cluster}-{account}-{:02x}{:02x}", digest[0], digest[1])
     }
 }
 

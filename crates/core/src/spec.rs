@@ -10,10 +10,33 @@ use ipnet::Ipv4Net;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Kubernetes versions EKS offers for new clusters.
-pub const SUPPORTED_KUBERNETES_VERSIONS: &[&str] = &["1.30", "1.31", "1.32", "1.33", "1.34", "1.35"];
-/// Version used when a request names none.
+// Which Kubernetes versions, read on 2026-12-01:
+// - EKS (Amazon EKS user guide, `kubernetes-versions`, and its release calendar): 14 months of
+//   standard support, then 12 of extended support (extra cost per cluster hour); after that EKS
+//   creates no new cluster on the version. On 2026-12-01: 1.34 (standard support until
+//   2026-12-02) and 1.35 (until 2027-03-27) in standard support; 1.32 (until 2027-03-23) and
+//   1.33 (until 2027-07-29) in extended support; 1.30 (extended support ended 2026-07-23) and
+//   1.31 (ended 2026-11-26) are gone.
+// - SageMaker HyperPod (`sagemaker-hyperpod-eks-prerequisites`, "Kubernetes version support"):
+//   1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34. Not 1.35.
+// - The HyperPod training operator (`sagemaker-eks-operator`, "Supported versions"): 1.28 to
+//   1.33.
+// Each list below is the intersection with the EKS list.
+
+/// Kubernetes versions EKS offers for new clusters (standard or extended support; see above).
+pub const SUPPORTED_KUBERNETES_VERSIONS: &[&str] = &["1.32", "1.33", "1.34", "1.35"];
+/// Kubernetes versions of an EKS cluster that can orchestrate a SageMaker HyperPod cluster
+/// (`sagemaker-hyperpod-eks-prerequisites`), among [`SUPPORTED_KUBERNETES_VERSIONS`].
+pub const HYPERPOD_KUBERNETES_VERSIONS: &[&str] = &["1.32", "1.33", "1.34"];
+/// Kubernetes versions the HyperPod training operator supports (`sagemaker-eks-operator`,
+/// "Supported versions"), among [`SUPPORTED_KUBERNETES_VERSIONS`].
+pub const TRAINING_OPERATOR_KUBERNETES_VERSIONS: &[&str] = &["1.32", "1.33"];
+/// Version used when a request names none: supported by EKS, HyperPod and the training
+/// operator alike.
 pub const DEFAULT_KUBERNETES_VERSION: &str = "1.33";
+/// Mount path of the shared bucket in pods (and in the management environment) when a request
+/// names none.
+pub const DEFAULT_MOUNT_PATH: &str = "/s3";
 
 fn default_k8s_version() -> String {
     DEFAULT_KUBERNETES_VERSION.to_string()
@@ -181,7 +204,7 @@ pub struct StorageSpec {
 }
 
 fn default_mount_path() -> String {
-    "/s3".to_string()
+    DEFAULT_MOUNT_PATH.to_string()
 }
 
 /// The managed capabilities of the Advanced features panel, as desired or actual state.
@@ -309,6 +332,15 @@ impl Validate for ClusterCreateRequest {
         };
         if !SUPPORTED_KUBERNETES_VERSIONS.contains(&self.kubernetes_version.as_str()) {
             f.push("kubernetes_version", format!("must be one of {}", SUPPORTED_KUBERNETES_VERSIONS.join(", ")));
+        } else if self.hyperpod.is_some() && !HYPERPOD_KUBERNETES_VERSIONS.contains(&self.kubernetes_version.as_str()) {
+            f.push_unprocessable(
+                "kubernetes_version",
+                format!(
+                    "SageMaker HyperPod supports Kubernetes {} (EKS prerequisites of HyperPod); {} is offered for EKS-only clusters",
+                    HYPERPOD_KUBERNETES_VERSIONS.join(", "),
+                    self.kubernetes_version
+                ),
+            );
         }
         f.at("network", |f| self.network.validate(f));
         if self.availability_zones.len() < 2 {
@@ -481,6 +513,43 @@ impl Validate for StorageSpec {
     }
 }
 
+/// Whether the management environment's IAM policy can reach the bucket `bucket`: the
+/// deployment template (`deploy/cloudformation/management.yaml`, statement `S3ClusterBuckets`)
+/// grants the bucket actions on `arn:aws:s3:::is-*` and on its own shared bucket, nothing else,
+/// so any other bucket fails on real AWS with HeadBucket's 403 after the pipeline started. A
+/// create request naming another bucket is refused here instead (HTTP 422, field
+/// `storage.bucket`). `shared_bucket` is the server's `--shared-bucket`, if any.
+pub fn check_bucket_covered(bucket: &str, shared_bucket: Option<&str>, f: &mut Findings) {
+    if bucket.starts_with(names::CLUSTER_BUCKET_PREFIX) || shared_bucket == Some(bucket) {
+        return;
+    }
+    let shared = match shared_bucket {
+        Some(s) => format!(" or be the shared bucket {s}"),
+        None => String::new(),
+    };
+    f.push_unprocessable(
+        "storage.bucket",
+        format!(
+            "must start with '{}'{shared}: those are the buckets the management environment's IAM policy grants (statement S3ClusterBuckets of the deployment template)",
+            names::CLUSTER_BUCKET_PREFIX
+        ),
+    );
+}
+
+/// Refuses enabling the HyperPod training operator on a cluster whose Kubernetes version it
+/// does not support ([`TRAINING_OPERATOR_KUBERNETES_VERSIONS`]); HTTP 422, field `field`.
+pub fn check_training_operator_version(kubernetes_version: &str, field: &str, f: &mut Findings) {
+    if !TRAINING_OPERATOR_KUBERNETES_VERSIONS.contains(&kubernetes_version) {
+        f.push_unprocessable(
+            field,
+            format!(
+                "the HyperPod training operator supports Kubernetes {}; this cluster runs {kubernetes_version}",
+                TRAINING_OPERATOR_KUBERNETES_VERSIONS.join(", ")
+            ),
+        );
+    }
+}
+
 impl Validate for ManagedFeatures {
     fn validate(&self, f: &mut Findings) {
         if let Some(tc) = &self.tiered_checkpointing
@@ -596,6 +665,98 @@ mod tests {
     #[test]
     fn a_good_request_passes() {
         assert_eq!(request().check(), Ok(()));
+    }
+
+    /// Data-driven: which Kubernetes versions a create request may name, with and without a
+    /// HyperPod cluster, and the kind of the refusal (400 = not an EKS version at all, 422 =
+    /// an EKS version HyperPod does not support).
+    #[test]
+    fn kubernetes_version_rules() {
+        let cases: &[(&str, bool, Option<ValidationKind>)] = &[
+            ("1.33", true, None),
+            ("1.32", true, None),
+            ("1.34", true, None),
+            ("1.35", true, Some(ValidationKind::Unprocessable)),
+            ("1.35", false, None),
+            ("1.32", false, None),
+            ("1.31", true, Some(ValidationKind::Invalid)),
+            ("1.30", false, Some(ValidationKind::Invalid)),
+            ("1.36", false, Some(ValidationKind::Invalid)),
+            ("latest", true, Some(ValidationKind::Invalid)),
+        ];
+        for (version, hyperpod, want) in cases {
+            let mut r = request();
+            r.kubernetes_version = version.to_string();
+            if !hyperpod {
+                r.hyperpod = None;
+            }
+            let got = r.check().err();
+            match (want, &got) {
+                (None, None) => {}
+                (Some(kind), Some(e)) => {
+                    let fields: Vec<&str> = e.findings.iter().map(|f| f.field.as_str()).collect();
+                    assert_eq!(fields, ["kubernetes_version"], "{version} hyperpod={hyperpod}: {e:?}");
+                    assert_eq!(e.kind, *kind, "{version} hyperpod={hyperpod}: {e:?}");
+                    if *kind == ValidationKind::Unprocessable {
+                        let rule = &e.findings[0].rule;
+                        assert!(rule.contains(&HYPERPOD_KUBERNETES_VERSIONS.join(", ")), "names the list: {rule}");
+                    }
+                }
+                _ => panic!("{version} hyperpod={hyperpod}: want {want:?}, got {got:?}"),
+            }
+        }
+        // The lists nest, and the default is in all of them.
+        for v in HYPERPOD_KUBERNETES_VERSIONS.iter().chain(TRAINING_OPERATOR_KUBERNETES_VERSIONS) {
+            assert!(SUPPORTED_KUBERNETES_VERSIONS.contains(v), "{v}");
+        }
+        assert!(TRAINING_OPERATOR_KUBERNETES_VERSIONS.iter().all(|v| HYPERPOD_KUBERNETES_VERSIONS.contains(v)));
+        assert!(TRAINING_OPERATOR_KUBERNETES_VERSIONS.contains(&DEFAULT_KUBERNETES_VERSION));
+    }
+
+    /// Data-driven: the buckets a create request may name (the policy covers `is-*` and the
+    /// management environment's shared bucket).
+    #[test]
+    fn bucket_policy_rule() {
+        let cases: &[(&str, Option<&str>, bool)] = &[
+            ("is-demo-123456789012-ab12", None, true),
+            ("is-anything", Some("stack-sharedbucket-1x2y"), true),
+            ("stack-sharedbucket-1x2y", Some("stack-sharedbucket-1x2y"), true),
+            ("stack-sharedbucket-1x2y", None, false),
+            ("my-datasets", None, false),
+            ("my-datasets", Some("stack-sharedbucket-1x2y"), false),
+            ("sagemaker-data", None, false),
+            ("i-s-demo", None, false),
+        ];
+        for (bucket, shared, ok) in cases {
+            let mut f = Findings::new();
+            check_bucket_covered(bucket, *shared, &mut f);
+            match f.finish() {
+                Ok(()) => assert!(ok, "{bucket} with shared {shared:?} should be refused"),
+                Err(e) => {
+                    assert!(!ok, "{bucket} with shared {shared:?}: {e:?}");
+                    assert_eq!(e.kind, ValidationKind::Unprocessable);
+                    assert_eq!(e.findings[0].field, "storage.bucket");
+                    if let Some(s) = shared {
+                        assert!(e.findings[0].rule.contains(s), "names the shared bucket: {e:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn training_operator_version_rule() {
+        for (v, ok) in [("1.32", true), ("1.33", true), ("1.34", false), ("1.35", false)] {
+            let mut f = Findings::new();
+            check_training_operator_version(v, "training_operator", &mut f);
+            let r = f.finish();
+            assert_eq!(r.is_ok(), ok, "{v}: {r:?}");
+            if let Err(e) = r {
+                assert_eq!(e.kind, ValidationKind::Unprocessable);
+                assert_eq!(e.findings[0].field, "training_operator");
+                assert!(e.findings[0].rule.contains("1.32, 1.33"), "{e:?}");
+            }
+        }
     }
 
     /// Data-driven: mutate a good request, expect exactly these field paths.

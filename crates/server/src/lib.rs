@@ -103,6 +103,10 @@ pub struct ServerOptions {
     pub default_region: String,
     /// Overrides the admin token (`INSTANTSTART_TOKEN`).
     pub token: Option<String>,
+    /// `--shared-bucket` (`INSTANTSTART_SHARED_BUCKET`): the default `storage.bucket` of
+    /// clusters created in `default_region`. With the simulated cloud the bucket is seeded
+    /// (tagged `instantstart:managed-by` only, like the template's) when missing.
+    pub shared_bucket: Option<String>,
 }
 
 /// A ready server: state plus the admin token if it was created now (print it once).
@@ -162,6 +166,20 @@ impl AppState {
         let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
             ProviderKind::Sim => {
                 let sim = open_sim(&opts.data_dir, opts.sim_speed)?;
+                if let Some(bucket) = &opts.shared_bucket {
+                    // The template's bucket exists before the server starts; so does the sim's.
+                    let mut tags = instantstart_core::provider::Tags::new();
+                    tags.insert(
+                        instantstart_core::provider::TAG_MANAGED_BY.into(),
+                        instantstart_core::provider::MANAGED_BY.into(),
+                    );
+                    sim.seed_bucket_if_missing(&instantstart_core::provider::CreateBucket {
+                        region: opts.default_region.clone(),
+                        name: bucket.clone(),
+                        tags,
+                    })
+                    .map_err(|e| ServerError::Sim(format!("shared bucket {bucket}: {e}")))?;
+                }
                 let in_runtime = tokio::runtime::Handle::try_current().is_ok();
                 let kube: Arc<dyn KubeApi> = match sim_kube {
                     SimKube::ApiServer if in_runtime => {
@@ -192,12 +210,21 @@ impl AppState {
                 return Err(ServerError::AwsNotBuilt);
             }
         };
-        let workflows = instantstart_core::workflow::all_with_helm(
+        let workflow_config = instantstart_core::workflow::WorkflowConfig {
+            shared_bucket: opts.shared_bucket.as_ref().map(|name| {
+                instantstart_core::workflow::create_cluster::SharedBucket {
+                    name: name.clone(),
+                    region: opts.default_region.clone(),
+                }
+            }),
+        };
+        let workflows = instantstart_core::workflow::all_with_config(
             aws.clone(),
             kube.clone(),
             Some(helm),
             store.clone(),
             Some(Arc::new(instantstart_recipes::WorkloadRenderer::new())),
+            &workflow_config,
         );
         let engine = Engine::new(store.clone(), workflows, config);
         let state = AppState(Arc::new(AppInner {

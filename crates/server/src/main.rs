@@ -38,6 +38,12 @@ struct Cli {
     /// through the kube-rs adapter (inspectable with kubectl), or called in-process.
     #[arg(long, value_enum, default_value = "api-server", env = "INSTANTSTART_SIM_KUBE")]
     sim_kube: SimKube,
+    /// The management environment's shared S3 bucket (the deployment template sets it): the
+    /// default `storage.bucket` of every cluster created in `--region`, mounted in the
+    /// management instance at the pods' mount path. With the simulated cloud the bucket is
+    /// created in the simulated account when missing.
+    #[arg(long, env = "INSTANTSTART_SHARED_BUCKET")]
+    shared_bucket: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
@@ -116,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
         sim_speed: cli.sim_speed,
         default_region: cli.region.clone(),
         token: std::env::var("INSTANTSTART_TOKEN").ok(),
+        shared_bucket: cli.shared_bucket.clone().filter(|b| !b.is_empty()),
     };
     let aws_opts = instantstart_server::AwsOptions {
         region: Some(cli.region.clone()),

@@ -19,6 +19,10 @@ struct TestApp {
 }
 
 fn test_app(speed: f64) -> TestApp {
+    test_app_with(speed, None)
+}
+
+fn test_app_with(speed: f64, shared_bucket: Option<&str>) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
     let opts = ServerOptions {
         data_dir: dir.path().to_path_buf(),
@@ -26,6 +30,7 @@ fn test_app(speed: f64) -> TestApp {
         sim_speed: speed,
         default_region: "us-east-1".into(),
         token: Some(TOKEN.into()),
+        shared_bucket: shared_bucket.map(str::to_string),
     };
     let state = AppState::assemble(&opts).unwrap().state;
     let router = instantstart_server::app(state.clone());
@@ -246,6 +251,71 @@ async fn create_dry_run_idempotency_conflict_and_lifecycle() {
     assert_eq!(app.send(Method::DELETE, "/api/clusters/demo", None, &[]).await.status, StatusCode::NOT_FOUND);
 }
 
+/// `--shared-bucket`: the default bucket of clusters created in the server's region (the plan
+/// names it, the pipeline mounts it, deleting the cluster keeps it); a bucket the deployment
+/// policy does not cover and a Kubernetes version HyperPod does not support are refused with
+/// 422s naming the field, before anything is recorded.
+#[tokio::test]
+async fn the_shared_bucket_option_is_the_default_bucket_and_the_rules_hold() {
+    const SHARED: &str = "mgmt-sharedbucket-1a2b3c";
+    let app = test_app_with(2000.0, Some(SHARED));
+    let bucket_title = |plan: &Value| {
+        plan["steps"].as_array().unwrap().iter().find(|s| s["key"] == "bucket").unwrap()["title"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let plan = app.send(Method::POST, "/api/clusters?dry_run=true", Some(create_body("demo")), &[]).await;
+    assert_eq!(plan.status, StatusCode::OK, "{:?}", plan.body);
+    assert!(bucket_title(&plan.body).contains(SHARED), "{:#}", plan.body);
+    assert!(plan.body["steps"].as_array().unwrap().iter().any(|s| s["key"] == "addon:vpc-cni"));
+    // Another region: the per-cluster default bucket.
+    let mut west = create_body("west");
+    west["region"] = json!("us-west-2");
+    west["availability_zones"] = json!(["us-west-2a", "us-west-2b"]);
+    west["hyperpod"]["instance_groups"][0]["availability_zone"] = json!("us-west-2a");
+    let plan = app.send(Method::POST, "/api/clusters?dry_run=true", Some(west), &[]).await;
+    assert_eq!(plan.status, StatusCode::OK, "{:?}", plan.body);
+    assert!(bucket_title(&plan.body).contains("is-west-"), "{:#}", plan.body);
+
+    // A bucket outside the policy, a version HyperPod does not support: 422 naming the field.
+    let mut named = create_body("named");
+    named["storage"] = json!({ "bucket": "my-datasets" });
+    let r = app.send(Method::POST, "/api/clusters", Some(named), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "storage.bucket");
+    assert!(r.body["findings"][0]["rule"].as_str().unwrap().contains(SHARED), "{:?}", r.body);
+    let mut newest = create_body("newest");
+    newest["kubernetes_version"] = json!("1.35");
+    let r = app.send(Method::POST, "/api/clusters", Some(newest), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "kubernetes_version");
+    assert!(r.body["findings"][0]["rule"].as_str().unwrap().contains("1.32, 1.33, 1.34"), "{:?}", r.body);
+    assert!(app.get("/api/operations").await.body.as_array().unwrap().is_empty());
+
+    // The pipeline mounts the shared bucket; the cluster's record names it.
+    let r = app.send(Method::POST, "/api/clusters", Some(create_body("demo")), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let done = app.wait_op(&id).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    let storage = done["steps"].as_array().unwrap().iter().find(|s| s["key"] == "storage").unwrap().clone();
+    assert_eq!(storage["outputs"]["bucket"], SHARED, "{storage:#}");
+    let cni = done["steps"].as_array().unwrap().iter().find(|s| s["key"] == "addon:vpc-cni").unwrap().clone();
+    assert_eq!(cni["phase"], "succeeded", "{cni:#}");
+    // Deleting the cluster with delete_bucket keeps the shared bucket: it is not the cluster's.
+    let r = app.send(Method::DELETE, "/api/clusters/demo?delete_bucket=true", None, &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let done = app.wait_op(&id).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    let sim = app.state.sim.as_ref().unwrap();
+    assert!(
+        instantstart_core::provider::S3Api::describe_bucket(sim, SHARED).await.unwrap().is_some(),
+        "the shared bucket is kept"
+    );
+}
+
 #[tokio::test]
 async fn failed_step_retry_cancel_import_and_context() {
     let app = test_app(1000.0);
@@ -462,7 +532,7 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
         ("sagemaker:CreateCluster", 1),
         ("iam:CreateRole", 2),
         ("s3:CreateBucket", 1),
-        ("eks:CreateAddon", 3),
+        ("eks:CreateAddon", 4),
     ] {
         assert_eq!(stats[api], n, "{api}: {stats:#}");
     }

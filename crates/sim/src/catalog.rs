@@ -123,6 +123,33 @@ pub(crate) fn quota_value(world: &crate::world::World, region: &str, info: &Inst
     world.quotas.get(&rkey(region, info.name)).copied().unwrap_or_else(|| default_quota(info))
 }
 
+/// Versions of the Amazon VPC CNI add-on (`vpc-cni`) the simulated EKS offers, newest first
+/// (the shape of `eks:DescribeAddonVersions`; the default is [`addon_default_version`]). The
+/// ones below 1.18.3 exist so a test can install a CNI HyperPod refuses.
+pub(crate) const VPC_CNI_VERSIONS: &[&str] = &[
+    "v1.20.4-eksbuild.2",
+    "v1.20.1-eksbuild.1",
+    "v1.19.6-eksbuild.7",
+    "v1.18.3-eksbuild.3",
+    "v1.18.2-eksbuild.1",
+    "v1.16.4-eksbuild.2",
+];
+
+/// The self-managed VPC CNI EKS installs in a new cluster before any add-on is created
+/// (`bootstrapSelfManagedAddons`), by Kubernetes version.
+pub(crate) fn self_managed_vpc_cni(kubernetes_version: &str) -> &'static str {
+    match kubernetes_version {
+        "1.32" | "1.33" => "v1.19.2-eksbuild.1",
+        _ => "v1.19.6-eksbuild.7",
+    }
+}
+
+/// Whether the simulated EKS offers `version` of `addon` (only `vpc-cni` has a catalog; other
+/// add-ons accept any pinned version).
+pub(crate) fn addon_version_offered(addon: &str, version: &str) -> bool {
+    addon != "vpc-cni" || VPC_CNI_VERSIONS.contains(&version)
+}
+
 /// Default version of an EKS add-on.
 pub(crate) fn addon_default_version(addon: &str, kubernetes_version: &str) -> String {
     match addon {

@@ -1,7 +1,7 @@
 //! `EksApi`: EKS control planes (Creating → Active in ~10 minutes, `clientRequestToken`
 //! idempotency, deletion refused while a HyperPod cluster uses them) and their add-ons.
 
-use crate::catalog::{addon_default_version, check_region};
+use crate::catalog::{addon_default_version, addon_version_offered, check_region, self_managed_vpc_cni};
 use crate::cloud::{Cx, SimCloud, SimError};
 use crate::kube::KubeWorld;
 use crate::timings;
@@ -11,8 +11,20 @@ use instantstart_core::names;
 use instantstart_core::provider::{
     CreateEksAddon, CreateEksCluster, EksAddon, EksApi, EksCluster, ProviderError, ProviderErrorKind, Result, Tags,
 };
-use instantstart_core::spec::SUPPORTED_KUBERNETES_VERSIONS;
+use instantstart_core::spec::{SUPPORTED_KUBERNETES_VERSIONS, TRAINING_OPERATOR_KUBERNETES_VERSIONS};
 use std::collections::BTreeMap;
+
+/// Name of the HyperPod training operator add-on.
+const TRAINING_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-training-operator";
+
+/// The VPC CNI version running in `c`: the `vpc-cni` add-on's when one is installed (and not
+/// being deleted), else the self-managed one EKS installed with the cluster.
+pub(crate) fn vpc_cni_version(c: &EksRec) -> String {
+    match c.addons.get("vpc-cni") {
+        Some(a) if !a.life.is_deleting() => a.version.clone(),
+        _ => self_managed_vpc_cni(&c.version).to_string(),
+    }
+}
 
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
     ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
@@ -234,6 +246,33 @@ impl EksApi for SimCloud {
                         ),
                     ));
                 }
+            }
+            if let Some(v) = &req.version
+                && !addon_version_offered(&req.name, v)
+            {
+                return Err(invalid(
+                    API,
+                    format!(
+                        "InvalidParameterException: Addon version specified is not supported: {} {v} for Kubernetes {}",
+                        req.name, c.version
+                    ),
+                ));
+            }
+            // The HyperPod training operator add-on exists only for the Kubernetes versions
+            // it supports (SageMaker developer guide, `sagemaker-eks-operator`, "Supported
+            // versions"): DescribeAddonVersions offers nothing else.
+            if req.name == TRAINING_OPERATOR_ADDON
+                && !TRAINING_OPERATOR_KUBERNETES_VERSIONS.contains(&c.version.as_str())
+            {
+                return Err(invalid(
+                    API,
+                    format!(
+                        "InvalidParameterException: Addon {} is not supported for Kubernetes {} (supported: {})",
+                        req.name,
+                        c.version,
+                        TRAINING_OPERATOR_KUBERNETES_VERSIONS.join(", ")
+                    ),
+                ));
             }
             let mut life = Lifecycle::new(cx.now, timings::ADDON_CREATE);
             if let Some(reason) = &cx.resource_fails {

@@ -32,9 +32,9 @@ use instantstart_core::names;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
     HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
-    UpdateHyperPodCluster,
+    UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
-use instantstart_core::spec::{CapacitySpec, InterfaceMode, LifecycleScript, instance_type_info};
+use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript, instance_type_info};
 use std::collections::BTreeMap;
 
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
@@ -221,6 +221,32 @@ fn create_cluster(
         return Err(invalid(
             API,
             format!("ValidationException: EKS cluster {} must be ACTIVE to orchestrate a HyperPod cluster", eks.name),
+        ));
+    }
+    // SageMaker developer guide, `sagemaker-hyperpod-eks-prerequisites`: "Kubernetes version
+    // support" (HyperPod supports the versions listed there), and "Networking" (the Amazon VPC
+    // CNI plugin at 1.18.3 or later is required, and no other CNI is supported).
+    if !HYPERPOD_KUBERNETES_VERSIONS.contains(&eks.version.as_str()) {
+        return Err(invalid(
+            API,
+            format!(
+                "ValidationException: EKS cluster {} runs Kubernetes {}; SageMaker HyperPod supports {}",
+                eks.name,
+                eks.version,
+                HYPERPOD_KUBERNETES_VERSIONS.join(", ")
+            ),
+        ));
+    }
+    let cni = crate::eks::vpc_cni_version(eks);
+    if let Some(minimum) = addon_minimum_version("vpc-cni")
+        && !addon_version_at_least(&cni, minimum)
+    {
+        return Err(invalid(
+            API,
+            format!(
+                "ValidationException: EKS cluster {} runs the Amazon VPC CNI {cni}; SageMaker HyperPod requires {minimum} or later",
+                eks.name
+            ),
         ));
     }
     if req.instance_groups.is_empty() || req.instance_groups.len() > 20 {

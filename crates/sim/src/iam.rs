@@ -359,6 +359,15 @@ impl SimCloud {
     pub fn seed_bucket(&self, req: &CreateBucket) -> Result<Bucket, SimError> {
         self.admin(|w, _| Ok(create_bucket("s3:CreateBucket", w, req)?))
     }
+
+    /// [`SimCloud::seed_bucket`] unless a bucket of that name exists, which is returned as it
+    /// is (the server's `--shared-bucket` on every start).
+    pub fn seed_bucket_if_missing(&self, req: &CreateBucket) -> Result<Bucket, SimError> {
+        self.admin(|w, _| match w.buckets.get(&req.name) {
+            Some(b) => Ok(bucket_view(b)),
+            None => Ok(create_bucket("s3:CreateBucket", w, req)?),
+        })
+    }
 }
 
 #[cfg(test)]

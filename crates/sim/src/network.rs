@@ -1,14 +1,24 @@
-//! `NetworkApi`: VPCs with public and private subnets, NAT gateway provisioning time, compute
-//! subnets with EC2's CIDR rules, and deletion guarded by what still uses the subnets.
+//! `NetworkApi`: VPCs with public and private subnets, NAT gateway provisioning time, an S3
+//! gateway VPC endpoint on the private route table of every new VPC, compute subnets with
+//! EC2's CIDR rules, and deletion guarded by what still uses the subnets and by VPC endpoints
+//! that are not ours.
+//!
+//! # VPC endpoints
+//!
+//! EC2 refuses to delete a VPC that still has a VPC endpoint (`DependencyViolation`; Amazon
+//! VPC user guide, "Delete your VPC": delete the endpoints first). `delete_network` deletes
+//! the endpoints carrying the network's ownership tags (as the adapter does, counted as
+//! `ec2:DeleteVpcEndpoints`) and refuses while any other endpoint remains
+//! ([`SimCloud::seed_vpc_endpoint`] adds one).
 
 use crate::catalog::{check_region, zone_index};
 use crate::cloud::{Cx, SimCloud, SimError};
 use crate::timings;
-use crate::world::{Lifecycle, Phase, SubnetRec, VpcRec, World};
+use crate::world::{Lifecycle, Phase, SubnetRec, VpcEndpointRec, VpcRec, World};
 use async_trait::async_trait;
 use instantstart_core::provider::{
     CreateNetwork, CreateSubnet, Network, NetworkApi, ProviderError, ProviderErrorKind, ResourceState, Result, Subnet,
-    Tags, Vpc,
+    TAG_CLUSTER, Tags, Vpc, is_owned,
 };
 use instantstart_core::subnet::SubnetRole;
 use ipnet::Ipv4Net;
@@ -65,6 +75,14 @@ pub(crate) fn subnet_view(s: &SubnetRec) -> Subnet {
     }
 }
 
+/// Role tag value of the S3 gateway endpoint (as the adapter tags it).
+const S3_ENDPOINT_ROLE: &str = "s3-endpoint";
+
+/// Whether an endpoint belongs to the network `v` (the VPC's cluster ownership tags).
+fn endpoint_ours(v: &VpcRec, e: &VpcEndpointRec) -> bool {
+    v.tags.get(TAG_CLUSTER).is_some_and(|c| is_owned(&e.tags, c))
+}
+
 fn network_view(w: &World, v: &VpcRec, now: f64) -> Network {
     let vpc_state = if v.life.is_deleting() { ResourceState::Deleting } else { ResourceState::Active };
     let state = match v.life.phase(now) {
@@ -81,6 +99,14 @@ fn network_view(w: &World, v: &VpcRec, now: f64) -> Network {
         },
         subnets: w.subnets.values().filter(|s| s.vpc_id == v.id).map(subnet_view).collect(),
         security_group_id: v.security_group_id.clone(),
+        s3_endpoint_id: v
+            .endpoints
+            .iter()
+            .find(|e| {
+                endpoint_ours(v, e)
+                    && e.tags.get("instantstart:network-role").map(String::as_str) == Some(S3_ENDPOINT_ROLE)
+            })
+            .map(|e| e.id.clone()),
         state,
     }
 }
@@ -147,6 +173,21 @@ fn create_network(w: &mut World, req: &CreateNetwork, cx: &Cx, instant: bool) ->
         );
     }
     let sg = if instant { None } else { Some(w.id("sg")) };
+    // A new network's S3 gateway endpoint on its private route table (seeded, "existing"
+    // networks have none: InstantStart creates none in a VPC it did not make).
+    let endpoints = if instant {
+        vec![]
+    } else {
+        let mut tags = with_name(&req.tags, &format!("{}-{S3_ENDPOINT_ROLE}", req.name));
+        tags.insert("instantstart:network-role".into(), S3_ENDPOINT_ROLE.into());
+        vec![VpcEndpointRec {
+            id: w.id("vpce"),
+            service_name: format!("com.amazonaws.{}.s3", req.region),
+            endpoint_type: "Gateway".into(),
+            route_table_ids: vec![w.id("rtb")],
+            tags,
+        }]
+    };
     for s in &req.subnets {
         let (role, public) = match s.role {
             SubnetRole::Public => ("public", true),
@@ -182,6 +223,7 @@ fn create_network(w: &mut World, req: &CreateNetwork, cx: &Cx, instant: bool) ->
             tags: with_name(&req.tags, &req.name),
             security_group_id: sg,
             life,
+            endpoints,
         },
     );
     if !instant {
@@ -196,6 +238,7 @@ fn create_network(w: &mut World, req: &CreateNetwork, cx: &Cx, instant: bool) ->
         w.count_n("ec2:ModifySubnetAttribute", public);
         w.count("ec2:CreateSecurityGroup");
         w.count("ec2:AuthorizeSecurityGroupIngress");
+        w.count("ec2:CreateVpcEndpoint");
     }
     let v = w.vpcs.get(&id).ok_or_else(|| invalid(API, "internal: VPC vanished"))?;
     Ok(network_view(w, v, cx.now))
@@ -327,10 +370,28 @@ impl NetworkApi for SimCloud {
                     format!("DependencyViolation: The vpc '{vpc_id}' has dependencies and cannot be deleted (subnets used by {})", users.join(", ")),
                 ));
             }
+            // Endpoints that are not ours stay, and with them the VPC.
+            let foreign: Vec<String> =
+                vpc.endpoints.iter().filter(|e| !endpoint_ours(vpc, e)).map(|e| e.id.clone()).collect();
+            if !foreign.is_empty() {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::Conflict,
+                    format!(
+                        "DependencyViolation: The vpc '{vpc_id}' has dependencies and cannot be deleted (VPC endpoints {} are not InstantStart's; delete them first)",
+                        foreign.join(", ")
+                    ),
+                ));
+            }
+            let ours = vpc.endpoints.len() as u64;
             let subnets = w.subnets.values().filter(|s| s.vpc_id == vpc_id).count() as u64;
             let had_nat = vpc.security_group_id.is_some();
             if let Some(v) = w.vpcs.get_mut(vpc_id) {
+                v.endpoints.clear();
                 v.life.start_deleting(cx.now, timings::NETWORK_DELETE);
+            }
+            if ours > 0 {
+                w.count("ec2:DeleteVpcEndpoints");
             }
             w.count_n("ec2:DeleteSubnet", subnets);
             if had_nat {
@@ -349,5 +410,32 @@ impl SimCloud {
     /// `<name>-<role>-<az>`) and no EFA security group. For the "existing VPC" path.
     pub fn seed_network(&self, req: &CreateNetwork) -> Result<Network, SimError> {
         self.admin(|w, now| Ok(create_network(w, req, &Cx { now, resource_fails: None }, true)?))
+    }
+
+    /// Adds a `Gateway` VPC endpoint for `service_name` to a VPC, as if someone created it
+    /// outside InstantStart (with `tags`); returns its id.
+    pub fn seed_vpc_endpoint(
+        &self,
+        region: &str,
+        vpc_id: &str,
+        service_name: &str,
+        tags: Tags,
+    ) -> Result<String, SimError> {
+        self.admin(|w, _| {
+            let id = w.id("vpce");
+            let rtb = w.id("rtb");
+            let v =
+                w.vpcs.get_mut(vpc_id).filter(|v| v.region == region).ok_or_else(|| {
+                    ProviderError::not_found("ec2:CreateVpcEndpoint", format!("VPC {vpc_id} not found"))
+                })?;
+            v.endpoints.push(VpcEndpointRec {
+                id: id.clone(),
+                service_name: service_name.into(),
+                endpoint_type: "Gateway".into(),
+                route_table_ids: vec![rtb],
+                tags,
+            });
+            Ok(id)
+        })
     }
 }

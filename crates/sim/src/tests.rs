@@ -632,6 +632,97 @@ async fn deletes_respect_dependencies_and_take_time() {
     assert_eq!(s.find_vpc(REGION, "demo-vpc").await.unwrap(), None);
 }
 
+/// A new network has an S3 gateway endpoint on its private route table; it goes with the
+/// network. Someone else's endpoint in the VPC blocks the deletion (DependencyViolation), as
+/// EC2 refuses to delete a VPC that still has endpoints.
+#[tokio::test]
+async fn a_new_network_has_an_s3_gateway_endpoint_and_a_foreign_endpoint_blocks_deletion() {
+    let s = sim();
+    let n = network(&s, "demo-vpc").await;
+    let endpoint = n.s3_endpoint_id.clone().expect("S3 gateway endpoint");
+    assert!(endpoint.starts_with("vpce-"), "{endpoint}");
+    assert_eq!(s.describe_network(REGION, &n.vpc.id).await.unwrap().s3_endpoint_id, Some(endpoint.clone()));
+    assert_eq!(s.stats()["ec2:CreateVpcEndpoint"], 1);
+    adv(&s, timings::NETWORK_CREATE);
+
+    let foreign = s
+        .seed_vpc_endpoint(REGION, &n.vpc.id, "com.amazonaws.us-east-1.dynamodb", Tags::new())
+        .expect("seeded endpoint");
+    let err = s.delete_network(REGION, &n.vpc.id).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Conflict, "{err}");
+    assert!(err.message.contains("DependencyViolation") && err.message.contains(&foreign), "{err}");
+    assert_eq!(s.describe_network(REGION, &n.vpc.id).await.unwrap().state, ResourceState::Active, "nothing deleted");
+
+    // Without it the network goes, with our endpoint first.
+    let other = network(&s, "other-vpc").await;
+    adv(&s, timings::NETWORK_CREATE);
+    s.reset_stats();
+    s.delete_network(REGION, &other.vpc.id).await.unwrap();
+    assert_eq!(s.stats()["ec2:DeleteVpcEndpoints"], 1);
+    assert_eq!(s.describe_network(REGION, &other.vpc.id).await.unwrap().s3_endpoint_id, None);
+    adv(&s, timings::NETWORK_DELETE);
+    assert_eq!(kind(s.describe_network(REGION, &other.vpc.id).await), ProviderErrorKind::NotFound);
+}
+
+/// SageMaker HyperPod's EKS prerequisites (`sagemaker-hyperpod-eks-prerequisites`): a
+/// supported Kubernetes version, and the Amazon VPC CNI at 1.18.3 or later. The training
+/// operator add-on exists only for the versions it supports.
+#[tokio::test]
+async fn hyperpod_refuses_an_old_vpc_cni_and_unsupported_kubernetes_versions() {
+    let s = sim();
+    let b = base(&s).await;
+    let sa = compute_subnet(&s, &b, "us-east-1a", "10.0.16.0/20").await;
+    let groups = || vec![(group("w", "ml.g5.2xlarge", 1, "us-east-1a"), sa.id.clone())];
+    let addon = |name: &str, version: Option<&str>, cluster: &str| CreateEksAddon {
+        region: REGION.into(),
+        cluster: cluster.into(),
+        name: name.into(),
+        version: version.map(str::to_string),
+        client_request_token: format!("tok-{name}"),
+        tags: tags(),
+    };
+    // A version the catalog does not offer is refused; an old one it does is installed.
+    let err = s.create_addon(&addon("vpc-cni", Some("v9.9.9-eksbuild.1"), "demo")).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
+    s.create_addon(&addon("vpc-cni", Some("v1.18.2-eksbuild.1"), "demo")).await.unwrap();
+    adv(&s, timings::ADDON_CREATE);
+    let err = s.create_hyperpod_cluster(&hp_req(&b, "demo-hp", groups())).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
+    assert!(err.message.contains("ValidationException") && err.message.contains("1.18.3"), "{err}");
+    // With a current CNI it is accepted.
+    s.delete_addon(REGION, "demo", "vpc-cni").await.unwrap();
+    adv(&s, timings::ADDON_DELETE);
+    s.create_addon(&CreateEksAddon { client_request_token: "tok-2".into(), ..addon("vpc-cni", None, "demo") })
+        .await
+        .unwrap();
+    adv(&s, timings::ADDON_CREATE);
+    let a = s.describe_addon(REGION, "demo", "vpc-cni").await.unwrap().unwrap();
+    assert!(addon_version_at_least(&a.version, "1.18.3"), "{a:?}");
+    s.create_hyperpod_cluster(&hp_req(&b, "demo-hp", groups())).await.unwrap();
+
+    // Kubernetes 1.35: EKS creates it, HyperPod refuses it, and so does the training operator.
+    let r = role(&s, "new-eks-cluster-role", "eks.amazonaws.com").await;
+    let mut req = eks_req("new", &r.arn, private_subnets(&b.network), "tok-new");
+    req.version = "1.35".into();
+    s.create_eks_cluster(&req).await.unwrap();
+    adv(&s, timings::EKS_CREATE);
+    let new = s.describe_eks_cluster(REGION, "new").await.unwrap().unwrap();
+    let b135 = Base { network: b.network.clone(), eks: new, exec_role: b.exec_role.clone() };
+    let sb = compute_subnet(&s, &b, "us-east-1b", "10.0.32.0/20").await;
+    let err = s
+        .create_hyperpod_cluster(&hp_req(&b135, "new-hp", vec![(group("w", "ml.g5.2xlarge", 1, "us-east-1b"), sb.id)]))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("ValidationException") && err.message.contains("1.32, 1.33, 1.34"), "{err}");
+    let err = s.create_addon(&addon("amazon-sagemaker-hyperpod-training-operator", None, "new")).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
+    s.create_addon(&addon("amazon-sagemaker-hyperpod-training-operator", None, "demo")).await.unwrap();
+    // Kubernetes 1.31 is past EKS's extended support: no new cluster.
+    let mut old = eks_req("old", &r.arn, private_subnets(&b.network), "tok-old");
+    old.version = "1.31".into();
+    assert_eq!(kind(s.create_eks_cluster(&old).await), ProviderErrorKind::InvalidRequest);
+}
+
 #[tokio::test]
 async fn hyperpod_create_validates_like_sagemaker() {
     let s = sim();
@@ -928,7 +1019,8 @@ async fn seeded_resources_for_existing_vpc_and_import() {
         .unwrap();
     assert_eq!(n.state, ResourceState::Active);
     assert_eq!(n.security_group_id, None);
-    let c = s.seed_eks_cluster(REGION, "legacy", "1.31", private_subnets(&n), Tags::new()).unwrap();
+    assert_eq!(n.s3_endpoint_id, None, "an existing VPC gets no endpoint");
+    let c = s.seed_eks_cluster(REGION, "legacy", "1.32", private_subnets(&n), Tags::new()).unwrap();
     assert_eq!(c.state, ResourceState::Active);
     assert!(c.endpoint.is_some());
     s.seed_bucket(&CreateBucket { region: REGION.into(), name: "someone-elses".into(), tags: Tags::new() }).unwrap();

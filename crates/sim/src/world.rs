@@ -294,6 +294,21 @@ pub(crate) struct VpcRec {
     /// The EFA security group `create_network` made (seeded VPCs have none).
     pub security_group_id: Option<String>,
     pub life: Lifecycle,
+    /// VPC endpoints in the VPC: the S3 gateway endpoint `create_network` made, and any
+    /// seeded ones (a test's "someone else's endpoint").
+    #[serde(default)]
+    pub endpoints: Vec<VpcEndpointRec>,
+}
+
+/// A VPC endpoint (only `Gateway` endpoints are modelled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct VpcEndpointRec {
+    pub id: String,
+    /// e.g. `com.amazonaws.us-east-1.s3`.
+    pub service_name: String,
+    pub endpoint_type: String,
+    pub route_table_ids: Vec<String>,
+    pub tags: Tags,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

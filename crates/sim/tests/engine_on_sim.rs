@@ -61,8 +61,10 @@ fn assert_created_once(sim: &SimCloud) {
         // The lifecycle script, once.
         ("s3:PutObject", 1),
         ("eks:CreateCluster", 1),
-        ("eks:CreateAddon", 3),
+        ("eks:CreateAddon", 4),
         ("sagemaker:CreateCluster", 1),
+        // The new VPC's S3 gateway endpoint.
+        ("ec2:CreateVpcEndpoint", 1),
     ];
     let stats = sim.stats();
     for (api, n) in expected {
@@ -170,6 +172,48 @@ async fn restart_mid_pipeline_resumes_without_replaying_a_mutation() {
     let op = b.engine.wait(&id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     assert_created_once(&b.sim);
+}
+
+/// The new steps and pieces: a crash while `addon:vpc-cni` is being polled, and lost responses
+/// of CreateVpc (the network with its S3 gateway endpoint) and CreateAddon, create nothing
+/// twice; the result has the endpoint and a VPC CNI HyperPod accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vpc_cni_step_and_the_s3_endpoint_survive_a_restart_and_lost_responses() {
+    use instantstart_core::provider::addon_version_at_least;
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let b = bed(dir.path(), 400.0);
+        b.sim.set_faults(
+            SimFaults::none()
+                .with("ec2:CreateVpc", FaultMode::LostResponse)
+                .with("eks:CreateAddon", FaultMode::LostResponse),
+        );
+        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            let phase = op.step("addon:vpc-cni").unwrap().phase;
+            if matches!(phase, StepPhase::Submitted | StepPhase::Polling) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "addon:vpc-cni never reached polling");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        b.engine.abort_all();
+        s.operation.id
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir.path(), 400.0);
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_created_once(&b.sim);
+    let rec = b.store.get_cluster("demo").unwrap().unwrap();
+    let net = b.sim.describe_network("us-east-1", rec.vpc_id.as_deref().unwrap()).await.unwrap();
+    assert!(net.s3_endpoint_id.is_some(), "{net:#?}");
+    let cni = b.sim.describe_addon("us-east-1", "demo", "vpc-cni").await.unwrap().expect("vpc-cni add-on");
+    assert!(addon_version_at_least(&cni.version, "1.18.3"), "{cni:?}");
+    assert_eq!(op.step("addon:vpc-cni").unwrap().outputs["version"], cni.version.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

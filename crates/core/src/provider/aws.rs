@@ -100,6 +100,11 @@ pub struct Network {
     pub subnets: Vec<Subnet>,
     /// EFA security group (all traffic to and from itself), once created.
     pub security_group_id: Option<String>,
+    /// Our S3 gateway VPC endpoint (`com.amazonaws.<region>.s3`, on the private route table),
+    /// once created: a new VPC gets one so pods reach the shared bucket without the NAT
+    /// gateway. `None` for an existing VPC (InstantStart creates none there).
+    #[serde(default)]
+    pub s3_endpoint_id: Option<String>,
     /// `Active` once NAT gateways and routes are usable.
     pub state: ResourceState,
 }
@@ -169,12 +174,41 @@ pub struct EksAddon {
     pub tags: Tags,
 }
 
+/// Lowest version InstantStart installs of an EKS add-on, where one is required: SageMaker
+/// HyperPod requires the Amazon VPC CNI plugin at 1.18.3 or later and supports no other CNI
+/// (SageMaker developer guide, `sagemaker-hyperpod-eks-prerequisites`, "Networking").
+pub const ADDON_MINIMUM_VERSIONS: &[(&str, &str)] = &[("vpc-cni", "1.18.3")];
+
+/// The minimum version of `addon` ([`ADDON_MINIMUM_VERSIONS`]), if it has one.
+pub fn addon_minimum_version(addon: &str) -> Option<&'static str> {
+    ADDON_MINIMUM_VERSIONS.iter().find(|(a, _)| *a == addon).map(|(_, v)| *v)
+}
+
+/// `major.minor.patch` of an add-on version such as `v1.20.1-eksbuild.1`.
+pub fn addon_semver(version: &str) -> Option<(u64, u64, u64)> {
+    let core = version.strip_prefix('v').unwrap_or(version);
+    let core = core.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    let v = (parts.next()??, parts.next()??, parts.next().unwrap_or(Some(0))?);
+    parts.next().is_none().then_some(v)
+}
+
+/// Whether add-on version `version` is at least `minimum` (both `[v]major.minor.patch[-build]`);
+/// an unparseable version is not.
+pub fn addon_version_at_least(version: &str, minimum: &str) -> bool {
+    match (addon_semver(version), addon_semver(minimum)) {
+        (Some(v), Some(m)) => v >= m,
+        _ => false,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateEksAddon {
     pub region: String,
     pub cluster: String,
     pub name: String,
-    /// Pinned version; `None` = the default version for the cluster's Kubernetes version.
+    /// Pinned version; `None` = the default version for the cluster's Kubernetes version, or
+    /// the newest compatible one when the default is below [`addon_minimum_version`].
     pub version: Option<String>,
     pub client_request_token: String,
     pub tags: Tags,
@@ -518,4 +552,28 @@ pub trait AwsCloud:
 impl<T> AwsCloud for T where
     T: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api + super::MlflowTracking
 {
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addon_versions_compare_by_major_minor_patch() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("v1.20.1-eksbuild.1", "1.18.3", true),
+            ("v1.18.3-eksbuild.3", "1.18.3", true),
+            ("v1.18.2-eksbuild.1", "1.18.3", false),
+            ("v1.9.10-eksbuild.1", "1.18.3", false),
+            ("v2.0.0", "1.18.3", true),
+            ("1.18.10", "v1.18.3", true),
+            ("latest", "1.18.3", false),
+            ("v1.18", "1.18.3", false),
+        ];
+        for (version, minimum, want) in cases {
+            assert_eq!(addon_version_at_least(version, minimum), *want, "{version} >= {minimum}");
+        }
+        assert_eq!(addon_minimum_version("vpc-cni"), Some("1.18.3"));
+        assert_eq!(addon_minimum_version("cert-manager"), None);
+    }
 }

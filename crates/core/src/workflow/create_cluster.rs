@@ -29,11 +29,14 @@ use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
+use crate::names;
 use crate::names::DerivedNames;
 use crate::operation::{Operation, OperationKind, ResourceRef, StepSpec};
 use crate::preflight::{GroupToCheck, check_address_space, check_groups, check_lifecycle_script};
 use crate::provider::*;
-use crate::spec::{ClusterCreateRequest, LifecycleScript, NetworkSpec};
+use crate::spec::{
+    ClusterCreateRequest, DEFAULT_MOUNT_PATH, LifecycleScript, NetworkSpec, StorageSpec, check_bucket_covered,
+};
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
 use crate::subnet::{SubnetPlanner, plan_new_vpc};
 use crate::validate::ValidationError;
@@ -43,10 +46,14 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// EKS add-ons installed by the dependencies stage, in order. HyperPod's training operator
-/// needs cert-manager and the pod identity agent; the S3 data contract needs the Mountpoint
-/// S3 CSI driver.
-pub const BASE_ADDONS: &[&str] = &["eks-pod-identity-agent", "cert-manager", "aws-mountpoint-s3-csi-driver"];
+/// EKS add-ons installed by the dependencies stage, in order. HyperPod requires the Amazon VPC
+/// CNI at 1.18.3 or later and supports no other CNI (`sagemaker-hyperpod-eks-prerequisites`):
+/// EKS installs a self-managed CNI of its choosing, so the pipeline takes it over as the
+/// `vpc-cni` add-on at a version of at least [`addon_minimum_version`] (the adapter resolves
+/// it from DescribeAddonVersions for the cluster's Kubernetes version). HyperPod's training
+/// operator needs cert-manager and the pod identity agent; the S3 data contract needs the
+/// Mountpoint S3 CSI driver.
+pub const BASE_ADDONS: &[&str] = &["vpc-cni", "eks-pod-identity-agent", "cert-manager", "aws-mountpoint-s3-csi-driver"];
 
 /// Name of the static PersistentVolumeClaim that mounts the shared bucket.
 pub const STORAGE_CLAIM: &str = "s3-shared";
@@ -72,17 +79,34 @@ fn expected(key: &str) -> Option<u64> {
     EXPECTED.iter().find(|(k, _)| *k == key).map(|(_, s)| *s)
 }
 
+/// The management environment's shared bucket (server option `--shared-bucket`): the bucket
+/// the deployment template creates and mounts in the management instance at the pods' mount
+/// path. It is the default `storage.bucket` of every cluster created in `region`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedBucket {
+    pub name: String,
+    pub region: String,
+}
+
 /// The create-cluster workflow.
 pub struct CreateClusterWorkflow {
     aws: Arc<dyn AwsCloud>,
     kube: Arc<dyn KubeApi>,
     store: Arc<dyn Store>,
     helm: Option<Arc<dyn HelmReleases>>,
+    shared_bucket: Option<SharedBucket>,
 }
 
 impl CreateClusterWorkflow {
     pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
-        CreateClusterWorkflow { aws, kube, store, helm: None }
+        CreateClusterWorkflow { aws, kube, store, helm: None, shared_bucket: None }
+    }
+
+    /// Makes `bucket` the default `storage.bucket` of clusters created in its region (filled
+    /// in before validation, so the plan and the recorded request name it).
+    pub fn with_shared_bucket(mut self, bucket: Option<SharedBucket>) -> Self {
+        self.shared_bucket = bucket;
+        self
     }
 
     /// Installs the pinned Helm charts ([`PINNED_CHARTS`]) through `helm` (`chart:<release>`
@@ -204,7 +228,7 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
             &deps,
         ));
     }
-    let mount = req.storage.as_ref().map(|s| s.mount_path.clone()).unwrap_or_else(|| "/s3".into());
+    let mount = req.storage.as_ref().map(|s| s.mount_path.clone()).unwrap_or_else(|| DEFAULT_MOUNT_PATH.into());
     steps.push(step(
         "storage",
         format!("Mount the shared bucket through the S3 CSI driver (claim {STORAGE_CLAIM}, path {mount})"),
@@ -220,9 +244,20 @@ impl Workflow for CreateClusterWorkflow {
     }
 
     fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
-        let req: ClusterCreateRequest = decode(request)?;
+        let mut req: ClusterCreateRequest = decode(request)?;
+        if let Some(shared) = self.shared_bucket.as_ref().filter(|b| b.region == req.region) {
+            let storage = req
+                .storage
+                .get_or_insert_with(|| StorageSpec { bucket: None, mount_path: DEFAULT_MOUNT_PATH.to_string() });
+            storage.bucket.get_or_insert_with(|| shared.name.clone());
+        }
         let mut f = Findings::new();
         req.validate(&mut f);
+        if let Some(bucket) = req.storage.as_ref().and_then(|s| s.bucket.as_deref())
+            && names::s3_bucket_name(bucket).is_ok()
+        {
+            check_bucket_covered(bucket, self.shared_bucket.as_ref().map(|b| b.name.as_str()), &mut f);
+        }
         if let NetworkSpec::NewVpc { cidr } = &req.network {
             // Plan the layout now so an impossible CIDR is reported before anything is created.
             match plan_new_vpc(*cidr, &req.availability_zones) {
@@ -1092,13 +1127,14 @@ mod tests {
                 "bucket <- []",
                 "eks_cluster <- [network, eks_cluster_role]",
                 "select_active <- [eks_cluster]",
+                "addon:vpc-cni <- [select_active]",
                 "addon:eks-pod-identity-agent <- [select_active]",
                 "addon:cert-manager <- [select_active]",
                 "addon:aws-mountpoint-s3-csi-driver <- [select_active]",
                 "hyperpod_execution_role <- [bucket]",
                 "lifecycle_script <- [bucket]",
                 "compute_subnets <- [network]",
-                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, lifecycle_script, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
+                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, lifecycle_script, addon:vpc-cni, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
                 "storage <- [bucket, select_active, addon:aws-mountpoint-s3-csi-driver]",
             ]
         );

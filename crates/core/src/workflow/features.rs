@@ -243,7 +243,16 @@ impl Workflow for FeaturesWorkflow {
         let mut f = Findings::new();
         f.at("patch", |f| req.patch.validate(f));
         f.finish()?;
-        hyperpod_record(self.store.as_ref(), &req.cluster)?;
+        let (rec, _) = hyperpod_record(self.store.as_ref(), &req.cluster)?;
+        // The training operator runs only on the Kubernetes versions it supports
+        // (`sagemaker-eks-operator`, "Supported versions"); the add-on lookup would fail later.
+        if req.patch.training_operator == Some(true)
+            && let Some(version) = &rec.kubernetes_version
+        {
+            let mut f = Findings::new();
+            crate::spec::check_training_operator_version(version, "patch.training_operator", &mut f);
+            f.finish()?;
+        }
         let steps = plan_steps(&req.cluster, &req.patch);
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: cluster_target(&req.cluster), request: canonical, steps })

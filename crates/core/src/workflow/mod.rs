@@ -85,6 +85,26 @@ pub fn all_with_helm(
     store: std::sync::Arc<dyn Store>,
     renderer: Option<std::sync::Arc<dyn crate::workload::WorkloadRenderer>>,
 ) -> Vec<std::sync::Arc<dyn crate::engine::Workflow>> {
+    all_with_config(aws, kube, helm, store, renderer, &WorkflowConfig::default())
+}
+
+/// Deployment settings the workflows share (server options).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowConfig {
+    /// The management environment's shared bucket (`--shared-bucket`): the default
+    /// `storage.bucket` of clusters created in its region.
+    pub shared_bucket: Option<create_cluster::SharedBucket>,
+}
+
+/// [`all_with_helm`] with deployment settings ([`WorkflowConfig`]).
+pub fn all_with_config(
+    aws: std::sync::Arc<dyn crate::provider::AwsCloud>,
+    kube: std::sync::Arc<dyn crate::provider::KubeApi>,
+    helm: Option<std::sync::Arc<dyn crate::provider::HelmReleases>>,
+    store: std::sync::Arc<dyn Store>,
+    renderer: Option<std::sync::Arc<dyn crate::workload::WorkloadRenderer>>,
+    config: &WorkflowConfig,
+) -> Vec<std::sync::Arc<dyn crate::engine::Workflow>> {
     let mut all: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = Vec::new();
     if let Some(renderer) = renderer {
         for kind in OperationKind::ALL.iter().copied() {
@@ -101,10 +121,13 @@ pub fn all_with_helm(
         all.push(std::sync::Arc::new(endpoints::AssignPoolWorkerWorkflow::new(kube.clone(), store.clone())));
     }
     let base: Vec<std::sync::Arc<dyn crate::engine::Workflow>> = vec![
-        std::sync::Arc::new(match &helm {
-            Some(h) => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
-            None => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
-        }),
+        std::sync::Arc::new(
+            match &helm {
+                Some(h) => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
+                None => CreateClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
+            }
+            .with_shared_bucket(config.shared_bucket.clone()),
+        ),
         std::sync::Arc::new(match &helm {
             Some(h) => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
             None => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),

@@ -24,7 +24,8 @@ pub struct AddonTarget {
 }
 
 /// Ensures an EKS add-on is installed and active. An add-on is a singleton per cluster: one
-/// already installed satisfies the step whoever installed it.
+/// already installed satisfies the step whoever installed it, provided it is not older than
+/// the add-on's [`addon_minimum_version`] (the step fails naming both versions otherwise).
 pub struct EnsureAddon {
     pub target: AddonTarget,
     pub addon: String,
@@ -63,6 +64,16 @@ impl StepExecutor for EnsureAddon {
         let Some(a) = t.aws.describe_addon(&t.region, &t.eks_cluster, &r.id).await? else {
             return Ok(Progress::Failed { reason: format!("add-on {} disappeared", r.id) });
         };
+        if let Some(minimum) = addon_minimum_version(&a.name)
+            && !addon_version_at_least(&a.version, minimum)
+        {
+            return Ok(Progress::Failed {
+                reason: format!(
+                    "add-on {} is at {}, older than {minimum}, the lowest version SageMaker HyperPod accepts; update the add-on (eks:UpdateAddon) and retry this step",
+                    a.name, a.version
+                ),
+            });
+        }
         Ok(match &a.state {
             ResourceState::Active => Progress::Done(json!({ "addon": a.name, "version": a.version })),
             ResourceState::Failed { reason } => {
