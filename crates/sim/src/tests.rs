@@ -2024,7 +2024,7 @@ async fn pod_identity_associations_are_one_per_service_account_and_idempotent_by
     s.delete_pod_identity_association(REGION, "demo", &a.id).await.unwrap();
     assert!(s.list_pod_identity_associations(REGION, "demo", "aws-hyperpod", "ctl").await.unwrap().is_empty());
     assert_eq!(kind(s.delete_pod_identity_association(REGION, "demo", &a.id).await), ProviderErrorKind::NotFound);
-    assert_eq!(s.calls("eks:CreatePodIdentityAssociation"), 4, "{:?}", s.stats());
+    assert_eq!(s.calls("eks:CreatePodIdentityAssociation"), 5, "{:?}", s.stats());
 }
 
 #[tokio::test]

@@ -371,7 +371,7 @@ async fn validation_reports_every_finding_and_records_nothing() {
 
 /// Everything the training operator feature creates in the simulated account: its role (with
 /// trust and managed policy), its Pod Identity association and the add-on.
-async fn training_operator_identity(b: &Bed) -> (Option<instantstart_sim::RolePolicies>, usize, bool) {
+async fn operator_state(b: &Bed) -> (Option<instantstart_sim::RolePolicies>, usize, bool) {
     use instantstart_core::workflow::features::*;
     let assoc = b
         .sim
@@ -412,7 +412,7 @@ async fn training_operator_on_then_off_removes_exactly_what_on_created() {
     let csi =
         b.sim.list_pod_identity_associations("us-east-1", "demo", "kube-system", "s3-csi-driver-sa").await.unwrap();
     assert_eq!(csi.len(), 1, "create-cluster associated the S3 CSI driver");
-    assert_eq!(training_operator_identity(&b).await, (None, 0, false));
+    assert_eq!(operator_state(&b).await, (None, 0, false));
     let before = b.sim.stats();
 
     let on = set_training_operator(&b, true).await;
@@ -420,7 +420,7 @@ async fn training_operator_on_then_off_removes_exactly_what_on_created() {
     let finished = |k: &str| on.step(k).unwrap().finished_at.unwrap();
     assert!(finished("training_operator_role") <= finished("training_operator_identity"));
     assert!(finished("training_operator_identity") <= finished(&format!("addon:{TRAINING_OPERATOR_ADDON}")));
-    let (role, assoc, addon) = training_operator_identity(&b).await;
+    let (role, assoc, addon) = operator_state(&b).await;
     let role = role.expect("the operator's role");
     assert_eq!(role.trust_policy, pod_identity_trust_policy());
     assert_eq!(role.managed_policies, [TRAINING_OPERATOR_POLICY]);
@@ -434,7 +434,7 @@ async fn training_operator_on_then_off_removes_exactly_what_on_created() {
     let off = set_training_operator(&b, false).await;
     assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
     // The add-on takes its deletion time; the association and the role are gone at once.
-    let (role, assoc, _) = training_operator_identity(&b).await;
+    let (role, assoc, _) = operator_state(&b).await;
     assert_eq!((role.is_none(), assoc), (true, 0));
     assert_eq!(delta("iam:DeleteRole"), 1);
     assert_eq!(delta("eks:DeletePodIdentityAssociation"), 1);
@@ -454,7 +454,6 @@ async fn training_operator_on_then_off_removes_exactly_what_on_created() {
 /// operator's identity steps run, or a response lost after EKS acted: nothing is created twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() {
-    use instantstart_core::workflow::features::*;
     let dir = tempfile::tempdir().unwrap();
     {
         let b = bed(dir.path(), 2000.0);
@@ -469,14 +468,14 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
         let on = set_training_operator(&b, true).await;
         assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
         b.sim.set_faults(SimFaults::none());
-        assert_eq!(training_operator_identity(&b).await.1, 1);
+        assert_eq!(operator_state(&b).await.1, 1);
         // 1 S3 CSI association + 1 for the operator, whatever the retries.
         assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 2, "{:?}", b.sim.stats());
         let off = set_training_operator(&b, false).await;
         assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
         // Wait until the add-on's deletion finished, so the operator can be switched on again.
         let deadline = tokio::time::Instant::now() + WAIT;
-        while training_operator_identity(&b).await.2 {
+        while operator_state(&b).await.2 {
             assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -513,7 +512,7 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "round {round} ({key}): {op:#?}");
-        let (role, assoc, addon) = training_operator_identity(&b).await;
+        let (role, assoc, addon) = operator_state(&b).await;
         assert!(role.is_some() && assoc == 1 && addon, "round {round} ({key})");
         // Each round created exactly one role and one association (the first round's two
         // associations: S3 CSI + the operator's first ON).
@@ -526,7 +525,7 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
         let off = set_training_operator(&b, false).await;
         assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
         let deadline = tokio::time::Instant::now() + WAIT;
-        while training_operator_identity(&b).await.2 {
+        while operator_state(&b).await.2 {
             assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
