@@ -186,24 +186,28 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
         &["network", "eks_cluster_role"],
     ));
     steps.push(step("select_active", format!("Select {} as the active cluster", req.name), &["eks_cluster"]));
-    steps.push(step(
-        "s3_csi_role",
-        format!(
-            "Create IAM role {} for the S3 CSI driver (trusted by pods.eks.amazonaws.com, scoped to the shared bucket)",
-            s3_csi_role(&req.name)
-        ),
-        &["bucket"],
-    ));
-    steps.push(step(
-        "s3_csi_identity",
-        format!("Associate {S3_CSI_NAMESPACE}/{S3_CSI_SERVICE_ACCOUNT} with the role (EKS Pod Identity)"),
-        &["s3_csi_role", "addon:eks-pod-identity-agent"],
-    ));
     let mut addon_keys = Vec::new();
     for addon in BASE_ADDONS {
         let key = format!("addon:{addon}");
-        let deps: &[&str] =
-            if *addon == S3_CSI_ADDON { &["select_active", "s3_csi_identity"] } else { &["select_active"] };
+        let deps: &[&str] = if *addon == S3_CSI_ADDON {
+            // The driver's identity first (the agent add-on is earlier in BASE_ADDONS).
+            steps.push(step(
+                "s3_csi_role",
+                format!(
+                    "Create IAM role {} for the S3 CSI driver (trusted by pods.eks.amazonaws.com, scoped to the shared bucket)",
+                    s3_csi_role(&req.name)
+                ),
+                &["bucket"],
+            ));
+            steps.push(step(
+                "s3_csi_identity",
+                format!("Associate {S3_CSI_NAMESPACE}/{S3_CSI_SERVICE_ACCOUNT} with the role (EKS Pod Identity)"),
+                &["s3_csi_role", "addon:eks-pod-identity-agent"],
+            ));
+            &["select_active", "s3_csi_identity"]
+        } else {
+            &["select_active"]
+        };
         steps.push(step(&key, format!("Install EKS add-on {addon}"), deps));
         addon_keys.push(key);
     }
@@ -1027,7 +1031,9 @@ mod tests {
                 "select_active <- [eks_cluster]",
                 "addon:eks-pod-identity-agent <- [select_active]",
                 "addon:cert-manager <- [select_active]",
-                "addon:aws-mountpoint-s3-csi-driver <- [select_active]",
+                "s3_csi_role <- [bucket]",
+                "s3_csi_identity <- [s3_csi_role, addon:eks-pod-identity-agent]",
+                "addon:aws-mountpoint-s3-csi-driver <- [select_active, s3_csi_identity]",
                 "hyperpod_execution_role <- [bucket]",
                 "compute_subnets <- [network]",
                 "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",

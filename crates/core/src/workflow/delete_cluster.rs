@@ -199,7 +199,7 @@ fn plan_steps_with(
                 super::features::TRAINING_OPERATOR_NAMESPACE,
                 super::features::TRAINING_OPERATOR_SERVICE_ACCOUNT
             ),
-            &["hyperpod_cluster"],
+            &["storage"],
             10,
         ));
         steps.push(step(
@@ -675,14 +675,18 @@ mod tests {
             shape,
             [
                 "storage <- []",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "training_operator_identity <- [storage]",
+                "training_operator_role <- [training_operator_identity]",
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, &[], &[])
@@ -704,10 +708,12 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
-                "eks_cluster <- [storage, chart:kuberay-operator, chart:keda]",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "eks_cluster <- [storage, s3_csi_identity, chart:kuberay-operator, chart:keda]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS, &[])
@@ -727,14 +733,18 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "training_operator_identity <- [storage]",
+                "training_operator_role <- [training_operator_identity]",
                 "hyperpod_cluster <- [storage]",
                 "chart:hyperpod-dependencies <- [hyperpod_cluster]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, chart:kuberay-operator, chart:keda, chart:hyperpod-dependencies]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity, chart:kuberay-operator, chart:keda, chart:hyperpod-dependencies]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",
             ]
         );
         for (i, s) in steps.iter().enumerate() {
@@ -764,14 +774,18 @@ mod tests {
                 "mlflow:team <- []",
                 "mlflow_role:team <- [mlflow:team]",
                 "mlflow:byo <- []",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "training_operator_identity <- [storage]",
+                "training_operator_role <- [training_operator_identity]",
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster, mlflow:team, mlflow:byo]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
             ]
         );
         assert_eq!(steps[1].expected_secs, Some(mlflow::DELETE_SECS));
