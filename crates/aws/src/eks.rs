@@ -20,6 +20,14 @@
 //! issues as the reason. [`AwsProvider::update_addon`] moves an add-on to a (pinned or
 //! resolved default) version, keeping configuration changes (`PRESERVE`).
 //!
+//! # Pod Identity associations
+//!
+//! `CreatePodIdentityAssociation` sends cluster, namespace, service account, role ARN, the
+//! engine's persisted `clientRequestToken` and our tags. `ResourceInUseException` (the service
+//! account already has one) is adopted only when the existing association carries our tags.
+//! Listing filters by namespace and service account (EKS allows one association per service
+//! account, so one page suffices) and describes each hit for its role and tags.
+//!
 //! # Access entries
 //!
 //! [`AwsProvider::ensure_access_entry`] creates an EKS access entry for an IAM principal
@@ -38,8 +46,9 @@ use aws_sdk_eks::types::{
     ResolveConflicts, VpcConfigRequest,
 };
 use instantstart_core::provider::{
-    CreateEksAddon, CreateEksCluster, EksAddon, EksApi, EksCluster, ProviderError, ProviderErrorKind, ResourceState,
-    Result, TAG_CLUSTER, Tags, addon_minimum_version, addon_version_at_least, is_owned,
+    CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
+    PodIdentityAssociation, ProviderError, ProviderErrorKind, ResourceState, Result, TAG_CLUSTER, Tags,
+    addon_minimum_version, addon_version_at_least, is_owned,
 };
 
 /// Maps an EKS cluster status (with health issues for the failure reason).
@@ -122,7 +131,59 @@ fn addon_view(a: &aws_sdk_eks::types::Addon) -> EksAddon {
         version: a.addon_version().unwrap_or_default().to_string(),
         state: addon_state(a.status(), &issues),
         tags: tags::from_eks(a.tags()),
+        health_issues: issues,
     }
+}
+
+fn association_view(api: &str, a: &aws_sdk_eks::types::PodIdentityAssociation) -> Result<PodIdentityAssociation> {
+    Ok(PodIdentityAssociation {
+        id: a.association_id().ok_or_else(|| malformed(api, "association without associationId"))?.to_string(),
+        arn: a.association_arn().unwrap_or_default().to_string(),
+        namespace: a.namespace().unwrap_or_default().to_string(),
+        service_account: a.service_account().unwrap_or_default().to_string(),
+        role_arn: a.role_arn().unwrap_or_default().to_string(),
+        tags: tags::from_eks(a.tags()),
+    })
+}
+
+async fn list_associations(
+    eks: &Eks,
+    cluster: &str,
+    namespace: &str,
+    service_account: &str,
+) -> Result<Vec<PodIdentityAssociation>> {
+    const LIST: &str = "eks:ListPodIdentityAssociations";
+    const DESCRIBE: &str = "eks:DescribePodIdentityAssociation";
+    let out = eks
+        .list_pod_identity_associations()
+        .cluster_name(cluster)
+        .namespace(namespace)
+        .service_account(service_account)
+        .send()
+        .await
+        .map_err(|e| sdk_error(LIST, e))?;
+    let mut found = Vec::new();
+    for summary in out.associations() {
+        let Some(id) = summary.association_id() else { continue };
+        match eks
+            .describe_pod_identity_association()
+            .cluster_name(cluster)
+            .association_id(id)
+            .send()
+            .await
+            .map_err(|e| sdk_error(DESCRIBE, e))
+        {
+            Ok(d) => {
+                if let Some(a) = d.association() {
+                    found.push(association_view(DESCRIBE, a)?);
+                }
+            }
+            // Deleted between the list and the describe.
+            Err(e) if e.kind == ProviderErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(found)
 }
 
 async fn describe_cluster(eks: &Eks, region: &str, name: &str) -> Result<Option<EksCluster>> {
@@ -369,6 +430,62 @@ impl EksApi for AwsProvider {
             .delete_addon()
             .cluster_name(cluster)
             .addon_name(addon)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| sdk_error(API, e))
+    }
+
+    async fn list_pod_identity_associations(
+        &self,
+        region: &str,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<Vec<PodIdentityAssociation>> {
+        let c = self.region(region).await?;
+        list_associations(&c.eks, cluster, namespace, service_account).await
+    }
+
+    async fn create_pod_identity_association(
+        &self,
+        req: &CreatePodIdentityAssociation,
+    ) -> Result<PodIdentityAssociation> {
+        const API: &str = "eks:CreatePodIdentityAssociation";
+        let c = self.region(&req.region).await?;
+        let result = c
+            .eks
+            .create_pod_identity_association()
+            .cluster_name(&req.cluster)
+            .namespace(&req.namespace)
+            .service_account(&req.service_account)
+            .role_arn(&req.role_arn)
+            .client_request_token(&req.client_request_token)
+            .set_tags(Some(tags::eks(&req.tags)))
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e));
+        match result {
+            Ok(out) => association_view(API, out.association().ok_or_else(|| malformed(API, "no association"))?),
+            Err(e) if e.kind == ProviderErrorKind::AlreadyExists => {
+                let cluster = req.tags.get(TAG_CLUSTER).cloned().unwrap_or_default();
+                let existing = list_associations(&c.eks, &req.cluster, &req.namespace, &req.service_account).await?;
+                match existing.into_iter().find(|a| is_owned(&a.tags, &cluster)) {
+                    Some(a) => Ok(a),
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete_pod_identity_association(&self, region: &str, cluster: &str, association_id: &str) -> Result<()> {
+        const API: &str = "eks:DeletePodIdentityAssociation";
+        let c = self.region(region).await?;
+        c.eks
+            .delete_pod_identity_association()
+            .cluster_name(cluster)
+            .association_id(association_id)
             .send()
             .await
             .map(|_| ())

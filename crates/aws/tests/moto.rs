@@ -566,8 +566,8 @@ async fn bucket_listing() {
     assert_eq!(err.kind, ProviderErrorKind::NotFound, "{err}");
 }
 
-/// Everything moto implements goes to the real adapter; EKS add-ons (which moto lacks, HTTP
-/// 404) are answered as installed, so the engine can run the pipeline through them. Their
+/// Everything moto implements goes to the real adapter; EKS add-ons and Pod Identity
+/// associations (which moto lacks, HTTP 404) are answered in memory (add-ons as installed), so the engine can run the pipeline through them. Their
 /// requests are tested in `src/sdk_tests.rs`. Role creates are recorded so a test can tell an
 /// adopted role from a created one.
 struct MotoCloud {
@@ -575,11 +575,19 @@ struct MotoCloud {
     addons: Mutex<BTreeMap<(String, String), EksAddon>>,
     created_addons: Mutex<Vec<String>>,
     created_roles: Mutex<Vec<String>>,
+    /// Pod Identity associations by EKS cluster.
+    associations: Mutex<Vec<(String, PodIdentityAssociation)>>,
 }
 
 impl MotoCloud {
     fn new(real: Arc<AwsProvider>) -> MotoCloud {
-        MotoCloud { real, addons: Mutex::default(), created_addons: Mutex::default(), created_roles: Mutex::default() }
+        MotoCloud {
+            real,
+            addons: Mutex::default(),
+            created_addons: Mutex::default(),
+            created_roles: Mutex::default(),
+            associations: Mutex::default(),
+        }
     }
 }
 
@@ -650,6 +658,7 @@ impl EksApi for MotoCloud {
             version: req.version.clone().unwrap_or_else(|| "v1.0.0-eksbuild.1".into()),
             state: ResourceState::Active,
             tags: req.tags.clone(),
+            health_issues: vec![],
         };
         self.created_addons.lock().unwrap().push(req.name.clone());
         self.addons.lock().unwrap().insert((req.cluster.clone(), req.name.clone()), a.clone());
@@ -657,6 +666,43 @@ impl EksApi for MotoCloud {
     }
     async fn delete_addon(&self, _region: &str, cluster: &str, addon: &str) -> Result<()> {
         self.addons.lock().unwrap().remove(&(cluster.to_string(), addon.to_string()));
+        Ok(())
+    }
+    async fn list_pod_identity_associations(
+        &self,
+        _region: &str,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<Vec<PodIdentityAssociation>> {
+        Ok(self
+            .associations
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(c, a)| c == cluster && a.namespace == namespace && a.service_account == service_account)
+            .map(|(_, a)| a.clone())
+            .collect())
+    }
+    async fn create_pod_identity_association(
+        &self,
+        req: &CreatePodIdentityAssociation,
+    ) -> Result<PodIdentityAssociation> {
+        let mut all = self.associations.lock().unwrap();
+        let id = format!("a-{:017}", all.len());
+        let a = PodIdentityAssociation {
+            arn: format!("arn:aws:eks:{}:123456789012:podidentityassociation/{}/{id}", req.region, req.cluster),
+            id,
+            namespace: req.namespace.clone(),
+            service_account: req.service_account.clone(),
+            role_arn: req.role_arn.clone(),
+            tags: req.tags.clone(),
+        };
+        all.push((req.cluster.clone(), a.clone()));
+        Ok(a)
+    }
+    async fn delete_pod_identity_association(&self, _region: &str, cluster: &str, association_id: &str) -> Result<()> {
+        self.associations.lock().unwrap().retain(|(c, a)| !(c == cluster && a.id == association_id));
         Ok(())
     }
 }
@@ -934,6 +980,15 @@ async fn create_and_delete_pipeline_through_the_engine() {
     );
     assert!(real.get_role("demo-eks-cluster-role").await.unwrap().is_some());
     assert!(real.get_role("demo-hyperpod-exec-role").await.unwrap().is_some());
+    let csi_role = real.get_role("demo-s3-csi-role").await.unwrap().expect("the S3 CSI driver's role");
+    {
+        let assoc = cloud.associations.lock().unwrap();
+        assert_eq!(assoc.len(), 1, "{assoc:?}");
+        assert_eq!(
+            (assoc[0].1.namespace.as_str(), assoc[0].1.service_account.as_str(), assoc[0].1.role_arn.as_str()),
+            ("kube-system", "s3-csi-driver-sa", csi_role.arn.as_str())
+        );
+    }
 
     let vpcs_before = aws_sdk_ec2::Client::new(&moto.sdk().await).describe_vpcs().send().await.unwrap().vpcs().len();
 
@@ -944,6 +999,8 @@ async fn create_and_delete_pipeline_through_the_engine() {
     assert_eq!(real.describe_eks_cluster(REGION, "demo").await.unwrap(), None);
     assert_eq!(real.get_role("demo-eks-cluster-role").await.unwrap(), None);
     assert_eq!(real.get_role("demo-hyperpod-exec-role").await.unwrap(), None);
+    assert_eq!(real.get_role("demo-s3-csi-role").await.unwrap(), None);
+    assert!(cloud.associations.lock().unwrap().is_empty());
     assert_eq!(real.find_vpc(REGION, "demo-vpc").await.unwrap(), None);
     let vpcs_after = aws_sdk_ec2::Client::new(&moto.sdk().await).describe_vpcs().send().await.unwrap().vpcs().len();
     assert_eq!(vpcs_after, vpcs_before - 1);

@@ -1,21 +1,36 @@
 //! `EksApi`: EKS control planes (Creating → Active in ~10 minutes, `clientRequestToken`
-//! idempotency, deletion refused while a HyperPod cluster uses them) and their add-ons.
+//! idempotency, deletion refused while a HyperPod cluster uses them), their add-ons and their
+//! EKS Pod Identity associations.
+//!
+//! # Pod Identity
+//!
+//! One association per service account (EKS user guide `pod-id-association`: "You can
+//! associate one IAM role to a Kubernetes service account"; a second create is
+//! `ResourceInUseException`, a repeat with the same `clientRequestToken` returns the first).
+//! Credentials reach a pod only when the Pod Identity agent add-on runs (`pod-id-agent-setup`:
+//! the agent is required) and the association's role exists and trusts
+//! `pods.eks.amazonaws.com` (`pod-id-role`) — [`pod_identity_problem`]. Without that, the
+//! HyperPod training operator add-on shows `DEGRADED` with a health issue naming the missing
+//! identity (`sagemaker-eks-operator-troubleshooting`: "not authorized … DescribeClusterNode"
+//! when the Pod Identity IAM setup is missing); the role must also hold
+//! `AmazonSageMakerHyperPodTrainingOperatorAccess`.
 
 use crate::catalog::{addon_default_version, addon_version_offered, check_region, self_managed_vpc_cni};
 use crate::cloud::{Cx, SimCloud, SimError};
 use crate::kube::KubeWorld;
 use crate::timings;
-use crate::world::{AddonRec, EksRec, Lifecycle, Phase, World, rkey};
+use crate::world::{AddonRec, EksRec, Lifecycle, Phase, PodIdentityRec, World, rkey};
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    CreateEksAddon, CreateEksCluster, EksAddon, EksApi, EksCluster, ProviderError, ProviderErrorKind, Result, Tags,
+    CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
+    PodIdentityAssociation, ProviderError, ProviderErrorKind, Result, Tags,
 };
 use instantstart_core::spec::{SUPPORTED_KUBERNETES_VERSIONS, TRAINING_OPERATOR_KUBERNETES_VERSIONS};
+use instantstart_core::workflow::features::{
+    TRAINING_OPERATOR_ADDON, TRAINING_OPERATOR_NAMESPACE, TRAINING_OPERATOR_POLICY, TRAINING_OPERATOR_SERVICE_ACCOUNT,
+};
 use std::collections::BTreeMap;
-
-/// Name of the HyperPod training operator add-on.
-const TRAINING_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-training-operator";
 
 /// The VPC CNI version running in `c`: the `vpc-cni` add-on's when one is installed (and not
 /// being deleted), else the self-managed one EKS installed with the cluster.
@@ -50,8 +65,75 @@ pub(crate) fn eks_view(c: &EksRec, now: f64) -> EksCluster {
     }
 }
 
-fn addon_view(a: &AddonRec, now: f64) -> EksAddon {
-    EksAddon { name: a.name.clone(), version: a.version.clone(), state: a.life.state(now), tags: a.tags.clone() }
+/// Why pods of `namespace/service_account` in EKS cluster `c` get no Pod Identity credentials,
+/// or `None` when they do (agent add-on active, an association, its role existing and trusting
+/// `pods.eks.amazonaws.com`, and holding `required_policy` when one is given).
+pub(crate) fn pod_identity_problem(
+    w: &World,
+    c: &EksRec,
+    namespace: &str,
+    service_account: &str,
+    required_policy: Option<&str>,
+    now: f64,
+) -> Option<String> {
+    let agent = c.addons.get("eks-pod-identity-agent").is_some_and(|a| a.life.phase(now) == Phase::Active);
+    if !agent {
+        return Some("the EKS Pod Identity agent add-on (eks-pod-identity-agent) is not running".into());
+    }
+    let Some(a) = c.pod_identity.values().find(|a| a.namespace == namespace && a.service_account == service_account)
+    else {
+        return Some(format!("no EKS Pod Identity association for service account {namespace}/{service_account}"));
+    };
+    let Some(role) = w.role_by_arn(&a.role_arn) else {
+        return Some(format!("the role {} of the Pod Identity association does not exist", a.role_arn));
+    };
+    if !role.trusts("pods.eks.amazonaws.com") {
+        return Some(format!("role {} does not trust pods.eks.amazonaws.com", role.name));
+    }
+    if let Some(p) = required_policy
+        && !role.managed_policies.iter().any(|m| m == p)
+    {
+        return Some(format!("role {} lacks {p}", role.name));
+    }
+    None
+}
+
+fn addon_view(w: &World, c: &EksRec, a: &AddonRec, now: f64) -> EksAddon {
+    let state = a.life.state(now);
+    let mut health_issues = Vec::new();
+    // The training operator's controller calls SageMaker with its Pod Identity; without one it
+    // cannot, and EKS reports the add-on DEGRADED (the adapter maps DEGRADED to Active + issues).
+    if a.name == TRAINING_OPERATOR_ADDON
+        && state == instantstart_core::provider::ResourceState::Active
+        && let Some(problem) = pod_identity_problem(
+            w,
+            c,
+            TRAINING_OPERATOR_NAMESPACE,
+            TRAINING_OPERATOR_SERVICE_ACCOUNT,
+            Some(TRAINING_OPERATOR_POLICY),
+            now,
+        )
+    {
+        health_issues.push(format!(
+            "InsufficientPermissions: DEGRADED: the training operator is not authorized to perform sagemaker:DescribeClusterNode: {problem}"
+        ));
+    }
+    EksAddon { name: a.name.clone(), version: a.version.clone(), state, tags: a.tags.clone(), health_issues }
+}
+
+fn association_view(a: &PodIdentityRec) -> PodIdentityAssociation {
+    PodIdentityAssociation {
+        id: a.id.clone(),
+        arn: a.arn.clone(),
+        namespace: a.namespace.clone(),
+        service_account: a.service_account.clone(),
+        role_arn: a.role_arn.clone(),
+        tags: a.tags.clone(),
+    }
+}
+
+fn no_cluster(api: &str, name: &str) -> ProviderError {
+    ProviderError::not_found(api, format!("ResourceNotFoundException: No cluster found for name: {name}."))
 }
 
 /// Creates a cluster; `seeded` skips the role check and makes it Active at once.
@@ -138,6 +220,7 @@ fn create_cluster(w: &mut World, req: &CreateEksCluster, cx: &Cx, seeded: bool) 
         security_group_id: w.id("sg"),
         life,
         addons: BTreeMap::new(),
+        pod_identity: BTreeMap::new(),
     };
     let view = eks_view(&rec, cx.now);
     let key = rkey(&req.region, &req.name);
@@ -207,7 +290,7 @@ impl EksApi for SimCloud {
 
     async fn describe_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<Option<EksAddon>> {
         self.read("eks:DescribeAddon", |w, cx| {
-            Ok(w.eks.get(&rkey(region, cluster)).and_then(|c| c.addons.get(addon)).map(|a| addon_view(a, cx.now)))
+            Ok(w.eks.get(&rkey(region, cluster)).and_then(|c| c.addons.get(addon).map(|a| addon_view(w, c, a, cx.now))))
         })
     }
 
@@ -222,7 +305,8 @@ impl EksApi for SimCloud {
             };
             if let Some(a) = c.addons.get(&req.name) {
                 if a.client_request_token == req.client_request_token {
-                    return Ok(addon_view(a, cx.now));
+                    let (c, a) = (c.clone(), a.clone());
+                    return Ok(addon_view(w, &c, &a, cx.now));
                 }
                 return Err(ProviderError::new(
                     API,
@@ -285,9 +369,9 @@ impl EksApi for SimCloud {
                 tags: req.tags.clone(),
                 life,
             };
-            let view = addon_view(&rec, cx.now);
             c.addons.insert(req.name.clone(), rec);
-            Ok(view)
+            let c = w.eks.get(&rkey(&req.region, &req.cluster)).expect("just updated");
+            Ok(addon_view(w, c, &c.addons[&req.name], cx.now))
         })
     }
 
@@ -302,6 +386,93 @@ impl EksApi for SimCloud {
                 API,
                 format!("ResourceNotFoundException: No addon {addon} found on cluster {cluster}"),
             )),
+        })
+    }
+
+    async fn list_pod_identity_associations(
+        &self,
+        region: &str,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<Vec<PodIdentityAssociation>> {
+        const API: &str = "eks:ListPodIdentityAssociations";
+        self.read(API, |w, _| {
+            let c = w.eks.get(&rkey(region, cluster)).ok_or_else(|| no_cluster(API, cluster))?;
+            // One page: filtered by namespace and service account there is at most one.
+            let found: Vec<PodIdentityAssociation> = c
+                .pod_identity
+                .values()
+                .filter(|a| a.namespace == namespace && a.service_account == service_account)
+                .map(association_view)
+                .collect();
+            // The adapter also describes each listed association (role and tags); the simulator
+            // answers with the full association at once.
+            Ok(found)
+        })
+    }
+
+    async fn create_pod_identity_association(
+        &self,
+        req: &CreatePodIdentityAssociation,
+    ) -> Result<PodIdentityAssociation> {
+        const API: &str = "eks:CreatePodIdentityAssociation";
+        self.write(API, |w, cx| {
+            let account = w.account.clone();
+            let id = format!("a-{}", w.hex(17, false));
+            let c = w.eks.get_mut(&rkey(&req.region, &req.cluster)).ok_or_else(|| no_cluster(API, &req.cluster))?;
+            if c.life.phase(cx.now) != Phase::Active {
+                return Err(invalid(
+                    API,
+                    format!("InvalidRequestException: Cluster {} is not ACTIVE", req.cluster),
+                ));
+            }
+            if !req.role_arn.starts_with("arn:aws:iam::") || !req.role_arn.contains(":role/") {
+                return Err(invalid(API, format!("InvalidParameterException: roleArn {} is not an IAM role ARN", req.role_arn)));
+            }
+            if let Some(existing) = c
+                .pod_identity
+                .values()
+                .find(|a| a.namespace == req.namespace && a.service_account == req.service_account)
+            {
+                if existing.client_request_token == req.client_request_token {
+                    return Ok(association_view(existing));
+                }
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!(
+                        "ResourceInUseException: Association already exists: {} for namespace {} and service account {}",
+                        existing.id, req.namespace, req.service_account
+                    ),
+                ));
+            }
+            let rec = PodIdentityRec {
+                arn: format!("arn:aws:eks:{}:{account}:podidentityassociation/{}/{id}", req.region, req.cluster),
+                id: id.clone(),
+                namespace: req.namespace.clone(),
+                service_account: req.service_account.clone(),
+                role_arn: req.role_arn.clone(),
+                client_request_token: req.client_request_token.clone(),
+                tags: req.tags.clone(),
+            };
+            let view = association_view(&rec);
+            c.pod_identity.insert(id, rec);
+            Ok(view)
+        })
+    }
+
+    async fn delete_pod_identity_association(&self, region: &str, cluster: &str, association_id: &str) -> Result<()> {
+        const API: &str = "eks:DeletePodIdentityAssociation";
+        self.write(API, |w, _| {
+            let c = w.eks.get_mut(&rkey(region, cluster)).ok_or_else(|| no_cluster(API, cluster))?;
+            match c.pod_identity.remove(association_id) {
+                Some(_) => Ok(()),
+                None => Err(ProviderError::not_found(
+                    API,
+                    format!("ResourceNotFoundException: No association {association_id} found on cluster {cluster}"),
+                )),
+            }
         })
     }
 }

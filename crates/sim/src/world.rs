@@ -339,6 +339,20 @@ pub(crate) struct EksRec {
     pub security_group_id: String,
     pub life: Lifecycle,
     pub addons: BTreeMap<String, AddonRec>,
+    /// EKS Pod Identity associations by id (`a-…`); they go with the cluster.
+    #[serde(default)]
+    pub pod_identity: BTreeMap<String, PodIdentityRec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PodIdentityRec {
+    pub id: String,
+    pub arn: String,
+    pub namespace: String,
+    pub service_account: String,
+    pub role_arn: String,
+    pub client_request_token: String,
+    pub tags: Tags,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

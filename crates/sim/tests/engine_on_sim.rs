@@ -56,12 +56,14 @@ fn assert_created_once(sim: &SimCloud) {
         ("ec2:CreateVpc", 1),
         // 2 public + 2 private subnets with the VPC, then one /20 compute subnet per group AZ.
         ("ec2:CreateSubnet", 6),
-        ("iam:CreateRole", 2),
+        // EKS cluster role, HyperPod execution role, the S3 CSI driver's Pod Identity role.
+        ("iam:CreateRole", 3),
         ("s3:CreateBucket", 1),
         // The lifecycle script, once.
         ("s3:PutObject", 1),
         ("eks:CreateCluster", 1),
         ("eks:CreateAddon", 4),
+        ("eks:CreatePodIdentityAssociation", 1),
         ("sagemaker:CreateCluster", 1),
         // The new VPC's S3 gateway endpoint.
         ("ec2:CreateVpcEndpoint", 1),
@@ -282,11 +284,16 @@ async fn roles_left_without_policies_by_a_killed_create_are_completed_not_create
     let names = DerivedNames::for_cluster("demo");
     b.sim.seed_role(&bare(&names.eks_cluster_role, "eks.amazonaws.com")).unwrap();
     b.sim.seed_role(&bare(&names.hyperpod_execution_role, "sagemaker.amazonaws.com")).unwrap();
+    // The S3 CSI driver's role, left with a plain service trust instead of the Pod Identity one.
+    let csi = instantstart_core::workflow::create_cluster::s3_csi_role("demo");
+    b.sim.seed_role(&bare(&csi, "pods.eks.amazonaws.com")).unwrap();
     assert!(b.sim.role_policies(&names.eks_cluster_role).unwrap().managed_policies.is_empty());
 
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_eq!(b.sim.calls("iam:CreateRole"), 0, "both roles were adopted: {:?}", b.sim.stats());
+    assert_eq!(b.sim.calls("iam:CreateRole"), 0, "all three roles were adopted: {:?}", b.sim.stats());
+    let csi_role = b.sim.role_policies(&csi).unwrap();
+    assert_eq!(csi_role.trust_policy, instantstart_core::workflow::steps::pod_identity_trust_policy());
     let eks_role = b.sim.role_policies(&names.eks_cluster_role).unwrap();
     assert_eq!(eks_role.trust_policy, service_trust_policy("eks.amazonaws.com"));
     assert_eq!(eks_role.managed_policies, ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]);
@@ -304,6 +311,13 @@ async fn roles_left_without_policies_by_a_killed_create_are_completed_not_create
                 instantstart_core::workflow::create_cluster::hyperpod_eks_node_policy()
             )
         ]
+    );
+    assert_eq!(
+        csi_role.inline_policies,
+        [(
+            "instantstart-s3-csi-bucket".to_string(),
+            instantstart_core::workflow::create_cluster::s3_csi_policy(&bucket)
+        )]
     );
 
     // The managed-autoscaling role (an `EnsureRole` step), left bare and with a stale trust
@@ -533,4 +547,165 @@ async fn scaling_echoes_the_group_and_added_groups_reuse_the_cluster_script() {
     let more = hp.instance_groups.iter().find(|g| g.name == "more").unwrap();
     assert_eq!(more.lifecycle_script.as_ref(), Some(&script), "the cluster's script key is reused");
     assert_eq!(b.sim.calls("s3:PutObject"), 1, "nothing uploaded again");
+/// Everything the training operator feature creates in the simulated account: its role (with
+/// trust and managed policy), its Pod Identity association and the add-on.
+async fn operator_state(b: &Bed) -> (Option<instantstart_sim::RolePolicies>, usize, bool) {
+    use instantstart_core::workflow::features::*;
+    let assoc = b
+        .sim
+        .list_pod_identity_associations(
+            "us-east-1",
+            "demo",
+            TRAINING_OPERATOR_NAMESPACE,
+            TRAINING_OPERATOR_SERVICE_ACCOUNT,
+        )
+        .await
+        .unwrap();
+    let addon = b.sim.describe_addon("us-east-1", "demo", TRAINING_OPERATOR_ADDON).await.unwrap();
+    (b.sim.role_policies(&training_operator_role("demo")), assoc.len(), addon.is_some())
+}
+
+async fn set_training_operator(b: &Bed, on: bool) -> instantstart_core::operation::Operation {
+    use instantstart_core::engine::Outcome;
+    let request = json!({ "cluster": "demo", "patch": { "training_operator": on } });
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::SetFeatures, &request, user(), None).await.unwrap()
+    else {
+        panic!("switching the training operator is a change");
+    };
+    b.engine.wait(&s.operation.id, WAIT).await.unwrap()
+}
+
+/// Training operator ON creates its role, its association and the add-on (in that order, the
+/// add-on healthy, i.e. with its identity); OFF removes exactly those, and the S3 CSI driver's
+/// identity made by create-cluster is untouched. Delete-cluster then removes that one too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn training_operator_on_then_off_removes_exactly_what_on_created() {
+    use instantstart_core::workflow::features::*;
+    use instantstart_core::workflow::steps::pod_identity_trust_policy;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let csi =
+        b.sim.list_pod_identity_associations("us-east-1", "demo", "kube-system", "s3-csi-driver-sa").await.unwrap();
+    assert_eq!(csi.len(), 1, "create-cluster associated the S3 CSI driver");
+    assert_eq!(operator_state(&b).await, (None, 0, false));
+    let before = b.sim.stats();
+
+    let on = set_training_operator(&b, true).await;
+    assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
+    let finished = |k: &str| on.step(k).unwrap().finished_at.unwrap();
+    assert!(finished("training_operator_role") <= finished("training_operator_identity"));
+    assert!(finished("training_operator_identity") <= finished(&format!("addon:{TRAINING_OPERATOR_ADDON}")));
+    let (role, assoc, addon) = operator_state(&b).await;
+    let role = role.expect("the operator's role");
+    assert_eq!(role.trust_policy, pod_identity_trust_policy());
+    assert_eq!(role.managed_policies, [TRAINING_OPERATOR_POLICY]);
+    assert_eq!((assoc, addon), (1, true));
+    let a = b.sim.describe_addon("us-east-1", "demo", TRAINING_OPERATOR_ADDON).await.unwrap().unwrap();
+    assert!(a.health_issues.is_empty(), "the operator has its identity: {a:?}");
+    let delta = |api: &str| b.sim.calls(api) - before.get(api).copied().unwrap_or(0);
+    assert_eq!(delta("iam:CreateRole"), 1);
+    assert_eq!(delta("eks:CreatePodIdentityAssociation"), 1);
+
+    let off = set_training_operator(&b, false).await;
+    assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
+    // The add-on takes its deletion time; the association and the role are gone at once.
+    let (role, assoc, _) = operator_state(&b).await;
+    assert_eq!((role.is_none(), assoc), (true, 0));
+    assert_eq!(delta("iam:DeleteRole"), 1);
+    assert_eq!(delta("eks:DeletePodIdentityAssociation"), 1);
+    assert_eq!(delta("eks:DeleteAddon"), 1);
+    let still =
+        b.sim.list_pod_identity_associations("us-east-1", "demo", "kube-system", "s3-csi-driver-sa").await.unwrap();
+    assert_eq!(still, csi, "OFF leaves the S3 CSI driver's identity alone");
+
+    // Delete-cluster removes the driver's association and role with the rest.
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert!(b.sim.role_policies(&instantstart_core::workflow::create_cluster::s3_csi_role("demo")).is_none());
+    assert_eq!(delta("eks:DeletePodIdentityAssociation"), 2);
+}
+
+/// A crash (the engine aborted, a new one resumes from the store) while the training
+/// operator's identity steps run, or a response lost after EKS acted: nothing is created twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let b = bed(dir.path(), 2000.0);
+        let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+        assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+        // Lost responses: the role and the association are made, the engine never hears back.
+        b.sim.set_faults(
+            SimFaults::none()
+                .with("iam:CreateRole", FaultMode::LostResponse)
+                .with("eks:CreatePodIdentityAssociation", FaultMode::LostResponse),
+        );
+        let on = set_training_operator(&b, true).await;
+        assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
+        b.sim.set_faults(SimFaults::none());
+        assert_eq!(operator_state(&b).await.1, 1);
+        // 1 S3 CSI association + 1 for the operator, whatever the retries.
+        assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 2, "{:?}", b.sim.stats());
+        let off = set_training_operator(&b, false).await;
+        assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
+        // Wait until the add-on's deletion finished, so the operator can be switched on again.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while operator_state(&b).await.2 {
+            assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    // Kill at each new step: abort when that step was reached, resume in a new engine.
+    for (round, key) in
+        ["training_operator_role", "training_operator_identity", "addon:amazon-sagemaker-hyperpod-training-operator"]
+            .into_iter()
+            .enumerate()
+    {
+        let id = {
+            let b = bed(dir.path(), 2000.0);
+            use instantstart_core::engine::Outcome;
+            let request = json!({ "cluster": "demo", "patch": { "training_operator": true } });
+            let Outcome::Submitted(s) =
+                b.engine.submit_checked(OperationKind::SetFeatures, &request, user(), None).await.unwrap()
+            else {
+                panic!("a change");
+            };
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let op = b.engine.get(&s.operation.id).unwrap();
+                if op.step(key).unwrap().phase != StepPhase::Pending || op.status.is_terminal() {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{key} never started");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            b.engine.abort_all();
+            s.operation.id
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let b = bed(dir.path(), 2000.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "round {round} ({key}): {op:#?}");
+        let (role, assoc, addon) = operator_state(&b).await;
+        assert!(role.is_some() && assoc == 1 && addon, "round {round} ({key})");
+        // Each round created exactly one role and one association (the first round's two
+        // associations: S3 CSI + the operator's first ON).
+        assert_eq!(
+            b.sim.calls("eks:CreatePodIdentityAssociation"),
+            3 + round as u64,
+            "round {round}: {:?}",
+            b.sim.stats()
+        );
+        let off = set_training_operator(&b, false).await;
+        assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while operator_state(&b).await.2 {
+            assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }

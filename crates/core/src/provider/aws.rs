@@ -172,6 +172,36 @@ pub struct EksAddon {
     pub version: String,
     pub state: ResourceState,
     pub tags: Tags,
+    /// EKS's health issues of the add-on (`health.issues[].message`), e.g. why it is
+    /// `DEGRADED`. `DEGRADED` still maps to `Active` (pods may wait for nodes); the issues say why.
+    #[serde(default)]
+    pub health_issues: Vec<String>,
+}
+
+/// An EKS Pod Identity association: pods of `namespace/service_account` get `role_arn`'s
+/// credentials from the Pod Identity agent (the role must trust `pods.eks.amazonaws.com`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PodIdentityAssociation {
+    /// `a-…` id, the handle of describe and delete.
+    pub id: String,
+    pub arn: String,
+    pub namespace: String,
+    pub service_account: String,
+    pub role_arn: String,
+    pub tags: Tags,
+}
+
+/// CreatePodIdentityAssociation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CreatePodIdentityAssociation {
+    pub region: String,
+    pub cluster: String,
+    pub namespace: String,
+    pub service_account: String,
+    pub role_arn: String,
+    /// Persisted idempotency token, sent as `clientRequestToken`.
+    pub client_request_token: String,
+    pub tags: Tags,
 }
 
 /// Lowest version InstantStart installs of an EKS add-on, where one is required: SageMaker
@@ -223,6 +253,22 @@ pub trait EksApi: Send + Sync {
     async fn describe_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<Option<EksAddon>>;
     async fn create_addon(&self, req: &CreateEksAddon) -> Result<EksAddon>;
     async fn delete_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<()>;
+    /// The Pod Identity associations of `namespace/service_account` (ListPodIdentityAssociations
+    /// filtered by both, each described for its role and tags). EKS allows one per service
+    /// account, so this is empty or one long.
+    async fn list_pod_identity_associations(
+        &self,
+        region: &str,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<Vec<PodIdentityAssociation>>;
+    async fn create_pod_identity_association(
+        &self,
+        req: &CreatePodIdentityAssociation,
+    ) -> Result<PodIdentityAssociation>;
+    /// DeletePodIdentityAssociation by id; `NotFound` when it does not exist.
+    async fn delete_pod_identity_association(&self, region: &str, cluster: &str, association_id: &str) -> Result<()>;
 }
 
 /// An IAM role.

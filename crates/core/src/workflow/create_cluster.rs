@@ -3,6 +3,8 @@
 //! ```text
 //! network ───────────────┬─> eks_cluster ─> select_active ─┬─> addon:* ─┬─> hyperpod_cluster
 //! eks_cluster_role ──────┘                                  │            └─> storage
+//! bucket ─> s3_csi_role ─┬─> s3_csi_identity ─> addon:aws-mountpoint-s3-csi-driver
+//! addon:eks-pod-identity-agent ─┘
 //!                                                           ├─> chart:hyperpod-dependencies ─> hyperpod_cluster
 //!                                                           ├─> chart:kuberay-operator
 //!                                                           ├─> chart:keda
@@ -19,11 +21,20 @@
 //! has a Helm provider ([`CreateClusterWorkflow::with_helm`]), in parallel with the add-ons. A
 //! chart marked `before_hyperpod` (the HyperPod dependencies chart, which AWS requires before a
 //! HyperPod cluster is created) is planned only with a HyperPod cluster, which waits for it.
+//! The Mountpoint S3 CSI driver gets its driver-level identity through EKS Pod Identity, the way
+//! its v2 documentation recommends for EKS (`docs/CONFIGURATION.md`, "Driver-Level Credentials
+//! with EKS Pod Identity": agent installed, an association for `kube-system/s3-csi-driver-sa`):
+//! role `<cluster>-s3-csi-role` (trusted by `pods.eks.amazonaws.com`, Mountpoint's documented
+//! policy on the cluster's bucket only) associated before the add-on is created, so the driver's
+//! pods have credentials from their first start (without it every mount of `s3-shared` fails).
 //! Every resource name derives from the cluster name ([`DerivedNames`]), every resource carries
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
 use super::charts::{CHART_STEP_PREFIX, EnsureChart, chart_step_key};
-use super::steps::{AddonTarget, EnsureAddon, place_groups, poll_role};
+use super::steps::{
+    AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, PodIdentityTarget, place_groups,
+    pod_identity_trust_policy, poll_role,
+};
 use super::{cluster_target, decode, update_record};
 use crate::engine::reads::read;
 use crate::engine::{
@@ -55,6 +66,40 @@ use std::sync::Arc;
 /// Mountpoint S3 CSI driver.
 pub const BASE_ADDONS: &[&str] = &["vpc-cni", "eks-pod-identity-agent", "cert-manager", "aws-mountpoint-s3-csi-driver"];
 
+/// The add-on of the Mountpoint S3 CSI driver and the service account its driver runs as.
+pub const S3_CSI_ADDON: &str = "aws-mountpoint-s3-csi-driver";
+pub const S3_CSI_NAMESPACE: &str = "kube-system";
+pub const S3_CSI_SERVICE_ACCOUNT: &str = "s3-csi-driver-sa";
+
+/// The Mountpoint S3 CSI driver's Pod Identity role.
+pub fn s3_csi_role(cluster: &str) -> String {
+    format!("{cluster}-s3-csi-role")
+}
+
+/// Mountpoint's documented least-privilege policy (awslabs/mountpoint-s3-csi-driver
+/// `docs/CONFIGURATION.md`, "AWS credentials"; EKS user guide `s3-csi-create`): list the
+/// bucket, read/write/delete its objects and abort multipart uploads — on this bucket only.
+pub fn s3_csi_policy(bucket: &str) -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            { "Sid": "MountpointFullBucketAccess", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")] },
+            { "Sid": "MountpointFullObjectAccess", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")] }
+        ]
+    })
+}
+
+/// The driver's service account bound to its role.
+pub fn s3_csi_identity(target: AddonTarget) -> PodIdentityTarget {
+    let role = s3_csi_role(&target.cluster);
+    PodIdentityTarget {
+        target,
+        namespace: S3_CSI_NAMESPACE.into(),
+        service_account: S3_CSI_SERVICE_ACCOUNT.into(),
+        role,
+    }
+}
+
 /// Name of the static PersistentVolumeClaim that mounts the shared bucket.
 pub const STORAGE_CLAIM: &str = "s3-shared";
 
@@ -70,6 +115,8 @@ const EXPECTED: &[(&str, u64)] = &[
     ("select_active", 1),
     ("hyperpod_cluster", 900),
     ("storage", 10),
+    ("s3_csi_role", 10),
+    ("s3_csi_identity", 10),
 ];
 
 fn expected(key: &str) -> Option<u64> {
@@ -172,7 +219,26 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
     let mut addon_keys = Vec::new();
     for addon in BASE_ADDONS {
         let key = format!("addon:{addon}");
-        steps.push(step(&key, format!("Install EKS add-on {addon}"), &["select_active"]));
+        let deps: &[&str] = if *addon == S3_CSI_ADDON {
+            // The driver's identity first (the agent add-on is earlier in BASE_ADDONS).
+            steps.push(step(
+                "s3_csi_role",
+                format!(
+                    "Create IAM role {} for the S3 CSI driver (trusted by pods.eks.amazonaws.com, scoped to the shared bucket)",
+                    s3_csi_role(&req.name)
+                ),
+                &["bucket"],
+            ));
+            steps.push(step(
+                "s3_csi_identity",
+                format!("Associate {S3_CSI_NAMESPACE}/{S3_CSI_SERVICE_ACCOUNT} with the role (EKS Pod Identity)"),
+                &["s3_csi_role", "addon:eks-pod-identity-agent"],
+            ));
+            &["select_active", "s3_csi_identity"]
+        } else {
+            &["select_active"]
+        };
+        steps.push(step(&key, format!("Install EKS add-on {addon}"), deps));
         addon_keys.push(key);
     }
     let mut before_hyperpod = Vec::new();
@@ -388,19 +454,15 @@ impl Workflow for CreateClusterWorkflow {
             "select_active" => Arc::new(SelectActiveStep(cx)),
             "hyperpod_cluster" => Arc::new(HyperPodClusterStep(cx)),
             "storage" => Arc::new(StorageStep(cx)),
+            "s3_csi_role" => Arc::new(S3CsiRoleStep(cx)),
+            "s3_csi_identity" => Arc::new(EnsurePodIdentity(s3_csi_identity(cx.addon_target()))),
             other if other.starts_with(CHART_STEP_PREFIX) => {
                 let chart = pinned_chart(&other[CHART_STEP_PREFIX.len()..])?;
                 Arc::new(EnsureChart { helm: self.helm.clone()?, target: cx.kube_target(), chart: *chart })
             }
             other => {
                 let addon = other.strip_prefix("addon:")?;
-                let target = AddonTarget {
-                    aws: self.aws.clone(),
-                    region: cx.req.region.clone(),
-                    eks_cluster: cx.names().eks_cluster,
-                    cluster: cx.req.name.clone(),
-                };
-                Arc::new(EnsureAddon { target, addon: addon.to_string() })
+                Arc::new(EnsureAddon { target: cx.addon_target(), addon: addon.to_string() })
             }
         };
         Some(exec)
@@ -440,6 +502,15 @@ impl Shared {
 
     fn kube_target(&self) -> KubeTarget {
         KubeTarget { region: self.req.region.clone(), eks_cluster: self.names().eks_cluster }
+    }
+
+    fn addon_target(&self) -> AddonTarget {
+        AddonTarget {
+            aws: self.aws.clone(),
+            region: self.req.region.clone(),
+            eks_cluster: self.names().eks_cluster,
+            cluster: self.req.name.clone(),
+        }
     }
 
     async fn bucket_name(&self) -> Result<String, StepError> {
@@ -592,6 +663,39 @@ impl RoleStep {
                 }
             }
         })
+    }
+}
+
+/// The S3 CSI driver's role: the bucket comes from the `bucket` step's recorded output, so
+/// every attempt asks for the same role.
+struct S3CsiRoleStep(Arc<Shared>);
+
+impl S3CsiRoleStep {
+    fn role(&self, cx: &StepContext<'_>) -> Result<EnsureRole, StepError> {
+        let bucket = cx.input_str("bucket", "bucket")?;
+        Ok(EnsureRole {
+            aws: self.0.aws.clone(),
+            cluster: self.0.req.name.clone(),
+            name: s3_csi_role(&self.0.req.name),
+            trust_policy: pod_identity_trust_policy(),
+            managed_policies: vec![],
+            inline_policies: vec![("instantstart-s3-csi-bucket".into(), s3_csi_policy(&bucket))],
+        })
+    }
+}
+
+#[async_trait]
+impl StepExecutor for S3CsiRoleStep {
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        self.role(cx)?.observe(cx).await
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        self.role(cx)?.submit(cx).await
+    }
+
+    async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        self.role(cx)?.poll(cx, r).await
     }
 }
 
@@ -980,7 +1084,7 @@ impl StepExecutor for HyperPodClusterStep {
                 eks_cluster_arn: cx.input_str("eks_cluster", "arn")?,
                 node_recovery: hp.node_recovery,
                 instance_groups: groups,
-                tags: s.tags(cx),
+                tags: hyperpod_tags(s.tags(cx)),
             })
             .await?;
         Ok(ResourceRef { kind: "hyperpod-cluster".into(), id: c.name, arn: Some(c.arn) })
@@ -998,6 +1102,17 @@ impl StepExecutor for HyperPodClusterStep {
         }
         Ok(from_state(&c.state, "HyperPod cluster", || json!({ "name": c.name, "arn": c.arn })))
     }
+}
+
+/// Tag `SageMaker=true` on the HyperPod cluster, besides ours: the reference stacks tag the
+/// cluster so because `AmazonSageMakerHyperPodTrainingOperatorAccess` conditions its SageMaker
+/// actions on `aws:ResourceTag/SageMaker = true` (not confirmed from the policy JSON itself; the
+/// tag is harmless). Clusters created before this change lack it.
+pub const SAGEMAKER_TAG: (&str, &str) = ("SageMaker", "true");
+
+fn hyperpod_tags(mut tags: Tags) -> Tags {
+    tags.insert(SAGEMAKER_TAG.0.into(), SAGEMAKER_TAG.1.into());
+    tags
 }
 
 struct StorageStep(Arc<Shared>);
@@ -1130,7 +1245,9 @@ mod tests {
                 "addon:vpc-cni <- [select_active]",
                 "addon:eks-pod-identity-agent <- [select_active]",
                 "addon:cert-manager <- [select_active]",
-                "addon:aws-mountpoint-s3-csi-driver <- [select_active]",
+                "s3_csi_role <- [bucket]",
+                "s3_csi_identity <- [s3_csi_role, addon:eks-pod-identity-agent]",
+                "addon:aws-mountpoint-s3-csi-driver <- [select_active, s3_csi_identity]",
                 "hyperpod_execution_role <- [bucket]",
                 "lifecycle_script <- [bucket]",
                 "compute_subnets <- [network]",

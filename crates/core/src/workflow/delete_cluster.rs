@@ -21,12 +21,19 @@
 //! them. A request recorded without the assessment (`Engine::submit`) deletes only the servers
 //! it lists, each still checked against its tags when its step observes.
 //!
+//! The EKS Pod Identity identities go too: the S3 CSI driver's association and role
+//! (`s3_csi_identity` before the control plane, `s3_csi_role` after the association), and the
+//! training operator's (`training_operator_identity`, `training_operator_role`, planned with a
+//! HyperPod cluster: the managed feature creates them; absent counts as done). Associations are
+//! removed explicitly (EKS would drop them with the cluster) so a role is never deleted while
+//! an association still names it.
+//!
 //! For deletions, an executor's `observe` answers "is the deletion already done or under
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
 use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
-use super::steps::RemoveRole;
+use super::steps::{AddonTarget, RemovePodIdentity, RemoveRole};
 use super::{cluster_target, decode};
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
@@ -166,7 +173,47 @@ fn plan_steps_with(
     let with_charts = |deps: &[&str]| -> Vec<String> {
         deps.iter().map(|d| d.to_string()).chain(chart_keys.iter().cloned()).collect()
     };
-    let mut unregister_deps = vec!["storage", "eks_cluster", "eks_cluster_role", "network"];
+    let mut unregister_deps = vec!["storage", "eks_cluster", "eks_cluster_role", "network", "s3_csi_role"];
+    steps.push(step(
+        "s3_csi_identity",
+        format!(
+            "Delete the Pod Identity association of {}/{}",
+            super::create_cluster::S3_CSI_NAMESPACE,
+            super::create_cluster::S3_CSI_SERVICE_ACCOUNT
+        ),
+        &["storage"],
+        10,
+    ));
+    steps.push(step(
+        "s3_csi_role",
+        format!("Delete IAM role {}", super::create_cluster::s3_csi_role(&rec.name)),
+        &["s3_csi_identity"],
+        5,
+    ));
+    let mut eks_deps = vec!["s3_csi_identity"];
+    if rec.hyperpod_cluster.is_some() {
+        steps.push(step(
+            "training_operator_identity",
+            format!(
+                "Delete the Pod Identity association of {}/{} (if the training operator was on)",
+                super::features::TRAINING_OPERATOR_NAMESPACE,
+                super::features::TRAINING_OPERATOR_SERVICE_ACCOUNT
+            ),
+            &["storage"],
+            10,
+        ));
+        steps.push(step(
+            "training_operator_role",
+            format!(
+                "Delete IAM role {} (if the training operator was on)",
+                super::features::training_operator_role(&rec.name)
+            ),
+            &["training_operator_identity"],
+            5,
+        ));
+        eks_deps.push("training_operator_identity");
+        unregister_deps.push("training_operator_role");
+    }
     if let Some(hp) = &rec.hyperpod_cluster {
         steps.push(step("hyperpod_cluster", format!("Delete HyperPod cluster {hp}"), &["storage"], 600));
         for chart in charts.iter().filter(|c| c.before_hyperpod) {
@@ -180,12 +227,12 @@ fn plan_steps_with(
         ));
         steps.push(step("compute_subnets", "Delete the compute subnets".into(), &["hyperpod_cluster"], 10));
         let mut eks = step("eks_cluster", format!("Delete EKS control plane {}", names.eks_cluster), &[], 600);
-        eks.depends_on = with_charts(&["hyperpod_cluster"]);
+        eks.depends_on = with_charts(&[&["hyperpod_cluster"][..], &eks_deps[..]].concat());
         steps.push(eks);
         unregister_deps.extend(["hyperpod_cluster", "hyperpod_execution_role", "compute_subnets"]);
     } else {
         let mut eks = step("eks_cluster", format!("Delete EKS control plane {}", names.eks_cluster), &[], 600);
-        eks.depends_on = with_charts(&["storage"]);
+        eks.depends_on = with_charts(&[&["storage"][..], &eks_deps[..]].concat());
         steps.push(eks);
     }
     steps.push(step("eks_cluster_role", format!("Delete IAM role {}", names.eks_cluster_role), &["eks_cluster"], 5));
@@ -325,6 +372,29 @@ impl Workflow for DeleteClusterWorkflow {
         if let Some(server) = key.strip_prefix(MLFLOW_ROLE_STEP_PREFIX) {
             let role = req.tracking_servers.into_iter().find(|s| s.name == server)?.role?;
             return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name: role }));
+        }
+        let target = AddonTarget {
+            aws: self.aws.clone(),
+            region: rec.region.clone(),
+            eks_cluster: rec.eks_cluster.clone(),
+            cluster: rec.name.clone(),
+        };
+        match key {
+            "s3_csi_identity" => {
+                return Some(Arc::new(RemovePodIdentity(super::create_cluster::s3_csi_identity(target))));
+            }
+            "training_operator_identity" => {
+                return Some(Arc::new(RemovePodIdentity(super::features::training_operator_identity(target))));
+            }
+            "s3_csi_role" => {
+                let name = super::create_cluster::s3_csi_role(&rec.name);
+                return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name }));
+            }
+            "training_operator_role" => {
+                let name = super::features::training_operator_role(&rec.name);
+                return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name }));
+            }
+            _ => {}
         }
         let which = match key {
             "storage" => Target::Storage,
@@ -639,14 +709,18 @@ mod tests {
             shape,
             [
                 "storage <- []",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "training_operator_identity <- [storage]",
+                "training_operator_role <- [training_operator_identity]",
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, &[], &[])
@@ -668,10 +742,12 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
-                "eks_cluster <- [storage, chart:kuberay-operator, chart:keda]",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "eks_cluster <- [storage, s3_csi_identity, chart:kuberay-operator, chart:keda]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS, &[])
@@ -691,14 +767,18 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "training_operator_identity <- [storage]",
+                "training_operator_role <- [training_operator_identity]",
                 "hyperpod_cluster <- [storage]",
                 "chart:hyperpod-dependencies <- [hyperpod_cluster]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, chart:kuberay-operator, chart:keda, chart:hyperpod-dependencies]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity, chart:kuberay-operator, chart:keda, chart:hyperpod-dependencies]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",
             ]
         );
         for (i, s) in steps.iter().enumerate() {
@@ -728,14 +808,18 @@ mod tests {
                 "mlflow:team <- []",
                 "mlflow_role:team <- [mlflow:team]",
                 "mlflow:byo <- []",
+                "s3_csi_identity <- [storage]",
+                "s3_csi_role <- [s3_csi_identity]",
+                "training_operator_identity <- [storage]",
+                "training_operator_role <- [training_operator_identity]",
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster, mlflow:team, mlflow:byo]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
             ]
         );
         assert_eq!(steps[1].expected_secs, Some(mlflow::DELETE_SECS));

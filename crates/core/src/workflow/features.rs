@@ -9,10 +9,19 @@
 //! IAM role with a policy scoped to the cluster's bucket → OIDC trust limited to that
 //! namespace/service account → the role annotation on the service account; OFF removes exactly
 //! that chain (the cluster's IAM OIDC provider stays: it is shared cluster infrastructure).
+//! The training operator ON creates, before the add-on, its IAM role (trusted by
+//! `pods.eks.amazonaws.com`, managed policy `AmazonSageMakerHyperPodTrainingOperatorAccess`) and
+//! the EKS Pod Identity association of `aws-hyperpod/hp-training-operator-controller-manager`
+//! to it — what the AWS install guide (`sagemaker-eks-operator-install`) and the reference
+//! terraform module `hyperpod_training_operator` do; OFF removes the add-on, the association
+//! and the role, in that order.
 //! Managed autoscaling manages HyperPod instance groups only, not general EC2 capacity.
 
 use super::day2::{hyperpod_record, live_cluster};
-use super::steps::{AddonTarget, EnsureAddon, EnsureRole, RemoveAddon, RemoveRole};
+use super::steps::{
+    AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, PodIdentityTarget, RemoveAddon, RemovePodIdentity,
+    RemoveRole, pod_identity_trust_policy,
+};
 use super::{cluster_target, decode};
 use crate::diff::{FeaturesPatch, plan_features};
 use crate::engine::reads::read;
@@ -37,6 +46,11 @@ pub const INFERENCE_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-inference"
 /// Namespace and service account whose pods may write tiered checkpoints.
 pub const CHECKPOINT_NAMESPACE: &str = "default";
 pub const CHECKPOINT_SERVICE_ACCOUNT: &str = "hyperpod-checkpointing";
+/// Namespace and service account of the training operator's controller (its Pod Identity).
+pub const TRAINING_OPERATOR_NAMESPACE: &str = "aws-hyperpod";
+pub const TRAINING_OPERATOR_SERVICE_ACCOUNT: &str = "hp-training-operator-controller-manager";
+/// AWS managed policy of the training operator's role.
+pub const TRAINING_OPERATOR_POLICY: &str = "arn:aws:iam::aws:policy/AmazonSageMakerHyperPodTrainingOperatorAccess";
 /// Annotation binding a service account to an IAM role (IRSA).
 pub const ROLE_ANNOTATION: &str = "eks.amazonaws.com/role-arn";
 
@@ -51,6 +65,11 @@ pub struct SetFeaturesRequest {
 /// Role names of the features.
 pub fn checkpoint_role(cluster: &str) -> String {
     format!("{cluster}-tiered-ckpt-role")
+}
+
+/// The training operator's Pod Identity role.
+pub fn training_operator_role(cluster: &str) -> String {
+    format!("{cluster}-hpto-role")
 }
 
 pub fn autoscaling_role(cluster: &str) -> String {
@@ -119,18 +138,47 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch) -> Vec<StepSpec> {
             ));
             add(step(cert, "Ensure EKS add-on cert-manager (operator prerequisite)".into(), &[], 60));
             add(step(
+                "training_operator_role",
+                format!(
+                    "Create IAM role {} for the training operator (trusted by pods.eks.amazonaws.com, AmazonSageMakerHyperPodTrainingOperatorAccess)",
+                    training_operator_role(cluster)
+                ),
+                &[],
+                10,
+            ));
+            add(step(
+                "training_operator_identity",
+                format!(
+                    "Associate {TRAINING_OPERATOR_NAMESPACE}/{TRAINING_OPERATOR_SERVICE_ACCOUNT} with the role (EKS Pod Identity)"
+                ),
+                &["training_operator_role", pod_identity],
+                10,
+            ));
+            add(step(
                 &format!("addon:{TRAINING_OPERATOR_ADDON}"),
                 format!("Install the HyperPod training operator ({TRAINING_OPERATOR_ADDON})"),
-                &[pod_identity, cert],
+                &[pod_identity, cert, "training_operator_identity"],
                 120,
             ));
         }
-        Some(false) => add(step(
-            &format!("remove:{TRAINING_OPERATOR_ADDON}"),
-            "Remove the HyperPod training operator".into(),
-            &[],
-            60,
-        )),
+        Some(false) => {
+            let remove = format!("remove:{TRAINING_OPERATOR_ADDON}");
+            add(step(&remove, "Remove the HyperPod training operator".into(), &[], 60));
+            add(step(
+                "remove_training_operator_identity",
+                format!(
+                    "Delete the Pod Identity association of {TRAINING_OPERATOR_NAMESPACE}/{TRAINING_OPERATOR_SERVICE_ACCOUNT}"
+                ),
+                &[&remove],
+                10,
+            ));
+            add(step(
+                "remove_training_operator_role",
+                format!("Delete IAM role {}", training_operator_role(cluster)),
+                &["remove_training_operator_identity"],
+                5,
+            ));
+        }
         None => {}
     }
     match patch.inference_operator {
@@ -329,6 +377,21 @@ impl Workflow for FeaturesWorkflow {
                 managed_policies: vec![],
                 inline_policies: vec![("instantstart-autoscaling".into(), autoscaling_policy(&cx.rec, &cx.hp))],
             }),
+            "training_operator_role" => Arc::new(EnsureRole {
+                aws: self.aws.clone(),
+                cluster: cx.rec.name.clone(),
+                name: training_operator_role(&cx.rec.name),
+                trust_policy: pod_identity_trust_policy(),
+                managed_policies: vec![TRAINING_OPERATOR_POLICY.into()],
+                inline_policies: vec![],
+            }),
+            "training_operator_identity" => Arc::new(EnsurePodIdentity(training_operator_identity(target))),
+            "remove_training_operator_identity" => Arc::new(RemovePodIdentity(training_operator_identity(target))),
+            "remove_training_operator_role" => Arc::new(RemoveRole {
+                aws: self.aws.clone(),
+                cluster: cx.rec.name.clone(),
+                name: training_operator_role(&cx.rec.name),
+            }),
             "autoscaling" => Arc::new(ClusterSetting { cx, setting: Setting::Autoscaling(true) }),
             "autoscaling_off" => Arc::new(ClusterSetting { cx, setting: Setting::Autoscaling(false) }),
             "remove_autoscaling_role" => Arc::new(RemoveRole {
@@ -349,6 +412,17 @@ impl Workflow for FeaturesWorkflow {
     }
 }
 
+/// The training operator controller's service account bound to its role.
+pub fn training_operator_identity(target: AddonTarget) -> PodIdentityTarget {
+    let role = training_operator_role(&target.cluster);
+    PodIdentityTarget {
+        target,
+        namespace: TRAINING_OPERATOR_NAMESPACE.into(),
+        service_account: TRAINING_OPERATOR_SERVICE_ACCOUNT.into(),
+        role,
+    }
+}
+
 /// Least-privilege policy of the autoscaling role: add and remove nodes of this cluster only.
 pub fn autoscaling_policy(rec: &ClusterRecord, _hp: &str) -> Value {
     json!({
@@ -360,6 +434,17 @@ pub fn autoscaling_policy(rec: &ClusterRecord, _hp: &str) -> Value {
             // Only clusters tagged as this InstantStart cluster's (the HyperPod cluster `hp`).
             "Condition": { "StringEquals": { "aws:ResourceTag/instantstart:cluster": rec.name } }
         }]
+    })
+}
+
+/// CloudWatch permission of the checkpointing pods: `managed-tier-checkpointing-setup` asks for
+/// "Amazon CloudWatch and Amazon S3 write permissions for the training pod to read/write
+/// checkpoints and push metrics". `PutMetricData` has no resource-level permissions (resource
+/// `*`), and the page names no metric namespace, so none is pinned by a condition.
+pub fn checkpoint_metrics_policy() -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{ "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": ["*"] }]
     })
 }
 
@@ -448,10 +533,10 @@ impl CheckpointRoleStep {
                 CHECKPOINT_SERVICE_ACCOUNT,
             ),
             managed_policies: vec![],
-            inline_policies: vec![(
-                "instantstart-checkpoint-bucket".into(),
-                super::create_cluster::hyperpod_bucket_policy(&self.bucket),
-            )],
+            inline_policies: vec![
+                ("instantstart-checkpoint-bucket".into(), super::create_cluster::hyperpod_bucket_policy(&self.bucket)),
+                ("instantstart-checkpoint-metrics".into(), checkpoint_metrics_policy()),
+            ],
         })
     }
 }
@@ -675,8 +760,23 @@ mod tests {
             [
                 "addon:eks-pod-identity-agent <- []",
                 "addon:cert-manager <- []",
-                "addon:amazon-sagemaker-hyperpod-training-operator <- [addon:eks-pod-identity-agent, addon:cert-manager]",
+                "training_operator_role <- []",
+                "training_operator_identity <- [training_operator_role, addon:eks-pod-identity-agent]",
+                "addon:amazon-sagemaker-hyperpod-training-operator <- [addon:eks-pod-identity-agent, addon:cert-manager, training_operator_identity]",
                 "addon:amazon-sagemaker-hyperpod-inference <- [addon:cert-manager]",
+            ]
+        );
+    }
+
+    #[test]
+    fn training_operator_off_removes_what_on_created_in_reverse() {
+        let off = keys(FeaturesPatch { training_operator: Some(false), ..Default::default() });
+        assert_eq!(
+            off,
+            [
+                "remove:amazon-sagemaker-hyperpod-training-operator <- []",
+                "remove_training_operator_identity <- [remove:amazon-sagemaker-hyperpod-training-operator]",
+                "remove_training_operator_role <- [remove_training_operator_identity]",
             ]
         );
     }

@@ -1,6 +1,7 @@
-//! Step executors and helpers shared by several workflows: ensuring or removing an EKS add-on
-//! or an IAM role (a role step completes an adopted role's policies before it is done),
-//! placing instance groups into (planned) /20 compute subnets, reading a cluster's context.
+//! Step executors and helpers shared by several workflows: ensuring or removing an EKS add-on,
+//! an IAM role (a role step completes an adopted role's policies before it is done) or an EKS
+//! Pod Identity association, placing instance groups into (planned) /20 compute subnets,
+//! reading a cluster's context.
 
 use crate::engine::{Observation, Progress, StepContext, StepError, StepExecutor};
 use crate::names::DerivedNames;
@@ -9,7 +10,7 @@ use crate::provider::*;
 use crate::spec::{CapacitySpec, InstanceGroupSpec};
 use crate::subnet::{ExistingComputeSubnet, Placement, SubnetPlanner, place_instance_group};
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -75,7 +76,13 @@ impl StepExecutor for EnsureAddon {
             });
         }
         Ok(match &a.state {
-            ResourceState::Active => Progress::Done(json!({ "addon": a.name, "version": a.version })),
+            ResourceState::Active if a.health_issues.is_empty() => {
+                Progress::Done(json!({ "addon": a.name, "version": a.version }))
+            }
+            // DEGRADED (e.g. no nodes yet to run its pods) counts as installed; say why.
+            ResourceState::Active => {
+                Progress::Done(json!({ "addon": a.name, "version": a.version, "health_issues": a.health_issues }))
+            }
             ResourceState::Failed { reason } => {
                 Progress::Failed { reason: format!("add-on {} failed: {reason}", a.name) }
             }
@@ -299,6 +306,173 @@ impl StepExecutor for RemoveRole {
         Ok(match self.aws.get_role(&r.id).await? {
             None => Progress::Done(json!({ "deleted": r.id })),
             Some(_) => Progress::Waiting { detail: format!("IAM role {}: deleting", r.id) },
+        })
+    }
+}
+
+/// Trust policy of a role assumed through EKS Pod Identity: the `pods.eks.amazonaws.com`
+/// service principal with `sts:AssumeRole` and `sts:TagSession` (the agent tags the session
+/// with the cluster, namespace and service account), as EKS documents for Pod Identity roles.
+pub fn pod_identity_trust_policy() -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "AllowEksAuthToAssumeRoleForPodIdentity",
+            "Effect": "Allow",
+            "Principal": { "Service": "pods.eks.amazonaws.com" },
+            "Action": ["sts:AssumeRole", "sts:TagSession"]
+        }]
+    })
+}
+
+/// One service account bound (or to be bound) to one role through EKS Pod Identity.
+#[derive(Clone)]
+pub struct PodIdentityTarget {
+    pub target: AddonTarget,
+    pub namespace: String,
+    pub service_account: String,
+    /// IAM role name (created by an earlier role step); its ARN is read when submitting.
+    pub role: String,
+}
+
+impl PodIdentityTarget {
+    async fn current(&self) -> Result<Option<PodIdentityAssociation>, StepError> {
+        let t = &self.target;
+        Ok(t.aws
+            .list_pod_identity_associations(&t.region, &t.eks_cluster, &self.namespace, &self.service_account)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Like `current`, but a cluster that is gone has no associations (a retried deletion).
+    async fn current_or_gone(&self) -> Result<Option<PodIdentityAssociation>, StepError> {
+        match self.current().await {
+            Err(StepError::Provider(e)) if e.kind == ProviderErrorKind::NotFound => Ok(None),
+            other => other,
+        }
+    }
+
+    fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.service_account)
+    }
+
+    fn reference(a: &PodIdentityAssociation) -> ResourceRef {
+        ResourceRef { kind: "pod-identity-association".into(), id: a.id.clone(), arn: Some(a.arn.clone()) }
+    }
+}
+
+/// Ensures an EKS Pod Identity association of `namespace/service_account` to our role.
+///
+/// # Guarantees
+/// - `observe` lists the associations of that service account first (EKS allows one): ours
+///   (ownership tags) is adopted, someone else's is `Foreign` (never changed, never deleted).
+/// - `submit` runs after the engine persisted its idempotency token and sends it as
+///   `clientRequestToken`, so a retry after a crash mid-call returns the same association.
+/// - Done only when the association is listed with our role's ARN.
+pub struct EnsurePodIdentity(pub PodIdentityTarget);
+
+#[async_trait]
+impl StepExecutor for EnsurePodIdentity {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let p = &self.0;
+        Ok(match p.current().await? {
+            Some(a) if is_owned(&a.tags, &p.target.cluster) => Observation::Exists(PodIdentityTarget::reference(&a)),
+            Some(a) => Observation::Foreign {
+                reason: format!(
+                    "service account {} already has Pod Identity association {} (role {}) that is not tagged as InstantStart's for cluster {}; it is left alone",
+                    p.id(),
+                    a.id,
+                    a.role_arn,
+                    p.target.cluster
+                ),
+            },
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let p = &self.0;
+        let t = &p.target;
+        let role = t
+            .aws
+            .get_role(&p.role)
+            .await?
+            .ok_or_else(|| StepError::Invalid(format!("IAM role {} not found", p.role)))?;
+        let a = t
+            .aws
+            .create_pod_identity_association(&CreatePodIdentityAssociation {
+                region: t.region.clone(),
+                cluster: t.eks_cluster.clone(),
+                namespace: p.namespace.clone(),
+                service_account: p.service_account.clone(),
+                role_arn: role.arn,
+                client_request_token: cx.idempotency_token.to_string(),
+                tags: ownership_tags(&t.cluster, &cx.operation_id.0),
+            })
+            .await?;
+        Ok(PodIdentityTarget::reference(&a))
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let p = &self.0;
+        Ok(match p.current().await? {
+            Some(a) if a.id == r.id => Progress::Done(json!({
+                "association_id": a.id,
+                "namespace": a.namespace,
+                "service_account": a.service_account,
+                "role_arn": a.role_arn,
+            })),
+            Some(a) => Progress::Failed {
+                reason: format!("service account {} is now associated by {} instead of {}", p.id(), a.id, r.id),
+            },
+            None => Progress::Waiting { detail: format!("waiting for Pod Identity association of {}", p.id()) },
+        })
+    }
+}
+
+/// Removes our EKS Pod Identity association of `namespace/service_account`; none counts as
+/// done, someone else's is left alone (`Foreign`).
+pub struct RemovePodIdentity(pub PodIdentityTarget);
+
+#[async_trait]
+impl StepExecutor for RemovePodIdentity {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let p = &self.0;
+        Ok(match p.current_or_gone().await? {
+            None => Observation::Exists(ResourceRef { kind: "pod-identity-association".into(), id: p.id(), arn: None }),
+            Some(a) if !is_owned(&a.tags, &p.target.cluster) => Observation::Foreign {
+                reason: format!(
+                    "Pod Identity association {} of {} is not tagged as InstantStart's; it is left alone",
+                    a.id,
+                    p.id()
+                ),
+            },
+            Some(_) => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let p = &self.0;
+        let t = &p.target;
+        if let Some(a) = p.current_or_gone().await? {
+            match t.aws.delete_pod_identity_association(&t.region, &t.eks_cluster, &a.id).await {
+                Ok(()) => {}
+                Err(e) if e.kind == ProviderErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(PodIdentityTarget::reference(&a));
+        }
+        Ok(ResourceRef { kind: "pod-identity-association".into(), id: p.id(), arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let p = &self.0;
+        Ok(match p.current_or_gone().await? {
+            Some(a) if is_owned(&a.tags, &p.target.cluster) => {
+                Progress::Waiting { detail: format!("Pod Identity association {}: deleting", a.id) }
+            }
+            _ => Progress::Done(json!({ "removed": r.id, "service_account": p.id() })),
         })
     }
 }

@@ -201,6 +201,8 @@ mod tests {
             finished_at: finished,
             restarts: 0,
             waiting: None,
+            waiting_message: None,
+            gated: None,
             pod_ip: None,
             host_ip: None,
         }

@@ -732,8 +732,12 @@ impl KubeApi for SimCloud {
                 ));
             };
             if st.started_at.is_none() {
-                let reason =
-                    if st.unschedulable.is_some() { "PodScheduled=False (Unschedulable)" } else { "ContainerCreating" };
+                let reason = match (&st.unschedulable, &st.gated, &st.waiting_message) {
+                    (Some(_), ..) => "PodScheduled=False (Unschedulable)".to_string(),
+                    (None, Some(why), _) => format!("PodScheduled=False (SchedulingGated: {why})"),
+                    (None, None, Some(why)) => format!("ContainerCreating ({why})"),
+                    _ => "ContainerCreating".to_string(),
+                };
                 return Err(invalid(
                     API,
                     format!("container \"{}\" in pod \"{pod}\" is waiting to start: {reason}", p.container()),

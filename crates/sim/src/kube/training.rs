@@ -569,6 +569,9 @@ pub(crate) fn hyperpod_status(w: &World, rec: &KubeRec, pods: &[PodView], nodes:
         conditions.push(json!({ "type": "Restarting", "status": "True", "reason": "FullJobRestart", "message": "recreating the job's pods after a fault", "lastTransitionTime": t(w, plan.epoch_start) }));
     } else if running {
         conditions.push(json!({ "type": "Running", "status": "True", "reason": "JobRunning", "lastTransitionTime": start.map(|s| t(w, s)) }));
+    } else if let Some(why) = states.iter().find_map(|s| s.gated.clone()) {
+        conditions
+            .push(json!({ "type": "Running", "status": "False", "reason": "MissingPodIdentity", "message": why }));
     }
     let b = budget(&rec.object);
     let restarts = events.iter().filter(|e| e.recovery != Recovery::Fail).count();

@@ -2,6 +2,19 @@
 //! run (derived from the workload object and time, never stored), the Nodes HyperPod instances
 //! register, a small scheduler (node selector, accelerator requests), and the statuses the
 //! controllers would write.
+//!
+//! # Missing identities ([`Blockers`])
+//!
+//! - A pod mounting a claim bound to a Mountpoint S3 volume (`s3.csi.aws.com`) while the
+//!   `aws-mountpoint-s3-csi-driver` add-on's service account `kube-system/s3-csi-driver-sa`
+//!   has no working EKS Pod Identity (or its role's policies do not name the bucket) stays
+//!   `ContainerCreating` with a `FailedMount` message: the v2 driver and its Mountpoint pods are
+//!   not `hostNetwork`, so the instance profile is out of reach (`sagemaker-hyperpod-eks-prerequisites`:
+//!   "Only Pods with hostNetwork = true have access to the Amazon EC2 Instance Metadata Service
+//!   (IMDS) by default. Use the Amazon EKS Pod identity or IRSA"; Mountpoint `docs/CONFIGURATION.md`).
+//! - While the HyperPod training operator add-on is installed without its Pod Identity, the
+//!   pods of a `HyperPodPyTorchJob` are never started (Pending, `PodScheduled=False`, reason
+//!   `SchedulingGated`, the message naming the missing identity), and the job's status says why.
 
 use super::{KubeRec, KubeWorld, Restart};
 use crate::hyperpod::nodes as hyperpod_nodes;
@@ -11,6 +24,99 @@ use instantstart_core::spec::instance_type_info;
 use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a missing identity blocks in one cluster, computed with its Nodes ([`nodes`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Blockers {
+    /// `namespace/claim` of claims bound to a Mountpoint S3 volume that cannot be mounted, and why.
+    pub s3_mounts: BTreeMap<String, String>,
+    /// Why the HyperPod training operator cannot run `HyperPodPyTorchJob`s.
+    pub training_operator: Option<String>,
+}
+
+impl Blockers {
+    fn of(w: &World, kw: &KubeWorld, now: f64) -> Blockers {
+        use instantstart_core::workflow::create_cluster::{S3_CSI_ADDON, S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT};
+        use instantstart_core::workflow::features::{
+            TRAINING_OPERATOR_ADDON, TRAINING_OPERATOR_NAMESPACE, TRAINING_OPERATOR_POLICY,
+            TRAINING_OPERATOR_SERVICE_ACCOUNT,
+        };
+        let mut b = Blockers::default();
+        let Some(c) = w.eks.values().find(|c| c.arn == kw.eks_arn) else { return b };
+        let installed = |addon: &str| c.addons.get(addon).is_some_and(|a| a.life.exists(now) && !a.life.is_deleting());
+        if installed(TRAINING_OPERATOR_ADDON) {
+            b.training_operator = crate::eks::pod_identity_problem(
+                w,
+                c,
+                TRAINING_OPERATOR_NAMESPACE,
+                TRAINING_OPERATOR_SERVICE_ACCOUNT,
+                Some(TRAINING_OPERATOR_POLICY),
+                now,
+            )
+            .map(|p| {
+                format!(
+                    "the HyperPod training operator has no AWS credentials (EKS Pod Identity of {TRAINING_OPERATOR_NAMESPACE}/{TRAINING_OPERATOR_SERVICE_ACCOUNT}): {p}"
+                )
+            });
+        }
+        if installed(S3_CSI_ADDON) {
+            let problem = crate::eks::pod_identity_problem(w, c, S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT, None, now);
+            let role = c
+                .pod_identity
+                .values()
+                .find(|a| a.namespace == S3_CSI_NAMESPACE && a.service_account == S3_CSI_SERVICE_ACCOUNT)
+                .and_then(|a| w.role_by_arn(&a.role_arn));
+            for r in kw.objects.values() {
+                let o = &r.object;
+                if super::str_at(o, "/kind") != Some("PersistentVolumeClaim") {
+                    continue;
+                }
+                let ns = super::str_at(o, "/metadata/namespace").unwrap_or("default");
+                let claim = super::str_at(o, "/metadata/name").unwrap_or_default();
+                let Some(pv) = super::bound_volume(kw, ns, claim, super::str_at(o, "/spec/volumeName")) else {
+                    continue;
+                };
+                if super::str_at(pv, "/spec/csi/driver") != Some("s3.csi.aws.com") {
+                    continue;
+                }
+                let bucket = super::str_at(pv, "/spec/csi/volumeAttributes/bucketName").unwrap_or_default();
+                let why = match (&problem, role) {
+                    (Some(p), _) => Some(format!(
+                        "no AWS credentials for the driver's service account {S3_CSI_NAMESPACE}/{S3_CSI_SERVICE_ACCOUNT}: {p}"
+                    )),
+                    (None, Some(role))
+                        if !role
+                            .inline_policies
+                            .iter()
+                            .any(|(_, d)| d.to_string().contains(&format!("arn:aws:s3:::{bucket}\""))) =>
+                    {
+                        Some(format!("AccessDenied: role {} may not s3:ListBucket on {bucket}", role.name))
+                    }
+                    _ => None,
+                };
+                if let Some(why) = why {
+                    b.s3_mounts.insert(
+                        format!("{ns}/{claim}"),
+                        format!(
+                            "MountVolume.SetUp failed for volume \"{}\" : rpc error: code = Internal desc = Could not mount \"{bucket}\": {why}",
+                            super::str_at(pv, "/metadata/name").unwrap_or_default()
+                        ),
+                    );
+                }
+            }
+        }
+        b
+    }
+
+    /// The FailedMount message of the first S3 claim `pod` mounts that cannot be mounted.
+    fn mount_failure(&self, pod: &PodView) -> Option<&String> {
+        pod.spec.get("volumes").and_then(Value::as_array)?.iter().find_map(|v| {
+            let claim = v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str)?;
+            self.s3_mounts.get(&format!("{}/{claim}", pod.namespace))
+        })
+    }
+}
 
 /// Annotation (on a Job, PyTorchJob, bare Pod or pod template) setting how many simulated
 /// seconds the workload's containers run before they complete.
@@ -41,6 +147,8 @@ pub(crate) struct NodeInfo {
     pub accelerators: Option<(&'static str, u32)>,
     pub subnet: Option<Ipv4Net>,
     pub kubelet_version: String,
+    /// What missing identities block in the node's cluster (the same for every node).
+    pub blockers: Arc<Blockers>,
 }
 
 fn accelerator_resource(accelerator: &str) -> Option<&'static str> {
@@ -116,6 +224,7 @@ fn not_ready_reason(w: &World, role_arn: &str) -> Option<String> {
 pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
     let version = w.eks.values().find(|c| c.arn == kw.eks_arn).map(|c| c.version.clone()).unwrap_or_default();
     let mut out = Vec::new();
+    let blockers = Arc::new(Blockers::of(w, kw, now));
     for h in w.hyperpod.values().filter(|h| h.eks_arn == kw.eks_arn) {
         let mut reasons: BTreeMap<&str, Option<String>> = BTreeMap::new();
         for g in &h.groups {
@@ -156,6 +265,7 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
                 accelerators,
                 subnet: w.subnets.get(&n.subnet_id).map(|s| s.cidr),
                 kubelet_version: format!("v{version}.3-eks-{:07x}", stable_hash(&[&version]) as u32 & 0x0fff_ffff),
+                blockers: blockers.clone(),
             });
         }
     }
@@ -609,6 +719,10 @@ pub(crate) struct PodState {
     pub restarts: u32,
     /// Reason the container is waiting (ContainerCreating, CrashLoopBackOff).
     pub waiting: Option<&'static str>,
+    /// Why it waits, when something blocks it (a `FailedMount` message).
+    pub waiting_message: Option<String>,
+    /// Why an operator holds the pod back (`PodScheduled=False`, reason `SchedulingGated`).
+    pub gated: Option<String>,
     pub pod_ip: Option<String>,
     pub host_ip: Option<String>,
 }
@@ -678,11 +792,21 @@ pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState
         finished_at: None,
         restarts: 0,
         waiting: None,
+        waiting_message: None,
+        gated: None,
         pod_ip: None,
         host_ip: None,
     };
     if now < pod.start {
         return pending(None);
+    }
+    let blockers = nodes.first().map(|n| n.blockers.clone()).unwrap_or_default();
+    if let Some(why) = &blockers.training_operator
+        && pod.owner.as_ref().is_some_and(|(_, kind, ..)| kind == "HyperPodPyTorchJob")
+    {
+        let mut st = pending(None);
+        st.gated = Some(why.clone());
+        return st;
     }
     let (idx, at) = match schedule(pod, nodes, now) {
         Ok(x) => x,
@@ -695,6 +819,12 @@ pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState
     st.host_ip = address_in(node.subnet, stable_hash(&[&node.instance_id]));
     st.pod_ip = address_in(node.subnet, stable_hash(&[&pod.uid]));
     let started = at + timings::POD_START;
+    if let Some(why) = blockers.mount_failure(pod) {
+        // The kubelet retries the mount forever; the container never starts.
+        st.waiting = Some("ContainerCreating");
+        st.waiting_message = Some(format!("FailedMount: {why}"));
+        return st;
+    }
     if now < started {
         st.waiting = Some("ContainerCreating");
         return st;
@@ -741,10 +871,12 @@ pub(crate) fn pod_object(w: &World, pod: &PodView, st: &PodState) -> Value {
     let t = |x: f64| w.k8s_time(x);
     let cond = |ty: &str, ok: bool| json!({ "type": ty, "status": if ok { "True" } else { "False" } });
     let mut conditions = vec![];
-    match &st.unschedulable {
-        Some(why) => conditions
+    match (&st.unschedulable, &st.gated) {
+        (Some(why), _) => conditions
             .push(json!({ "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why })),
-        None => {
+        (None, Some(why)) => conditions
+            .push(json!({ "type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": why })),
+        (None, None) => {
             conditions.push(cond("PodScheduled", st.scheduled_at.is_some()));
             conditions.push(cond("Initialized", st.scheduled_at.is_some()));
             conditions.push(cond("ContainersReady", st.ready));
@@ -763,6 +895,9 @@ pub(crate) fn pod_object(w: &World, pod: &PodView, st: &PodState) -> Value {
         let mut waiting = json!({ "reason": reason });
         if let (Some(why), "CrashLoopBackOff") = (&pod.fails, reason) {
             waiting["message"] = json!(format!("back-off restarting failed container {}: {why}", pod.container()));
+        }
+        if let Some(why) = &st.waiting_message {
+            waiting["message"] = json!(why);
         }
         json!({ "waiting": waiting })
     } else if let Some(s) = st.started_at {
