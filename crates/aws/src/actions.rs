@@ -53,6 +53,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "eks:DeleteCluster",
     "eks:DescribeAccessEntry",
     "eks:DescribeAddon",
+    "eks:DescribeAddonConfiguration",
     "eks:DescribeAddonVersions",
     "eks:DescribeCluster",
     "eks:ListAssociatedAccessPolicies",

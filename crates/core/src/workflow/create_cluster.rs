@@ -5,7 +5,8 @@
 //! eks_cluster_role ──────┘                                  │            └─> storage
 //!                                                           ├─> chart:hyperpod-dependencies ─> hyperpod_cluster
 //!                                                           ├─> chart:kuberay-operator
-//!                                                           ├─> chart:keda
+//!                                                           ├─> chart:keda, chart:prometheus
+//!                                                           ├─> oidc_provider ─> lb_controller_role ─> chart:aws-load-balancer-controller
 //! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
 //! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
 //! ```
@@ -14,11 +15,17 @@
 //! has a Helm provider ([`CreateClusterWorkflow::with_helm`]), in parallel with the add-ons. A
 //! chart marked `before_hyperpod` (the HyperPod dependencies chart, which AWS requires before a
 //! HyperPod cluster is created) is planned only with a HyperPod cluster, which waits for it.
+//! The AWS Load Balancer Controller's chart waits for its IRSA role (`oidc_provider` →
+//! `lb_controller_role`; [`super::lb_controller`]).
 //! Every resource name derives from the cluster name ([`DerivedNames`]), every resource carries
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
 use super::charts::{CHART_STEP_PREFIX, EnsureChart, chart_step_key};
-use super::steps::{AddonTarget, EnsureAddon, place_groups, poll_role};
+use super::lb_controller::{
+    LB_CONTROLLER_NAMESPACE, LB_CONTROLLER_ROLE_STEP, LB_CONTROLLER_SERVICE_ACCOUNT, LbControllerChartStep,
+    LbControllerRoleStep, lb_controller_role,
+};
+use super::steps::{AddonTarget, EnsureAddon, OidcProviderStep, place_groups, poll_role};
 use super::{cluster_target, decode, update_record};
 use crate::engine::reads::read;
 use crate::engine::{
@@ -55,6 +62,8 @@ const EXPECTED: &[(&str, u64)] = &[
     ("compute_subnets", 10),
     ("eks_cluster", 600),
     ("select_active", 1),
+    ("oidc_provider", 5),
+    ("lb_controller_role", 10),
     ("hyperpod_cluster", 900),
     ("storage", 10),
 ];
@@ -153,13 +162,32 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
             }
             before_hyperpod.push(chart_step_key(chart));
         }
+        let mut deps = vec!["select_active"];
+        if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
+            // The controller's service account assumes its IAM role through IRSA.
+            steps.push(step(
+                "oidc_provider",
+                "Ensure the cluster's IAM OIDC provider (trust anchor)".into(),
+                &["select_active"],
+            ));
+            steps.push(step(
+                LB_CONTROLLER_ROLE_STEP,
+                format!(
+                    "Create IAM role {} with the AWS Load Balancer Controller's policy, trusted only by \
+                     {LB_CONTROLLER_NAMESPACE}/{LB_CONTROLLER_SERVICE_ACCOUNT}",
+                    lb_controller_role(&req.name)
+                ),
+                &["oidc_provider"],
+            ));
+            deps.push(LB_CONTROLLER_ROLE_STEP);
+        }
         steps.push(step(
             &chart_step_key(chart),
             format!(
                 "Install Helm chart {} {} in namespace {}: {}",
                 chart.chart, chart.version, chart.namespace, chart.provides
             ),
-            &["select_active"],
+            &deps,
         ));
     }
     if let Some(hp) = &req.hyperpod {
@@ -321,9 +349,26 @@ impl Workflow for CreateClusterWorkflow {
             "select_active" => Arc::new(SelectActiveStep(cx)),
             "hyperpod_cluster" => Arc::new(HyperPodClusterStep(cx)),
             "storage" => Arc::new(StorageStep(cx)),
+            "oidc_provider" => Arc::new(OidcProviderStep {
+                aws: self.aws.clone(),
+                region: cx.req.region.clone(),
+                eks_cluster: cx.names().eks_cluster,
+                cluster: cx.req.name.clone(),
+            }),
+            LB_CONTROLLER_ROLE_STEP => Arc::new(LbControllerRoleStep {
+                aws: self.aws.clone(),
+                cluster: cx.req.name.clone(),
+                region: cx.req.region.clone(),
+                eks_cluster: cx.names().eks_cluster,
+            }),
             other if other.starts_with(CHART_STEP_PREFIX) => {
                 let chart = pinned_chart(&other[CHART_STEP_PREFIX.len()..])?;
-                Arc::new(EnsureChart { helm: self.helm.clone()?, target: cx.kube_target(), chart: *chart })
+                let inner = EnsureChart { helm: self.helm.clone()?, target: cx.kube_target(), chart: *chart };
+                if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
+                    Arc::new(LbControllerChartStep { inner, aws: self.aws.clone(), cluster: cx.req.name.clone() })
+                } else {
+                    Arc::new(inner)
+                }
             }
             other => {
                 let addon = other.strip_prefix("addon:")?;

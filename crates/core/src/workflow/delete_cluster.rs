@@ -25,6 +25,7 @@
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
+use super::lb_controller::{LB_CONTROLLER_ROLE_STEP, lb_controller_role};
 use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
 use super::steps::RemoveRole;
 use super::{cluster_target, decode};
@@ -162,6 +163,15 @@ fn plan_steps_with(
     };
     for chart in charts.iter().filter(|c| !c.before_hyperpod) {
         steps.push(uninstall(chart, &[]));
+        if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
+            // Its IRSA role goes once the controller is gone.
+            steps.push(step(
+                LB_CONTROLLER_ROLE_STEP,
+                format!("Delete IAM role {}", lb_controller_role(&rec.name)),
+                &[&chart_step_key(chart)],
+                5,
+            ));
+        }
     }
     let with_charts = |deps: &[&str]| -> Vec<String> {
         deps.iter().map(|d| d.to_string()).chain(chart_keys.iter().cloned()).collect()
@@ -210,6 +220,9 @@ fn plan_steps_with(
         bucket.depends_on.extend(server_keys);
         steps.push(bucket);
         unregister_deps.push("bucket");
+    }
+    if steps.iter().any(|s| s.key == LB_CONTROLLER_ROLE_STEP) {
+        unregister_deps.push(LB_CONTROLLER_ROLE_STEP);
     }
     let mut unregister = step("unregister", format!("Forget cluster {}", rec.name), &unregister_deps, 1);
     unregister.depends_on.extend(mlflow_keys);
@@ -333,6 +346,7 @@ impl Workflow for DeleteClusterWorkflow {
             "compute_subnets" => Target::ComputeSubnets,
             "eks_cluster" => Target::Eks,
             "eks_cluster_role" => Target::Role(DerivedNames::for_cluster(&rec.name).eks_cluster_role),
+            LB_CONTROLLER_ROLE_STEP => Target::Role(lb_controller_role(&rec.name)),
             "network" => Target::Network,
             "bucket" => Target::Bucket,
             "unregister" => Target::Unregister,
@@ -634,10 +648,13 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
-                "eks_cluster <- [storage, chart:kuberay-operator, chart:keda]",
+                "chart:prometheus <- []",
+                "chart:aws-load-balancer-controller <- []",
+                "lb_controller_role <- [chart:aws-load-balancer-controller]",
+                "eks_cluster <- [storage, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, lb_controller_role]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS, &[])
@@ -657,14 +674,17 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
+                "chart:prometheus <- []",
+                "chart:aws-load-balancer-controller <- []",
+                "lb_controller_role <- [chart:aws-load-balancer-controller]",
                 "hyperpod_cluster <- [storage]",
                 "chart:hyperpod-dependencies <- [hyperpod_cluster]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, chart:kuberay-operator, chart:keda, chart:hyperpod-dependencies]",
+                "eks_cluster <- [hyperpod_cluster, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller, chart:hyperpod-dependencies]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, hyperpod_cluster, hyperpod_execution_role, compute_subnets, lb_controller_role]",
             ]
         );
         for (i, s) in steps.iter().enumerate() {
