@@ -248,7 +248,8 @@ fn check_vendored(dir: &std::path::Path) {
     let mut listed = Vec::new();
     for line in readme.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let (Some(path), Some(blob)) = (cells.get(1), cells.get(5)) else { continue };
+        // | `path` | what | bytes | `blob` |: the blob id is the last cell.
+        let (Some(path), Some(blob)) = (cells.get(1), cells.iter().rev().nth(1)) else { continue };
         let (path, blob) = (path.trim_matches('`'), blob.trim_matches('`'));
         if blob.len() != 40 {
             continue; // the provenance table, not the file table
