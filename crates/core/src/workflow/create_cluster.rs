@@ -1000,9 +1000,29 @@ mod tests {
             "Install Helm chart keda 2.21.1 in namespace keda: KEDA for ScaledObject autoscaling of inference endpoints"
         );
         assert!(steps.iter().all(|s| !s.depends_on.contains(&keda.key)), "nothing waits for KEDA");
+        let prom = steps.iter().find(|s| s.key == "chart:prometheus").expect("Prometheus chart step");
+        assert_eq!(prom.depends_on, ["select_active"]);
+        assert!(prom.title.contains("prometheus 29.27.0 in namespace monitoring"), "{}", prom.title);
+        // The load balancer controller waits for its IRSA role, which waits for the OIDC provider.
+        let lbc = steps.iter().find(|s| s.key == "chart:aws-load-balancer-controller").expect("controller step");
+        assert_eq!(lbc.depends_on, ["select_active", "lb_controller_role"]);
+        assert!(lbc.title.contains("aws-load-balancer-controller 3.5.0 in namespace kube-system"), "{}", lbc.title);
+        let role = steps.iter().find(|s| s.key == "lb_controller_role").unwrap();
+        assert_eq!(role.depends_on, ["oidc_provider"]);
+        assert!(role.title.contains("demo-lb-controller-role"), "{}", role.title);
+        assert_eq!(steps.iter().find(|s| s.key == "oidc_provider").unwrap().depends_on, ["select_active"]);
+        for (i, s) in steps.iter().enumerate() {
+            for d in &s.depends_on {
+                assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
+            }
+        }
         let without: Vec<String> = plan_steps(&req).into_iter().map(|s| s.key).collect();
-        let with: Vec<String> = steps.into_iter().map(|s| s.key).filter(|k| !k.starts_with("chart:")).collect();
-        assert_eq!(without, with, "the charts only add steps");
+        let with: Vec<String> = steps
+            .into_iter()
+            .map(|s| s.key)
+            .filter(|k| !k.starts_with("chart:") && k != "oidc_provider" && k != "lb_controller_role")
+            .collect();
+        assert_eq!(without, with, "the charts (and the controller's identity) only add steps");
     }
 
     #[test]
