@@ -21,7 +21,7 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
-const EKS: &str = "demo-eks";
+const EKS: &str = "demo";
 
 struct Bed {
     sim: SimCloud,
