@@ -58,6 +58,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "eks:DeletePodIdentityAssociation",
     "eks:DescribeAccessEntry",
     "eks:DescribeAddon",
+    "eks:DescribeAddonConfiguration",
     "eks:DescribeAddonVersions",
     "eks:DescribeCluster",
     "eks:DescribePodIdentityAssociation",

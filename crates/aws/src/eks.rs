@@ -18,7 +18,10 @@
 //! pods cannot be scheduled yet (no nodes before the HyperPod cluster exists) is degraded, not
 //! failed. `CREATE_FAILED`/`DELETE_FAILED`/`UPDATE_FAILED` are `Failed` with EKS's health
 //! issues as the reason. [`AwsProvider::update_addon`] moves an add-on to a (pinned or
-//! resolved default) version, keeping configuration changes (`PRESERVE`).
+//! resolved default) version, keeping configuration changes (`PRESERVE`). Configuration values
+//! are sent as `configurationValues` (the JSON document as a string);
+//! `DescribeAddonConfiguration` returns the version's schema (a JSON string, parsed) so the
+//! workflow can check values before the create.
 //!
 //! # Pod Identity associations
 //!
@@ -46,10 +49,11 @@ use aws_sdk_eks::types::{
     ResolveConflicts, VpcConfigRequest,
 };
 use instantstart_core::provider::{
-    CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
+    AddonConfiguration, CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
     PodIdentityAssociation, ProviderError, ProviderErrorKind, ResourceState, Result, TAG_CLUSTER, Tags,
     addon_minimum_version, addon_version_at_least, is_owned,
 };
+use serde_json::Value;
 
 /// Maps an EKS cluster status (with health issues for the failure reason).
 pub fn cluster_state(status: Option<&ClusterStatus>, issues: &[String]) -> ResourceState {
@@ -407,6 +411,7 @@ impl EksApi for AwsProvider {
             .resolve_conflicts(ResolveConflicts::Overwrite)
             .client_request_token(&req.client_request_token)
             .set_tags(Some(tags::eks(&req.tags)))
+            .set_configuration_values(req.configuration_values.as_ref().map(Value::to_string))
             .send()
             .await
             .map_err(|e| sdk_error(API, e));
@@ -421,6 +426,43 @@ impl EksApi for AwsProvider {
             }
             Err(e) => Err(e),
         }
+    }
+
+    async fn describe_addon_configuration(
+        &self,
+        region: &str,
+        cluster: &str,
+        addon: &str,
+        version: Option<&str>,
+    ) -> Result<AddonConfiguration> {
+        const API: &str = "eks:DescribeAddonConfiguration";
+        let c = self.region(region).await?;
+        let version = match version {
+            Some(v) => v.to_string(),
+            None => {
+                let k8s = describe_cluster(&c.eks, region, cluster)
+                    .await?
+                    .ok_or_else(|| ProviderError::not_found(API, format!("No cluster found for name: {cluster}.")))?
+                    .version;
+                resolve_addon_version(&c.eks, addon, &k8s).await?
+            }
+        };
+        let out = c
+            .eks
+            .describe_addon_configuration()
+            .addon_name(addon)
+            .addon_version(&version)
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        let schema = match out.configuration_schema() {
+            // An add-on without configuration publishes no schema: any values would be refused,
+            // which an empty `additionalProperties: false` object schema says exactly.
+            None | Some("") => serde_json::json!({ "type": "object", "additionalProperties": false }),
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| malformed(API, format!("configurationSchema of {addon} {version} is not JSON: {e}")))?,
+        };
+        Ok(AddonConfiguration { addon: addon.to_string(), version, schema })
     }
 
     async fn delete_addon(&self, region: &str, cluster: &str, addon: &str) -> Result<()> {

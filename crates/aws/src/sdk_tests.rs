@@ -64,6 +64,7 @@ async fn create_addon_pins_the_default_version_for_the_cluster() {
             version: None,
             client_request_token: "is-token".into(),
             tags: tags("demo"),
+            configuration_values: None,
         })
         .await
         .unwrap();
@@ -184,6 +185,73 @@ async fn the_s3_gateway_endpoint_request_and_its_deletion() {
     let err = crate::network::delete_endpoints(&c.ec2, &["vpce-busy".into()]).await.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Transient, "{err}");
     assert!(err.message.contains("vpce-busy: busy"), "{err}");
+}
+
+#[tokio::test]
+async fn create_addon_sends_configuration_values_as_one_json_string() {
+    let values = json!({ "executionRoleArn": "arn:aws:iam::123456789012:role/SageMakerHyperPodInference-demo",
+        "tlsCertificateS3Bucket": "is-demo-bkt", "keda": { "enabled": false } });
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "POST /clusters/demo/addons" => Canned::json(json!({ "addon": {
+            "addonName": "amazon-sagemaker-hyperpod-inference", "clusterName": "demo", "status": "CREATING",
+            "addonVersion": "v1.2.0-eksbuild.1", "tags": tag_json("demo") }})),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    p.create_addon(&CreateEksAddon {
+        region: "us-east-1".into(),
+        cluster: "demo".into(),
+        name: "amazon-sagemaker-hyperpod-inference".into(),
+        version: Some("v1.2.0-eksbuild.1".into()),
+        client_request_token: "is-token".into(),
+        tags: tags("demo"),
+        configuration_values: Some(values.clone()),
+    })
+    .await
+    .unwrap();
+    let create = replay.of("POST /clusters/demo/addons")[0].json();
+    assert_eq!(
+        create,
+        json!({ "addonName": "amazon-sagemaker-hyperpod-inference", "addonVersion": "v1.2.0-eksbuild.1",
+                "resolveConflicts": "OVERWRITE", "clientRequestToken": "is-token", "tags": tag_json("demo"),
+                "configurationValues": values.to_string() })
+    );
+    let sent: Value = serde_json::from_str(create["configurationValues"].as_str().unwrap()).unwrap();
+    assert_eq!(sent, values, "the string is exactly the values document");
+}
+
+#[tokio::test]
+async fn describe_addon_configuration_resolves_the_version_and_parses_the_schema() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "GET /clusters/demo" => Canned::json(eks_cluster_json("demo", "ACTIVE", tag_json("demo"))),
+        "GET /addons/supported-versions" => Canned::json(json!({ "addons": [{
+        "addonName": "amazon-sagemaker-hyperpod-inference", "addonVersions": [
+            { "addonVersion": "v1.2.0-eksbuild.1", "compatibilities": [{ "clusterVersion": "1.33", "defaultVersion": true }] }
+        ]}]})),
+        "GET /addons/configuration-schemas" => Canned::json(json!({
+            "addonName": "amazon-sagemaker-hyperpod-inference", "addonVersion": "v1.2.0-eksbuild.1",
+            "configurationSchema": "{\"type\":\"object\",\"required\":[\"executionRoleArn\"]}" })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let c =
+        p.describe_addon_configuration("us-east-1", "demo", "amazon-sagemaker-hyperpod-inference", None).await.unwrap();
+    assert_eq!(c.version, "v1.2.0-eksbuild.1");
+    assert_eq!(c.schema, json!({ "type": "object", "required": ["executionRoleArn"] }));
+    let q = replay.of("GET /addons/configuration-schemas")[0].query();
+    assert_eq!(q.get("addonName").map(String::as_str), Some("amazon-sagemaker-hyperpod-inference"));
+    assert_eq!(q.get("addonVersion").map(String::as_str), Some("v1.2.0-eksbuild.1"));
+
+    // A pinned version is used as given: no cluster or version lookups.
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "GET /addons/configuration-schemas" => {
+            Canned::json(json!({ "addonName": "cert-manager", "addonVersion": "v1" }))
+        }
+        _ => unexpected(r),
+    });
+    let c =
+        replay.provider().describe_addon_configuration("us-east-1", "demo", "cert-manager", Some("v1")).await.unwrap();
+    assert_eq!(c.schema, json!({ "type": "object", "additionalProperties": false }), "no schema: no values accepted");
 }
 
 #[tokio::test]

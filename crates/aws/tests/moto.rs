@@ -705,6 +705,21 @@ impl EksApi for MotoCloud {
         self.associations.lock().unwrap().retain(|(c, a)| !(c == cluster && a.id == association_id));
         Ok(())
     }
+    async fn describe_addon_configuration(
+        &self,
+        _region: &str,
+        _cluster: &str,
+        addon: &str,
+        _version: Option<&str>,
+    ) -> Result<AddonConfiguration> {
+        // moto has no DescribeAddonConfiguration (covered in src/sdk_tests.rs); the pipelines run
+        // here install no add-on with configuration values.
+        Err(ProviderError::new(
+            "eks:DescribeAddonConfiguration",
+            ProviderErrorKind::InvalidRequest,
+            format!("moto does not implement DescribeAddonConfiguration ({addon})"),
+        ))
+    }
 }
 
 #[async_trait]

@@ -11,6 +11,7 @@
 //! object-safe (`Arc<dyn AwsCloud>`); every future they return is `Send`. The store trait is
 //! synchronous: each call is one short local transaction.
 
+pub mod addon_schema;
 pub mod diff;
 pub mod engine;
 pub mod lifecycle;

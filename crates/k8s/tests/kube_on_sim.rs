@@ -63,9 +63,10 @@ async fn world(nodes: u32) -> SimCloud {
     .await
     .unwrap();
     adv(&s, timings::EKS_CREATE);
-    // The charts create-cluster installs (`chart:kuberay-operator`, `chart:keda`): the simulator
-    // serves RayJob and ScaledObject only while their release is deployed.
-    for chart in [KUBERAY_OPERATOR, KEDA] {
+    // The charts create-cluster installs (`chart:kuberay-operator`, `chart:keda`,
+    // `chart:prometheus`): the simulator serves RayJob and ScaledObject only while their release
+    // is deployed, and a ScaledObject's Prometheus trigger answers only while Prometheus is.
+    for chart in [KUBERAY_OPERATOR, KEDA, PROMETHEUS] {
         s.install_or_upgrade(&target(), &chart.spec_for(REGION)).await.unwrap();
     }
     adv(&s, timings::HELM_RELEASE);
@@ -605,8 +606,11 @@ async fn service_proxy_pool_relabel_and_keda_through_kube_rs() {
     // KEDA: the metric drives the replicas between min and max; scaling down waits the window.
     let so = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "llm", "namespace": "default"},
                     "spec": {"scaleTargetRef": {"name": "llm"}, "minReplicaCount": 1, "maxReplicaCount": 4, "cooldownPeriod": 60,
-                             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://prom:9090", "query": "q", "threshold": "10"}}]}});
+                             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://prometheus-server.monitoring.svc.cluster.local:80", "query": "q", "threshold": "10"}}]}});
     kube.apply(&t, &KubeObject(so)).await.unwrap();
+    let so = kube.get(&t, &oref("keda.sh/v1alpha1", "ScaledObject", Some("default"), "llm")).await.unwrap().unwrap();
+    assert_eq!(so.0["status"]["conditions"][0]["type"], "Ready");
+    assert_eq!(so.0["status"]["conditions"][0]["status"], "True", "chart:prometheus answers the trigger");
     let ready = |d: &KubeObject| (d.0["spec"]["replicas"].clone(), d.0["status"]["replicas"].as_u64().unwrap_or(0));
     s.set_scaling_metric(&t, "default", "llm", 35.0).unwrap();
     let d = kube.get(&t, &oref("apps/v1", "Deployment", Some("default"), "llm")).await.unwrap().unwrap();

@@ -350,3 +350,108 @@ async fn autoscaling_needs_the_keda_release_in_the_cluster() {
     let dry = b.engine.dry_run_checked(OperationKind::DeployEndpoint, &fixed).await.unwrap();
     assert!(dry.checks.iter().all(|c| c.status != CheckStatus::Fail), "{:?}", dry.checks);
 }
+
+/// A cluster fresh from create-cluster serves what endpoints need with no hand work: an
+/// autoscaled endpoint's ScaledObject is Ready (its default trigger's Prometheus is
+/// `chart:prometheus`) and scales with the metric; a `load_balancer` endpoint passes its
+/// preflight (`chart:aws-load-balancer-controller`, whose service account has the IRSA role
+/// `lb_controller_role` created) and gets an NLB address. Without the controller the deploy is a
+/// 422 whose remedy names the chart and the step; delete-cluster removes the releases and the role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_cluster_serves_autoscaled_and_load_balancer_endpoints() {
+    use instantstart_core::provider::{AWS_LOAD_BALANCER_CONTROLLER, IamApi, PROMETHEUS};
+    use instantstart_core::workflow::lb_controller::{lb_controller_policy, lb_controller_role};
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let created = b.store.list_operations(&Default::default()).unwrap();
+    let create = b.store.get_operation(&created[0].id).unwrap().unwrap();
+    for key in ["chart:prometheus", "oidc_provider", "lb_controller_role", "chart:aws-load-balancer-controller"] {
+        let s = create.step(key).unwrap_or_else(|| panic!("{key} planned"));
+        assert_eq!((s.phase, s.attempts), (StepPhase::Succeeded, 1), "{key}");
+    }
+    let role = b.sim.get_role(&lb_controller_role("demo")).await.unwrap().expect("controller role");
+    let policies = b.sim.role_policies(&role.name).unwrap();
+    assert_eq!(policies.inline_policies, [("aws-load-balancer-controller".to_string(), lb_controller_policy())]);
+    assert!(
+        policies.trust_policy.to_string().contains("system:serviceaccount:kube-system:aws-load-balancer-controller")
+    );
+    let values = b
+        .sim
+        .helm_release_values(&target(), AWS_LOAD_BALANCER_CONTROLLER.namespace, AWS_LOAD_BALANCER_CONTROLLER.release)
+        .unwrap();
+    assert_eq!(values["clusterName"], "demo");
+    assert_eq!(values["region"], "us-east-1");
+    assert!(values["vpcId"].as_str().unwrap().starts_with("vpc-"), "{values}");
+    assert_eq!(values["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"], role.arn);
+    let prom = b.sim.helm_release_values(&target(), PROMETHEUS.namespace, PROMETHEUS.release).unwrap();
+    assert_eq!(prom["alertmanager"]["enabled"], false);
+
+    // Autoscaled: Ready, scraped, and scaling with the (simulated) query's answer.
+    let op = run(&b, OperationKind::DeployEndpoint, &autoscaled_endpoint()).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let get = |api: &str, kind: &str, ns: Option<&str>, name: &str| ObjectRef {
+        api_version: api.into(),
+        kind: kind.into(),
+        namespace: ns.map(Into::into),
+        name: name.into(),
+    };
+    let so = b.sim.get(&target(), &get("keda.sh/v1alpha1", "ScaledObject", Some("default"), "chat")).await.unwrap();
+    let so = so.expect("ScaledObject chat").0;
+    assert_eq!(so["status"]["conditions"][0]["status"], "True", "{so:#}");
+    assert_eq!(
+        so["spec"]["triggers"][0]["metadata"]["serverAddress"],
+        "http://prometheus-server.monitoring.svc.cluster.local:80"
+    );
+    let d = b.sim.get(&target(), &get("apps/v1", "Deployment", Some("default"), "chat")).await.unwrap().unwrap().0;
+    assert_eq!(d["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"], "true");
+    assert_eq!(d["spec"]["replicas"], 1);
+    b.sim.set_scaling_metric(&target(), "default", "chat", 9.0).unwrap();
+    let d = b.sim.get(&target(), &get("apps/v1", "Deployment", Some("default"), "chat")).await.unwrap().unwrap().0;
+    assert_eq!(d["spec"]["replicas"], 2, "ceil(9 / 5) replicas, no hand work");
+
+    // load_balancer: the controller is there, the endpoint deploys and gets the NLB's address.
+    let mut lb = autoscaled_endpoint();
+    lb["params"]["name"] = json!("public");
+    lb["params"].as_object_mut().unwrap().remove("autoscaling");
+    lb["params"]["exposure"] = json!({ "type": "load_balancer" });
+    let dry = b.engine.dry_run_checked(OperationKind::DeployEndpoint, &lb).await.unwrap();
+    let check = dry.checks.iter().find(|c| c.check == "load_balancer_controller").expect("the controller check");
+    assert_eq!(check.status, CheckStatus::Pass, "{check:?}");
+    let op = run(&b, OperationKind::DeployEndpoint, &lb).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let mut address = None;
+    for _ in 0..500 {
+        let svc = b.sim.get(&target(), &get("v1", "Service", Some("default"), "public")).await.unwrap().unwrap().0;
+        if let Some(h) = svc.pointer("/status/loadBalancer/ingress/0/hostname").and_then(Value::as_str) {
+            address = Some(h.to_string());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(address.is_some_and(|h| h.ends_with(".elb.us-east-1.amazonaws.com")), "the NLB got an address");
+
+    // Without the controller: refused before anything is recorded, the remedy naming the step.
+    b.sim
+        .uninstall(&target(), AWS_LOAD_BALANCER_CONTROLLER.namespace, AWS_LOAD_BALANCER_CONTROLLER.release)
+        .await
+        .unwrap();
+    let mut other = lb.clone();
+    other["params"]["name"] = json!("public2");
+    let e = b.engine.submit_checked(OperationKind::DeployEndpoint, &other, user(), None).await.unwrap_err();
+    let EngineError::Validation(v) = &e else { panic!("{e:?}") };
+    assert_eq!(v.findings[0].field, "exposure");
+    for part in
+        ["chart:aws-load-balancer-controller", "aws-load-balancer-controller 3.5.0", "https://aws.github.io/eks-charts"]
+    {
+        assert!(v.findings[0].rule.contains(part), "{part:?} missing in {:?}", v.findings[0].rule);
+    }
+
+    // delete-cluster removes the releases (the controller's is already gone: done) and its role.
+    let op = run(&b, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    for key in ["chart:prometheus", "chart:aws-load-balancer-controller", "lb_controller_role"] {
+        assert_eq!(op.step(key).map(|s| s.phase), Some(StepPhase::Succeeded), "{key}");
+    }
+    assert_eq!(b.sim.get_role(&lb_controller_role("demo")).await.unwrap(), None);
+}

@@ -23,7 +23,7 @@ use crate::world::{AddonRec, EksRec, Lifecycle, Phase, PodIdentityRec, World, rk
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
+    AddonConfiguration, CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
     PodIdentityAssociation, ProviderError, ProviderErrorKind, Result, Tags,
 };
 use instantstart_core::spec::{SUPPORTED_KUBERNETES_VERSIONS, TRAINING_OPERATOR_KUBERNETES_VERSIONS};
@@ -358,8 +358,28 @@ impl EksApi for SimCloud {
                     ),
                 ));
             }
+            // EKS validates `configurationValues` against the version's schema at the API
+            // (https://docs.aws.amazon.com/eks/latest/userguide/eks-add-ons.html "Configuration
+            // values": "InvalidParameterException ... ConfigurationValue provided in request is not
+            // supported"); an add-on whose schema requires values refuses a create without them.
+            let schema = addon_schema(&req.name);
+            let values = req.configuration_values.clone().unwrap_or_else(|| serde_json::json!({}));
+            if let Err(e) = instantstart_core::addon_schema::validate(&schema, &values) {
+                return Err(invalid(
+                    API,
+                    format!(
+                        "InvalidParameterException: ConfigurationValue provided in request is not supported: Json schema validation failed with error: {}",
+                        e.violations.iter().map(|v| format!("{} {}", if v.path.is_empty() { "$" } else { &v.path }, v.rule)).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
             let mut life = Lifecycle::new(cx.now, timings::ADDON_CREATE);
             if let Some(reason) = &cx.resource_fails {
+                life.fail_after(timings::ADDON_CREATE * timings::FAILURE_SHARE, format!("CREATE_FAILED: {reason}"));
+            }
+            if let Some(reason) = chart_refusal(&req.name, &values) {
+                // What the schema cannot say, the add-on's chart refuses when EKS installs it: the
+                // add-on goes CREATE_FAILED with the Helm error as its health issue.
                 life.fail_after(timings::ADDON_CREATE * timings::FAILURE_SHARE, format!("CREATE_FAILED: {reason}"));
             }
             let rec = AddonRec {
@@ -368,10 +388,36 @@ impl EksApi for SimCloud {
                 client_request_token: req.client_request_token.clone(),
                 tags: req.tags.clone(),
                 life,
+                configuration_values: req.configuration_values.clone(),
             };
             c.addons.insert(req.name.clone(), rec);
             let c = w.eks.get(&rkey(&req.region, &req.cluster)).expect("just updated");
             Ok(addon_view(w, c, &c.addons[&req.name], cx.now))
+        })
+    }
+
+    async fn describe_addon_configuration(
+        &self,
+        region: &str,
+        cluster: &str,
+        addon: &str,
+        version: Option<&str>,
+    ) -> Result<AddonConfiguration> {
+        const API: &str = "eks:DescribeAddonConfiguration";
+        self.read(API, |w, _| {
+            let version = match version {
+                Some(v) => v.to_string(),
+                None => {
+                    let Some(c) = w.eks.get(&rkey(region, cluster)) else {
+                        return Err(ProviderError::not_found(
+                            API,
+                            format!("ResourceNotFoundException: No cluster found for name: {cluster}."),
+                        ));
+                    };
+                    addon_default_version(addon, &c.version)
+                }
+            };
+            Ok(AddonConfiguration { addon: addon.into(), version, schema: addon_schema(addon) })
         })
     }
 
@@ -477,7 +523,101 @@ impl EksApi for SimCloud {
     }
 }
 
+/// The configuration schema the simulated EKS publishes for `addon` (every version alike).
+///
+/// `amazon-sagemaker-hyperpod-inference`: written from the add-on's chart,
+/// `aws/sagemaker-hyperpod-cli` `helm_chart/HyperPodHelmChart/charts/inference-operator`
+/// (`values.yaml` and `templates/_validateRequiredValues.tpl`, snapshot of 2026-06-22), and the
+/// values AWS's own installs pass (`migration/helm_to_addon.sh`; awsome-distributed-training
+/// `modules/hyperpod_inference_operator/main.tf`): `executionRoleArn` and
+/// `tlsCertificateS3Bucket` are required (the template fails without them; region and EKS
+/// cluster name are filled in by the add-on), the keys are the chart's, unknown keys refused.
+/// The real schema is not published outside the API; this is our reading of it. Other add-ons:
+/// any object.
+pub(crate) fn addon_schema(addon: &str) -> serde_json::Value {
+    use serde_json::json;
+    let role = json!({ "type": "string", "pattern": "^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$" });
+    match addon {
+        "amazon-sagemaker-hyperpod-inference" => json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["executionRoleArn", "tlsCertificateS3Bucket"],
+            "properties": {
+                "executionRoleArn": role,
+                "tlsCertificateS3Bucket": { "type": "string", "minLength": 3 },
+                "hyperpodClusterArn": { "type": "string", "pattern": "^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/.+$" },
+                "jumpstartGatedModelDownloadRoleArn": role,
+                "enableCustomServiceAccounts": { "type": "boolean" },
+                "alb": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "properties": {
+                        "enabled": { "type": "boolean" },
+                        "serviceAccount": {
+                            "type": "object",
+                            "additionalProperties": false,
+                            "properties": { "create": { "type": "boolean" }, "roleArn": role }
+                        }
+                    }
+                },
+                "keda": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "properties": {
+                        "enabled": { "type": "boolean" },
+                        "auth": { "type": "object" }
+                    }
+                },
+                "tolerations": { "type": "array", "items": { "type": "object" } },
+                "nodeSelector": { "type": "object", "additionalProperties": { "type": "string" } },
+                "affinity": { "type": "object" }
+            }
+        }),
+        _ => json!({ "$schema": "http://json-schema.org/draft-07/schema#", "type": "object" }),
+    }
+}
+
+/// What an add-on's chart refuses at install time (the add-on then goes CREATE_FAILED), for
+/// values its schema accepts. The inference add-on's chart (`_validateRequiredValues.tpl`, with
+/// `isAddOn: true`): "executionRoleArn must have a role name with prefix
+/// 'SageMakerHyperPodInference'"; "A valid role for the KEDA operator must be set" when its
+/// KEDA is on without `keda.auth.aws.irsa.roleArn`; the ALB controller likewise without
+/// `alb.serviceAccount.roleArn` when it creates its service account.
+pub(crate) fn chart_refusal(addon: &str, values: &serde_json::Value) -> Option<String> {
+    if addon != "amazon-sagemaker-hyperpod-inference" {
+        return None;
+    }
+    let role = values["executionRoleArn"].as_str().unwrap_or_default();
+    if !role.rsplit('/').next().unwrap_or_default().starts_with("SageMakerHyperPodInference") {
+        return Some(
+            "ConfigurationConflict: executionRoleArn must have a role name with prefix 'SageMakerHyperPodInference'"
+                .into(),
+        );
+    }
+    let on = |key: &str| values[key]["enabled"].as_bool().unwrap_or(true);
+    if on("keda") && values.pointer("/keda/auth/aws/irsa/roleArn").and_then(|v| v.as_str()).is_none_or(str::is_empty) {
+        return Some(
+            "ConfigurationConflict: A valid role for the KEDA operator must be set (keda.auth.aws.irsa.roleArn)".into(),
+        );
+    }
+    let creates_sa = values.pointer("/alb/serviceAccount/create").and_then(|v| v.as_bool()).unwrap_or(false);
+    if on("alb")
+        && creates_sa
+        && values.pointer("/alb/serviceAccount/roleArn").and_then(|v| v.as_str()).is_none_or(str::is_empty)
+    {
+        return Some("ConfigurationConflict: A valid role for the AWS Load Balancer Controller must be set (alb.serviceAccount.roleArn)".into());
+    }
+    None
+}
+
 impl SimCloud {
+    /// The configuration values add-on `addon` of an EKS cluster was created with (`None`: the
+    /// add-on does not exist or was created without values). Not an API call: for tests.
+    pub fn addon_configuration_values(&self, region: &str, cluster: &str, addon: &str) -> Option<serde_json::Value> {
+        self.lock().world.eks.get(&rkey(region, cluster))?.addons.get(addon)?.configuration_values.clone()
+    }
+
     /// Adds an Active EKS cluster as if created earlier outside InstantStart (for import),
     /// without counting calls. The subnets must exist (see [`SimCloud::seed_network`]).
     pub fn seed_eks_cluster(

@@ -373,6 +373,7 @@ async fn addons_need_an_active_cluster() {
         version: None,
         client_request_token: token.into(),
         tags: tags(),
+        configuration_values: None,
     };
     assert_eq!(kind(s.create_addon(&req("cert-manager", "t1")).await), ProviderErrorKind::InvalidRequest);
     adv(&s, timings::EKS_CREATE);
@@ -392,6 +393,74 @@ async fn addons_need_an_active_cluster() {
     adv(&s, timings::ADDON_DELETE);
     assert_eq!(s.describe_addon(REGION, "demo", "cert-manager").await.unwrap(), None);
     assert_eq!(kind(s.delete_addon(REGION, "demo", "cert-manager").await), ProviderErrorKind::NotFound);
+}
+
+/// The inference add-on refuses what EKS and its chart refuse: no values or values outside the
+/// schema at the API (InvalidParameterException), a role name without the required prefix at
+/// install time (CREATE_FAILED with the chart's error as the health issue).
+#[tokio::test]
+async fn the_inference_addon_needs_its_configuration() {
+    const ADDON: &str = "amazon-sagemaker-hyperpod-inference";
+    let s = sim();
+    let n = network(&s, "demo-vpc").await;
+    let r = role(&s, "demo-eks-cluster-role", "eks.amazonaws.com").await;
+    s.create_eks_cluster(&eks_req("demo", &r.arn, private_subnets(&n), "tok")).await.unwrap();
+    adv(&s, timings::EKS_CREATE);
+    let conf = s.describe_addon_configuration(REGION, "demo", ADDON, None).await.unwrap();
+    assert_eq!(conf.version, "v1.0.0-eksbuild.1");
+    assert_eq!(conf.schema["required"], serde_json::json!(["executionRoleArn", "tlsCertificateS3Bucket"]));
+    assert_eq!(s.calls("eks:DescribeAddonConfiguration"), 1);
+    let req = |token: &str, values: Option<serde_json::Value>| CreateEksAddon {
+        region: REGION.into(),
+        cluster: "demo".into(),
+        name: ADDON.into(),
+        version: None,
+        client_request_token: token.into(),
+        tags: tags(),
+        configuration_values: values,
+    };
+    let role_arn = |name: &str| format!("arn:aws:iam::123456789012:role/{name}");
+    let values = |role: &str| {
+        serde_json::json!({ "executionRoleArn": role_arn(role), "tlsCertificateS3Bucket": "is-demo-bucket",
+            "hyperpodClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc",
+            "keda": { "enabled": false }, "alb": { "enabled": false } })
+    };
+    let e = s.create_addon(&req("t0", None)).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest);
+    assert!(
+        e.message.contains("InvalidParameterException") && e.message.contains("/executionRoleArn is required"),
+        "{e}"
+    );
+    let mut bad = values("SageMakerHyperPodInference-demo");
+    bad["keda"]["enable"] = serde_json::json!(true);
+    let e = s.create_addon(&req("t1", Some(bad))).await.unwrap_err();
+    assert!(e.message.contains("/keda/enable is not a property"), "{e}");
+    assert_eq!(s.describe_addon(REGION, "demo", ADDON).await.unwrap(), None, "refused at the API: nothing created");
+
+    let a = s.create_addon(&req("t2", Some(values("demo-inference-role")))).await.unwrap();
+    assert_eq!(a.state, ResourceState::Creating);
+    adv(&s, timings::ADDON_CREATE);
+    let ResourceState::Failed { reason } = s.describe_addon(REGION, "demo", ADDON).await.unwrap().unwrap().state else {
+        panic!("a role without the prefix fails the install")
+    };
+    assert!(reason.contains("prefix 'SageMakerHyperPodInference'"), "{reason}");
+    s.delete_addon(REGION, "demo", ADDON).await.unwrap();
+    adv(&s, timings::ADDON_DELETE);
+
+    let mut keda_on = values("SageMakerHyperPodInference-demo");
+    keda_on["keda"] = serde_json::json!({ "enabled": true });
+    s.create_addon(&req("t3", Some(keda_on))).await.unwrap();
+    adv(&s, timings::ADDON_CREATE);
+    let state = s.describe_addon(REGION, "demo", ADDON).await.unwrap().unwrap().state;
+    assert!(matches!(&state, ResourceState::Failed { reason } if reason.contains("KEDA operator")), "{state:?}");
+    s.delete_addon(REGION, "demo", ADDON).await.unwrap();
+    adv(&s, timings::ADDON_DELETE);
+
+    let good = values("SageMakerHyperPodInference-demo");
+    s.create_addon(&req("t4", Some(good.clone()))).await.unwrap();
+    adv(&s, timings::ADDON_CREATE);
+    assert_eq!(s.describe_addon(REGION, "demo", ADDON).await.unwrap().unwrap().state, ResourceState::Active);
+    assert_eq!(s.addon_configuration_values(REGION, "demo", ADDON), Some(good));
 }
 
 #[tokio::test]
@@ -884,6 +953,7 @@ async fn resource_fails_fault_ends_resources_in_failed() {
         version: Some("v1.0.0".into()),
         client_request_token: "t".into(),
         tags: tags(),
+        configuration_values: None,
     })
     .await
     .unwrap();
@@ -1736,6 +1806,60 @@ async fn chart_kinds_are_served_only_while_their_release_is_deployed() {
     // Reinstalled, the CRD is back empty: its objects went with it.
     install_chart(&s, &KEDA).await;
     assert!(s.list(&target(), &list("keda.sh/v1alpha1", "ScaledObject")).await.unwrap().is_empty());
+}
+
+/// KEDA's prometheus trigger needs a Prometheus at its address: without one the ScaledObject is
+/// not Ready (TriggerError, the scaler's lookup error) and the metric scales nothing; once the
+/// `prometheus` chart's release is deployed (its `prometheus-server` Service), it scales.
+#[tokio::test]
+async fn a_scaled_object_scales_only_while_its_prometheus_answers() {
+    let s = sim();
+    gpu_world(&s, 1).await;
+    install_chart(&s, &KEDA).await;
+    apply(&s, deployment("llm", 1, 0)).await;
+    let address = "http://prometheus-server.monitoring.svc.cluster.local:80";
+    let so = |address: &str| {
+        json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "llm", "namespace": "default"},
+               "spec": {"scaleTargetRef": {"name": "llm"}, "minReplicaCount": 1, "maxReplicaCount": 4,
+                        "triggers": [{"type": "prometheus", "metadata": {"serverAddress": address, "query": "q", "threshold": "10"}}]}})
+    };
+    apply(&s, so(address)).await;
+    let replicas = |d: &Value| d["spec"]["replicas"].as_u64();
+    let conditions = |v: &Value| v["status"]["conditions"].clone();
+    let so_now = get(&s, "keda.sh/v1alpha1", "ScaledObject", Some("default"), "llm").await.unwrap();
+    let c = conditions(&so_now);
+    assert_eq!(
+        (c[0]["type"].as_str(), c[0]["status"].as_str(), c[0]["reason"].as_str()),
+        (Some("Ready"), Some("False"), Some("TriggerError"))
+    );
+    let message = c[0]["message"].as_str().unwrap();
+    assert!(message.contains("lookup prometheus-server.monitoring.svc.cluster.local: no such host"), "{message}");
+    assert_eq!(c[1]["type"], "Active");
+    s.set_scaling_metric(&target(), "default", "llm", 35.0).unwrap();
+    let d = get(&s, "apps/v1", "Deployment", Some("default"), "llm").await.unwrap();
+    assert_eq!(replicas(&d), Some(1), "no Prometheus, no metric, no scaling");
+
+    // A bare service name resolves in the ScaledObject's namespace: still nothing there.
+    apply(&s, so("http://prom:9090")).await;
+    let c = conditions(&get(&s, "keda.sh/v1alpha1", "ScaledObject", Some("default"), "llm").await.unwrap());
+    assert_eq!(c[0]["status"], "False");
+    // An address outside the cluster (Amazon Managed Prometheus) is not simulated: reachable.
+    apply(&s, so("https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1")).await;
+    let c = conditions(&get(&s, "keda.sh/v1alpha1", "ScaledObject", Some("default"), "llm").await.unwrap());
+    assert_eq!(c[0]["status"], "True");
+
+    apply(&s, so(address)).await;
+    install_chart(&s, &PROMETHEUS).await;
+    let c = conditions(&get(&s, "keda.sh/v1alpha1", "ScaledObject", Some("default"), "llm").await.unwrap());
+    assert_eq!((c[0]["status"].as_str(), c[0]["reason"].as_str()), (Some("True"), Some("ScaledObjectReady")));
+    s.set_scaling_metric(&target(), "default", "llm", 35.0).unwrap();
+    let d = get(&s, "apps/v1", "Deployment", Some("default"), "llm").await.unwrap();
+    assert_eq!(replicas(&d), Some(4), "ceil(35/10) once Prometheus answers");
+    // Uninstalled, the address no longer resolves.
+    s.uninstall(&target(), PROMETHEUS.namespace, PROMETHEUS.release).await.unwrap();
+    adv(&s, timings::HELM_RELEASE);
+    let c = conditions(&get(&s, "keda.sh/v1alpha1", "ScaledObject", Some("default"), "llm").await.unwrap());
+    assert_eq!(c[0]["status"], "False", "uninstalled: the trigger errors again");
 }
 
 #[tokio::test]

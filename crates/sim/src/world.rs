@@ -362,6 +362,9 @@ pub(crate) struct AddonRec {
     pub client_request_token: String,
     pub tags: Tags,
     pub life: Lifecycle,
+    /// The `configurationValues` it was created with.
+    #[serde(default)]
+    pub configuration_values: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -65,16 +65,16 @@ async fn create_installs_the_pinned_chart_once_and_delete_uninstalls_it() {
     assert_eq!((step.outputs["chart"].as_str(), step.outputs["version"].as_str()), (Some("keda"), Some("2.21.1")));
     let r = sim.get_release(&target(), KEDA.namespace, KEDA.release).await.unwrap().unwrap();
     assert!(r.is_deployed(&KEDA.chart_ref()), "{r:?}");
-    assert_eq!(sim.stats().get("helm:upgrade").copied(), Some(2), "each chart installed exactly once");
+    assert_eq!(sim.stats().get("helm:upgrade").copied(), Some(4), "each chart installed exactly once");
 
     let op = run(&engine, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    for key in ["chart:kuberay-operator", "chart:keda"] {
+    for key in ["chart:kuberay-operator", "chart:keda", "chart:prometheus", "chart:aws-load-balancer-controller"] {
         let step = op.step(key).expect("chart removal step");
         assert_eq!(step.phase, StepPhase::Succeeded);
         assert!(op.step("eks_cluster").unwrap().depends_on.contains(&key.to_string()), "{key}");
     }
-    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(2));
+    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(4));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,12 +88,17 @@ async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_
     assert_eq!(step.phase, StepPhase::Failed);
     assert!(step.error.as_deref().unwrap().contains("ImagePullBackOff"), "{step:?}");
     let failed: Vec<&str> = op.steps.iter().filter(|s| s.phase == StepPhase::Failed).map(|s| s.key.as_str()).collect();
-    assert_eq!(failed, ["chart:kuberay-operator", "chart:keda"], "only the charts failed");
+    assert_eq!(
+        failed,
+        ["chart:kuberay-operator", "chart:keda", "chart:prometheus", "chart:aws-load-balancer-controller"],
+        "only the charts failed"
+    );
 
     sim.set_faults(SimFaults::none());
-    engine.retry_step(&op.id, "chart:kuberay-operator", user()).unwrap();
-    engine.wait(&op.id, WAIT).await.unwrap();
-    engine.retry_step(&op.id, "chart:keda", user()).unwrap();
+    for key in failed {
+        engine.retry_step(&op.id, key, user()).unwrap();
+        engine.wait(&op.id, WAIT).await.unwrap();
+    }
     let op = engine.wait(&op.id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let r = sim.get_release(&target(), KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release).await.unwrap().unwrap();
@@ -132,5 +137,73 @@ async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
     let removal = op.step("chart:hyperpod-dependencies").expect("chart removal step");
     assert_eq!(removal.depends_on, ["hyperpod_cluster"], "uninstalled after the HyperPod cluster is gone");
     assert!(op.step("eks_cluster").unwrap().depends_on.contains(&removal.key));
-    assert_eq!(sim.stats().get("helm:uninstall").copied(), Some(3), "KubeRay, KEDA and the HyperPod dependencies");
+    assert_eq!(
+        sim.stats().get("helm:uninstall").copied(),
+        Some(5),
+        "KubeRay, KEDA, Prometheus, the load balancer controller and the HyperPod dependencies"
+    );
+}
+
+fn persistent_bed(dir: &std::path::Path) -> (SimCloud, Engine) {
+    let sim = SimCloud::new(SimConfig::with_speed(2000.0).state_file(dir.join("world.json")).seed(11)).unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let helm: Arc<dyn HelmReleases> = Arc::new(sim.clone());
+    let workflows =
+        workflow::all_with_helm(Arc::new(sim.clone()), Arc::new(sim.clone()), Some(helm), store.clone(), None);
+    (sim, Engine::new(store, workflows, EngineConfig::scaled(2000.0)))
+}
+
+/// The steps create-cluster gained for serving (the OIDC provider, the controller's role, the
+/// Prometheus and load balancer controller releases) create nothing twice: not when a create's
+/// response is lost (the retry observes first), not when the server is killed at the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sim, engine) = bed(dir.path());
+    sim.set_faults(
+        SimFaults::none()
+            .with("iam:CreateOpenIDConnectProvider", FaultMode::LostResponse)
+            .with("iam:CreateRole", FaultMode::LostResponse)
+            .with("helm:upgrade", FaultMode::LostResponse),
+    );
+    let op = run(&engine, OperationKind::CreateCluster, &request()).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let stats = sim.stats();
+    assert_eq!(stats.get("iam:CreateOpenIDConnectProvider").copied(), Some(1), "{stats:?}");
+    assert_eq!(stats.get("iam:CreateRole").copied(), Some(2), "the EKS role and the controller's: {stats:?}");
+    assert_eq!(stats.get("helm:upgrade").copied(), Some(4), "{stats:?}");
+    assert_eq!(
+        op.step("chart:aws-load-balancer-controller").unwrap().depends_on,
+        ["select_active", "lb_controller_role"]
+    );
+
+    for key in ["oidc_provider", "lb_controller_role", "chart:aws-load-balancer-controller", "chart:prometheus"] {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let (sim, engine) = persistent_bed(dir.path());
+            let s = engine.submit(OperationKind::CreateCluster, &request(), user(), None).unwrap();
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let op = engine.get(&s.operation.id).unwrap();
+                let phase = op.step(key).unwrap().phase;
+                if matches!(phase, StepPhase::Submitted | StepPhase::Polling | StepPhase::Succeeded) {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{key} never got past submitting");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            engine.abort_all();
+            sim.flush().unwrap();
+            s.operation.id
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (sim, engine) = persistent_bed(dir.path());
+        engine.resume_all().unwrap();
+        let op = engine.wait(&id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "{key}: {op:#?}");
+        let stats = sim.stats();
+        assert_eq!(stats.get("iam:CreateOpenIDConnectProvider").copied(), Some(1), "{key}: {stats:?}");
+        assert_eq!(stats.get("iam:CreateRole").copied(), Some(2), "{key}: {stats:?}");
+        assert_eq!(stats.get("helm:upgrade").copied(), Some(4), "{key}: {stats:?}");
+    }
 }

@@ -242,6 +242,22 @@ pub struct CreateEksAddon {
     pub version: Option<String>,
     pub client_request_token: String,
     pub tags: Tags,
+    /// The add-on's configuration values (a JSON object), sent as `configurationValues`; it
+    /// must satisfy the schema `DescribeAddonConfiguration` returns for the version
+    /// ([`crate::addon_schema::validate`] checks it before the create). `None` = the add-on's
+    /// defaults.
+    #[serde(default)]
+    pub configuration_values: Option<serde_json::Value>,
+}
+
+/// The configuration schema of one add-on version (`DescribeAddonConfiguration`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AddonConfiguration {
+    pub addon: String,
+    /// The version the schema belongs to (the one a create without a version would pin).
+    pub version: String,
+    /// The JSON schema of the add-on's configuration values (EKS returns it as a string; parsed).
+    pub schema: serde_json::Value,
 }
 
 #[async_trait]
@@ -269,6 +285,15 @@ pub trait EksApi: Send + Sync {
     ) -> Result<PodIdentityAssociation>;
     /// DeletePodIdentityAssociation by id; `NotFound` when it does not exist.
     async fn delete_pod_identity_association(&self, region: &str, cluster: &str, association_id: &str) -> Result<()>;
+    /// The configuration schema of `addon` at `version`, or — with `None` — at the version a
+    /// create on `cluster` would pin (the default one for the cluster's Kubernetes version).
+    async fn describe_addon_configuration(
+        &self,
+        region: &str,
+        cluster: &str,
+        addon: &str,
+        version: Option<&str>,
+    ) -> Result<AddonConfiguration>;
 }
 
 /// An IAM role.

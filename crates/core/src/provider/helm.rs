@@ -99,6 +99,9 @@ pub struct PinnedChart {
     /// Whether the install sets `global.region` to the cluster's region (charts that pick
     /// regional images and would otherwise guess the region from node labels).
     pub sets_global_region: bool,
+    /// The chart values InstantStart sets, as a JSON object document (`"{}"`: the chart's
+    /// defaults). A test checks every pinned chart's document parses to an object.
+    pub values: &'static str,
 }
 
 impl PinnedChart {
@@ -106,22 +109,21 @@ impl PinnedChart {
         ChartRef { source: self.source.source(), chart: self.chart.into(), version: self.version.into() }
     }
 
-    /// The release spec with the chart's default values.
+    /// The release spec with the pinned values ([`PinnedChart::values`]).
     pub fn spec(&self) -> ReleaseSpec {
-        ReleaseSpec {
-            chart: self.chart_ref(),
-            namespace: self.namespace.into(),
-            release: self.release.into(),
-            values: Value::Object(Default::default()),
-        }
+        let values = serde_json::from_str::<Value>(self.values)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        ReleaseSpec { chart: self.chart_ref(), namespace: self.namespace.into(), release: self.release.into(), values }
     }
 
-    /// The release spec for a cluster in `region`: the chart's defaults, plus `global.region`
+    /// The release spec for a cluster in `region`: the pinned values, plus `global.region`
     /// where the chart needs it.
     pub fn spec_for(&self, region: &str) -> ReleaseSpec {
         let mut spec = self.spec();
         if self.sets_global_region {
-            spec.values = serde_json::json!({ "global": { "region": region } });
+            spec.values["global"] = serde_json::json!({ "region": region });
         }
         spec
     }
@@ -138,6 +140,7 @@ pub const KUBERAY_OPERATOR: PinnedChart = PinnedChart {
     provides: "the KubeRay operator for RayJob, RayCluster and RayService",
     before_hyperpod: false,
     sets_global_region: false,
+    values: "{}",
 };
 
 /// KEDA (the ScaledObject, ScaledJob and TriggerAuthentication CRDs, its operator and metrics
@@ -152,6 +155,51 @@ pub const KEDA: PinnedChart = PinnedChart {
     provides: "KEDA for ScaledObject autoscaling of inference endpoints",
     before_hyperpod: false,
     sets_global_region: false,
+    values: "{}",
+};
+
+/// The AWS Load Balancer Controller, which turns a `LoadBalancer` Service (a `load_balancer`
+/// endpoint exposure) into an NLB. AWS documents it as this chart from the EKS charts
+/// repository, release `aws-load-balancer-controller` in `kube-system` (chart 3.5.0 = controller
+/// v3.5.0). Its values are the cluster's (`clusterName`, `region`, `vpcId`, the service
+/// account's IRSA role): `workflow::lb_controller` sets them when the step submits.
+pub const AWS_LOAD_BALANCER_CONTROLLER: PinnedChart = PinnedChart {
+    release: "aws-load-balancer-controller",
+    namespace: "kube-system",
+    source: PinnedSource::Repository("https://aws.github.io/eks-charts"),
+    chart: "aws-load-balancer-controller",
+    version: "3.5.0",
+    provides: "the AWS Load Balancer Controller for load_balancer endpoints (NLB)",
+    before_hyperpod: false,
+    sets_global_region: false,
+    values: "{}",
+};
+
+/// Prometheus (server only), which KEDA's default Prometheus trigger of an autoscaled endpoint
+/// queries at `http://prometheus-server.monitoring.svc.cluster.local:80` (the chart names the
+/// server's Service `<release>-server`, port 80). There is no EKS add-on for an in-cluster
+/// Prometheus; the chart comes from the prometheus-community repository (chart 29.27.0 =
+/// Prometheus v3.14.0). Its default scrape job `kubernetes-pods` scrapes pods annotated
+/// `prometheus.io/scrape: "true"` at `prometheus.io/port` and `prometheus.io/path`, which the
+/// serving recipes set. Minimal values: no Alertmanager, Pushgateway, node exporter or
+/// kube-state-metrics; no persistent volume (the clusters have no EBS CSI driver, and the data
+/// is a scaling signal, not a record) and a one-day retention.
+pub const PROMETHEUS: PinnedChart = PinnedChart {
+    release: "prometheus",
+    namespace: "monitoring",
+    source: PinnedSource::Repository("https://prometheus-community.github.io/helm-charts"),
+    chart: "prometheus",
+    version: "29.27.0",
+    provides: "Prometheus (server only) for the KEDA triggers of autoscaled endpoints",
+    before_hyperpod: false,
+    sets_global_region: false,
+    values: r#"{
+        "alertmanager": { "enabled": false },
+        "prometheus-pushgateway": { "enabled": false },
+        "prometheus-node-exporter": { "enabled": false },
+        "kube-state-metrics": { "enabled": false },
+        "server": { "retention": "1d", "persistentVolume": { "enabled": false } }
+    }"#,
 };
 
 /// Commit of `aws/sagemaker-hyperpod-cli` whose `helm_chart/HyperPodHelmChart` the container
@@ -182,10 +230,12 @@ pub const HYPERPOD_DEPENDENCIES: PinnedChart = PinnedChart {
     // Before the HyperPod nodes exist the health-monitoring agent cannot read the region from
     // node labels and would fall back to us-east-1's image registry.
     sets_global_region: true,
+    values: "{}",
 };
 
 /// Every chart the create-cluster pipeline installs (`chart:<release>` steps).
-pub const PINNED_CHARTS: &[PinnedChart] = &[KUBERAY_OPERATOR, KEDA, HYPERPOD_DEPENDENCIES];
+pub const PINNED_CHARTS: &[PinnedChart] =
+    &[KUBERAY_OPERATOR, KEDA, PROMETHEUS, AWS_LOAD_BALANCER_CONTROLLER, HYPERPOD_DEPENDENCIES];
 
 /// Whether `path` is a plain relative path (normal components only: no `..`, no absolute
 /// path, no component starting with `-`), usable under a charts directory.
@@ -362,6 +412,24 @@ mod tests {
         assert_eq!((keda.release.as_str(), keda.namespace.as_str()), ("keda", "keda"));
         assert_eq!((keda.chart.chart.as_str(), keda.chart.version.as_str()), ("keda", "2.21.1"));
         assert_eq!(keda.chart.source.describe(), "https://kedacore.github.io/charts");
+        let prom = PROMETHEUS.spec();
+        assert_eq!((prom.release.as_str(), prom.namespace.as_str()), ("prometheus", "monitoring"));
+        assert_eq!((prom.chart.chart.as_str(), prom.chart.version.as_str()), ("prometheus", "29.27.0"));
+        assert_eq!(prom.chart.source.describe(), "https://prometheus-community.github.io/helm-charts");
+        // The Service KEDA's default trigger queries: `<release>-server` in the release's namespace.
+        assert_eq!(format!("{}-server.{}", prom.release, prom.namespace), "prometheus-server.monitoring");
+        assert_eq!(prom.values["alertmanager"]["enabled"], false);
+        assert_eq!(prom.values["prometheus-pushgateway"]["enabled"], false);
+        assert_eq!(prom.values["server"]["persistentVolume"]["enabled"], false);
+        assert_eq!(prom.values["server"]["retention"], "1d");
+        let lbc = AWS_LOAD_BALANCER_CONTROLLER.spec();
+        assert_eq!((lbc.release.as_str(), lbc.namespace.as_str()), ("aws-load-balancer-controller", "kube-system"));
+        assert_eq!((lbc.chart.chart.as_str(), lbc.chart.version.as_str()), ("aws-load-balancer-controller", "3.5.0"));
+        assert_eq!(lbc.chart.source.describe(), "https://aws.github.io/eks-charts");
+        for c in PINNED_CHARTS {
+            let parsed: Value = serde_json::from_str(c.values).expect("values parse");
+            assert!(parsed.is_object(), "{}: values must be an object", c.release);
+        }
         let hp = HYPERPOD_DEPENDENCIES.spec();
         assert_eq!((hp.release.as_str(), hp.namespace.as_str()), ("hyperpod-dependencies", "kube-system"));
         assert!(matches!(hp.chart.source, ChartSource::Vendored { ref commit, .. } if commit == HYPERPOD_CLI_COMMIT));
@@ -376,6 +444,7 @@ mod tests {
         assert_eq!(KUBERAY_OPERATOR.spec_for("eu-west-1").values, serde_json::json!({}));
         assert_eq!(KEDA.spec_for("eu-west-1").values, serde_json::json!({}));
         assert_eq!(HYPERPOD_DEPENDENCIES.spec_for("eu-west-1").values["global"]["region"], "eu-west-1");
+        assert!(PROMETHEUS.spec_for("eu-west-1").values.get("global").is_none());
     }
 
     /// The image vendors exactly the pinned commit into the charts directory the runner reads.

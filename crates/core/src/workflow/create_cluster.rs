@@ -7,7 +7,8 @@
 //! addon:eks-pod-identity-agent ─┘
 //!                                                           ├─> chart:hyperpod-dependencies ─> hyperpod_cluster
 //!                                                           ├─> chart:kuberay-operator
-//!                                                           ├─> chart:keda
+//!                                                           ├─> chart:keda, chart:prometheus
+//!                                                           ├─> oidc_provider ─> lb_controller_role ─> chart:aws-load-balancer-controller
 //! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
 //! bucket ─> lifecycle_script ───────────────────────────────┼──────────────> hyperpod_cluster
 //! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
@@ -21,6 +22,8 @@
 //! has a Helm provider ([`CreateClusterWorkflow::with_helm`]), in parallel with the add-ons. A
 //! chart marked `before_hyperpod` (the HyperPod dependencies chart, which AWS requires before a
 //! HyperPod cluster is created) is planned only with a HyperPod cluster, which waits for it.
+//! The AWS Load Balancer Controller's chart waits for its IRSA role (`oidc_provider` →
+//! `lb_controller_role`; [`super::lb_controller`]).
 //! The Mountpoint S3 CSI driver gets its driver-level identity through EKS Pod Identity, the way
 //! its v2 documentation recommends for EKS (`docs/CONFIGURATION.md`, "Driver-Level Credentials
 //! with EKS Pod Identity": agent installed, an association for `kube-system/s3-csi-driver-sa`):
@@ -31,8 +34,12 @@
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
 use super::charts::{CHART_STEP_PREFIX, EnsureChart, chart_step_key};
+use super::lb_controller::{
+    LB_CONTROLLER_NAMESPACE, LB_CONTROLLER_ROLE_STEP, LB_CONTROLLER_SERVICE_ACCOUNT, LbControllerChartStep,
+    LbControllerRoleStep, lb_controller_role,
+};
 use super::steps::{
-    AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, PodIdentityTarget, place_groups,
+    AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, OidcProviderStep, PodIdentityTarget, place_groups,
     pod_identity_trust_policy, poll_role,
 };
 use super::{cluster_target, decode, update_record};
@@ -113,6 +120,8 @@ const EXPECTED: &[(&str, u64)] = &[
     ("compute_subnets", 10),
     ("eks_cluster", 600),
     ("select_active", 1),
+    ("oidc_provider", 5),
+    ("lb_controller_role", 10),
     ("hyperpod_cluster", 900),
     ("storage", 10),
     ("s3_csi_role", 10),
@@ -249,13 +258,32 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
             }
             before_hyperpod.push(chart_step_key(chart));
         }
+        let mut deps = vec!["select_active"];
+        if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
+            // The controller's service account assumes its IAM role through IRSA.
+            steps.push(step(
+                "oidc_provider",
+                "Ensure the cluster's IAM OIDC provider (trust anchor)".into(),
+                &["select_active"],
+            ));
+            steps.push(step(
+                LB_CONTROLLER_ROLE_STEP,
+                format!(
+                    "Create IAM role {} with the AWS Load Balancer Controller's policy, trusted only by \
+                     {LB_CONTROLLER_NAMESPACE}/{LB_CONTROLLER_SERVICE_ACCOUNT}",
+                    lb_controller_role(&req.name)
+                ),
+                &["oidc_provider"],
+            ));
+            deps.push(LB_CONTROLLER_ROLE_STEP);
+        }
         steps.push(step(
             &chart_step_key(chart),
             format!(
                 "Install Helm chart {} {} in namespace {}: {}",
                 chart.chart, chart.version, chart.namespace, chart.provides
             ),
-            &["select_active"],
+            &deps,
         ));
     }
     if let Some(hp) = &req.hyperpod {
@@ -456,9 +484,26 @@ impl Workflow for CreateClusterWorkflow {
             "storage" => Arc::new(StorageStep(cx)),
             "s3_csi_role" => Arc::new(S3CsiRoleStep(cx)),
             "s3_csi_identity" => Arc::new(EnsurePodIdentity(s3_csi_identity(cx.addon_target()))),
+            "oidc_provider" => Arc::new(OidcProviderStep {
+                aws: self.aws.clone(),
+                region: cx.req.region.clone(),
+                eks_cluster: cx.names().eks_cluster,
+                cluster: cx.req.name.clone(),
+            }),
+            LB_CONTROLLER_ROLE_STEP => Arc::new(LbControllerRoleStep {
+                aws: self.aws.clone(),
+                cluster: cx.req.name.clone(),
+                region: cx.req.region.clone(),
+                eks_cluster: cx.names().eks_cluster,
+            }),
             other if other.starts_with(CHART_STEP_PREFIX) => {
                 let chart = pinned_chart(&other[CHART_STEP_PREFIX.len()..])?;
-                Arc::new(EnsureChart { helm: self.helm.clone()?, target: cx.kube_target(), chart: *chart })
+                let inner = EnsureChart { helm: self.helm.clone()?, target: cx.kube_target(), chart: *chart };
+                if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
+                    Arc::new(LbControllerChartStep { inner, aws: self.aws.clone(), cluster: cx.req.name.clone() })
+                } else {
+                    Arc::new(inner)
+                }
             }
             other => {
                 let addon = other.strip_prefix("addon:")?;
@@ -1287,9 +1332,29 @@ mod tests {
             "Install Helm chart keda 2.21.1 in namespace keda: KEDA for ScaledObject autoscaling of inference endpoints"
         );
         assert!(steps.iter().all(|s| !s.depends_on.contains(&keda.key)), "nothing waits for KEDA");
+        let prom = steps.iter().find(|s| s.key == "chart:prometheus").expect("Prometheus chart step");
+        assert_eq!(prom.depends_on, ["select_active"]);
+        assert!(prom.title.contains("prometheus 29.27.0 in namespace monitoring"), "{}", prom.title);
+        // The load balancer controller waits for its IRSA role, which waits for the OIDC provider.
+        let lbc = steps.iter().find(|s| s.key == "chart:aws-load-balancer-controller").expect("controller step");
+        assert_eq!(lbc.depends_on, ["select_active", "lb_controller_role"]);
+        assert!(lbc.title.contains("aws-load-balancer-controller 3.5.0 in namespace kube-system"), "{}", lbc.title);
+        let role = steps.iter().find(|s| s.key == "lb_controller_role").unwrap();
+        assert_eq!(role.depends_on, ["oidc_provider"]);
+        assert!(role.title.contains("demo-lb-controller-role"), "{}", role.title);
+        assert_eq!(steps.iter().find(|s| s.key == "oidc_provider").unwrap().depends_on, ["select_active"]);
+        for (i, s) in steps.iter().enumerate() {
+            for d in &s.depends_on {
+                assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
+            }
+        }
         let without: Vec<String> = plan_steps(&req).into_iter().map(|s| s.key).collect();
-        let with: Vec<String> = steps.into_iter().map(|s| s.key).filter(|k| !k.starts_with("chart:")).collect();
-        assert_eq!(without, with, "the charts only add steps");
+        let with: Vec<String> = steps
+            .into_iter()
+            .map(|s| s.key)
+            .filter(|k| !k.starts_with("chart:") && k != "oidc_provider" && k != "lb_controller_role")
+            .collect();
+        assert_eq!(without, with, "the charts (and the controller's identity) only add steps");
     }
 
     #[test]

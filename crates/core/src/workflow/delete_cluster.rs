@@ -32,6 +32,7 @@
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
+use super::lb_controller::{LB_CONTROLLER_ROLE_STEP, lb_controller_role};
 use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
 use super::steps::{AddonTarget, RemovePodIdentity, RemoveRole};
 use super::{cluster_target, decode};
@@ -169,6 +170,15 @@ fn plan_steps_with(
     };
     for chart in charts.iter().filter(|c| !c.before_hyperpod) {
         steps.push(uninstall(chart, &[]));
+        if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
+            // Its IRSA role goes once the controller is gone.
+            steps.push(step(
+                LB_CONTROLLER_ROLE_STEP,
+                format!("Delete IAM role {}", lb_controller_role(&rec.name)),
+                &[&chart_step_key(chart)],
+                5,
+            ));
+        }
     }
     let with_charts = |deps: &[&str]| -> Vec<String> {
         deps.iter().map(|d| d.to_string()).chain(chart_keys.iter().cloned()).collect()
@@ -257,6 +267,9 @@ fn plan_steps_with(
         bucket.depends_on.extend(server_keys);
         steps.push(bucket);
         unregister_deps.push("bucket");
+    }
+    if steps.iter().any(|s| s.key == LB_CONTROLLER_ROLE_STEP) {
+        unregister_deps.push(LB_CONTROLLER_ROLE_STEP);
     }
     let mut unregister = step("unregister", format!("Forget cluster {}", rec.name), &unregister_deps, 1);
     unregister.depends_on.extend(mlflow_keys);
@@ -403,6 +416,7 @@ impl Workflow for DeleteClusterWorkflow {
             "compute_subnets" => Target::ComputeSubnets,
             "eks_cluster" => Target::Eks,
             "eks_cluster_role" => Target::Role(DerivedNames::for_cluster(&rec.name).eks_cluster_role),
+            LB_CONTROLLER_ROLE_STEP => Target::Role(lb_controller_role(&rec.name)),
             "network" => Target::Network,
             "bucket" => Target::Bucket,
             "unregister" => Target::Unregister,

@@ -886,14 +886,30 @@ pub async fn deploy_preflight(
             field: "exposure".into(),
             status,
             detail,
-            remedy: Some(
-                "install the AWS Load Balancer Controller (Helm chart eks/aws-load-balancer-controller in kube-system, \
-                 with an IAM role for its service account), or use exposure cluster_ip"
-                    .into(),
-            ),
+            remedy: Some(lb_controller_remedy()),
         });
     }
     Ok(checks)
+}
+
+/// What to do without a running AWS Load Balancer Controller: created clusters get it from the
+/// create pipeline's `chart:aws-load-balancer-controller` step (retry that step if it failed);
+/// imported clusters need it installed the same way by their owner.
+fn lb_controller_remedy() -> String {
+    let c = &AWS_LOAD_BALANCER_CONTROLLER;
+    format!(
+        "clusters created by InstantStart get it from step {} of create-cluster (Helm chart {} {} from {}, \
+         release {} in {}, with the IRSA role {} for its service account): retry that step if it failed; \
+         on an imported cluster install that chart with an IAM role carrying the controller's published IAM \
+         policy; or use exposure cluster_ip",
+        super::charts::chart_step_key(c),
+        c.chart,
+        c.version,
+        c.source.source().describe(),
+        c.release,
+        c.namespace,
+        super::lb_controller::lb_controller_role("<cluster>"),
+    )
 }
 
 /// The refusal of a deploy whose preflight has a failing check (`422` naming the field), if any.

@@ -15,14 +15,20 @@
 //! to it — what the AWS install guide (`sagemaker-eks-operator-install`) and the reference
 //! terraform module `hyperpod_training_operator` do; OFF removes the add-on, the association
 //! and the role, in that order.
+//! The inference operator ON creates its execution role (`SageMakerHyperPodInference-<cluster>`,
+//! IRSA for `hyperpod-inference-system/hyperpod-inference-controller-manager`, the managed
+//! `AmazonSageMakerHyperPodInferenceAccess`, the cluster's bucket for TLS certificates) and the
+//! add-on with its configuration values, checked against the schema EKS publishes for the
+//! version ([`crate::addon_schema`]); OFF removes the add-on, then that role.
 //! Managed autoscaling manages HyperPod instance groups only, not general EC2 capacity.
 
 use super::day2::{hyperpod_record, live_cluster};
 use super::steps::{
-    AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, PodIdentityTarget, RemoveAddon, RemovePodIdentity,
-    RemoveRole, pod_identity_trust_policy,
+    AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, OidcProviderStep, PodIdentityTarget, RemoveAddon,
+    RemovePodIdentity, RemoveRole, oidc_issuer, pod_identity_trust_policy,
 };
 use super::{cluster_target, decode};
+use crate::addon_schema;
 use crate::diff::{FeaturesPatch, plan_features};
 use crate::engine::reads::read;
 use crate::engine::{
@@ -32,7 +38,7 @@ use crate::operation::{OperationKind, ResourceRef, StepSpec};
 use crate::provider::*;
 use crate::spec::{ManagedFeatures, TieredCheckpointing};
 use crate::store::{ClusterRecord, Store};
-use crate::validate::{Findings, Validate};
+use crate::validate::{Findings, Validate, ValidationError};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -53,6 +59,18 @@ pub const TRAINING_OPERATOR_SERVICE_ACCOUNT: &str = "hp-training-operator-contro
 pub const TRAINING_OPERATOR_POLICY: &str = "arn:aws:iam::aws:policy/AmazonSageMakerHyperPodTrainingOperatorAccess";
 /// Annotation binding a service account to an IAM role (IRSA).
 pub const ROLE_ANNOTATION: &str = "eks.amazonaws.com/role-arn";
+/// Namespace and service account of the inference operator's controller (the add-on's), which
+/// assumes the execution role through IRSA.
+pub const INFERENCE_NAMESPACE: &str = "hyperpod-inference-system";
+pub const INFERENCE_SERVICE_ACCOUNT: &str = "hyperpod-inference-controller-manager";
+/// Prefix the add-on requires of its execution role's name (the chart's
+/// `_validateRequiredValues.tpl` fails the install otherwise when `isAddOn`; the managed policy
+/// `AmazonSageMakerHyperPodInferenceAccess` is scoped to roles named so).
+pub const INFERENCE_ROLE_PREFIX: &str = "SageMakerHyperPodInference";
+/// The managed policy AWS documents for the inference operator's execution role.
+pub const INFERENCE_MANAGED_POLICY: &str = "arn:aws:iam::aws:policy/AmazonSageMakerHyperPodInferenceAccess";
+const INFERENCE_ROLE_STEP: &str = "inference_role";
+const REMOVE_INFERENCE_ROLE_STEP: &str = "remove_inference_role";
 
 /// Change managed features of a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -74,6 +92,60 @@ pub fn training_operator_role(cluster: &str) -> String {
 
 pub fn autoscaling_role(cluster: &str) -> String {
     format!("{cluster}-hp-autoscaling-role")
+}
+
+/// Execution role of the inference operator: `SageMakerHyperPodInference-<cluster>`, within
+/// IAM's 64 characters (a long cluster name is cut and followed by a digest of the whole name,
+/// so two clusters never share a role; ownership tags are checked on adoption anyway).
+pub fn inference_role(cluster: &str) -> String {
+    let full = format!("{INFERENCE_ROLE_PREFIX}-{cluster}");
+    if full.len() <= 64 {
+        return full;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(cluster.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let keep = 64 - INFERENCE_ROLE_PREFIX.len() - 2 - hex.len();
+    format!("{INFERENCE_ROLE_PREFIX}-{}-{hex}", &cluster[..keep])
+}
+
+/// Trust of the inference execution role, as the reference deployment has it: SageMaker, and the
+/// operator's service account through the cluster's OIDC provider (IRSA) only.
+pub fn inference_trust_policy(oidc_arn: &str, issuer: &str) -> Value {
+    let mut t = service_account_trust_policy(oidc_arn, issuer, INFERENCE_NAMESPACE, INFERENCE_SERVICE_ACCOUNT);
+    if let Some(statements) = t["Statement"].as_array_mut() {
+        statements.insert(
+            0,
+            json!({ "Effect": "Allow", "Principal": { "Service": "sagemaker.amazonaws.com" }, "Action": "sts:AssumeRole" }),
+        );
+    }
+    t
+}
+
+/// The inference add-on's configuration values. `executionRoleArn`, `tlsCertificateS3Bucket`
+/// and `hyperpodClusterArn` as AWS documents them (the add-on fills in region and EKS cluster
+/// itself); the add-on's bundled KEDA and AWS Load Balancer Controller are switched off because
+/// the cluster already runs both (`chart:keda`, `chart:aws-load-balancer-controller`): a second
+/// KEDA would fight ours over the cluster-wide ScaledObject CRDs and the single
+/// `external.metrics.k8s.io` API service, a second controller over the same Ingresses.
+pub fn inference_addon_values(role_arn: &str, bucket: &str, hyperpod_arn: &str) -> Value {
+    json!({
+        "executionRoleArn": role_arn,
+        "tlsCertificateS3Bucket": bucket,
+        "hyperpodClusterArn": hyperpod_arn,
+        "keda": { "enabled": false },
+        "alb": { "enabled": false }
+    })
+}
+
+/// The role-name rule the add-on applies to `executionRoleArn` (not expressible in its schema).
+pub fn check_inference_role_arn(arn: &str) -> Result<(), String> {
+    let name = arn.rsplit('/').next().unwrap_or_default();
+    if name.starts_with(INFERENCE_ROLE_PREFIX) {
+        Ok(())
+    } else {
+        Err(format!("executionRoleArn {arn}: the role name must start with {INFERENCE_ROLE_PREFIX:?}"))
+    }
 }
 
 fn addon_on(a: &Option<EksAddon>) -> bool {
@@ -184,19 +256,38 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch) -> Vec<StepSpec> {
     match patch.inference_operator {
         Some(true) => {
             add(step(cert, "Ensure EKS add-on cert-manager (operator prerequisite)".into(), &[], 60));
+            add(step("oidc_provider", "Ensure the cluster's IAM OIDC provider (trust anchor)".into(), &[], 5));
+            add(step(
+                INFERENCE_ROLE_STEP,
+                format!(
+                    "Create IAM role {} (AmazonSageMakerHyperPodInferenceAccess) trusted only by \
+                     {INFERENCE_NAMESPACE}/{INFERENCE_SERVICE_ACCOUNT}",
+                    inference_role(cluster)
+                ),
+                &["oidc_provider"],
+                10,
+            ));
             add(step(
                 &format!("addon:{INFERENCE_OPERATOR_ADDON}"),
-                format!("Install the HyperPod inference operator ({INFERENCE_OPERATOR_ADDON})"),
-                &[cert],
+                format!(
+                    "Install the HyperPod inference operator ({INFERENCE_OPERATOR_ADDON}) with its execution role, \
+                     the cluster's bucket for TLS certificates, and its bundled KEDA and load balancer controller off \
+                     (the cluster runs its own)"
+                ),
+                &[cert, INFERENCE_ROLE_STEP],
                 120,
             ));
         }
-        Some(false) => add(step(
-            &format!("remove:{INFERENCE_OPERATOR_ADDON}"),
-            "Remove the HyperPod inference operator".into(),
-            &[],
-            60,
-        )),
+        Some(false) => {
+            let remove = format!("remove:{INFERENCE_OPERATOR_ADDON}");
+            add(step(&remove, "Remove the HyperPod inference operator".into(), &[], 60));
+            add(step(
+                REMOVE_INFERENCE_ROLE_STEP,
+                format!("Delete IAM role {}", inference_role(cluster)),
+                &[remove.as_str()],
+                5,
+            ));
+        }
         None => {}
     }
     match patch.tiered_checkpointing {
@@ -311,6 +402,17 @@ impl Workflow for FeaturesWorkflow {
         let (rec, hp) = hyperpod_record(self.store.as_ref(), &req.cluster)?;
         let live = live_cluster(self.aws.as_ref(), &rec, &hp).await?;
         let actual = read_features(self.aws.as_ref(), &rec, &live).await?;
+        if req.patch.inference_operator == Some(true) && !actual.inference_operator && rec.bucket.is_none() {
+            return Err(ValidationError::unprocessable(
+                "patch.inference_operator",
+                format!(
+                    "the inference operator keeps its TLS certificates in the cluster's S3 bucket, and cluster {} has none \
+                     recorded; import it with its bucket (storage.bucket) first",
+                    rec.name
+                ),
+            )
+            .into());
+        }
         let plan = plan_features(&req.cluster, &req.patch, &actual).map_err(|mut e| {
             for f in &mut e.findings {
                 f.field = format!("patch.{}", f.field);
@@ -355,7 +457,12 @@ impl Workflow for FeaturesWorkflow {
             memory_percent: t.memory_percent.unwrap_or(crate::diff::DEFAULT_TIERED_MEMORY_PERCENT),
         });
         let exec: Arc<dyn StepExecutor> = match key {
-            "oidc_provider" => Arc::new(OidcProviderStep(cx)),
+            "oidc_provider" => Arc::new(OidcProviderStep {
+                aws: self.aws.clone(),
+                region: cx.rec.region.clone(),
+                eks_cluster: cx.rec.eks_cluster.clone(),
+                cluster: cx.rec.name.clone(),
+            }),
             "checkpoint_role" => {
                 let bucket = cx.rec.bucket.clone()?;
                 Arc::new(CheckpointRoleStep { cx: cx.clone(), bucket })
@@ -392,6 +499,23 @@ impl Workflow for FeaturesWorkflow {
                 cluster: cx.rec.name.clone(),
                 name: training_operator_role(&cx.rec.name),
             }),
+            INFERENCE_ROLE_STEP => {
+                let bucket = cx.rec.bucket.clone()?;
+                Arc::new(InferenceRoleStep { cx: cx.clone(), bucket })
+            }
+            REMOVE_INFERENCE_ROLE_STEP => Arc::new(RemoveRole {
+                aws: self.aws.clone(),
+                cluster: cx.rec.name.clone(),
+                name: inference_role(&cx.rec.name),
+            }),
+            k if k == format!("addon:{INFERENCE_OPERATOR_ADDON}") => {
+                let bucket = cx.rec.bucket.clone()?;
+                Arc::new(InferenceAddonStep {
+                    inner: EnsureAddon { target, addon: INFERENCE_OPERATOR_ADDON.into() },
+                    cx,
+                    bucket,
+                })
+            }
             "autoscaling" => Arc::new(ClusterSetting { cx, setting: Setting::Autoscaling(true) }),
             "autoscaling_off" => Arc::new(ClusterSetting { cx, setting: Setting::Autoscaling(false) }),
             "remove_autoscaling_role" => Arc::new(RemoveRole {
@@ -474,42 +598,11 @@ struct FeatureCx {
 
 impl FeatureCx {
     async fn issuer(&self) -> Result<String, StepError> {
-        let eks = self
-            .aws
-            .describe_eks_cluster(&self.rec.region, &self.rec.eks_cluster)
-            .await?
-            .ok_or_else(|| StepError::Invalid(format!("EKS cluster {} not found", self.rec.eks_cluster)))?;
-        eks.oidc_issuer.ok_or_else(|| StepError::Invalid(format!("EKS cluster {} has no OIDC issuer yet", eks.name)))
+        oidc_issuer(self.aws.as_ref(), &self.rec.region, &self.rec.eks_cluster).await
     }
 
     fn kube_target(&self) -> KubeTarget {
         KubeTarget { region: self.rec.region.clone(), eks_cluster: self.rec.eks_cluster.clone() }
-    }
-}
-
-struct OidcProviderStep(Arc<FeatureCx>);
-
-#[async_trait]
-impl StepExecutor for OidcProviderStep {
-    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
-        let issuer = self.0.issuer().await?;
-        Ok(match self.0.aws.get_oidc_provider(&issuer).await? {
-            Some(p) => Observation::Exists(ResourceRef { kind: "oidc-provider".into(), id: p.url, arn: Some(p.arn) }),
-            None => Observation::Absent,
-        })
-    }
-
-    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let issuer = self.0.issuer().await?;
-        let p = self.0.aws.create_oidc_provider(&issuer, &ownership_tags(&self.0.rec.name, &cx.operation_id.0)).await?;
-        Ok(ResourceRef { kind: "oidc-provider".into(), id: p.url, arn: Some(p.arn) })
-    }
-
-    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        Ok(match self.0.aws.get_oidc_provider(&r.id).await? {
-            Some(p) => Progress::Done(json!({ "arn": p.arn, "issuer": p.url })),
-            None => Progress::Waiting { detail: "waiting for the OIDC provider to become visible".into() },
-        })
     }
 }
 
@@ -553,6 +646,109 @@ impl StepExecutor for CheckpointRoleStep {
 
     async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         self.role(cx).await?.poll(cx, r).await
+    }
+}
+
+/// The inference operator's execution role (IRSA, see [`inference_trust_policy`]) with
+/// `AmazonSageMakerHyperPodInferenceAccess` and read/write on the cluster's bucket, where the
+/// operator keeps the TLS certificates of its endpoints.
+struct InferenceRoleStep {
+    cx: Arc<FeatureCx>,
+    bucket: String,
+}
+
+impl InferenceRoleStep {
+    async fn role(&self, cx: &StepContext<'_>) -> Result<EnsureRole, StepError> {
+        let issuer = self.cx.issuer().await?;
+        let oidc_arn = cx.input_str("oidc_provider", "arn")?;
+        Ok(EnsureRole {
+            aws: self.cx.aws.clone(),
+            cluster: self.cx.rec.name.clone(),
+            name: inference_role(&self.cx.rec.name),
+            trust_policy: inference_trust_policy(&oidc_arn, &issuer),
+            managed_policies: vec![INFERENCE_MANAGED_POLICY.into()],
+            inline_policies: vec![(
+                "instantstart-inference-tls-bucket".into(),
+                super::create_cluster::hyperpod_bucket_policy(&self.bucket),
+            )],
+        })
+    }
+}
+
+#[async_trait]
+impl StepExecutor for InferenceRoleStep {
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        self.role(cx).await?.observe(cx).await
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        self.role(cx).await?.submit(cx).await
+    }
+
+    async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        self.role(cx).await?.poll(cx, r).await
+    }
+}
+
+/// Installs the inference add-on with its configuration values: reads the schema of the version
+/// a create would pin (`DescribeAddonConfiguration`), checks the values against it and the
+/// role-name rule, then creates that exact version. Observe and poll are [`EnsureAddon`]'s.
+struct InferenceAddonStep {
+    inner: EnsureAddon,
+    cx: Arc<FeatureCx>,
+    bucket: String,
+}
+
+#[async_trait]
+impl StepExecutor for InferenceAddonStep {
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        self.inner.observe(cx).await
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let f = &self.cx;
+        let name = inference_role(&f.rec.name);
+        let role_arn = match cx.input_str(INFERENCE_ROLE_STEP, "role_arn") {
+            Ok(arn) => arn,
+            Err(_) => {
+                f.aws
+                    .get_role(&name)
+                    .await?
+                    .ok_or_else(|| StepError::Invalid(format!("IAM role {name} not found")))?
+                    .arn
+            }
+        };
+        let hp = f
+            .aws
+            .describe_hyperpod_cluster(&f.rec.region, &f.hp)
+            .await?
+            .ok_or_else(|| StepError::Invalid(format!("HyperPod cluster {} not found", f.hp)))?;
+        let values = inference_addon_values(&role_arn, &self.bucket, &hp.arn);
+        check_inference_role_arn(&role_arn).map_err(StepError::Invalid)?;
+        let conf = f
+            .aws
+            .describe_addon_configuration(&f.rec.region, &f.rec.eks_cluster, INFERENCE_OPERATOR_ADDON, None)
+            .await?;
+        addon_schema::validate(&conf.schema, &values)
+            .map_err(|e| StepError::Invalid(format!("{INFERENCE_OPERATOR_ADDON} {}: {e}", conf.version)))?;
+        let t = &self.inner.target;
+        let a = t
+            .aws
+            .create_addon(&CreateEksAddon {
+                region: t.region.clone(),
+                cluster: t.eks_cluster.clone(),
+                name: INFERENCE_OPERATOR_ADDON.into(),
+                version: Some(conf.version),
+                client_request_token: cx.idempotency_token.to_string(),
+                tags: ownership_tags(&t.cluster, &cx.operation_id.0),
+                configuration_values: Some(values),
+            })
+            .await?;
+        Ok(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
+    }
+
+    async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        self.inner.poll(cx, r).await
     }
 }
 
@@ -763,9 +959,44 @@ mod tests {
                 "training_operator_role <- []",
                 "training_operator_identity <- [training_operator_role, addon:eks-pod-identity-agent]",
                 "addon:amazon-sagemaker-hyperpod-training-operator <- [addon:eks-pod-identity-agent, addon:cert-manager, training_operator_identity]",
-                "addon:amazon-sagemaker-hyperpod-inference <- [addon:cert-manager]",
+                "oidc_provider <- []",
+                "inference_role <- [oidc_provider]",
+                "addon:amazon-sagemaker-hyperpod-inference <- [addon:cert-manager, inference_role]",
             ]
         );
+    }
+
+    #[test]
+    fn inference_off_removes_the_addon_then_its_role() {
+        let off = keys(FeaturesPatch { inference_operator: Some(false), ..Default::default() });
+        assert_eq!(
+            off,
+            [
+                "remove:amazon-sagemaker-hyperpod-inference <- []",
+                "remove_inference_role <- [remove:amazon-sagemaker-hyperpod-inference]",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_inference_role_is_named_as_the_addon_requires() {
+        assert_eq!(inference_role("demo"), "SageMakerHyperPodInference-demo");
+        let long = "a".repeat(40);
+        let name = inference_role(&long);
+        assert!(name.len() <= 64 && name.starts_with("SageMakerHyperPodInference-aaaa"), "{name}");
+        assert_ne!(name, inference_role(&format!("{}b", "a".repeat(39))), "a digest keeps long names apart");
+        assert!(check_inference_role_arn("arn:aws:iam::1:role/SageMakerHyperPodInference-demo").is_ok());
+        let e = check_inference_role_arn("arn:aws:iam::1:role/demo-inference").unwrap_err();
+        assert!(e.contains("must start with \"SageMakerHyperPodInference\""), "{e}");
+        let t = inference_trust_policy("arn:aws:iam::1:oidc-provider/oidc.eks/x", "https://oidc.eks/x");
+        assert_eq!(t["Statement"][0]["Principal"]["Service"], "sagemaker.amazonaws.com");
+        assert_eq!(
+            t["Statement"][1]["Condition"]["StringEquals"]["oidc.eks/x:sub"],
+            "system:serviceaccount:hyperpod-inference-system:hyperpod-inference-controller-manager"
+        );
+        let v = inference_addon_values("arn:r", "bkt", "arn:hp");
+        assert_eq!(v["keda"], json!({ "enabled": false }), "no second KEDA beside chart:keda");
+        assert_eq!(v["alb"], json!({ "enabled": false }), "no second load balancer controller");
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod endpoints;
 pub mod features;
 pub mod import_cluster;
 pub mod instance_groups;
+pub mod lb_controller;
 pub mod mlflow;
 pub mod nodes;
 pub mod steps;

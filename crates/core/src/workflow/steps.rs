@@ -55,6 +55,7 @@ impl StepExecutor for EnsureAddon {
                 version: None,
                 client_request_token: cx.idempotency_token.to_string(),
                 tags: ownership_tags(&t.cluster, &cx.operation_id.0),
+                configuration_values: None,
             })
             .await?;
         Ok(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
@@ -121,6 +122,51 @@ impl StepExecutor for RemoveAddon {
         Ok(match t.aws.describe_addon(&t.region, &t.eks_cluster, &r.id).await? {
             None => Progress::Done(json!({ "removed": r.id })),
             Some(a) => Progress::Waiting { detail: format!("add-on {}: {}", a.name, state_word(&a.state)) },
+        })
+    }
+}
+
+/// The OIDC issuer URL of an EKS cluster (the trust anchor of its IRSA roles).
+pub async fn oidc_issuer(aws: &dyn AwsCloud, region: &str, eks_cluster: &str) -> Result<String, StepError> {
+    let eks = aws
+        .describe_eks_cluster(region, eks_cluster)
+        .await?
+        .ok_or_else(|| StepError::Invalid(format!("EKS cluster {eks_cluster} not found")))?;
+    eks.oidc_issuer.ok_or_else(|| StepError::Invalid(format!("EKS cluster {} has no OIDC issuer yet", eks.name)))
+}
+
+/// Ensures the IAM OIDC provider of an EKS cluster's issuer exists (`oidc_provider` steps of the
+/// create pipeline and of the managed features; outputs `arn` and `issuer`). It is shared
+/// cluster infrastructure: one provider per issuer, adopted whoever registered it, never
+/// deleted by a feature turned off.
+pub struct OidcProviderStep {
+    pub aws: Arc<dyn AwsCloud>,
+    pub region: String,
+    pub eks_cluster: String,
+    /// InstantStart cluster name (ownership tags of a provider we register).
+    pub cluster: String,
+}
+
+#[async_trait]
+impl StepExecutor for OidcProviderStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let issuer = oidc_issuer(self.aws.as_ref(), &self.region, &self.eks_cluster).await?;
+        Ok(match self.aws.get_oidc_provider(&issuer).await? {
+            Some(p) => Observation::Exists(ResourceRef { kind: "oidc-provider".into(), id: p.url, arn: Some(p.arn) }),
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let issuer = oidc_issuer(self.aws.as_ref(), &self.region, &self.eks_cluster).await?;
+        let p = self.aws.create_oidc_provider(&issuer, &ownership_tags(&self.cluster, &cx.operation_id.0)).await?;
+        Ok(ResourceRef { kind: "oidc-provider".into(), id: p.url, arn: Some(p.arn) })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.aws.get_oidc_provider(&r.id).await? {
+            Some(p) => Progress::Done(json!({ "arn": p.arn, "issuer": p.url })),
+            None => Progress::Waiting { detail: "waiting for the OIDC provider to become visible".into() },
         })
     }
 }

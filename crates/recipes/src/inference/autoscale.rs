@@ -64,10 +64,17 @@ pub struct PrometheusTrigger {
     pub authentication_ref: Option<String>,
 }
 
-/// Convenience: the queue depth of an SGLang router Service's metrics job, a good scaling
-/// signal for SGLang workers behind a router.
-pub fn sglang_router_queue_query(router_job: &str) -> String {
-    format!("sum(sgl_router_job_queue_depth{{job=\"{}\"}})", router_job.replace(['\\', '"'], ""))
+/// Convenience: the queue depth of an SGLang router's pods, a good scaling signal for SGLang
+/// workers behind a router. The series are selected by the `namespace` and `pod` labels the
+/// Prometheus chart's `kubernetes-pods` job gives them (the router's pods are named
+/// `<router>-…`); `or vector(0)` makes "no series yet" read as an empty queue.
+pub fn sglang_router_queue_query(namespace: &str, router: &str) -> String {
+    let clean = |s: &str| s.replace(['\\', '"'], "");
+    format!(
+        "sum(sgl_router_job_queue_depth{{namespace=\"{}\",pod=~\"{}-.*\"}}) or vector(0)",
+        clean(namespace),
+        clean(router)
+    )
 }
 
 impl Validate for PrometheusTrigger {

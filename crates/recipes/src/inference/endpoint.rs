@@ -253,10 +253,15 @@ fn render_self_managed(s: &SelfManagedEndpoint) -> Result<RenderedWorkload, Vali
         let prometheus = a.prometheus.clone().unwrap_or_else(|| PrometheusTrigger {
             server_address: DEFAULT_PROMETHEUS.into(),
             query: match &router_built {
-                Some(r) => autoscale::sglang_router_queue_query(&r.name),
+                Some(r) => autoscale::sglang_router_queue_query(&p.namespace, &r.name),
                 None => format!(
-                    "sum(vllm:num_requests_waiting{{namespace=\"{}\",pod=~\"{}-.*\"}}) or vector(0)",
-                    p.namespace, p.name
+                    "sum({}{{namespace=\"{}\",pod=~\"{}-.*\"}}) or vector(0)",
+                    match p.engine {
+                        Engine::Sglang(_) => "sglang:num_queue_reqs",
+                        _ => "vllm:num_requests_waiting",
+                    },
+                    p.namespace,
+                    p.name
                 ),
             },
             threshold: 5.0,

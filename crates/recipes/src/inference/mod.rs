@@ -336,6 +336,9 @@ fn engine_argv(p: &ServingParams, r: Replica) -> (Vec<String>, Vec<String>) {
             if let Some(len) = a.max_model_len {
                 v.extend(["--context-length".into(), len.to_string()]);
             }
+            // SGLang serves `/metrics` (what Prometheus scrapes, see [`scrape_annotations`])
+            // only when asked; vLLM always does.
+            v.push("--enable-metrics".into());
             v.extend(a.extra_args.iter().cloned());
             (v, Vec::new())
         }
@@ -414,5 +417,19 @@ pub fn serving_deployment(p: &ServingParams) -> Result<ServingDeployment, Valida
             "template": { "metadata": { "labels": pod_labels }, "spec": pod_spec },
         },
     });
+    let mut deployment = deployment;
+    if !matches!(p.engine, Engine::Custom { .. }) {
+        // vLLM and SGLang serve their metrics on the HTTP port.
+        deployment["spec"]["template"]["metadata"]["annotations"] = scrape_annotations(p.port, "/metrics");
+    }
     Ok(ServingDeployment { name: p.name.clone(), selector, port: p.port, deployment })
+}
+
+/// Pod annotations that the Prometheus chart's default `kubernetes-pods` scrape job keys on
+/// (`prometheus.io/scrape`, `prometheus.io/port`, `prometheus.io/path`): the pods of model
+/// servers and SGLang routers are scraped by the cluster's Prometheus (`chart:prometheus`), which
+/// the default KEDA trigger of an autoscaled endpoint queries. The job labels the series with
+/// the pod's `namespace` and `pod`, so queries select on those.
+pub fn scrape_annotations(port: u16, path: &str) -> Value {
+    json!({ "prometheus.io/scrape": "true", "prometheus.io/port": port.to_string(), "prometheus.io/path": path })
 }

@@ -265,7 +265,7 @@ pub fn sglang_router(p: &SglangRouterParams) -> Result<SglangRouter, ValidationE
             "replicas": p.replicas,
             "selector": { "matchLabels": selector },
             "template": {
-                "metadata": { "labels": labels },
+                "metadata": { "labels": labels, "annotations": super::scrape_annotations(p.metrics_port, "/metrics") },
                 "spec": { "serviceAccountName": p.name, "containers": [container] },
             },
         },

@@ -73,6 +73,52 @@ pub(crate) fn crds_installed(kw: &KubeWorld, chart: &PinnedChart, now: f64) -> b
         .is_some_and(|r| r.chart == chart.chart && (r.upgrade || view(r, now).status == ReleaseStatus::Deployed))
 }
 
+/// The releases whose current revision is deployed (or which upgrade a deployed one).
+pub(crate) fn deployed_releases(kw: &KubeWorld, now: f64) -> impl Iterator<Item = &HelmReleaseRec> {
+    kw.helm_releases.values().filter(move |r| r.upgrade || view(r, now).status == ReleaseStatus::Deployed)
+}
+
+/// Chart `aws-load-balancer-controller` (the AWS Load Balancer Controller).
+pub(crate) const LB_CONTROLLER_CHART: &str = "aws-load-balancer-controller";
+
+/// The Deployment a deployed release of the AWS Load Balancer Controller's chart runs
+/// (`<release>` in the release's namespace, two replicas available, as the chart's defaults),
+/// if `namespace/name` is one. The simulator plays the chart's controller: this Deployment is
+/// what the `load_balancer` preflight reads, and [`lb_controller_running`] what provisions NLBs.
+pub(crate) fn chart_deployment(kw: &KubeWorld, namespace: &str, name: &str, now: f64) -> Option<Value> {
+    let r = deployed_releases(kw, now)
+        .find(|r| r.chart == LB_CONTROLLER_CHART && r.namespace == namespace && r.name == name)?;
+    let labels = serde_json::json!({ "app.kubernetes.io/name": LB_CONTROLLER_CHART, "app.kubernetes.io/instance": r.name,
+                                     "app.kubernetes.io/managed-by": "Helm" });
+    Some(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": r.name, "namespace": r.namespace, "labels": labels,
+                      "annotations": { "meta.helm.sh/release-name": r.name, "meta.helm.sh/release-namespace": r.namespace } },
+        "spec": { "replicas": 2, "selector": { "matchLabels": labels },
+                  "template": { "metadata": { "labels": labels }, "spec": { "serviceAccountName": r.values.pointer("/serviceAccount/name").cloned().unwrap_or(Value::Null),
+                      "containers": [{ "name": LB_CONTROLLER_CHART, "image": format!("public.ecr.aws/eks/aws-load-balancer-controller:v{}", r.version) }] } } },
+        "status": { "replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2 }
+    }))
+}
+
+/// Whether an AWS Load Balancer Controller runs in the cluster: a deployed release of its chart,
+/// or a Deployment `kube-system/aws-load-balancer-controller` applied by hand.
+pub(crate) fn lb_controller_running(kw: &KubeWorld, now: f64) -> bool {
+    deployed_releases(kw, now).any(|r| r.chart == LB_CONTROLLER_CHART)
+        || kw.objects.contains_key(&super::obj_key("apps/v1", "Deployment", Some("kube-system"), LB_CONTROLLER_CHART))
+}
+
+impl crate::SimCloud {
+    /// The values release `namespace/release` of EKS cluster `target` was last installed or
+    /// upgraded with (`None`: no such release). Not an API call: for tests.
+    pub fn helm_release_values(&self, target: &KubeTarget, namespace: &str, release: &str) -> Option<Value> {
+        let inner = self.lock();
+        let kw = inner.world.kube.get(&crate::world::rkey(&target.region, &target.eks_cluster))?;
+        kw.helm_releases.get(&release_key(namespace, release)).map(|r| r.values.clone())
+    }
+}
+
 /// After `release` was uninstalled: its chart's CRDs are gone, and with them every object of
 /// their kinds (a ScaledObject's Deployment keeps the replicas it had).
 fn drop_chart_objects(kw: &mut KubeWorld, namespace: &str, release: &str, now: f64) {

@@ -329,6 +329,7 @@ fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[Nod
         ("v1", "PersistentVolumeClaim") => Some(pvc_status(kw, &obj)),
         ("v1", "PersistentVolume") => Some(pv_status(kw, &obj)),
         ("v1", "Service") => Some(service_status(kw, rec, now)),
+        ("keda.sh/v1alpha1", "ScaledObject") => Some(serving::scaled_object_status(kw, &obj, now)),
         ("apps/v1", "Deployment") => {
             // spec.replicas as the scale subresource has it: what KEDA's HPA set while a
             // ScaledObject scales the Deployment, and where it left them after one is deleted.
@@ -399,6 +400,13 @@ fn service_status(kw: &KubeWorld, rec: &KubeRec, now: f64) -> Value {
         return json!({ "loadBalancer": {} });
     }
     if rec.fails.is_some() || now < rec.created_at + crate::timings::LOAD_BALANCER {
+        return json!({ "loadBalancer": {} });
+    }
+    // `aws-load-balancer-type: external` (or `nlb-ip`) hands the Service to the AWS Load
+    // Balancer Controller; EKS's built-in cloud provider ignores it, so without the controller it
+    // never gets an address (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
+    let lb_type = str_at(o, "/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-type");
+    if matches!(lb_type, Some("external" | "nlb-ip")) && !helm::lb_controller_running(kw, now) {
         return json!({ "loadBalancer": {} });
     }
     let ns = str_at(o, "/metadata/namespace").unwrap_or("default");
@@ -561,6 +569,12 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
     let key = r.key();
     if let Some(rec) = kw.objects.get(&key) {
         return Ok(Some(KubeObject(materialize(w, kw, &key, rec, &nodes, cx.now))));
+    }
+    if r.api_version == "apps/v1" && r.kind == "Deployment" {
+        let ns = r.namespace.as_deref().unwrap_or("default");
+        if let Some(d) = helm::chart_deployment(kw, ns, &r.name, cx.now) {
+            return Ok(Some(KubeObject(d)));
+        }
     }
     if is_pod(&r.api_version, &r.kind) {
         let ns = r.namespace.as_deref().unwrap_or("default");

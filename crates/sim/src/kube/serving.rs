@@ -14,6 +14,10 @@
 //!   set, else `cooldownPeriod`) — a sample counts while it was current at some moment of the
 //!   last window. While it scales a Deployment, reads show `spec.replicas` as KEDA's HPA set it
 //!   (the scale subresource); deleting the ScaledObject leaves the replicas where they are.
+//!   A `prometheus` trigger whose in-cluster `serverAddress` no Prometheus serves (no Service of
+//!   that name, no deployed `prometheus` chart release providing it) leaves the ScaledObject
+//!   `Ready=False` (`TriggerError`, with the scaler's lookup error) and the metric unread: it
+//!   does not scale until a Prometheus is there ([`prometheus_error`]).
 //! - **Relabelling pods**: applying a Pod object over a controller's pod changes only its labels
 //!   (what a model pool move does); the pod is not restarted (same name, same uid).
 //! - **Service proxy** ([`SimCloud`]'s `service_proxy`, also served by the API server): the
@@ -196,6 +200,57 @@ fn keda_of(so: &Value, since: f64, samples: Vec<(f64, f64)>) -> Option<(String, 
             samples,
         },
     ))
+}
+
+/// Why KEDA cannot query the Prometheus of a ScaledObject's `prometheus` trigger, if it cannot:
+/// an in-cluster `serverAddress` (`<service>.<namespace>.svc…`, or a bare `<service>` of the
+/// ScaledObject's namespace) resolves only while a Service
+/// of that name was applied there or a deployed Helm release of the `prometheus` chart provides
+/// it (the chart names its server Service `<release>-server`). Addresses outside the cluster
+/// (Amazon Managed Prometheus) are not simulated and count as reachable.
+pub(crate) fn prometheus_error(kw: &KubeWorld, so: &Value, now: f64) -> Option<String> {
+    let trigger = so.pointer("/spec/triggers/0")?;
+    if trigger.get("type").and_then(Value::as_str) != Some("prometheus") {
+        return None;
+    }
+    let address = trigger.pointer("/metadata/serverAddress")?.as_str()?;
+    let host = address.split_once("://").map_or(address, |(_, rest)| rest);
+    let host = host.split(['/', ':', '?']).next().unwrap_or_default();
+    let parts: Vec<&str> = host.split('.').collect();
+    let own_namespace = namespace_of(so);
+    let (service, namespace) = match parts.as_slice() {
+        // A bare name resolves in the ScaledObject's namespace (the pod's DNS search path).
+        [service] => (*service, own_namespace.as_str()),
+        [service, namespace, "svc", ..] => (*service, *namespace),
+        _ => return None,
+    };
+    let applied = kw.objects.contains_key(&obj_key("v1", "Service", Some(namespace), service));
+    let from_chart = super::helm::deployed_releases(kw, now)
+        .any(|r| r.chart == "prometheus" && r.namespace == namespace && format!("{}-server", r.name) == service);
+    if applied || from_chart {
+        return None;
+    }
+    Some(format!(
+        "error inspecting prometheus metrics: Get \"{address}/api/v1/query\": dial tcp: lookup {host}: no such host"
+    ))
+}
+
+/// The status KEDA gives a ScaledObject: `Ready` while its trigger can be queried; otherwise
+/// `Ready=False` with reason `TriggerError` (KEDA sets that when all triggers fail,
+/// kedacore/keda#2603) and the scaler's error, and `Active=False` — it does not scale.
+pub(crate) fn scaled_object_status(kw: &KubeWorld, so: &Value, now: f64) -> Value {
+    match prometheus_error(kw, so, now) {
+        None => json!({ "conditions": [
+            { "type": "Ready", "status": "True", "reason": "ScaledObjectReady",
+              "message": "ScaledObject is defined correctly and is ready for scaling" }
+        ] }),
+        Some(error) => json!({ "conditions": [
+            { "type": "Ready", "status": "False", "reason": "TriggerError",
+              "message": format!("Triggers defined in ScaledObject are not working correctly: {error}") },
+            { "type": "Active", "status": "False", "reason": "ScalerNotActive",
+              "message": "Scaling is not performed because triggers are not active" }
+        ] }),
+    }
 }
 
 fn is_scaled_object(v: &Value) -> bool {
@@ -584,6 +639,11 @@ impl SimCloud {
             let target_name = so.pointer("/spec/scaleTargetRef/name").and_then(Value::as_str).unwrap_or_default();
             let dkey = obj_key("apps/v1", "Deployment", Some(namespace), target_name);
             attach_keda(kw, &so, now);
+            if prometheus_error(kw, &so, now).is_some() {
+                // KEDA cannot read the metric (no Prometheus answers at the trigger's address):
+                // the value exists only in a Prometheus nobody reaches, so nothing scales.
+                return Ok(());
+            }
             let d = kw
                 .objects
                 .get_mut(&dkey)
