@@ -20,7 +20,7 @@ export const FEATURES = [
   {
     key: 'managed_autoscaling',
     label: 'Managed autoscaling',
-    help: 'Karpenter-based autoscaling operated by AWS; launches nodes from HyperPod instance groups, from zero.',
+    help: 'Karpenter-based autoscaling operated by AWS; launches nodes from HyperPod instance groups, from zero (a HyperpodNodeClass + NodePool name the groups).',
   },
 ];
 
@@ -41,14 +41,32 @@ export function normalizeFeatures(raw) {
     inference_operator: !!src.inference_operator,
     tiered_checkpointing: tiered,
     managed_autoscaling: !!src.managed_autoscaling,
+    // The HyperpodNodeClass's instance groups, when autoscaling is on (null: unknown / every group).
+    autoscaling_instance_groups: Array.isArray(src.autoscaling_instance_groups) ? src.autoscaling_instance_groups.map(String) : null,
   };
 }
+
+/** "a, b ,c" → ['a', 'b', 'c'] (empty → null: every instance group). */
+export function parseGroups(text) {
+  const list = String(text || '').split(',').map((s) => s.trim()).filter(Boolean);
+  return list.length ? list : null;
+}
+
+const sameList = (a, b) => Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => x === b[i]);
 
 /** Only what changed between `actual` and `desired` (both normalized), as a FeaturesPatch. */
 export function featuresPatch(actual, desired) {
   const patch = {};
   for (const key of ['training_operator', 'inference_operator', 'managed_autoscaling']) {
     if (!!desired[key] !== !!actual[key]) patch[key] = !!desired[key];
+  }
+  // Named instance groups for Karpenter: sent with managed_autoscaling: true when turning it on,
+  // or when autoscaling stays on and the list changes (the NodeClass is re-applied).
+  const groups = desired.autoscaling_instance_groups;
+  if (desired.managed_autoscaling && Array.isArray(groups) && groups.length
+      && (!actual.managed_autoscaling || !sameList(groups, actual.autoscaling_instance_groups))) {
+    patch.managed_autoscaling = true;
+    patch.autoscaling_instance_groups = groups;
   }
   const a = actual.tiered_checkpointing;
   const d = desired.tiered_checkpointing;
@@ -64,6 +82,7 @@ export function featuresPatch(actual, desired) {
 
 const show = (key, v) => {
   if (key === 'tiered_checkpointing') return v ? `on, ${v.memory_percent}% of memory` : 'off';
+  if (key === 'autoscaling_instance_groups') return Array.isArray(v) ? v.join(', ') : 'none';
   return v ? 'on' : 'off';
 };
 
@@ -80,6 +99,14 @@ export function describePatch(actual, patch) {
     }
     lines.push({ field: f.key, label: f.label, from: show(f.key, actual[f.key]), to: show(f.key, to) });
   }
+  if (patch.autoscaling_instance_groups) {
+    lines.push({
+      field: 'autoscaling_instance_groups',
+      label: 'Instance groups Karpenter may scale',
+      from: (actual.autoscaling_instance_groups || []).join(', ') || (actual.managed_autoscaling ? 'every group' : '—'),
+      to: patch.autoscaling_instance_groups.join(', '),
+    });
+  }
   return lines;
 }
 
@@ -89,6 +116,7 @@ export function describeServerChanges(plan) {
   if (!changes) return null;
   return changes.map((c) => {
     const f = FEATURES.find((x) => x.key === c.field);
-    return { field: c.field, label: f ? f.label : c.field, from: show(c.field, c.from), to: show(c.field, c.to) };
+    const label = f ? f.label : (c.field === 'autoscaling_instance_groups' ? 'Instance groups Karpenter may scale' : c.field);
+    return { field: c.field, label, from: show(c.field, c.from), to: show(c.field, c.to) };
   });
 }

@@ -6,7 +6,7 @@
 
 import { h, replace, id, announce } from '../dom.js';
 import { get, patch, seg, newIdempotencyKey } from '../api.js';
-import { FEATURES, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges } from '../features.js';
+import { FEATURES, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges, parseGroups } from '../features.js';
 import { showFindings, clearFindings } from '../fields.js';
 import { diffList, stepList, planTiming, refusal, followOperation } from '../day2.js';
 
@@ -103,6 +103,16 @@ class FeaturesPanel extends HTMLElement {
       if (f.key === 'managed_autoscaling') {
         extra.push(h('p', { class: 'help scope-note', dataset: { scope: '' } },
           h('strong', {}, 'Scope: '), this.scope || 'HyperPod instance groups only (scale from zero); not general EC2 capacity.'));
+        const groupsId = id('asg');
+        this.groups = h('input', {
+          type: 'text', id: groupsId, name: 'autoscaling_instance_groups', autocomplete: 'off', spellcheck: false,
+          value: (a.autoscaling_instance_groups || []).join(', '), placeholder: 'every instance group',
+          dataset: { field: 'autoscaling_instance_groups' }, oninput: () => this.changed(),
+          'aria-describedby': `${groupsId}-help`,
+        });
+        extra.push(h('div', { class: 'field inline groups-field' },
+          h('label', { for: groupsId }, 'Instance groups Karpenter may scale'), this.groups,
+          h('span', { class: 'help', id: `${groupsId}-help` }, 'Comma-separated, at most 10; empty: every group (and groups added later). Karpenter takes idle groups to zero.')));
       }
       return h('div', { class: 'feature', dataset: { feature: f.key } },
         h('div', { class: 'feature-switch field' }, input, h('label', { for: inputId }, f.label),
@@ -134,6 +144,7 @@ class FeaturesPanel extends HTMLElement {
         d[f.key] = this.controls[f.key].checked;
       }
     }
+    d.autoscaling_instance_groups = parseGroups(this.groups.value);
     return d;
   }
 
@@ -141,6 +152,7 @@ class FeaturesPanel extends HTMLElement {
     const tieredOn = this.controls.tiered_checkpointing.checked;
     this.memory.disabled = !tieredOn;
     this.notes.elastic.hidden = !tieredOn;
+    this.groups.disabled = !this.controls.managed_autoscaling.checked;
     for (const f of FEATURES) {
       const row = this.querySelector(`[data-feature="${f.key}"] .state-text`);
       if (row) row.textContent = this.controls[f.key].checked ? 'on' : 'off';

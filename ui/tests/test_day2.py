@@ -343,6 +343,9 @@ def test_features_panel_diff_then_state_change(fast_ui, day2):
             one: f.featuresPatch(actual, {...actual, training_operator: true}),
             tier: f.featuresPatch(actual, {...actual, tiered_checkpointing: {memory_percent: 35}}),
             off: f.featuresPatch(actual, {...actual, tiered_checkpointing: null, inference_operator: false}),
+            named: f.featuresPatch(actual, {...actual, managed_autoscaling: true,
+              autoscaling_instance_groups: f.parseGroups(' workers, spot ')}),
+            all: f.featuresPatch(actual, {...actual, managed_autoscaling: true, autoscaling_instance_groups: f.parseGroups('')}),
           });
         }).catch((e) => done({error: String(e)}));
     """)
@@ -351,6 +354,8 @@ def test_features_panel_diff_then_state_change(fast_ui, day2):
         "one": {"training_operator": True},
         "tier": {"tiered_checkpointing": {"enabled": True, "memory_percent": 35}},
         "off": {"inference_operator": False, "tiered_checkpointing": {"enabled": False}},
+        "named": {"managed_autoscaling": True, "autoscaling_instance_groups": ["workers", "spot"]},
+        "all": {"managed_autoscaling": True},
     }, result
 
     ui.go(f"#/clusters/{CLUSTER}")
@@ -369,6 +374,18 @@ def test_features_panel_diff_then_state_change(fast_ui, day2):
     ui.wait(lambda: error_next_to(ui, panel, "patch.tiered_checkpointing.memory_percent"), 10, "memory finding")
     assert memory.get_attribute("aria-invalid") == "true"
     ui.click(sw("tiered_checkpointing"))
+
+    # Managed autoscaling for a group that does not exist: the finding (with its index) lands
+    # next to the instance-groups input.
+    groups = panel.find_element(By.CSS_SELECTOR, 'input[data-field="autoscaling_instance_groups"]')
+    assert not groups.is_enabled(), "the group list goes with the autoscaling switch"
+    ui.click(sw("managed_autoscaling"))
+    set_value(groups, "no-such-group")
+    ui.click(panel.find_element(By.XPATH, ".//button[normalize-space()='Review changes']"))
+    ui.wait(lambda: error_next_to(ui, panel, "patch.autoscaling_instance_groups[0]"), 10, "group finding")
+    assert groups.get_attribute("aria-invalid") == "true"
+    set_value(groups, "")
+    ui.click(sw("managed_autoscaling"))
 
     # Flip one switch: its diff, then the server's diff against the real state, then apply.
     ui.click(sw("training_operator"))

@@ -29,7 +29,11 @@
 //! `NodeRecovery`, `TieredStorageConfig` (`Enable` with the memory share, or `Disable`), and
 //! (a resized group is sent as described — EBS size, `LifeCycleConfig`, `ExecutionRole`,
 //! `OnStartDeepHealthChecks`, `ThreadsPerCore` from [`group_view`] —, never rebuilt from defaults),
-//! `AutoScaling` (`Karpenter`, with the `ClusterRole` HyperPod assumes). `ConflictException`
+//! `AutoScaling` (`Karpenter`, with the `ClusterRole` HyperPod assumes). A settings-only update
+//! (tiered storage or autoscaling without groups) always carries `NodeRecovery` — the caller's,
+//! else the cluster's current one from the DescribeCluster the update starts with — because
+//! UpdateCluster with `TieredStorageConfig` alone is a `ValidationException` (AWS ML blog
+//! "Tiered KV cache for large LLMs on Amazon SageMaker HyperPod with Curvine", API note). `ConflictException`
 //! (another update in progress) is `Conflict`. Batch reboot/replace/delete report per-node
 //! outcomes; the service's refusals come back as `failed` entries, not as an error.
 //!
@@ -49,12 +53,12 @@ use crate::tags;
 use async_trait::async_trait;
 use aws_sdk_sagemaker::Client as SageMaker;
 use aws_sdk_sagemaker::types::{
-    ClusterAutoScalerType, ClusterAutoScalingConfig, ClusterAutoScalingMode, ClusterCapacityRequirements,
-    ClusterConfigMode, ClusterEbsVolumeConfig, ClusterInstanceGroupDetails, ClusterInstanceGroupSpecification,
-    ClusterInstanceStorageConfig, ClusterInstanceType, ClusterInterfaceType, ClusterLifeCycleConfig,
-    ClusterNetworkInterface, ClusterNodeProvisioningMode, ClusterNodeRecovery, ClusterOrchestrator,
-    ClusterOrchestratorEksConfig, ClusterSpotOptions, ClusterStatus, ClusterTieredStorageConfig, DeepHealthCheckType,
-    VpcConfig,
+    ClusterAutoScalerType, ClusterAutoScalingConfig, ClusterAutoScalingMode, ClusterAutoScalingStatus,
+    ClusterCapacityRequirements, ClusterConfigMode, ClusterEbsVolumeConfig, ClusterInstanceGroupDetails,
+    ClusterInstanceGroupSpecification, ClusterInstanceStorageConfig, ClusterInstanceType, ClusterInterfaceType,
+    ClusterLifeCycleConfig, ClusterNetworkInterface, ClusterNodeProvisioningMode, ClusterNodeRecovery,
+    ClusterOrchestrator, ClusterOrchestratorEksConfig, ClusterSpotOptions, ClusterStatus, ClusterTieredStorageConfig,
+    DeepHealthCheckType, VpcConfig,
 };
 use instantstart_core::provider::{
     BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
@@ -267,7 +271,11 @@ async fn describe(sm: &SageMaker, region: &str, name: &str) -> Result<Option<Hyp
                     .unwrap_or(0),
             }
         });
-    let autoscaling = out.auto_scaling().is_some_and(|a| a.mode() == &ClusterAutoScalingMode::Enable);
+    // On once HyperPod reports it `InService` (Karpenter installed, its CRDs served): the
+    // HyperpodNodeClass is not Ready before (AWS `sagemaker-hyperpod-eks-autoscaling-nodeclass`).
+    let autoscaling = out.auto_scaling().is_some_and(|a| {
+        a.mode() == &ClusterAutoScalingMode::Enable && a.status() == &ClusterAutoScalingStatus::Inservice
+    });
     Ok(Some(HyperPodCluster {
         name: out.cluster_name().unwrap_or(name).to_string(),
         arn,
@@ -383,8 +391,17 @@ async fn update(sm: &SageMaker, req: &UpdateHyperPodCluster) -> Result<HyperPodC
     if !req.instance_groups_to_delete.is_empty() {
         call = call.set_instance_groups_to_delete(Some(req.instance_groups_to_delete.clone()));
     }
-    if let Some(n) = req.node_recovery {
-        call = call.node_recovery(node_recovery(n));
+    match req.node_recovery {
+        Some(n) => call = call.node_recovery(node_recovery(n)),
+        // A settings-only update (TieredStorageConfig, AutoScaling) is refused unless
+        // NodeRecovery or InstanceGroups come with it (AWS ML blog, Curvine post, "API note"):
+        // echo the cluster's current NodeRecovery, as described a moment ago.
+        None if req.instance_groups.is_empty() && (req.tiered_storage.is_some() || req.autoscaling.is_some()) => {
+            if let Some(n) = current.node_recovery() {
+                call = call.node_recovery(n.clone());
+            }
+        }
+        None => {}
     }
     if let Some(t) = &req.tiered_storage {
         call = call.tiered_storage_config(match t {

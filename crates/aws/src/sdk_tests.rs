@@ -661,7 +661,8 @@ async fn update_cluster_adds_scales_deletes_groups_and_switches_features() {
     assert_eq!(body["AutoScaling"], json!({ "Mode": "Enable", "AutoScalerType": "Karpenter" }));
     assert_eq!(body["ClusterRole"], "arn:aws:iam::123456789012:role/demo-hyperpod-autoscaling");
 
-    // Only what is asked for is sent.
+    // Only what is asked for is sent — plus the cluster's current NodeRecovery, without which
+    // UpdateCluster refuses a TieredStorageConfig (AWS ML blog, Curvine post, API note).
     p.update_hyperpod_cluster(&UpdateHyperPodCluster {
         region: "us-east-1".into(),
         name: "demo-hp".into(),
@@ -674,7 +675,57 @@ async fn update_cluster_adds_scales_deletes_groups_and_switches_features() {
     .await
     .unwrap();
     let body = replay.of("UpdateCluster")[1].json();
-    assert_eq!(body, json!({ "ClusterName": "demo-hp", "TieredStorageConfig": { "Mode": "Disable" } }));
+    assert_eq!(
+        body,
+        json!({ "ClusterName": "demo-hp", "NodeRecovery": "Automatic", "TieredStorageConfig": { "Mode": "Disable" } })
+    );
+}
+
+/// The settings updates of the features workflow, field by field: tiered storage echoes
+/// NodeRecovery; autoscaling sends Mode, AutoScalerType, ClusterRole and NodeRecovery; a
+/// NodeRecovery given by the caller wins over the described one.
+#[tokio::test]
+async fn settings_updates_echo_node_recovery() {
+    let replay = hyperpod_replay(|_| {
+        Canned::json(json!({ "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123" }))
+    });
+    let p = replay.provider();
+    let of = UpdateHyperPodCluster::of("us-east-1", "demo-hp");
+    let role = "arn:aws:iam::123456789012:role/demo-hp-autoscaling-role";
+    let cases: Vec<(UpdateHyperPodCluster, Value)> = vec![
+        (
+            UpdateHyperPodCluster {
+                tiered_storage: Some(Some(TieredCheckpointing { memory_percent: 30 })),
+                ..of.clone()
+            },
+            json!({ "ClusterName": "demo-hp", "NodeRecovery": "Automatic",
+                    "TieredStorageConfig": { "Mode": "Enable", "InstanceMemoryAllocationPercentage": 30 } }),
+        ),
+        (
+            UpdateHyperPodCluster {
+                autoscaling: Some(AutoscalingUpdate { enabled: true, role_arn: Some(role.into()) }),
+                ..of.clone()
+            },
+            json!({ "ClusterName": "demo-hp", "NodeRecovery": "Automatic",
+                    "AutoScaling": { "Mode": "Enable", "AutoScalerType": "Karpenter" }, "ClusterRole": role }),
+        ),
+        (
+            UpdateHyperPodCluster {
+                autoscaling: Some(AutoscalingUpdate { enabled: false, role_arn: None }),
+                ..of.clone()
+            },
+            json!({ "ClusterName": "demo-hp", "NodeRecovery": "Automatic",
+                    "AutoScaling": { "Mode": "Disable", "AutoScalerType": "Karpenter" } }),
+        ),
+        (
+            UpdateHyperPodCluster { node_recovery: Some(NodeRecovery::None), tiered_storage: Some(None), ..of.clone() },
+            json!({ "ClusterName": "demo-hp", "NodeRecovery": "None", "TieredStorageConfig": { "Mode": "Disable" } }),
+        ),
+    ];
+    for (i, (req, want)) in cases.iter().enumerate() {
+        p.update_hyperpod_cluster(req).await.unwrap();
+        assert_eq!(replay.of("UpdateCluster")[i].json(), *want, "case {i}");
+    }
 }
 
 #[tokio::test]

@@ -156,6 +156,9 @@ pub struct Features {
     /// EC2 capacity.
     #[serde(default)]
     pub autoscaling_scope: String,
+    /// With managed autoscaling on: the instance groups Karpenter may scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling_instance_groups: Option<Vec<String>>,
 }
 
 /// The path segment of a node action (`reboot`, `replace`, `delete`).

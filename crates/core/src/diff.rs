@@ -73,6 +73,10 @@ pub struct FeaturesPatch {
     pub tiered_checkpointing: Option<TieredCheckpointingPatch>,
     #[serde(default)]
     pub managed_autoscaling: Option<bool>,
+    /// With `managed_autoscaling: true`: the instance groups Karpenter may scale (1–10 names
+    /// of the cluster's groups). Absent: every eligible group, and groups added later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling_instance_groups: Option<Vec<String>>,
 }
 
 /// Default memory share for tiered checkpointing when enabling without one.
@@ -105,6 +109,32 @@ impl FeaturesPatch {
 
 impl Validate for FeaturesPatch {
     fn validate(&self, f: &mut Findings) {
+        if let Some(groups) = &self.autoscaling_instance_groups {
+            let field = "autoscaling_instance_groups";
+            if self.managed_autoscaling != Some(true) {
+                f.push(field, "only meaningful with managed_autoscaling: true");
+            }
+            if groups.is_empty() {
+                f.push(field, "must name at least one instance group (omit it for every group)");
+            }
+            if groups.len() > crate::workflow::karpenter::MAX_NODE_CLASS_GROUPS {
+                f.push(
+                    field,
+                    format!(
+                        "must name at most {} instance groups (a HyperpodNodeClass lists at most {})",
+                        crate::workflow::karpenter::MAX_NODE_CLASS_GROUPS,
+                        crate::workflow::karpenter::MAX_NODE_CLASS_GROUPS
+                    ),
+                );
+            }
+            for (i, g) in groups.iter().enumerate() {
+                if let Err(rule) = crate::names::hyperpod_name(g) {
+                    f.push(&format!("{field}[{i}]"), rule);
+                } else if groups[..i].contains(g) {
+                    f.push(&format!("{field}[{i}]"), format!("instance group {g} is named twice"));
+                }
+            }
+        }
         if let Some(tc) = &self.tiered_checkpointing
             && let Some(p) = tc.memory_percent
         {
@@ -191,6 +221,32 @@ mod tests {
         };
         let err = plan_features("c", &bad, &off).unwrap_err();
         assert_eq!(err.findings.len(), 2);
+    }
+
+    #[test]
+    fn autoscaling_instance_groups_rules() {
+        let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let eleven: Vec<String> = (0..11).map(|i| format!("g{i}")).collect();
+        let cases: Vec<(Option<bool>, Option<Vec<String>>, &[&str])> = vec![
+            (Some(true), names(&["burst", "spot"]), &[]),
+            (Some(true), None, &[]),
+            (None, names(&["burst"]), &["autoscaling_instance_groups"]),
+            (Some(false), names(&["burst"]), &["autoscaling_instance_groups"]),
+            (Some(true), names(&[]), &["autoscaling_instance_groups"]),
+            (Some(true), Some(eleven), &["autoscaling_instance_groups"]),
+            (
+                Some(true),
+                names(&["burst", "Bad_Name", "burst"]),
+                &["autoscaling_instance_groups[1]", "autoscaling_instance_groups[2]"],
+            ),
+        ];
+        for (i, (on, groups, want)) in cases.into_iter().enumerate() {
+            let p =
+                FeaturesPatch { managed_autoscaling: on, autoscaling_instance_groups: groups, ..Default::default() };
+            let got: Vec<String> =
+                p.check().err().map(|e| e.findings.into_iter().map(|f| f.field).collect()).unwrap_or_default();
+            assert_eq!(got, want, "case {i}");
+        }
     }
 
     #[test]

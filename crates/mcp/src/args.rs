@@ -388,6 +388,11 @@ pub struct FeatureSetArgs {
     #[serde(default)]
     #[schemars(with = "Option<bool>")]
     pub managed_autoscaling: Option<Value>,
+    /// Only with managed_autoscaling true: the instance groups Karpenter may scale (1-10 names
+    /// from instance_group_list). Omit for every group (and groups added later).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub autoscaling_instance_groups: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }
@@ -400,6 +405,7 @@ impl FeatureSetArgs {
             ("inference_operator", &self.inference_operator),
             ("tiered_checkpointing", &self.tiered_checkpointing),
             ("managed_autoscaling", &self.managed_autoscaling),
+            ("autoscaling_instance_groups", &self.autoscaling_instance_groups),
         ])
     }
 }

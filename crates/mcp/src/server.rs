@@ -539,8 +539,9 @@ impl InstantStartMcp {
                        changed; the control plane compares them with the real state, and when nothing differs \
                        returns no_change (\"already in this state\") without starting anything. Each change is a \
                        dependency-aware operation (prerequisite add-ons first; tiered checkpointing on builds the \
-                       service account -> IAM role -> OIDC trust chain, off removes it). Switching a feature off \
-                       removes its add-on or IAM chain: confirm first. dry_run returns the diff and the steps. \
+                       service account -> IAM role -> OIDC trust chain, off removes it; managed autoscaling on applies a \
+                       HyperpodNodeClass + NodePool for every instance group, or for autoscaling_instance_groups, \
+                       off deletes them first). Switching a feature off removes its add-on or IAM chain: confirm first. dry_run returns the diff and the steps. \
                        Returns the operation id: call operation_wait with it until the status is terminal.",
         annotations(
             title = "Change managed features",

@@ -610,6 +610,14 @@ def test_day2_instance_groups_nodes_and_features(control_plane):
             s, "feature_set", {"cluster": "daytwo", "tiered_checkpointing": {"enabled": True, "memory_percent": 0}}
         )
         assert err is True and body["error"]["findings"][0]["field"] == "patch.tiered_checkpointing.memory_percent"
+        # Managed autoscaling limited to named instance groups: an unknown group is a finding
+        # naming its index; a known one plans the NodeClass step after the UpdateCluster.
+        scaled = {"cluster": "daytwo", "managed_autoscaling": True, "dry_run": True}
+        err, body = await call(s, "feature_set", {**scaled, "autoscaling_instance_groups": ["no-such-group"]})
+        assert err is True, body
+        assert body["error"]["findings"][0]["field"] == "patch.autoscaling_instance_groups[0]", body
+        err, plan = await call(s, "feature_set", {**scaled, "autoscaling_instance_groups": ["workers"]})
+        assert not err and "karpenter" in [st["key"] for st in plan["steps"]], plan
 
     run(control_plane["url"], scenario)
 

@@ -14,6 +14,7 @@
 //! | [`training::hyperpod`] | `HyperPodPyTorchJob` with process-level recovery, log-pattern hang detection and a recovery budget; recipes: PyTorch script, LLaMA-Factory, MS-Swift |
 //! | [`training::ray`] | KubeRay `RayJob`; recipe: VERL |
 //! | [`render`] | [`WorkloadRenderer`]: requests of the durable workload workflows → objects + ready rules |
+//! | [`autoscaling`] | HyperPod managed Karpenter: `HyperpodNodeClass` + `NodePool` (builders shared with the core's feature steps) |
 //! | [`inference`] | vLLM / SGLang / custom Deployments; Services ([`inference::service`]); the SGLang router ([`inference::router`]); KEDA autoscaling ([`inference::autoscale`]); the managed `InferenceEndpointConfig` ([`inference::managed`]) |
 //!
 //! ## Conventions
@@ -39,6 +40,7 @@
 //! schemas with unknown fields rejected — the same check the API server's strict field
 //! validation applies.
 
+pub mod autoscaling;
 pub mod common;
 pub mod download;
 pub mod inference;

@@ -1,8 +1,9 @@
 //! Every builder, end to end: representative requests (in their JSON wire shape) become
 //! manifests that are snapshotted (YAML, `tests/snapshots/`) and validated against the
 //! upstream schemas vendored in `<repo>/vendor/schemas` — the Kubernetes 1.35 OpenAPI v3 documents
-//! for core, apps and batch objects and the CRDs' `openAPIV3Schema` for RayJob, ScaledObject
-//! and InferenceEndpointConfig. Validation is strict: every object schema that lists its
+//! for core, apps and batch objects and the CRDs' `openAPIV3Schema` for RayJob, ScaledObject,
+//! InferenceEndpointConfig and Karpenter's NodePool (`HyperpodNodeClass` has no public CRD and
+//! is checked against a strict schema written from AWS's documentation). Validation is strict: every object schema that lists its
 //! properties rejects others (what `kubectl apply --validate=strict` does), so a misspelt
 //! field fails here rather than being dropped by the API server.
 //!
@@ -19,6 +20,7 @@
 use instantstart_core::spec::{CapacitySpec, ManagedFeatures, TieredCheckpointing};
 use instantstart_core::validate::Validate;
 use instantstart_recipes::ManifestSet;
+use instantstart_recipes::autoscaling::{self, KarpenterSpec};
 use instantstart_recipes::download::{ModelDownloadParams, model_download_job};
 use instantstart_recipes::inference::autoscale::{AutoscalerParams, keda_autoscaler};
 use instantstart_recipes::inference::managed::{ManagedEndpointParams, managed_endpoint};
@@ -209,6 +211,30 @@ fn hyperpod_schema() -> Value {
     })
 }
 
+/// `HyperpodNodeClass` has no public CRD (vendor/schemas/README.md, "Not found"): a strict
+/// schema written from AWS's documentation (`sagemaker-hyperpod-eks-autoscaling-nodeclass`:
+/// `spec.instanceGroups`, pre-created instance group names, "MaxItems: 10").
+fn node_class_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false, "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": { "enum": ["karpenter.sagemaker.amazonaws.com/v1"] },
+            "kind": { "enum": ["HyperpodNodeClass"] },
+            "metadata": { "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+            "spec": {
+                "type": "object", "additionalProperties": false, "required": ["instanceGroups"],
+                "properties": {
+                    "instanceGroups": {
+                        "type": "array", "minItems": 1, "maxItems": 10, "uniqueItems": true,
+                        "items": { "type": "string", "pattern": "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$" },
+                    },
+                },
+            },
+        },
+        "components": *CORE,
+    })
+}
+
 /// Minimal strict `rbac.authorization.k8s.io/v1` Role / RoleBinding (not in vendor/schemas).
 fn rbac_schema(kind: &str) -> Value {
     let strings = json!({ "type": "array", "items": { "type": "string" } });
@@ -321,6 +347,10 @@ fn validator_for(obj: &Value) -> Arc<Validator> {
             )
         }),
         ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob") => validator(&key, hyperpod_schema),
+        ("karpenter.sh/v1", "NodePool") => {
+            validator(&key, || crd_with_object_meta("karpenter/karpenter.sh_nodepools.yaml", "v1"))
+        }
+        ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass") => validator(&key, node_class_schema),
         _ => panic!("no schema for {api} {kind}"),
     }
 }
@@ -752,6 +782,37 @@ fn managed_endpoints() {
         ],
     );
     check_and_snapshot("managed_redis_kv_aware", &managed_endpoint(&parse(redis)).unwrap());
+}
+
+/// HyperPod managed autoscaling: every group (the default) and two named groups; the NodePool
+/// is checked against the upstream `karpenter.sh_nodepools.yaml`.
+#[test]
+fn karpenter_objects() {
+    let all: KarpenterSpec = parse(json!({ "cluster": "demo", "instance_groups": ["cpu", "gpu"], "all_groups": true }));
+    check_and_snapshot("karpenter_all_groups", &autoscaling::karpenter_objects(&all));
+    let named: KarpenterSpec = parse(json!({ "cluster": "demo", "instance_groups": ["gpu-a"], "all_groups": false }));
+    let objects = autoscaling::karpenter_objects(&named);
+    check_and_snapshot("karpenter_named_groups", &objects);
+    assert_eq!(
+        objects.node_pool["spec"]["template"]["spec"]["nodeClassRef"]["name"],
+        objects.node_class["metadata"]["name"]
+    );
+    let broken: Vec<(&str, &Value, &str, Value)> = vec![
+        ("NodePool policy enum", &objects.node_pool, "/spec/disruption/consolidationPolicy", s("Always")),
+        ("NodePool duration pattern", &objects.node_pool, "/spec/disruption/consolidateAfter", s("5 minutes")),
+        ("NodePool unknown field", &objects.node_pool, "/spec/template/spec/nodeClass", json!({})),
+        (
+            "NodeClass too many groups",
+            &objects.node_class,
+            "/spec/instanceGroups",
+            json!(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]),
+        ),
+        ("NodeClass unknown field", &objects.node_class, "/spec/subnets", json!([])),
+    ];
+    for (what, obj, pointer, value) in broken {
+        let bad = edit(obj.clone(), &[(pointer, value)]);
+        assert!(validator_for(&bad).iter_errors(&bad).next().is_some(), "{what}: {pointer} accepted");
+    }
 }
 
 // ---------------------------------------------------------------------------------------

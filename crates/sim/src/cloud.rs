@@ -146,10 +146,12 @@ impl State {
     }
 
     /// Brings the world to `now`: settles finished deletions and writes workload outputs, then
-    /// injects pending process faults and log-monitor detections into running training jobs.
+    /// injects pending process faults and log-monitor detections into running training jobs,
+    /// and lets HyperPod's managed Karpenter scale the groups it manages.
     pub fn advance_world(&mut self, now: f64) {
         self.world.settle(now);
         crate::kube::inject_process_faults(&mut self.world, &mut self.faults, now);
+        crate::kube::karpenter::reconcile(&mut self.world, now);
     }
 
     fn save(&mut self, path: Option<&Path>) -> Result<(), SimError> {

@@ -76,6 +76,7 @@ fn implied_slots(start: f64, count: u32) -> Vec<SlotRec> {
             generation: 0,
             removed: false,
             pending_until: None,
+            removed_at: None,
         })
         .collect()
 }
@@ -93,35 +94,67 @@ pub(crate) fn nodes(h: &HyperPodRec, now: f64) -> Vec<NodeView> {
             if slot.removed {
                 continue;
             }
-            let appear = slot.appear_at;
-            let booted = appear + timings::HYPERPOD_NODE_BOOT;
-            let mut running_at = booted + if g.deep_health_checks { timings::HYPERPOD_DEEP_HEALTH_CHECK } else { 0.0 };
-            if let Some(until) = slot.pending_until {
-                running_at = running_at.max(until);
+            out.extend(slot_view(h, g, i, slot, deleting_since, now));
+        }
+    }
+    out
+}
+
+/// One instance slot at `now` (`None`: not there yet, or not part of a deletion).
+fn slot_view(
+    h: &HyperPodRec,
+    g: &GroupRec,
+    i: usize,
+    slot: &SlotRec,
+    deleting_since: Option<f64>,
+    now: f64,
+) -> Option<NodeView> {
+    let appear = slot.appear_at;
+    let booted = appear + timings::HYPERPOD_NODE_BOOT;
+    let mut running_at = booted + if g.deep_health_checks { timings::HYPERPOD_DEEP_HEALTH_CHECK } else { 0.0 };
+    if let Some(until) = slot.pending_until {
+        running_at = running_at.max(until);
+    }
+    let status = match deleting_since {
+        Some(since) if appear <= since => "ShuttingDown",
+        Some(_) => return None,
+        None if now < appear => return None,
+        None if now < booted => "Pending",
+        None if slot.pending_until.is_some_and(|u| now < u) => "Pending",
+        None if now < running_at => "DeepHealthCheckInProgress",
+        None => "Running",
+    };
+    let id = if slot.generation == 0 {
+        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string()])
+    } else {
+        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string(), &slot.generation.to_string()])
+    };
+    Some(NodeView {
+        instance_id: format!("i-0{id:016x}"),
+        group: g.name.clone(),
+        instance_type: g.instance_type.clone(),
+        availability_zone: g.availability_zone.clone(),
+        subnet_id: g.subnet_id.clone(),
+        status,
+        running_at,
+    })
+}
+
+/// Instances Karpenter consolidated away, with the time they went (their Kubernetes Nodes
+/// keep the history of the pods that ran on them; they are no longer listed).
+pub(crate) fn departed(h: &HyperPodRec, now: f64) -> Vec<(NodeView, f64)> {
+    if !matches!(h.life.phase(now), Phase::Creating | Phase::Active) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for g in &h.groups {
+        for (i, slot) in g.slots.iter().enumerate() {
+            let Some(gone) = slot.removed_at.filter(|_| slot.removed) else { continue };
+            let mut view = SlotRec { removed: false, ..slot.clone() };
+            view.removed_at = None;
+            if let Some(n) = slot_view(h, g, i, &view, None, gone).filter(|n| n.status == "Running") {
+                out.push((n, gone));
             }
-            let status = match deleting_since {
-                Some(since) if appear <= since => "ShuttingDown",
-                Some(_) => continue,
-                None if now < appear => continue,
-                None if now < booted => "Pending",
-                None if slot.pending_until.is_some_and(|u| now < u) => "Pending",
-                None if now < running_at => "DeepHealthCheckInProgress",
-                None => "Running",
-            };
-            let id = if slot.generation == 0 {
-                stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string()])
-            } else {
-                stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string(), &slot.generation.to_string()])
-            };
-            out.push(NodeView {
-                instance_id: format!("i-0{id:016x}"),
-                group: g.name.clone(),
-                instance_type: g.instance_type.clone(),
-                availability_zone: g.availability_zone.clone(),
-                subnet_id: g.subnet_id.clone(),
-                status,
-                running_at,
-            });
         }
     }
     out
@@ -171,9 +204,16 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
             .collect(),
         node_recovery: h.node_recovery,
         tiered_storage: h.tiered_storage,
-        autoscaling: h.autoscaling,
+        // AutoScaling.Status is InService once the update completed (Creating before).
+        autoscaling: autoscaling_in_service(h, now),
         tags: h.tags.clone(),
     }
+}
+
+/// Managed (Karpenter) autoscaling is enabled and `InService`: the update that enabled it is
+/// over. HyperPod then runs Karpenter and serves its kinds in the EKS cluster.
+pub(crate) fn autoscaling_in_service(h: &HyperPodRec, now: f64) -> bool {
+    h.autoscaling && !h.updating_until.is_some_and(|u| now < u) && h.life.phase(now) == Phase::Active
 }
 
 /// Instances already promised in `region`: (instance type → on-demand/spot count, plan ARN →
@@ -443,6 +483,7 @@ fn admit_group(
         checks: s.deep_health_checks,
         threads_per_core: Some(g.threads_per_core.unwrap_or(if info.accelerators == 0 { 2 } else { 1 })),
         failure,
+        idle_since: None,
     })
 }
 
@@ -485,7 +526,7 @@ fn script_failure(w: &World, role_arn: &str, l: &LifecycleScript, group: &str) -
 }
 
 /// Materializes the implied slots of group `gi` so they can change individually.
-fn materialize(h: &mut HyperPodRec, gi: usize) {
+pub(crate) fn materialize(h: &mut HyperPodRec, gi: usize) {
     if h.groups[gi].slots.is_empty() {
         let implied = implied_slots(h.life.created_at, h.groups[gi].count);
         h.groups[gi].slots = implied;
@@ -514,6 +555,31 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
             ProviderErrorKind::Conflict,
             format!("ConflictException: cluster {} is being updated; retry when the update completes", req.name),
         ));
+    }
+    // AWS ML blog "Tiered KV cache for large LLMs on Amazon SageMaker HyperPod with Curvine",
+    // API note: "Calling update-cluster with --tiered-storage-config alone returns
+    // ValidationException. At least one of --node-recovery or --instance-groups must also be
+    // supplied."
+    if req.tiered_storage.is_some() && req.node_recovery.is_none() && req.instance_groups.is_empty() {
+        return Err(invalid(
+            API,
+            "ValidationException: TieredStorageConfig cannot be updated alone; at least one of NodeRecovery or InstanceGroups must also be supplied",
+        ));
+    }
+    if let Some(a) = &req.autoscaling
+        && a.enabled
+    {
+        // UpdateCluster API reference, ClusterRole: "required when autoscaling is enabled".
+        if a.role_arn.is_none() {
+            return Err(invalid(API, "ValidationException: ClusterRole is required to enable autoscaling"));
+        }
+        // sagemaker-hyperpod-eks-autoscaling, Prerequisites: "NodeRecovery set to Automatic".
+        if req.node_recovery.unwrap_or(h.node_recovery) != instantstart_core::spec::NodeRecovery::Automatic {
+            return Err(invalid(
+                API,
+                "ValidationException: Karpenter autoscaling requires NodeRecovery to be Automatic",
+            ));
+        }
     }
     for name in &req.instance_groups_to_delete {
         if !h.groups.iter().any(|g| &g.name == name) {
@@ -617,6 +683,7 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                             generation: 0,
                             removed: false,
                             pending_until: None,
+                            removed_at: None,
                         });
                     }
                 } else {
@@ -639,6 +706,7 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                         generation: 0,
                         removed: false,
                         pending_until: None,
+                        removed_at: None,
                     })
                     .collect();
                 h.groups.push(g);
@@ -652,9 +720,6 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
         h.tiered_storage = t;
     }
     if let Some(a) = &req.autoscaling {
-        if a.enabled && a.role_arn.is_none() {
-            return Err(invalid(API, "ValidationException: ClusterRole is required to enable autoscaling"));
-        }
         h.autoscaling = a.enabled;
     }
     h.updating_until = Some(now + timings::HYPERPOD_UPDATE);

@@ -65,3 +65,8 @@ pub const MLFLOW_TRACKING_SERVER_CREATE: f64 = 1200.0;
 pub const MLFLOW_TRACKING_SERVER_DELETE: f64 = 300.0;
 /// A Helm release revision from `pending-install`/`pending-upgrade` to `deployed` (no `--wait`).
 pub const HELM_RELEASE: f64 = 10.0;
+/// HyperPod's managed Karpenter: an empty managed group is consolidated (scaled back to zero)
+/// this long after it was first seen idle, unless the NodePool's
+/// `spec.disruption.consolidateAfter` says otherwise. Scaling up from zero takes the usual
+/// [`HYPERPOD_SCALE_FIRST_NODE`] + [`HYPERPOD_NODE_BOOT`] before the pod can schedule.
+pub const KARPENTER_CONSOLIDATE_AFTER: f64 = 300.0;

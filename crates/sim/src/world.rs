@@ -467,6 +467,9 @@ pub(crate) struct GroupRec {
     /// not be read): the group is `Failed`, with no instances.
     #[serde(default)]
     pub failure: Option<String>,
+    /// Karpenter: since when the group's nodes have been empty (consolidation clock).
+    #[serde(default)]
+    pub idle_since: Option<f64>,
 }
 
 /// One instance position of a group.
@@ -479,6 +482,9 @@ pub(crate) struct SlotRec {
     pub removed: bool,
     /// A reboot or replace in progress ends at this simulated time (the node shows Pending).
     pub pending_until: Option<f64>,
+    /// When Karpenter consolidated the instance away (`removed` is then set too).
+    #[serde(default)]
+    pub removed_at: Option<f64>,
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! `set` follows the explicit-diff contract: only the flags given are sent, the server compares
 //! them with the real state and plans dependency-aware steps, and the diff is printed; a request
 //! that matches the real state is "already in this state" (exit 0, no operation), e.g.
-//! `instantstart feature set demo --training-operator on --tiered-checkpointing on --memory-percent 30 --autoscaling off`.
+//! `instantstart feature set demo --training-operator on --tiered-checkpointing on --memory-percent 30 --autoscaling off`;
+//! `--autoscaling on --autoscaling-group burst,spot` limits Karpenter to those instance groups.
 
 use crate::app::Globals;
 use crate::exit::Exit;
@@ -61,6 +62,10 @@ pub struct SetArgs {
     /// Managed autoscaling: scales HyperPod instance groups only (from zero), not general EC2 capacity.
     #[arg(long, value_name = "on|off", hide_possible_values = true)]
     pub autoscaling: Option<Toggle>,
+    /// With `--autoscaling on`: the instance groups Karpenter may scale (comma-separated or
+    /// repeated, at most 10) [default: every group, and groups added later].
+    #[arg(long = "autoscaling-group", value_name = "GROUP", value_delimiter = ',', requires = "autoscaling")]
+    pub autoscaling_groups: Vec<String>,
     #[command(flatten)]
     pub mutation: MutationArgs,
 }
@@ -85,6 +90,10 @@ pub async fn run(g: &Globals, cmd: FeatureCommand) -> anyhow::Result<Exit> {
                     ("Tiered checkpointing", tiered),
                     ("Managed autoscaling", on_off(f.features.managed_autoscaling)),
                     ("Autoscaling scope", f.autoscaling_scope.clone()),
+                    (
+                        "Autoscaled groups",
+                        f.autoscaling_instance_groups.as_ref().map_or_else(|| "-".into(), |g| g.join(", ")),
+                    ),
                 ])
             })?;
             Ok(Exit::Ok)
@@ -97,6 +106,8 @@ pub async fn run(g: &Globals, cmd: FeatureCommand) -> anyhow::Result<Exit> {
                     .tiered_checkpointing
                     .map(|t| TieredCheckpointingPatch { enabled: t.on(), memory_percent: args.memory_percent }),
                 managed_autoscaling: args.autoscaling.map(Toggle::on),
+                autoscaling_instance_groups: (!args.autoscaling_groups.is_empty())
+                    .then(|| args.autoscaling_groups.clone()),
             };
             mutation::submit_diff(g, &client, &args.mutation, |opts| {
                 let (client, patch, cluster) = (&client, &patch, &args.cluster);

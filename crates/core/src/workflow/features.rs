@@ -23,6 +23,7 @@
 //! Managed autoscaling manages HyperPod instance groups only, not general EC2 capacity.
 
 use super::day2::{hyperpod_record, live_cluster};
+use super::karpenter::{self as kp, ApplyKarpenter, KarpenterSpec, KarpenterTarget, RemoveKarpenter};
 use super::steps::{
     AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, OidcProviderStep, PodIdentityTarget, RemoveAddon,
     RemovePodIdentity, RemoveRole, oidc_issuer, pod_identity_trust_policy,
@@ -78,6 +79,11 @@ const REMOVE_INFERENCE_ROLE_STEP: &str = "remove_inference_role";
 pub struct SetFeaturesRequest {
     pub cluster: String,
     pub patch: FeaturesPatch,
+    /// The Karpenter objects to apply, resolved by the assessment from
+    /// `patch.autoscaling_instance_groups` and the cluster's live groups (absent in a
+    /// client's request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub karpenter: Option<KarpenterSpec>,
 }
 
 /// Role names of the features.
@@ -190,8 +196,9 @@ fn step(key: &str, title: String, deps: &[&str], secs: u64) -> StepSpec {
     }
 }
 
-/// The steps of a patch (already reduced to real changes).
-fn plan_steps(cluster: &str, patch: &FeaturesPatch) -> Vec<StepSpec> {
+/// The steps of a patch (already reduced to real changes). `karpenter_only`: autoscaling
+/// stays on and only its instance groups change (the NodeClass is re-applied).
+fn plan_steps(cluster: &str, patch: &FeaturesPatch, karpenter_only: bool) -> Vec<StepSpec> {
     let mut steps: Vec<StepSpec> = Vec::new();
     let mut add = |s: StepSpec| {
         if !steps.iter().any(|x| x.key == s.key) {
@@ -356,9 +363,29 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch) -> Vec<StepSpec> {
                 &[&["autoscaling_role"][..], &tiered_update[..]].concat(),
                 120,
             ));
+            add(step(
+                "karpenter",
+                format!(
+                    "Apply HyperpodNodeClass and NodePool {} naming the instance groups Karpenter scales",
+                    kp::KARPENTER_NAME
+                ),
+                &["autoscaling"],
+                10,
+            ));
         }
         Some(false) => {
-            add(step("autoscaling_off", "Disable managed autoscaling".into(), &tiered_update, 120));
+            add(step(
+                "remove_karpenter",
+                format!("Delete NodePool and HyperpodNodeClass {}", kp::KARPENTER_NAME),
+                &[],
+                10,
+            ));
+            add(step(
+                "autoscaling_off",
+                "Disable managed autoscaling".into(),
+                &[&["remove_karpenter"][..], &tiered_update[..]].concat(),
+                120,
+            ));
             add(step(
                 "remove_autoscaling_role",
                 format!("Delete IAM role {}", autoscaling_role(cluster)),
@@ -366,9 +393,94 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch) -> Vec<StepSpec> {
                 5,
             ));
         }
+        None if karpenter_only => add(step(
+            "karpenter",
+            format!("Update the instance groups of HyperpodNodeClass {}", kp::KARPENTER_NAME),
+            &[],
+            10,
+        )),
         None => {}
     }
     steps
+}
+
+impl FeaturesWorkflow {
+    /// Resolves the Karpenter objects of the request against the cluster's live groups: every
+    /// eligible group by default, else the named ones (each must exist and be eligible).
+    /// Enabling needs NodeRecovery `Automatic` (AWS `sagemaker-hyperpod-eks-autoscaling`,
+    /// prerequisites). With autoscaling already on, a changed group list is a plan change of
+    /// its own (`autoscaling_instance_groups`) that re-applies the NodeClass.
+    async fn karpenter_spec(
+        &self,
+        req: &SetFeaturesRequest,
+        rec: &ClusterRecord,
+        live: &HyperPodCluster,
+        actual: &ManagedFeatures,
+        plan: &mut crate::diff::Plan,
+    ) -> Result<Option<KarpenterSpec>, EngineError> {
+        if req.patch.managed_autoscaling != Some(true) {
+            return Ok(None);
+        }
+        let mut f = Findings::new();
+        if !actual.managed_autoscaling && live.node_recovery != crate::spec::NodeRecovery::Automatic {
+            f.push(
+                "patch.managed_autoscaling",
+                "HyperPod autoscaling needs NodeRecovery Automatic; this cluster's node recovery is None",
+            );
+        }
+        let (groups, all) = match &req.patch.autoscaling_instance_groups {
+            Some(named) => {
+                for (i, name) in named.iter().enumerate() {
+                    let field = format!("patch.autoscaling_instance_groups[{i}]");
+                    match live.instance_groups.iter().find(|g| &g.name == name) {
+                        None => f.push(&field, format!("instance group {name} does not exist in cluster {}", rec.name)),
+                        Some(g) => {
+                            if let Some(why) = kp::ineligible(g) {
+                                f.push(&field, format!("instance group {name} {why}"));
+                            }
+                        }
+                    }
+                }
+                (named.clone(), false)
+            }
+            None => {
+                let eligible: Vec<String> = live
+                    .instance_groups
+                    .iter()
+                    .filter(|g| kp::ineligible(g).is_none())
+                    .map(|g| g.name.clone())
+                    .collect();
+                if eligible.is_empty() {
+                    f.push(
+                        "patch.managed_autoscaling",
+                        "the cluster has no instance group Karpenter can scale (on-demand or Spot)",
+                    );
+                }
+                if eligible.len() > kp::MAX_NODE_CLASS_GROUPS {
+                    f.push(
+                        "patch.autoscaling_instance_groups",
+                        format!(
+                            "the cluster has {} eligible instance groups; name at most {}",
+                            eligible.len(),
+                            kp::MAX_NODE_CLASS_GROUPS
+                        ),
+                    );
+                }
+                (eligible, true)
+            }
+        };
+        f.finish()?;
+        let spec = KarpenterSpec { cluster: rec.name.clone(), instance_groups: groups, all_groups: all };
+        if actual.managed_autoscaling {
+            let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+            let current = read(|| kp::current_groups(self.kube.as_ref(), &target)).await?;
+            let have = current.as_ref().map(|(g, all, _)| (g.clone(), *all));
+            if have != Some((spec.instance_groups.clone(), spec.all_groups)) {
+                plan.compare("autoscaling_instance_groups", &have.map(|(g, _)| g), &Some(spec.instance_groups.clone()));
+            }
+        }
+        Ok(Some(spec))
+    }
 }
 
 #[async_trait]
@@ -392,7 +504,8 @@ impl Workflow for FeaturesWorkflow {
             crate::spec::check_training_operator_version(version, "patch.training_operator", &mut f);
             f.finish()?;
         }
-        let steps = plan_steps(&req.cluster, &req.patch);
+        let karpenter_only = req.patch.managed_autoscaling.is_none() && req.karpenter.is_some();
+        let steps = plan_steps(&req.cluster, &req.patch, karpenter_only);
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: cluster_target(&req.cluster), request: canonical, steps })
     }
@@ -413,12 +526,13 @@ impl Workflow for FeaturesWorkflow {
             )
             .into());
         }
-        let plan = plan_features(&req.cluster, &req.patch, &actual).map_err(|mut e| {
+        let mut plan = plan_features(&req.cluster, &req.patch, &actual).map_err(|mut e| {
             for f in &mut e.findings {
                 f.field = format!("patch.{}", f.field);
             }
             e
         })?;
+        let karpenter = self.karpenter_spec(&req, &rec, &live, &actual, &mut plan).await?;
         // Keep only the fields that really change.
         let changed = |field: &str| plan.changes.iter().any(|c| c.field == field);
         let reduced = SetFeaturesRequest {
@@ -436,7 +550,14 @@ impl Workflow for FeaturesWorkflow {
                     },
                 ),
                 managed_autoscaling: req.patch.managed_autoscaling.filter(|_| changed("managed_autoscaling")),
+                // Kept with the switch; a list change alone travels in `karpenter`.
+                autoscaling_instance_groups: req
+                    .patch
+                    .autoscaling_instance_groups
+                    .clone()
+                    .filter(|_| changed("managed_autoscaling")),
             },
+            karpenter: karpenter.filter(|_| changed("managed_autoscaling") || changed("autoscaling_instance_groups")),
         };
         let reduced = serde_json::to_value(&reduced).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Assessment { plan: Some(plan), checks: vec![], reduced_request: Some(reduced) })
@@ -517,6 +638,8 @@ impl Workflow for FeaturesWorkflow {
                 })
             }
             "autoscaling" => Arc::new(ClusterSetting { cx, setting: Setting::Autoscaling(true) }),
+            "karpenter" => Arc::new(ApplyKarpenter { at: cx.karpenter_target(), spec: req.karpenter.clone()? }),
+            "remove_karpenter" => Arc::new(RemoveKarpenter { at: cx.karpenter_target() }),
             "autoscaling_off" => Arc::new(ClusterSetting { cx, setting: Setting::Autoscaling(false) }),
             "remove_autoscaling_role" => Arc::new(RemoveRole {
                 aws: self.aws.clone(),
@@ -603,6 +726,10 @@ impl FeatureCx {
 
     fn kube_target(&self) -> KubeTarget {
         KubeTarget { region: self.rec.region.clone(), eks_cluster: self.rec.eks_cluster.clone() }
+    }
+
+    fn karpenter_target(&self) -> KarpenterTarget {
+        KarpenterTarget { kube: self.kube.clone(), target: self.kube_target(), cluster: self.rec.name.clone() }
     }
 }
 
@@ -912,10 +1039,22 @@ impl StepExecutor for ClusterSetting {
                 (None, Some(AutoscalingUpdate { enabled: *enabled, role_arn }))
             }
         };
+        // UpdateCluster refuses a TieredStorageConfig (and, we assume, an AutoScaling change)
+        // sent alone: "At least one of --node-recovery or --instance-groups must also be
+        // supplied … read the current NodeRecovery … and pass it back unchanged" (AWS ML blog,
+        // "Tiered KV cache for large LLMs on Amazon SageMaker HyperPod with Curvine", API note).
+        // So every setting update echoes the cluster's CURRENT NodeRecovery, read here.
+        let current = self
+            .cx
+            .aws
+            .describe_hyperpod_cluster(&self.cx.rec.region, &self.cx.hp)
+            .await?
+            .ok_or_else(|| StepError::Invalid(format!("HyperPod cluster {} not found", self.cx.hp)))?;
         let c = self
             .cx
             .aws
             .update_hyperpod_cluster(&UpdateHyperPodCluster {
+                node_recovery: Some(current.node_recovery),
                 tiered_storage,
                 autoscaling,
                 ..UpdateHyperPodCluster::of(&self.cx.rec.region, &self.cx.hp)
@@ -944,7 +1083,10 @@ mod tests {
     use crate::diff::TieredCheckpointingPatch;
 
     fn keys(patch: FeaturesPatch) -> Vec<String> {
-        plan_steps("demo", &patch).into_iter().map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", "))).collect()
+        plan_steps("demo", &patch, false)
+            .into_iter()
+            .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
+            .collect()
     }
 
     #[test]
@@ -1047,6 +1189,26 @@ mod tests {
             ..Default::default()
         });
         assert!(both.contains(&"autoscaling <- [autoscaling_role, tiered_storage_off]".to_string()), "{both:?}");
+    }
+
+    #[test]
+    fn autoscaling_on_applies_karpenter_after_the_update_and_off_removes_it_first() {
+        let on = keys(FeaturesPatch { managed_autoscaling: Some(true), ..Default::default() });
+        assert_eq!(on, ["autoscaling_role <- []", "autoscaling <- [autoscaling_role]", "karpenter <- [autoscaling]"]);
+        let off = keys(FeaturesPatch { managed_autoscaling: Some(false), ..Default::default() });
+        assert_eq!(
+            off,
+            [
+                "remove_karpenter <- []",
+                "autoscaling_off <- [remove_karpenter]",
+                "remove_autoscaling_role <- [autoscaling_off]",
+            ]
+        );
+        let only: Vec<String> = plan_steps("demo", &FeaturesPatch::default(), true)
+            .into_iter()
+            .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
+            .collect();
+        assert_eq!(only, ["karpenter <- []"], "a new group list alone re-applies the NodeClass");
     }
 
     #[test]

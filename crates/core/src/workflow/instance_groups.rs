@@ -35,6 +35,10 @@ use std::sync::Arc;
 pub struct AddInstanceGroupRequest {
     pub cluster: String,
     pub group: InstanceGroupSpec,
+    /// Set by the assessment when managed autoscaling is on and the group qualifies: the
+    /// group joins the HyperpodNodeClass (when it lists every group) after it is created.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub karpenter: bool,
 }
 
 /// Only the fields of a group the user changed. Immutable fields may be sent (e.g. by a form
@@ -69,6 +73,11 @@ pub struct UpdateInstanceGroupRequest {
 pub struct DeleteInstanceGroupRequest {
     pub cluster: String,
     pub group: String,
+    /// Set by the assessment when managed autoscaling is on: the group leaves the
+    /// HyperpodNodeClass before it is deleted (AWS: "we recommend removing it from your
+    /// NodeClass before deleting it", `sagemaker-hyperpod-eks-autoscaling-nodeclass`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub karpenter: bool,
 }
 
 /// Add, update and delete instance groups.
@@ -76,6 +85,8 @@ pub struct InstanceGroupWorkflow {
     kind: OperationKind,
     aws: Arc<dyn AwsCloud>,
     store: Arc<dyn Store>,
+    /// Keeps the Karpenter NodeClass in step (add/delete); without it no sync step is planned.
+    kube: Option<Arc<dyn KubeApi>>,
 }
 
 impl InstanceGroupWorkflow {
@@ -85,8 +96,29 @@ impl InstanceGroupWorkflow {
             kind,
             OperationKind::AddInstanceGroup | OperationKind::UpdateInstanceGroup | OperationKind::DeleteInstanceGroup
         ));
-        InstanceGroupWorkflow { kind, aws, store }
+        InstanceGroupWorkflow { kind, aws, store, kube: None }
     }
+
+    /// The Kubernetes API the Karpenter sync steps use.
+    pub fn with_kube(mut self, kube: Arc<dyn KubeApi>) -> Self {
+        self.kube = Some(kube);
+        self
+    }
+}
+
+fn karpenter_step(group: &str, present: bool, deps: &[&str]) -> StepSpec {
+    let title = if present {
+        format!(
+            "Add instance group {group} to HyperpodNodeClass {} (managed autoscaling)",
+            super::karpenter::KARPENTER_NAME
+        )
+    } else {
+        format!(
+            "Remove instance group {group} from HyperpodNodeClass {} before deleting it",
+            super::karpenter::KARPENTER_NAME
+        )
+    };
+    spec("karpenter", title, deps, 10)
 }
 
 fn spec(key: &str, title: String, deps: &[&str], secs: u64) -> StepSpec {
@@ -162,6 +194,10 @@ impl Workflow for InstanceGroupWorkflow {
                         600,
                     ),
                 ];
+                let mut steps = steps;
+                if req.karpenter {
+                    steps.push(karpenter_step(&g.name, true, &["instance_group"]));
+                }
                 Ok(Prepared { target: cluster_target(&req.cluster), request: canonical(&req)?, steps })
             }
             OperationKind::UpdateInstanceGroup => {
@@ -184,12 +220,17 @@ impl Workflow for InstanceGroupWorkflow {
             _ => {
                 let req: DeleteInstanceGroupRequest = decode(request)?;
                 let (_, hp) = hyperpod_record(self.store.as_ref(), &req.cluster)?;
-                let steps = vec![spec(
+                let mut steps = Vec::new();
+                if req.karpenter {
+                    steps.push(karpenter_step(&req.group, false, &[]));
+                }
+                let deps: &[&str] = if req.karpenter { &["karpenter"] } else { &[] };
+                steps.push(spec(
                     "instance_group",
                     format!("Delete instance group {} of {hp} (its nodes are terminated)", req.group),
-                    &[],
+                    deps,
                     300,
-                )];
+                ));
                 Ok(Prepared { target: cluster_target(&req.cluster), request: canonical(&req)?, steps })
             }
         }
@@ -266,6 +307,12 @@ impl Workflow for InstanceGroupWorkflow {
                         ));
                     }
                 }
+                let karpenter = self.kube.is_some()
+                    && live.autoscaling
+                    && !matches!(req.group.capacity, CapacitySpec::TrainingPlan { .. });
+                let reduced = (karpenter != req.karpenter)
+                    .then(|| canonical(&AddInstanceGroupRequest { karpenter, ..req.clone() }))
+                    .transpose()?;
                 Ok(Assessment { checks, reduced_request: reduced, ..Default::default() })
             }
             OperationKind::UpdateInstanceGroup => {
@@ -334,7 +381,11 @@ impl Workflow for InstanceGroupWorkflow {
                     )
                     .into());
                 }
-                Ok(Assessment::default())
+                let karpenter = self.kube.is_some() && live.autoscaling;
+                let reduced = (karpenter != req.karpenter)
+                    .then(|| canonical(&DeleteInstanceGroupRequest { karpenter, ..req.clone() }))
+                    .transpose()?;
+                Ok(Assessment { reduced_request: reduced, ..Default::default() })
             }
         }
     }
@@ -353,6 +404,22 @@ impl Workflow for InstanceGroupWorkflow {
             }
             (OperationKind::DeleteInstanceGroup, "instance_group") => {
                 Some(Arc::new(DeleteGroup { req: decode(request).ok()?, aws, store }))
+            }
+            (OperationKind::AddInstanceGroup | OperationKind::DeleteInstanceGroup, "karpenter") => {
+                let (cluster, group, present) = if self.kind == OperationKind::AddInstanceGroup {
+                    let r: AddInstanceGroupRequest = decode(request).ok()?;
+                    (r.cluster, r.group.name, true)
+                } else {
+                    let r: DeleteInstanceGroupRequest = decode(request).ok()?;
+                    (r.cluster, r.group, false)
+                };
+                let rec = store.get_cluster(&cluster).ok()??;
+                let at = super::karpenter::KarpenterTarget {
+                    kube: self.kube.clone()?,
+                    target: KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() },
+                    cluster: rec.name,
+                };
+                Some(Arc::new(super::karpenter::SyncGroup { at, group, present }))
             }
             _ => None,
         }

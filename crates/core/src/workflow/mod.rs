@@ -17,6 +17,7 @@ pub mod endpoints;
 pub mod features;
 pub mod import_cluster;
 pub mod instance_groups;
+pub mod karpenter;
 pub mod lb_controller;
 pub mod mlflow;
 pub mod nodes;
@@ -133,23 +134,21 @@ pub fn all_with_config(
             Some(h) => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()).with_helm(h.clone()),
             None => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
         }),
-        std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube, store.clone())),
+        std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube.clone(), store.clone())),
         std::sync::Arc::new(ImportClusterWorkflow::new(aws.clone(), store.clone())),
-        std::sync::Arc::new(instance_groups::InstanceGroupWorkflow::new(
-            OperationKind::AddInstanceGroup,
-            aws.clone(),
-            store.clone(),
-        )),
+        std::sync::Arc::new(
+            instance_groups::InstanceGroupWorkflow::new(OperationKind::AddInstanceGroup, aws.clone(), store.clone())
+                .with_kube(kube.clone()),
+        ),
         std::sync::Arc::new(instance_groups::InstanceGroupWorkflow::new(
             OperationKind::UpdateInstanceGroup,
             aws.clone(),
             store.clone(),
         )),
-        std::sync::Arc::new(instance_groups::InstanceGroupWorkflow::new(
-            OperationKind::DeleteInstanceGroup,
-            aws.clone(),
-            store.clone(),
-        )),
+        std::sync::Arc::new(
+            instance_groups::InstanceGroupWorkflow::new(OperationKind::DeleteInstanceGroup, aws.clone(), store.clone())
+                .with_kube(kube.clone()),
+        ),
         std::sync::Arc::new(mlflow::CreateTrackingServerWorkflow::new(aws.clone(), store.clone())),
         std::sync::Arc::new(mlflow::DeleteTrackingServerWorkflow::new(aws.clone())),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(

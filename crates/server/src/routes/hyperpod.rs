@@ -14,13 +14,14 @@ use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::OperationKind;
-use instantstart_core::provider::{ClusterNode, HyperPodInstanceGroupStatus};
+use instantstart_core::provider::{ClusterNode, HyperPodInstanceGroupStatus, KubeTarget};
 use instantstart_core::spec::{InstanceGroupSpec, ManagedFeatures};
 use instantstart_core::workflow::day2::{hyperpod_record, live_cluster};
 use instantstart_core::workflow::features::{SetFeaturesRequest, read_features};
 use instantstart_core::workflow::instance_groups::{
     AddInstanceGroupRequest, DeleteInstanceGroupRequest, InstanceGroupPatch, UpdateInstanceGroupRequest,
 };
+use instantstart_core::workflow::karpenter;
 use instantstart_core::workflow::nodes::NodeActionRequest;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -71,6 +72,10 @@ pub struct FeaturesView {
     /// Managed autoscaling (Karpenter operated by AWS) scales HyperPod instance groups only,
     /// from zero; it does not manage general EC2 capacity.
     pub autoscaling_scope: String,
+    /// With managed autoscaling on: the instance groups Karpenter may scale (the
+    /// `HyperpodNodeClass`'s list; absent when it cannot be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling_instance_groups: Option<Vec<String>>,
 }
 
 pub fn routes() -> ApiRouter<AppState> {
@@ -172,7 +177,7 @@ async fn add_group(
     ApiBody(_, group): ApiBody<InstanceGroupSpec>,
 ) -> Result<Response, ApiError> {
     let group = instantstart_core::workflow::decode(&group)?;
-    let request = to_json(&AddInstanceGroupRequest { cluster: p.name, group })?;
+    let request = to_json(&AddInstanceGroupRequest { cluster: p.name, group, karpenter: false })?;
     submit(&state, OperationKind::AddInstanceGroup, request, &principal, q.dry_run, key).await
 }
 
@@ -195,7 +200,7 @@ async fn delete_group(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&DeleteInstanceGroupRequest { cluster: p.name, group: p.group })?;
+    let request = to_json(&DeleteInstanceGroupRequest { cluster: p.name, group: p.group, karpenter: false })?;
     submit(&state, OperationKind::DeleteInstanceGroup, request, &principal, q.dry_run, key).await
 }
 
@@ -235,9 +240,16 @@ async fn get_features(
     let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
     let live = live_cluster(state.aws.as_ref(), &rec, &hp).await?;
     let features = read_features(state.aws.as_ref(), &rec, &live).await?;
+    let autoscaling_instance_groups = if features.managed_autoscaling {
+        let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+        karpenter::current_groups(state.kube.as_ref(), &target).await.ok().flatten().map(|(groups, ..)| groups)
+    } else {
+        None
+    };
     Ok(Json(FeaturesView {
         features,
         autoscaling_scope: "HyperPod instance groups only (scale from zero); not general EC2 capacity".into(),
+        autoscaling_instance_groups,
     }))
 }
 
@@ -249,6 +261,6 @@ async fn set_features(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<FeaturesPatch>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&SetFeaturesRequest { cluster: p.name, patch })?;
+    let request = to_json(&SetFeaturesRequest { cluster: p.name, patch, karpenter: None })?;
     submit(&state, OperationKind::SetFeatures, request, &principal, q.dry_run, key).await
 }

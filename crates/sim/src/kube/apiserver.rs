@@ -481,6 +481,12 @@ impl Ctx {
                         out.push(resource_info(api_version, kind, plural, short));
                     }
                 }
+                let wkey = rkey(&self.target.region, &self.target.eks_cluster);
+                for (api_version, kind, plural) in super::KARPENTER_RESOURCES {
+                    if super::kind_served(&st.world, &wkey, api_version, kind, now) {
+                        out.push(resource_info(api_version, kind, plural, &[]));
+                    }
+                }
             }
             let params = ListParams {
                 api_version: "apiextensions.k8s.io/v1".into(),

@@ -28,6 +28,10 @@
 //! - Services get a cluster IP; `LoadBalancer` Services get
 //!   `status.loadBalancer.ingress[0].hostname` after [`timings::LOAD_BALANCER`](crate::timings::LOAD_BALANCER).
 //! - Nodes (`v1/Node`) are read-only views of HyperPod instances.
+//! - `HyperpodNodeClass` (`karpenter.sagemaker.amazonaws.com/v1`) and `NodePool`
+//!   (`karpenter.sh/v1`) are served only while managed autoscaling is InService on one of the
+//!   cluster's HyperPod clusters ([`kind_served`]); with them HyperPod's Karpenter scales the
+//!   groups the NodeClass lists from zero for pending pods and back when idle ([`karpenter`]).
 //! - Other kinds (ConfigMaps, Secrets, ServiceAccounts, RBAC, CRDs, custom resources) are
 //!   stored as applied.
 //! - The custom resources of the pinned Helm charts ([`apiserver::CHART_RESOURCES`]: RayJob,
@@ -49,6 +53,7 @@
 
 pub mod apiserver;
 pub(crate) mod helm;
+pub(crate) mod karpenter;
 mod logs;
 mod serving;
 pub(crate) mod training;
@@ -93,6 +98,9 @@ const CLUSTER_SCOPED: &[&str] = &[
     "ValidatingWebhookConfiguration",
     "APIService",
     "VolumeAttachment",
+    "HyperpodNodeClass",
+    "NodePool",
+    "NodeClaim",
 ];
 
 /// Namespaces every cluster starts with; they cannot be deleted.
@@ -217,6 +225,26 @@ pub(crate) fn chart_kind_served(kw: &KubeWorld, api_version: &str, kind: &str, n
     })
 }
 
+/// `(apiVersion, kind, plural)` of the kinds HyperPod's managed Karpenter brings.
+pub(crate) const KARPENTER_RESOURCES: &[(&str, &str, &str)] = &[
+    ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass", "hyperpodnodeclasses"),
+    ("karpenter.sh/v1", "NodePool", "nodepools"),
+    ("karpenter.sh/v1", "NodeClaim", "nodeclaims"),
+];
+
+/// Whether the cluster behind `wkey` serves `api_version`/`kind`. Karpenter's kinds exist only
+/// while managed autoscaling is `InService` on one of its HyperPod clusters: HyperPod installs
+/// Karpenter and its CRDs then ("The NodeClass will not reach Ready until AutoScaling.Status is
+/// InService", AWS `sagemaker-hyperpod-eks-autoscaling-nodeclass`). Other kinds:
+/// [`chart_kind_served`].
+pub(crate) fn kind_served(w: &World, wkey: &str, api_version: &str, kind: &str, now: f64) -> bool {
+    let Some(kw) = w.kube.get(wkey) else { return false };
+    if KARPENTER_RESOURCES.iter().any(|(a, k, _)| *a == api_version && *k == kind) {
+        return w.hyperpod.values().any(|h| h.eks_arn == kw.eks_arn && crate::hyperpod::autoscaling_in_service(h, now));
+    }
+    chart_kind_served(kw, api_version, kind, now)
+}
+
 /// What a real API server answers for a kind it does not serve (no CRD): `404 NotFound`.
 fn not_served(api: &str, api_version: &str, kind: &str) -> ProviderError {
     ProviderError::not_found(api, format!("the server could not find the requested resource ({kind} {api_version})"))
@@ -302,7 +330,7 @@ fn check_target(w: &World, api: &str, target: &KubeTarget, now: f64) -> Result<S
     Ok(key)
 }
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+pub(crate) fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
 }
 
@@ -454,12 +482,27 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
     let key = r.key();
     let uid_seed = (w.next_u64(), w.next_u64());
     let created = w.k8s_time(cx.now);
+    if !kind_served(w, &wkey, &r.api_version, &r.kind, cx.now) {
+        return Err(not_served(API, &r.api_version, &r.kind));
+    }
+    if r.kind == "HyperpodNodeClass" {
+        // The NodeClass names 1-10 pre-created instance groups ("MaxItems: 10", AWS
+        // `sagemaker-hyperpod-eks-autoscaling-nodeclass`); the CRD's validation refuses others.
+        let groups = object.0.pointer("/spec/instanceGroups").and_then(Value::as_array);
+        let ok = groups.is_some_and(|g| (1..=10).contains(&g.len()) && g.iter().all(Value::is_string));
+        if !ok {
+            return Err(invalid(
+                API,
+                format!(
+                    "HyperpodNodeClass.karpenter.sagemaker.amazonaws.com \"{}\" is invalid: spec.instanceGroups: must list 1 to 10 instance group names",
+                    r.name
+                ),
+            ));
+        }
+    }
     let Some(kw) = w.kube.get_mut(&wkey) else {
         return Err(ProviderError::not_found(API, "no Kubernetes API for this cluster"));
     };
-    if !chart_kind_served(kw, &r.api_version, &r.kind, cx.now) {
-        return Err(not_served(API, &r.api_version, &r.kind));
-    }
     if let Some(ns) = &r.namespace
         && !kw.has_namespace(ns)
     {
@@ -557,14 +600,17 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
     const API: &str = "k8s:Get";
     let wkey = check_target(w, API, target, cx.now)?;
     let Some(kw) = w.kube.get(&wkey) else { return Ok(None) };
-    if !chart_kind_served(kw, &r.api_version, &r.kind, cx.now) {
+    if !kind_served(w, &wkey, &r.api_version, &r.kind, cx.now) {
         // kube-rs answers the API server's `404 NotFound` of an unserved kind like an absent object.
         return Ok(None);
     }
     let r = Ref::new(r);
     let nodes = workload::nodes(w, kw, cx.now);
     if is_node(&r.api_version, &r.kind) {
-        return Ok(nodes.iter().find(|n| n.name == r.name).map(|n| KubeObject(workload::node_object(w, n))));
+        return Ok(nodes
+            .iter()
+            .find(|n| n.name == r.name && n.gone_at.is_none())
+            .map(|n| KubeObject(workload::node_object(w, n))));
     }
     let key = r.key();
     if let Some(rec) = kw.objects.get(&key) {
@@ -588,13 +634,13 @@ fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<K
     const API: &str = "k8s:List";
     let wkey = check_target(w, API, target, cx.now)?;
     let Some(kw) = w.kube.get(&wkey) else { return Ok(Vec::new()) };
-    if !chart_kind_served(kw, &p.api_version, &p.kind, cx.now) {
+    if !kind_served(w, &wkey, &p.api_version, &p.kind, cx.now) {
         return Err(not_served(API, &p.api_version, &p.kind));
     }
     let nodes = workload::nodes(w, kw, cx.now);
     let namespace = if is_cluster_scoped(&p.kind) { None } else { p.namespace.as_deref() };
     let mut out: Vec<Value> = if is_node(&p.api_version, &p.kind) {
-        nodes.iter().map(|n| workload::node_object(w, n)).collect()
+        nodes.iter().filter(|n| n.gone_at.is_none()).map(|n| workload::node_object(w, n)).collect()
     } else if is_pod(&p.api_version, &p.kind) {
         workload::all_pods(kw, namespace, cx.now)
             .iter()
@@ -627,11 +673,11 @@ fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<K
 fn delete(w: &mut World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<()> {
     const API: &str = "k8s:Delete";
     let wkey = check_target(w, API, target, cx.now)?;
-    let Some(kw) = w.kube.get_mut(&wkey) else { return Ok(()) };
-    if !chart_kind_served(kw, &r.api_version, &r.kind, cx.now) {
+    if !kind_served(w, &wkey, &r.api_version, &r.kind, cx.now) {
         // Nothing of an unserved kind exists; kube-rs answers the `404` like an absent object.
         return Ok(());
     }
+    let Some(kw) = w.kube.get_mut(&wkey) else { return Ok(()) };
     let r = Ref::new(r);
     if is_node(&r.api_version, &r.kind) {
         // The kubelet of a running instance registers its Node again at once.

@@ -149,6 +149,9 @@ pub(crate) struct NodeInfo {
     pub kubelet_version: String,
     /// What missing identities block in the node's cluster (the same for every node).
     pub blockers: Arc<Blockers>,
+    /// The instance was consolidated away by Karpenter at this time: the Node is no longer
+    /// listed, but pods that ran on it keep their history.
+    pub gone_at: Option<f64>,
 }
 
 fn accelerator_resource(accelerator: &str) -> Option<&'static str> {
@@ -232,7 +235,9 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
             let reason = if g.execution_role.is_empty() { None } else { not_ready_reason(w, &g.execution_role) };
             reasons.insert(g.name.as_str(), reason);
         }
-        for n in hyperpod_nodes(h, now).into_iter().filter(|n| n.status == "Running") {
+        let present = hyperpod_nodes(h, now).into_iter().filter(|n| n.status == "Running").map(|n| (n, None));
+        let departed = crate::hyperpod::departed(h, now).into_iter().map(|(n, gone)| (n, Some(gone)));
+        for (n, gone_at) in present.chain(departed) {
             let not_ready = reasons.get(n.group.as_str()).cloned().flatten();
             let info = instance_type_info(&n.instance_type);
             let name = format!("hyperpod-{}", n.instance_id);
@@ -266,6 +271,7 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
                 subnet: w.subnets.get(&n.subnet_id).map(|s| s.cidr),
                 kubelet_version: format!("v{version}.3-eks-{:07x}", stable_hash(&[&version]) as u32 & 0x0fff_ffff),
                 blockers: blockers.clone(),
+                gone_at,
             });
         }
     }
@@ -379,7 +385,7 @@ impl PodView {
     }
 }
 
-fn str_map(v: Option<&Value>) -> Map<String, Value> {
+pub(crate) fn str_map(v: Option<&Value>) -> Map<String, Value> {
     v.and_then(Value::as_object).cloned().unwrap_or_default()
 }
 
@@ -728,7 +734,7 @@ pub(crate) struct PodState {
 }
 
 /// Accelerators a pod asks for: (resource, count).
-fn accelerator_request(spec: &Value) -> Option<(String, u32)> {
+pub(crate) fn accelerator_request(spec: &Value) -> Option<(String, u32)> {
     let mut need: BTreeMap<String, u32> = BTreeMap::new();
     for c in spec.get("containers").and_then(Value::as_array).into_iter().flatten() {
         for res in ACCELERATOR_RESOURCES {
@@ -752,10 +758,13 @@ fn accelerator_request(spec: &Value) -> Option<(String, u32)> {
 /// Places the pod: on a Node ready by now that matches its node selector and has the
 /// accelerators it requests, at the time both the pod and such a node existed.
 fn schedule(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(usize, f64), String> {
-    if nodes.iter().all(|n| n.ready_at > now) {
+    // A consolidated node served only the pods placed before it went.
+    let usable = |n: &NodeInfo| n.gone_at.is_none_or(|gone| gone > pod.start.max(n.ready_at));
+    if nodes.iter().all(|n| n.ready_at > now || !usable(n)) {
         return Err("no nodes available to schedule pods".into());
     }
-    let ready: Vec<(usize, &NodeInfo)> = nodes.iter().enumerate().filter(|(_, n)| n.ready_at <= now).collect();
+    let ready: Vec<(usize, &NodeInfo)> =
+        nodes.iter().enumerate().filter(|(_, n)| n.ready_at <= now && usable(n)).collect();
     let selector = str_map(pod.spec.get("nodeSelector"));
     let need = accelerator_request(&pod.spec);
     let fits = |n: &NodeInfo| {
