@@ -460,7 +460,7 @@ impl EksApi for AwsProvider {
             // which an empty `additionalProperties: false` object schema says exactly.
             None | Some("") => serde_json::json!({ "type": "object", "additionalProperties": false }),
             Some(text) => serde_json::from_str(text)
-                .map_err(|e| malformed(API, format!("configurationSchema of {addon} {version} is not JSON: {e}")))?,
+                .map_err(|e| malformed(API, &format!("configurationSchema of {addon} {version} is not JSON: {e}")))?,
         };
         Ok(AddonConfiguration { addon: addon.to_string(), version, schema })
     }

@@ -756,12 +756,15 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
+                "chart:prometheus <- []",
+                "chart:aws-load-balancer-controller <- []",
+                "lb_controller_role <- [chart:aws-load-balancer-controller]",
                 "s3_csi_identity <- [storage]",
                 "s3_csi_role <- [s3_csi_identity]",
-                "eks_cluster <- [storage, s3_csi_identity, chart:kuberay-operator, chart:keda]",
+                "eks_cluster <- [storage, s3_csi_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, lb_controller_role]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS, &[])
@@ -781,6 +784,9 @@ mod tests {
                 "storage <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
+                "chart:prometheus <- []",
+                "chart:aws-load-balancer-controller <- []",
+                "lb_controller_role <- [chart:aws-load-balancer-controller]",
                 "s3_csi_identity <- [storage]",
                 "s3_csi_role <- [s3_csi_identity]",
                 "training_operator_identity <- [storage]",
@@ -789,10 +795,10 @@ mod tests {
                 "chart:hyperpod-dependencies <- [hyperpod_cluster]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity, chart:kuberay-operator, chart:keda, chart:hyperpod-dependencies]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller, chart:hyperpod-dependencies]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, lb_controller_role]",
             ]
         );
         for (i, s) in steps.iter().enumerate() {

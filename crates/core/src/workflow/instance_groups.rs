@@ -258,7 +258,9 @@ impl Workflow for InstanceGroupWorkflow {
                 }
                 let groups = [GroupToCheck { field: "group".into(), group: &req.group }];
                 let mut checks = check_groups(aws, &rec.region, &groups, &in_use).await?;
-                let mut reduced = None;
+                // The request as it will run: the cluster's script for a group without one, and
+                // whether Karpenter manages the group.
+                let mut with = req.clone();
                 match &req.group.lifecycle_script {
                     Some(script) => checks.push(
                         check_lifecycle_script(aws, "group.lifecycle_script", script, rec.bucket.as_deref()).await?,
@@ -276,9 +278,7 @@ impl Workflow for InstanceGroupWorkflow {
                                 ),
                                 remedy: None,
                             });
-                            let mut with = req.clone();
                             with.group.lifecycle_script = Some(script);
-                            reduced = Some(canonical(&with)?);
                         }
                         None => checks.push(PreflightCheck {
                             check: "lifecycle_script".into(),
@@ -310,9 +310,8 @@ impl Workflow for InstanceGroupWorkflow {
                 let karpenter = self.kube.is_some()
                     && live.autoscaling
                     && !matches!(req.group.capacity, CapacitySpec::TrainingPlan { .. });
-                let reduced = (karpenter != req.karpenter)
-                    .then(|| canonical(&AddInstanceGroupRequest { karpenter, ..req.clone() }))
-                    .transpose()?;
+                with.karpenter = karpenter;
+                let reduced = (with != req).then(|| canonical(&with)).transpose()?;
                 Ok(Assessment { checks, reduced_request: reduced, ..Default::default() })
             }
             OperationKind::UpdateInstanceGroup => {
