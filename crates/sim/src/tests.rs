@@ -2437,6 +2437,8 @@ async fn objects_put_head_delete() {
     assert_eq!(s.head_object("is-b", &put.key).await.unwrap(), None);
     // The refused PutObject (no such bucket) reached S3 too.
     assert_eq!((s.calls("s3:PutObject"), s.calls("s3:HeadObject"), s.calls("s3:DeleteObject")), (2, 4, 2));
+}
+
 // ---------------------------------------------------------------- EKS Pod Identity
 
 async fn pod_role(s: &SimCloud, name: &str, managed: &[&str], inline: Vec<(String, Value)>) -> IamRole {

@@ -547,6 +547,8 @@ async fn scaling_echoes_the_group_and_added_groups_reuse_the_cluster_script() {
     let more = hp.instance_groups.iter().find(|g| g.name == "more").unwrap();
     assert_eq!(more.lifecycle_script.as_ref(), Some(&script), "the cluster's script key is reused");
     assert_eq!(b.sim.calls("s3:PutObject"), 1, "nothing uploaded again");
+}
+
 /// Everything the training operator feature creates in the simulated account: its role (with
 /// trust and managed policy), its Pod Identity association and the add-on.
 async fn operator_state(b: &Bed) -> (Option<instantstart_sim::RolePolicies>, usize, bool) {
