@@ -786,8 +786,21 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     let r = app.send(Method::POST, eps, Some(vllm_router), &[]).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
     assert_eq!(r.body["findings"][0]["field"], "router");
-    // A load balancer needs the AWS Load Balancer Controller: the dry run shows the failing check, a deploy is refused.
+    // A load balancer needs the AWS Load Balancer Controller: create-cluster installed it
+    // (`chart:aws-load-balancer-controller`), so the check passes; without it (its release
+    // uninstalled here, like an imported cluster) the dry run shows the failing check and a
+    // deploy is refused.
     let lb = sglang_endpoint("pub", 1, json!({ "exposure": { "type": "load_balancer" } }));
+    let dry = until_ok(&app, &format!("{eps}?dry_run=true"), &lb).await;
+    let check = dry["checks"].as_array().unwrap().iter().find(|c| c["check"] == "load_balancer_controller").unwrap();
+    assert_eq!(check["status"], "pass", "{check:#}");
+    {
+        use instantstart_core::provider::HelmReleases;
+        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        let target = instantstart_core::provider::KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster };
+        let sim = app.state.sim.clone().expect("the simulated cloud");
+        sim.uninstall(&target, "kube-system", "aws-load-balancer-controller").await.unwrap();
+    }
     let dry = app.send(Method::POST, &format!("{eps}?dry_run=true"), Some(lb.clone()), &[]).await;
     assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
     let check =
