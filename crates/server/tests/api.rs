@@ -695,8 +695,11 @@ async fn managed_features_are_reconciled_state() {
     )
     .await;
     let stats = app.get("/api/sim/stats").await.body;
-    assert_eq!(stats["iam:CreateOpenIDConnectProvider"], 1);
-    assert_eq!(stats["iam:CreateRole"], 3, "two pipeline roles plus the checkpoint role");
+    assert_eq!(stats["iam:CreateOpenIDConnectProvider"], 1, "the pipeline's provider is adopted");
+    assert_eq!(
+        stats["iam:CreateRole"], 4,
+        "three pipeline roles (EKS, HyperPod, load balancer controller) plus the checkpoint role"
+    );
     let f = app.get("/api/clusters/demo/features").await.body;
     assert_eq!(f["tiered_checkpointing"]["memory_percent"], 30);
     // OFF removes the same chain.
