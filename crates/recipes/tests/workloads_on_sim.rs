@@ -415,8 +415,10 @@ async fn a_fresh_cluster_serves_autoscaled_and_load_balancer_endpoints() {
     lb["params"]["name"] = json!("public");
     lb["params"].as_object_mut().unwrap().remove("autoscaling");
     lb["params"]["exposure"] = json!({ "type": "load_balancer" });
-    let dry = b.engine.dry_run_checked(OperationKind::DeployEndpoint, &lb).await.unwrap();
-    let check = dry.checks.iter().find(|c| c.check == "load_balancer_controller").expect("the controller check");
+    // The endpoint preflight every face runs before a deploy (the server's routes call it).
+    use instantstart_core::workflow::endpoints::{deploy_preflight, preflight_refusal};
+    let checks = deploy_preflight(&b.sim, &target(), &lb["params"]).await.unwrap();
+    let check = checks.iter().find(|c| c.check == "load_balancer_controller").expect("the controller check");
     assert_eq!(check.status, CheckStatus::Pass, "{check:?}");
     let op = run(&b, OperationKind::DeployEndpoint, &lb).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -436,10 +438,9 @@ async fn a_fresh_cluster_serves_autoscaled_and_load_balancer_endpoints() {
         .uninstall(&target(), AWS_LOAD_BALANCER_CONTROLLER.namespace, AWS_LOAD_BALANCER_CONTROLLER.release)
         .await
         .unwrap();
-    let mut other = lb.clone();
-    other["params"]["name"] = json!("public2");
-    let e = b.engine.submit_checked(OperationKind::DeployEndpoint, &other, user(), None).await.unwrap_err();
-    let EngineError::Validation(v) = &e else { panic!("{e:?}") };
+    let checks = deploy_preflight(&b.sim, &target(), &lb["params"]).await.unwrap();
+    let v = preflight_refusal(&checks).expect("refused without the controller");
+    assert_eq!(v.kind, ValidationKind::Unprocessable);
     assert_eq!(v.findings[0].field, "exposure");
     for part in
         ["chart:aws-load-balancer-controller", "aws-load-balancer-controller 3.5.0", "https://aws.github.io/eks-charts"]

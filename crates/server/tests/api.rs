@@ -765,8 +765,11 @@ async fn managed_features_are_reconciled_state() {
     )
     .await;
     let stats = app.get("/api/sim/stats").await.body;
-    assert_eq!(stats["iam:CreateOpenIDConnectProvider"], 1);
-    assert_eq!(stats["iam:CreateRole"], 3, "two pipeline roles plus the checkpoint role");
+    assert_eq!(stats["iam:CreateOpenIDConnectProvider"], 1, "the pipeline's provider is adopted");
+    assert_eq!(
+        stats["iam:CreateRole"], 4,
+        "three pipeline roles (EKS, HyperPod, load balancer controller) plus the checkpoint role"
+    );
     let f = app.get("/api/clusters/demo/features").await.body;
     assert_eq!(f["tiered_checkpointing"]["memory_percent"], 30);
     // OFF removes the same chain.
@@ -856,8 +859,21 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     let r = app.send(Method::POST, eps, Some(vllm_router), &[]).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
     assert_eq!(r.body["findings"][0]["field"], "router");
-    // A load balancer needs the AWS Load Balancer Controller: the dry run shows the failing check, a deploy is refused.
+    // A load balancer needs the AWS Load Balancer Controller: create-cluster installed it
+    // (`chart:aws-load-balancer-controller`), so the check passes; without it (its release
+    // uninstalled here, like an imported cluster) the dry run shows the failing check and a
+    // deploy is refused.
     let lb = sglang_endpoint("pub", 1, json!({ "exposure": { "type": "load_balancer" } }));
+    let dry = until_ok(&app, &format!("{eps}?dry_run=true"), &lb).await;
+    let check = dry["checks"].as_array().unwrap().iter().find(|c| c["check"] == "load_balancer_controller").unwrap();
+    assert_eq!(check["status"], "pass", "{check:#}");
+    {
+        use instantstart_core::provider::HelmReleases;
+        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        let target = instantstart_core::provider::KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster };
+        let sim = app.state.sim.clone().expect("the simulated cloud");
+        sim.uninstall(&target, "kube-system", "aws-load-balancer-controller").await.unwrap();
+    }
     let dry = app.send(Method::POST, &format!("{eps}?dry_run=true"), Some(lb.clone()), &[]).await;
     assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
     let check =
