@@ -115,7 +115,10 @@ fn cluster_buckets_are_the_prefix_core_accepts_and_the_shared_bucket() {
 #[test]
 fn the_instance_mounts_the_shared_bucket_where_the_pods_do() {
     let t = template();
-    let user_data = serde_norway::to_string(&t["Resources"]["Instance"]["Properties"]["UserData"]).expect("user data");
+    let user_data = t["Resources"]["Instance"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]
+        .as_str()
+        .expect("user data: Fn::Base64 of Fn::Sub")
+        .to_string();
     let path = instantstart_core::spec::DEFAULT_MOUNT_PATH;
     assert!(user_data.contains("INSTANTSTART_SHARED_BUCKET=${SharedBucket}"), "{user_data}");
     assert!(user_data.contains(&format!("${{SharedBucket}} {path}")), "mount-s3 <bucket> {path}: {user_data}");

@@ -1026,7 +1026,10 @@ async fn delete_network(c: &Regional, vpc_id: &str) -> Result<()> {
             &format!("VPC endpoints {endpoints:?} to be deleted"),
             DEPENDENCY_WAIT,
             || async {
-                let left = inventory_endpoints(ec2, vpc_id).await?;
+                let left = match inventory_endpoints(ec2, vpc_id).await {
+                    Ok(left) => left,
+                    Err(e) => return Err(e),
+                };
                 Ok(left
                     .iter()
                     .all(|e| {

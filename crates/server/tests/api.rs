@@ -303,8 +303,8 @@ async fn the_shared_bucket_option_is_the_default_bucket_and_the_rules_hold() {
     assert_eq!(storage["outputs"]["bucket"], SHARED, "{storage:#}");
     let cni = done["steps"].as_array().unwrap().iter().find(|s| s["key"] == "addon:vpc-cni").unwrap().clone();
     assert_eq!(cni["phase"], "succeeded", "{cni:#}");
-    // Deleting the cluster with delete_bucket keeps the shared bucket: it is not the cluster's.
-    let r = app.send(Method::DELETE, "/api/clusters/demo?delete_bucket=true", None, &[]).await;
+    // Deleting the cluster keeps the shared bucket.
+    let r = app.send(Method::DELETE, "/api/clusters/demo", None, &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
     let id = r.body["operation"]["id"].as_str().unwrap().to_string();
     let done = app.wait_op(&id).await;
