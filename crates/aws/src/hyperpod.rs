@@ -8,8 +8,8 @@
 //! (1 for accelerated types, 2 for CPU types), an EBS volume, `OnStartDeepHealthChecks`
 //! (`InstanceStress`, `InstanceConnectivity`), the lifecycle script (`LifeCycleConfig`
 //! `SourceS3Uri` + `OnCreate`; required — a group without one is refused before the call, as
-//! the service refuses it for EKS clusters), and the capacity: on-demand (the default, nothing sent), `TrainingPlanArn`, or
-//! `CapacityRequirements.Spot`. EFA-only groups send `NetworkInterface.InterfaceType=efa-only`.
+//! the service refuses it for EKS clusters), and the capacity: on-demand (the default, nothing
+//! sent), `TrainingPlanArn`, or `CapacityRequirements.Spot`. EFA-only groups send `NetworkInterface.InterfaceType=efa-only`.
 //! The cluster `VpcConfig` lists every group's subnet and security groups; when the groups use
 //! more than one subnet, each group also gets an `OverrideVpcConfig` pinning it to its own
 //! subnet (one AZ per group).
@@ -27,12 +27,12 @@
 //! every group to create or resize (new groups in another subnet than the cluster's get an
 //! `OverrideVpcConfig`, existing groups keep what they have), `InstanceGroupsToDelete`,
 //! `NodeRecovery`, `TieredStorageConfig` (`Enable` with the memory share, or `Disable`), and
-//! (a resized group is sent as described — EBS size, `LifeCycleConfig`, `ExecutionRole`,
-//! `OnStartDeepHealthChecks`, `ThreadsPerCore` from [`group_view`] —, never rebuilt from defaults),
-//! `AutoScaling` (`Karpenter`, with the `ClusterRole` HyperPod assumes). A settings-only update
-//! (tiered storage or autoscaling without groups) always carries `NodeRecovery` — the caller's,
-//! else the cluster's current one from the DescribeCluster the update starts with — because
-//! UpdateCluster with `TieredStorageConfig` alone is a `ValidationException` (AWS ML blog
+//! `AutoScaling` (`Karpenter`, with the `ClusterRole` HyperPod assumes). A resized group is sent
+//! as described ([`group_view`] reads EBS size, `LifeCycleConfig`, `ExecutionRole`,
+//! `OnStartDeepHealthChecks` and `ThreadsPerCore`), never rebuilt from defaults. A settings-only
+//! update (tiered storage or autoscaling without groups) always carries `NodeRecovery` — the
+//! caller's, else the cluster's current one from the DescribeCluster the update starts with —
+//! because UpdateCluster with `TieredStorageConfig` alone is a `ValidationException` (AWS ML blog
 //! "Tiered KV cache for large LLMs on Amazon SageMaker HyperPod with Curvine", API note). `ConflictException`
 //! (another update in progress) is `Conflict`. Batch reboot/replace/delete report per-node
 //! outcomes; the service's refusals come back as `failed` entries, not as an error.

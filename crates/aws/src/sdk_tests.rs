@@ -999,7 +999,13 @@ async fn lifecycle_script_put_and_head_object() {
     };
     let (k, b) = (key.clone(), b64.clone());
     let replay = Replay::new(move |r| {
-        let path = r.uri.split('?').next().unwrap_or_default().to_string();
+        // Virtual-hosted (`/key`) or path-style (`/bucket/key`) addressing: the same path.
+        let path = r.uri.split('?').next().unwrap_or_default();
+        let path = match path.strip_prefix("/is-demo-123456789012-ab12") {
+            Some("") => "/".to_string(),
+            Some(rest) => rest.to_string(),
+            None => path.to_string(),
+        };
         match (r.method.as_str(), path.as_str()) {
             ("HEAD", "/") => Canned::status(200).header("x-amz-bucket-region", "us-east-1"),
             ("PUT", p) if p == format!("/{k}") => Canned::status(200).header("ETag", "\"e\""),
@@ -1048,7 +1054,13 @@ async fn access_entries_are_created_with_policies_or_adopted() {
     use crate::eks::{AccessPolicy, EnsureAccessEntry};
     let principal = "arn:aws:iam::123456789012:role/instantstart-control-plane";
     let replay = Replay::new(|r| {
-        let path = r.uri.split('?').next().unwrap_or_default().to_string();
+        // Virtual-hosted (`/key`) or path-style (`/bucket/key`) addressing: the same path.
+        let path = r.uri.split('?').next().unwrap_or_default();
+        let path = match path.strip_prefix("/is-demo-123456789012-ab12") {
+            Some("") => "/".to_string(),
+            Some(rest) => rest.to_string(),
+            None => path.to_string(),
+        };
         match (r.method.as_str(), path.as_str()) {
             ("POST", "/clusters/demo/access-entries") => Canned::json_error(
                 409,
