@@ -460,9 +460,11 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
         ("ec2:CreateVpc", 1),
         ("eks:CreateCluster", 1),
         ("sagemaker:CreateCluster", 1),
-        ("iam:CreateRole", 2),
+        // EKS cluster role, HyperPod execution role, the S3 CSI driver's Pod Identity role.
+        ("iam:CreateRole", 3),
         ("s3:CreateBucket", 1),
         ("eks:CreateAddon", 3),
+        ("eks:CreatePodIdentityAssociation", 1),
     ] {
         assert_eq!(stats[api], n, "{api}: {stats:#}");
     }
@@ -665,6 +667,7 @@ async fn managed_features_are_reconciled_state() {
         keys.contains(&"addon:cert-manager") && keys.contains(&"addon:amazon-sagemaker-hyperpod-training-operator")
     );
     assert_eq!(app.get("/api/sim/stats").await.body["eks:CreateAddon"].as_u64().unwrap(), addons + 1);
+    assert!(keys.contains(&"training_operator_role") && keys.contains(&"training_operator_identity"), "{keys:?}");
     assert_eq!(app.get("/api/clusters/demo/features").await.body["training_operator"], true);
     // The same toggle again: "already in this state", no operation.
     let r =
@@ -696,7 +699,7 @@ async fn managed_features_are_reconciled_state() {
     .await;
     let stats = app.get("/api/sim/stats").await.body;
     assert_eq!(stats["iam:CreateOpenIDConnectProvider"], 1);
-    assert_eq!(stats["iam:CreateRole"], 3, "two pipeline roles plus the checkpoint role");
+    assert_eq!(stats["iam:CreateRole"], 5, "three pipeline roles, the training operator's and the checkpoint role");
     let f = app.get("/api/clusters/demo/features").await.body;
     assert_eq!(f["tiered_checkpointing"]["memory_percent"], 30);
     // OFF removes the same chain.
