@@ -276,6 +276,7 @@ async fn addon_states_failures_and_absence() {
     let p = replay.provider();
     let degraded = p.describe_addon("us-east-1", "demo", "cert-manager").await.unwrap().unwrap();
     assert_eq!(degraded.state, ResourceState::Active, "degraded (no nodes yet) counts as installed");
+    assert_eq!(degraded.health_issues, ["InsufficientNumberOfReplicas: no nodes"], "and says why");
     let failed = p.describe_addon("us-east-1", "demo", "aws-mountpoint-s3-csi-driver").await.unwrap().unwrap();
     assert_eq!(
         failed.state,
@@ -1337,4 +1338,146 @@ async fn a_role_sagemaker_cannot_assume_yet_is_transient() {
         .unwrap_err();
     assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
     assert_eq!(e.api, "sagemaker:CreateMlflowTrackingServer");
+}
+
+// ---------------------------------------------------------------- EKS Pod Identity
+
+fn association_json(id: &str, namespace: &str, sa: &str, role: &str, tags: Value) -> Value {
+    json!({ "association": {
+        "clusterName": "demo", "namespace": namespace, "serviceAccount": sa,
+        "roleArn": format!("arn:aws:iam::123456789012:role/{role}"),
+        "associationArn": format!("arn:aws:eks:us-east-1:123456789012:podidentityassociation/demo/{id}"),
+        "associationId": id, "tags": tags, "createdAt": 1.7e9, "modifiedAt": 1.7e9 }})
+}
+
+#[tokio::test]
+async fn create_pod_identity_association_sends_the_service_account_role_token_and_tags() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "POST /clusters/demo/pod-identity-associations" => Canned::json(association_json(
+            "a-0123456789abcdef0",
+            "aws-hyperpod",
+            "hp-training-operator-controller-manager",
+            "demo-hpto-role",
+            tag_json("demo"),
+        )),
+        _ => unexpected(r),
+    });
+    let a = replay
+        .provider()
+        .create_pod_identity_association(&CreatePodIdentityAssociation {
+            region: "us-east-1".into(),
+            cluster: "demo".into(),
+            namespace: "aws-hyperpod".into(),
+            service_account: "hp-training-operator-controller-manager".into(),
+            role_arn: "arn:aws:iam::123456789012:role/demo-hpto-role".into(),
+            client_request_token: "is-token".into(),
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        replay.of("POST /clusters/demo/pod-identity-associations")[0].json(),
+        json!({ "namespace": "aws-hyperpod", "serviceAccount": "hp-training-operator-controller-manager",
+                "roleArn": "arn:aws:iam::123456789012:role/demo-hpto-role", "clientRequestToken": "is-token",
+                "tags": tag_json("demo") })
+    );
+    assert_eq!(a.id, "a-0123456789abcdef0");
+    assert_eq!(a.role_arn, "arn:aws:iam::123456789012:role/demo-hpto-role");
+    assert!(is_owned(&a.tags, "demo"));
+}
+
+#[tokio::test]
+async fn pod_identity_associations_are_listed_by_service_account_described_adopted_and_deleted() {
+    // The service account already has an association: ours is adopted, a foreign one is not.
+    for (owner, adopted) in [("demo", true), ("someone-else", false)] {
+        let owner = owner.to_string();
+        let replay = Replay::new(move |r| match r.operation().as_str() {
+            "POST /clusters/demo/pod-identity-associations" => Canned::json_error(
+                409,
+                "ResourceInUseException",
+                "Association already exists: a-0123456789abcdef0 for namespace kube-system and service account s3-csi-driver-sa",
+            ),
+            "GET /clusters/demo/pod-identity-associations" => Canned::json(json!({ "associations": [{
+                "clusterName": "demo", "namespace": "kube-system", "serviceAccount": "s3-csi-driver-sa",
+                "associationId": "a-0123456789abcdef0",
+                "associationArn": "arn:aws:eks:us-east-1:123456789012:podidentityassociation/demo/a-0123456789abcdef0" }]})),
+            "GET /clusters/demo/pod-identity-associations/a-0123456789abcdef0" => Canned::json(association_json(
+                "a-0123456789abcdef0",
+                "kube-system",
+                "s3-csi-driver-sa",
+                "demo-s3-csi-role",
+                tag_json(&owner),
+            )),
+            "DELETE /clusters/demo/pod-identity-associations/a-0123456789abcdef0" => {
+                Canned::json(association_json("a-0123456789abcdef0", "kube-system", "s3-csi-driver-sa", "r", json!({})))
+            }
+            _ => unexpected(r),
+        });
+        let p = replay.provider();
+        let req = CreatePodIdentityAssociation {
+            region: "us-east-1".into(),
+            cluster: "demo".into(),
+            namespace: "kube-system".into(),
+            service_account: "s3-csi-driver-sa".into(),
+            role_arn: "arn:aws:iam::123456789012:role/demo-s3-csi-role".into(),
+            client_request_token: "is-token".into(),
+            tags: tags("demo"),
+        };
+        match p.create_pod_identity_association(&req).await {
+            Ok(a) => assert!(adopted && a.id == "a-0123456789abcdef0", "{a:?}"),
+            Err(e) => assert!(!adopted && e.kind == ProviderErrorKind::AlreadyExists, "{e}"),
+        }
+        let list = &replay.of("GET /clusters/demo/pod-identity-associations")[0];
+        assert_eq!(list.query().get("namespace").map(String::as_str), Some("kube-system"));
+        assert_eq!(list.query().get("serviceAccount").map(String::as_str), Some("s3-csi-driver-sa"));
+        let found =
+            p.list_pod_identity_associations("us-east-1", "demo", "kube-system", "s3-csi-driver-sa").await.unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].role_arn, "arn:aws:iam::123456789012:role/demo-s3-csi-role");
+        assert_eq!(is_owned(&found[0].tags, "demo"), adopted);
+        p.delete_pod_identity_association("us-east-1", "demo", "a-0123456789abcdef0").await.unwrap();
+    }
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "DELETE /clusters/demo/pod-identity-associations/a-gone" => {
+            Canned::json_error(404, "ResourceNotFoundException", "No association a-gone found")
+        }
+        _ => unexpected(r),
+    });
+    let err = replay.provider().delete_pod_identity_association("us-east-1", "demo", "a-gone").await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn pod_identity_roles_are_trusted_by_pods_eks_with_tag_session() {
+    let ok = |op: &str| {
+        Canned::xml(&format!(
+            "<{op}Response><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></{op}Response>"
+        ))
+    };
+    let replay = Replay::new(move |r| match r.operation().as_str() {
+        op @ ("UpdateAssumeRolePolicy" | "AttachRolePolicy") => ok(op),
+        _ => unexpected(r),
+    });
+    let trust = instantstart_core::workflow::steps::pod_identity_trust_policy();
+    replay
+        .provider()
+        .ensure_role_policies(&CreateIamRole {
+            name: "demo-hpto-role".into(),
+            trust_policy: trust.clone(),
+            managed_policies: vec![instantstart_core::workflow::features::TRAINING_OPERATOR_POLICY.into()],
+            inline_policies: vec![],
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap();
+    let update = replay.of("UpdateAssumeRolePolicy")[0].form();
+    let sent: Value = serde_json::from_str(update.get("PolicyDocument").unwrap()).unwrap();
+    assert_eq!(sent, trust);
+    assert_eq!(sent["Statement"][0]["Principal"]["Service"], "pods.eks.amazonaws.com");
+    assert_eq!(sent["Statement"][0]["Action"], json!(["sts:AssumeRole", "sts:TagSession"]));
+    let attach = replay.of("AttachRolePolicy")[0].form();
+    assert_eq!(
+        attach.get("PolicyArn").map(String::as_str),
+        Some("arn:aws:iam::aws:policy/AmazonSageMakerHyperPodTrainingOperatorAccess")
+    );
 }

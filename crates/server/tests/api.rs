@@ -530,9 +530,11 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
         ("ec2:CreateVpc", 1),
         ("eks:CreateCluster", 1),
         ("sagemaker:CreateCluster", 1),
-        ("iam:CreateRole", 2),
+        // EKS cluster role, HyperPod execution role, the S3 CSI driver's Pod Identity role.
+        ("iam:CreateRole", 3),
         ("s3:CreateBucket", 1),
         ("eks:CreateAddon", 4),
+        ("eks:CreatePodIdentityAssociation", 1),
     ] {
         assert_eq!(stats[api], n, "{api}: {stats:#}");
     }
@@ -735,6 +737,7 @@ async fn managed_features_are_reconciled_state() {
         keys.contains(&"addon:cert-manager") && keys.contains(&"addon:amazon-sagemaker-hyperpod-training-operator")
     );
     assert_eq!(app.get("/api/sim/stats").await.body["eks:CreateAddon"].as_u64().unwrap(), addons + 1);
+    assert!(keys.contains(&"training_operator_role") && keys.contains(&"training_operator_identity"), "{keys:?}");
     assert_eq!(app.get("/api/clusters/demo/features").await.body["training_operator"], true);
     // The same toggle again: "already in this state", no operation.
     let r =
@@ -767,8 +770,8 @@ async fn managed_features_are_reconciled_state() {
     let stats = app.get("/api/sim/stats").await.body;
     assert_eq!(stats["iam:CreateOpenIDConnectProvider"], 1, "the pipeline's provider is adopted");
     assert_eq!(
-        stats["iam:CreateRole"], 4,
-        "three pipeline roles (EKS, HyperPod, load balancer controller) plus the checkpoint role"
+        stats["iam:CreateRole"], 6,
+        "four pipeline roles (EKS, HyperPod, S3 CSI driver, load balancer controller), the training operator's and the checkpoint role"
     );
     let f = app.get("/api/clusters/demo/features").await.body;
     assert_eq!(f["tiered_checkpointing"]["memory_percent"], 30);
