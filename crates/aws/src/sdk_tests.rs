@@ -107,6 +107,7 @@ async fn the_vpc_cni_is_pinned_at_or_above_the_version_hyperpod_requires() {
         version: None,
         client_request_token: "is-token".into(),
         tags: tags("demo"),
+        configuration_values: None,
     };
     let a = replay.provider().create_addon(&req).await.unwrap();
     assert_eq!(a.version, "v1.19.6-eksbuild.7");

@@ -749,6 +749,7 @@ async fn hyperpod_refuses_an_old_vpc_cni_and_unsupported_kubernetes_versions() {
         version: version.map(str::to_string),
         client_request_token: format!("tok-{name}"),
         tags: tags(),
+        configuration_values: None,
     };
     // A version the catalog does not offer is refused; an old one it does is installed.
     let err = s.create_addon(&addon("vpc-cni", Some("v9.9.9-eksbuild.1"), "demo")).await.unwrap_err();
@@ -2474,6 +2475,7 @@ async fn addons(s: &SimCloud, names: &[&str]) {
             version: None,
             client_request_token: format!("tok-{name}"),
             tags: tags(),
+            configuration_values: None,
         })
         .await
         .expect("addon");
