@@ -34,7 +34,9 @@ use instantstart_core::provider::{
     HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
     UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
-use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript, instance_type_info};
+use instantstart_core::spec::{
+    CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript, instance_type_info,
+};
 use std::collections::BTreeMap;
 
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
