@@ -655,7 +655,10 @@ impl EksApi for MotoCloud {
     async fn create_addon(&self, req: &CreateEksAddon) -> Result<EksAddon> {
         let a = EksAddon {
             name: req.name.clone(),
-            version: req.version.clone().unwrap_or_else(|| "v1.0.0-eksbuild.1".into()),
+            // EKS's default version; the VPC CNI's must be at least 1.18.3 for HyperPod.
+            version: req.version.clone().unwrap_or_else(|| {
+                if req.name == "vpc-cni" { "v1.19.6-eksbuild.7" } else { "v1.0.0-eksbuild.1" }.into()
+            }),
             state: ResourceState::Active,
             tags: req.tags.clone(),
             health_issues: vec![],

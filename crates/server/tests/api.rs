@@ -530,8 +530,9 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
         ("ec2:CreateVpc", 1),
         ("eks:CreateCluster", 1),
         ("sagemaker:CreateCluster", 1),
-        // EKS cluster role, HyperPod execution role, the S3 CSI driver's Pod Identity role.
-        ("iam:CreateRole", 3),
+        // EKS cluster role, HyperPod execution role, the S3 CSI driver's Pod Identity role and
+        // the load balancer controller's IRSA role (the real binary installs the charts).
+        ("iam:CreateRole", 4),
         ("s3:CreateBucket", 1),
         ("eks:CreateAddon", 4),
         ("eks:CreatePodIdentityAssociation", 1),

@@ -170,7 +170,11 @@ async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let stats = sim.stats();
     assert_eq!(stats.get("iam:CreateOpenIDConnectProvider").copied(), Some(1), "{stats:?}");
-    assert_eq!(stats.get("iam:CreateRole").copied(), Some(2), "the EKS role and the controller's: {stats:?}");
+    assert_eq!(
+        stats.get("iam:CreateRole").copied(),
+        Some(3),
+        "the EKS role, the S3 CSI driver's and the controller's: {stats:?}"
+    );
     assert_eq!(stats.get("helm:upgrade").copied(), Some(4), "{stats:?}");
     assert_eq!(
         op.step("chart:aws-load-balancer-controller").unwrap().depends_on,
@@ -203,7 +207,7 @@ async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
         assert_eq!(op.status, OperationStatus::Succeeded, "{key}: {op:#?}");
         let stats = sim.stats();
         assert_eq!(stats.get("iam:CreateOpenIDConnectProvider").copied(), Some(1), "{key}: {stats:?}");
-        assert_eq!(stats.get("iam:CreateRole").copied(), Some(2), "{key}: {stats:?}");
+        assert_eq!(stats.get("iam:CreateRole").copied(), Some(3), "{key}: {stats:?}");
         assert_eq!(stats.get("helm:upgrade").copied(), Some(4), "{key}: {stats:?}");
     }
 }

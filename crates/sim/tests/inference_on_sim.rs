@@ -221,6 +221,10 @@ async fn a_cluster_without_a_bucket_is_refused_before_anything_is_recorded() {
     let err = b.engine.submit_checked(OperationKind::SetFeatures, &req, user(), None).await.unwrap_err();
     let text = format!("{err:?}");
     assert!(text.contains("patch.inference_operator") && text.contains("TLS certificates"), "{text}");
-    assert_eq!(b.sim.calls("iam:CreateRole"), 2, "only the cluster's own roles");
+    assert_eq!(
+        b.sim.calls("iam:CreateRole"),
+        3,
+        "only the cluster's own roles (EKS, HyperPod execution, S3 CSI driver)"
+    );
     assert!(b.sim.describe_addon(REGION, EKS, INFERENCE_OPERATOR_ADDON).await.unwrap().is_none());
 }
