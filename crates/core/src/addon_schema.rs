@@ -84,28 +84,28 @@ fn check(schema: &Value, value: &Value, path: &str, out: &mut Vec<SchemaViolatio
             return; // the other keywords would only repeat the type mismatch
         }
     }
-    if let Some(Value::Array(allowed)) = s.get("enum") {
-        if !allowed.contains(value) {
-            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
-            push(format!("must be one of {} (got {value})", list.join(", ")));
-        }
+    if let Some(Value::Array(allowed)) = s.get("enum")
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        push(format!("must be one of {} (got {value})", list.join(", ")));
     }
-    if let Some(c) = s.get("const") {
-        if c != value {
-            push(format!("must be {c} (got {value})"));
-        }
+    if let Some(c) = s.get("const")
+        && c != value
+    {
+        push(format!("must be {c} (got {value})"));
     }
     if let Value::String(text) = value {
         let len = text.chars().count() as u64;
-        if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
-            if len < min {
-                push(format!("must be at least {min} characters long"));
-            }
+        if let Some(min) = s.get("minLength").and_then(Value::as_u64)
+            && len < min
+        {
+            push(format!("must be at least {min} characters long"));
         }
-        if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
-            if len > max {
-                push(format!("must be at most {max} characters long"));
-            }
+        if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
+            && len > max
+        {
+            push(format!("must be at most {max} characters long"));
         }
         if let Some(p) = s.get("pattern").and_then(Value::as_str) {
             match regex::Regex::new(p) {
@@ -117,15 +117,15 @@ fn check(schema: &Value, value: &Value, path: &str, out: &mut Vec<SchemaViolatio
         }
     }
     if let Some(n) = value.as_f64() {
-        if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
-            if n < min {
-                push(format!("must be at least {min}"));
-            }
+        if let Some(min) = s.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            push(format!("must be at least {min}"));
         }
-        if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
-            if n > max {
-                push(format!("must be at most {max}"));
-            }
+        if let Some(max) = s.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            push(format!("must be at most {max}"));
         }
     }
     if let Value::Object(map) = value {

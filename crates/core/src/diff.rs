@@ -227,6 +227,7 @@ mod tests {
     fn autoscaling_instance_groups_rules() {
         let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         let eleven: Vec<String> = (0..11).map(|i| format!("g{i}")).collect();
+        #[allow(clippy::type_complexity)] // a table test: one tuple per row
         let cases: Vec<(Option<bool>, Option<Vec<String>>, &[&str])> = vec![
             (Some(true), names(&["burst", "spot"]), &[]),
             (Some(true), None, &[]),

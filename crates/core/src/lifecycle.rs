@@ -100,6 +100,7 @@ mod tests {
     /// Data-driven: (source URI, on_create, expected bucket/key).
     #[test]
     fn script_objects() {
+        #[allow(clippy::type_complexity)] // a table test: one tuple per row
         let cases: &[(&str, &str, Option<(&str, &str)>)] = &[
             ("s3://b/scripts", "on_create.sh", Some(("b", "scripts/on_create.sh"))),
             ("s3://b/scripts/", "on_create.sh", Some(("b", "scripts/on_create.sh"))),

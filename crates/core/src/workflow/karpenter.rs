@@ -370,6 +370,7 @@ mod tests {
     #[test]
     fn sync_adds_only_in_all_mode_and_removes_in_both() {
         let g = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        #[allow(clippy::type_complexity)] // a table test: one tuple per row
         let cases: Vec<(Option<(Vec<String>, bool, bool)>, &str, bool, Option<Vec<String>>)> = vec![
             (None, "x", true, None),
             (Some((g(&["a"]), true, true)), "x", true, Some(g(&["a", "x"]))),
