@@ -370,13 +370,22 @@ pub fn create_request(name: &str) -> Value {
 
 /// Create calls of one pipeline run of [`create_request`] (as `assert_created_once` in
 /// `engine_on_sim.rs`): exactly these, whatever crashed or failed on the way.
-pub const EXPECTED_CREATES: [(&str, u64); 7] = [
+pub const EXPECTED_CREATES: [(&str, u64); 11] = [
     ("ec2:CreateVpc", 1),
+    // 2 public + 2 private subnets with the VPC, then one /20 compute subnet per group AZ.
     ("ec2:CreateSubnet", 6),
-    ("iam:CreateRole", 2),
+    // The new VPC's S3 gateway endpoint.
+    ("ec2:CreateVpcEndpoint", 1),
+    // EKS cluster role, HyperPod execution role, the S3 CSI driver's Pod Identity role and the
+    // AWS Load Balancer Controller's IRSA role.
+    ("iam:CreateRole", 4),
+    ("iam:CreateOpenIDConnectProvider", 1),
     ("s3:CreateBucket", 1),
+    // The lifecycle script, once.
+    ("s3:PutObject", 1),
     ("eks:CreateCluster", 1),
     ("eks:CreateAddon", 4),
+    ("eks:CreatePodIdentityAssociation", 1),
     ("sagemaker:CreateCluster", 1),
 ];
 
