@@ -52,7 +52,7 @@ fn cargo() -> Command {
 fn venv() -> Result<PathBuf> {
     let dir = root().join("target").join("test-venv");
     // Bump the marker when the package list changes: an existing venv then gets the new ones.
-    let marker = dir.join(".ready-v6");
+    let marker = dir.join(".ready-v7");
     if marker.exists() {
         return Ok(dir);
     }
@@ -67,6 +67,9 @@ fn venv() -> Result<PathBuf> {
         "mcp==2.*",
         "cfn-lint>=1",
         "moto[server]==5.*",
+        // AWS's service models: the model-validation suite (crates/aws/src/model_suite.rs)
+        // checks every request against them. Exact pin; see docs/botocore-models.md to bump it.
+        "botocore==1.44.8",
         "mlflow-skinny==3.*",
         "flask",
         "flask-cors",
@@ -78,6 +81,18 @@ fn venv() -> Result<PathBuf> {
     run(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check"]).args(packages))?;
     std::fs::write(&marker, packages.join("\n") + "\n")?;
     Ok(dir)
+}
+
+/// botocore's service-model directory inside the venv (`lib/python3.*/site-packages/botocore/data`).
+fn botocore_data(venv: &Path) -> Result<PathBuf> {
+    let lib = venv.join("lib");
+    for e in std::fs::read_dir(&lib).with_context(|| format!("{}", lib.display()))?.flatten() {
+        let d = e.path().join("site-packages").join("botocore").join("data");
+        if d.join("sagemaker").is_dir() {
+            return Ok(d);
+        }
+    }
+    bail!("no botocore/data under {}", lib.display())
 }
 
 /// Builds the binaries the suites start (server, CLI, MCP) exactly as `cargo test --workspace`
@@ -233,9 +248,13 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("test") => {
             lint()?;
-            // The AWS adapter's integration tests start moto_server from the venv.
+            // The AWS adapter's integration tests start moto_server from the venv; its
+            // model-validation suite reads botocore's service models from it.
             let venv = venv()?;
-            run(cargo().args(["test", "--workspace"]).env("MOTO_SERVER", venv.join("bin").join("moto_server")))?;
+            run(cargo()
+                .args(["test", "--workspace"])
+                .env("MOTO_SERVER", venv.join("bin").join("moto_server"))
+                .env("BOTOCORE_DATA", botocore_data(&venv)?))?;
             fuzz_api(120)?;
             deploy_lint()?;
             mcp_test()?;

@@ -45,6 +45,10 @@ mod tags;
 #[cfg(test)]
 mod deploy_policy;
 #[cfg(test)]
+mod model_check;
+#[cfg(test)]
+mod model_suite;
+#[cfg(test)]
 mod replay;
 #[cfg(test)]
 mod sdk_tests;
