@@ -199,7 +199,10 @@ export function jobBody(recipeKey, v) {
     },
     log_monitors: monitor,
   });
-  return { runtime: 'hyperpod', job, recipe: rec, ...(resilience ? { resilience } : {}) };
+  return {
+    runtime: 'hyperpod', job, recipe: rec, ...(resilience ? { resilience } : {}),
+    ...(v.tiered_checkpointing ? { tiered_checkpointing: true } : {}),
+  };
 }
 
 export function jobNewView({ app, params, query }) {
@@ -231,7 +234,11 @@ export function jobNewView({ app, params, query }) {
       h('div', { class: 'grid-3' },
         formField('resilience.log_monitors[0].name', 'Rule name', { value: 'progress', mono: true }),
         formField('resilience.log_monitors[0].log_pattern', 'Log pattern (regex)', { mono: true, placeholder: '.*loss.*' }),
-        formField('resilience.log_monitors[0].expected_recurring_frequency_seconds', 'Hung after (seconds without a match)', { kind: 'number', placeholder: '600' }))));
+        formField('resilience.log_monitors[0].expected_recurring_frequency_seconds', 'Hung after (seconds without a match)', { kind: 'number', placeholder: '600' }))),
+    formField('tiered_checkpointing', 'Checkpoint through managed tiered checkpointing', {
+      kind: 'checkbox',
+      help: 'The pods run as default/hyperpod-checkpointing (may write checkpoints to the shared bucket and push CloudWatch metrics). Needs the cluster feature on and namespace default.',
+    }));
   const rayNote = h('p', { class: 'notice muted', hidden: true }, 'Ray jobs have no process-level recovery budget: a failed RayJob is retried with a fresh Ray cluster.');
   const mlflowArn = formField('job.mlflow.tracking_server_arn', 'MLflow tracking server ARN (optional)', {
     mono: true, placeholder: 'arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name>',

@@ -936,6 +936,25 @@ fn hyperpod_rules() {
                 &["job.mlflow.experiment"],
             ),
             ("service account", vec![("/job/service_account", s("Bad_SA"))], &["job.service_account"]),
+            ("tiered checkpointing outside default", vec![("/tiered_checkpointing", json!(true))], &["job.namespace"]),
+            (
+                "tiered checkpointing with a service account of its own",
+                vec![
+                    ("/tiered_checkpointing", json!(true)),
+                    ("/job/namespace", s("default")),
+                    ("/job/service_account", s("trainer")),
+                ],
+                &["job.service_account"],
+            ),
+            (
+                "tiered checkpointing with elastic training",
+                vec![
+                    ("/tiered_checkpointing", json!(true)),
+                    ("/job/namespace", s("default")),
+                    ("/resilience/elastic", json!({ "min_replicas": 1, "max_replicas": 4 })),
+                ],
+                &["tiered_checkpointing"],
+            ),
             (
                 "reserved env",
                 vec![("/job/env", json!([{ "name": "FI_PROVIDER", "value": "tcp" }]))],
@@ -1139,6 +1158,19 @@ fn hyperpod_rules() {
             ),
         ],
     );
+}
+
+/// A job that asks for managed tiered checkpointing runs as the feature's service account
+/// (whose IAM role writes the checkpoints); one that does not keeps the pod's default.
+#[test]
+fn tiered_checkpointing_runs_as_the_features_service_account() {
+    let sa = |p: Value| {
+        let job = hyperpod_pytorch_job(&parse(p), &TargetCapacity::default()).unwrap().job;
+        job.pointer("/spec/replicaSpecs/0/template/spec/serviceAccountName").cloned()
+    };
+    let on = edit(hyperpod_base(), &[("/tiered_checkpointing", json!(true)), ("/job/namespace", s("default"))]);
+    assert_eq!(sa(on), Some(json!("hyperpod-checkpointing")));
+    assert_eq!(sa(hyperpod_base()), None);
 }
 
 /// Elastic training excludes Spot capacity and managed tiered checkpointing (core rule,

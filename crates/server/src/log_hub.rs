@@ -24,6 +24,13 @@ pub const RING_LINES: usize = 5000;
 const BACKLOG_FRAMES: usize = 4096;
 /// A frame carries the lines already available, up to about this size.
 const MAX_FRAME_BYTES: usize = 64 * 1024;
+/// The pod's earlier lines fill the ring until none arrives for [`PRIME_IDLE`], for at most
+/// [`PRIME_MAX`]: an API answers a log's tail in chunks (HTTP body frames, the simulator's
+/// batches), so "what is ready right now" would cut the tail after the first chunk and send the
+/// rest as live frames — and a reconnecting follower matching its last lines against the tail
+/// (the client's resume) would find a gap that is not there.
+const PRIME_IDLE: Duration = Duration::from_millis(50);
+const PRIME_MAX: Duration = Duration::from_millis(500);
 /// How often the upstream retries while the container has not started, and for how long.
 const START_RETRY: Duration = Duration::from_secs(1);
 const START_TIMEOUT: Duration = Duration::from_secs(600);
@@ -186,18 +193,21 @@ impl LogHub {
         let doc = |line: &str| -> Arc<str> {
             Arc::from(format!("{{\"pod\":{pod_json},\"line\":{}}}", Value::String(line.to_string())))
         };
-        // The pod's earlier lines (what the API returns at once) fill the ring unbroadcast.
+        // The pod's earlier lines (what the API answers in one go: until it pauses for
+        // PRIME_IDLE, at most PRIME_MAX) fill the ring unbroadcast.
         {
             let mut early = Vec::new();
             let mut last = None;
+            let deadline = tokio::time::Instant::now() + PRIME_MAX;
             while early.len() < RING_LINES {
-                match lines.next().now_or_never() {
-                    Some(Some(Ok(line))) => early.push(doc(&line)),
-                    Some(other) => {
+                let wait = PRIME_IDLE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                match tokio::time::timeout(wait, lines.next()).await {
+                    Ok(Some(Ok(line))) => early.push(doc(&line)),
+                    Ok(other) => {
                         last = Some(other);
                         break;
                     }
-                    None => break,
+                    Err(_) => break,
                 }
             }
             {

@@ -1169,6 +1169,68 @@ fn step_line(line: &str) -> Option<(i64, f64, f64)> {
     Some((step, loss, throughput))
 }
 
+/// A job that asks for managed tiered checkpointing runs as the feature's service account: it is
+/// refused before anything is recorded while the feature is off (the account would not exist),
+/// and runs to completion once it is on.
+#[tokio::test]
+async fn a_tiered_checkpointing_job_runs_as_the_features_service_account() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let job = |ns: &str| {
+        json!({ "runtime": "hyperpod", "tiered_checkpointing": true,
+            "job": { "name": "ckpt", "namespace": ns, "image": "pytorch/pytorch:2.5.1", "instance_type": "ml.g5.2xlarge", "nodes": 1 },
+            "recipe": { "kind": "torch", "script": "scripts/train.py" } })
+    };
+    let jobs = "/api/clusters/demo/jobs";
+    // Outside `default`: a validation error naming the field.
+    let r = app.send(Method::POST, jobs, Some(job("ml")), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert!(
+        r.body["findings"].as_array().unwrap().iter().any(|f| f["field"] == "job.namespace"
+            && f["rule"].as_str().unwrap().contains("with tiered_checkpointing")),
+        "{:#}",
+        r.body
+    );
+    // The feature off: the preflight fails and names the remedy; nothing is recorded.
+    let dry = app.send(Method::POST, &format!("{jobs}?dry_run=true"), Some(job("default")), &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    let check = dry.body["checks"].as_array().unwrap().iter().find(|c| c["check"] == "tiered_checkpointing").unwrap();
+    assert_eq!(check["status"], "fail", "{check:#}");
+    assert!(check["remedy"].as_str().unwrap().contains("tiered_checkpointing"), "{check:#}");
+    let r = app.send(Method::POST, jobs, Some(job("default")), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "tiered_checkpointing", "{:#}", r.body);
+    // On: the job's pods run as default/hyperpod-checkpointing, and the job completes.
+    run(
+        &app,
+        Method::PATCH,
+        "/api/clusters/demo/features",
+        Some(json!({ "tiered_checkpointing": { "enabled": true, "memory_percent": 20 } })),
+    )
+    .await;
+    let done = run(&app, Method::POST, jobs, Some(job("default"))).await;
+    let manifest = &done["request"]["rendered"]["objects"][0];
+    assert_eq!(
+        manifest.pointer("/spec/replicaSpecs/0/template/spec/serviceAccountName"),
+        Some(&json!("hyperpod-checkpointing")),
+        "{manifest:#}"
+    );
+    until(&app, "/api/clusters/demo/jobs/ckpt?namespace=default", |b| b["phase"] == "succeeded").await;
+    // The simulator's API server refuses a pod whose service account does not exist (as the
+    // ServiceAccount admission does): such a job's pod never starts, and says why.
+    let orphan = json!({ "runtime": "hyperpod",
+        "job": { "name": "orphan", "namespace": "default", "image": "pytorch/pytorch:2.5.1", "instance_type": "ml.g5.2xlarge",
+                 "nodes": 1, "service_account": "nobody" },
+        "recipe": { "kind": "torch", "script": "scripts/train.py" } });
+    run(&app, Method::POST, jobs, Some(orphan)).await;
+    let job = until(&app, "/api/clusters/demo/jobs/orphan?namespace=default", |b| {
+        b["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["reason"] == "FailedCreate"))
+    })
+    .await;
+    let refused = job["conditions"].as_array().unwrap().iter().find(|c| c["reason"] == "FailedCreate").unwrap();
+    assert!(refused["message"].as_str().unwrap().contains(r#"serviceaccount "nobody" not found"#), "{job:#}");
+    assert_eq!(job["pod_list"][0]["phase"], "Pending", "{job:#}");
+}
 #[tokio::test]
 async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() {
     let app = test_app(2000.0);

@@ -148,6 +148,10 @@ pub struct SubmitArgs {
     /// Retries of the whole job.
     #[arg(long, value_name = "N", help_heading = RESILIENCE)]
     pub retries: Option<u32>,
+    /// Checkpoint through HyperPod's managed tiered checkpointing (the pods run as its service
+    /// account; namespace default, the cluster feature on).
+    #[arg(long, help_heading = RESILIENCE)]
+    pub tiered_checkpointing: bool,
     #[command(flatten)]
     pub mutation: MutationArgs,
 }
@@ -224,6 +228,9 @@ impl SubmitArgs {
             if let Some(n) = self.retries {
                 v["resilience"]["job_max_retry_count"] = json!(n);
             }
+        }
+        if self.tiered_checkpointing {
+            v["tiered_checkpointing"] = json!(true);
         }
         v
     }

@@ -6,7 +6,9 @@
 //! [`Engine::dry_run_checked`](super::Engine::dry_run_checked) run [`Workflow::assess`](super::Workflow::assess)
 //! inside [`with_read_retries`]; every [`read`] inside it retries retryable errors
 //! ([`ProviderErrorKind::is_retryable`](crate::provider::ProviderErrorKind::is_retryable)) with
-//! the engine's retry backoff, at most `max_retries` times in a row per call and within a wait
+//! the engine's retry backoff capped at [`READ_DELAY_CAP`] times its first delay (4 s at real
+//! speed: an uncapped backoff let one unlucky read of a preflight that makes twenty spend the
+//! whole budget), at most `max_retries` times in a row per call and within a wait
 //! budget for the whole assessment ([`ReadRetries::budget`]: three times the longest retry
 //! delay, 60 s at real speed), so a request under throttling answers late rather than never.
 //! Outside an assessment (step executors: the engine retries those itself) [`read`] calls once.
@@ -16,6 +18,9 @@ use crate::provider::ProviderError;
 use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;
+
+/// The longest delay between two tries of one read, in first delays.
+pub const READ_DELAY_CAP: u32 = 8;
 
 /// The retry policy of the reads of one assessment, and the time it waited so far.
 #[derive(Debug)]
@@ -27,10 +32,12 @@ pub struct ReadRetries {
 }
 
 impl ReadRetries {
-    /// The engine's retry backoff and count; the total wait is capped by [`ReadRetries::budget`].
+    /// The engine's retry backoff (its longest delay capped at [`READ_DELAY_CAP`] times the
+    /// first) and count; the total wait is capped by [`ReadRetries::budget`].
     pub fn new(config: &EngineConfig) -> Self {
+        let cap = config.retry.initial * READ_DELAY_CAP;
         ReadRetries {
-            backoff: config.retry,
+            backoff: Backoff { max: config.retry.max.min(cap), ..config.retry },
             max_retries: config.max_retries,
             budget: Self::budget(config),
             waited: Cell::new(Duration::ZERO),

@@ -408,6 +408,26 @@ impl WorkloadWorkflow {
                 }),
             });
         }
+        // Pods that run as tiered checkpointing's service account need the feature on: the
+        // account (and its IAM role) exist only while it is.
+        let checkpointing = super::features::CHECKPOINT_SERVICE_ACCOUNT;
+        if r.objects.iter().any(|o| runs_as(&o.0, checkpointing)) {
+            let on = context.features.tiered_checkpointing.is_some();
+            checks.push(PreflightCheck {
+                check: "tiered_checkpointing".into(),
+                field: "tiered_checkpointing".into(),
+                status: if on { CheckStatus::Pass } else { CheckStatus::Fail },
+                detail: if on {
+                    format!("managed tiered checkpointing is on: the pods run as {checkpointing}")
+                } else {
+                    format!(
+                        "managed tiered checkpointing is off in this cluster: service account {checkpointing} and its \
+                         IAM role do not exist, so the pods could not be created"
+                    )
+                },
+                remedy: (!on).then(|| "turn on tiered_checkpointing in the cluster's managed features".into()),
+            });
+        }
         if seen.iter().any(|(_, k)| k == "HyperPodPyTorchJob") && !context.features.training_operator {
             checks.push(PreflightCheck {
                 check: "training_operator".into(),
@@ -420,6 +440,17 @@ impl WorkloadWorkflow {
             });
         }
         Ok(checks)
+    }
+}
+
+/// Whether a pod template anywhere in `object` runs as service account `name`.
+fn runs_as(object: &Value, name: &str) -> bool {
+    match object {
+        Value::Object(m) => {
+            m.get("serviceAccountName").and_then(Value::as_str) == Some(name) || m.values().any(|v| runs_as(v, name))
+        }
+        Value::Array(a) => a.iter().any(|v| runs_as(v, name)),
+        _ => false,
     }
 }
 

@@ -25,6 +25,7 @@ use super::TrainingJob;
 use crate::common::{ManifestSet, argv_element, bucket_path, check, object_meta, set, standard_labels};
 use instantstart_core::spec::{CapacitySpec, ManagedFeatures, TrainingResilience, check_elastic_training};
 use instantstart_core::validate::{Findings, Validate, ValidationError};
+use instantstart_core::workflow::features::{CHECKPOINT_NAMESPACE, CHECKPOINT_SERVICE_ACCOUNT};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -49,6 +50,14 @@ pub struct HyperPodJobParams {
     pub recipe: HyperPodRecipe,
     #[serde(default)]
     pub resilience: Resilience,
+    /// The job checkpoints through HyperPod's managed tiered checkpointing: its pods run as the
+    /// feature's service account (`default/hyperpod-checkpointing`, whose IAM role may write
+    /// checkpoints to the cluster's bucket and push CloudWatch metrics, as AWS's setup page
+    /// asks of the training pod), so the job must run in namespace `default`, set no
+    /// `service_account` of its own, and the cluster must have the feature on (a preflight
+    /// check). Not with elastic training.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tiered_checkpointing: bool,
 }
 
 /// What the job runs. Paths are relative to the shared bucket.
@@ -506,6 +515,26 @@ impl HyperPodJobParams {
     pub fn check_for(&self, target: &TargetCapacity) -> Result<(), ValidationError> {
         let mut f = Findings::new();
         f.at("job", |f| self.job.validate_common(f, &[]));
+        if self.tiered_checkpointing {
+            if self.job.namespace != CHECKPOINT_NAMESPACE {
+                f.push(
+                    "job.namespace",
+                    format!(
+                        "must be {CHECKPOINT_NAMESPACE} with tiered_checkpointing (the feature's service account \
+                         {CHECKPOINT_SERVICE_ACCOUNT} lives there)"
+                    ),
+                );
+            }
+            if self.job.service_account.is_some() {
+                f.push(
+                    "job.service_account",
+                    format!("must be unset with tiered_checkpointing (the pods run as {CHECKPOINT_SERVICE_ACCOUNT})"),
+                );
+            }
+            if self.resilience.elastic.is_some() {
+                f.push("tiered_checkpointing", "elastic training does not support managed tiered checkpointing");
+            }
+        }
         f.at("recipe", |f| self.recipe.validate(f));
         f.at("resilience", |f| self.resilience.validate_for(f, self.job.nodes, target));
         f.finish()
@@ -613,7 +642,14 @@ fn elastic_json(e: &ElasticPolicy) -> Value {
 /// exclusions for `target`.
 pub fn hyperpod_pytorch_job(p: &HyperPodJobParams, target: &TargetCapacity) -> Result<HyperPodJob, ValidationError> {
     p.check_for(target)?;
-    let job = &p.job;
+    let with_checkpointing;
+    let job = if p.tiered_checkpointing {
+        with_checkpointing =
+            TrainingJob { service_account: Some(CHECKPOINT_SERVICE_ACCOUNT.to_string()), ..p.job.clone() };
+        &with_checkpointing
+    } else {
+        &p.job
+    };
     let r = &p.resilience;
     let hw = job.hardware();
     let mut labels = standard_labels(&job.name, "hyperpod-pytorch-job", "training");

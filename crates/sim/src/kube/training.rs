@@ -570,8 +570,11 @@ pub(crate) fn hyperpod_status(w: &World, rec: &KubeRec, pods: &[PodView], nodes:
     } else if running {
         conditions.push(json!({ "type": "Running", "status": "True", "reason": "JobRunning", "lastTransitionTime": start.map(|s| t(w, s)) }));
     } else if let Some(why) = states.iter().find_map(|s| s.gated.clone()) {
-        conditions
-            .push(json!({ "type": "Running", "status": "False", "reason": "MissingPodIdentity", "message": why }));
+        // The admission refusal of a pod naming a missing service account, or an operator
+        // without its identity.
+        let reason =
+            if why.contains("error looking up service account") { "FailedCreate" } else { "MissingPodIdentity" };
+        conditions.push(json!({ "type": "Running", "status": "False", "reason": reason, "message": why }));
     }
     let b = budget(&rec.object);
     let restarts = events.iter().filter(|e| e.recovery != Recovery::Fail).count();

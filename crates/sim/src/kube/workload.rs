@@ -12,6 +12,9 @@
 //!   not `hostNetwork`, so the instance profile is out of reach (`sagemaker-hyperpod-eks-prerequisites`:
 //!   "Only Pods with hostNetwork = true have access to the Amazon EC2 Instance Metadata Service
 //!   (IMDS) by default. Use the Amazon EKS Pod identity or IRSA"; Mountpoint `docs/CONFIGURATION.md`).
+//! - A pod of InstantStart's that names a ServiceAccount that does not exist (e.g. tiered
+//!   checkpointing's while the feature is off) is never started, the message as the API
+//!   server's admission gives it.
 //! - While the HyperPod training operator add-on is installed without its Pod Identity, the
 //!   pods of a `HyperPodPyTorchJob` are never started (Pending, `PodScheduled=False`, reason
 //!   `SchedulingGated`, the message naming the missing identity), and the job's status says why.
@@ -33,6 +36,8 @@ pub(crate) struct Blockers {
     pub s3_mounts: BTreeMap<String, String>,
     /// Why the HyperPod training operator cannot run `HyperPodPyTorchJob`s.
     pub training_operator: Option<String>,
+    /// `namespace/name` of the ServiceAccounts that exist.
+    pub service_accounts: std::collections::BTreeSet<String>,
 }
 
 impl Blockers {
@@ -42,7 +47,20 @@ impl Blockers {
             TRAINING_OPERATOR_ADDON, TRAINING_OPERATOR_NAMESPACE, TRAINING_OPERATOR_POLICY,
             TRAINING_OPERATOR_SERVICE_ACCOUNT,
         };
-        let mut b = Blockers::default();
+        let service_accounts = kw
+            .objects
+            .values()
+            .map(|r| &r.object)
+            .filter(|o| super::str_at(o, "/kind") == Some("ServiceAccount"))
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    super::str_at(o, "/metadata/namespace").unwrap_or("default"),
+                    super::str_at(o, "/metadata/name").unwrap_or_default()
+                )
+            })
+            .collect();
+        let mut b = Blockers { service_accounts, ..Blockers::default() };
         let Some(c) = w.eks.values().find(|c| c.arn == kw.eks_arn) else { return b };
         let installed = |addon: &str| c.addons.get(addon).is_some_and(|a| a.life.exists(now) && !a.life.is_deleting());
         if installed(TRAINING_OPERATOR_ADDON) {
@@ -107,6 +125,23 @@ impl Blockers {
             }
         }
         b
+    }
+
+    /// Why the controller cannot create `pod`: InstantStart's pods that name a ServiceAccount
+    /// that does not exist are refused by the API server's ServiceAccount admission
+    /// ("error looking up service account …: serviceaccount … not found",
+    /// https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/); every
+    /// namespace has `default`.
+    fn missing_service_account(&self, pod: &PodView) -> Option<String> {
+        let sa = pod.spec.get("serviceAccountName").and_then(Value::as_str)?;
+        let ours = pod.labels.get("app.kubernetes.io/managed-by").and_then(Value::as_str) == Some("instantstart");
+        if !ours || sa == "default" || self.service_accounts.contains(&format!("{}/{sa}", pod.namespace)) {
+            return None;
+        }
+        Some(format!(
+            "pods \"{}\" is forbidden: error looking up service account {}/{sa}: serviceaccount \"{sa}\" not found",
+            pod.name, pod.namespace
+        ))
     }
 
     /// The FailedMount message of the first S3 claim `pod` mounts that cannot be mounted.
@@ -815,6 +850,13 @@ pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState
     {
         let mut st = pending(None);
         st.gated = Some(why.clone());
+        return st;
+    }
+    if !nodes.is_empty()
+        && let Some(why) = blockers.missing_service_account(pod)
+    {
+        let mut st = pending(None);
+        st.gated = Some(why);
         return st;
     }
     let (idx, at) = match schedule(pod, nodes, now) {
