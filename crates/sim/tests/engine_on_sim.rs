@@ -711,3 +711,83 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
         }
     }
 }
+
+/// Every managed feature on creates a role per feature (training operator, inference operator,
+/// tiered checkpointing, autoscaling); delete-cluster removes each of them after what uses it,
+/// so no IAM role tagged for the cluster is left in the account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_cluster_after_every_feature_leaves_no_role_of_the_cluster() {
+    use instantstart_core::engine::Outcome;
+    use instantstart_core::workflow::delete_cluster::{
+        AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP,
+    };
+    use instantstart_core::workflow::features::*;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let created_by_pipeline = b.sim.roles_tagged_for("demo");
+    let patch = json!({
+        "training_operator": true,
+        "inference_operator": true,
+        "tiered_checkpointing": { "enabled": true },
+        "managed_autoscaling": true
+    });
+    let Outcome::Submitted(s) = b
+        .engine
+        .submit_checked(OperationKind::SetFeatures, &json!({ "cluster": "demo", "patch": patch }), user(), None)
+        .await
+        .unwrap()
+    else {
+        panic!("turning every feature on is a change");
+    };
+    let on = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
+    let feature_roles =
+        [training_operator_role("demo"), inference_role("demo"), checkpoint_role("demo"), autoscaling_role("demo")];
+    let tagged = b.sim.roles_tagged_for("demo");
+    for role in &feature_roles {
+        assert!(tagged.contains(role), "{role} created by the features: {tagged:?}");
+        assert!(!created_by_pipeline.contains(role), "{role}");
+    }
+
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert_eq!(b.sim.roles_tagged_for("demo"), Vec::<String>::new(), "no role of the cluster is left");
+    // Each role went after what used it.
+    let finished = |k: &str| del.step(k).unwrap().finished_at.unwrap();
+    assert!(finished("hyperpod_cluster") <= finished(AUTOSCALING_ROLE_STEP));
+    assert!(finished("eks_cluster") <= finished(CHECKPOINT_ROLE_STEP));
+    assert!(finished("eks_cluster") <= finished(INFERENCE_ROLE_STEP));
+    let unregister = &del.step("unregister").unwrap().depends_on;
+    for k in [AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP, "training_operator_role"] {
+        assert!(unregister.contains(&k.to_string()), "{k}");
+    }
+}
+
+/// A same-named role that is not ours is left alone: the step needs attention, nothing else stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_feature_role_is_left_alone_by_delete_cluster() {
+    use instantstart_core::provider::{CreateIamRole, IamApi};
+    use instantstart_core::workflow::delete_cluster::CHECKPOINT_ROLE_STEP;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let name = instantstart_core::workflow::features::checkpoint_role("demo");
+    b.sim
+        .seed_role(&CreateIamRole {
+            name: name.clone(),
+            trust_policy: instantstart_core::workflow::create_cluster::service_trust_policy("ec2.amazonaws.com"),
+            managed_policies: vec![],
+            inline_policies: vec![],
+            tags: [("team".to_string(), "someone-else".to_string())].into_iter().collect(),
+        })
+        .unwrap();
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    let step = del.step(CHECKPOINT_ROLE_STEP).unwrap();
+    assert_eq!(step.phase, StepPhase::NeedsAttention, "{step:?}");
+    assert!(step.error.as_deref().unwrap().contains(&name), "{step:?}");
+    assert!(b.sim.get_role(&name).await.unwrap().is_some(), "the foreign role is kept");
+    assert!(b.sim.describe_eks_cluster("us-east-1", "demo").await.unwrap().is_none(), "the rest of the teardown ran");
+}
