@@ -791,3 +791,91 @@ async fn a_foreign_feature_role_is_left_alone_by_delete_cluster() {
     assert!(b.sim.get_role(&name).await.unwrap().is_some(), "the foreign role is kept");
     assert!(b.sim.describe_eks_cluster("us-east-1", "demo").await.unwrap().is_none(), "the rest of the teardown ran");
 }
+
+/// An add-on that ends `CREATE_FAILED` fails its step with the add-on's health issue; a step
+/// retry deletes it and creates it again (a fresh token; one CreateAddon per attempt), through
+/// lost responses of both calls, and the pipeline then completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_failed_addon_is_deleted_and_created_again_by_a_step_retry() {
+    use instantstart_core::provider::ResourceState;
+    use instantstart_core::workflow::create_cluster::BASE_ADDONS;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let issue =
+        "ConfigurationConflict: Conflicts found when trying to apply. Will not continue due to resolve conflicts mode";
+    b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails(issue)));
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Failed);
+    // The S3 CSI driver's add-on waits for its identity, which waits for the agent's add-on.
+    let first = ["vpc-cni", "eks-pod-identity-agent", "cert-manager"];
+    let keys: Vec<String> = first.iter().map(|a| format!("addon:{a}")).collect();
+    let failed: Vec<String> = op.steps.iter().filter(|s| s.phase == StepPhase::Failed).map(|s| s.key.clone()).collect();
+    assert_eq!(failed, keys, "only the add-ons failed");
+    assert_eq!(op.step("addon:aws-mountpoint-s3-csi-driver").unwrap().phase, StepPhase::Pending);
+    for k in &keys {
+        let error = op.step(k).unwrap().error.clone().unwrap();
+        assert!(error.contains(issue) && error.contains("retry this step"), "{k}: {error}");
+    }
+    for a in first {
+        let found = b.sim.describe_addon("us-east-1", "demo", a).await.unwrap().unwrap();
+        assert!(matches!(found.state, ResourceState::Failed { .. }), "{found:?}");
+    }
+    assert_eq!(b.sim.calls("eks:CreateAddon"), 3, "one per add-on step");
+
+    // Retry each: the failed add-on is deleted, then created again; the first retry through a
+    // lost DeleteAddon and a lost CreateAddon response (both acted).
+    b.sim.set_faults(
+        SimFaults::none()
+            .with("eks:DeleteAddon", FaultMode::LostResponse)
+            .with("eks:CreateAddon", FaultMode::LostResponse),
+    );
+    for k in &keys {
+        b.engine.retry_step(&op.id, k, user()).unwrap();
+        let after = b.engine.wait(&op.id, WAIT).await.unwrap();
+        let step = after.step(k).unwrap();
+        assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{step:?}");
+    }
+    let op = b.engine.wait(&op.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls("eks:DeleteAddon"), 3, "each failed add-on deleted once");
+    // Two attempts of three steps, one of the S3 CSI driver's.
+    assert_eq!(b.sim.calls("eks:CreateAddon"), 7, "exactly one CreateAddon per attempt");
+    assert_eq!(op.step("addon:aws-mountpoint-s3-csi-driver").unwrap().attempts, 1);
+    for a in BASE_ADDONS {
+        let found = b.sim.describe_addon("us-east-1", "demo", a).await.unwrap().unwrap();
+        assert_eq!(found.state, ResourceState::Active, "{found:?}");
+    }
+}
+
+/// Someone else's failed add-on is never deleted: the step needs attention, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_addon_that_is_not_ours_is_left_alone() {
+    use instantstart_core::provider::{CreateEksAddon, ResourceState};
+    use instantstart_core::workflow::features::TRAINING_OPERATOR_ADDON;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("AccessDenied: not ours")));
+    b.sim
+        .create_addon(&CreateEksAddon {
+            region: "us-east-1".into(),
+            cluster: "demo".into(),
+            name: TRAINING_OPERATOR_ADDON.into(),
+            version: None,
+            client_request_token: "someone-else".into(),
+            tags: [("team".to_string(), "platform".to_string())].into_iter().collect(),
+            configuration_values: None,
+        })
+        .await
+        .unwrap();
+    b.sim.set_faults(SimFaults::none());
+    b.sim.advance(Duration::from_secs(600));
+    let a = b.sim.describe_addon("us-east-1", "demo", TRAINING_OPERATOR_ADDON).await.unwrap().unwrap();
+    assert!(matches!(a.state, ResourceState::Failed { .. }), "{a:?}");
+    let on = set_training_operator(&b, true).await;
+    let step = on.step(&format!("addon:{TRAINING_OPERATOR_ADDON}")).unwrap();
+    assert_eq!(step.phase, StepPhase::NeedsAttention, "{step:?}");
+    assert!(step.error.as_deref().unwrap().contains("not tagged as InstantStart's"), "{step:?}");
+    assert_eq!(b.sim.calls("eks:DeleteAddon"), 0, "left alone");
+}
