@@ -879,3 +879,43 @@ async fn a_failed_addon_that_is_not_ours_is_left_alone() {
     assert!(step.error.as_deref().unwrap().contains("not tagged as InstantStart's"), "{step:?}");
     assert_eq!(b.sim.calls("eks:DeleteAddon"), 0, "left alone");
 }
+
+/// A server killed while a step retry replaces a failed add-on — while the deletion is polled,
+/// or once the new add-on is being polled — resumes without a second DeleteAddon or CreateAddon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_a_failed_addon_is_replaced_creates_nothing_twice() {
+    use instantstart_core::workflow::steps::ADDON_REPLACEMENT;
+    for kill_at in [ADDON_REPLACEMENT, "eks-addon"] {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let b = bed(dir.path(), 2000.0);
+            b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")));
+            let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+            assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
+            b.sim.set_faults(SimFaults::none());
+            b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let step = b.engine.get(&op.id).unwrap().step("addon:vpc-cni").unwrap().clone();
+                if matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
+                    && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
+                {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{kill_at}: never reached: {step:?}");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            b.engine.abort_all();
+            b.sim.flush().unwrap();
+            op.id
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = bed(dir.path(), 2000.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        let step = op.step("addon:vpc-cni").unwrap();
+        assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{kill_at}: {step:?}");
+        assert_eq!(b.sim.calls("eks:DeleteAddon"), 1, "{kill_at}");
+        assert_eq!(b.sim.calls("eks:CreateAddon"), 4, "{kill_at}: three failed creates, one replacement");
+    }
+}

@@ -891,6 +891,31 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_role_a_managed_feature_creates_goes_after_what_uses_it() {
+        use super::super::features::{autoscaling_role, checkpoint_role, inference_role, training_operator_role};
+        let steps = plan_steps_with(&record(ClusterSource::Created, true), false, PINNED_CHARTS, &[]);
+        let unregister = &steps.last().unwrap().depends_on;
+        for (key, role, after) in [
+            ("training_operator_role", training_operator_role("demo"), "training_operator_identity"),
+            (AUTOSCALING_ROLE_STEP, autoscaling_role("demo"), "hyperpod_cluster"),
+            (CHECKPOINT_ROLE_STEP, checkpoint_role("demo"), "eks_cluster"),
+            (INFERENCE_ROLE_STEP, inference_role("demo"), "eks_cluster"),
+        ] {
+            let s = steps.iter().find(|s| s.key == key).unwrap_or_else(|| panic!("{key} planned"));
+            assert!(s.title.contains(&role), "{key}: {}", s.title);
+            assert_eq!(s.depends_on, [after], "{key}");
+            assert!(unregister.contains(&key.to_string()), "{key}");
+        }
+        // Without a HyperPod cluster no feature was possible: none is planned.
+        let plain = plan_steps_with(&record(ClusterSource::Created, false), false, &[], &[]);
+        assert!(
+            !plain
+                .iter()
+                .any(|s| [AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP].contains(&s.key.as_str()))
+        );
+    }
+
     fn server(name: &str, role: bool) -> ClusterTrackingServer {
         ClusterTrackingServer {
             name: name.into(),
