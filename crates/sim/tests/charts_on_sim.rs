@@ -261,7 +261,7 @@ async fn a_load_balancer_service_that_outlives_its_controller_keeps_the_vpc_from
     sim.uninstall(&target(), lbc.namespace, lbc.release).await.unwrap();
     let r: ObjectRef = svc.object_ref().unwrap();
     sim.delete(&target(), &r).await.unwrap();
-    assert_eq!(sim.orphaned_load_balancers(&vpc), [host.clone()]);
+    assert_eq!(sim.orphaned_load_balancers(&vpc), std::slice::from_ref(&host));
 
     // The rest of the teardown runs; the VPC cannot go.
     let del = run(&engine, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
