@@ -442,6 +442,7 @@ async fn a_role_left_without_its_policies_is_completed_not_created_again() {
         operation_id: &operation_id,
         step_key: "hyperpod_execution_role",
         idempotency_token: "token",
+        attempt: 1,
         request: &Value::Null,
         inputs: &inputs,
     };

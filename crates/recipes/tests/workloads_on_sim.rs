@@ -433,6 +433,12 @@ async fn a_fresh_cluster_serves_autoscaled_and_load_balancer_endpoints() {
     }
     assert!(address.is_some_and(|h| h.ends_with(".elb.us-east-1.amazonaws.com")), "the NLB got an address");
 
+    // Its Service goes while the controller runs, so the controller deletes the NLB with it
+    // (uninstalling the controller first would leave the NLB in the VPC).
+    let del = json!({ "cluster": "demo", "kind": "endpoint", "name": "public", "namespace": "default" });
+    let op = run(&b, OperationKind::DeleteEndpoint, &del).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+
     // Without the controller: refused before anything is recorded, the remedy naming the step.
     b.sim
         .uninstall(&target(), AWS_LOAD_BALANCER_CONTROLLER.namespace, AWS_LOAD_BALANCER_CONTROLLER.release)
@@ -455,4 +461,71 @@ async fn a_fresh_cluster_serves_autoscaled_and_load_balancer_endpoints() {
         assert_eq!(op.step(key).map(|s| s.phase), Some(StepPhase::Succeeded), "{key}");
     }
     assert_eq!(b.sim.get_role(&lb_controller_role("demo")).await.unwrap(), None);
+}
+
+/// A `LoadBalancer` Service handed to the AWS Load Balancer Controller that is not
+/// InstantStart's (someone applied it by hand).
+fn foreign_nlb_service(name: &str) -> instantstart_core::provider::KubeObject {
+    instantstart_core::provider::KubeObject(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": name, "namespace": "default", "annotations": {
+            "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+            "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal" } },
+        "spec": { "type": "LoadBalancer", "selector": { "app": name }, "ports": [{ "port": 80 }] }
+    }))
+}
+
+/// Delete-cluster with a live `load_balancer` endpoint: its Service is deleted, and waited for,
+/// before the controller is uninstalled, so the NLB goes with it and the VPC is deleted
+/// (EKS "Delete a cluster": delete the Services associated with a load balancer first). A
+/// `LoadBalancer` Service that is not InstantStart's stops that step, untouched, until it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_cluster_with_a_load_balancer_endpoint_removes_its_service_before_the_controller() {
+    use instantstart_core::provider::{NetworkApi, ResourceState};
+    use instantstart_core::workflow::lb_controller::LB_SERVICES_STEP;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let mut lb = autoscaled_endpoint();
+    lb["params"]["name"] = json!("public");
+    lb["params"].as_object_mut().unwrap().remove("autoscaling");
+    lb["params"]["exposure"] = json!({ "type": "load_balancer" });
+    let op = run(&b, OperationKind::DeployEndpoint, &lb).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    b.sim.advance(Duration::from_secs(120));
+    let eps = instantstart_core::workflow::endpoints::list_endpoints(&b.sim, &target()).await.unwrap();
+    let ep = eps.iter().find(|e| e.name == "public").expect("the endpoint");
+    assert_eq!(ep.exposure, "load_balancer");
+    assert!(ep.url.as_deref().is_some_and(|u| u.ends_with(".elb.us-east-1.amazonaws.com")), "{ep:?}");
+    let vpc = b.store.get_cluster("demo").unwrap().unwrap().vpc_id.unwrap();
+
+    // Someone else's LoadBalancer Service: the step needs attention and deletes nothing.
+    let foreign = foreign_nlb_service("theirs");
+    b.sim.apply(&target(), &foreign).await.unwrap();
+    let s = b.engine.submit(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None).unwrap();
+    let del = finish(&b, &s.operation).await;
+    let step = del.step(LB_SERVICES_STEP).unwrap();
+    assert_eq!(step.phase, StepPhase::NeedsAttention, "{step:?}");
+    assert!(step.error.as_deref().unwrap().contains("default/theirs"), "{step:?}");
+    for key in ["chart:aws-load-balancer-controller", "eks_cluster"] {
+        assert_eq!(del.step(key).unwrap().phase, StepPhase::Pending, "{key}");
+    }
+    assert!(b.sim.get(&target(), &foreign.object_ref().unwrap()).await.unwrap().is_some(), "left alone");
+
+    // Once the user deleted theirs, a retry deletes ours, then the controller goes, then the VPC.
+    b.sim.delete(&target(), &foreign.object_ref().unwrap()).await.unwrap();
+    b.engine.retry_step(&del.id, LB_SERVICES_STEP, user()).unwrap();
+    let del = b.engine.wait(&del.id, WAIT).await.unwrap();
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    let step = del.step(LB_SERVICES_STEP).unwrap();
+    assert_eq!(step.outputs["deleted"], json!(["default/public"]));
+    let uninstall = del.step("chart:aws-load-balancer-controller").unwrap();
+    assert!(uninstall.depends_on.contains(&LB_SERVICES_STEP.to_string()));
+    assert!(uninstall.started_at.unwrap() >= step.finished_at.unwrap(), "the controller went after the Services");
+    assert!(b.sim.orphaned_load_balancers(&vpc).is_empty(), "no load balancer left in the VPC");
+    match b.sim.describe_network("us-east-1", &vpc).await {
+        Err(e) => assert_eq!(e.kind, ProviderErrorKind::NotFound, "{e}"),
+        Ok(n) => assert_eq!(n.vpc.state, ResourceState::Deleting),
+    }
+    assert!(b.store.get_cluster("demo").unwrap().is_none());
 }

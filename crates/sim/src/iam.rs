@@ -84,6 +84,21 @@ impl SimCloud {
         self.admin(|w, _| Ok(create_role("iam:CreateRole", w, req, false)?))
     }
 
+    /// Names of the IAM roles carrying InstantStart's ownership tags for `cluster`, sorted. Not
+    /// an API call: for tests checking that a teardown left nothing of a cluster behind.
+    pub fn roles_tagged_for(&self, cluster: &str) -> Vec<String> {
+        let inner = self.lock();
+        let mut names: Vec<String> = inner
+            .world
+            .roles
+            .values()
+            .filter(|r| instantstart_core::provider::is_owned(&r.tags, cluster))
+            .map(|r| r.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// The policies role `name` holds now, or `None` if it does not exist. Not an API call
     /// (not counted, never faulted): for tests checking what a workflow left in the account.
     pub fn role_policies(&self, name: &str) -> Option<RolePolicies> {

@@ -10,6 +10,14 @@
 //! the endpoints carrying the network's ownership tags (as the adapter does, counted as
 //! `ec2:DeleteVpcEndpoints`) and refuses while any other endpoint remains
 //! ([`SimCloud::seed_vpc_endpoint`] adds one).
+//!
+//! # Orphaned load balancers
+//!
+//! A load balancer whose Kubernetes `LoadBalancer` Service outlived the controller that made it
+//! (the AWS Load Balancer Controller uninstalled, or the EKS cluster deleted, with the Service
+//! still there) stays in the VPC ([`crate::kube::orphan_load_balancers`]); its network
+//! interfaces make `DeleteSubnet` of its subnets and `DeleteVpc` fail with
+//! `DependencyViolation`, as EKS's "Delete a cluster" page warns.
 
 use crate::catalog::{check_region, zone_index};
 use crate::cloud::{Cx, SimCloud, SimError};
@@ -111,7 +119,15 @@ fn network_view(w: &World, v: &VpcRec, now: f64) -> Network {
     }
 }
 
-/// What uses a subnet: the EKS and HyperPod clusters that still exist (deleting ones included).
+/// What uses a subnet: the EKS and HyperPod clusters that still exist (deleting ones included),
+/// and the network interfaces of load balancers left behind by a Kubernetes `LoadBalancer`
+/// Service that outlived its controller. EKS: "If you have active services in your cluster that
+/// are associated with a load balancer, you must delete those services before deleting the
+/// cluster so that the load balancers are deleted properly. Otherwise, you can have orphaned
+/// resources in your VPC that prevent you from being able to delete the VPC"
+/// (https://docs.aws.amazon.com/eks/latest/userguide/delete-cluster.html); EC2 refuses
+/// `DeleteSubnet` and `DeleteVpc` with `DependencyViolation` while network interfaces remain
+/// (https://docs.aws.amazon.com/vpc/latest/userguide/delete-vpc.html).
 fn subnet_users(w: &World, subnet_id: &str, now: f64) -> Vec<String> {
     let mut users: Vec<String> = w
         .eks
@@ -125,6 +141,14 @@ fn subnet_users(w: &World, subnet_id: &str, now: f64) -> Vec<String> {
             .filter(|h| h.life.exists(now) && h.groups.iter().any(|g| g.subnet_id == subnet_id))
             .map(|h| format!("HyperPod cluster {}", h.name)),
     );
+    if let Some(v) = w.subnets.get(subnet_id).and_then(|s| w.vpcs.get(&s.vpc_id)) {
+        users.extend(v.load_balancers.iter().filter(|lb| lb.subnet_ids.iter().any(|s| s == subnet_id)).map(|lb| {
+            format!(
+                "the network interfaces of load balancer {} (left by Service {} of EKS cluster {}, deleted after its controller)",
+                lb.dns_name, lb.service, lb.eks_cluster
+            )
+        }));
+    }
     users
 }
 
@@ -224,6 +248,7 @@ fn create_network(w: &mut World, req: &CreateNetwork, cx: &Cx, instant: bool) ->
             security_group_id: sg,
             life,
             endpoints,
+            load_balancers: Vec::new(),
         },
     );
     if !instant {
@@ -410,6 +435,17 @@ impl SimCloud {
     /// `<name>-<role>-<az>`) and no EFA security group. For the "existing VPC" path.
     pub fn seed_network(&self, req: &CreateNetwork) -> Result<Network, SimError> {
         self.admin(|w, now| Ok(create_network(w, req, &Cx { now, resource_fails: None }, true)?))
+    }
+
+    /// DNS names of the load balancers left behind in VPC `vpc_id` by `LoadBalancer` Services
+    /// that outlived their controller (empty for an unknown VPC). Not an API call: for tests.
+    pub fn orphaned_load_balancers(&self, vpc_id: &str) -> Vec<String> {
+        self.lock()
+            .world
+            .vpcs
+            .get(vpc_id)
+            .map(|v| v.load_balancers.iter().map(|lb| lb.dns_name.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Adds a `Gateway` VPC endpoint for `service_name` to a VPC, as if someone created it

@@ -152,6 +152,8 @@ impl World {
         let gone_eks: Vec<String> =
             self.eks.iter().filter(|(_, c)| c.life.phase(now) == Phase::Gone).map(|(k, _)| k.clone()).collect();
         for key in gone_eks {
+            // The cluster's load balancer Services outlive its controllers.
+            crate::kube::orphan_load_balancers(self, &key, now, false);
             self.eks.remove(&key);
             self.kube.remove(&key);
         }
@@ -298,6 +300,23 @@ pub(crate) struct VpcRec {
     /// seeded ones (a test's "someone else's endpoint").
     #[serde(default)]
     pub endpoints: Vec<VpcEndpointRec>,
+    /// Load balancers left in the VPC by a Kubernetes `LoadBalancer` Service that outlived the
+    /// controller that provisioned it ([`crate::kube::orphan_load_balancers`]); their network
+    /// interfaces keep the subnets, and so the VPC, from being deleted.
+    #[serde(default)]
+    pub load_balancers: Vec<OrphanLoadBalancerRec>,
+}
+
+/// A load balancer nobody will delete: its Service outlived the controller (or the cluster).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OrphanLoadBalancerRec {
+    /// Its DNS name, as the Service's `status.loadBalancer.ingress[0].hostname` had it.
+    pub dns_name: String,
+    /// The subnets holding its network interfaces.
+    pub subnet_ids: Vec<String>,
+    /// EKS cluster and `namespace/name` of the Service it was provisioned for.
+    pub eks_cluster: String,
+    pub service: String,
 }
 
 /// A VPC endpoint (only `Gateway` endpoints are modelled).

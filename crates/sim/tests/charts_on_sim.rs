@@ -211,3 +211,74 @@ async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
         assert_eq!(stats.get("helm:upgrade").copied(), Some(4), "{key}: {stats:?}");
     }
 }
+
+/// The VPC of cluster `demo`.
+async fn demo_vpc(sim: &SimCloud) -> String {
+    use instantstart_core::provider::NetworkApi;
+    let name = instantstart_core::names::DerivedNames::for_cluster("demo").vpc;
+    sim.find_vpc("us-east-1", &name).await.unwrap().expect("the cluster's VPC").id
+}
+
+/// A `LoadBalancer` Service handed to the AWS Load Balancer Controller, as a `load_balancer`
+/// endpoint's (`managed-by: instantstart`) or someone else's.
+fn nlb_service(name: &str, ours: bool) -> instantstart_core::provider::KubeObject {
+    let mut labels = json!({ "app": name });
+    if ours {
+        labels["app.kubernetes.io/managed-by"] = json!("instantstart");
+        labels["instantstart.io/route"] = json!("self_managed");
+    }
+    instantstart_core::provider::KubeObject(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": name, "namespace": "default", "labels": labels, "annotations": {
+            "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
+            "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal" } },
+        "spec": { "type": "LoadBalancer", "selector": { "app": name }, "ports": [{ "port": 80, "targetPort": 8000 }] }
+    }))
+}
+
+/// The order delete-cluster had before: the controller uninstalled while a `LoadBalancer`
+/// Service still had its NLB. The NLB stays in the VPC (the Service deleted afterwards takes
+/// nothing with it), and EC2 refuses to delete its subnets and the VPC (`DependencyViolation`),
+/// as EKS's "Delete a cluster" page warns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_service_that_outlives_its_controller_keeps_the_vpc_from_being_deleted() {
+    use instantstart_core::provider::{KubeApi, NetworkApi, ObjectRef};
+    let dir = tempfile::tempdir().unwrap();
+    let (sim, engine) = bed(dir.path());
+    let op = run(&engine, OperationKind::CreateCluster, &request()).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let svc = nlb_service("llm", true);
+    sim.apply(&target(), &svc).await.unwrap();
+    sim.advance(Duration::from_secs(120));
+    let live = sim.get(&target(), &svc.object_ref().unwrap()).await.unwrap().unwrap();
+    let host = live.0["status"]["loadBalancer"]["ingress"][0]["hostname"].as_str().expect("the NLB").to_string();
+    let vpc = demo_vpc(&sim).await;
+    assert!(sim.orphaned_load_balancers(&vpc).is_empty(), "a Service whose controller runs leaves nothing");
+
+    // The old order: the controller goes first, then the Service.
+    let lbc = instantstart_core::provider::AWS_LOAD_BALANCER_CONTROLLER;
+    sim.uninstall(&target(), lbc.namespace, lbc.release).await.unwrap();
+    let r: ObjectRef = svc.object_ref().unwrap();
+    sim.delete(&target(), &r).await.unwrap();
+    assert_eq!(sim.orphaned_load_balancers(&vpc), std::slice::from_ref(&host));
+
+    // The rest of the teardown runs; the VPC cannot go.
+    let del = run(&engine, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    assert_eq!(del.status, OperationStatus::Failed, "{del:#?}");
+    let network = del.step("network").unwrap();
+    assert_eq!(network.phase, StepPhase::Failed);
+    let error = network.error.as_deref().unwrap();
+    assert!(error.contains("DependencyViolation") && error.contains(&host), "{error}");
+    assert!(sim.describe_network("us-east-1", &vpc).await.is_ok(), "the VPC is still there");
+    let private = sim
+        .describe_network("us-east-1", &vpc)
+        .await
+        .unwrap()
+        .subnets
+        .into_iter()
+        .find(|s| s.tags.contains_key("kubernetes.io/role/internal-elb"))
+        .unwrap();
+    let e = sim.delete_subnet("us-east-1", &private.id).await.unwrap_err();
+    assert!(e.message.contains("DependencyViolation"), "{e}");
+}

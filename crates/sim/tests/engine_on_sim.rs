@@ -711,3 +711,211 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
         }
     }
 }
+
+/// Every managed feature on creates a role per feature (training operator, inference operator,
+/// tiered checkpointing, autoscaling); delete-cluster removes each of them after what uses it,
+/// so no IAM role tagged for the cluster is left in the account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_cluster_after_every_feature_leaves_no_role_of_the_cluster() {
+    use instantstart_core::engine::Outcome;
+    use instantstart_core::workflow::delete_cluster::{
+        AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP,
+    };
+    use instantstart_core::workflow::features::*;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let created_by_pipeline = b.sim.roles_tagged_for("demo");
+    let patch = json!({
+        "training_operator": true,
+        "inference_operator": true,
+        "tiered_checkpointing": { "enabled": true },
+        "managed_autoscaling": true
+    });
+    let Outcome::Submitted(s) = b
+        .engine
+        .submit_checked(OperationKind::SetFeatures, &json!({ "cluster": "demo", "patch": patch }), user(), None)
+        .await
+        .unwrap()
+    else {
+        panic!("turning every feature on is a change");
+    };
+    let on = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
+    let feature_roles =
+        [training_operator_role("demo"), inference_role("demo"), checkpoint_role("demo"), autoscaling_role("demo")];
+    let tagged = b.sim.roles_tagged_for("demo");
+    for role in &feature_roles {
+        assert!(tagged.contains(role), "{role} created by the features: {tagged:?}");
+        assert!(!created_by_pipeline.contains(role), "{role}");
+    }
+
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert_eq!(b.sim.roles_tagged_for("demo"), Vec::<String>::new(), "no role of the cluster is left");
+    // Each role went after what used it.
+    let finished = |k: &str| del.step(k).unwrap().finished_at.unwrap();
+    assert!(finished("hyperpod_cluster") <= finished(AUTOSCALING_ROLE_STEP));
+    assert!(finished("eks_cluster") <= finished(CHECKPOINT_ROLE_STEP));
+    assert!(finished("eks_cluster") <= finished(INFERENCE_ROLE_STEP));
+    let unregister = &del.step("unregister").unwrap().depends_on;
+    for k in [AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP, "training_operator_role"] {
+        assert!(unregister.contains(&k.to_string()), "{k}");
+    }
+}
+
+/// A same-named role that is not ours is left alone: the step needs attention, nothing else stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_feature_role_is_left_alone_by_delete_cluster() {
+    use instantstart_core::provider::{CreateIamRole, IamApi};
+    use instantstart_core::workflow::delete_cluster::CHECKPOINT_ROLE_STEP;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let name = instantstart_core::workflow::features::checkpoint_role("demo");
+    b.sim
+        .seed_role(&CreateIamRole {
+            name: name.clone(),
+            trust_policy: instantstart_core::workflow::create_cluster::service_trust_policy("ec2.amazonaws.com"),
+            managed_policies: vec![],
+            inline_policies: vec![],
+            tags: [("team".to_string(), "someone-else".to_string())].into_iter().collect(),
+        })
+        .unwrap();
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "demo" })).await;
+    let step = del.step(CHECKPOINT_ROLE_STEP).unwrap();
+    assert_eq!(step.phase, StepPhase::NeedsAttention, "{step:?}");
+    assert!(step.error.as_deref().unwrap().contains(&name), "{step:?}");
+    assert!(b.sim.get_role(&name).await.unwrap().is_some(), "the foreign role is kept");
+    assert!(b.sim.describe_eks_cluster("us-east-1", "demo").await.unwrap().is_none(), "the rest of the teardown ran");
+}
+
+/// An add-on that ends `CREATE_FAILED` fails its step with the add-on's health issue; a step
+/// retry deletes it and creates it again (a fresh token; one CreateAddon per attempt), through
+/// lost responses of both calls, and the pipeline then completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_failed_addon_is_deleted_and_created_again_by_a_step_retry() {
+    use instantstart_core::provider::ResourceState;
+    use instantstart_core::workflow::create_cluster::BASE_ADDONS;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let issue =
+        "ConfigurationConflict: Conflicts found when trying to apply. Will not continue due to resolve conflicts mode";
+    b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails(issue)));
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Failed);
+    // The S3 CSI driver's add-on waits for its identity, which waits for the agent's add-on.
+    let first = ["vpc-cni", "eks-pod-identity-agent", "cert-manager"];
+    let keys: Vec<String> = first.iter().map(|a| format!("addon:{a}")).collect();
+    let failed: Vec<String> = op.steps.iter().filter(|s| s.phase == StepPhase::Failed).map(|s| s.key.clone()).collect();
+    assert_eq!(failed, keys, "only the add-ons failed");
+    assert_eq!(op.step("addon:aws-mountpoint-s3-csi-driver").unwrap().phase, StepPhase::Pending);
+    for k in &keys {
+        let error = op.step(k).unwrap().error.clone().unwrap();
+        assert!(error.contains(issue) && error.contains("retry this step"), "{k}: {error}");
+    }
+    for a in first {
+        let found = b.sim.describe_addon("us-east-1", "demo", a).await.unwrap().unwrap();
+        assert!(matches!(found.state, ResourceState::Failed { .. }), "{found:?}");
+    }
+    assert_eq!(b.sim.calls("eks:CreateAddon"), 3, "one per add-on step");
+
+    // Retry each: the failed add-on is deleted, then created again; the first retry through a
+    // lost DeleteAddon and a lost CreateAddon response (both acted).
+    b.sim.set_faults(
+        SimFaults::none()
+            .with("eks:DeleteAddon", FaultMode::LostResponse)
+            .with("eks:CreateAddon", FaultMode::LostResponse),
+    );
+    for k in &keys {
+        b.engine.retry_step(&op.id, k, user()).unwrap();
+        let after = b.engine.wait(&op.id, WAIT).await.unwrap();
+        let step = after.step(k).unwrap();
+        assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{step:?}");
+    }
+    let op = b.engine.wait(&op.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls("eks:DeleteAddon"), 3, "each failed add-on deleted once");
+    // Two attempts of three steps, one of the S3 CSI driver's.
+    assert_eq!(b.sim.calls("eks:CreateAddon"), 7, "exactly one CreateAddon per attempt");
+    assert_eq!(op.step("addon:aws-mountpoint-s3-csi-driver").unwrap().attempts, 1);
+    for a in BASE_ADDONS {
+        let found = b.sim.describe_addon("us-east-1", "demo", a).await.unwrap().unwrap();
+        assert_eq!(found.state, ResourceState::Active, "{found:?}");
+    }
+}
+
+/// Someone else's failed add-on is never deleted: the step needs attention, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_addon_that_is_not_ours_is_left_alone() {
+    use instantstart_core::provider::{CreateEksAddon, ResourceState};
+    use instantstart_core::workflow::features::TRAINING_OPERATOR_ADDON;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("AccessDenied: not ours")));
+    b.sim
+        .create_addon(&CreateEksAddon {
+            region: "us-east-1".into(),
+            cluster: "demo".into(),
+            name: TRAINING_OPERATOR_ADDON.into(),
+            version: None,
+            client_request_token: "someone-else".into(),
+            tags: [("team".to_string(), "platform".to_string())].into_iter().collect(),
+            configuration_values: None,
+        })
+        .await
+        .unwrap();
+    b.sim.set_faults(SimFaults::none());
+    b.sim.advance(Duration::from_secs(600));
+    let a = b.sim.describe_addon("us-east-1", "demo", TRAINING_OPERATOR_ADDON).await.unwrap().unwrap();
+    assert!(matches!(a.state, ResourceState::Failed { .. }), "{a:?}");
+    let on = set_training_operator(&b, true).await;
+    let step = on.step(&format!("addon:{TRAINING_OPERATOR_ADDON}")).unwrap();
+    assert_eq!(step.phase, StepPhase::NeedsAttention, "{step:?}");
+    assert!(step.error.as_deref().unwrap().contains("not tagged as InstantStart's"), "{step:?}");
+    assert_eq!(b.sim.calls("eks:DeleteAddon"), 0, "left alone");
+}
+
+/// A server killed while a step retry replaces a failed add-on — while the deletion is polled,
+/// or once the new add-on is being polled — resumes without a second DeleteAddon or CreateAddon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_a_failed_addon_is_replaced_creates_nothing_twice() {
+    use instantstart_core::workflow::steps::ADDON_REPLACEMENT;
+    for kill_at in [ADDON_REPLACEMENT, "eks-addon"] {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let b = bed(dir.path(), 2000.0);
+            b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")));
+            let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+            assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
+            b.sim.set_faults(SimFaults::none());
+            b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let step = b.engine.get(&op.id).unwrap().step("addon:vpc-cni").unwrap().clone();
+                if matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
+                    && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
+                {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{kill_at}: never reached: {step:?}");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            b.engine.abort_all();
+            b.sim.flush().unwrap();
+            op.id
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = bed(dir.path(), 2000.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        let step = op.step("addon:vpc-cni").unwrap();
+        assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{kill_at}: {step:?}");
+        assert_eq!(b.sim.calls("eks:DeleteAddon"), 1, "{kill_at}");
+        assert_eq!(b.sim.calls("eks:CreateAddon"), 4, "{kill_at}: three failed creates, one replacement");
+    }
+}

@@ -11,7 +11,9 @@
 //! 4. persist `submitted` with the resource reference, right after the call returns;
 //! 5. persist `polling`, then poll with adaptive backoff until the resource is ready
 //!    (`succeeded`, outputs recorded) or the provider reports a terminal failure (`failed`, with
-//!    the provider's reason).
+//!    the provider's reason); a poll that finds its effect undone on purpose (a failed resource
+//!    deleted to be replaced, [`Progress::Resubmit`]) goes back to step 1's `submitting`
+//!    within the same attempt.
 //!
 //! # Guarantees
 //! - A step found in `submitting` after a crash observes before it submits again; a step in
@@ -55,6 +57,10 @@ pub struct StepContext<'a> {
     pub step_key: &'a str,
     /// Persisted when the operation was created; the same on every attempt.
     pub idempotency_token: &'a str,
+    /// The attempt this is (1 for the first; a step retry starts the next), persisted before
+    /// any provider call of the attempt. A step that must send a fresh token to replace a
+    /// resource that failed derives it from `idempotency_token` and this.
+    pub attempt: u32,
     pub request: &'a Value,
     /// Outputs of the operation's succeeded steps, by step key.
     pub inputs: &'a BTreeMap<String, Value>,
@@ -103,6 +109,10 @@ pub enum Progress {
     Waiting { detail: String },
     /// Terminal failure, with the provider's reason.
     Failed { reason: String },
+    /// The effect is undone — the step removed a failed resource to replace it — so the step
+    /// goes back to `submitting` (persisted first) and observes and submits again within the
+    /// same attempt. At most `EngineConfig::max_retries` times per run of the step.
+    Resubmit { detail: String },
 }
 
 /// Why a step call failed.
@@ -776,7 +786,8 @@ async fn drive_step(
     mut cancel: watch::Receiver<bool>,
 ) -> Result<(), EngineError> {
     let config = inner.config;
-    loop {
+    let mut resubmits = 0u32;
+    'drive: loop {
         if *cancel.borrow() {
             return Ok(());
         }
@@ -793,6 +804,7 @@ async fn drive_step(
             operation_id: id,
             step_key: key,
             idempotency_token: &step.idempotency_token,
+            attempt: step.attempts,
             request: &op.request,
             inputs: &inputs,
         };
@@ -897,6 +909,28 @@ async fn drive_step(
                         }
                         Ok(Progress::Failed { reason }) => {
                             return fail_step(inner, id, key, &reason);
+                        }
+                        Ok(Progress::Resubmit { detail }) => {
+                            resubmits += 1;
+                            if resubmits > config.max_retries {
+                                return fail_step(
+                                    inner,
+                                    id,
+                                    key,
+                                    &format!("{detail} (submitted again {} times; giving up)", resubmits - 1),
+                                );
+                            }
+                            persist(
+                                inner,
+                                id,
+                                key,
+                                StepUpdate {
+                                    phase: Some(StepPhase::Submitting),
+                                    detail: Some(Some(detail)),
+                                    ..Default::default()
+                                },
+                            )?;
+                            continue 'drive;
                         }
                         Ok(Progress::Waiting { detail }) => {
                             retries = 0;

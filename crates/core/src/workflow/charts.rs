@@ -185,6 +185,7 @@ mod tests {
             operation_id: &id,
             step_key: "chart:kuberay-operator",
             idempotency_token: "tok",
+            attempt: 1,
             request: &request,
             inputs: &inputs,
         };
@@ -198,6 +199,7 @@ mod tests {
             operation_id: &id,
             step_key: "k",
             idempotency_token: "t",
+            attempt: 1,
             request: &request,
             inputs: &inputs,
         };
@@ -260,6 +262,7 @@ mod tests {
             operation_id: &id,
             step_key: "k",
             idempotency_token: "t",
+            attempt: 1,
             request: &request,
             inputs: &inputs,
         };
@@ -314,6 +317,7 @@ mod tests {
             operation_id: &id,
             step_key: "k",
             idempotency_token: "t",
+            attempt: 1,
             request: &request,
             inputs: &inputs,
         };

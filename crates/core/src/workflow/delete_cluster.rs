@@ -28,11 +28,27 @@
 //! removed explicitly (EKS would drop them with the cluster) so a role is never deleted while
 //! an association still names it.
 //!
+//! The roles of the other managed features go as well, each after what uses it (planned with a
+//! HyperPod cluster; absent counts as done; only a role carrying our ownership tags for the
+//! cluster is deleted, a same-named one that is not ours needs attention): `autoscaling_role`
+//! (`<cluster>-hp-autoscaling-role`, used by HyperPod's managed Karpenter) after
+//! `hyperpod_cluster`, `checkpoint_role` (`<cluster>-tiered-ckpt-role`, named by the
+//! checkpointing service account) and `inference_role` (`SageMakerHyperPodInference-<cluster>`,
+//! the inference add-on's execution role) after `eks_cluster`, which takes the service account
+//! and the add-on with it. `unregister` waits for all of them.
+//!
+//! `load_balancer_services` deletes the `LoadBalancer` Services of the cluster's inference
+//! endpoints and waits until they are gone, before `chart:aws-load-balancer-controller` is
+//! uninstalled and before the control plane goes: only a running controller deletes a
+//! Service's NLB, and an NLB left behind keeps the VPC from being deleted (EKS "Delete a
+//! cluster"; see [`super::lb_controller::RemoveLoadBalancerServices`]). A `LoadBalancer`
+//! Service that is not ours needs attention.
+//!
 //! For deletions, an executor's `observe` answers "is the deletion already done or under
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
-use super::lb_controller::{LB_CONTROLLER_ROLE_STEP, lb_controller_role};
+use super::lb_controller::{LB_CONTROLLER_ROLE_STEP, LB_SERVICES_STEP, RemoveLoadBalancerServices, lb_controller_role};
 use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
 use super::steps::{AddonTarget, RemovePodIdentity, RemoveRole};
 use super::{cluster_target, decode};
@@ -91,6 +107,13 @@ pub const MLFLOW_STEP_PREFIX: &str = "mlflow:";
 /// `mlflow_role:<server>`.
 pub const MLFLOW_ROLE_STEP_PREFIX: &str = "mlflow_role:";
 
+/// Step deleting the role of managed autoscaling (`features::autoscaling_role`).
+pub const AUTOSCALING_ROLE_STEP: &str = "autoscaling_role";
+/// Step deleting the role of tiered checkpointing (`features::checkpoint_role`).
+pub const CHECKPOINT_ROLE_STEP: &str = "checkpoint_role";
+/// Step deleting the inference operator's execution role (`features::inference_role`).
+pub const INFERENCE_ROLE_STEP: &str = "inference_role";
+
 /// The delete-cluster workflow.
 pub struct DeleteClusterWorkflow {
     aws: Arc<dyn AwsCloud>,
@@ -136,7 +159,16 @@ fn plan_steps_with(
             1,
         )];
     }
-    let mut steps = vec![step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5)];
+    let mut steps = vec![
+        step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5),
+        step(
+            LB_SERVICES_STEP,
+            "Delete the LoadBalancer Services of the cluster's inference endpoints and wait until their load balancers are gone"
+                .into(),
+            &[],
+            30,
+        ),
+    ];
     // The tracking servers need nothing of the EKS/HyperPod teardown: they run beside it.
     let mut server_keys = Vec::new();
     let mut mlflow_keys = Vec::new();
@@ -169,8 +201,9 @@ fn plan_steps_with(
         step(&chart_step_key(chart), format!("Uninstall Helm release {}/{}", chart.namespace, chart.release), deps, 30)
     };
     for chart in charts.iter().filter(|c| !c.before_hyperpod) {
-        steps.push(uninstall(chart, &[]));
         if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
+            // The controller deletes the Services' load balancers: it goes after them.
+            steps.push(uninstall(chart, &[LB_SERVICES_STEP]));
             // Its IRSA role goes once the controller is gone.
             steps.push(step(
                 LB_CONTROLLER_ROLE_STEP,
@@ -178,6 +211,8 @@ fn plan_steps_with(
                 &[&chart_step_key(chart)],
                 5,
             ));
+        } else {
+            steps.push(uninstall(chart, &[]));
         }
     }
     let with_charts = |deps: &[&str]| -> Vec<String> {
@@ -200,7 +235,7 @@ fn plan_steps_with(
         &["s3_csi_identity"],
         5,
     ));
-    let mut eks_deps = vec!["s3_csi_identity"];
+    let mut eks_deps = vec!["s3_csi_identity", LB_SERVICES_STEP];
     if rec.hyperpod_cluster.is_some() {
         steps.push(step(
             "training_operator_identity",
@@ -236,6 +271,13 @@ fn plan_steps_with(
             5,
         ));
         steps.push(step("compute_subnets", "Delete the compute subnets".into(), &["hyperpod_cluster"], 10));
+        // HyperPod's managed Karpenter acts with this role until the HyperPod cluster is gone.
+        steps.push(step(
+            AUTOSCALING_ROLE_STEP,
+            format!("Delete IAM role {} (if managed autoscaling was on)", super::features::autoscaling_role(&rec.name)),
+            &["hyperpod_cluster"],
+            5,
+        ));
         let mut eks = step("eks_cluster", format!("Delete EKS control plane {}", names.eks_cluster), &[], 600);
         eks.depends_on = with_charts(&[&["hyperpod_cluster"][..], &eks_deps[..]].concat());
         steps.push(eks);
@@ -246,6 +288,26 @@ fn plan_steps_with(
         steps.push(eks);
     }
     steps.push(step("eks_cluster_role", format!("Delete IAM role {}", names.eks_cluster_role), &["eks_cluster"], 5));
+    if rec.hyperpod_cluster.is_some() {
+        // The service account of tiered checkpointing and the inference operator's add-on name
+        // these roles until the control plane (and with it the add-on) is gone.
+        steps.push(step(
+            CHECKPOINT_ROLE_STEP,
+            format!("Delete IAM role {} (if tiered checkpointing was on)", super::features::checkpoint_role(&rec.name)),
+            &["eks_cluster"],
+            5,
+        ));
+        steps.push(step(
+            INFERENCE_ROLE_STEP,
+            format!(
+                "Delete IAM role {} (if the inference operator was on)",
+                super::features::inference_role(&rec.name)
+            ),
+            &["eks_cluster"],
+            5,
+        ));
+        unregister_deps.extend([AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP]);
+    }
     let network_deps: &[&str] =
         if rec.hyperpod_cluster.is_some() { &["eks_cluster", "compute_subnets"] } else { &["eks_cluster"] };
     steps.push(step(
@@ -377,6 +439,10 @@ impl Workflow for DeleteClusterWorkflow {
             let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
             return Some(Arc::new(RemoveChart { helm: self.helm.clone()?, target, chart: *pinned_chart(release)? }));
         }
+        if key == LB_SERVICES_STEP {
+            let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+            return Some(Arc::new(RemoveLoadBalancerServices { kube: self.kube.clone(), target }));
+        }
         if let Some(server) = key.strip_prefix(MLFLOW_STEP_PREFIX) {
             let s = req.tracking_servers.into_iter().find(|s| s.name == server)?;
             let found = FoundTrackingServer { owner: rec.name, arn: s.arn, role: s.role };
@@ -405,6 +471,14 @@ impl Workflow for DeleteClusterWorkflow {
             }
             "training_operator_role" => {
                 let name = super::features::training_operator_role(&rec.name);
+                return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name }));
+            }
+            AUTOSCALING_ROLE_STEP | CHECKPOINT_ROLE_STEP | INFERENCE_ROLE_STEP => {
+                let name = match key {
+                    AUTOSCALING_ROLE_STEP => super::features::autoscaling_role(&rec.name),
+                    CHECKPOINT_ROLE_STEP => super::features::checkpoint_role(&rec.name),
+                    _ => super::features::inference_role(&rec.name),
+                };
                 return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name }));
             }
             _ => {}
@@ -723,6 +797,7 @@ mod tests {
             shape,
             [
                 "storage <- []",
+                "load_balancer_services <- []",
                 "s3_csi_identity <- [storage]",
                 "s3_csi_role <- [s3_csi_identity]",
                 "training_operator_identity <- [storage]",
@@ -730,11 +805,14 @@ mod tests {
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity]",
+                "autoscaling_role <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity]",
                 "eks_cluster_role <- [eks_cluster]",
+                "checkpoint_role <- [eks_cluster]",
+                "inference_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, bucket]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, &[], &[])
@@ -754,14 +832,15 @@ mod tests {
             shape,
             [
                 "storage <- []",
+                "load_balancer_services <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
                 "chart:prometheus <- []",
-                "chart:aws-load-balancer-controller <- []",
+                "chart:aws-load-balancer-controller <- [load_balancer_services]",
                 "lb_controller_role <- [chart:aws-load-balancer-controller]",
                 "s3_csi_identity <- [storage]",
                 "s3_csi_role <- [s3_csi_identity]",
-                "eks_cluster <- [storage, s3_csi_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller]",
+                "eks_cluster <- [storage, s3_csi_identity, load_balancer_services, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller]",
                 "eks_cluster_role <- [eks_cluster]",
                 "network <- [eks_cluster]",
                 "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, lb_controller_role]",
@@ -782,10 +861,11 @@ mod tests {
             shape,
             [
                 "storage <- []",
+                "load_balancer_services <- []",
                 "chart:kuberay-operator <- []",
                 "chart:keda <- []",
                 "chart:prometheus <- []",
-                "chart:aws-load-balancer-controller <- []",
+                "chart:aws-load-balancer-controller <- [load_balancer_services]",
                 "lb_controller_role <- [chart:aws-load-balancer-controller]",
                 "s3_csi_identity <- [storage]",
                 "s3_csi_role <- [s3_csi_identity]",
@@ -795,10 +875,13 @@ mod tests {
                 "chart:hyperpod-dependencies <- [hyperpod_cluster]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller, chart:hyperpod-dependencies]",
+                "autoscaling_role <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller, chart:hyperpod-dependencies]",
                 "eks_cluster_role <- [eks_cluster]",
+                "checkpoint_role <- [eks_cluster]",
+                "inference_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, lb_controller_role]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, lb_controller_role]",
             ]
         );
         for (i, s) in steps.iter().enumerate() {
@@ -806,6 +889,31 @@ mod tests {
                 assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
             }
         }
+    }
+
+    #[test]
+    fn every_role_a_managed_feature_creates_goes_after_what_uses_it() {
+        use super::super::features::{autoscaling_role, checkpoint_role, inference_role, training_operator_role};
+        let steps = plan_steps_with(&record(ClusterSource::Created, true), false, PINNED_CHARTS, &[]);
+        let unregister = &steps.last().unwrap().depends_on;
+        for (key, role, after) in [
+            ("training_operator_role", training_operator_role("demo"), "training_operator_identity"),
+            (AUTOSCALING_ROLE_STEP, autoscaling_role("demo"), "hyperpod_cluster"),
+            (CHECKPOINT_ROLE_STEP, checkpoint_role("demo"), "eks_cluster"),
+            (INFERENCE_ROLE_STEP, inference_role("demo"), "eks_cluster"),
+        ] {
+            let s = steps.iter().find(|s| s.key == key).unwrap_or_else(|| panic!("{key} planned"));
+            assert!(s.title.contains(&role), "{key}: {}", s.title);
+            assert_eq!(s.depends_on, [after], "{key}");
+            assert!(unregister.contains(&key.to_string()), "{key}");
+        }
+        // Without a HyperPod cluster no feature was possible: none is planned.
+        let plain = plan_steps_with(&record(ClusterSource::Created, false), false, &[], &[]);
+        assert!(
+            !plain
+                .iter()
+                .any(|s| [AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP].contains(&s.key.as_str()))
+        );
     }
 
     fn server(name: &str, role: bool) -> ClusterTrackingServer {
@@ -825,6 +933,7 @@ mod tests {
             shape,
             [
                 "storage <- []",
+                "load_balancer_services <- []",
                 "mlflow:team <- []",
                 "mlflow_role:team <- [mlflow:team]",
                 "mlflow:byo <- []",
@@ -835,15 +944,18 @@ mod tests {
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, training_operator_identity]",
+                "autoscaling_role <- [hyperpod_cluster]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity]",
                 "eks_cluster_role <- [eks_cluster]",
+                "checkpoint_role <- [eks_cluster]",
+                "inference_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster, mlflow:team, mlflow:byo]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
             ]
         );
-        assert_eq!(steps[1].expected_secs, Some(mlflow::DELETE_SECS));
-        assert!(steps[2].title.contains("team-mlflow-role"), "{}", steps[2].title);
+        assert_eq!(steps[2].expected_secs, Some(mlflow::DELETE_SECS));
+        assert!(steps[3].title.contains("team-mlflow-role"), "{}", steps[2].title);
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, &[], &servers)
             .into_iter()
             .map(|s| s.key)

@@ -833,6 +833,10 @@ impl StepExecutor for InferenceAddonStep {
     }
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        // A failed add-on of ours is deleted first, then created again (`EnsureAddon`).
+        if let Some(r) = self.inner.replace_failed().await? {
+            return Ok(r);
+        }
         let f = &self.cx;
         let name = inference_role(&f.rec.name);
         let role_arn = match cx.input_str(INFERENCE_ROLE_STEP, "role_arn") {
@@ -866,7 +870,7 @@ impl StepExecutor for InferenceAddonStep {
                 cluster: t.eks_cluster.clone(),
                 name: INFERENCE_OPERATOR_ADDON.into(),
                 version: Some(conf.version),
-                client_request_token: cx.idempotency_token.to_string(),
+                client_request_token: super::steps::addon_create_token(cx),
                 tags: ownership_tags(&t.cluster, &cx.operation_id.0),
                 configuration_values: Some(values),
             })

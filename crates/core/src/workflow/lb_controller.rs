@@ -1,6 +1,7 @@
 //! The AWS Load Balancer Controller, installed by create-cluster (steps `oidc_provider` →
 //! `lb_controller_role` → `chart:aws-load-balancer-controller`) and removed by delete-cluster
-//! (the release, then the role).
+//! (the `load_balancer` endpoints' Services first, [`RemoveLoadBalancerServices`], so the
+//! controller deletes their NLBs; then the release, then the role).
 //!
 //! A `load_balancer` endpoint exposure is a `LoadBalancer` Service that only the controller turns
 //! into an NLB. AWS documents it as a Helm chart (`aws-load-balancer-controller` from
@@ -151,6 +152,102 @@ impl StepExecutor for LbControllerChartStep {
 
     async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
         self.inner.poll(cx, r).await
+    }
+}
+
+/// Step of delete-cluster removing the `LoadBalancer` Services before the controller goes.
+pub const LB_SERVICES_STEP: &str = "load_balancer_services";
+
+/// Deletes the cluster's `LoadBalancer` Services that InstantStart made (the Services of
+/// `load_balancer` inference endpoints: label `app.kubernetes.io/managed-by: instantstart`) and
+/// waits until they are gone, so the AWS Load Balancer Controller — still running: the
+/// `chart:aws-load-balancer-controller` uninstall waits for this step — deletes their load
+/// balancers. EKS: "If you have active services in your cluster that are associated with a load
+/// balancer, you must delete those services before deleting the cluster so that the load
+/// balancers are deleted properly. Otherwise, you can have orphaned resources in your VPC that
+/// prevent you from being able to delete the VPC"
+/// (https://docs.aws.amazon.com/eks/latest/userguide/delete-cluster.html).
+///
+/// Only the Services go, not the endpoints' Deployments or ScaledObjects: those hold nothing
+/// outside the cluster and go with the control plane, and a Service is the one object whose
+/// deletion the controller turns into the deletion of an AWS resource (it keeps the Service,
+/// through its finalizer, until the load balancer is gone — hence the wait).
+///
+/// # Guarantees
+/// - A `LoadBalancer` Service that is not InstantStart's stops the step with `needs_attention`
+///   naming it (it is never deleted: the user deletes it, or the VPC could not be deleted).
+/// - None left (or the cluster's API already gone) counts as done: a retry deletes nothing twice.
+pub struct RemoveLoadBalancerServices {
+    pub kube: Arc<dyn KubeApi>,
+    pub target: KubeTarget,
+}
+
+impl RemoveLoadBalancerServices {
+    /// The cluster's `LoadBalancer` Services, split into ours and others' (`None`: the API
+    /// is gone with the cluster).
+    async fn services(&self) -> Result<Option<(Vec<ObjectRef>, Vec<String>)>, StepError> {
+        let params = ListParams { api_version: "v1".into(), kind: "Service".into(), namespace: None, labels: vec![] };
+        let all = match self.kube.list(&self.target, &params).await {
+            Ok(all) => all,
+            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let (mut ours, mut others) = (Vec::new(), Vec::new());
+        for s in all.iter().filter(|s| s.0.pointer("/spec/type").and_then(Value::as_str) == Some("LoadBalancer")) {
+            let Some(r) = s.object_ref() else { continue };
+            if s.label(LABEL_MANAGED_BY) == Some(MANAGED_BY) {
+                ours.push(r);
+            } else {
+                others.push(format!("{}/{}", r.namespace.as_deref().unwrap_or("default"), r.name));
+            }
+        }
+        Ok(Some((ours, others)))
+    }
+
+    /// The Services deleted, as `namespace/name` separated by commas (empty: none).
+    fn reference(deleted: &[ObjectRef]) -> ResourceRef {
+        let id: Vec<String> =
+            deleted.iter().map(|r| format!("{}/{}", r.namespace.as_deref().unwrap_or("default"), r.name)).collect();
+        ResourceRef { kind: "load-balancer-services".into(), id: id.join(","), arn: None }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for RemoveLoadBalancerServices {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.services().await? {
+            None => Observation::Exists(Self::reference(&[])),
+            Some((_, others)) if !others.is_empty() => Observation::Foreign {
+                reason: format!(
+                    "LoadBalancer Services {} are not InstantStart's; delete them first (a load balancer whose Service \
+                     outlives the AWS Load Balancer Controller stays in the VPC, and the VPC cannot be deleted)",
+                    others.join(", ")
+                ),
+            },
+            Some((ours, _)) if ours.is_empty() => Observation::Exists(Self::reference(&[])),
+            Some(_) => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let ours = self.services().await?.map(|(ours, _)| ours).unwrap_or_default();
+        for r in &ours {
+            self.kube.delete(&self.target, r).await?;
+        }
+        Ok(Self::reference(&ours))
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.services().await? {
+            Some((ours, _)) if !ours.is_empty() => Progress::Waiting {
+                detail: format!(
+                    "waiting for {} LoadBalancer Service(s) to be deleted with their load balancers ({})",
+                    ours.len(),
+                    ours.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            },
+            _ => Progress::Done(json!({ "deleted": r.id.split(',').filter(|s| !s.is_empty()).collect::<Vec<_>>() })),
+        })
     }
 }
 

@@ -27,43 +27,89 @@ pub struct AddonTarget {
 /// Ensures an EKS add-on is installed and active. An add-on is a singleton per cluster: one
 /// already installed satisfies the step whoever installed it, provided it is not older than
 /// the add-on's [`addon_minimum_version`] (the step fails naming both versions otherwise).
+///
+/// # Guarantees
+/// - An add-on of ours (ownership tags) that failed (`CREATE_FAILED`; the provider model folds
+///   `DELETE_FAILED` and `UPDATE_FAILED` into the same `Failed`) fails the attempt with its
+///   health issues; the next attempt (a step retry) deletes it and, once it is gone, creates it
+///   again ([`Progress::Resubmit`]): EKS does not retry a failed create, and an add-on cannot
+///   be created while one of the same name exists. Terraform's `aws_eks_addon` replaces a
+///   failed add-on the same way. Someone else's failed add-on is never deleted (`Foreign`).
+/// - An add-on being deleted is waited for, then created.
+/// - One `CreateAddon` per attempt: the first attempt sends the step's token, a later attempt
+///   its own ([`addon_create_token`]) — a replaced add-on's token is not reused — so a crash
+///   mid-call, retried within the attempt, returns the same add-on.
 pub struct EnsureAddon {
     pub target: AddonTarget,
     pub addon: String,
 }
 
-#[async_trait]
-impl StepExecutor for EnsureAddon {
-    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+/// `ResourceRef::kind` of an add-on being deleted before it is created (again).
+pub const ADDON_REPLACEMENT: &str = "eks-addon-replacement";
+
+/// The `clientRequestToken` of an attempt's `CreateAddon`: the step's token on the first
+/// attempt, `<token>-<attempt>` after (both persisted before the call).
+pub fn addon_create_token(cx: &StepContext<'_>) -> String {
+    if cx.attempt <= 1 { cx.idempotency_token.to_string() } else { format!("{}-{}", cx.idempotency_token, cx.attempt) }
+}
+
+impl EnsureAddon {
+    fn replacement(name: &str) -> ResourceRef {
+        ResourceRef { kind: ADDON_REPLACEMENT.into(), id: name.to_string(), arn: None }
+    }
+
+    /// The `observe` of an add-on create (shared by steps that create it with their own values).
+    pub async fn observe_addon(&self) -> Result<Observation, StepError> {
         let t = &self.target;
         Ok(match t.aws.describe_addon(&t.region, &t.eks_cluster, &self.addon).await? {
-            Some(a) if !matches!(a.state, ResourceState::Deleting) => {
-                Observation::Exists(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
+            None => Observation::Absent,
+            Some(a) if matches!(a.state, ResourceState::Deleting) => Observation::Exists(Self::replacement(&a.name)),
+            Some(a) if matches!(a.state, ResourceState::Failed { .. }) && !is_owned(&a.tags, &t.cluster) => {
+                Observation::Foreign {
+                    reason: format!(
+                        "add-on {} failed ({}) and is not tagged as InstantStart's for cluster {}; it is left alone: \
+                         delete it (eks:DeleteAddon), then retry this step",
+                        a.name,
+                        failure(&a),
+                        t.cluster
+                    ),
+                }
             }
-            _ => Observation::Absent,
+            // Ours and failed: the submit replaces it.
+            Some(a) if matches!(a.state, ResourceState::Failed { .. }) => Observation::Absent,
+            Some(a) => Observation::Exists(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None }),
         })
     }
 
-    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+    /// Starts replacing our failed add-on: `DeleteAddon`, and the reference `poll` waits on
+    /// until it is gone (`None`: no failed add-on of ours, create it).
+    pub async fn replace_failed(&self) -> Result<Option<ResourceRef>, StepError> {
         let t = &self.target;
-        let a = t
-            .aws
-            .create_addon(&CreateEksAddon {
-                region: t.region.clone(),
-                cluster: t.eks_cluster.clone(),
-                name: self.addon.clone(),
-                version: None,
-                client_request_token: cx.idempotency_token.to_string(),
-                tags: ownership_tags(&t.cluster, &cx.operation_id.0),
-                configuration_values: None,
-            })
-            .await?;
-        Ok(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
+        let Some(a) = t.aws.describe_addon(&t.region, &t.eks_cluster, &self.addon).await? else { return Ok(None) };
+        if !matches!(a.state, ResourceState::Failed { .. }) || !is_owned(&a.tags, &t.cluster) {
+            return Ok(None);
+        }
+        match t.aws.delete_addon(&t.region, &t.eks_cluster, &a.name).await {
+            Ok(()) => {}
+            Err(e) if e.kind == ProviderErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(Some(Self::replacement(&a.name)))
     }
 
-    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+    /// The `poll` of an add-on create (shared like [`Self::observe_addon`]).
+    pub async fn poll_addon(&self, r: &ResourceRef) -> Result<Progress, StepError> {
         let t = &self.target;
-        let Some(a) = t.aws.describe_addon(&t.region, &t.eks_cluster, &r.id).await? else {
+        let found = t.aws.describe_addon(&t.region, &t.eks_cluster, &r.id).await?;
+        if r.kind == ADDON_REPLACEMENT {
+            return Ok(match found {
+                None => Progress::Resubmit { detail: format!("add-on {} is gone; creating it", r.id) },
+                Some(a) => Progress::Waiting {
+                    detail: format!("add-on {}: {} (deleted before it is created again)", a.name, state_word(&a.state)),
+                },
+            });
+        }
+        let Some(a) = found else {
             return Ok(Progress::Failed { reason: format!("add-on {} disappeared", r.id) });
         };
         if let Some(minimum) = addon_minimum_version(&a.name)
@@ -84,11 +130,54 @@ impl StepExecutor for EnsureAddon {
             ResourceState::Active => {
                 Progress::Done(json!({ "addon": a.name, "version": a.version, "health_issues": a.health_issues }))
             }
-            ResourceState::Failed { reason } => {
-                Progress::Failed { reason: format!("add-on {} failed: {reason}", a.name) }
-            }
+            ResourceState::Failed { .. } => Progress::Failed {
+                reason: format!(
+                    "add-on {} failed: {}; retry this step to delete it and create it again",
+                    a.name,
+                    failure(&a)
+                ),
+            },
             other => Progress::Waiting { detail: format!("add-on {}: {}", a.name, state_word(other)) },
         })
+    }
+}
+
+/// Why an add-on failed: its state's reason, and its health issues not already in it.
+fn failure(a: &EksAddon) -> String {
+    let ResourceState::Failed { reason } = &a.state else { return state_word(&a.state).to_string() };
+    let mut parts = vec![reason.clone()];
+    parts.extend(a.health_issues.iter().filter(|i| !reason.contains(i.as_str())).cloned());
+    parts.join("; ")
+}
+
+#[async_trait]
+impl StepExecutor for EnsureAddon {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        self.observe_addon().await
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        if let Some(r) = self.replace_failed().await? {
+            return Ok(r);
+        }
+        let t = &self.target;
+        let a = t
+            .aws
+            .create_addon(&CreateEksAddon {
+                region: t.region.clone(),
+                cluster: t.eks_cluster.clone(),
+                name: self.addon.clone(),
+                version: None,
+                client_request_token: addon_create_token(cx),
+                tags: ownership_tags(&t.cluster, &cx.operation_id.0),
+                configuration_values: None,
+            })
+            .await?;
+        Ok(ResourceRef { kind: "eks-addon".into(), id: a.name, arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        self.poll_addon(r).await
     }
 }
 
@@ -520,5 +609,28 @@ impl StepExecutor for RemovePodIdentity {
             }
             _ => Progress::Done(json!({ "removed": r.id, "service_account": p.id() })),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::OperationId;
+
+    #[test]
+    fn a_later_attempt_creates_an_addon_with_its_own_token() {
+        let id = OperationId("op-1".into());
+        let inputs = BTreeMap::new();
+        let cx = |attempt| StepContext {
+            operation_id: &id,
+            step_key: "addon:vpc-cni",
+            idempotency_token: "tok",
+            attempt,
+            request: &Value::Null,
+            inputs: &inputs,
+        };
+        for (attempt, token) in [(0, "tok"), (1, "tok"), (2, "tok-2"), (3, "tok-3")] {
+            assert_eq!(addon_create_token(&cx(attempt)), token, "attempt {attempt}");
+        }
     }
 }

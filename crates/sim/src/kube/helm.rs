@@ -7,6 +7,8 @@
 //! A pinned chart's custom resources ([`CHART_RESOURCES`]) are served from the first deployed
 //! revision of its release until the release is uninstalled ([`crds_installed`]), which deletes
 //! every object of those kinds with the CRDs (unless a CRD for them was applied separately).
+//! Uninstalling the AWS Load Balancer Controller's release while `LoadBalancer` Services have
+//! their load balancers leaves those in the VPC ([`super::orphan_load_balancers`]).
 //! API names for faults and counters: `helm:status`, `helm:upgrade`, `helm:uninstall`.
 
 use super::apiserver::CHART_RESOURCES;
@@ -105,7 +107,13 @@ pub(crate) fn chart_deployment(kw: &KubeWorld, namespace: &str, name: &str, now:
 /// Whether an AWS Load Balancer Controller runs in the cluster: a deployed release of its chart,
 /// or a Deployment `kube-system/aws-load-balancer-controller` applied by hand.
 pub(crate) fn lb_controller_running(kw: &KubeWorld, now: f64) -> bool {
-    deployed_releases(kw, now).any(|r| r.chart == LB_CONTROLLER_CHART)
+    lb_controller_running_without(kw, now, None)
+}
+
+/// [`lb_controller_running`] once release `without` (`namespace/release`) is gone.
+fn lb_controller_running_without(kw: &KubeWorld, now: f64, without: Option<&str>) -> bool {
+    deployed_releases(kw, now)
+        .any(|r| r.chart == LB_CONTROLLER_CHART && Some(release_key(&r.namespace, &r.name).as_str()) != without)
         || kw.objects.contains_key(&super::obj_key("apps/v1", "Deployment", Some("kube-system"), LB_CONTROLLER_CHART))
 }
 
@@ -202,8 +210,16 @@ impl HelmReleases for SimCloud {
         const API: &str = "helm:uninstall";
         self.write(API, |w, cx| {
             let wkey = check_target(w, API, target, cx.now)?;
+            let key = release_key(namespace, release);
+            // The controller goes and the Services stay: their load balancers stay in the VPC.
+            if let Some(kw) = w.kube.get(&wkey)
+                && lb_controller_running(kw, cx.now)
+                && !lb_controller_running_without(kw, cx.now, Some(&key))
+            {
+                super::orphan_load_balancers(w, &wkey, cx.now, true);
+            }
             if let Some(kw) = w.kube.get_mut(&wkey)
-                && kw.helm_releases.remove(&release_key(namespace, release)).is_some()
+                && kw.helm_releases.remove(&key).is_some()
             {
                 kw.resource_version += 1;
                 drop_chart_objects(kw, namespace, release, cx.now);

@@ -27,6 +27,9 @@
 //!   ([`training`]). Training logs print [`training_curve`].
 //! - Services get a cluster IP; `LoadBalancer` Services get
 //!   `status.loadBalancer.ingress[0].hostname` after [`timings::LOAD_BALANCER`](crate::timings::LOAD_BALANCER).
+//!   A Service that has its load balancer when the AWS Load Balancer Controller is uninstalled
+//!   (or the EKS cluster is deleted) leaves that load balancer in the VPC, where it blocks
+//!   deleting the subnets and the VPC ([`orphan_load_balancers`]).
 //! - Nodes (`v1/Node`) are read-only views of HyperPod instances.
 //! - `HyperpodNodeClass` (`karpenter.sagemaker.amazonaws.com/v1`) and `NodePool`
 //!   (`karpenter.sh/v1`) are served only while managed autoscaling is InService on one of the
@@ -433,8 +436,7 @@ fn service_status(kw: &KubeWorld, rec: &KubeRec, now: f64) -> Value {
     // `aws-load-balancer-type: external` (or `nlb-ip`) hands the Service to the AWS Load
     // Balancer Controller; EKS's built-in cloud provider ignores it, so without the controller it
     // never gets an address (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
-    let lb_type = str_at(o, "/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-type");
-    if matches!(lb_type, Some("external" | "nlb-ip")) && !helm::lb_controller_running(kw, now) {
+    if controller_service(o) && !helm::lb_controller_running(kw, now) {
         return json!({ "loadBalancer": {} });
     }
     let ns = str_at(o, "/metadata/namespace").unwrap_or("default");
@@ -450,6 +452,75 @@ fn service_status(kw: &KubeWorld, rec: &KubeRec, now: f64) -> Value {
         kw.region
     );
     json!({ "loadBalancer": { "ingress": [{ "hostname": hostname }] } })
+}
+
+/// Whether a Service is handed to the AWS Load Balancer Controller
+/// (`aws-load-balancer-type: external` or `nlb-ip`) rather than to EKS's built-in cloud provider.
+fn controller_service(o: &Value) -> bool {
+    matches!(
+        str_at(o, "/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-type"),
+        Some("external" | "nlb-ip")
+    )
+}
+
+/// Records, in the VPC of EKS cluster `wkey`, the load balancer of every `LoadBalancer` Service
+/// of the cluster that has one now (only the controller's when `controller_only`): called when
+/// what provisioned them goes while the Services stay — the AWS Load Balancer Controller's
+/// release is uninstalled, or the cluster itself is deleted. Nothing deletes such a load balancer
+/// any more, and its network interfaces keep its subnets and the VPC from being deleted: "If you
+/// have active services in your cluster that are associated with a load balancer, you must
+/// delete those services before deleting the cluster so that the load balancers are deleted
+/// properly. Otherwise, you can have orphaned resources in your VPC that prevent you from being
+/// able to delete the VPC" (https://docs.aws.amazon.com/eks/latest/userguide/delete-cluster.html).
+/// Its subnets are those the controller discovers for its scheme (tag `kubernetes.io/role/elb`
+/// for internet-facing, `kubernetes.io/role/internal-elb` for internal).
+pub(crate) fn orphan_load_balancers(w: &mut World, wkey: &str, now: f64, controller_only: bool) {
+    let (Some(kw), Some(eks)) = (w.kube.get(wkey), w.eks.get(wkey)) else { return };
+    let mut found = Vec::new();
+    for rec in kw.objects.values() {
+        let o = &rec.object;
+        if str_at(o, "/kind") != Some("Service") || str_at(o, "/spec/type") != Some("LoadBalancer") {
+            continue;
+        }
+        if controller_only && !controller_service(o) {
+            continue;
+        }
+        let status = service_status(kw, rec, now);
+        let Some(dns) = str_at(&status, "/loadBalancer/ingress/0/hostname") else { continue };
+        let scheme = str_at(o, "/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-scheme");
+        let internet_facing = scheme == Some("internet-facing") || (scheme.is_none() && !controller_service(o));
+        let service = format!(
+            "{}/{}",
+            str_at(o, "/metadata/namespace").unwrap_or("default"),
+            str_at(o, "/metadata/name").unwrap_or_default()
+        );
+        found.push((dns.to_string(), internet_facing, service));
+    }
+    let (vpc_id, eks_cluster) = (eks.vpc_id.clone(), eks.name.clone());
+    let role_tag = |public: bool| if public { "kubernetes.io/role/elb" } else { "kubernetes.io/role/internal-elb" };
+    let subnets = |public: bool| -> Vec<String> {
+        w.subnets
+            .values()
+            .filter(|s| s.vpc_id == vpc_id && s.tags.contains_key(role_tag(public)))
+            .map(|s| s.id.clone())
+            .collect()
+    };
+    let found: Vec<crate::world::OrphanLoadBalancerRec> = found
+        .into_iter()
+        .map(|(dns_name, public, service)| crate::world::OrphanLoadBalancerRec {
+            dns_name,
+            subnet_ids: subnets(public),
+            eks_cluster: eks_cluster.clone(),
+            service,
+        })
+        .collect();
+    let Some(v) = w.vpcs.get_mut(&vpc_id) else { return };
+    for lb in found {
+        if !v.load_balancers.iter().any(|x| x.dns_name == lb.dns_name) {
+            tracing::debug!(dns = %lb.dns_name, service = %lb.service, "simulator: load balancer orphaned in the VPC");
+            v.load_balancers.push(lb);
+        }
+    }
 }
 
 fn labels_match(obj: &Value, wanted: &[(String, String)]) -> bool {
@@ -696,6 +767,17 @@ fn delete(w: &mut World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<
     }
     if let Some(removed) = kw.objects.remove(&r.key()) {
         serving::after_delete(kw, &removed, cx.now);
+        if str_at(&removed.object, "/kind") == Some("Service") && helm::lb_controller_running(kw, cx.now) {
+            // A running controller deletes the Service's load balancer (one it adopted again
+            // after being reinstalled included: it finds it by its tags).
+            let service = format!("{}/{}", r.namespace.as_deref().unwrap_or("default"), r.name);
+            let eks_cluster = kw.eks_cluster.clone();
+            if let Some(vpc) = w.eks.get(&wkey).map(|c| c.vpc_id.clone())
+                && let Some(v) = w.vpcs.get_mut(&vpc)
+            {
+                v.load_balancers.retain(|lb| !(lb.eks_cluster == eks_cluster && lb.service == service));
+            }
+        }
         return Ok(());
     }
     if is_pod(&r.api_version, &r.kind) {
