@@ -259,6 +259,30 @@ pub struct RenderedWorkload {
     /// What "done" means for the operation; empty = applied.
     #[serde(default)]
     pub ready: Vec<ReadyRule>,
+    /// The EKS Pod Identity the workload's pods need before they start (a training job that
+    /// reports to MLflow): associated by the operation before the first object is applied, and
+    /// removed when the workload is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_identity: Option<WorkloadPodIdentity>,
+}
+
+/// A service account of a workload bound to an IAM role through EKS Pod Identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadPodIdentity {
+    /// In the workload's namespace; rendered among its objects.
+    pub service_account: String,
+    /// IAM role name (not created by the workload: it must exist, see the preflight).
+    pub role: String,
+    /// What the identity is for, e.g. `MLflow tracking server team`.
+    pub purpose: String,
+    /// Step key of the request field that asked for it (preflight findings point there).
+    pub field: String,
+}
+
+/// The service account a training job reporting to MLflow runs as (when it names none).
+pub fn mlflow_service_account(job: &str) -> String {
+    format!("{job}-mlflow")
 }
 
 /// A `(apiVersion, kind)` pair.

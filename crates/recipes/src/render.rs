@@ -13,6 +13,7 @@
 //! | `training_job` | [`TrainingJobRequest`] (`runtime`: `hyperpod` or `ray`) | `HyperPodPyTorchJob` or `RayJob` | the API server accepted the job (training itself is followed through the job's status) |
 //! | `model_download` | [`ModelDownloadParams`] | the download `Job` | the Job is `Complete` (fails with the Job's `Failed` reason) |
 
+use crate::common::{object_meta, standard_labels};
 use crate::download::{ModelDownloadParams, model_download_job};
 use crate::training::hyperpod::{self, HyperPodJobParams, TargetCapacity, hyperpod_pytorch_job};
 use crate::training::ray::{self, RayJobParams, ray_job};
@@ -20,9 +21,10 @@ use instantstart_core::provider::{KubeObject, ObjectRef};
 use instantstart_core::spec::CapacitySpec;
 use instantstart_core::validate::{Findings, ValidationError};
 use instantstart_core::workflow::decode;
+use instantstart_core::workflow::mlflow::{tracking_server_of_arn, writer_role_name};
 use instantstart_core::workload::{
-    ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, WorkloadKind, WorkloadRenderer as RenderWorkload,
-    WorkloadRequest,
+    ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, WorkloadKind, WorkloadPodIdentity,
+    WorkloadRenderer as RenderWorkload, WorkloadRequest, mlflow_service_account,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -117,6 +119,29 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         None => return Err(ValidationError::invalid("runtime", "is required: \"hyperpod\" or \"ray\"")),
     };
     let defaulted = default_storage(&mut params, Some("job"), cx);
+    // A job that reports to MLflow and names no service account of its own runs as
+    // `<job>-mlflow`, bound through EKS Pod Identity to the tracking server's writer role
+    // (tiered checkpointing's jobs run as its account; that combination is refused).
+    let checkpointing = params.get("tiered_checkpointing").and_then(Value::as_bool).unwrap_or(false);
+    let mut identity = None;
+    if !checkpointing && let Some(job) = params.get_mut("job").and_then(Value::as_object_mut) {
+        let arn =
+            job.get("mlflow").and_then(|m| m.get("tracking_server_arn")).and_then(Value::as_str).map(str::to_string);
+        let name = job.get("name").and_then(Value::as_str).map(str::to_string);
+        let own = job.get("service_account").is_some_and(|v| !v.is_null());
+        if let (false, Some(arn), Some(name)) = (own, arn, name)
+            && let Some((_, server)) = tracking_server_of_arn(&arn)
+        {
+            let sa = mlflow_service_account(&name);
+            identity = Some(WorkloadPodIdentity {
+                service_account: sa.clone(),
+                role: writer_role_name(server),
+                purpose: format!("MLflow tracking server {server}"),
+                field: "job.mlflow".into(),
+            });
+            job.insert("service_account".into(), Value::String(sa));
+        }
+    }
     let (name, namespace, object, recipe_ready) = match runtime.as_str() {
         "hyperpod" => {
             let p: HyperPodJobParams = decode(&params)?;
@@ -148,11 +173,22 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
     };
     debug_assert_eq!(object["kind"], recipe_ready);
     let r = object_ref(&object);
+    let mut objects = Vec::new();
+    if let Some(id) = &identity {
+        let labels = standard_labels(&name, "service-account", "training");
+        objects.push(KubeObject(json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": object_meta(&id.service_account, &namespace, &labels),
+        })));
+    }
+    objects.push(KubeObject(object));
     Ok(RenderedWorkload {
         name,
         namespace,
-        objects: vec![KubeObject(object)],
+        objects,
         ready: vec![ReadyRule::Exists { object: r }],
+        pod_identity: identity,
     })
 }
 
@@ -179,6 +215,7 @@ fn render_download(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             condition: "Complete".into(),
             failed_if: vec!["Failed".into()],
         }],
+        pod_identity: None,
     })
 }
 
@@ -193,9 +230,11 @@ impl RenderWorkload for WorkloadRenderer {
 
     fn owned_types(&self, kind: WorkloadKind) -> Vec<TypeRef> {
         match kind {
-            WorkloadKind::TrainingJob => {
-                vec![TypeRef::new(hyperpod::API_VERSION, hyperpod::KIND), TypeRef::new(ray::API_VERSION, ray::KIND)]
-            }
+            WorkloadKind::TrainingJob => vec![
+                TypeRef::new("v1", "ServiceAccount"),
+                TypeRef::new(hyperpod::API_VERSION, hyperpod::KIND),
+                TypeRef::new(ray::API_VERSION, ray::KIND),
+            ],
             WorkloadKind::ModelDownload => vec![TypeRef::new("batch/v1", "Job")],
             WorkloadKind::Endpoint => crate::inference::endpoint::owned_types(),
         }
@@ -236,6 +275,51 @@ mod tests {
 
     fn request(kind: WorkloadKind, params: Value, context: Option<WorkloadContext>) -> WorkloadRequest {
         WorkloadRequest { context, ..WorkloadRequest::new("demo", kind, params) }
+    }
+
+    /// A job that reports to MLflow and names no service account runs as `<job>-mlflow`, which
+    /// the operation binds to the tracking server's writer role; one that names its own, or
+    /// uses tiered checkpointing's, gets none (and tiered checkpointing with MLflow is refused).
+    #[test]
+    fn an_mlflow_job_gets_its_own_service_account_and_identity() {
+        const ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team";
+        let mut p = hyperpod_params();
+        p["job"]["mlflow"] = json!({ "tracking_server_arn": ARN });
+        let r =
+            WorkloadRenderer.render(&request(WorkloadKind::TrainingJob, p, Some(cx(CapacitySpec::OnDemand)))).unwrap();
+        assert_eq!(
+            r.pod_identity,
+            Some(WorkloadPodIdentity {
+                service_account: "llama-mlflow".into(),
+                role: "team-mlflow-writer".into(),
+                purpose: "MLflow tracking server team".into(),
+                field: "job.mlflow".into(),
+            })
+        );
+        let kinds: Vec<&str> = r.objects.iter().map(|o| o.0["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["ServiceAccount", "HyperPodPyTorchJob"]);
+        assert_eq!(r.objects[0].0["metadata"]["name"], "llama-mlflow");
+        assert_eq!(r.objects[0].label("app.kubernetes.io/instance"), Some("llama"));
+        assert_eq!(
+            r.objects[1].0.pointer("/spec/replicaSpecs/0/template/spec/serviceAccountName"),
+            Some(&json!("llama-mlflow"))
+        );
+
+        let mut own = hyperpod_params();
+        own["job"]["mlflow"] = json!({ "tracking_server_arn": ARN });
+        own["job"]["service_account"] = json!("trainer");
+        let r = WorkloadRenderer
+            .render(&request(WorkloadKind::TrainingJob, own, Some(cx(CapacitySpec::OnDemand))))
+            .unwrap();
+        assert_eq!((r.pod_identity, r.objects.len()), (None, 1));
+
+        let mut ckpt = hyperpod_params();
+        ckpt["job"]["mlflow"] = json!({ "tracking_server_arn": ARN });
+        ckpt["tiered_checkpointing"] = json!(true);
+        let e = WorkloadRenderer
+            .render(&request(WorkloadKind::TrainingJob, ckpt, Some(cx(CapacitySpec::OnDemand))))
+            .unwrap_err();
+        assert!(e.findings.iter().any(|f| f.field == "job.mlflow"), "{e:?}");
     }
 
     fn fields(e: ValidationError) -> Vec<String> {
@@ -328,7 +412,7 @@ mod tests {
     fn training_and_downloads_own_their_types() {
         let kinds: Vec<String> =
             WorkloadRenderer.owned_types(WorkloadKind::TrainingJob).into_iter().map(|t| t.kind).collect();
-        assert_eq!(kinds, ["HyperPodPyTorchJob", "RayJob"]);
+        assert_eq!(kinds, ["ServiceAccount", "HyperPodPyTorchJob", "RayJob"], "the service account of an MLflow job");
         assert_eq!(WorkloadRenderer.owned_types(WorkloadKind::ModelDownload), [TypeRef::new("batch/v1", "Job")]);
     }
 }

@@ -158,7 +158,10 @@ async fn prepare_lays_out_apply_then_ready_and_records_the_rendered_objects() {
             steps: &[
                 "delete:RayJob <- []",
                 "delete:HyperPodPyTorchJob <- [delete:RayJob]",
-                "gone <- [delete:HyperPodPyTorchJob]",
+                "delete:ServiceAccount <- [delete:HyperPodPyTorchJob]",
+                "gone <- [delete:ServiceAccount]",
+                // The association of an MLflow job's service account, once its pods are gone.
+                "pod_identity <- [gone]",
             ],
         },
     ];

@@ -1254,7 +1254,7 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
     let dry = app.send(Method::POST, &format!("{servers}?dry_run=true"), Some(body.clone()), &[]).await;
     assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
     let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["role", "tracking_server"]);
+    assert_eq!(keys, ["role", "tracking_server", "writer_role"]);
     assert_eq!(dry.body["target"], "mlflow/team");
     assert_eq!(dry.body["request"]["region"], "us-east-1");
     assert_eq!(dry.body["request"]["size"], "Small");
@@ -1278,7 +1278,21 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
         "job": { "name": "sft", "namespace": "default", "image": "pytorch/pytorch:2.5.1", "instance_type": "ml.g5.2xlarge",
                  "nodes": 2, "mlflow": { "tracking_server_arn": arn, "experiment": "llama" } },
         "recipe": { "kind": "torch", "script": "scripts/train.py" } });
-    run(&app, Method::POST, "/api/clusters/demo/jobs", Some(job)).await;
+    let submitted = run(&app, Method::POST, "/api/clusters/demo/jobs", Some(job)).await;
+    // It runs as its own service account, bound through EKS Pod Identity to the server's
+    // writer role before the job is applied: without credentials it could not report.
+    let keys: Vec<&str> = submitted["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["pod_identity", "apply:ServiceAccount/sft-mlflow", "apply:HyperPodPyTorchJob/sft", "ready"]);
+    let manifest = &submitted["request"]["rendered"]["objects"][1];
+    assert_eq!(manifest.pointer("/spec/replicaSpecs/0/template/spec/serviceAccountName"), Some(&json!("sft-mlflow")));
+    let associations = || {
+        let stats = app.state.sim.as_ref().unwrap().stats();
+        (
+            stats.get("eks:CreatePodIdentityAssociation").copied().unwrap_or(0),
+            stats.get("eks:DeletePodIdentityAssociation").copied().unwrap_or(0),
+        )
+    };
+    let (created, _) = associations();
     let runs = until(&app, "/api/mlflow/servers/team/runs?experiment=llama", |b| {
         b.as_array().is_some_and(|a| a.len() == 1 && a[0]["status"] == "FINISHED")
     })
@@ -1303,6 +1317,20 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
         .collect();
     assert_eq!(plotted, logged);
 
+    // A job reporting to a server InstantStart did not create has no writer role to assume:
+    // refused before anything is recorded, naming the field and what to do.
+    let foreign = json!({ "runtime": "hyperpod",
+        "job": { "name": "other", "namespace": "default", "image": "pytorch/pytorch:2.5.1", "instance_type": "ml.g5.2xlarge",
+                 "nodes": 1, "mlflow": { "tracking_server_arn": "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/byo" } },
+        "recipe": { "kind": "torch", "script": "scripts/train.py" } });
+    let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(foreign), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "job.mlflow", "{:#}", r.body);
+    assert!(r.body["findings"][0]["rule"].as_str().unwrap().contains("byo-mlflow-writer"), "{:#}", r.body);
+    // Deleting the job removes its association (and its service account with its objects).
+    run(&app, Method::DELETE, "/api/clusters/demo/jobs/sft?namespace=default", None).await;
+    assert_eq!(associations(), (created, 1));
+
     // Read errors name their field or say what is missing.
     let r = app.get("/api/mlflow/servers/team/runs?max=0").await;
     assert_eq!((r.status, r.body["findings"][0]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("max")));
@@ -1325,7 +1353,7 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
         |body: &Value| -> Vec<String> { step_keys(body).into_iter().filter(|k| k.starts_with("mlflow")).collect() };
     let dry = app.send(Method::DELETE, "/api/clusters/demo?dry_run=true", None, &[]).await;
     assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
-    assert_eq!(mlflow_keys(&dry.body), ["mlflow:team", "mlflow_role:team"]);
+    assert_eq!(mlflow_keys(&dry.body), ["mlflow:team", "mlflow_role:team", "mlflow_writer:team"]);
     assert_eq!(dry.body["request"]["tracking_servers"][0]["arn"], arn.as_str());
     let unregister = dry.body["steps"].as_array().unwrap().iter().find(|s| s["key"] == "unregister").unwrap();
     assert!(unregister["depends_on"].as_array().unwrap().iter().any(|d| d == "mlflow_role:team"), "{unregister:#}");
@@ -1370,9 +1398,10 @@ async fn a_tracking_server_is_deleted_with_the_role_instantstart_created_and_onl
     let dry = app.send(Method::DELETE, "/api/mlflow/servers/team?dry_run=true", None, &[]).await;
     assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
     let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["tracking_server", "role"]);
+    assert_eq!(keys, ["tracking_server", "role", "writer_role"]);
     assert_eq!(dry.body["target"], "mlflow/team");
     assert_eq!(dry.body["request"]["found"]["role"], "team-mlflow-role");
+    assert_eq!(dry.body["request"]["found"]["writer_role"], "team-mlflow-writer");
     assert_eq!(deletes(&app), 0);
 
     // 202 with the operation; the same Idempotency-Key returns it again.
@@ -1390,6 +1419,7 @@ async fn a_tracking_server_is_deleted_with_the_role_instantstart_created_and_onl
     assert_eq!(app.get("/api/mlflow/servers/team/runs").await.status, StatusCode::NOT_FOUND);
     let sim = app.state.sim.as_ref().unwrap();
     assert_eq!(sim.get_role("team-mlflow-role").await.unwrap(), None);
+    assert_eq!(sim.get_role("team-mlflow-writer").await.unwrap(), None);
     assert_eq!(deletes(&app), 1);
     // Gone: deleting it again is a 404, and calls nothing.
     let r = app.send(Method::DELETE, "/api/mlflow/servers/team", None, &[]).await;

@@ -9,7 +9,8 @@
 //!   deleted yet; an unknown one is `ResourceNotFound`). With the "resource fails" fault the
 //!   deletion stops half-way in `DeleteFailed` with the fault's reason; deleting again retries.
 //! - Runs are not stored: they are derived from the training jobs of every simulated cluster
-//!   whose rank-0 container carries `MLFLOW_TRACKING_URI` = the server's ARN (what
+//!   whose rank-0 container carries `MLFLOW_TRACKING_URI` = the server's ARN and whose service
+//!   account's EKS Pod Identity role may call `sagemaker-mlflow:*` on it ([`may_report`]) (what
 //!   `instantstart-recipes` sets) — one run per job, named after the job, in the experiment
 //!   `MLFLOW_EXPERIMENT_NAME` (`Default` when unset). A run starts when the container starts.
 //!   Only jobs that started after the server was created report to it: a deleted server's runs
@@ -188,6 +189,25 @@ struct SimRun {
     steps: Vec<(u64, f64)>,
 }
 
+/// Whether `pod` has AWS credentials that may call the MLflow API of tracking server `arn`: the
+/// `sagemaker-mlflow` plugin signs every call with the pod's credentials, and pods get none but
+/// their service account's EKS Pod Identity (the nodes' instance role is not theirs), whose role
+/// must allow `sagemaker-mlflow:*` on the server
+/// (https://docs.aws.amazon.com/sagemaker/latest/dg/mlflow-create-tracking-server-iam.html).
+/// Without them the run is never recorded.
+fn may_report(w: &World, kw: &crate::kube::KubeWorld, pod: &PodView, arn: &str, now: f64) -> bool {
+    let sa = pod.spec.get("serviceAccountName").and_then(Value::as_str).unwrap_or("default");
+    let Some(c) = w.eks.values().find(|c| c.arn == kw.eks_arn) else { return false };
+    if crate::eks::pod_identity_problem(w, c, &pod.namespace, sa, None, now).is_some() {
+        return false;
+    }
+    c.pod_identity
+        .values()
+        .find(|a| a.namespace == pod.namespace && a.service_account == sa)
+        .and_then(|a| w.role_by_arn(&a.role_arn))
+        .is_some_and(|r| r.allows("sagemaker-mlflow:LogMetric", arn) && r.allows("sagemaker-mlflow:CreateRun", arn))
+}
+
 fn env_of(pod: &PodView, name: &str) -> Option<String> {
     pod.spec.pointer("/containers/0/env")?.as_array()?.iter().find_map(|e| {
         (e.get("name").and_then(Value::as_str) == Some(name))
@@ -213,6 +233,9 @@ fn runs(w: &World, arn: &str, since: f64, now: f64) -> Vec<SimRun> {
                 Role::RayWorker => false,
             };
             if !reports || env_of(&pod, "MLFLOW_TRACKING_URI").as_deref() != Some(arn) {
+                continue;
+            }
+            if !may_report(w, kw, &pod, arn, now) {
                 continue;
             }
             let st = workload::pod_state(&pod, &nodes, now);

@@ -2027,14 +2027,20 @@ async fn runs_and_metrics_come_from_the_training_jobs_that_report_to_the_server(
     let server = mlflow_server(&s).await;
     adv(&s, timings::MLFLOW_TRACKING_SERVER_CREATE);
     let env = json!([{"name": "MLFLOW_TRACKING_URI", "value": server.arn}, {"name": "MLFLOW_EXPERIMENT_NAME", "value": "sft"}]);
+    mlflow_writer(&s, &server, "tracked-mlflow").await;
     let mut tracked = hyperpod_job("tracked", 2, 100, 3, 1, json!([]));
-    tracked["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = env;
+    tracked["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = env.clone();
+    tracked["spec"]["replicaSpecs"][0]["template"]["spec"]["serviceAccountName"] = json!("tracked-mlflow");
     apply(&s, tracked).await;
     apply(&s, hyperpod_job("untracked", 1, 100, 3, 1, json!([]))).await;
+    // The MLflow env without credentials that may call the server: no run.
+    let mut anonymous = hyperpod_job("anonymous", 1, 100, 3, 1, json!([]));
+    anonymous["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = env;
+    apply(&s, anonymous).await;
     adv(&s, timings::POD_START + 55.0);
     let q = RunQuery { experiment: None, max_results: 10 };
     let runs = s.search_runs(&server.arn, &q).await.unwrap();
-    assert_eq!(runs.len(), 1, "one run per job that carries the MLflow env: {runs:?}");
+    assert_eq!(runs.len(), 1, "one run per job that carries the MLflow env and may report: {runs:?}");
     let run = &runs[0];
     assert_eq!((run.name.as_str(), run.experiment.as_str(), run.status.as_str()), ("tracked", "sft", "RUNNING"));
     assert_eq!(run.params["world_size"], "2");
@@ -2146,9 +2152,11 @@ async fn a_deleted_tracking_server_is_deleting_then_gone_and_so_are_its_runs() {
     let e = s.delete_tracking_server(REGION, "team").await.unwrap_err();
     assert_eq!(e.kind, ProviderErrorKind::Conflict, "not while Creating: {e}");
     adv(&s, timings::MLFLOW_TRACKING_SERVER_CREATE);
+    mlflow_writer(&s, &server, "tracked-mlflow").await;
     let mut tracked = hyperpod_job("tracked", 2, 100, 3, 1, json!([]));
     tracked["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] =
         json!([{"name": "MLFLOW_TRACKING_URI", "value": server.arn}]);
+    tracked["spec"]["replicaSpecs"][0]["template"]["spec"]["serviceAccountName"] = json!("tracked-mlflow");
     apply(&s, tracked).await;
     adv(&s, timings::POD_START + 30.0);
     let q = RunQuery { experiment: None, max_results: 10 };
@@ -2464,6 +2472,20 @@ fn association(namespace: &str, sa: &str, role_arn: &str, token: &str) -> Create
         client_request_token: token.into(),
         tags: tags(),
     }
+}
+
+/// The identity a training pod needs to report to `server`: the Pod Identity agent, the
+/// server's writer role (as `workflow::mlflow` creates it) and the association of
+/// `default/<sa>` with it.
+async fn mlflow_writer(s: &SimCloud, server: &TrackingServer, sa: &str) {
+    use instantstart_core::workflow::mlflow::{writer_role_name, writer_role_policies};
+    addons(s, &["eks-pod-identity-agent"]).await;
+    let (_, access) = writer_role_policies(REGION, &server.name, "s3://is-demo-data/mlflow");
+    let r = match s.get_role(&writer_role_name(&server.name)).await.unwrap() {
+        Some(r) => r,
+        None => pod_role(s, &writer_role_name(&server.name), &[], vec![("w".into(), access)]).await,
+    };
+    s.create_pod_identity_association(&association("default", sa, &r.arn, &format!("tok-{sa}"))).await.unwrap();
 }
 
 async fn addons(s: &SimCloud, names: &[&str]) {

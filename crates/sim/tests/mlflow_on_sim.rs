@@ -106,7 +106,7 @@ async fn create_then_delete_removes_the_server_and_the_role_instantstart_created
     // The dry run shows both steps and what the assessment found; nothing is called.
     let dry = b.engine.dry_run_checked(OperationKind::DeleteTrackingServer, &delete_request("team")).await.unwrap();
     let planned: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
-    assert_eq!(planned, ["tracking_server", "role"]);
+    assert_eq!(planned, ["tracking_server", "role", "writer_role"]);
     assert_eq!(dry.prepared.target, "mlflow/team");
     assert_eq!(dry.prepared.request["found"]["owner"], "team", "a server without a cluster owns itself");
     assert_eq!(dry.prepared.request["found"]["role"], "team-mlflow-role");
@@ -114,12 +114,13 @@ async fn create_then_delete_removes_the_server_and_the_role_instantstart_created
 
     let deleted = run(&b, OperationKind::DeleteTrackingServer, &delete_request("team")).await;
     assert_eq!(deleted.status, OperationStatus::Succeeded, "{deleted:#?}");
-    assert_eq!(keys(&deleted), ["tracking_server", "role"]);
+    assert_eq!(keys(&deleted), ["tracking_server", "role", "writer_role"]);
     let server = deleted.step("tracking_server").unwrap();
     assert_eq!(server.outputs["deleted"], "team", "{server:#?}");
     assert!(deleted.step("role").unwrap().finished_at >= server.finished_at, "the role goes after the server");
     assert_eq!(b.sim.describe_tracking_server(REGION, "team").await.unwrap(), None);
     assert_eq!(b.sim.get_role("team-mlflow-role").await.unwrap(), None);
+    assert_eq!(b.sim.get_role("team-mlflow-writer").await.unwrap(), None, "the writer role goes too");
     assert_eq!(b.sim.calls(DELETE), 1);
 
     // Deleting it again: nothing to delete, a typed not-found before anything is recorded.
@@ -137,11 +138,16 @@ async fn a_caller_supplied_role_is_kept_even_when_it_has_our_role_name() {
     let mut req = create_request("byo");
     req["role_arn"] = json!(role_arn);
     let created = run(&b, OperationKind::CreateTrackingServer, &req).await;
-    assert_eq!((created.status, keys(&created)), (OperationStatus::Succeeded, vec!["tracking_server"]));
+    // The writer role (what training pods assume) is ours whatever role SageMaker runs with.
+    assert_eq!((created.status, keys(&created)), (OperationStatus::Succeeded, vec!["tracking_server", "writer_role"]));
 
     let deleted = run(&b, OperationKind::DeleteTrackingServer, &delete_request("byo")).await;
     assert_eq!(deleted.status, OperationStatus::Succeeded, "{deleted:#?}");
-    assert_eq!(keys(&deleted), ["tracking_server"], "no role step for a role InstantStart did not create");
+    assert_eq!(
+        keys(&deleted),
+        ["tracking_server", "writer_role"],
+        "no role step for a role InstantStart did not create (the writer role is ours)"
+    );
     assert_eq!(deleted.request["found"].get("role"), None);
     assert_eq!(b.sim.describe_tracking_server(REGION, "byo").await.unwrap(), None);
     assert!(b.sim.get_role("byo-mlflow-role").await.unwrap().is_some(), "the caller's role stays");
@@ -328,7 +334,11 @@ async fn deleting_a_cluster_deletes_the_tracking_servers_created_for_it_and_only
     let dry = b.engine.dry_run_checked(OperationKind::DeleteCluster, &delete_cluster("demo")).await.unwrap();
     let planned: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
     let mlflow_steps: Vec<&str> = planned.iter().copied().filter(|k| k.starts_with("mlflow")).collect();
-    assert_eq!(mlflow_steps, ["mlflow:byo", "mlflow:team", "mlflow_role:team"], "{planned:?}");
+    assert_eq!(
+        mlflow_steps,
+        ["mlflow:byo", "mlflow_writer:byo", "mlflow:team", "mlflow_role:team", "mlflow_writer:team"],
+        "{planned:?}"
+    );
     let found = &dry.prepared.request["tracking_servers"];
     assert_eq!(found.as_array().unwrap().len(), 2, "{found:#}");
     assert_eq!(found[1]["role"], "team-mlflow-role");

@@ -16,7 +16,8 @@
 //! cluster is tagged with its own name. Each gets a `mlflow:<server>` step
 //! (DeleteMlflowTrackingServer, polled until the server is gone) and, when it runs with the
 //! `<server>-mlflow-role` InstantStart created and that role is tagged for the cluster, a
-//! `mlflow_role:<server>` step after it — the executors of `workflow::mlflow`. They depend on
+//! `mlflow_role:<server>` step after it (and `mlflow_writer:<server>` for its writer role of
+//! ours) — the executors of `workflow::mlflow`. They depend on
 //! nothing of the EKS/HyperPod teardown and run beside it; the bucket and `unregister` wait for
 //! them. A request recorded without the assessment (`Engine::submit`) deletes only the servers
 //! it lists, each still checked against its tags when its step observes.
@@ -99,6 +100,10 @@ pub struct ClusterTrackingServer {
     /// cluster); deleted after the server. `None` for a caller-supplied role, which is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// `<name>-mlflow-writer` (the role training pods report through), when ours; deleted
+    /// after the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_role: Option<String>,
 }
 
 /// Step key prefix of a tracking server's deletion: `mlflow:<server>`.
@@ -106,6 +111,8 @@ pub const MLFLOW_STEP_PREFIX: &str = "mlflow:";
 /// Step key prefix of the deletion of the role InstantStart created for a tracking server:
 /// `mlflow_role:<server>`.
 pub const MLFLOW_ROLE_STEP_PREFIX: &str = "mlflow_role:";
+/// Step key prefix of the deletion of a tracking server's writer role: `mlflow_writer:<server>`.
+pub const MLFLOW_WRITER_STEP_PREFIX: &str = "mlflow_writer:";
 
 /// Step deleting the role of managed autoscaling (`features::autoscaling_role`).
 pub const AUTOSCALING_ROLE_STEP: &str = "autoscaling_role";
@@ -187,6 +194,16 @@ fn plan_steps_with(
             steps.push(step(
                 &role_key,
                 format!("Delete IAM role {role} (InstantStart created it for tracking server {})", s.name),
+                &[key.as_str()],
+                5,
+            ));
+            mlflow_keys.push(role_key);
+        }
+        if let Some(role) = &s.writer_role {
+            let role_key = format!("{MLFLOW_WRITER_STEP_PREFIX}{}", s.name);
+            steps.push(step(
+                &role_key,
+                format!("Delete IAM role {role} (training pods reported to tracking server {} through it)", s.name),
                 &[key.as_str()],
                 5,
             ));
@@ -384,6 +401,17 @@ fn check_servers(req: &DeleteClusterRequest, rec: &ClusterRecord, f: &mut Findin
                     format!("only {}, the role InstantStart creates for the server", mlflow::role_name(&s.name)),
                 );
             }
+            if let Some(role) = &s.writer_role
+                && role != &mlflow::writer_role_name(&s.name)
+            {
+                f.push(
+                    "writer_role",
+                    format!(
+                        "only {}, the role InstantStart creates for the server's writers",
+                        mlflow::writer_role_name(&s.name)
+                    ),
+                );
+            }
         });
     }
 }
@@ -422,7 +450,12 @@ impl Workflow for DeleteClusterWorkflow {
                 if serves_cluster(self.store.as_ref(), &rec, &s)? {
                     let name = s.name.clone();
                     let found = mlflow::found_for_delete(self.aws.as_ref(), s, rec.name.clone()).await?;
-                    servers.push(ClusterTrackingServer { name, arn: found.arn, role: found.role });
+                    servers.push(ClusterTrackingServer {
+                        name,
+                        arn: found.arn,
+                        role: found.role,
+                        writer_role: found.writer_role,
+                    });
                 }
             }
             servers.sort_by(|a, b| a.name.cmp(&b.name));
@@ -445,11 +478,15 @@ impl Workflow for DeleteClusterWorkflow {
         }
         if let Some(server) = key.strip_prefix(MLFLOW_STEP_PREFIX) {
             let s = req.tracking_servers.into_iter().find(|s| s.name == server)?;
-            let found = FoundTrackingServer { owner: rec.name, arn: s.arn, role: s.role };
+            let found = FoundTrackingServer { owner: rec.name, arn: s.arn, role: s.role, writer_role: s.writer_role };
             return Some(Arc::new(DeleteTrackingServerStep::new(self.aws.clone(), s.name, rec.region, found)));
         }
         if let Some(server) = key.strip_prefix(MLFLOW_ROLE_STEP_PREFIX) {
             let role = req.tracking_servers.into_iter().find(|s| s.name == server)?.role?;
+            return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name: role }));
+        }
+        if let Some(server) = key.strip_prefix(MLFLOW_WRITER_STEP_PREFIX) {
+            let role = req.tracking_servers.into_iter().find(|s| s.name == server)?.writer_role?;
             return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name: role }));
         }
         let target = AddonTarget {
@@ -921,6 +958,7 @@ mod tests {
             name: name.into(),
             arn: format!("arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/{name}"),
             role: role.then(|| mlflow::role_name(name)),
+            writer_role: role.then(|| mlflow::writer_role_name(name)),
         }
     }
 
@@ -936,6 +974,7 @@ mod tests {
                 "load_balancer_services <- []",
                 "mlflow:team <- []",
                 "mlflow_role:team <- [mlflow:team]",
+                "mlflow_writer:team <- [mlflow:team]",
                 "mlflow:byo <- []",
                 "s3_csi_identity <- [storage]",
                 "s3_csi_role <- [s3_csi_identity]",
@@ -951,7 +990,7 @@ mod tests {
                 "inference_role <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster, mlflow:team, mlflow:byo]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, bucket, mlflow:team, mlflow_role:team, mlflow:byo]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, bucket, mlflow:team, mlflow_role:team, mlflow_writer:team, mlflow:byo]",
             ]
         );
         assert_eq!(steps[2].expected_secs, Some(mlflow::DELETE_SECS));

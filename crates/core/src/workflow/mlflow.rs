@@ -4,8 +4,12 @@
 //! Create steps: `role` (an IAM role SageMaker assumes to write artifacts, `<name>-mlflow-role`,
 //! trusted by `sagemaker.amazonaws.com`, allowed only on the artifact store's bucket; skipped
 //! when the request brings `role_arn`) → `tracking_server` (CreateMlflowTrackingServer, then
-//! polled until `Created`; AWS takes about 20 minutes). Both are adopted when they already exist
-//! with our tags, and stop in `needs_attention` when a same-named one is not ours.
+//! polled until `Created`; AWS takes about 20 minutes), and beside them `writer_role`: the role
+//! training pods assume through EKS Pod Identity to report to the server
+//! (`<name>-mlflow-writer`, trusted by `pods.eks.amazonaws.com`, allowed `sagemaker-mlflow:*` on
+//! this server only and the artifact store's prefix; a job with `mlflow` gets a service account
+//! associated with it, see `workflow::workloads`). All are adopted when they already exist with
+//! our tags, and stop in `needs_attention` when a same-named one is not ours.
 //!
 //! With `cluster`, the server belongs to that cluster (ownership tag, region) and its artifacts
 //! default to `s3://<cluster bucket>/mlflow/<name>` — the bucket the training pods mount. A
@@ -16,7 +20,8 @@
 //!
 //! Delete steps: `tracking_server` (DeleteMlflowTrackingServer, then polled through `Deleting`
 //! until the server is gone; `DeleteFailed` fails the step with SageMaker's reason) → `role`
-//! (the `<name>-mlflow-role` InstantStart created, removed once the server no longer uses it).
+//! (the `<name>-mlflow-role` InstantStart created, removed once the server no longer uses it) and
+//! `writer_role` (the `<name>-mlflow-writer` of ours, once the server is gone).
 //! Before anything is recorded the assessment reads the server: an unknown one is a not-found
 //! error, one without our ownership tags is refused (422, field `name`) — InstantStart deletes
 //! only what it created. It also decides the `role` step and records what it found in the
@@ -85,6 +90,45 @@ pub fn role_name(name: &str) -> String {
     let suffix = "-mlflow-role";
     let keep = 64 - suffix.len();
     format!("{}{suffix}", &name[..name.len().min(keep)].trim_end_matches('-'))
+}
+
+/// Name of the IAM role training pods assume (EKS Pod Identity) to report to tracking server
+/// `name` (IAM allows 64 characters).
+pub fn writer_role_name(name: &str) -> String {
+    let suffix = "-mlflow-writer";
+    let keep = 64 - suffix.len();
+    format!("{}{suffix}", &name[..name.len().min(keep)].trim_end_matches('-'))
+}
+
+/// The region and name of a SageMaker managed MLflow tracking-server ARN
+/// (`arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name>`).
+pub fn tracking_server_of_arn(arn: &str) -> Option<(&str, &str)> {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let name = parts.get(5)?.strip_prefix("mlflow-tracking-server/")?;
+    (parts.len() == 6 && parts[2] == "sagemaker" && !name.is_empty()).then_some((parts[3], name))
+}
+
+/// The writer role's trust (EKS Pod Identity) and its only permissions: MLflow's API on this
+/// tracking server (`sagemaker-mlflow:*`, what the `sagemaker-mlflow` plugin signs its calls
+/// for) and the server's artifact prefix, where the MLflow client writes artifacts itself.
+pub fn writer_role_policies(region: &str, server: &str, artifact_store_uri: &str) -> (Value, Value) {
+    let bucket = bucket_of(artifact_store_uri);
+    let prefix = artifact_store_uri.trim_start_matches("s3://").trim_start_matches(bucket).trim_matches('/');
+    let objects = if prefix.is_empty() {
+        format!("arn:aws:s3:::{bucket}/*")
+    } else {
+        format!("arn:aws:s3:::{bucket}/{prefix}/*")
+    };
+    let access = json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            { "Effect": "Allow", "Action": "sagemaker-mlflow:*",
+              "Resource": format!("arn:aws:sagemaker:{region}:*:mlflow-tracking-server/{server}") },
+            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"], "Resource": objects },
+            { "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": format!("arn:aws:s3:::{bucket}") }
+        ]
+    });
+    (super::steps::pod_identity_trust_policy(), access)
 }
 
 fn owner(req: &CreateTrackingServerRequest) -> String {
@@ -225,6 +269,15 @@ impl Workflow for CreateTrackingServerWorkflow {
             depends_on: if req.role_arn.is_none() { vec!["role".into()] } else { vec![] },
             expected_secs: Some(CREATE_SECS),
         });
+        steps.push(StepSpec {
+            key: "writer_role".into(),
+            title: format!(
+                "IAM role {} (training pods report to the server through EKS Pod Identity)",
+                writer_role_name(&req.name)
+            ),
+            depends_on: vec![],
+            expected_secs: Some(10),
+        });
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: tracking_server_target(&req.name), request: canonical, steps })
     }
@@ -257,6 +310,19 @@ impl Workflow for CreateTrackingServerWorkflow {
                     trust_policy: trust,
                     managed_policies: vec![],
                     inline_policies: vec![("mlflow-artifacts".into(), access)],
+                }))
+            }
+            "writer_role" => {
+                let region = req.region.as_deref().unwrap_or_default();
+                let uri = req.artifact_store_uri.as_deref().unwrap_or_default();
+                let (trust, access) = writer_role_policies(region, &req.name, uri);
+                Some(Arc::new(EnsureRole {
+                    aws: self.aws.clone(),
+                    cluster: owner(&req),
+                    name: writer_role_name(&req.name),
+                    trust_policy: trust,
+                    managed_policies: vec![],
+                    inline_policies: vec![("mlflow-writer".into(), access)],
                 }))
             }
             "tracking_server" => Some(Arc::new(TrackingServerStep { aws: self.aws.clone(), req })),
@@ -356,6 +422,9 @@ pub struct FoundTrackingServer {
     /// `None` when the server runs with a role InstantStart did not create for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The `<name>-mlflow-writer` role of ours (tagged for the owner), deleted after the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_role: Option<String>,
 }
 
 /// The owner (`instantstart:cluster`) of a resource carrying our ownership tags.
@@ -385,7 +454,9 @@ pub(crate) async fn found_for_delete(
         true => aws.get_role(&ours).await?.filter(|r| is_owned(&r.tags, &owner)).map(|r| r.name),
         false => None,
     };
-    Ok(FoundTrackingServer { owner, arn: server.arn, role })
+    let writer_role =
+        aws.get_role(&writer_role_name(&server.name)).await?.filter(|r| is_owned(&r.tags, &owner)).map(|r| r.name);
+    Ok(FoundTrackingServer { owner, arn: server.arn, role, writer_role })
 }
 
 /// The delete's steps: `tracking_server`, then `role` when the assessment found our role.
@@ -403,6 +474,14 @@ pub fn plan_delete(request: &Value) -> Result<Prepared, EngineError> {
     {
         f.push("found.role", format!("only {}, the role InstantStart creates for the server", role_name(&req.name)));
     }
+    if let Some(role) = req.found.as_ref().and_then(|found| found.writer_role.as_ref())
+        && role != &writer_role_name(&req.name)
+    {
+        f.push(
+            "found.writer_role",
+            format!("only {}, the role InstantStart creates for the server's writers", writer_role_name(&req.name)),
+        );
+    }
     f.finish()?;
     let mut steps = vec![StepSpec {
         key: "tracking_server".into(),
@@ -414,6 +493,14 @@ pub fn plan_delete(request: &Value) -> Result<Prepared, EngineError> {
         steps.push(StepSpec {
             key: "role".into(),
             title: format!("Delete IAM role {role} (InstantStart created it for the server)"),
+            depends_on: vec!["tracking_server".into()],
+            expected_secs: Some(5),
+        });
+    }
+    if let Some(role) = req.found.as_ref().and_then(|found| found.writer_role.as_ref()) {
+        steps.push(StepSpec {
+            key: "writer_role".into(),
+            title: format!("Delete IAM role {role} (the server's training pods reported through it)"),
             depends_on: vec!["tracking_server".into()],
             expected_secs: Some(5),
         });
@@ -470,6 +557,10 @@ impl Workflow for DeleteTrackingServerWorkflow {
             "role" => {
                 let found = req.found?;
                 Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: found.owner, name: found.role? }))
+            }
+            "writer_role" => {
+                let found = req.found?;
+                Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: found.owner, name: found.writer_role? }))
             }
             _ => None,
         }

@@ -115,7 +115,8 @@ pub fn all_with_config(
             {
                 all.push(std::sync::Arc::new(w));
             }
-            if let Some(w) = workloads::DeleteWorkloadWorkflow::new(kind, renderer.clone(), kube.clone(), store.clone())
+            if let Some(w) =
+                workloads::DeleteWorkloadWorkflow::new(kind, renderer.clone(), aws.clone(), kube.clone(), store.clone())
             {
                 all.push(std::sync::Arc::new(w));
             }

@@ -29,6 +29,7 @@
 //! and waiting until it is gone, then `gone`, which waits for the workload's pods.
 
 use super::decode;
+use super::steps::{AddonTarget, EnsurePodIdentity, PodIdentityTarget, RemovePodIdentity};
 use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
@@ -41,7 +42,8 @@ use crate::store::{ClusterRecord, Store};
 use crate::validate::{Findings, ValidationError};
 use crate::workload::{
     ANNOTATION_OPERATION, GroupFacts, LABEL_INSTANCE, Readiness, RenderedWorkload, SharedStorageFacts, TypeRef,
-    WorkloadContext, WorkloadKind, WorkloadRenderer, WorkloadRequest, workload_target,
+    WorkloadContext, WorkloadKind, WorkloadPodIdentity, WorkloadRenderer, WorkloadRequest, mlflow_service_account,
+    workload_target,
 };
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -89,6 +91,10 @@ pub fn delete_kind(kind: OperationKind) -> Option<WorkloadKind> {
         _ => return None,
     })
 }
+
+/// Step key of a workload's EKS Pod Identity association ([`RenderedWorkload::pod_identity`]),
+/// in the apply (before the first object) and in the delete of a training job (after its pods).
+pub const POD_IDENTITY_STEP: &str = "pod_identity";
 
 /// Step key of applying `object`.
 pub fn apply_step_key(object: &ObjectRef) -> String {
@@ -342,6 +348,27 @@ impl WorkloadWorkflow {
         Ok(out)
     }
 
+    /// Preflight: the role a workload's Pod Identity names exists (the workload does not create
+    /// it: a tracking server's writer role comes with the server InstantStart created).
+    async fn pod_identity_check(&self, id: &WorkloadPodIdentity) -> Result<PreflightCheck, EngineError> {
+        let found = read(|| self.aws.get_role(&id.role)).await?.is_some();
+        Ok(PreflightCheck {
+            check: "pod_identity".into(),
+            field: id.field.clone(),
+            status: if found { CheckStatus::Pass } else { CheckStatus::Fail },
+            detail: if found {
+                format!("service account {} will assume IAM role {} ({})", id.service_account, id.role, id.purpose)
+            } else {
+                format!("IAM role {} does not exist, so the pods would have no credentials for {}", id.role, id.purpose)
+            },
+            remedy: (!found).then(|| {
+                "report to a tracking server InstantStart created (it creates the server's writer role), or set \
+                 job.service_account to a service account that has an identity of its own"
+                    .to_string()
+            }),
+        })
+    }
+
     /// The request field the preflight checks of this workload point at.
     fn check_field(&self) -> &'static str {
         match self.workload {
@@ -508,6 +535,19 @@ impl Workflow for WorkloadWorkflow {
             });
             previous = Some(key);
         }
+        // The workload's pods get their EKS Pod Identity at creation: the association first.
+        if let Some(id) = &rendered.pod_identity {
+            steps.push(StepSpec {
+                key: POD_IDENTITY_STEP.into(),
+                title: format!(
+                    "Associate service account {}/{} with IAM role {} (EKS Pod Identity, for {})",
+                    rendered.namespace, id.service_account, id.role, id.purpose
+                ),
+                depends_on: previous.iter().cloned().collect(),
+                expected_secs: Some(5),
+            });
+            previous = Some(POD_IDENTITY_STEP.into());
+        }
         for r in &refs {
             let key = apply_step_key(r);
             steps.push(StepSpec {
@@ -579,7 +619,10 @@ impl Workflow for WorkloadWorkflow {
             ApplyMode::Converge => {}
         }
         let context = WorkloadContext { storage: storage_facts(&rec), ..self.context(&rec).await? };
-        let checks = self.checks(&target, r, &context).await?;
+        let mut checks = self.checks(&target, r, &context).await?;
+        if let Some(id) = &r.pod_identity {
+            checks.push(self.pod_identity_check(id).await?);
+        }
         let mut request = stored.request.clone();
         request.context = Some(context);
         request.remove = match self.mode {
@@ -595,6 +638,20 @@ impl Workflow for WorkloadWorkflow {
         let target = kube_target(&rec);
         if key == "ready" {
             return Some(Arc::new(ReadyStep { kube: self.kube.clone(), target, rendered: stored.rendered }));
+        }
+        if key == POD_IDENTITY_STEP {
+            let id = stored.rendered.pod_identity.clone()?;
+            return Some(Arc::new(EnsurePodIdentity(PodIdentityTarget {
+                target: AddonTarget {
+                    aws: self.aws.clone(),
+                    region: rec.region.clone(),
+                    eks_cluster: rec.eks_cluster.clone(),
+                    cluster: rec.name.clone(),
+                },
+                namespace: stored.rendered.namespace.clone(),
+                service_account: id.service_account,
+                role: id.role,
+            })));
         }
         if let Some(r) = stored.request.remove.iter().find(|r| remove_step_key(r) == key) {
             return Some(Arc::new(RemoveObject {
@@ -821,6 +878,7 @@ pub struct DeleteWorkloadWorkflow {
     kind: OperationKind,
     workload: WorkloadKind,
     renderer: Arc<dyn WorkloadRenderer>,
+    aws: Arc<dyn AwsCloud>,
     kube: Arc<dyn KubeApi>,
     store: Arc<dyn Store>,
 }
@@ -830,11 +888,12 @@ impl DeleteWorkloadWorkflow {
     pub fn new(
         kind: OperationKind,
         renderer: Arc<dyn WorkloadRenderer>,
+        aws: Arc<dyn AwsCloud>,
         kube: Arc<dyn KubeApi>,
         store: Arc<dyn Store>,
     ) -> Option<Self> {
         let workload = delete_kind(kind)?;
-        Some(DeleteWorkloadWorkflow { kind, workload, renderer, kube, store })
+        Some(DeleteWorkloadWorkflow { kind, workload, renderer, aws, kube, store })
     }
 
     fn types(&self) -> Vec<TypeRef> {
@@ -892,6 +951,20 @@ impl Workflow for DeleteWorkloadWorkflow {
             depends_on: previous.into_iter().collect(),
             expected_secs: Some(30),
         });
+        // A training job that reported to MLflow ran as `<job>-mlflow` with its own association
+        // (absent counts as done: most jobs have none).
+        if self.workload == WorkloadKind::TrainingJob {
+            steps.push(StepSpec {
+                key: POD_IDENTITY_STEP.into(),
+                title: format!(
+                    "Delete the EKS Pod Identity association of {}/{} (if the job reported to MLflow)",
+                    req.namespace,
+                    mlflow_service_account(&req.name)
+                ),
+                depends_on: vec!["gone".into()],
+                expected_secs: Some(5),
+            });
+        }
         Ok(Prepared {
             target: workload_target(&req.cluster, self.workload, &req.name),
             request: to_value(&req)?,
@@ -920,6 +993,19 @@ impl Workflow for DeleteWorkloadWorkflow {
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
         let req: DeleteWorkloadRequest = decode(request).ok()?;
         let rec = self.store.get_cluster(&req.cluster).ok()??;
+        if key == POD_IDENTITY_STEP {
+            return Some(Arc::new(RemovePodIdentity(PodIdentityTarget {
+                target: AddonTarget {
+                    aws: self.aws.clone(),
+                    region: rec.region.clone(),
+                    eks_cluster: rec.eks_cluster.clone(),
+                    cluster: rec.name.clone(),
+                },
+                namespace: req.namespace.clone(),
+                service_account: mlflow_service_account(&req.name),
+                role: String::new(),
+            })));
+        }
         let target = kube_target(&rec);
         let ty = if key == "gone" {
             TypeRef::new("v1", "Pod")

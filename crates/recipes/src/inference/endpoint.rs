@@ -285,7 +285,7 @@ fn render_self_managed(s: &SelfManagedEndpoint) -> Result<RenderedWorkload, Vali
         want = a.min_replicas;
     }
     ready.insert(0, ReadyRule::DeploymentAvailable { object: oref(&deployment.deployment), replicas: want });
-    Ok(RenderedWorkload { name: p.name.clone(), namespace: p.namespace.clone(), objects, ready })
+    Ok(RenderedWorkload { name: p.name.clone(), namespace: p.namespace.clone(), objects, ready, pod_identity: None })
 }
 
 fn render_managed(m: &ManagedEndpointParams) -> Result<RenderedWorkload, ValidationError> {
@@ -312,6 +312,7 @@ fn render_managed(m: &ManagedEndpointParams) -> Result<RenderedWorkload, Validat
             pointer: "/status/state".into(),
             value: json!("DeploymentComplete"),
         }],
+        pod_identity: None,
     })
 }
 

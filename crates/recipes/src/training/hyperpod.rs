@@ -534,6 +534,15 @@ impl HyperPodJobParams {
             if self.resilience.elastic.is_some() {
                 f.push("tiered_checkpointing", "elastic training does not support managed tiered checkpointing");
             }
+            if self.job.mlflow.is_some() {
+                f.push(
+                    "job.mlflow",
+                    format!(
+                        "cannot be combined with tiered_checkpointing yet: the pods run as {CHECKPOINT_SERVICE_ACCOUNT}, \
+                         which may not write to MLflow"
+                    ),
+                );
+            }
         }
         f.at("recipe", |f| self.recipe.validate(f));
         f.at("resilience", |f| self.resilience.validate_for(f, self.job.nodes, target));
