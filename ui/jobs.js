@@ -268,7 +268,7 @@ export function jobNewView({ app, params, query }) {
         h('div', { class: 'grid-2' },
           mlflowArn,
           formField('job.mlflow.experiment', 'MLflow experiment (optional)', { mono: true, help: 'The job name when empty.' }),
-          formField('job.service_account', 'Service account (optional)', { mono: true }),
+          formField('job.service_account', 'Service account (optional)', { mono: true, help: 'With an MLflow server and none given, the job runs as <job>-mlflow, bound to the server\'s writer role (EKS Pod Identity).' }),
           formField('job.env', 'Environment (NAME=value, or NAME=secret:<secret>/<key>)', {
             kind: 'textarea', mono: true, placeholder: 'NCCL_DEBUG=INFO\nWANDB_API_KEY=secret:wandb/api-key',
             help: 'Credentials must come from a Secret: a literal token-like value is refused.',

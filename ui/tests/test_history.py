@@ -169,5 +169,5 @@ def test_delete_a_server_after_typing_its_name(fast_ui, hist, fast_server):
     status, servers = fast_server.api("GET", "/api/mlflow/servers")
     assert status == 200 and "scratch" not in [s["name"] for s in servers], servers
     status, op = fast_server.api("GET", f"/api/operations/{op_id}")
-    assert op["kind"] == "delete_tracking_server" and [s["key"] for s in op["steps"]] == ["tracking_server", "role"], op
+    assert op["kind"] == "delete_tracking_server" and [s["key"] for s in op["steps"]] == ["tracking_server", "role", "writer_role"], op
     ui.screenshot("history-deleted")

@@ -579,7 +579,11 @@ def test_a_tracked_job_links_its_training_history(wl_ui, wl):
     set_value(field(ui, "job.mlflow.tracking_server_arn"), arn)
     ui.click_css("#job-review")
     plan = ui.wait_css("#job-plan", 10)
-    assert "MLFLOW_TRACKING_URI" in plan.find_element(By.CSS_SELECTOR, "details.manifest pre").get_attribute("textContent")
+    job = plan.find_element(By.CSS_SELECTOR, 'details.manifest[data-kind="HyperPodPyTorchJob"] pre').get_attribute("textContent")
+    assert "MLFLOW_TRACKING_URI" in job and "serviceAccountName: tracked-mlflow" in job, job
+    # Its own service account, which the operation binds to the server's writer role first.
+    assert plan.find_elements(By.CSS_SELECTOR, 'details.manifest[data-kind="ServiceAccount"][data-name="tracked-mlflow"]')
+    assert "pod_identity" in plan.text or "Pod Identity" in plan.text, plan.text
     ui.click_css("#job-submit")
     ui.wait(lambda: "/jobs/tracked" in ui.d.current_url, 10, "the job page")
     ui.wait_css("#job-history-link", 15)

@@ -64,7 +64,9 @@ pub struct TrainingJob {
     pub storage: SharedMount,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlflow: Option<MlflowTracking>,
-    /// Service account of the pods (e.g. one with IAM access to MLflow or S3).
+    /// Service account of the pods (one with an IAM identity of its own). With `mlflow` and none
+    /// given, the pods run as `<name>-mlflow`, which the job's operation binds through EKS Pod
+    /// Identity to the tracking server's writer role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
