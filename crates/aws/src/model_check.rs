@@ -483,22 +483,7 @@ fn host_of(url: &str) -> &str {
 
 /// Percent-decoding (`+` stays `+`; forms decode it before calling).
 fn pct(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::replay::percent_decode(s)
 }
 
 struct Decoder<'m> {

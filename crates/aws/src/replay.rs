@@ -50,28 +50,10 @@ impl Recorded {
 
     /// Form-encoded parameters (EC2, IAM, STS query protocols).
     pub fn form(&self) -> BTreeMap<String, String> {
-        fn decode(s: &str) -> String {
-            let s = s.replace('+', " ");
-            let bytes = s.as_bytes();
-            let mut out = Vec::with_capacity(bytes.len());
-            let mut i = 0;
-            while i < bytes.len() {
-                if bytes[i] == b'%'
-                    && i + 2 < bytes.len()
-                    && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-                {
-                    out.push(b);
-                    i += 3;
-                    continue;
-                }
-                out.push(bytes[i]);
-                i += 1;
-            }
-            String::from_utf8_lossy(&out).into_owned()
-        }
         if self.headers.get("content-type").is_none_or(|c| !c.contains("x-www-form-urlencoded")) {
             return BTreeMap::new();
         }
+        let decode = |s: &str| percent_decode(&s.replace('+', " "));
         self.body.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (decode(k), decode(v))).collect()
     }
 
@@ -240,4 +222,24 @@ impl HttpClient for Replay {
     ) -> SharedHttpConnector {
         SharedHttpConnector::new(self.clone())
     }
+}
+
+/// Percent-decoding of a URL or form component (`+` stays `+`: a form replaces it first).
+pub(crate) fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
