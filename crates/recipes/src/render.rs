@@ -21,10 +21,9 @@ use instantstart_core::provider::{KubeObject, ObjectRef};
 use instantstart_core::spec::CapacitySpec;
 use instantstart_core::validate::{Findings, ValidationError};
 use instantstart_core::workflow::decode;
-use instantstart_core::workflow::mlflow::{tracking_server_of_arn, writer_role_name};
 use instantstart_core::workload::{
-    ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, WorkloadKind, WorkloadPodIdentity,
-    WorkloadRenderer as RenderWorkload, WorkloadRequest, mlflow_service_account,
+    ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, WorkloadKind, WorkloadRenderer as RenderWorkload,
+    WorkloadRequest,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -119,32 +118,11 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         None => return Err(ValidationError::invalid("runtime", "is required: \"hyperpod\" or \"ray\"")),
     };
     let defaulted = default_storage(&mut params, Some("job"), cx);
-    // A job that reports to MLflow and names no service account of its own runs as
-    // `<job>-mlflow`, bound through EKS Pod Identity to the tracking server's writer role
-    // (tiered checkpointing's jobs run as its account; that combination is refused).
-    let checkpointing = params.get("tiered_checkpointing").and_then(Value::as_bool).unwrap_or(false);
-    let mut identity = None;
-    if !checkpointing && let Some(job) = params.get_mut("job").and_then(Value::as_object_mut) {
-        let arn =
-            job.get("mlflow").and_then(|m| m.get("tracking_server_arn")).and_then(Value::as_str).map(str::to_string);
-        let name = job.get("name").and_then(Value::as_str).map(str::to_string);
-        let own = job.get("service_account").is_some_and(|v| !v.is_null());
-        if let (false, Some(arn), Some(name)) = (own, arn, name)
-            && let Some((_, server)) = tracking_server_of_arn(&arn)
-        {
-            let sa = mlflow_service_account(&name);
-            identity = Some(WorkloadPodIdentity {
-                service_account: sa.clone(),
-                role: writer_role_name(server),
-                purpose: format!("MLflow tracking server {server}"),
-                field: "job.mlflow".into(),
-            });
-            job.insert("service_account".into(), Value::String(sa));
-        }
-    }
-    let (name, namespace, object, recipe_ready) = match runtime.as_str() {
+    let (name, namespace, object, recipe_ready, identity) = match runtime.as_str() {
         "hyperpod" => {
-            let p: HyperPodJobParams = decode(&params)?;
+            let mut p: HyperPodJobParams = decode(&params)?;
+            // Tiered checkpointing's jobs run as its account (with MLflow they are refused).
+            let identity = if p.tiered_checkpointing { None } else { p.job.mlflow_identity() };
             let mut f = Findings::new();
             check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
             let built = hyperpod_pytorch_job(&p, &target_capacity(&p.job.instance_type, cx));
@@ -153,10 +131,11 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             }
             f.finish()?;
             let built = built?;
-            (built.name, p.job.namespace, built.job, hyperpod::KIND)
+            (built.name, p.job.namespace, built.job, hyperpod::KIND, identity)
         }
         "ray" => {
-            let p: RayJobParams = decode(&params)?;
+            let mut p: RayJobParams = decode(&params)?;
+            let identity = p.job.mlflow_identity();
             let mut f = Findings::new();
             check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
             let built = ray_job(&p);
@@ -165,7 +144,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             }
             f.finish()?;
             let built = built?;
-            (built.name, p.job.namespace, built.job, ray::KIND)
+            (built.name, p.job.namespace, built.job, ray::KIND, identity)
         }
         other => {
             return Err(ValidationError::invalid("runtime", format!("must be \"hyperpod\" or \"ray\", not {other:?}")));
@@ -245,7 +224,7 @@ impl RenderWorkload for WorkloadRenderer {
 mod tests {
     use super::*;
     use instantstart_core::spec::ManagedFeatures;
-    use instantstart_core::workload::{GroupFacts, SharedStorageFacts};
+    use instantstart_core::workload::{GroupFacts, SharedStorageFacts, WorkloadPodIdentity};
 
     fn cx(capacity: CapacitySpec) -> WorkloadContext {
         WorkloadContext {

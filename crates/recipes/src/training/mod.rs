@@ -23,6 +23,8 @@ use crate::common::{
 use crate::storage::{Access, SharedMount};
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate};
+use instantstart_core::workflow::mlflow::{tracking_server_of_arn, writer_role_name};
+use instantstart_core::workload::{WorkloadPodIdentity, mlflow_service_account};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -134,6 +136,25 @@ impl TrainingJob {
     /// Hardware of a job whose validation passed.
     pub(crate) fn hardware(&self) -> Hardware {
         self.validate_hardware(&mut Findings::new()).expect("hardware of a validated job")
+    }
+
+    /// The EKS Pod Identity a job reporting to MLflow needs: with `mlflow` and no
+    /// `service_account` of its own, the pods run as `<name>-mlflow` (set here), which the
+    /// job's operation binds to the tracking server's writer role. `None` otherwise, or for an
+    /// ARN that is not a tracking server's (validation names it).
+    pub(crate) fn mlflow_identity(&mut self) -> Option<WorkloadPodIdentity> {
+        if self.service_account.is_some() {
+            return None;
+        }
+        let (_, server) = tracking_server_of_arn(&self.mlflow.as_ref()?.tracking_server_arn)?;
+        let identity = WorkloadPodIdentity {
+            service_account: mlflow_service_account(&self.name),
+            role: writer_role_name(server),
+            purpose: format!("MLflow tracking server {server}"),
+            field: "job.mlflow".into(),
+        };
+        self.service_account = Some(identity.service_account.clone());
+        Some(identity)
     }
 
     /// Environment every training container gets: EFA, MLflow, then the user's variables.
