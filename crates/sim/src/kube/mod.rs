@@ -876,7 +876,7 @@ impl KubeApi for SimCloud {
             if st.started_at.is_none() {
                 let reason = match (&st.unschedulable, &st.gated, &st.waiting_message) {
                     (Some(_), ..) => "PodScheduled=False (Unschedulable)".to_string(),
-                    (None, Some(why), _) => format!("PodScheduled=False (SchedulingGated: {why})"),
+                    (None, Some(gate), _) => format!("PodScheduled=False (SchedulingGated: {})", gate.message),
                     (None, None, Some(why)) => format!("ContainerCreating ({why})"),
                     _ => "ContainerCreating".to_string(),
                 };

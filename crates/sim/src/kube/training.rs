@@ -569,12 +569,9 @@ pub(crate) fn hyperpod_status(w: &World, rec: &KubeRec, pods: &[PodView], nodes:
         conditions.push(json!({ "type": "Restarting", "status": "True", "reason": "FullJobRestart", "message": "recreating the job's pods after a fault", "lastTransitionTime": t(w, plan.epoch_start) }));
     } else if running {
         conditions.push(json!({ "type": "Running", "status": "True", "reason": "JobRunning", "lastTransitionTime": start.map(|s| t(w, s)) }));
-    } else if let Some(why) = states.iter().find_map(|s| s.gated.clone()) {
-        // The admission refusal of a pod naming a missing service account, or an operator
-        // without its identity.
-        let reason =
-            if why.contains("error looking up service account") { "FailedCreate" } else { "MissingPodIdentity" };
-        conditions.push(json!({ "type": "Running", "status": "False", "reason": reason, "message": why }));
+    } else if let Some(gate) = states.iter().find_map(|s| s.gated.clone()) {
+        conditions
+            .push(json!({ "type": "Running", "status": "False", "reason": gate.reason, "message": gate.message }));
     }
     let b = budget(&rec.object);
     let restarts = events.iter().filter(|e| e.recovery != Recovery::Fail).count();

@@ -762,8 +762,9 @@ pub(crate) struct PodState {
     pub waiting: Option<&'static str>,
     /// Why it waits, when something blocks it (a `FailedMount` message).
     pub waiting_message: Option<String>,
-    /// Why an operator holds the pod back (`PodScheduled=False`, reason `SchedulingGated`).
-    pub gated: Option<String>,
+    /// Why the pod is held back before it can start (`PodScheduled=False`, reason
+    /// `SchedulingGated`), and the reason its job reports.
+    pub gated: Option<Gate>,
     pub pod_ip: Option<String>,
     pub host_ip: Option<String>,
 }
@@ -825,6 +826,15 @@ fn schedule(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(usize, f64),
     Ok((pick, at))
 }
 
+/// What holds a pod back: the reason its controller reports on the job, and the message.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Gate {
+    /// `MissingPodIdentity` (an operator without its credentials) or `FailedCreate` (the API
+    /// server's admission refused the pod).
+    pub reason: &'static str,
+    pub message: String,
+}
+
 pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState {
     let pending = |unschedulable: Option<String>| PodState {
         phase: "Pending",
@@ -849,14 +859,14 @@ pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState
         && pod.owner.as_ref().is_some_and(|(_, kind, ..)| kind == "HyperPodPyTorchJob")
     {
         let mut st = pending(None);
-        st.gated = Some(why.clone());
+        st.gated = Some(Gate { reason: "MissingPodIdentity", message: why.clone() });
         return st;
     }
     if !nodes.is_empty()
         && let Some(why) = blockers.missing_service_account(pod)
     {
         let mut st = pending(None);
-        st.gated = Some(why);
+        st.gated = Some(Gate { reason: "FailedCreate", message: why });
         return st;
     }
     let (idx, at) = match schedule(pod, nodes, now) {
@@ -925,8 +935,9 @@ pub(crate) fn pod_object(w: &World, pod: &PodView, st: &PodState) -> Value {
     match (&st.unschedulable, &st.gated) {
         (Some(why), _) => conditions
             .push(json!({ "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why })),
-        (None, Some(why)) => conditions
-            .push(json!({ "type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": why })),
+        (None, Some(gate)) => conditions.push(
+            json!({ "type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": gate.message }),
+        ),
         (None, None) => {
             conditions.push(cond("PodScheduled", st.scheduled_at.is_some()));
             conditions.push(cond("Initialized", st.scheduled_at.is_some()));
