@@ -135,8 +135,10 @@ def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
     status, op = ui.server.api("GET", f"/api/operations/{op_id}")
     assert op["kind"] == "download_model" and op["actor"]["face"] == "ui", op
     status, downloads = ui.server.api("GET", f"/api/clusters/{CLUSTER}/downloads")
-    row = ui.css("#downloads-table tbody tr")
-    assert row.get_attribute("data-download") in {d["name"] for d in downloads}
+    names = {d["name"] for d in downloads}
+    # The table redraws while it polls: read the row inside a wait (a stale row is read again).
+    ui.wait(lambda: ui.css("#downloads-table tbody tr").get_attribute("data-download") in names, 10,
+            f"the listed download is one of {names}")
 
     # Drill down: models/ → Qwen/ → the model's files, then back to the root.
     ui.click_css("#refresh-storage")
