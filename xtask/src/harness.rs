@@ -27,13 +27,16 @@ pub fn target_dir() -> PathBuf {
 
 /// Builds `instantstart-server` (release or dev profile) and returns the binary.
 pub fn build_server(release: bool) -> Result<PathBuf> {
-    let mut c = crate::cargo();
-    c.args(["build", "--quiet", "-p", "instantstart-server"]);
-    if release {
-        c.arg("--release");
+    if !release {
+        // The dev binary is the one `cargo test --workspace` builds (same feature set): a plain
+        // `cargo build -p` would unify features differently and rebuild shared dependencies.
+        crate::build_bins()?;
+        let bin = target_dir().join("debug").join("instantstart-server");
+        ensure!(bin.exists(), "{} was not built", bin.display());
+        return Ok(bin);
     }
-    crate::run(&mut c)?;
-    let bin = target_dir().join(if release { "release" } else { "debug" }).join("instantstart-server");
+    crate::run(crate::cargo().args(["build", "--quiet", "--release", "-p", "instantstart-server"]))?;
+    let bin = target_dir().join("release").join("instantstart-server");
     ensure!(bin.exists(), "{} was not built", bin.display());
     Ok(bin)
 }

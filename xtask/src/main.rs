@@ -242,24 +242,55 @@ fn lint() -> Result<()> {
     ]))
 }
 
+/// The wall time of each phase of `cargo xtask test`.
+#[derive(Default)]
+struct Phases(Vec<(&'static str, Duration)>);
+
+impl Phases {
+    fn run<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let started = Instant::now();
+        let result = f();
+        let took = started.elapsed();
+        eprintln!("phase {name}: {} in {took:.0?}", if result.is_ok() { "passed" } else { "FAILED" });
+        self.0.push((name, took));
+        if result.is_err() {
+            self.report();
+        }
+        result
+    }
+
+    fn report(&self) {
+        eprintln!("phase times:");
+        for (name, took) in &self.0 {
+            eprintln!("  {name:<14} {:>6.0}s", took.as_secs_f64());
+        }
+    }
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let started = Instant::now();
     match args.first().map(String::as_str) {
         Some("test") => {
-            lint()?;
+            // Each phase's wall time is printed as it ends and again at the end, so a CI log
+            // says which phase grew.
+            let mut phases = Phases::default();
+            phases.run("lint", lint)?;
             // The AWS adapter's integration tests start moto_server from the venv; its
             // model-validation suite reads botocore's service models from it.
-            let venv = venv()?;
-            run(cargo()
-                .args(["test", "--workspace"])
-                .env("MOTO_SERVER", venv.join("bin").join("moto_server"))
-                .env("BOTOCORE_DATA", botocore_data(&venv)?))?;
-            fuzz_api(120)?;
-            deploy_lint()?;
-            mcp_test()?;
-            ui_test()?;
-            chaos::main(&["--quick".to_string()])?;
+            let venv = phases.run("venv", venv)?;
+            phases.run("cargo test", || {
+                run(cargo()
+                    .args(["test", "--workspace"])
+                    .env("MOTO_SERVER", venv.join("bin").join("moto_server"))
+                    .env("BOTOCORE_DATA", botocore_data(&venv)?))
+            })?;
+            phases.run("fuzz-api", || fuzz_api(120))?;
+            phases.run("deploy-lint", deploy_lint)?;
+            phases.run("mcp-test", mcp_test)?;
+            phases.run("ui-test", ui_test)?;
+            phases.run("chaos --quick", || chaos::main(&["--quick".to_string()]))?;
+            phases.report();
             eprintln!("all suites passed in {:.0?}", started.elapsed());
         }
         Some("lint") => lint()?,
