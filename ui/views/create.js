@@ -55,7 +55,7 @@ export function typeLabel(t) {
 
 export function typeInfo(t) {
   const i = t && t.info;
-  if (!i) return t ? 'No details known for this type.' : '';
+  if (!i) return t ? 'EC2 does not describe this type in this region: it is accepted, and the checks that need its specs (EFA, accelerators) say they could not run.' : '';
   const parts = [`${i.vcpus} vCPU`, `${i.memory_gib} GiB memory`];
   if (i.accelerators) parts.push(`${i.accelerators}× ${i.accelerator}`);
   parts.push(i.efa_interfaces ? `${i.efa_interfaces} EFA interface${i.efa_interfaces > 1 ? 's' : ''}` : 'no EFA');
@@ -226,12 +226,14 @@ export function createView({ app }) {
     const offered = st.types.filter((t) => t.availability_zones.includes(az));
     const prev = g.type.value;
     const accel = offered.filter((t) => t.info && t.info.accelerators > 0);
-    const cpu = offered.filter((t) => !(t.info && t.info.accelerators > 0));
+    const cpu = offered.filter((t) => t.info && !(t.info.accelerators > 0));
+    const unknown = offered.filter((t) => !t.info);
     const smallestAccel = [...accel].sort((a, b) => (a.info.accelerators - b.info.accelerators) || (a.info.memory_gib - b.info.memory_gib))[0];
     const choice = offered.some((t) => t.instance_type === prev) ? prev : (smallestAccel || offered[0])?.instance_type;
     const opt = (t) => h('option', { value: t.instance_type, selected: t.instance_type === choice }, typeLabel(t));
     replace(g.type, offered.length
-      ? [accel.length && h('optgroup', { label: 'Accelerated' }, accel.map(opt)), cpu.length && h('optgroup', { label: 'CPU' }, cpu.map(opt))]
+      ? [accel.length && h('optgroup', { label: 'Accelerated' }, accel.map(opt)), cpu.length && h('optgroup', { label: 'CPU' }, cpu.map(opt)),
+        unknown.length && h('optgroup', { label: 'Specs not described by EC2' }, unknown.map(opt))]
       : h('option', { value: '' }, az ? `No HyperPod instance types offered in ${az}` : 'Choose an Availability Zone'));
     showTypeInfo(g);
   }
@@ -269,7 +271,8 @@ export function createView({ app }) {
           h('label', { for: cid }, z.name, ' ', h('span', { class: 'muted' }, z.zone_id)));
       }) : h('p', { class: 'muted' }, `No Availability Zones found in ${r}.`));
       for (const g of st.groups) fillZonesOf(g);
-      regionStatus.textContent = `${zones.length} zones, ${types.length} HyperPod instance types offered in ${r}.`;
+      const offeredTypes = types.filter((t) => t.availability_zones.length).length;
+      regionStatus.textContent = `${zones.length} zones, ${offeredTypes} of ${types.length} HyperPod instance types offered in ${r}.`;
     } catch (err) {
       if (st.loading !== mine) return;
       st.region = null;

@@ -32,6 +32,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:DescribeAddresses",
     "ec2:DescribeAvailabilityZones",
     "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes",
     "ec2:DescribeInternetGateways",
     "ec2:DescribeNatGateways",
     "ec2:DescribeRouteTables",

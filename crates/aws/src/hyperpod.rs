@@ -60,6 +60,7 @@ use aws_sdk_sagemaker::types::{
     ClusterOrchestrator, ClusterOrchestratorEksConfig, ClusterSpotOptions, ClusterStatus, ClusterTieredStorageConfig,
     DeepHealthCheckType, VpcConfig,
 };
+use instantstart_core::instance_types::is_accelerated_family;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
     HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan,
@@ -67,7 +68,6 @@ use instantstart_core::provider::{
 };
 use instantstart_core::spec::{
     CapacitySpec, DeepHealthChecks, InterfaceMode, LifecycleScript, NodeRecovery, TieredCheckpointing,
-    instance_type_info,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -92,12 +92,10 @@ pub fn cluster_state(
     }
 }
 
-/// Threads per core: 1 (no SMT) for accelerated instances, 2 for CPU instances.
+/// Threads per core: 1 (no SMT) for accelerated instances, 2 for CPU instances (by family:
+/// [`is_accelerated_family`]).
 fn threads_per_core(instance_type: &str) -> i32 {
-    match instance_type_info(instance_type) {
-        Some(info) if info.accelerators == 0 => 2,
-        _ => 1,
-    }
+    if is_accelerated_family(instance_type) { 1 } else { 2 }
 }
 
 /// One instance group of a CreateCluster request. `pin_subnet` adds an `OverrideVpcConfig`.

@@ -45,6 +45,8 @@ mod tags;
 #[cfg(test)]
 mod deploy_policy;
 #[cfg(test)]
+mod generated_data;
+#[cfg(test)]
 mod model_check;
 #[cfg(test)]
 mod model_suite;
@@ -107,6 +109,9 @@ pub(crate) struct Regional {
 /// Service Quotas of one region: quota name → (quota code, value).
 pub(crate) type QuotaTable = Arc<HashMap<String, (String, f64)>>;
 
+/// EC2's answer about the HyperPod instance types of one region.
+pub(crate) type SpecsTable = Arc<Vec<instantstart_core::instance_types::InstanceTypeInfo>>;
+
 /// The real AWS provider. Cheap to share behind an `Arc`; clients are created lazily.
 #[derive(Debug)]
 pub struct AwsProvider {
@@ -115,6 +120,8 @@ pub struct AwsProvider {
     regional: Mutex<HashMap<String, Arc<Regional>>>,
     /// Cached Service Quotas listings per region (quota name → (code, value)).
     quota_cache: tokio::sync::Mutex<HashMap<String, QuotaTable>>,
+    /// EC2's specs of the HyperPod instance types, per region (they do not change).
+    specs_cache: tokio::sync::Mutex<HashMap<String, SpecsTable>>,
     /// MLflow REST endpoint override and HTTPS client.
     mlflow: mlflow::MlflowConfig,
 }
@@ -147,6 +154,7 @@ impl AwsProvider {
             base: tokio::sync::OnceCell::new(),
             regional: Mutex::new(HashMap::new()),
             quota_cache: tokio::sync::Mutex::new(HashMap::new()),
+            specs_cache: tokio::sync::Mutex::new(HashMap::new()),
             mlflow: mlflow::MlflowConfig::default(),
         }
     }
@@ -238,6 +246,10 @@ impl AwsProvider {
 
     pub(crate) fn quota_cache(&self) -> &tokio::sync::Mutex<HashMap<String, QuotaTable>> {
         &self.quota_cache
+    }
+
+    pub(crate) fn specs_cache(&self) -> &tokio::sync::Mutex<HashMap<String, SpecsTable>> {
+        &self.specs_cache
     }
 }
 

@@ -133,6 +133,24 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The text of `path`, or of `path.gz` through the system `gzip -dc` when only that exists
+/// (botocore and moto ship their data gzipped).
+pub fn read_maybe_gz(path: &Path) -> Result<String, String> {
+    if path.exists() {
+        return std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()));
+    }
+    let gz = PathBuf::from(format!("{}.gz", path.display()));
+    let out = std::process::Command::new("gzip")
+        .arg("-dc")
+        .arg(&gz)
+        .output()
+        .map_err(|e| format!("gzip -dc {}: {e} (gzip is needed to read botocore's models)", gz.display()))?;
+    if !out.status.success() {
+        return Err(format!("gzip -dc {}: {}", gz.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    String::from_utf8(out.stdout).map_err(|e| e.to_string())
+}
+
 /// How to get the models, for error messages.
 pub const HOW_TO: &str = "the model-validation suite needs botocore's service models: run `cargo xtask test` \
      (it installs the pinned botocore into target/test-venv and sets BOTOCORE_DATA), or \
@@ -191,19 +209,7 @@ impl Models {
         versions.sort();
         let version = versions.pop().ok_or_else(|| format!("{}: no API version", sdir.display()))?;
         let base = sdir.join(&version);
-        let text = if base.join("service-2.json").exists() {
-            std::fs::read_to_string(base.join("service-2.json")).map_err(|e| e.to_string())?
-        } else {
-            let gz = base.join("service-2.json.gz");
-            let out =
-                std::process::Command::new("gzip").arg("-dc").arg(&gz).output().map_err(|e| {
-                    format!("gzip -dc {}: {e} (gzip is needed to read botocore's models)", gz.display())
-                })?;
-            if !out.status.success() {
-                return Err(format!("gzip -dc {}: {}", gz.display(), String::from_utf8_lossy(&out.stderr)));
-            }
-            String::from_utf8(out.stdout).map_err(|e| e.to_string())?
-        };
+        let text = read_maybe_gz(&base.join("service-2.json"))?;
         let json: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", base.display()))?;
         let m = Arc::new(Model { service: service.to_string(), version, json });
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(service.to_string(), m.clone());

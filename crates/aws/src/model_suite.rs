@@ -62,6 +62,7 @@ pub const METHODS: &[&str] = &[
     "IdentityApi::caller_identity",
     "QuotaApi::availability_zones",
     "QuotaApi::instance_type_offerings",
+    "QuotaApi::instance_type_specs",
     "QuotaApi::hyperpod_instance_quota",
     "NetworkApi::find_vpc",
     "NetworkApi::describe_network",
@@ -244,10 +245,29 @@ pub const CASES: &[Case] = &[
     },
     Case {
         method: "QuotaApi::instance_type_offerings",
-        variant: "every known HyperPod type as a filter",
+        variant: "every ClusterInstanceType as a filter, in chunks",
         world: World::Fresh,
         run: run!(|p| assert!(!p.instance_type_offerings("us-east-1").await.unwrap().is_empty())),
         expect: &["ec2:DescribeInstanceTypeOfferings"],
+    },
+    Case {
+        method: "QuotaApi::instance_type_specs",
+        variant: "every ClusterInstanceType by name, in chunks; GPUs, Neuron devices, EFA, EFA-only mapped",
+        world: World::Fresh,
+        run: run!(|p| {
+            let specs = p.instance_type_specs("us-east-1").await.unwrap();
+            let g5 = specs.iter().find(|i| i.name == "ml.g5.12xlarge").expect("g5.12xlarge");
+            assert_eq!(
+                (g5.vcpus, g5.memory_gib, g5.accelerators, g5.accelerator.as_str()),
+                (48, 192, 4, "nvidia-a10g")
+            );
+            assert_eq!((g5.efa_interfaces, g5.efa_only_supported), (1, true));
+            let trn = specs.iter().find(|i| i.name == "ml.trn2.48xlarge").expect("trn2.48xlarge");
+            assert_eq!((trn.accelerators, trn.accelerator.as_str(), trn.efa_interfaces), (16, "aws-trainium2", 16));
+            let cpu = specs.iter().find(|i| i.name == "ml.m5.xlarge").expect("m5.xlarge");
+            assert_eq!((cpu.accelerators, cpu.accelerator.as_str(), cpu.efa_interfaces), (0, "none", 0));
+        }),
+        expect: &["ec2:DescribeInstanceTypes"],
     },
     Case {
         method: "QuotaApi::hyperpod_instance_quota",
@@ -1179,6 +1199,23 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
             "DescribeInstanceTypeOfferings",
             "<instanceTypeOfferingSet><item><instanceType>p5.48xlarge</instanceType><locationType>availability-zone</locationType>\
              <location>us-east-1a</location></item></instanceTypeOfferingSet>",
+        ),
+        "ec2:DescribeInstanceTypes" => ec2(
+            "DescribeInstanceTypes",
+            "<instanceTypeSet>\
+             <item><instanceType>g5.12xlarge</instanceType><vCpuInfo><defaultVCpus>48</defaultVCpus></vCpuInfo>\
+             <memoryInfo><sizeInMiB>196608</sizeInMiB></memoryInfo>\
+             <gpuInfo><gpus><item><name>A10G</name><manufacturer>NVIDIA</manufacturer><count>4</count></item></gpus></gpuInfo>\
+             <networkInfo><efaSupported>true</efaSupported><efaInfo><maximumEfaInterfaces>1</maximumEfaInterfaces></efaInfo>\
+             <networkCards><item><networkCardIndex>0</networkCardIndex><interfaceTypeSet><item>interface</item><item>efa</item>\
+             <item>efa-only</item></interfaceTypeSet></item></networkCards></networkInfo></item>\
+             <item><instanceType>trn2.48xlarge</instanceType><vCpuInfo><defaultVCpus>192</defaultVCpus></vCpuInfo>\
+             <memoryInfo><sizeInMiB>2097152</sizeInMiB></memoryInfo>\
+             <neuronInfo><neuronDevices><item><name>Trainium2</name><count>16</count></item></neuronDevices></neuronInfo>\
+             <networkInfo><efaSupported>true</efaSupported><efaInfo><maximumEfaInterfaces>16</maximumEfaInterfaces></efaInfo></networkInfo></item>\
+             <item><instanceType>m5.xlarge</instanceType><vCpuInfo><defaultVCpus>4</defaultVCpus></vCpuInfo>\
+             <memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo><networkInfo><efaSupported>false</efaSupported></networkInfo></item>\
+             </instanceTypeSet>",
         ),
         "ec2:DescribeVpcs" => {
             let by_id = param(d, "VpcIds").is_some();

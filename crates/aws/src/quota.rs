@@ -2,9 +2,13 @@
 //! "cluster usage" quotas (Service Quotas).
 //!
 //! HyperPod has no per-AZ offering API; an `ml.<type>` is reported in the AZs where EC2 offers
-//! `<type>` (`DescribeInstanceTypeOfferings`), for the types InstantStart knows
-//! ([`instantstart_core::spec::INSTANCE_TYPES`]). That is a necessary condition, not a
-//! capacity guarantee.
+//! `<type>` (`DescribeInstanceTypeOfferings`), for SageMaker's `ClusterInstanceType` values
+//! ([`CLUSTER_INSTANCE_TYPES`]). That is a necessary condition, not a capacity guarantee.
+//!
+//! The specs of those types are EC2's (`DescribeInstanceTypes`, the names without `ml.`,
+//! filtered by name in chunks of [`NAMES_PER_REQUEST`] so a name EC2 does not know in the
+//! region is simply absent instead of failing the call), cached per region for the life of the
+//! process.
 //!
 //! Quotas are looked up by name (`ml.p5.48xlarge for cluster usage`) among the applied quotas
 //! of service `sagemaker`, then among the AWS defaults; both listings are cached per region
@@ -15,11 +19,65 @@
 use crate::AwsProvider;
 use crate::error::sdk_error;
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{Filter, LocationType};
+use aws_sdk_ec2::types::{Filter, LocationType, NetworkCardInterfaceType};
+use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceTypeInfo, ec2_name};
 use instantstart_core::provider::{AvailabilityZone, InstanceTypeOffering, ProviderErrorKind, Quota, QuotaApi, Result};
-use instantstart_core::spec::INSTANCE_TYPES;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Most instance type names one EC2 filter carries here.
+pub const NAMES_PER_REQUEST: usize = 100;
+
+/// The EC2 names of SageMaker's `ClusterInstanceType` values.
+fn ec2_names() -> Vec<String> {
+    CLUSTER_INSTANCE_TYPES.iter().map(|t| ec2_name(t).to_string()).collect()
+}
+
+/// Our specs of one type EC2 described: accelerators are its GPUs (kind `<maker>-<name>`) or
+/// its Neuron devices (`aws-<name>`); EFA-only support is a network card that lists the
+/// `efa-only` interface type.
+pub fn specs_of(t: &aws_sdk_ec2::types::InstanceTypeInfo) -> Option<InstanceTypeInfo> {
+    let name = format!("ml.{}", t.instance_type()?.as_str());
+    let n = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
+    let gpus = t.gpu_info().map(|g| g.gpus()).unwrap_or_default();
+    let neuron = t.neuron_info().map(|g| g.neuron_devices()).unwrap_or_default();
+    let (accelerators, accelerator) = if let Some(g) = gpus.first() {
+        (
+            gpus.iter().map(|g| n(g.count())).sum(),
+            InstanceTypeInfo::accelerator_kind(g.manufacturer().unwrap_or("gpu"), g.name().unwrap_or_default()),
+        )
+    } else if let Some(d) = neuron.first() {
+        (
+            neuron.iter().map(|d| n(d.count())).sum(),
+            InstanceTypeInfo::accelerator_kind("aws", d.name().unwrap_or_default()),
+        )
+    } else {
+        (0, "none".to_string())
+    };
+    let network = t.network_info();
+    let efa = network.and_then(|n| n.efa_supported()).unwrap_or(false);
+    let efa_only = efa
+        && network.is_some_and(|n| {
+            n.network_cards().iter().any(|c| c.interface_types().contains(&NetworkCardInterfaceType::EfaOnly))
+        });
+    Some(InstanceTypeInfo {
+        name,
+        vcpus: n(t.v_cpu_info().and_then(|v| v.default_v_cpus())),
+        memory_gib: t
+            .memory_info()
+            .and_then(|m| m.size_in_mib())
+            .and_then(|m| u32::try_from(m / 1024).ok())
+            .unwrap_or(0),
+        accelerators,
+        accelerator,
+        efa_interfaces: if efa {
+            n(network.and_then(|n| n.efa_info()).and_then(|e| e.maximum_efa_interfaces()))
+        } else {
+            0
+        },
+        efa_only_supported: efa_only,
+    })
+}
 
 /// Name of the HyperPod cluster-usage quota of an instance type.
 pub fn quota_name(instance_type: &str) -> String {
@@ -114,19 +172,21 @@ impl QuotaApi for AwsProvider {
     async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>> {
         const API: &str = "ec2:DescribeInstanceTypeOfferings";
         let c = self.region(region).await?;
-        let ec2_types: Vec<String> =
-            INSTANCE_TYPES.iter().filter_map(|t| t.name.strip_prefix("ml.")).map(str::to_string).collect();
-        let offerings = c
-            .ec2
-            .describe_instance_type_offerings()
-            .location_type(LocationType::AvailabilityZone)
-            .filters(Filter::builder().name("instance-type").set_values(Some(ec2_types)).build())
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| sdk_error(API, e))?;
+        let mut offerings = Vec::new();
+        for names in ec2_names().chunks(NAMES_PER_REQUEST) {
+            let page: Vec<_> = c
+                .ec2
+                .describe_instance_type_offerings()
+                .location_type(LocationType::AvailabilityZone)
+                .filters(Filter::builder().name("instance-type").set_values(Some(names.to_vec())).build())
+                .into_paginator()
+                .items()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| sdk_error(API, e))?;
+            offerings.extend(page);
+        }
         let mut out: Vec<InstanceTypeOffering> = offerings
             .iter()
             .filter_map(|o| {
@@ -137,6 +197,32 @@ impl QuotaApi for AwsProvider {
             })
             .collect();
         out.sort_by(|a, b| (&a.availability_zone, &a.instance_type).cmp(&(&b.availability_zone, &b.instance_type)));
+        Ok(out)
+    }
+
+    async fn instance_type_specs(&self, region: &str) -> Result<Vec<InstanceTypeInfo>> {
+        const API: &str = "ec2:DescribeInstanceTypes";
+        let mut cache = self.specs_cache().lock().await;
+        if let Some(specs) = cache.get(region) {
+            return Ok(specs.as_ref().clone());
+        }
+        let c = self.region(region).await?;
+        let mut out = Vec::new();
+        for names in ec2_names().chunks(NAMES_PER_REQUEST) {
+            let described: Vec<_> = c
+                .ec2
+                .describe_instance_types()
+                .filters(Filter::builder().name("instance-type").set_values(Some(names.to_vec())).build())
+                .into_paginator()
+                .items()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| sdk_error(API, e))?;
+            out.extend(described.iter().filter_map(specs_of));
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        cache.insert(region.to_string(), Arc::new(out.clone()));
         Ok(out)
     }
 

@@ -136,6 +136,52 @@ async fn identity_zones_and_offerings() {
         "{offerings:?}"
     );
     assert!(offerings.iter().all(|o| o.instance_type.starts_with("ml.")));
+    assert!(
+        offerings.iter().any(|o| o.instance_type == "ml.g5.8xlarge"),
+        "every ClusterInstanceType is asked for (in chunks), not only a hand-kept few"
+    );
+}
+
+/// The rows of the simulator's generated table (crates/sim/src/ec2_specs/generated.rs), read
+/// as text: `(name, vcpus, memory, accelerators, accelerator, efa, efa_only)`.
+fn sim_rows() -> Vec<instantstart_core::instance_types::InstanceTypeInfo> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sim/src/ec2_specs/generated.rs");
+    let text = std::fs::read_to_string(&path).expect("the simulator's generated specs");
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("(\"ml.")?.strip_suffix("),").map(|r| format!("ml.{r}")))
+        .map(|row| {
+            let f: Vec<String> = row.split(", ").map(|x| x.trim_matches('"').to_string()).collect();
+            let n = |i: usize| f[i].parse::<u32>().unwrap();
+            instantstart_core::instance_types::InstanceTypeInfo {
+                name: f[0].clone(),
+                vcpus: n(1),
+                memory_gib: n(2),
+                accelerators: n(3),
+                accelerator: f[4].clone(),
+                efa_interfaces: n(5),
+                efa_only_supported: f[6] == "true",
+            }
+        })
+        .collect()
+}
+
+/// EC2's `DescribeInstanceTypes` through the real adapter (moto answers from its record of
+/// EC2's data): the specs map as the simulator's generated table says, type for type, so the
+/// simulator and AWS give validation the same facts.
+#[tokio::test]
+async fn instance_type_specs_are_ec2s_and_match_the_simulator() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let specs = p.instance_type_specs(REGION).await.unwrap();
+    let g5 = specs.iter().find(|i| i.name == "ml.g5.12xlarge").expect("g5.12xlarge is described");
+    assert_eq!((g5.accelerators, g5.accelerator.as_str(), g5.efa_interfaces), (4, "nvidia-a10g", 1));
+    assert!(!specs.iter().any(|i| i.name == "ml.p6e-gb200.36xlarge"), "EC2 does not describe it");
+    let mut sim = sim_rows();
+    sim.sort_by(|a, b| a.name.cmp(&b.name));
+    assert!(sim.len() >= 200, "{} rows", sim.len());
+    assert_eq!(specs, sim, "the adapter's mapping of EC2's answer and the simulator's table disagree");
+    // Cached per region: a second read answers the same without asking again.
+    assert_eq!(p.instance_type_specs(REGION).await.unwrap(), specs);
 }
 
 #[tokio::test]
@@ -606,6 +652,12 @@ impl QuotaApi for MotoCloud {
     }
     async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>> {
         self.real.instance_type_offerings(region).await
+    }
+    async fn instance_type_specs(
+        &self,
+        region: &str,
+    ) -> Result<Vec<instantstart_core::instance_types::InstanceTypeInfo>> {
+        self.real.instance_type_specs(region).await
     }
     /// moto does not implement Service Quotas' ListServiceQuotas (HTTP 500): the adapter
     /// reports the quota as unknown, so the preflight warns.

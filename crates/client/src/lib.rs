@@ -403,8 +403,9 @@ impl Client {
         self.call(Call::new(Method::GET, &["api", "context", "zones"]).query("region", region)).await
     }
 
-    /// `GET /api/context/instance-types`: HyperPod instance types of `region` with their AZs
-    /// and what InstantStart knows about them (`{instance_type, availability_zones, info}`).
+    /// `GET /api/context/instance-types`: every HyperPod instance type with the AZs of `region`
+    /// that offer it and EC2's specs (`{instance_type, availability_zones, info}`, `info` null
+    /// when EC2 does not describe the type).
     pub async fn instance_types(&self, region: Option<&str>) -> Result<Vec<Value>, Error> {
         self.call(Call::new(Method::GET, &["api", "context", "instance-types"]).query("region", region)).await
     }

@@ -14,6 +14,7 @@
 pub mod addon_schema;
 pub mod diff;
 pub mod engine;
+pub mod instance_types;
 pub mod lifecycle;
 pub mod names;
 pub mod operation;

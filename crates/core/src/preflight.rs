@@ -4,8 +4,9 @@
 //! dry runs), so a request fails early with a remedy instead of late with a provider error.
 
 use crate::engine::reads::read;
+use crate::instance_types::{InstanceSpecs, SpecsFact, ec2_name};
 use crate::provider::{AwsCloud, ProviderError};
-use crate::spec::{CapacitySpec, InstanceGroupSpec};
+use crate::spec::{CapacitySpec, InstanceGroupSpec, InterfaceMode};
 use crate::subnet::{COMPUTE_SUBNET_PREFIX, SubnetPlanner};
 use crate::validate::{Finding, ValidationError, ValidationKind};
 use schemars::JsonSchema;
@@ -76,9 +77,11 @@ pub async fn check_groups(
 ) -> Result<Vec<PreflightCheck>, ProviderError> {
     let mut checks = Vec::new();
     let offerings = read(|| aws.instance_type_offerings(region)).await?;
+    let specs = InstanceSpecs::new(read(|| aws.instance_type_specs(region)).await?);
     let mut wanted: BTreeMap<&str, (u32, Vec<&str>)> = BTreeMap::new();
     for g in groups {
         let spec = g.group;
+        checks.extend(spec_checks(&g.field, spec, &specs.fact(&spec.instance_type), region));
         let offered: Vec<&str> = offerings
             .iter()
             .filter(|o| o.instance_type == spec.instance_type)
@@ -198,6 +201,78 @@ pub async fn check_groups(
         }
     }
     Ok(checks)
+}
+
+/// The checks of one group that need its instance type's specs (EFA-only interfaces,
+/// connectivity checks, deep health checks): each a `Fail` when the specs say HyperPod would
+/// refuse it, a `Pass` when they allow it. Unknown specs give one `Warn` per check that could
+/// not run (the type is still accepted); specs not read yet give nothing.
+pub fn spec_checks(field: &str, g: &InstanceGroupSpec, fact: &SpecsFact, region: &str) -> Vec<PreflightCheck> {
+    let mut wanted: Vec<(&str, String, &str)> = Vec::new();
+    if g.interface_mode == InterfaceMode::EfaOnly {
+        wanted.push(("efa_only", format!("{field}.interface_mode"), "EFA-only interfaces"));
+    }
+    if g.deep_health_checks.connectivity {
+        wanted.push(("efa", format!("{field}.deep_health_checks.connectivity"), "connectivity checks (they need EFA)"));
+    }
+    if g.deep_health_checks.stress || g.deep_health_checks.connectivity {
+        wanted.push((
+            "accelerated",
+            format!("{field}.deep_health_checks"),
+            "deep health checks (accelerated types only)",
+        ));
+    }
+    let t = &g.instance_type;
+    let info = match fact {
+        SpecsFact::NotRead => return Vec::new(),
+        SpecsFact::Unknown => {
+            return wanted
+                .into_iter()
+                .map(|(_, field, what)| {
+                    PreflightCheck::new(
+                        "instance_specs",
+                        &field,
+                        CheckStatus::Warn,
+                        format!(
+                            "EC2 does not describe {t} in {region}: whether it supports {what} could not be checked"
+                        ),
+                        Some(format!("check {} in the EC2 instance type documentation", ec2_name(t))),
+                    )
+                })
+                .collect();
+        }
+        SpecsFact::Known(info) => info,
+    };
+    wanted
+        .into_iter()
+        .map(|(need, field, what)| {
+            let (ok, detail) = match need {
+                "efa_only" => {
+                    (info.efa_only_supported, format!("{t} {} EFA-only interfaces", supports(info.efa_only_supported)))
+                }
+                "efa" => (info.efa_interfaces > 0, format!("{t} has {} EFA interface(s)", info.efa_interfaces)),
+                _ => (
+                    info.accelerators > 0,
+                    format!("{t} has {} accelerator(s) ({})", info.accelerators, info.accelerator),
+                ),
+            };
+            if ok {
+                PreflightCheck::new("instance_specs", &field, CheckStatus::Pass, detail, None)
+            } else {
+                PreflightCheck::new(
+                    "instance_specs",
+                    &field,
+                    CheckStatus::Fail,
+                    format!("{what} are not supported: {detail}"),
+                    Some("choose an instance type that supports them, or turn them off".into()),
+                )
+            }
+        })
+        .collect()
+}
+
+fn supports(yes: bool) -> &'static str {
+    if yes { "supports" } else { "does not support" }
 }
 
 /// Checks a user-named lifecycle script (`field` = `…lifecycle_script`): the execution role
@@ -336,5 +411,112 @@ mod tests {
         let c = check_address_space("f", vec![vpc], taken, 3);
         assert_eq!(c.status, CheckStatus::Fail);
         assert!(c.detail.starts_with("room for only 2 of 3"), "{}", c.detail);
+    }
+
+    fn info(name: &str, accelerators: u32, efa: u32, efa_only: bool) -> SpecsFact {
+        SpecsFact::Known(crate::instance_types::InstanceTypeInfo {
+            name: name.into(),
+            vcpus: 48,
+            memory_gib: 192,
+            accelerators,
+            accelerator: if accelerators > 0 { "nvidia-a10g".into() } else { "none".into() },
+            efa_interfaces: efa,
+            efa_only_supported: efa_only,
+        })
+    }
+
+    /// Each spec check by what the specs say: the statuses per field, in order.
+    #[test]
+    fn spec_checks_follow_the_described_specs() {
+        use crate::spec::DeepHealthChecks;
+        type Case = (&'static str, InterfaceMode, DeepHealthChecks, SpecsFact, &'static [(&'static str, CheckStatus)]);
+        let both = DeepHealthChecks { stress: true, connectivity: true };
+        let stress = DeepHealthChecks { stress: true, connectivity: false };
+        let none = DeepHealthChecks::default();
+        let cases: Vec<Case> = vec![
+            ("nothing asked", InterfaceMode::default(), none, info("ml.g5.2xlarge", 1, 0, false), &[]),
+            (
+                "efa-only on a type without it",
+                InterfaceMode::EfaOnly,
+                none,
+                info("ml.g5.12xlarge", 4, 1, false),
+                &[("g.interface_mode", CheckStatus::Fail)],
+            ),
+            (
+                "efa-only on p5",
+                InterfaceMode::EfaOnly,
+                none,
+                info("ml.p5.48xlarge", 8, 32, true),
+                &[("g.interface_mode", CheckStatus::Pass)],
+            ),
+            (
+                "connectivity on g5.12xlarge (one EFA interface)",
+                InterfaceMode::default(),
+                both,
+                info("ml.g5.12xlarge", 4, 1, false),
+                &[
+                    ("g.deep_health_checks.connectivity", CheckStatus::Pass),
+                    ("g.deep_health_checks", CheckStatus::Pass),
+                ],
+            ),
+            (
+                "connectivity without EFA",
+                InterfaceMode::default(),
+                both,
+                info("ml.g5.2xlarge", 1, 0, false),
+                &[
+                    ("g.deep_health_checks.connectivity", CheckStatus::Fail),
+                    ("g.deep_health_checks", CheckStatus::Pass),
+                ],
+            ),
+            (
+                "stress on a CPU type",
+                InterfaceMode::default(),
+                stress,
+                info("ml.m5.xlarge", 0, 0, false),
+                &[("g.deep_health_checks", CheckStatus::Fail)],
+            ),
+            (
+                "unknown specs: every wanted check warns",
+                InterfaceMode::EfaOnly,
+                both,
+                SpecsFact::Unknown,
+                &[
+                    ("g.interface_mode", CheckStatus::Warn),
+                    ("g.deep_health_checks.connectivity", CheckStatus::Warn),
+                    ("g.deep_health_checks", CheckStatus::Warn),
+                ],
+            ),
+            ("not read yet: nothing", InterfaceMode::EfaOnly, both, SpecsFact::NotRead, &[]),
+        ];
+        for (name, mode, dhc, fact, want) in cases {
+            let g = InstanceGroupSpec {
+                instance_type: "ml.g5.12xlarge".into(),
+                interface_mode: mode,
+                deep_health_checks: dhc,
+                ..serde_json::from_value(serde_json::json!({
+                    "name": "g", "instance_type": "ml.g5.12xlarge", "count": 1, "availability_zone": "us-east-1a"
+                }))
+                .unwrap()
+            };
+            let got: Vec<(String, CheckStatus)> =
+                spec_checks("g", &g, &fact, "us-east-1").into_iter().map(|c| (c.field, c.status)).collect();
+            let want: Vec<(String, CheckStatus)> = want.iter().map(|(f, s)| (f.to_string(), *s)).collect();
+            assert_eq!(got, want, "{name}");
+        }
+        let warn = spec_checks(
+            "g",
+            &InstanceGroupSpec {
+                interface_mode: InterfaceMode::EfaOnly,
+                ..serde_json::from_value(serde_json::json!({
+                    "name": "g", "instance_type": "ml.g7.8xlarge", "count": 1, "availability_zone": "us-east-1a"
+                }))
+                .unwrap()
+            },
+            &SpecsFact::Unknown,
+            "us-east-1",
+        );
+        assert!(warn[0].detail.contains("could not be checked"), "{}", warn[0].detail);
+        assert!(warn[0].remedy.as_deref().unwrap().contains("g7.8xlarge"));
     }
 }

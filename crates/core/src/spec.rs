@@ -4,6 +4,7 @@
 //! Every spec implements [`Validate`]; the rules here run for every face (UI, REST, CLI, MCP)
 //! because all of them go through the same backend. Serde shapes are the wire shapes of the API.
 
+use crate::instance_types::{BOTOCORE_VERSION, is_cluster_instance_type};
 use crate::names;
 use crate::validate::{Findings, Validate, ValidationError};
 use ipnet::Ipv4Net;
@@ -262,59 +263,6 @@ impl Validate for EndpointId {
     }
 }
 
-/// What we know about an instance type: accelerators, EFA, memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct InstanceTypeInfo {
-    pub name: &'static str,
-    pub vcpus: u32,
-    pub memory_gib: u32,
-    pub accelerators: u32,
-    pub accelerator: &'static str,
-    /// Number of EFA interfaces (0 = no EFA).
-    pub efa_interfaces: u32,
-    /// Whether HyperPod supports the EFA-only interface mode for this type.
-    pub efa_only_supported: bool,
-}
-
-const fn it(
-    name: &'static str,
-    vcpus: u32,
-    memory_gib: u32,
-    accelerators: u32,
-    accelerator: &'static str,
-    efa_interfaces: u32,
-    efa_only_supported: bool,
-) -> InstanceTypeInfo {
-    InstanceTypeInfo { name, vcpus, memory_gib, accelerators, accelerator, efa_interfaces, efa_only_supported }
-}
-
-/// The HyperPod instance types InstantStart knows how to reason about.
-pub const INSTANCE_TYPES: &[InstanceTypeInfo] = &[
-    it("ml.t3.medium", 2, 4, 0, "none", 0, false),
-    it("ml.m5.xlarge", 4, 16, 0, "none", 0, false),
-    it("ml.m5.2xlarge", 8, 32, 0, "none", 0, false),
-    it("ml.c5.4xlarge", 16, 32, 0, "none", 0, false),
-    it("ml.g5.xlarge", 4, 16, 1, "nvidia-a10g", 0, false),
-    it("ml.g5.2xlarge", 8, 32, 1, "nvidia-a10g", 0, false),
-    it("ml.g5.12xlarge", 48, 192, 4, "nvidia-a10g", 0, false),
-    it("ml.g5.48xlarge", 192, 768, 8, "nvidia-a10g", 1, false),
-    it("ml.g6e.12xlarge", 48, 384, 4, "nvidia-l40s", 1, false),
-    it("ml.g6e.48xlarge", 192, 1536, 8, "nvidia-l40s", 4, false),
-    it("ml.p4d.24xlarge", 96, 1152, 8, "nvidia-a100", 4, false),
-    it("ml.p4de.24xlarge", 96, 1152, 8, "nvidia-a100", 4, false),
-    it("ml.p5.48xlarge", 192, 2048, 8, "nvidia-h100", 32, true),
-    it("ml.p5e.48xlarge", 192, 2048, 8, "nvidia-h200", 32, true),
-    it("ml.p5en.48xlarge", 192, 2048, 8, "nvidia-h200", 16, true),
-    it("ml.p6-b200.48xlarge", 192, 2048, 8, "nvidia-b200", 8, true),
-    it("ml.trn1.32xlarge", 128, 512, 16, "aws-trainium", 8, false),
-    it("ml.trn2.48xlarge", 192, 2048, 16, "aws-trainium2", 16, true),
-];
-
-/// Looks up an instance type in [`INSTANCE_TYPES`].
-pub fn instance_type_info(name: &str) -> Option<&'static InstanceTypeInfo> {
-    INSTANCE_TYPES.iter().find(|i| i.name == name)
-}
-
 /// Most instances one group may ask for in one request.
 pub const MAX_GROUP_COUNT: u32 = 2048;
 
@@ -440,19 +388,17 @@ impl Validate for InstanceGroupSpec {
         if let Err(rule) = names::hyperpod_name(&self.name) {
             f.push("name", rule);
         }
-        let info = match names::instance_type(&self.instance_type) {
-            Err(rule) => {
-                f.push("instance_type", rule);
-                None
-            }
-            Ok(()) => {
-                let info = instance_type_info(&self.instance_type);
-                if info.is_none() {
-                    f.push("instance_type", "is not a HyperPod instance type InstantStart knows");
-                }
-                info
-            }
-        };
+        match names::instance_type(&self.instance_type) {
+            Err(rule) => f.push("instance_type", rule),
+            Ok(()) if !is_cluster_instance_type(&self.instance_type) => f.push(
+                "instance_type",
+                format!(
+                    "is not a HyperPod instance type (SageMaker's ClusterInstanceType, botocore {BOTOCORE_VERSION}); \
+                     GET /api/context/instance-types lists them"
+                ),
+            ),
+            Ok(()) => {}
+        }
         if self.count > MAX_GROUP_COUNT {
             f.push("count", format!("must be at most {MAX_GROUP_COUNT}"));
         }
@@ -468,23 +414,6 @@ impl Validate for InstanceGroupSpec {
             && let Err(rule) = names::training_plan_arn(arn)
         {
             f.push("capacity.arn", rule);
-        }
-        if self.interface_mode == InterfaceMode::EfaOnly
-            && let Some(info) = info
-            && !info.efa_only_supported
-        {
-            f.push("interface_mode", format!("EFA-only interfaces are not supported on {}", info.name));
-        }
-        if self.deep_health_checks.connectivity
-            && let Some(info) = info
-            && info.efa_interfaces == 0
-        {
-            f.push("deep_health_checks.connectivity", format!("connectivity checks need EFA; {} has none", info.name));
-        }
-        if (self.deep_health_checks.stress || self.deep_health_checks.connectivity)
-            && info.is_some_and(|i| i.accelerators == 0)
-        {
-            f.push("deep_health_checks", "deep health checks apply to accelerated instance types only");
         }
         if !(1..=16384).contains(&self.ebs_volume_gb) {
             f.push("ebs_volume_gb", "must be between 1 and 16384");
@@ -805,22 +734,9 @@ mod tests {
                 &["hyperpod.instance_groups[0].instance_type"],
             ),
             (
-                "efa-only on g5",
-                |r| {
-                    let g = &mut r.hyperpod.as_mut().unwrap().instance_groups[0];
-                    g.instance_type = "ml.g5.2xlarge".into();
-                    g.interface_mode = InterfaceMode::EfaOnly
-                },
-                &["hyperpod.instance_groups[0].interface_mode"],
-            ),
-            (
-                "connectivity without efa",
-                |r| {
-                    let g = &mut r.hyperpod.as_mut().unwrap().instance_groups[0];
-                    g.instance_type = "ml.g5.2xlarge".into();
-                    g.deep_health_checks.connectivity = true
-                },
-                &["hyperpod.instance_groups[0].deep_health_checks.connectivity"],
+                "well-formed, not a ClusterInstanceType",
+                |r| r.hyperpod.as_mut().unwrap().instance_groups[0].instance_type = "ml.g5.13xlarge".into(),
+                &["hyperpod.instance_groups[0].instance_type"],
             ),
             (
                 "bad plan arn",

@@ -19,6 +19,7 @@ pub use crate::workflow::endpoints::{
     ChatTarget, EndpointAutoscaling, EndpointDetail, EndpointReplicas, EndpointSummary, PoolSummary, PoolWorker,
 };
 
+use crate::instance_types::{InstanceTypeInfo, SpecsFact};
 use crate::provider::{KubeObject, ObjectRef};
 use crate::spec::{CapacitySpec, ManagedFeatures};
 use crate::validate::ValidationError;
@@ -90,6 +91,28 @@ pub struct WorkloadContext {
     /// that name no storage mount this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<SharedStorageFacts>,
+    /// EC2's specs of the instance types the rendering named ([`RenderedWorkload::instance_types`]),
+    /// as the provider answered: `None` before they are read, a type missing from the list has
+    /// unknown specs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_specs: Option<Vec<InstanceTypeInfo>>,
+}
+
+impl WorkloadContext {
+    /// What is known about `instance_type`'s specs in this context.
+    pub fn specs_fact(&self, instance_type: &str) -> SpecsFact {
+        match &self.instance_specs {
+            None => SpecsFact::NotRead,
+            Some(list) => {
+                list.iter().find(|i| i.name == instance_type).cloned().map_or(SpecsFact::Unknown, SpecsFact::Known)
+            }
+        }
+    }
+}
+
+/// [`WorkloadContext::specs_fact`] of an optional context (none = not read).
+pub fn specs_fact(cx: Option<&WorkloadContext>, instance_type: &str) -> SpecsFact {
+    cx.map_or(SpecsFact::NotRead, |c| c.specs_fact(instance_type))
 }
 
 /// Where the cluster's shared bucket is mounted from.
@@ -264,6 +287,10 @@ pub struct RenderedWorkload {
     /// removed when the workload is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_identity: Option<WorkloadPodIdentity>,
+    /// The instance types whose specs the rendering depends on (GPUs, EFA): the workflow reads
+    /// them from the provider and renders again with them ([`WorkloadContext::instance_specs`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_types: Vec<String>,
 }
 
 /// A service account of a workload bound to an IAM role through EKS Pod Identity.

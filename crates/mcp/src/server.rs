@@ -125,10 +125,12 @@ impl InstantStartMcp {
 
     #[tool(
         name = "context_instance_types",
-        description = "HyperPod instance types offered in a region, each with the Availability Zones that offer it \
-                       and what InstantStart knows about it (accelerators, memory, EFA interfaces, EFA-only \
-                       support). Query before offering instance types; filter by availability_zone to see what \
-                       one zone offers.",
+        description = "Every HyperPod instance type (SageMaker's ClusterInstanceType), each with the Availability \
+                       Zones of the region that offer it (empty: not offered there) and its specs as EC2 \
+                       describes them (vCPUs, memory, accelerators, EFA interfaces, EFA-only support; info is null \
+                       when EC2 does not describe the type: it is still accepted, give GPU counts explicitly). \
+                       Query before offering instance types; filter by availability_zone to see what one zone \
+                       offers.",
         annotations(
             title = "Instance types",
             read_only_hint = true,

@@ -5,8 +5,10 @@
 //! Rules here follow the convention of `instantstart_core::names`: a checker returns
 //! `Err(rule)` with the rule as a sentence fragment, ready to become a finding.
 
+use instantstart_core::instance_types::{
+    BOTOCORE_VERSION, InstanceTypeInfo, SpecsFact, is_accelerated_family, is_cluster_instance_type,
+};
 use instantstart_core::names;
-use instantstart_core::spec::{INSTANCE_TYPES, InstanceTypeInfo, instance_type_info};
 use instantstart_core::validate::{Findings, Validate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -364,37 +366,94 @@ pub(crate) fn accelerator_of(info: &InstanceTypeInfo) -> Option<Accelerator> {
     if info.accelerators == 0 {
         return None;
     }
-    let resource = if info.accelerator.starts_with("nvidia") { RESOURCE_NVIDIA_GPU } else { RESOURCE_NEURON };
+    let resource = if info.is_nvidia() { RESOURCE_NVIDIA_GPU } else { RESOURCE_NEURON };
     Some(Accelerator { resource, per_node: info.accelerators })
 }
 
-/// Looks `instance_type` up in the core's table, recording why it cannot be used. The table
-/// is what lets a GPU count be checked, so an unknown (if well-formed) type is a finding too.
+/// How a recipe knows an instance type's specs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpecsBasis {
+    /// EC2 described the type: every check runs.
+    Described,
+    /// Not read yet (the workflow's first, offline rendering, which it renders again once the
+    /// specs are read): nothing is checked and the counts asked for are taken as they are.
+    NotRead,
+    /// EC2 does not describe the type: what needs a count must be given explicitly.
+    Unknown,
+}
+
+/// An instance type's specs as a recipe renders with them: EC2's, or (not read, unknown)
+/// what its family implies — one accelerator of the family's kind, no EFA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TypeSpecs {
+    pub info: InstanceTypeInfo,
+    pub basis: SpecsBasis,
+}
+
+fn by_family(instance_type: &str) -> InstanceTypeInfo {
+    let family = instantstart_core::instance_types::ec2_name(instance_type);
+    let accelerator = if !is_accelerated_family(instance_type) {
+        "none"
+    } else if family.starts_with("trn") {
+        "aws-trainium"
+    } else if family.starts_with("inf") {
+        "aws-inferentia"
+    } else {
+        "nvidia-gpu"
+    };
+    InstanceTypeInfo {
+        name: instance_type.to_string(),
+        vcpus: 0,
+        memory_gib: 0,
+        accelerators: u32::from(accelerator != "none"),
+        accelerator: accelerator.to_string(),
+        efa_interfaces: 0,
+        efa_only_supported: false,
+    }
+}
+
+/// Checks that `instance_type` is a HyperPod type (SageMaker's `ClusterInstanceType`) and
+/// returns the specs to render with, recording why it cannot be used.
 pub(crate) fn known_instance_type(
     f: &mut Findings,
     field: &str,
     instance_type: &str,
-) -> Option<&'static InstanceTypeInfo> {
+    fact: &SpecsFact,
+) -> Option<TypeSpecs> {
     if let Err(rule) = names::instance_type(instance_type) {
         f.push(field, rule);
         return None;
     }
-    let info = instance_type_info(instance_type);
-    if info.is_none() {
-        let known: Vec<&str> = INSTANCE_TYPES.iter().map(|i| i.name).collect();
-        f.push(field, format!("unknown instance type; known types: {}", known.join(", ")));
+    if !is_cluster_instance_type(instance_type) {
+        f.push(
+            field,
+            format!(
+                "is not a HyperPod instance type (SageMaker's ClusterInstanceType, botocore {BOTOCORE_VERSION}); \
+                 GET /api/context/instance-types lists them"
+            ),
+        );
+        return None;
     }
-    info
+    Some(match fact {
+        SpecsFact::Known(info) => TypeSpecs { info: info.clone(), basis: SpecsBasis::Described },
+        SpecsFact::NotRead => TypeSpecs { info: by_family(instance_type), basis: SpecsBasis::NotRead },
+        SpecsFact::Unknown => TypeSpecs { info: by_family(instance_type), basis: SpecsBasis::Unknown },
+    })
 }
 
-/// The table entry of an instance type that passed [`known_instance_type`].
-pub(crate) fn instance_info(instance_type: &str) -> &'static InstanceTypeInfo {
-    instance_type_info(instance_type).expect("instance type validated as known")
+/// A context in which EC2 described every type (the simulator's table), for tests.
+#[cfg(test)]
+pub(crate) fn described() -> instantstart_core::workload::WorkloadContext {
+    instantstart_core::workload::WorkloadContext {
+        instance_specs: Some(instantstart_sim::ec2_specs::all().cloned().collect()),
+        ..Default::default()
+    }
 }
 
 /// Requires an NVIDIA GPU type (the recipes' images and launchers are CUDA builds).
-pub(crate) fn require_nvidia(f: &mut Findings, field: &str, info: &InstanceTypeInfo, what: &str) -> bool {
-    if info.accelerator.starts_with("nvidia") {
+pub(crate) fn require_nvidia(f: &mut Findings, field: &str, specs: &TypeSpecs, what: &str) -> bool {
+    let info = &specs.info;
+    if info.is_nvidia() {
         true
     } else {
         f.push(field, format!("{what} needs an NVIDIA GPU instance type ({} has {})", info.name, info.accelerator));
@@ -403,21 +462,67 @@ pub(crate) fn require_nvidia(f: &mut Findings, field: &str, info: &InstanceTypeI
 }
 
 /// Checks a requested accelerator count against the instance type and returns the count to
-/// use (`requested`, or every accelerator of the type when absent).
+/// use (`requested`, or every accelerator of the type when absent). A type EC2 does not
+/// describe needs the count given.
 pub(crate) fn accelerators_per_node(
     f: &mut Findings,
     field: &str,
-    info: &InstanceTypeInfo,
+    specs: &TypeSpecs,
     requested: Option<u32>,
     min: u32,
 ) -> u32 {
-    let n = requested.unwrap_or(info.accelerators);
-    if n > info.accelerators {
-        f.push(field, format!("{} has {} accelerator(s); asked for {n}", info.name, info.accelerators));
-    } else if n < min {
-        f.push(field, format!("must be at least {min}"));
+    let info = &specs.info;
+    match (specs.basis, requested) {
+        (SpecsBasis::NotRead, r) => r.unwrap_or(info.accelerators),
+        (SpecsBasis::Unknown, None) if info.accelerators > 0 => {
+            f.push(
+                field,
+                format!(
+                    "EC2 does not describe {} in this region, so its accelerator count is unknown: give {field} explicitly",
+                    info.name
+                ),
+            );
+            info.accelerators
+        }
+        (SpecsBasis::Unknown, r) => {
+            let n = r.unwrap_or(0);
+            if n < min {
+                f.push(field, format!("must be at least {min}"));
+            }
+            n
+        }
+        (SpecsBasis::Described, r) => {
+            let n = r.unwrap_or(info.accelerators);
+            if n > info.accelerators {
+                f.push(field, format!("{} has {} accelerator(s); asked for {n}", info.name, info.accelerators));
+            } else if n < min {
+                f.push(field, format!("must be at least {min}"));
+            }
+            n
+        }
     }
-    n
+}
+
+/// The EFA interfaces a pod asks for when it wants EFA: every interface of the type. A type
+/// EC2 does not describe cannot have them counted (a finding on `field`).
+pub(crate) fn efa_interfaces(f: &mut Findings, field: &str, specs: &TypeSpecs, wanted: bool) -> u32 {
+    if !wanted {
+        return 0;
+    }
+    match specs.basis {
+        SpecsBasis::Described => specs.info.efa_interfaces,
+        SpecsBasis::NotRead => 1,
+        SpecsBasis::Unknown => {
+            f.push(
+                field,
+                format!(
+                    "EC2 does not describe {} in this region, so its EFA interfaces cannot be counted: turn {field} off",
+                    specs.info.name
+                ),
+            );
+            0
+        }
+    }
 }
 
 /// `resources` of a container: accelerators and EFA as requests = limits (extended resources

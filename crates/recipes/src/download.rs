@@ -17,6 +17,7 @@ use crate::common::{
     container_security, derived_name, env_value, image_ref, known_instance_type, quantity, set, standard_labels,
 };
 use crate::storage::{Access, SharedMount};
+use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate, ValidationError};
 use schemars::JsonSchema;
@@ -211,7 +212,8 @@ impl Validate for ModelDownloadParams {
             f.push("active_deadline_seconds", "must be positive");
         }
         if let Some(it) = &self.instance_type {
-            known_instance_type(f, "instance_type", it);
+            // Only a node selector: the type's specs do not matter.
+            known_instance_type(f, "instance_type", it, &SpecsFact::NotRead);
         }
     }
 }

@@ -23,7 +23,7 @@ use instantstart_core::validate::{Findings, ValidationError};
 use instantstart_core::workflow::decode;
 use instantstart_core::workload::{
     ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, WorkloadKind, WorkloadRenderer as RenderWorkload,
-    WorkloadRequest,
+    WorkloadRequest, specs_fact,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -118,9 +118,12 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         None => return Err(ValidationError::invalid("runtime", "is required: \"hyperpod\" or \"ray\"")),
     };
     let defaulted = default_storage(&mut params, Some("job"), cx);
+    let mut instance_types = Vec::new();
     let (name, namespace, object, recipe_ready, identity) = match runtime.as_str() {
         "hyperpod" => {
             let mut p: HyperPodJobParams = decode(&params)?;
+            p.job.specs = specs_fact(cx, &p.job.instance_type);
+            instance_types.push(p.job.instance_type.clone());
             // Tiered checkpointing's jobs run as its account (with MLflow they are refused).
             let identity = if p.tiered_checkpointing { None } else { p.job.mlflow_identity() };
             let mut f = Findings::new();
@@ -135,6 +138,8 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         }
         "ray" => {
             let mut p: RayJobParams = decode(&params)?;
+            p.job.specs = specs_fact(cx, &p.job.instance_type);
+            instance_types.push(p.job.instance_type.clone());
             let identity = p.job.mlflow_identity();
             let mut f = Findings::new();
             check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
@@ -168,6 +173,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         objects,
         ready: vec![ReadyRule::Exists { object: r }],
         pod_identity: identity,
+        instance_types,
     })
 }
 
@@ -195,6 +201,7 @@ fn render_download(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             failed_if: vec!["Failed".into()],
         }],
         pod_identity: None,
+        instance_types: Vec::new(),
     })
 }
 
@@ -203,7 +210,7 @@ impl RenderWorkload for WorkloadRenderer {
         match request.kind {
             WorkloadKind::TrainingJob => render_training(request),
             WorkloadKind::ModelDownload => render_download(request),
-            WorkloadKind::Endpoint => crate::inference::endpoint::render(&request.params),
+            WorkloadKind::Endpoint => crate::inference::endpoint::render(&request.params, request.context.as_ref()),
         }
     }
 
@@ -241,6 +248,7 @@ mod tests {
                 volume: "s3-shared-pv".into(),
                 mount_path: "/data".into(),
             }),
+            ..crate::common::described()
         }
     }
 
@@ -254,6 +262,79 @@ mod tests {
 
     fn request(kind: WorkloadKind, params: Value, context: Option<WorkloadContext>) -> WorkloadRequest {
         WorkloadRequest { context, ..WorkloadRequest::new("demo", kind, params) }
+    }
+
+    /// The specs a job renders with come from the workflow's facts: none read yet renders what
+    /// was asked (the workflow renders again with them), EC2's specs give every GPU of the type,
+    /// and a type EC2 does not describe needs its counts given (findings name the fields).
+    #[test]
+    fn a_job_renders_with_ec2s_specs_or_asks_for_what_they_would_give() {
+        let job = |instance_type: &str, extra: Value| {
+            let mut p = hyperpod_params();
+            p["job"]["instance_type"] = json!(instance_type);
+            for (k, v) in extra.as_object().unwrap() {
+                p["job"][k] = v.clone();
+            }
+            p
+        };
+        let gpus = |r: &RenderedWorkload| {
+            r.objects[0]
+                .0
+                .pointer("/spec/replicaSpecs/0/template/spec/containers/0/resources/limits/nvidia.com~1gpu")
+                .cloned()
+        };
+        let described = cx(CapacitySpec::OnDemand);
+        let r = WorkloadRenderer
+            .render(&request(WorkloadKind::TrainingJob, job("ml.g5.12xlarge", json!({})), Some(described.clone())))
+            .unwrap();
+        assert_eq!(gpus(&r), Some(json!("4")));
+        assert_eq!(r.instance_types, ["ml.g5.12xlarge"]);
+        // Not read yet: no finding, whatever the counts.
+        let unread = WorkloadContext { instance_specs: None, ..described.clone() };
+        assert!(
+            WorkloadRenderer
+                .render(&request(
+                    WorkloadKind::TrainingJob,
+                    job("ml.g5.12xlarge", json!({"gpus_per_node": 9})),
+                    Some(unread)
+                ))
+                .is_ok()
+        );
+        // Described: 9 GPUs on a 4-GPU type is refused.
+        let err = WorkloadRenderer
+            .render(&request(
+                WorkloadKind::TrainingJob,
+                job("ml.g5.12xlarge", json!({"gpus_per_node": 9})),
+                Some(described.clone()),
+            ))
+            .unwrap_err();
+        assert_eq!(err.findings[0].field, "job.gpus_per_node");
+        // EC2 does not describe p6e-gb200: the counts must be given, EFA cannot be counted.
+        let fields = |extra: Value| -> Vec<String> {
+            match WorkloadRenderer.render(&request(
+                WorkloadKind::TrainingJob,
+                job("ml.p6e-gb200.36xlarge", extra),
+                Some(described.clone()),
+            )) {
+                Ok(_) => Vec::new(),
+                Err(e) => e.findings.into_iter().map(|f| f.field).collect(),
+            }
+        };
+        assert_eq!(fields(json!({})), ["job.gpus_per_node", "job.efa"]);
+        assert_eq!(fields(json!({"gpus_per_node": 4, "efa": false})), Vec::<String>::new());
+        let r = WorkloadRenderer
+            .render(&request(
+                WorkloadKind::TrainingJob,
+                job("ml.p6e-gb200.36xlarge", json!({"gpus_per_node": 4, "efa": false})),
+                Some(described),
+            ))
+            .unwrap();
+        assert_eq!(gpus(&r), Some(json!("4")));
+        // Not a ClusterInstanceType at all.
+        let err = WorkloadRenderer
+            .render(&request(WorkloadKind::TrainingJob, job("ml.g5.13xlarge", json!({})), None))
+            .unwrap_err();
+        assert_eq!(err.findings[0].field, "job.instance_type");
     }
 
     /// A job that reports to MLflow and names no service account runs as `<job>-mlflow`, which

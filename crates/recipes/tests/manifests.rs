@@ -17,8 +17,10 @@
 //! Then the validation rules, table-driven: each case edits a valid request and lists exactly
 //! the field paths that must be reported.
 
+use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::spec::{CapacitySpec, ManagedFeatures, TieredCheckpointing};
 use instantstart_core::validate::Validate;
+use instantstart_core::workload::WorkloadContext;
 use instantstart_recipes::ManifestSet;
 use instantstart_recipes::autoscaling::{self, KarpenterSpec};
 use instantstart_recipes::download::{ModelDownloadParams, model_download_job};
@@ -411,6 +413,57 @@ fn parse<T: DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap_or_else(|e| panic!("request does not deserialize: {e}"))
 }
 
+/// EC2's specs of a type as the simulated EC2 describes them (what the workflow gives the
+/// renderer after reading them).
+fn ec2_fact(instance_type: &str) -> SpecsFact {
+    instantstart_sim::ec2_specs::instance_type_info(instance_type).cloned().map_or(SpecsFact::Unknown, SpecsFact::Known)
+}
+
+/// A request with its instance type's specs filled in, as the renderer gets it.
+trait Describe {
+    fn describe(&mut self) {}
+}
+impl Describe for HyperPodJobParams {
+    fn describe(&mut self) {
+        self.job.specs = ec2_fact(&self.job.instance_type);
+    }
+}
+impl Describe for RayJobParams {
+    fn describe(&mut self) {
+        self.job.specs = ec2_fact(&self.job.instance_type);
+    }
+}
+impl Describe for ServingParams {
+    fn describe(&mut self) {
+        self.specs = ec2_fact(&self.instance_type);
+    }
+}
+impl Describe for ManagedEndpointParams {
+    fn describe(&mut self) {
+        self.specs = ec2_fact(&self.instance_type);
+    }
+}
+impl Describe for S3StorageParams {}
+impl Describe for ModelDownloadParams {}
+impl Describe for ServiceParams {}
+impl Describe for SglangRouterParams {}
+impl Describe for AutoscalerParams {}
+
+/// [`parse`], then [`Describe::describe`].
+fn described<T: DeserializeOwned + Describe>(v: Value) -> T {
+    let mut t: T = parse(v);
+    t.describe();
+    t
+}
+
+/// A workflow context in which EC2 described every type it knows.
+fn described_context() -> WorkloadContext {
+    WorkloadContext {
+        instance_specs: Some(instantstart_sim::ec2_specs::all().cloned().collect()),
+        ..WorkloadContext::default()
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Representative requests
 // ---------------------------------------------------------------------------------------
@@ -559,7 +612,7 @@ fn hyperpod_training_jobs() {
             ),
         ],
     );
-    let job = hyperpod_pytorch_job(&parse(torch), &TargetCapacity::default()).unwrap();
+    let job = hyperpod_pytorch_job(&described(torch), &TargetCapacity::default()).unwrap();
     assert_eq!(job.recovery_budget.process_restarts_per_window, 3);
     assert_eq!(job.recovery_budget.log_monitors, 3);
     check_and_snapshot("hyperpod_torch", &job);
@@ -580,7 +633,7 @@ fn hyperpod_training_jobs() {
     );
     check_and_snapshot(
         "hyperpod_llama_factory",
-        &hyperpod_pytorch_job(&parse(lmf), &TargetCapacity::default()).unwrap(),
+        &hyperpod_pytorch_job(&described(lmf), &TargetCapacity::default()).unwrap(),
     );
 
     let swift = edit(
@@ -597,7 +650,10 @@ fn hyperpod_training_jobs() {
             ("/resilience/clean_pod_policy", json!("Running")),
         ],
     );
-    check_and_snapshot("hyperpod_ms_swift", &hyperpod_pytorch_job(&parse(swift), &TargetCapacity::default()).unwrap());
+    check_and_snapshot(
+        "hyperpod_ms_swift",
+        &hyperpod_pytorch_job(&described(swift), &TargetCapacity::default()).unwrap(),
+    );
 
     let elastic = edit(
         hyperpod_base(),
@@ -612,7 +668,10 @@ fn hyperpod_training_jobs() {
             ("/resilience/ttl_seconds_after_finished", json!(3600)),
         ],
     );
-    check_and_snapshot("hyperpod_elastic", &hyperpod_pytorch_job(&parse(elastic), &TargetCapacity::default()).unwrap());
+    check_and_snapshot(
+        "hyperpod_elastic",
+        &hyperpod_pytorch_job(&described(elastic), &TargetCapacity::default()).unwrap(),
+    );
 }
 
 #[test]
@@ -632,7 +691,7 @@ fn ray_training_jobs() {
             ),
         ],
     );
-    let job = ray_job(&parse(verl)).unwrap();
+    let job = ray_job(&described(verl)).unwrap();
     assert!(job.entrypoint.contains(&"trainer.nnodes=2".to_string()));
     check_and_snapshot("ray_verl", &job);
 
@@ -644,7 +703,7 @@ fn ray_training_jobs() {
             ("/job/nodes", json!(1)),
         ],
     );
-    let job = ray_job(&parse(single)).unwrap();
+    let job = ray_job(&described(single)).unwrap();
     assert!(job.job["spec"]["rayClusterSpec"].get("workerGroupSpecs").is_none());
     check_and_snapshot("ray_verl_single_node", &job);
 }
@@ -661,7 +720,7 @@ fn serving_deployments() {
             ("/resources", json!({ "cpu": "16", "memory": "64Gi" })),
         ],
     );
-    let d = serving_deployment(&parse(vllm)).unwrap();
+    let d = serving_deployment(&described(vllm)).unwrap();
     assert_eq!(d.deployment["spec"]["template"]["metadata"]["labels"]["instantstart.io/pool"], "chat");
     assert!(d.deployment["spec"]["selector"]["matchLabels"].get("instantstart.io/pool").is_none());
     check_and_snapshot("serving_vllm_pool", &d);
@@ -681,7 +740,7 @@ fn serving_deployments() {
             ("/hf_token", json!({ "name": "hf-token", "key": "token" })),
         ],
     );
-    check_and_snapshot("serving_sglang", &serving_deployment(&parse(sglang)).unwrap());
+    check_and_snapshot("serving_sglang", &serving_deployment(&described(sglang)).unwrap());
 
     let custom = edit(
         serving_base(),
@@ -693,7 +752,7 @@ fn serving_deployments() {
             ("/engine", json!({ "kind": "custom", "command": ["/app/serve"], "args": ["--listen", "0.0.0.0:9000"] })),
         ],
     );
-    check_and_snapshot("serving_custom_cpu", &serving_deployment(&parse(custom)).unwrap());
+    check_and_snapshot("serving_custom_cpu", &serving_deployment(&described(custom)).unwrap());
 }
 
 #[test]
@@ -769,7 +828,7 @@ fn managed_endpoints() {
             ("/worker/resources", json!({ "cpu": "16", "memory": "64Gi" })),
         ],
     );
-    check_and_snapshot("managed_tiered_kv_prefix_routing", &managed_endpoint(&parse(tiered)).unwrap());
+    check_and_snapshot("managed_tiered_kv_prefix_routing", &managed_endpoint(&described(tiered)).unwrap());
     let redis = edit(
         managed_base(),
         &[
@@ -781,7 +840,7 @@ fn managed_endpoints() {
             ("/metrics", json!(false)),
         ],
     );
-    check_and_snapshot("managed_redis_kv_aware", &managed_endpoint(&parse(redis)).unwrap());
+    check_and_snapshot("managed_redis_kv_aware", &managed_endpoint(&described(redis)).unwrap());
 }
 
 /// HyperPod managed autoscaling: every group (the default) and two named groups; the NodePool
@@ -820,8 +879,8 @@ fn karpenter_objects() {
 // ---------------------------------------------------------------------------------------
 
 /// The field paths reported for `request`, sorted.
-fn fields_of<T: DeserializeOwned + Validate>(request: Value) -> Vec<String> {
-    let params: T = parse(request);
+fn fields_of<T: DeserializeOwned + Validate + Describe>(request: Value) -> Vec<String> {
+    let params: T = described(request);
     let mut fields: Vec<String> =
         params.check().err().map(|e| e.findings.into_iter().map(|f| f.field).collect()).unwrap_or_default();
     fields.sort();
@@ -830,7 +889,7 @@ fn fields_of<T: DeserializeOwned + Validate>(request: Value) -> Vec<String> {
 
 type Case = (&'static str, Vec<(&'static str, Value)>, &'static [&'static str]);
 
-fn run_table<T: DeserializeOwned + Validate>(kind: &str, base: fn() -> Value, cases: Vec<Case>) {
+fn run_table<T: DeserializeOwned + Validate + Describe>(kind: &str, base: fn() -> Value, cases: Vec<Case>) {
     assert_eq!(fields_of::<T>(base()), Vec::<String>::new(), "{kind}: the base request must be valid");
     let mut failures = Vec::new();
     for (name, edits, expected) in cases {
@@ -1165,7 +1224,7 @@ fn hyperpod_rules() {
 #[test]
 fn tiered_checkpointing_runs_as_the_features_service_account() {
     let sa = |p: Value| {
-        let job = hyperpod_pytorch_job(&parse(p), &TargetCapacity::default()).unwrap().job;
+        let job = hyperpod_pytorch_job(&described(p), &TargetCapacity::default()).unwrap().job;
         job.pointer("/spec/replicaSpecs/0/template/spec/serviceAccountName").cloned()
     };
     let on = edit(hyperpod_base(), &[("/tiered_checkpointing", json!(true)), ("/job/namespace", s("default"))]);
@@ -1178,7 +1237,7 @@ fn tiered_checkpointing_runs_as_the_features_service_account() {
 #[test]
 fn elastic_training_exclusions() {
     let p: HyperPodJobParams =
-        parse(edit(hyperpod_base(), &[("/resilience/elastic", json!({ "min_replicas": 1, "max_replicas": 4 }))]));
+        described(edit(hyperpod_base(), &[("/resilience/elastic", json!({ "min_replicas": 1, "max_replicas": 4 }))]));
     let fields = |t: TargetCapacity| -> Vec<String> {
         p.check_for(&t).err().map(|e| e.findings.into_iter().map(|f| f.field).collect()).unwrap_or_default()
     };
@@ -1193,7 +1252,7 @@ fn elastic_training_exclusions() {
     assert_eq!(fields(both), ["resilience.elastic", "resilience.elastic"]);
     assert!(hyperpod_pytorch_job(&p, &spot).is_err());
     // Not elastic: the same targets are fine.
-    let plain: HyperPodJobParams = parse(hyperpod_base());
+    let plain: HyperPodJobParams = described(hyperpod_base());
     assert!(plain.check_for(&TargetCapacity { capacity: CapacitySpec::Spot, features: tiered }).is_ok());
 }
 
@@ -1483,13 +1542,13 @@ fn parameter_schemas() {
 fn schemas_reject_broken_manifests() {
     let storage = s3_storage(&parse(storage_base())).unwrap();
     let download = model_download_job(&parse(download_base())).unwrap();
-    let hyperpod = hyperpod_pytorch_job(&parse(hyperpod_base()), &TargetCapacity::default()).unwrap();
-    let ray = ray_job(&parse(ray_base())).unwrap();
-    let serving = serving_deployment(&parse(serving_base())).unwrap();
+    let hyperpod = hyperpod_pytorch_job(&described(hyperpod_base()), &TargetCapacity::default()).unwrap();
+    let ray = ray_job(&described(ray_base())).unwrap();
+    let serving = serving_deployment(&described(serving_base())).unwrap();
     let service = serving_service(&parse(service_base())).unwrap();
     let router = sglang_router(&parse(router_base())).unwrap();
     let keda = keda_autoscaler(&parse(autoscaler_base())).unwrap();
-    let managed = managed_endpoint(&parse(edit(
+    let managed = managed_endpoint(&described(edit(
         managed_base(),
         &[("/kv_cache", json!({ "l2": { "backend": "tiered_storage" } }))],
     )))
@@ -1549,7 +1608,7 @@ fn schemas_reject_broken_manifests() {
 fn endpoint_workloads() {
     use instantstart_recipes::inference::endpoint::render;
     let check = |name: &str, body: Value| {
-        let rendered = render(&body).unwrap();
+        let rendered = render(&body, Some(&described_context())).unwrap();
         let objects: Vec<Value> = rendered.objects.iter().map(|o| o.0.clone()).collect();
         assert_valid(&objects);
         for o in &objects {

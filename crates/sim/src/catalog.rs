@@ -3,14 +3,15 @@
 //! Also the `IdentityApi` and `QuotaApi` implementations that expose them.
 
 use crate::cloud::SimCloud;
+use crate::ec2_specs::instance_type_info;
 use crate::world::{rkey, stable_hash};
 use async_trait::async_trait;
+use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceTypeInfo, is_cluster_instance_type};
 use instantstart_core::names;
 use instantstart_core::provider::{
     AvailabilityZone, CallerIdentity, IdentityApi, InstanceTypeOffering, ProviderError, ProviderErrorKind, Quota,
     QuotaApi, Result,
 };
-use instantstart_core::spec::{INSTANCE_TYPES, InstanceTypeInfo, instance_type_info};
 
 /// AZ letters of a region; unknown regions get `a`, `b`, `c`.
 fn zone_letters(region: &str) -> &'static str {
@@ -66,14 +67,16 @@ pub(crate) fn zone_index(region: &str, az: &str) -> Option<usize> {
     zone_letters(region).chars().position(|l| l == letter)
 }
 
-/// Whether HyperPod offers `instance_type` in `az`. The newest accelerators (EFA-only capable:
-/// P5, P5e, P5en, P6, Trn2) are only in every other zone (`b`, `d`, `f`); P4d, P4de, Trn1 and the
-/// largest G6e are missing from zone `c`; everything else is everywhere.
+/// Whether HyperPod offers `instance_type` in `az`. The newest accelerators (H100, H200,
+/// B200, B300, Trainium2, and types EC2 does not describe) are only in every other zone (`b`,
+/// `d`, `f`); eight-GPU types with four or more EFA interfaces and Trn1 are missing from zone
+/// `c`; everything else is everywhere.
 pub(crate) fn offered(region: &str, az: &str, instance_type: &str) -> bool {
-    let (Some(idx), Some(info)) = (zone_index(region, az), instance_type_info(instance_type)) else {
+    let Some(idx) = zone_index(region, az) else { return false };
+    if !is_cluster_instance_type(instance_type) {
         return false;
-    };
-    match tier(info) {
+    }
+    match tier(instance_type_info(instance_type)) {
         Tier::HighEnd => idx % 2 == 1,
         Tier::Large => idx != 2,
         Tier::Common => true,
@@ -86,8 +89,12 @@ enum Tier {
     Common,
 }
 
-fn tier(info: &InstanceTypeInfo) -> Tier {
-    if info.efa_only_supported {
+/// Newest accelerator kinds: scarce, zero quota until raised.
+const HIGH_END: &[&str] = &["nvidia-h100", "nvidia-h200", "nvidia-b200", "nvidia-b300", "aws-trainium2"];
+
+fn tier(info: Option<&InstanceTypeInfo>) -> Tier {
+    let Some(info) = info else { return Tier::HighEnd };
+    if HIGH_END.contains(&info.accelerator.as_str()) {
         Tier::HighEnd
     } else if (info.accelerators >= 8 && info.efa_interfaces >= 4) || info.name.starts_with("ml.trn1") {
         Tier::Large
@@ -98,13 +105,15 @@ fn tier(info: &InstanceTypeInfo) -> Tier {
 
 /// Default HyperPod "for cluster usage" quota of a new account: generous for CPU and small GPU
 /// types, small for large GPU types, zero for the newest accelerators until raised.
-pub(crate) fn default_quota(info: &InstanceTypeInfo) -> u32 {
+pub(crate) fn default_quota(instance_type: &str) -> u32 {
+    let info = instance_type_info(instance_type);
+    let accelerators = info.map_or(0, |i| i.accelerators);
     match tier(info) {
         Tier::HighEnd => 0,
         Tier::Large => 2,
-        Tier::Common if info.accelerators == 0 => 20,
-        Tier::Common if info.accelerators <= 1 => 10,
-        Tier::Common if info.accelerators <= 4 => 4,
+        Tier::Common if accelerators == 0 => 20,
+        Tier::Common if accelerators <= 1 => 10,
+        Tier::Common if accelerators <= 4 => 4,
         Tier::Common => 2,
     }
 }
@@ -119,8 +128,8 @@ fn quota_code(instance_type: &str) -> String {
 }
 
 /// The quota in force for `instance_type` in `region` (raised value or default).
-pub(crate) fn quota_value(world: &crate::world::World, region: &str, info: &InstanceTypeInfo) -> u32 {
-    world.quotas.get(&rkey(region, info.name)).copied().unwrap_or_else(|| default_quota(info))
+pub(crate) fn quota_value(world: &crate::world::World, region: &str, instance_type: &str) -> u32 {
+    world.quotas.get(&rkey(region, instance_type)).copied().unwrap_or_else(|| default_quota(instance_type))
 }
 
 /// Versions of the Amazon VPC CNI add-on (`vpc-cni`) the simulated EKS offers, newest first
@@ -192,11 +201,8 @@ impl QuotaApi for SimCloud {
             check_region(API, region)?;
             let mut out = Vec::new();
             for az in availability_zones(region) {
-                for t in INSTANCE_TYPES.iter().filter(|t| offered(region, &az.name, t.name)) {
-                    out.push(InstanceTypeOffering {
-                        instance_type: t.name.to_string(),
-                        availability_zone: az.name.clone(),
-                    });
+                for t in CLUSTER_INSTANCE_TYPES.iter().filter(|t| offered(region, &az.name, t)) {
+                    out.push(InstanceTypeOffering { instance_type: t.to_string(), availability_zone: az.name.clone() });
                 }
             }
             Ok(out)
@@ -207,11 +213,19 @@ impl QuotaApi for SimCloud {
         const API: &str = "servicequotas:GetServiceQuota";
         self.read(API, |w, _| {
             check_region(API, region)?;
-            Ok(instance_type_info(instance_type).map(|info| Quota {
+            Ok(is_cluster_instance_type(instance_type).then(|| Quota {
                 name: quota_name(instance_type),
                 code: quota_code(instance_type),
-                value: quota_value(w, region, info),
+                value: quota_value(w, region, instance_type),
             }))
+        })
+    }
+
+    async fn instance_type_specs(&self, region: &str) -> Result<Vec<InstanceTypeInfo>> {
+        const API: &str = "ec2:DescribeInstanceTypes";
+        self.read(API, |_, _| {
+            check_region(API, region)?;
+            Ok(crate::ec2_specs::all().cloned().collect())
         })
     }
 }
@@ -251,17 +265,20 @@ mod tests {
             ("ml.trn2.48xlarge", "eu-west-1b", true, 0),
             ("ml.g5.12xlarge", "eu-west-1c", true, 4),
             ("ml.g5.2xlarge", "us-east-1z", false, 10),
+            ("ml.g5.8xlarge", "us-east-1c", true, 10),
+            ("ml.p5.4xlarge", "us-east-1a", false, 0),
+            ("ml.p6e-gb200.36xlarge", "us-east-1b", true, 0),
+            ("ml.g5.13xlarge", "us-east-1a", false, 0),
         ];
         for (t, az, ok, quota) in cases {
             let region = &az[..az.len() - 1];
             assert_eq!(offered(region, az, t), ok, "{t} in {az}");
-            let info = instance_type_info(t).unwrap();
-            assert_eq!(default_quota(info), quota, "{t}");
+            assert_eq!(default_quota(t), quota, "{t}");
         }
         // Every instance type is offered somewhere in every region.
         for region in ["us-east-1", "eu-west-1", "xx-new-1"] {
-            for t in INSTANCE_TYPES {
-                assert!(availability_zones(region).iter().any(|z| offered(region, &z.name, t.name)), "{}", t.name);
+            for t in CLUSTER_INSTANCE_TYPES {
+                assert!(availability_zones(region).iter().any(|z| offered(region, &z.name, t)), "{t}");
             }
         }
     }

@@ -4,8 +4,8 @@
 
 use crate::faults::{SimFaults, Verdict};
 use crate::world::{World, rkey};
+use instantstart_core::instance_types::is_cluster_instance_type;
 use instantstart_core::provider::{ProviderError, ProviderErrorKind, Result, TrainingPlan};
-use instantstart_core::spec::instance_type_info;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -356,7 +356,7 @@ impl SimCloud {
     /// Sets the HyperPod "for cluster usage" quota of `instance_type` in `region`, as a quota
     /// increase would.
     pub fn set_quota(&self, region: &str, instance_type: &str, value: u32) -> Result<(), SimError> {
-        if instance_type_info(instance_type).is_none() {
+        if !is_cluster_instance_type(instance_type) {
             return Err(SimError::Rejected(ProviderError::new(
                 "servicequotas:RequestServiceQuotaIncrease",
                 ProviderErrorKind::InvalidRequest,
@@ -381,7 +381,7 @@ impl SimCloud {
     ) -> Result<TrainingPlan, SimError> {
         const API: &str = "sagemaker:CreateTrainingPlan";
         let invalid = |m: String| SimError::Rejected(ProviderError::new(API, ProviderErrorKind::InvalidRequest, m));
-        if instance_type_info(instance_type).is_none() {
+        if !is_cluster_instance_type(instance_type) {
             return Err(invalid(format!("unknown HyperPod instance type {instance_type}")));
         }
         if crate::catalog::zone_index(region, availability_zone).is_none() {

@@ -24,9 +24,11 @@
 
 use crate::catalog::{check_region, offered, quota_name, quota_value, zone_index};
 use crate::cloud::SimCloud;
+use crate::ec2_specs::instance_type_info;
 use crate::timings;
 use crate::world::{GroupRec, HyperPodRec, Lifecycle, Phase, SlotRec, World, rkey, stable_hash};
 use async_trait::async_trait;
+use instantstart_core::instance_types::{is_accelerated_family, is_cluster_instance_type};
 use instantstart_core::lifecycle::script_object;
 use instantstart_core::names;
 use instantstart_core::provider::{
@@ -34,9 +36,7 @@ use instantstart_core::provider::{
     HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
     UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
-use instantstart_core::spec::{
-    CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript, instance_type_info,
-};
+use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;
 
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
@@ -364,11 +364,17 @@ fn admit_group(
     used_by_plan: &mut BTreeMap<String, u32>,
 ) -> Result<GroupRec> {
     let s = &g.spec;
-    let info = instance_type_info(&s.instance_type).ok_or_else(|| {
-        invalid(api, format!("ValidationException: instance type {} is not supported by HyperPod", s.instance_type))
-    })?;
+    // SageMaker's model refuses a value outside its ClusterInstanceType enum.
+    if !is_cluster_instance_type(&s.instance_type) {
+        return Err(invalid(
+            api,
+            format!("ValidationException: instance type {} is not supported by HyperPod", s.instance_type),
+        ));
+    }
     let lifecycle = require_lifecycle(api, g)?;
-    if s.interface_mode == InterfaceMode::EfaOnly && !info.efa_only_supported {
+    if s.interface_mode == InterfaceMode::EfaOnly
+        && instance_type_info(&s.instance_type).is_some_and(|i| !i.efa_only_supported)
+    {
         return Err(invalid(
             api,
             format!(
@@ -451,7 +457,7 @@ fn admit_group(
             Some(arn.clone())
         }
         CapacitySpec::OnDemand | CapacitySpec::Spot => {
-            let quota = quota_value(w, region, info);
+            let quota = quota_value(w, region, &s.instance_type);
             let used = used_by_type.entry(s.instance_type.clone()).or_insert(0);
             if *used + s.count > quota {
                 return Err(ProviderError::new(
@@ -483,7 +489,11 @@ fn admit_group(
         lifecycle: Some(lifecycle.clone()),
         execution_role: g.execution_role_arn.clone(),
         checks: s.deep_health_checks,
-        threads_per_core: Some(g.threads_per_core.unwrap_or(if info.accelerators == 0 { 2 } else { 1 })),
+        threads_per_core: Some(g.threads_per_core.unwrap_or(if is_accelerated_family(&s.instance_type) {
+            1
+        } else {
+            2
+        })),
         failure,
         idle_since: None,
     })
@@ -616,9 +626,6 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                 }
                 if s.count > cur.count {
                     let delta = s.count - cur.count;
-                    let info = instance_type_info(&s.instance_type).ok_or_else(|| {
-                        invalid(API, format!("ValidationException: instance type {} is not supported", s.instance_type))
-                    })?;
                     match &cur.training_plan {
                         Some(arn) => {
                             let reserved = w.training_plans.get(arn).map(|p| p.instance_count).unwrap_or(0);
@@ -633,7 +640,7 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                             }
                         }
                         None => {
-                            let quota = quota_value(w, &req.region, info);
+                            let quota = quota_value(w, &req.region, &s.instance_type);
                             let used = used_by_type.entry(s.instance_type.clone()).or_insert(0);
                             if *used + delta > quota {
                                 return Err(ProviderError::new(

@@ -50,6 +50,7 @@
 
 mod catalog;
 pub mod cloud;
+pub mod ec2_specs;
 mod eks;
 pub mod faults;
 mod hyperpod;

@@ -406,7 +406,29 @@ async fn validation_reports_every_finding_and_records_nothing() {
     let err = b.engine.submit(OperationKind::CreateCluster, &req, user(), None).unwrap_err();
     let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
     let fields: Vec<&str> = v.findings.iter().map(|f| f.field.as_str()).collect();
-    assert_eq!(fields, ["name", "availability_zones", "hyperpod.instance_groups[1].interface_mode"]);
+    assert_eq!(fields, ["name", "availability_zones"]);
+    // What needs EC2's specs of the type is the preflight's: g5.2xlarge has no EFA, so no
+    // EFA-only interfaces (422 naming the field, with the specs that decided it).
+    let mut req = request("demo");
+    req["hyperpod"]["instance_groups"][1]["interface_mode"] = json!("efa_only");
+    let err = b.engine.submit_checked(OperationKind::CreateCluster, &req, user(), None).await.unwrap_err();
+    let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
+    assert_eq!(v.kind, instantstart_core::validate::ValidationKind::Unprocessable);
+    assert_eq!(v.findings[0].field, "hyperpod.instance_groups[1].interface_mode", "{v:?}");
+    assert!(v.findings[0].rule.contains("does not support EFA-only"), "{}", v.findings[0].rule);
+    // A type EC2 does not describe is accepted; the checks that need its specs warn.
+    let mut req = request("demo");
+    req["hyperpod"]["instance_groups"][0]["instance_type"] = json!("ml.p6e-gb200.36xlarge");
+    req["hyperpod"]["instance_groups"][0]["availability_zone"] = json!("us-east-1b");
+    req["hyperpod"]["instance_groups"][0]["deep_health_checks"] = json!({ "stress": true, "connectivity": true });
+    let dry = b.engine.dry_run_checked(OperationKind::CreateCluster, &req).await.unwrap();
+    let specs: Vec<_> = dry.checks.iter().filter(|c| c.check == "instance_specs").collect();
+    assert_eq!(specs.len(), 2, "{specs:#?}");
+    assert!(
+        specs.iter().all(|c| c.status == instantstart_core::preflight::CheckStatus::Warn
+            && c.detail.contains("could not be checked")),
+        "{specs:#?}"
+    );
     assert!(b.store.list_operations(&Default::default()).unwrap().is_empty());
     assert!(b.sim.stats().keys().all(|k| !k.contains("Create")), "nothing was called");
     // A wrongly shaped body names the field.

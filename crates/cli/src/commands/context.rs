@@ -88,7 +88,7 @@ pub async fn run(g: &Globals, args: ContextArgs) -> anyhow::Result<Exit> {
                         .unwrap_or_default();
                     t.row(vec![s(it, "instance_type"), accel, s(info, "vcpus"), memory, efa, zones.join(",")]);
                 }
-                t.render_or("No instance types offered.")
+                t.render_or("No instance types.")
             })?;
         }
     }

@@ -5,6 +5,7 @@
 //! idempotency token where the service accepts one (EKS `clientRequestToken`).
 
 use super::{ProviderError, ResourceState, Tags};
+use crate::instance_types::InstanceTypeInfo;
 use async_trait::async_trait;
 use ipnet::Ipv4Net;
 use schemars::JsonSchema;
@@ -52,6 +53,10 @@ pub trait QuotaApi: Send + Sync {
     async fn availability_zones(&self, region: &str) -> Result<Vec<AvailabilityZone>>;
     /// HyperPod instance types offered in the region's AZs.
     async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>>;
+    /// The specs of the HyperPod instance types ([`crate::instance_types::CLUSTER_INSTANCE_TYPES`])
+    /// the region describes (EC2 `DescribeInstanceTypes`); a type missing from the answer has
+    /// unknown specs. Implementations may cache per region (specs do not change).
+    async fn instance_type_specs(&self, region: &str) -> Result<Vec<InstanceTypeInfo>>;
     /// The HyperPod "cluster usage" quota of an instance type, if the service reports one.
     async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>>;
 }

@@ -34,6 +34,7 @@ use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
+use crate::instance_types::{SpecsFact, ec2_name};
 use crate::names;
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
 use crate::preflight::{CheckStatus, PreflightCheck};
@@ -274,14 +275,25 @@ impl WorkloadWorkflow {
         Some(WorkloadWorkflow { kind, workload, mode, renderer, aws, kube, store })
     }
 
-    /// Reads the facts the renderer may need, from the real state.
-    async fn context(&self, rec: &ClusterRecord) -> Result<WorkloadContext, EngineError> {
-        let Some(hp) = &rec.hyperpod_cluster else { return Ok(WorkloadContext::default()) };
-        let Some(live) = read(|| self.aws.describe_hyperpod_cluster(&rec.region, hp)).await? else {
-            return Ok(WorkloadContext::default());
+    /// Reads the facts the renderer may need, from the real state: the instance groups, the
+    /// managed features, and EC2's specs of `instance_types` (what the rendering named).
+    async fn context(&self, rec: &ClusterRecord, instance_types: &[String]) -> Result<WorkloadContext, EngineError> {
+        let instance_specs = if instance_types.is_empty() {
+            Vec::new()
+        } else {
+            read(|| self.aws.instance_type_specs(&rec.region))
+                .await?
+                .into_iter()
+                .filter(|i| instance_types.contains(&i.name))
+                .collect()
         };
-        let features = super::features::read_features(self.aws.as_ref(), rec, &live).await?;
-        let instance_groups = live
+        let mut context = WorkloadContext { instance_specs: Some(instance_specs), ..WorkloadContext::default() };
+        let Some(hp) = &rec.hyperpod_cluster else { return Ok(context) };
+        let Some(live) = read(|| self.aws.describe_hyperpod_cluster(&rec.region, hp)).await? else {
+            return Ok(context);
+        };
+        context.features = super::features::read_features(self.aws.as_ref(), rec, &live).await?;
+        context.instance_groups = live
             .instance_groups
             .iter()
             .map(|g| GroupFacts {
@@ -290,7 +302,7 @@ impl WorkloadWorkflow {
                 capacity: g.capacity.clone(),
             })
             .collect();
-        Ok(WorkloadContext { instance_groups, features, storage: None })
+        Ok(context)
     }
 }
 
@@ -470,6 +482,25 @@ impl WorkloadWorkflow {
     }
 }
 
+/// A warning per instance type the rendering named whose specs EC2 does not describe: its
+/// GPU count and EFA interfaces could not be checked against the request.
+fn unknown_specs_checks(instance_types: &[String], context: &WorkloadContext, region: &str) -> Vec<PreflightCheck> {
+    instance_types
+        .iter()
+        .filter(|t| context.specs_fact(t) == SpecsFact::Unknown)
+        .map(|t| PreflightCheck {
+            check: "instance_specs".into(),
+            field: "instance_type".into(),
+            status: CheckStatus::Warn,
+            detail: format!(
+                "EC2 does not describe {t} in {region}: the accelerators and EFA interfaces asked for could not be \
+                 checked against it"
+            ),
+            remedy: Some(format!("check {} in the EC2 instance type documentation", ec2_name(t))),
+        })
+        .collect()
+}
+
 /// Whether a pod template anywhere in `object` runs as service account `name`.
 fn runs_as(object: &Value, name: &str) -> bool {
     match object {
@@ -618,8 +649,9 @@ impl Workflow for WorkloadWorkflow {
             }
             ApplyMode::Converge => {}
         }
-        let context = WorkloadContext { storage: storage_facts(&rec), ..self.context(&rec).await? };
+        let context = WorkloadContext { storage: storage_facts(&rec), ..self.context(&rec, &r.instance_types).await? };
         let mut checks = self.checks(&target, r, &context).await?;
+        checks.extend(unknown_specs_checks(&r.instance_types, &context, &rec.region));
         if let Some(id) = &r.pod_identity {
             checks.push(self.pod_identity_check(id).await?);
         }

@@ -28,7 +28,7 @@ use instantstart_core::provider::{KubeObject, ObjectRef};
 use instantstart_core::validate::{Findings, ValidationError};
 use instantstart_core::workflow::decode;
 pub use instantstart_core::workflow::endpoints::{ANNOTATION_ENDPOINT_REQUEST, LABEL_ROUTE, SERVICE_PORT};
-use instantstart_core::workload::{ReadyRule, RenderedWorkload, TypeRef};
+use instantstart_core::workload::{ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, specs_fact};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -285,7 +285,14 @@ fn render_self_managed(s: &SelfManagedEndpoint) -> Result<RenderedWorkload, Vali
         want = a.min_replicas;
     }
     ready.insert(0, ReadyRule::DeploymentAvailable { object: oref(&deployment.deployment), replicas: want });
-    Ok(RenderedWorkload { name: p.name.clone(), namespace: p.namespace.clone(), objects, ready, pod_identity: None })
+    Ok(RenderedWorkload {
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        objects,
+        ready,
+        pod_identity: None,
+        instance_types: vec![p.instance_type.clone()],
+    })
 }
 
 fn render_managed(m: &ManagedEndpointParams) -> Result<RenderedWorkload, ValidationError> {
@@ -313,16 +320,25 @@ fn render_managed(m: &ManagedEndpointParams) -> Result<RenderedWorkload, Validat
             value: json!("DeploymentComplete"),
         }],
         pod_identity: None,
+        instance_types: vec![m.instance_type.clone()],
     })
 }
 
 /// Renders an endpoint body. The primary object (serving Deployment or
 /// `InferenceEndpointConfig`) carries the body as [`ANNOTATION_ENDPOINT_REQUEST`], which is how
 /// the endpoint views and updates read it back from the cluster.
-pub fn render(params: &Value) -> Result<RenderedWorkload, ValidationError> {
+///
+/// EC2's specs of the instance type come from `cx` (the workflow's facts; none = not read yet).
+pub fn render(params: &Value, cx: Option<&WorkloadContext>) -> Result<RenderedWorkload, ValidationError> {
     let mut rendered = match decode_request(params)? {
-        EndpointRequest::SelfManaged(s) => render_self_managed(&s)?,
-        EndpointRequest::Managed(m) => render_managed(&m)?,
+        EndpointRequest::SelfManaged(mut s) => {
+            s.serving.specs = specs_fact(cx, &s.serving.instance_type);
+            render_self_managed(&s)?
+        }
+        EndpointRequest::Managed(mut m) => {
+            m.specs = specs_fact(cx, &m.instance_type);
+            render_managed(&m)?
+        }
     };
     let primary = &mut rendered.objects[0].0;
     let body = serde_json::to_string(params).map_err(|e| ValidationError::invalid("", e.to_string()))?;
@@ -372,8 +388,11 @@ mod tests {
 
     #[test]
     fn self_managed_with_router_and_autoscaling_renders_every_object_under_the_endpoint_label() {
-        let r = render(&sglang(json!({ "router": true, "autoscaling": { "min_replicas": 1, "max_replicas": 4 } })))
-            .unwrap();
+        let r = render(
+            &sglang(json!({ "router": true, "autoscaling": { "min_replicas": 1, "max_replicas": 4 } })),
+            Some(&crate::common::described()),
+        )
+        .unwrap();
         assert_eq!(
             kinds(&r),
             [
@@ -404,18 +423,21 @@ mod tests {
 
     #[test]
     fn a_pool_endpoint_selects_the_pool_label() {
-        let r = render(&sglang(json!({ "pool": "warm" }))).unwrap();
+        let r = render(&sglang(json!({ "pool": "warm" })), Some(&crate::common::described())).unwrap();
         assert_eq!(r.objects[1].0["spec"]["selector"], json!({ "instantstart.io/pool": "warm" }));
         assert_eq!(r.objects[0].0["spec"]["template"]["metadata"]["labels"]["instantstart.io/pool"], "warm");
     }
 
     #[test]
     fn managed_renders_the_operator_object_and_a_service() {
-        let r = render(&json!({
-            "route": "managed", "name": "qwen", "namespace": "default", "instance_type": "ml.g5.2xlarge",
-            "model_source": { "bucket": "demo-bucket", "region": "us-east-1", "model_location": "models/qwen" },
-            "worker": { "image": "vllm/vllm-openai:v0.11.0" },
-        }))
+        let r = render(
+            &json!({
+                "route": "managed", "name": "qwen", "namespace": "default", "instance_type": "ml.g5.2xlarge",
+                "model_source": { "bucket": "demo-bucket", "region": "us-east-1", "model_location": "models/qwen" },
+                "worker": { "image": "vllm/vllm-openai:v0.11.0" },
+            }),
+            Some(&crate::common::described()),
+        )
         .unwrap();
         assert_eq!(kinds(&r), ["InferenceEndpointConfig/qwen", "Service/qwen"]);
         assert_eq!(r.objects[1].0["spec"]["selector"], json!({ "app": "qwen" }));
@@ -424,7 +446,14 @@ mod tests {
 
     #[test]
     fn bad_bodies_name_their_fields() {
-        let field = |v: Value| render(&v).unwrap_err().findings.iter().map(|f| f.field.clone()).collect::<Vec<_>>();
+        let field = |v: Value| {
+            render(&v, Some(&crate::common::described()))
+                .unwrap_err()
+                .findings
+                .iter()
+                .map(|f| f.field.clone())
+                .collect::<Vec<_>>()
+        };
         assert!(field(json!({ "name": "x" })).contains(&"route".to_string()));
         let vllm = sglang(json!({ "router": true, "engine": { "kind": "vllm", "model": "models/m" } }));
         assert!(field(vllm).contains(&"router".to_string()));

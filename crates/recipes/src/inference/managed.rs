@@ -11,6 +11,7 @@ use crate::common::{
     container_resources, image_ref, known_instance_type, object_meta, port, require_nvidia, set, standard_labels,
     validate_env,
 };
+use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate, ValidationError};
 use schemars::JsonSchema;
@@ -64,6 +65,11 @@ pub struct ManagedEndpointParams {
     /// Publish model metrics.
     #[serde(default = "default_true")]
     pub metrics: bool,
+    /// EC2's specs of `instance_type`, set by the renderer from the workflow's facts (never
+    /// from the request).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub specs: SpecsFact,
 }
 
 /// The model's location in S3.
@@ -152,10 +158,10 @@ impl Validate for ManagedEndpointParams {
         if let Some(m) = &self.model_name {
             check(f, "model_name", names::hyperpod_name(m));
         }
-        if let Some(info) = known_instance_type(f, "instance_type", &self.instance_type)
-            && require_nvidia(f, "instance_type", info, "managed inference")
+        if let Some(specs) = known_instance_type(f, "instance_type", &self.instance_type, &self.specs)
+            && require_nvidia(f, "instance_type", &specs, "managed inference")
         {
-            accelerators_per_node(f, "worker.gpus", info, self.worker.gpus, 1);
+            accelerators_per_node(f, "worker.gpus", &specs, self.worker.gpus, 1);
         }
         if self.replicas == 0 || self.replicas > super::MAX_REPLICAS {
             f.push("replicas", format!("must be between 1 and {}", super::MAX_REPLICAS));
@@ -222,9 +228,10 @@ impl ManifestSet for ManagedEndpoint {
 /// Builds the `InferenceEndpointConfig`.
 pub fn managed_endpoint(p: &ManagedEndpointParams) -> Result<ManagedEndpoint, ValidationError> {
     p.check()?;
-    let info = crate::common::instance_info(&p.instance_type);
-    let accel = accelerator_of(info).expect("validated: NVIDIA instance type");
-    let gpus = p.worker.gpus.unwrap_or(info.accelerators);
+    let specs = known_instance_type(&mut Findings::new(), "instance_type", &p.instance_type, &p.specs)
+        .expect("validated: a HyperPod instance type");
+    let accel = accelerator_of(&specs.info).expect("validated: NVIDIA instance type");
+    let gpus = accelerators_per_node(&mut Findings::new(), "worker.gpus", &specs, p.worker.gpus, 1);
     let w = &p.worker;
     let mut worker = json!({
         "image": w.image,

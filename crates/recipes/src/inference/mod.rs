@@ -29,6 +29,7 @@ use crate::common::{
     known_instance_type, object_meta, port, quantity, require_nvidia, set, shm_volume, standard_labels, validate_env,
 };
 use crate::storage::{Access, SharedMount};
+use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate, ValidationError};
 use schemars::JsonSchema;
@@ -92,6 +93,11 @@ pub struct ServingParams {
     pub startup_timeout_seconds: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<String>,
+    /// EC2's specs of `instance_type`, set by the renderer from the workflow's facts (never
+    /// from the request).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub specs: SpecsFact,
 }
 
 /// The serving engine.
@@ -191,14 +197,14 @@ struct Replica {
 
 impl ServingParams {
     fn validate_replica(&self, f: &mut Findings) -> Option<Replica> {
-        let info = known_instance_type(f, "instance_type", &self.instance_type)?;
-        let accel = accelerator_of(info);
+        let specs = known_instance_type(f, "instance_type", &self.instance_type, &self.specs)?;
+        let accel = accelerator_of(&specs.info);
         match &self.engine {
             Engine::Vllm(a) | Engine::Sglang(a) => {
-                if !require_nvidia(f, "instance_type", info, self.engine.label()) {
+                if !require_nvidia(f, "instance_type", &specs, self.engine.label()) {
                     return None;
                 }
-                let gpus = accelerators_per_node(f, "gpus", info, self.gpus, 1);
+                let gpus = accelerators_per_node(f, "gpus", &specs, self.gpus, 1);
                 if let Some(tp) = a.tensor_parallel_size
                     && (tp == 0 || tp > gpus || !gpus.is_multiple_of(tp))
                 {
@@ -207,7 +213,7 @@ impl ServingParams {
                 Some(Replica { accel, gpus })
             }
             Engine::Custom { .. } => {
-                let gpus = accelerators_per_node(f, "gpus", info, self.gpus, 0);
+                let gpus = accelerators_per_node(f, "gpus", &specs, self.gpus, 0);
                 Some(Replica { accel, gpus })
             }
         }

@@ -18,9 +18,10 @@ pub mod ray;
 use crate::common::{
     Accelerator, ComputeResources, EnvVarSpec, LABEL_INSTANCE_TYPE, MLFLOW_ENV, MlflowTracking, accelerator_of,
     accelerator_tolerations, accelerators_per_node, check, container_resources, container_security, dns1123_subdomain,
-    env_value, image_ref, known_instance_type, quantity, require_nvidia, set, shm_volume, validate_env,
+    efa_interfaces, env_value, image_ref, known_instance_type, quantity, require_nvidia, set, shm_volume, validate_env,
 };
 use crate::storage::{Access, SharedMount};
+use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate};
 use instantstart_core::workflow::mlflow::{tracking_server_of_arn, writer_role_name};
@@ -79,6 +80,11 @@ pub struct TrainingJob {
     /// Size of the memory-backed `/dev/shm`.
     #[serde(default = "default_shm")]
     pub shm_size: String,
+    /// EC2's specs of `instance_type`, set by the renderer from the workflow's facts (never
+    /// from the request).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub specs: SpecsFact,
 }
 
 /// The accelerators and EFA interfaces each pod of a validated job gets.
@@ -123,13 +129,13 @@ impl TrainingJob {
     }
 
     fn validate_hardware(&self, f: &mut Findings) -> Option<Hardware> {
-        let info = known_instance_type(f, "instance_type", &self.instance_type)?;
-        if !require_nvidia(f, "instance_type", info, "training") {
+        let specs = known_instance_type(f, "instance_type", &self.instance_type, &self.specs)?;
+        if !require_nvidia(f, "instance_type", &specs, "training") {
             return None;
         }
-        let accel = accelerator_of(info)?;
-        let gpus = accelerators_per_node(f, "gpus_per_node", info, self.gpus_per_node, 1);
-        let efa = if self.efa { info.efa_interfaces } else { 0 };
+        let accel = accelerator_of(&specs.info)?;
+        let gpus = accelerators_per_node(f, "gpus_per_node", &specs, self.gpus_per_node, 1);
+        let efa = efa_interfaces(f, "efa", &specs, self.efa);
         Some(Hardware { accel, gpus, efa })
     }
 

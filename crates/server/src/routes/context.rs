@@ -7,9 +7,9 @@ use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
 use axum::Json;
 use axum::extract::State;
+use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceSpecs, InstanceTypeInfo};
 use instantstart_core::names;
 use instantstart_core::provider::{AvailabilityZone, CallerIdentity};
-use instantstart_core::spec::{InstanceTypeInfo, instance_type_info};
 use instantstart_core::store::ACTIVE_CLUSTER;
 use instantstart_core::validate::ValidationError;
 use schemars::JsonSchema;
@@ -37,10 +37,13 @@ pub struct RegionQuery {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct InstanceTypeView {
+    /// One of SageMaker's `ClusterInstanceType` values.
     pub instance_type: String,
-    /// AZs of the region that offer it.
+    /// AZs of the region that offer it (empty: not offered in this region).
     pub availability_zones: Vec<String>,
-    /// What InstantStart knows about it (accelerators, EFA).
+    /// Its specs as EC2 describes them in the region (`DescribeInstanceTypes`): vCPUs,
+    /// memory, accelerators, EFA. `null` when EC2 does not describe it: the type is still
+    /// accepted, and the checks that need its specs say they could not run.
     pub info: Option<InstanceTypeInfo>,
 }
 
@@ -73,7 +76,7 @@ pub fn routes() -> ApiRouter<AppState> {
             get_with(instance_types, |op| {
                 errors(
                     op.id("context_instance_types")
-                        .summary("HyperPod instance types offered in a region, with their AZs")
+                        .summary("Every HyperPod instance type, with its specs and the AZs of a region that offer it")
                         .tag("context")
                         .response::<200, Json<Vec<InstanceTypeView>>>(),
                 )
@@ -116,17 +119,21 @@ async fn instance_types(
     ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<InstanceTypeView>>, ApiError> {
     let region = region(&state, &q)?;
-    let mut by_type: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_type: BTreeMap<String, Vec<String>> =
+        CLUSTER_INSTANCE_TYPES.iter().map(|t| (t.to_string(), Vec::new())).collect();
     for o in state.aws.instance_type_offerings(&region).await? {
-        by_type.entry(o.instance_type).or_default().push(o.availability_zone);
+        if let Some(zones) = by_type.get_mut(&o.instance_type) {
+            zones.push(o.availability_zone);
+        }
     }
+    let specs = InstanceSpecs::new(state.aws.instance_type_specs(&region).await?);
     Ok(Json(
         by_type
             .into_iter()
             .map(|(t, mut azs)| {
                 azs.sort();
                 azs.dedup();
-                InstanceTypeView { info: instance_type_info(&t).copied(), instance_type: t, availability_zones: azs }
+                InstanceTypeView { info: specs.get(&t).cloned(), instance_type: t, availability_zones: azs }
             })
             .collect(),
     ))

@@ -114,7 +114,7 @@ fn would_fit(h: &HyperPodRec, g: &GroupRec, pod: &PodView) -> bool {
     if selector.contains_key("kubernetes.io/hostname") {
         return false;
     }
-    let info = instantstart_core::spec::instance_type_info(&g.instance_type);
+    let info = crate::ec2_specs::instance_type_info(&g.instance_type);
     match accelerator_request(&pod.spec) {
         None => true,
         Some((res, count)) => info.is_some_and(|i| {

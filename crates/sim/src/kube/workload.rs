@@ -20,10 +20,10 @@
 //!   `SchedulingGated`, the message naming the missing identity), and the job's status says why.
 
 use super::{KubeRec, KubeWorld, Restart};
+use crate::ec2_specs::instance_type_info;
 use crate::hyperpod::nodes as hyperpod_nodes;
 use crate::timings;
 use crate::world::{World, stable_hash};
-use instantstart_core::spec::instance_type_info;
 use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -291,7 +291,7 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
             ] {
                 labels.insert(k.into(), Value::String(v.into()));
             }
-            let accelerators = info.and_then(|i| accelerator_resource(i.accelerator).map(|r| (r, i.accelerators)));
+            let accelerators = info.and_then(|i| accelerator_resource(&i.accelerator).map(|r| (r, i.accelerators)));
             out.push(NodeInfo {
                 name,
                 instance_id: n.instance_id.clone(),
