@@ -372,14 +372,17 @@ async fn failed_step_retry_cancel_import_and_context() {
     let zones = app.get("/api/context/zones?region=us-east-1").await.body;
     assert!(zones.as_array().unwrap().iter().any(|z| z["name"] == "us-east-1a"));
     assert_eq!(app.get("/api/context/zones?region=mars").await.status, StatusCode::BAD_REQUEST);
+    // Every ClusterInstanceType, with EC2's specs where EC2 describes it.
     let types = app.get("/api/context/instance-types?region=us-east-1").await.body;
-    assert!(
-        types
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["instance_type"] == "ml.g5.2xlarge" && t["info"]["accelerators"] == 1)
-    );
+    let types = types.as_array().unwrap();
+    assert!(types.len() >= 150, "{} types", types.len());
+    let of = |name: &str| types.iter().find(|t| t["instance_type"] == name).unwrap_or_else(|| panic!("{name}"));
+    assert_eq!(of("ml.g5.2xlarge")["info"]["accelerators"], 1);
+    assert_eq!(of("ml.g5.12xlarge")["info"]["efa_interfaces"], 1, "g5.12xlarge supports EFA");
+    assert_eq!(of("ml.g5.8xlarge")["info"]["accelerator"], "nvidia-a10g");
+    let gb200 = of("ml.p6e-gb200.36xlarge");
+    assert_eq!(gb200["info"], Value::Null, "EC2 does not describe it");
+    assert!(!gb200["availability_zones"].as_array().unwrap().is_empty(), "HyperPod offers it");
 
     // A running operation can be cancelled.
     let r = app.send(Method::POST, "/api/clusters", Some(create_body("slow")), &[]).await;
