@@ -369,6 +369,9 @@ def test_import_and_delete_with_typed_confirmation(ui, server):
     # Import: a field-level error inside the dialog first, then the real import.
     ui.click(ui.css(".view-actions button.btn"))
     dialog = ui.wait_css("dialog[open]")
+    # The region's EKS clusters are listed with what InstantStart knows of them.
+    found = lambda: dialog.find_element(By.ID, "imp-eks-found").text
+    ui.wait(lambda: "managed as delta" in found() and "HyperPod delta-hp" in found(), 10, "EKS clusters listed")
     set_value(dialog.find_element(By.CSS_SELECTOR, '[data-field="name"]'), "Delta Imported")
     set_value(dialog.find_element(By.CSS_SELECTOR, '[data-field="eks_cluster"]'), "delta")
     ui.click(dialog.find_element(By.CSS_SELECTOR, "button[type=submit]"))

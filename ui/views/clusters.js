@@ -113,11 +113,41 @@ export async function importDialog(app) {
     h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
     field('name', 'InstantStart name', { required: true }, 'How this control plane will call the cluster.'),
     field('region', 'Region', { value: region, required: true }),
-    field('eks_cluster', 'EKS cluster name', { required: true }),
+    field('eks_cluster', 'EKS cluster name', { required: true, list: 'imp-eks-list' }),
+    h('datalist', { id: 'imp-eks-list' }),
+    h('ul', { class: 'help', id: 'imp-eks-found', 'aria-live': 'polite' }),
     field('hyperpod_cluster', 'HyperPod cluster name (optional)', {}, 'A HyperPod cluster orchestrated by that EKS cluster, if any.'));
+  // What the region has: the EKS clusters, their HyperPod clusters, which are managed already.
+  let found = [];
+  const describe = (c) => {
+    const bits = [`Kubernetes ${c.version}`];
+    if (c.hyperpod_clusters.length) bits.push(`HyperPod ${c.hyperpod_clusters.join(', ')}`);
+    bits.push(c.managed_as.length ? `managed as ${c.managed_as.map((m) => m.name).join(', ')}` : 'not managed');
+    if (c.authentication_mode === 'CONFIG_MAP') bits.push('aws-auth only: switch to API_AND_CONFIG_MAP to import');
+    else bits.push(c.control_plane_access ? 'control plane has access' : 'an access entry will be created');
+    return `${c.name} — ${bits.join(' · ')}`;
+  };
+  async function loadClusters() {
+    const r = fields.querySelector('[name="region"]').value.trim();
+    const list = fields.querySelector('#imp-eks-found');
+    try {
+      found = await api.get('/api/context/eks-clusters', { query: { region: r } });
+      replace(fields.querySelector('#imp-eks-list'), found.map((c) => h('option', { value: c.name }, describe(c))));
+      replace(list, found.length ? found.map((c) => h('li', {}, describe(c))) : h('li', {}, `No EKS clusters in ${r}.`));
+    } catch (err) {
+      replace(list, h('li', { class: 'inline-error' }, `Could not list the EKS clusters of ${r}: ${err.message}`));
+    }
+  }
+  fields.querySelector('[name="region"]').addEventListener('change', loadClusters);
+  fields.querySelector('[name="eks_cluster"]').addEventListener('change', (e) => {
+    const c = found.find((x) => x.name === e.target.value.trim());
+    const hp = fields.querySelector('[name="hyperpod_cluster"]');
+    if (c && c.hyperpod_clusters.length === 1 && !hp.value) hp.value = c.hyperpod_clusters[0];
+  });
+  loadClusters();
   const op = await openDialog({
     title: 'Import an existing EKS cluster',
-    body: [h('p', { class: 'muted' }, 'Nothing is changed in AWS: the control plane checks that the clusters exist and registers them.'), fields],
+    body: [h('p', { class: 'muted' }, 'The control plane checks that the clusters exist, gives its IAM role an EKS access entry (unless one maps it already) and registers them. Nothing else is changed in AWS.'), fields],
     confirmLabel: 'Import',
     onConfirm: async (form) => {
       clearFindings(form);

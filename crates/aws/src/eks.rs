@@ -33,11 +33,10 @@
 //!
 //! # Access entries
 //!
-//! [`AwsProvider::ensure_access_entry`] creates an EKS access entry for an IAM principal
-//! (with our tags) and associates the given access policies at cluster or namespace scope;
-//! an existing entry is adopted only when it carries our tags (HyperPod creates the entries of
-//! its execution roles itself; ours are for the control plane's own access to an imported
-//! cluster and similar). These are inherent methods until the provider traits carry them.
+//! `EksApi::ensure_access_entry` creates an EKS access entry for an IAM principal (with our
+//! tags) and associates the given access policies at cluster or namespace scope; an existing
+//! entry is adopted only when it carries our tags (HyperPod creates the entries of its
+//! execution roles itself; ours is the control plane's own access to an imported cluster).
 
 use crate::AwsProvider;
 use crate::error::{invalid, malformed, sdk_error};
@@ -49,9 +48,9 @@ use aws_sdk_eks::types::{
     ResolveConflicts, VpcConfigRequest,
 };
 use instantstart_core::provider::{
-    AddonConfiguration, CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
-    PodIdentityAssociation, ProviderError, ProviderErrorKind, ResourceState, Result, TAG_CLUSTER, Tags,
-    addon_minimum_version, addon_version_at_least, is_owned,
+    AccessEntry, AccessPolicy, AddonConfiguration, CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation,
+    EksAddon, EksApi, EksCluster, EnsureAccessEntry, PodIdentityAssociation, ProviderError, ProviderErrorKind,
+    ResourceState, Result, TAG_CLUSTER, addon_minimum_version, addon_version_at_least, is_owned,
 };
 use serde_json::Value;
 
@@ -110,6 +109,7 @@ fn cluster_view(region: &str, c: &aws_sdk_eks::types::Cluster) -> Result<EksClus
         vpc_id: vpc.and_then(|v| v.vpc_id()).unwrap_or_default().to_string(),
         subnet_ids: vpc.map(|v| v.subnet_ids().to_vec()).unwrap_or_default(),
         security_group_id: vpc.and_then(|v| v.cluster_security_group_id()).map(str::to_string),
+        authentication_mode: c.access_config().and_then(|a| a.authentication_mode()).map(|m| m.as_str().to_string()),
         state: cluster_state(c.status(), &issues),
         tags: tags::from_eks(c.tags()),
     })
@@ -533,87 +533,9 @@ impl EksApi for AwsProvider {
             .map(|_| ())
             .map_err(|e| sdk_error(API, e))
     }
-}
-
-/// Where an EKS cluster's API server is and the CA that signs its certificate.
-#[derive(Clone, PartialEq, Eq)]
-pub struct EksEndpointInfo {
-    /// `https://<id>.<zone>.<region>.eks.amazonaws.com`.
-    pub endpoint: String,
-    /// `certificateAuthority.data` as EKS returns it (base64 of a PEM bundle).
-    pub certificate_authority: String,
-}
-
-impl std::fmt::Debug for EksEndpointInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EksEndpointInfo").field("endpoint", &self.endpoint).finish_non_exhaustive()
-    }
-}
-
-/// An EKS access entry and the access policies associated with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessEntry {
-    pub principal_arn: String,
-    /// `STANDARD`, `EC2_LINUX`, `HYPERPOD_LINUX`, …
-    pub kind: String,
-    pub username: Option<String>,
-    pub policies: Vec<AccessPolicy>,
-    pub tags: Tags,
-}
-
-/// An access policy association: the policy and where it applies.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessPolicy {
-    /// e.g. `arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy`.
-    pub policy_arn: String,
-    /// Empty = the whole cluster; otherwise these namespaces.
-    pub namespaces: Vec<String>,
-}
-
-/// What [`AwsProvider::ensure_access_entry`] should make true.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnsureAccessEntry {
-    pub region: String,
-    pub cluster: String,
-    pub principal_arn: String,
-    /// `STANDARD` unless the principal is a node role.
-    pub kind: String,
-    pub policies: Vec<AccessPolicy>,
-    pub client_request_token: String,
-    pub tags: Tags,
-}
-
-fn scope(p: &AccessPolicy) -> aws_sdk_eks::types::AccessScope {
-    use aws_sdk_eks::types::{AccessScope, AccessScopeType};
-    if p.namespaces.is_empty() {
-        AccessScope::builder().r#type(AccessScopeType::Cluster).build()
-    } else {
-        AccessScope::builder().r#type(AccessScopeType::Namespace).set_namespaces(Some(p.namespaces.clone())).build()
-    }
-}
-
-impl AwsProvider {
-    /// The API endpoint and CA of an EKS cluster (for the Kubernetes adapter's connector);
-    /// `None` when the cluster does not exist or has no endpoint yet (still creating).
-    pub async fn eks_endpoint(&self, region: &str, name: &str) -> Result<Option<EksEndpointInfo>> {
-        const API: &str = "eks:DescribeCluster";
-        let c = self.region(region).await?;
-        let out = match c.eks.describe_cluster().name(name).send().await.map_err(|e| sdk_error(API, e)) {
-            Ok(o) => o,
-            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let Some(cluster) = out.cluster() else { return Ok(None) };
-        Ok(match (cluster.endpoint(), cluster.certificate_authority().and_then(|c| c.data())) {
-            (Some(endpoint), Some(ca)) if !endpoint.is_empty() && !ca.is_empty() => {
-                Some(EksEndpointInfo { endpoint: endpoint.to_string(), certificate_authority: ca.to_string() })
-            }
-            _ => None,
-        })
-    }
 
     /// The access entry of `principal_arn` with its associated policies, if any.
-    pub async fn describe_access_entry(
+    async fn describe_access_entry(
         &self,
         region: &str,
         cluster: &str,
@@ -666,7 +588,7 @@ impl AwsProvider {
 
     /// Creates the access entry (or adopts ours) and associates every requested policy
     /// (`AssociateAccessPolicy` is idempotent and updates the scope).
-    pub async fn ensure_access_entry(&self, req: &EnsureAccessEntry) -> Result<AccessEntry> {
+    async fn ensure_access_entry(&self, req: &EnsureAccessEntry) -> Result<AccessEntry> {
         const API: &str = "eks:CreateAccessEntry";
         let c = self.region(&req.region).await?;
         let cluster = req.tags.get(TAG_CLUSTER).cloned().unwrap_or_default();
@@ -714,7 +636,7 @@ impl AwsProvider {
     }
 
     /// Deletes an access entry (its policy associations go with it).
-    pub async fn delete_access_entry(&self, region: &str, cluster: &str, principal_arn: &str) -> Result<()> {
+    async fn delete_access_entry(&self, region: &str, cluster: &str, principal_arn: &str) -> Result<()> {
         const API: &str = "eks:DeleteAccessEntry";
         let c = self.region(region).await?;
         c.eks
@@ -725,6 +647,51 @@ impl AwsProvider {
             .await
             .map(|_| ())
             .map_err(|e| sdk_error(API, e))
+    }
+}
+
+/// Where an EKS cluster's API server is and the CA that signs its certificate.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EksEndpointInfo {
+    /// `https://<id>.<zone>.<region>.eks.amazonaws.com`.
+    pub endpoint: String,
+    /// `certificateAuthority.data` as EKS returns it (base64 of a PEM bundle).
+    pub certificate_authority: String,
+}
+
+impl std::fmt::Debug for EksEndpointInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EksEndpointInfo").field("endpoint", &self.endpoint).finish_non_exhaustive()
+    }
+}
+
+fn scope(p: &AccessPolicy) -> aws_sdk_eks::types::AccessScope {
+    use aws_sdk_eks::types::{AccessScope, AccessScopeType};
+    if p.namespaces.is_empty() {
+        AccessScope::builder().r#type(AccessScopeType::Cluster).build()
+    } else {
+        AccessScope::builder().r#type(AccessScopeType::Namespace).set_namespaces(Some(p.namespaces.clone())).build()
+    }
+}
+
+impl AwsProvider {
+    /// The API endpoint and CA of an EKS cluster (for the Kubernetes adapter's connector);
+    /// `None` when the cluster does not exist or has no endpoint yet (still creating).
+    pub async fn eks_endpoint(&self, region: &str, name: &str) -> Result<Option<EksEndpointInfo>> {
+        const API: &str = "eks:DescribeCluster";
+        let c = self.region(region).await?;
+        let out = match c.eks.describe_cluster().name(name).send().await.map_err(|e| sdk_error(API, e)) {
+            Ok(o) => o,
+            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(cluster) = out.cluster() else { return Ok(None) };
+        Ok(match (cluster.endpoint(), cluster.certificate_authority().and_then(|c| c.data())) {
+            (Some(endpoint), Some(ca)) if !endpoint.is_empty() && !ca.is_empty() => {
+                Some(EksEndpointInfo { endpoint: endpoint.to_string(), certificate_authority: ca.to_string() })
+            }
+            _ => None,
+        })
     }
 
     /// Moves an add-on to `version` (`None` = the default for the cluster's Kubernetes

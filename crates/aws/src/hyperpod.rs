@@ -188,6 +188,7 @@ pub fn group_view(
     g: &ClusterInstanceGroupDetails,
     cluster_status: Option<&ClusterStatus>,
     cluster_subnets: &[String],
+    cluster_security_groups: &[String],
 ) -> HyperPodInstanceGroupStatus {
     let capacity = match (g.training_plan_arn(), g.capacity_requirements().and_then(|c| c.spot())) {
         (Some(arn), _) if !arn.is_empty() => CapacitySpec::TrainingPlan { arn: arn.to_string() },
@@ -196,6 +197,7 @@ pub fn group_view(
     };
     let efa_only = g.network_interface().and_then(|n| n.interface_type()) == Some(&ClusterInterfaceType::EfaOnly);
     let subnets = g.override_vpc_config().map(|v| v.subnets().to_vec()).filter(|s| !s.is_empty());
+    let security_groups = g.override_vpc_config().map(|v| v.security_group_ids().to_vec()).filter(|s| !s.is_empty());
     let ebs_volume_gb = g
         .instance_storage_configs()
         .iter()
@@ -219,6 +221,7 @@ pub fn group_view(
         capacity,
         interface_mode: if efa_only { InterfaceMode::EfaOnly } else { InterfaceMode::Standard },
         subnet_ids: subnets.unwrap_or_else(|| cluster_subnets.to_vec()),
+        security_group_ids: security_groups.unwrap_or_else(|| cluster_security_groups.to_vec()),
         ebs_volume_gb,
         lifecycle_script,
         execution_role_arn: g.execution_role().map(str::to_string),
@@ -259,7 +262,9 @@ async fn describe(sm: &SageMaker, region: &str, name: &str) -> Result<Option<Hyp
     let tags = list_tags(sm, &arn).await?;
     let cluster_status = out.cluster_status();
     let cluster_subnets: Vec<String> = out.vpc_config().map(|v| v.subnets().to_vec()).unwrap_or_default();
-    let groups = out.instance_groups().iter().map(|g| group_view(g, cluster_status, &cluster_subnets)).collect();
+    let cluster_sgs: Vec<String> = out.vpc_config().map(|v| v.security_group_ids().to_vec()).unwrap_or_default();
+    let groups =
+        out.instance_groups().iter().map(|g| group_view(g, cluster_status, &cluster_subnets, &cluster_sgs)).collect();
     let tiered_storage =
         out.tiered_storage_config().filter(|t| t.mode() == Some(&ClusterConfigMode::Enable)).map(|t| {
             TieredCheckpointing {
@@ -287,6 +292,7 @@ async fn describe(sm: &SageMaker, region: &str, name: &str) -> Result<Option<Hyp
         tiered_storage,
         autoscaling,
         tags,
+        eks_cluster_arn: out.orchestrator().and_then(|o| o.eks()).and_then(|e| e.cluster_arn()).map(str::to_string),
     }))
 }
 
@@ -336,6 +342,7 @@ async fn create(sm: &SageMaker, req: &CreateHyperPodCluster) -> Result<HyperPodC
                     tiered_storage: None,
                     autoscaling: false,
                     tags: req.tags.clone(),
+                    eks_cluster_arn: Some(req.eks_cluster_arn.clone()),
                 }),
             }
         }

@@ -18,7 +18,7 @@
 //!   the set of operations sent is the row's.
 
 use crate::AwsProvider;
-use crate::eks::{AccessPolicy, EnsureAccessEntry};
+
 use crate::model_check::{Decoded, Models};
 use crate::replay::{Canned, Recorded, Replay};
 use futures::future::BoxFuture;
@@ -78,6 +78,9 @@ pub const METHODS: &[&str] = &[
     "EksApi::create_addon",
     "EksApi::delete_addon",
     "EksApi::describe_addon_configuration",
+    "EksApi::describe_access_entry",
+    "EksApi::ensure_access_entry",
+    "EksApi::delete_access_entry",
     "EksApi::list_pod_identity_associations",
     "EksApi::create_pod_identity_association",
     "EksApi::delete_pod_identity_association",
@@ -397,7 +400,10 @@ pub const CASES: &[Case] = &[
         method: "EksApi::describe_eks_cluster",
         variant: "",
         world: World::Existing,
-        run: run!(|p| assert!(p.describe_eks_cluster("us-east-1", "demo").await.unwrap().is_some())),
+        run: run!(|p| assert_eq!(
+            p.describe_eks_cluster("us-east-1", "demo").await.unwrap().unwrap().authentication_mode.as_deref(),
+            Some("API_AND_CONFIG_MAP")
+        )),
         expect: &["eks:DescribeCluster"],
     },
     Case {
@@ -571,7 +577,7 @@ pub const CASES: &[Case] = &[
         expect: &["eks:DeletePodIdentityAssociation"],
     },
     Case {
-        method: "AwsProvider::ensure_access_entry",
+        method: "EksApi::ensure_access_entry",
         variant: "namespace-scoped and cluster-scoped policies",
         world: World::Existing,
         run: run!(|p| p
@@ -603,7 +609,19 @@ pub const CASES: &[Case] = &[
         ],
     },
     Case {
-        method: "AwsProvider::delete_access_entry",
+        method: "EksApi::describe_access_entry",
+        variant: "with its associated policies",
+        world: World::Existing,
+        run: run!(|p| assert!(
+            p.describe_access_entry("us-east-1", "demo", "arn:aws:iam::123456789012:role/instantstart-control-plane")
+                .await
+                .unwrap()
+                .is_some()
+        )),
+        expect: &["eks:DescribeAccessEntry", "eks:ListAssociatedAccessPolicies"],
+    },
+    Case {
+        method: "EksApi::delete_access_entry",
         variant: "",
         world: World::Existing,
         run: run!(|p| p
@@ -1128,6 +1146,7 @@ fn eks_cluster() -> Value {
         "identity": { "oidc": { "issuer": ISSUER } },
         "resourcesVpcConfig": { "vpcId": VPC, "subnetIds": ["subnet-0a0a0a0a0a0a0a0a0", "subnet-0b0b0b0b0b0b0b0b0"],
             "clusterSecurityGroupId": "sg-0c0c0c0c0c0c0c0c0" },
+        "accessConfig": { "authenticationMode": "API_AND_CONFIG_MAP" },
         "tags": tags(),
     }})
 }

@@ -1053,7 +1053,7 @@ async fn lifecycle_script_put_and_head_object() {
 
 #[tokio::test]
 async fn access_entries_are_created_with_policies_or_adopted() {
-    use crate::eks::{AccessPolicy, EnsureAccessEntry};
+    use instantstart_core::provider::{AccessPolicy, EnsureAccessEntry};
     let principal = "arn:aws:iam::123456789012:role/instantstart-control-plane";
     let replay = Replay::new(|r| {
         // Virtual-hosted (`/key`) or path-style (`/bucket/key`) addressing: the same path.

@@ -624,6 +624,8 @@ struct MotoCloud {
     created_roles: Mutex<Vec<String>>,
     /// Pod Identity associations by EKS cluster.
     associations: Mutex<Vec<(String, PodIdentityAssociation)>>,
+    /// Access entries by (EKS cluster, principal); moto has none.
+    access_entries: Mutex<BTreeMap<(String, String), AccessEntry>>,
 }
 
 impl MotoCloud {
@@ -634,6 +636,7 @@ impl MotoCloud {
             created_addons: Mutex::default(),
             created_roles: Mutex::default(),
             associations: Mutex::default(),
+            access_entries: Mutex::default(),
         }
     }
 }
@@ -690,6 +693,31 @@ impl NetworkApi for MotoCloud {
 
 #[async_trait]
 impl EksApi for MotoCloud {
+    async fn describe_access_entry(
+        &self,
+        _region: &str,
+        cluster: &str,
+        principal: &str,
+    ) -> Result<Option<AccessEntry>> {
+        Ok(self.access_entries.lock().unwrap().get(&(cluster.to_string(), principal.to_string())).cloned())
+    }
+    async fn ensure_access_entry(&self, req: &EnsureAccessEntry) -> Result<AccessEntry> {
+        let entry = AccessEntry {
+            principal_arn: req.principal_arn.clone(),
+            kind: req.kind.clone(),
+            username: None,
+            policies: req.policies.clone(),
+            tags: req.tags.clone(),
+        };
+        let mut all = self.access_entries.lock().unwrap();
+        Ok(all.entry((req.cluster.clone(), req.principal_arn.clone())).or_insert(entry).clone())
+    }
+    async fn delete_access_entry(&self, _region: &str, cluster: &str, principal: &str) -> Result<()> {
+        match self.access_entries.lock().unwrap().remove(&(cluster.to_string(), principal.to_string())) {
+            Some(_) => Ok(()),
+            None => Err(ProviderError::not_found("eks:DeleteAccessEntry", "no such access entry")),
+        }
+    }
     async fn describe_eks_cluster(&self, region: &str, name: &str) -> Result<Option<EksCluster>> {
         self.real.describe_eks_cluster(region, name).await
     }

@@ -208,6 +208,11 @@ fn create_with_wait_then_read_in_every_format_and_delete() {
     s.cli().args(["context", "zones"]).assert().success().stdout(predicate::str::contains("us-east-1a  use1-az1"));
     let types = s.json(&["context", "instance-types", "--region", "us-east-1"]);
     assert!(types.as_array().unwrap().iter().any(|t| t["instance_type"] == "ml.g5.2xlarge"));
+    s.cli()
+        .args(["context", "eks-clusters"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("demo (created)").and(predicate::str::contains("demo-hp")));
 
     s.cli().args(["cluster", "use", "--none"]).assert().success().stdout("No active cluster.\n");
     s.cli().args(["cluster", "use", "demo"]).assert().success().stdout("Active cluster: demo\n");

@@ -403,6 +403,13 @@ impl Client {
         self.call(Call::new(Method::GET, &["api", "context", "zones"]).query("region", region)).await
     }
 
+    /// `GET /api/context/eks-clusters`: the EKS clusters of `region` with their HyperPod
+    /// clusters, the InstantStart cluster managing each (if any) and whether the control plane
+    /// has an access entry on it.
+    pub async fn eks_clusters(&self, region: Option<&str>) -> Result<Vec<Value>, Error> {
+        self.call(Call::new(Method::GET, &["api", "context", "eks-clusters"]).query("region", region)).await
+    }
+
     /// `GET /api/context/instance-types`: every HyperPod instance type with the AZs of `region`
     /// that offer it and EC2's specs (`{instance_type, availability_zones, info}`, `info` null
     /// when EC2 does not describe the type).

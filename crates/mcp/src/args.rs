@@ -36,7 +36,7 @@ pub struct MutationArgs {
     pub dry_run: bool,
 }
 
-/// `context_zones` and `context_instance_types`.
+/// `context_zones`, `context_eks_clusters`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct RegionArgs {
     /// AWS region, e.g. `us-east-1`. Defaults to the control plane's region (see context_get).

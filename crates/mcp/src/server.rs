@@ -124,6 +124,28 @@ impl InstantStartMcp {
     }
 
     #[tool(
+        name = "context_eks_clusters",
+        description = "The EKS clusters of a region, each with the HyperPod clusters it orchestrates, the \
+                       InstantStart clusters registered for it (managed_as: name and source, created or \
+                       imported; empty when none), its authentication mode and whether the control plane already has an access \
+                       entry on it. Query before cluster_import: offer only clusters not yet managed; one in \
+                       CONFIG_MAP mode cannot be imported until its mode allows access entries.",
+        annotations(
+            title = "EKS clusters",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn context_eks_clusters(&self, Parameters(a): Parameters<RegionArgs>) -> CallToolResult {
+        match self.client.eks_clusters(a.region.as_deref()).await {
+            Ok(clusters) => ok(Value::Array(clusters)),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
         name = "context_instance_types",
         description = "Every HyperPod instance type (SageMaker's ClusterInstanceType), each with the Availability \
                        Zones of the region that offer it (empty: not offered there) and its specs as EC2 \
@@ -243,9 +265,12 @@ impl InstantStartMcp {
 
     #[tool(
         name = "cluster_import",
-        description = "Register an existing EKS cluster (and optionally its HyperPod cluster) after checking that \
-                       they exist and are active. Nothing in AWS is created or changed. Returns the operation id: \
-                       call operation_wait with it until the status is terminal.",
+        description = "Import an existing EKS cluster (and optionally its HyperPod cluster; list them with \
+                       context_eks_clusters): checks that they exist and are active, gives the control plane's IAM \
+                       role an EKS access entry (cluster admin) unless one maps it already, then registers the \
+                       cluster. A cluster in CONFIG_MAP authentication mode is refused with what to change. \
+                       dry_run shows the steps and the access check. Returns the operation id: call \
+                       operation_wait with it until the status is terminal.",
         annotations(
             title = "Import a cluster",
             read_only_hint = false,

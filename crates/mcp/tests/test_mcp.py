@@ -51,6 +51,7 @@ READ_ONLY = {
     "context_get",
     "context_zones",
     "context_instance_types",
+    "context_eks_clusters",
     "context_sim_stats",
     "cluster_list",
     "cluster_get",
@@ -482,10 +483,19 @@ def test_a_failed_step_is_diagnosed_retried_and_followed_again_and_imports_work(
         err, body = await call(s, "operation_cancel", {"id": op_id})
         assert err is True and body["error"]["status"] == 409
 
-        # Import the same EKS cluster under another name: nothing in AWS changes.
+        # The region's EKS clusters: "flaky" is managed (created), with its HyperPod cluster.
+        err, eks = await call(s, "context_eks_clusters", {"region": "us-east-1"})
+        assert not err, eks
+        flaky = next(c for c in eks if c["name"] == "flaky")
+        assert flaky["managed_as"] == [{"name": "flaky", "source": "created"}], flaky
+        assert flaky["hyperpod_clusters"] == ["flaky-hp"] and flaky["control_plane_access"] is True, flaky
+        # Import the same EKS cluster under another name: the control plane already has an
+        # access entry (it created the cluster), so the import uses it as it is.
         imp = {"name": "imported", "region": "us-east-1", "eks_cluster": "flaky", "hyperpod_cluster": "flaky-hp"}
         err, plan = await call(s, "cluster_import", {**imp, "dry_run": True})
         assert not err and plan["dry_run"] is True
+        access = [c for c in plan["checks"] if c["check"] == "access_entry"]
+        assert access and "already has an access entry" in access[0]["detail"], plan
         err, sub = await call(s, "cluster_import", {**imp, "idempotency_key": "agent-import-1"})
         assert not err and sub["status_tool"] == "operation_wait", sub
         err, done = await call(s, "operation_wait", {"id": sub["operation_id"], "timeout_secs": 120})

@@ -351,9 +351,22 @@ async fn failed_step_retry_cancel_import_and_context() {
     let r = app.send(Method::POST, "/api/clusters/import", Some(imp), &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
     assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+    // The region's EKS clusters: demo is managed twice now, with its HyperPod cluster and
+    // the control plane's access entry (it created the cluster).
+    let eks = app.get("/api/context/eks-clusters?region=us-east-1").await.body;
+    let demo = eks.as_array().unwrap().iter().find(|c| c["name"] == "demo").expect("demo listed");
+    assert_eq!(demo["hyperpod_clusters"], json!(["demo-hp"]));
+    assert_eq!(demo["control_plane_access"], true);
+    let mut managed: Vec<&str> =
+        demo["managed_as"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    managed.sort();
+    assert_eq!(managed, ["demo", "imported"]);
+    assert_eq!(app.get("/api/context/eks-clusters?region=mars").await.status, StatusCode::BAD_REQUEST);
+    // A cluster that is not there is refused before anything is recorded.
     let missing = json!({ "name": "ghost", "region": "us-east-1", "eks_cluster": "nope" });
     let r = app.send(Method::POST, "/api/clusters/import", Some(missing), &[]).await;
-    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "failed");
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "eks_cluster");
     // Switch the active cluster; unknown names are 404.
     assert_eq!(
         app.send(Method::PUT, "/api/active-cluster", Some(json!({ "name": "imported" })), &[]).await.status,

@@ -13,6 +13,9 @@ use instantstart_core::provider::{
     QuotaApi, Result,
 };
 
+/// The IAM role the simulated control plane runs as.
+pub(crate) const CONTROL_PLANE_ROLE: &str = "InstantStartSimulated";
+
 /// AZ letters of a region; unknown regions get `a`, `b`, `c`.
 fn zone_letters(region: &str) -> &'static str {
     match region {
@@ -179,7 +182,7 @@ impl IdentityApi for SimCloud {
         self.read("sts:GetCallerIdentity", |w, _| {
             Ok(CallerIdentity {
                 account: w.account.clone(),
-                arn: format!("arn:aws:sts::{}:assumed-role/InstantStartSimulated/instantstart", w.account),
+                arn: format!("arn:aws:sts::{}:assumed-role/{CONTROL_PLANE_ROLE}/instantstart", w.account),
             })
         })
     }

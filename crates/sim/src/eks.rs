@@ -19,11 +19,12 @@ use crate::catalog::{addon_default_version, addon_version_offered, check_region,
 use crate::cloud::{Cx, SimCloud, SimError};
 use crate::kube::KubeWorld;
 use crate::timings;
-use crate::world::{AddonRec, EksRec, Lifecycle, Phase, PodIdentityRec, World, rkey};
+use crate::world::{AccessEntryRec, AddonRec, EksRec, Lifecycle, Phase, PodIdentityRec, World, rkey};
 use async_trait::async_trait;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    AddonConfiguration, CreateEksAddon, CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster,
+    AccessEntry, AccessPolicy, AddonConfiguration, CLUSTER_ADMIN_POLICY, CONFIG_MAP_ONLY, CreateEksAddon,
+    CreateEksCluster, CreatePodIdentityAssociation, EksAddon, EksApi, EksCluster, EnsureAccessEntry,
     PodIdentityAssociation, ProviderError, ProviderErrorKind, Result, Tags,
 };
 use instantstart_core::spec::{SUPPORTED_KUBERNETES_VERSIONS, TRAINING_OPERATOR_KUBERNETES_VERSIONS};
@@ -62,6 +63,30 @@ pub(crate) fn eks_view(c: &EksRec, now: f64) -> EksCluster {
         security_group_id: Some(c.security_group_id.clone()),
         state: c.life.state(now),
         tags: c.tags.clone(),
+        authentication_mode: Some(c.authentication_mode.clone()),
+    }
+}
+
+/// The IAM principal the control plane runs as in the simulated account (the role behind
+/// `sts:GetCallerIdentity`'s assumed-role session).
+pub(crate) fn control_plane_principal(account: &str) -> String {
+    format!("arn:aws:iam::{account}:role/{}", crate::catalog::CONTROL_PLANE_ROLE)
+}
+
+fn access_entry_view(e: &AccessEntryRec) -> AccessEntry {
+    AccessEntry {
+        principal_arn: e.principal_arn.clone(),
+        kind: e.kind.clone(),
+        username: Some(e.principal_arn.clone()),
+        policies: e
+            .policies
+            .iter()
+            .map(|(policy_arn, namespaces)| AccessPolicy {
+                policy_arn: policy_arn.clone(),
+                namespaces: namespaces.clone(),
+            })
+            .collect(),
+        tags: e.tags.clone(),
     }
 }
 
@@ -221,7 +246,28 @@ fn create_cluster(w: &mut World, req: &CreateEksCluster, cx: &Cx, seeded: bool) 
         life,
         addons: BTreeMap::new(),
         pod_identity: BTreeMap::new(),
+        authentication_mode: "API_AND_CONFIG_MAP".into(),
+        access_entries: BTreeMap::new(),
+        access_checked: true,
     };
+    let mut rec = rec;
+    // `bootstrapClusterCreatorAdminPermissions`: the creator gets a cluster-admin entry. A
+    // seeded cluster was created by someone else, who holds that entry.
+    let creator = if seeded {
+        format!("arn:aws:iam::{}:role/{}-admin", w.account, req.name)
+    } else {
+        control_plane_principal(&w.account)
+    };
+    rec.access_entries.insert(
+        creator.clone(),
+        AccessEntryRec {
+            principal_arn: creator,
+            kind: "STANDARD".into(),
+            client_request_token: String::new(),
+            policies: vec![(CLUSTER_ADMIN_POLICY.to_string(), Vec::new())],
+            tags: Tags::new(),
+        },
+    );
     let view = eks_view(&rec, cx.now);
     let key = rkey(&req.region, &req.name);
     let uid = w.hex(32, false);
@@ -521,6 +567,92 @@ impl EksApi for SimCloud {
             }
         })
     }
+
+    async fn describe_access_entry(
+        &self,
+        region: &str,
+        cluster: &str,
+        principal_arn: &str,
+    ) -> Result<Option<AccessEntry>> {
+        const API: &str = "eks:DescribeAccessEntry";
+        self.read(API, |w, _| {
+            let c = w.eks.get(&rkey(region, cluster)).ok_or_else(|| {
+                ProviderError::not_found(
+                    API,
+                    format!("ResourceNotFoundException: No cluster found for name: {cluster}."),
+                )
+            })?;
+            Ok(c.access_entries.get(principal_arn).map(access_entry_view))
+        })
+    }
+
+    async fn ensure_access_entry(&self, req: &EnsureAccessEntry) -> Result<AccessEntry> {
+        const API: &str = "eks:CreateAccessEntry";
+        self.write(API, |w, _| {
+            let c = w.eks.get_mut(&rkey(&req.region, &req.cluster)).ok_or_else(|| {
+                ProviderError::not_found(API, format!("ResourceNotFoundException: No cluster found for name: {}.", req.cluster))
+            })?;
+            // EKS user guide `setting-up-access-entries`: access entries need the API or
+            // API_AND_CONFIG_MAP authentication mode.
+            if c.authentication_mode == CONFIG_MAP_ONLY {
+                return Err(invalid(
+                    API,
+                    "InvalidRequestException: The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP] to perform this operation.",
+                ));
+            }
+            let owner = req.tags.get(instantstart_core::provider::TAG_CLUSTER).cloned().unwrap_or_default();
+            match c.access_entries.get_mut(&req.principal_arn) {
+                Some(e) if e.client_request_token == req.client_request_token
+                    || instantstart_core::provider::is_owned(&e.tags, &owner) => {
+                    // AssociateAccessPolicy is idempotent and updates the scope.
+                    for p in &req.policies {
+                        e.policies.retain(|(arn, _)| arn != &p.policy_arn);
+                        e.policies.push((p.policy_arn.clone(), p.namespaces.clone()));
+                    }
+                    Ok(access_entry_view(e))
+                }
+                Some(_) => Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AlreadyExists,
+                    format!(
+                        "ResourceInUseException: The specified access entry resource is already in use on this cluster; it is not tagged as InstantStart's for cluster {owner}"
+                    ),
+                )),
+                None => {
+                    let e = AccessEntryRec {
+                        principal_arn: req.principal_arn.clone(),
+                        kind: req.kind.clone(),
+                        client_request_token: req.client_request_token.clone(),
+                        policies: req.policies.iter().map(|p| (p.policy_arn.clone(), p.namespaces.clone())).collect(),
+                        tags: req.tags.clone(),
+                    };
+                    let view = access_entry_view(&e);
+                    c.access_entries.insert(req.principal_arn.clone(), e);
+                    Ok(view)
+                }
+            }
+        })
+    }
+
+    async fn delete_access_entry(&self, region: &str, cluster: &str, principal_arn: &str) -> Result<()> {
+        const API: &str = "eks:DeleteAccessEntry";
+        self.write(API, |w, _| {
+            let c = w.eks.get_mut(&rkey(region, cluster)).ok_or_else(|| {
+                ProviderError::not_found(
+                    API,
+                    format!("ResourceNotFoundException: No cluster found for name: {cluster}."),
+                )
+            })?;
+            c.access_entries.remove(principal_arn).map(|_| ()).ok_or_else(|| {
+                ProviderError::not_found(
+                    API,
+                    format!(
+                        "ResourceNotFoundException: The specified principalArn could not be found: {principal_arn}"
+                    ),
+                )
+            })
+        })
+    }
 }
 
 /// The configuration schema the simulated EKS publishes for `addon` (every version alike).
@@ -618,8 +750,23 @@ impl SimCloud {
         self.lock().world.eks.get(&rkey(region, cluster))?.addons.get(addon)?.configuration_values.clone()
     }
 
+    /// Sets an EKS cluster's authentication mode (`API`, `API_AND_CONFIG_MAP`, `CONFIG_MAP`),
+    /// as `UpdateClusterConfig --access-config` would. Not counted: for tests.
+    pub fn set_eks_authentication_mode(&self, region: &str, cluster: &str, mode: &str) -> Result<(), SimError> {
+        self.admin(|w, _| {
+            let c = w
+                .eks
+                .get_mut(&rkey(region, cluster))
+                .ok_or_else(|| ProviderError::not_found("eks:UpdateClusterConfig", format!("no cluster {cluster}")))?;
+            c.authentication_mode = mode.to_string();
+            Ok(())
+        })
+    }
+
     /// Adds an Active EKS cluster as if created earlier outside InstantStart (for import),
-    /// without counting calls. The subnets must exist (see [`SimCloud::seed_network`]).
+    /// without counting calls. The subnets must exist (see [`SimCloud::seed_network`]). Its
+    /// creator (`<name>-admin`) holds its only access entry: the control plane's Kubernetes
+    /// calls are refused (401) until the import adds one.
     pub fn seed_eks_cluster(
         &self,
         region: &str,

@@ -196,6 +196,7 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
                 },
                 interface_mode: if g.efa_only { InterfaceMode::EfaOnly } else { InterfaceMode::Standard },
                 subnet_ids: vec![g.subnet_id.clone()],
+                security_group_ids: g.security_group_ids.clone(),
                 ebs_volume_gb: g.ebs_volume_gb,
                 lifecycle_script: g.lifecycle.clone(),
                 execution_role_arn: Some(g.execution_role.clone()).filter(|r| !r.is_empty()),
@@ -209,6 +210,7 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
         // AutoScaling.Status is InService once the update completed (Creating before).
         autoscaling: autoscaling_in_service(h, now),
         tags: h.tags.clone(),
+        eks_cluster_arn: Some(h.eks_arn.clone()),
     }
 }
 
@@ -479,6 +481,7 @@ fn admit_group(
         instance_type: s.instance_type.clone(),
         count: s.count,
         subnet_id: subnet.id.clone(),
+        security_group_ids: g.security_group_ids.clone(),
         availability_zone: subnet.availability_zone.clone(),
         deep_health_checks: s.deep_health_checks.stress || s.deep_health_checks.connectivity,
         training_plan,

@@ -361,6 +361,38 @@ pub(crate) struct EksRec {
     /// EKS Pod Identity associations by id (`a-…`); they go with the cluster.
     #[serde(default)]
     pub pod_identity: BTreeMap<String, PodIdentityRec>,
+    /// `API`, `API_AND_CONFIG_MAP` or `CONFIG_MAP`.
+    #[serde(default = "default_authentication_mode")]
+    pub authentication_mode: String,
+    /// Access entries by principal ARN: who the Kubernetes API admits.
+    #[serde(default)]
+    pub access_entries: BTreeMap<String, AccessEntryRec>,
+    /// Whether the Kubernetes API admits only principals with an access entry (every cluster
+    /// since access entries are simulated; a world saved before admits everyone).
+    #[serde(default)]
+    pub access_checked: bool,
+}
+
+fn default_authentication_mode() -> String {
+    "API_AND_CONFIG_MAP".into()
+}
+
+impl EksRec {
+    /// Whether the cluster's Kubernetes API admits `principal`.
+    pub(crate) fn admits(&self, principal: &str) -> bool {
+        !self.access_checked || self.access_entries.contains_key(principal)
+    }
+}
+
+/// An EKS access entry with its associated access policies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AccessEntryRec {
+    pub principal_arn: String,
+    pub kind: String,
+    pub client_request_token: String,
+    /// `(policy ARN, namespaces)`; no namespaces = cluster scope.
+    pub policies: Vec<(String, Vec<String>)>,
+    pub tags: Tags,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -459,6 +491,9 @@ pub(crate) struct GroupRec {
     pub instance_type: String,
     pub count: u32,
     pub subnet_id: String,
+    /// The security groups the group was created with.
+    #[serde(default)]
+    pub security_group_ids: Vec<String>,
     pub availability_zone: String,
     pub deep_health_checks: bool,
     pub training_plan: Option<String>,

@@ -941,3 +941,85 @@ async fn a_restart_while_a_failed_addon_is_replaced_creates_nothing_twice() {
         assert_eq!(b.sim.calls("eks:CreateAddon"), 4, "{kill_at}: three failed creates, one replacement");
     }
 }
+
+/// Import gives the control plane access to a cluster someone else created: the simulated
+/// Kubernetes API answers 401 until the import's access entry exists; a CONFIG_MAP-only
+/// cluster is refused with what to change before anything is recorded; deleting the imported
+/// cluster removes only the entry the import created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
+    use instantstart_core::engine::Outcome;
+    use instantstart_core::provider::{CreateNetwork, KubeApi, ListParams};
+    use instantstart_core::subnet::plan_new_vpc;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let zones = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
+    let n = b
+        .sim
+        .seed_network(&CreateNetwork {
+            region: "us-east-1".into(),
+            name: "legacy".into(),
+            cidr: "10.20.0.0/16".parse().unwrap(),
+            subnets: plan_new_vpc("10.20.0.0/16".parse().unwrap(), &zones).unwrap(),
+            tags: Default::default(),
+        })
+        .unwrap();
+    let private: Vec<String> = n.subnets.iter().filter(|s| !s.public).map(|s| s.id.clone()).collect();
+    b.sim.seed_eks_cluster("us-east-1", "legacy", "1.33", private, Default::default()).unwrap();
+    let target = instantstart_core::provider::KubeTarget { region: "us-east-1".into(), eks_cluster: "legacy".into() };
+    let namespaces =
+        ListParams { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, labels: Default::default() };
+    let denied = b.sim.list(&target, &namespaces).await.unwrap_err();
+    assert_eq!(denied.kind, ProviderErrorKind::AccessDenied);
+    assert!(denied.message.starts_with("Unauthorized"), "{denied}");
+
+    let import = json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy" });
+    // CONFIG_MAP only: no access entry can be made; refused before anything is recorded.
+    b.sim.set_eks_authentication_mode("us-east-1", "legacy", "CONFIG_MAP").unwrap();
+    let err = b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap_err();
+    let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
+    assert_eq!(v.findings[0].field, "eks_cluster");
+    assert!(v.findings[0].rule.contains("authenticationMode=API_AND_CONFIG_MAP"), "{}", v.findings[0].rule);
+    assert!(b.store.list_operations(&Default::default()).unwrap().is_empty());
+    // A missing cluster is a 422 too, not a failed operation.
+    let err = b
+        .engine
+        .submit_checked(
+            OperationKind::ImportCluster,
+            &json!({ "name": "x", "region": "us-east-1", "eks_cluster": "nope" }),
+            user(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, instantstart_core::engine::EngineError::Validation(ref v) if v.findings[0].field == "eks_cluster"),
+        "{err:?}"
+    );
+
+    b.sim.set_eks_authentication_mode("us-east-1", "legacy", "API_AND_CONFIG_MAP").unwrap();
+    let dry = b.engine.dry_run_checked(OperationKind::ImportCluster, &import).await.unwrap();
+    let check = dry.checks.iter().find(|c| c.check == "access_entry").expect("the access check");
+    assert!(check.detail.contains("will be created"), "{}", check.detail);
+    let keys: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["eks_cluster", "access_entry", "register"]);
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap()
+    else {
+        panic!("an import is never a no-op")
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(op.step("access_entry").unwrap().outputs["created"], true);
+    let principal = "arn:aws:iam::123456789012:role/InstantStartSimulated";
+    let entry = b.sim.describe_access_entry("us-east-1", "legacy", principal).await.unwrap().expect("our entry");
+    assert!(instantstart_core::provider::is_owned(&entry.tags, "adopted"));
+    assert!(b.sim.list(&target, &namespaces).await.is_ok(), "the Kubernetes API admits the control plane now");
+
+    // Forgetting the cluster removes our entry (and nothing else).
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "adopted" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert!(b.sim.describe_access_entry("us-east-1", "legacy", principal).await.unwrap().is_none());
+    assert!(b.sim.describe_eks_cluster("us-east-1", "legacy").await.unwrap().is_some());
+    assert!(b.sim.list(&target, &namespaces).await.is_err());
+}

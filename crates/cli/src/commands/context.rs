@@ -1,4 +1,4 @@
-//! `instantstart context [zones|instance-types]`: what the control plane runs as and what a
+//! `instantstart context [zones|instance-types|eks-clusters]`: what the control plane runs as and what a
 //! region offers (inspect before create).
 
 use crate::app::Globals;
@@ -22,8 +22,15 @@ pub enum ContextCommand {
         #[arg(long)]
         region: Option<String>,
     },
-    /// HyperPod instance types offered in a region, with their AZs.
+    /// Every HyperPod instance type, with EC2's specs and the AZs of a region that offer it.
     InstanceTypes {
+        /// AWS region [default: the server's default region].
+        #[arg(long)]
+        region: Option<String>,
+    },
+    /// EKS clusters of a region: their HyperPod clusters, which InstantStart manages, and whether
+    /// the control plane has access (what `cluster import` can take).
+    EksClusters {
         /// AWS region [default: the server's default region].
         #[arg(long)]
         region: Option<String>,
@@ -62,6 +69,44 @@ pub async fn run(g: &Globals, args: ContextArgs) -> anyhow::Result<Exit> {
                     t.row(vec![z.name.clone(), z.zone_id.clone()]);
                 }
                 t.render_or("No Availability Zones.")
+            })?;
+        }
+        Some(ContextCommand::EksClusters { region }) => {
+            let clusters = client.eks_clusters(region.as_deref()).await?;
+            output::emit(g.output, &clusters, || {
+                let mut t =
+                    Table::new(&["EKS CLUSTER", "VERSION", "STATE", "AUTH MODE", "HYPERPOD", "MANAGED AS", "ACCESS"]);
+                for c in &clusters {
+                    let hyperpod: Vec<&str> = c["hyperpod_clusters"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    let managed: Vec<String> = c["managed_as"]
+                        .as_array()
+                        .map(|a| a.iter().map(|m| format!("{} ({})", s(m, "name"), s(m, "source"))).collect())
+                        .unwrap_or_default();
+                    let managed = if managed.is_empty() { "-".to_string() } else { managed.join(", ") };
+                    let access = match c["control_plane_access"].as_bool() {
+                        Some(true) => "entry",
+                        Some(false) => "none",
+                        None => "?",
+                    };
+                    let state = match &c["state"] {
+                        Value::String(s) => s.clone(),
+                        Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),
+                        _ => "?".into(),
+                    };
+                    t.row(vec![
+                        s(c, "name"),
+                        s(c, "version"),
+                        state,
+                        s(c, "authentication_mode"),
+                        if hyperpod.is_empty() { "-".into() } else { hyperpod.join(",") },
+                        managed,
+                        access.into(),
+                    ]);
+                }
+                t.render_or("No EKS clusters in this region.")
             })?;
         }
         Some(ContextCommand::InstanceTypes { region }) => {

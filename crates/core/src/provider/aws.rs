@@ -156,6 +156,65 @@ pub struct EksCluster {
     pub security_group_id: Option<String>,
     pub state: ResourceState,
     pub tags: Tags,
+    /// How the cluster's API authenticates IAM principals: `API` (access entries only),
+    /// `API_AND_CONFIG_MAP` or `CONFIG_MAP` (the `aws-auth` ConfigMap only: no access entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication_mode: Option<String>,
+}
+
+/// The EKS access policy that makes a principal cluster admin.
+pub const CLUSTER_ADMIN_POLICY: &str = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
+
+/// `authentication_mode` of a cluster that takes no access entries.
+pub const CONFIG_MAP_ONLY: &str = "CONFIG_MAP";
+
+/// The IAM principal behind a caller ARN, as an EKS access entry names it: an assumed role
+/// (`arn:aws:sts::<account>:assumed-role/<role>/<session>`) is its role
+/// (`arn:aws:iam::<account>:role/<role>`); an IAM user or role ARN is itself.
+pub fn access_entry_principal(caller_arn: &str) -> Option<String> {
+    let parts: Vec<&str> = caller_arn.splitn(6, ':').collect();
+    let [_, partition, service, _, account, resource] = parts.as_slice() else { return None };
+    match *service {
+        "sts" => {
+            let role = resource.strip_prefix("assumed-role/")?.split('/').next().filter(|r| !r.is_empty())?;
+            Some(format!("arn:{partition}:iam::{account}:role/{role}"))
+        }
+        "iam" if resource.starts_with("role/") || resource.starts_with("user/") => Some(caller_arn.to_string()),
+        _ => None,
+    }
+}
+
+/// An EKS access entry and the access policies associated with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AccessEntry {
+    pub principal_arn: String,
+    /// `STANDARD`, `EC2_LINUX`, `HYPERPOD_LINUX`, …
+    pub kind: String,
+    pub username: Option<String>,
+    pub policies: Vec<AccessPolicy>,
+    pub tags: Tags,
+}
+
+/// An access policy association: the policy and where it applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AccessPolicy {
+    /// e.g. [`CLUSTER_ADMIN_POLICY`].
+    pub policy_arn: String,
+    /// Empty = the whole cluster; otherwise these namespaces.
+    pub namespaces: Vec<String>,
+}
+
+/// What [`EksApi::ensure_access_entry`] should make true.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EnsureAccessEntry {
+    pub region: String,
+    pub cluster: String,
+    pub principal_arn: String,
+    /// `STANDARD` unless the principal is a node role.
+    pub kind: String,
+    pub policies: Vec<AccessPolicy>,
+    pub client_request_token: String,
+    pub tags: Tags,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -299,6 +358,19 @@ pub trait EksApi: Send + Sync {
         addon: &str,
         version: Option<&str>,
     ) -> Result<AddonConfiguration>;
+    /// The access entry of `principal_arn` with its associated policies, if any.
+    async fn describe_access_entry(
+        &self,
+        region: &str,
+        cluster: &str,
+        principal_arn: &str,
+    ) -> Result<Option<AccessEntry>>;
+    /// Creates the access entry (or adopts ours: an existing entry without our tags is
+    /// `AlreadyExists`) and associates every requested policy. A cluster in `CONFIG_MAP`
+    /// authentication mode refuses it (`InvalidRequest`).
+    async fn ensure_access_entry(&self, req: &EnsureAccessEntry) -> Result<AccessEntry>;
+    /// Deletes an access entry (its policy associations go with it); `NotFound` when absent.
+    async fn delete_access_entry(&self, region: &str, cluster: &str, principal_arn: &str) -> Result<()>;
 }
 
 /// An IAM role.
@@ -362,6 +434,9 @@ pub struct HyperPodCluster {
     #[serde(default)]
     pub autoscaling: bool,
     pub tags: Tags,
+    /// The EKS cluster that orchestrates it (`Orchestrator.Eks.ClusterArn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eks_cluster_arn: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -380,6 +455,10 @@ pub struct HyperPodInstanceGroupStatus {
     /// Subnets of the group (its placement).
     #[serde(default)]
     pub subnet_ids: Vec<String>,
+    /// Security groups of the group's network interfaces (its `OverrideVpcConfig`, else the
+    /// cluster's `VpcConfig`).
+    #[serde(default)]
+    pub security_group_ids: Vec<String>,
     /// Size of the group's EBS volume per instance (`InstanceStorageConfigs`), as described.
     #[serde(default)]
     pub ebs_volume_gb: Option<u32>,
@@ -633,6 +712,23 @@ impl<T> AwsCloud for T where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn access_entries_name_the_role_behind_a_session() {
+        for (caller, principal) in [
+            (
+                "arn:aws:sts::123456789012:assumed-role/InstantStartRole/i-0abc",
+                Some("arn:aws:iam::123456789012:role/InstantStartRole"),
+            ),
+            ("arn:aws-us-gov:sts::123456789012:assumed-role/R/s", Some("arn:aws-us-gov:iam::123456789012:role/R")),
+            ("arn:aws:iam::123456789012:user/alice", Some("arn:aws:iam::123456789012:user/alice")),
+            ("arn:aws:iam::123456789012:role/ops/Admin", Some("arn:aws:iam::123456789012:role/ops/Admin")),
+            ("arn:aws:sts::123456789012:federated-user/bob", None),
+            ("nonsense", None),
+        ] {
+            assert_eq!(access_entry_principal(caller).as_deref(), principal, "{caller}");
+        }
+    }
 
     #[test]
     fn addon_versions_compare_by_major_minor_patch() {

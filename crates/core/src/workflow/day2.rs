@@ -80,23 +80,50 @@ pub struct GroupContext {
     pub execution_role_arn: String,
 }
 
+/// The VPC, security groups and execution role a new group of `rec` gets. A cluster InstantStart
+/// created has its own (the network's security group, `<name>-hyperpod-exec-role`); an imported
+/// one gets what its HyperPod cluster's groups already use (their security groups, else the
+/// EKS cluster security group; the execution role of an existing group). `Invalid` names what
+/// is missing and how to supply it.
 pub async fn group_context(aws: &dyn AwsCloud, rec: &ClusterRecord) -> Result<GroupContext, StepError> {
     let eks = aws
         .describe_eks_cluster(&rec.region, &rec.eks_cluster)
         .await?
         .ok_or_else(|| StepError::Invalid(format!("EKS cluster {} not found", rec.eks_cluster)))?;
     let vpc_id = rec.vpc_id.clone().unwrap_or_else(|| eks.vpc_id.clone());
+    let live = match &rec.hyperpod_cluster {
+        Some(hp) => aws.describe_hyperpod_cluster(&rec.region, hp).await?,
+        None => None,
+    };
+    let existing = live.as_ref().map(|l| l.instance_groups.as_slice()).unwrap_or_default();
     let network = aws.describe_network(&rec.region, &vpc_id).await?;
-    let sg = network
-        .security_group_id
-        .or(eks.security_group_id)
-        .ok_or_else(|| StepError::Invalid(format!("no security group found for VPC {vpc_id}")))?;
+    let security_group_ids = match network.security_group_id {
+        Some(ours) => vec![ours],
+        None => existing
+            .iter()
+            .map(|g| g.security_group_ids.clone())
+            .find(|sgs| !sgs.is_empty())
+            .or_else(|| eks.security_group_id.clone().map(|sg| vec![sg]))
+            .ok_or_else(|| {
+                StepError::Invalid(format!(
+                    "no security group for the new group: VPC {vpc_id} has none of InstantStart's, the HyperPod \
+                     cluster's groups name none, and EKS cluster {} reports no cluster security group",
+                    rec.eks_cluster
+                ))
+            })?,
+    };
     let role_name = DerivedNames::for_cluster(&rec.name).hyperpod_execution_role;
-    let role = aws
-        .get_role(&role_name)
-        .await?
-        .ok_or_else(|| StepError::Invalid(format!("execution role {role_name} not found")))?;
-    Ok(GroupContext { vpc_id, security_group_ids: vec![sg], execution_role_arn: role.arn })
+    let execution_role_arn = match aws.get_role(&role_name).await? {
+        Some(role) => role.arn,
+        None => existing.iter().find_map(|g| g.execution_role_arn.clone()).ok_or_else(|| {
+            StepError::Invalid(format!(
+                "no execution role for the new group: IAM role {role_name} does not exist and no instance group of the \
+                 HyperPod cluster names one (create {role_name} with the HyperPod execution role's policies, or \
+                 add a group to the cluster with an execution role first)"
+            ))
+        })?,
+    };
+    Ok(GroupContext { vpc_id, security_group_ids, execution_role_arn })
 }
 
 /// The AZ of a subnet, from the VPC's subnets.

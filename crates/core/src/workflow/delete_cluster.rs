@@ -49,6 +49,7 @@
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
+use super::import_cluster::{ACCESS_ENTRY_STEP, RemoveAccessEntry};
 use super::lb_controller::{LB_CONTROLLER_ROLE_STEP, LB_SERVICES_STEP, RemoveLoadBalancerServices, lb_controller_role};
 use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
 use super::steps::{AddonTarget, RemovePodIdentity, RemoveRole};
@@ -159,12 +160,23 @@ fn plan_steps_with(
 ) -> Vec<StepSpec> {
     let names = DerivedNames::for_cluster(&rec.name);
     if rec.source == ClusterSource::Imported {
-        return vec![step(
-            "unregister",
-            format!("Forget imported cluster {} (nothing is deleted in AWS)", rec.name),
-            &[],
-            1,
-        )];
+        return vec![
+            step(
+                ACCESS_ENTRY_STEP,
+                format!(
+                    "Remove the EKS access entry the import gave the control plane on {} (one that was there before stays)",
+                    rec.eks_cluster
+                ),
+                &[],
+                3,
+            ),
+            step(
+                "unregister",
+                format!("Forget imported cluster {} (nothing else is deleted in AWS)", rec.name),
+                &[ACCESS_ENTRY_STEP],
+                1,
+            ),
+        ];
     }
     let mut steps = vec![
         step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5),
@@ -471,6 +483,14 @@ impl Workflow for DeleteClusterWorkflow {
         if let Some(release) = key.strip_prefix(CHART_STEP_PREFIX) {
             let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
             return Some(Arc::new(RemoveChart { helm: self.helm.clone()?, target, chart: *pinned_chart(release)? }));
+        }
+        if key == ACCESS_ENTRY_STEP && rec.source == ClusterSource::Imported {
+            return Some(Arc::new(RemoveAccessEntry {
+                aws: self.aws.clone(),
+                region: rec.region.clone(),
+                eks_cluster: rec.eks_cluster.clone(),
+                owner: rec.name.clone(),
+            }));
         }
         if key == LB_SERVICES_STEP {
             let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
@@ -856,7 +876,7 @@ mod tests {
             .into_iter()
             .map(|s| s.key)
             .collect();
-        assert_eq!(imported, ["unregister"]);
+        assert_eq!(imported, ["access_entry", "unregister"]);
     }
 
     #[test]
@@ -887,7 +907,7 @@ mod tests {
             .into_iter()
             .map(|s| s.key)
             .collect();
-        assert_eq!(imported, ["unregister"], "an imported cluster's releases are not ours");
+        assert_eq!(imported, ["access_entry", "unregister"], "an imported cluster's releases are not ours");
     }
 
     #[test]
@@ -999,7 +1019,7 @@ mod tests {
             .into_iter()
             .map(|s| s.key)
             .collect();
-        assert_eq!(imported, ["unregister"], "an imported cluster's servers stay");
+        assert_eq!(imported, ["access_entry", "unregister"], "an imported cluster's servers stay");
     }
 
     #[test]

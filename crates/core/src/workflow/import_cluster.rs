@@ -1,13 +1,28 @@
 //! Importing an existing EKS cluster (and optionally its HyperPod cluster): verify they exist
-//! and are active, then register them. Nothing in AWS is created or changed.
+//! and are active, give the control plane's own IAM principal access to the cluster's
+//! Kubernetes API (an EKS access entry with `AmazonEKSClusterAdminPolicy`), then register them.
+//!
+//! # Guarantees
+//!
+//! - The assessment (and so the dry run) reads the EKS cluster, the control plane's identity
+//!   and its access entry: a missing or inactive cluster, a missing HyperPod cluster, a caller
+//!   an access entry cannot name, or a cluster in `CONFIG_MAP` authentication mode without an
+//!   entry for us is refused with a 422 naming what to change, before anything is recorded.
+//! - An access entry that already maps the principal is used as it is; one InstantStart creates
+//!   carries our ownership tags, and deleting the imported cluster removes only that one.
 
 use super::{cluster_target, decode};
-use crate::engine::{EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow};
+use crate::engine::reads::read;
+use crate::engine::{
+    Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
 use crate::names;
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
+use crate::preflight::{CheckStatus, PreflightCheck};
 use crate::provider::*;
 use crate::store::{ClusterRecord, ClusterSource, Store};
 use crate::validate::Findings;
+use crate::validate::ValidationError;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -26,6 +41,95 @@ pub struct ImportClusterRequest {
     /// Name of an existing HyperPod cluster orchestrated by it, if any.
     #[serde(default)]
     pub hyperpod_cluster: Option<String>,
+    /// The control plane's IAM principal, as the assessment read it (never the client's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub control_plane_principal: Option<String>,
+}
+
+/// One EKS cluster of an account and region, as import offers it (`GET /api/context/eks-clusters`).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct EksClusterCandidate {
+    pub name: String,
+    pub arn: String,
+    pub version: String,
+    pub state: ResourceState,
+    /// `API`, `API_AND_CONFIG_MAP` or `CONFIG_MAP` (no access entries: import is refused).
+    pub authentication_mode: Option<String>,
+    /// The HyperPod clusters it orchestrates.
+    pub hyperpod_clusters: Vec<String>,
+    /// The InstantStart clusters registered for it (none: not managed).
+    pub managed_as: Vec<ManagedAs>,
+    /// Whether the control plane's IAM principal has an access entry on it (`null`: could not
+    /// be read).
+    pub control_plane_access: Option<bool>,
+}
+
+/// An InstantStart cluster registered for an EKS cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ManagedAs {
+    pub name: String,
+    /// How it came to InstantStart: `created` or `imported`.
+    pub source: ClusterSource,
+}
+
+/// The EKS clusters of `region` with their HyperPod clusters and which of them InstantStart
+/// manages: what import can offer (inspect before create).
+pub async fn eks_clusters(
+    aws: &dyn AwsCloud,
+    store: &dyn Store,
+    region: &str,
+) -> Result<Vec<EksClusterCandidate>, EngineError> {
+    let registered = store.list_clusters()?;
+    let principal = control_plane_principal(aws).await.ok();
+    let mut orchestrated: Vec<(String, String)> = Vec::new();
+    for hp in read(|| aws.list_hyperpod_clusters(region)).await? {
+        if let Some(c) = read(|| aws.describe_hyperpod_cluster(region, &hp)).await?
+            && let Some(arn) = c.eks_cluster_arn
+        {
+            orchestrated.push((arn, c.name));
+        }
+    }
+    let mut out = Vec::new();
+    for name in read(|| aws.list_eks_clusters(region)).await? {
+        let Some(c) = read(|| aws.describe_eks_cluster(region, &name)).await? else { continue };
+        let managed_as = registered
+            .iter()
+            .filter(|r| r.region == region && r.eks_cluster == c.name)
+            .map(|r| ManagedAs { name: r.name.clone(), source: r.source })
+            .collect();
+        let control_plane_access = match &principal {
+            Some(p) => read(|| aws.describe_access_entry(region, &c.name, p)).await.ok().map(|e| e.is_some()),
+            None => None,
+        };
+        out.push(EksClusterCandidate {
+            hyperpod_clusters: orchestrated.iter().filter(|(arn, _)| *arn == c.arn).map(|(_, n)| n.clone()).collect(),
+            managed_as,
+            control_plane_access,
+            name: c.name,
+            arn: c.arn,
+            version: c.version,
+            state: c.state,
+            authentication_mode: c.authentication_mode,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The step that gives the control plane access to the cluster's Kubernetes API.
+pub const ACCESS_ENTRY_STEP: &str = "access_entry";
+
+/// The control plane's IAM principal as an access entry names it.
+pub async fn control_plane_principal(aws: &dyn AwsCloud) -> Result<String, ProviderError> {
+    let id = aws.caller_identity().await?;
+    access_entry_principal(&id.arn).ok_or_else(|| {
+        ProviderError::new(
+            "sts:GetCallerIdentity",
+            ProviderErrorKind::InvalidRequest,
+            format!("the control plane runs as {}, which an EKS access entry cannot name (use an IAM role)", id.arn),
+        )
+    })
 }
 
 /// The import workflow.
@@ -84,6 +188,16 @@ impl Workflow for ImportClusterWorkflow {
             deps.push("hyperpod_cluster".into());
         }
         steps.push(StepSpec {
+            key: ACCESS_ENTRY_STEP.into(),
+            title: format!(
+                "Give the control plane's IAM role access to the Kubernetes API of {} (EKS access entry, cluster admin)",
+                req.eks_cluster
+            ),
+            depends_on: vec!["eks_cluster".into()],
+            expected_secs: Some(3),
+        });
+        deps.push(ACCESS_ENTRY_STEP.into());
+        steps.push(StepSpec {
             key: "register".into(),
             title: format!("Register {} as an imported cluster", req.name),
             depends_on: deps,
@@ -93,8 +207,60 @@ impl Workflow for ImportClusterWorkflow {
         Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
     }
 
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let mut req: ImportClusterRequest = decode(&prepared.request)?;
+        let Some(eks) = read(|| self.aws.describe_eks_cluster(&req.region, &req.eks_cluster)).await? else {
+            return Err(ValidationError::unprocessable(
+                "eks_cluster",
+                format!("EKS cluster {} was not found in {}", req.eks_cluster, req.region),
+            )
+            .into());
+        };
+        if eks.state != ResourceState::Active {
+            return Err(ValidationError::unprocessable(
+                "eks_cluster",
+                format!("EKS cluster {} is {:?}; import it once it is ACTIVE", eks.name, eks.state),
+            )
+            .into());
+        }
+        if let Some(hp) = &req.hyperpod_cluster
+            && read(|| self.aws.describe_hyperpod_cluster(&req.region, hp)).await?.is_none()
+        {
+            return Err(ValidationError::unprocessable(
+                "hyperpod_cluster",
+                format!("HyperPod cluster {hp} was not found in {}", req.region),
+            )
+            .into());
+        }
+        let principal = match control_plane_principal(self.aws.as_ref()).await {
+            Ok(p) => p,
+            Err(e) if e.kind == ProviderErrorKind::InvalidRequest => {
+                return Err(ValidationError::unprocessable("eks_cluster", e.message).into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let existing = read(|| self.aws.describe_access_entry(&req.region, &req.eks_cluster, &principal)).await?;
+        let mode = eks.authentication_mode.clone().unwrap_or_else(|| "API_AND_CONFIG_MAP".into());
+        let check = access_check(&req.eks_cluster, &principal, existing.as_ref(), &mode);
+        req.control_plane_principal = Some(principal);
+        Ok(Assessment {
+            plan: None,
+            checks: vec![check],
+            reduced_request: Some(serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?),
+        })
+    }
+
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
         let req: ImportClusterRequest = decode(request).ok()?;
+        if key == ACCESS_ENTRY_STEP {
+            return Some(Arc::new(AccessEntryStep {
+                region: req.region.clone(),
+                eks_cluster: req.eks_cluster.clone(),
+                owner: req.name.clone(),
+                principal: req.control_plane_principal.clone(),
+                aws: self.aws.clone(),
+            }));
+        }
         let which = match key {
             "eks_cluster" => Check::Eks,
             "hyperpod_cluster" => Check::HyperPod,
@@ -102,6 +268,153 @@ impl Workflow for ImportClusterWorkflow {
             _ => return None,
         };
         Some(Arc::new(ImportStep { req, which, aws: self.aws.clone(), store: self.store.clone() }))
+    }
+}
+
+/// The preflight check of the control plane's access: mapped already, to be mapped, or (a
+/// `CONFIG_MAP`-only cluster, which takes no access entries) refused with what to change.
+fn access_check(cluster: &str, principal: &str, existing: Option<&AccessEntry>, mode: &str) -> PreflightCheck {
+    let (status, detail, remedy) = match existing {
+        Some(e) => (
+            CheckStatus::Pass,
+            format!(
+                "{principal} already has an access entry on {cluster} ({}); it is used as it is",
+                if e.policies.is_empty() {
+                    "no access policies: its Kubernetes RBAC decides".to_string()
+                } else {
+                    e.policies
+                        .iter()
+                        .map(|p| p.policy_arn.rsplit('/').next().unwrap_or(&p.policy_arn))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+            None,
+        ),
+        None if mode == CONFIG_MAP_ONLY => (
+            CheckStatus::Fail,
+            format!(
+                "EKS cluster {cluster} authenticates through the aws-auth ConfigMap only (authentication mode \
+                 CONFIG_MAP), so InstantStart cannot give {principal} access with an access entry"
+            ),
+            Some(format!(
+                "switch the cluster to API_AND_CONFIG_MAP (aws eks update-cluster-config --name {cluster} \
+                 --access-config authenticationMode=API_AND_CONFIG_MAP; existing aws-auth mappings keep working), \
+                 or create an access entry for {principal} yourself, then import again"
+            )),
+        ),
+        None => (
+            CheckStatus::Pass,
+            format!(
+                "an access entry for {principal} (AmazonEKSClusterAdminPolicy, cluster scope) will be created on {cluster}"
+            ),
+            None,
+        ),
+    };
+    PreflightCheck { check: "access_entry".into(), field: "eks_cluster".into(), status, detail, remedy }
+}
+
+/// `access_entry`: the control plane's principal gets cluster-admin access through an EKS
+/// access entry tagged as ours, unless an entry maps it already (adopted as it is).
+struct AccessEntryStep {
+    region: String,
+    eks_cluster: String,
+    /// The InstantStart cluster name (the entry's ownership tag).
+    owner: String,
+    principal: Option<String>,
+    aws: Arc<dyn AwsCloud>,
+}
+
+impl AccessEntryStep {
+    async fn principal(&self) -> Result<String, StepError> {
+        match &self.principal {
+            Some(p) => Ok(p.clone()),
+            None => control_plane_principal(self.aws.as_ref()).await.map_err(StepError::from),
+        }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for AccessEntryStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let principal = self.principal().await?;
+        Ok(match self.aws.describe_access_entry(&self.region, &self.eks_cluster, &principal).await? {
+            Some(e) => Observation::Exists(ResourceRef { kind: "access-entry".into(), id: e.principal_arn, arn: None }),
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let principal = self.principal().await?;
+        let e = self
+            .aws
+            .ensure_access_entry(&EnsureAccessEntry {
+                region: self.region.clone(),
+                cluster: self.eks_cluster.clone(),
+                principal_arn: principal,
+                kind: "STANDARD".into(),
+                policies: vec![AccessPolicy { policy_arn: CLUSTER_ADMIN_POLICY.into(), namespaces: Vec::new() }],
+                client_request_token: cx.idempotency_token.to_string(),
+                tags: ownership_tags(&self.owner, &cx.operation_id.0),
+            })
+            .await?;
+        Ok(ResourceRef { kind: "access-entry".into(), id: e.principal_arn, arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let Some(e) = self.aws.describe_access_entry(&self.region, &self.eks_cluster, &r.id).await? else {
+            return Ok(Progress::Waiting { detail: "the access entry is not visible yet".into() });
+        };
+        Ok(Progress::Done(json!({
+            "principal_arn": e.principal_arn,
+            "created": is_owned(&e.tags, &self.owner),
+            "policies": e.policies.iter().map(|p| p.policy_arn.clone()).collect::<Vec<_>>(),
+        })))
+    }
+}
+
+/// Delete-cluster's `access_entry` step for an imported cluster: removes the access entry the
+/// import created (tagged as ours); an entry someone else made is left as it is.
+pub struct RemoveAccessEntry {
+    pub aws: Arc<dyn AwsCloud>,
+    pub region: String,
+    pub eks_cluster: String,
+    /// The InstantStart cluster name (the entry's ownership tag).
+    pub owner: String,
+}
+
+#[async_trait]
+impl StepExecutor for RemoveAccessEntry {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let principal = control_plane_principal(self.aws.as_ref()).await?;
+        let done = ResourceRef { kind: "access-entry".into(), id: principal.clone(), arn: None };
+        match self.aws.describe_access_entry(&self.region, &self.eks_cluster, &principal).await {
+            Ok(Some(e)) if is_owned(&e.tags, &self.owner) => Ok(Observation::Absent),
+            // Not ours (it mapped us before the import): left as it is.
+            Ok(_) => Ok(Observation::Exists(done)),
+            // The EKS cluster is gone: so is the entry.
+            Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(Observation::Exists(done)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let principal = control_plane_principal(self.aws.as_ref()).await?;
+        match self.aws.delete_access_entry(&self.region, &self.eks_cluster, &principal).await {
+            Ok(()) => {}
+            Err(e) if e.kind == ProviderErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(ResourceRef { kind: "access-entry".into(), id: principal, arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.aws.describe_access_entry(&self.region, &self.eks_cluster, &r.id).await {
+            Ok(Some(_)) => Progress::Waiting { detail: format!("access entry of {}: deleting", r.id) },
+            Ok(None) => Progress::Done(json!({ "deleted": r.id })),
+            Err(e) if e.kind == ProviderErrorKind::NotFound => Progress::Done(json!({ "deleted": r.id })),
+            Err(e) => return Err(e.into()),
+        })
     }
 }
 

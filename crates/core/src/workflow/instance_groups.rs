@@ -250,6 +250,16 @@ impl Workflow for InstanceGroupWorkflow {
                     )
                     .into());
                 }
+                // Security groups and execution role come from the cluster (an imported one has
+                // none of InstantStart's): what is missing is a 422 now, not a failed step.
+                match group_context(aws, &rec).await {
+                    Ok(_) => {}
+                    Err(StepError::Invalid(reason)) => {
+                        return Err(ValidationError::unprocessable("group", reason).into());
+                    }
+                    Err(StepError::Provider(e)) => return Err(e.into()),
+                    Err(other) => return Err(EngineError::InvalidState(other.to_string())),
+                }
                 let mut in_use: BTreeMap<String, u32> = BTreeMap::new();
                 for g in
                     live.instance_groups.iter().filter(|g| !matches!(g.capacity, CapacitySpec::TrainingPlan { .. }))

@@ -1,4 +1,5 @@
-//! Context: who the control plane runs as, which provider, valid zones and instance types.
+//! Context: who the control plane runs as, which provider, valid zones and instance types, and
+//! the EKS clusters import can offer.
 
 use super::{ApiQuery, errors};
 use crate::error::ApiError;
@@ -12,6 +13,7 @@ use instantstart_core::names;
 use instantstart_core::provider::{AvailabilityZone, CallerIdentity};
 use instantstart_core::store::ACTIVE_CLUSTER;
 use instantstart_core::validate::ValidationError;
+use instantstart_core::workflow::import_cluster::{self, EksClusterCandidate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -72,6 +74,20 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
+            "/api/context/eks-clusters",
+            get_with(eks_clusters, |op| {
+                errors(
+                    op.id("context_eks_clusters")
+                        .summary(
+                            "EKS clusters of a region with their HyperPod clusters, which InstantStart manages, and \
+                             whether the control plane has access: what import can offer",
+                        )
+                        .tag("context")
+                        .response::<200, Json<Vec<EksClusterCandidate>>>(),
+                )
+            }),
+        )
+        .api_route(
             "/api/context/instance-types",
             get_with(instance_types, |op| {
                 errors(
@@ -112,6 +128,14 @@ async fn zones(
 ) -> Result<Json<Vec<AvailabilityZone>>, ApiError> {
     let region = region(&state, &q)?;
     Ok(Json(state.aws.availability_zones(&region).await?))
+}
+
+async fn eks_clusters(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<RegionQuery>,
+) -> Result<Json<Vec<EksClusterCandidate>>, ApiError> {
+    let region = region(&state, &q)?;
+    Ok(Json(import_cluster::eks_clusters(state.aws.as_ref(), state.store.as_ref(), &region).await?))
 }
 
 async fn instance_types(

@@ -299,6 +299,9 @@ fn provider_status(e: &ProviderError, details: Option<Details<'_>>) -> Response 
         ProviderErrorKind::AlreadyExists => (StatusCode::CONFLICT, "AlreadyExists"),
         ProviderErrorKind::Conflict => (StatusCode::CONFLICT, "Conflict"),
         ProviderErrorKind::InvalidRequest => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
+        ProviderErrorKind::AccessDenied if e.message.starts_with("Unauthorized") => {
+            (StatusCode::UNAUTHORIZED, "Unauthorized")
+        }
         ProviderErrorKind::AccessDenied | ProviderErrorKind::QuotaExceeded => (StatusCode::FORBIDDEN, "Forbidden"),
         ProviderErrorKind::Throttled => (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
         ProviderErrorKind::Transient => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),

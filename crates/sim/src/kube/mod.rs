@@ -304,6 +304,20 @@ fn check_target(w: &World, api: &str, target: &KubeTarget, now: f64) -> Result<S
             ),
         ));
     };
+    // The API server authenticates the caller's IAM principal through the cluster's access
+    // entries (EKS user guide `grant-k8s-access`): an unmapped principal gets 401.
+    let principal = crate::eks::control_plane_principal(&w.account);
+    if c.life.phase(now) == Phase::Active && !c.admits(&principal) {
+        return Err(ProviderError::new(
+            api,
+            ProviderErrorKind::AccessDenied,
+            format!(
+                "Unauthorized: the Kubernetes API of EKS cluster {} does not map {principal} (no access entry; \
+                 authentication mode {})",
+                c.name, c.authentication_mode
+            ),
+        ));
+    }
     match c.life.phase(now) {
         Phase::Active => {}
         Phase::Creating => {
