@@ -1023,3 +1023,44 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
     assert!(b.sim.describe_eks_cluster("us-east-1", "legacy").await.unwrap().is_some());
     assert!(b.sim.list(&target, &namespaces).await.is_err());
 }
+
+/// A group added to an imported cluster takes the execution role and security groups the
+/// cluster's HyperPod groups already use (the import has no `<name>-hyperpod-exec-role`); with
+/// none to take, the request is a 422 on `group` before anything is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_added_to_an_imported_cluster_uses_the_clusters_own_role_and_security_groups() {
+    use instantstart_core::engine::Outcome;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let import =
+        json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "demo", "hyperpod_cluster": "demo-hp" });
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap()
+    else {
+        panic!("an import is a change")
+    };
+    assert_eq!(b.engine.wait(&s.operation.id, WAIT).await.unwrap().status, OperationStatus::Succeeded);
+    let before = b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    let role = before.instance_groups[0].execution_role_arn.clone().expect("the group's role");
+    let sgs = before.instance_groups[0].security_group_ids.clone();
+    assert!(!sgs.is_empty(), "groups report their security groups");
+    assert!(
+        instantstart_core::provider::IamApi::get_role(&b.sim, "adopted-hyperpod-exec-role").await.unwrap().is_none()
+    );
+
+    let add = json!({ "cluster": "adopted", "group": {
+        "name": "extra", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1a" } });
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::AddInstanceGroup, &add, user(), None).await.unwrap()
+    else {
+        panic!("adding a group is a change")
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let after = b.sim.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    let extra = after.instance_groups.iter().find(|g| g.name == "extra").expect("added");
+    assert_eq!(extra.execution_role_arn.as_deref(), Some(role.as_str()));
+    assert_eq!(extra.security_group_ids, sgs);
+}
