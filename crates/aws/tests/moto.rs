@@ -1164,7 +1164,8 @@ impl MlflowServer {
         );
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
         let dir = tempfile::tempdir().expect("temp dir");
-        let log = std::fs::File::create(dir.path().join("mlflow.log")).expect("log file");
+        let log_path = dir.path().join("mlflow.log");
+        let log = std::fs::File::create(&log_path).expect("log file");
         let child = Command::new(&bin)
             .process_group(0)
             .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--workers", "1"])
@@ -1188,7 +1189,14 @@ impl MlflowServer {
                     break;
                 }
             }
-            assert!(started.elapsed() < Duration::from_secs(90), "mlflow server did not become healthy within 90 s");
+            // A fresh venv's first `mlflow server` compiles its modules and migrates its database:
+            // minutes on a loaded 2-core machine (a cold clone's run missed 90 s). The bound only
+            // ends a start that hangs; nothing here is a timing assertion.
+            if started.elapsed() > Duration::from_secs(300) {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let tail: String = log.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+                panic!("mlflow server did not become healthy within 300 s; the end of its log:\n{tail}");
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
         server
