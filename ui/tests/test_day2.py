@@ -194,7 +194,7 @@ def test_add_group_with_plan_review_then_delete_it(fast_ui, day2):
     ui.click(efa)
     ui.click(form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     ui.wait(lambda: error_next_to(ui, form, "group.interface_mode"), 10, "finding next to the interfaces")
-    assert "not supported on ml.g5.2xlarge" in error_next_to(ui, form, "group.interface_mode")[0].text
+    assert "ml.g5.2xlarge does not support EFA-only" in error_next_to(ui, form, "group.interface_mode")[0].text
     assert efa.get_attribute("aria-invalid") == "true"
     ui.click(efa)
 

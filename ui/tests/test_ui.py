@@ -249,7 +249,10 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     ui.click(ui.css(".op-banner a.btn"))
     ui.wait(lambda: ui.all("#groups-table tr[data-group=workers]"), 10, "instance groups table")
     row = ui.css("#groups-table tr[data-group=workers]")
-    assert "ml.g5.xlarge" in row.text and "/ 2" in row.text and "On-demand" in row.text
+    # The form's default: the offered type with the fewest accelerators (then least memory).
+    chosen = ops[0]["request"]["hyperpod"]["instance_groups"][0]["instance_type"]
+    assert chosen.startswith("ml.g"), chosen
+    assert chosen in row.text and "/ 2" in row.text and "On-demand" in row.text
     ui.wait(lambda: len(ui.all("#nodes-table tbody tr")) == 2, 10, "two nodes")
     assert "Active" in ui.css(".title-badges").text
     ui.screenshot("cluster-detail")

@@ -1063,4 +1063,14 @@ async fn a_group_added_to_an_imported_cluster_uses_the_clusters_own_role_and_sec
     let extra = after.instance_groups.iter().find(|g| g.name == "extra").expect("added");
     assert_eq!(extra.execution_role_arn.as_deref(), Some(role.as_str()));
     assert_eq!(extra.security_group_ids, sgs);
+
+    // Tiered checkpointing needs the cluster's bucket, which an import does not record: a 422
+    // naming the field, nothing recorded (it used to fail later at its role step).
+    let before = b.store.list_operations(&Default::default()).unwrap().len();
+    let on =
+        json!({ "cluster": "adopted", "patch": { "tiered_checkpointing": { "enabled": true, "memory_percent": 20 } } });
+    let err = b.engine.submit_checked(OperationKind::SetFeatures, &on, user(), None).await.unwrap_err();
+    let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
+    assert_eq!(v.findings[0].field, "patch.tiered_checkpointing", "{v:?}");
+    assert_eq!(b.store.list_operations(&Default::default()).unwrap().len(), before);
 }
