@@ -28,9 +28,14 @@ use std::sync::Arc;
 /// Most instance type names one EC2 filter carries here.
 pub const NAMES_PER_REQUEST: usize = 100;
 
-/// The EC2 names of SageMaker's `ClusterInstanceType` values.
-fn ec2_names() -> Vec<String> {
-    CLUSTER_INSTANCE_TYPES.iter().map(|t| ec2_name(t).to_string()).collect()
+/// EC2 `instance-type` filters over SageMaker's `ClusterInstanceType` values (EC2 names), at
+/// most [`NAMES_PER_REQUEST`] names each: one request per filter.
+fn cluster_type_filters() -> Vec<Filter> {
+    let names: Vec<String> = CLUSTER_INSTANCE_TYPES.iter().map(|t| ec2_name(t).to_string()).collect();
+    names
+        .chunks(NAMES_PER_REQUEST)
+        .map(|chunk| Filter::builder().name("instance-type").set_values(Some(chunk.to_vec())).build())
+        .collect()
 }
 
 /// Our specs of one type EC2 described: accelerators are its GPUs (kind `<maker>-<name>`) or
@@ -173,12 +178,12 @@ impl QuotaApi for AwsProvider {
         const API: &str = "ec2:DescribeInstanceTypeOfferings";
         let c = self.region(region).await?;
         let mut offerings = Vec::new();
-        for names in ec2_names().chunks(NAMES_PER_REQUEST) {
+        for filter in cluster_type_filters() {
             let page: Vec<_> = c
                 .ec2
                 .describe_instance_type_offerings()
                 .location_type(LocationType::AvailabilityZone)
-                .filters(Filter::builder().name("instance-type").set_values(Some(names.to_vec())).build())
+                .filters(filter)
                 .into_paginator()
                 .items()
                 .send()
@@ -208,11 +213,11 @@ impl QuotaApi for AwsProvider {
         }
         let c = self.region(region).await?;
         let mut out = Vec::new();
-        for names in ec2_names().chunks(NAMES_PER_REQUEST) {
+        for filter in cluster_type_filters() {
             let described: Vec<_> = c
                 .ec2
                 .describe_instance_types()
-                .filters(Filter::builder().name("instance-type").set_values(Some(names.to_vec())).build())
+                .filters(filter)
                 .into_paginator()
                 .items()
                 .send()

@@ -103,9 +103,7 @@ impl WorkloadContext {
     pub fn specs_fact(&self, instance_type: &str) -> SpecsFact {
         match &self.instance_specs {
             None => SpecsFact::NotRead,
-            Some(list) => {
-                list.iter().find(|i| i.name == instance_type).cloned().map_or(SpecsFact::Unknown, SpecsFact::Known)
-            }
+            Some(described) => SpecsFact::of(described, instance_type),
         }
     }
 }

@@ -86,6 +86,11 @@ pub enum SpecsFact {
 }
 
 impl SpecsFact {
+    /// The fact about `instance_type` once a provider answered `described`: known or unknown.
+    pub fn of<'a>(described: impl IntoIterator<Item = &'a InstanceTypeInfo>, instance_type: &str) -> SpecsFact {
+        described.into_iter().find(|i| i.name == instance_type).cloned().map_or(SpecsFact::Unknown, SpecsFact::Known)
+    }
+
     pub fn known(&self) -> Option<&InstanceTypeInfo> {
         match self {
             SpecsFact::Known(i) => Some(i),
@@ -109,7 +114,7 @@ impl InstanceSpecs {
 
     /// [`SpecsFact::Known`] or [`SpecsFact::Unknown`]: the provider has been asked.
     pub fn fact(&self, instance_type: &str) -> SpecsFact {
-        self.get(instance_type).cloned().map_or(SpecsFact::Unknown, SpecsFact::Known)
+        SpecsFact::of(self.get(instance_type), instance_type)
     }
 
     pub fn len(&self) -> usize {
