@@ -1542,6 +1542,9 @@ async fn a_tracking_server_is_deleted_with_the_role_instantstart_created_and_onl
 #[path = "api/jobs.rs"]
 mod jobs;
 
+#[path = "api/foreign.rs"]
+mod foreign;
+
 #[tokio::test]
 async fn endpoint_requests_are_validated_field_by_field() {
     let app = test_app(2000.0);
