@@ -1,7 +1,7 @@
 // InstantStart web UI: the shell (top bar, theme), the hash router and the session handling.
 // Plain ES modules, no build step; every view is a function returning {el, title, dispose}.
 
-import { h, replace } from './dom.js';
+import { h, replace, setSimClock } from './dom.js';
 import * as api from './api.js';
 import './components/status-badge.js';
 import './components/operation-progress.js';
@@ -100,6 +100,8 @@ function toggleTheme(e) {
 let currentNav = null;
 
 function renderTopbar() {
+  // Times read from the cloud are marked "sim" on the simulated cloud (see dom.js simTimeEl).
+  setSimClock(app.simSpeed());
   const bar = document.getElementById('topbar');
   if (!bar) return;
   const ctx = app.context;

@@ -79,6 +79,30 @@ export function timeEl(iso) {
   return iso ? h('time', { datetime: iso, title: iso }, time(iso)) : h('span', { class: 'muted' }, '—');
 }
 
+/** Speed factor of the simulated cloud (null on real AWS), set from the server's context. */
+let simClock = null;
+
+/** Tells `simTimeEl` whether times from the cloud are simulated, and how fast that clock runs. */
+export function setSimClock(speed) {
+  simClock = speed || null;
+}
+
+/** Why a time carries the "sim" marker. */
+export function simTimeTitle(speed) {
+  return `Simulated-cloud time: the simulated cloud's clock runs ${speed}× faster than the wall clock, `
+    + 'so its times run ahead of the wall-clock times of operations';
+}
+
+/** A time read from the cloud (Kubernetes objects, events, MLflow): on the simulated cloud it
+ *  is the simulated clock's, marked "sim" with a tooltip saying so; on AWS a plain `timeEl`. */
+export function simTimeEl(iso) {
+  if (!iso || !simClock) return timeEl(iso);
+  const title = simTimeTitle(simClock);
+  return h('span', { class: 'sim-time', title },
+    h('time', { datetime: iso, title: `${iso} (${title})` }, time(iso)), ' ',
+    h('abbr', { class: 'sim-marker', title, 'aria-label': 'simulated time' }, 'sim'));
+}
+
 /** Human words for snake_case values: "needs_attention" → "needs attention". */
 export function words(s) {
   return String(s ?? '').replaceAll('_', ' ');

@@ -8,7 +8,7 @@
 // where a warm worker is moved between services by a label change (the diff first, then the
 // operation).
 
-import { h, replace, routeHref, timeEl, words, announce, debounce, id } from './dom.js';
+import { h, replace, routeHref, simTimeEl, words, announce, debounce, id } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
 import { showFindings, clearFindings } from './fields.js';
@@ -16,6 +16,7 @@ import { followOperation, refusal, diffList, planLines } from './day2.js';
 import {
   workloadHead, formField, readForm, num, lines, prune, instanceTypeOptions, manifestList, stepsList,
   errorNotice, confirmedDelete, onCluster, phaseBadge, planReviewForm, listPoller, emptyList, listTable,
+  foreignBadge, FOREIGN_TITLE,
 } from './workloads.js';
 
 export const ENGINES = [
@@ -89,8 +90,9 @@ export function endpointsView({ app, params }) {
     }
     const head = ['Endpoint', 'Ready', 'Replicas', 'Engine / model', 'URL', 'Exposure', 'Pool', 'Router · autoscaling', ''];
     replace(tableSlot, listTable('endpoints-table', 'Endpoints', head,
-      eps.map((e) => h('tr', { dataset: { endpoint: e.name, ready: String(!!e.ready) } },
-        h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'endpoints', e.name) }, e.name)),
+      eps.map((e) => h('tr', { dataset: { endpoint: e.name, ready: String(!!e.ready), foreign: e.foreign ? 'true' : 'false' } },
+        h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'endpoints', e.name) }, e.name),
+          e.foreign ? [' ', foreignBadge()] : null),
         h('td', {}, readyBadge(e)),
         h('td', { class: 'counts' }, e.replicas ? `${e.replicas.ready} / ${e.replicas.desired}` : '—'),
         h('td', {}, words(e.engine), h('span', { class: 'muted small-text' }, ` · ${words(e.route)}`),
@@ -99,8 +101,9 @@ export function endpointsView({ app, params }) {
         h('td', {}, exposureText(e)),
         h('td', { class: 'mono' }, e.pool || h('span', { class: 'muted' }, '—')),
         h('td', {}, e.router ? 'router' : h('span', { class: 'muted' }, 'no router'), h('br'), autoscalingText(e.autoscaling)),
-        h('td', { class: 'actions-cell nowrap' },
-          h('button', {
+        h('td', { class: 'actions-cell nowrap' }, e.foreign
+          ? h('span', { class: 'muted small-text', title: FOREIGN_TITLE }, 'read-only')
+          : h('button', {
             type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete endpoint ${e.name}…`,
             onclick: () => deleteEndpoint(e.name),
           }, 'Delete…'))))));
@@ -554,7 +557,11 @@ export function endpointView({ app, params, query }) {
   }
 
   function render(e) {
-    replace(badges, readyBadge(e));
+    replace(badges, readyBadge(e), e.foreign ? [' ', foreignBadge()] : null);
+    // A foreign endpoint is read-only: no delete, no scale form, a note saying who manages it.
+    deleteButton.hidden = Boolean(e.foreign);
+    scaleCard.hidden = Boolean(e.foreign);
+    foreignNote.hidden = !e.foreign;
     replace(summary, h('div', { class: 'grid-2' },
       props([
         ['Ready', h('span', { id: 'endpoint-ready', dataset: { ready: String(!!e.ready) } }, readyBadge(e))],
@@ -570,7 +577,7 @@ export function endpointView({ app, params, query }) {
         ['Pool', e.pool && h('span', { class: 'mono' }, e.pool)],
         ['Router', e.router ? 'SGLang router, cache-aware' : 'off'],
         ['Autoscaling', autoscalingText(e.autoscaling)],
-        ['Created', timeEl(e.created_at)],
+        ['Created', simTimeEl(e.created_at)],
       ])));
     const pods = Array.isArray(e.pod_list) ? e.pod_list : Array.isArray(e.pods) ? e.pods : [];
     replace(podsSlot, pods.length
@@ -589,6 +596,7 @@ export function endpointView({ app, params, query }) {
     // The scale form edits replicas, or the autoscaler's bounds once the ScaledObject exists
     // (it may appear after the Deployment): rebuilt when that changes, unless it is in use.
     const mode = e.autoscaling ? 'autoscaling' : 'replicas';
+    if (e.foreign) return;
     if (!scaleSlot.dataset.built || (scaleSlot.dataset.mode !== mode && !scaleSlot.contains(document.activeElement))) {
       scaleSlot.dataset.mode = mode;
       buildScale(e);
@@ -702,16 +710,19 @@ export function endpointView({ app, params, query }) {
     });
   }
 
+  const deleteButton = h('button', { type: 'button', class: 'btn danger-outline', id: 'delete-endpoint', onclick: deleteEndpoint }, 'Delete…');
+  const foreignNote = h('p', { class: 'notice', id: 'foreign-note', role: 'note', hidden: true }, FOREIGN_TITLE);
+  const scaleCard = h('section', { class: 'card', 'aria-labelledby': 'scale-title', id: 'scale-card' }, h('h2', { id: 'scale-title' }, 'Scale'), scaleSlot);
   const el = h('section', { class: 'view' },
     workloadHead(cluster, 'endpoints', name,
       h('button', { type: 'button', class: 'btn', onclick: () => { load(); announce('Endpoint refreshed'); } }, 'Refresh'),
-      h('button', { type: 'button', class: 'btn danger-outline', id: 'delete-endpoint', onclick: deleteEndpoint }, 'Delete…')),
+      deleteButton),
     h('div', { class: 'title-line' }, badges),
-    errorBox, activity,
+    foreignNote, errorBox, activity,
     h('section', { class: 'card', 'aria-labelledby': 'ep-sum-title' }, h('h2', { id: 'ep-sum-title' }, 'Endpoint'), summary),
     h('div', { class: 'grid-2 cards' },
       chatBox({ path, model: () => null }),
-      h('section', { class: 'card', 'aria-labelledby': 'scale-title', id: 'scale-card' }, h('h2', { id: 'scale-title' }, 'Scale'), scaleSlot)),
+      scaleCard),
     h('section', { class: 'card', 'aria-labelledby': 'ep-pods-title' }, h('h2', { id: 'ep-pods-title' }, 'Pods'), podsSlot),
     h('section', { class: 'card', 'aria-labelledby': 'ep-man-title' }, h('h2', { id: 'ep-man-title' }, 'Applied manifests'), manifestSlot));
 

@@ -7,7 +7,7 @@
 // (?job=<name> picks that training job's newest run). A server can be deleted (typed-name
 // confirmation, then the operation's progress in place); the server decides what goes.
 
-import { h, replace, timeEl, announce, id as uid } from './dom.js';
+import { h, replace, simTimeEl, announce, id as uid } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
 import { followOperation } from './day2.js';
@@ -233,7 +233,7 @@ export function historyView({ app, query }) {
       h('dt', {}, 'ARN'), h('dd', { class: 'mono', id: 'history-server-arn' }, sv.arn),
       h('dt', {}, 'Artifacts'), h('dd', { class: 'mono' }, sv.artifact_store_uri || '—'),
       h('dt', {}, 'MLflow UI'), h('dd', {}, sv.url ? h('a', { href: sv.url, target: '_blank', rel: 'noopener noreferrer' }, sv.url) : '—'),
-      h('dt', {}, 'Created'), h('dd', {}, timeEl(sv.created_at))),
+      h('dt', {}, 'Created'), h('dd', {}, simTimeEl(sv.created_at))),
     h('div', { class: 'actions' }, h('button', {
       type: 'button', class: 'btn small danger-outline', id: 'history-delete-server', 'aria-label': `Delete tracking server ${sv.name}…`,
       disabled: sv.status === 'Deleting', onclick: () => deleteServer(sv.name),
@@ -283,7 +283,7 @@ export function historyView({ app, query }) {
         }, r.name), h('div', { class: 'muted mono small' }, r.run_id)),
         h('td', {}, r.experiment),
         h('td', {}, runStatus(r.status)),
-        h('td', {}, timeEl(r.start_time)),
+        h('td', {}, simTimeEl(r.start_time)),
         h('td', { class: 'counts' }, metric(r, 'loss')),
         h('td', { class: 'counts' }, metric(r, 'throughput'))))))));
   }

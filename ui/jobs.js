@@ -5,14 +5,14 @@
 // conditions, events, the applied manifests and live logs over a WebSocket (auto-scroll that
 // pauses when you scroll up, pod selector, reconnect), delete with a typed confirmation.
 
-import { h, replace, routeHref, timeEl, words, announce, debounce, id } from './dom.js';
+import { h, replace, routeHref, simTimeEl, words, announce, debounce, id } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
 import { followOperation } from './day2.js';
 import {
   workloadHead, formField, readForm, num, lines, pairs, prune, instanceTypeOptions, manifestList,
   phaseBadge, recoveryMeter, podCounts, errorNotice, confirmedDelete, onCluster, planReviewForm, listPoller, emptyList,
-  listTable,
+  listTable, foreignBadge, FOREIGN_TITLE,
 } from './workloads.js';
 
 /** The recipes of the form: runtime, recipe kind, label, default image, help. */
@@ -35,7 +35,7 @@ export const RECIPES = [
   },
 ];
 
-const RUNTIME_LABELS = { hyperpod: 'HyperPod', ray: 'Ray' };
+const RUNTIME_LABELS = { hyperpod: 'HyperPod', ray: 'Ray', pytorch: 'Kubeflow PyTorchJob' };
 
 /** The training history of job `job` on the tracking server of an MLflow ARN (…/mlflow-tracking-server/<name>). */
 function historyHref(arn, job) {
@@ -71,8 +71,9 @@ export function jobsView({ app, params }) {
     }
     const head = ['Job', 'Phase', 'Recipe', 'Runtime', 'Nodes', 'Pods', 'Recovery budget', 'Created', ''];
     replace(tableSlot, listTable('jobs-table', 'Training jobs', head,
-      jobs.map((j) => h('tr', { dataset: { job: j.name, phase: j.phase } },
+      jobs.map((j) => h('tr', { dataset: { job: j.name, phase: j.phase, foreign: j.foreign ? 'true' : 'false' } },
         h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'jobs', j.name) }, j.name),
+          j.foreign ? [' ', foreignBadge()] : null,
           j.mlflow_tracking_arn && (historyPath
             ? [' ', h('a', { class: 'small-text', href: historyHref(j.mlflow_tracking_arn, j.name), title: `Training history on ${j.mlflow_tracking_arn}` }, 'MLflow')]
             : h('span', { class: 'muted small-text', title: j.mlflow_tracking_arn }, ' · MLflow'))),
@@ -82,11 +83,13 @@ export function jobsView({ app, params }) {
         h('td', { class: 'counts' }, String(j.replicas ?? '')),
         h('td', {}, podCounts(j.pods)),
         h('td', { class: 'nowrap' }, recoveryMeter(j.recovery)),
-        h('td', { class: 'nowrap' }, timeEl(j.created_at)),
-        h('td', { class: 'actions-cell' }, h('button', {
-          type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete job ${j.name}…`,
-          onclick: () => deleteJob(j.name),
-        }, 'Delete…'))))));
+        h('td', { class: 'nowrap' }, simTimeEl(j.created_at)),
+        h('td', { class: 'actions-cell' }, j.foreign
+          ? h('span', { class: 'muted small-text', title: FOREIGN_TITLE }, 'read-only')
+          : h('button', {
+            type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete job ${j.name}…`,
+            onclick: () => deleteJob(j.name),
+          }, 'Delete…'))))));
   }
 
   async function deleteJob(name) {
@@ -609,14 +612,17 @@ export function jobView({ app, params, query }) {
 
   function render(j) {
     summary.dataset.loaded = 'true';
-    replace(badges, phaseBadge(j.phase));
+    replace(badges, phaseBadge(j.phase), j.foreign ? [' ', foreignBadge()] : null);
+    // A foreign job is read-only: no delete, and a note saying who manages it.
+    deleteButton.hidden = Boolean(j.foreign);
+    foreignNote.hidden = !j.foreign;
     replace(summary, h('div', { class: 'grid-2' },
       props([
         ['Runtime', RUNTIME_LABELS[j.runtime] || words(j.runtime)],
         ['Recipe', words(j.recipe)],
         ['Namespace', h('span', { class: 'mono' }, j.namespace)],
         ['Nodes', String(j.replicas ?? '')],
-        ['Created', timeEl(j.created_at)],
+        ['Created', simTimeEl(j.created_at)],
       ]),
       props([
         ['Phase', h('span', { id: 'job-phase', dataset: { phase: j.phase } }, phaseBadge(j.phase))],
@@ -647,7 +653,7 @@ export function jobView({ app, params, query }) {
       events.length ? h('ul', { class: 'op-list', id: 'job-events' }, events.slice(-30).map((e) => h('li', {},
         typeof e === 'string' ? e : [e.type && badge(e.type, e.type === 'Warning' ? 'warn' : 'muted'), ' ',
           h('strong', {}, e.reason || ''), ' ', e.object ? h('span', { class: 'mono muted' }, `${e.object} `) : null, e.message || '',
-          e.count > 1 ? h('span', { class: 'muted' }, ` ×${e.count}`) : null, e.last_seen ? [' ', timeEl(e.last_seen)] : null])))
+          e.count > 1 ? h('span', { class: 'muted' }, ` ×${e.count}`) : null, e.last_seen ? [' ', simTimeEl(e.last_seen)] : null])))
         : h('p', { class: 'muted' }, 'No events.'));
     const objects = Array.isArray(j.manifest) ? j.manifest : j.manifest ? [j.manifest] : [];
     if (!manifestSlot.dataset.count || manifestSlot.dataset.count !== String(objects.length)) {
@@ -677,12 +683,14 @@ export function jobView({ app, params, query }) {
     });
   }
 
+  const deleteButton = h('button', { type: 'button', class: 'btn danger-outline', id: 'delete-job', onclick: deleteJob }, 'Delete…');
+  const foreignNote = h('p', { class: 'notice', id: 'foreign-note', role: 'note', hidden: true }, FOREIGN_TITLE);
   const el = h('section', { class: 'view' },
     workloadHead(cluster, 'jobs', job,
       h('button', { type: 'button', class: 'btn', onclick: () => { load(); announce('Job refreshed'); } }, 'Refresh'),
-      h('button', { type: 'button', class: 'btn danger-outline', id: 'delete-job', onclick: deleteJob }, 'Delete…')),
+      deleteButton),
     h('div', { class: 'title-line' }, badges),
-    errorBox, activity,
+    foreignNote, errorBox, activity,
     h('section', { class: 'card', 'aria-labelledby': 'job-sum-title' }, h('h2', { id: 'job-sum-title' }, 'Job'), summary),
     logs.el,
     h('section', { class: 'card', 'aria-labelledby': 'pods-title' }, h('h2', { id: 'pods-title' }, 'Pods'), podsSlot),

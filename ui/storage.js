@@ -5,7 +5,7 @@
 // on the progress panel, and the downloads with their phase; "Delete…" on a download removes
 // its Job and pods once its name is typed (the downloaded files stay in the bucket).
 
-import { h, replace, routeHref, timeEl, announce, debounce } from './dom.js';
+import { h, replace, routeHref, simTimeEl, announce, debounce } from './dom.js';
 import * as api from './api.js';
 import { badge } from './components/status-badge.js';
 import { showFindings, clearFindings } from './fields.js';
@@ -140,8 +140,8 @@ export function storageView({ app, params, query }) {
             h('td', { class: 'mono' }, d.repo_id),
             h('td', { class: 'mono' }, d.destination),
             h('td', {}, phaseBadge(d.phase), d.message && h('div', { class: 'help' }, d.message)),
-            h('td', { class: 'nowrap' }, timeEl(d.started_at)),
-            h('td', { class: 'nowrap' }, timeEl(d.completed_at)),
+            h('td', { class: 'nowrap' }, simTimeEl(d.started_at)),
+            h('td', { class: 'nowrap' }, simTimeEl(d.completed_at)),
             h('td', { class: 'actions-cell' }, h('button', {
               type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete download ${d.name}…`,
               onclick: () => deleteDownload(d.name),

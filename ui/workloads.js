@@ -348,6 +348,16 @@ export function phaseBadge(phase) {
   return badge(p);
 }
 
+/** The words of the read-only marker of a workload InstantStart did not create. */
+export const FOREIGN_TITLE = 'Not created by InstantStart: listed read-only. Manage it with the tool that created it.';
+
+/** The "foreign" badge of a workload InstantStart did not create (`foreign: true`). */
+export function foreignBadge() {
+  // The badge element owns its class list; the marker class and tooltip go on a wrapper.
+  return h('span', { class: 'foreign-badge', title: FOREIGN_TITLE }, badge('foreign', 'muted'),
+    h('span', { class: 'visually-hidden' }, ` — ${FOREIGN_TITLE}`));
+}
+
 /** The recovery budget as a meter plus words: "1 of 3 used · 2 left". */
 export function recoveryMeter(recovery) {
   if (!recovery) return h('span', { class: 'muted', title: 'This runtime has no recovery budget' }, '—');

@@ -12,6 +12,7 @@ import atexit
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -141,6 +142,35 @@ class Server:
                 return e.code, json.loads(raw)
             except ValueError:
                 return e.code, raw.decode(errors="replace")
+
+    def kube_api(self) -> str:
+        """The simulated clusters' Kubernetes API (the server prints its URL when it starts)."""
+        log = ARTIFACTS / f"{self.label}-{self.starts}.log"
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            m = re.search(r"Kubernetes API: (http://[^\s/]+)/clusters/", log.read_text(errors="replace"))
+            if m:
+                return m.group(1)
+            time.sleep(0.1)
+        raise RuntimeError(f"the server did not print its simulated Kubernetes API; see {log}")
+
+    def kube_create(self, cluster: str, obj: dict) -> dict:
+        """Creates `obj` in InstantStart cluster `cluster` the way another tool would: straight
+        through the (simulated) Kubernetes API, without InstantStart's labels."""
+        status, rec = self.api("GET", f"/api/clusters/{cluster}")
+        assert status == 200, rec
+        record = rec.get("record", rec)
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        plural = {"Deployment": "deployments", "HyperPodPyTorchJob": "hyperpodpytorchjobs",
+                  "InferenceEndpointConfig": "inferenceendpointconfigs"}[kind]
+        prefix = "api/v1" if api_version == "v1" else f"apis/{api_version}"
+        ns = obj["metadata"].get("namespace", "default")
+        url = (f"{self.kube_api()}/clusters/{record['region']}/{record['eks_cluster']}/"
+               f"{prefix}/namespaces/{ns}/{plural}")
+        req = urllib.request.Request(url, data=json.dumps(obj).encode(), method="POST")
+        req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
 
     def wait_operation(self, op_id: str, timeout: float = 60) -> dict:
         deadline = time.time() + timeout

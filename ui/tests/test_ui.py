@@ -480,3 +480,33 @@ def test_theme_keyboard_and_labels(ui, server):
     ui.wait_css("#f-name")
     ui.screenshot("dark-create")
     ui.js("localStorage.removeItem('instantstart.theme')")
+
+
+def test_the_top_navigation_is_one_line_at_1400_px_with_the_sim_badge(ui, server):
+    ui.login()
+    ui.go("#/clusters")
+    ui.wait_css(".topbar .env.sim")
+    before = ui.d.get_window_size()
+    try:
+        # The viewport (not the window) is 1400 CSS pixels wide.
+        ui.d.set_window_size(1400, 900)
+        inner = ui.js("return window.innerWidth")
+        ui.d.set_window_size(1400 + (1400 - inner), 900)
+        assert ui.js("return window.innerWidth") == 1400
+        layout = ui.js("""
+            const nav = document.querySelector('.topbar nav');
+            const links = [...nav.querySelectorAll('a')].map((a) => a.getBoundingClientRect());
+            const lh = parseFloat(getComputedStyle(nav.querySelector('a')).lineHeight) || 24;
+            const bar = document.querySelector('.topbar').getBoundingClientRect();
+            const env = document.querySelector('.topbar .env.sim').getBoundingClientRect();
+            return { tops: links.map((r) => Math.round(r.top)), heights: links.map((r) => r.height), lh,
+                     bar: bar.height, envHeight: env.height, scroll: nav.scrollWidth, client: nav.clientWidth };
+        """)
+        ui.screenshot("nav-1400")
+        assert len(set(layout["tops"])) == 1, f"nav links on several rows: {layout}"
+        assert max(layout["heights"]) < 2 * layout["lh"], f"a nav link wraps inside: {layout}"
+        assert layout["scroll"] <= layout["client"] + 1, f"nav links cut off: {layout}"
+        assert layout["envHeight"] < 2 * layout["lh"], f"the sim badge wraps: {layout}"
+        assert layout["bar"] < 70, f"the top bar is more than one line: {layout}"
+    finally:
+        ui.d.set_window_size(before["width"], before["height"])

@@ -634,3 +634,56 @@ def test_workload_screens_in_the_dark_theme_with_labels(wl_ui, wl):
         ui.wait(lambda: "/jobs" in ui.d.current_url and (ui.all("#cluster-choice a") or "/clusters/" in ui.d.current_url), 10, "jobs page or chooser")
     finally:
         ui.js("localStorage.removeItem('instantstart.theme')")
+
+
+# ---- foreign workloads and simulated times -----------------------------------------------------
+
+
+def test_foreign_jobs_and_endpoints_are_listed_read_only_with_sim_times(wl_ui, wl):
+    """Objects another tool applied through the cluster's Kubernetes API show a "foreign"
+    badge and no mutation; times read from the simulated cloud carry the "sim" marker."""
+    server = wl_ui.server
+    server.kube_create(wl, {
+        "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+        "metadata": {"name": "legacy-ui", "namespace": "default"},
+        "spec": {"replicaSpecs": [{"name": "pods", "replicas": 1, "template": {"spec": {"containers": [
+            {"name": "pytorch", "image": "pytorch/pytorch:2.5.1"}]}}}]},
+    })
+    server.kube_create(wl, {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "tgi-ui", "namespace": "default"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "tgi-ui"}},
+                 "template": {"metadata": {"labels": {"app": "tgi-ui"}}, "spec": {"containers": [
+                     {"name": "tgi", "image": "ghcr.io/huggingface/text-generation-inference:2.4.0"}]}}},
+    })
+    wl_ui.login()
+
+    # Jobs list: the badge, no Delete button, and a creation time marked as simulated.
+    wl_ui.go(f"#/clusters/{wl}/jobs")
+    row = wl_ui.wait_css('tr[data-job="legacy-ui"][data-foreign="true"]', 20)
+    badge = row.find_element(By.CSS_SELECTOR, ".foreign-badge")
+    assert "Not created by InstantStart" in badge.get_attribute("title")
+    assert not row.find_elements(By.CSS_SELECTOR, "button"), "a foreign job offers no mutation"
+    assert "read-only" in row.text
+    marker = row.find_element(By.CSS_SELECTOR, ".sim-marker")
+    assert marker.text == "sim"
+    assert "Simulated-cloud time" in marker.get_attribute("title")
+    wl_ui.screenshot("foreign-job-row")
+
+    # Job page: readable (pods), no Delete, the note says who manages it.
+    wl_ui.go(f"#/clusters/{wl}/jobs/legacy-ui")
+    wl_ui.wait(lambda: wl_ui.all("#foreign-note") and wl_ui.css("#foreign-note").is_displayed(), 15, "foreign note")
+    assert not wl_ui.css("#delete-job").is_displayed()
+    assert wl_ui.all(".title-badges .foreign-badge")
+    wl_ui.wait(lambda: wl_ui.all('#pods-table tr[data-pod="legacy-ui-pods-0"]'), 20, "the foreign job's pod")
+
+    # Endpoints: the foreign TGI Deployment is listed read-only; its page has no scale or delete.
+    wl_ui.go(f"#/clusters/{wl}/endpoints")
+    row = wl_ui.wait_css('tr[data-endpoint="tgi-ui"][data-foreign="true"]', 20)
+    assert row.find_elements(By.CSS_SELECTOR, ".foreign-badge")
+    assert not row.find_elements(By.CSS_SELECTOR, "button")
+    wl_ui.go(f"#/clusters/{wl}/endpoints/tgi-ui")
+    wl_ui.wait(lambda: wl_ui.all("#foreign-note") and wl_ui.css("#foreign-note").is_displayed(), 15, "foreign note")
+    assert not wl_ui.css("#delete-endpoint").is_displayed()
+    assert not wl_ui.css("#scale-card").is_displayed()
+    wl_ui.screenshot("foreign-endpoint-page")

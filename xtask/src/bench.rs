@@ -54,32 +54,39 @@ struct Opts {
     log_rate: f64,
 }
 
-pub fn main(args: &[String]) -> Result<()> {
-    let mut opts = Opts {
-        what: "all".into(),
-        release: true,
-        duration: Duration::from_secs(10),
-        connections: 64,
-        followers: 100,
-        log_rate: crate::bench_logs::LINES_PER_SEC,
+/// `cargo xtask bench`: what to measure and how hard.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Which benchmark: the create pipeline, REST reads under load, operation fan-out to
+    /// WebSocket followers, job-log fan-out, or all of them.
+    #[arg(value_parser = ["all", "pipeline", "rest", "fanout", "logs"], default_value = "all")]
+    pub what: String,
+    /// Benchmark a debug build of the server (faster to build, slower to run) instead of release.
+    #[arg(long)]
+    pub debug: bool,
+    /// Seconds of load per measurement (REST load, job-log fan-out).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub duration: u64,
+    /// Concurrent HTTP connections of the REST load.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub connections: usize,
+    /// WebSocket followers of the fan-out benchmarks.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub followers: usize,
+    /// Log lines per second the simulated job writes (job-log fan-out).
+    #[arg(long, value_name = "LINES_PER_SEC", default_value_t = crate::bench_logs::LINES_PER_SEC)]
+    pub log_rate: f64,
+}
+
+pub fn main(args: BenchArgs) -> Result<()> {
+    let opts = Opts {
+        what: args.what,
+        release: !args.debug,
+        duration: Duration::from_secs(args.duration),
+        connections: args.connections,
+        followers: args.followers,
+        log_rate: args.log_rate,
     };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut num = |name: &str| -> Result<u64> {
-            it.next().and_then(|v| v.parse().ok()).ok_or_else(|| anyhow!("{name} needs a number"))
-        };
-        match a.as_str() {
-            "all" | "pipeline" | "rest" | "fanout" | "logs" => opts.what = a.clone(),
-            "--debug" => opts.release = false,
-            "--duration" => opts.duration = Duration::from_secs(num("--duration")?),
-            "--connections" => opts.connections = num("--connections")? as usize,
-            "--followers" => opts.followers = num("--followers")? as usize,
-            "--log-rate" => opts.log_rate = num("--log-rate")? as f64,
-            _ => bail!(
-                "usage: cargo xtask bench [all|pipeline|rest|fanout|logs] [--debug] [--duration SECS] [--connections N] [--followers N] [--log-rate LINES_PER_SEC]"
-            ),
-        }
-    }
     let bin = build_server(opts.release)?;
     let profile = if opts.release { "release" } else { "debug" };
     println!("InstantStart benchmarks: {profile} server binary, loopback, simulated cloud");

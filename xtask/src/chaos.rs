@@ -167,17 +167,22 @@ fn plans(steps: &[StepInfo], quick: bool) -> Vec<Plan> {
     out
 }
 
-pub fn main(args: &[String]) -> Result<()> {
-    let mut opts = Opts { quick: false, jobs: 3, speed: 1000.0 };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => opts.quick = true,
-            "--jobs" => opts.jobs = it.next().and_then(|v| v.parse().ok()).ok_or_else(|| anyhow!("--jobs N"))?,
-            "--speed" => opts.speed = it.next().and_then(|v| v.parse().ok()).ok_or_else(|| anyhow!("--speed X"))?,
-            _ => bail!("usage: cargo xtask chaos [--quick] [--jobs N] [--speed X]"),
-        }
-    }
+/// `cargo xtask chaos`: how many scenarios and how fast.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChaosArgs {
+    /// A short run: fewer kill points and one fault run (what `cargo xtask test` runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Kill runs at a time (each on its own server).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub jobs: usize,
+    /// Speed factor of the simulated cloud.
+    #[arg(long, value_name = "X", default_value_t = 1000.0)]
+    pub speed: f64,
+}
+
+pub fn main(args: ChaosArgs) -> Result<()> {
+    let opts = Opts { quick: args.quick, jobs: args.jobs, speed: args.speed };
     ensure!(opts.jobs >= 1, "--jobs must be at least 1");
     let bin = build_server(false)?;
     let rt = crate::harness::runtime()?;

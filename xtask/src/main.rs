@@ -12,6 +12,9 @@
 //!   `target/ui-artifacts/`). Installs `chromium` and `chromium-driver` with apt-get when missing.
 //! - `mcp-test`: only the MCP suite (`crates/mcp/tests/test_mcp.py`: the official `mcp` Python
 //!   SDK drives `instantstart-mcp` over stdio against a real server on the simulated cloud).
+//!
+//! The command line is a clap CLI: `cargo xtask help`, `cargo xtask <command> --help`.
+//!
 //! - `bench [all|pipeline|rest|fanout|logs]`: performance numbers of the real server binary on
 //!   loopback and the simulated cloud (tables + `target/bench/*.json`); see [`bench`].
 //! - `chaos [--quick]`: reliability properties (kill -9 at every step boundary, fault
@@ -24,6 +27,7 @@ mod chaos;
 mod harness;
 
 use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -269,11 +273,44 @@ impl Phases {
     }
 }
 
+/// Developer automation for InstantStart.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// The whole suite: lint, every cargo test, fuzz-api, deploy-lint, mcp-test, ui-test and
+    /// chaos --quick, installing the tools it needs (20+ minutes).
+    Test,
+    /// Format check and clippy (the server with and without its `aws` feature).
+    Lint,
+    /// Schemathesis against a real server on loopback, from the served OpenAPI document.
+    FuzzApi {
+        /// Examples per operation.
+        #[arg(default_value_t = 120)]
+        examples: u32,
+    },
+    /// The end-to-end web UI suite (pytest + Selenium on headless Chromium).
+    UiTest,
+    /// The MCP suite (the official Python SDK drives instantstart-mcp over stdio).
+    McpTest,
+    /// cfn-lint of the CloudFormation management environment.
+    DeployLint,
+    /// Performance numbers of the real server binary on loopback and the simulated cloud.
+    Bench(bench::BenchArgs),
+    /// Reliability properties: kill -9 at every step boundary, fault injection, conflicts.
+    Chaos(chaos::ChaosArgs),
+}
+
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cli = Cli::parse();
     let started = Instant::now();
-    match args.first().map(String::as_str) {
-        Some("test") => {
+    match cli.command {
+        Task::Test => {
             // Each phase's wall time is printed as it ends and again at the end, so a CI log
             // says which phase grew.
             let mut phases = Phases::default();
@@ -291,20 +328,64 @@ fn main() -> Result<()> {
             phases.run("deploy-lint", deploy_lint)?;
             phases.run("mcp-test", mcp_test)?;
             phases.run("ui-test", ui_test)?;
-            phases.run("chaos --quick", || chaos::main(&["--quick".to_string()]))?;
+            phases.run("chaos --quick", || chaos::main(chaos::ChaosArgs { quick: true, jobs: 3, speed: 1000.0 }))?;
             phases.report();
             eprintln!("all suites passed in {:.0?}", started.elapsed());
         }
-        Some("lint") => lint()?,
-        Some("fuzz-api") => fuzz_api(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(120))?,
-        Some("ui-test") => ui_test()?,
-        Some("mcp-test") => mcp_test()?,
-        Some("deploy-lint") => deploy_lint()?,
-        Some("bench") => bench::main(&args[1..])?,
-        Some("chaos") => chaos::main(&args[1..])?,
-        _ => bail!(
-            "usage: cargo xtask <test|lint|fuzz-api [examples]|ui-test|mcp-test|deploy-lint|bench [...]|chaos [--quick]>"
-        ),
+        Task::Lint => lint()?,
+        Task::FuzzApi { examples } => fuzz_api(examples)?,
+        Task::UiTest => ui_test()?,
+        Task::McpTest => mcp_test()?,
+        Task::DeployLint => deploy_lint()?,
+        Task::Bench(args) => bench::main(args)?,
+        Task::Chaos(args) => chaos::main(args)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_consistent_and_takes_every_documented_invocation() {
+        Cli::command().debug_assert();
+        let parse = |args: &[&str]| Cli::try_parse_from(std::iter::once("xtask").chain(args.iter().copied()));
+        for ok in [
+            &["test"][..],
+            &["lint"],
+            &["fuzz-api"],
+            &["fuzz-api", "120"],
+            &["ui-test"],
+            &["mcp-test"],
+            &["deploy-lint"],
+            &["bench"],
+            &["bench", "--debug"],
+            &["bench", "logs", "--debug", "--duration", "5", "--followers", "10", "--log-rate", "500"],
+            &["bench", "rest", "--connections", "8"],
+            &["chaos"],
+            &["chaos", "--quick"],
+            &["chaos", "--jobs", "2", "--speed", "500"],
+        ] {
+            assert!(parse(ok).is_ok(), "{ok:?}: {}", parse(ok).unwrap_err());
+        }
+        match parse(&["bench", "logs", "--debug", "--duration", "5"]).unwrap().command {
+            Task::Bench(b) => assert_eq!((b.what.as_str(), b.debug, b.duration), ("logs", true, 5)),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["chaos", "--quick"]).unwrap().command {
+            Task::Chaos(c) => assert_eq!((c.quick, c.jobs, c.speed), (true, 3, 1000.0)),
+            other => panic!("{other:?}"),
+        }
+        // Help is help (exit 0 on stdout), not an error.
+        for help in [&["help"][..], &["--help"], &["bench", "--help"], &["help", "chaos"]] {
+            let e = parse(help).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{help:?}");
+            assert!(e.to_string().contains("Usage: cargo xtask"), "{help:?}: {e}");
+        }
+        for bad in [&["bench", "everything"][..], &["chaos", "--jobs", "x"], &["nope"], &["fuzz-api", "many"]] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -7,7 +7,7 @@
 use assert_cmd::Command;
 use instantstart_server::{AppState, ProviderKind, ServerOptions};
 use predicates::prelude::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 const TOKEN: &str = "ist_cli_test_token";
@@ -18,13 +18,23 @@ struct TestServer {
     home: tempfile::TempDir,
     _data: tempfile::TempDir,
     runtime: Option<tokio::runtime::Runtime>,
+    /// The server's Kubernetes side (the adapter over the simulated clusters' API).
+    kube: std::sync::Arc<dyn instantstart_core::provider::KubeApi>,
 }
 
 impl TestServer {
     fn start() -> TestServer {
         let data = tempfile::tempdir().unwrap();
-        let (runtime, url) = serve(data.path(), 0);
-        TestServer { url, home: tempfile::tempdir().unwrap(), _data: data, runtime: Some(runtime) }
+        let (runtime, url, kube) = serve(data.path(), 0);
+        TestServer { url, home: tempfile::tempdir().unwrap(), _data: data, runtime: Some(runtime), kube }
+    }
+
+    /// Applies `object` to the EKS cluster `eks` (us-east-1) the way another tool would:
+    /// through the cluster's Kubernetes API, without InstantStart's labels.
+    fn kube_apply(&self, eks: &str, object: Value) {
+        let target = instantstart_core::provider::KubeTarget { region: "us-east-1".into(), eks_cluster: eks.into() };
+        let rt = self.runtime.as_ref().unwrap();
+        rt.block_on(self.kube.apply(&target, &instantstart_core::provider::KubeObject(object))).unwrap();
     }
 
     /// Stops the server (its connections drop) and starts a new one on the same port and data
@@ -34,9 +44,10 @@ impl TestServer {
             rt.shutdown_background();
         }
         let port: u16 = self.url.rsplit(':').next().unwrap().parse().unwrap();
-        let (runtime, url) = serve(self._data.path(), port);
+        let (runtime, url, kube) = serve(self._data.path(), port);
         assert_eq!(url, self.url);
         self.runtime = Some(runtime);
+        self.kube = kube;
     }
 
     /// The CLI pointed at this server with the admin token, isolated from the user's config.
@@ -88,7 +99,10 @@ impl Drop for TestServer {
 
 /// A server on the simulated cloud at speed 2000 over `data`, on `port` (0: any free one;
 /// a port just released is retried for a few seconds).
-fn serve(data: &std::path::Path, port: u16) -> (tokio::runtime::Runtime, String) {
+fn serve(
+    data: &std::path::Path,
+    port: u16,
+) -> (tokio::runtime::Runtime, String, std::sync::Arc<dyn instantstart_core::provider::KubeApi>) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let opts = ServerOptions {
         data_dir: data.to_path_buf(),
@@ -98,8 +112,9 @@ fn serve(data: &std::path::Path, port: u16) -> (tokio::runtime::Runtime, String)
         token: Some(TOKEN.into()),
         shared_bucket: None,
     };
-    let url = runtime.block_on(async {
+    let (url, kube) = runtime.block_on(async {
         let state = AppState::assemble(&opts).unwrap().state;
+        let kube = state.kube.clone();
         let mut tries = 0;
         let listener = loop {
             match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
@@ -115,9 +130,9 @@ fn serve(data: &std::path::Path, port: u16) -> (tokio::runtime::Runtime, String)
         let addr = listener.local_addr().unwrap();
         let app = instantstart_server::app(state);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        format!("http://{addr}")
+        (format!("http://{addr}"), kube)
     });
-    (runtime, url)
+    (runtime, url, kube)
 }
 
 /// The CLI with no server settings at all, HOME and XDG_CONFIG_HOME in `home`.
@@ -1090,4 +1105,57 @@ fn mlflow_servers_runs_and_metrics_of_a_job_that_reports() {
     assert_eq!(s.json(&["cluster", "list"]), serde_json::json!([]));
     let servers = s.json(&["mlflow", "servers"]);
     assert_eq!(servers[0]["name"], "kept", "kept with --keep-tracking-servers: {servers}");
+}
+
+#[test]
+fn foreign_jobs_and_endpoints_are_listed_read_only() {
+    let s = TestServer::start();
+    s.ready("demo");
+    s.kube_apply(
+        "demo",
+        json!({
+            "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+            "metadata": { "name": "legacy", "namespace": "default" },
+            "spec": { "replicaSpecs": [{ "name": "pods", "replicas": 1, "template": { "spec": { "containers": [
+                { "name": "pytorch", "image": "pytorch/pytorch:2.5.1" }] } } }] },
+        }),
+    );
+    s.kube_apply(
+        "demo",
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "tgi", "namespace": "default" },
+            "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "tgi" } },
+                      "template": { "metadata": { "labels": { "app": "tgi" } }, "spec": { "containers": [
+                          { "name": "tgi", "image": "ghcr.io/huggingface/text-generation-inference:2.4.0" }] } } },
+        }),
+    );
+    let jobs = eventually(&s, &["job", "ls"], |j| {
+        j.as_array().unwrap().iter().any(|x| x["name"] == "legacy" && x["pods"]["running"] == 1)
+    });
+    assert_eq!(jobs[0]["foreign"], true, "{jobs:#}");
+    let table = stdout(s.cli().args(["job", "ls"]));
+    assert!(table.lines().next().unwrap().contains("FOREIGN"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("legacy") && l.trim_end().ends_with("true")), "{table}");
+    let detail = stdout(s.cli().args(["job", "get", "legacy"]));
+    assert!(detail.contains("not created by InstantStart"), "{detail}");
+    s.cli().args(["job", "logs", "legacy", "--tail", "3"]).assert().success();
+    let eps = eventually(&s, &["endpoint", "ls"], |e| e.as_array().unwrap().iter().any(|x| x["name"] == "tgi"));
+    assert_eq!(eps[0]["foreign"], true, "{eps:#}");
+
+    // Every change is refused (exit 2, the server's reason), and nothing is recorded.
+    let before = s.operations();
+    for args in [
+        &["job", "rm", "legacy", "--yes"][..],
+        &["endpoint", "rm", "tgi", "--yes"],
+        &["endpoint", "scale", "tgi", "--replicas", "2"],
+    ] {
+        s.cli()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("not created by InstantStart"))
+            .stderr(predicate::str::contains("tool that created it"));
+    }
+    assert_eq!(s.operations(), before, "nothing recorded");
 }

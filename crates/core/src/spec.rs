@@ -39,19 +39,38 @@ pub const DEFAULT_KUBERNETES_VERSION: &str = "1.33";
 /// names none.
 pub const DEFAULT_MOUNT_PATH: &str = "/s3";
 
+/// Fills in `region` of a request body (create or import a cluster) when it is absent, `null`
+/// or empty, with the server's default region. Returns the region the request now names (the
+/// given one is kept as it is; validation still checks it). Not an object: left to decoding.
+pub fn fill_default_region(body: &mut serde_json::Value, default: &str) -> Option<String> {
+    use serde_json::Value;
+    let obj = body.as_object_mut()?;
+    let absent = match obj.get("region") {
+        None | Some(Value::Null) => true,
+        Some(Value::String(r)) => r.is_empty(),
+        Some(_) => false,
+    };
+    if absent {
+        obj.insert("region".into(), Value::String(default.to_string()));
+    }
+    obj.get("region").and_then(Value::as_str).map(str::to_string)
+}
+
 fn default_k8s_version() -> String {
     DEFAULT_KUBERNETES_VERSION.to_string()
 }
 
 /// Everything needed to create a cluster end to end: the EKS control plane, optionally a
 /// HyperPod cluster on it, and the shared storage. This is the input of the create-cluster
-/// pipeline ([`crate::workflow::create_cluster`]).
+/// pipeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterCreateRequest {
     /// InstantStart cluster name; every AWS resource name derives from it.
     pub name: String,
-    /// AWS region, e.g. `us-east-1`.
+    /// AWS region, e.g. `us-east-1`. Optional over the REST API: when absent the server's
+    /// default region (its `--region`) is filled in and recorded in the operation's request.
+    #[serde(default)]
     pub region: String,
     /// Kubernetes version of the EKS control plane.
     #[serde(default = "default_k8s_version")]
@@ -108,7 +127,7 @@ pub enum NodeRecovery {
 }
 
 /// One HyperPod instance group. Capacity type and EFA-only interface mode are immutable for
-/// the group's lifetime (see [`check_instance_group_update`]).
+/// the group's lifetime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstanceGroupSpec {
@@ -850,6 +869,29 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn an_absent_region_is_the_default_one_and_a_given_one_is_kept() {
+        use serde_json::json;
+        let cases = [
+            (json!({ "name": "x" }), Some("eu-west-1")),
+            (json!({ "name": "x", "region": null }), Some("eu-west-1")),
+            (json!({ "name": "x", "region": "" }), Some("eu-west-1")),
+            (json!({ "name": "x", "region": "us-east-2" }), Some("us-east-2")),
+            // Not a string: kept for decoding to refuse with the field's name.
+            (json!({ "name": "x", "region": 5 }), None),
+            (json!([1]), None),
+        ];
+        for (mut body, want) in cases {
+            let before = body.clone();
+            assert_eq!(fill_default_region(&mut body, "eu-west-1").as_deref(), want, "{before}");
+        }
+        // A bad given region is still found by validation.
+        let mut body = json!({ "name": "demo", "region": "moon-1", "availability_zones": ["a", "b"] });
+        fill_default_region(&mut body, "eu-west-1");
+        let r: ClusterCreateRequest = serde_json::from_value(body).unwrap();
+        assert!(r.check().unwrap_err().findings.iter().any(|f| f.field == "region"));
     }
 
     #[test]

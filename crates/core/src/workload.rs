@@ -35,6 +35,26 @@ pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
 /// Annotation recording the operation that last applied an object (observe-before-submit).
 pub const ANNOTATION_OPERATION: &str = "instantstart.io/operation";
 
+/// Whether InstantStart created a Kubernetes object: it carries
+/// `app.kubernetes.io/managed-by=instantstart`. Everything else in a cluster is **foreign**:
+/// listed and readable, never changed.
+pub fn is_ours(obj: &KubeObject) -> bool {
+    obj.label(LABEL_MANAGED_BY) == Some(crate::provider::MANAGED_BY)
+}
+
+/// The refusal of a mutation of a foreign workload (HTTP 422, before anything is recorded):
+/// `field` names the workload, `what` says which (`job llama in namespace default`).
+pub fn foreign_refusal(field: &str, what: &str) -> ValidationError {
+    ValidationError::unprocessable(
+        field,
+        format!(
+            "{what} was not created by InstantStart (it has no {LABEL_MANAGED_BY}={} label); it is listed read-only: \
+             manage it with the tool that created it",
+            crate::provider::MANAGED_BY
+        ),
+    )
+}
+
 /// What kind of workload a request describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -354,6 +374,9 @@ pub enum JobRuntime {
     Hyperpod,
     /// KubeRay `RayJob`.
     Ray,
+    /// Kubeflow `PyTorchJob` (the Kubeflow training operator). Listed when someone else
+    /// created one (always `foreign`); InstantStart does not submit this kind.
+    Pytorch,
 }
 
 /// Where a training job is in its life.
@@ -404,6 +427,11 @@ pub struct JobSummary {
     /// The reason of the latest failure or restart, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// `true` when InstantStart did not create the job (it lacks the
+    /// `app.kubernetes.io/managed-by=instantstart` label): it can be read (details, logs) but
+    /// every change is refused with 422; manage it with the tool that created it.
+    #[serde(default)]
+    pub foreign: bool,
 }
 
 /// One pod of a workload.
@@ -614,6 +642,7 @@ mod tests {
                 mlflow_tracking_arn: None,
                 created_at: None,
                 message: None,
+                foreign: true,
             },
             pod_list: vec![],
             conditions: vec![],
@@ -625,5 +654,24 @@ mod tests {
         assert_eq!(v["runtime"], "hyperpod");
         assert_eq!(v["recovery"]["remaining"], 2);
         assert!(v["pods"].is_object() && v["pod_list"].is_array());
+        assert_eq!(v["foreign"], true);
+        // A summary written before the field existed reads as InstantStart's.
+        let mut old = serde_json::to_value(&detail.summary).unwrap();
+        old.as_object_mut().unwrap().remove("foreign");
+        assert!(!serde_json::from_value::<JobSummary>(old).unwrap().foreign);
+    }
+
+    #[test]
+    fn ours_is_the_managed_by_label_and_the_refusal_names_the_field() {
+        let with = |labels: serde_json::Value| KubeObject(json!({ "metadata": { "name": "x", "labels": labels } }));
+        assert!(is_ours(&with(json!({ "app.kubernetes.io/managed-by": "instantstart" }))));
+        assert!(!is_ours(&with(json!({ "app.kubernetes.io/managed-by": "helm" }))));
+        assert!(!is_ours(&with(json!({}))));
+        assert!(!is_ours(&KubeObject(json!({ "metadata": { "name": "x" } }))));
+        let e = foreign_refusal("job", "job legacy in namespace default");
+        assert_eq!(e.kind, crate::validate::ValidationKind::Unprocessable);
+        assert_eq!(e.findings[0].field, "job");
+        assert!(e.findings[0].rule.starts_with("job legacy in namespace default was not created by InstantStart"));
+        assert!(e.findings[0].rule.ends_with("manage it with the tool that created it"));
     }
 }

@@ -725,9 +725,11 @@ impl InstantStartMcp {
 
     #[tool(
         name = "job_list",
-        description = "Training jobs of a cluster: name, runtime (hyperpod or ray), recipe, phase (pending, \
-                       running, succeeded, failed, restarting), pods by phase, the recovery budget (budget, used, \
-                       remaining) of HyperPod jobs and the MLflow tracking server.",
+        description = "Training jobs of a cluster: name, runtime (hyperpod, ray or pytorch), recipe, phase \
+                       (pending, running, succeeded, failed, restarting), pods by phase, the recovery budget (budget, \
+                       used, remaining) of HyperPod jobs and the MLflow tracking server. Jobs InstantStart did not \
+                       create are listed with foreign: true: read them (job_get, job_logs) but do not try to delete \
+                       them (refused); they are managed with the tool that created them.",
         annotations(
             title = "List training jobs",
             read_only_hint = true,
@@ -858,7 +860,9 @@ impl InstantStartMcp {
     #[tool(
         name = "endpoint_list",
         description = "Inference endpoints of a cluster: route (self_managed or managed), engine, model, ready, \
-                       replicas (desired, ready), URL, exposure, pool, router and autoscaling bounds.",
+                       replicas (desired, ready), URL, exposure, pool, router and autoscaling bounds. Endpoints \
+                       InstantStart did not create are listed with foreign: true: read-only (endpoint_get works, \
+                       updates and deletes are refused); they are managed with the tool that created them.",
         annotations(
             title = "List endpoints",
             read_only_hint = true,

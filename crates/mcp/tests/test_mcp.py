@@ -805,3 +805,64 @@ def test_an_endpoint_deployed_to_ready_answers_chat_scales_and_goes(control_plan
         assert eps["endpoints"] == []
 
     run(control_plane["url"], scenario)
+
+
+def kube_create(cp, obj: dict, plural: str):
+    """Creates `obj` in the "workloads" cluster the way another tool would: straight through
+    the simulated cluster's Kubernetes API (printed by the server at start), without
+    InstantStart's labels."""
+    import re
+
+    log = Path(cp["data"], "server.log").read_text(errors="replace")
+    kube = re.search(r"Kubernetes API: (http://[^\s/]+)/clusters/", log).group(1)
+    api_version = obj["apiVersion"]
+    prefix = "api/v1" if api_version == "v1" else f"apis/{api_version}"
+    url = f"{kube}/clusters/us-east-1/workloads/{prefix}/namespaces/default/{plural}"
+    req = urllib.request.Request(url, data=json.dumps(obj).encode(), method="POST")
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 201, r.status
+
+
+def test_foreign_jobs_and_endpoints_are_read_only_for_an_agent(control_plane):
+    """Runs last: it leaves foreign objects in the shared cluster."""
+
+    async def scenario(s):
+        await ready_cluster(s, "workloads")
+        kube_create(control_plane, {
+            "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+            "metadata": {"name": "legacy-agent", "namespace": "default"},
+            "spec": {"replicaSpecs": [{"name": "pods", "replicas": 1, "template": {"spec": {"containers": [
+                {"name": "pytorch", "image": TRAIN_IMAGE}]}}}]},
+        }, "hyperpodpytorchjobs")
+        kube_create(control_plane, {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "tgi-agent", "namespace": "default"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "tgi-agent"}},
+                     "template": {"metadata": {"labels": {"app": "tgi-agent"}}, "spec": {"containers": [
+                         {"name": "tgi", "image": "ghcr.io/huggingface/text-generation-inference:2.4.0"}]}}},
+        }, "deployments")
+        jobs = await until(s, "job_list", {}, lambda v: any(
+            j["name"] == "legacy-agent" and j["pods"]["running"] == 1 for j in v["jobs"]))
+        job = next(j for j in jobs["jobs"] if j["name"] == "legacy-agent")
+        assert job["foreign"] is True and job["runtime"] == "hyperpod", job
+        err, detail = await call(s, "job_get", {"name": "legacy-agent"})
+        assert not err and detail["foreign"] is True and len(detail["pod_list"]) == 1, detail
+        err, logs = await call(s, "job_logs", {"name": "legacy-agent"})
+        assert not err, logs
+        eps = await until(s, "endpoint_list", {}, lambda v: any(e["name"] == "tgi-agent" for e in v["endpoints"]))
+        assert next(e for e in eps["endpoints"] if e["name"] == "tgi-agent")["foreign"] is True, eps
+
+        before = await operation_count(s, "workloads")
+        for tool, args, field in [
+            ("job_delete", {"name": "legacy-agent"}, "job"),
+            ("endpoint_delete", {"name": "tgi-agent"}, "endpoint"),
+            ("endpoint_scale", {"name": "tgi-agent", "replicas": 2}, "endpoint"),
+        ]:
+            err, refused = await call(s, tool, args)
+            assert err is True, (tool, refused)
+            finding = refused["error"]["findings"][0]
+            assert finding["field"] == field and "not created by InstantStart" in finding["rule"], (tool, refused)
+        assert await operation_count(s, "workloads") == before
+
+    run(control_plane["url"], scenario)

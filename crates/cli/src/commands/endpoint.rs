@@ -10,7 +10,7 @@
 //! prints the answer.
 
 use super::target::{ClusterOpt, views};
-use super::workload::{delete_workload, finish_workload, push_pods, tagged};
+use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
@@ -261,7 +261,8 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
             let cluster = cluster.resolve(&client).await?;
             let eps = views(client.list_endpoints(&cluster).await?)?;
             output::emit(g.output, &eps, || {
-                let mut t = Table::new(&["NAME", "ROUTE", "ENGINE", "MODEL", "READY", "REPLICAS", "POOL", "URL"]);
+                let mut t =
+                    Table::new(&["NAME", "ROUTE", "ENGINE", "MODEL", "READY", "REPLICAS", "POOL", "URL", "FOREIGN"]);
                 for e in &eps {
                     t.row(vec![
                         s(e, "name"),
@@ -272,6 +273,7 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
                         replicas(e),
                         s(e, "pool"),
                         s(e, "url"),
+                        foreign(e),
                     ]);
                 }
                 t.render_or(&format!(
@@ -298,6 +300,7 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
                     ("Endpoint", format!("{}/{}", s(&e, "namespace"), s(&e, "name"))),
                     ("Route", s(&e, "route")),
                     ("Engine", s(&e, "engine")),
+                    ("Foreign", foreign_note(&e)),
                     ("Model", s(&e, "model")),
                     ("Ready", s(&e, "ready")),
                     ("Replicas", format!("{} ready", replicas(&e))),

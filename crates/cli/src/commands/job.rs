@@ -8,7 +8,7 @@
 //! reconnecting when the connection drops (no line printed twice; a gap is said on stderr).
 
 use super::target::{ClusterOpt, api_enum, parse_key_value, typed, views};
-use super::workload::{delete_workload, finish_workload, push_pods, tagged};
+use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::MutationArgs;
@@ -257,7 +257,8 @@ pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
             let cluster = cluster.resolve(&client).await?;
             let jobs = views(client.list_jobs(&cluster).await?)?;
             output::emit(g.output, &jobs, || {
-                let mut t = Table::new(&["NAME", "RUNTIME", "RECIPE", "PHASE", "PODS", "RECOVERY", "CREATED"]);
+                let mut t =
+                    Table::new(&["NAME", "RUNTIME", "RECIPE", "PHASE", "PODS", "RECOVERY", "CREATED", "FOREIGN"]);
                 for j in &jobs {
                     t.row(vec![
                         s(j, "name"),
@@ -267,6 +268,7 @@ pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
                         format!("{}/{} running", s(j, "pods.running"), s(j, "replicas")),
                         recovery(j),
                         s(j, "created_at"),
+                        foreign(j),
                     ]);
                 }
                 t.render_or(&format!(
@@ -369,6 +371,7 @@ fn render_job(job: &Value) -> String {
         ("MLflow", s(job, "mlflow_tracking_arn")),
         ("Created", s(job, "created_at")),
         ("Message", s(job, "message")),
+        ("Foreign", foreign_note(job)),
     ]);
     push_pods(&mut out, job);
     if let Some(conds) = job.get("conditions").and_then(Value::as_array).filter(|c| !c.is_empty()) {

@@ -101,3 +101,17 @@ where
     let submitted = delete(m.options()).await?;
     mutation::finish(g, client, submitted, m.wait).await
 }
+
+/// `true` for a job or endpoint InstantStart did not create (read-only), else `false`.
+pub fn foreign(v: &Value) -> String {
+    v.get("foreign").and_then(Value::as_bool).unwrap_or(false).to_string()
+}
+
+/// The line a detail view shows for a foreign job or endpoint.
+pub fn foreign_note(v: &Value) -> String {
+    if v.get("foreign").and_then(Value::as_bool).unwrap_or(false) {
+        "true: not created by InstantStart; read-only (manage it with the tool that created it)".into()
+    } else {
+        "false".into()
+    }
+}

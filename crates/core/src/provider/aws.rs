@@ -418,7 +418,7 @@ pub struct OidcProvider {
     pub tags: Tags,
 }
 
-/// HyperPod cluster status, normalised; `InService` is [`ResourceState::Active`].
+/// HyperPod cluster status, normalised; `InService` is the `active` state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HyperPodCluster {
     pub name: String,

@@ -57,7 +57,7 @@ pub struct TrackingServer {
     pub arn: String,
     pub region: String,
     /// SageMaker's `TrackingServerStatus`: `Creating`, `Created`, `CreateFailed`, `Updating`,
-    /// `Stopped`, `Deleting`, … ([`TrackingServer::state`] normalises it).
+    /// `Stopped`, `Deleting`, …
     pub status: String,
     /// The MLflow UI URL (`TrackingServerUrl`), once the server is up.
     pub url: Option<String>,

@@ -22,6 +22,16 @@
 //!   another endpoint (or makes it idle) by changing its `instantstart.io/pool` label — the
 //!   label is not part of any Deployment selector, so the pod keeps running (same uid).
 //!
+//! **Foreign endpoints.** Besides InstantStart's endpoints the views list what serves models
+//! in the cluster that InstantStart did not create (`foreign: true`, read-only): every
+//! `InferenceEndpointConfig` and `JumpStartModel` (`inference.sagemaker.aws.amazon.com/v1`, the
+//! HyperPod inference operator) without `app.kubernetes.io/managed-by=instantstart`, and every
+//! top-level Deployment (no owner) without it whose containers run a known model server image
+//! ([`MODEL_SERVER_IMAGES`]: vLLM, SGLang, TGI, Triton, …) — other Deployments are not
+//! endpoints. Their pods are those of the operator's `app=<name>` label or the Deployment's
+//! selector. A change (update, delete) of a foreign endpoint is refused with 422 before anything
+//! is recorded ([`crate::workload::foreign_refusal`]).
+//!
 //! A model pool is the set of workers an endpoint deployed with `pool: <pool>` runs; the
 //! endpoint's Service selects `instantstart.io/pool=<pool>`. A worker serves the pool endpoint
 //! whose pool its label names; an empty label value means idle (no Service selects it).
@@ -87,7 +97,8 @@ pub struct EndpointSummary {
     pub namespace: String,
     /// `self_managed` or `managed`.
     pub route: String,
-    /// `vllm`, `sglang`, `custom` or `managed` (the HyperPod inference operator).
+    /// `vllm`, `sglang`, `custom`, `managed` (the HyperPod inference operator's
+    /// InferenceEndpointConfig) or `jumpstart` (a foreign JumpStartModel).
     pub engine: String,
     /// The model: its directory in the bucket (or S3 location), or the image for custom engines.
     pub model: String,
@@ -104,6 +115,11 @@ pub struct EndpointSummary {
     pub router: bool,
     pub autoscaling: Option<EndpointAutoscaling>,
     pub created_at: Option<String>,
+    /// `true` when InstantStart did not create the endpoint (it lacks the
+    /// `app.kubernetes.io/managed-by=instantstart` label): it can be read but every change is
+    /// refused with 422; manage it with the tool that created it.
+    #[serde(default)]
+    pub foreign: bool,
 }
 
 /// One endpoint in detail.
@@ -244,15 +260,25 @@ struct Endpoint {
     request: Option<Value>,
     primary: KubeObject,
     objects: Vec<KubeObject>,
+    /// Not created by InstantStart (see the module docs).
+    foreign: bool,
 }
 
 impl Endpoint {
     fn route(&self) -> &str {
+        if self.foreign {
+            return if self.managed() { "managed" } else { "self_managed" };
+        }
         self.primary.label(LABEL_ROUTE).unwrap_or("self_managed")
     }
 
+    fn kind(&self) -> &str {
+        s_at(&self.primary.0, "/kind").unwrap_or_default()
+    }
+
+    /// Run by the HyperPod inference operator (an InferenceEndpointConfig or JumpStartModel).
     fn managed(&self) -> bool {
-        self.route() == "managed"
+        self.kind() != "Deployment"
     }
 
     fn find(&self, kind: &str, name: &str) -> Option<&KubeObject> {
@@ -296,9 +322,16 @@ impl Endpoint {
 
     fn summary(&self) -> EndpointSummary {
         let p = &self.primary.0;
-        let (engine, model, served) = if self.managed() {
+        let (engine, model, served) = if self.kind() == JUMPSTART_MODEL.1 {
+            let model = s_at(p, "/spec/model/modelId").unwrap_or_default().to_string();
+            ("jumpstart".to_string(), model.clone(), model)
+        } else if self.managed() {
             let model = s_at(p, "/spec/modelSourceConfig/modelLocation").unwrap_or_default().to_string();
             ("managed".to_string(), model, s_at(p, "/spec/modelName").unwrap_or(&self.name).to_string())
+        } else if self.foreign {
+            let image = s_at(p, "/spec/template/spec/containers/0/image").unwrap_or_default();
+            let engine = ["vllm", "sglang"].into_iter().find(|e| image.contains(e)).unwrap_or("custom");
+            (engine.to_string(), image.to_string(), self.name.clone())
         } else {
             let kind = self.req("/engine/kind").and_then(Value::as_str).unwrap_or("custom").to_string();
             let model = self
@@ -368,6 +401,7 @@ impl Endpoint {
             router: self.has_router(),
             autoscaling,
             created_at: s_at(p, "/metadata/creationTimestamp").map(str::to_string),
+            foreign: self.foreign,
         }
     }
 }
@@ -381,6 +415,102 @@ const ENDPOINT_TYPES: &[(&str, &str)] = &[
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 ];
+
+/// `apiVersion`/`kind` of the HyperPod inference operator's endpoints.
+pub const INFERENCE_ENDPOINT_CONFIG: (&str, &str) =
+    ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig");
+/// `apiVersion`/`kind` of the HyperPod inference operator's JumpStart deployments.
+pub const JUMPSTART_MODEL: (&str, &str) = ("inference.sagemaker.aws.amazon.com/v1", "JumpStartModel");
+/// Container image names of model servers: a foreign Deployment running one is an endpoint.
+pub const MODEL_SERVER_IMAGES: &[&str] = &[
+    "vllm",
+    "sglang",
+    "text-generation-inference",
+    "tritonserver",
+    "lmdeploy",
+    "tensorrt-llm",
+    "djl-inference",
+    "ollama",
+];
+
+/// Whether a Deployment runs a model server ([`MODEL_SERVER_IMAGES`]).
+fn serves_models(deployment: &KubeObject) -> bool {
+    deployment.0.pointer("/spec/template/spec/containers").and_then(Value::as_array).is_some_and(|cs| {
+        cs.iter().filter_map(|c| c.get("image").and_then(Value::as_str)).any(|image| {
+            let repo = image.rsplit('/').next().unwrap_or(image).split([':', '@']).next().unwrap_or_default();
+            MODEL_SERVER_IMAGES.iter().any(|m| repo.contains(m))
+        })
+    })
+}
+
+async fn list_all(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    (api, kind): (&str, &str),
+) -> Result<Vec<KubeObject>, ProviderError> {
+    let params = ListParams { api_version: api.into(), kind: kind.into(), namespace: None, labels: vec![] };
+    match kube.list(target, &params).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.kind == ProviderErrorKind::NotFound => Ok(vec![]),
+        Err(e) => Err(e),
+    }
+}
+
+/// The endpoints InstantStart did not create (see the module docs), with the Service of the
+/// same name in front of a Deployment when there is one.
+async fn read_foreign_endpoints(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<Endpoint>, ProviderError> {
+    let foreign = |o: &KubeObject| !crate::workload::is_ours(o) && o.0.pointer("/metadata/ownerReferences").is_none();
+    let key = |o: &KubeObject| {
+        (
+            s_at(&o.0, "/metadata/namespace").unwrap_or("default").to_string(),
+            s_at(&o.0, "/metadata/name").unwrap_or_default().to_string(),
+        )
+    };
+    let mut operator_objects = Vec::new();
+    for kind in [INFERENCE_ENDPOINT_CONFIG, JUMPSTART_MODEL] {
+        operator_objects.extend(list_all(kube, target, kind).await?);
+    }
+    // The Deployment the inference operator runs for one of its objects is that endpoint, not another.
+    let operator_names: Vec<(String, String)> = operator_objects.iter().map(key).collect();
+    let mut primaries: Vec<KubeObject> = operator_objects.into_iter().filter(foreign).collect();
+    let deployments: Vec<KubeObject> = list_all(kube, target, ("apps/v1", "Deployment"))
+        .await?
+        .into_iter()
+        .filter(|d| foreign(d) && serves_models(d) && !operator_names.contains(&key(d)))
+        .collect();
+    let services = if deployments.is_empty() { vec![] } else { list_all(kube, target, ("v1", "Service")).await? };
+    primaries.extend(deployments);
+    Ok(primaries
+        .into_iter()
+        .filter_map(|primary| {
+            let name = s_at(&primary.0, "/metadata/name")?.to_string();
+            let namespace = s_at(&primary.0, "/metadata/namespace").unwrap_or("default").to_string();
+            let mut objects = vec![primary.clone()];
+            if s_at(&primary.0, "/kind") == Some("Deployment") {
+                objects.extend(
+                    services
+                        .iter()
+                        .filter(|s| {
+                            s_at(&s.0, "/metadata/name") == Some(name.as_str())
+                                && s_at(&s.0, "/metadata/namespace").unwrap_or("default") == namespace
+                        })
+                        .cloned(),
+                );
+            }
+            Some(Endpoint { name, namespace, request: None, primary, objects, foreign: true })
+        })
+        .collect())
+}
+
+/// Whether `namespace/name` is a foreign endpoint (see the module docs).
+pub async fn is_foreign_endpoint(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, ProviderError> {
+    Ok(read_foreign_endpoints(kube, target).await?.iter().any(|e| e.name == name && e.namespace == namespace))
+}
 
 async fn read_endpoints(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<Endpoint>, ProviderError> {
     let mut all = Vec::new();
@@ -403,13 +533,14 @@ async fn read_endpoints(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<E
             .filter(|o| s_at(&o.0, "/metadata/namespace").unwrap_or("default") == namespace)
             .cloned()
             .collect();
-        out.push(Endpoint { name, namespace, request, primary: primary.clone(), objects });
+        out.push(Endpoint { name, namespace, request, primary: primary.clone(), objects, foreign: false });
     }
-    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out.extend(read_foreign_endpoints(kube, target).await?);
+    out.sort_by(|a, b| (&a.namespace, &a.name, a.foreign).cmp(&(&b.namespace, &b.name, b.foreign)));
     Ok(out)
 }
 
-/// Every endpoint InstantStart deployed on the cluster.
+/// Every endpoint of the cluster: InstantStart's and foreign ones (see the module docs).
 pub async fn list_endpoints(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<EndpointSummary>, ProviderError> {
     Ok(read_endpoints(kube, target).await?.iter().map(Endpoint::summary).collect())
 }
@@ -418,11 +549,10 @@ async fn find_endpoint(kube: &dyn KubeApi, target: &KubeTarget, name: &str) -> R
     if let Err(rule) = names::dns1123_label(name) {
         return Err(ValidationError::invalid("endpoint", rule).into());
     }
-    read_endpoints(kube, target)
-        .await?
-        .into_iter()
-        .find(|e| e.name == name)
-        .ok_or_else(|| EngineError::Missing(format!("endpoint {name}")))
+    let mut all = read_endpoints(kube, target).await?;
+    // InstantStart's endpoint of that name first, then a foreign one.
+    all.sort_by_key(|e| e.foreign);
+    all.into_iter().find(|e| e.name == name).ok_or_else(|| EngineError::Missing(format!("endpoint {name}")))
 }
 
 async fn endpoint_pods(
@@ -432,6 +562,11 @@ async fn endpoint_pods(
 ) -> Result<Vec<KubeObject>, ProviderError> {
     let labels = if e.managed() {
         vec![("app".to_string(), e.name.clone())]
+    } else if e.foreign {
+        let Some(selector) = e.primary.0.pointer("/spec/selector/matchLabels").and_then(Value::as_object) else {
+            return Ok(vec![]);
+        };
+        selector.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()
     } else {
         vec![(LABEL_INSTANCE.to_string(), e.name.clone()), (LABEL_COMPONENT.to_string(), "inference".to_string())]
     };
@@ -542,6 +677,13 @@ pub async fn plan_update(
     patch: &EndpointPatch,
 ) -> Result<EndpointUpdate, EngineError> {
     let e = find_endpoint(kube, target, name).await?;
+    if e.foreign {
+        return Err(crate::workload::foreign_refusal(
+            "endpoint",
+            &format!("endpoint {name} in namespace {}", e.namespace),
+        )
+        .into());
+    }
     diff_update(&e, cluster, patch)
 }
 
@@ -923,6 +1065,55 @@ pub fn preflight_refusal(checks: &[crate::preflight::PreflightCheck]) -> Option<
 mod tests {
     use super::*;
 
+    fn deployment(image: &str) -> KubeObject {
+        KubeObject(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "srv", "namespace": "team" },
+            "spec": { "replicas": 2, "selector": { "matchLabels": { "app": "srv" } },
+                      "template": { "spec": { "containers": [{ "name": "c", "image": image }] } } },
+            "status": { "replicas": 2, "readyReplicas": 2, "availableReplicas": 2 },
+        }))
+    }
+
+    #[test]
+    fn a_foreign_deployment_is_an_endpoint_only_when_it_runs_a_model_server() {
+        for (image, serves) in [
+            ("vllm/vllm-openai:v0.11.0", true),
+            ("docker.io/lmsysorg/sglang:v0.5.2", true),
+            ("ghcr.io/huggingface/text-generation-inference:2.4.0", true),
+            ("nvcr.io/nvidia/tritonserver:24.08-py3", true),
+            ("ollama/ollama@sha256:abc", true),
+            ("nginx:1.27", false),
+            ("registry.local/vllm-tools/proxy:1", false),
+        ] {
+            assert_eq!(serves_models(&deployment(image)), serves, "{image}");
+        }
+        let e = |primary: KubeObject| Endpoint {
+            name: "srv".into(),
+            namespace: "team".into(),
+            request: None,
+            objects: vec![primary.clone()],
+            primary,
+            foreign: true,
+        };
+        let s = e(deployment("vllm/vllm-openai:v0.11.0")).summary();
+        assert_eq!(
+            (s.route.as_str(), s.engine.as_str(), s.ready, s.replicas.desired, s.foreign),
+            ("self_managed", "vllm", true, 2, true)
+        );
+        let js = e(KubeObject(json!({
+            "apiVersion": "inference.sagemaker.aws.amazon.com/v1", "kind": "JumpStartModel",
+            "metadata": { "name": "srv", "namespace": "team" },
+            "spec": { "model": { "modelId": "deepseek-llm-r1-distill-qwen-1-5b", "acceptEula": true }, "replicas": 1 },
+            "status": { "state": "DeploymentComplete", "deploymentStatus": { "status": { "readyReplicas": 1 } } },
+        })))
+        .summary();
+        assert_eq!(
+            (js.route.as_str(), js.engine.as_str(), js.model.as_str(), js.ready, js.exposure.as_str()),
+            ("managed", "jumpstart", "deepseek-llm-r1-distill-qwen-1-5b", true, "managed")
+        );
+    }
+
     /// Endpoint `chat` as the cluster shows it: its request annotation, the Deployment (at
     /// `replicas` as the autoscaler set them) and, with `bounds`, its KEDA ScaledObject.
     fn endpoint(replicas: u32, bounds: Option<(u32, u32, u32)>) -> Endpoint {
@@ -953,6 +1144,7 @@ mod tests {
             request: Some(request),
             primary: objects[0].clone(),
             objects,
+            foreign: false,
         }
     }
 

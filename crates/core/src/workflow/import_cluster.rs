@@ -35,6 +35,9 @@ use std::sync::Arc;
 pub struct ImportClusterRequest {
     /// InstantStart name for the cluster.
     pub name: String,
+    /// AWS region of the EKS cluster. Optional over the REST API: when absent the server's
+    /// default region (its `--region`) is filled in and recorded in the operation's request.
+    #[serde(default)]
     pub region: String,
     /// Name of the existing EKS cluster.
     pub eks_cluster: String,

@@ -26,7 +26,9 @@
 //! **Delete** ([`DeleteWorkloadWorkflow`]): one `delete:<Kind>` step per type the workload may
 //! consist of ([`WorkloadRenderer::owned_types`], reverse apply order), each deleting what
 //! carries `app.kubernetes.io/managed-by=instantstart` and `app.kubernetes.io/instance=<name>`
-//! and waiting until it is gone, then `gone`, which waits for the workload's pods.
+//! and waiting until it is gone, then `gone`, which waits for the workload's pods. A workload
+//! with nothing of InstantStart's but a foreign job or endpoint of that name is refused with
+//! 422 at assessment, before anything is recorded.
 
 use super::decode;
 use super::steps::{AddonTarget, EnsurePodIdentity, PodIdentityTarget, RemovePodIdentity};
@@ -1018,6 +1020,26 @@ impl Workflow for DeleteWorkloadWorkflow {
             if !list_objects(self.kube.as_ref(), &target, &params).await?.is_empty() {
                 return Ok(Assessment::default());
             }
+        }
+        // Nothing of InstantStart's: a foreign workload of that name is refused, not missing.
+        let what = format!("{} {} in namespace {}", self.workload.noun(), req.name, req.namespace);
+        let foreign = match self.workload {
+            WorkloadKind::TrainingJob => {
+                match crate::workload::read::find_job(self.kube.as_ref(), &target, &req.name, Some(&req.namespace))
+                    .await
+                {
+                    Ok(job) => !crate::workload::is_ours(&job),
+                    Err(crate::workload::read::ReadError::Provider(e)) => return Err(e.into()),
+                    Err(_) => false,
+                }
+            }
+            WorkloadKind::Endpoint => {
+                super::endpoints::is_foreign_endpoint(self.kube.as_ref(), &target, &req.namespace, &req.name).await?
+            }
+            WorkloadKind::ModelDownload => false,
+        };
+        if foreign {
+            return Err(crate::workload::foreign_refusal(self.workload.noun(), &what).into());
         }
         Err(EngineError::Missing(format!("{} {} in namespace {}", self.workload.noun(), req.name, req.namespace)))
     }

@@ -1,8 +1,19 @@
 //! Reading workloads back from a cluster: training jobs, their pods, events and logs, model
 //! downloads and the shared storage, derived from the status fields the operators write.
 //!
-//! Everything here is read-only and goes through [`KubeApi`] `list`/`get` with InstantStart's
-//! labels (the kube adapter answers lists from its watch cache when enabled).
+//! Everything here is read-only and goes through [`KubeApi`] `list`/`get` (the kube adapter
+//! answers lists from its watch cache when enabled).
+//!
+//! **Which objects are training jobs.** Every `HyperPodPyTorchJob` (`sagemaker.amazonaws.com/v1`),
+//! KubeRay `RayJob` (`ray.io/v1`) and Kubeflow `PyTorchJob` (`kubeflow.org/v1`) of the cluster,
+//! whoever created it ([`JOB_KINDS`]). Those without `app.kubernetes.io/managed-by=instantstart`
+//! are **foreign** (`foreign: true`): listed and readable (details, events, logs), never
+//! changed — a delete is refused with 422 before anything is recorded
+//! ([`crate::workload::foreign_refusal`]). Plain `batch/v1` Jobs are not listed as training
+//! jobs (clusters run many for other purposes); InstantStart's model downloads are listed as
+//! downloads. Pods belong to one of InstantStart's jobs by its `app.kubernetes.io/instance`
+//! label, to a foreign job by an owner reference to it (HyperPod, Kubeflow) or, for a RayJob,
+//! by `ray.io/cluster` naming its `status.rayClusterName`.
 //!
 //! **Training job phase.** `HyperPodPyTorchJob`: the HyperPod training operator's
 //! `status.conditions` — `Failed` → failed, `Completed` (or `Succeeded`) → succeeded,
@@ -34,6 +45,10 @@ use serde_json::Value;
 pub const HYPERPOD_JOB: (&str, &str) = ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob");
 /// `apiVersion`/`kind` of KubeRay jobs.
 pub const RAY_JOB: (&str, &str) = ("ray.io/v1", "RayJob");
+/// `apiVersion`/`kind` of Kubeflow training-operator jobs (only ever foreign).
+pub const PYTORCH_JOB: (&str, &str) = ("kubeflow.org/v1", "PyTorchJob");
+/// Every kind listed as a training job (see the module docs).
+pub const JOB_KINDS: [(&str, &str); 3] = [HYPERPOD_JOB, RAY_JOB, PYTORCH_JOB];
 /// Label naming the recipe of a training job.
 pub const LABEL_RECIPE: &str = "instantstart.io/recipe";
 /// Label naming the component (`training`, `model-download`, …).
@@ -85,6 +100,7 @@ pub fn runtime_of(obj: &KubeObject) -> Option<JobRuntime> {
     match (r.api_version.as_str(), r.kind.as_str()) {
         HYPERPOD_JOB => Some(JobRuntime::Hyperpod),
         RAY_JOB => Some(JobRuntime::Ray),
+        PYTORCH_JOB => Some(JobRuntime::Pytorch),
         _ => None,
     }
 }
@@ -92,7 +108,9 @@ pub fn runtime_of(obj: &KubeObject) -> Option<JobRuntime> {
 /// Phase (and the reason worth showing) of a training job from its status.
 pub fn job_phase(runtime: JobRuntime, obj: &Value) -> (JobPhase, Option<String>) {
     match runtime {
-        JobRuntime::Hyperpod => {
+        // The Kubeflow training operator writes the same condition types (`Created`, `Running`,
+        // `Restarting`, `Succeeded`, `Failed`).
+        JobRuntime::Hyperpod | JobRuntime::Pytorch => {
             if is_true(obj, "Failed") {
                 (JobPhase::Failed, condition_text(obj, "Failed"))
             } else if is_true(obj, "Completed") || is_true(obj, "Succeeded") {
@@ -150,6 +168,13 @@ fn replicas(runtime: JobRuntime, obj: &Value) -> u32 {
     match runtime {
         JobRuntime::Hyperpod => sum("/spec/replicaSpecs"),
         JobRuntime::Ray => 1 + sum("/spec/rayClusterSpec/workerGroupSpecs"),
+        JobRuntime::Pytorch => obj
+            .pointer("/spec/pytorchReplicaSpecs")
+            .and_then(Value::as_object)
+            .map(|specs| {
+                specs.values().map(|s| s.get("replicas").and_then(Value::as_u64).unwrap_or(1)).sum::<u64>() as u32
+            })
+            .unwrap_or(0),
     }
 }
 
@@ -216,7 +241,26 @@ pub fn job_summary(job: &KubeObject, pods: &[WorkloadPod]) -> Option<JobSummary>
         mlflow_tracking_arn: mlflow_arn(o),
         created_at: time_at(o, "/metadata/creationTimestamp"),
         message,
+        foreign: !super::is_ours(job),
     })
+}
+
+/// Whether `pod` belongs to training job `job` (see the module docs).
+pub fn job_owns(job: &KubeObject, pod: &KubeObject) -> bool {
+    let (j, p) = (&job.0, &pod.0);
+    if str_at(j, "/metadata/namespace").unwrap_or("default") != str_at(p, "/metadata/namespace").unwrap_or("default") {
+        return false;
+    }
+    if super::is_ours(job) {
+        return super::is_ours(pod) && pod.label(super::LABEL_INSTANCE) == str_at(j, "/metadata/name");
+    }
+    let uid = str_at(j, "/metadata/uid");
+    let owned = uid.is_some()
+        && p.pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| r.get("uid").and_then(Value::as_str) == uid));
+    let ray_cluster = str_at(j, "/status/rayClusterName").filter(|c| !c.is_empty());
+    owned || (ray_cluster.is_some() && pod.label("ray.io/cluster") == ray_cluster)
 }
 
 fn ours(namespace: Option<&str>, labels: Vec<(String, String)>, (api_version, kind): (&str, &str)) -> ListParams {
@@ -240,28 +284,22 @@ async fn list_or_empty(
     }
 }
 
-/// The training jobs InstantStart manages in a cluster (all namespaces unless one is given),
-/// newest first.
+/// The training jobs of a cluster, InstantStart's and foreign ones (all namespaces unless one
+/// is given), newest first.
 pub async fn list_jobs(
     kube: &dyn KubeApi,
     target: &KubeTarget,
     namespace: Option<&str>,
 ) -> Result<Vec<JobSummary>, ProviderError> {
-    let mut jobs = list_or_empty(kube, target, &ours(namespace, managed(), HYPERPOD_JOB)).await?;
-    jobs.extend(list_or_empty(kube, target, &ours(namespace, managed(), RAY_JOB)).await?);
-    let pods = list_or_empty(kube, target, &ours(namespace, managed(), ("v1", "Pod"))).await?;
+    let mut jobs = Vec::new();
+    for kind in JOB_KINDS {
+        jobs.extend(list_or_empty(kube, target, &ours(namespace, vec![], kind)).await?);
+    }
+    let pods = list_or_empty(kube, target, &ours(namespace, vec![], ("v1", "Pod"))).await?;
     let mut out: Vec<JobSummary> = jobs
         .iter()
         .filter_map(|j| {
-            let r = j.object_ref()?;
-            let mine: Vec<WorkloadPod> = pods
-                .iter()
-                .filter(|p| {
-                    p.label(super::LABEL_INSTANCE) == Some(r.name.as_str())
-                        && str_at(&p.0, "/metadata/namespace") == r.namespace.as_deref()
-                })
-                .map(pod_view)
-                .collect();
+            let mine: Vec<WorkloadPod> = pods.iter().filter(|p| job_owns(j, p)).map(pod_view).collect();
             job_summary(j, &mine)
         })
         .collect();
@@ -287,16 +325,18 @@ pub enum ReadError {
     NotReady(String),
 }
 
-/// Finds training job `name` (in `namespace`, or the only namespace that has one).
+/// Finds training job `name` (in `namespace`, or the only namespace that has one), InstantStart's
+/// or foreign.
 pub async fn find_job(
     kube: &dyn KubeApi,
     target: &KubeTarget,
     name: &str,
     namespace: Option<&str>,
 ) -> Result<KubeObject, ReadError> {
-    let labels = workload_labels(name);
-    let mut found = list_or_empty(kube, target, &ours(namespace, labels.clone(), HYPERPOD_JOB)).await?;
-    found.extend(list_or_empty(kube, target, &ours(namespace, labels, RAY_JOB)).await?);
+    let mut found = Vec::new();
+    for kind in JOB_KINDS {
+        found.extend(list_or_empty(kube, target, &ours(namespace, vec![], kind)).await?);
+    }
     found.retain(|j| str_at(&j.0, "/metadata/name") == Some(name));
     match found.len() {
         0 => Err(ReadError::Missing(match namespace {
@@ -314,7 +354,24 @@ pub async fn find_job(
     }
 }
 
-/// The pods of workload `name` in `namespace`, by name.
+/// The pods of training job `job` (InstantStart's or foreign), by name.
+pub async fn job_pods(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    job: &KubeObject,
+) -> Result<Vec<KubeObject>, ProviderError> {
+    if super::is_ours(job) {
+        let ns = str_at(&job.0, "/metadata/namespace").unwrap_or("default");
+        return workload_pods(kube, target, ns, str_at(&job.0, "/metadata/name").unwrap_or_default()).await;
+    }
+    let ns = str_at(&job.0, "/metadata/namespace").unwrap_or("default");
+    let mut pods = list_or_empty(kube, target, &ours(Some(ns), vec![], ("v1", "Pod"))).await?;
+    pods.retain(|p| job_owns(job, p));
+    pods.sort_by(|a, b| str_at(&a.0, "/metadata/name").cmp(&str_at(&b.0, "/metadata/name")));
+    Ok(pods)
+}
+
+/// The pods of workload `name` in `namespace` (InstantStart's labels), by name.
 pub async fn workload_pods(
     kube: &dyn KubeApi,
     target: &KubeTarget,
@@ -370,7 +427,7 @@ pub async fn job_detail(
 ) -> Result<JobDetail, ReadError> {
     let job = find_job(kube, target, name, namespace).await?;
     let ns = str_at(&job.0, "/metadata/namespace").unwrap_or("default").to_string();
-    let pods: Vec<WorkloadPod> = workload_pods(kube, target, &ns, name).await?.iter().map(pod_view).collect();
+    let pods: Vec<WorkloadPod> = job_pods(kube, target, &job).await?.iter().map(pod_view).collect();
     let summary = job_summary(&job, &pods).ok_or_else(|| ReadError::Missing(format!("job {name}")))?;
     let mut names: Vec<String> = pods.iter().map(|p| p.name.clone()).collect();
     names.push(name.to_string());
@@ -400,7 +457,7 @@ pub async fn log_pod(
 ) -> Result<(String, String), ReadError> {
     let job = find_job(kube, target, name, namespace).await?;
     let ns = str_at(&job.0, "/metadata/namespace").unwrap_or("default").to_string();
-    let pods = workload_pods(kube, target, &ns, name).await?;
+    let pods = job_pods(kube, target, &job).await?;
     let chosen = match pod {
         Some(p) => pods
             .iter()
@@ -708,6 +765,57 @@ mod tests {
             let e = check_prefix(bad).unwrap_err();
             assert_eq!(e.findings[0].field, "prefix", "{bad}");
         }
+    }
+
+    #[test]
+    fn foreign_jobs_are_marked_and_own_their_pods_by_owner_or_ray_cluster() {
+        let ours = KubeObject(json!({
+            "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+            "metadata": { "name": "a", "namespace": "default", "uid": "u-a",
+                          "labels": { "app.kubernetes.io/managed-by": "instantstart", "app.kubernetes.io/instance": "a" } },
+        }));
+        let theirs = KubeObject(json!({
+            "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+            "metadata": { "name": "b", "namespace": "default", "uid": "u-b" },
+        }));
+        let ray = KubeObject(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": { "name": "r", "namespace": "default", "uid": "u-r" },
+            "status": { "rayClusterName": "r-raycluster-x" },
+        }));
+        let kubeflow = KubeObject(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": { "name": "k", "namespace": "ml" },
+            "spec": { "pytorchReplicaSpecs": { "Master": { "replicas": 1 }, "Worker": { "replicas": 3 } } },
+            "status": { "conditions": [cond("Running", "PyTorchJobRunning")] },
+        }));
+        let pod = |ns: &str, labels: Value, owner: Option<&str>| {
+            let mut p = json!({ "metadata": { "name": "p", "namespace": ns, "labels": labels } });
+            if let Some(uid) = owner {
+                p["metadata"]["ownerReferences"] = json!([{ "kind": "X", "name": "x", "uid": uid }]);
+            }
+            KubeObject(p)
+        };
+        let managed = json!({ "app.kubernetes.io/managed-by": "instantstart", "app.kubernetes.io/instance": "a" });
+        // (job, pod, owned)
+        let cases = [
+            (&ours, pod("default", managed.clone(), None), true),
+            (&ours, pod("other", managed, None), false),
+            (&ours, pod("default", json!({ "app.kubernetes.io/instance": "a" }), None), false),
+            (&theirs, pod("default", json!({}), Some("u-b")), true),
+            (&theirs, pod("default", json!({}), Some("u-a")), false),
+            (&theirs, pod("default", json!({ "app.kubernetes.io/instance": "b" }), None), false),
+            (&ray, pod("default", json!({ "ray.io/cluster": "r-raycluster-x" }), None), true),
+            (&ray, pod("default", json!({ "ray.io/cluster": "other" }), None), false),
+        ];
+        for (i, (job, p, owned)) in cases.iter().enumerate() {
+            assert_eq!(job_owns(job, p), *owned, "case {i}");
+        }
+        assert!(!job_summary(&ours, &[]).unwrap().foreign);
+        assert!(job_summary(&theirs, &[]).unwrap().foreign);
+        let k = job_summary(&kubeflow, &[]).unwrap();
+        assert_eq!((k.runtime, k.replicas, k.phase, k.foreign), (JobRuntime::Pytorch, 4, JobPhase::Running, true));
+        assert_eq!(serde_json::to_value(k.runtime).unwrap(), "pytorch");
     }
 
     #[test]

@@ -224,7 +224,7 @@ pub struct LogMonitor {
     pub metric: Option<LogMetric>,
 }
 
-/// Compare the value captured by a [`LogMonitor`] pattern with a threshold.
+/// Compare the value captured by a log-monitoring pattern (`LogMonitor`) with a threshold.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogMetric {

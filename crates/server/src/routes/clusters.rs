@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use instantstart_core::engine::audit;
 use instantstart_core::operation::{OperationKind, OperationStatus};
 use instantstart_core::provider::{ClusterNode, EksCluster, HyperPodCluster};
-use instantstart_core::spec::ClusterCreateRequest;
+use instantstart_core::spec::{ClusterCreateRequest, fill_default_region};
 use instantstart_core::store::{ACTIVE_CLUSTER, ClusterRecord, OperationHead};
 use instantstart_core::workflow::cluster_target;
 use instantstart_core::workflow::delete_cluster::DeleteClusterRequest;
@@ -240,8 +240,9 @@ async fn create(
     Extension(principal): Extension<Principal>,
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
-    ApiBody(_, raw): ApiBody<ClusterCreateRequest>,
+    ApiBody(_, mut raw): ApiBody<ClusterCreateRequest>,
 ) -> Result<Response, ApiError> {
+    fill_default_region(&mut raw, &state.default_region);
     submit(&state, OperationKind::CreateCluster, raw, &principal, q.dry_run, key).await
 }
 
@@ -250,8 +251,9 @@ async fn import(
     Extension(principal): Extension<Principal>,
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
-    ApiBody(_, raw): ApiBody<ImportClusterRequest>,
+    ApiBody(_, mut raw): ApiBody<ImportClusterRequest>,
 ) -> Result<Response, ApiError> {
+    fill_default_region(&mut raw, &state.default_region);
     submit(&state, OperationKind::ImportCluster, raw, &principal, q.dry_run, key).await
 }
 

@@ -1,8 +1,9 @@
 //! Training jobs: submit (HyperPod or Ray), list, get, delete, logs, and the live log stream.
 //!
 //! Mutations go through the workload workflows of the engine (`submit_job`, `delete_job`);
-//! reads go through `instantstart_core::workload::read` (Kubernetes `list`/`get` with
-//! InstantStart's labels). A job name is unique per namespace; routes take an optional
+//! reads go through `instantstart_core::workload::read` (Kubernetes `list`/`get`). Jobs
+//! InstantStart did not create are listed and read with `foreign: true`; deleting one is a
+//! 422 from the workflow's assessment. A job name is unique per namespace; routes take an optional
 //! `?namespace=` and otherwise find the one namespace that has the job (`409` when several do).
 
 use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation};
