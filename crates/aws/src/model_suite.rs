@@ -831,6 +831,19 @@ pub const CASES: &[Case] = &[
     },
     Case {
         method: "HyperPodApi::update_hyperpod_cluster",
+        variant: "node recovery alone (features patch)",
+        world: World::Existing,
+        run: run!(|p| p
+            .update_hyperpod_cluster(&UpdateHyperPodCluster {
+                node_recovery: Some(NodeRecovery::None),
+                ..UpdateHyperPodCluster::of("us-east-1", "demo-hp")
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "sagemaker:ListTags"],
+    },
+    Case {
+        method: "HyperPodApi::update_hyperpod_cluster",
         variant: "tiered storage off, autoscaling off",
         world: World::Existing,
         run: run!(|p| p

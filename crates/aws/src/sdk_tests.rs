@@ -723,6 +723,11 @@ async fn settings_updates_echo_node_recovery() {
             UpdateHyperPodCluster { node_recovery: Some(NodeRecovery::None), tiered_storage: Some(None), ..of.clone() },
             json!({ "ClusterName": "demo-hp", "NodeRecovery": "None", "TieredStorageConfig": { "Mode": "Disable" } }),
         ),
+        // The features workflow's node-recovery step: NodeRecovery alone.
+        (
+            UpdateHyperPodCluster { node_recovery: Some(NodeRecovery::None), ..of.clone() },
+            json!({ "ClusterName": "demo-hp", "NodeRecovery": "None" }),
+        ),
     ];
     for (i, (req, want)) in cases.iter().enumerate() {
         p.update_hyperpod_cluster(req).await.unwrap();

@@ -393,6 +393,11 @@ pub struct FeatureSetArgs {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub autoscaling_instance_groups: Option<Value>,
+    /// HyperPod node recovery: "Automatic" (faulty nodes are rebooted or replaced) or "None"
+    /// (left to the user); managed autoscaling needs "Automatic". Omit to leave it as it is.
+    #[serde(default)]
+    #[schemars(with = "Option<instantstart_core::spec::NodeRecovery>")]
+    pub node_recovery: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }
@@ -406,6 +411,7 @@ impl FeatureSetArgs {
             ("tiered_checkpointing", &self.tiered_checkpointing),
             ("managed_autoscaling", &self.managed_autoscaling),
             ("autoscaling_instance_groups", &self.autoscaling_instance_groups),
+            ("node_recovery", &self.node_recovery),
         ])
     }
 }

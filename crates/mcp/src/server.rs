@@ -543,8 +543,9 @@ impl InstantStartMcp {
         name = "feature_get",
         description = "The managed features of a cluster as they really are (read from AWS): training operator, \
                        inference operator, managed tiered checkpointing (with its share of instance memory) and \
-                       managed autoscaling, plus autoscaling_scope (HyperPod instance groups only, not general EC2 \
-                       capacity). Call before feature_set and tell the user what is on and off.",
+                       managed autoscaling, node_recovery (Automatic or None), plus autoscaling_scope (HyperPod \
+                       instance groups only, not general EC2 capacity). Call before feature_set and tell the user what \
+                       is on and off.",
         annotations(
             title = "Get managed features",
             read_only_hint = true,
@@ -568,7 +569,9 @@ impl InstantStartMcp {
                        dependency-aware operation (prerequisite add-ons first; tiered checkpointing on builds the \
                        service account -> IAM role -> OIDC trust chain, off removes it; managed autoscaling on applies a \
                        HyperpodNodeClass + NodePool for every instance group, or for autoscaling_instance_groups, \
-                       off deletes them first). Switching a feature off removes its add-on or IAM chain: confirm first. dry_run returns the diff and the steps. \
+                       off deletes them first; node_recovery \"Automatic\" or \"None\" is one UpdateCluster, \
+                       ordered before autoscaling on and after autoscaling off). Switching a feature off removes its \
+                       add-on or IAM chain: confirm first. dry_run returns the diff and the steps. \
                        Returns the operation id: call operation_wait with it until the status is terminal.",
         annotations(
             title = "Change managed features",

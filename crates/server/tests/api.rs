@@ -818,6 +818,33 @@ async fn managed_features_are_reconciled_state() {
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.body["findings"][0]["field"], "patch.tiered_checkpointing.memory_percent");
+
+    // Node recovery: read from DescribeCluster, changed by an explicit diff; autoscaling needs
+    // Automatic (422 naming the field), so None goes with autoscaling off, after it.
+    assert_eq!(app.get("/api/clusters/demo/features").await.body["node_recovery"], "Automatic");
+    let kept = app
+        .send(Method::PATCH, "/api/clusters/demo/features", Some(json!({ "node_recovery": "Automatic" })), &[])
+        .await;
+    assert_eq!((kept.status, kept.body["no_change"].clone()), (StatusCode::OK, json!(true)));
+    let refused =
+        app.send(Method::PATCH, "/api/clusters/demo/features", Some(json!({ "node_recovery": "None" })), &[]).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", refused.body);
+    assert_eq!(refused.body["findings"][0]["field"], "patch.node_recovery");
+    let bad = app
+        .send(Method::PATCH, "/api/clusters/demo/features", Some(json!({ "node_recovery": "Sometimes" })), &[])
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let done = run(
+        &app,
+        Method::PATCH,
+        "/api/clusters/demo/features",
+        Some(json!({ "managed_autoscaling": false, "node_recovery": "None" })),
+    )
+    .await;
+    let keys: Vec<&str> = done["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys.last(), Some(&"node_recovery"), "{keys:?}");
+    let f = app.get("/api/clusters/demo/features").await.body;
+    assert_eq!((f["node_recovery"].clone(), f["managed_autoscaling"].clone()), (json!("None"), json!(false)));
 }
 
 fn sglang_endpoint(name: &str, replicas: u32, extra: Value) -> Value {

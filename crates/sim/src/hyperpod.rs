@@ -596,6 +596,15 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
             ));
         }
     }
+    // The same prerequisite, kept: NodeRecovery None on a cluster whose autoscaling stays on.
+    if req.node_recovery == Some(instantstart_core::spec::NodeRecovery::None)
+        && req.autoscaling.as_ref().map_or(h.autoscaling, |a| a.enabled)
+    {
+        return Err(invalid(
+            API,
+            "ValidationException: NodeRecovery must be Automatic while Karpenter autoscaling is enabled",
+        ));
+    }
     for name in &req.instance_groups_to_delete {
         if !h.groups.iter().any(|g| &g.name == name) {
             return Err(invalid(API, format!("ValidationException: instance group {name} does not exist")));
