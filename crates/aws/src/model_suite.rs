@@ -98,6 +98,7 @@ pub const METHODS: &[&str] = &[
     "HyperPodApi::list_cluster_nodes",
     "HyperPodApi::update_hyperpod_cluster",
     "HyperPodApi::batch_node_action",
+    "HyperPodApi::start_cluster_health_check",
     "S3Api::describe_bucket",
     "S3Api::create_bucket",
     "S3Api::delete_bucket",
@@ -892,6 +893,49 @@ pub const CASES: &[Case] = &[
         expect: &["sagemaker:BatchDeleteClusterNodes"],
     },
     Case {
+        method: "HyperPodApi::start_cluster_health_check",
+        variant: "whole group, both checks",
+        world: World::Existing,
+        run: run!(|p| p
+            .start_cluster_health_check(
+                "us-east-1",
+                "demo-hp",
+                &[HealthCheckTarget {
+                    instance_group: "workers".into(),
+                    node_ids: vec![],
+                    checks: vec![DeepHealthCheck::InstanceStress, DeepHealthCheck::InstanceConnectivity],
+                }]
+            )
+            .await
+            .unwrap()),
+        expect: &["sagemaker:StartClusterHealthCheck"],
+    },
+    Case {
+        method: "HyperPodApi::start_cluster_health_check",
+        variant: "named nodes of two groups",
+        world: World::Existing,
+        run: run!(|p| p
+            .start_cluster_health_check(
+                "us-east-1",
+                "demo-hp",
+                &[
+                    HealthCheckTarget {
+                        instance_group: "workers".into(),
+                        node_ids: vec!["i-0123456789abcdef0".into(), "i-0abcdef1".into()],
+                        checks: vec![DeepHealthCheck::InstanceStress],
+                    },
+                    HealthCheckTarget {
+                        instance_group: "extra".into(),
+                        node_ids: vec!["i-0123456789abcdef1".into()],
+                        checks: vec![DeepHealthCheck::InstanceConnectivity],
+                    },
+                ]
+            )
+            .await
+            .unwrap()),
+        expect: &["sagemaker:StartClusterHealthCheck"],
+    },
+    Case {
         method: "AwsProvider::update_cluster_software",
         variant: "named groups",
         world: World::Existing,
@@ -1482,7 +1526,8 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
         "sagemaker:CreateCluster"
         | "sagemaker:DeleteCluster"
         | "sagemaker:UpdateCluster"
-        | "sagemaker:UpdateClusterSoftware" => Canned::json(json!({ "ClusterArn": HP_ARN })),
+        | "sagemaker:UpdateClusterSoftware"
+        | "sagemaker:StartClusterHealthCheck" => Canned::json(json!({ "ClusterArn": HP_ARN })),
         "sagemaker:ListClusterNodes" => {
             Canned::json(json!({ "ClusterNodeSummaries": [{ "InstanceGroupName": "workers",
             "InstanceId": "i-0123456789abcdef0", "InstanceType": "ml.p5.48xlarge", "LaunchTime": 1_700_000_000.0,

@@ -348,6 +348,21 @@ pub struct NodeRebootArgs {
     pub mutation: MutationArgs,
 }
 
+/// `health_check_start`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct HealthCheckStartArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// 1-99 instance groups, each `{"name": "workers", "checks": ["InstanceStress"],
+    /// "node_ids": ["i-…"]}`: checks `InstanceStress` (accelerator stress) and/or
+    /// `InstanceConnectivity` (EFA; the type needs EFA); node_ids (from node_list) limit the
+    /// checks to those nodes, omitted = every Running node of the group.
+    #[schemars(with = "Vec<instantstart_core::workflow::health_checks::HealthCheckGroup>")]
+    pub instance_groups: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
 /// `node_replace` and `node_delete`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NodeLossyArgs {
