@@ -26,6 +26,14 @@ export const FEATURES = [
 
 export const DEFAULT_MEMORY_PERCENT = 20;
 
+/** HyperPod node recovery (UpdateCluster NodeRecovery): a choice, not a switch. */
+export const NODE_RECOVERY = {
+  key: 'node_recovery',
+  label: 'Node recovery',
+  help: 'Automatic: HyperPod reboots or replaces nodes that fail health checks. None: faulty nodes are only labelled; you reboot or replace them. Managed autoscaling needs Automatic.',
+  values: ['Automatic', 'None'],
+};
+
 /** The actual state from GET …/features, whatever envelope it comes in. */
 export function normalizeFeatures(raw) {
   const src = raw && typeof raw === 'object' ? (raw.actual || raw.features || raw.state || raw) : {};
@@ -43,6 +51,7 @@ export function normalizeFeatures(raw) {
     managed_autoscaling: !!src.managed_autoscaling,
     // The HyperpodNodeClass's instance groups, when autoscaling is on (null: unknown / every group).
     autoscaling_instance_groups: Array.isArray(src.autoscaling_instance_groups) ? src.autoscaling_instance_groups.map(String) : null,
+    node_recovery: src.node_recovery === 'None' ? 'None' : 'Automatic',
   };
 }
 
@@ -68,6 +77,9 @@ export function featuresPatch(actual, desired) {
     patch.managed_autoscaling = true;
     patch.autoscaling_instance_groups = groups;
   }
+  if (desired.node_recovery && desired.node_recovery !== actual.node_recovery) {
+    patch.node_recovery = desired.node_recovery;
+  }
   const a = actual.tiered_checkpointing;
   const d = desired.tiered_checkpointing;
   if (!a && d) {
@@ -83,6 +95,7 @@ export function featuresPatch(actual, desired) {
 const show = (key, v) => {
   if (key === 'tiered_checkpointing') return v ? `on, ${v.memory_percent}% of memory` : 'off';
   if (key === 'autoscaling_instance_groups') return Array.isArray(v) ? v.join(', ') : 'none';
+  if (key === NODE_RECOVERY.key) return String(v);
   return v ? 'on' : 'off';
 };
 
@@ -98,6 +111,9 @@ export function describePatch(actual, patch) {
         : null;
     }
     lines.push({ field: f.key, label: f.label, from: show(f.key, actual[f.key]), to: show(f.key, to) });
+  }
+  if (patch.node_recovery) {
+    lines.push({ field: NODE_RECOVERY.key, label: NODE_RECOVERY.label, from: actual.node_recovery, to: patch.node_recovery });
   }
   if (patch.autoscaling_instance_groups) {
     lines.push({
@@ -116,7 +132,9 @@ export function describeServerChanges(plan) {
   if (!changes) return null;
   return changes.map((c) => {
     const f = FEATURES.find((x) => x.key === c.field);
-    const label = f ? f.label : (c.field === 'autoscaling_instance_groups' ? 'Instance groups Karpenter may scale' : c.field);
+    const label = f ? f.label
+      : c.field === 'autoscaling_instance_groups' ? 'Instance groups Karpenter may scale'
+        : c.field === NODE_RECOVERY.key ? NODE_RECOVERY.label : c.field;
     return { field: c.field, label, from: show(c.field, c.from), to: show(c.field, c.to) };
   });
 }

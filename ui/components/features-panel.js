@@ -6,7 +6,7 @@
 
 import { h, replace, id, announce } from '../dom.js';
 import { get, patch, seg, newIdempotencyKey } from '../api.js';
-import { FEATURES, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges, parseGroups } from '../features.js';
+import { FEATURES, NODE_RECOVERY, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges, parseGroups } from '../features.js';
 import { showFindings, clearFindings } from '../fields.js';
 import { diffList, stepList, planTiming, refusal, followOperation } from '../day2.js';
 
@@ -120,6 +120,14 @@ class FeaturesPanel extends HTMLElement {
         h('p', { class: 'help', id: `${inputId}-help` }, f.help),
         extra);
     });
+    const recoveryId = id('recovery');
+    this.recovery = h('select', {
+      id: recoveryId, name: NODE_RECOVERY.key, dataset: { field: NODE_RECOVERY.key },
+      'aria-describedby': `${recoveryId}-help`, onchange: () => this.changed(),
+    }, NODE_RECOVERY.values.map((v) => h('option', { value: v, selected: v === a.node_recovery }, v)));
+    rows.push(h('div', { class: 'feature', dataset: { feature: NODE_RECOVERY.key } },
+      h('div', { class: 'field inline' }, h('label', { for: recoveryId }, NODE_RECOVERY.label), this.recovery),
+      h('p', { class: 'help', id: `${recoveryId}-help` }, NODE_RECOVERY.help)));
     this.reviewBtn = h('button', { type: 'button', class: 'btn', disabled: true, onclick: () => this.review() }, 'Review changes');
     this.count = h('span', { class: 'muted', role: 'status' }, 'No changes');
     this.diffBox = h('div', { class: 'diff-box', hidden: true, tabindex: '-1' });
@@ -145,6 +153,7 @@ class FeaturesPanel extends HTMLElement {
       }
     }
     d.autoscaling_instance_groups = parseGroups(this.groups.value);
+    d.node_recovery = this.recovery.value;
     return d;
   }
 

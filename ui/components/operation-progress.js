@@ -32,6 +32,7 @@ export const KIND_TITLES = {
   assign_pool_worker: 'Move pool worker',
   create_tracking_server: 'Create MLflow tracking server',
   delete_tracking_server: 'Delete MLflow tracking server',
+  start_health_check: 'Deep health checks',
 };
 
 const CLUSTER_KINDS = new Set(['create_cluster', 'delete_cluster', 'import_cluster']);

@@ -55,10 +55,11 @@ export function nodesSection({ name, speed, reload }) {
     reboot: h('button', { type: 'button', class: 'btn small', onclick: () => act('reboot', [...st.selected]) }, 'Reboot selected'),
     replace: h('button', { type: 'button', class: 'btn small', onclick: () => act('replace', [...st.selected]) }, 'Replace selected…'),
     delete: h('button', { type: 'button', class: 'btn small danger-outline', onclick: () => act('delete', [...st.selected]) }, 'Delete selected…'),
+    check: h('button', { type: 'button', class: 'btn small', id: 'nodes-health-check', onclick: () => healthCheck([...st.selected]) }, 'Health check selected…'),
     clear: h('button', { type: 'button', class: 'btn small ghost', onclick: () => { st.selected.clear(); renderTable(); bulk.reboot.focus(); } }, 'Clear selection'),
   };
   const toolbar = h('div', { class: 'bulkbar', role: 'toolbar', 'aria-label': 'Actions on the selected nodes' },
-    selCount, bulk.reboot, bulk.replace, bulk.delete, bulk.clear);
+    selCount, bulk.check, bulk.reboot, bulk.replace, bulk.delete, bulk.clear);
   const tableSlot = h('div', { class: 'nodes-slot' }, h('p', { class: 'muted' }, 'Reading the nodes…'));
   const activity = h('div', { class: 'activity-slot', id: 'nodes-activity' });
   const el = h('section', { class: 'card', 'aria-labelledby': 'nodes-title', id: 'nodes-card' },
@@ -90,7 +91,7 @@ export function nodesSection({ name, speed, reload }) {
   function syncToolbar() {
     const n = st.selected.size;
     selCount.textContent = n ? `${plural(n, 'node')} selected` : 'No nodes selected';
-    for (const key of ['reboot', 'replace', 'delete', 'clear']) bulk[key].disabled = n === 0;
+    for (const key of ['check', 'reboot', 'replace', 'delete', 'clear']) bulk[key].disabled = n === 0;
     const all = tableSlot.querySelector('#nodes-select-all');
     if (all) {
       const shown = Math.min(st.nodes.length, NODE_LIMIT);
@@ -336,5 +337,66 @@ export function nodesSection({ name, speed, reload }) {
     followOperation(activity, op, { title: `${a.verb} ${what}`, speed, onSettled: () => reload(), onClose: () => closeActivity(ids[0]) });
   }
 
-  return { el, update, investigate, act };
+  // ---- deep health checks on demand ---------------------------------------------------------
+
+  /** StartClusterHealthCheck on the selected nodes, grouped by instance group. */
+  async function healthCheck(ids) {
+    if (!ids.length) return;
+    const byGroup = new Map();
+    for (const nid of ids) {
+      const n = st.nodes.find((x) => x.instance_id === nid);
+      if (!n) continue;
+      if (!byGroup.has(n.instance_group)) byGroup.set(n.instance_group, []);
+      byGroup.get(n.instance_group).push(nid);
+    }
+    const key = api.newIdempotencyKey();
+    const path = `/api/clusters/${api.seg(name)}/health-checks`;
+    const stressId = id('chk');
+    const connId = id('chk');
+    const stress = h('input', { type: 'checkbox', id: stressId, checked: true, value: 'InstanceStress' });
+    const conn = h('input', { type: 'checkbox', id: connId, value: 'InstanceConnectivity' });
+    const refusalSlot = h('div', {});
+    const body = h('div', { class: 'dialog-fields' },
+      h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
+      h('p', {}, 'SageMaker runs deep health checks on these nodes. While they run the nodes show DeepHealthCheckInProgress and take no work (tens of minutes on large accelerators); a node that fails is rebooted or replaced when node recovery is Automatic, else it shows Failure.'),
+      h('ul', { class: 'node-list', 'aria-label': 'Nodes by instance group' },
+        [...byGroup].map(([g, nodes], i) => h('li', { class: 'field', dataset: { field: `instance_groups[${i}]` } },
+          h('strong', {}, g), ': ', h('span', { class: 'mono' }, nodes.join(', '))))),
+      h('fieldset', { class: 'field', dataset: { field: 'instance_groups[0].checks' } },
+        h('legend', {}, 'Checks'),
+        h('div', { class: 'field check' }, stress, h('label', { for: stressId }, 'Accelerator stress (InstanceStress)')),
+        h('div', { class: 'field check' }, conn, h('label', { for: connId }, 'EFA connectivity (InstanceConnectivity; needs an instance type with EFA)'))),
+      refusalSlot);
+    const op = await openDialog({
+      title: `Run deep health checks on ${plural(ids.length, 'node')}?`,
+      body,
+      confirmLabel: 'Start health checks',
+      className: 'health-check-dialog',
+      onConfirm: async (form) => {
+        clearFindings(form);
+        const checks = [stress, conn].filter((c) => c.checked).map((c) => c.value);
+        const req = { instance_groups: [...byGroup].map(([g, nodes]) => ({ name: g, node_ids: nodes, checks })) };
+        replace(refusalSlot);
+        try {
+          const { data } = await api.post(path, req, { idempotencyKey: key });
+          return data.operation;
+        } catch (err) {
+          if (err.findings.length) {
+            showFindings(form, err, { compact: true });
+            err.shown = true;
+          } else if (err.status !== 401) {
+            replace(refusalSlot, refusal(err));
+            err.shown = true;
+          }
+          throw err;
+        }
+      },
+    });
+    if (!op) return;
+    for (const nid of ids) st.selected.delete(nid);
+    renderTable();
+    followOperation(activity, op, { title: `Deep health checks on ${plural(ids.length, 'node')}`, speed, onSettled: () => reload(), onClose: () => closeActivity(ids[0]) });
+  }
+
+  return { el, update, investigate, act, healthCheck };
 }

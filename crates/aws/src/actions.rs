@@ -117,6 +117,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sagemaker:ListClusters",
     "sagemaker:ListMlflowTrackingServers",
     "sagemaker:ListTags",
+    "sagemaker:StartClusterHealthCheck",
     "sagemaker:UpdateCluster",
     "sagemaker:UpdateClusterSoftware",
     // SageMaker managed MLflow data plane (SigV4 REST, `mlflow.rs`)

@@ -37,6 +37,10 @@
 //! (another update in progress) is `Conflict`. Batch reboot/replace/delete report per-node
 //! outcomes; the service's refusals come back as `failed` entries, not as an error.
 //!
+//! [`HyperPodApi::start_cluster_health_check`] sends one `StartClusterHealthCheck` with a
+//! `DeepHealthCheckConfigurations` entry per instance group (`InstanceIds` only when nodes are
+//! named: absent means the whole group).
+//!
 //! [`AwsProvider::describe_cluster_node`] reads one node with its placement.
 //! [`AwsProvider::update_cluster_software`] (inherent until the traits carry it) patches the
 //! given groups (all when none is named) to the latest HyperPod AMI, rolling in batches.
@@ -62,9 +66,9 @@ use aws_sdk_sagemaker::types::{
 };
 use instantstart_core::instance_types::is_accelerated_family;
 use instantstart_core::provider::{
-    BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
-    HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan,
-    UpdateHyperPodCluster, is_owned,
+    BatchNodeResult, ClusterNode, CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi,
+    HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, ProviderError,
+    ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan, UpdateHyperPodCluster, is_owned,
 };
 use instantstart_core::spec::{
     CapacitySpec, DeepHealthChecks, InterfaceMode, LifecycleScript, NodeRecovery, TieredCheckpointing,
@@ -160,6 +164,13 @@ pub fn cluster_vpc_config(groups: &[HyperPodInstanceGroupRequest]) -> VpcConfig 
         .set_security_group_ids(Some(sgs.into_iter().map(str::to_string).collect()))
         .set_subnets(Some(subnets.into_iter().map(str::to_string).collect()))
         .build()
+}
+
+fn deep_health_check(c: DeepHealthCheck) -> DeepHealthCheckType {
+    match c {
+        DeepHealthCheck::InstanceStress => DeepHealthCheckType::InstanceStress,
+        DeepHealthCheck::InstanceConnectivity => DeepHealthCheckType::InstanceConnectivity,
+    }
 }
 
 fn node_recovery(n: NodeRecovery) -> ClusterNodeRecovery {
@@ -653,6 +664,36 @@ impl HyperPodApi for AwsProvider {
     async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
         let c = self.region(&req.region).await?;
         update(&c.sagemaker, req).await
+    }
+
+    async fn start_cluster_health_check(
+        &self,
+        region: &str,
+        cluster: &str,
+        targets: &[HealthCheckTarget],
+    ) -> Result<()> {
+        use aws_sdk_sagemaker::types::InstanceGroupHealthCheckConfiguration as Config;
+        const API: &str = "sagemaker:StartClusterHealthCheck";
+        let configs = targets
+            .iter()
+            .map(|t| {
+                Config::builder()
+                    .instance_group_name(&t.instance_group)
+                    .set_instance_ids((!t.node_ids.is_empty()).then(|| t.node_ids.clone()))
+                    .set_deep_health_checks(Some(t.checks.iter().map(|c| deep_health_check(*c)).collect()))
+                    .build()
+                    .map_err(|e| invalid(API, e.to_string()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let c = self.region(region).await?;
+        c.sagemaker
+            .start_cluster_health_check()
+            .cluster_name(cluster)
+            .set_deep_health_check_configurations(Some(configs))
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        Ok(())
     }
 
     async fn batch_node_action(

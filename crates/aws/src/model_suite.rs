@@ -98,6 +98,7 @@ pub const METHODS: &[&str] = &[
     "HyperPodApi::list_cluster_nodes",
     "HyperPodApi::update_hyperpod_cluster",
     "HyperPodApi::batch_node_action",
+    "HyperPodApi::start_cluster_health_check",
     "S3Api::describe_bucket",
     "S3Api::create_bucket",
     "S3Api::delete_bucket",
@@ -831,6 +832,19 @@ pub const CASES: &[Case] = &[
     },
     Case {
         method: "HyperPodApi::update_hyperpod_cluster",
+        variant: "node recovery alone (features patch)",
+        world: World::Existing,
+        run: run!(|p| p
+            .update_hyperpod_cluster(&UpdateHyperPodCluster {
+                node_recovery: Some(NodeRecovery::None),
+                ..UpdateHyperPodCluster::of("us-east-1", "demo-hp")
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "sagemaker:ListTags"],
+    },
+    Case {
+        method: "HyperPodApi::update_hyperpod_cluster",
         variant: "tiered storage off, autoscaling off",
         world: World::Existing,
         run: run!(|p| p
@@ -877,6 +891,49 @@ pub const CASES: &[Case] = &[
             .await
             .unwrap()),
         expect: &["sagemaker:BatchDeleteClusterNodes"],
+    },
+    Case {
+        method: "HyperPodApi::start_cluster_health_check",
+        variant: "whole group, both checks",
+        world: World::Existing,
+        run: run!(|p| p
+            .start_cluster_health_check(
+                "us-east-1",
+                "demo-hp",
+                &[HealthCheckTarget {
+                    instance_group: "workers".into(),
+                    node_ids: vec![],
+                    checks: vec![DeepHealthCheck::InstanceStress, DeepHealthCheck::InstanceConnectivity],
+                }]
+            )
+            .await
+            .unwrap()),
+        expect: &["sagemaker:StartClusterHealthCheck"],
+    },
+    Case {
+        method: "HyperPodApi::start_cluster_health_check",
+        variant: "named nodes of two groups",
+        world: World::Existing,
+        run: run!(|p| p
+            .start_cluster_health_check(
+                "us-east-1",
+                "demo-hp",
+                &[
+                    HealthCheckTarget {
+                        instance_group: "workers".into(),
+                        node_ids: vec!["i-0123456789abcdef0".into(), "i-0abcdef1".into()],
+                        checks: vec![DeepHealthCheck::InstanceStress],
+                    },
+                    HealthCheckTarget {
+                        instance_group: "extra".into(),
+                        node_ids: vec!["i-0123456789abcdef1".into()],
+                        checks: vec![DeepHealthCheck::InstanceConnectivity],
+                    },
+                ]
+            )
+            .await
+            .unwrap()),
+        expect: &["sagemaker:StartClusterHealthCheck"],
     },
     Case {
         method: "AwsProvider::update_cluster_software",
@@ -1469,7 +1526,8 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
         "sagemaker:CreateCluster"
         | "sagemaker:DeleteCluster"
         | "sagemaker:UpdateCluster"
-        | "sagemaker:UpdateClusterSoftware" => Canned::json(json!({ "ClusterArn": HP_ARN })),
+        | "sagemaker:UpdateClusterSoftware"
+        | "sagemaker:StartClusterHealthCheck" => Canned::json(json!({ "ClusterArn": HP_ARN })),
         "sagemaker:ListClusterNodes" => {
             Canned::json(json!({ "ClusterNodeSummaries": [{ "InstanceGroupName": "workers",
             "InstanceId": "i-0123456789abcdef0", "InstanceType": "ml.p5.48xlarge", "LaunchTime": 1_700_000_000.0,

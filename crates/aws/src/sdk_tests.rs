@@ -723,11 +723,56 @@ async fn settings_updates_echo_node_recovery() {
             UpdateHyperPodCluster { node_recovery: Some(NodeRecovery::None), tiered_storage: Some(None), ..of.clone() },
             json!({ "ClusterName": "demo-hp", "NodeRecovery": "None", "TieredStorageConfig": { "Mode": "Disable" } }),
         ),
+        // The features workflow's node-recovery step: NodeRecovery alone.
+        (
+            UpdateHyperPodCluster { node_recovery: Some(NodeRecovery::None), ..of.clone() },
+            json!({ "ClusterName": "demo-hp", "NodeRecovery": "None" }),
+        ),
     ];
     for (i, (req, want)) in cases.iter().enumerate() {
         p.update_hyperpod_cluster(req).await.unwrap();
         assert_eq!(replay.of("UpdateCluster")[i].json(), *want, "case {i}");
     }
+}
+
+/// StartClusterHealthCheck: one configuration per group, `InstanceIds` only when nodes are
+/// named (absent = the whole group), the checks by SageMaker's names; ResourceNotFound is
+/// NotFound. moto has no StartClusterHealthCheck: tested here.
+#[tokio::test]
+async fn start_cluster_health_check_sends_one_configuration_per_group() {
+    use instantstart_core::provider::{DeepHealthCheck, HealthCheckTarget};
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "StartClusterHealthCheck" if r.json()["ClusterName"] == "gone-hp" => {
+            Canned::json_error(400, "ResourceNotFound", "Cluster gone-hp not found")
+        }
+        "StartClusterHealthCheck" => {
+            Canned::json(json!({ "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123" }))
+        }
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let targets = [
+        HealthCheckTarget {
+            instance_group: "workers".into(),
+            node_ids: vec![],
+            checks: vec![DeepHealthCheck::InstanceStress, DeepHealthCheck::InstanceConnectivity],
+        },
+        HealthCheckTarget {
+            instance_group: "extra".into(),
+            node_ids: vec!["i-0123456789abcdef0".into()],
+            checks: vec![DeepHealthCheck::InstanceStress],
+        },
+    ];
+    p.start_cluster_health_check("us-east-1", "demo-hp", &targets).await.unwrap();
+    assert_eq!(
+        replay.of("StartClusterHealthCheck")[0].json(),
+        json!({ "ClusterName": "demo-hp", "DeepHealthCheckConfigurations": [
+            { "InstanceGroupName": "workers", "DeepHealthChecks": ["InstanceStress", "InstanceConnectivity"] },
+            { "InstanceGroupName": "extra", "InstanceIds": ["i-0123456789abcdef0"], "DeepHealthChecks": ["InstanceStress"] }
+        ] })
+    );
+    let e = p.start_cluster_health_check("us-east-1", "gone-hp", &targets).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::NotFound, "{e}");
 }
 
 #[tokio::test]

@@ -852,6 +852,14 @@ impl HyperPodApi for MotoCloud {
     async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
         self.real.update_hyperpod_cluster(req).await
     }
+    async fn start_cluster_health_check(
+        &self,
+        region: &str,
+        cluster: &str,
+        targets: &[instantstart_core::provider::HealthCheckTarget],
+    ) -> Result<()> {
+        self.real.start_cluster_health_check(region, cluster, targets).await
+    }
     async fn batch_node_action(
         &self,
         region: &str,

@@ -604,6 +604,28 @@ impl Client {
         self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
     }
 
+    /// `POST /api/clusters/{cluster}/health-checks`: deep health checks on the given instance
+    /// groups (whole, or named nodes); the operation ends with each node's result.
+    pub async fn start_health_check(
+        &self,
+        cluster: &str,
+        groups: &[instantstart_core::workflow::health_checks::HealthCheckGroup],
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.start_health_check_json(cluster, &serde_json::json!({ "instance_groups": groups }), opts).await
+    }
+
+    /// [`Client::start_health_check`] with a JSON body as given (`{instance_groups: [...]}`).
+    pub async fn start_health_check_json(
+        &self,
+        cluster: &str,
+        body: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "health-checks"];
+        self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
+    }
+
     /// `GET /api/clusters/{name}/features`: the managed features as they really are.
     pub async fn features(&self, cluster: &str) -> Result<Features, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "features"])).await

@@ -2,7 +2,7 @@
 //! with the real state and produces a [`Plan`]. An empty plan means "already in this state":
 //! no operation is created and no provider is called.
 
-use crate::spec::{InstanceGroupSpec, ManagedFeatures, TieredCheckpointing, check_instance_group_update};
+use crate::spec::{InstanceGroupSpec, ManagedFeatures, NodeRecovery, TieredCheckpointing, check_instance_group_update};
 use crate::validate::{Findings, Validate, ValidationError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,10 @@ pub struct FeaturesPatch {
     /// of the cluster's groups). Absent: every eligible group, and groups added later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling_instance_groups: Option<Vec<String>>,
+    /// HyperPod node recovery: `Automatic` or `None` (sent to UpdateCluster as `NodeRecovery`).
+    /// Managed autoscaling needs `Automatic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_recovery: Option<NodeRecovery>,
 }
 
 /// Default memory share for tiered checkpointing when enabling without one.
@@ -94,6 +98,9 @@ impl FeaturesPatch {
         }
         if let Some(v) = self.managed_autoscaling {
             d.managed_autoscaling = v;
+        }
+        if let Some(v) = self.node_recovery {
+            d.node_recovery = v;
         }
         if let Some(tc) = self.tiered_checkpointing {
             d.tiered_checkpointing = tc.enabled.then(|| TieredCheckpointing {
@@ -157,6 +164,18 @@ pub fn plan_features(target: &str, patch: &FeaturesPatch, actual: &ManagedFeatur
     plan.compare("inference_operator", &actual.inference_operator, &desired.inference_operator);
     plan.compare("tiered_checkpointing", &actual.tiered_checkpointing, &desired.tiered_checkpointing);
     plan.compare("managed_autoscaling", &actual.managed_autoscaling, &desired.managed_autoscaling);
+    plan.compare("node_recovery", &actual.node_recovery, &desired.node_recovery);
+    // HyperPod autoscaling needs NodeRecovery Automatic (sagemaker-hyperpod-eks-autoscaling,
+    // Prerequisites): the end state must keep that true, whichever of the two changes.
+    if desired.managed_autoscaling
+        && desired.node_recovery != NodeRecovery::Automatic
+        && (plan.changes.iter().any(|c| c.field == "node_recovery" || c.field == "managed_autoscaling"))
+    {
+        return Err(ValidationError::unprocessable(
+            "node_recovery",
+            "managed autoscaling needs node recovery Automatic; turn managed_autoscaling off first (or in the same request)",
+        ));
+    }
     Ok(plan)
 }
 
@@ -198,6 +217,7 @@ mod tests {
             inference_operator: true,
             tiered_checkpointing: Some(TieredCheckpointing { memory_percent: 30 }),
             managed_autoscaling: false,
+            node_recovery: NodeRecovery::Automatic,
         };
         let patch = FeaturesPatch { managed_autoscaling: Some(true), ..Default::default() };
         let plan = plan_features("demo", &patch, &actual).unwrap();
@@ -248,6 +268,37 @@ mod tests {
                 p.check().err().map(|e| e.findings.into_iter().map(|f| f.field).collect()).unwrap_or_default();
             assert_eq!(got, want, "case {i}");
         }
+    }
+
+    #[test]
+    fn node_recovery_is_an_explicit_diff_and_autoscaling_keeps_it_automatic() {
+        let on = ManagedFeatures::default();
+        let none = FeaturesPatch { node_recovery: Some(NodeRecovery::None), ..Default::default() };
+        assert_eq!(plan_features("c", &none, &on).unwrap().render(), "node_recovery: \"Automatic\" -> \"None\"");
+        let already = ManagedFeatures { node_recovery: NodeRecovery::None, ..Default::default() };
+        assert!(plan_features("c", &none, &already).unwrap().is_noop());
+        // (actual autoscaling, patch autoscaling, patch recovery, refused)
+        let cases = [
+            (true, None, Some(NodeRecovery::None), true),
+            (true, Some(false), Some(NodeRecovery::None), false),
+            (false, Some(true), Some(NodeRecovery::None), true),
+            (false, Some(true), Some(NodeRecovery::Automatic), false),
+            (true, Some(true), Some(NodeRecovery::Automatic), false),
+        ];
+        for (i, (auto, patch_auto, recovery, refused)) in cases.into_iter().enumerate() {
+            let actual = ManagedFeatures { managed_autoscaling: auto, ..Default::default() };
+            let p = FeaturesPatch { managed_autoscaling: patch_auto, node_recovery: recovery, ..Default::default() };
+            match plan_features("c", &p, &actual) {
+                Err(e) => {
+                    assert!(refused, "case {i}: {e:?}");
+                    assert_eq!(e.findings[0].field, "node_recovery", "case {i}");
+                    assert_eq!(e.kind, crate::validate::ValidationKind::Unprocessable, "case {i}");
+                }
+                Ok(_) => assert!(!refused, "case {i}"),
+            }
+        }
+        let p: FeaturesPatch = serde_json::from_str(r#"{"node_recovery":"None"}"#).unwrap();
+        assert_eq!(p.node_recovery, Some(NodeRecovery::None));
     }
 
     #[test]

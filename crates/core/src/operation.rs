@@ -101,6 +101,7 @@ pub enum OperationKind {
     AssignPoolWorker,
     CreateTrackingServer,
     DeleteTrackingServer,
+    StartHealthCheck,
 }
 
 impl OperationKind {
@@ -126,6 +127,7 @@ impl OperationKind {
         OperationKind::AssignPoolWorker,
         OperationKind::CreateTrackingServer,
         OperationKind::DeleteTrackingServer,
+        OperationKind::StartHealthCheck,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -150,6 +152,7 @@ impl OperationKind {
             OperationKind::AssignPoolWorker => "assign_pool_worker",
             OperationKind::CreateTrackingServer => "create_tracking_server",
             OperationKind::DeleteTrackingServer => "delete_tracking_server",
+            OperationKind::StartHealthCheck => "start_health_check",
         }
     }
 

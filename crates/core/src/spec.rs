@@ -237,6 +237,10 @@ pub struct ManagedFeatures {
     pub tiered_checkpointing: Option<TieredCheckpointing>,
     /// Managed Karpenter-based autoscaling of HyperPod instance groups.
     pub managed_autoscaling: bool,
+    /// HyperPod node recovery (`NodeRecovery` of the HyperPod cluster): `Automatic` replaces or
+    /// reboots faulty nodes, `None` leaves them to the operator. Changeable after creation.
+    #[serde(default)]
+    pub node_recovery: NodeRecovery,
 }
 
 /// Managed tiered checkpointing settings.

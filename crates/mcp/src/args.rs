@@ -348,6 +348,21 @@ pub struct NodeRebootArgs {
     pub mutation: MutationArgs,
 }
 
+/// `health_check_start`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct HealthCheckStartArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// 1-99 instance groups, each `{"name": "workers", "checks": ["InstanceStress"],
+    /// "node_ids": ["i-…"]}`: checks `InstanceStress` (accelerator stress) and/or
+    /// `InstanceConnectivity` (EFA; the type needs EFA); node_ids (from node_list) limit the
+    /// checks to those nodes, omitted = every Running node of the group.
+    #[schemars(with = "Vec<instantstart_core::workflow::health_checks::HealthCheckGroup>")]
+    pub instance_groups: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
 /// `node_replace` and `node_delete`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NodeLossyArgs {
@@ -393,6 +408,11 @@ pub struct FeatureSetArgs {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub autoscaling_instance_groups: Option<Value>,
+    /// HyperPod node recovery: "Automatic" (faulty nodes are rebooted or replaced) or "None"
+    /// (left to the user); managed autoscaling needs "Automatic". Omit to leave it as it is.
+    #[serde(default)]
+    #[schemars(with = "Option<instantstart_core::spec::NodeRecovery>")]
+    pub node_recovery: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }
@@ -406,6 +426,7 @@ impl FeatureSetArgs {
             ("tiered_checkpointing", &self.tiered_checkpointing),
             ("managed_autoscaling", &self.managed_autoscaling),
             ("autoscaling_instance_groups", &self.autoscaling_instance_groups),
+            ("node_recovery", &self.node_recovery),
         ])
     }
 }

@@ -2,7 +2,7 @@
 //! [`instantstart_client::Client`].
 //!
 //! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
-//! `instance_group_*`, `node_*`, `feature_*`, `storage_*`, `model_*`, `job_*`, `endpoint_*`,
+//! `instance_group_*`, `node_*`, `health_check_*`, `feature_*`, `storage_*`, `model_*`, `job_*`, `endpoint_*`,
 //! `pool_*`, `mlflow_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
 //! cluster when omitted). Every tool sets all
 //! four MCP hints explicitly: `readOnlyHint`, `destructiveHint`, `idempotentHint`,
@@ -537,14 +537,41 @@ impl InstantStartMcp {
         self.node_action(&a.cluster, NodeAction::Delete, body, &a.mutation).await
     }
 
+    #[tool(
+        name = "health_check_start",
+        description = "Run SageMaker HyperPod deep health checks on demand: InstanceStress (accelerator stress) \
+                       and/or InstanceConnectivity (EFA) on whole instance groups or named nodes. Accelerated (GPU, \
+                       Trainium) groups only; InstanceConnectivity needs a type with EFA (both refused with a 422 \
+                       naming the field). The checked nodes show DeepHealthCheckInProgress and take their workloads \
+                       off while it runs (tens of minutes on AWS): confirm with the user. A check already running on \
+                       the same nodes is followed, not started twice. Returns the operation id: call operation_wait; \
+                       the finished step's output lists each node as passed, failed (Failure: reboot or replace it) \
+                       or replaced (automatic node recovery replaced it).",
+        annotations(
+            title = "Start deep health checks",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn health_check_start(&self, Parameters(a): Parameters<HealthCheckStartArgs>) -> CallToolResult {
+        let body = json!({ "instance_groups": a.instance_groups });
+        match self.client.start_health_check_json(&a.cluster, &body, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
     // ----- managed features -----
 
     #[tool(
         name = "feature_get",
         description = "The managed features of a cluster as they really are (read from AWS): training operator, \
                        inference operator, managed tiered checkpointing (with its share of instance memory) and \
-                       managed autoscaling, plus autoscaling_scope (HyperPod instance groups only, not general EC2 \
-                       capacity). Call before feature_set and tell the user what is on and off.",
+                       managed autoscaling, node_recovery (Automatic or None), plus autoscaling_scope (HyperPod \
+                       instance groups only, not general EC2 capacity). Call before feature_set and tell the user what \
+                       is on and off.",
         annotations(
             title = "Get managed features",
             read_only_hint = true,
@@ -568,7 +595,9 @@ impl InstantStartMcp {
                        dependency-aware operation (prerequisite add-ons first; tiered checkpointing on builds the \
                        service account -> IAM role -> OIDC trust chain, off removes it; managed autoscaling on applies a \
                        HyperpodNodeClass + NodePool for every instance group, or for autoscaling_instance_groups, \
-                       off deletes them first). Switching a feature off removes its add-on or IAM chain: confirm first. dry_run returns the diff and the steps. \
+                       off deletes them first; node_recovery \"Automatic\" or \"None\" is one UpdateCluster, \
+                       ordered before autoscaling on and after autoscaling off). Switching a feature off removes its \
+                       add-on or IAM chain: confirm first. dry_run returns the diff and the steps. \
                        Returns the operation id: call operation_wait with it until the status is terminal.",
         annotations(
             title = "Change managed features",

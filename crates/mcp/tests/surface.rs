@@ -22,6 +22,7 @@ const PREFIXES: &[&str] = &[
     "hyperpod",
     "instance_group",
     "node",
+    "health_check",
     "feature",
     "storage",
     "model",

@@ -881,6 +881,101 @@ async fn managed_features_are_reconciled_state() {
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.body["findings"][0]["field"], "patch.tiered_checkpointing.memory_percent");
+
+    // Node recovery: read from DescribeCluster, changed by an explicit diff; autoscaling needs
+    // Automatic (422 naming the field), so None goes with autoscaling off, after it.
+    assert_eq!(app.get("/api/clusters/demo/features").await.body["node_recovery"], "Automatic");
+    let kept = app
+        .send(Method::PATCH, "/api/clusters/demo/features", Some(json!({ "node_recovery": "Automatic" })), &[])
+        .await;
+    assert_eq!((kept.status, kept.body["no_change"].clone()), (StatusCode::OK, json!(true)));
+    let refused =
+        app.send(Method::PATCH, "/api/clusters/demo/features", Some(json!({ "node_recovery": "None" })), &[]).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", refused.body);
+    assert_eq!(refused.body["findings"][0]["field"], "patch.node_recovery");
+    let bad = app
+        .send(Method::PATCH, "/api/clusters/demo/features", Some(json!({ "node_recovery": "Sometimes" })), &[])
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let done = run(
+        &app,
+        Method::PATCH,
+        "/api/clusters/demo/features",
+        Some(json!({ "managed_autoscaling": false, "node_recovery": "None" })),
+    )
+    .await;
+    let keys: Vec<&str> = done["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys.last(), Some(&"node_recovery"), "{keys:?}");
+    let f = app.get("/api/clusters/demo/features").await.body;
+    assert_eq!((f["node_recovery"].clone(), f["managed_autoscaling"].clone()), (json!("None"), json!(false)));
+}
+
+#[tokio::test]
+async fn deep_health_checks_start_on_demand_with_typed_refusals() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let nodes = app.get("/api/clusters/demo/nodes").await.body;
+    let node = nodes[0]["instance_id"].as_str().unwrap().to_string();
+    let uri = "/api/clusters/demo/health-checks";
+    // Dry run: the step, nothing called.
+    let plan = app
+        .send(
+            Method::POST,
+            &format!("{uri}?dry_run=true"),
+            Some(json!({ "instance_groups": [{ "name": "workers", "checks": ["InstanceStress"] }] })),
+            &[],
+        )
+        .await;
+    assert_eq!(plan.status, StatusCode::OK, "{:#}", plan.body);
+    assert_eq!(plan.body["steps"][0]["key"], "health_check");
+    assert_eq!(app.get("/api/sim/stats").await.body.get("sagemaker:StartClusterHealthCheck"), None);
+    // The check runs and each node's result is the step's output.
+    let done = run(
+        &app,
+        Method::POST,
+        uri,
+        Some(json!({ "instance_groups": [{ "name": "workers", "node_ids": [node], "checks": ["InstanceStress"] }] })),
+    )
+    .await;
+    assert_eq!(done["kind"], "start_health_check");
+    let out = &done["steps"][0]["outputs"];
+    assert_eq!(out["nodes"], json!([{ "node_id": node, "result": "passed", "status": "Running" }]), "{done:#}");
+    // Typed refusals: 400 for the shape, 422 for what the cluster cannot do, 404 for no cluster.
+    let cases: Vec<(&str, Value, StatusCode, &str)> = vec![
+        (uri, json!({ "instance_groups": [] }), StatusCode::BAD_REQUEST, "instance_groups"),
+        (
+            uri,
+            json!({ "instance_groups": [{ "name": "workers", "checks": ["Everything"] }] }),
+            StatusCode::BAD_REQUEST,
+            "instance_groups[0].checks[0]",
+        ),
+        (
+            uri,
+            json!({ "instance_groups": [{ "name": "workers", "checks": ["InstanceConnectivity"] }] }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "instance_groups[0].checks[0]",
+        ),
+        (
+            uri,
+            json!({ "instance_groups": [{ "name": "ghost", "checks": ["InstanceStress"] }] }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "instance_groups[0].name",
+        ),
+        (
+            "/api/clusters/nope/health-checks",
+            json!({ "instance_groups": [{ "name": "workers", "checks": ["InstanceStress"] }] }),
+            StatusCode::NOT_FOUND,
+            "",
+        ),
+    ];
+    for (path, body, status, field) in cases {
+        let r = app.send(Method::POST, path, Some(body), &[]).await;
+        assert_eq!(r.status, status, "{path} {field}: {:#}", r.body);
+        if !field.is_empty() {
+            assert_eq!(r.body["findings"][0]["field"], field, "{:#}", r.body);
+        }
+    }
+    assert_eq!(app.get("/api/sim/stats").await.body["sagemaker:StartClusterHealthCheck"], 1);
 }
 
 fn sglang_endpoint(name: &str, replicas: u32, extra: Value) -> Value {

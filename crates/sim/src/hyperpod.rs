@@ -5,6 +5,13 @@
 //! offered in its AZ (and has no reservation) makes the cluster fail, as insufficient capacity
 //! does. Training plans are added with [`SimCloud::add_training_plan`].
 //!
+//! Deep health checks on demand (`StartClusterHealthCheck`, [`start_health_check`]): the
+//! checked instances show `DeepHealthCheckInProgress` for
+//! [`timings::HYPERPOD_DEEP_HEALTH_CHECK`], then `Running`; one that fails (the `ResourceFails`
+//! fault) is replaced under automatic node recovery or shows `Failure` until rebooted or
+//! replaced. Refused: a cluster not InService, CPU-only types, `InstanceConnectivity` without
+//! EFA, instances not Running or not of the group.
+//!
 //! Lifecycle scripts (what AWS refuses, and how it fails):
 //! - every instance group of these EKS-orchestrated clusters, in CreateCluster and in
 //!   UpdateCluster, needs a `LifeCycleConfig`; without one the call is a `ValidationException`
@@ -32,9 +39,10 @@ use instantstart_core::instance_types::{is_accelerated_family, is_cluster_instan
 use instantstart_core::lifecycle::script_object;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    BatchNodeResult, ClusterNode, CreateHyperPodCluster, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
-    HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
-    UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
+    BatchNodeResult, ClusterNode, CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi,
+    HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, ProviderError,
+    ProviderErrorKind, ResourceState, Result, TrainingPlan, UpdateHyperPodCluster, addon_minimum_version,
+    addon_version_at_least,
 };
 use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;
@@ -79,6 +87,8 @@ fn implied_slots(start: f64, count: u32) -> Vec<SlotRec> {
             removed: false,
             pending_until: None,
             removed_at: None,
+            check_until: None,
+            check_fails: false,
         })
         .collect()
 }
@@ -117,20 +127,28 @@ fn slot_view(
     if let Some(until) = slot.pending_until {
         running_at = running_at.max(until);
     }
+    // An on-demand deep health check: in progress until `check_until`; a failing instance is
+    // then replaced (automatic node recovery: a new instance id, Pending for a replace) or
+    // shows Failure.
+    let replaced_at = recovered_at(h, slot, now);
+    if let Some(until) = slot.check_until {
+        running_at = running_at.max(until);
+    }
+    if let Some(at) = replaced_at {
+        running_at = running_at.max(at + timings::HYPERPOD_NODE_REPLACE);
+    }
     let status = match deleting_since {
         Some(since) if appear <= since => "ShuttingDown",
         Some(_) => return None,
         None if now < appear => return None,
         None if now < booted => "Pending",
         None if slot.pending_until.is_some_and(|u| now < u) => "Pending",
+        None if replaced_at.is_some_and(|at| now < at + timings::HYPERPOD_NODE_REPLACE) => "Pending",
         None if now < running_at => "DeepHealthCheckInProgress",
+        None if slot.check_fails && replaced_at.is_none() && slot.check_until.is_some() => "Failure",
         None => "Running",
     };
-    let id = if slot.generation == 0 {
-        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string()])
-    } else {
-        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string(), &slot.generation.to_string()])
-    };
+    let id = node_hash(h, g, i, slot.generation + u32::from(replaced_at.is_some()));
     Some(NodeView {
         instance_id: format!("i-0{id:016x}"),
         group: g.name.clone(),
@@ -140,6 +158,142 @@ fn slot_view(
         status,
         running_at,
     })
+}
+
+/// When HyperPod's automatic node recovery replaced an instance that failed an on-demand
+/// deep health check (`None`: it did not, or not yet).
+fn recovered_at(h: &HyperPodRec, slot: &SlotRec, now: f64) -> Option<f64> {
+    slot.check_until.filter(|u| {
+        slot.check_fails && now >= *u && h.node_recovery == instantstart_core::spec::NodeRecovery::Automatic
+    })
+}
+
+/// The instance id hash of slot `i` of `g` in its `generation`.
+fn node_hash(h: &HyperPodRec, g: &GroupRec, i: usize, generation: u32) -> u64 {
+    if generation == 0 {
+        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string()])
+    } else {
+        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string(), &generation.to_string()])
+    }
+}
+
+/// Writes down what finished on-demand checks did (before a write acts on the slots): a
+/// replaced instance becomes the slot's next generation, a passed check is cleared; a failed
+/// one without automatic recovery stays (`Failure`) until a reboot or replace.
+fn settle_checks(h: &mut HyperPodRec, now: f64) {
+    let automatic = h.node_recovery == instantstart_core::spec::NodeRecovery::Automatic;
+    for g in &mut h.groups {
+        for slot in &mut g.slots {
+            let Some(until) = slot.check_until.filter(|u| now >= *u) else { continue };
+            if !slot.check_fails {
+                slot.check_until = None;
+            } else if automatic {
+                slot.generation += 1;
+                slot.pending_until = Some(until + timings::HYPERPOD_NODE_REPLACE);
+                slot.check_until = None;
+                slot.check_fails = false;
+            }
+        }
+    }
+}
+
+/// StartClusterHealthCheck: the named groups' instances (or the listed ones) go
+/// `DeepHealthCheckInProgress` for [`timings::HYPERPOD_DEEP_HEALTH_CHECK`]. Refused as SageMaker
+/// refuses: a cluster not InService, an unknown group, a type without accelerators (deep
+/// health checks are for GPU/Trainium instances), `InstanceConnectivity` on a type without
+/// EFA, an instance not of the group or not Running. Under the `ResourceFails` fault the first
+/// checked instance fails its check.
+fn start_health_check(
+    w: &mut World,
+    region: &str,
+    cluster: &str,
+    targets: &[HealthCheckTarget],
+    now: f64,
+    fails: bool,
+) -> Result<()> {
+    const API: &str = "sagemaker:StartClusterHealthCheck";
+    let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| {
+        ProviderError::not_found(API, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
+    })?;
+    if h.life.phase(now) != Phase::Active || h.updating_until.is_some_and(|u| now < u) {
+        return Err(invalid(API, format!("ValidationException: cluster {cluster} is not InService")));
+    }
+    if targets.is_empty() || targets.len() > 99 {
+        return Err(invalid(API, "ValidationException: DeepHealthCheckConfigurations must have 1-99 items"));
+    }
+    settle_checks(h, now);
+    let view = nodes(h, now);
+    let mut chosen: Vec<(usize, String)> = Vec::new();
+    for t in targets {
+        let Some(gi) = h.groups.iter().position(|g| g.name == t.instance_group) else {
+            return Err(invalid(
+                API,
+                format!("ValidationException: instance group {} does not exist in cluster {cluster}", t.instance_group),
+            ));
+        };
+        let g = &h.groups[gi];
+        let info = instance_type_info(&g.instance_type);
+        if !info.map_or_else(|| is_accelerated_family(&g.instance_type), |i| i.accelerators > 0) {
+            return Err(invalid(
+                API,
+                format!(
+                    "ValidationException: deep health checks are supported on accelerated instance types only; instance group {} is {}",
+                    g.name, g.instance_type
+                ),
+            ));
+        }
+        if t.checks.contains(&DeepHealthCheck::InstanceConnectivity) && info.is_some_and(|i| i.efa_interfaces == 0) {
+            return Err(invalid(
+                API,
+                format!(
+                    "ValidationException: InstanceConnectivity needs EFA; instance group {} is {}, which has no EFA interface",
+                    g.name, g.instance_type
+                ),
+            ));
+        }
+        if t.checks.is_empty() {
+            return Err(invalid(API, "ValidationException: DeepHealthChecks must have 1-3 items"));
+        }
+        let of_group: Vec<&NodeView> = view.iter().filter(|n| n.group == g.name).collect();
+        if t.node_ids.is_empty() {
+            chosen.extend(of_group.iter().filter(|n| n.status == "Running").map(|n| (gi, n.instance_id.clone())));
+        }
+        for id in &t.node_ids {
+            match of_group.iter().find(|n| &n.instance_id == id) {
+                None => {
+                    return Err(invalid(
+                        API,
+                        format!("ValidationException: {id} is not an instance of instance group {}", g.name),
+                    ));
+                }
+                Some(n) if n.status != "Running" => {
+                    return Err(invalid(
+                        API,
+                        format!(
+                            "ValidationException: instance {id} is {}; deep health checks need it Running",
+                            n.status
+                        ),
+                    ));
+                }
+                Some(_) => chosen.push((gi, id.clone())),
+            }
+        }
+    }
+    for (k, (gi, id)) in chosen.iter().enumerate() {
+        materialize(h, *gi);
+        let Some(j) = slot_of(h, *gi, id) else { continue };
+        let slot = &mut h.groups[*gi].slots[j];
+        slot.check_until = Some(now + timings::HYPERPOD_DEEP_HEALTH_CHECK);
+        slot.check_fails = fails && k == 0;
+    }
+    Ok(())
+}
+
+/// The slot of group `gi` whose current instance is `id`.
+fn slot_of(h: &HyperPodRec, gi: usize, id: &str) -> Option<usize> {
+    let g = &h.groups[gi];
+    (0..g.slots.len())
+        .find(|&j| !g.slots[j].removed && format!("i-0{:016x}", node_hash(h, g, j, g.slots[j].generation)) == id)
 }
 
 /// Instances Karpenter consolidated away, with the time they went (their Kubernetes Nodes
@@ -596,6 +750,15 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
             ));
         }
     }
+    // The same prerequisite, kept: NodeRecovery None on a cluster whose autoscaling stays on.
+    if req.node_recovery == Some(instantstart_core::spec::NodeRecovery::None)
+        && req.autoscaling.as_ref().map_or(h.autoscaling, |a| a.enabled)
+    {
+        return Err(invalid(
+            API,
+            "ValidationException: NodeRecovery must be Automatic while Karpenter autoscaling is enabled",
+        ));
+    }
     for name in &req.instance_groups_to_delete {
         if !h.groups.iter().any(|g| &g.name == name) {
             return Err(invalid(API, format!("ValidationException: instance group {name} does not exist")));
@@ -696,6 +859,8 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                             removed: false,
                             pending_until: None,
                             removed_at: None,
+                            check_until: None,
+                            check_fails: false,
                         });
                     }
                 } else {
@@ -719,6 +884,8 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                         removed: false,
                         pending_until: None,
                         removed_at: None,
+                        check_until: None,
+                        check_fails: false,
                     })
                     .collect();
                 h.groups.push(g);
@@ -761,6 +928,7 @@ fn batch_nodes(
             format!("ConflictException: cluster {cluster} is not InService"),
         ));
     }
+    settle_checks(h, now);
     let view = nodes(h, now);
     let mut result = BatchNodeResult::default();
     for id in ids {
@@ -768,7 +936,8 @@ fn batch_nodes(
             result.failed.push((id.clone(), format!("InstanceIdNotFound: {id} is not a node of {cluster}")));
             continue;
         };
-        if node.status != "Running" {
+        // A node that failed a deep health check (Failure) can be rebooted or replaced.
+        if node.status != "Running" && node.status != "Failure" {
             result.failed.push((
                 id.clone(),
                 format!("InstanceIdInUse: {id} is {}; another operation is in progress", node.status),
@@ -777,20 +946,10 @@ fn batch_nodes(
         }
         let gi = h.groups.iter().position(|g| g.name == node.group).expect("node of a group");
         materialize(h, gi);
+        let j = slot_of(h, gi, id).expect("slot of a node");
         let g = &mut h.groups[gi];
-        let j = (0..g.slots.len())
-            .find(|&j| {
-                let slot = &g.slots[j];
-                !slot.removed && {
-                    let hash = if slot.generation == 0 {
-                        stable_hash(&[&h.uid.to_string(), &g.name, &j.to_string()])
-                    } else {
-                        stable_hash(&[&h.uid.to_string(), &g.name, &j.to_string(), &slot.generation.to_string()])
-                    };
-                    format!("i-0{hash:016x}") == *id
-                }
-            })
-            .expect("slot of a node");
+        g.slots[j].check_until = None;
+        g.slots[j].check_fails = false;
         match action {
             NodeAction::Reboot => g.slots[j].pending_until = Some(now + timings::HYPERPOD_NODE_REBOOT),
             NodeAction::Replace => {
@@ -865,6 +1024,17 @@ impl HyperPodApi for SimCloud {
 
     async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
         self.write("sagemaker:UpdateCluster", |w, cx| update_cluster(w, req, cx.now))
+    }
+
+    async fn start_cluster_health_check(
+        &self,
+        region: &str,
+        cluster: &str,
+        targets: &[HealthCheckTarget],
+    ) -> Result<()> {
+        self.write("sagemaker:StartClusterHealthCheck", |w, cx| {
+            start_health_check(w, region, cluster, targets, cx.now, cx.resource_fails.is_some())
+        })
     }
 
     async fn batch_node_action(

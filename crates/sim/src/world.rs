@@ -539,6 +539,13 @@ pub(crate) struct SlotRec {
     /// When Karpenter consolidated the instance away (`removed` is then set too).
     #[serde(default)]
     pub removed_at: Option<f64>,
+    /// A deep health check started on demand (StartClusterHealthCheck) ends at this time.
+    #[serde(default)]
+    pub check_until: Option<f64>,
+    /// The on-demand check fails this instance (fault `ResourceFails` on the call): afterwards
+    /// it is replaced (node recovery `Automatic`) or shows `Failure` (`None`).
+    #[serde(default)]
+    pub check_fails: bool,
 }
 
 #[cfg(test)]

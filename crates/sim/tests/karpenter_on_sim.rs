@@ -345,3 +345,80 @@ async fn update_cluster_refusals_follow_sagemaker() {
     };
     b.sim.update_hyperpod_cluster(&ok).await.unwrap();
 }
+
+/// Node recovery after creation: an explicit diff (one UpdateCluster with `NodeRecovery`, none
+/// when it already matches), and managed autoscaling keeps it `Automatic` — refused by the
+/// workflow (422) and by the simulated SageMaker alike.
+#[tokio::test]
+async fn node_recovery_changes_after_creation_and_autoscaling_keeps_it_automatic() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = created(dir.path(), 2000.0).await;
+    let recovery = |sim: SimCloud| async move {
+        sim.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().unwrap().node_recovery
+    };
+    assert_eq!(recovery(b.sim.clone()).await, NodeRecovery::Automatic);
+    let updates = b.sim.calls("sagemaker:UpdateCluster");
+    let op = features(&b, json!({ "node_recovery": "None" })).await;
+    let keys: Vec<&str> = op.steps.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["node_recovery"]);
+    assert_eq!(recovery(b.sim.clone()).await, NodeRecovery::None);
+    assert_eq!(b.sim.calls("sagemaker:UpdateCluster"), updates + 1);
+    // Already so: nothing recorded, nothing called.
+    let again = b
+        .engine
+        .submit_checked(
+            OperationKind::SetFeatures,
+            &json!({ "cluster": "demo", "patch": { "node_recovery": "None" } }),
+            user(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(again, Outcome::NoChange(_)), "{again:?}");
+    assert_eq!(b.sim.calls("sagemaker:UpdateCluster"), updates + 1);
+    // Autoscaling needs Automatic: refused before anything is recorded.
+    let refused = b
+        .engine
+        .submit_checked(
+            OperationKind::SetFeatures,
+            &json!({ "cluster": "demo", "patch": { "managed_autoscaling": true } }),
+            user(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("Automatic"), "{refused}");
+    // Both in one request: node recovery first, then autoscaling.
+    let op = features(&b, json!({ "managed_autoscaling": true, "node_recovery": "Automatic" })).await;
+    let pos = |k: &str| op.steps.iter().position(|s| s.key == k).unwrap();
+    assert!(op.steps[pos("autoscaling")].depends_on.contains(&"node_recovery".to_string()));
+    let c = b.sim.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().unwrap();
+    assert_eq!((c.node_recovery, c.autoscaling), (NodeRecovery::Automatic, true));
+    // None while autoscaling stays on: the workflow refuses, and so does SageMaker.
+    let refused = b
+        .engine
+        .submit_checked(
+            OperationKind::SetFeatures,
+            &json!({ "cluster": "demo", "patch": { "node_recovery": "None" } }),
+            user(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("patch.node_recovery"), "{refused}");
+    let e = b
+        .sim
+        .update_hyperpod_cluster(&UpdateHyperPodCluster {
+            node_recovery: Some(NodeRecovery::None),
+            ..UpdateHyperPodCluster::of(REGION, "demo-hp")
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("NodeRecovery must be Automatic while Karpenter autoscaling is enabled"), "{e}");
+    // Autoscaling off and None together: None goes after autoscaling is off.
+    let op = features(&b, json!({ "managed_autoscaling": false, "node_recovery": "None" })).await;
+    let pos = |k: &str| op.steps.iter().position(|s| s.key == k).unwrap();
+    assert!(op.steps[pos("node_recovery")].depends_on.contains(&"autoscaling_off".to_string()));
+    let c = b.sim.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().unwrap();
+    assert_eq!((c.node_recovery, c.autoscaling), (NodeRecovery::None, false));
+}

@@ -5,7 +5,8 @@
 //! them with the real state and plans dependency-aware steps, and the diff is printed; a request
 //! that matches the real state is "already in this state" (exit 0, no operation), e.g.
 //! `instantstart feature set demo --training-operator on --tiered-checkpointing on --memory-percent 30 --autoscaling off`;
-//! `--autoscaling on --autoscaling-group burst,spot` limits Karpenter to those instance groups.
+//! `--autoscaling on --autoscaling-group burst,spot` limits Karpenter to those instance groups;
+//! `--node-recovery automatic|none` changes HyperPod node recovery (UpdateCluster `NodeRecovery`).
 
 use crate::app::Globals;
 use crate::exit::Exit;
@@ -13,6 +14,7 @@ use crate::mutation::{self, MutationArgs};
 use crate::output::{self, fields};
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 use instantstart_core::diff::{FeaturesPatch, TieredCheckpointingPatch};
+use instantstart_core::spec::NodeRecovery;
 
 #[derive(Subcommand, Debug)]
 pub enum FeatureCommand {
@@ -34,6 +36,22 @@ pub enum Toggle {
     Off,
 }
 
+/// HyperPod node recovery, as a flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Recovery {
+    Automatic,
+    None,
+}
+
+impl From<Recovery> for NodeRecovery {
+    fn from(r: Recovery) -> Self {
+        match r {
+            Recovery::Automatic => NodeRecovery::Automatic,
+            Recovery::None => NodeRecovery::None,
+        }
+    }
+}
+
 impl Toggle {
     fn on(self) -> bool {
         self == Toggle::On
@@ -42,7 +60,7 @@ impl Toggle {
 
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("feature").required(true).multiple(true)
-    .args(["training_operator", "inference_operator", "tiered_checkpointing", "autoscaling"])))]
+    .args(["training_operator", "inference_operator", "tiered_checkpointing", "autoscaling", "node_recovery"])))]
 pub struct SetArgs {
     /// Cluster name.
     pub cluster: String,
@@ -66,6 +84,10 @@ pub struct SetArgs {
     /// repeated, at most 10) [default: every group, and groups added later].
     #[arg(long = "autoscaling-group", value_name = "GROUP", value_delimiter = ',', requires = "autoscaling")]
     pub autoscaling_groups: Vec<String>,
+    /// HyperPod node recovery: `automatic` replaces or reboots faulty nodes, `none` leaves them
+    /// to you (managed autoscaling needs `automatic`).
+    #[arg(long, value_name = "automatic|none", hide_possible_values = true)]
+    pub node_recovery: Option<Recovery>,
     #[command(flatten)]
     pub mutation: MutationArgs,
 }
@@ -89,6 +111,13 @@ pub async fn run(g: &Globals, cmd: FeatureCommand) -> anyhow::Result<Exit> {
                     ("Inference operator", on_off(f.features.inference_operator)),
                     ("Tiered checkpointing", tiered),
                     ("Managed autoscaling", on_off(f.features.managed_autoscaling)),
+                    (
+                        "Node recovery",
+                        match f.features.node_recovery {
+                            NodeRecovery::Automatic => "automatic".into(),
+                            NodeRecovery::None => "none".into(),
+                        },
+                    ),
                     ("Autoscaling scope", f.autoscaling_scope.clone()),
                     (
                         "Autoscaled groups",
@@ -108,6 +137,7 @@ pub async fn run(g: &Globals, cmd: FeatureCommand) -> anyhow::Result<Exit> {
                 managed_autoscaling: args.autoscaling.map(Toggle::on),
                 autoscaling_instance_groups: (!args.autoscaling_groups.is_empty())
                     .then(|| args.autoscaling_groups.clone()),
+                node_recovery: args.node_recovery.map(NodeRecovery::from),
             };
             mutation::submit_diff(g, &client, &args.mutation, |opts| {
                 let (client, patch, cluster) = (&client, &patch, &args.cluster);

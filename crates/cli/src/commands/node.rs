@@ -1,4 +1,7 @@
-//! `instantstart node list|reboot|replace|delete`: the nodes of a cluster's HyperPod cluster.
+//! `instantstart node list|reboot|replace|delete|health-check`: the nodes of a cluster's
+//! HyperPod cluster. `health-check` starts deep health checks on demand (`--group` whole
+//! groups, or `--node` ids of one group; `--check stress,connectivity`); with `--wait` the
+//! operation's output names each node's result (passed, failed, replaced).
 //!
 //! For an unhealthy node the ladder is investigate → reboot → replace: look first (`node list`,
 //! `cluster get`; HyperPod's auto-recovery may already be acting), then `reboot` (the instance
@@ -28,6 +31,34 @@ pub enum NodeCommand {
     Replace(LossyArgs),
     /// Delete nodes: their group shrinks and their local volumes are lost.
     Delete(LossyArgs),
+    /// Run deep health checks on demand (accelerated instance groups; connectivity needs EFA).
+    HealthCheck(HealthCheckArgs),
+}
+
+/// A deep health check, as a flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckName {
+    /// Accelerator stress test (InstanceStress).
+    Stress,
+    /// EFA connectivity test (InstanceConnectivity).
+    Connectivity,
+}
+
+#[derive(Args, Debug)]
+pub struct HealthCheckArgs {
+    /// Cluster name.
+    pub cluster: String,
+    /// Instance groups to check (comma-separated or repeated; every node of each).
+    #[arg(long = "group", value_name = "GROUP", value_delimiter = ',', required = true)]
+    pub groups: Vec<String>,
+    /// Only these nodes (i-…) of the one `--group` given.
+    #[arg(long = "node", value_name = "NODE_ID", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+    /// The checks to run [default: stress].
+    #[arg(long = "check", value_name = "stress|connectivity", value_delimiter = ',', hide_possible_values = true)]
+    pub checks: Vec<CheckName>,
+    #[command(flatten)]
+    pub mutation: MutationArgs,
 }
 
 #[derive(Args, Debug)]
@@ -76,6 +107,36 @@ pub async fn run(g: &Globals, cmd: NodeCommand) -> anyhow::Result<Exit> {
         NodeCommand::Delete(a) => {
             act(g, &client, NodeAction::Delete, &a.cluster, &a.nodes, a.yes_lose_local_data, &a.mutation).await
         }
+        NodeCommand::HealthCheck(a) => health_check(g, &client, a).await,
+    }
+}
+
+async fn health_check(g: &Globals, client: &Client, a: HealthCheckArgs) -> anyhow::Result<Exit> {
+    use instantstart_core::provider::DeepHealthCheck;
+    use instantstart_core::workflow::health_checks::HealthCheckGroup;
+    if !a.nodes.is_empty() && a.groups.len() != 1 {
+        eprintln!("error: --node names nodes of one instance group: give exactly one --group with it");
+        return Ok(Exit::Usage);
+    }
+    let mut checks: Vec<DeepHealthCheck> = a
+        .checks
+        .iter()
+        .map(|c| match c {
+            CheckName::Stress => DeepHealthCheck::InstanceStress,
+            CheckName::Connectivity => DeepHealthCheck::InstanceConnectivity,
+        })
+        .collect();
+    if checks.is_empty() {
+        checks.push(DeepHealthCheck::InstanceStress);
+    }
+    let groups: Vec<HealthCheckGroup> = a
+        .groups
+        .iter()
+        .map(|name| HealthCheckGroup { name: name.clone(), node_ids: a.nodes.clone(), checks: checks.clone() })
+        .collect();
+    match client.start_health_check(&a.cluster, &groups, &a.mutation.options()).await {
+        Ok(submitted) => mutation::finish(g, client, submitted, a.mutation.wait).await,
+        Err(e) => Ok(exit::report(&anyhow::Error::new(e))),
     }
 }
 

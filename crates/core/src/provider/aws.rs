@@ -550,6 +550,35 @@ pub enum NodeAction {
     Delete,
 }
 
+/// A deep health check SageMaker runs on demand (`DeepHealthCheckType` of
+/// `StartClusterHealthCheck`): both need an accelerated instance type, connectivity needs EFA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum DeepHealthCheck {
+    /// Accelerator (GPU/Trainium) stress test of each instance.
+    InstanceStress,
+    /// EFA connectivity test between the instances.
+    InstanceConnectivity,
+}
+
+impl DeepHealthCheck {
+    /// SageMaker's name of the check.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeepHealthCheck::InstanceStress => "InstanceStress",
+            DeepHealthCheck::InstanceConnectivity => "InstanceConnectivity",
+        }
+    }
+}
+
+/// One `InstanceGroupHealthCheckConfiguration`: the checks to run on an instance group, on the
+/// listed nodes or (empty) on every node of the group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HealthCheckTarget {
+    pub instance_group: String,
+    pub node_ids: Vec<String>,
+    pub checks: Vec<DeepHealthCheck>,
+}
+
 /// Per-node outcome of a batch action.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct BatchNodeResult {
@@ -590,6 +619,15 @@ pub trait HyperPodApi: Send + Sync {
     async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>>;
     /// UpdateCluster: add/scale/delete groups, node recovery, tiered storage, autoscaling.
     async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster>;
+    /// StartClusterHealthCheck: deep health checks on demand. The checked nodes show
+    /// `DeepHealthCheckInProgress` until they finish (then `Running`, or recovered as the
+    /// cluster's node recovery says when they fail).
+    async fn start_cluster_health_check(
+        &self,
+        region: &str,
+        cluster: &str,
+        targets: &[HealthCheckTarget],
+    ) -> Result<()>;
     /// BatchRebootClusterNodes / BatchReplaceClusterNodes / BatchDeleteClusterNodes.
     async fn batch_node_action(
         &self,

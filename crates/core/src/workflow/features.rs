@@ -71,6 +71,8 @@ pub const INFERENCE_ROLE_PREFIX: &str = "SageMakerHyperPodInference";
 /// The managed policy AWS documents for the inference operator's execution role.
 pub const INFERENCE_MANAGED_POLICY: &str = "arn:aws:iam::aws:policy/AmazonSageMakerHyperPodInferenceAccess";
 const INFERENCE_ROLE_STEP: &str = "inference_role";
+/// The UpdateCluster step that sets `NodeRecovery`.
+const NODE_RECOVERY_STEP: &str = "node_recovery";
 const REMOVE_INFERENCE_ROLE_STEP: &str = "remove_inference_role";
 
 /// Change managed features of a cluster.
@@ -171,6 +173,7 @@ pub async fn read_features(
         inference_operator: addon_on(&inference),
         tiered_checkpointing: hp.tiered_storage,
         managed_autoscaling: hp.autoscaling,
+        node_recovery: hp.node_recovery,
     })
 }
 
@@ -297,6 +300,14 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch, karpenter_only: bool) -> Vec
         }
         None => {}
     }
+    let recovery_dep: Vec<&str> = if patch.node_recovery == Some(crate::spec::NodeRecovery::Automatic) {
+        vec![NODE_RECOVERY_STEP]
+    } else {
+        vec![]
+    };
+    if !recovery_dep.is_empty() {
+        add(step(NODE_RECOVERY_STEP, "Set HyperPod node recovery to Automatic".into(), &[], 60));
+    }
     match patch.tiered_checkpointing {
         Some(t) if t.enabled => {
             add(step("oidc_provider", "Ensure the cluster's IAM OIDC provider (trust anchor)".into(), &[], 5));
@@ -321,12 +332,12 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch, karpenter_only: bool) -> Vec
             add(step(
                 "tiered_storage",
                 format!("Enable managed tiered checkpointing{pct}"),
-                &["checkpoint_service_account"],
+                &[&["checkpoint_service_account"][..], &recovery_dep[..]].concat(),
                 120,
             ));
         }
         Some(_) => {
-            add(step("tiered_storage_off", "Disable managed tiered checkpointing".into(), &[], 120));
+            add(step("tiered_storage_off", "Disable managed tiered checkpointing".into(), &recovery_dep, 120));
             add(step(
                 "remove_checkpoint_service_account",
                 format!("Delete service account {CHECKPOINT_NAMESPACE}/{CHECKPOINT_SERVICE_ACCOUNT}"),
@@ -342,12 +353,15 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch, karpenter_only: bool) -> Vec
         }
         None => {}
     }
-    // Both settings change through UpdateCluster, which refuses a second update while one runs:
-    // the autoscaling update waits for the tiered-storage one.
+    // These settings change through UpdateCluster, which refuses a second update while one
+    // runs: they are chained. Node recovery `Automatic` goes first (autoscaling needs it),
+    // `None` last (after autoscaling is off).
+    let recovery_first = patch.node_recovery == Some(crate::spec::NodeRecovery::Automatic);
+    let first: Vec<&str> = if recovery_first { vec![NODE_RECOVERY_STEP] } else { vec![] };
     let tiered_update: Vec<&str> = match patch.tiered_checkpointing {
         Some(t) if t.enabled => vec!["tiered_storage"],
         Some(_) => vec!["tiered_storage_off"],
-        None => vec![],
+        None => first.clone(),
     };
     match patch.managed_autoscaling {
         Some(true) => {
@@ -401,6 +415,13 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch, karpenter_only: bool) -> Vec
         )),
         None => {}
     }
+    if patch.node_recovery == Some(crate::spec::NodeRecovery::None) {
+        let mut after: Vec<&str> = tiered_update.clone();
+        if patch.managed_autoscaling == Some(false) {
+            after.push("autoscaling_off");
+        }
+        add(step(NODE_RECOVERY_STEP, "Set HyperPod node recovery to None".into(), &after, 60));
+    }
     steps
 }
 
@@ -422,7 +443,9 @@ impl FeaturesWorkflow {
             return Ok(None);
         }
         let mut f = Findings::new();
-        if !actual.managed_autoscaling && live.node_recovery != crate::spec::NodeRecovery::Automatic {
+        if !actual.managed_autoscaling
+            && req.patch.node_recovery.unwrap_or(live.node_recovery) != crate::spec::NodeRecovery::Automatic
+        {
             f.push(
                 "patch.managed_autoscaling",
                 "HyperPod autoscaling needs NodeRecovery Automatic; this cluster's node recovery is None",
@@ -573,6 +596,7 @@ impl Workflow for FeaturesWorkflow {
                     .autoscaling_instance_groups
                     .clone()
                     .filter(|_| changed("managed_autoscaling")),
+                node_recovery: req.patch.node_recovery.filter(|_| changed("node_recovery")),
             },
             karpenter: karpenter.filter(|_| changed("managed_autoscaling") || changed("autoscaling_instance_groups")),
         };
@@ -614,6 +638,9 @@ impl Workflow for FeaturesWorkflow {
             }),
             "tiered_storage" => Arc::new(ClusterSetting { cx, setting: Setting::Tiered(tiered) }),
             "tiered_storage_off" => Arc::new(ClusterSetting { cx, setting: Setting::Tiered(None) }),
+            NODE_RECOVERY_STEP => {
+                Arc::new(ClusterSetting { cx, setting: Setting::NodeRecovery(req.patch.node_recovery?) })
+            }
             "autoscaling_role" => Arc::new(EnsureRole {
                 aws: self.aws.clone(),
                 cluster: cx.rec.name.clone(),
@@ -1010,6 +1037,7 @@ impl StepExecutor for ServiceAccountStep {
 enum Setting {
     Tiered(Option<TieredCheckpointing>),
     Autoscaling(bool),
+    NodeRecovery(crate::spec::NodeRecovery),
 }
 
 /// Sets one HyperPod cluster setting through UpdateCluster and waits for it to apply.
@@ -1023,6 +1051,7 @@ impl ClusterSetting {
         match &self.setting {
             Setting::Tiered(t) => c.tiered_storage == *t,
             Setting::Autoscaling(a) => c.autoscaling == *a,
+            Setting::NodeRecovery(n) => c.node_recovery == *n,
         }
     }
 }
@@ -1041,7 +1070,20 @@ impl StepExecutor for ClusterSetting {
     }
 
     async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        if let Setting::NodeRecovery(n) = self.setting {
+            // NodeRecovery alone is a complete UpdateCluster (only ClusterName is required).
+            let c = self
+                .cx
+                .aws
+                .update_hyperpod_cluster(&UpdateHyperPodCluster {
+                    node_recovery: Some(n),
+                    ..UpdateHyperPodCluster::of(&self.cx.rec.region, &self.cx.hp)
+                })
+                .await?;
+            return Ok(ResourceRef { kind: "hyperpod-cluster".into(), id: c.name, arn: Some(c.arn) });
+        }
         let (tiered_storage, autoscaling) = match &self.setting {
+            Setting::NodeRecovery(_) => unreachable!("handled above"),
             Setting::Tiered(t) => (Some(*t), None),
             Setting::Autoscaling(enabled) => {
                 let role_arn = if *enabled {
@@ -1090,9 +1132,11 @@ impl StepExecutor for ClusterSetting {
         };
         Ok(match &c.state {
             ResourceState::Failed { reason } => Progress::Failed { reason: reason.clone() },
-            ResourceState::Active if self.matches(&c) => {
-                Progress::Done(json!({ "tiered_storage": c.tiered_storage, "autoscaling": c.autoscaling }))
-            }
+            ResourceState::Active if self.matches(&c) => Progress::Done(json!({
+                "tiered_storage": c.tiered_storage,
+                "autoscaling": c.autoscaling,
+                "node_recovery": c.node_recovery
+            })),
             other => Progress::Waiting { detail: format!("HyperPod cluster: {}", super::steps::state_word(other)) },
         })
     }
@@ -1230,6 +1274,40 @@ mod tests {
             .map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", ")))
             .collect();
         assert_eq!(only, ["karpenter <- []"], "a new group list alone re-applies the NodeClass");
+    }
+
+    #[test]
+    fn node_recovery_runs_before_autoscaling_on_and_after_autoscaling_off() {
+        use crate::spec::NodeRecovery;
+        let alone = keys(FeaturesPatch { node_recovery: Some(NodeRecovery::None), ..Default::default() });
+        assert_eq!(alone, ["node_recovery <- []"]);
+        let on = keys(FeaturesPatch {
+            node_recovery: Some(NodeRecovery::Automatic),
+            managed_autoscaling: Some(true),
+            ..Default::default()
+        });
+        assert_eq!(
+            on,
+            [
+                "node_recovery <- []",
+                "autoscaling_role <- []",
+                "autoscaling <- [autoscaling_role, node_recovery]",
+                "karpenter <- [autoscaling]",
+            ]
+        );
+        let off = keys(FeaturesPatch {
+            node_recovery: Some(NodeRecovery::None),
+            managed_autoscaling: Some(false),
+            tiered_checkpointing: Some(TieredCheckpointingPatch { enabled: false, memory_percent: None }),
+            ..Default::default()
+        });
+        assert!(off.contains(&"node_recovery <- [tiered_storage_off, autoscaling_off]".to_string()), "{off:?}");
+        let tiered = keys(FeaturesPatch {
+            node_recovery: Some(NodeRecovery::Automatic),
+            tiered_checkpointing: Some(TieredCheckpointingPatch { enabled: false, memory_percent: None }),
+            ..Default::default()
+        });
+        assert!(tiered.contains(&"tiered_storage_off <- [node_recovery]".to_string()), "{tiered:?}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! - [`workloads`]: apply a rendered workload (training job, model download, endpoint) and
 //!   delete one, generic over the operation kind.
 //! - [`mlflow`]: create and delete a SageMaker managed MLflow tracking server.
+//! - [`health_checks`]: deep health checks on demand (`StartClusterHealthCheck`).
 
 pub mod charts;
 pub mod create_cluster;
@@ -15,6 +16,7 @@ pub mod day2;
 pub mod delete_cluster;
 pub mod endpoints;
 pub mod features;
+pub mod health_checks;
 pub mod import_cluster;
 pub mod instance_groups;
 pub mod karpenter;
@@ -162,6 +164,7 @@ pub fn all_with_config(
             aws.clone(),
             store.clone(),
         )),
+        std::sync::Arc::new(health_checks::HealthCheckWorkflow::new(aws.clone(), store.clone())),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(crate::provider::NodeAction::Delete, aws, store)),
     ];
     all.extend(base);

@@ -48,6 +48,12 @@ impl NodeActionWorkflow {
     }
 }
 
+/// Whether a node in `status` can take a reboot or replace: `Running`, or `Failure` (it failed
+/// a deep health check and node recovery is `None`).
+fn acts_on(status: &str) -> bool {
+    status == "Running" || status == "Failure"
+}
+
 /// The operation kind of a node action.
 pub fn kind_of(action: NodeAction) -> OperationKind {
     match action {
@@ -119,7 +125,9 @@ impl Workflow for NodeActionWorkflow {
         for (i, id) in req.node_ids.iter().enumerate() {
             match nodes.iter().find(|n| &n.instance_id == id) {
                 None => f.push_unprocessable(&format!("node_ids[{i}]"), format!("{id} is not a node of {hp}")),
-                Some(n) if n.status != "Running" && self.action != NodeAction::Delete => f.push_unprocessable(
+                // A node that failed a deep health check (`Failure`) is what reboot and
+                // replace are for.
+                Some(n) if !acts_on(&n.status) && self.action != NodeAction::Delete => f.push_unprocessable(
                     &format!("node_ids[{i}]"),
                     format!("{id} is {}; wait until it is Running (another operation may be in progress)", n.status),
                 ),
@@ -163,7 +171,7 @@ impl StepExecutor for BatchStep {
         let (_, hp, nodes) = self.nodes().await?;
         let done = self.req.node_ids.iter().all(|id| match nodes.iter().find(|n| &n.instance_id == id) {
             None => self.action != NodeAction::Reboot,
-            Some(n) => n.status != "Running",
+            Some(n) => !acts_on(&n.status),
         });
         Ok(if done {
             Observation::Exists(ResourceRef { kind: "nodes".into(), id: hp, arn: None })

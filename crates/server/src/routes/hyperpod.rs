@@ -1,5 +1,6 @@
 //! Day-2 operations of a cluster's HyperPod cluster: instance groups (add, scale, delete),
-//! nodes (list, reboot, replace, delete) and managed features (read, change). Changes follow
+//! nodes (list, reboot, replace, delete), deep health checks on demand (start, followed to the
+//! per-node result) and managed features (read, change). Changes follow
 //! the explicit-diff contract: PATCH bodies carry only the changed fields, and a request that
 //! matches the real state answers 200 "already in this state" without creating an operation.
 
@@ -18,6 +19,7 @@ use instantstart_core::provider::{ClusterNode, HyperPodInstanceGroupStatus, Kube
 use instantstart_core::spec::{InstanceGroupSpec, ManagedFeatures};
 use instantstart_core::workflow::day2::{hyperpod_record, live_cluster};
 use instantstart_core::workflow::features::{SetFeaturesRequest, read_features};
+use instantstart_core::workflow::health_checks::{HealthCheckGroup, HealthCheckRequest};
 use instantstart_core::workflow::instance_groups::{
     AddInstanceGroupRequest, DeleteInstanceGroupRequest, InstanceGroupPatch, UpdateInstanceGroupRequest,
 };
@@ -62,6 +64,21 @@ pub struct NodeActionBody {
     /// Replace and delete lose the nodes' local volumes: set true to acknowledge.
     #[serde(default)]
     pub acknowledge_local_data_loss: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HealthCheckPath {
+    /// Cluster name.
+    pub cluster: String,
+}
+
+/// Body of a deep-health-check start: the instance groups (whole, or named nodes of them) and
+/// the checks to run on each.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheckBody {
+    /// 1-99 instance groups.
+    pub instance_groups: Vec<HealthCheckGroup>,
 }
 
 /// Managed features with the scope of managed autoscaling spelled out.
@@ -132,6 +149,20 @@ pub fn routes() -> ApiRouter<AppState> {
                 mutation(
                     op.id("node_action")
                         .summary("Reboot, replace or delete nodes (replace/delete lose local volumes)")
+                        .tag("hyperpod"),
+                )
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/health-checks",
+            post_with(start_health_check, |op| {
+                mutation(
+                    op.id("health_check_start")
+                        .summary(
+                            "Start deep health checks (InstanceStress, InstanceConnectivity) on instance groups or \
+                             named nodes; the operation ends with each node's result",
+                        )
                         .tag("hyperpod"),
                 )
                 .response::<404, ProblemJson>()
@@ -231,6 +262,22 @@ async fn node_action(
         acknowledge_local_data_loss: body.acknowledge_local_data_loss,
     })?;
     submit(&state, kind, request, &principal, q.dry_run, key).await
+}
+
+async fn start_health_check(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<HealthCheckPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(body, _): ApiBody<HealthCheckBody>,
+) -> Result<Response, ApiError> {
+    let request = to_json(&HealthCheckRequest {
+        cluster: p.cluster,
+        instance_groups: body.instance_groups,
+        checked_nodes: vec![],
+    })?;
+    submit(&state, OperationKind::StartHealthCheck, request, &principal, q.dry_run, key).await
 }
 
 async fn get_features(

@@ -202,6 +202,8 @@ pub(crate) fn reconcile(w: &mut World, now: f64) {
                     removed: false,
                     pending_until: None,
                     removed_at: None,
+                    check_until: None,
+                    check_fails: false,
                 });
                 g.count += 1;
                 g.idle_since = None;

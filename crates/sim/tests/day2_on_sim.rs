@@ -1,0 +1,219 @@
+//! Day-2 HyperPod actions end to end on the simulated cloud, with the real engine and SQLite
+//! store: deep health checks on demand (`StartClusterHealthCheck`) — nodes go
+//! `DeepHealthCheckInProgress` and back, a check in flight is followed rather than started
+//! twice, a failing node is replaced (automatic node recovery) or left in `Failure` (`None`),
+//! and what SageMaker refuses (CPU-only groups, connectivity without EFA) is refused by the
+//! workflow before anything is recorded and by the simulator alike.
+
+use instantstart_core::engine::{Engine, EngineConfig, Outcome};
+use instantstart_core::operation::{Actor, OperationKind, OperationStatus};
+use instantstart_core::provider::{DeepHealthCheck, HealthCheckTarget, HyperPodApi, ProviderErrorKind};
+use instantstart_core::store::Store;
+use instantstart_core::workflow;
+use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
+use instantstart_store::SqliteStore;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+const REGION: &str = "us-east-1";
+
+struct Bed {
+    sim: SimCloud,
+    engine: Engine,
+}
+
+fn user() -> Actor {
+    Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
+}
+
+/// `workers` (2 × ml.g5.2xlarge: GPU, no EFA), `efa` (1 × ml.g5.12xlarge: GPU + EFA) and `cpu`
+/// (1 × ml.m5.xlarge).
+async fn created(dir: &Path) -> Bed {
+    let speed = 2000.0;
+    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
+    let engine = Engine::new(store, workflows, EngineConfig::scaled(speed));
+    let b = Bed { sim, engine };
+    let req = json!({
+        "name": "demo", "region": REGION, "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": { "instance_groups": [
+            { "name": "workers", "instance_type": "ml.g5.2xlarge", "count": 2, "availability_zone": "us-east-1a" },
+            { "name": "efa", "instance_type": "ml.g5.12xlarge", "count": 1, "availability_zone": "us-east-1a" },
+            { "name": "cpu", "instance_type": "ml.m5.xlarge", "count": 1, "availability_zone": "us-east-1b" }
+        ]}
+    });
+    run(&b, OperationKind::CreateCluster, &req).await;
+    b
+}
+
+async fn run(b: &Bed, kind: OperationKind, req: &Value) -> instantstart_core::operation::Operation {
+    let s = match b.engine.submit_checked(kind, req, user(), None).await.unwrap() {
+        Outcome::Submitted(s) => s,
+        other => panic!("expected a change, got {other:?}"),
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    op
+}
+
+async fn nodes_of(sim: &SimCloud, group: &str) -> Vec<(String, String)> {
+    sim.list_cluster_nodes(REGION, "demo-hp")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.instance_group == group)
+        .map(|n| (n.instance_id, n.status))
+        .collect()
+}
+
+fn check(groups: Value) -> Value {
+    json!({ "cluster": "demo", "instance_groups": groups })
+}
+
+fn output(op: &instantstart_core::operation::Operation) -> Value {
+    op.steps.iter().find(|s| s.key == "health_check").map(|s| s.outputs.clone()).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn deep_health_checks_run_on_demand_and_report_each_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = created(dir.path()).await;
+    let workers = nodes_of(&b.sim, "workers").await;
+    assert_eq!(workers.len(), 2);
+
+    // Whole group: both nodes go through the check and pass.
+    let op =
+        run(&b, OperationKind::StartHealthCheck, &check(json!([{ "name": "workers", "checks": ["InstanceStress"] }])))
+            .await;
+    assert_eq!(b.sim.calls("sagemaker:StartClusterHealthCheck"), 1);
+    let out = output(&op);
+    assert_eq!(out["healthy"], true, "{out:#}");
+    let results: Vec<(&str, &str)> = out["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["node_id"].as_str().unwrap(), n["result"].as_str().unwrap()))
+        .collect();
+    let mut want: Vec<(&str, &str)> = workers.iter().map(|(id, _)| (id.as_str(), "passed")).collect();
+    want.sort();
+    assert_eq!(results, want);
+
+    // A check in flight (started outside the operation) is followed, not started twice.
+    let one = workers[0].0.clone();
+    let target = HealthCheckTarget {
+        instance_group: "workers".into(),
+        node_ids: vec![one.clone()],
+        checks: vec![DeepHealthCheck::InstanceStress],
+    };
+    b.sim.start_cluster_health_check(REGION, "demo-hp", std::slice::from_ref(&target)).await.unwrap();
+    assert!(nodes_of(&b.sim, "workers").await.iter().any(|(id, s)| id == &one && s == "DeepHealthCheckInProgress"));
+    let op = run(
+        &b,
+        OperationKind::StartHealthCheck,
+        &check(json!([{ "name": "workers", "node_ids": [one], "checks": ["InstanceStress"] }])),
+    )
+    .await;
+    assert_eq!(b.sim.calls("sagemaker:StartClusterHealthCheck"), 2, "observed, not submitted again");
+    assert_eq!(output(&op)["nodes"][0]["result"], "passed");
+
+    // Connectivity on the EFA group passes.
+    run(
+        &b,
+        OperationKind::StartHealthCheck,
+        &check(json!([{ "name": "efa", "checks": ["InstanceStress", "InstanceConnectivity"] }])),
+    )
+    .await;
+
+    // A node that fails its check is replaced by automatic node recovery.
+    b.sim.set_faults(
+        SimFaults::none()
+            .with("sagemaker:StartClusterHealthCheck", FaultMode::ResourceFails { reason: "GPU Xid 79".into() }),
+    );
+    let op = run(
+        &b,
+        OperationKind::StartHealthCheck,
+        &check(json!([{ "name": "workers", "node_ids": [workers[1].0], "checks": ["InstanceStress"] }])),
+    )
+    .await;
+    b.sim.set_faults(SimFaults::none());
+    let out = output(&op);
+    assert_eq!(
+        (out["healthy"].clone(), out["nodes"][0]["result"].clone()),
+        (json!(false), json!("replaced")),
+        "{out:#}"
+    );
+    let now = nodes_of(&b.sim, "workers").await;
+    assert_eq!(now.len(), 2, "the group keeps its size");
+    assert!(!now.iter().any(|(id, _)| id == &workers[1].0), "a new instance id: {now:?}");
+}
+
+#[tokio::test]
+async fn a_failed_node_stays_in_failure_without_automatic_recovery_until_rebooted() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = created(dir.path()).await;
+    run(&b, OperationKind::SetFeatures, &json!({ "cluster": "demo", "patch": { "node_recovery": "None" } })).await;
+    let workers = nodes_of(&b.sim, "workers").await;
+    b.sim.set_faults(
+        SimFaults::none()
+            .with("sagemaker:StartClusterHealthCheck", FaultMode::ResourceFails { reason: "GPU Xid 79".into() }),
+    );
+    let op = run(
+        &b,
+        OperationKind::StartHealthCheck,
+        &check(json!([{ "name": "workers", "node_ids": [workers[0].0], "checks": ["InstanceStress"] }])),
+    )
+    .await;
+    b.sim.set_faults(SimFaults::none());
+    assert_eq!(output(&op)["nodes"][0], json!({ "node_id": workers[0].0, "result": "failed", "status": "Failure" }));
+    // The ladder's reboot takes a Failure node back to Running.
+    run(&b, OperationKind::RebootNodes, &json!({ "cluster": "demo", "node_ids": [workers[0].0] })).await;
+    assert!(nodes_of(&b.sim, "workers").await.iter().all(|(_, s)| s == "Running"));
+}
+
+#[tokio::test]
+async fn refusals_follow_sagemaker_before_anything_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = created(dir.path()).await;
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (json!([{ "name": "cpu", "checks": ["InstanceStress"] }]), "instance_groups[0].checks[0]", "no accelerators"),
+        (
+            json!([{ "name": "workers", "checks": ["InstanceConnectivity"] }]),
+            "instance_groups[0].checks[0]",
+            "no EFA interface",
+        ),
+        (json!([{ "name": "ghost", "checks": ["InstanceStress"] }]), "instance_groups[0].name", "does not exist"),
+        (
+            json!([{ "name": "workers", "node_ids": ["i-0123456789abcdef0"], "checks": ["InstanceStress"] }]),
+            "instance_groups[0].node_ids[0]",
+            "is not a node of instance group workers",
+        ),
+        (json!([{ "name": "workers", "checks": [] }]), "instance_groups[0].checks", "at least one"),
+    ];
+    for (groups, field, rule) in cases {
+        let e =
+            b.engine.submit_checked(OperationKind::StartHealthCheck, &check(groups), user(), None).await.unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(field) && text.contains(rule), "{field}: {text}");
+    }
+    assert_eq!(b.sim.calls("sagemaker:StartClusterHealthCheck"), 0, "nothing reached SageMaker");
+    // The simulated SageMaker refuses the same.
+    let cpu = HealthCheckTarget {
+        instance_group: "cpu".into(),
+        node_ids: vec![],
+        checks: vec![DeepHealthCheck::InstanceStress],
+    };
+    let e = b.sim.start_cluster_health_check(REGION, "demo-hp", &[cpu]).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest);
+    assert!(e.message.contains("accelerated instance types only"), "{e}");
+    let no_efa = HealthCheckTarget {
+        instance_group: "workers".into(),
+        node_ids: vec![],
+        checks: vec![DeepHealthCheck::InstanceConnectivity],
+    };
+    let e = b.sim.start_cluster_health_check(REGION, "demo-hp", &[no_efa]).await.unwrap_err();
+    assert!(e.message.contains("InstanceConnectivity needs EFA"), "{e}");
+}
