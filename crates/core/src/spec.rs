@@ -472,6 +472,11 @@ impl Validate for StorageSpec {
 /// create request naming another bucket is refused here instead (HTTP 422, field
 /// `storage.bucket`). `shared_bucket` is the server's `--shared-bucket`, if any.
 pub fn check_bucket_covered(bucket: &str, shared_bucket: Option<&str>, f: &mut Findings) {
+    check_bucket_covered_at("storage.bucket", bucket, shared_bucket, f)
+}
+
+/// [`check_bucket_covered`] for a bucket named by request field `field`.
+pub fn check_bucket_covered_at(field: &str, bucket: &str, shared_bucket: Option<&str>, f: &mut Findings) {
     if bucket.starts_with(names::CLUSTER_BUCKET_PREFIX) || shared_bucket == Some(bucket) {
         return;
     }
@@ -480,7 +485,7 @@ pub fn check_bucket_covered(bucket: &str, shared_bucket: Option<&str>, f: &mut F
         None => String::new(),
     };
     f.push_unprocessable(
-        "storage.bucket",
+        field,
         format!(
             "must start with '{}'{shared}: those are the buckets the management environment's IAM policy grants (statement S3ClusterBuckets of the deployment template)",
             names::CLUSTER_BUCKET_PREFIX

@@ -1002,7 +1002,18 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
     let check = dry.checks.iter().find(|c| c.check == "access_entry").expect("the access check");
     assert!(check.detail.contains("will be created"), "{}", check.detail);
     let keys: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
-    assert_eq!(keys, ["eks_cluster", "access_entry", "register"]);
+    // Without a bucket: the missing add-ons but no S3 CSI driver (nothing to mount).
+    assert_eq!(
+        keys,
+        [
+            "eks_cluster",
+            "access_entry",
+            "addon:vpc-cni",
+            "addon:eks-pod-identity-agent",
+            "addon:cert-manager",
+            "register"
+        ]
+    );
     let Outcome::Submitted(s) =
         b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap()
     else {
@@ -1022,6 +1033,225 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
     assert!(b.sim.describe_access_entry("us-east-1", "legacy", principal).await.unwrap().is_none());
     assert!(b.sim.describe_eks_cluster("us-east-1", "legacy").await.unwrap().is_some());
     assert!(b.sim.list(&target, &namespaces).await.is_err());
+}
+
+fn helm_bed(dir: &Path, speed: f64) -> Bed {
+    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let workflows = workflow::all_with_helm(
+        Arc::new(sim.clone()),
+        Arc::new(sim.clone()),
+        Some(Arc::new(sim.clone())),
+        store.clone(),
+        None,
+    );
+    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
+    Bed { sim, store, engine }
+}
+
+/// An EKS cluster someone else created, with cert-manager installed as their add-on.
+async fn seed_legacy(sim: &SimCloud) {
+    use instantstart_core::provider::{CreateEksAddon, CreateNetwork};
+    use instantstart_core::subnet::plan_new_vpc;
+    let zones = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
+    let n = sim
+        .seed_network(&CreateNetwork {
+            region: "us-east-1".into(),
+            name: "legacy".into(),
+            cidr: "10.20.0.0/16".parse().unwrap(),
+            subnets: plan_new_vpc("10.20.0.0/16".parse().unwrap(), &zones).unwrap(),
+            tags: Default::default(),
+        })
+        .unwrap();
+    let private: Vec<String> = n.subnets.iter().filter(|s| !s.public).map(|s| s.id.clone()).collect();
+    sim.seed_eks_cluster("us-east-1", "legacy", "1.33", private, Default::default()).unwrap();
+    let theirs = [("owner".to_string(), "platform-team".to_string())].into_iter().collect();
+    sim.create_addon(&CreateEksAddon {
+        region: "us-east-1".into(),
+        cluster: "legacy".into(),
+        name: "cert-manager".into(),
+        version: None,
+        client_request_token: "theirs".into(),
+        tags: theirs,
+        configuration_values: None,
+    })
+    .await
+    .unwrap();
+}
+
+/// Import is adoption: the dry run reports each dependency as present (left alone) or to be
+/// installed; the operation installs the missing add-ons and charts, the S3 CSI identity and the
+/// `s3-shared` claim of the named bucket, and records the bucket; deleting the imported cluster
+/// removes exactly what the import installed (their cert-manager and the EKS cluster stay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_reconciles_dependencies_mounts_the_bucket_and_delete_removes_only_what_it_installed() {
+    use instantstart_core::engine::Outcome;
+    use instantstart_core::preflight::CheckStatus;
+    use instantstart_core::provider::{HelmReleases, KubeApi, KubeTarget, ObjectRef, PINNED_CHARTS};
+    let dir = tempfile::tempdir().unwrap();
+    let b = helm_bed(dir.path(), 2000.0);
+    seed_legacy(&b.sim).await;
+    let import =
+        json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
+
+    // A bucket outside the management role's grant is a 422 on `bucket`, nothing recorded.
+    let bad = json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "someone-elses" });
+    let err = b.engine.submit_checked(OperationKind::ImportCluster, &bad, user(), None).await.unwrap_err();
+    let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
+    assert_eq!(v.findings[0].field, "bucket", "{v:?}");
+    assert!(b.store.list_operations(&Default::default()).unwrap().is_empty());
+
+    let dry = b.engine.dry_run_checked(OperationKind::ImportCluster, &import).await.unwrap();
+    let dependency = |key: &str| dry.checks.iter().find(|c| c.check == "dependency" && c.field == key).cloned();
+    let cert = dependency("addon:cert-manager").expect("cert-manager reported");
+    assert!(cert.detail.contains("present, left alone"), "{}", cert.detail);
+    assert_eq!(cert.status, CheckStatus::Pass);
+    let cni = dependency("addon:vpc-cni").expect("vpc-cni reported");
+    assert!(cni.detail.contains("will be installed"), "{}", cni.detail);
+    assert!(dependency("chart:kuberay-operator").expect("charts reported").detail.contains("will be installed"));
+    assert!(dependency("chart:hyperpod-dependencies").is_none(), "no HyperPod, no HyperPod chart");
+    let keys: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
+    for k in
+        ["addon:vpc-cni", "s3_csi_identity", "addon:aws-mountpoint-s3-csi-driver", "bucket", "storage", "chart:keda"]
+    {
+        assert!(keys.contains(&k), "{k} planned: {keys:?}");
+    }
+    assert!(!keys.contains(&"addon:cert-manager"), "present: no step");
+    assert_eq!(keys.last(), Some(&"register"));
+    // Every dependency waits for the access entry (charts talk to the Kubernetes API).
+    let chart = dry.prepared.steps.iter().find(|s| s.key == "chart:keda").unwrap();
+    assert_eq!(chart.depends_on, ["access_entry"]);
+
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap()
+    else {
+        panic!("an import is never a no-op")
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let rec = b.store.get_cluster("adopted").unwrap().unwrap();
+    assert_eq!(rec.bucket.as_deref(), Some("is-adopted-data"));
+    assert!(b.sim.describe_bucket("is-adopted-data").await.unwrap().is_some());
+    let target = KubeTarget { region: "us-east-1".into(), eks_cluster: "legacy".into() };
+    let claim = ObjectRef {
+        api_version: "v1".into(),
+        kind: "PersistentVolumeClaim".into(),
+        namespace: Some("default".into()),
+        name: "s3-shared".into(),
+    };
+    assert!(b.sim.get(&target, &claim).await.unwrap().is_some(), "the claim exists");
+    let csi = instantstart_core::workflow::create_cluster::s3_csi_role("adopted");
+    assert!(b.sim.role_policies(&csi).is_some(), "the S3 CSI driver's role");
+    let cert = b.sim.describe_addon("us-east-1", "legacy", "cert-manager").await.unwrap().unwrap();
+    assert_eq!(cert.tags.get("owner").map(String::as_str), Some("platform-team"), "theirs, untouched");
+    for chart in PINNED_CHARTS.iter().filter(|c| !c.before_hyperpod) {
+        assert!(
+            b.sim.get_release(&target, chart.namespace, chart.release).await.unwrap().is_some(),
+            "{}",
+            chart.release
+        );
+    }
+
+    // Forgetting it removes what the import installed, nothing else.
+    let dry = b.engine.dry_run_checked(OperationKind::DeleteCluster, &json!({ "name": "adopted" })).await.unwrap();
+    let keys: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
+    assert!(keys.contains(&"addon:eks-pod-identity-agent") && keys.contains(&"storage"), "{keys:?}");
+    assert!(!keys.contains(&"addon:cert-manager") && !keys.contains(&"addon:vpc-cni"), "{keys:?}");
+    let access = dry.prepared.steps.iter().find(|s| s.key == "access_entry").unwrap();
+    assert_eq!(access.depends_on.len(), keys.len() - 2, "the access entry goes last: {:?}", access.depends_on);
+    let del = run_to_end(&b, OperationKind::DeleteCluster, &json!({ "name": "adopted" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert!(b.sim.describe_addon("us-east-1", "legacy", "cert-manager").await.unwrap().is_some());
+    assert!(b.sim.describe_addon("us-east-1", "legacy", "vpc-cni").await.unwrap().is_some(), "networking stays");
+    assert!(b.sim.describe_addon("us-east-1", "legacy", "eks-pod-identity-agent").await.unwrap().is_none());
+    assert!(b.sim.role_policies(&csi).is_none());
+    assert!(b.sim.describe_bucket("is-adopted-data").await.unwrap().is_some(), "the bucket stays");
+    assert!(b.sim.describe_eks_cluster("us-east-1", "legacy").await.unwrap().is_some());
+    assert!(b.store.get_cluster("adopted").unwrap().is_none());
+}
+
+/// A server killed while the import's add-on step is polled, or between the persisted
+/// `submitting` phase and the call, resumes without creating anything twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_import_creates_nothing_twice() {
+    for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
+        let dir = tempfile::tempdir().unwrap();
+        let import =
+            json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
+        let id = {
+            let b = helm_bed(dir.path(), 2000.0);
+            seed_legacy(&b.sim).await;
+            let s = match b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap() {
+                instantstart_core::engine::Outcome::Submitted(s) => s,
+                other => panic!("{other:?}"),
+            };
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let op = b.engine.get(&s.operation.id).unwrap();
+                let phase = op.step("addon:eks-pod-identity-agent").unwrap().phase;
+                if phase == kill_at || phase == StepPhase::Succeeded {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            b.engine.abort_all();
+            b.sim.flush().unwrap();
+            s.operation.id
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = helm_bed(dir.path(), 2000.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
+        // Their cert-manager (seeded), then vpc-cni, the agent and the S3 CSI driver, each once.
+        assert_eq!(b.sim.calls("eks:CreateAddon"), 1 + 3, "{kill_at:?}");
+        assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 1, "{kill_at:?}");
+        assert_eq!(
+            b.sim.calls("iam:CreateRole"),
+            2,
+            "{kill_at:?}: the S3 CSI driver's and the load balancer controller's roles"
+        );
+        assert_eq!(b.sim.calls("s3:CreateBucket"), 1, "{kill_at:?}");
+        assert_eq!(b.sim.calls("eks:CreateAccessEntry"), 1, "{kill_at:?}");
+    }
+}
+
+/// Tiered checkpointing, refused on a cluster imported without a bucket, works on one imported
+/// with a bucket (the record has it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiered_checkpointing_works_on_a_cluster_imported_with_a_bucket() {
+    use instantstart_core::engine::Outcome;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let import = json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "demo",
+        "hyperpod_cluster": "demo-hp", "bucket": "is-adopted-data" });
+    let Outcome::Submitted(s) =
+        b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap()
+    else {
+        panic!("an import is a change")
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    // demo's add-ons were all there: none is installed again.
+    assert!(
+        op.steps.iter().all(|s| !s.key.starts_with("addon:")),
+        "{:?}",
+        op.steps.iter().map(|s| &s.key).collect::<Vec<_>>()
+    );
+    let on =
+        json!({ "cluster": "adopted", "patch": { "tiered_checkpointing": { "enabled": true, "memory_percent": 20 } } });
+    let Outcome::Submitted(s) = b.engine.submit_checked(OperationKind::SetFeatures, &on, user(), None).await.unwrap()
+    else {
+        panic!("turning checkpointing on is a change")
+    };
+    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let role = instantstart_core::workflow::features::checkpoint_role("adopted");
+    let policies = b.sim.role_policies(&role).expect("the checkpointing role");
+    assert!(format!("{policies:?}").contains("is-adopted-data"), "scoped to the imported bucket: {policies:?}");
 }
 
 /// A group added to an imported cluster takes the execution role and security groups the

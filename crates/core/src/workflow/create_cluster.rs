@@ -30,18 +30,13 @@
 //! role `<cluster>-s3-csi-role` (trusted by `pods.eks.amazonaws.com`, Mountpoint's documented
 //! policy on the cluster's bucket only) associated before the add-on is created, so the driver's
 //! pods have credentials from their first start (without it every mount of `s3-shared` fails).
+//! The add-ons, the S3 CSI identity, the charts and the storage claim are planned and run by
+//! [`super::dependencies`], which import shares.
 //! Every resource name derives from the cluster name ([`DerivedNames`]), every resource carries
 //! our ownership tags, and "already exists" is adopted only when the tags say it is ours.
 
-use super::charts::{CHART_STEP_PREFIX, EnsureChart, chart_step_key};
-use super::lb_controller::{
-    LB_CONTROLLER_NAMESPACE, LB_CONTROLLER_ROLE_STEP, LB_CONTROLLER_SERVICE_ACCOUNT, LbControllerChartStep,
-    LbControllerRoleStep, lb_controller_role,
-};
-use super::steps::{
-    AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, OidcProviderStep, PodIdentityTarget, place_groups,
-    pod_identity_trust_policy, poll_role,
-};
+use super::dependencies::{self, DependencyPlan, DependencyTarget, plan_dependencies};
+use super::steps::{place_groups, poll_role};
 use super::{cluster_target, decode, update_record};
 use crate::engine::reads::read;
 use crate::engine::{
@@ -64,51 +59,10 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// EKS add-ons installed by the dependencies stage, in order. HyperPod requires the Amazon VPC
-/// CNI at 1.18.3 or later and supports no other CNI (`sagemaker-hyperpod-eks-prerequisites`):
-/// EKS installs a self-managed CNI of its choosing, so the pipeline takes it over as the
-/// `vpc-cni` add-on at a version of at least [`addon_minimum_version`] (the adapter resolves
-/// it from DescribeAddonVersions for the cluster's Kubernetes version). HyperPod's training
-/// operator needs cert-manager and the pod identity agent; the S3 data contract needs the
-/// Mountpoint S3 CSI driver.
-pub const BASE_ADDONS: &[&str] = &["vpc-cni", "eks-pod-identity-agent", "cert-manager", "aws-mountpoint-s3-csi-driver"];
-
-/// The add-on of the Mountpoint S3 CSI driver and the service account its driver runs as.
-pub const S3_CSI_ADDON: &str = "aws-mountpoint-s3-csi-driver";
-pub const S3_CSI_NAMESPACE: &str = "kube-system";
-pub const S3_CSI_SERVICE_ACCOUNT: &str = "s3-csi-driver-sa";
-
-/// The Mountpoint S3 CSI driver's Pod Identity role.
-pub fn s3_csi_role(cluster: &str) -> String {
-    format!("{cluster}-s3-csi-role")
-}
-
-/// Mountpoint's documented least-privilege policy (awslabs/mountpoint-s3-csi-driver
-/// `docs/CONFIGURATION.md`, "AWS credentials"; EKS user guide `s3-csi-create`): list the
-/// bucket, read/write/delete its objects and abort multipart uploads — on this bucket only.
-pub fn s3_csi_policy(bucket: &str) -> Value {
-    json!({
-        "Version": "2012-10-17",
-        "Statement": [
-            { "Sid": "MountpointFullBucketAccess", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")] },
-            { "Sid": "MountpointFullObjectAccess", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")] }
-        ]
-    })
-}
-
-/// The driver's service account bound to its role.
-pub fn s3_csi_identity(target: AddonTarget) -> PodIdentityTarget {
-    let role = s3_csi_role(&target.cluster);
-    PodIdentityTarget {
-        target,
-        namespace: S3_CSI_NAMESPACE.into(),
-        service_account: S3_CSI_SERVICE_ACCOUNT.into(),
-        role,
-    }
-}
-
-/// Name of the static PersistentVolumeClaim that mounts the shared bucket.
-pub const STORAGE_CLAIM: &str = "s3-shared";
+pub use super::dependencies::{
+    BASE_ADDONS, S3_CSI_ADDON, S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT, STORAGE_CLAIM, s3_csi_identity, s3_csi_policy,
+    s3_csi_role,
+};
 
 /// Expected durations at real AWS speed, used for ETAs.
 const EXPECTED: &[(&str, u64)] = &[
@@ -120,17 +74,12 @@ const EXPECTED: &[(&str, u64)] = &[
     ("compute_subnets", 10),
     ("eks_cluster", 600),
     ("select_active", 1),
-    ("oidc_provider", 5),
-    ("lb_controller_role", 10),
     ("hyperpod_cluster", 900),
-    ("storage", 10),
-    ("s3_csi_role", 10),
-    ("s3_csi_identity", 10),
 ];
 
 fn expected(key: &str) -> Option<u64> {
-    if key.starts_with("addon:") || key.starts_with(CHART_STEP_PREFIX) {
-        return Some(60);
+    if let Some(secs) = dependencies::expected_secs(key) {
+        return Some(secs);
     }
     EXPECTED.iter().find(|(k, _)| *k == key).map(|(_, s)| *s)
 }
@@ -170,6 +119,20 @@ impl CreateClusterWorkflow {
     pub fn with_helm(mut self, helm: Arc<dyn HelmReleases>) -> Self {
         self.helm = Some(helm);
         self
+    }
+
+    /// The executors of the dependency steps (add-ons, charts, S3 CSI identity, storage).
+    fn dependencies(&self, req: &ClusterCreateRequest) -> DependencyTarget {
+        DependencyTarget {
+            aws: self.aws.clone(),
+            kube: self.kube.clone(),
+            helm: self.helm.clone(),
+            region: req.region.clone(),
+            eks_cluster: DerivedNames::for_cluster(&req.name).eks_cluster,
+            cluster: req.name.clone(),
+            mount_path: mount_path(req),
+            adopt_present: false,
+        }
     }
 
     fn charts(&self) -> &'static [PinnedChart] {
@@ -225,67 +188,18 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
         &["network", "eks_cluster_role"],
     ));
     steps.push(step("select_active", format!("Select {} as the active cluster", req.name), &["eks_cluster"]));
-    let mut addon_keys = Vec::new();
-    for addon in BASE_ADDONS {
-        let key = format!("addon:{addon}");
-        let deps: &[&str] = if *addon == S3_CSI_ADDON {
-            // The driver's identity first (the agent add-on is earlier in BASE_ADDONS).
-            steps.push(step(
-                "s3_csi_role",
-                format!(
-                    "Create IAM role {} for the S3 CSI driver (trusted by pods.eks.amazonaws.com, scoped to the shared bucket)",
-                    s3_csi_role(&req.name)
-                ),
-                &["bucket"],
-            ));
-            steps.push(step(
-                "s3_csi_identity",
-                format!("Associate {S3_CSI_NAMESPACE}/{S3_CSI_SERVICE_ACCOUNT} with the role (EKS Pod Identity)"),
-                &["s3_csi_role", "addon:eks-pod-identity-agent"],
-            ));
-            &["select_active", "s3_csi_identity"]
-        } else {
-            &["select_active"]
-        };
-        steps.push(step(&key, format!("Install EKS add-on {addon}"), deps));
-        addon_keys.push(key);
-    }
-    let mut before_hyperpod = Vec::new();
-    for chart in charts {
-        if chart.before_hyperpod {
-            if req.hyperpod.is_none() {
-                continue; // only needed by a HyperPod cluster
-            }
-            before_hyperpod.push(chart_step_key(chart));
-        }
-        let mut deps = vec!["select_active"];
-        if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
-            // The controller's service account assumes its IAM role through IRSA.
-            steps.push(step(
-                "oidc_provider",
-                "Ensure the cluster's IAM OIDC provider (trust anchor)".into(),
-                &["select_active"],
-            ));
-            steps.push(step(
-                LB_CONTROLLER_ROLE_STEP,
-                format!(
-                    "Create IAM role {} with the AWS Load Balancer Controller's policy, trusted only by \
-                     {LB_CONTROLLER_NAMESPACE}/{LB_CONTROLLER_SERVICE_ACCOUNT}",
-                    lb_controller_role(&req.name)
-                ),
-                &["oidc_provider"],
-            ));
-            deps.push(LB_CONTROLLER_ROLE_STEP);
-        }
-        steps.push(step(
-            &chart_step_key(chart),
-            format!(
-                "Install Helm chart {} {} in namespace {}: {}",
-                chart.chart, chart.version, chart.namespace, chart.provides
-            ),
-            &deps,
-        ));
-    }
+    let deps = plan_dependencies(
+        &DependencyPlan {
+            cluster: &req.name,
+            ready: "select_active",
+            bucket: true,
+            hyperpod: req.hyperpod.is_some(),
+            present: &[],
+        },
+        charts,
+    );
+    steps.extend(deps.steps);
+    let (addon_keys, before_hyperpod) = (deps.addon_keys, deps.before_hyperpod);
     if let Some(hp) = &req.hyperpod {
         steps.push(step(
             "hyperpod_execution_role",
@@ -322,13 +236,12 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
             &deps,
         ));
     }
-    let mount = req.storage.as_ref().map(|s| s.mount_path.clone()).unwrap_or_else(|| DEFAULT_MOUNT_PATH.into());
-    steps.push(step(
-        "storage",
-        format!("Mount the shared bucket through the S3 CSI driver (claim {STORAGE_CLAIM}, path {mount})"),
-        &["bucket", "select_active", "addon:aws-mountpoint-s3-csi-driver"],
-    ));
+    steps.push(dependencies::storage_step(&mount_path(req), "select_active"));
     steps
+}
+
+fn mount_path(req: &ClusterCreateRequest) -> String {
+    req.storage.as_ref().map(|s| s.mount_path.clone()).unwrap_or_else(|| DEFAULT_MOUNT_PATH.into())
 }
 
 #[async_trait]
@@ -470,7 +383,7 @@ impl Workflow for CreateClusterWorkflow {
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
         let req: ClusterCreateRequest = decode(request).ok()?;
-        let cx = Arc::new(Shared { req, aws: self.aws.clone(), kube: self.kube.clone(), store: self.store.clone() });
+        let cx = Arc::new(Shared { req, aws: self.aws.clone(), store: self.store.clone() });
         let exec: Arc<dyn StepExecutor> = match key {
             "network" => Arc::new(NetworkStep(cx)),
             "eks_cluster_role" => Arc::new(RoleStep { cx, which: RoleKind::EksCluster }),
@@ -481,34 +394,7 @@ impl Workflow for CreateClusterWorkflow {
             "eks_cluster" => Arc::new(EksClusterStep(cx)),
             "select_active" => Arc::new(SelectActiveStep(cx)),
             "hyperpod_cluster" => Arc::new(HyperPodClusterStep(cx)),
-            "storage" => Arc::new(StorageStep(cx)),
-            "s3_csi_role" => Arc::new(S3CsiRoleStep(cx)),
-            "s3_csi_identity" => Arc::new(EnsurePodIdentity(s3_csi_identity(cx.addon_target()))),
-            "oidc_provider" => Arc::new(OidcProviderStep {
-                aws: self.aws.clone(),
-                region: cx.req.region.clone(),
-                eks_cluster: cx.names().eks_cluster,
-                cluster: cx.req.name.clone(),
-            }),
-            LB_CONTROLLER_ROLE_STEP => Arc::new(LbControllerRoleStep {
-                aws: self.aws.clone(),
-                cluster: cx.req.name.clone(),
-                region: cx.req.region.clone(),
-                eks_cluster: cx.names().eks_cluster,
-            }),
-            other if other.starts_with(CHART_STEP_PREFIX) => {
-                let chart = pinned_chart(&other[CHART_STEP_PREFIX.len()..])?;
-                let inner = EnsureChart { helm: self.helm.clone()?, target: cx.kube_target(), chart: *chart };
-                if chart.release == AWS_LOAD_BALANCER_CONTROLLER.release {
-                    Arc::new(LbControllerChartStep { inner, aws: self.aws.clone(), cluster: cx.req.name.clone() })
-                } else {
-                    Arc::new(inner)
-                }
-            }
-            other => {
-                let addon = other.strip_prefix("addon:")?;
-                Arc::new(EnsureAddon { target: cx.addon_target(), addon: addon.to_string() })
-            }
+            other => self.dependencies(&cx.req).executor(other)?,
         };
         Some(exec)
     }
@@ -518,7 +404,6 @@ impl Workflow for CreateClusterWorkflow {
 struct Shared {
     req: ClusterCreateRequest,
     aws: Arc<dyn AwsCloud>,
-    kube: Arc<dyn KubeApi>,
     store: Arc<dyn Store>,
 }
 
@@ -542,19 +427,6 @@ impl Shared {
                  InstantStart will not adopt or change it. Delete or rename it, or choose another cluster name, then retry this step",
                 self.req.name
             ),
-        }
-    }
-
-    fn kube_target(&self) -> KubeTarget {
-        KubeTarget { region: self.req.region.clone(), eks_cluster: self.names().eks_cluster }
-    }
-
-    fn addon_target(&self) -> AddonTarget {
-        AddonTarget {
-            aws: self.aws.clone(),
-            region: self.req.region.clone(),
-            eks_cluster: self.names().eks_cluster,
-            cluster: self.req.name.clone(),
         }
     }
 
@@ -708,39 +580,6 @@ impl RoleStep {
                 }
             }
         })
-    }
-}
-
-/// The S3 CSI driver's role: the bucket comes from the `bucket` step's recorded output, so
-/// every attempt asks for the same role.
-struct S3CsiRoleStep(Arc<Shared>);
-
-impl S3CsiRoleStep {
-    fn role(&self, cx: &StepContext<'_>) -> Result<EnsureRole, StepError> {
-        let bucket = cx.input_str("bucket", "bucket")?;
-        Ok(EnsureRole {
-            aws: self.0.aws.clone(),
-            cluster: self.0.req.name.clone(),
-            name: s3_csi_role(&self.0.req.name),
-            trust_policy: pod_identity_trust_policy(),
-            managed_policies: vec![],
-            inline_policies: vec![("instantstart-s3-csi-bucket".into(), s3_csi_policy(&bucket))],
-        })
-    }
-}
-
-#[async_trait]
-impl StepExecutor for S3CsiRoleStep {
-    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
-        self.role(cx)?.observe(cx).await
-    }
-
-    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        self.role(cx)?.submit(cx).await
-    }
-
-    async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        self.role(cx)?.poll(cx, r).await
     }
 }
 
@@ -1158,93 +997,6 @@ pub const SAGEMAKER_TAG: (&str, &str) = ("SageMaker", "true");
 fn hyperpod_tags(mut tags: Tags) -> Tags {
     tags.insert(SAGEMAKER_TAG.0.into(), SAGEMAKER_TAG.1.into());
     tags
-}
-
-struct StorageStep(Arc<Shared>);
-
-impl StorageStep {
-    fn objects(&self, bucket: &str) -> (KubeObject, KubeObject) {
-        let s = &self.0;
-        let labels = json!({ LABEL_MANAGED_BY: MANAGED_BY, "instantstart.io/cluster": s.req.name });
-        let pv_name = format!("{STORAGE_CLAIM}-pv");
-        let pv = json!({
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": { "name": pv_name, "labels": labels },
-            "spec": {
-                "capacity": { "storage": "1200Gi" },
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "claimRef": { "namespace": "default", "name": STORAGE_CLAIM },
-                "mountOptions": ["allow-delete", "allow-other", "uid=1000", "gid=1000", format!("region {}", s.req.region)],
-                "csi": { "driver": "s3.csi.aws.com", "volumeHandle": format!("s3-csi-{bucket}"), "volumeAttributes": { "bucketName": bucket } }
-            }
-        });
-        let pvc = json!({
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": { "name": STORAGE_CLAIM, "namespace": "default", "labels": labels },
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": pv_name,
-                "resources": { "requests": { "storage": "1200Gi" } }
-            }
-        });
-        (KubeObject(pv), KubeObject(pvc))
-    }
-
-    fn claim_ref() -> ObjectRef {
-        ObjectRef {
-            api_version: "v1".into(),
-            kind: "PersistentVolumeClaim".into(),
-            namespace: Some("default".into()),
-            name: STORAGE_CLAIM.into(),
-        }
-    }
-}
-
-#[async_trait]
-impl StepExecutor for StorageStep {
-    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
-        let s = &self.0;
-        match s.kube.get(&s.kube_target(), &Self::claim_ref()).await? {
-            Some(o) if o.label(LABEL_MANAGED_BY) == Some(MANAGED_BY) => Ok(Observation::Exists(ResourceRef {
-                kind: "pvc".into(),
-                id: format!("default/{STORAGE_CLAIM}"),
-                arn: None,
-            })),
-            Some(_) => Ok(s.foreign(&format!("PersistentVolumeClaim default/{STORAGE_CLAIM}"))),
-            None => Ok(Observation::Absent),
-        }
-    }
-
-    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let s = &self.0;
-        let bucket = cx.input_str("bucket", "bucket")?;
-        let (pv, pvc) = self.objects(&bucket);
-        s.kube.apply(&s.kube_target(), &pv).await?;
-        s.kube.apply(&s.kube_target(), &pvc).await?;
-        Ok(ResourceRef { kind: "pvc".into(), id: format!("default/{STORAGE_CLAIM}"), arn: None })
-    }
-
-    async fn poll(&self, cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
-        let s = &self.0;
-        let Some(pvc) = s.kube.get(&s.kube_target(), &Self::claim_ref()).await? else {
-            return Ok(Progress::Failed {
-                reason: format!("PersistentVolumeClaim default/{STORAGE_CLAIM} disappeared"),
-            });
-        };
-        match pvc.0.pointer("/status/phase").and_then(Value::as_str) {
-            Some("Bound") => Ok(Progress::Done(json!({
-                "claim": STORAGE_CLAIM,
-                "namespace": "default",
-                "bucket": cx.input_str("bucket", "bucket")?,
-                "mount_path": s.req.storage.as_ref().map(|x| x.mount_path.clone()).unwrap_or_else(|| "/s3".into()),
-            }))),
-            phase => Ok(waiting(format!("claim {STORAGE_CLAIM}: {}", phase.unwrap_or("Pending")))),
-        }
-    }
 }
 
 #[cfg(test)]

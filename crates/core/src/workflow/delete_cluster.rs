@@ -1,8 +1,10 @@
 //! The delete-cluster pipeline: what create-cluster made, removed in reverse order.
 //!
 //! Only resources carrying our ownership tags are deleted; a same-named resource that is not
-//! ours stops the step with `needs_attention`. An imported cluster is only forgotten: nothing
-//! in AWS is deleted, not even the tracking servers InstantStart created for it. The shared
+//! ours stops the step with `needs_attention`. An imported cluster is forgotten: of what is in
+//! AWS only what its import installed goes ([`plan_imported`]: the dependencies, S3 CSI
+//! identity and storage claim named by the steps of the import operation, then the access
+//! entry); the EKS and HyperPod clusters, the bucket and the tracking servers stay. The shared
 //! bucket is kept unless the request asks for `delete_bucket` (it holds the user's data, and
 //! only an empty bucket is ever deleted).
 //!
@@ -49,18 +51,19 @@
 //! way?" (`Exists`) or "is the resource still there?" (`Absent`, so `submit` deletes it).
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
+use super::dependencies::{ADDON_STEP_PREFIX, is_dependency_key};
 use super::import_cluster::{ACCESS_ENTRY_STEP, RemoveAccessEntry};
 use super::lb_controller::{LB_CONTROLLER_ROLE_STEP, LB_SERVICES_STEP, RemoveLoadBalancerServices, lb_controller_role};
 use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
-use super::steps::{AddonTarget, RemovePodIdentity, RemoveRole};
+use super::steps::{AddonTarget, RemoveOwnedAddon, RemovePodIdentity, RemoveRole};
 use super::{cluster_target, decode};
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
 use crate::names::DerivedNames;
-use crate::operation::{OperationId, OperationKind, ResourceRef, StepSpec};
+use crate::operation::{OperationId, OperationKind, OperationStatus, ResourceRef, StepSpec};
 use crate::provider::*;
-use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Store};
+use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, OperationFilter, Store};
 use crate::validate::Findings;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -160,23 +163,7 @@ fn plan_steps_with(
 ) -> Vec<StepSpec> {
     let names = DerivedNames::for_cluster(&rec.name);
     if rec.source == ClusterSource::Imported {
-        return vec![
-            step(
-                ACCESS_ENTRY_STEP,
-                format!(
-                    "Remove the EKS access entry the import gave the control plane on {} (one that was there before stays)",
-                    rec.eks_cluster
-                ),
-                &[],
-                3,
-            ),
-            step(
-                "unregister",
-                format!("Forget imported cluster {} (nothing else is deleted in AWS)", rec.name),
-                &[ACCESS_ENTRY_STEP],
-                1,
-            ),
-        ];
+        return plan_imported(rec, &[]);
     }
     let mut steps = vec![
         step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5),
@@ -368,6 +355,117 @@ fn plan_steps_with(
     steps
 }
 
+/// What the newest successful import of cluster `rec` installed, as the step keys that remove
+/// it: its add-on and chart steps (not a chart release it found and left alone), the S3 CSI
+/// identity and role, the storage claim and the load balancer controller's role.
+pub fn installed_by_import(store: &dyn Store, rec: &ClusterRecord) -> Result<Vec<String>, EngineError> {
+    let ops = store.list_operations(&OperationFilter {
+        target: Some(cluster_target(&rec.name)),
+        status: Some(OperationStatus::Succeeded),
+        limit: None,
+    })?;
+    let Some(op) = ops.into_iter().find(|o| o.kind == OperationKind::ImportCluster) else { return Ok(Vec::new()) };
+    Ok(op
+        .steps
+        .iter()
+        .filter(|s| {
+            is_dependency_key(&s.key)
+                || ["storage", "s3_csi_identity", "s3_csi_role", LB_CONTROLLER_ROLE_STEP].contains(&s.key.as_str())
+        })
+        .filter(|s| s.outputs.get("left_alone") != Some(&Value::Bool(true)))
+        .map(|s| s.key.clone())
+        .collect())
+}
+
+/// The steps forgetting imported cluster `rec`, removing what its import `installed` (step
+/// keys of [`installed_by_import`]) before the access entry goes (the control plane needs it
+/// to reach the Kubernetes API). The `vpc-cni` add-on stays: deleting it would take the
+/// cluster's pod networking with it.
+pub fn plan_imported(rec: &ClusterRecord, installed: &[String]) -> Vec<StepSpec> {
+    let has = |k: &str| installed.iter().any(|i| i == k);
+    let mut steps = Vec::new();
+    if has("storage") {
+        steps.push(step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5));
+    }
+    let after_storage: &[&str] = if has("storage") { &["storage"] } else { &[] };
+    let lbc = chart_step_key(&AWS_LOAD_BALANCER_CONTROLLER);
+    for key in installed.iter().filter(|k| k.starts_with(CHART_STEP_PREFIX)) {
+        let Some(chart) = pinned_chart(&key[CHART_STEP_PREFIX.len()..]) else { continue };
+        let title = format!("Uninstall Helm release {}/{} (the import installed it)", chart.namespace, chart.release);
+        if *key == lbc {
+            steps.push(step(
+                LB_SERVICES_STEP,
+                "Delete the LoadBalancer Services of the cluster's inference endpoints and wait until their load balancers are gone"
+                    .into(),
+                &[],
+                30,
+            ));
+            steps.push(step(key, title, &[LB_SERVICES_STEP], 30));
+            if has(LB_CONTROLLER_ROLE_STEP) {
+                steps.push(step(
+                    LB_CONTROLLER_ROLE_STEP,
+                    format!("Delete IAM role {}", lb_controller_role(&rec.name)),
+                    &[key.as_str()],
+                    5,
+                ));
+            }
+        } else {
+            steps.push(step(key, title, &[], 30));
+        }
+    }
+    if has("s3_csi_identity") {
+        steps.push(step(
+            "s3_csi_identity",
+            format!(
+                "Delete the Pod Identity association of {}/{}",
+                super::create_cluster::S3_CSI_NAMESPACE,
+                super::create_cluster::S3_CSI_SERVICE_ACCOUNT
+            ),
+            after_storage,
+            10,
+        ));
+    }
+    if has("s3_csi_role") {
+        let deps: &[&str] = if has("s3_csi_identity") { &["s3_csi_identity"] } else { after_storage };
+        steps.push(step(
+            "s3_csi_role",
+            format!("Delete IAM role {}", super::create_cluster::s3_csi_role(&rec.name)),
+            deps,
+            5,
+        ));
+    }
+    for key in installed.iter().filter(|k| k.starts_with(ADDON_STEP_PREFIX)) {
+        let addon = &key[ADDON_STEP_PREFIX.len()..];
+        if addon == "vpc-cni" {
+            continue;
+        }
+        let deps = if addon == super::create_cluster::S3_CSI_ADDON { after_storage } else { &[] };
+        steps.push(step(key, format!("Remove EKS add-on {addon} (the import installed it)"), deps, 60));
+    }
+    let before_access: Vec<String> = steps.iter().map(|s| s.key.clone()).collect();
+    let mut access = step(
+        ACCESS_ENTRY_STEP,
+        format!(
+            "Remove the EKS access entry the import gave the control plane on {} (one that was there before stays)",
+            rec.eks_cluster
+        ),
+        &[],
+        3,
+    );
+    access.depends_on = before_access;
+    steps.push(access);
+    steps.push(step(
+        "unregister",
+        format!(
+            "Forget imported cluster {} (the EKS and HyperPod clusters, the bucket and what was there before stay)",
+            rec.name
+        ),
+        &[ACCESS_ENTRY_STEP],
+        1,
+    ));
+    steps
+}
+
 /// Whether tracking server `s` was created for cluster `rec`: ours (managed-by) and tagged with
 /// the cluster's name. A server created without a cluster is tagged with its own name, so one
 /// named like the cluster counts only when the operation that created it asked for the cluster.
@@ -446,7 +544,15 @@ impl Workflow for DeleteClusterWorkflow {
         check_servers(&req, &rec, &mut f);
         f.finish()?;
         let charts: &[PinnedChart] = if self.helm.is_some() { PINNED_CHARTS } else { &[] };
-        let steps = plan_steps_with(&rec, req.delete_bucket, charts, &req.tracking_servers);
+        let steps = if rec.source == ClusterSource::Imported {
+            let mut installed = installed_by_import(self.store.as_ref(), &rec)?;
+            if self.helm.is_none() {
+                installed.retain(|k| !k.starts_with(CHART_STEP_PREFIX));
+            }
+            plan_imported(&rec, &installed)
+        } else {
+            plan_steps_with(&rec, req.delete_bucket, charts, &req.tracking_servers)
+        };
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
     }
@@ -515,6 +621,9 @@ impl Workflow for DeleteClusterWorkflow {
             eks_cluster: rec.eks_cluster.clone(),
             cluster: rec.name.clone(),
         };
+        if let Some(addon) = key.strip_prefix(ADDON_STEP_PREFIX) {
+            return Some(Arc::new(RemoveOwnedAddon { target, addon: addon.to_string() }));
+        }
         match key {
             "s3_csi_identity" => {
                 return Some(Arc::new(RemovePodIdentity(super::create_cluster::s3_csi_identity(target))));

@@ -538,14 +538,15 @@ impl Workflow for FeaturesWorkflow {
         let (rec, hp) = hyperpod_record(self.store.as_ref(), &req.cluster)?;
         let live = live_cluster(self.aws.as_ref(), &rec, &hp).await?;
         let actual = read_features(self.aws.as_ref(), &rec, &live).await?;
-        // Both keep data in the cluster's bucket, which an imported cluster has none of (import
-        // does not take a bucket yet): refused here rather than failing at their role step.
+        // Both keep data in the cluster's bucket, which a cluster imported without `bucket` has
+        // none of: refused here rather than failing at their role step.
         if req.patch.inference_operator == Some(true) && !actual.inference_operator && rec.bucket.is_none() {
             return Err(ValidationError::unprocessable(
                 "patch.inference_operator",
                 format!(
                     "the inference operator keeps its TLS certificates in the cluster's S3 bucket, and cluster {} has none \
-                     recorded (an imported cluster has no bucket); create the cluster with InstantStart to use it",
+                     recorded (it was imported without a bucket); delete it from InstantStart (which only forgets an imported \
+                     cluster) and import it again with `bucket` naming an S3 bucket",
                     rec.name
                 ),
             )
@@ -559,8 +560,8 @@ impl Workflow for FeaturesWorkflow {
                 "patch.tiered_checkpointing",
                 format!(
                     "managed tiered checkpointing writes checkpoints to the cluster's S3 bucket through an IAM role scoped to \
-                     it, and cluster {} has none recorded (an imported cluster has no bucket); create the cluster with \
-                     InstantStart to use it",
+                     it, and cluster {} has none recorded (it was imported without a bucket); delete it from InstantStart \
+                     (which only forgets an imported cluster) and import it again with `bucket` naming an S3 bucket",
                     rec.name
                 ),
             )

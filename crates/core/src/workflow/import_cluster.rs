@@ -1,6 +1,9 @@
-//! Importing an existing EKS cluster (and optionally its HyperPod cluster): verify they exist
-//! and are active, give the control plane's own IAM principal access to the cluster's
-//! Kubernetes API (an EKS access entry with `AmazonEKSClusterAdminPolicy`), then register them.
+//! Importing an existing EKS cluster (and optionally its HyperPod cluster) is adoption, one
+//! durable operation: verify they exist and are active, give the control plane's own IAM
+//! principal access to the cluster's Kubernetes API (an EKS access entry with
+//! `AmazonEKSClusterAdminPolicy`), reconcile the dependencies of the create pipeline (the
+//! add-ons and pinned charts that are missing, planned and run by [`super::dependencies`]),
+//! with a named `bucket` its S3 CSI identity and the `s3-shared` claim, then register them.
 //!
 //! # Guarantees
 //!
@@ -10,7 +13,21 @@
 //!   entry for us is refused with a 422 naming what to change, before anything is recorded.
 //! - An access entry that already maps the principal is used as it is; one InstantStart creates
 //!   carries our ownership tags, and deleting the imported cluster removes only that one.
+//! - The assessment reads the installed add-ons (and, when the control plane can already reach
+//!   the Kubernetes API, the Helm releases) and records the present ones in the request
+//!   (`present`): they get no step and the dry run reports each as "present, left alone"; the
+//!   others as "will be installed". A chart release someone installs after the assessment is
+//!   still left alone when its step observes it ([`DependencyTarget::adopt_present`]). What
+//!   import installs carries our ownership tags and is named by the import operation's steps,
+//!   which is how deleting the imported cluster knows what to remove.
+//! - A named bucket follows create's naming rule (`check_bucket_covered`) and must be in the
+//!   cluster's region; an existing one is used as it is, a missing one is created (ours). The
+//!   record then has the bucket, so tiered checkpointing and the inference operator work.
 
+use super::charts::chart_step_key;
+use super::dependencies::{
+    BASE_ADDONS, DependencyPlan, DependencyTarget, S3_CSI_ADDON, addon_step_key, plan_dependencies, storage_step,
+};
 use super::{cluster_target, decode};
 use crate::engine::reads::read;
 use crate::engine::{
@@ -20,6 +37,7 @@ use crate::names;
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
 use crate::preflight::{CheckStatus, PreflightCheck};
 use crate::provider::*;
+use crate::spec::{DEFAULT_MOUNT_PATH, check_bucket_covered_at};
 use crate::store::{ClusterRecord, ClusterSource, Store};
 use crate::validate::Findings;
 use crate::validate::ValidationError;
@@ -44,10 +62,20 @@ pub struct ImportClusterRequest {
     /// Name of an existing HyperPod cluster orchestrated by it, if any.
     #[serde(default)]
     pub hyperpod_cluster: Option<String>,
+    /// S3 bucket mounted as the `s3-shared` claim (at `/s3`) through the S3 CSI driver, with
+    /// the driver's Pod Identity; same naming rule as a created cluster's `storage.bucket`, in
+    /// the cluster's region (created when missing). Without it the cluster has no bucket:
+    /// tiered checkpointing and the inference operator need one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
     /// The control plane's IAM principal, as the assessment read it (never the client's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(skip)]
     pub control_plane_principal: Option<String>,
+    /// Step keys of the dependencies the assessment found installed (left alone, no step).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(skip)]
+    pub present: Vec<String>,
 }
 
 /// One EKS cluster of an account and region, as import offers it (`GET /api/context/eks-clusters`).
@@ -138,13 +166,139 @@ pub async fn control_plane_principal(aws: &dyn AwsCloud) -> Result<String, Provi
 /// The import workflow.
 pub struct ImportClusterWorkflow {
     aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
     store: Arc<dyn Store>,
+    helm: Option<Arc<dyn HelmReleases>>,
+    shared_bucket: Option<String>,
 }
 
 impl ImportClusterWorkflow {
-    pub fn new(aws: Arc<dyn AwsCloud>, store: Arc<dyn Store>) -> Self {
-        ImportClusterWorkflow { aws, store }
+    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
+        ImportClusterWorkflow { aws, kube, store, helm: None, shared_bucket: None }
     }
+
+    /// Reconciles the pinned Helm charts too (`chart:<release>` steps).
+    pub fn with_helm(mut self, helm: Option<Arc<dyn HelmReleases>>) -> Self {
+        self.helm = helm;
+        self
+    }
+
+    /// The management environment's shared bucket, which a named `bucket` may be.
+    pub fn with_shared_bucket(mut self, bucket: Option<String>) -> Self {
+        self.shared_bucket = bucket;
+        self
+    }
+
+    fn charts(&self) -> &'static [PinnedChart] {
+        if self.helm.is_some() { PINNED_CHARTS } else { &[] }
+    }
+
+    fn dependencies(&self, req: &ImportClusterRequest) -> DependencyTarget {
+        DependencyTarget {
+            aws: self.aws.clone(),
+            kube: self.kube.clone(),
+            helm: self.helm.clone(),
+            region: req.region.clone(),
+            eks_cluster: req.eks_cluster.clone(),
+            cluster: req.name.clone(),
+            mount_path: DEFAULT_MOUNT_PATH.into(),
+            adopt_present: true,
+        }
+    }
+
+    /// The add-ons and charts import reconciles for `req`, as step keys with their titles.
+    fn wanted(&self, req: &ImportClusterRequest) -> Vec<(String, Dependency)> {
+        let mut out: Vec<(String, Dependency)> = BASE_ADDONS
+            .iter()
+            .filter(|a| **a != S3_CSI_ADDON || req.bucket.is_some())
+            .map(|a| (addon_step_key(a), Dependency::Addon(a)))
+            .collect();
+        out.extend(
+            self.charts()
+                .iter()
+                .filter(|c| !c.before_hyperpod || req.hyperpod_cluster.is_some())
+                .map(|c| (chart_step_key(c), Dependency::Chart(*c))),
+        );
+        out
+    }
+
+    /// Reads which of the wanted dependencies are installed: the add-ons always, the charts
+    /// when the control plane can reach the Kubernetes API already (`reach`).
+    async fn dependency_checks(
+        &self,
+        req: &ImportClusterRequest,
+        reach: bool,
+    ) -> Result<(Vec<String>, Vec<PreflightCheck>), EngineError> {
+        let mut present = Vec::new();
+        let mut checks = Vec::new();
+        let target = KubeTarget { region: req.region.clone(), eks_cluster: req.eks_cluster.clone() };
+        for (key, dep) in self.wanted(req) {
+            let (found, detail) = match dep {
+                Dependency::Addon(name) => {
+                    match read(|| self.aws.describe_addon(&req.region, &req.eks_cluster, name)).await? {
+                        Some(a) => {
+                            let status = match addon_minimum_version(name) {
+                                Some(min) if !addon_version_at_least(&a.version, min) => CheckStatus::Warn,
+                                _ => CheckStatus::Pass,
+                            };
+                            let mut detail =
+                                format!("EKS add-on {name} {} is installed: present, left alone", a.version);
+                            if status == CheckStatus::Warn {
+                                detail.push_str(&format!(
+                                    " (older than {}, the lowest version SageMaker HyperPod accepts; update it with eks:UpdateAddon)",
+                                    addon_minimum_version(name).unwrap_or_default()
+                                ));
+                            }
+                            (Some(status), detail)
+                        }
+                        None => (None, format!("EKS add-on {name} is missing: will be installed")),
+                    }
+                }
+                Dependency::Chart(chart) => {
+                    let release = match (reach, &self.helm) {
+                        (true, Some(h)) => h.get_release(&target, chart.namespace, chart.release).await.ok(),
+                        _ => None,
+                    };
+                    match release {
+                        Some(Some(r)) => (
+                            Some(CheckStatus::Pass),
+                            format!(
+                                "Helm release {}/{} ({} {}) is installed: present, left alone",
+                                r.namespace, r.name, r.chart, r.version
+                            ),
+                        ),
+                        Some(None) => (
+                            None,
+                            format!("Helm chart {} {} is missing: will be installed", chart.chart, chart.version),
+                        ),
+                        None => (
+                            None,
+                            format!(
+                                "Helm chart {} {}: will be installed unless a release {}/{} is found once the control                                  plane can reach the Kubernetes API (then it is left alone)",
+                                chart.chart, chart.version, chart.namespace, chart.release
+                            ),
+                        ),
+                    }
+                }
+            };
+            let status = match found {
+                Some(status) => {
+                    present.push(key.clone());
+                    status
+                }
+                None => CheckStatus::Pass,
+            };
+            checks.push(PreflightCheck { check: "dependency".into(), field: key, status, detail, remedy: None });
+        }
+        Ok((present, checks))
+    }
+}
+
+/// A dependency import reconciles.
+#[derive(Clone, Copy)]
+enum Dependency {
+    Addon(&'static str),
+    Chart(PinnedChart),
 }
 
 #[async_trait]
@@ -169,6 +323,12 @@ impl Workflow for ImportClusterWorkflow {
             && let Err(rule) = names::hyperpod_name(hp)
         {
             f.push("hyperpod_cluster", rule);
+        }
+        if let Some(bucket) = &req.bucket {
+            match names::s3_bucket_name(bucket) {
+                Ok(()) => check_bucket_covered_at("bucket", bucket, self.shared_bucket.as_deref(), &mut f),
+                Err(rule) => f.push("bucket", rule),
+            }
         }
         if self.store.get_cluster(&req.name)?.is_some() {
             f.push_unprocessable("name", format!("a cluster named {} already exists", req.name));
@@ -200,6 +360,35 @@ impl Workflow for ImportClusterWorkflow {
             expected_secs: Some(3),
         });
         deps.push(ACCESS_ENTRY_STEP.into());
+        if let Some(bucket) = &req.bucket {
+            steps.push(StepSpec {
+                key: "bucket".into(),
+                title: format!("Use S3 bucket {bucket} (created, encrypted and private, if it does not exist)"),
+                depends_on: vec![],
+                expected_secs: Some(5),
+            });
+            deps.push("bucket".into());
+        }
+        let planned = plan_dependencies(
+            &DependencyPlan {
+                cluster: &req.name,
+                ready: ACCESS_ENTRY_STEP,
+                bucket: req.bucket.is_some(),
+                hyperpod: req.hyperpod_cluster.is_some(),
+                present: &req.present,
+            },
+            self.charts(),
+        );
+        deps.extend(planned.steps.iter().map(|s| s.key.clone()));
+        steps.extend(planned.steps);
+        if req.bucket.is_some() {
+            let mut storage = storage_step(DEFAULT_MOUNT_PATH, ACCESS_ENTRY_STEP);
+            // An S3 CSI driver add-on someone else installed is not waited for.
+            let driver = addon_step_key(S3_CSI_ADDON);
+            storage.depends_on.retain(|d| *d != driver || !req.present.contains(&driver));
+            deps.push(storage.key.clone());
+            steps.push(storage);
+        }
         steps.push(StepSpec {
             key: "register".into(),
             title: format!("Register {} as an imported cluster", req.name),
@@ -244,11 +433,27 @@ impl Workflow for ImportClusterWorkflow {
         };
         let existing = read(|| self.aws.describe_access_entry(&req.region, &req.eks_cluster, &principal)).await?;
         let mode = eks.authentication_mode.clone().unwrap_or_else(|| "API_AND_CONFIG_MAP".into());
-        let check = access_check(&req.eks_cluster, &principal, existing.as_ref(), &mode);
+        let mut checks = vec![access_check(&req.eks_cluster, &principal, existing.as_ref(), &mode)];
+        if let Some(bucket) = &req.bucket
+            && let Some(b) = read(|| self.aws.describe_bucket(bucket)).await?
+            && b.region != req.region
+        {
+            return Err(ValidationError::unprocessable(
+                "bucket",
+                format!(
+                    "S3 bucket {bucket} is in {}, not in the cluster's region {}; name a bucket in {}",
+                    b.region, req.region, req.region
+                ),
+            )
+            .into());
+        }
+        let (present, dependency_checks) = self.dependency_checks(&req, existing.is_some()).await?;
+        checks.extend(dependency_checks);
+        req.present = present;
         req.control_plane_principal = Some(principal);
         Ok(Assessment {
             plan: None,
-            checks: vec![check],
+            checks,
             reduced_request: Some(serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?),
         })
     }
@@ -263,6 +468,18 @@ impl Workflow for ImportClusterWorkflow {
                 principal: req.control_plane_principal.clone(),
                 aws: self.aws.clone(),
             }));
+        }
+        if key == "bucket" {
+            let name = req.bucket.clone()?;
+            return Some(Arc::new(ImportBucketStep {
+                aws: self.aws.clone(),
+                region: req.region,
+                owner: req.name,
+                name,
+            }));
+        }
+        if let Some(step) = self.dependencies(&req).executor(key) {
+            return Some(step);
         }
         let which = match key {
             "eks_cluster" => Check::Eks,
@@ -421,6 +638,48 @@ impl StepExecutor for RemoveAccessEntry {
     }
 }
 
+/// `bucket`: the named bucket, used as it is when it exists (it is the user's), created (with
+/// our ownership tags, encrypted, public access blocked) when it does not.
+struct ImportBucketStep {
+    aws: Arc<dyn AwsCloud>,
+    region: String,
+    /// The InstantStart cluster name (ownership tags of a bucket we create).
+    owner: String,
+    name: String,
+}
+
+#[async_trait]
+impl StepExecutor for ImportBucketStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.aws.describe_bucket(&self.name).await? {
+            Some(b) => Observation::Exists(ResourceRef { kind: "s3-bucket".into(), id: b.name, arn: None }),
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let b = self
+            .aws
+            .create_bucket(&CreateBucket {
+                region: self.region.clone(),
+                name: self.name.clone(),
+                tags: ownership_tags(&self.owner, &cx.operation_id.0),
+            })
+            .await?;
+        Ok(ResourceRef { kind: "s3-bucket".into(), id: b.name, arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.aws.describe_bucket(&r.id).await? {
+            Some(b) if b.region != self.region => {
+                Progress::Failed { reason: format!("S3 bucket {} is in {}, not in {}", b.name, b.region, self.region) }
+            }
+            Some(b) => Progress::Done(json!({ "bucket": b.name, "owned": is_owned(&b.tags, &self.owner) })),
+            None => Progress::Waiting { detail: format!("waiting for S3 bucket {} to become visible", r.id) },
+        })
+    }
+}
+
 enum Check {
     Eks,
     HyperPod,
@@ -475,7 +734,7 @@ impl StepExecutor for ImportStep {
                 eks_cluster: r.eks_cluster.clone(),
                 hyperpod_cluster: r.hyperpod_cluster.clone(),
                 vpc_id,
-                bucket: None,
+                bucket: r.bucket.clone(),
                 kubernetes_version: version,
                 request: None,
                 created_at: now,

@@ -4,7 +4,9 @@
 //!   HyperPod cluster → storage, with IAM roles, the S3 bucket and compute subnets overlapping
 //!   the long EKS wait.
 //! - [`delete_cluster`]: the same resources removed in reverse order.
-//! - [`import_cluster`]: register an existing EKS (and HyperPod) cluster after checking it.
+//! - [`import_cluster`]: adopt an existing EKS (and HyperPod) cluster: access, missing
+//!   dependencies, a named bucket's storage claim, registration.
+//! - [`dependencies`]: the add-ons, charts and storage claim create and import share.
 //! - [`workloads`]: apply a rendered workload (training job, model download, endpoint) and
 //!   delete one, generic over the operation kind.
 //! - [`mlflow`]: create and delete a SageMaker managed MLflow tracking server.
@@ -14,6 +16,7 @@ pub mod charts;
 pub mod create_cluster;
 pub mod day2;
 pub mod delete_cluster;
+pub mod dependencies;
 pub mod endpoints;
 pub mod features;
 pub mod health_checks;
@@ -138,7 +141,11 @@ pub fn all_with_config(
             None => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
         }),
         std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube.clone(), store.clone())),
-        std::sync::Arc::new(ImportClusterWorkflow::new(aws.clone(), store.clone())),
+        std::sync::Arc::new(
+            ImportClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())
+                .with_helm(helm.clone())
+                .with_shared_bucket(config.shared_bucket.as_ref().map(|b| b.name.clone())),
+        ),
         std::sync::Arc::new(
             instance_groups::InstanceGroupWorkflow::new(OperationKind::AddInstanceGroup, aws.clone(), store.clone())
                 .with_kube(kube.clone()),

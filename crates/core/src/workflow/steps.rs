@@ -215,6 +215,51 @@ impl StepExecutor for RemoveAddon {
     }
 }
 
+/// Removes an EKS add-on InstantStart installed (ownership tags); absent, or someone else's
+/// (left alone), counts as done.
+pub struct RemoveOwnedAddon {
+    pub target: AddonTarget,
+    pub addon: String,
+}
+
+#[async_trait]
+impl StepExecutor for RemoveOwnedAddon {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let t = &self.target;
+        let done = ResourceRef { kind: "eks-addon".into(), id: self.addon.clone(), arn: None };
+        Ok(match t.aws.describe_addon(&t.region, &t.eks_cluster, &self.addon).await {
+            Ok(Some(a)) if is_owned(&a.tags, &t.cluster) && !matches!(a.state, ResourceState::Deleting) => {
+                Observation::Absent
+            }
+            Ok(_) => Observation::Exists(done),
+            Err(e) if e.kind == ProviderErrorKind::NotFound => Observation::Exists(done),
+            Err(e) => return Err(e.into()),
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let t = &self.target;
+        match t.aws.delete_addon(&t.region, &t.eks_cluster, &self.addon).await {
+            Ok(()) => {}
+            Err(e) if e.kind == ProviderErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(ResourceRef { kind: "eks-addon".into(), id: self.addon.clone(), arn: None })
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let t = &self.target;
+        Ok(match t.aws.describe_addon(&t.region, &t.eks_cluster, &r.id).await {
+            Ok(Some(a)) if is_owned(&a.tags, &t.cluster) => {
+                Progress::Waiting { detail: format!("add-on {}: {}", a.name, state_word(&a.state)) }
+            }
+            Ok(_) => Progress::Done(json!({ "removed": r.id })),
+            Err(e) if e.kind == ProviderErrorKind::NotFound => Progress::Done(json!({ "removed": r.id })),
+            Err(e) => return Err(e.into()),
+        })
+    }
+}
+
 /// The OIDC issuer URL of an EKS cluster (the trust anchor of its IRSA roles).
 pub async fn oidc_issuer(aws: &dyn AwsCloud, region: &str, eks_cluster: &str) -> Result<String, StepError> {
     let eks = aws
