@@ -645,7 +645,8 @@ def test_foreign_jobs_and_endpoints_are_listed_read_only_with_sim_times(wl_ui, w
     server = wl_ui.server
     server.kube_create(wl, {
         "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
-        "metadata": {"name": "legacy-ui", "namespace": "default"},
+        "metadata": {"name": "legacy-ui", "namespace": "default",
+                     "annotations": {"sim.instantstart.io/duration-seconds": "1000000"}},
         "spec": {"replicaSpecs": [{"name": "pods", "replicas": 1, "template": {"spec": {"containers": [
             {"name": "pytorch", "image": "pytorch/pytorch:2.5.1"}]}}}]},
     })

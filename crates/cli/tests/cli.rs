@@ -1115,7 +1115,9 @@ fn foreign_jobs_and_endpoints_are_listed_read_only() {
         "demo",
         json!({
             "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
-            "metadata": { "name": "legacy", "namespace": "default" },
+            "metadata": { "name": "legacy", "namespace": "default",
+                          // The simulated training runs long: it is still running when read.
+                          "annotations": { "sim.instantstart.io/duration-seconds": "1000000" } },
             "spec": { "replicaSpecs": [{ "name": "pods", "replicas": 1, "template": { "spec": { "containers": [
                 { "name": "pytorch", "image": "pytorch/pytorch:2.5.1" }] } } }] },
         }),

@@ -831,7 +831,9 @@ def test_foreign_jobs_and_endpoints_are_read_only_for_an_agent(control_plane):
         await ready_cluster(s, "workloads")
         kube_create(control_plane, {
             "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
-            "metadata": {"name": "legacy-agent", "namespace": "default"},
+            "metadata": {"name": "legacy-agent", "namespace": "default",
+                         # The simulated training runs long: it is still running when read.
+                         "annotations": {"sim.instantstart.io/duration-seconds": "1000000"}},
             "spec": {"replicaSpecs": [{"name": "pods", "replicas": 1, "template": {"spec": {"containers": [
                 {"name": "pytorch", "image": TRAIN_IMAGE}]}}}]},
         }, "hyperpodpytorchjobs")

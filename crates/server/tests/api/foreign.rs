@@ -10,7 +10,9 @@ fn foreign_objects() -> Vec<Value> {
     vec![
         json!({
             "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
-            "metadata": { "name": "legacy", "namespace": "default", "labels": { "team": "research" } },
+            "metadata": { "name": "legacy", "namespace": "default", "labels": { "team": "research" },
+                          // The simulated training runs long: it is still running when read.
+                          "annotations": { "sim.instantstart.io/duration-seconds": "1000000" } },
             "spec": { "replicaSpecs": [{ "name": "pods", "replicas": 2, "template": { "spec": { "containers": [{
                 "name": "pytorch", "image": "pytorch/pytorch:2.5.1",
                 "resources": { "limits": { "nvidia.com/gpu": 1 } }
