@@ -116,7 +116,9 @@ export async function importDialog(app) {
     field('eks_cluster', 'EKS cluster name', { required: true, list: 'imp-eks-list' }),
     h('datalist', { id: 'imp-eks-list' }),
     h('ul', { class: 'help', id: 'imp-eks-found', 'aria-live': 'polite' }),
-    field('hyperpod_cluster', 'HyperPod cluster name (optional)', {}, 'A HyperPod cluster orchestrated by that EKS cluster, if any.'));
+    field('hyperpod_cluster', 'HyperPod cluster name (optional)', {}, 'A HyperPod cluster orchestrated by that EKS cluster, if any.'),
+    field('bucket', 'S3 bucket (optional)', {},
+      'Mounted in pods at /s3 as the claim s3-shared (created if it does not exist). Tiered checkpointing and the inference operator need it.'));
   // What the region has: the EKS clusters, their HyperPod clusters, which are managed already.
   let found = [];
   const describe = (c) => {
@@ -147,13 +149,14 @@ export async function importDialog(app) {
   loadClusters();
   const op = await openDialog({
     title: 'Import an existing EKS cluster',
-    body: [h('p', { class: 'muted' }, 'The control plane checks that the clusters exist, gives its IAM role an EKS access entry (unless one maps it already) and registers them. Nothing else is changed in AWS.'), fields],
+    body: [h('p', { class: 'muted' }, 'The control plane checks that the clusters exist, gives its IAM role an EKS access entry (unless one maps it already), installs the add-ons and charts InstantStart needs that are missing (those already installed are left alone), mounts the bucket if you name one, and registers them.'), fields],
     confirmLabel: 'Import',
     onConfirm: async (form) => {
       clearFindings(form);
       const v = (n) => form.querySelector(`[name="${n}"]`).value.trim();
       const body = { name: v('name'), region: v('region'), eks_cluster: v('eks_cluster') };
       if (v('hyperpod_cluster')) body.hyperpod_cluster = v('hyperpod_cluster');
+      if (v('bucket')) body.bucket = v('bucket');
       try {
         const { data } = await api.post('/api/clusters/import', body, { idempotencyKey: key });
         return data.operation;
@@ -193,7 +196,7 @@ export async function deleteDialog(app, cluster) {
   const imported = cluster.source === 'imported';
   const body = [
     h('p', {}, imported
-      ? ['The imported cluster ', h('strong', {}, cluster.name), ' is forgotten by InstantStart; its AWS resources stay as they are.']
+      ? ['The imported cluster ', h('strong', {}, cluster.name), ' is forgotten by InstantStart: only what its import installed (listed below) is removed; the EKS and HyperPod clusters and the bucket stay.']
       : ['This deletes ', h('strong', {}, cluster.name), ' and every AWS resource InstantStart created for it (only resources carrying its ownership tags), including its MLflow tracking servers.']),
     planSlot,
     !imported && h('div', { class: 'field check' }, bucket,

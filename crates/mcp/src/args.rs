@@ -132,6 +132,10 @@ pub struct ClusterImportArgs {
     /// Name of an existing HyperPod cluster orchestrated by that EKS cluster, if any.
     #[serde(default)]
     pub hyperpod_cluster: Option<String>,
+    /// S3 bucket to mount in pods as the `s3-shared` claim (created if missing). Without it the
+    /// cluster has no bucket, and tiered checkpointing and the inference operator are refused.
+    #[serde(default)]
+    pub bucket: Option<String>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }
@@ -144,6 +148,9 @@ impl ClusterImportArgs {
         });
         if let Some(hp) = &self.hyperpod_cluster {
             body["hyperpod_cluster"] = Value::String(hp.clone());
+        }
+        if let Some(bucket) = &self.bucket {
+            body["bucket"] = Value::String(bucket.clone());
         }
         body
     }

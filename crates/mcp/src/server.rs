@@ -267,9 +267,12 @@ impl InstantStartMcp {
         name = "cluster_import",
         description = "Import an existing EKS cluster (and optionally its HyperPod cluster; list them with \
                        context_eks_clusters): checks that they exist and are active, gives the control plane's IAM \
-                       role an EKS access entry (cluster admin) unless one maps it already, then registers the \
-                       cluster. A cluster in CONFIG_MAP authentication mode is refused with what to change. \
-                       dry_run shows the steps and the access check. Returns the operation id: call \
+                       role an EKS access entry (cluster admin) unless one maps it already, installs the missing \
+                       add-ons and pinned charts (present ones are left alone), with bucket mounts it as the \
+                       s3-shared claim, then registers the cluster. Without bucket, tiered checkpointing and the \
+                       inference operator are refused later. A cluster in CONFIG_MAP authentication mode is refused \
+                       with what to change. dry_run shows the steps, the access check and per dependency \
+                       present (left alone) or will be installed. Returns the operation id: call \
                        operation_wait with it until the status is terminal.",
         annotations(
             title = "Import a cluster",

@@ -91,9 +91,13 @@ pub struct ImportArgs {
     /// Name of an existing HyperPod cluster orchestrated by it.
     #[arg(long)]
     pub hyperpod_cluster: Option<String>,
+    /// S3 bucket to mount as the s3-shared claim (created if missing; needed by tiered
+    /// checkpointing and the inference operator).
+    #[arg(long)]
+    pub bucket: Option<String>,
     /// Read the request (JSON or YAML) from a file, `-` for stdin.
     #[arg(short = 'f', long = "file", value_name = "FILE",
-          conflicts_with_all = ["name", "region", "eks_cluster", "hyperpod_cluster"])]
+          conflicts_with_all = ["name", "region", "eks_cluster", "hyperpod_cluster", "bucket"])]
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub mutation: MutationArgs,
@@ -270,12 +274,18 @@ async fn import(g: &Globals, args: ImportArgs) -> anyhow::Result<Exit> {
     let opts = args.mutation.options();
     let body = match &args.file {
         Some(path) => output::read_document(path)?,
-        None => json!({
-            "name": args.name,
-            "region": default_region(g, &args.region).await?,
-            "eks_cluster": args.eks_cluster,
-            "hyperpod_cluster": args.hyperpod_cluster,
-        }),
+        None => {
+            let mut body = json!({
+                "name": args.name,
+                "region": default_region(g, &args.region).await?,
+                "eks_cluster": args.eks_cluster,
+                "hyperpod_cluster": args.hyperpod_cluster,
+            });
+            if let Some(bucket) = &args.bucket {
+                body["bucket"] = json!(bucket);
+            }
+            body
+        }
     };
     let submitted = client.import_cluster_json(&body, &opts).await?;
     mutation::finish(g, &client, submitted, args.mutation.wait).await
