@@ -241,7 +241,8 @@ mod tests {
         let past = Some(now - chrono::Duration::seconds(1));
         let future = Some(now + chrono::Duration::hours(1));
         let long = "x".repeat(65);
-        let cases: &[(&str, Option<DateTime<Utc>>, &[&str])] = &[
+        type Case<'a> = (&'a str, Option<DateTime<Utc>>, &'a [&'a str]);
+        let cases: &[Case] = &[
             ("agent", None, &[]),
             ("ci-bot_2", future, &[]),
             ("", None, &["name"]),
