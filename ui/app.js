@@ -12,6 +12,7 @@ import { createView } from './views/create.js';
 import { clusterView } from './views/cluster.js';
 import { operationView } from './views/operation.js';
 import { operationsView } from './views/operations.js';
+import { tokensView } from './views/tokens.js';
 import { storageView } from './storage.js';
 import { jobsView, jobNewView, jobView } from './jobs.js';
 import { endpointsView, endpointNewView, endpointView } from './endpoints.js';
@@ -65,6 +66,7 @@ const ROUTES = [
   { re: /^\/history$/, view: historyView, nav: 'history' },
   { re: /^\/operations\/([^/]+)$/, view: operationView, nav: 'operations' },
   { re: /^\/operations$/, view: operationsView, nav: 'operations' },
+  { re: /^\/tokens$/, view: tokensView, nav: 'tokens' },
 ];
 
 // ---- theme ---------------------------------------------------------------------------------
@@ -126,7 +128,8 @@ function renderTopbar() {
       link('#/jobs', 'jobs', 'Jobs'),
       link('#/endpoints', 'endpoints', 'Endpoints'),
       link('#/history', 'history', 'Training history'),
-      link('#/operations', 'operations', 'Operations')),
+      link('#/operations', 'operations', 'Operations'),
+      who && who.name === 'admin' && link('#/tokens', 'tokens', 'Tokens')),
     h('div', { class: 'topbar-right' },
       env,
       active,

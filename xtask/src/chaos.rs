@@ -17,6 +17,10 @@
 //! - **Concurrency.** A delete while the create runs is a `409`; two conflicting instance-group
 //!   changes sent at the same instant: one `202`, one `409`, every round.
 //!
+//! - **Hostile load** ([`crate::hostile`]), after the runs above so its timings are its own:
+//!   slowloris connections, a flood of invented methods and 100 MB bodies at once; `/healthz`
+//!   keeps answering within 100 ms (p99) and the server's memory stays bounded.
+//!
 //! `--quick` (part of `cargo xtask test`): six kill plans, one fault-injection run, the
 //! permanent failure and three concurrency rounds, in well under a minute.
 
@@ -230,6 +234,8 @@ async fn chaos(bin: PathBuf, opts: Opts) -> Result<()> {
         kills.push(r?);
     }
     kills.sort_by_key(|(i, _, _)| *i);
+    // Alone, so the latencies it measures are not the other servers'.
+    let hostile = crate::hostile::hostile_load(&bin, opts.speed).await;
 
     // Kill table.
     let mut table = Table::new(
@@ -390,8 +396,34 @@ async fn chaos(bin: PathBuf, opts: Opts) -> Result<()> {
             json!({ "ok": false, "error": format!("{e:#}") })
         }
     };
+    let hostile_json = match &hostile {
+        Ok(v) => {
+            summary.row(vec![
+                "slowloris + invented methods + 100 MB bodies → /healthz p99 ≤ 100 ms, memory bounded".into(),
+                format!(
+                    "{} (healthz p50 {:.1} / p99 {:.1} / max {:.1} ms; RSS {} → {} KiB)",
+                    if v["ok"] == true { "ok".to_string() } else { format!("FAIL: {}", v["problems"]) },
+                    v["healthz_ms"]["p50"].as_f64().unwrap_or_default(),
+                    v["healthz_ms"]["p99"].as_f64().unwrap_or_default(),
+                    v["healthz_ms"]["max"].as_f64().unwrap_or_default(),
+                    v["rss_kib"]["before"],
+                    v["rss_kib"]["after"]
+                ),
+            ]);
+            if v["ok"] != true {
+                failures.push(format!("hostile load: {}", v["problems"]));
+            }
+            v.clone()
+        }
+        Err(e) => {
+            summary.row(vec!["hostile load".into(), format!("FAIL: {e:#}")]);
+            failures.push(format!("hostile load: {e:#}"));
+            json!({ "ok": false, "error": format!("{e:#}") })
+        }
+    };
     summary.print();
     let report = json!({
+        "hostile_load": hostile_json,
         "mode": mode,
         "sim_speed": opts.speed,
         "parallel_runs": opts.jobs,

@@ -25,6 +25,7 @@ mod bench;
 mod bench_logs;
 mod chaos;
 mod harness;
+mod hostile;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};

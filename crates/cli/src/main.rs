@@ -21,7 +21,7 @@ use app::Globals;
 use clap::{Parser, Subcommand};
 use commands::{
     agent, audit, cluster, completions, context, endpoint, feature, instance_group, job, login, mlflow, model, node,
-    operation, pool, sim, storage,
+    operation, pool, sim, storage, token,
 };
 use exit::Exit;
 
@@ -98,6 +98,9 @@ enum Command {
     /// Simulated cloud only: API call counters and fault injection.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// List, mint and revoke API tokens (admin token only).
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// Check an API token against the server and save it for later commands.
     Login(login::LoginArgs),
     /// Forget the saved token of a server.
@@ -126,6 +129,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Context(args) => context::run(g, args).await,
         Command::Audit(args) => audit::run(g, args).await,
         Command::Sim(cmd) => sim::run(g, cmd).await,
+        Command::Token(cmd) => token::run(g, cmd).await,
         Command::Login(args) => login::login(g, args).await,
         Command::Logout => login::logout(g),
         Command::Agent(cmd) => agent::run(g, cmd),

@@ -10,7 +10,7 @@ use predicates::prelude::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const TOKEN: &str = "ist_cli_test_token";
+const TOKEN: &str = "ist_cli_test_token_for_loopback";
 const GROUP: &str = "name=workers,type=ml.g5.2xlarge,count=2,az=us-east-1a";
 
 struct TestServer {
@@ -305,11 +305,10 @@ fn validation_errors_exit_2_and_name_every_field() {
 #[test]
 fn auth_and_connection_errors_exit_3() {
     let s = TestServer::start();
-    s.cli()
-        .args(["--token", "wrong", "cluster", "list"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("invalid API token").and(predicate::str::contains("instantstart login")));
+    s.cli().args(["--token", "wrong", "cluster", "list"]).assert().code(3).stderr(
+        predicate::str::contains("invalid, expired or revoked API token")
+            .and(predicate::str::contains("instantstart login")),
+    );
     bare_cli(&s.home)
         .args(["--url", &s.url, "cluster", "list"])
         .assert()
@@ -1160,4 +1159,26 @@ fn foreign_jobs_and_endpoints_are_listed_read_only() {
             .stderr(predicate::str::contains("tool that created it"));
     }
     assert_eq!(s.operations(), before, "nothing recorded");
+}
+
+#[test]
+fn tokens_are_minted_listed_and_revoked_by_the_admin() {
+    let s = TestServer::start();
+    let minted = s.json(&["token", "create", "viewer", "--scope", "read"]);
+    let secret = minted["token"].as_str().unwrap().to_string();
+    assert_eq!(minted["scope"], "read");
+    let list = s.json(&["token", "list"]);
+    assert_eq!(list[0]["name"], "viewer");
+    assert!(!list.to_string().contains(&secret), "the list never shows secrets");
+    let as_viewer = |args: &[&str]| {
+        let mut c = bare_cli(&s.home);
+        c.env("INSTANTSTART_URL", &s.url).env("INSTANTSTART_TOKEN", &secret).args(args);
+        c
+    };
+    // The minted token works, but only the admin token manages tokens.
+    as_viewer(&["context"]).assert().success();
+    as_viewer(&["token", "list"]).assert().failure().stderr(predicate::str::contains("only the admin token"));
+    s.cli().args(["token", "revoke", "viewer"]).assert().success();
+    as_viewer(&["context"]).assert().failure().stderr(predicate::str::contains("revoked"));
+    s.cli().args(["token", "revoke", "viewer"]).assert().failure();
 }

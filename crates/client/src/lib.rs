@@ -33,6 +33,7 @@ pub use error::{Error, Problem};
 pub use follow::{FollowOptions, Follower};
 pub use logs::{LogEvent, LogStream, RESUME_TAIL, ReconnectPolicy, ResumingLogStream};
 
+use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};
 use instantstart_core::provider::{AvailabilityZone, ClusterNode, HyperPodInstanceGroupStatus, NodeAction};
@@ -388,6 +389,26 @@ impl Client {
     /// `GET /api/session`: the token's name and scope (`{"name": …, "scope": "read|operate"}`).
     pub async fn session(&self) -> Result<Value, Error> {
         self.call(Call::new(Method::GET, &["api", "session"])).await
+    }
+
+    // ----- tokens (admin only) -----
+
+    /// `GET /api/tokens`: every API token (never their secrets). Admin token only.
+    pub async fn list_tokens(&self) -> Result<Vec<TokenInfo>, Error> {
+        self.call(Call::new(Method::GET, &["api", "tokens"])).await
+    }
+
+    /// `POST /api/tokens`: mints a token; its secret is in [`MintedToken::token`], answered
+    /// only this once. Admin token only.
+    pub async fn create_token(&self, request: &CreateTokenRequest) -> Result<MintedToken, Error> {
+        let body = to_value(request)?;
+        self.call(Call::new(Method::POST, &["api", "tokens"]).body(&body)).await
+    }
+
+    /// `DELETE /api/tokens/{name}`: revokes a token and every browser session minted from it.
+    /// Admin token only.
+    pub async fn revoke_token(&self, name: &str) -> Result<(), Error> {
+        self.execute(&Call::new(Method::DELETE, &["api", "tokens", name])).await.map(|_| ())
     }
 
     // ----- context -----

@@ -12,10 +12,12 @@
 //! synchronous: each call is one short local transaction.
 
 pub mod addon_schema;
+pub mod credentials;
 pub mod diff;
 pub mod engine;
 pub mod instance_types;
 pub mod lifecycle;
+pub mod log_lines;
 pub mod names;
 pub mod operation;
 pub mod preflight;

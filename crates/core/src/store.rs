@@ -24,6 +24,9 @@ pub enum StoreError {
     IdempotencyMismatch { key: String, operation: OperationId },
     #[error("{what} not found")]
     NotFound { what: String },
+    /// A record with this unique name already exists.
+    #[error("{what} already exists")]
+    AlreadyExists { what: String },
     #[error("store backend error: {0}")]
     Backend(String),
 }

@@ -30,7 +30,8 @@ use crate::error::K8sError;
 use crate::resources::{self, Resolved};
 use async_trait::async_trait;
 use aws_credential_types::provider::SharedCredentialsProvider;
-use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
+use instantstart_core::log_lines::LineSplitter;
 use instantstart_core::provider::{
     KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, PROXY_API, PROXY_MAX_RESPONSE_BYTES,
     ProviderError, ProviderErrorKind, ProxyResponse,
@@ -226,11 +227,52 @@ impl KubeAdapter {
         let pods: Api<Pod> = Api::namespaced(client, namespace);
         let params = LogParams { follow, tail_lines: tail_lines.map(i64::from), ..Default::default() };
         let reader = pods.log_stream(pod, &params).await?;
-        Ok(reader
-            .lines()
+        Ok(bounded_lines(Box::pin(reader))
             .map_err(|e| ProviderError::new("k8s:Logs", ProviderErrorKind::Transient, format!("log stream broke: {e}")))
             .boxed())
     }
+}
+
+/// The lines of a log, split and bounded by [`LineSplitter`] (a line never grows past
+/// [`instantstart_core::log_lines::MAX_LOG_LINE_BYTES`], even without a line break).
+fn bounded_lines<R>(reader: R) -> impl futures::Stream<Item = std::io::Result<String>> + Send + 'static
+where
+    R: futures::AsyncRead + Unpin + Send + 'static,
+{
+    use futures::AsyncReadExt;
+    struct State<R> {
+        reader: R,
+        splitter: LineSplitter,
+        ready: std::collections::VecDeque<String>,
+        buf: Vec<u8>,
+        done: bool,
+    }
+    let state =
+        State { reader, splitter: LineSplitter::new(), ready: Default::default(), buf: vec![0; 8192], done: false };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(line) = st.ready.pop_front() {
+                return Some((Ok(line), st));
+            }
+            if st.done {
+                return None;
+            }
+            match st.reader.read(&mut st.buf).await {
+                Ok(0) => {
+                    st.done = true;
+                    st.ready.extend(st.splitter.finish());
+                }
+                Ok(n) => {
+                    let lines = st.splitter.push(&st.buf[..n]);
+                    st.ready.extend(lines);
+                }
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+            }
+        }
+    })
 }
 
 impl KubeAdapter {
@@ -347,5 +389,25 @@ impl KubeApi for KubeAdapter {
             Ok(r) => r.map_err(|e| self.fail(PROXY_API, target, e)),
             Err(_) => Err(ProviderError::proxy_timeout(timeout)),
         }
+    }
+}
+
+#[cfg(test)]
+mod bounded_lines_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_progress_bar_without_newlines_does_not_become_one_huge_line() {
+        use instantstart_core::log_lines::MAX_LOG_LINE_BYTES;
+        let mut log = Vec::new();
+        log.extend_from_slice(b"start\n");
+        log.extend(std::iter::repeat_n(b'#', 4 << 20));
+        log.extend_from_slice(b"\r 50%\r100%\r\nend");
+        let lines: Vec<String> =
+            bounded_lines(futures::io::Cursor::new(log)).map(Result::unwrap).collect::<Vec<_>>().await;
+        assert_eq!(lines.len(), 5, "{:?}", lines.iter().map(|l| l.len()).collect::<Vec<_>>());
+        assert_eq!(lines[0], "start");
+        assert!(lines[1].len() < MAX_LOG_LINE_BYTES + 40 && lines[1].ends_with("bytes cut]"));
+        assert_eq!(&lines[2..], [" 50%", "100%", "end"]);
     }
 }

@@ -1,27 +1,46 @@
-//! Authentication and authorization of every `/api` request.
+//! Authentication and authorization of every `/api` request, and the token lifecycle.
 //!
-//! - API tokens: on first start the server writes a random `operate` token to `<data-dir>/token`
-//!   (mode 0600); `INSTANTSTART_TOKEN` overrides it. `instantstart-server token create` mints
-//!   more, with scope `read` (GET only) or `operate`; only their SHA-256 is kept
-//!   (`<data-dir>/tokens.json`). Clients send `Authorization: Bearer <token>`.
-//! - Browser sessions: `POST /api/session` with a token sets an HttpOnly, SameSite=Strict cookie
-//!   signed with HMAC-SHA256 (key in `<data-dir>/session.key`, so sessions survive restarts)
-//!   and returns a CSRF token; state-changing cookie requests must echo it in `X-CSRF-Token`
-//!   and, when the browser sends `Origin`, come from the server's own origin.
+//! - The admin token: on first start the server writes a random `operate` token to
+//!   `<data-dir>/token` (mode 0600); `INSTANTSTART_TOKEN` overrides it. A token shorter than
+//!   [`MIN_ADMIN_TOKEN_CHARS`](instantstart_core::credentials::MIN_ADMIN_TOKEN_CHARS) (an empty file included) is refused at start. Only the admin token
+//!   may list, mint and revoke tokens.
+//! - Minted tokens: `POST /api/tokens` or `instantstart-server token create`, with scope `read`
+//!   (GET only) or `operate` and an optional expiry. Only their SHA-256 is kept, in the store
+//!   (table `tokens`), read on every request: a revoked or expired token fails at once, on every
+//!   server sharing the database. Clients send `Authorization: Bearer <token>`.
+//! - Browser sessions: `POST /api/login` with a token sets an HttpOnly, SameSite=Strict cookie
+//!   holding a random session id; the store keeps its hash, the token it was minted from and a
+//!   CSRF token (table `sessions`). Every request re-checks that the session exists and that
+//!   its token is still valid, so revoking a token (or changing the admin token) ends its
+//!   sessions, and `POST /api/logout` deletes the session on the server. State-changing cookie
+//!   requests must echo the CSRF token in `X-CSRF-Token` and, when the browser sends `Origin`,
+//!   come from the server's own origin.
 //! - The face (`ui`, `cli`, `agent`, `api`) comes from `X-InstantStart-Face`; cookie sessions
-//!   are `ui`. Both the token name and the face are recorded in the audit log.
+//!   are `ui`. Both the token name and the face are recorded in the audit log, as are token
+//!   creation and revocation.
+//!
+//! # Guarantees
+//! - No cache: each authentication reads the store, so a revocation takes effect on the next
+//!   request.
+//! - An empty bearer token or login never authenticates.
 
 use crate::error::ApiError;
 use axum::http::{HeaderMap, Method, header};
-use base64::Engine as _;
-use hmac::{Hmac, Mac};
-use instantstart_core::operation::{Actor, Face};
+use chrono::{DateTime, Utc};
+pub use instantstart_core::credentials::Scope;
+use instantstart_core::credentials::{
+    ADMIN_TOKEN_NAME, CredentialStore, SessionRecord, TokenRecord, check_admin_token, validate_new_token,
+};
+pub use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
+use instantstart_core::operation::{Actor, AuditEntry, Face};
+use instantstart_core::store::StoreError;
+use instantstart_core::validate::ValidationError;
 use rand::RngCore;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::Arc;
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "is_session";
@@ -29,40 +48,16 @@ pub const SESSION_COOKIE: &str = "is_session";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 /// Header naming the face a request comes from.
 pub const FACE_HEADER: &str = "x-instantstart-face";
-/// Session lifetime.
-const SESSION_SECS: i64 = 12 * 3600;
-
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Scope {
-    /// GET requests and live streams only.
-    Read,
-    /// Everything.
-    Operate,
-}
-
-impl Scope {
-    fn as_str(self) -> &'static str {
-        match self {
-            Scope::Read => "read",
-            Scope::Operate => "operate",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Scope> {
-        match s {
-            "read" => Some(Scope::Read),
-            "operate" => Some(Scope::Operate),
-            _ => None,
-        }
-    }
-}
+/// Session lifetime (a session also ends when its token expires).
+pub const SESSION_SECS: i64 = 12 * 3600;
+/// The audit principal of `instantstart-server token …` run on the server's machine (a name
+/// no token can have).
+pub const LOCAL_PRINCIPAL: &str = "local:instantstart-server";
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Principal {
-    /// Name of the token (`admin` for the first token).
+    /// Name of the token (`admin` for the admin token).
     pub name: String,
     pub scope: Scope,
     pub face: Face,
@@ -74,6 +69,11 @@ impl Principal {
     pub fn actor(&self) -> Actor {
         Actor { face: self.face, principal: self.name.clone() }
     }
+
+    /// Whether this is the admin token (or a session minted from it).
+    pub fn is_admin(&self) -> bool {
+        self.name == ADMIN_TOKEN_NAME
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,26 +82,89 @@ pub enum AuthError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     Corrupt { path: PathBuf, message: String },
-    #[error("a token named {0:?} already exists")]
-    Duplicate(String),
-    #[error("token names are 1-64 characters of letters, digits, '-' and '_'")]
-    BadName,
+    /// The admin token is empty, too short or malformed.
+    #[error("{origin}: {reason}; remove the file to have a new token generated, or set a longer INSTANTSTART_TOKEN")]
+    WeakAdminToken { origin: String, reason: String },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct TokenRecord {
-    name: String,
+/// Why a token could not be minted.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<TokenError> for ApiError {
+    fn from(e: TokenError) -> Self {
+        match e {
+            TokenError::Invalid(v) => ApiError::Validation(v),
+            TokenError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// Mints a token named `name` and records it (with an audit entry naming `actor`).
+pub fn mint_token(
+    store: &dyn CredentialStore,
+    name: &str,
     scope: Scope,
-    sha256: String,
-    created_at: chrono::DateTime<chrono::Utc>,
+    expires_at: Option<DateTime<Utc>>,
+    actor: &Actor,
+) -> Result<MintedToken, TokenError> {
+    let now = Utc::now();
+    validate_new_token(name, expires_at, now)?;
+    let token = format!("ist_{}", random_hex(24));
+    let record = TokenRecord {
+        name: name.into(),
+        scope,
+        sha256: sha256_hex(&token),
+        created_at: now,
+        expires_at,
+        created_by: actor.principal.clone(),
+    };
+    let audit = token_audit(actor, "token.create", &record);
+    store.insert_token(&record, &audit)?;
+    Ok(MintedToken { token, info: TokenInfo::of(&record, now) })
 }
 
-/// Token verification and session signing.
+/// Revokes the token `name`: it and every session minted from it stop working at once.
+pub fn revoke_token(store: &dyn CredentialStore, name: &str, actor: &Actor) -> Result<(), StoreError> {
+    let audit = AuditEntry {
+        at: Utc::now(),
+        actor: actor.clone(),
+        action: "token.revoke".into(),
+        target: format!("token/{name}"),
+        operation_id: None,
+        detail: serde_json::json!({ "name": name }),
+    };
+    store.revoke_token(name, &audit)
+}
+
+/// Every token, by name (never their secrets).
+pub fn list_tokens(store: &dyn CredentialStore) -> Result<Vec<TokenInfo>, StoreError> {
+    let now = Utc::now();
+    Ok(store.list_tokens()?.iter().map(|t| TokenInfo::of(t, now)).collect())
+}
+
+fn token_audit(actor: &Actor, action: &str, t: &TokenRecord) -> AuditEntry {
+    AuditEntry {
+        at: Utc::now(),
+        actor: actor.clone(),
+        action: action.into(),
+        target: format!("token/{}", t.name),
+        operation_id: None,
+        detail: serde_json::json!({ "name": t.name, "scope": t.scope, "expires_at": t.expires_at }),
+    }
+}
+
+/// Token verification and sessions.
 pub struct Auth {
-    data_dir: PathBuf,
     admin_sha256: String,
-    tokens: RwLock<Vec<TokenRecord>>,
-    session_key: [u8; 32],
+    store: Arc<dyn CredentialStore>,
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -124,8 +187,9 @@ fn write_secret(path: &Path, contents: &[u8]) -> Result<(), AuthError> {
     #[cfg(unix)]
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    opts.write(true).create_new(true);
     #[cfg(unix)]
     opts.mode(0o600);
     let mut f = opts.open(&tmp).map_err(io_err(&tmp))?;
@@ -139,17 +203,47 @@ fn ct_eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A valid token: who it is and what a session opened with it may outlive.
+struct Checked {
+    name: String,
+    scope: Scope,
+    sha256: String,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+/// A session just opened: the cookie value and its CSRF token.
+pub struct OpenedSession {
+    pub cookie: String,
+    pub csrf: String,
+    pub name: String,
+    pub scope: Scope,
+}
+
 impl Auth {
-    /// Loads (or creates on first start) the admin token, minted tokens and the session key.
-    /// Returns the new admin token when one was created, so the caller can print it once.
-    pub fn load_or_init(data_dir: &Path, env_token: Option<String>) -> Result<(Auth, Option<String>), AuthError> {
+    /// Loads (or creates on first start) the admin token and imports tokens minted by older
+    /// versions (`<data-dir>/tokens.json`) into `store`. Returns the new admin token when one
+    /// was created, so the caller can show it once. Sessions minted from a previous admin
+    /// token end.
+    pub fn load_or_init(
+        data_dir: &Path,
+        env_token: Option<String>,
+        store: Arc<dyn CredentialStore>,
+    ) -> Result<(Auth, Option<String>), AuthError> {
         std::fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
         let token_path = data_dir.join("token");
         let mut created = None;
-        let admin = match env_token.filter(|t| !t.is_empty()) {
-            Some(t) => t,
+        let admin = match env_token {
+            Some(t) => {
+                let t = t.trim().to_string();
+                check_admin_token(&t)
+                    .map_err(|reason| AuthError::WeakAdminToken { origin: "INSTANTSTART_TOKEN".into(), reason })?;
+                t
+            }
             None if token_path.exists() => {
-                std::fs::read_to_string(&token_path).map_err(io_err(&token_path))?.trim().to_string()
+                let t = std::fs::read_to_string(&token_path).map_err(io_err(&token_path))?.trim().to_string();
+                check_admin_token(&t)
+                    .map_err(|reason| AuthError::WeakAdminToken { origin: token_path.display().to_string(), reason })?;
+                t
             }
             None => {
                 let t = format!("ist_{}", random_hex(24));
@@ -158,109 +252,88 @@ impl Auth {
                 t
             }
         };
-        let key_path = data_dir.join("session.key");
-        let session_key: [u8; 32] = if key_path.exists() {
-            let raw = std::fs::read(&key_path).map_err(io_err(&key_path))?;
-            raw.try_into()
-                .map_err(|_| AuthError::Corrupt { path: key_path.clone(), message: "expected 32 bytes".into() })?
-        } else {
-            let mut k = [0u8; 32];
-            rand::rng().fill_bytes(&mut k);
-            write_secret(&key_path, &k)?;
-            k
+        let admin_sha256 = sha256_hex(&admin);
+        store.delete_sessions_of(ADMIN_TOKEN_NAME, Some(&admin_sha256))?;
+        import_legacy_tokens(data_dir, store.as_ref())?;
+        Ok((Auth { admin_sha256, store }, created))
+    }
+
+    /// The store holding tokens and sessions.
+    pub fn store(&self) -> &dyn CredentialStore {
+        self.store.as_ref()
+    }
+
+    /// The token's name, scope, hash and expiry, if it is valid now.
+    fn check_token(&self, token: &str) -> Result<Option<Checked>, StoreError> {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        let sha256 = sha256_hex(token);
+        if ct_eq(&sha256, &self.admin_sha256) {
+            return Ok(Some(Checked {
+                name: ADMIN_TOKEN_NAME.into(),
+                scope: Scope::Operate,
+                sha256,
+                expires_at: None,
+            }));
+        }
+        Ok(self.store.find_token(&sha256)?.filter(|t| t.is_live(Utc::now())).map(|t| Checked {
+            name: t.name,
+            scope: t.scope,
+            sha256,
+            expires_at: t.expires_at,
+        }))
+    }
+
+    /// The name and scope of a bearer token, if it is valid now.
+    pub fn verify_token(&self, token: &str) -> Result<Option<(String, Scope)>, StoreError> {
+        Ok(self.check_token(token)?.map(|c| (c.name, c.scope)))
+    }
+
+    /// Opens a browser session for `token` (ending when the session lifetime or the token
+    /// does), or `None` when the token is not valid.
+    pub fn login(&self, token: &str) -> Result<Option<OpenedSession>, StoreError> {
+        let Some(Checked { name, scope, sha256: token_sha256, expires_at: token_expires }) = self.check_token(token)?
+        else {
+            return Ok(None);
         };
-        let auth = Auth {
-            data_dir: data_dir.to_path_buf(),
-            admin_sha256: sha256_hex(&admin),
-            tokens: RwLock::new(Self::read_tokens(data_dir)?),
-            session_key,
-        };
-        Ok((auth, created))
-    }
-
-    fn read_tokens(data_dir: &Path) -> Result<Vec<TokenRecord>, AuthError> {
-        let path = data_dir.join("tokens.json");
-        if !path.exists() {
-            return Ok(vec![]);
+        let now = Utc::now();
+        let mut expires_at = now + chrono::Duration::seconds(SESSION_SECS);
+        if let Some(t) = token_expires {
+            expires_at = expires_at.min(t);
         }
-        let raw = std::fs::read_to_string(&path).map_err(io_err(&path))?;
-        serde_json::from_str(&raw).map_err(|e| AuthError::Corrupt { path, message: e.to_string() })
-    }
-
-    /// Mints a token and records its hash; returns the token (shown once).
-    pub fn create_token(data_dir: &Path, name: &str, scope: Scope) -> Result<String, AuthError> {
-        if name.is_empty()
-            || name.len() > 64
-            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(AuthError::BadName);
-        }
-        std::fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
-        let mut tokens = Self::read_tokens(data_dir)?;
-        if name == "admin" || tokens.iter().any(|t| t.name == name) {
-            return Err(AuthError::Duplicate(name.into()));
-        }
-        let token = format!("ist_{}", random_hex(24));
-        tokens.push(TokenRecord {
-            name: name.into(),
-            scope,
-            sha256: sha256_hex(&token),
-            created_at: chrono::Utc::now(),
-        });
-        let json = serde_json::to_vec_pretty(&tokens)
-            .map_err(|e| AuthError::Corrupt { path: data_dir.join("tokens.json"), message: e.to_string() })?;
-        write_secret(&data_dir.join("tokens.json"), &json)?;
-        Ok(token)
-    }
-
-    /// The name and scope of a bearer token, if valid.
-    pub fn verify_token(&self, token: &str) -> Option<(String, Scope)> {
-        let h = sha256_hex(token);
-        if ct_eq(&h, &self.admin_sha256) {
-            return Some(("admin".into(), Scope::Operate));
-        }
-        let find =
-            |tokens: &[TokenRecord]| tokens.iter().find(|t| ct_eq(&t.sha256, &h)).map(|t| (t.name.clone(), t.scope));
-        if let Some(found) = find(&self.tokens.read().expect("lock")) {
-            return Some(found);
-        }
-        // Tokens minted while the server runs: reload once.
-        if let Ok(fresh) = Self::read_tokens(&self.data_dir) {
-            let found = find(&fresh);
-            *self.tokens.write().expect("lock") = fresh;
-            return found;
-        }
-        None
-    }
-
-    fn sign(&self, payload: &str) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.session_key).expect("any key length");
-        mac.update(payload.as_bytes());
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
-    }
-
-    /// A signed session cookie value and its CSRF token.
-    pub fn issue_session(&self, name: &str, scope: Scope) -> (String, String) {
-        let expires = chrono::Utc::now().timestamp() + SESSION_SECS;
+        let cookie = random_hex(32);
         let csrf = random_hex(16);
-        let payload = format!("{name}|{}|{expires}|{csrf}", scope.as_str());
-        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(payload.as_bytes());
-        (format!("{encoded}.{}", self.sign(&payload)), csrf)
+        self.store.insert_session(&SessionRecord {
+            id_sha256: sha256_hex(&cookie),
+            token_name: name.clone(),
+            token_sha256,
+            scope,
+            csrf: csrf.clone(),
+            created_at: now,
+            expires_at,
+        })?;
+        Ok(Some(OpenedSession { cookie, csrf, name, scope }))
     }
 
-    /// Name, scope and CSRF token of a valid, unexpired session cookie.
-    pub fn verify_session(&self, cookie: &str) -> Option<(String, Scope, String)> {
-        let (encoded, sig) = cookie.split_once('.')?;
-        let payload = String::from_utf8(base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(encoded).ok()?).ok()?;
-        if !ct_eq(&self.sign(&payload), sig) {
-            return None;
+    /// Ends the session of `cookie` on the server.
+    pub fn logout(&self, cookie: &str) -> Result<(), StoreError> {
+        self.store.delete_session(&sha256_hex(cookie))
+    }
+
+    /// Name, scope and CSRF token of a live session whose token is still valid.
+    pub fn verify_session(&self, cookie: &str) -> Result<Option<(String, Scope, String)>, StoreError> {
+        if cookie.is_empty() {
+            return Ok(None);
         }
-        let mut parts = payload.split('|');
-        let (name, scope, expires, csrf) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        if expires.parse::<i64>().ok()? < chrono::Utc::now().timestamp() {
-            return None;
-        }
-        Some((name.to_string(), Scope::parse(scope)?, csrf.to_string()))
+        let now = Utc::now();
+        let Some(s) = self.store.find_session(&sha256_hex(cookie), now)? else { return Ok(None) };
+        let token_valid = if s.token_name == ADMIN_TOKEN_NAME {
+            ct_eq(&s.token_sha256, &self.admin_sha256)
+        } else {
+            self.store.find_token(&s.token_sha256)?.is_some_and(|t| t.name == s.token_name && t.is_live(now))
+        };
+        Ok(token_valid.then_some((s.token_name, s.scope, s.csrf)))
     }
 
     /// Authenticates a request and checks that its scope allows `method`.
@@ -272,12 +345,15 @@ impl Auth {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
         let principal = if let Some(token) = bearer {
-            let (name, scope) =
-                self.verify_token(token.trim()).ok_or_else(|| ApiError::Unauthorized("invalid API token".into()))?;
+            let (name, scope) = self
+                .verify_token(token.trim())
+                .map_err(store_unavailable)?
+                .ok_or_else(|| ApiError::Unauthorized("invalid, expired or revoked API token".into()))?;
             Principal { name, scope, face: face.unwrap_or(Face::Api), via_session: false }
         } else if let Some(cookie) = cookie_value(headers, SESSION_COOKIE) {
             let (name, scope, csrf) = self
                 .verify_session(&cookie)
+                .map_err(store_unavailable)?
                 .ok_or_else(|| ApiError::Unauthorized("session expired or invalid; log in again".into()))?;
             if !is_safe(method) {
                 let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -300,6 +376,48 @@ impl Auth {
         }
         Ok(principal)
     }
+}
+
+/// A store failure while authenticating: the request cannot be judged, so it is refused.
+fn store_unavailable(e: StoreError) -> ApiError {
+    tracing::error!(error = %e, "authentication: the store failed");
+    ApiError::Internal(format!("cannot check credentials: {e}"))
+}
+
+/// Imports the tokens of `<data-dir>/tokens.json` (written by versions that kept tokens in a
+/// file) into the store, then renames the file to `tokens.json.imported`.
+fn import_legacy_tokens(data_dir: &Path, store: &dyn CredentialStore) -> Result<(), AuthError> {
+    #[derive(Deserialize)]
+    struct Legacy {
+        name: String,
+        scope: Scope,
+        sha256: String,
+        created_at: DateTime<Utc>,
+    }
+    let path = data_dir.join("tokens.json");
+    if !path.exists() {
+        return Ok(());
+    }
+    let raw = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let legacy: Vec<Legacy> =
+        serde_json::from_str(&raw).map_err(|e| AuthError::Corrupt { path: path.clone(), message: e.to_string() })?;
+    let actor = Actor { face: Face::System, principal: LOCAL_PRINCIPAL.into() };
+    for t in legacy {
+        let record = TokenRecord {
+            name: t.name,
+            scope: t.scope,
+            sha256: t.sha256,
+            created_at: t.created_at,
+            expires_at: None,
+            created_by: LOCAL_PRINCIPAL.into(),
+        };
+        match store.insert_token(&record, &token_audit(&actor, "token.import", &record)) {
+            Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let done = data_dir.join("tokens.json.imported");
+    std::fs::rename(&path, &done).map_err(io_err(&path))
 }
 
 fn is_safe(method: &Method) -> bool {
@@ -329,57 +447,155 @@ pub fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use instantstart_store::SqliteStore;
 
-    fn auth() -> (tempfile::TempDir, Auth, String) {
+    fn store() -> Arc<SqliteStore> {
+        Arc::new(SqliteStore::open_in_memory().unwrap())
+    }
+
+    fn auth() -> (tempfile::TempDir, Arc<SqliteStore>, Auth, String) {
         let dir = tempfile::tempdir().unwrap();
-        let (auth, created) = Auth::load_or_init(dir.path(), None).unwrap();
-        (dir, auth, created.unwrap())
+        let store = store();
+        let (auth, created) = Auth::load_or_init(dir.path(), None, store.clone()).unwrap();
+        (dir, store, auth, created.unwrap())
+    }
+
+    fn admin() -> Actor {
+        Actor { face: Face::Api, principal: "admin".into() }
+    }
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        h
+    }
+
+    fn cookie(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, format!("{SESSION_COOKIE}={value}").parse().unwrap());
+        h
     }
 
     #[test]
     fn first_start_creates_a_private_token_that_verifies() {
-        let (dir, auth, token) = auth();
-        assert_eq!(auth.verify_token(&token), Some(("admin".into(), Scope::Operate)));
-        assert_eq!(auth.verify_token("nope"), None);
+        let (dir, store, auth, token) = auth();
+        assert_eq!(auth.verify_token(&token).unwrap(), Some(("admin".into(), Scope::Operate)));
+        assert_eq!(auth.verify_token("nope").unwrap(), None);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(dir.path().join("token")).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        let (_again, created) = Auth::load_or_init(dir.path(), None).unwrap();
+        let (_again, created) = Auth::load_or_init(dir.path(), None, store).unwrap();
         assert!(created.is_none(), "the token is created once");
     }
 
     #[test]
-    fn minted_tokens_carry_their_scope_and_are_seen_without_restart() {
-        let (dir, auth, _) = auth();
-        let read = Auth::create_token(dir.path(), "agent", Scope::Read).unwrap();
-        assert_eq!(auth.verify_token(&read), Some(("agent".into(), Scope::Read)));
-        assert!(matches!(Auth::create_token(dir.path(), "agent", Scope::Read), Err(AuthError::Duplicate(_))));
-        assert!(matches!(Auth::create_token(dir.path(), "bad name", Scope::Read), Err(AuthError::BadName)));
-        let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, format!("Bearer {read}").parse().unwrap());
-        assert!(auth.authorize(&Method::GET, &h).is_ok());
-        assert!(matches!(auth.authorize(&Method::POST, &h), Err(ApiError::Forbidden(_))));
+    fn empty_short_or_spaced_admin_tokens_are_refused_at_start() {
+        for content in ["", "  \n", "short-token", "ist_has a space in the middle"] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("token"), content).unwrap();
+            let err = Auth::load_or_init(dir.path(), None, store()).err().expect(content);
+            assert!(matches!(err, AuthError::WeakAdminToken { .. }), "{content:?}: {err}");
+            let dir = tempfile::tempdir().unwrap();
+            let err = Auth::load_or_init(dir.path(), Some(content.into()), store()).err().expect(content);
+            assert!(err.to_string().contains("INSTANTSTART_TOKEN"), "{err}");
+        }
+        // The empty login the review found (`{"token": ""}`) never authenticates.
+        let (_dir, _store, auth, _) = auth();
+        assert!(auth.login("").unwrap().is_none());
+        assert!(matches!(auth.authorize(&Method::GET, &bearer("")), Err(ApiError::Unauthorized(_))));
     }
 
     #[test]
-    fn sessions_are_signed_and_need_csrf_for_changes() {
-        let (_dir, auth, _) = auth();
-        let (cookie, csrf) = auth.issue_session("admin", Scope::Operate);
-        let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, format!("{SESSION_COOKIE}={cookie}").parse().unwrap());
+    fn minted_tokens_carry_their_scope_and_are_seen_without_restart() {
+        let (_dir, store, auth, _) = auth();
+        let read = mint_token(store.as_ref(), "agent", Scope::Read, None, &admin()).unwrap();
+        assert_eq!(auth.verify_token(&read.token).unwrap(), Some(("agent".into(), Scope::Read)));
+        let dup = mint_token(store.as_ref(), "agent", Scope::Read, None, &admin()).unwrap_err();
+        assert!(matches!(dup, TokenError::Store(StoreError::AlreadyExists { .. })), "{dup}");
+        let bad = mint_token(store.as_ref(), "bad name", Scope::Read, None, &admin()).unwrap_err();
+        assert!(matches!(bad, TokenError::Invalid(_)), "{bad}");
+        assert!(auth.authorize(&Method::GET, &bearer(&read.token)).is_ok());
+        assert!(matches!(auth.authorize(&Method::POST, &bearer(&read.token)), Err(ApiError::Forbidden(_))));
+        let audit = instantstart_core::store::Store::list_audit(store.as_ref(), Some("token/agent"), 10).unwrap();
+        assert_eq!((audit[0].action.as_str(), audit[0].actor.principal.as_str()), ("token.create", "admin"));
+    }
+
+    #[test]
+    fn revoking_a_token_ends_it_and_its_sessions_at_once() {
+        let (_dir, store, auth, _) = auth();
+        let minted = mint_token(store.as_ref(), "ci", Scope::Operate, None, &admin()).unwrap();
+        let session = auth.login(&minted.token).unwrap().unwrap();
+        assert!(auth.authorize(&Method::GET, &cookie(&session.cookie)).is_ok());
+        revoke_token(store.as_ref(), "ci", &admin()).unwrap();
+        assert!(matches!(auth.authorize(&Method::GET, &bearer(&minted.token)), Err(ApiError::Unauthorized(_))));
+        assert!(matches!(auth.authorize(&Method::GET, &cookie(&session.cookie)), Err(ApiError::Unauthorized(_))));
+        // A new token under the same name does not revive the old session.
+        let again = mint_token(store.as_ref(), "ci", Scope::Operate, None, &admin()).unwrap();
+        assert_ne!(again.token, minted.token);
+        assert!(auth.verify_session(&session.cookie).unwrap().is_none());
+        let audit = instantstart_core::store::Store::list_audit(store.as_ref(), Some("token/ci"), 10).unwrap();
+        let actions: Vec<&str> = audit.iter().map(|a| a.action.as_str()).collect();
+        assert_eq!(actions, ["token.create", "token.revoke", "token.create"]);
+    }
+
+    #[test]
+    fn expired_tokens_and_their_sessions_stop_working() {
+        let (_dir, store, auth, _) = auth();
+        let minted = mint_token(
+            store.as_ref(),
+            "short-lived",
+            Scope::Read,
+            Some(Utc::now() + chrono::Duration::milliseconds(300)),
+            &admin(),
+        )
+        .unwrap();
+        let session = auth.login(&minted.token).unwrap().unwrap();
+        assert!(auth.verify_token(&minted.token).unwrap().is_some());
+        assert!(auth.verify_session(&session.cookie).unwrap().is_some());
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(auth.verify_token(&minted.token).unwrap().is_none());
+        assert!(auth.verify_session(&session.cookie).unwrap().is_none());
+        assert!(!list_tokens(store.as_ref()).unwrap()[0].active);
+    }
+
+    #[test]
+    fn sessions_need_csrf_for_changes_and_end_on_logout_or_admin_change() {
+        let (dir, store, auth, token) = auth();
+        let s = auth.login(&token).unwrap().unwrap();
+        let mut h = cookie(&s.cookie);
         let p = auth.authorize(&Method::GET, &h).unwrap();
-        assert_eq!((p.face, p.via_session), (Face::Ui, true));
+        assert_eq!((p.face, p.via_session, p.is_admin()), (Face::Ui, true, true));
         assert!(matches!(auth.authorize(&Method::POST, &h), Err(ApiError::Forbidden(_))));
-        h.insert(CSRF_HEADER, csrf.parse().unwrap());
+        h.insert(CSRF_HEADER, s.csrf.parse().unwrap());
         h.insert(header::HOST, "127.0.0.1:3099".parse().unwrap());
         h.insert(header::ORIGIN, "http://evil.example".parse().unwrap());
         assert!(matches!(auth.authorize(&Method::POST, &h), Err(ApiError::Forbidden(_))));
         h.insert(header::ORIGIN, "http://127.0.0.1:3099".parse().unwrap());
         assert!(auth.authorize(&Method::POST, &h).is_ok());
-        let tampered = cookie.replacen('.', "x.", 1);
-        assert!(auth.verify_session(&tampered).is_none());
+        assert!(auth.verify_session("0".repeat(64).as_str()).unwrap().is_none());
+        // Logout ends the session on the server: a copied cookie no longer works.
+        auth.logout(&s.cookie).unwrap();
+        assert!(matches!(auth.authorize(&Method::GET, &cookie(&s.cookie)), Err(ApiError::Unauthorized(_))));
+        // A session of the admin token ends when the admin token changes.
+        let s2 = auth.login(&token).unwrap().unwrap();
+        let (rotated, _) =
+            Auth::load_or_init(dir.path(), Some("ist_a_new_admin_token_0123456789".into()), store).unwrap();
+        assert!(rotated.verify_session(&s2.cookie).unwrap().is_none());
+    }
+
+    #[test]
+    fn tokens_of_older_versions_are_imported_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let legacy = serde_json::json!([{ "name": "old", "scope": "read", "sha256": sha256_hex("ist_old_token"),
+            "created_at": "2026-01-01T00:00:00Z" }]);
+        std::fs::write(dir.path().join("tokens.json"), legacy.to_string()).unwrap();
+        let store = store();
+        let (auth, _) = Auth::load_or_init(dir.path(), None, store.clone()).unwrap();
+        assert_eq!(auth.verify_token("ist_old_token").unwrap(), Some(("old".into(), Scope::Read)));
+        assert!(!dir.path().join("tokens.json").exists());
+        assert!(dir.path().join("tokens.json.imported").exists());
     }
 }

@@ -45,6 +45,12 @@ pub enum ApiError {
     Conflict { detail: String, operation: Option<OperationId> },
     #[error("{0}")]
     Provider(String),
+    /// The request body is larger than the server accepts (413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// The server could not answer in time (503).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -62,6 +68,8 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             ApiError::Conflict { .. } => (StatusCode::CONFLICT, "conflict", "Conflict"),
             ApiError::Provider(_) => (StatusCode::BAD_GATEWAY, "provider", "Cloud provider error"),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too-large", "Request too large"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Try again later"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
         }
     }
@@ -155,6 +163,7 @@ impl From<StoreError> for ApiError {
                 ApiError::Conflict { detail: e.to_string(), operation: Some(operation.clone()) }
             }
             StoreError::NotFound { .. } => ApiError::NotFound(e.to_string()),
+            StoreError::AlreadyExists { .. } => ApiError::Conflict { detail: e.to_string(), operation: None },
             StoreError::Backend(_) => ApiError::Internal(e.to_string()),
         }
     }

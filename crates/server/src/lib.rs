@@ -7,9 +7,11 @@
 pub mod auth;
 pub mod error;
 pub mod kube_wiring;
+pub mod limits;
 pub mod log_hub;
 pub mod metrics;
 pub mod routes;
+pub mod serve;
 pub mod ui;
 
 use aide::openapi::OpenApi;
@@ -158,9 +160,9 @@ impl AppState {
     ) -> Result<Assembled, ServerError> {
         std::fs::create_dir_all(&opts.data_dir)
             .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
-        let store: Arc<dyn Store> =
-            Arc::new(instantstart_store::SqliteStore::open(&opts.data_dir.join("instantstart.db"))?);
-        let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone())?;
+        let sqlite = Arc::new(instantstart_store::SqliteStore::open(&opts.data_dir.join("instantstart.db"))?);
+        let store: Arc<dyn Store> = sqlite.clone();
+        let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone(), sqlite)?;
         let mut kube_api_url = None;
         let helm: Arc<dyn HelmReleases>;
         let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
@@ -265,6 +267,8 @@ fn open_sim(data_dir: &Path, speed: f64) -> Result<instantstart_sim::SimCloud, S
         instantstart_sim::SimConfig { speed, state_file: Some(data_dir.join("sim-world.json")), ..Default::default() };
     instantstart_sim::SimCloud::new(config).map_err(|e| ServerError::Sim(e.to_string()))
 }
+
+pub use serve::{serve, serve_with};
 
 /// The complete HTTP application for `state`.
 pub fn app(state: AppState) -> axum::Router {

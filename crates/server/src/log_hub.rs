@@ -8,7 +8,9 @@
 //! in order, without a gap. A follower that falls more than [`BACKLOG_FRAMES`] frames behind
 //! gets an explicit `{"skipped": <frames>}` document instead of silently losing lines. The
 //! upstream stops when its last follower leaves or the container ends (then every follower gets
-//! the `{"end": true, "reason": …}` document).
+//! the `{"end": true, "reason": …}` document). Each line is capped at
+//! [`MAX_LOG_LINE_BYTES`](instantstart_core::log_lines::MAX_LOG_LINE_BYTES), so the ring holds
+//! at most [`RING_LINES`] × that per pod.
 
 use axum::extract::ws::Utf8Bytes;
 use instantstart_core::provider::{KubeApi, KubeTarget, ProviderErrorKind};
@@ -190,8 +192,10 @@ impl LogHub {
             }
         };
         let pod_json = Value::String(pod.clone()).to_string();
+        // Every line is capped (whatever the KubeApi), so the ring's memory is bounded.
         let doc = |line: &str| -> Arc<str> {
-            Arc::from(format!("{{\"pod\":{pod_json},\"line\":{}}}", Value::String(line.to_string())))
+            let line = instantstart_core::log_lines::cap_log_line(line.to_string());
+            Arc::from(format!("{{\"pod\":{pod_json},\"line\":{}}}", Value::String(line)))
         };
         // The pod's earlier lines (what the API answers in one go: until it pauses for
         // PRIME_IDLE, at most PRIME_MAX) fill the ring unbroadcast.

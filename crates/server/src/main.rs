@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use instantstart_server::auth::{Auth, Scope};
+use instantstart_server::auth::{LOCAL_PRINCIPAL, Scope};
 use instantstart_server::{AppState, ProviderKind, ServerOptions, SimKube};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,16 +64,66 @@ enum Command {
     },
 }
 
+/// Token management on the server's own store (`--data-dir`); works while the server runs.
 #[derive(Subcommand)]
 enum TokenCommand {
+    /// List tokens (never their secrets).
+    List,
     /// Mint a token; it is printed once, only its hash is stored.
     Create {
-        /// Name recorded in the audit log.
+        /// Name recorded in the audit log (1-64 letters, digits, '-' and '_').
         #[arg(long)]
         name: String,
-        #[arg(long, value_enum, default_value = "read")]
+        /// read (GET requests and streams) or operate.
+        #[arg(long, default_value = "read")]
         scope: Scope,
+        /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
+        #[arg(long)]
+        expires_at: Option<chrono::DateTime<chrono::Utc>>,
     },
+    /// Revoke a token: it and every browser session minted from it stop working at once.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
+}
+
+/// Runs `instantstart-server token …` on the store in `data_dir`.
+fn token_command(data_dir: &std::path::Path, command: &TokenCommand) -> anyhow::Result<()> {
+    use instantstart_core::operation::{Actor, Face};
+    let store =
+        instantstart_store::SqliteStore::open(&data_dir.join("instantstart.db")).context("opening the store")?;
+    let actor = Actor { face: Face::Cli, principal: LOCAL_PRINCIPAL.into() };
+    match command {
+        TokenCommand::List => {
+            let tokens = instantstart_server::auth::list_tokens(&store)?;
+            if tokens.is_empty() {
+                eprintln!("no tokens besides the admin token");
+            }
+            for t in tokens {
+                println!(
+                    "{}\t{}\texpires {}\t{}\tcreated {} by {}",
+                    t.name,
+                    t.scope,
+                    t.expires_at.map(|e| e.to_rfc3339()).unwrap_or_else(|| "never".into()),
+                    if t.active { "active" } else { "expired" },
+                    t.created_at.to_rfc3339(),
+                    t.created_by
+                );
+            }
+        }
+        TokenCommand::Create { name, scope, expires_at } => {
+            let minted = instantstart_server::auth::mint_token(&store, name, *scope, *expires_at, &actor)
+                .context("creating the token")?;
+            println!("{}", minted.token);
+            eprintln!("token {name:?} (scope {scope}) created; it is shown only once");
+        }
+        TokenCommand::Revoke { name } => {
+            instantstart_server::auth::revoke_token(&store, name, &actor).context("revoking the token")?;
+            eprintln!("token {name:?} revoked; it and its browser sessions no longer work");
+        }
+    }
+    Ok(())
 }
 
 fn init_logs(format: LogFormat) {
@@ -106,11 +156,8 @@ async fn main() -> anyhow::Result<()> {
     // One rustls crypto provider for the AWS SDK and the Kubernetes client (aws-lc-rs).
     instantstart_k8s::install_crypto_provider();
     let cli = Cli::parse();
-    if let Some(Command::Token { command: TokenCommand::Create { name, scope } }) = &cli.command {
-        let token = Auth::create_token(&cli.data_dir, name, *scope).context("creating token")?;
-        println!("{token}");
-        eprintln!("token {name:?} (scope {scope:?}) created; it is shown only once");
-        return Ok(());
+    if let Some(Command::Token { command }) = &cli.command {
+        return token_command(&cli.data_dir, command);
     }
     init_logs(cli.log_format);
     if !(cli.sim_speed.is_finite() && cli.sim_speed >= 1.0) {
@@ -158,12 +205,17 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     eprintln!("  UI and API: http://{addr}/");
+    // The secret goes to a terminal only (the quick start), never into collected logs.
+    let token_file = cli.data_dir.join("token");
     match &assembled.new_admin_token {
-        Some(token) => eprintln!(
+        Some(token) if std::io::IsTerminal::is_terminal(&std::io::stderr()) => eprintln!(
             "  API token (created now, saved in {}): {token}\n  Paste it in the UI login, or send 'Authorization: Bearer <token>'.\n",
-            cli.data_dir.join("token").display()
+            token_file.display()
         ),
-        None => eprintln!("  API token: in {} (or INSTANTSTART_TOKEN)\n", cli.data_dir.join("token").display()),
+        Some(_) => {
+            eprintln!("  API token: created now and saved in {} (not printed: not a terminal)\n", token_file.display())
+        }
+        None => eprintln!("  API token: in {} (or INSTANTSTART_TOKEN)\n", token_file.display()),
     }
     let app = instantstart_server::app(state.clone());
     let resumed = state.resume().context("resuming operations")?;
@@ -171,7 +223,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(resumed, "resumed operations left running by the previous process");
     }
     tracing::info!(%addr, provider = ?cli.provider, "listening");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    instantstart_server::serve(listener, app, shutdown_signal()).await;
     // In-flight operations keep their persisted phases and resume on the next start.
     state.engine.abort_all();
     tracing::info!("stopped");

@@ -1,5 +1,10 @@
 //! Prometheus text metrics: HTTP requests by route and status, latency, operations by status,
 //! and provider calls (from the simulated cloud's counters when it is the provider).
+//!
+//! # Guarantees
+//! - Request series are bounded whatever clients send: the method label is one of a fixed set
+//!   ([`method_label`], `other` for anything else), the route label is a route of the table
+//!   (the caller passes `unmatched` otherwise) and the status is a number below 1000.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -17,10 +22,17 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(String, String, u16), Series>>,
 }
 
+/// The label of an HTTP method: a standard method, or `other` (extension methods are
+/// arbitrary tokens, so each would otherwise be a new series).
+pub fn method_label(method: &str) -> &'static str {
+    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"];
+    KNOWN.into_iter().find(|m| *m == method).unwrap_or("other")
+}
+
 impl Metrics {
     pub fn record(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
         let mut m = self.requests.lock().expect("lock");
-        let s = m.entry((method.to_string(), route.to_string(), status)).or_default();
+        let s = m.entry((method_label(method).to_string(), route.to_string(), status)).or_default();
         s.count += 1;
         s.seconds += elapsed.as_secs_f64();
     }
@@ -59,5 +71,23 @@ impl Metrics {
             out.push_str(&format!("instantstart_provider_calls_total{{api=\"{}\"}} {n}\n", esc(api)));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invented_methods_do_not_grow_the_series() {
+        let m = Metrics::default();
+        for i in 0..10_000 {
+            m.record(&format!("XYZ{i}"), "unmatched", 405, Duration::ZERO);
+        }
+        m.record("GET", "/healthz", 200, Duration::ZERO);
+        let text = m.render(&BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(m.requests.lock().unwrap().len(), 2);
+        assert!(text.contains(r#"method="other",route="unmatched",status="405"} 10000"#), "{text}");
+        assert!(!text.contains("XYZ"));
     }
 }

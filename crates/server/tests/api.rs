@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tower::ServiceExt;
 
-const TOKEN: &str = "ist_test_admin_token";
+const TOKEN: &str = "ist_test_admin_token_for_loopback";
 
 struct TestApp {
     _dir: tempfile::TempDir,
@@ -106,12 +106,9 @@ async fn auth_is_required_and_scoped() {
         .await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     // A read token can GET but not mutate.
-    let read = instantstart_server::auth::Auth::create_token(
-        app._dir.path(),
-        "viewer",
-        instantstart_server::auth::Scope::Read,
-    )
-    .unwrap();
+    let minted = app.send(Method::POST, "/api/tokens", Some(json!({ "name": "viewer", "scope": "read" })), &[]).await;
+    assert_eq!(minted.status, StatusCode::CREATED, "{:?}", minted.body);
+    let read = minted.body["token"].as_str().unwrap().to_string();
     let get = Request::get("/api/clusters")
         .header(header::AUTHORIZATION, format!("Bearer {read}"))
         .body(Body::empty())
@@ -134,6 +131,115 @@ async fn auth_is_required_and_scoped() {
     let ui = app.call(Request::get("/").body(Body::empty()).unwrap()).await;
     assert_eq!(ui.status, StatusCode::OK);
     assert!(ui.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+}
+
+/// A request with `Authorization: Bearer <token>` (not the admin token).
+fn as_token(method: Method, uri: &str, token: &str, body: Option<Value>) -> Request<Body> {
+    let b = Request::builder().method(method).uri(uri).header(header::AUTHORIZATION, format!("Bearer {token}"));
+    match body {
+        Some(v) => b.header(header::CONTENT_TYPE, "application/json").body(Body::from(v.to_string())).unwrap(),
+        None => b.body(Body::empty()).unwrap(),
+    }
+}
+
+/// Logs in with `token`; the `name=value` cookie pair and the CSRF token.
+async fn login(app: &TestApp, token: &str) -> (String, String) {
+    let r = app
+        .call(
+            Request::post("/api/login")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(json!({ "token": token }).to_string()))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let cookie = r.headers[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_string();
+    (cookie, r.body["csrf_token"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn tokens_are_minted_listed_and_revoked_by_the_admin_only() {
+    let app = test_app(2000.0);
+    // Mint: the secret once, in `token`; an expiry is kept.
+    let expires = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    let r = app
+        .send(
+            Method::POST,
+            "/api/tokens",
+            Some(json!({ "name": "ci", "scope": "operate", "expires_at": expires })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let ci = r.body["token"].as_str().unwrap().to_string();
+    assert_eq!((r.body["name"].as_str(), r.body["scope"].as_str()), (Some("ci"), Some("operate")));
+    assert!(r.body["expires_at"].is_string());
+    // The list never shows secrets.
+    let list = app.get("/api/tokens").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.body[0]["name"], "ci");
+    assert!(list.body[0].get("token").is_none() && !list.body.to_string().contains(&ci));
+    // Bad input: every finding names its field; a duplicate is a conflict.
+    let past = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339();
+    let r = app
+        .send(
+            Method::POST,
+            "/api/tokens",
+            Some(json!({ "name": "bad name", "scope": "read", "expires_at": past })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    let fields: Vec<&str> =
+        r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["name", "expires_at"]);
+    let r = app.send(Method::POST, "/api/tokens", Some(json!({ "name": "ci", "scope": "read" })), &[]).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    // Only the admin token manages tokens, even an operate token gets 403.
+    assert_eq!(app.call(as_token(Method::GET, "/api/tokens", &ci, None)).await.status, StatusCode::FORBIDDEN);
+    let r = app.call(as_token(Method::POST, "/api/tokens", &ci, Some(json!({ "name": "x", "scope": "read" })))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(app.call(as_token(Method::DELETE, "/api/tokens/ci", &ci, None)).await.status, StatusCode::FORBIDDEN);
+    // A browser session minted from the token works until the token is revoked.
+    let (session, _) = login(&app, &ci).await;
+    let who = || Request::get("/api/session").header(header::COOKIE, &session).body(Body::empty()).unwrap();
+    assert_eq!(app.call(who()).await.body["name"], "ci");
+    let r = app.send(Method::DELETE, "/api/tokens/ci", None, &[]).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    assert_eq!(app.call(as_token(Method::GET, "/api/clusters", &ci, None)).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(app.call(who()).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(app.send(Method::DELETE, "/api/tokens/ci", None, &[]).await.status, StatusCode::NOT_FOUND);
+    // Who did it, through which face.
+    let audit = app.get("/api/audit?target=token/ci").await.body;
+    let actions: Vec<(&str, &str)> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), a["actor"]["principal"].as_str().unwrap()))
+        .collect();
+    assert_eq!(actions, [("token.revoke", "admin"), ("token.create", "admin")]);
+}
+
+#[tokio::test]
+async fn logout_ends_the_session_on_the_server() {
+    let app = test_app(2000.0);
+    let (session, csrf) = login(&app, TOKEN).await;
+    let who = || Request::get("/api/session").header(header::COOKIE, &session).body(Body::empty()).unwrap();
+    assert_eq!(app.call(who()).await.status, StatusCode::OK);
+    let logout = Request::post("/api/logout")
+        .header(header::COOKIE, &session)
+        .header("x-csrf-token", &csrf)
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(app.call(logout).await.status, StatusCode::NO_CONTENT);
+    // A copy of the cookie no longer works.
+    assert_eq!(app.call(who()).await.status, StatusCode::UNAUTHORIZED);
+    // The empty token the review found never logs in.
+    let empty = Request::post("/api/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({ "token": "" }).to_string()))
+        .unwrap();
+    assert_eq!(app.call(empty).await.status, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]

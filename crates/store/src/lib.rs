@@ -16,8 +16,11 @@
 //!   transaction. Opening a database written by a newer build is refused.
 //! - Timestamps round-trip exactly (RFC 3339 text with nanosecond precision, which also sorts
 //!   chronologically).
+//! - Tokens and sessions ([`CredentialStore`](instantstart_core::credentials::CredentialStore))
+//!   are kept as hashes; revoking a token deletes its sessions in the same transaction.
 
 mod codec;
+mod credentials;
 mod schema;
 mod sqlite;
 

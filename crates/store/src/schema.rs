@@ -107,8 +107,32 @@ const V2: &str = r#"
 CREATE INDEX operations_target_created ON operations (target, created_at);
 "#;
 
+/// Version 3: API tokens and browser sessions (hashes only), shared by every server on the
+/// database so a revocation is seen everywhere at once.
+const V3: &str = r#"
+CREATE TABLE tokens (
+    name        TEXT PRIMARY KEY NOT NULL,
+    scope       TEXT NOT NULL,
+    sha256      TEXT NOT NULL UNIQUE,
+    created_at  TEXT NOT NULL,
+    expires_at  TEXT,
+    created_by  TEXT NOT NULL
+);
+CREATE TABLE sessions (
+    id_sha256    TEXT PRIMARY KEY NOT NULL,
+    token_name   TEXT NOT NULL,
+    token_sha256 TEXT NOT NULL,
+    scope        TEXT NOT NULL,
+    csrf         TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    expires_at   TEXT NOT NULL
+);
+CREATE INDEX sessions_token_name ON sessions (token_name);
+CREATE INDEX sessions_expires_at ON sessions (expires_at);
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -112,7 +112,11 @@ impl SqliteStore {
     }
 
     /// Runs `f` in one write transaction, committed before returning.
-    fn write<T>(&self, what: &str, f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(crate) fn write<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&format!("{what}: begin"))?;
         let out = f(&tx).map_err(|e| with_context(what, e))?;
@@ -121,7 +125,11 @@ impl SqliteStore {
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
-    fn read<T>(&self, what: &str, f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(crate) fn read<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred).ctx(&format!("{what}: begin"))?;
         let out = f(&tx).map_err(|e| with_context(what, e))?;
@@ -359,7 +367,7 @@ fn set_status(
     Ok(())
 }
 
-fn insert_audit(tx: &Transaction<'_>, entry: &AuditEntry) -> Result<(), StoreError> {
+pub(crate) fn insert_audit(tx: &Transaction<'_>, entry: &AuditEntry) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO audit (at, actor_face, actor_principal, action, target, operation_id, detail) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

@@ -19,4 +19,5 @@ pub mod pool;
 pub mod sim;
 pub mod storage;
 pub mod target;
+pub mod token;
 pub mod workload;

@@ -21,6 +21,9 @@
 //!   Hence a retry, a restart or a transient error never replays a mutation that took effect.
 //! - One running operation per target (enforced by the store); a second gets a conflict.
 //! - The same idempotency key with the same request returns the existing operation.
+//! - A driver that stops on an error (the store failing) records the operation as `failed`,
+//!   with the steps that were under way failed and retryable; it is never left `running` with
+//!   nothing driving it (unless the store stays down, and then it resumes at the next start).
 //!
 //! # Caveats
 //! - Cancelling stops the operation between provider calls; it does not roll back what was
@@ -33,8 +36,8 @@ pub use backoff::{Backoff, EngineConfig};
 
 use crate::diff::Plan;
 use crate::operation::{
-    Actor, AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus, ResourceRef, StepPhase,
-    StepSpec, StepUpdate, request_hash,
+    Actor, AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus, ResourceRef, Step,
+    StepPhase, StepSpec, StepUpdate, request_hash,
 };
 use crate::preflight::{self, PreflightCheck};
 use crate::provider::ProviderError;
@@ -598,6 +601,7 @@ impl Engine {
                 let result = run_operation(&inner, &id, rx).await;
                 if let Err(e) = &result {
                     tracing::error!(operation = %id, error = %e, "operation driver stopped");
+                    record_driver_failure(&inner, &id, e).await;
                 }
                 // A retry may have reopened the operation while this driver was finishing; its
                 // `spawn` saw this driver registered and left the work to it. Decide under the
@@ -632,6 +636,66 @@ fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
         at: Utc::now(),
         snapshot: Some(Arc::new(OperationSnapshot::new(op.clone()))),
     });
+}
+
+/// Attempts (with backoff, about 10 s in all) to record that a driver stopped on an error.
+const DRIVER_FAILURE_ATTEMPTS: u32 = 8;
+
+/// After the driver of `id` stopped on `error` (typically the store failing), records the
+/// operation as failed so it is never left `running` with nothing driving it. The steps that
+/// were under way (or, when none was, the first unfinished one) are marked failed with the
+/// reason, so retrying that step continues the operation (it observes before it submits). The
+/// store may still be failing: this tries [`DRIVER_FAILURE_ATTEMPTS`] times with backoff; if
+/// every attempt fails, the operation stays `running` in the store and resumes at the next
+/// start, which is also correct.
+async fn record_driver_failure(inner: &Inner, id: &OperationId, error: &EngineError) {
+    let reason = format!("the operation's driver stopped: {error}; retry the failed step to continue");
+    let mut delay = std::time::Duration::from_millis(50);
+    for attempt in 1..=DRIVER_FAILURE_ATTEMPTS {
+        match mark_stopped_operation_failed(inner, id, &reason) {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::warn!(operation = %id, attempt, error = %e, "recording the stopped driver failed");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(2));
+            }
+        }
+    }
+    tracing::error!(operation = %id, "could not record the failure; the operation resumes at the next start");
+}
+
+fn mark_stopped_operation_failed(inner: &Inner, id: &OperationId, reason: &str) -> Result<(), StoreError> {
+    let Some(op) = inner.store.get_operation(id)? else { return Ok(()) };
+    if op.status != OperationStatus::Running {
+        return Ok(());
+    }
+    if op.steps.iter().all(|s| s.phase == StepPhase::Succeeded) {
+        inner.store.set_operation_status(id, OperationStatus::Succeeded, None)?;
+    } else {
+        let under_way =
+            |s: &&Step| matches!(s.phase, StepPhase::Submitting | StepPhase::Submitted | StepPhase::Polling);
+        let mut to_fail: Vec<&Step> = op.steps.iter().filter(under_way).collect();
+        if to_fail.is_empty() {
+            to_fail.extend(op.steps.iter().find(|s| !s.phase.is_terminal()));
+        }
+        for s in to_fail {
+            inner.store.update_step(
+                id,
+                &s.key,
+                &StepUpdate {
+                    phase: Some(StepPhase::Failed),
+                    error: Some(Some(reason.to_string())),
+                    finished_at: Some(Some(Utc::now())),
+                    ..Default::default()
+                },
+            )?;
+        }
+        inner.store.set_operation_status(id, OperationStatus::Failed, Some(reason))?;
+    }
+    if let Some(op) = inner.store.get_operation(id)? {
+        emit(inner, &op, None);
+    }
+    Ok(())
 }
 
 fn finish_cancelled(inner: &Inner, id: &OperationId) -> Result<(), EngineError> {

@@ -74,7 +74,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for WsUpgrade {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Ok(WsUpgrade(WebSocketUpgrade::from_request_parts(parts, state).await))
+        Ok(WsUpgrade(WebSocketUpgrade::from_request_parts(parts, state).await.map(crate::limits::capped_ws)))
     }
 }
 

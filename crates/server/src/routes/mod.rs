@@ -20,6 +20,7 @@ mod session;
 mod sim;
 mod storage;
 mod stream;
+mod tokens;
 
 use crate::AppState;
 use crate::error::{ApiError, ProblemJson};
@@ -40,8 +41,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Largest accepted request body.
-pub const MAX_BODY_BYTES: usize = 1 << 20;
+pub use crate::limits::MAX_BODY_BYTES;
 
 /// Builds the application router and records its OpenAPI document in `state`.
 pub fn router(state: AppState) -> axum::Router {
@@ -57,6 +57,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(endpoints::routes())
         .merge(operations::routes())
         .merge(session::protected_routes())
+        .merge(tokens::routes())
         .merge(stream::routes());
     if state.sim.is_some() {
         protected = protected.merge(sim::routes());
@@ -72,6 +73,7 @@ pub fn router(state: AppState) -> axum::Router {
     documented
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(limit_request))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -113,6 +115,32 @@ async fn require_auth(State(state): State<AppState>, mut req: Request, next: Nex
             next.run(req).await
         }
         Err(e) => e.into_response(),
+    }
+}
+
+/// Refuses a declared body over [`MAX_BODY_BYTES`] before reading it (`413`), and answers `503`
+/// when a handler takes longer than [`crate::limits::REQUEST_TIMEOUT`] (WebSocket upgrades
+/// stream on and are exempt). See [`crate::limits`].
+async fn limit_request(req: Request, next: Next) -> Response {
+    limit_request_within(crate::limits::REQUEST_TIMEOUT, req, next).await
+}
+
+pub(crate) async fn limit_request_within(timeout: std::time::Duration, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return ApiError::TooLarge(format!("request body larger than {MAX_BODY_BYTES} bytes")).into_response();
+    }
+    let upgrade = req.headers().get(axum::http::header::UPGRADE).is_some();
+    if upgrade {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Unavailable(format!("no answer within {} s", timeout.as_secs())).into_response(),
     }
 }
 

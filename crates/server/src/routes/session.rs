@@ -1,4 +1,5 @@
-//! Browser login: exchange an API token for an HttpOnly session cookie and a CSRF token.
+//! Browser login: exchange an API token for an HttpOnly session cookie and a CSRF token;
+//! logout ends the session on the server.
 
 use super::{ApiBody, errors};
 use crate::AppState;
@@ -45,7 +46,11 @@ pub fn public_routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/logout",
             post_with(logout, |op| {
-                op.id("logout").summary("Clear the session cookie").tag("session").response::<204, ()>()
+                op.id("logout")
+                    .summary("End the session on the server and clear its cookie")
+                    .tag("session")
+                    .response::<204, ()>()
+                    .response::<403, ProblemJson>()
             }),
         )
 }
@@ -65,17 +70,28 @@ async fn login(
     ApiBody(req, _): ApiBody<LoginRequest>,
 ) -> Result<Response, ApiError> {
     crate::auth::check_origin(&headers)?;
-    let (name, scope) =
-        state.auth.verify_token(req.token.trim()).ok_or_else(|| ApiError::Unauthorized("invalid API token".into()))?;
-    let (cookie, csrf) = state.auth.issue_session(&name, scope);
-    let set_cookie = format!("{SESSION_COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200");
-    Ok((StatusCode::OK, [(header::SET_COOKIE, set_cookie)], Json(SessionInfo { name, scope, csrf_token: Some(csrf) }))
-        .into_response())
+    let session = state
+        .auth
+        .login(req.token.trim())?
+        .ok_or_else(|| ApiError::Unauthorized("invalid, expired or revoked API token".into()))?;
+    let set_cookie = format!(
+        "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        session.cookie,
+        crate::auth::SESSION_SECS
+    );
+    let info = SessionInfo { name: session.name, scope: session.scope, csrf_token: Some(session.csrf) };
+    Ok((StatusCode::OK, [(header::SET_COOKIE, set_cookie)], Json(info)).into_response())
 }
 
-async fn logout() -> Response {
+/// Ends the session named by the cookie on the server (a copied cookie stops working) and
+/// clears the cookie.
+async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if let Some(cookie) = crate::auth::cookie_value(&headers, SESSION_COOKIE) {
+        crate::auth::check_origin(&headers)?;
+        state.auth.logout(&cookie)?;
+    }
     let clear = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
-    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clear)]).into_response()
+    Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, clear)]).into_response())
 }
 
 async fn whoami(Extension(p): Extension<Principal>) -> Json<SessionInfo> {

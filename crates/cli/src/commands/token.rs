@@ -1,0 +1,64 @@
+//! `instantstart token list|create|revoke`: API tokens, through REST. Only the admin token may
+//! manage tokens (the server answers 403 otherwise). On the server's machine,
+//! `instantstart-server token …` does the same directly on its store.
+
+use crate::app::Globals;
+use crate::exit::Exit;
+use crate::output::{self, Table, when};
+use clap::Subcommand;
+use instantstart_core::credentials::{CreateTokenRequest, Scope};
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// List tokens (never their secrets).
+    List,
+    /// Mint a token; its secret is printed once (only its hash is kept).
+    Create {
+        /// Name recorded in the audit log (1-64 letters, digits, '-' and '_').
+        name: String,
+        /// read (GET requests and streams) or operate.
+        #[arg(long, default_value = "read")]
+        scope: Scope,
+        /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
+        #[arg(long)]
+        expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    },
+    /// Revoke a token: it and every browser session minted from it stop working at once.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
+}
+
+pub async fn run(g: &Globals, cmd: TokenCommand) -> anyhow::Result<Exit> {
+    let client = g.client()?;
+    match cmd {
+        TokenCommand::List => {
+            let tokens = client.list_tokens().await?;
+            output::emit(g.output, &tokens, || {
+                let mut t = Table::new(&["NAME", "SCOPE", "EXPIRES", "STATE", "CREATED", "BY"]);
+                for k in &tokens {
+                    t.row(vec![
+                        k.name.clone(),
+                        k.scope.to_string(),
+                        k.expires_at.as_ref().map(when).unwrap_or_else(|| "never".into()),
+                        if k.active { "active" } else { "expired" }.into(),
+                        when(&k.created_at),
+                        k.created_by.clone(),
+                    ]);
+                }
+                t.render_or("No tokens besides the admin token.")
+            })?;
+        }
+        TokenCommand::Create { name, scope, expires_at } => {
+            let minted = client.create_token(&CreateTokenRequest { name, scope, expires_at }).await?;
+            output::emit(g.output, &minted, || minted.token.clone())?;
+            eprintln!("token {:?} (scope {}) created; it is shown only once", minted.info.name, minted.info.scope);
+        }
+        TokenCommand::Revoke { name } => {
+            client.revoke_token(&name).await?;
+            eprintln!("token {name:?} revoked; it and its browser sessions no longer work");
+        }
+    }
+    Ok(Exit::Ok)
+}
