@@ -15,6 +15,7 @@ pub mod day2;
 pub mod delete_cluster;
 pub mod endpoints;
 pub mod features;
+pub mod hyperpod_reads;
 pub mod import_cluster;
 pub mod instance_groups;
 pub mod karpenter;
