@@ -326,6 +326,35 @@ def test_batch_reboot_of_selected_nodes(fast_ui, day2):
     assert "No nodes selected" in ui.css(".bulkbar").text
 
 
+def test_events_panel_and_node_detail(fast_ui, day2):
+    ui = fast_ui
+    open_cluster(ui)
+    # The events panel: what HyperPod reported, newest first, filterable.
+    ui.wait(lambda: ui.all("#events-table tbody tr"), 10, "events listed")
+    text = ui.css("#events-table").text
+    assert "InService" in text and "launched" in text, text
+    times = [t.get_attribute("datetime") for t in ui.all("#events-table tbody tr time")]
+    assert times == sorted(times, reverse=True), times
+    Select(ui.css("#events-resource")).select_by_value("instance")
+    ui.wait(lambda: ui.all("#events-table tbody tr")
+            and all(r.get_attribute("data-resource") == "instance" for r in ui.all("#events-table tbody tr")),
+            10, "only node events")
+    Select(ui.css("#events-resource")).select_by_value("")
+    ui.screenshot("events-panel")
+
+    # Investigate a node: its detail (DescribeClusterNode) and its latest events.
+    nid = node_ids(ui)[0]
+    ui.click(node_button(ui, nid, "investigate"))
+    panel = ui.wait_css(f'[data-investigate="{nid}"]')
+    ui.wait(lambda: panel.find_elements(By.CSS_SELECTOR, "#node-detail-props"), 10, "node detail")
+    ip = panel.find_element(By.CSS_SELECTOR, '#node-detail-props dd[data-prop="private_ip"]').text
+    assert ip.count(".") == 3, ip
+    assert panel.find_element(By.CSS_SELECTOR, '#node-detail-props dd[data-prop="capacity_type"]').text == "OnDemand"
+    rows = panel.find_elements(By.CSS_SELECTOR, "#node-events-table tbody tr")
+    assert rows and any(nid in r.text for r in rows), [r.text for r in rows]
+    ui.screenshot("node-detail")
+
+
 # ---- Advanced features -------------------------------------------------------------------------
 
 

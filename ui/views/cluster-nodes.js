@@ -1,6 +1,8 @@
 // Nodes of a cluster's HyperPod cluster (cluster page): status and health per node, per-node
 // actions along the ladder investigate → reboot → replace, and the same actions on a
-// multi-selection. Replace and delete lose the nodes' local volumes: the request carries
+// multi-selection. Investigating a node reads its detail (DescribeClusterNode: status message,
+// launch time, private address, capacity and interface type, lifecycle script, AMI) and its
+// latest events. Replace and delete lose the nodes' local volumes: the request carries
 // acknowledge_local_data_loss only when the user ticked "local volumes … will be lost"; without
 // it the control plane refuses (422) and says so next to that box. Accepted actions are followed
 // on the embedded progress panel.
@@ -12,6 +14,7 @@ import { openDialog } from '../components/dialog.js';
 import { KIND_TITLES } from '../components/operation-progress.js';
 import { showFindings, clearFindings } from '../fields.js';
 import { stepList, followOperation, refusal } from '../day2.js';
+import { eventsTable, nodeEvents } from './cluster-events.js';
 
 const NODE_LIMIT = 200;
 /** Most nodes one request may name (the server's batch limit; it validates it too). */
@@ -225,6 +228,7 @@ export function nodesSection({ name, speed, reload }) {
             ? h('ul', { class: 'op-list' }, past.map((op) => h('li', {},
               h('a', { href: routeHref('operations', op.id) }, KIND_TITLES[op.kind] || words(op.kind)), ' ', badge(op.status), ' ', timeEl(op.created_at))))
             : h('p', { class: 'muted' }, 'None recorded by InstantStart.'))),
+      detailSlot(nid),
       h('h4', {}, 'Read-only checks you can run'),
       h('pre', { class: 'commands', tabindex: '0', 'aria-label': 'Read-only kubectl commands' }, commands.join('\n')),
       h('h4', {}, 'Then, only if needed'),
@@ -248,6 +252,38 @@ export function nodesSection({ name, speed, reload }) {
       panel.scrollIntoView({ block: 'nearest' });
       heading.focus({ preventScroll: true });
     }
+  }
+
+  /** The node's detail and latest events, read live when the panel opens. */
+  function detailSlot(nid) {
+    const slot = h('div', { class: 'node-detail', dataset: { nodeDetail: nid }, 'aria-live': 'polite' },
+      h('p', { class: 'muted' }, 'Reading the node’s detail…'));
+    const text = (v) => (v === null || v === undefined || v === '' ? h('span', { class: 'muted' }, '—') : v);
+    Promise.all([
+      api.get(`/api/clusters/${api.seg(name)}/nodes/${api.seg(nid)}`),
+      nodeEvents(name, nid).catch(() => null),
+    ]).then(([d, page]) => {
+      const script = d.lifecycle_script && `${d.lifecycle_script.source_s3_uri.replace(/\/$/, '')}/${d.lifecycle_script.on_create}`;
+      replace(slot,
+        h('h4', {}, 'Node detail'),
+        h('dl', { class: 'props', id: 'node-detail-props' },
+          h('dt', {}, 'Status message'), h('dd', { dataset: { prop: 'status_message' } }, text(d.status_message)),
+          h('dt', {}, 'Launched'), h('dd', { dataset: { prop: 'launch_time' } }, timeEl(d.launch_time)),
+          h('dt', {}, 'Availability Zone'), h('dd', {}, text(d.availability_zone), d.availability_zone_id && h('span', { class: 'muted' }, ` (${d.availability_zone_id})`)),
+          h('dt', {}, 'Private IP'), h('dd', { class: 'mono', dataset: { prop: 'private_ip' } }, text(d.private_ip)),
+          h('dt', {}, 'Private DNS'), h('dd', { class: 'mono break' }, text(d.private_dns)),
+          h('dt', {}, 'Capacity type'), h('dd', { dataset: { prop: 'capacity_type' } }, text(d.capacity_type)),
+          h('dt', {}, 'Interface type'), h('dd', {}, text(d.interface_type)),
+          h('dt', {}, 'Lifecycle script'), h('dd', { class: 'mono break' }, text(script)),
+          h('dt', {}, 'AMI'), h('dd', {}, h('span', { class: 'mono' }, text(d.current_image_id)), d.image_version_status && h('span', { class: 'muted' }, ` · ${words(d.image_version_status)}`))),
+        h('h4', {}, 'Latest events of this node'),
+        page && page.events.length
+          ? eventsTable(page.events, { withNode: false, id: 'node-events-table' })
+          : h('p', { class: 'muted' }, page ? 'No events for this node.' : 'Its events could not be read.'));
+    }).catch((err) => {
+      if (err.status !== 401) replace(slot, h('p', { class: 'inline-error', role: 'alert' }, `${err.title}. ${err.message}`));
+    });
+    return slot;
   }
 
   // ---- reboot / replace / delete ------------------------------------------------------------

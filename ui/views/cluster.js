@@ -1,6 +1,6 @@
 // One cluster: live EKS and HyperPod state, instance groups (live counts; add, scale, delete),
-// nodes (health; investigate, reboot, replace, delete), the Advanced features panel and the
-// operations on it. Refreshes when an operation on the cluster changes (WebSocket), on request,
+// nodes (health; investigate with the node's detail and events, reboot, replace, delete), the
+// HyperPod events, the Advanced features panel and the operations on it. Refreshes when an operation on the cluster changes (WebSocket), on request,
 // and every second or so while groups or nodes are in flux. The sections keep their own DOM
 // (editors, selections, progress panels) across refreshes.
 
@@ -11,6 +11,7 @@ import { KIND_TITLES } from '../components/operation-progress.js';
 import { deleteDialog } from './clusters.js';
 import { groupsSection } from './cluster-groups.js';
 import { nodesSection } from './cluster-nodes.js';
+import { eventsSection } from './cluster-events.js';
 import { clusterTabs } from '../workloads.js';
 
 /** How often the page re-reads the live state while something is changing. */
@@ -47,7 +48,8 @@ export function clusterView({ app, params }) {
   const opsSlot = h('div', {});
   const groups = groupsSection({ name, speed, reload: () => reload() });
   const nodes = nodesSection({ name, speed, reload: () => reload() });
-  const day2 = h('div', { class: 'day2', hidden: true }, groups.el, nodes.el);
+  const events = eventsSection({ name });
+  const day2 = h('div', { class: 'day2', hidden: true }, groups.el, nodes.el, events.el);
   let cluster = null;
   let ops = [];
   let fluxTimer = null;
@@ -63,6 +65,7 @@ export function clusterView({ app, params }) {
       render(cluster);
       groups.update(cluster, ops);
       nodes.update(cluster, ops);
+      events.update(cluster);
       day2.hidden = false;
       if (inFlux(cluster) && !document.hidden) fluxTimer = setTimeout(load, FLUX_REFRESH_MS);
     } catch (err) {

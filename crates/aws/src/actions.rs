@@ -113,6 +113,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sagemaker:DescribeClusterNode",
     "sagemaker:DescribeMlflowTrackingServer",
     "sagemaker:DescribeTrainingPlan",
+    "sagemaker:ListClusterEvents",
     "sagemaker:ListClusterNodes",
     "sagemaker:ListClusters",
     "sagemaker:ListMlflowTrackingServers",

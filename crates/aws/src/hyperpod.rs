@@ -41,7 +41,15 @@
 //! `DeepHealthCheckConfigurations` entry per instance group (`InstanceIds` only when nodes are
 //! named: absent means the whole group).
 //!
-//! [`AwsProvider::describe_cluster_node`] reads one node with its placement.
+//! # Reads: events and one node
+//!
+//! [`HyperPodApi::list_cluster_events`] sends one `ListClusterEvents` per page (`SortBy`
+//! `EventTime`, `SortOrder` `Descending`, `MaxResults` = the page size, `NextToken` = the
+//! caller's cursor, and the filters the query sets) and hands the service's `NextToken` back
+//! as the next cursor: the REST list pages exactly as the service does.
+//! [`HyperPodApi::describe_cluster_node`] reads one node (`DescribeClusterNode`): status and
+//! message, launch and software-update times, placement, private address, capacity type,
+//! interface type, lifecycle script and AMI; `ResourceNotFound` is `None`.
 //! [`AwsProvider::update_cluster_software`] (inherent until the traits carry it) patches the
 //! given groups (all when none is named) to the latest HyperPod AMI, rolling in batches.
 //!
@@ -66,7 +74,8 @@ use aws_sdk_sagemaker::types::{
 };
 use instantstart_core::instance_types::is_accelerated_family;
 use instantstart_core::provider::{
-    BatchNodeResult, ClusterNode, CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi,
+    BatchNodeResult, ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterEventResource,
+    ClusterNode, ClusterNodeDetail, CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi,
     HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, ProviderError,
     ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan, UpdateHyperPodCluster, is_owned,
 };
@@ -696,6 +705,75 @@ impl HyperPodApi for AwsProvider {
         Ok(())
     }
 
+    async fn list_cluster_events(
+        &self,
+        region: &str,
+        cluster: &str,
+        query: &ClusterEventQuery,
+    ) -> Result<ClusterEventPage> {
+        use aws_sdk_sagemaker::types::{ClusterEventResourceType, EventSortBy, SortOrder};
+        const API: &str = "sagemaker:ListClusterEvents";
+        query.check().map_err(|e| invalid(API, e.to_string()))?;
+        let c = self.region(region).await?;
+        let out = c
+            .sagemaker
+            .list_cluster_events()
+            .cluster_name(cluster)
+            .set_instance_group_name(query.instance_group.clone())
+            .set_node_id(query.node_id.clone())
+            .set_resource_type(query.resource_type.map(|r| ClusterEventResourceType::from(r.as_aws())))
+            .set_event_time_after(query.after.map(smithy_time))
+            .set_event_time_before(query.before.map(smithy_time))
+            .sort_by(EventSortBy::EventTime)
+            .sort_order(SortOrder::Descending)
+            .max_results(query.page_size() as i32)
+            .set_next_token(query.cursor.clone())
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        let events = out
+            .events()
+            .iter()
+            .map(|e| {
+                Ok(ClusterEvent {
+                    event_id: e.event_id().ok_or_else(|| malformed(API, "an event without EventId"))?.to_string(),
+                    time: e
+                        .event_time()
+                        .and_then(chrono_time)
+                        .ok_or_else(|| malformed(API, "an event without EventTime"))?,
+                    resource_type: e
+                        .resource_type()
+                        .and_then(|r| ClusterEventResource::from_aws(r.as_str()))
+                        .unwrap_or(ClusterEventResource::Cluster),
+                    instance_group: e.instance_group_name().map(str::to_string),
+                    instance_id: e.instance_id().map(str::to_string),
+                    level: e.event_level().and_then(|l| ClusterEventLevel::from_aws(l.as_str())),
+                    description: e.description().unwrap_or_default().to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ClusterEventPage { events, next_cursor: out.next_token().filter(|t| !t.is_empty()).map(str::to_string) })
+    }
+
+    async fn describe_cluster_node(
+        &self,
+        region: &str,
+        cluster: &str,
+        node_id: &str,
+    ) -> Result<Option<ClusterNodeDetail>> {
+        const API: &str = "sagemaker:DescribeClusterNode";
+        let c = self.region(region).await?;
+        let out = match c.sagemaker.describe_cluster_node().cluster_name(cluster).node_id(node_id).send().await {
+            Ok(o) => o,
+            Err(e) => {
+                let e = sdk_error(API, e);
+                return if e.kind == ProviderErrorKind::NotFound { Ok(None) } else { Err(e) };
+            }
+        };
+        let Some(n) = out.node_details() else { return Ok(None) };
+        Ok(Some(node_detail(n, node_id)))
+    }
+
     async fn batch_node_action(
         &self,
         region: &str,
@@ -711,43 +789,47 @@ impl HyperPodApi for AwsProvider {
     }
 }
 
-impl AwsProvider {
-    /// `DescribeClusterNode`: one node with its placement, `None` when it does not exist.
-    pub async fn describe_cluster_node(
-        &self,
-        region: &str,
-        cluster: &str,
-        node_id: &str,
-    ) -> Result<Option<ClusterNode>> {
-        const API: &str = "sagemaker:DescribeClusterNode";
-        let c = self.region(region).await?;
-        let out = match c
-            .sagemaker
-            .describe_cluster_node()
-            .cluster_name(cluster)
-            .node_id(node_id)
-            .send()
-            .await
-            .map_err(|e| sdk_error(API, e))
-        {
-            Ok(o) => o,
-            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let Some(n) = out.node_details() else { return Ok(None) };
-        Ok(Some(ClusterNode {
-            instance_id: n.instance_id().unwrap_or(node_id).to_string(),
-            instance_group: n.instance_group_name().unwrap_or_default().to_string(),
-            instance_type: n.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
-            status: n
-                .instance_status()
-                .and_then(|s| s.status())
-                .map(|s| s.as_str().to_string())
-                .unwrap_or_else(|| "Unknown".into()),
-            availability_zone: n.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string(),
-        }))
+/// `DescribeClusterNode`'s `NodeDetails` as a [`ClusterNodeDetail`].
+fn node_detail(n: &aws_sdk_sagemaker::types::ClusterNodeDetails, node_id: &str) -> ClusterNodeDetail {
+    let status = n.instance_status();
+    ClusterNodeDetail {
+        instance_id: n.instance_id().unwrap_or(node_id).to_string(),
+        instance_group: n.instance_group_name().unwrap_or_default().to_string(),
+        instance_type: n.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        status: status.and_then(|s| s.status()).map(|s| s.as_str().to_string()).unwrap_or_else(|| "Unknown".into()),
+        status_message: status.and_then(|s| s.message()).filter(|m| !m.is_empty()).map(str::to_string),
+        launch_time: n.launch_time().and_then(chrono_time),
+        last_software_update_time: n.last_software_update_time().and_then(chrono_time),
+        availability_zone: n.placement().and_then(|p| p.availability_zone()).map(str::to_string),
+        availability_zone_id: n.placement().and_then(|p| p.availability_zone_id()).map(str::to_string),
+        private_ip: n.private_primary_ip().map(str::to_string),
+        private_dns: n.private_dns_hostname().map(str::to_string),
+        capacity_type: n.capacity_type().map(|t| t.as_str().to_string()),
+        interface_type: n.network_interface().and_then(|i| i.interface_type()).map(|t| t.as_str().to_string()),
+        threads_per_core: n.threads_per_core().and_then(|t| u32::try_from(t).ok()),
+        lifecycle_script: n.life_cycle_config().and_then(|l| {
+            Some(LifecycleScript {
+                source_s3_uri: l.source_s3_uri()?.to_string(),
+                on_create: l.on_create()?.to_string(),
+            })
+        }),
+        current_image_id: n.current_image_id().map(str::to_string),
+        desired_image_id: n.desired_image_id().map(str::to_string),
+        image_version_status: n.image_version_status().map(|s| s.as_str().to_string()),
     }
+}
 
+/// A service timestamp as UTC time.
+fn chrono_time(t: &aws_smithy_types::DateTime) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::from_timestamp(t.secs(), t.subsec_nanos())
+}
+
+/// UTC time as a service timestamp.
+fn smithy_time(t: chrono::DateTime<chrono::Utc>) -> aws_smithy_types::DateTime {
+    aws_smithy_types::DateTime::from_millis(t.timestamp_millis())
+}
+
+impl AwsProvider {
     /// `UpdateClusterSoftware`: moves the named instance groups (all groups when empty) to
     /// the latest HyperPod AMI release. Returns the cluster as it reads afterwards.
     pub async fn update_cluster_software(

@@ -99,6 +99,8 @@ pub const METHODS: &[&str] = &[
     "HyperPodApi::update_hyperpod_cluster",
     "HyperPodApi::batch_node_action",
     "HyperPodApi::start_cluster_health_check",
+    "HyperPodApi::list_cluster_events",
+    "HyperPodApi::describe_cluster_node",
     "S3Api::describe_bucket",
     "S3Api::create_bucket",
     "S3Api::delete_bucket",
@@ -936,6 +938,46 @@ pub const CASES: &[Case] = &[
         expect: &["sagemaker:StartClusterHealthCheck"],
     },
     Case {
+        method: "HyperPodApi::list_cluster_events",
+        variant: "first page, no filter",
+        world: World::Existing,
+        run: run!(|p| {
+            let page = p.list_cluster_events("us-east-1", "demo-hp", &ClusterEventQuery::default()).await.unwrap();
+            assert_eq!(page.events.len(), 1);
+            assert_eq!(page.next_cursor.as_deref(), Some("page-2"));
+        }),
+        expect: &["sagemaker:ListClusterEvents"],
+    },
+    Case {
+        method: "HyperPodApi::list_cluster_events",
+        variant: "every filter and a cursor",
+        world: World::Existing,
+        run: run!(|p| {
+            let q = ClusterEventQuery {
+                instance_group: Some("workers".into()),
+                node_id: Some("i-0123456789abcdef0".into()),
+                resource_type: Some(ClusterEventResource::Instance),
+                after: "2026-01-01T00:00:00Z".parse().ok(),
+                before: "2026-01-02T00:00:00Z".parse().ok(),
+                limit: Some(100),
+                cursor: Some("page-2".into()),
+            };
+            p.list_cluster_events("us-east-1", "demo-hp", &q).await.unwrap();
+        }),
+        expect: &["sagemaker:ListClusterEvents"],
+    },
+    Case {
+        method: "HyperPodApi::describe_cluster_node",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| {
+            let n = p.describe_cluster_node("us-east-1", "demo-hp", "i-0123456789abcdef0").await.unwrap().unwrap();
+            assert_eq!(n.private_ip.as_deref(), Some("10.1.2.3"));
+            assert_eq!(n.availability_zone.as_deref(), Some("us-east-1a"));
+        }),
+        expect: &["sagemaker:DescribeClusterNode"],
+    },
+    Case {
         method: "AwsProvider::update_cluster_software",
         variant: "named groups",
         world: World::Existing,
@@ -1533,6 +1575,19 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
             "InstanceId": "i-0123456789abcdef0", "InstanceType": "ml.p5.48xlarge", "LaunchTime": 1_700_000_000.0,
             "InstanceStatus": { "Status": "Running" } }] }))
         }
+        "sagemaker:ListClusterEvents" => Canned::json(json!({ "Events": [{
+            "EventId": "0f8fad5b-d9cb-469f-a165-70867728950e", "ClusterArn": HP_ARN, "ClusterName": "demo-hp",
+            "InstanceGroupName": "workers", "InstanceId": "i-0123456789abcdef0", "ResourceType": "Instance",
+            "EventTime": 1_700_000_000.0, "Description": "Instance i-0123456789abcdef0 is Running", "EventLevel": "Info" }],
+            "NextToken": if param(d, "NextToken").is_some() { Value::Null } else { json!("page-2") } })),
+        "sagemaker:DescribeClusterNode" => Canned::json(json!({ "NodeDetails": {
+            "InstanceGroupName": "workers", "InstanceId": param(d, "NodeId"), "InstanceType": "ml.p5.48xlarge",
+            "InstanceStatus": { "Status": "Running", "Message": "" }, "LaunchTime": 1_700_000_000.0,
+            "LifeCycleConfig": { "SourceS3Uri": "s3://is-demo-bucket/lifecycle", "OnCreate": "on_create.sh" },
+            "ThreadsPerCore": 1, "PrivatePrimaryIp": "10.1.2.3", "PrivateDnsHostname": "ip-10-1-2-3.ec2.internal",
+            "Placement": { "AvailabilityZone": "us-east-1a", "AvailabilityZoneId": "use1-az1" },
+            "CurrentImageId": "ami-0123456789abcdef0", "ImageVersionStatus": "UpToDate",
+            "CapacityType": "OnDemand", "NetworkInterface": { "InterfaceType": "efa" } } })),
         "sagemaker:BatchRebootClusterNodes"
         | "sagemaker:BatchReplaceClusterNodes"
         | "sagemaker:BatchDeleteClusterNodes" => {

@@ -869,6 +869,22 @@ impl HyperPodApi for MotoCloud {
     ) -> Result<BatchNodeResult> {
         self.real.batch_node_action(region, cluster, action, node_ids).await
     }
+    async fn list_cluster_events(
+        &self,
+        region: &str,
+        cluster: &str,
+        query: &ClusterEventQuery,
+    ) -> Result<ClusterEventPage> {
+        self.real.list_cluster_events(region, cluster, query).await
+    }
+    async fn describe_cluster_node(
+        &self,
+        region: &str,
+        cluster: &str,
+        node_id: &str,
+    ) -> Result<Option<ClusterNodeDetail>> {
+        self.real.describe_cluster_node(region, cluster, node_id).await
+    }
 }
 
 #[async_trait]

@@ -567,6 +567,54 @@ fn nodes_reboot_then_replace_only_with_the_acknowledgement() {
 }
 
 #[test]
+fn node_get_and_cluster_events_read_hyperpod() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let nodes = s.json(&["node", "list", "demo"]);
+    let id = nodes[0]["instance_id"].as_str().unwrap().to_string();
+    // One node in detail, as JSON and as a table with the next step hinted.
+    let d = s.json(&["node", "get", "demo", &id]);
+    assert_eq!((d["instance_id"].as_str(), d["status"].as_str()), (Some(id.as_str()), Some("Running")));
+    assert!(d["private_ip"].is_string(), "{d:#}");
+    s.cli()
+        .args(["node", "get", "demo", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Private IP:"))
+        .stdout(predicate::str::contains("Capacity type:"))
+        .stderr(predicate::str::contains(format!("instantstart cluster events demo --node {id}")));
+    s.cli()
+        .args(["node", "get", "demo", "i-00000000000000000"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not found"));
+    s.cli().args(["node", "get", "demo", "node-1"]).assert().code(2).stderr(predicate::str::contains("node"));
+
+    // Events: newest first, filtered, paged with the printed cursor.
+    let all = s.json(&["cluster", "events", "demo", "--limit", "100"]);
+    let events = all["events"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["description"].as_str().unwrap().ends_with("is InService")), "{all:#}");
+    let mine = s.json(&["cluster", "events", "demo", "--node", &id, "--resource", "instance"]);
+    assert!(mine["events"].as_array().unwrap().iter().all(|e| e["instance_id"] == id.as_str()), "{mine:#}");
+    let first = s.json(&["cluster", "events", "demo", "--limit", "1"]);
+    let cursor = first["next_cursor"].as_str().expect("more than one event").to_string();
+    let second = s.json(&["cluster", "events", "demo", "--limit", "1", "--cursor", &cursor]);
+    assert_eq!(second["events"][0], events[1]);
+    s.cli()
+        .args(["cluster", "events", "demo", "--limit", "1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("TIME"))
+        .stderr(predicate::str::contains("--cursor"));
+    s.cli()
+        .args(["cluster", "events", "demo", "--limit", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("limit"));
+    s.cli().args(["cluster", "events", "nope"]).assert().code(2);
+}
+
+#[test]
 fn features_switch_on_and_off_with_explicit_diffs() {
     let s = TestServer::start();
     s.ready("demo");

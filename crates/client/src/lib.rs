@@ -36,7 +36,10 @@ pub use logs::{LogEvent, LogStream, RESUME_TAIL, ReconnectPolicy, ResumingLogStr
 use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};
-use instantstart_core::provider::{AvailabilityZone, ClusterNode, HyperPodInstanceGroupStatus, NodeAction};
+use instantstart_core::provider::{
+    AvailabilityZone, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus,
+    NodeAction,
+};
 use instantstart_core::spec::{ClusterCreateRequest, InstanceGroupSpec, ManagedFeatures};
 use instantstart_core::workflow::import_cluster::ImportClusterRequest;
 use instantstart_core::workflow::instance_groups::InstanceGroupPatch;
@@ -593,6 +596,27 @@ impl Client {
     /// `GET /api/clusters/{name}/nodes`: every node with its instance group, type, status and AZ.
     pub async fn list_nodes(&self, cluster: &str) -> Result<Vec<ClusterNode>, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "nodes"])).await
+    }
+
+    /// `GET /api/clusters/{name}/nodes/{node}`: one node in detail (status and message, launch
+    /// time, placement, private address, capacity and interface type, lifecycle script, AMI).
+    pub async fn get_node(&self, cluster: &str, node: &str) -> Result<ClusterNodeDetail, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "nodes", node])).await
+    }
+
+    /// `GET /api/clusters/{cluster}/events`: one page of the HyperPod cluster's events, newest
+    /// first; pass the page's `next_cursor` as `cursor` for the next one.
+    pub async fn cluster_events(&self, cluster: &str, q: &ClusterEventQuery) -> Result<ClusterEventPage, Error> {
+        let path = ["api", "clusters", cluster, "events"];
+        let call = Call::new(Method::GET, &path)
+            .query("instance_group", q.instance_group.as_deref())
+            .query("node_id", q.node_id.as_deref())
+            .query("resource_type", q.resource_type.map(|r| r.as_snake()))
+            .query("after", q.after.map(|t| t.to_rfc3339()))
+            .query("before", q.before.map(|t| t.to_rfc3339()))
+            .query("limit", q.limit)
+            .query("cursor", q.cursor.as_deref());
+        self.call(call).await
     }
 
     /// `POST /api/clusters/{name}/nodes/{reboot|replace|delete}`: one batch operation on

@@ -257,6 +257,26 @@ pub struct NodeListArgs {
     pub instance_group: Option<String>,
 }
 
+/// `node_get`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NodeGetArgs {
+    /// InstantStart cluster name (as listed by cluster_list); it must have a HyperPod cluster.
+    pub cluster: String,
+    /// The node's instance id (`i-…`, as node_list shows it).
+    pub node_id: String,
+}
+
+/// `cluster_events`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ClusterEventsArgs {
+    /// InstantStart cluster name (as listed by cluster_list); it must have a HyperPod cluster.
+    pub cluster: String,
+    /// Filters and page: all optional. Pass the previous result's `next_cursor` as `cursor`
+    /// for older events.
+    #[serde(flatten)]
+    pub query: instantstart_core::provider::ClusterEventQuery,
+}
+
 /// `instance_group_add`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct InstanceGroupAddArgs {

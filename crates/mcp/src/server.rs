@@ -478,6 +478,51 @@ impl InstantStartMcp {
     }
 
     #[tool(
+        name = "node_get",
+        description = "One node of a cluster's HyperPod cluster in detail, read live (DescribeClusterNode): status \
+                       and the service's status message (a failure's cause, deep health checks in progress), \
+                       launch and last software update time, AZ, private IP and DNS name, capacity type \
+                       (OnDemand, Spot), interface type (efa, efa-only), lifecycle script and AMI. The \
+                       investigate step for one node; its history is cluster_events with node_id.",
+        annotations(
+            title = "Get a node",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn node_get(&self, Parameters(a): Parameters<NodeGetArgs>) -> CallToolResult {
+        match self.client.get_node(&a.cluster, &a.node_id).await {
+            Ok(node) => ok_serialize(&node),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "cluster_events",
+        description = "One page of a cluster's HyperPod events, newest first (ListClusterEvents): status changes \
+                       of the cluster, its instance groups and nodes, node launches, failures (lifecycle \
+                       script, capacity) and replacements, deep health check results; each with time, level \
+                       (info, warn, error), resource type, group and node. Filter by instance_group, node_id, \
+                       resource_type (cluster, instance_group, instance), after/before (RFC 3339); page with \
+                       limit (1-100, default 50) and cursor = the previous page's next_cursor.",
+        annotations(
+            title = "Cluster events",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn cluster_events(&self, Parameters(a): Parameters<ClusterEventsArgs>) -> CallToolResult {
+        match self.client.cluster_events(&a.cluster, &a.query).await {
+            Ok(page) => ok_serialize(&page),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
         name = "node_reboot",
         description = "Reboot nodes (1-25 Running instance ids from node_list) as one operation: the second rung \
                        of investigate -> reboot -> replace, for a reachable but degraded node (hung GPU process, \

@@ -57,6 +57,8 @@ READ_ONLY = {
     "cluster_get",
     "instance_group_list",
     "node_list",
+    "node_get",
+    "cluster_events",
     "feature_get",
     "operation_list",
     "operation_get",
@@ -598,6 +600,22 @@ def test_day2_instance_groups_nodes_and_features(control_plane):
         err, sub = await call(s, "node_reboot", {"cluster": "daytwo", "node_ids": [node]})
         assert not err and sub["kind"] == "reboot_nodes", sub
         assert (await wait_done(s, sub["operation_id"]))["status"] == "succeeded"
+
+        # Investigate one node: its detail and its history (the reboot among its events).
+        err, detail = await call(s, "node_get", {"cluster": "daytwo", "node_id": node})
+        assert not err and detail["instance_id"] == node and detail["instance_group"] == "workers", detail
+        assert detail["private_ip"] and detail["capacity_type"] == "OnDemand", detail
+        err, page = await call(s, "cluster_events", {"cluster": "daytwo", "node_id": node, "limit": 100})
+        assert not err and all(e["instance_id"] == node for e in page["events"]), page
+        assert any("rebooting" in e["description"] for e in page["events"]), page
+        err, first = await call(s, "cluster_events", {"cluster": "daytwo", "limit": 1})
+        assert not err and len(first["events"]) == 1 and first["next_cursor"], first
+        err, second = await call(s, "cluster_events", {"cluster": "daytwo", "limit": 1, "cursor": first["next_cursor"]})
+        assert not err and second["events"][0]["time"] <= first["events"][0]["time"], second
+        err, body = await call(s, "cluster_events", {"cluster": "daytwo", "limit": 0})
+        assert err is True and body["error"]["findings"][0]["field"] == "limit", body
+        err, body = await call(s, "node_get", {"cluster": "daytwo", "node_id": "i-00000000000000000"})
+        assert err is True and body["error"]["status"] == 404, body
 
         # Managed features: read, switch on, then the same again is a no-op.
         err, features = await call(s, "feature_get", {"cluster": "daytwo"})

@@ -907,6 +907,79 @@ async fn node_reboot_replace_delete() {
 }
 
 #[tokio::test]
+async fn hyperpod_events_and_one_node_in_detail() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    // Page by page, newest first, until there is no next cursor.
+    let mut events: Vec<Value> = Vec::new();
+    let mut uri = "/api/clusters/demo/events?limit=3".to_string();
+    loop {
+        let r = app.get(&uri).await;
+        assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+        let page = r.body["events"].as_array().unwrap();
+        assert!(page.len() <= 3);
+        events.extend(page.iter().cloned());
+        match r.body["next_cursor"].as_str() {
+            Some(c) => uri = format!("/api/clusters/demo/events?limit=3&cursor={}", urlencode(c)),
+            None => break,
+        }
+    }
+    let times: Vec<&str> = events.iter().map(|e| e["time"].as_str().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+    let all = app.get("/api/clusters/demo/events?limit=100").await.body;
+    assert_eq!(all["events"].as_array().unwrap(), &events);
+    assert!(events.iter().any(|e| e["description"].as_str().unwrap().ends_with("is InService")), "{events:#?}");
+    // One node: its detail and its events only.
+    let nodes = app.get("/api/clusters/demo/nodes").await.body;
+    let id = nodes[0]["instance_id"].as_str().unwrap();
+    let d = app.get(&format!("/api/clusters/demo/nodes/{id}")).await;
+    assert_eq!(d.status, StatusCode::OK, "{:#}", d.body);
+    assert_eq!((d.body["instance_id"].as_str(), d.body["status"].as_str()), (Some(id), Some("Running")));
+    assert_eq!(d.body["instance_group"], nodes[0]["instance_group"]);
+    assert!(d.body["private_ip"].is_string() && d.body["launch_time"].is_string(), "{:#}", d.body);
+    let mine = app.get(&format!("/api/clusters/demo/events?node_id={id}&resource_type=instance")).await.body;
+    let mine = mine["events"].as_array().unwrap();
+    assert!(!mine.is_empty() && mine.iter().all(|e| e["instance_id"] == id), "{mine:#?}");
+    // Refusals name the field; unknown things are 404s.
+    for (uri, status, field) in [
+        ("/api/clusters/demo/events?limit=0", StatusCode::BAD_REQUEST, Some("limit")),
+        ("/api/clusters/demo/events?limit=101", StatusCode::BAD_REQUEST, Some("limit")),
+        ("/api/clusters/demo/events?node_id=node-1", StatusCode::BAD_REQUEST, Some("node_id")),
+        ("/api/clusters/demo/events?instance_group=bad_name", StatusCode::BAD_REQUEST, Some("instance_group")),
+        (
+            "/api/clusters/demo/events?after=2026-01-02T00:00:00Z&before=2026-01-01T00:00:00Z",
+            StatusCode::BAD_REQUEST,
+            Some("after"),
+        ),
+        ("/api/clusters/demo/events?resource_type=pod", StatusCode::BAD_REQUEST, None),
+        ("/api/clusters/nope/events", StatusCode::NOT_FOUND, None),
+        ("/api/clusters/demo/nodes/node-1", StatusCode::BAD_REQUEST, Some("node")),
+        ("/api/clusters/demo/nodes/i-00000000000000000", StatusCode::NOT_FOUND, None),
+        ("/api/clusters/nope/nodes/i-00000000000000000", StatusCode::NOT_FOUND, None),
+    ] {
+        let r = app.get(uri).await;
+        assert_eq!(r.status, status, "{uri}: {:#}", r.body);
+        if let Some(field) = field {
+            assert_eq!(r.body["findings"][0]["field"], field, "{uri}: {:#}", r.body);
+        }
+    }
+    let r = app.get("/api/clusters/demo/nodes/i-00000000000000000").await;
+    assert!(r.body["detail"].as_str().unwrap().starts_with("node i-00000000000000000 of cluster demo"), "{:#}", r.body);
+    let stats = app.get("/api/sim/stats").await.body;
+    assert!(stats["sagemaker:ListClusterEvents"].as_u64().unwrap() >= 3, "{stats}");
+    assert!(stats["sagemaker:DescribeClusterNode"].as_u64().unwrap() >= 1, "{stats}");
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
 async fn managed_features_are_reconciled_state() {
     let app = test_app(2000.0);
     create_ready(&app, "demo").await;

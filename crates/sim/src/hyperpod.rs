@@ -32,6 +32,7 @@
 use crate::catalog::{check_region, offered, quota_name, quota_value, zone_index};
 use crate::cloud::SimCloud;
 use crate::ec2_specs::instance_type_info;
+use crate::hyperpod_events as events;
 use crate::timings;
 use crate::world::{GroupRec, HyperPodRec, Lifecycle, Phase, SlotRec, World, rkey, stable_hash};
 use async_trait::async_trait;
@@ -39,10 +40,10 @@ use instantstart_core::instance_types::{is_accelerated_family, is_cluster_instan
 use instantstart_core::lifecycle::script_object;
 use instantstart_core::names;
 use instantstart_core::provider::{
-    BatchNodeResult, ClusterNode, CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi,
-    HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, ProviderError,
-    ProviderErrorKind, ResourceState, Result, TrainingPlan, UpdateHyperPodCluster, addon_minimum_version,
-    addon_version_at_least,
+    BatchNodeResult, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail,
+    CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
+    HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
+    UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
 use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;
@@ -62,10 +63,17 @@ pub(crate) struct NodeView {
     pub status: &'static str,
     /// Simulated time at which the instance is (or will be) Running.
     pub running_at: f64,
+    /// Simulated time the instance was launched (a replacement: when it was replaced).
+    pub launched_at: f64,
+}
+
+/// The instance id of slot `i` of group `g` in its `generation` (bumped by each replace).
+pub(crate) fn instance_id(h: &HyperPodRec, g: &GroupRec, i: usize, generation: u32) -> String {
+    format!("i-0{:016x}", node_hash(h, g, i, generation))
 }
 
 /// Whether a group can get its capacity: a reservation, or the type offered in its AZ.
-fn has_capacity(region: &str, g: &GroupRec) -> bool {
+pub(crate) fn has_capacity(region: &str, g: &GroupRec) -> bool {
     g.training_plan.is_some() || offered(region, &g.availability_zone, &g.instance_type)
 }
 
@@ -148,15 +156,19 @@ fn slot_view(
         None if slot.check_fails && replaced_at.is_none() && slot.check_until.is_some() => "Failure",
         None => "Running",
     };
-    let id = node_hash(h, g, i, slot.generation + u32::from(replaced_at.is_some()));
+    let launched_at = match slot.pending_until {
+        Some(until) if slot.generation > 0 => until - timings::HYPERPOD_NODE_REPLACE,
+        _ => appear,
+    };
     Some(NodeView {
-        instance_id: format!("i-0{id:016x}"),
+        instance_id: instance_id(h, g, i, slot.generation + u32::from(replaced_at.is_some())),
         group: g.name.clone(),
         instance_type: g.instance_type.clone(),
         availability_zone: g.availability_zone.clone(),
         subnet_id: g.subnet_id.clone(),
         status,
         running_at,
+        launched_at,
     })
 }
 
@@ -502,7 +514,10 @@ fn create_cluster(
         updating_until: None,
         tiered_storage: None,
         autoscaling: false,
+        events: Vec::new(),
     };
+    let mut rec = rec;
+    crate::hyperpod_events::created(&mut rec);
     let view = cluster_view(&rec, now);
     w.hyperpod.insert(rkey(&req.region, &req.name), rec);
     Ok(view)
@@ -843,6 +858,11 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
         }
     }
     let h = w.hyperpod.get_mut(&key).expect("checked above");
+    let until = now + timings::HYPERPOD_UPDATE;
+    crate::hyperpod_events::update_started(h, now, until);
+    for name in &req.instance_groups_to_delete {
+        events::group(h, now, name, ClusterEventLevel::Info, format!("Instance group {name} is being deleted"));
+    }
     h.groups.retain(|g| !req.instance_groups_to_delete.contains(&g.name));
     for (index, rec) in changes {
         match index.and_then(|_| h.groups.iter().position(|g| g.name == rec.name)) {
@@ -851,8 +871,12 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                 let g = &mut h.groups[i];
                 let live: Vec<usize> = g.slots.iter().enumerate().filter(|(_, s)| !s.removed).map(|(j, _)| j).collect();
                 let target = rec.count as usize;
+                let (from, name) = (live.len(), g.name.clone());
+                let mut added = Vec::new();
+                let mut removed = Vec::new();
                 if target > live.len() {
                     for k in 0..(target - live.len()) {
+                        added.push(g.slots.len());
                         g.slots.push(SlotRec {
                             appear_at: now + timings::HYPERPOD_SCALE_FIRST_NODE + 10.0 * k as f64,
                             generation: 0,
@@ -866,8 +890,18 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                 } else {
                     for &j in live.iter().rev().take(live.len() - target) {
                         g.slots[j].removed = true;
+                        removed.push(j);
                     }
                 }
+                if from != target {
+                    let text = format!("Instance group {name} is being scaled from {from} to {target} instances");
+                    events::group(h, now, &name, ClusterEventLevel::Info, text);
+                }
+                events::scaled_down(h, i, &removed, now);
+                for j in added {
+                    events::launch(h, i, j);
+                }
+                let g = &mut h.groups[i];
                 g.count = rec.count;
                 g.lifecycle = rec.lifecycle;
                 g.ebs_volume_gb = rec.ebs_volume_gb;
@@ -889,6 +923,27 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                     })
                     .collect();
                 h.groups.push(g);
+                let gi = h.groups.len() - 1;
+                let g = &h.groups[gi];
+                let (name, text) = (
+                    g.name.clone(),
+                    format!(
+                        "Instance group {} is being created: {} x {} in {}",
+                        g.name, g.count, g.instance_type, g.availability_zone
+                    ),
+                );
+                events::group(h, now, &name, ClusterEventLevel::Info, text);
+                match h.groups[gi].failure.clone() {
+                    Some(failure) => {
+                        let at = now + timings::HYPERPOD_SCALE_FIRST_NODE + timings::HYPERPOD_NODE_BOOT;
+                        events::group(h, at, &name, ClusterEventLevel::Error, failure);
+                    }
+                    None => {
+                        for j in 0..h.groups[gi].slots.len() {
+                            events::launch(h, gi, j);
+                        }
+                    }
+                }
             }
         }
     }
@@ -901,7 +956,7 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
     if let Some(a) = &req.autoscaling {
         h.autoscaling = a.enabled;
     }
-    h.updating_until = Some(now + timings::HYPERPOD_UPDATE);
+    h.updating_until = Some(until);
     Ok(cluster_view(h, now))
 }
 
@@ -950,15 +1005,37 @@ fn batch_nodes(
         let g = &mut h.groups[gi];
         g.slots[j].check_until = None;
         g.slots[j].check_fails = false;
+        let name = g.name.clone();
+        let info = ClusterEventLevel::Info;
         match action {
-            NodeAction::Reboot => g.slots[j].pending_until = Some(now + timings::HYPERPOD_NODE_REBOOT),
+            NodeAction::Reboot => {
+                let until = now + timings::HYPERPOD_NODE_REBOOT;
+                g.slots[j].pending_until = Some(until);
+                events::instance(h, now, &name, id, info, format!("Instance {id} is rebooting: Pending"));
+                events::instance(h, until, &name, id, info, format!("Instance {id} rebooted: Running"));
+            }
             NodeAction::Replace => {
+                let until = now + timings::HYPERPOD_NODE_REPLACE;
                 g.slots[j].generation += 1;
-                g.slots[j].pending_until = Some(now + timings::HYPERPOD_NODE_REPLACE);
+                g.slots[j].pending_until = Some(until);
+                let new = instance_id(h, &h.groups[gi], j, h.groups[gi].slots[j].generation);
+                let warn = ClusterEventLevel::Warn;
+                events::instance(h, now, &name, id, warn, format!("Instance {id} is being replaced by {new}"));
+                events::instance(
+                    h,
+                    now,
+                    &name,
+                    &new,
+                    info,
+                    format!("Instance {new} launched to replace {id}: Pending"),
+                );
+                events::instance(h, until, &name, &new, info, format!("Instance {new} is Running"));
             }
             NodeAction::Delete => {
                 g.slots[j].removed = true;
                 g.count = g.count.saturating_sub(1);
+                let text = format!("Instance {id} is being deleted: instance group {name} shrinks to {}", g.count);
+                events::instance(h, now, &name, id, info, text);
             }
         }
         result.accepted.push(id.clone());
@@ -994,6 +1071,10 @@ impl HyperPodApi for SimCloud {
         const API: &str = "sagemaker:DeleteCluster";
         self.write(API, |w, cx| match w.hyperpod.get_mut(&rkey(region, name)) {
             Some(h) => {
+                if h.life.deleting.is_none() {
+                    let text = format!("Cluster {name} is being deleted: Deleting");
+                    events::cluster(h, cx.now, ClusterEventLevel::Info, text);
+                }
                 h.life.start_deleting(cx.now, timings::HYPERPOD_DELETE);
                 Ok(())
             }
@@ -1050,5 +1131,35 @@ impl HyperPodApi for SimCloud {
             NodeAction::Delete => "sagemaker:BatchDeleteClusterNodes",
         };
         self.write(api, |w, cx| batch_nodes(w, region, cluster, action, node_ids, cx.now))
+    }
+
+    async fn list_cluster_events(
+        &self,
+        region: &str,
+        cluster: &str,
+        query: &ClusterEventQuery,
+    ) -> Result<ClusterEventPage> {
+        const API: &str = "sagemaker:ListClusterEvents";
+        self.read(API, |w, cx| {
+            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| {
+                ProviderError::not_found(API, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
+            })?;
+            events::page(w, h, query, cx.now)
+        })
+    }
+
+    async fn describe_cluster_node(
+        &self,
+        region: &str,
+        cluster: &str,
+        node_id: &str,
+    ) -> Result<Option<ClusterNodeDetail>> {
+        const API: &str = "sagemaker:DescribeClusterNode";
+        self.read(API, |w, cx| {
+            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| {
+                ProviderError::not_found(API, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
+            })?;
+            Ok(events::node_detail(w, h, node_id, cx.now))
+        })
     }
 }

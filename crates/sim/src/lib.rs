@@ -54,6 +54,7 @@ pub mod ec2_specs;
 mod eks;
 pub mod faults;
 mod hyperpod;
+mod hyperpod_events;
 mod iam;
 mod kube;
 mod mlflow;

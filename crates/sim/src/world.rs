@@ -483,6 +483,10 @@ pub(crate) struct HyperPodRec {
     pub tiered_storage: Option<instantstart_core::spec::TieredCheckpointing>,
     #[serde(default)]
     pub autoscaling: bool,
+    /// What happened to the cluster, its groups and instances (`ListClusterEvents`), some of
+    /// it in the future: see [`crate::hyperpod_events`].
+    #[serde(default)]
+    pub events: Vec<crate::hyperpod_events::EventRec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

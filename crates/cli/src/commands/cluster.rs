@@ -1,4 +1,4 @@
-//! `instantstart cluster create|import|list|get|use|delete`.
+//! `instantstart cluster create|import|list|get|events|use|delete`.
 //!
 //! `create` builds the API's typed `ClusterCreateRequest` from flags (defaults are the core's,
 //! filled in by deserializing), or sends a JSON/YAML file (`-f`) as is so the server reports
@@ -28,6 +28,9 @@ pub enum ClusterCommand {
         /// Cluster name.
         name: String,
     },
+    /// Show the HyperPod cluster's events, newest first (status changes of the cluster, its
+    /// groups and nodes; failures, replacements, health checks).
+    Events(EventsArgs),
     /// Select the active cluster.
     Use {
         /// Cluster name.
@@ -39,6 +42,33 @@ pub enum ClusterCommand {
     },
     /// Delete a cluster (imported clusters are only forgotten).
     Delete(DeleteArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    /// Cluster name.
+    pub name: String,
+    /// Only the events of this instance group.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Only the events of this node (instance id i-…).
+    #[arg(long, value_name = "NODE_ID")]
+    pub node: Option<String>,
+    /// Only events about this kind of resource.
+    #[arg(long, value_parser = ["cluster", "instance_group", "instance"])]
+    pub resource: Option<String>,
+    /// Only events after this time (RFC 3339, e.g. 2026-01-01T00:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub after: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only events before this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub before: Option<chrono::DateTime<chrono::Utc>>,
+    /// Events per page (1-100) [default: 50].
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// The cursor a previous page printed, for the next page.
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 const GROUP_HELP: &str = "An instance group: name=NAME,type=INSTANCE_TYPE,count=N,az=AZ \
@@ -190,6 +220,7 @@ pub async fn run(g: &Globals, cmd: ClusterCommand) -> anyhow::Result<Exit> {
         ClusterCommand::Import(args) => import(g, args).await,
         ClusterCommand::List => list(g).await,
         ClusterCommand::Get { name } => get(g, &name).await,
+        ClusterCommand::Events(args) => events(g, args).await,
         ClusterCommand::Use { name, none: _ } => {
             let client = g.client()?;
             let active = client.set_active_cluster(name.as_deref()).await?;
@@ -338,6 +369,45 @@ fn state(v: &Value) -> String {
         Some(reason) => format!("{} ({reason})", s(v, "state")),
         None => s(v, "state"),
     }
+}
+
+async fn events(g: &Globals, a: EventsArgs) -> anyhow::Result<Exit> {
+    use instantstart_core::provider::{ClusterEventQuery, ClusterEventResource};
+    let resource_type = a.resource.as_deref().and_then(|r| {
+        [ClusterEventResource::Cluster, ClusterEventResource::InstanceGroup, ClusterEventResource::Instance]
+            .into_iter()
+            .find(|x| x.as_snake() == r)
+    });
+    let q = ClusterEventQuery {
+        instance_group: a.group,
+        node_id: a.node,
+        resource_type,
+        after: a.after,
+        before: a.before,
+        limit: a.limit,
+        cursor: a.cursor,
+    };
+    let page = g.client()?.cluster_events(&a.name, &q).await?;
+    output::emit(g.output, &page, || {
+        let mut t = Table::new(&["TIME", "LEVEL", "RESOURCE", "GROUP", "NODE", "DESCRIPTION"]);
+        for e in &page.events {
+            t.row(vec![
+                e.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                e.level.map(|l| l.as_aws()).unwrap_or("-").to_string(),
+                e.resource_type.as_snake().to_string(),
+                e.instance_group.clone().unwrap_or_else(|| "-".into()),
+                e.instance_id.clone().unwrap_or_else(|| "-".into()),
+                e.description.clone(),
+            ]);
+        }
+        t.render_or("No events.")
+    })?;
+    if let Some(c) = &page.next_cursor
+        && g.output == Output::Table
+    {
+        eprintln!("more: instantstart cluster events {} --cursor {c}", a.name);
+    }
+    Ok(Exit::Ok)
 }
 
 async fn get(g: &Globals, name: &str) -> anyhow::Result<Exit> {

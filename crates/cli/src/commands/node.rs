@@ -1,4 +1,4 @@
-//! `instantstart node list|reboot|replace|delete|health-check`: the nodes of a cluster's
+//! `instantstart node list|get|reboot|replace|delete|health-check`: the nodes of a cluster's
 //! HyperPod cluster. `health-check` starts deep health checks on demand (`--group` whole
 //! groups, or `--node` ids of one group; `--check stress,connectivity`); with `--wait` the
 //! operation's output names each node's result (passed, failed, replaced).
@@ -25,6 +25,9 @@ pub const LADDER: &str = "investigate → reboot → replace";
 pub enum NodeCommand {
     /// List nodes with instance group, type, status and AZ (investigate first).
     List(ListArgs),
+    /// Show one node in detail: status and message, launch time, placement, private address,
+    /// capacity and interface type, lifecycle script, AMI.
+    Get(GetArgs),
     /// Reboot nodes: the instances and their local data stay (the step after investigating).
     Reboot(RebootArgs),
     /// Replace nodes with new instances: their local volumes are lost (after a reboot did not help).
@@ -71,6 +74,15 @@ pub struct ListArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct GetArgs {
+    /// Cluster name.
+    pub cluster: String,
+    /// Instance id (i-…) as listed by `node list`.
+    #[arg(value_name = "NODE_ID")]
+    pub node: String,
+}
+
+#[derive(Args, Debug)]
 pub struct RebootArgs {
     /// Cluster name.
     pub cluster: String,
@@ -100,6 +112,7 @@ pub async fn run(g: &Globals, cmd: NodeCommand) -> anyhow::Result<Exit> {
     let client = g.client()?;
     match cmd {
         NodeCommand::List(args) => list(g, &client, args).await,
+        NodeCommand::Get(args) => get(g, &client, args).await,
         NodeCommand::Reboot(a) => act(g, &client, NodeAction::Reboot, &a.cluster, &a.nodes, false, &a.mutation).await,
         NodeCommand::Replace(a) => {
             act(g, &client, NodeAction::Replace, &a.cluster, &a.nodes, a.yes_lose_local_data, &a.mutation).await
@@ -166,6 +179,57 @@ async fn list(g: &Globals, client: &Client, args: ListArgs) -> anyhow::Result<Ex
              (check `instantstart operation list --cluster {}`); then `instantstart node reboot {} {}`; \
              only if that does not help, `instantstart node replace {} {} --yes-lose-local-data`.",
             n.instance_id, n.status, args.cluster, args.cluster, n.instance_id, args.cluster, n.instance_id
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+async fn get(g: &Globals, client: &Client, args: GetArgs) -> anyhow::Result<Exit> {
+    let n = client.get_node(&args.cluster, &args.node).await?;
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_else(|| "-".into())
+    };
+    output::emit(g.output, &n, || {
+        let mut pairs = vec![
+            ("Node", n.instance_id.clone()),
+            ("Instance group", n.instance_group.clone()),
+            ("Type", n.instance_type.clone()),
+            ("Status", n.status.clone()),
+        ];
+        if let Some(m) = &n.status_message {
+            pairs.push(("Status message", m.clone()));
+        }
+        pairs.extend([
+            ("Launched", time(n.launch_time)),
+            ("Last software update", time(n.last_software_update_time)),
+            (
+                "Availability Zone",
+                match (&n.availability_zone, &n.availability_zone_id) {
+                    (Some(az), Some(id)) => format!("{az} ({id})"),
+                    (az, _) => opt(az),
+                },
+            ),
+            ("Private IP", opt(&n.private_ip)),
+            ("Private DNS", opt(&n.private_dns)),
+            ("Capacity type", opt(&n.capacity_type)),
+            ("Interface type", opt(&n.interface_type)),
+            ("Threads per core", n.threads_per_core.map(|t| t.to_string()).unwrap_or_else(|| "-".into())),
+            (
+                "Lifecycle script",
+                n.lifecycle_script
+                    .as_ref()
+                    .map(|l| format!("{}/{}", l.source_s3_uri.trim_end_matches('/'), l.on_create))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            ("AMI", format!("{} ({})", opt(&n.current_image_id), opt(&n.image_version_status))),
+        ]);
+        output::fields(&pairs)
+    })?;
+    if g.output == output::Output::Table {
+        eprintln!(
+            "hint: its events: `instantstart cluster events {} --node {}`. For an unhealthy node: {LADDER}.",
+            args.cluster, n.instance_id
         );
     }
     Ok(Exit::Ok)

@@ -636,6 +636,22 @@ pub trait HyperPodApi: Send + Sync {
         action: NodeAction,
         node_ids: &[String],
     ) -> Result<BatchNodeResult>;
+    /// ListClusterEvents: one page of the cluster's events, newest first; `query.cursor` is the
+    /// service's `NextToken` (see [`super::hyperpod_reads`]). An unknown cluster is `NotFound`.
+    async fn list_cluster_events(
+        &self,
+        region: &str,
+        cluster: &str,
+        query: &super::ClusterEventQuery,
+    ) -> Result<super::ClusterEventPage>;
+    /// DescribeClusterNode: one node in detail; `None` when the cluster has no node `node_id`.
+    /// An unknown cluster is `NotFound`.
+    async fn describe_cluster_node(
+        &self,
+        region: &str,
+        cluster: &str,
+        node_id: &str,
+    ) -> Result<Option<super::ClusterNodeDetail>>;
 }
 
 /// An S3 bucket.

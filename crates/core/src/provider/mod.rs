@@ -8,11 +8,13 @@
 
 pub mod aws;
 pub mod helm;
+pub mod hyperpod_reads;
 pub mod kube;
 pub mod mlflow;
 
 pub use aws::*;
 pub use helm::*;
+pub use hyperpod_reads::*;
 pub use kube::*;
 pub use mlflow::*;
 

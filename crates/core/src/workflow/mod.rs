@@ -20,6 +20,7 @@ pub mod dependencies;
 pub mod endpoints;
 pub mod features;
 pub mod health_checks;
+pub mod hyperpod_reads;
 pub mod import_cluster;
 pub mod instance_groups;
 pub mod karpenter;

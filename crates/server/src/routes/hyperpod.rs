@@ -1,6 +1,7 @@
 //! Day-2 operations of a cluster's HyperPod cluster: instance groups (add, scale, delete),
-//! nodes (list, reboot, replace, delete), deep health checks on demand (start, followed to the
-//! per-node result) and managed features (read, change). Changes follow
+//! nodes (list, one in detail, reboot, replace, delete), deep health checks on demand (start,
+//! followed to the per-node result), its events (one page, newest first) and managed features
+//! (read, change). Changes follow
 //! the explicit-diff contract: PATCH bodies carry only the changed fields, and a request that
 //! matches the real state answers 200 "already in this state" without creating an operation.
 
@@ -9,13 +10,15 @@ use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
-use aide::axum::routing::{get_with, post_with};
+use aide::axum::routing::get_with;
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::OperationKind;
-use instantstart_core::provider::{ClusterNode, HyperPodInstanceGroupStatus, KubeTarget};
+use instantstart_core::provider::{
+    ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus, KubeTarget,
+};
 use instantstart_core::spec::{InstanceGroupSpec, ManagedFeatures};
 use instantstart_core::workflow::day2::{hyperpod_record, live_cluster};
 use instantstart_core::workflow::features::{SetFeaturesRequest, read_features};
@@ -23,8 +26,8 @@ use instantstart_core::workflow::health_checks::{HealthCheckGroup, HealthCheckRe
 use instantstart_core::workflow::instance_groups::{
     AddInstanceGroupRequest, DeleteInstanceGroupRequest, InstanceGroupPatch, UpdateInstanceGroupRequest,
 };
-use instantstart_core::workflow::karpenter;
 use instantstart_core::workflow::nodes::NodeActionRequest;
+use instantstart_core::workflow::{hyperpod_reads, karpenter};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +48,22 @@ pub struct NodeActionPath {
     pub name: String,
     /// `reboot`, `replace` or `delete`.
     pub action: NodeActionName,
+}
+
+/// Path of one node. The segment after `/nodes/` is shared with the node actions (POST
+/// `/nodes/reboot|replace|delete`), so it keeps their parameter name.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NodePath {
+    pub name: String,
+    /// The node's instance id (`i-…`, as `node_list` shows it).
+    #[serde(rename = "action")]
+    pub node: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EventsPath {
+    /// Cluster name.
+    pub cluster: String,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -144,8 +163,37 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
+            "/api/clusters/{cluster}/events",
+            get_with(list_events, |op| {
+                errors(
+                    op.id("cluster_events")
+                        .summary(
+                            "One page of the HyperPod cluster's events, newest first (status changes of the \
+                             cluster, its groups and nodes; failures, replacements, health checks)",
+                        )
+                        .tag("hyperpod"),
+                )
+                .response::<200, Json<ClusterEventPage>>()
+                .response::<404, ProblemJson>()
+                .response::<422, ProblemJson>()
+            }),
+        )
+        .api_route(
             "/api/clusters/{name}/nodes/{action}",
-            post_with(node_action, |op| {
+            get_with(get_node, |op| {
+                errors(
+                    op.id("node_get")
+                        .summary(
+                            "One node in detail: status and message, launch time, placement, private address, \
+                             capacity and interface type, lifecycle script, AMI",
+                        )
+                        .tag("hyperpod"),
+                )
+                .response::<200, Json<ClusterNodeDetail>>()
+                .response::<404, ProblemJson>()
+                .response::<422, ProblemJson>()
+            })
+            .post_with(node_action, |op| {
                 mutation(
                     op.id("node_action")
                         .summary("Reboot, replace or delete nodes (replace/delete lose local volumes)")
@@ -241,6 +289,21 @@ async fn list_nodes(
 ) -> Result<Json<Vec<ClusterNode>>, ApiError> {
     let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
     Ok(Json(state.aws.list_cluster_nodes(&rec.region, &hp).await?))
+}
+
+async fn list_events(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<EventsPath>,
+    ApiQuery(q): ApiQuery<ClusterEventQuery>,
+) -> Result<Json<ClusterEventPage>, ApiError> {
+    Ok(Json(hyperpod_reads::cluster_events(state.aws.as_ref(), state.store.as_ref(), &p.cluster, &q).await?))
+}
+
+async fn get_node(
+    State(state): State<AppState>,
+    ApiPath(p): ApiPath<NodePath>,
+) -> Result<Json<ClusterNodeDetail>, ApiError> {
+    Ok(Json(hyperpod_reads::node_detail(state.aws.as_ref(), state.store.as_ref(), &p.name, &p.node).await?))
 }
 
 async fn node_action(

@@ -29,6 +29,7 @@ use super::{KubeWorld, str_at};
 use crate::hyperpod::{autoscaling_in_service, materialize};
 use crate::timings;
 use crate::world::{GroupRec, HyperPodRec, SlotRec, World};
+use instantstart_core::provider::ClusterEventLevel;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -207,6 +208,10 @@ pub(crate) fn reconcile(w: &mut World, now: f64) {
                 });
                 g.count += 1;
                 g.idle_since = None;
+                let slot = g.slots.len() - 1;
+                let text = format!("Karpenter added an instance to instance group {group} for pending pods");
+                crate::hyperpod_events::group(h, now, &group, ClusterEventLevel::Info, text);
+                crate::hyperpod_events::launch(h, gi, slot);
             }
             Action::Busy => h.groups[gi].idle_since = None,
             Action::Idle(delay) => {
@@ -214,6 +219,9 @@ pub(crate) fn reconcile(w: &mut World, now: f64) {
                 let since = *g.idle_since.get_or_insert(now);
                 if now - since >= delay {
                     materialize(h, gi);
+                    let live: Vec<usize> =
+                        (0..h.groups[gi].slots.len()).filter(|&j| !h.groups[gi].slots[j].removed).collect();
+                    crate::hyperpod_events::scaled_down(h, gi, &live, now);
                     let g = &mut h.groups[gi];
                     for s in g.slots.iter_mut().filter(|s| !s.removed) {
                         s.removed = true;
