@@ -41,9 +41,9 @@ use instantstart_core::lifecycle::script_object;
 use instantstart_core::names;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail,
-    CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest,
-    HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan,
-    UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
+    CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi, HyperPodCluster,
+    HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind,
+    ResourceState, Result, TrainingPlan, UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
 use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;

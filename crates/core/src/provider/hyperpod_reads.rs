@@ -109,7 +109,7 @@ pub struct ClusterEventQuery {
     /// Only events before this time (RFC 3339).
     #[serde(default)]
     pub before: Option<DateTime<Utc>>,
-    /// Page size, 1..=100 (the service's maximum); default [`ClusterEventQuery::DEFAULT_LIMIT`].
+    /// Page size, 1..=100 (the service's maximum); default 50.
     #[serde(default)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.

@@ -10,7 +10,7 @@ use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
-use aide::axum::routing::get_with;
+use aide::axum::routing::{get_with, post_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
