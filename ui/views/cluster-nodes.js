@@ -351,20 +351,7 @@ export function nodesSection({ name, speed, reload }) {
         clearFindings(form);
         const req = { node_ids: ids };
         if (a.loses) req.acknowledge_local_data_loss = ack.checked;
-        replace(refusalSlot);
-        try {
-          const { data } = await api.post(path, req, { idempotencyKey: key });
-          return data.operation;
-        } catch (err) {
-          if (err.findings.length) {
-            showFindings(form, err, { compact: true });
-            err.shown = true;
-          } else if (err.status !== 401) {
-            replace(refusalSlot, refusal(err));
-            err.shown = true;
-          }
-          throw err;
-        }
+        return submitFromDialog(form, refusalSlot, path, req, key);
       },
     });
     if (!op) return;
@@ -412,20 +399,7 @@ export function nodesSection({ name, speed, reload }) {
         clearFindings(form);
         const checks = [stress, conn].filter((c) => c.checked).map((c) => c.value);
         const req = { instance_groups: [...byGroup].map(([g, nodes]) => ({ name: g, node_ids: nodes, checks })) };
-        replace(refusalSlot);
-        try {
-          const { data } = await api.post(path, req, { idempotencyKey: key });
-          return data.operation;
-        } catch (err) {
-          if (err.findings.length) {
-            showFindings(form, err, { compact: true });
-            err.shown = true;
-          } else if (err.status !== 401) {
-            replace(refusalSlot, refusal(err));
-            err.shown = true;
-          }
-          throw err;
-        }
+        return submitFromDialog(form, refusalSlot, path, req, key);
       },
     });
     if (!op) return;
@@ -435,4 +409,24 @@ export function nodesSection({ name, speed, reload }) {
   }
 
   return { el, update, investigate, act, healthCheck };
+}
+
+/** Posts a dialog's request; a refusal shows in the dialog (findings beside their fields, any
+ * other problem in `refusalSlot`) and is rethrown so the dialog stays open. Answers the
+ * operation the server started. */
+async function submitFromDialog(form, refusalSlot, path, req, key) {
+  replace(refusalSlot);
+  try {
+    const { data } = await api.post(path, req, { idempotencyKey: key });
+    return data.operation;
+  } catch (err) {
+    if (err.findings.length) {
+      showFindings(form, err, { compact: true });
+      err.shown = true;
+    } else if (err.status !== 401) {
+      replace(refusalSlot, refusal(err));
+      err.shown = true;
+    }
+    throw err;
+  }
 }

@@ -73,6 +73,7 @@ OPERATION_TOOLS = {
     "instance_group_scale",
     "instance_group_delete",
     "node_reboot",
+    "health_check_start",
     "node_replace",
     "node_delete",
     "feature_set",

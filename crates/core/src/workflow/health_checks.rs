@@ -306,10 +306,7 @@ pub fn results(checked: &[String], nodes: &[ClusterNode]) -> Option<Vec<NodeHeal
 
 impl HealthCheckStep {
     async fn nodes(&self) -> Result<(String, String, Vec<ClusterNode>), StepError> {
-        let (rec, hp) =
-            hyperpod_record(self.store.as_ref(), &self.req.cluster).map_err(|e| StepError::Invalid(e.to_string()))?;
-        let nodes = read(|| self.aws.list_cluster_nodes(&rec.region, &hp)).await?;
-        Ok((rec.region, hp, nodes))
+        super::nodes::listed_nodes(self.store.as_ref(), self.aws.as_ref(), &self.req.cluster).await
     }
 }
 

@@ -156,11 +156,20 @@ struct BatchStep {
 
 impl BatchStep {
     async fn nodes(&self) -> Result<(String, String, Vec<ClusterNode>), StepError> {
-        let (rec, hp) =
-            hyperpod_record(self.store.as_ref(), &self.req.cluster).map_err(|e| StepError::Invalid(e.to_string()))?;
-        let nodes = read(|| self.aws.list_cluster_nodes(&rec.region, &hp)).await?;
-        Ok((rec.region, hp, nodes))
+        listed_nodes(self.store.as_ref(), self.aws.as_ref(), &self.req.cluster).await
     }
+}
+
+/// The region, HyperPod cluster name and listed nodes of `cluster` (a step's view of its nodes;
+/// a cluster without HyperPod is `Invalid`).
+pub(crate) async fn listed_nodes(
+    store: &dyn Store,
+    aws: &dyn AwsCloud,
+    cluster: &str,
+) -> Result<(String, String, Vec<ClusterNode>), StepError> {
+    let (rec, hp) = hyperpod_record(store, cluster).map_err(|e| StepError::Invalid(e.to_string()))?;
+    let nodes = read(|| aws.list_cluster_nodes(&rec.region, &hp)).await?;
+    Ok((rec.region, hp, nodes))
 }
 
 #[async_trait]
