@@ -486,6 +486,8 @@ def test_the_top_navigation_is_one_line_at_1400_px_with_the_sim_badge(ui, server
     ui.login()
     ui.go("#/clusters")
     ui.wait_css(".topbar .env.sim")
+    # The admin sees every link (Tokens too): the widest bar.
+    ui.wait_css('.topbar nav a[href="#/tokens"]')
     before = ui.d.get_window_size()
     try:
         # The viewport (not the window) is 1400 CSS pixels wide.
