@@ -48,6 +48,11 @@ use instantstart_core::provider::{
 use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;
 
+/// SageMaker's answer for a cluster name the region does not hold.
+fn cluster_not_found(api: &str, region: &str, cluster: &str) -> ProviderError {
+    ProviderError::not_found(api, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
+}
+
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
     ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
 }
@@ -224,9 +229,7 @@ fn start_health_check(
     fails: bool,
 ) -> Result<()> {
     const API: &str = "sagemaker:StartClusterHealthCheck";
-    let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| {
-        ProviderError::not_found(API, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
-    })?;
+    let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
     if h.life.phase(now) != Phase::Active || h.updating_until.is_some_and(|u| now < u) {
         return Err(invalid(API, format!("ValidationException: cluster {cluster} is not InService")));
     }
@@ -973,9 +976,7 @@ fn batch_nodes(
         NodeAction::Replace => "sagemaker:BatchReplaceClusterNodes",
         NodeAction::Delete => "sagemaker:BatchDeleteClusterNodes",
     };
-    let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| {
-        ProviderError::not_found(api, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
-    })?;
+    let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(api, region, cluster))?;
     if h.life.phase(now) != Phase::Active {
         return Err(ProviderError::new(
             api,
@@ -1078,18 +1079,14 @@ impl HyperPodApi for SimCloud {
                 h.life.start_deleting(cx.now, timings::HYPERPOD_DELETE);
                 Ok(())
             }
-            None => {
-                Err(ProviderError::not_found(API, format!("ResourceNotFound: Cluster {name} not found in {region}")))
-            }
+            None => Err(cluster_not_found(API, region, name)),
         })
     }
 
     async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>> {
         const API: &str = "sagemaker:ListClusterNodes";
         self.read(API, |w, cx| {
-            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| {
-                ProviderError::not_found(API, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
-            })?;
+            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
             Ok(nodes(h, cx.now)
                 .into_iter()
                 .map(|n| ClusterNode {
@@ -1141,9 +1138,7 @@ impl HyperPodApi for SimCloud {
     ) -> Result<ClusterEventPage> {
         const API: &str = "sagemaker:ListClusterEvents";
         self.read(API, |w, cx| {
-            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| {
-                ProviderError::not_found(API, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
-            })?;
+            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
             events::page(w, h, query, cx.now)
         })
     }
@@ -1156,9 +1151,7 @@ impl HyperPodApi for SimCloud {
     ) -> Result<Option<ClusterNodeDetail>> {
         const API: &str = "sagemaker:DescribeClusterNode";
         self.read(API, |w, cx| {
-            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| {
-                ProviderError::not_found(API, format!("ResourceNotFound: Cluster {cluster} not found in {region}"))
-            })?;
+            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
             Ok(events::node_detail(w, h, node_id, cx.now))
         })
     }
