@@ -33,7 +33,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -613,10 +613,11 @@ struct FaultRun {
 
 /// Whether the fault-injection check requires the pipeline to complete without any step retry
 /// via the API: the engine retries a step attempt (observe + submit, often several provider
-/// calls) up to `EngineConfig::max_retries` (24) times in a row, and the simulated cloud has no
-/// per-call retries (the AWS SDK retries each call up to 4 times). With 8 retries 4 of 5 runs
-/// needed a retry via the API; with 24, 5 of 5 complete on their own (`cargo xtask chaos`), so
-/// a step that exhausts the budget under this load is a failure.
+/// calls) while no one API has failed `EngineConfig::max_retries` (24) times, and the simulated
+/// cloud has no per-call retries (the AWS SDK retries each call up to 4 times). A budget of 24
+/// *attempts* lost a three-call step about once in 450 runs, a pipeline every few runs (CI, stop
+/// 26: `addon:*` steps); counted per API it is not reached under this load, so a step that
+/// exhausts it is a failure. `engine_retries_by_step` in the report shows where retries went.
 const REQUIRE_UNATTENDED_FAULT_RECOVERY: bool = true;
 
 /// 30% throttling + 10% 5xx on every provider API through the whole pipeline. A step that
@@ -635,7 +636,8 @@ async fn fault_run(bin: &Path, speed: f64, i: usize) -> Result<FaultRun> {
         while let Ok(Some((op, _))) = follower.next_within(Duration::from_secs(300)).await {
             for s in op["steps"].as_array().into_iter().flatten() {
                 if let Some(d) = s["detail"].as_str().filter(|d| d.starts_with("retrying")) {
-                    seen.lock().expect("lock").insert(format!("{}:{}:{d}", s["key"], s["updated_at"]));
+                    let key = s["key"].as_str().unwrap_or_default().to_string();
+                    seen.lock().expect("lock").insert((key, s["updated_at"].to_string(), d.to_string()));
                 }
             }
         }
@@ -659,6 +661,10 @@ async fn fault_run(bin: &Path, speed: f64, i: usize) -> Result<FaultRun> {
     }
     watcher.abort();
     let engine_retries = retrying.lock().expect("lock").len() as u64;
+    let mut retries_by_step = BTreeMap::<String, u64>::new();
+    for (step, _, _) in retrying.lock().expect("lock").iter() {
+        *retries_by_step.entry(step.clone()).or_default() += 1;
+    }
     api.set_faults(&json!({})).await?;
     let mismatches = create_mismatches(&api.stats().await?);
     let ok = op["status"] == "succeeded" && mismatches.is_empty();
@@ -671,7 +677,8 @@ async fn fault_run(bin: &Path, speed: f64, i: usize) -> Result<FaultRun> {
         json: json!({ "ok": ok, "status": op["status"], "create_mismatches": mismatches,
                       "succeeded_without_step_retry": unattended,
                       "steps_retried_via_api": retried_steps,
-                      "engine_retries_seen_on_stream": engine_retries, "post_answered_5xx": post_retries,
+                      "engine_retries_seen_on_stream": engine_retries,
+                      "engine_retries_by_step": retries_by_step, "post_answered_5xx": post_retries,
                       "final": progress(&op) }),
     })
 }

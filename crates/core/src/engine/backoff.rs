@@ -32,7 +32,8 @@ pub struct EngineConfig {
     pub poll: Backoff,
     /// Between retries of a throttled/transient call.
     pub retry: Backoff,
-    /// Retries of retryable errors in a row before the step fails.
+    /// Retries of retryable errors before a step fails: in a row while polling, and per
+    /// provider API (at most four times as many in all) while submitting.
     pub max_retries: u32,
 }
 
