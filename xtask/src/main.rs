@@ -20,12 +20,15 @@
 //! - `chaos [--quick]`: reliability properties (kill -9 at every step boundary, fault
 //!   injection, conflicting mutations); exits non-zero when one fails; see [`chaos`].
 //!   `test` ends with `chaos --quick`.
+//! - `tidy`: the repository's own rules (module docs, sizes of the README and ARCHITECTURE.md,
+//!   the generated REST reference, links); see [`tidy`]. They are tests, so `test` runs them.
 
 mod bench;
 mod bench_logs;
 mod chaos;
 mod harness;
 mod hostile;
+mod tidy;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -305,6 +308,9 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Reliability properties: kill -9 at every step boundary, fault injection, conflicts.
     Chaos(chaos::ChaosArgs),
+    /// Tidy checks of the repository itself (module docs, README/ARCHITECTURE sizes, the
+    /// generated REST reference, links); also part of `cargo test --workspace`.
+    Tidy,
 }
 
 fn main() -> Result<()> {
@@ -340,6 +346,7 @@ fn main() -> Result<()> {
         Task::DeployLint => deploy_lint()?,
         Task::Bench(args) => bench::main(args)?,
         Task::Chaos(args) => chaos::main(args)?,
+        Task::Tidy => run(cargo().args(["test", "-p", "xtask", "--", "tidy"]))?,
     }
     Ok(())
 }

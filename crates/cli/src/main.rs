@@ -25,7 +25,7 @@ use commands::{
 };
 use exit::Exit;
 
-/// Exit codes, shown in `--help` and the README.
+/// Exit codes, shown in `--help` and docs/cli.md.
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success

@@ -1,6 +1,6 @@
 //! The route table: every endpoint, its auth rule and its OpenAPI description, in one place.
 //!
-//! Conventions (also in the OpenAPI document and the README):
+//! Conventions (also in the OpenAPI document and docs/rest-api.md):
 //! - JSON in and out; errors are `application/problem+json` with every finding.
 //! - Mutations return `202` with the operation and accept `Idempotency-Key`; `?dry_run=true`
 //!   returns the plan (`200`) and changes nothing.

@@ -1,0 +1,246 @@
+//! Tidy checks: rules about the repository itself, run as tests (`cargo test -p xtask tidy`, part
+//! of `cargo test --workspace`; `cargo xtask tidy` runs only these).
+//!
+//! - every Rust file opens with `//!` docs saying what it is for;
+//! - README.md stays a README (under [`README_MAX_BYTES`]) and ARCHITECTURE.md a map (under
+//!   [`ARCHITECTURE_MAX_BYTES`]); feature detail belongs in `docs/`;
+//! - `docs/rest-api-reference.md` is the route list of the served OpenAPI document (rendered
+//!   from the snapshot `crates/server/tests/snapshots/api__openapi.snap`, which the server's
+//!   tests compare with the served document); `UPDATE_DOCS=1` rewrites it;
+//! - every relative link in the README, ARCHITECTURE.md, `docs/` and `skills/` resolves;
+//! - nothing in the repository reads a path outside it (the project's machines keep reference
+//!   material beside the clone; a clone from GitHub has none).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Largest README.md, in bytes.
+pub const README_MAX_BYTES: usize = 15 * 1024;
+/// Largest ARCHITECTURE.md, in bytes.
+pub const ARCHITECTURE_MAX_BYTES: usize = 12 * 1024;
+
+/// The generated REST reference, relative to the repository root.
+pub const REST_REFERENCE: &str = "docs/rest-api-reference.md";
+/// The OpenAPI snapshot it is rendered from.
+pub const OPENAPI_SNAPSHOT: &str = "crates/server/tests/snapshots/api__openapi.snap";
+
+/// Files of the repository under `dir` (relative to the root) whose name ends with `ext`,
+/// skipping build output and dependencies.
+pub fn files(root: &Path, dir: &str, ext: &str) -> Vec<PathBuf> {
+    fn walk(path: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(path) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if p.is_dir() {
+                if !matches!(name.as_str(), "target" | "node_modules" | ".git" | "__pycache__")
+                    && !name.starts_with('.')
+                {
+                    walk(&p, ext, out);
+                }
+            } else if name.ends_with(ext) {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root.join(dir), ext, &mut out);
+    out.sort();
+    out
+}
+
+/// The markdown route list of an OpenAPI document: one table per tag (or path prefix), one row
+/// per operation with its method, path and summary.
+pub fn render_rest_reference(doc: &serde_json::Value) -> String {
+    let mut groups: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            if !matches!(method.as_str(), "get" | "put" | "post" | "delete" | "patch") {
+                continue;
+            }
+            let group = op["tags"][0].as_str().map(str::to_string).unwrap_or_else(|| {
+                path.trim_start_matches("/api/")
+                    .split('/')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches('/')
+                    .to_string()
+            });
+            let summary = op["summary"]
+                .as_str()
+                .or_else(|| op["description"].as_str().and_then(|d| d.lines().next()))
+                .unwrap_or_default()
+                .replace('|', "\\|");
+            groups.entry(group).or_default().push((path.clone(), method.to_uppercase(), summary));
+        }
+    }
+    let mut out = String::from(
+        "# REST API reference\n\n\
+         Every route of the REST API, generated from the OpenAPI document the server serves at\n\
+         `/api/openapi.json` (the conventions are in [rest-api.md](rest-api.md)). Do not edit: a tidy\n\
+         test (`xtask/src/tidy.rs`) compares this file with the document; `UPDATE_DOCS=1 cargo test -p\n\
+         xtask tidy` rewrites it.\n",
+    );
+    for (group, mut ops) in groups {
+        ops.sort();
+        let _ = write!(out, "\n## {group}\n\n| method | path | summary |\n| --- | --- | --- |\n");
+        for (path, method, summary) in ops {
+            let _ = writeln!(out, "| {method} | `{path}` | {summary} |");
+        }
+    }
+    out
+}
+
+/// The JSON document inside an insta snapshot file (after its `---` header).
+pub fn snapshot_json(text: &str) -> Option<serde_json::Value> {
+    let body = text.strip_prefix("---")?.split_once("\n---\n")?.1;
+    serde_json::from_str(body).ok()
+}
+
+/// Relative link targets of a markdown text (`[x](target)`, without `#fragment`), skipping
+/// URLs, anchors and code blocks.
+pub fn relative_links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = rest[..end].split('#').next().unwrap_or_default().trim();
+            if !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:") && !target.contains(' ')
+            {
+                out.push(target.to_string());
+            }
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> PathBuf {
+        crate::root()
+    }
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn tidy_every_rust_file_has_module_docs() {
+        let mut missing = Vec::new();
+        for dir in ["crates", "xtask"] {
+            for f in files(&root(), dir, ".rs") {
+                let text = read(&f);
+                let first = text.lines().find(|l| !l.trim().is_empty() && !l.starts_with("#!["));
+                if !first.is_some_and(|l| l.starts_with("//!")) {
+                    missing.push(f.strip_prefix(root()).unwrap().display().to_string());
+                }
+            }
+        }
+        assert!(missing.is_empty(), "files without `//!` module docs (say what the file is for): {missing:#?}");
+    }
+
+    #[test]
+    fn tidy_readme_and_architecture_stay_short() {
+        for (file, max) in [("README.md", README_MAX_BYTES), ("ARCHITECTURE.md", ARCHITECTURE_MAX_BYTES)] {
+            let len = read(&root().join(file)).len();
+            assert!(len <= max, "{file} is {len} bytes, more than {max}: move detail into docs/");
+        }
+    }
+
+    #[test]
+    fn tidy_rest_reference_is_generated_from_the_openapi_document() {
+        let snapshot = read(&root().join(OPENAPI_SNAPSHOT));
+        let doc = snapshot_json(&snapshot).expect("the OpenAPI snapshot holds a JSON document");
+        let expected = render_rest_reference(&doc);
+        let path = root().join(REST_REFERENCE);
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            std::fs::write(&path, &expected).unwrap();
+            return;
+        }
+        let actual = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            actual == expected,
+            "{REST_REFERENCE} is not the route list of the OpenAPI document; run `UPDATE_DOCS=1 cargo test -p xtask tidy`"
+        );
+        // Every documented path is in it.
+        for path in doc["paths"].as_object().unwrap().keys() {
+            assert!(expected.contains(&format!("`{path}`")), "{path} missing");
+        }
+    }
+
+    #[test]
+    fn tidy_relative_links_resolve() {
+        let root = root();
+        let mut docs = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+        docs.extend(files(&root, "docs", ".md"));
+        docs.extend(files(&root, "skills", ".md"));
+        let mut broken = Vec::new();
+        for doc in docs {
+            let dir = doc.parent().unwrap();
+            for target in relative_links(&read(&doc)) {
+                if !dir.join(&target).exists() {
+                    broken.push(format!("{}: {target}", doc.strip_prefix(&root).unwrap().display()));
+                }
+            }
+        }
+        assert!(broken.is_empty(), "broken relative links: {broken:#?}");
+    }
+
+    #[test]
+    fn tidy_nothing_reads_outside_the_repository() {
+        let root = root();
+        let needles = ["../shared/", "/work/shared", "../../shared"];
+        let mut found = Vec::new();
+        for (dir, ext) in [
+            ("crates", ".rs"),
+            ("xtask", ".rs"),
+            ("crates", ".py"),
+            ("ui", ".py"),
+            ("ui", ".js"),
+            ("deploy", ".yaml"),
+            (".ci", ""),
+        ] {
+            for f in files(&root, dir, ext) {
+                if f.ends_with("tidy.rs") {
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&f) else { continue };
+                for n in needles {
+                    if text.contains(n) {
+                        found.push(format!("{}: {n}", f.strip_prefix(&root).unwrap().display()));
+                    }
+                }
+            }
+        }
+        assert!(found.is_empty(), "paths outside the repository: {found:#?}");
+    }
+
+    /// The helpers themselves, on small inputs.
+    #[test]
+    fn tidy_helpers() {
+        assert_eq!(relative_links("see [a](docs/a.md#x), [b](https://x.y) and [c](../c.md)"), ["docs/a.md", "../c.md"]);
+        assert!(relative_links("```\n[a](nope.md)\n```").is_empty());
+        let doc = serde_json::json!({ "paths": { "/api/x/{cluster}": {
+            "get": { "summary": "Read x", "tags": ["x"] },
+            "post": { "description": "Make x\nmore", "tags": ["x"] } } } });
+        let md = render_rest_reference(&doc);
+        assert!(md.contains("## x\n"), "{md}");
+        assert!(md.contains("| GET | `/api/x/{cluster}` | Read x |"), "{md}");
+        assert!(md.contains("| POST | `/api/x/{cluster}` | Make x |"), "{md}");
+        assert_eq!(snapshot_json("---\nsource: a\n---\n{\"a\": 1}\n"), Some(serde_json::json!({ "a": 1 })));
+    }
+}
