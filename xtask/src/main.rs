@@ -21,13 +21,14 @@
 //!   injection, conflicting mutations); exits non-zero when one fails; see [`chaos`].
 //!   `test` ends with `chaos --quick`.
 //! - `tidy`: the repository's own rules (module docs, sizes of the README and ARCHITECTURE.md,
-//!   the generated REST reference, links); see [`tidy`]. They are tests, so `test` runs them.
+//!   the generated REST reference, links); see `xtask/src/tidy.rs`. They are tests, so `test` runs them.
 
 mod bench;
 mod bench_logs;
 mod chaos;
 mod harness;
 mod hostile;
+#[cfg(test)]
 mod tidy;
 
 use anyhow::{Context, Result, bail};
