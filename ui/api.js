@@ -76,7 +76,8 @@ export async function request(method, path, { body, query, idempotencyKey, signa
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: 'same-origin',
-      cache: 'no-store',
+      // GETs revalidate with the ETag the server sent (a 304 keeps the cached body); nothing else is cached.
+      cache: method === 'GET' ? 'no-cache' : 'no-store',
       signal,
     });
   } catch (e) {

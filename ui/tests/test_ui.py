@@ -7,6 +7,7 @@ test is about, otherwise through the REST API), so tests can run alone with -k.
 
 from __future__ import annotations
 
+import json
 import time
 
 from selenium.webdriver.common.action_chains import ActionChains
@@ -14,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from conftest import TOKEN
+from conftest import ARTIFACTS, TOKEN
 
 ACTIVE = {"submitting", "submitted", "polling"}
 
@@ -512,3 +513,45 @@ def test_the_top_navigation_is_one_line_at_1400_px_with_the_sim_badge(ui, server
         assert layout["bar"] < 70, f"the top bar is more than one line: {layout}"
     finally:
         ui.d.set_window_size(before["width"], before["height"])
+
+
+TRAFFIC_JS = """
+return performance.getEntriesByType('resource')
+  .filter(e => new URL(e.name).pathname.startsWith('/api/'))
+  .map(e => ({ path: new URL(e.name).pathname, status: e.responseStatus || 0,
+               transfer: e.transferSize, body: e.encodedBodySize }));
+"""
+
+
+def test_re_reads_revalidate_with_etags(ui, server):
+    """A cluster page left open re-reads the cluster every few seconds; unchanged answers come
+    back as 304 (a few hundred bytes) and the page still shows the data. The numbers (requests
+    and bytes per minute, with the bodies a plain re-read would have carried) are written to
+    target/ui-artifacts/traffic.json."""
+    ensure_cluster(server, "traffic")
+    ui.login()
+    ui.go("#/clusters/traffic")
+    ui.wait(lambda: ui.all("#groups-table tr[data-group=workers]"), 15, "instance groups table")
+    ui.js("performance.setResourceTimingBufferSize(100000); performance.clearResourceTimings();")
+    window = 12.0
+    time.sleep(window)
+    reads = ui.js(TRAFFIC_JS)
+    assert ui.all("#groups-table tr[data-group=workers]"), "the page still shows the cluster"
+    assert len(reads) >= 3, f"the page re-reads while open: {reads}"
+    revalidated = [r for r in reads if r["status"] == 304 or (r["body"] > 0 and r["transfer"] < r["body"])]
+    assert revalidated, f"no read was answered 304: {reads}"
+    transferred = sum(r["transfer"] for r in reads)
+    bodies = sum(r["body"] for r in reads)
+    assert transferred < bodies, f"{transferred} bytes transferred for {bodies} bytes of bodies"
+    per_minute = 60.0 / window
+    report = {
+        "page": "#/clusters/traffic (cluster page, idle cluster)",
+        "window_seconds": window,
+        "requests_per_minute": round(len(reads) * per_minute),
+        "answered_304_per_minute": round(len(revalidated) * per_minute),
+        "bytes_per_minute_transferred": round(transferred * per_minute),
+        "bytes_per_minute_without_revalidation": round(bodies * per_minute),
+        "by_path": sorted({r["path"] for r in reads}),
+    }
+    (ARTIFACTS / "traffic.json").write_text(json.dumps(report, indent=2))
+    print("traffic:", json.dumps(report))

@@ -12,6 +12,7 @@
 //! synchronous: each call is one short local transaction.
 
 pub mod addon_schema;
+pub mod api;
 pub mod credentials;
 pub mod diff;
 pub mod engine;

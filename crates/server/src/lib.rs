@@ -5,6 +5,7 @@
 //! is described by an OpenAPI 3.1 document generated from the route table ([`openapi`]).
 
 pub mod auth;
+pub mod conditional;
 pub mod error;
 pub mod kube_wiring;
 pub mod limits;
@@ -55,6 +56,8 @@ pub struct AppInner {
     pub sim_kube_api: Option<String>,
     /// Shared upstream log follows of the job-log WebSockets.
     pub log_hub: Arc<log_hub::LogHub>,
+    /// Live reads of clusters shared by concurrent readers for a moment (`core::api::live`).
+    pub live_clusters: instantstart_core::api::clusters::LiveClusters,
 }
 
 /// How the simulated cloud's Kubernetes is reached.
@@ -243,6 +246,7 @@ impl AppState {
             openapi: OnceLock::new(),
             sim_kube_api: kube_api_url,
             log_hub: Arc::default(),
+            live_clusters: instantstart_core::api::live::LiveReads::new(instantstart_core::api::live::LIVE_READ_TTL),
         }));
         Ok(Assembled { state, new_admin_token })
     }

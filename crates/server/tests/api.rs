@@ -540,6 +540,50 @@ async fn openapi_document_is_generated_and_stable() {
     insta::assert_json_snapshot!("openapi", doc);
 }
 
+/// Reads carry a strong ETag; revalidating with it answers 304 and no body until the data
+/// changes; errors and mutations carry none. Concurrent reads of one cluster share one live read.
+#[tokio::test]
+async fn reads_are_conditional_and_live_cluster_reads_are_shared() {
+    let app = test_app(1000.0);
+    let first = app.get("/api/clusters").await;
+    assert_eq!(first.status, StatusCode::OK);
+    let tag = first.headers[header::ETAG].to_str().unwrap().to_string();
+    assert!(tag.starts_with('"'), "strong tag: {tag}");
+    assert_eq!(first.headers[header::CACHE_CONTROL], "no-cache");
+    let again = app.send(Method::GET, "/api/clusters", None, &[("if-none-match", &tag)]).await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(again.body, Value::String(String::new()), "a 304 has no body");
+    assert_eq!(again.headers[header::ETAG].to_str().unwrap(), tag);
+    // A weak comparison: W/ is ignored; another tag is not a match.
+    let weak = app.send(Method::GET, "/api/clusters", None, &[("if-none-match", &format!("W/{tag}"))]).await;
+    assert_eq!(weak.status, StatusCode::NOT_MODIFIED);
+    let other = app.send(Method::GET, "/api/clusters", None, &[("if-none-match", "\"nope\"")]).await;
+    assert_eq!(other.status, StatusCode::OK);
+
+    // A change: the same revalidation now gets the new document and a new tag.
+    let created = app.send(Method::POST, "/api/clusters", Some(create_body("etag")), &[]).await;
+    assert_eq!(created.status, StatusCode::ACCEPTED, "{}", created.body);
+    assert!(!created.headers.contains_key(header::ETAG), "mutations are not tagged");
+    let changed = app.send(Method::GET, "/api/clusters", None, &[("if-none-match", &tag)]).await;
+    assert_eq!(changed.status, StatusCode::OK);
+    assert_ne!(changed.headers[header::ETAG].to_str().unwrap(), tag);
+    // Errors are not tagged.
+    let missing = app.get("/api/clusters/nope").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(!missing.headers.contains_key(header::ETAG));
+
+    // Eight concurrent reads of one cluster: one EKS DescribeCluster among them.
+    let id = created.body["operation"]["id"].as_str().unwrap().to_string();
+    app.wait_op(&id).await;
+    let sim = app.state.sim.as_ref().unwrap();
+    // Let the last shared read go stale, then count.
+    tokio::time::sleep(instantstart_core::api::live::LIVE_READ_TTL).await;
+    let before = sim.calls("eks:DescribeCluster");
+    let reads = futures::future::join_all((0..8).map(|_| app.get("/api/clusters/etag"))).await;
+    assert!(reads.iter().all(|r| r.status == StatusCode::OK && r.body["eks"]["name"].is_string()), "live state read");
+    assert_eq!(sim.calls("eks:DescribeCluster") - before, 1, "one shared live read");
+}
+
 /// A create or import request without `region` uses the server's default region (`--region`),
 /// and the recorded request says which; a region that is not a string is still a 400.
 #[tokio::test]

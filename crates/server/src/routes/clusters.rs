@@ -9,11 +9,11 @@ use aide::axum::routing::{get_with, post_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
+use instantstart_core::api;
 use instantstart_core::engine::audit;
-use instantstart_core::operation::{OperationKind, OperationStatus};
-use instantstart_core::provider::{ClusterNode, EksCluster, HyperPodCluster};
+use instantstart_core::operation::OperationKind;
 use instantstart_core::spec::{ClusterCreateRequest, fill_default_region};
-use instantstart_core::store::{ACTIVE_CLUSTER, ClusterRecord, OperationHead};
+use instantstart_core::store::ACTIVE_CLUSTER;
 use instantstart_core::workflow::cluster_target;
 use instantstart_core::workflow::delete_cluster::DeleteClusterRequest;
 use instantstart_core::workflow::import_cluster::ImportClusterRequest;
@@ -21,48 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-/// Lifecycle state of a cluster, derived from its latest operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ClusterStatus {
-    Creating,
-    Ready,
-    Failed,
-    Deleting,
-    DeleteFailed,
-    Importing,
-    /// A change (instance groups, nodes, features) is running.
-    Updating,
-}
-
-/// Summary of an operation on a cluster.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct OperationSummary {
-    pub id: String,
-    pub kind: OperationKind,
-    pub status: OperationStatus,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ClusterView {
-    #[serde(flatten)]
-    pub record: ClusterRecord,
-    pub active: bool,
-    pub status: ClusterStatus,
-    pub last_operation: Option<OperationSummary>,
-}
-
-/// A cluster with live state read from the provider.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ClusterDetail {
-    #[serde(flatten)]
-    pub view: ClusterView,
-    pub eks: Option<EksCluster>,
-    pub hyperpod: Option<HyperPodCluster>,
-    pub nodes: Vec<ClusterNode>,
-    /// Why live state could not be read, if it could not.
-    pub live_error: Option<String>,
-}
+use instantstart_core::api::clusters::{ClusterDetail, ClusterView};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ClusterPath {
@@ -155,84 +114,12 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
-/// Kinds whose latest operation decides a cluster's lifecycle status.
-const LIFECYCLE: [OperationKind; 3] =
-    [OperationKind::CreateCluster, OperationKind::ImportCluster, OperationKind::DeleteCluster];
-
-/// The status of a cluster from its latest lifecycle operation (create/import/delete) and its
-/// latest operation of any kind (a running change makes a ready cluster `updating`).
-fn view_of(
-    record: ClusterRecord,
-    active: Option<&str>,
-    lifecycle: Option<&OperationHead>,
-    latest: Option<&OperationHead>,
-) -> ClusterView {
-    let mut status = match lifecycle {
-        None => ClusterStatus::Ready,
-        Some(op) => match (op.kind, op.status) {
-            (OperationKind::CreateCluster, OperationStatus::Running) => ClusterStatus::Creating,
-            (OperationKind::ImportCluster, OperationStatus::Running) => ClusterStatus::Importing,
-            (OperationKind::DeleteCluster, OperationStatus::Running) => ClusterStatus::Deleting,
-            (OperationKind::DeleteCluster, _) => ClusterStatus::DeleteFailed,
-            (_, OperationStatus::Succeeded) => ClusterStatus::Ready,
-            _ => ClusterStatus::Failed,
-        },
-    };
-    if status == ClusterStatus::Ready && latest.is_some_and(|op| op.status == OperationStatus::Running) {
-        status = ClusterStatus::Updating;
-    }
-    ClusterView {
-        active: active == Some(record.name.as_str()),
-        record,
-        status,
-        last_operation: latest.map(|op| OperationSummary { id: op.id.0.clone(), kind: op.kind, status: op.status }),
-    }
-}
-
-/// Views of `records`: two store queries whatever the number of clusters.
-fn views(state: &AppState, records: Vec<ClusterRecord>, active: Option<&str>) -> Result<Vec<ClusterView>, ApiError> {
-    let targets: Vec<String> = records.iter().map(|r| cluster_target(&r.name)).collect();
-    let lifecycle = state.store.latest_operations(&targets, &LIFECYCLE)?;
-    let latest = state.store.latest_operations(&targets, &[])?;
-    Ok(records
-        .into_iter()
-        .zip(&targets)
-        .map(|(record, target)| view_of(record, active, lifecycle.get(target), latest.get(target)))
-        .collect())
-}
-
-fn view(state: &AppState, record: ClusterRecord, active: Option<&str>) -> Result<ClusterView, ApiError> {
-    Ok(views(state, vec![record], active)?.pop().expect("one view per record"))
-}
-
 async fn list(State(state): State<AppState>) -> Result<Json<Vec<ClusterView>>, ApiError> {
-    let active = state.store.get_setting(ACTIVE_CLUSTER)?;
-    let records = state.store.list_clusters()?;
-    Ok(Json(views(&state, records, active.as_deref())?))
+    Ok(Json(api::clusters::list(state.store.as_ref())?))
 }
 
 async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<ClusterPath>) -> Result<Json<ClusterDetail>, ApiError> {
-    let record =
-        state.store.get_cluster(&p.name)?.ok_or_else(|| ApiError::NotFound(format!("no cluster named {}", p.name)))?;
-    let active = state.store.get_setting(ACTIVE_CLUSTER)?;
-    let region = record.region.clone();
-    let (eks_name, hp_name) = (record.eks_cluster.clone(), record.hyperpod_cluster.clone());
-    let view = view(&state, record, active.as_deref())?;
-    let mut detail = ClusterDetail { view, eks: None, hyperpod: None, nodes: vec![], live_error: None };
-    let live = async {
-        detail.eks = state.aws.describe_eks_cluster(&region, &eks_name).await?;
-        if let Some(hp) = &hp_name {
-            detail.hyperpod = state.aws.describe_hyperpod_cluster(&region, hp).await?;
-            if detail.hyperpod.is_some() {
-                detail.nodes = state.aws.list_cluster_nodes(&region, hp).await?;
-            }
-        }
-        Ok::<_, instantstart_core::provider::ProviderError>(())
-    };
-    if let Err(e) = live.await {
-        detail.live_error = Some(e.to_string());
-    }
-    Ok(Json(detail))
+    Ok(Json(api::clusters::get(state.store.as_ref(), state.aws.as_ref(), &state.live_clusters, &p.name).await?))
 }
 
 async fn create(

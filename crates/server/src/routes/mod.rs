@@ -7,6 +7,8 @@
 //! - `400` invalid, `401` unauthenticated, `403` wrong scope/CSRF, `404`, `409` conflict (another
 //!   mutation on the target is running, or an idempotency key reused with another body),
 //!   `422` valid but impossible (e.g. an immutable field).
+//! - Successful JSON reads carry a strong `ETag`; `If-None-Match` with it answers `304`
+//!   (`crate::conditional`).
 
 mod clusters;
 mod context;
@@ -62,7 +64,9 @@ pub fn router(state: AppState) -> axum::Router {
     if state.sim.is_some() {
         protected = protected.merge(sim::routes());
     }
-    let protected = protected.route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
+    let protected = protected
+        .route_layer(middleware::from_fn(crate::conditional::conditional_get))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
     let mut api = OpenApi::default();
     let documented = ApiRouter::new()
         .merge(protected)

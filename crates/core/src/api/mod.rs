@@ -1,0 +1,9 @@
+//! The front door of the domain, one module per noun the faces use: its view types, its reads
+//! and its rules. Server handlers extract, call `api::<noun>::<verb>` and map the result; the
+//! CLI and the MCP server read the same types through the REST client.
+//!
+//! Nouns move here one at a time (issue #20); the others still live in `workflow` and
+//! `workload`.
+
+pub mod clusters;
+pub mod live;
