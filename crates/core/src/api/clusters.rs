@@ -7,8 +7,9 @@
 //!   operation and the latest operation of every cluster at once).
 //! - The live part of one cluster (EKS `DescribeCluster`, SageMaker `DescribeCluster` and
 //!   `ListClusterNodes`) is read through [`LiveReads`]: concurrent readers share one read, and
-//!   a read is reused for at most [`LIVE_READ_TTL`](super::live::LIVE_READ_TTL). The record and
-//!   the status come from the store on every call.
+//!   a read is reused for at most [`LIVE_READ_TTL`](super::live::LIVE_READ_TTL), and never
+//!   across a change of the cluster's latest operation (one starting or finishing: its result
+//!   is read fresh). The record and the status come from the store on every call.
 //! - A live read that fails does not fail the request: the detail says why in `live_error`.
 
 use super::live::LiveReads;
@@ -71,8 +72,13 @@ pub struct LiveCluster {
     pub nodes: Vec<ClusterNode>,
 }
 
-/// Shared live reads of clusters, by region and EKS/HyperPod names.
-pub type LiveClusters = LiveReads<(String, String, Option<String>), LiveCluster>;
+/// What a live read of a cluster is shared under: its region, EKS and HyperPod names, and its
+/// latest operation with that operation's status, so that a read after an operation on the
+/// cluster changed state (started, finished) never reuses one from before.
+pub type LiveKey = (String, String, Option<String>, Option<(String, OperationStatus)>);
+
+/// Shared live reads of clusters.
+pub type LiveClusters = LiveReads<LiveKey, LiveCluster>;
 
 /// Kinds whose latest operation decides a cluster's lifecycle status.
 const LIFECYCLE: [OperationKind; 3] =
@@ -144,10 +150,11 @@ pub async fn get(
 ) -> Result<ClusterDetail, EngineError> {
     let view = view(store, name)?;
     let r = &view.record;
-    let key = (r.region.clone(), r.eks_cluster.clone(), r.hyperpod_cluster.clone());
+    let latest = view.last_operation.as_ref().map(|op| (op.id.clone(), op.status));
+    let key = (r.region.clone(), r.eks_cluster.clone(), r.hyperpod_cluster.clone(), latest);
     let read = live
         .get(&key, || async {
-            let (region, eks_name, hp_name) = &key;
+            let (region, eks_name, hp_name, _) = &key;
             let mut l = LiveCluster { eks: aws.describe_eks_cluster(region, eks_name).await?, ..Default::default() };
             if let Some(hp) = hp_name {
                 l.hyperpod = aws.describe_hyperpod_cluster(region, hp).await?;
