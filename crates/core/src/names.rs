@@ -201,6 +201,35 @@ impl DerivedNames {
     }
 }
 
+/// Namespaces that hold the cluster's own machinery: Kubernetes' (every `kube-` name is
+/// reserved for it: "Avoid creating namespaces with the prefix `kube-`, since it is reserved
+/// for Kubernetes system namespaces", kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/)
+/// and those of the add-ons and charts InstantStart installs. Workloads are refused there: a
+/// job or endpoint in one would run with the operators' service accounts and secrets at hand.
+pub const SYSTEM_NAMESPACES: &[&str] = &[
+    "aws-hyperpod",
+    "hyperpod-inference-system",
+    "cert-manager",
+    "keda",
+    "kuberay-operator",
+    "monitoring",
+    "amazon-cloudwatch",
+    "kubeflow",
+    "mpi-operator",
+];
+
+/// A namespace a workload (job, download, endpoint) may run in: a DNS-1123 label that is not
+/// one of [`SYSTEM_NAMESPACES`] and does not start with `kube-`.
+pub fn workload_namespace(name: &str) -> Result<(), String> {
+    dns1123_label(name)?;
+    if name.starts_with("kube-") || SYSTEM_NAMESPACES.contains(&name) {
+        return Err(format!(
+            "{name} is a system namespace (Kubernetes' own or an operator's); workloads run in other namespaces, e.g. default"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,5 +293,27 @@ mod tests {
         assert!(hyperpod_name(&d.hyperpod_cluster).is_ok());
         assert!(eks_cluster_name(&d.eks_cluster).is_ok());
         assert!(s3_bucket_name(&DerivedNames::default_bucket(&name, "123456789012", "ap-southeast-2")).is_ok());
+    }
+
+    #[test]
+    fn workload_namespaces_exclude_system_ones() {
+        let cases: &[(&str, bool)] = &[
+            ("default", true),
+            ("team-a", true),
+            ("kube-system", false),
+            ("kube-public", false),
+            ("kube-node-lease", false),
+            ("kube-anything", false),
+            ("aws-hyperpod", false),
+            ("keda", false),
+            ("monitoring", false),
+            ("kubeflow", false),
+            ("Team", false),
+            ("", false),
+        ];
+        for (ns, ok) in cases {
+            assert_eq!(workload_namespace(ns).is_ok(), *ok, "{ns}: {:?}", workload_namespace(ns));
+        }
+        assert!(workload_namespace("kube-system").unwrap_err().contains("system namespace"));
     }
 }

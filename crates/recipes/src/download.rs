@@ -186,7 +186,7 @@ fn pip_requirement(req: &str) -> Result<(), String> {
 
 impl Validate for ModelDownloadParams {
     fn validate(&self, f: &mut Findings) {
-        check(f, "namespace", names::dns1123_label(&self.namespace));
+        check(f, "namespace", names::workload_namespace(&self.namespace));
         check(f, "repo_id", hf_repo_id(&self.repo_id));
         if let Some(r) = &self.revision {
             check(f, "revision", git_revision(r));

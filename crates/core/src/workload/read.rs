@@ -290,7 +290,8 @@ pub async fn list_jobs(
     kube: &dyn KubeApi,
     target: &KubeTarget,
     namespace: Option<&str>,
-) -> Result<Vec<JobSummary>, ProviderError> {
+) -> Result<Vec<JobSummary>, ReadError> {
+    check_namespace(namespace)?;
     let mut jobs = Vec::new();
     for kind in JOB_KINDS {
         jobs.extend(list_or_empty(kube, target, &ours(namespace, vec![], kind)).await?);
@@ -325,6 +326,15 @@ pub enum ReadError {
     NotReady(String),
 }
 
+/// A `?namespace=` a read names must be a namespace name (DNS-1123 label): a 400 naming
+/// `namespace` otherwise, before anything is asked of the cluster.
+pub fn check_namespace(namespace: Option<&str>) -> Result<(), ReadError> {
+    match namespace.map(crate::names::dns1123_label) {
+        Some(Err(rule)) => Err(crate::validate::ValidationError::invalid("namespace", rule).into()),
+        _ => Ok(()),
+    }
+}
+
 /// Finds training job `name` (in `namespace`, or the only namespace that has one), InstantStart's
 /// or foreign.
 pub async fn find_job(
@@ -333,6 +343,7 @@ pub async fn find_job(
     name: &str,
     namespace: Option<&str>,
 ) -> Result<KubeObject, ReadError> {
+    check_namespace(namespace)?;
     let mut found = Vec::new();
     for kind in JOB_KINDS {
         found.extend(list_or_empty(kube, target, &ours(namespace, vec![], kind)).await?);

@@ -154,7 +154,7 @@ impl RoutingStrategy {
 impl Validate for ManagedEndpointParams {
     fn validate(&self, f: &mut Findings) {
         check(f, "name", names::dns1123_label(&self.name));
-        check(f, "namespace", names::dns1123_label(&self.namespace));
+        check(f, "namespace", names::workload_namespace(&self.namespace));
         if let Some(m) = &self.model_name {
             check(f, "model_name", names::hyperpod_name(m));
         }

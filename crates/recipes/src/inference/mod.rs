@@ -238,7 +238,7 @@ impl Validate for ServingParams {
         if self.name.len() > SERVING_NAME_MAX {
             f.push("name", format!("must be at most {SERVING_NAME_MAX} characters"));
         }
-        check(f, "namespace", names::dns1123_label(&self.namespace));
+        check(f, "namespace", names::workload_namespace(&self.namespace));
         check(f, "image", image_ref(&self.image));
         self.validate_replica(f);
         if self.replicas == 0 || self.replicas > MAX_REPLICAS {

@@ -139,7 +139,7 @@ pub struct ServiceParams {
 impl Validate for ServiceParams {
     fn validate(&self, f: &mut Findings) {
         check(f, "name", names::dns1123_label(&self.name));
-        check(f, "namespace", names::dns1123_label(&self.namespace));
+        check(f, "namespace", names::workload_namespace(&self.namespace));
         f.at("backends", |f| self.backends.validate(f));
         check(f, "port", port(self.port));
         check(f, "target_port", port(self.target_port));

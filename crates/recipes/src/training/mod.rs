@@ -105,7 +105,7 @@ impl TrainingJob {
         if self.name.len() > TRAINING_NAME_MAX {
             f.push("name", format!("must be at most {TRAINING_NAME_MAX} characters (operators append suffixes)"));
         }
-        check(f, "namespace", names::dns1123_label(&self.namespace));
+        check(f, "namespace", names::workload_namespace(&self.namespace));
         check(f, "image", image_ref(&self.image));
         self.validate_hardware(f);
         if self.nodes == 0 {

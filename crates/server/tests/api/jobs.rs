@@ -112,6 +112,27 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(elsewhere), &[]).await;
     assert_eq!((r.status, fields(&r.body)), (StatusCode::UNPROCESSABLE_ENTITY, vec!["job.namespace".to_string()]));
 
+    // System namespaces (Kubernetes' own, the operators') are refused for workloads, naming the
+    // field; a `?namespace=` that is not a namespace name is a 400 before the cluster is asked.
+    for ns in ["kube-system", "kube-node-lease", "aws-hyperpod", "keda"] {
+        let mut system = hyperpod_job("llama", 2);
+        system["job"]["namespace"] = json!(ns);
+        let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(system), &[]).await;
+        assert!(matches!(r.status, StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY), "{ns}: {:#}", r.body);
+        let findings = r.body["findings"].as_array().unwrap();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f["field"] == "job.namespace" && f["rule"].as_str().unwrap().contains("system namespace")),
+            "{ns}: {:#}",
+            r.body
+        );
+    }
+    for uri in ["/api/clusters/demo/jobs?namespace=Not_A_Namespace", "/api/clusters/demo/jobs/llama?namespace=-x"] {
+        let r = app.get(uri).await;
+        assert_eq!((r.status, fields(&r.body)), (StatusCode::BAD_REQUEST, vec!["namespace".to_string()]), "{uri}");
+    }
+
     // Submit a HyperPod job and a Ray job.
     let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(hyperpod_job("llama", 2)), &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
