@@ -931,6 +931,32 @@ fn postgres_refuses_to_change_the_audit_log() {
 }
 
 #[test]
+fn postgres_calls_work_from_tokio_worker_threads() {
+    // The server calls the (synchronous) store from tokio workers, where the blocking client
+    // would panic if it ran on the caller's thread.
+    let Some(server) = pg_server() else { return };
+    let store: Arc<dyn StoreBackend> = Arc::new(PostgresStore::connect(&server.create_database()).unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let got = runtime.block_on(async move {
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store.set_setting(&format!("k{i}"), Some("v")).unwrap();
+                    store.get_setting(&format!("k{i}")).unwrap()
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        for t in tasks {
+            got.push(t.await.unwrap());
+        }
+        got
+    });
+    assert_eq!(got, vec![Some("v".to_string()); 8]);
+}
+
+#[test]
 fn postgres_unreachable_or_malformed_is_a_backend_error() {
     // A loopback port nobody listens on (bound, then released).
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
