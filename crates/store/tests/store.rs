@@ -957,6 +957,39 @@ fn postgres_calls_work_from_tokio_worker_threads() {
 }
 
 #[test]
+fn postgres_connections_broken_under_the_store_are_reopened() {
+    let Some(server) = pg_server() else { return };
+    let url = server.create_database();
+    let store = PostgresStore::connect(&url).unwrap();
+    store.set_setting("k", Some("v")).unwrap();
+    let mut admin = server.admin();
+    let db = url.rsplit('/').next().unwrap().to_string();
+    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", &[&db]).unwrap();
+    // A call on a connection that broke fails (the store cannot know whether a write
+    // committed, so it does not retry); the next call on that thread reconnects. The store has
+    // four connection threads, so at most four calls fail before every one has reconnected.
+    let (mut failures, mut in_a_row) = (Vec::new(), 0);
+    for _ in 0..40 {
+        match store.get_setting("k") {
+            Ok(v) => {
+                assert_eq!(v.as_deref(), Some("v"));
+                in_a_row += 1;
+            }
+            Err(e) => {
+                failures.push(e);
+                in_a_row = 0;
+            }
+        }
+        if in_a_row == 8 {
+            break;
+        }
+    }
+    assert!(failures.len() <= 4 && in_a_row == 8, "{failures:?}");
+    store.set_setting("k", Some("w")).unwrap();
+    assert_eq!(store.get_setting("k").unwrap().as_deref(), Some("w"));
+}
+
+#[test]
 fn postgres_unreachable_or_malformed_is_a_backend_error() {
     // A loopback port nobody listens on (bound, then released).
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
