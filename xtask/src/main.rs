@@ -3,7 +3,8 @@
 //! - `test`: the whole test suite, installing what it needs when missing (a Python venv with
 //!   schemathesis, pytest, Selenium, the MCP Python SDK and moto; Chromium from apt): format check,
 //!   clippy, every cargo test, the OpenAPI fuzzer against a real server on loopback, the MCP
-//!   suite, then the web UI suite. `.ci/run` calls it.
+//!   suite, then the web UI suite; PostgreSQL (for the store's tests) from apt when missing.
+//!   `.ci/run` calls it.
 //! - `lint`: format check and clippy only.
 //! - `deploy-lint`: cfn-lint of `deploy/cloudformation/management.yaml`.
 //! - `fuzz-api`: only the schemathesis run.
@@ -204,6 +205,35 @@ fn ensure_chromium() -> Result<()> {
     apt(&["install", "-y", "-qq", "chromium", "chromium-driver"])
 }
 
+/// PostgreSQL's server binaries for the store crate's PostgreSQL tests (each test run starts a
+/// private server from them), installed with apt-get when missing, like Chromium. Found in
+/// `PG_BIN`, `/usr/lib/postgresql/<version>/bin` or `PATH`; nothing to do when
+/// `INSTANTSTART_SKIP_POSTGRES=1` (those tests then run on SQLite only).
+fn ensure_postgres() -> Result<()> {
+    if std::env::var("INSTANTSTART_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
+        return Ok(());
+    }
+    let has_initdb = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
+    let installed = std::env::var_os("PG_BIN").is_some_and(|d| has_initdb(Path::new(&d)))
+        || std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| has_initdb(&e.path().join("bin")))
+        || std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| has_initdb(&d)));
+    if installed {
+        return Ok(());
+    }
+    eprintln!("PostgreSQL's initdb and pg_ctl are missing: installing postgresql with apt-get");
+    let apt = |args: &[&str]| {
+        run(Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive")).context(
+            "installing PostgreSQL needs root and Debian's apt; or set PG_BIN, or INSTANTSTART_SKIP_POSTGRES=1",
+        )
+    };
+    apt(&["update", "-qq"])?;
+    apt(&["install", "-y", "-qq", "postgresql"])
+}
+
 /// The end-to-end web UI suite: a real server (built here) and a real headless Chromium.
 fn ui_test() -> Result<()> {
     ensure_chromium()?;
@@ -326,6 +356,8 @@ fn main() -> Result<()> {
             // The AWS adapter's integration tests start moto_server from the venv; its
             // model-validation suite reads botocore's service models from it.
             let venv = phases.run("venv", venv)?;
+            // The store's tests start a private PostgreSQL server.
+            phases.run("postgres", ensure_postgres)?;
             phases.run("cargo test", || {
                 run(cargo()
                     .args(["test", "--workspace"])

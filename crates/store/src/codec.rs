@@ -1,4 +1,5 @@
-//! Conversions between domain values and SQLite columns, and error mapping.
+//! Conversions between domain values and database columns (SQLite and PostgreSQL store the same
+//! text encodings), and error mapping.
 //!
 //! Timestamps are stored as RFC 3339 text in UTC with a fixed nanosecond fraction
 //! (`2025-01-02T03:04:05.123456789Z`): the text round-trips a `DateTime<Utc>` exactly, and its
@@ -12,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Display;
 
-/// Adds context to a SQLite error, turning it into a [`StoreError::Backend`].
+/// Adds context to a database error, turning it into a [`StoreError::Backend`].
 pub(crate) trait Context<T> {
     fn ctx(self, what: &str) -> Result<T, StoreError>;
 }
@@ -20,6 +21,23 @@ pub(crate) trait Context<T> {
 impl<T> Context<T> for rusqlite::Result<T> {
     fn ctx(self, what: &str) -> Result<T, StoreError> {
         self.map_err(|e| StoreError::Backend(format!("{what}: {e}")))
+    }
+}
+
+impl<T> Context<T> for Result<T, ::postgres::Error> {
+    fn ctx(self, what: &str) -> Result<T, StoreError> {
+        self.map_err(|e| StoreError::Backend(format!("{what}: {}", pg_message(&e))))
+    }
+}
+
+/// A PostgreSQL error as text: the server's SQLSTATE, message and detail when it sent one.
+pub(crate) fn pg_message(e: &::postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{} ({}): {detail}", db.message(), db.code().code()),
+            None => format!("{} ({})", db.message(), db.code().code()),
+        },
+        None => e.to_string(),
     }
 }
 
@@ -63,9 +81,10 @@ pub(crate) fn enum_str<T: Serialize>(column: &str, v: &T) -> Result<String, Stor
     }
 }
 
-/// SQLite integers are signed 64-bit.
+/// Database integers (SQLite `INTEGER`, PostgreSQL `BIGINT`) are signed 64-bit.
 pub(crate) fn u64_to_sql(column: &str, v: u64) -> Result<i64, StoreError> {
-    i64::try_from(v).map_err(|_| StoreError::Backend(format!("{column} value {v} does not fit in a SQLite integer")))
+    i64::try_from(v)
+        .map_err(|_| StoreError::Backend(format!("{column} value {v} does not fit in a signed 64-bit integer")))
 }
 
 pub(crate) fn u32_from_sql(column: &str, v: i64) -> Result<u32, StoreError> {

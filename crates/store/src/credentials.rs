@@ -1,4 +1,6 @@
 //! [`CredentialStore`] over the `tokens` and `sessions` tables of [`SqliteStore`].
+//!
+//! Its tests (`tests/credentials.rs`) run on every backend.
 
 use crate::codec::{Context, corrupt, opt_ts, parse_opt_ts, parse_ts, ts};
 use crate::sqlite::{SqliteStore, insert_audit};
@@ -158,91 +160,5 @@ impl CredentialStore for SqliteStore {
             .ctx("delete sessions")?;
             Ok(())
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use instantstart_core::operation::{Actor, Face};
-    use instantstart_core::store::Store;
-
-    fn audit(action: &str, target: &str) -> AuditEntry {
-        AuditEntry {
-            at: Utc::now(),
-            actor: Actor { face: Face::Cli, principal: "admin".into() },
-            action: action.into(),
-            target: target.into(),
-            operation_id: None,
-            detail: serde_json::json!({}),
-        }
-    }
-
-    fn token(name: &str, sha: &str) -> TokenRecord {
-        TokenRecord {
-            name: name.into(),
-            scope: Scope::Read,
-            sha256: sha.into(),
-            created_at: Utc::now(),
-            expires_at: Some(Utc::now() + chrono::Duration::hours(1)),
-            created_by: "admin".into(),
-        }
-    }
-
-    fn session(id: &str, token: &str, token_sha: &str, secs: i64) -> SessionRecord {
-        SessionRecord {
-            id_sha256: id.into(),
-            token_name: token.into(),
-            token_sha256: token_sha.into(),
-            scope: Scope::Read,
-            csrf: "c".into(),
-            created_at: Utc::now(),
-            expires_at: Utc::now() + chrono::Duration::seconds(secs),
-        }
-    }
-
-    #[test]
-    fn tokens_round_trip_and_names_are_unique() {
-        let s = SqliteStore::open_in_memory().unwrap();
-        let t = token("agent", "h1");
-        s.insert_token(&t, &audit("token.create", "token/agent")).unwrap();
-        assert_eq!(s.find_token("h1").unwrap(), Some(t.clone()));
-        assert_eq!(s.list_tokens().unwrap(), vec![t]);
-        let dup = s.insert_token(&token("agent", "h2"), &audit("token.create", "token/agent")).unwrap_err();
-        assert!(matches!(dup, StoreError::AlreadyExists { .. }), "{dup}");
-        assert_eq!(s.find_token("h2").unwrap(), None);
-        // Only the first create was audited: the failed one left nothing behind.
-        assert_eq!(Store::list_audit(&s, Some("token/agent"), 10).unwrap().len(), 1);
-    }
-
-    #[test]
-    fn revoking_a_token_ends_its_sessions_only() {
-        let s = SqliteStore::open_in_memory().unwrap();
-        s.insert_token(&token("a", "ha"), &audit("token.create", "token/a")).unwrap();
-        s.insert_token(&token("b", "hb"), &audit("token.create", "token/b")).unwrap();
-        s.insert_session(&session("s1", "a", "ha", 60)).unwrap();
-        s.insert_session(&session("s2", "b", "hb", 60)).unwrap();
-        s.revoke_token("a", &audit("token.revoke", "token/a")).unwrap();
-        let now = Utc::now();
-        assert_eq!(s.find_token("ha").unwrap(), None);
-        assert_eq!(s.find_session("s1", now).unwrap(), None);
-        assert!(s.find_session("s2", now).unwrap().is_some());
-        let missing = s.revoke_token("a", &audit("token.revoke", "token/a")).unwrap_err();
-        assert!(matches!(missing, StoreError::NotFound { .. }), "{missing}");
-    }
-
-    #[test]
-    fn sessions_expire_and_end_on_logout() {
-        let s = SqliteStore::open_in_memory().unwrap();
-        s.insert_session(&session("old", "admin", "h", -1)).unwrap();
-        s.insert_session(&session("new", "admin", "h", 60)).unwrap();
-        s.insert_session(&session("other", "admin", "h2", 60)).unwrap();
-        let now = Utc::now();
-        assert_eq!(s.find_session("old", now).unwrap(), None);
-        assert!(s.find_session("new", now).unwrap().is_some());
-        s.delete_session("new").unwrap();
-        assert_eq!(s.find_session("new", now).unwrap(), None);
-        s.delete_sessions_of("admin", Some("h")).unwrap();
-        assert_eq!(s.find_session("other", now).unwrap(), None);
     }
 }

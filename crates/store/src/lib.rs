@@ -1,9 +1,13 @@
-//! SQLite implementation of InstantStart's [`Store`](instantstart_core::store::Store) trait.
+//! SQLite and PostgreSQL implementations of InstantStart's
+//! [`Store`](instantstart_core::store::Store) trait.
 //!
 //! [`SqliteStore`] keeps the control plane's durable state — operations and their steps, the
-//! append-only audit log, the cluster registry and settings — in one SQLite file.
+//! append-only audit log, the cluster registry and settings — in one SQLite file (the default).
+//! [`PostgresStore`] keeps the same state, with the same guarantees, in a PostgreSQL database
+//! that several servers can share (see its module docs for how each guarantee is kept there).
+//! [`StoreUrl`] and [`open_store`] choose between them from a URL.
 //!
-//! # Guarantees
+//! # Guarantees (both backends; described here for SQLite)
 //! - Every trait call is exactly one transaction (writes use `BEGIN IMMEDIATE`), committed
 //!   before the call returns. The database runs in WAL mode with `synchronous=FULL`, so a
 //!   committed call survives a process crash (and a power loss, as far as the disk honours
@@ -21,8 +25,12 @@
 
 mod codec;
 mod credentials;
+mod postgres;
 mod schema;
 mod sqlite;
+mod url;
 
+pub use postgres::PostgresStore;
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
+pub use url::{InvalidStoreUrl, StoreBackend, StoreUrl, open_store};

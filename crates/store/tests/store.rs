@@ -1,8 +1,12 @@
-//! Integration tests of `SqliteStore` against the `Store` trait contract, including a crash
-//! test that kills a writer process with SIGKILL at random points and checks that nothing it
-//! reported as committed was lost.
+//! Integration tests of the `Store` trait contract, each run on every backend (SQLite in memory
+//! and in a file, PostgreSQL: see `common`), plus each backend's own durability and schema
+//! tests, including a crash test that kills a SQLite writer process with SIGKILL at random
+//! points and checks that nothing it reported as committed was lost.
+
+mod common;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use common::{backends, pg_server, shared_backends};
 use instantstart_core::engine::step_token;
 use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, OperationId, OperationKind, OperationStatus, ResourceRef, Step, StepPhase,
@@ -12,7 +16,7 @@ use instantstart_core::spec::ClusterCreateRequest;
 use instantstart_core::store::{
     ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Inserted, OperationFilter, OperationHead, Store, StoreError,
 };
-use instantstart_store::{SCHEMA_VERSION, SqliteStore};
+use instantstart_store::{PostgresStore, SCHEMA_VERSION, SqliteStore, StoreBackend};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -66,19 +70,6 @@ fn insert_new(store: &dyn Store, op: NewOperation) -> instantstart_core::operati
     }
 }
 
-/// A file store in a temporary directory (kept alive by the returned guard).
-fn file_store() -> (SqliteStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteStore::open(&dir.path().join("state.db")).expect("open");
-    (store, dir)
-}
-
-/// Both backends, so every contract test runs on each.
-fn backends() -> Vec<(&'static str, SqliteStore, Option<tempfile::TempDir>)> {
-    let (file, dir) = file_store();
-    vec![("memory", SqliteStore::open_in_memory().expect("open"), None), ("file", file, Some(dir))]
-}
-
 fn cluster_request(name: &str) -> ClusterCreateRequest {
     serde_json::from_value(json!({
         "name": name,
@@ -98,10 +89,11 @@ fn at(secs: i64, nanos: u32) -> DateTime<Utc> {
 #[test]
 fn insert_records_the_operation_its_steps_and_an_audit_entry() {
     for (name, store, _dir) in backends() {
+        let store = &*store;
         let request = json!({"name": "demo", "nested": {"b": [1, 2.5, null], "a": "x"}});
         let new = new_op("cluster/demo", Some("key-1"), request.clone());
         let before = Utc::now();
-        let op = insert_new(&store, new.clone());
+        let op = insert_new(store, new.clone());
         assert_eq!(op.id, new.id, "{name}");
         assert_eq!(op.kind, OperationKind::CreateCluster);
         assert_eq!(op.target, "cluster/demo");
@@ -184,7 +176,8 @@ fn idempotency_keys_return_the_same_operation_or_refuse_a_different_request() {
         Case { name: "no key", key: None, target: "cluster/d", request: json!({"n": 1}), expect: "new" },
     ];
     for (backend, store, _dir) in backends() {
-        let first = insert_new(&store, new_op("cluster/a", Some("k1"), json!({"n": 1})));
+        let store = &*store;
+        let first = insert_new(store, new_op("cluster/a", Some("k1"), json!({"n": 1})));
         // Also once the first operation has finished, and with its state changed.
         store.set_operation_status(&first.id, OperationStatus::Succeeded, None).unwrap();
         let first = store.get_operation(&first.id).unwrap().unwrap();
@@ -216,7 +209,8 @@ fn idempotency_keys_return_the_same_operation_or_refuse_a_different_request() {
 #[test]
 fn a_running_operation_holds_its_target_until_it_finishes() {
     for (name, store, _dir) in backends() {
-        let first = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        let store = &*store;
+        let first = insert_new(store, new_op("cluster/demo", None, json!({})));
         let second = new_op("cluster/demo", Some("k"), json!({"x": 1}));
         assert_eq!(
             store.insert_operation(second.clone()),
@@ -225,46 +219,72 @@ fn a_running_operation_holds_its_target_until_it_finishes() {
         );
         assert_eq!(store.get_operation(&second.id).unwrap(), None);
         // Another target is free.
-        insert_new(&store, new_op("cluster/other", None, json!({})));
+        insert_new(store, new_op("cluster/other", None, json!({})));
         // Once the first is terminal, the target is free again, and the key was not consumed.
         store.set_operation_status(&first.id, OperationStatus::Failed, Some("boom")).unwrap();
-        let op = insert_new(&store, second);
+        let op = insert_new(store, second);
         assert_eq!(op.idempotency_key.as_deref(), Some("k"));
     }
 }
 
 #[test]
 fn concurrent_inserts_on_one_target_from_two_connections_admit_exactly_one() {
-    let (_, dir) = file_store();
-    let path = dir.path().join("state.db");
-    let stores: Vec<Arc<SqliteStore>> = (0..2).map(|_| Arc::new(SqliteStore::open(&path).expect("open"))).collect();
-    const THREADS: usize = 8;
-    let barrier = Arc::new(Barrier::new(THREADS));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|i| {
-            let store = stores[i % 2].clone();
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                barrier.wait();
-                store.insert_operation(new_op("cluster/race", None, json!({ "thread": i })))
+    for (backend, stores, _guard) in shared_backends() {
+        const THREADS: usize = 8;
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|i| {
+                let store = stores[i % 2].clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    store.insert_operation(new_op("cluster/race", None, json!({ "thread": i })))
+                })
             })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("thread")).collect();
-    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
-    assert_eq!(winners.len(), 1, "{results:?}");
-    let winner = winners[0].operation().id.clone();
-    for r in &results {
-        if let Err(e) = r {
-            assert_eq!(e, &StoreError::Conflict { target: "cluster/race".into(), running: winner.clone() });
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("thread")).collect();
+        let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(winners.len(), 1, "{backend}: {results:?}");
+        let winner = winners[0].operation().id.clone();
+        for r in &results {
+            if let Err(e) = r {
+                let want = StoreError::Conflict { target: "cluster/race".into(), running: winner.clone() };
+                assert_eq!(e, &want, "{backend}");
+            }
+        }
+        for store in &stores {
+            assert_eq!(store.running_operations().unwrap().len(), 1, "{backend}: both handles see one");
         }
     }
-    assert_eq!(stores[0].running_operations().unwrap().len(), 1);
+}
+
+#[test]
+fn concurrent_idempotent_inserts_from_two_connections_record_one_operation() {
+    for (backend, stores, _guard) in shared_backends() {
+        const THREADS: usize = 6;
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let new = new_op("cluster/idem", Some("same-key"), json!({}));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|i| {
+                let (store, barrier, new) = (stores[i % 2].clone(), barrier.clone(), new.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    store.insert_operation(new).expect("insert")
+                })
+            })
+            .collect();
+        let results: Vec<Inserted> = handles.into_iter().map(|h| h.join().expect("thread")).collect();
+        let fresh = results.iter().filter(|r| matches!(r, Inserted::New(_))).count();
+        assert_eq!(fresh, 1, "{backend}: exactly one insert is new");
+        assert!(results.iter().all(|r| r.operation().id == new.id), "{backend}");
+        assert_eq!(stores[1].list_audit(None, 10).unwrap().len(), 1, "{backend}: one audit entry");
+    }
 }
 
 #[test]
 fn a_failed_insert_records_nothing() {
     for (name, store, _dir) in backends() {
+        let store = &*store;
         let mut new = new_op("cluster/demo", Some("k"), json!({}));
         new.steps.push(new.steps[0].clone()); // duplicate step key
         let err = store.insert_operation(new.clone()).unwrap_err();
@@ -273,7 +293,7 @@ fn a_failed_insert_records_nothing() {
         assert_eq!(store.list_audit(None, 10).unwrap(), vec![], "{name}");
         assert_eq!(store.running_operations().unwrap(), vec![], "{name}");
         // Neither the target nor the key is held.
-        insert_new(&store, new_op("cluster/demo", Some("k"), json!({})));
+        insert_new(store, new_op("cluster/demo", Some("k"), json!({})));
     }
 }
 
@@ -288,7 +308,8 @@ fn set_operation_status_sets_error_and_finished_at() {
         (OperationStatus::Running, Some("still going")),
     ];
     for (name, store, _dir) in backends() {
-        let op = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        let store = &*store;
+        let op = insert_new(store, new_op("cluster/demo", None, json!({})));
         for (status, error) in cases {
             let before = Utc::now();
             store.set_operation_status(&op.id, status, error).unwrap();
@@ -313,23 +334,27 @@ fn set_operation_status_sets_error_and_finished_at() {
 
 #[test]
 fn set_operation_status_to_running_respects_the_target_lock() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let a = insert_new(&store, new_op("cluster/demo", None, json!({})));
-    store.set_operation_status(&a.id, OperationStatus::Failed, Some("x")).unwrap();
-    let b = insert_new(&store, new_op("cluster/demo", None, json!({})));
-    assert_eq!(
-        store.set_operation_status(&a.id, OperationStatus::Running, None),
-        Err(StoreError::Conflict { target: "cluster/demo".into(), running: b.id.clone() })
-    );
-    assert_eq!(store.get_operation(&a.id).unwrap().unwrap().status, OperationStatus::Failed);
+    for (backend, store, _guard) in backends() {
+        let store = &*store;
+        let a = insert_new(store, new_op("cluster/demo", None, json!({})));
+        store.set_operation_status(&a.id, OperationStatus::Failed, Some("x")).unwrap();
+        let b = insert_new(store, new_op("cluster/demo", None, json!({})));
+        assert_eq!(
+            store.set_operation_status(&a.id, OperationStatus::Running, None),
+            Err(StoreError::Conflict { target: "cluster/demo".into(), running: b.id.clone() }),
+            "{backend}"
+        );
+        assert_eq!(store.get_operation(&a.id).unwrap().unwrap().status, OperationStatus::Failed, "{backend}");
+    }
 }
 
 #[test]
 fn reopen_moves_a_terminal_operation_back_to_running_unless_the_target_is_held() {
     for (name, store, _dir) in backends() {
-        let a = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        let store = &*store;
+        let a = insert_new(store, new_op("cluster/demo", None, json!({})));
         store.set_operation_status(&a.id, OperationStatus::Failed, Some("eks_cluster: boom")).unwrap();
-        let b = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        let b = insert_new(store, new_op("cluster/demo", None, json!({})));
         assert_eq!(
             store.reopen_operation(&a.id),
             Err(StoreError::Conflict { target: "cluster/demo".into(), running: b.id.clone() }),
@@ -421,7 +446,8 @@ fn update_step_applies_exactly_the_given_fields() {
         ),
     ];
     for (backend, store, _dir) in backends() {
-        let op = insert_new(&store, new_op("cluster/demo", None, json!({})));
+        let store = &*store;
+        let op = insert_new(store, new_op("cluster/demo", None, json!({})));
         for (name, update, expect) in &cases {
             let label = format!("{backend}: {name}");
             let before = store.get_operation(&op.id).unwrap().unwrap();
@@ -443,15 +469,20 @@ fn update_step_applies_exactly_the_given_fields() {
 
 #[test]
 fn update_step_of_a_missing_operation_or_step_is_not_found() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let op = insert_new(&store, new_op("cluster/demo", None, json!({})));
-    let update = StepUpdate { phase: Some(StepPhase::Submitting), ..Default::default() };
-    for (id, key) in [(OperationId("op-missing".into()), "network"), (op.id.clone(), "no_such_step")] {
-        match store.update_step(&id, key, &update) {
-            Err(StoreError::NotFound { what }) => {
-                assert!(what.contains(if key == "network" { "op-missing" } else { "no_such_step" }), "{what}")
+    for (backend, store, _guard) in backends() {
+        let store = &*store;
+        let op = insert_new(store, new_op("cluster/demo", None, json!({})));
+        let update = StepUpdate { phase: Some(StepPhase::Submitting), ..Default::default() };
+        for (id, key) in [(OperationId("op-missing".into()), "network"), (op.id.clone(), "no_such_step")] {
+            match store.update_step(&id, key, &update) {
+                Err(StoreError::NotFound { what }) => {
+                    assert!(
+                        what.contains(if key == "network" { "op-missing" } else { "no_such_step" }),
+                        "{backend}: {what}"
+                    )
+                }
+                other => panic!("{backend}: expected NotFound, got {other:?}"),
             }
-            other => panic!("expected NotFound, got {other:?}"),
         }
     }
 }
@@ -459,10 +490,11 @@ fn update_step_of_a_missing_operation_or_step_is_not_found() {
 #[test]
 fn list_operations_filters_and_orders_newest_first() {
     for (backend, store, _dir) in backends() {
-        let a = insert_new(&store, new_op("cluster/a", None, json!({})));
+        let store = &*store;
+        let a = insert_new(store, new_op("cluster/a", None, json!({})));
         store.set_operation_status(&a.id, OperationStatus::Succeeded, None).unwrap();
-        let b = insert_new(&store, new_op("cluster/b", None, json!({})));
-        let c = insert_new(&store, new_op("cluster/a", None, json!({})));
+        let b = insert_new(store, new_op("cluster/b", None, json!({})));
+        let c = insert_new(store, new_op("cluster/a", None, json!({})));
         let (a, b, c) = (a.id, b.id, c.id);
         let filter = |target: Option<&str>, status: Option<OperationStatus>, limit: Option<u32>| OperationFilter {
             target: target.map(str::to_string),
@@ -493,8 +525,8 @@ fn list_operations_filters_and_orders_newest_first() {
 }
 
 /// The trait's default `latest_operations`/`count_operations` (one read per target, every
-/// operation read) over a `SqliteStore`: the reference the one-query versions must agree with.
-struct PerTarget<'a>(&'a SqliteStore);
+/// operation read) over a store: the reference the one-query versions must agree with.
+struct PerTarget<'a>(&'a dyn Store);
 
 impl Store for PerTarget<'_> {
     fn insert_operation(&self, op: NewOperation) -> Result<Inserted, StoreError> {
@@ -558,13 +590,14 @@ fn op_of_kind(target: &str, kind: OperationKind) -> NewOperation {
 fn latest_operations_gives_the_newest_of_each_target_optionally_by_kind() {
     use OperationKind::{CreateCluster, DeleteCluster, ImportCluster, UpdateInstanceGroup};
     for (backend, store, _dir) in backends() {
-        let create_a = insert_new(&store, op_of_kind("cluster/a", CreateCluster));
+        let store = &*store;
+        let create_a = insert_new(store, op_of_kind("cluster/a", CreateCluster));
         store.set_operation_status(&create_a.id, OperationStatus::Succeeded, None).unwrap();
-        let update_a = insert_new(&store, op_of_kind("cluster/a", UpdateInstanceGroup));
+        let update_a = insert_new(store, op_of_kind("cluster/a", UpdateInstanceGroup));
         store.set_operation_status(&update_a.id, OperationStatus::Failed, Some("throttled")).unwrap();
-        let update_a2 = insert_new(&store, op_of_kind("cluster/a", UpdateInstanceGroup));
-        let import_b = insert_new(&store, op_of_kind("cluster/b", ImportCluster));
-        let other = insert_new(&store, op_of_kind("cluster/z", DeleteCluster));
+        let update_a2 = insert_new(store, op_of_kind("cluster/a", UpdateInstanceGroup));
+        let import_b = insert_new(store, op_of_kind("cluster/b", ImportCluster));
+        let other = insert_new(store, op_of_kind("cluster/z", DeleteCluster));
         let targets: Vec<String> = ["cluster/a", "cluster/b", "cluster/c"].map(String::from).to_vec();
         let lifecycle = [CreateCluster, ImportCluster, DeleteCluster];
 
@@ -585,7 +618,7 @@ fn latest_operations_gives_the_newest_of_each_target_optionally_by_kind() {
         assert!(!store.latest_operations(&targets, &[]).unwrap().contains_key("cluster/z"), "{other:?} not asked");
 
         // The one-query answers agree with the trait's reference (one read per target).
-        let reference = PerTarget(&store);
+        let reference = PerTarget(store);
         for kinds in [&[][..], &lifecycle[..], &[UpdateInstanceGroup][..], &[DeleteCluster][..]] {
             let all: Vec<String> = ["cluster/a", "cluster/b", "cluster/c", "cluster/z"].map(String::from).to_vec();
             assert_eq!(
@@ -609,33 +642,37 @@ fn latest_operations_gives_the_newest_of_each_target_optionally_by_kind() {
 
 #[test]
 fn latest_operations_of_a_thousand_targets_is_one_query() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let targets: Vec<String> = (0..1_200).map(|i| format!("cluster/c{i:04}")).collect();
-    let mut newest = HashMap::new();
-    for (i, t) in targets.iter().enumerate() {
-        let first = insert_new(&store, new_op(t, None, json!({})));
-        store.set_operation_status(&first.id, OperationStatus::Succeeded, None).unwrap();
-        if i % 3 == 0 {
-            let second = insert_new(&store, op_of_kind(t, OperationKind::UpdateInstanceGroup));
-            newest.insert(t.clone(), second.id);
-        } else {
-            newest.insert(t.clone(), first.id);
+    // The SQLite file runs the same statements as SQLite in memory, only slower (an fsync per write).
+    for (backend, store, _guard) in backends().into_iter().filter(|(b, ..)| *b != "sqlite file") {
+        let store = &*store;
+        let targets: Vec<String> = (0..1_200).map(|i| format!("cluster/c{i:04}")).collect();
+        let mut newest = HashMap::new();
+        for (i, t) in targets.iter().enumerate() {
+            let first = insert_new(store, new_op(t, None, json!({})));
+            store.set_operation_status(&first.id, OperationStatus::Succeeded, None).unwrap();
+            if i % 3 == 0 {
+                let second = insert_new(store, op_of_kind(t, OperationKind::UpdateInstanceGroup));
+                newest.insert(t.clone(), second.id);
+            } else {
+                newest.insert(t.clone(), first.id);
+            }
         }
+        // More targets than SQLite's bound-parameter limit of old builds (999): one statement.
+        let latest = store.latest_operations(&targets, &[]).unwrap();
+        assert_eq!(latest.len(), targets.len(), "{backend}");
+        for (t, head) in &latest {
+            assert_eq!(&head.id, &newest[t], "{backend}: {t}");
+        }
+        let lifecycle = store.latest_operations(&targets, &[OperationKind::CreateCluster]).unwrap();
+        assert!(lifecycle.values().all(|h: &OperationHead| h.kind == OperationKind::CreateCluster), "{backend}");
+        assert_eq!(lifecycle.len(), targets.len(), "{backend}");
     }
-    // More targets than SQLite's bound-parameter limit of old builds (999): one statement.
-    let latest = store.latest_operations(&targets, &[]).unwrap();
-    assert_eq!(latest.len(), targets.len());
-    for (t, head) in &latest {
-        assert_eq!(&head.id, &newest[t], "{t}");
-    }
-    let lifecycle = store.latest_operations(&targets, &[OperationKind::CreateCluster]).unwrap();
-    assert!(lifecycle.values().all(|h: &OperationHead| h.kind == OperationKind::CreateCluster));
-    assert_eq!(lifecycle.len(), targets.len());
 }
 
 #[test]
 fn audit_is_listed_newest_first_by_target_with_a_limit() {
     for (backend, store, _dir) in backends() {
+        let store = &*store;
         let entry = |secs: i64, target: &str, action: &str| AuditEntry {
             at: at(secs, 500),
             actor: Actor::system(),
@@ -666,6 +703,7 @@ fn audit_is_listed_newest_first_by_target_with_a_limit() {
 #[test]
 fn clusters_can_be_put_listed_replaced_and_deleted() {
     for (backend, store, _dir) in backends() {
+        let store = &*store;
         let t = at(0, 42);
         let demo = ClusterRecord {
             name: "demo".into(),
@@ -710,6 +748,7 @@ fn clusters_can_be_put_listed_replaced_and_deleted() {
 #[test]
 fn settings_can_be_set_replaced_and_cleared() {
     for (backend, store, _dir) in backends() {
+        let store = &*store;
         let steps: [(&str, Option<&str>, Option<&str>); 5] = [
             (ACTIVE_CLUSTER, Some("demo"), Some("demo")),
             (ACTIVE_CLUSTER, Some("other"), Some("other")),
@@ -730,51 +769,66 @@ fn settings_can_be_set_replaced_and_cleared() {
 // Durability and schema
 
 #[test]
-fn everything_persists_across_reopening_the_file() {
+fn everything_persists_across_reopening_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.path(), Some(path.as_path()));
-    let op = insert_new(&store, new_op("cluster/demo", Some("k"), json!({"n": 1})));
-    let started = at(10, 987_654_321);
-    store
-        .update_step(
-            &op.id,
-            "network",
-            &StepUpdate {
-                phase: Some(StepPhase::Polling),
-                attempts: Some(2),
-                resource: Some(ResourceRef { kind: "vpc".into(), id: "vpc-9".into(), arn: None }),
-                outputs: Some(json!({"vpc_id": "vpc-9"})),
-                detail: Some(Some("waiting".into())),
-                started_at: Some(started),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    store.set_setting(ACTIVE_CLUSTER, Some("demo")).unwrap();
-    store
-        .append_audit(&AuditEntry {
-            at: Utc::now() + Duration::seconds(1),
-            actor: alice(),
-            action: "step.retry".into(),
-            target: "cluster/demo".into(),
-            operation_id: Some(op.id.clone()),
-            detail: json!({"step": "network"}),
-        })
-        .unwrap();
-    let saved = store.get_operation(&op.id).unwrap().unwrap();
-    let audit = store.list_audit(None, 10).unwrap();
-    drop(store);
+    let sqlite = SqliteStore::open(&path).unwrap();
+    assert_eq!(sqlite.path(), Some(path.as_path()));
+    drop(sqlite);
+    type Open = Box<dyn Fn() -> Box<dyn StoreBackend>>;
+    let mut reopenable: Vec<(&str, Open, common::Guard)> =
+        vec![("sqlite file", Box::new(move || Box::new(SqliteStore::open(&path).unwrap())), common::Guard::Dir(dir))];
+    if let Some(server) = pg_server() {
+        let url = server.create_database();
+        reopenable.push((
+            "postgres",
+            Box::new(move || Box::new(PostgresStore::connect(&url).unwrap())),
+            common::Guard::Postgres(server),
+        ));
+    }
+    for (backend, open, _guard) in reopenable {
+        let store = open();
+        let op = insert_new(&*store, new_op("cluster/demo", Some("k"), json!({"n": 1})));
+        let started = at(10, 987_654_321);
+        store
+            .update_step(
+                &op.id,
+                "network",
+                &StepUpdate {
+                    phase: Some(StepPhase::Polling),
+                    attempts: Some(2),
+                    resource: Some(ResourceRef { kind: "vpc".into(), id: "vpc-9".into(), arn: None }),
+                    outputs: Some(json!({"vpc_id": "vpc-9"})),
+                    detail: Some(Some("waiting".into())),
+                    started_at: Some(started),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        store.set_setting(ACTIVE_CLUSTER, Some("demo")).unwrap();
+        store
+            .append_audit(&AuditEntry {
+                at: Utc::now() + Duration::seconds(1),
+                actor: alice(),
+                action: "step.retry".into(),
+                target: "cluster/demo".into(),
+                operation_id: Some(op.id.clone()),
+                detail: json!({"step": "network"}),
+            })
+            .unwrap();
+        let saved = store.get_operation(&op.id).unwrap().unwrap();
+        let audit = store.list_audit(None, 10).unwrap();
+        drop(store);
 
-    let store = SqliteStore::open(&path).unwrap();
-    let loaded = store.get_operation(&op.id).unwrap().unwrap();
-    assert_eq!(loaded, saved);
-    let step = loaded.step("network").unwrap();
-    assert_eq!((step.phase, step.attempts, step.started_at), (StepPhase::Polling, 2, Some(started)));
-    assert_eq!(store.list_audit(None, 10).unwrap(), audit);
-    assert_eq!(store.get_setting(ACTIVE_CLUSTER).unwrap().as_deref(), Some("demo"));
-    assert_eq!(store.running_operations().unwrap(), vec![saved]);
+        let store = open();
+        let loaded = store.get_operation(&op.id).unwrap().unwrap();
+        assert_eq!(loaded, saved, "{backend}");
+        let step = loaded.step("network").unwrap();
+        assert_eq!((step.phase, step.attempts, step.started_at), (StepPhase::Polling, 2, Some(started)));
+        assert_eq!(store.list_audit(None, 10).unwrap(), audit);
+        assert_eq!(store.get_setting(ACTIVE_CLUSTER).unwrap().as_deref(), Some("demo"));
+        assert_eq!(store.running_operations().unwrap(), vec![saved], "{backend}");
+    }
 }
 
 #[test]
@@ -805,6 +859,146 @@ fn opening_a_file_that_is_not_a_database_is_a_backend_error() {
     let path = dir.path().join("garbage.db");
     std::fs::write(&path, vec![0x42u8; 8192]).unwrap();
     assert!(matches!(SqliteStore::open(&path), Err(StoreError::Backend(_))));
+}
+
+#[test]
+fn postgres_migrations_are_idempotent_and_a_newer_schema_is_refused() {
+    let Some(server) = pg_server() else { return };
+    let url = server.create_database();
+    for _ in 0..3 {
+        let store = PostgresStore::connect(&url).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        store.set_setting("opened", Some("yes")).unwrap();
+    }
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows: i64 = db.query_one("SELECT COUNT(*) FROM schema_migrations", &[]).unwrap().get(0);
+    assert_eq!(rows, i64::from(SCHEMA_VERSION), "each migration recorded once");
+    db.execute(
+        "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 'later')",
+        &[&i64::from(SCHEMA_VERSION + 1)],
+    )
+    .unwrap();
+    match PostgresStore::connect(&url) {
+        Err(StoreError::Backend(msg)) => assert!(msg.contains("newer"), "{msg}"),
+        other => panic!("expected a schema version error, got {other:?}"),
+    }
+}
+
+#[test]
+fn postgres_servers_connecting_at_once_migrate_a_fresh_database_once() {
+    let Some(server) = pg_server() else { return };
+    let url = server.create_database();
+    let barrier = Arc::new(Barrier::new(4));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, barrier) = (url.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                PostgresStore::connect(&url).map(|s| s.schema_version())
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap(), Ok(SCHEMA_VERSION));
+    }
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows: i64 = db.query_one("SELECT COUNT(*) FROM schema_migrations", &[]).unwrap().get(0);
+    assert_eq!(rows, i64::from(SCHEMA_VERSION));
+}
+
+#[test]
+fn postgres_refuses_to_change_the_audit_log() {
+    let Some(server) = pg_server() else { return };
+    let url = server.create_database();
+    let store = PostgresStore::connect(&url).unwrap();
+    store
+        .append_audit(&AuditEntry {
+            at: Utc::now(),
+            actor: Actor::system(),
+            action: "test".into(),
+            target: "t".into(),
+            operation_id: None,
+            detail: Value::Null,
+        })
+        .unwrap();
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    for sql in ["UPDATE audit SET action = 'x'", "DELETE FROM audit", "TRUNCATE audit"] {
+        let err = db.batch_execute(sql).unwrap_err();
+        let message = err.as_db_error().map(|e| e.message().to_string()).unwrap_or_default();
+        assert!(message.contains("append-only"), "{sql}: {err:?}");
+    }
+    assert_eq!(store.list_audit(None, 10).unwrap().len(), 1);
+}
+
+#[test]
+fn postgres_calls_work_from_tokio_worker_threads() {
+    // The server calls the (synchronous) store from tokio workers, where the blocking client
+    // would panic if it ran on the caller's thread.
+    let Some(server) = pg_server() else { return };
+    let store: Arc<dyn StoreBackend> = Arc::new(PostgresStore::connect(&server.create_database()).unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let got = runtime.block_on(async move {
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store.set_setting(&format!("k{i}"), Some("v")).unwrap();
+                    store.get_setting(&format!("k{i}")).unwrap()
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        for t in tasks {
+            got.push(t.await.unwrap());
+        }
+        got
+    });
+    assert_eq!(got, vec![Some("v".to_string()); 8]);
+}
+
+#[test]
+fn postgres_connections_broken_under_the_store_are_reopened() {
+    let Some(server) = pg_server() else { return };
+    let url = server.create_database();
+    let store = PostgresStore::connect(&url).unwrap();
+    store.set_setting("k", Some("v")).unwrap();
+    let mut admin = server.admin();
+    let db = url.rsplit('/').next().unwrap().to_string();
+    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", &[&db]).unwrap();
+    // A call on a connection that broke fails (the store cannot know whether a write
+    // committed, so it does not retry); the next call on that thread reconnects. The store has
+    // four connection threads, so at most four calls fail before every one has reconnected.
+    let (mut failures, mut in_a_row) = (Vec::new(), 0);
+    for _ in 0..40 {
+        match store.get_setting("k") {
+            Ok(v) => {
+                assert_eq!(v.as_deref(), Some("v"));
+                in_a_row += 1;
+            }
+            Err(e) => {
+                failures.push(e);
+                in_a_row = 0;
+            }
+        }
+        if in_a_row == 8 {
+            break;
+        }
+    }
+    assert!(failures.len() <= 4 && in_a_row == 8, "{failures:?}");
+    store.set_setting("k", Some("w")).unwrap();
+    assert_eq!(store.get_setting("k").unwrap().as_deref(), Some("w"));
+}
+
+#[test]
+fn postgres_unreachable_or_malformed_is_a_backend_error() {
+    // A loopback port nobody listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for url in [format!("postgres://nobody@127.0.0.1:{port}/x?connect_timeout=5"), "postgres://u:pw@h:port/x".into()] {
+        match PostgresStore::connect(&url) {
+            Err(StoreError::Backend(msg)) => assert!(!msg.contains("pw@"), "{url}: {msg}"),
+            other => panic!("{url}: expected a backend error, got {other:?}"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

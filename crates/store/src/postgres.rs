@@ -1,0 +1,685 @@
+//! [`PostgresStore`]: the [`Store`] and [`CredentialStore`] traits over PostgreSQL, with the
+//! semantics of the SQLite store, so that several servers can share one database (issue #22).
+//!
+//! Values are stored exactly as SQLite stores them (RFC 3339 text timestamps with nanoseconds,
+//! JSON text; see `codec`), so both backends round-trip the same values bit for bit.
+//!
+//! # Guarantees
+//! - Every trait call is exactly one transaction, committed before the call returns; commits
+//!   wait for the WAL flush (`synchronous_commit = on` on every connection).
+//! - Writes take one transaction-scoped advisory lock first (`schema::WRITE_LOCK`), so writers
+//!   are serialized across every connection of every server, as with SQLite's
+//!   `BEGIN IMMEDIATE`: the check-then-insert of an idempotency key or of the one running
+//!   operation per target cannot race, and the loser of a race gets the typed
+//!   [`StoreError::Conflict`] / [`StoreError::IdempotencyMismatch`]. The partial unique index
+//!   `operations_one_running_per_target` backs the rule in the database.
+//! - Reads run in one `REPEATABLE READ, READ ONLY` transaction: an operation and its steps come
+//!   from one snapshot.
+//! - The schema is versioned ([`SCHEMA_VERSION`](crate::SCHEMA_VERSION), the same numbering as
+//!   SQLite); migrations run at connect, each in its own transaction; a newer schema is refused.
+//!   The audit log is append-only in the database (a trigger refuses `UPDATE`, `DELETE`,
+//!   `TRUNCATE`).
+//! - Calls never run the blocking client on the caller's thread (it would panic inside tokio):
+//!   they run on the store's own connection threads (`pool`).
+
+mod credentials;
+mod pool;
+mod schema;
+
+use crate::codec::{
+    Context, corrupt, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql, u64_from_sql,
+    u64_to_sql,
+};
+use ::postgres::types::{FromSql, ToSql};
+use ::postgres::{Config, IsolationLevel, Row, Transaction};
+use chrono::Utc;
+use instantstart_core::engine::step_token;
+use instantstart_core::operation::{
+    Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
+    StepUpdate,
+};
+use instantstart_core::store::{ClusterRecord, Inserted, OperationFilter, OperationHead, Store, StoreError};
+use pool::Pool;
+use schema::WRITE_LOCK;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Connections each store keeps (one per concurrently running call).
+const POOL_SIZE: usize = 4;
+/// How long connecting may take when the URL does not say (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The PostgreSQL store. See the module docs for its guarantees.
+#[derive(Debug)]
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+/// A boxed `Send` parameter list (closures shipped to the pool own their arguments).
+type Params = Vec<Box<dyn ToSql + Sync + Send>>;
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/dbname?…`, or any
+    /// form the `postgres` crate's `Config` accepts, including `host=/socket/dir`) and migrates
+    /// it. TLS is not supported yet: use a loopback or otherwise private network.
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let mut config: Config = url
+            .parse()
+            .map_err(|e| StoreError::Backend(format!("invalid PostgreSQL URL (the password is not shown): {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("instantstart");
+        }
+        let store = PostgresStore { pool: Pool::start(config, POOL_SIZE)? };
+        store.pool.call(|client| schema::migrate(client).map_err(|e| with_context("migrate", e)))?;
+        Ok(store)
+    }
+
+    /// The schema version recorded in the database.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        self.read("read schema version", |tx| schema::current_version(tx))
+    }
+
+    /// Runs `f` in one write transaction holding the write lock, committed before returning.
+    pub(crate) fn write<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.pool.call(move |client| {
+            let mut tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::ReadCommitted)
+                .start()
+                .ctx(&format!("{what}: begin"))?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).ctx(&format!("{what}: lock"))?;
+            let out = f(&mut tx).map_err(|e| with_context(what, e))?;
+            tx.commit().ctx(&format!("{what}: commit"))?;
+            Ok(out)
+        })
+    }
+
+    /// Runs `f` in one read-only transaction (one consistent snapshot).
+    pub(crate) fn read<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.pool.call(move |client| {
+            let mut tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .ctx(&format!("{what}: begin"))?;
+            let out = f(&mut tx).map_err(|e| with_context(what, e))?;
+            tx.commit().ctx(&format!("{what}: end"))?;
+            Ok(out)
+        })
+    }
+}
+
+fn with_context(what: &str, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Backend(m) => StoreError::Backend(format!("{what}: {m}")),
+        other => other,
+    }
+}
+
+/// Column `i` of a row, decoding errors as [`StoreError::Backend`].
+pub(crate) fn col<'a, T: FromSql<'a>>(r: &'a Row, i: usize) -> Result<T, StoreError> {
+    r.try_get(i).ctx(&format!("decode column {i}"))
+}
+
+fn params_ref(params: &Params) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
+}
+
+fn op_not_found(id: &OperationId) -> StoreError {
+    StoreError::NotFound { what: format!("operation {id}") }
+}
+
+const OP_COLUMNS: &str = "id, kind, target, status, actor_face, actor_principal, request, idempotency_key, \
+                          request_hash, error, created_at, updated_at, finished_at";
+
+fn decode_operation(r: &Row, steps: Vec<Step>) -> Result<Operation, StoreError> {
+    let kind: String = col(r, 1)?;
+    let face: String = col(r, 4)?;
+    let status: String = col(r, 3)?;
+    let created_at: String = col(r, 10)?;
+    let updated_at: String = col(r, 11)?;
+    let finished_at: Option<String> = col(r, 12)?;
+    let request: String = col(r, 6)?;
+    Ok(Operation {
+        id: OperationId(col(r, 0)?),
+        kind: OperationKind::parse(&kind).ok_or_else(|| corrupt("operations.kind", &kind))?,
+        target: col(r, 2)?,
+        status: parse_status(&status)?,
+        actor: Actor {
+            face: Face::parse(&face).ok_or_else(|| corrupt("operations.actor_face", &face))?,
+            principal: col(r, 5)?,
+        },
+        request: from_json("operations.request", &request)?,
+        idempotency_key: col(r, 7)?,
+        request_hash: col(r, 8)?,
+        steps,
+        error: col(r, 9)?,
+        created_at: parse_ts("operations.created_at", &created_at)?,
+        updated_at: parse_ts("operations.updated_at", &updated_at)?,
+        finished_at: parse_opt_ts("operations.finished_at", finished_at.as_deref())?,
+    })
+}
+
+fn parse_status(s: &str) -> Result<OperationStatus, StoreError> {
+    OperationStatus::parse(s).ok_or_else(|| corrupt("operations.status", s))
+}
+
+const STEP_COLUMNS: &str = "key, title, depends_on, phase, attempts, idempotency_token, resource, outputs, detail, \
+                            error, expected_secs, started_at, finished_at, updated_at";
+
+fn decode_step(r: &Row) -> Result<Step, StoreError> {
+    let depends_on: String = col(r, 2)?;
+    let phase: String = col(r, 3)?;
+    let resource: Option<String> = col(r, 6)?;
+    let outputs: String = col(r, 7)?;
+    let expected_secs: Option<i64> = col(r, 10)?;
+    let started_at: Option<String> = col(r, 11)?;
+    let finished_at: Option<String> = col(r, 12)?;
+    let updated_at: String = col(r, 13)?;
+    Ok(Step {
+        key: col(r, 0)?,
+        title: col(r, 1)?,
+        depends_on: from_json("steps.depends_on", &depends_on)?,
+        phase: StepPhase::parse(&phase).ok_or_else(|| corrupt("steps.phase", &phase))?,
+        attempts: u32_from_sql("steps.attempts", col(r, 4)?)?,
+        idempotency_token: col(r, 5)?,
+        resource: resource.as_deref().map(|r| from_json("steps.resource", r)).transpose()?,
+        outputs: from_json("steps.outputs", &outputs)?,
+        detail: col(r, 8)?,
+        error: col(r, 9)?,
+        expected_secs: expected_secs.map(|v| u64_from_sql("steps.expected_secs", v)).transpose()?,
+        started_at: parse_opt_ts("steps.started_at", started_at.as_deref())?,
+        finished_at: parse_opt_ts("steps.finished_at", finished_at.as_deref())?,
+        updated_at: parse_ts("steps.updated_at", &updated_at)?,
+    })
+}
+
+fn load_steps(tx: &mut Transaction<'_>, id: &str) -> Result<Vec<Step>, StoreError> {
+    let sql = format!("SELECT {STEP_COLUMNS} FROM steps WHERE operation_id = $1 ORDER BY position");
+    tx.query(&sql, &[&id]).ctx("query steps")?.iter().map(decode_step).collect()
+}
+
+fn load_step(tx: &mut Transaction<'_>, id: &OperationId, key: &str) -> Result<Option<Step>, StoreError> {
+    let sql = format!("SELECT {STEP_COLUMNS} FROM steps WHERE operation_id = $1 AND key = $2");
+    tx.query_opt(&sql, &[&id.0, &key]).ctx("read step")?.as_ref().map(decode_step).transpose()
+}
+
+/// Runs an operations query (`SELECT {OP_COLUMNS} FROM operations …`) and loads each
+/// operation's steps.
+fn query_operations(
+    tx: &mut Transaction<'_>,
+    sql: &str,
+    args: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Operation>, StoreError> {
+    let rows = tx.query(sql, args).ctx("query operations")?;
+    rows.iter()
+        .map(|row| {
+            let id: String = col(row, 0)?;
+            let steps = load_steps(tx, &id)?;
+            decode_operation(row, steps)
+        })
+        .collect()
+}
+
+fn load_operation(tx: &mut Transaction<'_>, id: &OperationId) -> Result<Option<Operation>, StoreError> {
+    let sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE id = $1");
+    Ok(query_operations(tx, &sql, &[&id.0])?.pop())
+}
+
+fn load_operation_by_key(tx: &mut Transaction<'_>, key: &str) -> Result<Option<Operation>, StoreError> {
+    let sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE idempotency_key = $1");
+    Ok(query_operations(tx, &sql, &[&key])?.pop())
+}
+
+/// The running operation on `target` other than `except`, if any.
+fn running_on(
+    tx: &mut Transaction<'_>,
+    target: &str,
+    except: Option<&OperationId>,
+) -> Result<Option<OperationId>, StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT id FROM operations WHERE target = $1 AND status = 'running' AND id IS DISTINCT FROM $2::TEXT \
+             ORDER BY created_at, seq LIMIT 1",
+            &[&target, &except.map(|e| e.0.as_str())],
+        )
+        .ctx("look for a running operation")?;
+    row.map(|r| col::<String>(&r, 0).map(OperationId)).transpose()
+}
+
+/// Sets an operation's status; `Running` is refused while another operation holds the target.
+fn set_status(
+    tx: &mut Transaction<'_>,
+    id: &OperationId,
+    status: OperationStatus,
+    error: Option<&str>,
+) -> Result<(), StoreError> {
+    let target: String =
+        match tx.query_opt("SELECT target FROM operations WHERE id = $1", &[&id.0]).ctx("read operation")? {
+            Some(r) => col(&r, 0)?,
+            None => return Err(op_not_found(id)),
+        };
+    if status == OperationStatus::Running
+        && let Some(running) = running_on(tx, &target, Some(id))?
+    {
+        return Err(StoreError::Conflict { target, running });
+    }
+    let now = ts(&Utc::now());
+    let finished_at = status.is_terminal().then(|| now.clone());
+    tx.execute(
+        "UPDATE operations SET status = $2, error = $3, updated_at = $4, finished_at = $5 WHERE id = $1",
+        &[&id.0, &status.as_str(), &error, &now, &finished_at],
+    )
+    .ctx("update operation status")?;
+    Ok(())
+}
+
+pub(crate) fn insert_audit(tx: &mut Transaction<'_>, entry: &AuditEntry) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO audit (at, actor_face, actor_principal, action, target, operation_id, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &ts(&entry.at),
+            &entry.actor.face.as_str(),
+            &entry.actor.principal,
+            &entry.action,
+            &entry.target,
+            &entry.operation_id.as_ref().map(|id| id.0.as_str()),
+            &to_json("audit.detail", &entry.detail)?,
+        ],
+    )
+    .ctx("insert audit entry")?;
+    Ok(())
+}
+
+fn decode_head(r: &Row) -> Result<(String, OperationHead), StoreError> {
+    let kind: String = col(r, 1)?;
+    let target: String = col(r, 2)?;
+    let status: String = col(r, 3)?;
+    let created_at: String = col(r, 5)?;
+    let updated_at: String = col(r, 6)?;
+    let finished_at: Option<String> = col(r, 7)?;
+    let head = OperationHead {
+        id: OperationId(col(r, 0)?),
+        kind: OperationKind::parse(&kind).ok_or_else(|| corrupt("operations.kind", &kind))?,
+        status: parse_status(&status)?,
+        error: col(r, 4)?,
+        created_at: parse_ts("operations.created_at", &created_at)?,
+        updated_at: parse_ts("operations.updated_at", &updated_at)?,
+        finished_at: parse_opt_ts("operations.finished_at", finished_at.as_deref())?,
+        target: target.clone(),
+    };
+    Ok((target, head))
+}
+
+fn decode_audit(r: &Row) -> Result<AuditEntry, StoreError> {
+    let at: String = col(r, 0)?;
+    let face: String = col(r, 1)?;
+    let operation_id: Option<String> = col(r, 5)?;
+    let detail: String = col(r, 6)?;
+    Ok(AuditEntry {
+        at: parse_ts("audit.at", &at)?,
+        actor: Actor {
+            face: Face::parse(&face).ok_or_else(|| corrupt("audit.actor_face", &face))?,
+            principal: col(r, 2)?,
+        },
+        action: col(r, 3)?,
+        target: col(r, 4)?,
+        operation_id: operation_id.map(OperationId),
+        detail: from_json("audit.detail", &detail)?,
+    })
+}
+
+impl Store for PostgresStore {
+    fn insert_operation(&self, op: NewOperation) -> Result<Inserted, StoreError> {
+        self.write("insert operation", move |tx| {
+            if let Some(key) = &op.idempotency_key
+                && let Some(existing) = load_operation_by_key(tx, key)?
+            {
+                return if existing.request_hash == op.request_hash {
+                    Ok(Inserted::Existing(existing))
+                } else {
+                    Err(StoreError::IdempotencyMismatch { key: key.clone(), operation: existing.id })
+                };
+            }
+            if let Some(running) = running_on(tx, &op.target, None)? {
+                return Err(StoreError::Conflict { target: op.target.clone(), running });
+            }
+            let now = Utc::now();
+            let now_s = ts(&now);
+            tx.execute(
+                "INSERT INTO operations (id, kind, target, status, actor_face, actor_principal, request, \
+                 idempotency_key, request_hash, error, created_at, updated_at, finished_at) \
+                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, NULL, $9, $9, NULL)",
+                &[
+                    &op.id.0,
+                    &op.kind.as_str(),
+                    &op.target,
+                    &op.actor.face.as_str(),
+                    &op.actor.principal,
+                    &to_json("operations.request", &op.request)?,
+                    &op.idempotency_key,
+                    &op.request_hash,
+                    &now_s,
+                ],
+            )
+            .ctx(&format!("insert operation {}", op.id))?;
+            let insert_step = tx
+                .prepare(
+                    "INSERT INTO steps (operation_id, key, position, title, depends_on, phase, attempts, \
+                     idempotency_token, resource, outputs, detail, error, expected_secs, started_at, \
+                     finished_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, NULL, 'null', NULL, NULL, $7, NULL, NULL, $8)",
+                )
+                .ctx("prepare step insert")?;
+            for (position, s) in op.steps.iter().enumerate() {
+                let expected = s.expected_secs.map(|v| u64_to_sql("steps.expected_secs", v)).transpose()?;
+                tx.execute(
+                    &insert_step,
+                    &[
+                        &op.id.0,
+                        &s.key,
+                        &(position as i64),
+                        &s.title,
+                        &to_json("steps.depends_on", &s.depends_on)?,
+                        &step_token(&op.id, &s.key),
+                        &expected,
+                        &now_s,
+                    ],
+                )
+                .ctx(&format!("insert step {}", s.key))?;
+            }
+            insert_audit(
+                tx,
+                &AuditEntry {
+                    at: now,
+                    actor: op.actor.clone(),
+                    action: "operation.create".into(),
+                    target: op.target.clone(),
+                    operation_id: Some(op.id.clone()),
+                    detail: op.request.clone(),
+                },
+            )?;
+            let stored = load_operation(tx, &op.id)?
+                .ok_or_else(|| StoreError::Backend(format!("operation {} vanished while being inserted", op.id)))?;
+            Ok(Inserted::New(stored))
+        })
+    }
+
+    fn get_operation(&self, id: &OperationId) -> Result<Option<Operation>, StoreError> {
+        let id = id.clone();
+        self.read("get operation", move |tx| load_operation(tx, &id))
+    }
+
+    fn find_by_idempotency_key(&self, key: &str) -> Result<Option<Operation>, StoreError> {
+        let key = key.to_string();
+        self.read("find operation by idempotency key", move |tx| load_operation_by_key(tx, &key))
+    }
+
+    fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError> {
+        let mut sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE TRUE");
+        let mut args: Params = Vec::new();
+        if let Some(target) = &filter.target {
+            args.push(Box::new(target.clone()));
+            sql.push_str(&format!(" AND target = ${}", args.len()));
+        }
+        if let Some(status) = filter.status {
+            args.push(Box::new(status.as_str().to_string()));
+            sql.push_str(&format!(" AND status = ${}", args.len()));
+        }
+        // LIMIT NULL means no limit.
+        args.push(Box::new(filter.limit.map(i64::from)));
+        sql.push_str(&format!(" ORDER BY created_at DESC, seq DESC LIMIT ${}", args.len()));
+        self.read("list operations", move |tx| query_operations(tx, &sql, &params_ref(&args)))
+    }
+
+    fn running_operations(&self) -> Result<Vec<Operation>, StoreError> {
+        let sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE status = 'running' ORDER BY created_at, seq");
+        self.read("list running operations", move |tx| query_operations(tx, &sql, &[]))
+    }
+
+    /// One statement for any number of targets: the targets and kinds travel as arrays; for
+    /// each target, one backward scan of the `operations_target_created` index (a `LATERAL`
+    /// subquery) finds its newest operation of the kinds.
+    fn latest_operations(
+        &self,
+        targets: &[String],
+        kinds: &[OperationKind],
+    ) -> Result<BTreeMap<String, OperationHead>, StoreError> {
+        if targets.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let targets = targets.to_vec();
+        let kinds: Option<Vec<String>> =
+            (!kinds.is_empty()).then(|| kinds.iter().map(|k| k.as_str().to_string()).collect());
+        self.read("latest operations", move |tx| {
+            let rows = tx
+                .query(
+                    "SELECT o.id, o.kind, o.target, o.status, o.error, o.created_at, o.updated_at, o.finished_at \
+                     FROM (SELECT DISTINCT t FROM unnest($1::TEXT[]) AS t) AS targets \
+                     CROSS JOIN LATERAL (SELECT * FROM operations p WHERE p.target = targets.t COLLATE \"C\" \
+                         AND ($2::TEXT[] IS NULL OR p.kind = ANY ($2::TEXT[])) \
+                         ORDER BY p.created_at DESC, p.seq DESC LIMIT 1) AS o",
+                    &[&targets, &kinds],
+                )
+                .ctx("query latest operations")?;
+            rows.iter().map(decode_head).collect()
+        })
+    }
+
+    fn count_operations(&self) -> Result<Vec<(OperationStatus, u64)>, StoreError> {
+        self.read("count operations", |tx| {
+            let rows = tx
+                .query("SELECT status, COUNT(*) FROM operations GROUP BY status ORDER BY status", &[])
+                .ctx("count operations")?;
+            rows.iter()
+                .map(|r| {
+                    let status: String = col(r, 0)?;
+                    Ok((parse_status(&status)?, u64_from_sql("operations count", col(r, 1)?)?))
+                })
+                .collect()
+        })
+    }
+
+    fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
+        let (id, key, update) = (id.clone(), key.to_string(), update.clone());
+        self.write("update step", move |tx| {
+            let Some(mut step) = load_step(tx, &id, &key)? else {
+                let op_exists =
+                    tx.query_opt("SELECT 1 FROM operations WHERE id = $1", &[&id.0]).ctx("read operation")?.is_some();
+                return Err(if op_exists {
+                    StoreError::NotFound { what: format!("step {key} of operation {id}") }
+                } else {
+                    op_not_found(&id)
+                });
+            };
+            if let Some(phase) = update.phase {
+                step.phase = phase;
+            }
+            if let Some(attempts) = update.attempts {
+                step.attempts = attempts;
+            }
+            if let Some(resource) = &update.resource {
+                step.resource = Some(resource.clone());
+            }
+            if let Some(outputs) = &update.outputs {
+                step.outputs = outputs.clone();
+            }
+            if let Some(detail) = &update.detail {
+                step.detail = detail.clone();
+            }
+            if let Some(error) = &update.error {
+                step.error = error.clone();
+            }
+            if let Some(started_at) = update.started_at {
+                step.started_at = Some(started_at);
+            }
+            if let Some(finished_at) = update.finished_at {
+                step.finished_at = finished_at;
+            }
+            let now = ts(&Utc::now());
+            tx.execute(
+                "UPDATE steps SET phase = $3, attempts = $4, resource = $5, outputs = $6, detail = $7, error = $8, \
+                 started_at = $9, finished_at = $10, updated_at = $11 WHERE operation_id = $1 AND key = $2",
+                &[
+                    &id.0,
+                    &key,
+                    &step.phase.as_str(),
+                    &i64::from(step.attempts),
+                    &step.resource.as_ref().map(|r| to_json("steps.resource", r)).transpose()?,
+                    &to_json("steps.outputs", &step.outputs)?,
+                    &step.detail,
+                    &step.error,
+                    &opt_ts(step.started_at.as_ref()),
+                    &opt_ts(step.finished_at.as_ref()),
+                    &now,
+                ],
+            )
+            .ctx("write step")?;
+            // A step change is a change of its operation.
+            tx.execute("UPDATE operations SET updated_at = $2 WHERE id = $1", &[&id.0, &now]).ctx("touch operation")?;
+            load_step(tx, &id, &key)?
+                .ok_or_else(|| StoreError::Backend(format!("step {key} of operation {id} vanished while updated")))
+        })
+    }
+
+    fn set_operation_status(
+        &self,
+        id: &OperationId,
+        status: OperationStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (id, error) = (id.clone(), error.map(str::to_string));
+        self.write("set operation status", move |tx| set_status(tx, &id, status, error.as_deref()))
+    }
+
+    fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError> {
+        let id = id.clone();
+        self.write("reopen operation", move |tx| set_status(tx, &id, OperationStatus::Running, None))
+    }
+
+    fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        let entry = entry.clone();
+        self.write("append audit entry", move |tx| insert_audit(tx, &entry))
+    }
+
+    fn list_audit(&self, target: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        let target = target.map(str::to_string);
+        self.read("list audit", move |tx| {
+            let columns = "at, actor_face, actor_principal, action, target, operation_id, detail";
+            let limit = i64::from(limit);
+            // Two statements rather than `$1 IS NULL OR …`, so each can use its index.
+            let rows = match &target {
+                Some(t) => tx.query(
+                    &format!("SELECT {columns} FROM audit WHERE target = $1 ORDER BY at DESC, id DESC LIMIT $2"),
+                    &[t, &limit],
+                ),
+                None => tx.query(&format!("SELECT {columns} FROM audit ORDER BY at DESC, id DESC LIMIT $1"), &[&limit]),
+            }
+            .ctx("query audit")?;
+            rows.iter().map(decode_audit).collect()
+        })
+    }
+
+    fn put_cluster(&self, record: &ClusterRecord) -> Result<(), StoreError> {
+        let json = to_json("clusters.record", record)?;
+        let source = enum_str("clusters.source", &record.source)?;
+        let r = record.clone();
+        self.write("put cluster", move |tx| {
+            tx.execute(
+                "INSERT INTO clusters (name, region, source, eks_cluster, record, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (name) DO UPDATE SET region = excluded.region, source = excluded.source, \
+                 eks_cluster = excluded.eks_cluster, record = excluded.record, created_at = excluded.created_at, \
+                 updated_at = excluded.updated_at",
+                &[&r.name, &r.region, &source, &r.eks_cluster, &json, &ts(&r.created_at), &ts(&r.updated_at)],
+            )
+            .ctx(&format!("write cluster {}", r.name))?;
+            Ok(())
+        })
+    }
+
+    fn get_cluster(&self, name: &str) -> Result<Option<ClusterRecord>, StoreError> {
+        let name = name.to_string();
+        self.read("get cluster", move |tx| {
+            let row = tx.query_opt("SELECT record FROM clusters WHERE name = $1", &[&name]).ctx("read cluster")?;
+            row.map(|r| from_json("clusters.record", &col::<String>(&r, 0)?)).transpose()
+        })
+    }
+
+    fn list_clusters(&self) -> Result<Vec<ClusterRecord>, StoreError> {
+        self.read("list clusters", |tx| {
+            let rows = tx.query("SELECT record FROM clusters ORDER BY name", &[]).ctx("query clusters")?;
+            rows.iter().map(|r| from_json("clusters.record", &col::<String>(r, 0)?)).collect()
+        })
+    }
+
+    /// Deleting a cluster that is not registered is not an error (the unregister step may run
+    /// again after a restart).
+    fn delete_cluster(&self, name: &str) -> Result<(), StoreError> {
+        let name = name.to_string();
+        self.write("delete cluster", move |tx| {
+            tx.execute("DELETE FROM clusters WHERE name = $1", &[&name]).ctx("delete cluster")?;
+            Ok(())
+        })
+    }
+
+    fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let key = key.to_string();
+        self.read("get setting", move |tx| {
+            let row = tx
+                .query_opt("SELECT value FROM settings WHERE key = $1", &[&key])
+                .ctx(&format!("read setting {key}"))?;
+            row.map(|r| col(&r, 0)).transpose()
+        })
+    }
+
+    fn set_setting(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
+        let (key, value) = (key.to_string(), value.map(str::to_string));
+        self.write("set setting", move |tx| {
+            match &value {
+                Some(v) => tx.execute(
+                    "INSERT INTO settings (key, value, updated_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    &[&key, v, &ts(&Utc::now())],
+                ),
+                None => tx.execute("DELETE FROM settings WHERE key = $1", &[&key]),
+            }
+            .ctx(&format!("write setting {key}"))?;
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn the_store_is_send_and_sync() {
+        assert_send_sync::<PostgresStore>();
+    }
+
+    #[test]
+    fn a_malformed_url_is_a_backend_error_that_hides_the_password() {
+        let err = PostgresStore::connect("postgres://user:s3cret@host:notaport/db").unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Backend(m) if m.contains("invalid PostgreSQL URL") && !m.contains("s3cret")),
+            "{err}"
+        );
+    }
+}
