@@ -155,7 +155,8 @@ impl AppState {
         Self::assemble_full(opts, aws_opts, SimKube::ApiServer)
     }
 
-    /// [`AppState::assemble_with_aws`] choosing how the simulated cloud's Kubernetes is reached.
+    /// [`AppState::assemble_with_aws`] choosing how the simulated cloud's Kubernetes is reached,
+    /// on the default store (SQLite, `<data-dir>/instantstart.db`).
     pub fn assemble_full(
         opts: &ServerOptions,
         aws_opts: AwsOptions,
@@ -163,9 +164,21 @@ impl AppState {
     ) -> Result<Assembled, ServerError> {
         std::fs::create_dir_all(&opts.data_dir)
             .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
-        let sqlite = Arc::new(instantstart_store::SqliteStore::open(&opts.data_dir.join("instantstart.db"))?);
-        let store: Arc<dyn Store> = sqlite.clone();
-        let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone(), sqlite)?;
+        let store = instantstart_store::open_store(&default_store_url(&opts.data_dir))?;
+        Self::assemble_on(opts, aws_opts, sim_kube, store)
+    }
+
+    /// [`AppState::assemble_full`] on `store` (`--store-url`: SQLite or PostgreSQL).
+    pub fn assemble_on(
+        opts: &ServerOptions,
+        aws_opts: AwsOptions,
+        sim_kube: SimKube,
+        backend: Arc<dyn instantstart_store::StoreBackend>,
+    ) -> Result<Assembled, ServerError> {
+        std::fs::create_dir_all(&opts.data_dir)
+            .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
+        let store: Arc<dyn Store> = backend.clone();
+        let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone(), backend)?;
         let mut kube_api_url = None;
         let helm: Arc<dyn HelmReleases>;
         let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
@@ -273,6 +286,11 @@ fn open_sim(data_dir: &Path, speed: f64) -> Result<instantstart_sim::SimCloud, S
 }
 
 pub use serve::{serve, serve_with};
+
+/// The default store: SQLite in `<data_dir>/instantstart.db`.
+pub fn default_store_url(data_dir: &Path) -> instantstart_store::StoreUrl {
+    instantstart_store::StoreUrl::Sqlite(data_dir.join("instantstart.db"))
+}
 
 /// The complete HTTP application for `state`.
 pub fn app(state: AppState) -> axum::Router {

@@ -44,9 +44,29 @@ struct Cli {
     /// created in the simulated account when missing.
     #[arg(long, env = "INSTANTSTART_SHARED_BUCKET")]
     shared_bucket: Option<String>,
+    /// The store: `sqlite://<path>` or `postgres://user:password@host:port/database` (default:
+    /// SQLite in `<data-dir>/instantstart.db`). Keep a password out of the command line:
+    /// prefer the environment variable.
+    #[arg(long, env = "INSTANTSTART_STORE_URL", hide_env_values = true)]
+    store_url: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
+}
+
+impl Cli {
+    /// Opens the store `--store-url` names (default: SQLite in the data directory).
+    fn open_store(&self) -> anyhow::Result<std::sync::Arc<dyn instantstart_store::StoreBackend>> {
+        let url = match &self.store_url {
+            Some(u) => instantstart_store::StoreUrl::parse(u).context("--store-url")?,
+            None => {
+                std::fs::create_dir_all(&self.data_dir)
+                    .with_context(|| format!("creating {}", self.data_dir.display()))?;
+                instantstart_server::default_store_url(&self.data_dir)
+            }
+        };
+        instantstart_store::open_store(&url).context("opening the store")
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -89,14 +109,14 @@ enum TokenCommand {
 }
 
 /// Runs `instantstart-server token …` on the store in `data_dir`.
-fn token_command(data_dir: &std::path::Path, command: &TokenCommand) -> anyhow::Result<()> {
+fn token_command(cli: &Cli, command: &TokenCommand) -> anyhow::Result<()> {
     use instantstart_core::operation::{Actor, Face};
-    let store =
-        instantstart_store::SqliteStore::open(&data_dir.join("instantstart.db")).context("opening the store")?;
+    let backend = cli.open_store()?;
+    let store: &dyn instantstart_core::credentials::CredentialStore = backend.as_ref();
     let actor = Actor { face: Face::Cli, principal: LOCAL_PRINCIPAL.into() };
     match command {
         TokenCommand::List => {
-            let tokens = instantstart_server::auth::list_tokens(&store)?;
+            let tokens = instantstart_server::auth::list_tokens(store)?;
             if tokens.is_empty() {
                 eprintln!("no tokens besides the admin token");
             }
@@ -113,13 +133,13 @@ fn token_command(data_dir: &std::path::Path, command: &TokenCommand) -> anyhow::
             }
         }
         TokenCommand::Create { name, scope, expires_at } => {
-            let minted = instantstart_server::auth::mint_token(&store, name, *scope, *expires_at, &actor)
+            let minted = instantstart_server::auth::mint_token(store, name, *scope, *expires_at, &actor)
                 .context("creating the token")?;
             println!("{}", minted.token);
             eprintln!("token {name:?} (scope {scope}) created; it is shown only once");
         }
         TokenCommand::Revoke { name } => {
-            instantstart_server::auth::revoke_token(&store, name, &actor).context("revoking the token")?;
+            instantstart_server::auth::revoke_token(store, name, &actor).context("revoking the token")?;
             eprintln!("token {name:?} revoked; it and its browser sessions no longer work");
         }
     }
@@ -157,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
     instantstart_k8s::install_crypto_provider();
     let cli = Cli::parse();
     if let Some(Command::Token { command }) = &cli.command {
-        return token_command(&cli.data_dir, command);
+        return token_command(&cli, command);
     }
     init_logs(cli.log_format);
     if !(cli.sim_speed.is_finite() && cli.sim_speed >= 1.0) {
@@ -176,7 +196,8 @@ async fn main() -> anyhow::Result<()> {
         profile: cli.profile.clone(),
         endpoint_url: cli.aws_endpoint_url.clone(),
     };
-    let assembled = AppState::assemble_full(&opts, aws_opts, cli.sim_kube).context("starting the server")?;
+    let assembled =
+        AppState::assemble_on(&opts, aws_opts, cli.sim_kube, cli.open_store()?).context("starting the server")?;
     let state = assembled.state;
     let listener =
         tokio::net::TcpListener::bind(cli.listen).await.with_context(|| format!("binding {}", cli.listen))?;
