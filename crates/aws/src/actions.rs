@@ -82,6 +82,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "iam:ListInstanceProfilesForRole",
     "iam:ListRolePolicies",
     "iam:PassRole",
+    "iam:PutRolePermissionsBoundary",
     "iam:PutRolePolicy",
     "iam:RemoveRoleFromInstanceProfile",
     "iam:TagOpenIDConnectProvider",

@@ -1,6 +1,8 @@
 //! The CloudFormation template of the management environment grants exactly the actions this
 //! crate needs: every action in [`crate::actions::IAM_ACTIONS`] and nothing else, in the
-//! control-plane policy of `deploy/cloudformation/management.yaml`.
+//! control-plane policy of `deploy/cloudformation/management.yaml`; IAM roles only with the
+//! stack's permissions boundary (`RoleBoundary`) and the managed policies the code attaches;
+//! deletes of EKS, SageMaker and EC2 resources only on resources carrying our ownership tag.
 
 use crate::actions::IAM_ACTIONS;
 use std::collections::BTreeSet;
@@ -14,6 +16,10 @@ fn template() -> serde_norway::Value {
 fn actions_of(policy: &serde_norway::Value) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for stmt in policy["PolicyDocument"]["Statement"].as_sequence().expect("statements") {
+        // Deny statements grant nothing (the boundary's guards, checked below).
+        if stmt["Effect"].as_str() == Some("Deny") {
+            continue;
+        }
         assert_eq!(stmt["Effect"].as_str(), Some("Allow"), "{stmt:?}");
         match &stmt["Action"] {
             serde_norway::Value::String(a) => {
@@ -124,4 +130,246 @@ fn the_instance_mounts_the_shared_bucket_where_the_pods_do() {
     assert!(user_data.contains(&format!("${{SharedBucket}} {path}")), "mount-s3 <bucket> {path}: {user_data}");
     assert!(user_data.contains(&format!("-v {path}:{path}")), "docker -v {path}:{path}: {user_data}");
     assert!(user_data.contains("mount-s3"), "{user_data}");
+}
+
+/// Every statement of the control-plane policy.
+fn control_plane_statements(t: &serde_norway::Value) -> Vec<serde_norway::Value> {
+    let policies = t["Resources"]["ControlPlaneRole"]["Properties"]["Policies"].as_sequence().expect("policies");
+    let control_plane = policies
+        .iter()
+        .find(|p| p["PolicyName"].as_str() == Some("instantstart-control-plane"))
+        .expect("the instantstart-control-plane policy");
+    control_plane["PolicyDocument"]["Statement"].as_sequence().expect("statements").clone()
+}
+
+fn actions_in(stmt: &serde_norway::Value) -> Vec<String> {
+    match &stmt["Action"] {
+        serde_norway::Value::String(a) => vec![a.clone()],
+        serde_norway::Value::Sequence(list) => list.iter().filter_map(|a| a.as_str().map(str::to_string)).collect(),
+        _ => vec![],
+    }
+}
+
+/// `Fn::Sub: arn:${AWS::Partition}:…` → `arn:aws:…` (the partition the core's constants use).
+fn sub_aws(v: &serde_norway::Value) -> String {
+    v["Fn::Sub"].as_str().or(v.as_str()).expect("a string or Fn::Sub").replace("${AWS::Partition}", "aws")
+}
+
+/// IAM matches `*` in an action name against any run of characters (case-insensitive).
+fn action_matches(pattern: &str, action: &str) -> bool {
+    let (p, a) = (pattern.to_ascii_lowercase(), action.to_ascii_lowercase());
+    let parts: Vec<&str> = p.split('*').collect();
+    if parts.len() == 1 {
+        return p == a;
+    }
+    let mut rest = a.as_str();
+    for (i, part) in parts.iter().enumerate() {
+        if i == 0 {
+            let Some(r) = rest.strip_prefix(part) else { return false };
+            rest = r;
+        } else if i == parts.len() - 1 {
+            return rest.ends_with(part);
+        } else {
+            let Some(at) = rest.find(part) else { return false };
+            rest = &rest[at + part.len()..];
+        }
+    }
+    true
+}
+
+/// The actions of the inline policies the core's workflows put on the roles they create (every
+/// `"<service>:<Action>"` literal of `crates/core/src/workflow`, trust-policy actions included)
+/// and of the vendored load balancer controller policy.
+fn inline_policy_actions() -> BTreeSet<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src/workflow");
+    let mut out = BTreeSet::new();
+    let sources: Vec<String> = std::fs::read_dir(&dir)
+        .expect("core workflows")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+        .map(|e| std::fs::read_to_string(e.path()).expect("readable"))
+        .collect();
+    for stmt in instantstart_core::workflow::lb_controller::lb_controller_policy()["Statement"]
+        .as_array()
+        .expect("the load balancer controller policy's statements")
+    {
+        match &stmt["Action"] {
+            serde_json::Value::String(a) => {
+                out.insert(a.clone());
+            }
+            serde_json::Value::Array(list) => out.extend(list.iter().filter_map(|a| a.as_str().map(str::to_string))),
+            other => panic!("unexpected Action {other:?}"),
+        }
+    }
+    for src in &sources {
+        for literal in src.split('"').skip(1).step_by(2) {
+            let Some((service, action)) = literal.split_once(':') else { continue };
+            // `k8s:` names Kubernetes kinds in the sources, not an AWS service.
+            let service_ok = !service.is_empty()
+                && !["arn", "k8s"].contains(&service)
+                && service.chars().all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit());
+            let action_ok = action.starts_with(|c: char| c.is_ascii_uppercase())
+                && action.chars().all(|c| c.is_ascii_alphanumeric() || c == '*');
+            if service_ok && action_ok {
+                out.insert(literal.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The boundary exists, allows nothing IAM-administrative, and covers every action the core's
+/// inline policies grant (a role's permissions are the intersection of its policies and its
+/// boundary: an action missing here would silently stop working).
+#[test]
+fn the_role_boundary_caps_roles_without_iam_administration_and_covers_their_policies() {
+    let t = template();
+    let boundary = &t["Resources"]["RoleBoundary"];
+    assert_eq!(boundary["Type"].as_str(), Some("AWS::IAM::ManagedPolicy"));
+    let mut allowed = Vec::new();
+    for stmt in boundary["Properties"]["PolicyDocument"]["Statement"].as_sequence().expect("statements") {
+        assert_eq!(stmt["Effect"].as_str(), Some("Allow"), "{stmt:?}");
+        allowed.extend(actions_in(stmt));
+    }
+    let iam: BTreeSet<&str> = allowed.iter().filter(|a| a.starts_with("iam:")).map(String::as_str).collect();
+    assert_eq!(
+        iam,
+        BTreeSet::from([
+            "iam:CreateServiceLinkedRole",
+            "iam:GetServerCertificate",
+            "iam:ListServerCertificates",
+            "iam:PassRole"
+        ]),
+        "the boundary allows no IAM administration"
+    );
+    assert!(!allowed.iter().any(|a| a == "*" || a.starts_with("iam:*") || a.starts_with("sts:*")), "{allowed:?}");
+    let actions = inline_policy_actions();
+    assert!(actions.len() > 40, "the scan found too few actions: {actions:?}");
+    let uncovered: Vec<&String> = actions.iter().filter(|a| !allowed.iter().any(|p| action_matches(p, a))).collect();
+    assert!(uncovered.is_empty(), "inline-policy actions the boundary does not allow: {uncovered:?}");
+}
+
+/// IAM refuses an escalation: roles are created, given inline policies and given a boundary
+/// only with the stack's boundary, managed policies are attached only when they are the ones
+/// the code attaches, and the boundary can be neither removed nor rewritten.
+#[test]
+fn iam_role_changes_require_the_boundary_and_the_known_managed_policies() {
+    let t = template();
+    let statements = control_plane_statements(&t);
+    let boundary_condition = |s: &serde_norway::Value| {
+        s["Condition"]["StringEquals"]["iam:PermissionsBoundary"]["Ref"].as_str() == Some("RoleBoundary")
+    };
+    for action in ["iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:PutRolePermissionsBoundary"] {
+        let granting: Vec<&serde_norway::Value> = statements
+            .iter()
+            .filter(|s| s["Effect"].as_str() == Some("Allow") && actions_in(s).iter().any(|a| a == action))
+            .collect();
+        assert!(!granting.is_empty(), "{action} is granted");
+        for s in granting {
+            assert!(boundary_condition(s), "{action} without the iam:PermissionsBoundary condition: {s:?}");
+        }
+    }
+    let attach = control_plane_statement(&t, "IamAttachKnownManagedPolicies");
+    let arns: BTreeSet<String> = attach["Condition"]["ArnEquals"]["iam:PolicyARN"]
+        .as_sequence()
+        .expect("a list of policy ARNs")
+        .iter()
+        .map(sub_aws)
+        .collect();
+    let code: BTreeSet<String> = crate::iam::ATTACHABLE_MANAGED_POLICIES.iter().map(|a| a.to_string()).collect();
+    assert_eq!(arns, code, "the template's iam:PolicyARN list and ATTACHABLE_MANAGED_POLICIES");
+    // Deny statements: no boundary removal, no change to the boundary policy.
+    let denied: BTreeSet<String> =
+        statements.iter().filter(|s| s["Effect"].as_str() == Some("Deny")).flat_map(actions_in).collect();
+    for action in ["iam:DeleteRolePermissionsBoundary", "iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion"] {
+        assert!(denied.contains(action), "{action} is denied: {denied:?}");
+    }
+    let policy_changes = control_plane_statement(&t, "DenyBoundaryPolicyChanges");
+    assert_eq!(policy_changes["Resource"]["Ref"].as_str(), Some("RoleBoundary"));
+    // Changes to existing roles: only ours.
+    let owned = control_plane_statement(&t, "IamChangeOwnedRoles");
+    assert_eq!(
+        owned["Condition"]["StringEquals"]["aws:ResourceTag/instantstart:managed-by"].as_str(),
+        Some(instantstart_core::provider::MANAGED_BY)
+    );
+    for action in ["iam:UpdateAssumeRolePolicy", "iam:DeleteRole", "iam:DetachRolePolicy", "iam:DeleteRolePolicy"] {
+        assert!(actions_in(&owned).iter().any(|a| a == action), "{action} in IamChangeOwnedRoles");
+    }
+    // The server is told which boundary to send.
+    let user_data = t["Resources"]["Instance"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]
+        .as_str()
+        .expect("user data")
+        .to_string();
+    assert!(user_data.contains("INSTANTSTART_ROLE_BOUNDARY_ARN=${RoleBoundary}"), "{user_data}");
+}
+
+/// Every managed policy the core's workflows attach is in `ATTACHABLE_MANAGED_POLICIES`, and
+/// every entry there is attached somewhere.
+#[test]
+fn the_attachable_managed_policies_are_the_ones_the_core_attaches() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src/workflow");
+    let mut found = BTreeSet::new();
+    for e in std::fs::read_dir(&dir).expect("core workflows").filter_map(|e| e.ok()) {
+        let src = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for literal in src.split('"').skip(1).step_by(2) {
+            if literal.starts_with("arn:aws:iam::aws:policy/") {
+                found.insert(literal.to_string());
+            }
+        }
+    }
+    let listed: BTreeSet<String> = crate::iam::ATTACHABLE_MANAGED_POLICIES.iter().map(|a| a.to_string()).collect();
+    assert_eq!(found, listed);
+}
+
+/// Deletes of EKS, SageMaker and EC2 resources, and changes to existing EC2 network pieces,
+/// apply only to resources carrying our ownership tag; creates must carry it.
+#[test]
+fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
+    let t = template();
+    let statements = control_plane_statements(&t);
+    let tag_key = format!("aws:ResourceTag/{}", instantstart_core::provider::TAG_MANAGED_BY);
+    let request_tag = format!("aws:RequestTag/{}", instantstart_core::provider::TAG_MANAGED_BY);
+    let scoped = |s: &serde_norway::Value, key: &str| {
+        s["Condition"]["StringEquals"][key].as_str() == Some(instantstart_core::provider::MANAGED_BY)
+    };
+    let allows = |action: &str| -> Vec<serde_norway::Value> {
+        statements
+            .iter()
+            .filter(|s| s["Effect"].as_str() == Some("Allow") && actions_in(s).iter().any(|a| a == action))
+            .cloned()
+            .collect()
+    };
+    let mut deletes: Vec<&str> = IAM_ACTIONS
+        .iter()
+        .copied()
+        .filter(|a| {
+            let (service, op) = a.split_once(':').unwrap();
+            ["ec2", "eks", "sagemaker"].contains(&service) && (op.starts_with("Delete") || op.starts_with("Detach"))
+        })
+        .collect();
+    deletes.extend([
+        "ec2:ReplaceRoute",
+        "ec2:ModifyVpcAttribute",
+        "ec2:ModifySubnetAttribute",
+        "ec2:AttachInternetGateway",
+        "ec2:CreateRoute",
+        "ec2:ReleaseAddress",
+    ]);
+    for action in deletes {
+        let granting = allows(action);
+        assert!(!granting.is_empty(), "{action} is granted");
+        for s in granting {
+            assert!(scoped(&s, &tag_key), "{action} without the {tag_key} condition: {s:?}");
+        }
+    }
+    for action in ["ec2:CreateVpc", "ec2:CreateSubnet", "eks:CreateCluster", "sagemaker:CreateCluster", "iam:TagRole"] {
+        for s in allows(action) {
+            assert!(scoped(&s, &request_tag), "{action} without the {request_tag} condition: {s:?}");
+        }
+    }
+    // CreateTags: as part of a create, or on what is ours already.
+    for s in allows("ec2:CreateTags") {
+        let on_create = s["Condition"]["StringEquals"]["ec2:CreateAction"].as_sequence().is_some();
+        assert!(on_create || scoped(&s, &tag_key), "ec2:CreateTags unscoped: {s:?}");
+    }
 }

@@ -3,10 +3,22 @@
 //!
 //! # Least privilege
 //!
-//! [`check_least_privilege`] refuses, before anything is sent: `AdministratorAccess`,
-//! `PowerUserAccess`, `IAMFullAccess` and `AmazonS3FullAccess`; inline `Allow` statements
-//! granting `*`, `*:*`, `iam:*` or any `<service>:*` on resource `*` (so no `s3:*` on `*`);
-//! and trust policies letting anyone (`*`) assume the role.
+//! [`check_least_privilege`] refuses, before anything is sent: any managed policy other than
+//! the AWS managed policies the core attaches ([`ATTACHABLE_MANAGED_POLICIES`]; the deployment
+//! template's `iam:PolicyARN` condition lists the same ones, so IAM refuses them too);
+//! inline `Allow` statements granting `*`, `*:*`, `iam:*` or any `<service>:*` on resource `*`
+//! (so no `s3:*` on `*`); and trust policies letting anyone (`*`) assume the role.
+//!
+//! # Permissions boundary
+//!
+//! With [`crate::AwsOptions::role_boundary_arn`] set, `CreateRole` carries it as the role's
+//! `PermissionsBoundary`, and adopting or completing an existing role of ours
+//! (`EntityAlreadyExists`, `ensure_role_policies`) first sets it with
+//! `PutRolePermissionsBoundary` (idempotent): roles created before the boundary existed get it
+//! the next time a workflow touches them. The template allows `CreateRole`, `PutRolePolicy`,
+//! `AttachRolePolicy` and `PutRolePermissionsBoundary` only with that boundary
+//! (`iam:PermissionsBoundary`), so whoever holds the control plane's credentials cannot mint a
+//! role above it; the boundary itself grants nothing IAM-administrative.
 //!
 //! # Policies
 //!
@@ -43,12 +55,14 @@ use instantstart_core::provider::{
 };
 use serde_json::Value;
 
-/// Managed policies that are never attached.
-pub const FORBIDDEN_MANAGED_POLICIES: &[&str] = &[
-    "arn:aws:iam::aws:policy/AdministratorAccess",
-    "arn:aws:iam::aws:policy/PowerUserAccess",
-    "arn:aws:iam::aws:policy/IAMFullAccess",
-    "arn:aws:iam::aws:policy/AmazonS3FullAccess",
+/// The only managed policies a role may have attached: the AWS managed policies the core's
+/// workflows attach (a test keeps this list in step with the core's source and with the
+/// template's `iam:PolicyARN` condition).
+pub const ATTACHABLE_MANAGED_POLICIES: &[&str] = &[
+    instantstart_core::workflow::create_cluster::EKS_CLUSTER_POLICY,
+    instantstart_core::workflow::create_cluster::HYPERPOD_INSTANCE_POLICY,
+    instantstart_core::workflow::features::TRAINING_OPERATOR_POLICY,
+    instantstart_core::workflow::features::INFERENCE_MANAGED_POLICY,
 ];
 
 fn strings(v: Option<&Value>) -> Vec<&str> {
@@ -70,8 +84,11 @@ fn statements(policy: &Value) -> Vec<&Value> {
 /// Checks a role request against the least-privilege rules in the module docs.
 pub fn check_least_privilege(req: &CreateIamRole) -> std::result::Result<(), String> {
     for p in &req.managed_policies {
-        if FORBIDDEN_MANAGED_POLICIES.contains(&p.as_str()) {
-            return Err(format!("managed policy {p} is too broad; scope an inline policy to the cluster's resources"));
+        if !ATTACHABLE_MANAGED_POLICIES.contains(&p.as_str()) {
+            return Err(format!(
+                "managed policy {p} is not one InstantStart attaches ({}); scope an inline policy to the cluster's resources",
+                ATTACHABLE_MANAGED_POLICIES.join(", ")
+            ));
         }
     }
     for (name, policy) in &req.inline_policies {
@@ -150,9 +167,10 @@ async fn ensure_policies(iam: &Iam, req: &CreateIamRole) -> Result<()> {
 
 /// Sets the trust policy, attaches the managed policies and puts the inline ones of an
 /// existing role (all idempotent): the completion of a role whose create was interrupted.
-async fn ensure_role_policies(iam: &Iam, req: &CreateIamRole) -> Result<()> {
+async fn ensure_role_policies(iam: &Iam, req: &CreateIamRole, boundary: Option<&str>) -> Result<()> {
     const API: &str = "iam:UpdateAssumeRolePolicy";
     check_least_privilege(req).map_err(|m| invalid(API, m))?;
+    put_boundary(iam, &req.name, boundary).await?;
     iam.update_assume_role_policy()
         .role_name(&req.name)
         .policy_document(req.trust_policy.to_string())
@@ -162,13 +180,26 @@ async fn ensure_role_policies(iam: &Iam, req: &CreateIamRole) -> Result<()> {
     ensure_policies(iam, req).await
 }
 
-async fn create_role(iam: &Iam, req: &CreateIamRole) -> Result<IamRole> {
+/// Sets `boundary` as the role's permissions boundary (idempotent); nothing without one.
+async fn put_boundary(iam: &Iam, role: &str, boundary: Option<&str>) -> Result<()> {
+    let Some(arn) = boundary else { return Ok(()) };
+    iam.put_role_permissions_boundary()
+        .role_name(role)
+        .permissions_boundary(arn)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| sdk_error("iam:PutRolePermissionsBoundary", e))
+}
+
+async fn create_role(iam: &Iam, req: &CreateIamRole, boundary: Option<&str>) -> Result<IamRole> {
     const API: &str = "iam:CreateRole";
     check_least_privilege(req).map_err(|m| invalid(API, m))?;
     let result = iam
         .create_role()
         .role_name(&req.name)
         .assume_role_policy_document(req.trust_policy.to_string())
+        .set_permissions_boundary(boundary.map(str::to_string))
         .description("Created by InstantStart")
         .set_tags(Some(tags::iam(API, &req.tags)?))
         .send()
@@ -203,6 +234,7 @@ async fn create_role(iam: &Iam, req: &CreateIamRole) -> Result<IamRole> {
         }
         Err(e) => return Err(e),
     };
+    put_boundary(iam, &req.name, boundary).await?;
     ensure_policies(iam, req).await?;
     Ok(role)
 }
@@ -356,11 +388,11 @@ impl IamApi for AwsProvider {
     }
 
     async fn create_role(&self, req: &CreateIamRole) -> Result<IamRole> {
-        create_role(self.iam().await?, req).await
+        create_role(self.iam().await?, req, self.options().role_boundary_arn.as_deref()).await
     }
 
     async fn ensure_role_policies(&self, req: &CreateIamRole) -> Result<()> {
-        ensure_role_policies(self.iam().await?, req).await
+        ensure_role_policies(self.iam().await?, req, self.options().role_boundary_arn.as_deref()).await
     }
 
     async fn delete_role(&self, name: &str) -> Result<()> {
@@ -419,7 +451,16 @@ mod tests {
         );
         let sa = role(&[], allow(json!(["s3:GetObject"]), json!("arn:aws:s3:::b/*")), irsa);
         assert_eq!(check_least_privilege(&sa), Ok(()));
+        for managed in ATTACHABLE_MANAGED_POLICIES {
+            let r = role(&[managed], allow(json!(["s3:GetObject"]), json!("arn:aws:s3:::b/*")), trust());
+            assert_eq!(check_least_privilege(&r), Ok(()), "{managed}");
+        }
         let bad: Vec<CreateIamRole> = vec![
+            role(
+                &["arn:aws:iam::aws:policy/AmazonEC2FullAccess"],
+                allow(json!("s3:GetObject"), json!("arn:aws:s3:::b/*")),
+                trust(),
+            ),
             role(
                 &["arn:aws:iam::aws:policy/AdministratorAccess"],
                 allow(json!("s3:GetObject"), json!("arn:aws:s3:::b/*")),

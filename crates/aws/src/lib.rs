@@ -29,6 +29,8 @@
 //!   retries them again (bounded).
 //! - [`IAM_ACTIONS`] lists every IAM action the adapter needs; a unit test checks it against
 //!   the SDK calls in this crate's source.
+//! - With [`AwsOptions::role_boundary_arn`] set, every IAM role the adapter creates or adopts
+//!   carries that permissions boundary ([`iam`]).
 
 pub mod actions;
 pub mod eks;
@@ -75,6 +77,11 @@ pub struct AwsOptions {
     /// Endpoint override for every service (e.g. `http://127.0.0.1:5000` for moto). S3 then
     /// uses path-style addressing.
     pub endpoint_url: Option<String>,
+    /// ARN of the managed policy every IAM role the adapter creates carries as its permissions
+    /// boundary (the deployment template's `RoleBoundary`, passed as
+    /// `INSTANTSTART_ROLE_BOUNDARY_ARN`). `None` = roles get no boundary: only for accounts
+    /// where the control plane's own policy does not demand one (see `docs/security.md`).
+    pub role_boundary_arn: Option<String>,
 }
 
 /// Installs the aws-lc-rs rustls crypto provider as the process default.
@@ -166,9 +173,17 @@ impl AwsProvider {
             region: conf.region().map(|r| r.to_string()),
             profile: None,
             endpoint_url: conf.endpoint_url().map(str::to_string),
+            role_boundary_arn: None,
         });
         let _ = p.base.set(Base::new(conf));
         p
+    }
+
+    /// The same provider creating every IAM role with `arn` as its permissions boundary
+    /// ([`AwsOptions::role_boundary_arn`]).
+    pub fn with_role_boundary(mut self, arn: impl Into<String>) -> Self {
+        self.opts.role_boundary_arn = Some(arn.into());
+        self
     }
 
     /// The options this provider was built with.

@@ -30,6 +30,8 @@ use std::collections::BTreeSet;
 const ACCOUNT: &str = "123456789012";
 const PLAN: &str = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p5-plan";
 const ROLE: &str = "arn:aws:iam::123456789012:role/demo-hyperpod-exec-role";
+/// The permissions boundary every role of the suite is created with.
+const ROLE_BOUNDARY: &str = "arn:aws:iam::123456789012:policy/instantstart-RoleBoundary-EXAMPLE";
 const EKS_ARN: &str = "arn:aws:eks:us-east-1:123456789012:cluster/demo";
 const HP_ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123def456";
 const MLFLOW_ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team";
@@ -670,7 +672,12 @@ pub const CASES: &[Case] = &[
         variant: "",
         world: World::Existing,
         run: run!(|p| p.ensure_role_policies(&role_req()).await.unwrap()),
-        expect: &["iam:UpdateAssumeRolePolicy", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
+        expect: &[
+            "iam:PutRolePermissionsBoundary",
+            "iam:UpdateAssumeRolePolicy",
+            "iam:AttachRolePolicy",
+            "iam:PutRolePolicy",
+        ],
     },
     Case {
         method: "IamApi::delete_role",
@@ -1516,6 +1523,7 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
         "iam:GetRole" => query("GetRole", &role_xml()),
         "iam:CreateRole" => query("CreateRole", &role_xml()),
         "iam:UpdateAssumeRolePolicy"
+        | "iam:PutRolePermissionsBoundary"
         | "iam:AttachRolePolicy"
         | "iam:PutRolePolicy"
         | "iam:DetachRolePolicy"
@@ -1658,7 +1666,8 @@ async fn run_case(c: &'static Case) -> Vec<String> {
         }
         Err(e) => Canned::json_error(500, "UndecodableRequest", &e),
     });
-    let provider = replay.provider();
+    // Every role is created with the deployment's permissions boundary (as the template runs it).
+    let provider = replay.provider().with_role_boundary(ROLE_BOUNDARY);
     let label = format!("{} [{}]", c.method, c.variant);
     let mut findings = Vec::new();
     if let Err(e) = tokio::spawn((c.run)(provider)).await {
@@ -1674,6 +1683,16 @@ async fn run_case(c: &'static Case) -> Vec<String> {
             Ok((d, violations)) => {
                 for v in violations {
                     findings.push(format!("{label}: {}: {v}", d.id()));
+                }
+                // IAM allows these only with the boundary (the template's iam:PermissionsBoundary).
+                let boundary_param = match d.id().as_str() {
+                    "iam:CreateRole" | "iam:PutRolePermissionsBoundary" => Some("PermissionsBoundary"),
+                    _ => None,
+                };
+                if let Some(param) = boundary_param
+                    && d.params.get(param).and_then(|v| v.as_str()) != Some(ROLE_BOUNDARY)
+                {
+                    findings.push(format!("{label}: {} without {param} {ROLE_BOUNDARY}", d.id()));
                 }
                 seen.insert(d.id());
             }

@@ -984,6 +984,84 @@ async fn an_existing_role_of_ours_is_adopted_and_its_policies_ensured() {
     assert_eq!(put.get("PolicyName").map(String::as_str), Some("scoped"));
 }
 
+/// With a boundary configured, `CreateRole` carries it, and a role adopted or completed gets it
+/// (`PutRolePermissionsBoundary`) before any policy is attached or put: the template allows
+/// those only on roles with the boundary.
+#[tokio::test]
+async fn roles_carry_the_permissions_boundary() {
+    const BOUNDARY: &str = "arn:aws:iam::123456789012:policy/instantstart-RoleBoundary-X";
+    let ok = |op: &str| {
+        Canned::xml(&format!(
+            "<{op}Response><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></{op}Response>"
+        ))
+    };
+    let created = "<CreateRoleResponse><CreateRoleResult><Role><Path>/</Path><RoleName>demo-eks-cluster-role</RoleName>\
+        <RoleId>AROAEXAMPLE</RoleId><Arn>arn:aws:iam::123456789012:role/demo-eks-cluster-role</Arn>\
+        <CreateDate>2026-01-01T00:00:00Z</CreateDate></Role></CreateRoleResult></CreateRoleResponse>";
+    let req = CreateIamRole {
+        name: "demo-eks-cluster-role".into(),
+        trust_policy: json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+        managed_policies: vec![instantstart_core::workflow::create_cluster::EKS_CLUSTER_POLICY.into()],
+        inline_policies: vec![(
+            "scoped".into(),
+            json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::b/*"]}]}),
+        )],
+        tags: tags("demo"),
+    };
+    // A new role: the boundary in CreateRole itself.
+    let replay = Replay::new(move |r| match r.operation().as_str() {
+        "CreateRole" => Canned::xml(created),
+        op @ ("AttachRolePolicy" | "PutRolePolicy") => ok(op),
+        _ => unexpected(r),
+    });
+    replay.provider().with_role_boundary(BOUNDARY).create_role(&req).await.unwrap();
+    let create = replay.of("CreateRole")[0].form();
+    assert_eq!(create.get("PermissionsBoundary").map(String::as_str), Some(BOUNDARY), "{create:?}");
+    // Without a boundary configured, none is sent.
+    let replay = Replay::new(move |r| match r.operation().as_str() {
+        "CreateRole" => Canned::xml(created),
+        op @ ("AttachRolePolicy" | "PutRolePolicy") => ok(op),
+        _ => unexpected(r),
+    });
+    replay.provider().create_role(&req).await.unwrap();
+    assert!(!replay.of("CreateRole")[0].form().contains_key("PermissionsBoundary"));
+    // An existing role of ours (made by an older version): the boundary first.
+    let replay = Replay::new(move |r| match r.operation().as_str() {
+        "CreateRole" => {
+            Canned::query_error(409, "EntityAlreadyExists", "Role with name demo-eks-cluster-role already exists.")
+        }
+        "GetRole" => Canned::xml(ROLE_XML),
+        op @ ("PutRolePermissionsBoundary" | "AttachRolePolicy" | "PutRolePolicy") => ok(op),
+        _ => unexpected(r),
+    });
+    replay.provider().with_role_boundary(BOUNDARY).create_role(&req).await.unwrap();
+    assert_eq!(
+        replay.operations(),
+        ["CreateRole", "GetRole", "PutRolePermissionsBoundary", "AttachRolePolicy", "PutRolePolicy"]
+    );
+    let put = replay.of("PutRolePermissionsBoundary")[0].form();
+    assert_eq!(put.get("PermissionsBoundary").map(String::as_str), Some(BOUNDARY), "{put:?}");
+    assert_eq!(put.get("RoleName").map(String::as_str), Some("demo-eks-cluster-role"));
+    // Completing a half-created role: the boundary first, too.
+    let replay = Replay::new(move |r| match r.operation().as_str() {
+        op @ ("PutRolePermissionsBoundary" | "UpdateAssumeRolePolicy" | "AttachRolePolicy" | "PutRolePolicy") => ok(op),
+        _ => unexpected(r),
+    });
+    replay.provider().with_role_boundary(BOUNDARY).ensure_role_policies(&req).await.unwrap();
+    assert_eq!(
+        replay.operations(),
+        ["PutRolePermissionsBoundary", "UpdateAssumeRolePolicy", "AttachRolePolicy", "PutRolePolicy"]
+    );
+    // A managed policy the code never attaches is refused before anything is sent.
+    let replay = Replay::new(unexpected);
+    let mut broad = req.clone();
+    broad.managed_policies = vec!["arn:aws:iam::aws:policy/AmazonEC2FullAccess".into()];
+    let e = replay.provider().with_role_boundary(BOUNDARY).create_role(&broad).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::InvalidRequest, "{e}");
+    assert!(e.message.contains("AmazonEC2FullAccess"), "{e}");
+    assert!(replay.operations().is_empty());
+}
+
 #[tokio::test]
 async fn a_half_created_role_is_completed_with_idempotent_calls_only() {
     let ok = |op: &str| {

@@ -96,6 +96,9 @@ pub enum ServerError {
         "this build has no AWS provider: rebuild with `cargo run -p instantstart-server --features aws -- --provider aws` (the container image includes it)"
     )]
     AwsNotBuilt,
+    /// `--role-boundary-arn` missing or malformed with `--provider aws`.
+    #[error("{0}")]
+    RoleBoundary(String),
 }
 
 /// How to assemble a server.
@@ -129,12 +132,62 @@ pub struct AwsOptions {
     pub profile: Option<String>,
     /// Endpoint override for every service (e.g. a local moto server).
     pub endpoint_url: Option<String>,
+    /// `--role-boundary-arn` (`INSTANTSTART_ROLE_BOUNDARY_ARN`) as given: the ARN of the
+    /// permissions boundary every IAM role InstantStart creates carries, or `none` for no
+    /// boundary. `--provider aws` refuses to start without it ([`role_boundary`]).
+    pub role_boundary_arn: Option<String>,
+}
+
+/// Word that turns the permissions boundary off explicitly (`--role-boundary-arn none`).
+pub const NO_ROLE_BOUNDARY: &str = "none";
+
+/// The permissions boundary `--provider aws` gives every IAM role it creates, from the raw
+/// `--role-boundary-arn`: the ARN of an IAM managed policy, or `None` when the operator said
+/// `none`.
+///
+/// # Guarantees
+///
+/// Missing → [`ServerError::RoleBoundary`] telling where the value comes from: a real-AWS
+/// server never creates roles without a boundary by accident. Anything but `none` or an IAM
+/// policy ARN (`arn:<partition>:iam::<12-digit account>:policy/…`) is refused the same way.
+pub fn role_boundary(raw: Option<&str>) -> Result<Option<String>, ServerError> {
+    let Some(raw) = raw.map(str::trim) else {
+        return Err(ServerError::RoleBoundary(
+            "--provider aws needs --role-boundary-arn (INSTANTSTART_ROLE_BOUNDARY_ARN): the ARN of the permissions \
+             boundary every IAM role InstantStart creates carries (the deployment template's RoleBoundary output), \
+             or `none` to create roles without one"
+                .into(),
+        ));
+    };
+    if raw.eq_ignore_ascii_case(NO_ROLE_BOUNDARY) {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = raw.splitn(6, ':').collect();
+    let valid = parts.len() == 6
+        && parts[0] == "arn"
+        && !parts[1].is_empty()
+        && parts[2] == "iam"
+        && parts[3].is_empty()
+        && parts[4].len() == 12
+        && parts[4].bytes().all(|b| b.is_ascii_digit())
+        && parts[5].strip_prefix("policy/").is_some_and(|n| !n.is_empty());
+    if !valid {
+        return Err(ServerError::RoleBoundary(format!(
+            "--role-boundary-arn {raw:?} is not an IAM policy ARN (arn:<partition>:iam::<account>:policy/<name>) or `none`"
+        )));
+    }
+    Ok(Some(raw.to_string()))
 }
 
 #[cfg(feature = "aws")]
-impl From<AwsOptions> for instantstart_aws::AwsOptions {
-    fn from(o: AwsOptions) -> Self {
-        instantstart_aws::AwsOptions { region: o.region, profile: o.profile, endpoint_url: o.endpoint_url }
+impl AwsOptions {
+    fn into_provider_options(self, role_boundary_arn: Option<String>) -> instantstart_aws::AwsOptions {
+        instantstart_aws::AwsOptions {
+            region: self.region,
+            profile: self.profile,
+            endpoint_url: self.endpoint_url,
+            role_boundary_arn,
+        }
     }
 }
 
@@ -215,9 +268,15 @@ impl AppState {
             ProviderKind::Aws => {
                 // The AWS SDK and kube-rs share rustls: pick the process-wide provider once.
                 instantstart_aws::install_crypto_provider();
+                let boundary = role_boundary(aws_opts.role_boundary_arn.as_deref())?;
+                if boundary.is_none() {
+                    tracing::warn!(
+                        "--role-boundary-arn none: IAM roles are created without a permissions boundary (see docs/security.md)"
+                    );
+                }
                 // Credentials are resolved on the first call, so a misconfiguration shows up
                 // as that call's error (and in the operation that made it).
-                let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts.into()));
+                let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts.into_provider_options(boundary)));
                 let kube = kube_wiring::eks_adapter(aws.clone());
                 helm = kube_wiring::eks_helm(aws.clone());
                 (aws, kube, None, EngineConfig::default())
@@ -295,4 +354,39 @@ pub fn default_store_url(data_dir: &Path) -> instantstart_store::StoreUrl {
 /// The complete HTTP application for `state`.
 pub fn app(state: AppState) -> axum::Router {
     routes::router(state)
+}
+
+#[cfg(test)]
+mod role_boundary_tests {
+    use super::*;
+
+    /// A raw `--role-boundary-arn`, and the boundary it gives or a part of the error.
+    type Case = (Option<&'static str>, Result<Option<&'static str>, &'static str>);
+
+    #[test]
+    fn the_role_boundary_is_required_and_checked() {
+        let arn = "arn:aws:iam::123456789012:policy/instantstart-role-boundary";
+        let cases: &[Case] = &[
+            (Some(arn), Ok(Some(arn))),
+            (
+                Some("arn:aws-cn:iam::123456789012:policy/path/b"),
+                Ok(Some("arn:aws-cn:iam::123456789012:policy/path/b")),
+            ),
+            (Some("none"), Ok(None)),
+            (Some("NONE"), Ok(None)),
+            (None, Err("needs --role-boundary-arn")),
+            (Some(""), Err("is not an IAM policy ARN")),
+            (Some("arn:aws:iam::123456789012:role/x"), Err("is not an IAM policy ARN")),
+            (Some("arn:aws:iam::aws:policy/AdministratorAccess"), Err("is not an IAM policy ARN")),
+            (Some("arn:aws:iam::123456789012:policy/"), Err("is not an IAM policy ARN")),
+            (Some("arn:aws:s3:::123456789012:policy/x"), Err("is not an IAM policy ARN")),
+        ];
+        for (raw, want) in cases {
+            match (role_boundary(*raw), want) {
+                (Ok(got), Ok(w)) => assert_eq!(got.as_deref(), *w, "{raw:?}"),
+                (Err(e), Err(w)) => assert!(e.to_string().contains(w), "{raw:?}: {e}"),
+                (got, w) => panic!("{raw:?}: got {got:?}, want {w:?}"),
+            }
+        }
+    }
 }

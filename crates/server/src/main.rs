@@ -49,6 +49,11 @@ struct Cli {
     /// prefer the environment variable.
     #[arg(long, env = "INSTANTSTART_STORE_URL", hide_env_values = true)]
     store_url: Option<String>,
+    /// With `--provider aws`: the ARN of the IAM managed policy every role InstantStart creates
+    /// carries as its permissions boundary (the deployment template sets it), or `none`.
+    /// Required with `--provider aws`.
+    #[arg(long, env = "INSTANTSTART_ROLE_BOUNDARY_ARN")]
+    role_boundary_arn: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
@@ -195,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
         region: Some(cli.region.clone()),
         profile: cli.profile.clone(),
         endpoint_url: cli.aws_endpoint_url.clone(),
+        role_boundary_arn: cli.role_boundary_arn.clone().filter(|b| !b.is_empty()),
     };
     let assembled =
         AppState::assemble_on(&opts, aws_opts, cli.sim_kube, cli.open_store()?).context("starting the server")?;

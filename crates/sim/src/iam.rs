@@ -36,6 +36,26 @@ fn check_trust_policy(api: &str, trust_policy: &serde_json::Value) -> Result<()>
     Ok(())
 }
 
+/// IAM's answer when the control plane's policy demands a permissions boundary
+/// (`iam:PermissionsBoundary` condition on `action`) and the request or role lacks it: the
+/// caller is not authorized (IAM user guide, "Permissions boundaries for IAM entities").
+fn check_boundary(w: &World, action: &str, role: &str, boundary: Option<&str>) -> Result<()> {
+    match &w.role_boundary.required {
+        Some(required) if boundary != Some(required.as_str()) => Err(ProviderError::new(
+            action,
+            ProviderErrorKind::AccessDenied,
+            format!(
+                "AccessDenied: User: arn:aws:sts::{acct}:assumed-role/instantstart-control-plane/i-0 is not authorized \
+                 to perform: {action} on resource: arn:aws:iam::{acct}:role/{role} because no identity-based policy \
+                 allows the {action} action (its iam:PermissionsBoundary condition wants {required}, the role would have {})",
+                boundary.unwrap_or("none"),
+                acct = w.account,
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `CreateRole`; with `with_policies`, also what the attach/put calls that follow it do.
 fn create_role(api: &str, w: &mut World, req: &CreateIamRole, with_policies: bool) -> Result<IamRole> {
     if !valid_role_name(&req.name) {
@@ -46,6 +66,8 @@ fn create_role(api: &str, w: &mut World, req: &CreateIamRole, with_policies: boo
         ));
     }
     check_trust_policy(api, &req.trust_policy)?;
+    let boundary = w.role_boundary.attached.clone();
+    check_boundary(w, api, &req.name, boundary.as_deref())?;
     if w.roles.contains_key(&req.name) {
         return Err(ProviderError::new(
             api,
@@ -60,6 +82,7 @@ fn create_role(api: &str, w: &mut World, req: &CreateIamRole, with_policies: boo
         managed_policies: if with_policies { req.managed_policies.clone() } else { vec![] },
         inline_policies: if with_policies { req.inline_policies.clone() } else { vec![] },
         tags: req.tags.clone(),
+        permissions_boundary: boundary,
     };
     let view = role_view(&rec);
     w.roles.insert(req.name.clone(), rec);
@@ -99,6 +122,27 @@ impl SimCloud {
         names
     }
 
+    /// Sets the permissions boundary the simulated control plane attaches to every role it
+    /// creates or adopts (`attached`, as `--role-boundary-arn` does for the AWS adapter) and the
+    /// one IAM demands for `CreateRole`, `PutRolePermissionsBoundary`, `PutRolePolicy` and
+    /// `AttachRolePolicy` (`required`, the deployment template's `iam:PermissionsBoundary`
+    /// condition). With `required` set, a create or adoption without it is `AccessDenied`.
+    pub fn set_role_boundary(&self, attached: Option<&str>, required: Option<&str>) -> Result<(), SimError> {
+        self.admin(|w, _| {
+            w.role_boundary = crate::world::RoleBoundary {
+                attached: attached.map(str::to_string),
+                required: required.map(str::to_string),
+            };
+            Ok(())
+        })
+    }
+
+    /// The permissions boundary role `name` carries (`None`: no boundary or no such role). Not
+    /// an API call.
+    pub fn role_boundary(&self, name: &str) -> Option<String> {
+        self.lock().world.roles.get(name).and_then(|r| r.permissions_boundary.clone())
+    }
+
     /// The policies role `name` holds now, or `None` if it does not exist. Not an API call
     /// (not counted, never faulted): for tests checking what a workflow left in the account.
     pub fn role_policies(&self, name: &str) -> Option<RolePolicies> {
@@ -129,12 +173,29 @@ impl IamApi for SimCloud {
         const API: &str = "iam:UpdateAssumeRolePolicy";
         self.write(API, |w, _| {
             check_trust_policy(API, &req.trust_policy)?;
-            let Some(rec) = w.roles.get_mut(&req.name) else {
+            if !w.roles.contains_key(&req.name) {
                 return Err(ProviderError::not_found(
                     API,
                     format!("NoSuchEntity: The role with name {} cannot be found.", req.name),
                 ));
-            };
+            }
+            // PutRolePermissionsBoundary first (the adapter's order), then the policies, which
+            // IAM allows only on a role with the required boundary.
+            let boundary = w.role_boundary.attached.clone();
+            if boundary.is_some() {
+                check_boundary(w, "iam:PutRolePermissionsBoundary", &req.name, boundary.as_deref())?;
+                w.count("iam:PutRolePermissionsBoundary");
+            }
+            let held = w.roles.get(&req.name).and_then(|r| r.permissions_boundary.clone());
+            let held = boundary.or(held);
+            if !req.inline_policies.is_empty() {
+                check_boundary(w, "iam:PutRolePolicy", &req.name, held.as_deref())?;
+            }
+            if !req.managed_policies.is_empty() {
+                check_boundary(w, "iam:AttachRolePolicy", &req.name, held.as_deref())?;
+            }
+            let Some(rec) = w.roles.get_mut(&req.name) else { unreachable!("checked above") };
+            rec.permissions_boundary = held;
             rec.trust_policy = req.trust_policy.clone();
             for arn in &req.managed_policies {
                 if !rec.managed_policies.contains(arn) {

@@ -153,6 +153,7 @@ mod tests {
             managed_policies: managed.iter().map(|s| s.to_string()).collect(),
             inline_policies: vec![("p".into(), inline)],
             tags: Tags::new(),
+            permissions_boundary: None,
         }
     }
 

@@ -494,6 +494,47 @@ async fn iam_roles_and_s3_buckets_are_instant() {
     assert_eq!(kind(s.delete_bucket("is-demo-data").await), ProviderErrorKind::NotFound);
 }
 
+/// With a boundary demanded (the template's `iam:PermissionsBoundary` condition), IAM refuses a
+/// role created or completed without it, and a role created before the boundary existed gets it
+/// when it is adopted.
+#[tokio::test]
+async fn roles_need_the_demanded_permissions_boundary() {
+    let s = sim();
+    let boundary = "arn:aws:iam::123456789012:policy/stack-role-boundary";
+    let req = CreateIamRole {
+        name: "demo-eks-cluster-role".into(),
+        trust_policy: json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+        managed_policies: vec![instantstart_core::workflow::create_cluster::EKS_CLUSTER_POLICY.into()],
+        inline_policies: vec![],
+        tags: tags(),
+    };
+    // A role of the past, created before any boundary.
+    s.seed_role(&req).unwrap();
+    assert_eq!(s.role_boundary(&req.name), None);
+    // Demanded but not attached: CreateRole and the completion are refused, nothing changes.
+    s.set_role_boundary(None, Some(boundary)).unwrap();
+    let mut other = req.clone();
+    other.name = "demo-hyperpod-exec-role".into();
+    let e = s.create_role(&other).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::AccessDenied, "{e}");
+    assert!(e.message.contains("iam:PermissionsBoundary") && e.message.contains(boundary), "{e}");
+    assert!(s.get_role(&other.name).await.unwrap().is_none());
+    let e = s.ensure_role_policies(&req).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::AccessDenied, "{e}");
+    assert!(s.role_policies(&req.name).unwrap().managed_policies.is_empty());
+    // A different boundary is no better.
+    s.set_role_boundary(Some("arn:aws:iam::123456789012:policy/other"), Some(boundary)).unwrap();
+    assert_eq!(kind(s.create_role(&other).await), ProviderErrorKind::AccessDenied);
+    // Attached as demanded: created with it; the old role gets it when completed.
+    s.set_role_boundary(Some(boundary), Some(boundary)).unwrap();
+    s.create_role(&other).await.unwrap();
+    assert_eq!(s.role_boundary(&other.name).as_deref(), Some(boundary));
+    s.ensure_role_policies(&req).await.unwrap();
+    assert_eq!(s.role_boundary(&req.name).as_deref(), Some(boundary));
+    assert_eq!(s.role_policies(&req.name).unwrap().managed_policies, req.managed_policies);
+    assert_eq!(s.calls("iam:PutRolePermissionsBoundary"), 1);
+}
+
 #[tokio::test]
 async fn role_policies_are_held_and_completed_in_place() {
     let s = sim();

@@ -54,6 +54,22 @@ pub(crate) struct World {
     /// SageMaker managed MLflow tracking servers by `region/name`.
     #[serde(default)]
     pub mlflow_servers: BTreeMap<String, crate::mlflow::TrackingServerRec>,
+    /// The permissions boundary of the roles the control plane creates (what the adapter
+    /// sends with `CreateRole` and `PutRolePermissionsBoundary`), and the one the control
+    /// plane's own policy demands (the template's `iam:PermissionsBoundary` condition); see
+    /// [`crate::SimCloud::set_role_boundary`].
+    #[serde(default)]
+    pub role_boundary: RoleBoundary,
+}
+
+/// [`World::role_boundary`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RoleBoundary {
+    /// Attached to every role created or adopted.
+    pub attached: Option<String>,
+    /// IAM allows `CreateRole`, `PutRolePermissionsBoundary`, `PutRolePolicy` and
+    /// `AttachRolePolicy` only with this boundary on the role.
+    pub required: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +107,7 @@ impl World {
             kube: BTreeMap::new(),
             oidc_providers: BTreeMap::new(),
             mlflow_servers: BTreeMap::new(),
+            role_boundary: RoleBoundary::default(),
         }
     }
 
@@ -426,6 +443,9 @@ pub(crate) struct RoleRec {
     pub managed_policies: Vec<String>,
     pub inline_policies: Vec<(String, serde_json::Value)>,
     pub tags: Tags,
+    /// ARN of the role's permissions boundary.
+    #[serde(default)]
+    pub permissions_boundary: Option<String>,
 }
 
 impl RoleRec {
@@ -602,6 +622,7 @@ mod tests {
                 managed_policies: vec![],
                 inline_policies: vec![],
                 tags: Tags::new(),
+                permissions_boundary: None,
             },
         );
         assert!(

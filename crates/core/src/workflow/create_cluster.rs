@@ -562,7 +562,7 @@ impl RoleStep {
             RoleKind::EksCluster => CreateIamRole {
                 name: self.name(),
                 trust_policy: service_trust_policy("eks.amazonaws.com"),
-                managed_policies: vec!["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy".into()],
+                managed_policies: vec![EKS_CLUSTER_POLICY.into()],
                 inline_policies: vec![],
                 tags: self.cx.tags(cx),
             },
@@ -590,6 +590,9 @@ pub fn service_trust_policy(service: &str) -> Value {
         "Statement": [{ "Effect": "Allow", "Principal": { "Service": service }, "Action": "sts:AssumeRole" }]
     })
 }
+
+/// The AWS managed policy of the EKS cluster role.
+pub const EKS_CLUSTER_POLICY: &str = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy";
 
 /// The managed policy of the HyperPod execution role (logs, metrics, SSM, `sagemaker-*` buckets).
 pub const HYPERPOD_INSTANCE_POLICY: &str = "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy";
