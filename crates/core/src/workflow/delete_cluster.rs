@@ -672,6 +672,25 @@ impl Workflow for DeleteClusterWorkflow {
     }
 }
 
+/// The executor of one of delete-cluster's HyperPod steps (`hyperpod_cluster`,
+/// `hyperpod_execution_role`, `compute_subnets`) for record `rec`: remove-HyperPod
+/// ([`super::hyperpod_attach`]) runs the same code.
+pub(super) fn hyperpod_removal_executor(
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+    rec: ClusterRecord,
+    key: &str,
+) -> Option<Arc<dyn StepExecutor>> {
+    let which = match key {
+        "hyperpod_cluster" => Target::HyperPod,
+        "hyperpod_execution_role" => Target::Role(DerivedNames::for_cluster(&rec.name).hyperpod_execution_role),
+        "compute_subnets" => Target::ComputeSubnets,
+        _ => return None,
+    };
+    Some(Arc::new(DeleteStep { rec, which, aws, kube, store }))
+}
+
 enum Target {
     Storage,
     HyperPod,
