@@ -199,6 +199,21 @@ async fn hyperpod_is_added_to_an_imported_eks_only_cluster_used_and_removed() {
     let op = run(&b, OperationKind::AddHyperPod, &add_request(None)).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     assert_eq!(b.store.get_cluster("adopted").unwrap().unwrap().hyperpod_cluster.as_deref(), Some("adopted-hp"));
+
+    // Forgetting the imported cluster removes the HyperPod cluster InstantStart added (and what
+    // was made for it) with what the import installed; their EKS cluster stays.
+    let dry = b.engine.dry_run_checked(OperationKind::DeleteCluster, &json!({ "name": "adopted" })).await.unwrap();
+    let step = |key: &str| dry.prepared.steps.iter().find(|s| s.key == key).cloned();
+    assert_eq!(step("chart:hyperpod-dependencies").expect("planned").depends_on, ["hyperpod_cluster"]);
+    assert!(step("hyperpod_execution_role").is_some() && step("compute_subnets").is_some());
+    assert!(step("access_entry").unwrap().depends_on.contains(&"hyperpod_cluster".to_string()));
+    let op = run(&b, OperationKind::DeleteCluster, &json!({ "name": "adopted" })).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert!(b.sim.describe_hyperpod_cluster("us-east-1", "adopted-hp").await.unwrap().is_none());
+    assert!(b.sim.get_role("adopted-hyperpod-exec-role").await.unwrap().is_none());
+    assert!(b.sim.describe_eks_cluster("us-east-1", "legacy").await.unwrap().is_some(), "EKS stays");
+    assert!(b.sim.describe_addon("us-east-1", "legacy", "cert-manager").await.unwrap().is_some(), "theirs stays");
+    assert!(b.store.get_cluster("adopted").unwrap().is_none());
 }
 
 /// HyperPod added to a cluster InstantStart created without one: nothing of the EKS side is
