@@ -102,13 +102,10 @@ pub enum OperationKind {
     CreateTrackingServer,
     DeleteTrackingServer,
     StartHealthCheck,
-    /// A HyperPod cluster added to an EKS-only cluster (`workflow::hyperpod_attach`).
+    // A HyperPod cluster added to an EKS-only cluster, and removed (`workflow::hyperpod_attach`).
     #[serde(rename = "add_hyperpod")]
-    #[schemars(rename = "add_hyperpod")]
     AddHyperPod,
-    /// A cluster's HyperPod cluster removed; the cluster is EKS-only again.
     #[serde(rename = "remove_hyperpod")]
-    #[schemars(rename = "remove_hyperpod")]
     RemoveHyperPod,
 }
 

@@ -12,6 +12,7 @@ mod clusters;
 mod context;
 mod endpoints;
 mod hyperpod;
+mod hyperpod_attach;
 mod jobs;
 mod meta;
 mod mlflow;
@@ -51,6 +52,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(context::routes())
         .merge(clusters::routes())
         .merge(hyperpod::routes())
+        .merge(hyperpod_attach::routes())
         .merge(jobs::routes())
         .merge(storage::routes())
         .merge(mlflow::routes())
