@@ -8,7 +8,7 @@ import './components/operation-progress.js';
 import './components/features-panel.js';
 import { loginView } from './views/login.js';
 import { clustersView } from './views/clusters.js';
-import { createView } from './views/create.js';
+import { createView, addHyperPodView } from './views/create.js';
 import { clusterView } from './views/cluster.js';
 import { operationView } from './views/operation.js';
 import { operationsView } from './views/operations.js';
@@ -51,6 +51,7 @@ export const app = {
 const ROUTES = [
   { re: /^\/login$/, view: loginView, public: true },
   { re: /^\/clusters\/new$/, view: createView, nav: 'new' },
+  { re: /^\/clusters\/([^/]+)\/hyperpod$/, view: addHyperPodView, nav: 'clusters' },
   { re: /^\/clusters\/([^/]+)\/storage$/, view: storageView, nav: 'storage' },
   { re: /^\/clusters\/([^/]+)\/jobs\/new$/, view: jobNewView, nav: 'jobs' },
   { re: /^\/clusters\/([^/]+)\/jobs\/([^/]+)$/, view: jobView, nav: 'jobs' },

@@ -13,6 +13,7 @@ import { groupsSection } from './cluster-groups.js';
 import { nodesSection } from './cluster-nodes.js';
 import { eventsSection } from './cluster-events.js';
 import { clusterTabs } from '../workloads.js';
+import { openDialog } from '../components/dialog.js';
 
 /** How often the page re-reads the live state while something is changing. */
 const FLUX_REFRESH_MS = 1200;
@@ -134,7 +135,10 @@ export function clusterView({ app, params }) {
               ['Instance groups', hp ? String(groups.length) : null],
               ['Nodes', hp ? String(nodes.length) : null],
             ])
-            : h('p', { class: 'muted' }, 'No HyperPod cluster on this EKS cluster.'))));
+            : [h('p', { class: 'muted' }, 'No HyperPod cluster on this EKS cluster (EKS-only).'),
+              h('a', { class: 'btn', id: 'add-hyperpod', href: `#/clusters/${encodeURIComponent(name)}/hyperpod` }, 'Add HyperPod…')],
+          c.hyperpod_cluster && h('div', { class: 'actions' },
+            h('button', { type: 'button', class: 'btn danger-outline', id: 'remove-hyperpod', onclick: () => removeHyperPodDialog(app, c) }, 'Remove HyperPod…')))));
   }
 
   async function makeActive() {
@@ -179,4 +183,30 @@ export function clusterView({ app, params }) {
       clearTimeout(fluxTimer);
     },
   };
+}
+
+/** Remove the cluster's HyperPod cluster (typed confirmation, the plan first); EKS stays. */
+async function removeHyperPodDialog(app, cluster) {
+  const key = api.newIdempotencyKey();
+  const planSlot = h('div', { class: 'plan-mini', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Reading the plan…'));
+  api.del(`/api/clusters/${api.seg(cluster.name)}/hyperpod`, { query: { dry_run: true } })
+    .then(({ data }) => replace(planSlot, h('p', {}, 'These steps will run:'),
+      h('ol', { class: 'plan-steps compact' }, data.steps.map((s) => h('li', {}, s.title)))))
+    .catch((err) => replace(planSlot, h('p', { class: 'inline-error' }, err.message)));
+  const op = await openDialog({
+    title: `Remove HyperPod from ${cluster.name}?`,
+    body: [
+      h('p', {}, 'This deletes HyperPod cluster ', h('strong', { class: 'mono' }, cluster.hyperpod_cluster),
+        ' (its nodes and their local data) and what InstantStart made for it. The EKS cluster, its add-ons and the bucket stay; the cluster is EKS-only again.'),
+      planSlot,
+    ],
+    confirmLabel: 'Remove HyperPod',
+    danger: true,
+    typeToConfirm: cluster.name,
+    onConfirm: async () => {
+      const { data } = await api.del(`/api/clusters/${api.seg(cluster.name)}/hyperpod`, { idempotencyKey: key });
+      return data.operation;
+    },
+  });
+  if (op) app.navigate(`#/operations/${encodeURIComponent(op.id)}`);
 }

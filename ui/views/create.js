@@ -3,6 +3,8 @@
 // control plane's job. "Review plan" asks the backend for a dry run; "Create cluster" submits
 // with an Idempotency-Key fixed for that plan, so a double click cannot create twice.
 // Every input carries data-field="<request path>" so backend findings land next to it.
+// The same form, reduced to its HyperPod part (and a bucket when the cluster has none), adds a
+// HyperPod cluster to an EKS-only cluster (`addHyperPodView`, POST /api/clusters/{cluster}/hyperpod).
 
 import { h, replace, id, duration, debounce, announce, words } from '../dom.js';
 import { badge } from '../components/status-badge.js';
@@ -64,12 +66,39 @@ export function typeInfo(t) {
 }
 
 export function createView({ app }) {
+  return clusterForm({ app, attach: null });
+}
+
+/** Add HyperPod to the EKS-only cluster `params[0]`: create's HyperPod part, on the cluster's region. */
+export function addHyperPodView({ app, params }) {
+  const [cluster] = params;
+  const slot = h('section', { class: 'view' },
+    h('div', { class: 'view-head' }, h('h1', {}, `Add HyperPod to ${cluster}`)),
+    h('p', { class: 'muted' }, 'Reading the cluster…'));
+  let inner = null;
+  api.get(`/api/clusters/${api.seg(cluster)}`).then((c) => {
+    if (c.hyperpod_cluster) {
+      replace(slot, h('div', { class: 'view-head' }, h('h1', {}, `Add HyperPod to ${cluster}`)),
+        h('p', { class: 'notice warn', role: 'status' }, `${cluster} already has HyperPod cluster ${c.hyperpod_cluster}. `,
+          h('a', { href: `#/clusters/${encodeURIComponent(cluster)}` }, 'Back to the cluster')));
+      return;
+    }
+    inner = clusterForm({ app, attach: { cluster, region: c.region, bucket: c.bucket } });
+    replace(slot, ...inner.el.childNodes);
+  }).catch((err) => {
+    if (err.status === 401) return;
+    replace(slot, h('div', { class: 'notice bad', role: 'alert' }, h('strong', {}, `${err.title}. `), err.message));
+  });
+  return { el: slot, title: `Add HyperPod to ${cluster}`, dispose() { if (inner) inner.dispose(); } };
+}
+
+function clusterForm({ app, attach }) {
   const st = { zones: [], types: [], groups: [], plan: null, key: null, region: null, loading: null };
   const speed = app.simSpeed();
 
   // ---- cluster basics --------------------------------------------------------------------
   const name = h('input', { id: 'f-name', name: 'name', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. ml-team-a', dataset: { field: 'name' } });
-  const region = h('input', { id: 'f-region', name: 'region', list: 'region-list', autocomplete: 'off', spellcheck: 'false', value: app.context?.default_region || 'us-east-1', dataset: { field: 'region' } });
+  const region = h('input', { id: 'f-region', name: 'region', list: 'region-list', autocomplete: 'off', spellcheck: 'false', value: attach ? attach.region : (app.context?.default_region || 'us-east-1'), readonly: !!attach, dataset: { field: 'region' } });
   const regionStatus = h('p', { class: 'help', 'aria-live': 'polite' });
   const version = h('select', { id: 'f-version', name: 'kubernetes_version', dataset: { field: 'kubernetes_version' } },
     KUBERNETES_VERSIONS.map((v) => h('option', { value: v, selected: v === DEFAULT_KUBERNETES_VERSION }, v === DEFAULT_KUBERNETES_VERSION ? `${v} (default)` : v)));
@@ -90,35 +119,49 @@ export function createView({ app }) {
     groupList, addGroupBtn);
 
   // ---- storage and advanced --------------------------------------------------------------
-  const bucket = h('input', { id: 'f-bucket', name: 'bucket', autocomplete: 'off', spellcheck: 'false', placeholder: 'derived from the cluster name', dataset: { field: 'storage.bucket' } });
+  const bucket = h('input', { id: 'f-bucket', name: 'bucket', autocomplete: 'off', spellcheck: 'false', placeholder: attach ? 'is-…' : 'derived from the cluster name', dataset: { field: attach ? 'bucket' : 'storage.bucket' } });
   const mount = h('input', { id: 'f-mount', name: 'mount_path', autocomplete: 'off', spellcheck: 'false', value: '/s3', dataset: { field: 'storage.mount_path' } });
   const cidr = h('input', { id: 'f-cidr', name: 'cidr', autocomplete: 'off', spellcheck: 'false', placeholder: '10.0.0.0/16', dataset: { field: 'network.cidr' } });
 
   const reviewBtn = h('button', { type: 'submit', class: 'btn primary' }, 'Review plan');
-  const planSlot = h('div', { class: 'plan-slot' });
-
-  const form = h('form', { class: 'create-form', novalidate: true },
-    h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
-    h('section', { class: 'card form-section', 'aria-labelledby': 'sec-cluster' },
+  // Adding HyperPod: the cluster's region (read-only, for its zones and types), no name, zones,
+  // network or mount path; a bucket only when the cluster has none.
+  const clusterSection = attach
+    ? h('section', { class: 'card form-section', 'aria-labelledby': 'sec-cluster' },
+      h('h2', { id: 'sec-cluster' }, 'EKS cluster'),
+      h('div', { class: 'grid-3' }, h('div', { class: 'field' }, h('label', { for: 'f-region' }, 'Region'), region, regionStatus)),
+      h('p', { class: 'help' }, `HyperPod is placed in the VPC of ${attach.cluster}’s EKS cluster; each group gets a /20 compute subnet there.`))
+    : h('section', { class: 'card form-section', 'aria-labelledby': 'sec-cluster' },
       h('h2', { id: 'sec-cluster' }, 'Cluster'),
       h('div', { class: 'grid-3' },
         field('Name', name, 'Lowercase letters, digits and hyphens. Every AWS resource name derives from it.'),
         h('div', { class: 'field' }, h('label', { for: 'f-region' }, 'Region'), region, regionStatus,
           h('datalist', { id: 'region-list' }, REGIONS.map((r) => h('option', { value: r })))),
         field('Kubernetes version', version)),
-      azSet),
+      azSet);
+  const storageSection = attach
+    ? (!attach.bucket && h('section', { class: 'card form-section', 'aria-labelledby': 'sec-storage' },
+      h('h2', { id: 'sec-storage' }, 'Storage'),
+      h('div', { class: 'grid-2' },
+        field('S3 bucket', bucket, 'The cluster has no bucket: name one for the lifecycle script and the shared /s3 mount. It must start with is- (or be the shared bucket) and be in the cluster’s region; created if it does not exist.'))))
+    : h('section', { class: 'card form-section', 'aria-labelledby': 'sec-storage' },
+      h('h2', { id: 'sec-storage' }, 'Storage'),
+      h('div', { class: 'grid-2' },
+        field('S3 bucket (optional)', bucket, 'Mounted at the same path in every pod. Empty: the management environment\'s shared bucket (mounted there too) when the server has one for this region, else a new bucket for this cluster. A name you give must start with is- (or be the shared bucket); created if it does not exist.')));
+  const planSlot = h('div', { class: 'plan-slot' });
+
+  const form = h('form', { class: 'create-form', novalidate: true },
+    h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
+    clusterSection,
     h('section', { class: 'card form-section', 'aria-labelledby': 'sec-hp' },
       h('h2', { id: 'sec-hp' }, 'HyperPod'),
-      h('div', { class: 'field check' }, withHp, h('label', { for: 'f-hyperpod' }, 'Create a HyperPod cluster on this EKS cluster')),
+      !attach && h('div', { class: 'field check' }, withHp, h('label', { for: 'f-hyperpod' }, 'Create a HyperPod cluster on this EKS cluster')),
       h('div', { class: 'field check' }, recovery,
         h('label', { for: 'f-recovery' }, 'Node auto-recovery'),
         h('p', { class: 'help' }, 'HyperPod reboots or replaces faulty nodes found by its health-monitoring agent.')),
       hpBody),
-    h('section', { class: 'card form-section', 'aria-labelledby': 'sec-storage' },
-      h('h2', { id: 'sec-storage' }, 'Storage'),
-      h('div', { class: 'grid-2' },
-        field('S3 bucket (optional)', bucket, 'Mounted at the same path in every pod. Empty: the management environment\'s shared bucket (mounted there too) when the server has one for this region, else a new bucket for this cluster. A name you give must start with is- (or be the shared bucket); created if it does not exist.'))),
-    h('details', { class: 'card advanced' },
+    storageSection,
+    !attach && h('details', { class: 'card advanced' },
       h('summary', {}, 'Advanced'),
       h('p', { class: 'help' }, 'Subnets, route tables and security groups are computed by the control plane. Override only if the default range collides with networks you peer with.'),
       h('div', { class: 'grid-2' },
@@ -288,7 +331,39 @@ export function createView({ app }) {
   region.addEventListener('change', loadRegion);
 
   // ---- request, plan, submit ---------------------------------------------------------------
+  /** Where the request goes: create, or add HyperPod to the cluster. */
+  const endpoint = attach ? `/api/clusters/${api.seg(attach.cluster)}/hyperpod` : '/api/clusters';
+
   function buildRequest() {
+    if (attach) {
+      const req = { hyperpod: hyperpodRequest() };
+      const b = bucket.value.trim();
+      if (b) req.bucket = b;
+      return req;
+    }
+    return clusterRequest();
+  }
+
+  function hyperpodRequest() {
+    return {
+      node_recovery: recovery.checked ? 'Automatic' : 'None',
+      instance_groups: st.groups.map((g) => {
+        const cap = capValue(g);
+        return {
+          name: g.name.value.trim(),
+          instance_type: g.type.value,
+          count: whole(g.count.value),
+          availability_zone: g.az.value,
+          capacity: cap === 'training_plan' ? { type: cap, arn: g.arn.value.trim() } : { type: cap },
+          interface_mode: modeValue(g),
+          ebs_volume_gb: whole(g.ebs.value),
+          deep_health_checks: { stress: g.stress.checked, connectivity: g.conn.checked },
+        };
+      }),
+    };
+  }
+
+  function clusterRequest() {
     const zones = selectedZones();
     azBox.querySelectorAll('input[type=checkbox]').forEach((c) => { delete c.dataset.field; });
     zones.forEach((z, i) => {
@@ -302,24 +377,7 @@ export function createView({ app }) {
       availability_zones: zones,
     };
     if (cidr.value.trim()) req.network = { mode: 'new_vpc', cidr: cidr.value.trim() };
-    if (withHp.checked) {
-      req.hyperpod = {
-        node_recovery: recovery.checked ? 'Automatic' : 'None',
-        instance_groups: st.groups.map((g) => {
-          const cap = capValue(g);
-          return {
-            name: g.name.value.trim(),
-            instance_type: g.type.value,
-            count: whole(g.count.value),
-            availability_zone: g.az.value,
-            capacity: cap === 'training_plan' ? { type: cap, arn: g.arn.value.trim() } : { type: cap },
-            interface_mode: modeValue(g),
-            ebs_volume_gb: whole(g.ebs.value),
-            deep_health_checks: { stress: g.stress.checked, connectivity: g.conn.checked },
-          };
-        }),
-      };
-    }
+    if (withHp.checked) req.hyperpod = hyperpodRequest();
     const b = bucket.value.trim();
     const m = mount.value.trim();
     if (b || (m && m !== '/s3')) req.storage = { bucket: b || null, mount_path: m || '/s3' };
@@ -356,7 +414,7 @@ export function createView({ app }) {
     reviewBtn.disabled = true;
     reviewBtn.setAttribute('aria-busy', 'true');
     try {
-      const { data } = await api.post('/api/clusters', body, { query: { dry_run: true } });
+      const { data } = await api.post(endpoint, body, { query: { dry_run: true } });
       st.plan = { body, data };
       st.key = api.newIdempotencyKey();
       renderPlan();
@@ -374,7 +432,8 @@ export function createView({ app }) {
     const critical = (sp) => estimate({ status: 'running', steps: data.steps.map(fake) }, sp, 0).remaining;
     const real = critical(1);
     const here = speed ? critical(speed) : null;
-    const submit = h('button', { type: 'button', class: 'btn primary', id: 'create-submit' }, 'Create cluster');
+    const submitLabel = attach ? 'Add HyperPod' : 'Create cluster';
+    const submit = h('button', { type: 'button', class: 'btn primary', id: 'create-submit' }, submitLabel);
     const errorBox = h('div', { class: 'notice bad', role: 'alert', hidden: true });
     submit.addEventListener('click', () => create(submit, errorBox));
     // Preflight (quotas, offerings, training plans, address space): explained now, not failed late.
@@ -394,7 +453,7 @@ export function createView({ app }) {
         badge(c.status), ' ', h('span', { class: 'check-name' }, words(c.check)), ' ',
         h('span', { class: 'mono muted' }, c.field), h('div', { class: 'check-detail' }, c.detail),
         c.remedy && h('div', { class: 'help' }, c.remedy)))),
-      failed.length > 0 && h('p', { class: 'inline-error' }, 'Fix the failed checks (marked next to their fields) before creating.'));
+      failed.length > 0 && h('p', { class: 'inline-error' }, `Fix the failed checks (marked next to their fields) before ${attach ? 'adding HyperPod' : 'creating'}.`));
     const section = h('section', { class: 'card plan', tabindex: '-1', 'aria-labelledby': 'plan-title' },
       h('h2', { id: 'plan-title' }, `Plan for ${data.target}`),
       h('p', {}, `${data.steps.length} steps, about ${duration(real)} at AWS speed`,
@@ -412,7 +471,7 @@ export function createView({ app }) {
         h('pre', {}, JSON.stringify(data.request, null, 2))),
       errorBox,
       h('div', { class: 'actions' }, submit,
-        h('button', { type: 'button', class: 'btn', onclick: () => name.focus() }, 'Edit request')));
+        h('button', { type: 'button', class: 'btn', onclick: () => (attach ? st.groups[0]?.name : name)?.focus() }, 'Edit request')));
     replace(planSlot, section);
     section.scrollIntoView({ block: 'start', behavior: 'instant' });
     section.focus({ preventScroll: true });
@@ -422,17 +481,17 @@ export function createView({ app }) {
     if (!st.plan || btn.disabled) return;
     btn.disabled = true;
     btn.setAttribute('aria-busy', 'true');
-    btn.textContent = 'Creating…';
+    btn.textContent = attach ? 'Adding…' : 'Creating…';
     errorBox.hidden = true;
     try {
-      const { data } = await api.post('/api/clusters', st.plan.body, { idempotencyKey: st.key });
-      announce(data.replayed ? 'Already submitted; following the operation' : 'Cluster creation started');
+      const { data } = await api.post(endpoint, st.plan.body, { idempotencyKey: st.key });
+      announce(data.replayed ? 'Already submitted; following the operation' : (attach ? 'Adding HyperPod started' : 'Cluster creation started'));
       app.navigate(`#/operations/${encodeURIComponent(data.operation.id)}`);
     } catch (err) {
       if (err.status === 401) return;
       btn.disabled = false;
       btn.removeAttribute('aria-busy');
-      btn.textContent = 'Create cluster';
+      btn.textContent = attach ? 'Add HyperPod' : 'Create cluster';
       if (err.findings.length) {
         showErrors(err);
         return;
@@ -446,9 +505,12 @@ export function createView({ app }) {
   addGroup();
   loadRegion();
 
+  const title = attach ? `Add HyperPod to ${attach.cluster}` : 'Create cluster';
   const el = h('section', { class: 'view' },
-    h('div', { class: 'view-head' }, h('h1', {}, 'Create cluster')),
-    h('p', { class: 'lede muted' }, 'Network → EKS control plane → active cluster → add-ons → HyperPod → storage. Each step records its own status and can be retried on its own.'),
+    h('div', { class: 'view-head' }, h('h1', {}, title)),
+    h('p', { class: 'lede muted' }, attach
+      ? 'Missing add-ons and the HyperPod dependencies → execution role, lifecycle script, compute subnets → HyperPod → storage. The EKS cluster and what is on it stay as they are.'
+      : 'Network → EKS control plane → active cluster → add-ons → HyperPod → storage. Each step records its own status and can be retried on its own.'),
     form);
-  return { el, title: 'Create cluster', dispose() { loadRegionSoon.cancel(); } };
+  return { el, title, dispose() { loadRegionSoon.cancel(); } };
 }

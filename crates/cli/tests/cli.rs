@@ -180,6 +180,8 @@ fn help_documents_the_commands_and_exit_codes() {
         let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
         insta::assert_snapshot!(name, stdout(bare_cli(&home).args(&args)));
     }
+    let hyperpod_add = stdout(bare_cli(&home).args(["cluster", "hyperpod", "add", "--help"]));
+    insta::assert_snapshot!("cluster_hyperpod_add_help", hyperpod_add);
     bare_cli(&home).args(["completions", "bash"]).assert().success().stdout(predicate::str::contains("instantstart"));
     // clap usage errors are exit 2.
     bare_cli(&home).args(["cluster", "frobnicate"]).assert().code(2);
@@ -513,6 +515,34 @@ fn instance_groups_scale_add_delete_with_explicit_diffs() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("last instance group"));
+}
+
+/// HyperPod on an EKS-only cluster: `cluster hyperpod add` (dry run, then for real; a second
+/// add is a conflict, exit 4), `cluster hyperpod remove` (confirmation, then EKS-only again).
+#[test]
+fn hyperpod_is_added_to_an_eks_only_cluster_and_removed() {
+    let s = TestServer::start();
+    s.cli()
+        .args(["cluster", "create", "--name", "eksonly", "--az", "us-east-1a", "--az", "us-east-1b", "--wait"])
+        .assert()
+        .success();
+    let add =
+        ["cluster", "hyperpod", "add", "eksonly", "--group", "name=workers,type=ml.g5.2xlarge,count=1,az=us-east-1a"];
+    let before = s.operations();
+    let plan = stdout(s.cli().args(add).arg("--dry-run"));
+    assert!(plan.contains("hyperpod_cluster") && plan.contains("hyperpod_execution_role"), "{plan}");
+    assert_eq!(s.operations(), before, "a dry run records nothing");
+    s.cli().args(add).arg("--wait").assert().success().stdout(predicate::str::contains("succeeded"));
+    assert_eq!(s.json(&["cluster", "get", "eksonly"])["hyperpod_cluster"], "eksonly-hp");
+    s.cli().args(add).assert().code(4).stderr(predicate::str::contains("already has HyperPod"));
+    s.cli()
+        .args(["cluster", "hyperpod", "remove", "eksonly"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--yes"));
+    s.cli().args(["cluster", "hyperpod", "remove", "eksonly", "--yes", "--wait"]).assert().success();
+    assert_eq!(s.json(&["cluster", "get", "eksonly"])["hyperpod_cluster"], Value::Null);
+    s.cli().args(["cluster", "hyperpod", "remove", "eksonly", "--yes"]).assert().code(4);
 }
 
 #[test]

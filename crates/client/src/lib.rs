@@ -41,6 +41,7 @@ use instantstart_core::provider::{
     NodeAction,
 };
 use instantstart_core::spec::{ClusterCreateRequest, InstanceGroupSpec, ManagedFeatures};
+use instantstart_core::workflow::hyperpod_attach::AddHyperPodBody;
 use instantstart_core::workflow::import_cluster::ImportClusterRequest;
 use instantstart_core::workflow::instance_groups::InstanceGroupPatch;
 use reqwest::{Method, StatusCode, Url};
@@ -496,6 +497,34 @@ impl Client {
             .query("delete_bucket", what.delete_bucket.then_some("true"))
             .query("keep_tracking_servers", what.keep_tracking_servers.then_some("true"));
         self.submit(call.mutation(opts)).await
+    }
+
+    /// `POST /api/clusters/{cluster}/hyperpod`: add a HyperPod cluster to an EKS-only cluster
+    /// (the missing dependencies, execution role, lifecycle script, compute subnets, HyperPod,
+    /// storage). A cluster that has one is a `409`.
+    pub async fn add_hyperpod(
+        &self,
+        cluster: &str,
+        body: &AddHyperPodBody,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.add_hyperpod_json(cluster, &to_value(body)?, opts).await
+    }
+
+    /// [`Client::add_hyperpod`] with a JSON body as given (`{hyperpod, bucket?}`).
+    pub async fn add_hyperpod_json(
+        &self,
+        cluster: &str,
+        body: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.submit(Call::new(Method::POST, &["api", "clusters", cluster, "hyperpod"]).body(body).mutation(opts)).await
+    }
+
+    /// `DELETE /api/clusters/{cluster}/hyperpod`: remove the cluster's HyperPod cluster and what
+    /// InstantStart made for it; EKS and its add-ons stay. A cluster without one is a `409`.
+    pub async fn remove_hyperpod(&self, cluster: &str, opts: &MutationOptions) -> Result<Submitted, Error> {
+        self.submit(Call::new(Method::DELETE, &["api", "clusters", cluster, "hyperpod"]).mutation(opts)).await
     }
 
     /// `GET /api/active-cluster`.

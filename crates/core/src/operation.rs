@@ -102,6 +102,11 @@ pub enum OperationKind {
     CreateTrackingServer,
     DeleteTrackingServer,
     StartHealthCheck,
+    // A HyperPod cluster added to an EKS-only cluster, and removed (`workflow::hyperpod_attach`).
+    #[serde(rename = "add_hyperpod")]
+    AddHyperPod,
+    #[serde(rename = "remove_hyperpod")]
+    RemoveHyperPod,
 }
 
 impl OperationKind {
@@ -128,6 +133,8 @@ impl OperationKind {
         OperationKind::CreateTrackingServer,
         OperationKind::DeleteTrackingServer,
         OperationKind::StartHealthCheck,
+        OperationKind::AddHyperPod,
+        OperationKind::RemoveHyperPod,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -153,6 +160,8 @@ impl OperationKind {
             OperationKind::CreateTrackingServer => "create_tracking_server",
             OperationKind::DeleteTrackingServer => "delete_tracking_server",
             OperationKind::StartHealthCheck => "start_health_check",
+            OperationKind::AddHyperPod => "add_hyperpod",
+            OperationKind::RemoveHyperPod => "remove_hyperpod",
         }
     }
 

@@ -326,34 +326,36 @@ impl Validate for ClusterCreateRequest {
             }
         }
         if let Some(hp) = &self.hyperpod {
-            f.at("hyperpod", |f| {
-                hp.validate(f);
-                for (i, g) in hp.instance_groups.iter().enumerate() {
-                    let creates_subnet = g.subnet_id.is_none();
-                    if region_ok && names::availability_zone(&g.availability_zone, &self.region).is_err() {
-                        f.push(
-                            &format!("instance_groups[{i}].availability_zone"),
-                            format!("must be an Availability Zone of region {}", self.region),
-                        );
-                    }
-                    if creates_subnet && matches!(self.network, NetworkSpec::ExistingVpc { .. }) {
-                        // Fine: the planner allocates a /20 in the existing VPC's free space.
-                    }
-                    if let CapacitySpec::TrainingPlan { arn } = &g.capacity
-                        && let Some(plan_region) = arn.split(':').nth(3)
-                        && names::training_plan_arn(arn).is_ok()
-                        && plan_region != self.region
-                    {
-                        f.push(
-                            &format!("instance_groups[{i}].capacity.arn"),
-                            format!("training plan is in {plan_region}, cluster is in {}", self.region),
-                        );
-                    }
-                }
-            });
+            f.at("hyperpod", |f| validate_hyperpod_in_region(hp, &self.region, region_ok, f));
         }
         if let Some(storage) = &self.storage {
             f.at("storage", |f| storage.validate(f));
+        }
+    }
+}
+
+/// The rules of a HyperPod cluster in `region` (its own rules, then each group's Availability
+/// Zone and training plan against the region; `region_ok`: the region itself is valid). Create
+/// and add-HyperPod (on an existing EKS cluster) share it, so a spec is judged the same way
+/// whichever way it comes; findings are relative to the `hyperpod` object.
+pub fn validate_hyperpod_in_region(hp: &HyperPodClusterSpec, region: &str, region_ok: bool, f: &mut Findings) {
+    hp.validate(f);
+    for (i, g) in hp.instance_groups.iter().enumerate() {
+        if region_ok && names::availability_zone(&g.availability_zone, region).is_err() {
+            f.push(
+                &format!("instance_groups[{i}].availability_zone"),
+                format!("must be an Availability Zone of region {region}"),
+            );
+        }
+        if let CapacitySpec::TrainingPlan { arn } = &g.capacity
+            && let Some(plan_region) = arn.split(':').nth(3)
+            && names::training_plan_arn(arn).is_ok()
+            && plan_region != region
+        {
+            f.push(
+                &format!("instance_groups[{i}].capacity.arn"),
+                format!("training plan is in {plan_region}, cluster is in {region}"),
+            );
         }
     }
 }

@@ -175,6 +175,44 @@ pub struct ClusterDeleteArgs {
     pub mutation: MutationArgs,
 }
 
+/// `hyperpod_add`: a HyperPod cluster on an EKS-only cluster.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct HyperPodAddArgs {
+    /// InstantStart cluster name (as listed by cluster_list); it must have no HyperPod cluster.
+    pub cluster: String,
+    /// The HyperPod cluster, exactly as cluster_create's `hyperpod`: instance_groups (name,
+    /// instance_type, count, availability_zone, capacity, interface_mode) and node_recovery. The
+    /// control plane plans the /20 compute subnets in the EKS cluster's VPC; never ask for subnets.
+    #[schemars(with = "instantstart_core::spec::HyperPodClusterSpec")]
+    pub hyperpod: Value,
+    /// S3 bucket for the lifecycle script and the `s3-shared` claim, only when the cluster has
+    /// none (an imported EKS-only cluster); created if missing.
+    #[serde(default)]
+    pub bucket: Option<String>,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+impl HyperPodAddArgs {
+    /// The REST request body.
+    pub fn body(&self) -> Value {
+        let mut body = serde_json::json!({ "hyperpod": self.hyperpod });
+        if let Some(bucket) = &self.bucket {
+            body["bucket"] = Value::String(bucket.clone());
+        }
+        body
+    }
+}
+
+/// `hyperpod_remove`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct HyperPodRemoveArgs {
+    /// InstantStart cluster name (as listed by cluster_list) whose HyperPod cluster goes.
+    pub cluster: String,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
 /// `cluster_set_active`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SetActiveArgs {

@@ -2,7 +2,7 @@
 //! [`instantstart_client::Client`].
 //!
 //! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
-//! `instance_group_*`, `node_*`, `health_check_*`, `feature_*`, `storage_*`, `model_*`, `job_*`, `endpoint_*`,
+//! `hyperpod_*`, `instance_group_*`, `node_*`, `health_check_*`, `feature_*`, `storage_*`, `model_*`, `job_*`, `endpoint_*`,
 //! `pool_*`, `mlflow_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
 //! cluster when omitted). Every tool sets all
 //! four MCP hints explicitly: `readOnlyHint`, `destructiveHint`, `idempotentHint`,
@@ -13,7 +13,7 @@
 //!
 //! Destructive means the call can remove something that is not trivially recreated:
 //! `instance_group_scale` (scaling down terminates nodes), `instance_group_delete`,
-//! `node_replace` and `node_delete` (local volumes are lost), `feature_set` (switching a
+//! `node_replace` and `node_delete` (local volumes are lost), `hyperpod_remove`, `feature_set` (switching a
 //! feature off removes its add-on or IAM chain). `node_reboot` is not destructive: it
 //! interrupts the node's workloads, but the instance, its id and its local data stay — it is
 //! the first rung of investigate → reboot → replace. `job_delete`, `model_delete` (a running
@@ -309,6 +309,56 @@ impl InstantStartMcp {
         let what =
             DeleteClusterOptions { delete_bucket: a.delete_bucket, keep_tracking_servers: a.keep_tracking_servers };
         match self.client.delete_cluster(&a.name, what, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "hyperpod_add",
+        description = "Add a HyperPod cluster to an EKS-only cluster (one created without hyperpod, or an imported \
+                       EKS cluster without one) as one durable operation: the missing add-ons and the HyperPod \
+                       dependencies chart (present ones are left alone), the execution role, the lifecycle script, \
+                       /20 compute subnets in the EKS cluster's VPC, the HyperPod cluster, the s3-shared claim. \
+                       hyperpod takes cluster_create's hyperpod object. A cluster without a bucket needs bucket. \
+                       Refused before anything is recorded: a cluster that has HyperPod (409), an EKS cluster that \
+                       is not ACTIVE, on an unsupported Kubernetes version or in CONFIG_MAP authentication mode \
+                       (422 saying what to change), failing quota/offering checks. dry_run shows the steps and the \
+                       checks. Returns the operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Add HyperPod to a cluster",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn hyperpod_add(&self, Parameters(a): Parameters<HyperPodAddArgs>) -> CallToolResult {
+        match self.client.add_hyperpod_json(&a.cluster, &a.body(), &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "hyperpod_remove",
+        description = "Remove a cluster's HyperPod cluster (its nodes and their local data go) and what InstantStart \
+                       made for it (execution role, compute subnets, the HyperPod dependencies chart it installed); \
+                       the EKS cluster, its add-ons, the bucket and the s3-shared claim stay and the cluster is \
+                       EKS-only again. Refused while managed features that live on HyperPod are on (switch them off \
+                       with feature_set first), and for a HyperPod cluster InstantStart did not create. \
+                       Destructive: confirm with the user first and show the dry_run plan. Returns the operation \
+                       id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Remove HyperPod from a cluster",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn hyperpod_remove(&self, Parameters(a): Parameters<HyperPodRemoveArgs>) -> CallToolResult {
+        match self.client.remove_hyperpod(&a.cluster, &mutation_options(&a.mutation)).await {
             Ok(s) => render::submitted(&s),
             Err(e) => failure(&e),
         }

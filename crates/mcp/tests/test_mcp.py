@@ -114,6 +114,9 @@ DESTRUCTIVE |= {"job_delete", "model_delete", "endpoint_scale", "endpoint_delete
 READ_ONLY |= {"mlflow_servers", "mlflow_runs", "mlflow_metrics"}
 OPERATION_TOOLS |= {"mlflow_create_server", "mlflow_server_delete"}
 DESTRUCTIVE |= {"mlflow_server_delete"}
+# HyperPod on an EKS-only cluster.
+OPERATION_TOOLS |= {"hyperpod_add", "hyperpod_remove"}
+DESTRUCTIVE |= {"hyperpod_remove"}
 MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel"}
 
 

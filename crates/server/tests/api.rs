@@ -1560,6 +1560,9 @@ async fn managed_endpoint_and_router_become_ready_and_answer() {
 #[path = "api/training.rs"]
 mod training;
 
+#[path = "api/hyperpod_attach.rs"]
+mod hyperpod_attach;
+
 /// `step 12 | loss 1.2345 | lr 2.00e-05 | 9123.4 tokens/s` → (12, 1.2345, 9123.4).
 fn step_line(line: &str) -> Option<(i64, f64, f64)> {
     let rest = &line[line.find("step ")? + 5..];

@@ -436,6 +436,18 @@ fn create_cluster(
             format!("ValidationException: EKS cluster {} must be ACTIVE to orchestrate a HyperPod cluster", eks.name),
         ));
     }
+    // SageMaker developer guide, `sagemaker-hyperpod-eks-prerequisites`: "Amazon EKS cluster
+    // authentication mode" (HyperPod supports API and API_AND_CONFIG_MAP only).
+    if eks.authentication_mode == instantstart_core::provider::CONFIG_MAP_ONLY {
+        return Err(invalid(
+            API,
+            format!(
+                "ValidationException: EKS cluster {} uses authentication mode CONFIG_MAP; SageMaker HyperPod supports \
+                 API and API_AND_CONFIG_MAP",
+                eks.name
+            ),
+        ));
+    }
     // SageMaker developer guide, `sagemaker-hyperpod-eks-prerequisites`: "Kubernetes version
     // support" (HyperPod supports the versions listed there), and "Networking" (the Amazon VPC
     // CNI plugin at 1.18.3 or later is required, and no other CNI is supported).

@@ -2861,3 +2861,20 @@ async fn a_node_in_detail_and_unknown_nodes() {
     assert_eq!(s.describe_cluster_node(REGION, "demo-hp", "i-00000000000000000").await.unwrap(), None);
     assert_eq!(kind(s.describe_cluster_node(REGION, "nope", &n.instance_id).await), ProviderErrorKind::NotFound);
 }
+
+/// HyperPod orchestrates only EKS clusters in the `API` or `API_AND_CONFIG_MAP` authentication
+/// mode (docs/aws-preconditions.md P9): CreateCluster on a `CONFIG_MAP` cluster is refused.
+#[tokio::test]
+async fn hyperpod_refuses_an_eks_cluster_in_config_map_mode() {
+    let s = sim();
+    let b = base(&s).await;
+    let sa = compute_subnet(&s, &b, "us-east-1a", "10.0.16.0/20").await;
+    let groups = || vec![(group("w", "ml.g5.2xlarge", 1, "us-east-1a"), sa.id.clone())];
+    s.set_eks_authentication_mode(REGION, "demo", "CONFIG_MAP").unwrap();
+    let err = s.create_hyperpod_cluster(&hp_req(&b, "demo-hp", groups())).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest, "{err}");
+    assert!(err.message.contains("ValidationException") && err.message.contains("CONFIG_MAP"), "{err}");
+    assert!(s.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().is_none(), "nothing created");
+    s.set_eks_authentication_mode(REGION, "demo", "API_AND_CONFIG_MAP").unwrap();
+    s.create_hyperpod_cluster(&hp_req(&b, "demo-hp", groups())).await.unwrap();
+}

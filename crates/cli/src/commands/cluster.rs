@@ -1,4 +1,4 @@
-//! `instantstart cluster create|import|list|get|events|use|delete`.
+//! `instantstart cluster create|import|list|get|events|use|delete|hyperpod`.
 //!
 //! `create` builds the API's typed `ClusterCreateRequest` from flags (defaults are the core's,
 //! filled in by deserializing), or sends a JSON/YAML file (`-f`) as is so the server reports
@@ -42,6 +42,9 @@ pub enum ClusterCommand {
     },
     /// Delete a cluster (imported clusters are only forgotten).
     Delete(DeleteArgs),
+    /// Add a HyperPod cluster to an EKS-only cluster, or remove it (EKS stays).
+    #[command(subcommand)]
+    Hyperpod(super::hyperpod::HyperPodCommand),
 }
 
 #[derive(Args, Debug)]
@@ -231,6 +234,7 @@ pub async fn run(g: &Globals, cmd: ClusterCommand) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
         ClusterCommand::Delete(args) => delete(g, args).await,
+        ClusterCommand::Hyperpod(cmd) => super::hyperpod::run(g, cmd).await,
     }
 }
 

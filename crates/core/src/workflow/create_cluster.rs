@@ -400,6 +400,27 @@ impl Workflow for CreateClusterWorkflow {
     }
 }
 
+/// The executor of one of create's HyperPod steps (`hyperpod_execution_role`,
+/// `lifecycle_script`, `compute_subnets`, `hyperpod_cluster`) for `req`, which add-HyperPod
+/// ([`super::hyperpod_attach`]) runs on an existing EKS cluster: the same code, so the two
+/// cannot drift. The steps read the `bucket` step's `bucket` output and the EKS cluster's
+/// `arn`, `vpc_id` and `security_group_id` from the `eks_cluster` step (or `network`).
+pub(super) fn hyperpod_executor(
+    aws: Arc<dyn AwsCloud>,
+    store: Arc<dyn Store>,
+    req: ClusterCreateRequest,
+    key: &str,
+) -> Option<Arc<dyn StepExecutor>> {
+    let cx = Arc::new(Shared { req, aws, store });
+    Some(match key {
+        "hyperpod_execution_role" => Arc::new(RoleStep { cx, which: RoleKind::HyperPodExecution }),
+        "lifecycle_script" => Arc::new(LifecycleScriptStep(cx)),
+        "compute_subnets" => Arc::new(ComputeSubnetsStep(cx)),
+        "hyperpod_cluster" => Arc::new(HyperPodClusterStep(cx)),
+        _ => return None,
+    })
+}
+
 /// What every step of one operation shares.
 struct Shared {
     req: ClusterCreateRequest,
@@ -816,7 +837,8 @@ impl ComputeSubnetsStep {
     ) -> Result<Option<BTreeMap<String, String>>, StepError> {
         let s = &self.0;
         let Some(hp) = &s.req.hyperpod else { return Ok(Some(BTreeMap::new())) };
-        let vpc_id = cx.input_str("network", "vpc_id")?;
+        // A created cluster's network, or (add-HyperPod) the VPC of the existing EKS cluster.
+        let vpc_id = cx.input_str("network", "vpc_id").or_else(|_| cx.input_str("eks_cluster", "vpc_id"))?;
         let tags = s.tags(cx);
         place_groups(s.aws.as_ref(), &s.req.region, &vpc_id, &s.req.name, &hp.instance_groups, create.then_some(&tags))
             .await

@@ -355,26 +355,51 @@ fn plan_steps_with(
     steps
 }
 
-/// What the newest successful import of cluster `rec` installed, as the step keys that remove
-/// it: its add-on and chart steps (not a chart release it found and left alone), the S3 CSI
-/// identity and role, the storage claim and the load balancer controller's role.
+/// What InstantStart installed on imported cluster `rec`, as the step keys that remove it: the
+/// add-on and chart steps (not a chart release found and left alone), the S3 CSI identity and
+/// role, the storage claim and the load balancer controller's role of its newest successful
+/// import and of every successful add-HyperPod since; and, while the record has a HyperPod
+/// cluster an add-HyperPod made, that cluster's removal steps (`hyperpod_cluster`,
+/// `hyperpod_execution_role`, `compute_subnets`).
 pub fn installed_by_import(store: &dyn Store, rec: &ClusterRecord) -> Result<Vec<String>, EngineError> {
     let ops = store.list_operations(&OperationFilter {
         target: Some(cluster_target(&rec.name)),
         status: Some(OperationStatus::Succeeded),
         limit: None,
     })?;
-    let Some(op) = ops.into_iter().find(|o| o.kind == OperationKind::ImportCluster) else { return Ok(Vec::new()) };
-    Ok(op
-        .steps
-        .iter()
-        .filter(|s| {
-            is_dependency_key(&s.key)
-                || ["storage", "s3_csi_identity", "s3_csi_role", LB_CONTROLLER_ROLE_STEP].contains(&s.key.as_str())
-        })
-        .filter(|s| s.outputs.get("left_alone") != Some(&Value::Bool(true)))
-        .map(|s| s.key.clone())
-        .collect())
+    // Newest first: the add-HyperPod operations up to the newest import, then that import.
+    let mut ours = Vec::new();
+    let mut added_hyperpod = false;
+    for op in &ops {
+        match op.kind {
+            OperationKind::AddHyperPod => {
+                added_hyperpod = true;
+                ours.push(op);
+            }
+            OperationKind::ImportCluster => {
+                ours.push(op);
+                break;
+            }
+            _ => {}
+        }
+    }
+    if !ours.iter().any(|o| o.kind == OperationKind::ImportCluster) {
+        return Ok(Vec::new());
+    }
+    let mut keys: Vec<String> = Vec::new();
+    for op in ours.iter().rev() {
+        for s in &op.steps {
+            let wanted = is_dependency_key(&s.key)
+                || ["storage", "s3_csi_identity", "s3_csi_role", LB_CONTROLLER_ROLE_STEP].contains(&s.key.as_str());
+            if wanted && s.outputs.get("left_alone") != Some(&Value::Bool(true)) && !keys.contains(&s.key) {
+                keys.push(s.key.clone());
+            }
+        }
+    }
+    if added_hyperpod && rec.hyperpod_cluster.is_some() {
+        keys.extend(["hyperpod_cluster", "hyperpod_execution_role", "compute_subnets"].map(String::from));
+    }
+    Ok(keys)
 }
 
 /// The steps forgetting imported cluster `rec`, removing what its import `installed` (step
@@ -384,6 +409,19 @@ pub fn installed_by_import(store: &dyn Store, rec: &ClusterRecord) -> Result<Vec
 pub fn plan_imported(rec: &ClusterRecord, installed: &[String]) -> Vec<StepSpec> {
     let has = |k: &str| installed.iter().any(|i| i == k);
     let mut steps = Vec::new();
+    // A HyperPod cluster InstantStart added to the imported cluster goes, with what was made
+    // for it (workflow::hyperpod_attach); a HyperPod cluster that came with the import stays.
+    if has("hyperpod_cluster") {
+        let hp = rec.hyperpod_cluster.clone().unwrap_or_default();
+        steps.push(step("hyperpod_cluster", format!("Delete HyperPod cluster {hp} (InstantStart added it)"), &[], 600));
+        steps.push(step(
+            "hyperpod_execution_role",
+            format!("Delete IAM role {}", DerivedNames::for_cluster(&rec.name).hyperpod_execution_role),
+            &["hyperpod_cluster"],
+            5,
+        ));
+        steps.push(step("compute_subnets", "Delete the compute subnets".into(), &["hyperpod_cluster"], 10));
+    }
     if has("storage") {
         steps.push(step("storage", "Delete the shared-bucket PersistentVolume and claim".into(), &[], 5));
     }
@@ -409,6 +447,8 @@ pub fn plan_imported(rec: &ClusterRecord, installed: &[String]) -> Vec<StepSpec>
                     5,
                 ));
             }
+        } else if chart.before_hyperpod && has("hyperpod_cluster") {
+            steps.push(step(key, title, &["hyperpod_cluster"], 30));
         } else {
             steps.push(step(key, title, &[], 30));
         }
@@ -670,6 +710,25 @@ impl Workflow for DeleteClusterWorkflow {
             store: self.store.clone(),
         }))
     }
+}
+
+/// The executor of one of delete-cluster's HyperPod steps (`hyperpod_cluster`,
+/// `hyperpod_execution_role`, `compute_subnets`) for record `rec`: remove-HyperPod
+/// ([`super::hyperpod_attach`]) runs the same code.
+pub(super) fn hyperpod_removal_executor(
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+    rec: ClusterRecord,
+    key: &str,
+) -> Option<Arc<dyn StepExecutor>> {
+    let which = match key {
+        "hyperpod_cluster" => Target::HyperPod,
+        "hyperpod_execution_role" => Target::Role(DerivedNames::for_cluster(&rec.name).hyperpod_execution_role),
+        "compute_subnets" => Target::ComputeSubnets,
+        _ => return None,
+    };
+    Some(Arc::new(DeleteStep { rec, which, aws, kube, store }))
 }
 
 enum Target {

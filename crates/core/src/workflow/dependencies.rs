@@ -31,6 +31,7 @@ use super::steps::{
 };
 use crate::engine::{Observation, Progress, StepContext, StepError, StepExecutor};
 use crate::operation::{ResourceRef, StepSpec};
+use crate::preflight::{CheckStatus, PreflightCheck};
 use crate::provider::*;
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -306,6 +307,107 @@ impl DependencyTarget {
             }
         })
     }
+}
+
+/// Which dependencies an assessment looks for ([`installed_dependencies`]).
+pub struct Wanted {
+    /// A bucket is (or will be) mounted: the S3 CSI driver's add-on is wanted.
+    pub bucket: bool,
+    /// A HyperPod cluster is (or will be) orchestrated: charts marked `before_hyperpod` are wanted.
+    pub hyperpod: bool,
+}
+
+/// A dependency an assessment looks for.
+#[derive(Clone, Copy)]
+enum Dependency {
+    Addon(&'static str),
+    Chart(PinnedChart),
+}
+
+/// Reads which of the wanted dependencies are installed on `target`'s cluster: the add-ons
+/// always, the charts (of `charts`) when the control plane can already reach the Kubernetes
+/// API (`reach`). Returns the step keys of the present ones (to record as
+/// [`DependencyPlan::present`]: left alone, no step) and one `dependency` preflight check per
+/// dependency ("present, left alone" — a warning for an add-on older than HyperPod accepts — or
+/// "will be installed"). Import and add-HyperPod share it.
+pub async fn installed_dependencies(
+    target: &DependencyTarget,
+    charts: &[PinnedChart],
+    wanted: &Wanted,
+    reach: bool,
+) -> Result<(Vec<String>, Vec<PreflightCheck>), crate::engine::EngineError> {
+    use crate::engine::reads::read;
+    let mut deps: Vec<(String, Dependency)> = BASE_ADDONS
+        .iter()
+        .filter(|a| **a != S3_CSI_ADDON || wanted.bucket)
+        .map(|a| (addon_step_key(a), Dependency::Addon(a)))
+        .collect();
+    deps.extend(
+        charts
+            .iter()
+            .filter(|c| !c.before_hyperpod || wanted.hyperpod)
+            .map(|c| (chart_step_key(c), Dependency::Chart(*c))),
+    );
+    let (region, eks_cluster) = (&target.region, &target.eks_cluster);
+    let kube_target = target.kube_target();
+    let mut present = Vec::new();
+    let mut checks = Vec::new();
+    for (key, dep) in deps {
+        let (found, detail) = match dep {
+            Dependency::Addon(name) => match read(|| target.aws.describe_addon(region, eks_cluster, name)).await? {
+                Some(a) => {
+                    let status = match addon_minimum_version(name) {
+                        Some(min) if !addon_version_at_least(&a.version, min) => CheckStatus::Warn,
+                        _ => CheckStatus::Pass,
+                    };
+                    let mut detail = format!("EKS add-on {name} {} is installed: present, left alone", a.version);
+                    if status == CheckStatus::Warn {
+                        detail.push_str(&format!(
+                            " (older than {}, the lowest version SageMaker HyperPod accepts; update it with eks:UpdateAddon)",
+                            addon_minimum_version(name).unwrap_or_default()
+                        ));
+                    }
+                    (Some(status), detail)
+                }
+                None => (None, format!("EKS add-on {name} is missing: will be installed")),
+            },
+            Dependency::Chart(chart) => {
+                let release = match (reach, &target.helm) {
+                    (true, Some(h)) => h.get_release(&kube_target, chart.namespace, chart.release).await.ok(),
+                    _ => None,
+                };
+                match release {
+                    Some(Some(r)) => (
+                        Some(CheckStatus::Pass),
+                        format!(
+                            "Helm release {}/{} ({} {}) is installed: present, left alone",
+                            r.namespace, r.name, r.chart, r.version
+                        ),
+                    ),
+                    Some(None) => {
+                        (None, format!("Helm chart {} {} is missing: will be installed", chart.chart, chart.version))
+                    }
+                    None => (
+                        None,
+                        format!(
+                            "Helm chart {} {}: will be installed unless a release {}/{} is found once the control \
+                             plane can reach the Kubernetes API (then it is left alone)",
+                            chart.chart, chart.version, chart.namespace, chart.release
+                        ),
+                    ),
+                }
+            }
+        };
+        let status = match found {
+            Some(status) => {
+                present.push(key.clone());
+                status
+            }
+            None => CheckStatus::Pass,
+        };
+        checks.push(PreflightCheck { check: "dependency".into(), field: key, status, detail, remedy: None });
+    }
+    Ok((present, checks))
 }
 
 /// The S3 CSI driver's role: the bucket comes from the `bucket` step's recorded output, so

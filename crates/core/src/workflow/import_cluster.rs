@@ -24,9 +24,9 @@
 //!   cluster's region; an existing one is used as it is, a missing one is created (ours). The
 //!   record then has the bucket, so tiered checkpointing and the inference operator work.
 
-use super::charts::chart_step_key;
 use super::dependencies::{
-    BASE_ADDONS, DependencyPlan, DependencyTarget, S3_CSI_ADDON, addon_step_key, plan_dependencies, storage_step,
+    DependencyPlan, DependencyTarget, S3_CSI_ADDON, Wanted, addon_step_key, installed_dependencies, plan_dependencies,
+    storage_step,
 };
 use super::{cluster_target, decode};
 use crate::engine::reads::read;
@@ -206,99 +206,21 @@ impl ImportClusterWorkflow {
         }
     }
 
-    /// The add-ons and charts import reconciles for `req`, as step keys with their titles.
-    fn wanted(&self, req: &ImportClusterRequest) -> Vec<(String, Dependency)> {
-        let mut out: Vec<(String, Dependency)> = BASE_ADDONS
-            .iter()
-            .filter(|a| **a != S3_CSI_ADDON || req.bucket.is_some())
-            .map(|a| (addon_step_key(a), Dependency::Addon(a)))
-            .collect();
-        out.extend(
-            self.charts()
-                .iter()
-                .filter(|c| !c.before_hyperpod || req.hyperpod_cluster.is_some())
-                .map(|c| (chart_step_key(c), Dependency::Chart(*c))),
-        );
-        out
-    }
-
-    /// Reads which of the wanted dependencies are installed: the add-ons always, the charts
-    /// when the control plane can reach the Kubernetes API already (`reach`).
+    /// Reads which of the dependencies import reconciles are installed: the add-ons always,
+    /// the charts when the control plane can reach the Kubernetes API already (`reach`).
     async fn dependency_checks(
         &self,
         req: &ImportClusterRequest,
         reach: bool,
     ) -> Result<(Vec<String>, Vec<PreflightCheck>), EngineError> {
-        let mut present = Vec::new();
-        let mut checks = Vec::new();
-        let target = KubeTarget { region: req.region.clone(), eks_cluster: req.eks_cluster.clone() };
-        for (key, dep) in self.wanted(req) {
-            let (found, detail) = match dep {
-                Dependency::Addon(name) => {
-                    match read(|| self.aws.describe_addon(&req.region, &req.eks_cluster, name)).await? {
-                        Some(a) => {
-                            let status = match addon_minimum_version(name) {
-                                Some(min) if !addon_version_at_least(&a.version, min) => CheckStatus::Warn,
-                                _ => CheckStatus::Pass,
-                            };
-                            let mut detail =
-                                format!("EKS add-on {name} {} is installed: present, left alone", a.version);
-                            if status == CheckStatus::Warn {
-                                detail.push_str(&format!(
-                                    " (older than {}, the lowest version SageMaker HyperPod accepts; update it with eks:UpdateAddon)",
-                                    addon_minimum_version(name).unwrap_or_default()
-                                ));
-                            }
-                            (Some(status), detail)
-                        }
-                        None => (None, format!("EKS add-on {name} is missing: will be installed")),
-                    }
-                }
-                Dependency::Chart(chart) => {
-                    let release = match (reach, &self.helm) {
-                        (true, Some(h)) => h.get_release(&target, chart.namespace, chart.release).await.ok(),
-                        _ => None,
-                    };
-                    match release {
-                        Some(Some(r)) => (
-                            Some(CheckStatus::Pass),
-                            format!(
-                                "Helm release {}/{} ({} {}) is installed: present, left alone",
-                                r.namespace, r.name, r.chart, r.version
-                            ),
-                        ),
-                        Some(None) => (
-                            None,
-                            format!("Helm chart {} {} is missing: will be installed", chart.chart, chart.version),
-                        ),
-                        None => (
-                            None,
-                            format!(
-                                "Helm chart {} {}: will be installed unless a release {}/{} is found once the control                                  plane can reach the Kubernetes API (then it is left alone)",
-                                chart.chart, chart.version, chart.namespace, chart.release
-                            ),
-                        ),
-                    }
-                }
-            };
-            let status = match found {
-                Some(status) => {
-                    present.push(key.clone());
-                    status
-                }
-                None => CheckStatus::Pass,
-            };
-            checks.push(PreflightCheck { check: "dependency".into(), field: key, status, detail, remedy: None });
-        }
-        Ok((present, checks))
+        installed_dependencies(
+            &self.dependencies(req),
+            self.charts(),
+            &Wanted { bucket: req.bucket.is_some(), hyperpod: req.hyperpod_cluster.is_some() },
+            reach,
+        )
+        .await
     }
-}
-
-/// A dependency import reconciles.
-#[derive(Clone, Copy)]
-enum Dependency {
-    Addon(&'static str),
-    Chart(PinnedChart),
 }
 
 #[async_trait]
@@ -640,12 +562,12 @@ impl StepExecutor for RemoveAccessEntry {
 
 /// `bucket`: the named bucket, used as it is when it exists (it is the user's), created (with
 /// our ownership tags, encrypted, public access blocked) when it does not.
-struct ImportBucketStep {
-    aws: Arc<dyn AwsCloud>,
-    region: String,
+pub(super) struct ImportBucketStep {
+    pub(super) aws: Arc<dyn AwsCloud>,
+    pub(super) region: String,
     /// The InstantStart cluster name (ownership tags of a bucket we create).
-    owner: String,
-    name: String,
+    pub(super) owner: String,
+    pub(super) name: String,
 }
 
 #[async_trait]

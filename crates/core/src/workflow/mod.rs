@@ -11,6 +11,7 @@
 //!   delete one, generic over the operation kind.
 //! - [`mlflow`]: create and delete a SageMaker managed MLflow tracking server.
 //! - [`health_checks`]: deep health checks on demand (`StartClusterHealthCheck`).
+//! - [`hyperpod_attach`]: add a HyperPod cluster to an EKS-only cluster, and remove it.
 
 pub mod charts;
 pub mod create_cluster;
@@ -20,6 +21,7 @@ pub mod dependencies;
 pub mod endpoints;
 pub mod features;
 pub mod health_checks;
+pub mod hyperpod_attach;
 pub mod hyperpod_reads;
 pub mod import_cluster;
 pub mod instance_groups;
@@ -146,6 +148,15 @@ pub fn all_with_config(
             ImportClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())
                 .with_helm(helm.clone())
                 .with_shared_bucket(config.shared_bucket.as_ref().map(|b| b.name.clone())),
+        ),
+        std::sync::Arc::new(
+            hyperpod_attach::AddHyperPodWorkflow::new(aws.clone(), kube.clone(), store.clone())
+                .with_helm(helm.clone())
+                .with_shared_bucket(config.shared_bucket.as_ref().map(|b| b.name.clone())),
+        ),
+        std::sync::Arc::new(
+            hyperpod_attach::RemoveHyperPodWorkflow::new(aws.clone(), kube.clone(), store.clone())
+                .with_helm(helm.clone()),
         ),
         std::sync::Arc::new(
             instance_groups::InstanceGroupWorkflow::new(OperationKind::AddInstanceGroup, aws.clone(), store.clone())

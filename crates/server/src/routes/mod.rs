@@ -14,6 +14,7 @@ mod clusters;
 mod context;
 mod endpoints;
 mod hyperpod;
+mod hyperpod_attach;
 mod jobs;
 mod meta;
 mod mlflow;
@@ -53,6 +54,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(context::routes())
         .merge(clusters::routes())
         .merge(hyperpod::routes())
+        .merge(hyperpod_attach::routes())
         .merge(jobs::routes())
         .merge(storage::routes())
         .merge(mlflow::routes())
