@@ -84,7 +84,10 @@ pub(crate) fn offerings(w: &World, region: &str, q: &OfferingQuery, now: f64) ->
     let mut out = Vec::new();
     // Within the model's limits but not a reservation SageMaker sells: no offering (an empty
     // list, as the service answers when nothing matches), not an error.
-    if !OFFERED_COUNTS.contains(&q.instance_count) || q.duration_hours % 24 != 0 || q.duration_hours / 24 > MAX_DAYS {
+    if !OFFERED_COUNTS.contains(&q.instance_count)
+        || !q.duration_hours.is_multiple_of(24)
+        || q.duration_hours / 24 > MAX_DAYS
+    {
         return out;
     }
     for (i, az) in availability_zones(region).iter().filter(|z| offered(region, &z.name, &q.instance_type)).enumerate()
