@@ -18,6 +18,7 @@ import { jobsView, jobNewView, jobView } from './jobs.js';
 import { endpointsView, endpointNewView, endpointView } from './endpoints.js';
 import { activeClusterView } from './workloads.js';
 import { historyView } from './history.js';
+import { capacityView } from './views/capacity.js';
 
 const NEXT_KEY = 'instantstart.next';
 const THEME_KEY = 'instantstart.theme';
@@ -65,6 +66,7 @@ const ROUTES = [
   { re: /^\/clusters\/([^/]+)$/, view: clusterView, nav: 'clusters' },
   { re: /^\/clusters$/, view: clustersView, nav: 'clusters' },
   { re: /^\/history$/, view: historyView, nav: 'history' },
+  { re: /^\/capacity$/, view: capacityView, nav: 'new' },
   { re: /^\/operations\/([^/]+)$/, view: operationView, nav: 'operations' },
   { re: /^\/operations$/, view: operationsView, nav: 'operations' },
   { re: /^\/tokens$/, view: tokensView, nav: 'tokens' },

@@ -355,6 +355,39 @@ def test_events_panel_and_node_detail(fast_ui, day2):
     ui.screenshot("node-detail")
 
 
+# ---- capacity of a region ----------------------------------------------------------------------
+
+
+def test_capacity_screen_quotas_plans_and_an_offerings_search(fast_ui, day2):
+    ui = fast_ui
+    ui.login()
+    # The create screen links to the capacity of its region.
+    ui.go("#/clusters/new")
+    link = ui.wait_css("#capacity-link")
+    ui.wait(lambda: "region=us-east-1" in (link.get_attribute("href") or ""), 10, "the link names the region")
+    ui.click(link)
+    ui.wait(lambda: ui.all("#quotas-table tbody tr"), 10, "quotas listed")
+    row = ui.css('#quotas-table tr[data-instance-type="ml.g5.xlarge"]')
+    cells = [c.text for c in row.find_elements(By.CSS_SELECTOR, "td")]
+    quota, in_use, available = int(cells[0]), int(cells[1]), int(cells[2])
+    assert in_use >= 2 and available == max(0, quota - in_use), cells  # the day2 cluster's nodes
+    ui.wait(lambda: "No training plans" in ui.css("#plans-slot").text or ui.all("#plans-table tbody tr"),
+            10, "plans read")
+    # A refused search: the finding lands next to its field; then one that finds offerings.
+    count = ui.css("#offering-count")
+    set_value(count, "0")
+    ui.click(ui.css("#offerings-search"))
+    ui.wait(lambda: error_next_to(ui, ui.css("#offerings-form"), "instance_count"), 10, "finding next to the count")
+    set_value(count, "2")
+    ui.click(ui.css("#offerings-search"))
+    ui.wait(lambda: ui.all("#offerings-table tbody tr"), 10, "offerings listed")
+    assert not error_next_to(ui, ui.css("#offerings-form"), "instance_count")
+    first = ui.all("#offerings-table tbody tr")[0]
+    assert first.get_attribute("data-offering").startswith("tpo-") and "2 × ml.p5.48xlarge" in first.text, first.text
+    assert "does not buy plans" in ui.css("#offerings-slot").text
+    ui.screenshot("capacity")
+
+
 # ---- Advanced features -------------------------------------------------------------------------
 
 

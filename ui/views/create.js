@@ -100,6 +100,8 @@ function clusterForm({ app, attach }) {
   const name = h('input', { id: 'f-name', name: 'name', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. ml-team-a', dataset: { field: 'name' } });
   const region = h('input', { id: 'f-region', name: 'region', list: 'region-list', autocomplete: 'off', spellcheck: 'false', value: attach ? attach.region : (app.context?.default_region || 'us-east-1'), readonly: !!attach, dataset: { field: 'region' } });
   const regionStatus = h('p', { class: 'help', 'aria-live': 'polite' });
+  const capacityHref = () => `#/capacity?region=${encodeURIComponent(region.value.trim())}`;
+  const capacityLink = h('a', { href: '#/capacity', id: 'capacity-link' }, 'Quotas, training plans and offerings of this region');
   const version = h('select', { id: 'f-version', name: 'kubernetes_version', dataset: { field: 'kubernetes_version' } },
     KUBERNETES_VERSIONS.map((v) => h('option', { value: v, selected: v === DEFAULT_KUBERNETES_VERSION }, v === DEFAULT_KUBERNETES_VERSION ? `${v} (default)` : v)));
   const azBox = h('div', { class: 'checks-grid' }, h('p', { class: 'muted' }, 'Loading zones…'));
@@ -135,7 +137,7 @@ function clusterForm({ app, attach }) {
       h('h2', { id: 'sec-cluster' }, 'Cluster'),
       h('div', { class: 'grid-3' },
         field('Name', name, 'Lowercase letters, digits and hyphens. Every AWS resource name derives from it.'),
-        h('div', { class: 'field' }, h('label', { for: 'f-region' }, 'Region'), region, regionStatus,
+        h('div', { class: 'field' }, h('label', { for: 'f-region' }, 'Region'), region, regionStatus, h('p', { class: 'help' }, capacityLink),
           h('datalist', { id: 'region-list' }, REGIONS.map((r) => h('option', { value: r })))),
         field('Kubernetes version', version)),
       azSet);
@@ -186,7 +188,8 @@ function clusterForm({ app, attach }) {
       ['spot', 'Spot', 'interruptible; not for elastic training'],
     ], 'on_demand', '');
     g.arn = h('input', { id: `${g.uid}-arn`, autocomplete: 'off', spellcheck: 'false', placeholder: 'arn:aws:sagemaker:<region>:<account>:training-plan/<name>' });
-    g.arnField = field('Training plan ARN', g.arn);
+    g.plansLink = h('a', { href: capacityHref(), class: 'plans-link' }, 'Your training plans and what could be reserved');
+    g.arnField = h('div', {}, field('Training plan ARN', g.arn), h('p', { class: 'help' }, g.plansLink));
     g.arnField.hidden = true;
     g.mode = radios(`${g.uid}-mode`, 'Network interfaces', [
       ['standard', 'Standard', 'ENA plus EFA where the type has it'],
@@ -210,6 +213,7 @@ function clusterForm({ app, attach }) {
       h('div', { class: 'grid-3' }, h('div', {}, g.capacity, g.arnField), g.mode, g.checks));
     g.capacity.addEventListener('change', () => {
       g.arnField.hidden = capValue(g) !== 'training_plan';
+      g.plansLink.href = capacityHref();
       if (!g.arnField.hidden) g.arn.focus();
     });
     g.az.addEventListener('change', () => fillTypes(g));
@@ -316,6 +320,7 @@ function clusterForm({ app, attach }) {
       for (const g of st.groups) fillZonesOf(g);
       const offeredTypes = types.filter((t) => t.availability_zones.length).length;
       regionStatus.textContent = `${zones.length} zones, ${offeredTypes} of ${types.length} HyperPod instance types offered in ${r}.`;
+      capacityLink.href = capacityHref();
     } catch (err) {
       if (st.loading !== mine) return;
       st.region = null;

@@ -119,6 +119,8 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sagemaker:ListClusters",
     "sagemaker:ListMlflowTrackingServers",
     "sagemaker:ListTags",
+    "sagemaker:ListTrainingPlans",
+    "sagemaker:SearchTrainingPlanOfferings",
     "sagemaker:StartClusterHealthCheck",
     "sagemaker:UpdateCluster",
     "sagemaker:UpdateClusterSoftware",

@@ -50,6 +50,16 @@
 //! [`HyperPodApi::describe_cluster_node`] reads one node (`DescribeClusterNode`): status and
 //! message, launch and software-update times, placement, private address, capacity type,
 //! interface type, lifecycle script and AMI; `ResourceNotFound` is `None`.
+//!
+//! # Reads: training plans and offerings
+//!
+//! [`HyperPodApi::list_training_plans`] reads every page of `ListTrainingPlans` (instance type
+//! and AZ from the first reserved capacity). [`HyperPodApi::search_training_plan_offerings`]
+//! checks the query ([`OfferingQuery::check`]), then sends `SearchTrainingPlanOfferings` with
+//! `TargetResources` `hyperpod-cluster`, `InstanceType`, `InstanceCount`, `DurationHours` and
+//! the optional `StartTimeAfter` / `EndTimeBefore`. Buying a plan (`CreateTrainingPlan`) is not
+//! done anywhere.
+//!
 //! [`AwsProvider::update_cluster_software`] (inherent until the traits carry it) patches the
 //! given groups (all when none is named) to the latest HyperPod AMI, rolling in batches.
 //!
@@ -76,8 +86,9 @@ use instantstart_core::instance_types::is_accelerated_family;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterEventResource,
     ClusterNode, ClusterNodeDetail, CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi,
-    HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, ProviderError,
-    ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan, UpdateHyperPodCluster, is_owned,
+    HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery,
+    ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary,
+    UpdateHyperPodCluster, is_owned,
 };
 use instantstart_core::spec::{
     CapacitySpec, DeepHealthChecks, InterfaceMode, LifecycleScript, NodeRecovery, TieredCheckpointing,
@@ -753,6 +764,91 @@ impl HyperPodApi for AwsProvider {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(ClusterEventPage { events, next_cursor: out.next_token().filter(|t| !t.is_empty()).map(str::to_string) })
+    }
+
+    async fn list_training_plans(&self, region: &str) -> Result<Vec<TrainingPlanSummary>> {
+        const API: &str = "sagemaker:ListTrainingPlans";
+        let c = self.region(region).await?;
+        let all: Vec<_> = c
+            .sagemaker
+            .list_training_plans()
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        let count = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok());
+        Ok(all
+            .iter()
+            .map(|p| {
+                let rc = p.reserved_capacity_summaries().first();
+                TrainingPlanSummary {
+                    arn: p.training_plan_arn().unwrap_or_default().to_string(),
+                    name: p.training_plan_name().unwrap_or_default().to_string(),
+                    status: p.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                    status_message: p.status_message().filter(|m| !m.is_empty()).map(str::to_string),
+                    instance_type: rc.and_then(|r| r.instance_type()).map(|t| t.as_str().to_string()),
+                    availability_zone: rc.and_then(|r| r.availability_zone()).map(str::to_string),
+                    total_instance_count: count(p.total_instance_count())
+                        .or_else(|| count(rc.and_then(|r| r.total_instance_count())))
+                        .unwrap_or(0),
+                    available_instance_count: count(p.available_instance_count()),
+                    in_use_instance_count: count(p.in_use_instance_count()),
+                    start_time: p.start_time().and_then(chrono_time),
+                    end_time: p.end_time().and_then(chrono_time),
+                    duration_hours: p.duration_hours().and_then(|h| u64::try_from(h).ok()),
+                    target_resources: p.target_resources().iter().map(|r| r.as_str().to_string()).collect(),
+                }
+            })
+            .collect())
+    }
+
+    async fn search_training_plan_offerings(
+        &self,
+        region: &str,
+        query: &OfferingQuery,
+    ) -> Result<Vec<TrainingPlanOffering>> {
+        use aws_sdk_sagemaker::types::{ReservedCapacityInstanceType, SageMakerResourceName};
+        const API: &str = "sagemaker:SearchTrainingPlanOfferings";
+        query.check().map_err(|e| invalid(API, e.to_string()))?;
+        let c = self.region(region).await?;
+        let out = c
+            .sagemaker
+            .search_training_plan_offerings()
+            .instance_type(ReservedCapacityInstanceType::from(query.instance_type.as_str()))
+            .instance_count(query.instance_count as i32)
+            .duration_hours(i64::from(query.duration_hours))
+            .set_start_time_after(query.start_after.map(smithy_time))
+            .set_end_time_before(query.end_before.map(smithy_time))
+            .target_resources(SageMakerResourceName::HyperpodCluster)
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        let mut offerings = Vec::new();
+        for o in out.training_plan_offerings() {
+            let id = o.training_plan_offering_id().ok_or_else(|| malformed(API, "an offering without an id"))?;
+            let rc = o.reserved_capacity_offerings().first();
+            offerings.push(TrainingPlanOffering {
+                offering_id: id.to_string(),
+                instance_type: rc
+                    .and_then(|r| r.instance_type())
+                    .map(|t| t.as_str().to_string())
+                    .unwrap_or_else(|| query.instance_type.clone()),
+                instance_count: rc
+                    .and_then(|r| r.instance_count())
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(query.instance_count),
+                availability_zone: rc.and_then(|r| r.availability_zone()).map(str::to_string),
+                start_time: rc.and_then(|r| r.start_time()).and_then(chrono_time),
+                end_time: rc.and_then(|r| r.end_time()).and_then(chrono_time),
+                duration_hours: o.duration_hours().and_then(|h| u64::try_from(h).ok()),
+                upfront_fee: o.upfront_fee().map(str::to_string),
+                currency_code: o.currency_code().map(str::to_string),
+                target_resources: o.target_resources().iter().map(|r| r.as_str().to_string()).collect(),
+            });
+        }
+        Ok(offerings)
     }
 
     async fn describe_cluster_node(

@@ -66,6 +66,7 @@ pub const METHODS: &[&str] = &[
     "QuotaApi::instance_type_offerings",
     "QuotaApi::instance_type_specs",
     "QuotaApi::hyperpod_instance_quota",
+    "QuotaApi::hyperpod_instance_quotas",
     "NetworkApi::find_vpc",
     "NetworkApi::describe_network",
     "NetworkApi::create_network",
@@ -103,6 +104,8 @@ pub const METHODS: &[&str] = &[
     "HyperPodApi::start_cluster_health_check",
     "HyperPodApi::list_cluster_events",
     "HyperPodApi::describe_cluster_node",
+    "HyperPodApi::list_training_plans",
+    "HyperPodApi::search_training_plan_offerings",
     "S3Api::describe_bucket",
     "S3Api::create_bucket",
     "S3Api::delete_bucket",
@@ -282,6 +285,17 @@ pub const CASES: &[Case] = &[
         variant: "",
         world: World::Fresh,
         run: run!(|p| assert!(p.hyperpod_instance_quota("us-east-1", "ml.p5.48xlarge").await.unwrap().is_some())),
+        expect: &["service-quotas:ListAWSDefaultServiceQuotas", "service-quotas:ListServiceQuotas"],
+    },
+    Case {
+        method: "QuotaApi::hyperpod_instance_quotas",
+        variant: "only the HyperPod cluster-usage quotas",
+        world: World::Fresh,
+        run: run!(|p| {
+            let q = p.hyperpod_instance_quotas("us-east-1").await.unwrap();
+            let got: Vec<_> = q.iter().map(|q| (q.name.as_str(), q.code.as_str(), q.value)).collect();
+            assert_eq!(got, [("ml.p5.48xlarge for cluster usage", "L-1194F27D", 2)]);
+        }),
         expect: &["service-quotas:ListAWSDefaultServiceQuotas", "service-quotas:ListServiceQuotas"],
     },
     // ------------------------------------------------------------ network
@@ -985,6 +999,80 @@ pub const CASES: &[Case] = &[
         expect: &["sagemaker:DescribeClusterNode"],
     },
     Case {
+        method: "HyperPodApi::list_training_plans",
+        variant: "two pages",
+        world: World::Existing,
+        run: run!(|p| {
+            let plans = p.list_training_plans("us-east-1").await.unwrap();
+            assert_eq!(plans.len(), 2, "{plans:?}");
+            let first = &plans[0];
+            assert_eq!((first.name.as_str(), first.status.as_str()), ("p5-plan", "Active"));
+            assert_eq!(
+                (first.instance_type.as_deref(), first.availability_zone.as_deref()),
+                (Some("ml.p5.48xlarge"), Some("us-east-1a"))
+            );
+            assert_eq!(
+                (first.total_instance_count, first.available_instance_count, first.in_use_instance_count),
+                (4, Some(2), Some(2))
+            );
+            assert_eq!(first.target_resources, ["hyperpod-cluster"]);
+            assert!(first.start_time.is_some() && first.end_time > first.start_time);
+        }),
+        expect: &["sagemaker:ListTrainingPlans"],
+    },
+    Case {
+        method: "HyperPodApi::search_training_plan_offerings",
+        variant: "with a window",
+        world: World::Existing,
+        run: run!(|p| {
+            let q = OfferingQuery {
+                instance_type: "ml.p5.48xlarge".into(),
+                instance_count: 2,
+                duration_hours: 48,
+                start_after: "2026-01-01T00:00:00Z".parse().ok(),
+                end_before: "2026-02-01T00:00:00Z".parse().ok(),
+            };
+            let o = p.search_training_plan_offerings("us-east-1", &q).await.unwrap();
+            assert_eq!((o[0].offering_id.as_str(), o[0].instance_count), ("tpo-0123456789abcdef", 2));
+            assert_eq!((o[0].availability_zone.as_deref(), o[0].duration_hours), (Some("us-east-1a"), Some(48)));
+            assert_eq!((o[0].upfront_fee.as_deref(), o[0].currency_code.as_deref()), (Some("1234.56"), Some("USD")));
+        }),
+        expect: &["sagemaker:SearchTrainingPlanOfferings"],
+    },
+    Case {
+        method: "HyperPodApi::search_training_plan_offerings",
+        variant: "no window, the largest count and duration",
+        world: World::Existing,
+        run: run!(|p| {
+            let q = OfferingQuery {
+                instance_type: "ml.trn2.48xlarge".into(),
+                instance_count: 256,
+                duration_hours: 87_600,
+                start_after: None,
+                end_before: None,
+            };
+            p.search_training_plan_offerings("us-east-1", &q).await.unwrap();
+        }),
+        expect: &["sagemaker:SearchTrainingPlanOfferings"],
+    },
+    Case {
+        method: "HyperPodApi::search_training_plan_offerings",
+        variant: "a type no plan reserves: refused before any request",
+        world: World::Existing,
+        run: run!(|p| {
+            let q = OfferingQuery {
+                instance_type: "ml.g5.2xlarge".into(),
+                instance_count: 2,
+                duration_hours: 24,
+                start_after: None,
+                end_before: None,
+            };
+            let e = p.search_training_plan_offerings("us-east-1", &q).await.unwrap_err();
+            assert_eq!(e.kind, ProviderErrorKind::InvalidRequest, "{e}");
+        }),
+        expect: &[],
+    },
+    Case {
         method: "AwsProvider::update_cluster_software",
         variant: "named groups",
         world: World::Existing,
@@ -1583,6 +1671,26 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
             "InstanceId": "i-0123456789abcdef0", "InstanceType": "ml.p5.48xlarge", "LaunchTime": 1_700_000_000.0,
             "InstanceStatus": { "Status": "Running" } }] }))
         }
+        "sagemaker:ListTrainingPlans" if param(d, "NextToken").is_none() => {
+            Canned::json(json!({ "NextToken": "page-2", "TrainingPlanSummaries": [{
+            "TrainingPlanArn": PLAN, "TrainingPlanName": "p5-plan", "Status": "Active", "DurationHours": 720,
+            "StartTime": 1_700_000_000.0, "EndTime": 1_702_592_000.0, "TotalInstanceCount": 4,
+            "AvailableInstanceCount": 2, "InUseInstanceCount": 2, "TargetResources": ["hyperpod-cluster"],
+            "ReservedCapacitySummaries": [{
+                "ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/rc-p5-plan",
+                "InstanceType": "ml.p5.48xlarge", "TotalInstanceCount": 4, "Status": "Active",
+                "AvailabilityZone": "us-east-1a" }] }] }))
+        }
+        "sagemaker:ListTrainingPlans" => Canned::json(json!({ "TrainingPlanSummaries": [{
+            "TrainingPlanArn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/trn-plan",
+            "TrainingPlanName": "trn-plan", "Status": "Scheduled", "TargetResources": ["training-job"],
+            "ReservedCapacitySummaries": [] }] })),
+        "sagemaker:SearchTrainingPlanOfferings" => Canned::json(json!({ "TrainingPlanOfferings": [{
+            "TrainingPlanOfferingId": "tpo-0123456789abcdef", "TargetResources": ["hyperpod-cluster"],
+            "DurationHours": 48, "UpfrontFee": "1234.56", "CurrencyCode": "USD",
+            "ReservedCapacityOfferings": [{ "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
+                "AvailabilityZone": "us-east-1a", "DurationHours": 48,
+                "StartTime": 1_767_225_600.0, "EndTime": 1_767_398_400.0 }] }] })),
         "sagemaker:ListClusterEvents" => Canned::json(json!({ "Events": [{
             "EventId": "0f8fad5b-d9cb-469f-a165-70867728950e", "ClusterArn": HP_ARN, "ClusterName": "demo-hp",
             "InstanceGroupName": "workers", "InstanceId": "i-0123456789abcdef0", "ResourceType": "Instance",
@@ -1612,7 +1720,8 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
         // Service Quotas
         "service-quotas:ListAWSDefaultServiceQuotas" | "service-quotas:ListServiceQuotas" => {
             Canned::json(json!({ "Quotas": [{
-            "ServiceCode": "sagemaker", "QuotaName": "ml.p5.48xlarge for cluster usage", "QuotaCode": "L-1194F27D", "Value": 2.0 }] }))
+            "ServiceCode": "sagemaker", "QuotaName": "ml.p5.48xlarge for cluster usage", "QuotaCode": "L-1194F27D", "Value": 2.0 }, {
+            "ServiceCode": "sagemaker", "QuotaName": "ml.p5.48xlarge for training job usage", "QuotaCode": "L-00000001", "Value": 4.0 }] }))
         }
         // S3
         "s3:HeadBucket" => match w {

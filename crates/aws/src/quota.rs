@@ -10,6 +10,9 @@
 //! region is simply absent instead of failing the call), cached per region for the life of the
 //! process.
 //!
+//! [`QuotaApi::hyperpod_instance_quotas`] lists every `<HyperPod type> for cluster usage`
+//! quota of the same table (no further request); other SageMaker quotas are left out.
+//!
 //! Quotas are looked up by name (`ml.p5.48xlarge for cluster usage`) among the applied quotas
 //! of service `sagemaker`, then among the AWS defaults; both listings are cached per region
 //! for the life of the process. A region without Service Quotas for SageMaker reports no
@@ -20,8 +23,10 @@ use crate::AwsProvider;
 use crate::error::sdk_error;
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, LocationType, NetworkCardInterfaceType};
-use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceTypeInfo, ec2_name};
-use instantstart_core::provider::{AvailabilityZone, InstanceTypeOffering, ProviderErrorKind, Quota, QuotaApi, Result};
+use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceTypeInfo, ec2_name, is_cluster_instance_type};
+use instantstart_core::provider::{
+    AvailabilityZone, InstanceTypeOffering, ProviderErrorKind, QUOTA_SUFFIX, Quota, QuotaApi, Result,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -84,9 +89,14 @@ pub fn specs_of(t: &aws_sdk_ec2::types::InstanceTypeInfo) -> Option<InstanceType
     })
 }
 
+/// A quota's value as a count of instances (negative or not a number: 0).
+fn quota_count(value: f64) -> u32 {
+    if value.is_finite() && value >= 0.0 { value.min(f64::from(u32::MAX)) as u32 } else { 0 }
+}
+
 /// Name of the HyperPod cluster-usage quota of an instance type.
 pub fn quota_name(instance_type: &str) -> String {
-    format!("{instance_type} for cluster usage")
+    format!("{instance_type}{QUOTA_SUFFIX}")
 }
 
 async fn quotas(p: &AwsProvider, region: &str) -> Result<crate::QuotaTable> {
@@ -231,13 +241,24 @@ impl QuotaApi for AwsProvider {
         Ok(out)
     }
 
+    async fn hyperpod_instance_quotas(&self, region: &str) -> Result<Vec<Quota>> {
+        let all = quotas(self, region).await?;
+        let mut out: Vec<Quota> = all
+            .iter()
+            .filter(|(name, _)| name.strip_suffix(QUOTA_SUFFIX).is_some_and(is_cluster_instance_type))
+            .map(|(name, (code, value))| Quota { name: name.clone(), code: code.clone(), value: quota_count(*value) })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
     async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>> {
         let name = quota_name(instance_type);
         let all = quotas(self, region).await?;
         Ok(all.get(&name).map(|(code, value)| Quota {
             name: name.clone(),
             code: code.clone(),
-            value: if value.is_finite() && *value >= 0.0 { value.min(f64::from(u32::MAX)) as u32 } else { 0 },
+            value: quota_count(*value),
         }))
     }
 }

@@ -866,6 +866,89 @@ async fn training_plans_by_arn() {
     );
 }
 
+#[tokio::test]
+async fn training_plans_every_page_and_offerings_for_hyperpod() {
+    let replay = Replay::new(|r| match (r.operation().as_str(), r.json()["NextToken"].as_str()) {
+        ("ListTrainingPlans", None) => Canned::json(json!({ "NextToken": "t2", "TrainingPlanSummaries": [{
+            "TrainingPlanArn": PLAN, "TrainingPlanName": "p5-plan", "Status": "Active", "DurationHours": 720,
+            "StartTime": 1_700_000_000.0, "EndTime": 1_702_592_000.0, "TotalInstanceCount": 4,
+            "AvailableInstanceCount": 1, "InUseInstanceCount": 3, "TargetResources": ["hyperpod-cluster"],
+            "ReservedCapacitySummaries": [{ "ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/rc",
+                "InstanceType": "ml.p5.48xlarge", "TotalInstanceCount": 4, "Status": "Active", "AvailabilityZone": "us-east-1b" }] }] })),
+        ("ListTrainingPlans", Some("t2")) => Canned::json(json!({ "TrainingPlanSummaries": [{
+            "TrainingPlanArn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/later", "TrainingPlanName": "later",
+            "Status": "Failed", "StatusMessage": "payment declined", "TargetResources": ["training-job"] }] })),
+        ("SearchTrainingPlanOfferings", _) => Canned::json(json!({ "TrainingPlanOfferings": [{
+            "TrainingPlanOfferingId": "tpo-abc", "TargetResources": ["hyperpod-cluster"], "DurationHours": 48,
+            "UpfrontFee": "7680.00", "CurrencyCode": "USD",
+            "ReservedCapacityOfferings": [{ "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
+                "AvailabilityZone": "us-east-1a", "StartTime": 1_767_225_600.0, "EndTime": 1_767_398_400.0 }] }] })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let plans = p.list_training_plans("us-east-1").await.unwrap();
+    assert_eq!(replay.of("ListTrainingPlans").len(), 2, "every page is read");
+    assert_eq!(plans.len(), 2);
+    assert_eq!(
+        (plans[0].availability_zone.as_deref(), plans[0].instance_type.as_deref(), plans[0].in_use_instance_count),
+        (Some("us-east-1b"), Some("ml.p5.48xlarge"), Some(3))
+    );
+    assert_eq!(plans[0].start_time.map(|t| t.timestamp()), Some(1_700_000_000));
+    let later = &plans[1];
+    assert_eq!((later.status.as_str(), later.status_message.as_deref()), ("Failed", Some("payment declined")));
+    assert_eq!((later.instance_type.as_deref(), later.total_instance_count), (None, 0));
+
+    let q = OfferingQuery {
+        instance_type: "ml.p5.48xlarge".into(),
+        instance_count: 2,
+        duration_hours: 48,
+        start_after: "2026-01-01T00:00:00Z".parse().ok(),
+        end_before: None,
+    };
+    let offers = p.search_training_plan_offerings("us-east-1", &q).await.unwrap();
+    let sent = replay.of("SearchTrainingPlanOfferings")[0].json();
+    assert_eq!(
+        sent,
+        json!({ "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "DurationHours": 48,
+            "StartTimeAfter": 1_767_225_600, "TargetResources": ["hyperpod-cluster"] })
+    );
+    assert_eq!(offers.len(), 1);
+    let o = &offers[0];
+    assert_eq!(
+        (o.offering_id.as_str(), o.availability_zone.as_deref(), o.duration_hours),
+        ("tpo-abc", Some("us-east-1a"), Some(48))
+    );
+    assert_eq!(o.end_time.map(|t| t.timestamp()), Some(1_767_398_400));
+    // A query the model refuses is not sent.
+    let bad = OfferingQuery { instance_count: 257, ..q };
+    assert_eq!(
+        p.search_training_plan_offerings("us-east-1", &bad).await.unwrap_err().kind,
+        ProviderErrorKind::InvalidRequest
+    );
+    assert_eq!(replay.of("SearchTrainingPlanOfferings").len(), 1);
+}
+
+#[tokio::test]
+async fn quotas_listing_keeps_hyperpod_cluster_usage_only() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "ListAWSDefaultServiceQuotas" => Canned::json(json!({ "Quotas": [
+            { "QuotaName": "ml.p5.48xlarge for cluster usage", "QuotaCode": "L-P5", "Value": 0.0 },
+            { "QuotaName": "ml.g5.12xlarge for cluster usage", "QuotaCode": "L-G5", "Value": 2.0 },
+            { "QuotaName": "ml.g5.12xlarge for training job usage", "QuotaCode": "L-TJ", "Value": 9.0 },
+            { "QuotaName": "ml.nope.xlarge for cluster usage", "QuotaCode": "L-NO", "Value": 9.0 } ] })),
+        "ListServiceQuotas" => Canned::json(json!({ "Quotas": [
+            { "QuotaName": "ml.p5.48xlarge for cluster usage", "QuotaCode": "L-P5", "Value": 8.0 } ] })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let q = p.hyperpod_instance_quotas("us-east-1").await.unwrap();
+    let got: Vec<_> = q.iter().map(|q| (q.name.as_str(), q.value)).collect();
+    assert_eq!(got, [("ml.g5.12xlarge for cluster usage", 2), ("ml.p5.48xlarge for cluster usage", 8)]);
+    // The same cached table the preflight reads: no further request.
+    p.hyperpod_instance_quota("us-east-1", "ml.p5.48xlarge").await.unwrap();
+    assert_eq!(replay.requests().len(), 2);
+}
+
 // ---------------------------------------------------------------- quotas, errors
 
 #[tokio::test]

@@ -667,6 +667,9 @@ impl QuotaApi for MotoCloud {
     async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>> {
         self.real.hyperpod_instance_quota(region, instance_type).await
     }
+    async fn hyperpod_instance_quotas(&self, region: &str) -> Result<Vec<Quota>> {
+        self.real.hyperpod_instance_quotas(region).await
+    }
 }
 
 #[async_trait]
@@ -884,6 +887,17 @@ impl HyperPodApi for MotoCloud {
         node_id: &str,
     ) -> Result<Option<ClusterNodeDetail>> {
         self.real.describe_cluster_node(region, cluster, node_id).await
+    }
+    /// moto lacks training plans: the adapter's requests are tested at the SDK boundary.
+    async fn list_training_plans(&self, region: &str) -> Result<Vec<instantstart_core::provider::TrainingPlanSummary>> {
+        self.real.list_training_plans(region).await
+    }
+    async fn search_training_plan_offerings(
+        &self,
+        region: &str,
+        query: &instantstart_core::provider::OfferingQuery,
+    ) -> Result<Vec<instantstart_core::provider::TrainingPlanOffering>> {
+        self.real.search_training_plan_offerings(region, query).await
     }
 }
 

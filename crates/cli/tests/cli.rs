@@ -162,6 +162,39 @@ fn stdout(c: &mut Command) -> String {
 }
 
 #[test]
+fn context_quotas_training_plans_and_offerings() {
+    let s = TestServer::start();
+    s.ready("demo");
+    let quotas = s.json(&["context", "quotas", "--type", "ml.g5.2xlarge"]);
+    assert_eq!(quotas.as_array().map(Vec::len), Some(1), "{quotas:#}");
+    assert_eq!(quotas[0]["in_use"], 2, "{quotas:#}");
+    s.cli()
+        .args(["context", "quotas"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("INSTANCE TYPE").and(predicate::str::contains("AVAILABLE")))
+        .stdout(predicate::str::contains("ml.g5.2xlarge"));
+    assert_eq!(s.json(&["context", "training-plans"]), serde_json::json!([]));
+    s.cli()
+        .args(["context", "training-plans"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("No training plans"));
+    let offers = s.json(&["context", "offerings", "--type", "ml.p5.48xlarge", "--count", "2", "--hours", "24"]);
+    assert!(!offers.as_array().unwrap().is_empty() && offers[0]["instance_count"] == 2, "{offers:#}");
+    s.cli()
+        .args(["context", "offerings", "--type", "ml.p5.48xlarge", "--count", "2", "--hours", "24"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("OFFERING").and(predicate::str::contains("tpo-")));
+    s.cli()
+        .args(["context", "offerings", "--type", "ml.g5.2xlarge", "--count", "2", "--hours", "24"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("instance_type"));
+}
+
+#[test]
 fn help_documents_the_commands_and_exit_codes() {
     let home = tempfile::tempdir().unwrap();
     let help = stdout(bare_cli(&home).arg("--help"));
@@ -176,6 +209,7 @@ fn help_documents_the_commands_and_exit_codes() {
         ("feature_set_help", ["feature", "set", "--help"]),
         ("job_submit_help", ["job", "submit", "--help"]),
         ("endpoint_deploy_help", ["endpoint", "deploy", "--help"]),
+        ("context_offerings_help", ["context", "offerings", "--help"]),
     ] {
         let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
         insta::assert_snapshot!(name, stdout(bare_cli(&home).args(&args)));

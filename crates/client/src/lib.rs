@@ -38,7 +38,7 @@ use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};
 use instantstart_core::provider::{
     AvailabilityZone, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus,
-    NodeAction,
+    NodeAction, OfferingQuery, QuotaUsage, TrainingPlanOffering, TrainingPlanSummary,
 };
 use instantstart_core::spec::{ClusterCreateRequest, InstanceGroupSpec, ManagedFeatures};
 use instantstart_core::workflow::hyperpod_attach::AddHyperPodBody;
@@ -440,6 +440,34 @@ impl Client {
     /// when EC2 does not describe the type).
     pub async fn instance_types(&self, region: Option<&str>) -> Result<Vec<Value>, Error> {
         self.call(Call::new(Method::GET, &["api", "context", "instance-types"]).query("region", region)).await
+    }
+
+    /// `GET /api/context/quotas`: the HyperPod instance quotas of `region` with the instances
+    /// its HyperPod clusters use and what is still available.
+    pub async fn quotas(&self, region: Option<&str>) -> Result<Vec<QuotaUsage>, Error> {
+        self.call(Call::new(Method::GET, &["api", "context", "quotas"]).query("region", region)).await
+    }
+
+    /// `GET /api/context/training-plans`: the account's training plans in `region`.
+    pub async fn training_plans(&self, region: Option<&str>) -> Result<Vec<TrainingPlanSummary>, Error> {
+        self.call(Call::new(Method::GET, &["api", "context", "training-plans"]).query("region", region)).await
+    }
+
+    /// `GET /api/context/training-plan-offerings`: what a training plan for HyperPod clusters
+    /// could reserve in `region` (a search; nothing is bought).
+    pub async fn training_plan_offerings(
+        &self,
+        region: Option<&str>,
+        q: &OfferingQuery,
+    ) -> Result<Vec<TrainingPlanOffering>, Error> {
+        let call = Call::new(Method::GET, &["api", "context", "training-plan-offerings"])
+            .query("region", region)
+            .query("instance_type", Some(&q.instance_type))
+            .query("instance_count", Some(q.instance_count))
+            .query("duration_hours", Some(q.duration_hours))
+            .query("start_after", q.start_after.map(|t| t.format("%Y-%m-%dT%H:%M:%SZ")))
+            .query("end_before", q.end_before.map(|t| t.format("%Y-%m-%dT%H:%M:%SZ")));
+        self.call(call).await
     }
 
     // ----- clusters -----

@@ -44,6 +44,28 @@ pub struct RegionArgs {
     pub region: Option<String>,
 }
 
+/// `context_quotas`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct QuotasArgs {
+    /// AWS region, e.g. `us-east-1`. Defaults to the control plane's region (see context_get).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Only the quota of this instance type, e.g. `ml.p5.48xlarge`.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+}
+
+/// `context_training_plan_offerings`: the region and what to search for (instance_type,
+/// instance_count, duration_hours, optional start_after / end_before).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct OfferingsArgs {
+    /// AWS region, e.g. `us-east-1`. Defaults to the control plane's region (see context_get).
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(flatten)]
+    pub query: instantstart_core::provider::OfferingQuery,
+}
+
 /// `context_instance_types`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct InstanceTypesArgs {

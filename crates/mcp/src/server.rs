@@ -178,6 +178,76 @@ impl InstantStartMcp {
     }
 
     #[tool(
+        name = "context_quotas",
+        description = "HyperPod instance quotas of a region (Service Quotas' \"<type> for cluster usage\"): value, \
+                       code, in_use (the target counts of the region's HyperPod clusters' on-demand and Spot groups; \
+                       training-plan groups draw on their plan) and available (value - in_use). Call before choosing \
+                       an instance type and count; more than available needs a Service Quotas increase.",
+        annotations(
+            title = "HyperPod quotas",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn context_quotas(&self, Parameters(a): Parameters<QuotasArgs>) -> CallToolResult {
+        match self.client.quotas(a.region.as_deref()).await {
+            Ok(mut quotas) => {
+                if let Some(t) = &a.instance_type {
+                    quotas.retain(|q| &q.instance_type == t);
+                }
+                ok_serialize(&quotas)
+            }
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "context_training_plans",
+        description = "Training plans of the account in a region (ListTrainingPlans): name, ARN, status (Pending, \
+                       Active, Scheduled, Expired, Failed), AZ, instance type, total / available / in-use \
+                       instances, start and end. An Active or Scheduled plan's ARN is a capacity choice for an \
+                       instance group (capacity {type: training_plan, arn}) of its type in its AZ.",
+        annotations(
+            title = "Training plans",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn context_training_plans(&self, Parameters(a): Parameters<RegionArgs>) -> CallToolResult {
+        match self.client.training_plans(a.region.as_deref()).await {
+            Ok(plans) => ok_serialize(&plans),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "context_training_plan_offerings",
+        description = "What a training plan for HyperPod clusters could reserve (SearchTrainingPlanOfferings; a \
+                       search, nothing is bought): offerings with id, instance type and count, AZ, start, end, \
+                       duration and upfront fee. Give instance_type (a type plans reserve: ml.p4d, p4de, p5, p5e, \
+                       p5en, p6-b200, p6-b300, p6e-gb200, trn1, trn2), instance_count (1-256), duration_hours \
+                       (1-87600), optionally start_after / end_before (RFC 3339). Buying a plan is outside \
+                       InstantStart: the user buys it in the SageMaker console, then its ARN is the capacity.",
+        annotations(
+            title = "Training plan offerings",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn context_training_plan_offerings(&self, Parameters(a): Parameters<OfferingsArgs>) -> CallToolResult {
+        match self.client.training_plan_offerings(a.region.as_deref(), &a.query).await {
+            Ok(offerings) => ok_serialize(&offerings),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
         name = "context_sim_stats",
         description = "Simulated cloud only: how many times each simulated AWS/Kubernetes API was called. Useful \
                        to show that a retry did not repeat a mutation. Fails (404) with the real AWS provider.",

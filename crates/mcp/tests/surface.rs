@@ -33,6 +33,7 @@ const PREFIXES: &[&str] = &[
     "inference",
     "operation",
     "audit",
+    "training_plan",
 ];
 const PLANNED_HEADING: &str = "## Planned tools (not yet available)";
 const RULES: &[&str] = &["Monitor to a terminal state", "Ask only decision-level questions", "Inspect before create"];

@@ -52,6 +52,9 @@ READ_ONLY = {
     "context_zones",
     "context_instance_types",
     "context_eks_clusters",
+    "context_quotas",
+    "context_training_plans",
+    "context_training_plan_offerings",
     "context_sim_stats",
     "cluster_list",
     "cluster_get",
@@ -620,6 +623,18 @@ def test_day2_instance_groups_nodes_and_features(control_plane):
         assert err is True and body["error"]["findings"][0]["field"] == "limit", body
         err, body = await call(s, "node_get", {"cluster": "daytwo", "node_id": "i-00000000000000000"})
         assert err is True and body["error"]["status"] == 404, body
+
+        # Capacity of the region: quotas with their use, training plans, offerings (reads).
+        err, quotas = await call(s, "context_quotas", {"region": "us-east-1", "instance_type": "ml.g5.2xlarge"})
+        assert not err and len(quotas) == 1 and quotas[0]["in_use"] >= 3, quotas
+        assert quotas[0]["available"] == max(0, quotas[0]["value"] - quotas[0]["in_use"]), quotas
+        err, plans = await call(s, "context_training_plans", {"region": "us-east-1"})
+        assert not err and isinstance(plans, list), plans
+        offer = {"instance_type": "ml.p5.48xlarge", "instance_count": 2, "duration_hours": 24}
+        err, offers = await call(s, "context_training_plan_offerings", offer)
+        assert not err and offers and offers[0]["target_resources"] == ["hyperpod-cluster"], offers
+        err, body = await call(s, "context_training_plan_offerings", {**offer, "instance_count": 0})
+        assert err is True and body["error"]["findings"][0]["field"] == "instance_count", body
 
         # Managed features: read, switch on, then the same again is a no-op.
         err, features = await call(s, "feature_get", {"cluster": "daytwo"})

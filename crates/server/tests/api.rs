@@ -1014,6 +1014,54 @@ async fn hyperpod_events_and_one_node_in_detail() {
     assert!(stats["sagemaker:DescribeClusterNode"].as_u64().unwrap() >= 1, "{stats}");
 }
 
+#[tokio::test]
+async fn quotas_training_plans_and_offerings_of_a_region() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let quotas = app.get("/api/context/quotas?region=us-east-1").await;
+    assert_eq!(quotas.status, StatusCode::OK, "{:#}", quotas.body);
+    let g5 = quotas.body.as_array().unwrap().iter().find(|q| q["instance_type"] == "ml.g5.2xlarge").cloned().unwrap();
+    assert_eq!(g5["name"], "ml.g5.2xlarge for cluster usage");
+    assert_eq!(g5["in_use"], 2, "the demo cluster's two workers: {g5:#}");
+    assert_eq!(g5["available"].as_u64(), Some(g5["value"].as_u64().unwrap() - 2), "{g5:#}");
+    let plans = app.get("/api/context/training-plans").await;
+    assert_eq!((plans.status, plans.body.clone()), (StatusCode::OK, json!([])));
+    let uri = "/api/context/training-plan-offerings?instance_type=ml.p5.48xlarge&instance_count=2&duration_hours=24\
+               &start_after=2030-01-01T00:00:00Z";
+    let offers = app.get(uri).await;
+    assert_eq!(offers.status, StatusCode::OK, "{:#}", offers.body);
+    let first = &offers.body[0];
+    assert_eq!((first["instance_count"].as_u64(), first["duration_hours"].as_u64()), (Some(2), Some(24)));
+    assert_eq!(first["target_resources"], json!(["hyperpod-cluster"]));
+    assert!(first["start_time"].as_str().unwrap() >= "2030-01-01", "{first:#}");
+    let base = "/api/context/training-plan-offerings?";
+    for (query, field) in [
+        ("instance_type=ml.g5.2xlarge&instance_count=2&duration_hours=24", Some("instance_type")),
+        ("instance_type=ml.p5.48xlarge&instance_count=0&duration_hours=24", Some("instance_count")),
+        ("instance_type=ml.p5.48xlarge&instance_count=257&duration_hours=24", Some("instance_count")),
+        ("instance_type=ml.p5.48xlarge&instance_count=2&duration_hours=0", Some("duration_hours")),
+        (
+            "instance_type=ml.p5.48xlarge&instance_count=2&duration_hours=24\
+             &start_after=2030-02-01T00:00:00Z&end_before=2030-01-01T00:00:00Z",
+            Some("start_after"),
+        ),
+        ("instance_type=ml.p5.48xlarge&instance_count=2&duration_hours=24&region=Not_A_Region", Some("region")),
+        ("instance_type=ml.p5.48xlarge&instance_count=2", None),
+        ("instance_type=ml.p5.48xlarge&instance_count=two&duration_hours=24", None),
+    ] {
+        let r = app.get(&format!("{base}{query}")).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}: {:#}", r.body);
+        if let Some(field) = field {
+            assert_eq!(r.body["findings"][0]["field"], field, "{query}: {:#}", r.body);
+        }
+    }
+    let r = app.get("/api/context/quotas?region=Not_A_Region").await;
+    assert_eq!((r.status, r.body["findings"][0]["field"].clone()), (StatusCode::BAD_REQUEST, json!("region")));
+    // A refused search never reached the (simulated) service; the good one did, once.
+    let stats = app.get("/api/sim/stats").await.body;
+    assert_eq!(stats["sagemaker:SearchTrainingPlanOfferings"], 1, "{stats:#}");
+}
+
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

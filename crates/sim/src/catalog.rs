@@ -224,6 +224,19 @@ impl QuotaApi for SimCloud {
         })
     }
 
+    async fn hyperpod_instance_quotas(&self, region: &str) -> Result<Vec<Quota>> {
+        const API: &str = "servicequotas:ListServiceQuotas";
+        self.read(API, |w, _| {
+            check_region(API, region)?;
+            let mut out: Vec<Quota> = CLUSTER_INSTANCE_TYPES
+                .iter()
+                .map(|t| Quota { name: quota_name(t), code: quota_code(t), value: quota_value(w, region, t) })
+                .collect();
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        })
+    }
+
     async fn instance_type_specs(&self, region: &str) -> Result<Vec<InstanceTypeInfo>> {
         const API: &str = "ec2:DescribeInstanceTypes";
         self.read(API, |_, _| {

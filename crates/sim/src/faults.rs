@@ -8,7 +8,7 @@
 //! | `caller_identity` | `sts:GetCallerIdentity` |
 //! | `availability_zones` | `ec2:DescribeAvailabilityZones` |
 //! | `instance_type_offerings` | `ec2:DescribeInstanceTypeOfferings` |
-//! | `hyperpod_instance_quota` | `servicequotas:GetServiceQuota` |
+//! | `hyperpod_instance_quota` / `hyperpod_instance_quotas` | `servicequotas:GetServiceQuota` / `servicequotas:ListServiceQuotas` |
 //! | `find_vpc`, `describe_network` | `ec2:DescribeVpcs` |
 //! | `create_network` | `ec2:CreateVpc` |
 //! | `create_subnet` / `delete_subnet` | `ec2:CreateSubnet` / `ec2:DeleteSubnet` |
@@ -18,7 +18,8 @@
 //! | `describe_addon` / `create_addon` / `delete_addon` | `eks:DescribeAddon` / `eks:CreateAddon` / `eks:DeleteAddon` |
 //! | `get_role` / `create_role` / `delete_role` | `iam:GetRole` / `iam:CreateRole` / `iam:DeleteRole` |
 //! | `ensure_role_policies` | `iam:UpdateAssumeRolePolicy` |
-//! | `describe_training_plan` | `sagemaker:DescribeTrainingPlan` |
+//! | `describe_training_plan` / `list_training_plans` | `sagemaker:DescribeTrainingPlan` / `sagemaker:ListTrainingPlans` |
+//! | `search_training_plan_offerings` | `sagemaker:SearchTrainingPlanOfferings` |
 //! | `describe_hyperpod_cluster` / `list_hyperpod_clusters` | `sagemaker:DescribeCluster` / `sagemaker:ListClusters` |
 //! | `create_hyperpod_cluster` / `delete_hyperpod_cluster` | `sagemaker:CreateCluster` / `sagemaker:DeleteCluster` |
 //! | `list_cluster_nodes` | `sagemaker:ListClusterNodes` |

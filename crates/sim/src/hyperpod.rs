@@ -42,8 +42,9 @@ use instantstart_core::names;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail,
     CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi, HyperPodCluster,
-    HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, ProviderError, ProviderErrorKind,
-    ResourceState, Result, TrainingPlan, UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
+    HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery, ProviderError,
+    ProviderErrorKind, ResourceState, Result, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary,
+    UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
 use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;
@@ -391,7 +392,7 @@ pub(crate) fn autoscaling_in_service(h: &HyperPodRec, now: f64) -> bool {
 
 /// Instances already promised in `region`: (instance type → on-demand/spot count, plan ARN →
 /// reserved count), over clusters that exist and have not failed.
-fn usage(w: &World, region: &str, now: f64) -> (BTreeMap<String, u32>, BTreeMap<String, u32>) {
+pub(crate) fn usage(w: &World, region: &str, now: f64) -> (BTreeMap<String, u32>, BTreeMap<String, u32>) {
     let mut by_type = BTreeMap::new();
     let mut by_plan = BTreeMap::new();
     for h in w.hyperpod.values().filter(|h| h.region == region) {
@@ -1061,6 +1062,29 @@ impl HyperPodApi for SimCloud {
     async fn describe_training_plan(&self, region: &str, arn: &str) -> Result<Option<TrainingPlan>> {
         self.read("sagemaker:DescribeTrainingPlan", |w, _| {
             Ok(w.training_plans.get(arn).filter(|p| p.arn.split(':').nth(3) == Some(region)).cloned())
+        })
+    }
+
+    async fn list_training_plans(&self, region: &str) -> Result<Vec<TrainingPlanSummary>> {
+        const API: &str = "sagemaker:ListTrainingPlans";
+        self.read(API, |w, cx| {
+            check_region(API, region)?;
+            let (_, by_plan) = usage(w, region, cx.now);
+            Ok(crate::capacity::list_plans(w, region, &by_plan))
+        })
+    }
+
+    async fn search_training_plan_offerings(
+        &self,
+        region: &str,
+        query: &OfferingQuery,
+    ) -> Result<Vec<TrainingPlanOffering>> {
+        const API: &str = "sagemaker:SearchTrainingPlanOfferings";
+        self.read(API, |w, cx| {
+            check_region(API, region)?;
+            // The service model's rules (ReservedCapacityInstanceType, counts, durations).
+            query.check().map_err(|e| invalid(API, format!("ValidationException: {e}")))?;
+            Ok(crate::capacity::offerings(w, region, query, cx.now))
         })
     }
 

@@ -48,6 +48,7 @@
 //!   [`kube_apiserver`]: the same worlds served over HTTP as Kubernetes API servers
 //!   ([`SimCloud::serve_kube_api`], [`SimCloud::kube_api_router`]) for kube-rs and kubectl.
 
+mod capacity;
 mod catalog;
 pub mod cloud;
 pub mod ec2_specs;

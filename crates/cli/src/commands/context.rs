@@ -1,5 +1,7 @@
-//! `instantstart context [zones|instance-types|eks-clusters]`: what the control plane runs as and what a
-//! region offers (inspect before create).
+//! `instantstart context [zones|instance-types|eks-clusters|quotas|training-plans|offerings]`: what
+//! the control plane runs as and what a region offers (inspect before create), including HyperPod
+//! quotas with their use, training plans, and training plan offerings (a search: buying a plan is
+//! done in the SageMaker console).
 
 use crate::app::Globals;
 use crate::exit::Exit;
@@ -35,6 +37,57 @@ pub enum ContextCommand {
         #[arg(long)]
         region: Option<String>,
     },
+    /// HyperPod instance quotas ("<type> for cluster usage") with the instances in use and what
+    /// is still available.
+    Quotas {
+        /// AWS region [default: the server's default region].
+        #[arg(long)]
+        region: Option<String>,
+        /// Only this instance type.
+        #[arg(long = "type", value_name = "INSTANCE_TYPE")]
+        instance_type: Option<String>,
+    },
+    /// Training plans of the account: status, AZ, instance type and counts, start and end.
+    TrainingPlans {
+        /// AWS region [default: the server's default region].
+        #[arg(long)]
+        region: Option<String>,
+    },
+    /// Training plan offerings HyperPod clusters could reserve (a search: buy a plan in the
+    /// SageMaker console, then use its ARN as an instance group's capacity).
+    Offerings(OfferingsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct OfferingsArgs {
+    /// A type a training plan can reserve, e.g. ml.p5.48xlarge.
+    #[arg(long = "type", value_name = "INSTANCE_TYPE")]
+    pub instance_type: String,
+    /// Instances to reserve (1-256).
+    #[arg(long)]
+    pub count: u32,
+    /// Duration in hours (1-87600).
+    #[arg(long)]
+    pub hours: u32,
+    /// Earliest start (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub start_after: Option<chrono::DateTime<chrono::Utc>>,
+    /// Latest end (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub end_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// AWS region [default: the server's default region].
+    #[arg(long)]
+    pub region: Option<String>,
+}
+
+/// A time as the tables show it (RFC 3339, seconds), `-` when absent.
+fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_else(|| "-".into())
+}
+
+/// An optional value as the tables show it, `-` when absent.
+fn or_dash(v: Option<impl ToString>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
 pub async fn run(g: &Globals, args: ContextArgs) -> anyhow::Result<Exit> {
@@ -59,6 +112,74 @@ pub async fn run(g: &Globals, args: ContextArgs) -> anyhow::Result<Exit> {
                     ("Active cluster", s(&ctx, "active_cluster")),
                     ("Server version", s(&ctx, "version")),
                 ])
+            })?;
+        }
+        Some(ContextCommand::Quotas { region, instance_type }) => {
+            let mut quotas = client.quotas(region.as_deref()).await?;
+            if let Some(t) = &instance_type {
+                quotas.retain(|q| &q.instance_type == t);
+            }
+            output::emit(g.output, &quotas, || {
+                let mut t = Table::new(&["INSTANCE TYPE", "QUOTA", "IN USE", "AVAILABLE", "CODE"]);
+                for q in &quotas {
+                    t.row(vec![
+                        q.instance_type.clone(),
+                        q.value.to_string(),
+                        q.in_use.to_string(),
+                        q.available.to_string(),
+                        q.code.clone(),
+                    ]);
+                }
+                t.render_or("No HyperPod quotas reported in this region.")
+            })?;
+        }
+        Some(ContextCommand::TrainingPlans { region }) => {
+            let plans = client.training_plans(region.as_deref()).await?;
+            output::emit(g.output, &plans, || {
+                let mut t = Table::new(&["NAME", "STATUS", "TYPE", "AZ", "INSTANCES", "IN USE", "START", "END"]);
+                for p in &plans {
+                    t.row(vec![
+                        p.name.clone(),
+                        p.status.clone(),
+                        or_dash(p.instance_type.as_deref()),
+                        or_dash(p.availability_zone.as_deref()),
+                        p.total_instance_count.to_string(),
+                        or_dash(p.in_use_instance_count),
+                        time(p.start_time),
+                        time(p.end_time),
+                    ]);
+                }
+                t.render_or("No training plans in this region.")
+            })?;
+        }
+        Some(ContextCommand::Offerings(a)) => {
+            let q = instantstart_core::provider::OfferingQuery {
+                instance_type: a.instance_type,
+                instance_count: a.count,
+                duration_hours: a.hours,
+                start_after: a.start_after,
+                end_before: a.end_before,
+            };
+            let offerings = client.training_plan_offerings(a.region.as_deref(), &q).await?;
+            output::emit(g.output, &offerings, || {
+                let mut t = Table::new(&["OFFERING", "TYPE", "COUNT", "AZ", "START", "END", "HOURS", "FEE"]);
+                for o in &offerings {
+                    t.row(vec![
+                        o.offering_id.clone(),
+                        o.instance_type.clone(),
+                        o.instance_count.to_string(),
+                        or_dash(o.availability_zone.as_deref()),
+                        time(o.start_time),
+                        time(o.end_time),
+                        or_dash(o.duration_hours),
+                        match (&o.upfront_fee, &o.currency_code) {
+                            (Some(f), Some(c)) => format!("{f} {c}"),
+                            (Some(f), None) => f.clone(),
+                            _ => "-".into(),
+                        },
+                    ]);
+                }
+                t.render_or("No offerings match.")
             })?;
         }
         Some(ContextCommand::Zones { region }) => {

@@ -59,6 +59,10 @@ pub trait QuotaApi: Send + Sync {
     async fn instance_type_specs(&self, region: &str) -> Result<Vec<InstanceTypeInfo>>;
     /// The HyperPod "cluster usage" quota of an instance type, if the service reports one.
     async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>>;
+    /// Every HyperPod "<type> for cluster usage" quota the service reports in the region
+    /// (types of [`crate::instance_types::CLUSTER_INSTANCE_TYPES`]), sorted by name. Empty
+    /// when the quotas cannot be read (as [`Self::hyperpod_instance_quota`] is then `None`).
+    async fn hyperpod_instance_quotas(&self, region: &str) -> Result<Vec<Quota>>;
 }
 
 /// A VPC with its subnets.
@@ -652,6 +656,15 @@ pub trait HyperPodApi: Send + Sync {
         cluster: &str,
         node_id: &str,
     ) -> Result<Option<super::ClusterNodeDetail>>;
+    /// ListTrainingPlans: every training plan of the account in the region (all pages).
+    async fn list_training_plans(&self, region: &str) -> Result<Vec<super::TrainingPlanSummary>>;
+    /// SearchTrainingPlanOfferings for HyperPod clusters: what could be reserved (a read; no
+    /// plan is bought). The query is checked first ([`super::OfferingQuery::check`]).
+    async fn search_training_plan_offerings(
+        &self,
+        region: &str,
+        query: &super::OfferingQuery,
+    ) -> Result<Vec<super::TrainingPlanOffering>>;
 }
 
 /// An S3 bucket.

@@ -7,12 +7,14 @@
 //! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
 pub mod aws;
+pub mod capacity;
 pub mod helm;
 pub mod hyperpod_reads;
 pub mod kube;
 pub mod mlflow;
 
 pub use aws::*;
+pub use capacity::*;
 pub use helm::*;
 pub use hyperpod_reads::*;
 pub use kube::*;

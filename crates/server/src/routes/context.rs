@@ -1,5 +1,10 @@
-//! Context: who the control plane runs as, which provider, valid zones and instance types, and
-//! the EKS clusters import can offer.
+//! Context: who the control plane runs as, which provider, valid zones and instance types, the
+//! EKS clusters import can offer, and a region's HyperPod capacity: quotas with their use,
+//! training plans and training plan offerings (reads; no plan is bought).
+//!
+//! The offering search is a `GET` with query parameters: its inputs are a handful of scalars
+//! (type, count, hours, two times), it changes nothing and its answer may be cached or linked.
+//! The rules are [`OfferingQuery::check`]'s (a `400` naming the field).
 
 use super::{ApiQuery, errors};
 use crate::error::ApiError;
@@ -10,9 +15,12 @@ use axum::Json;
 use axum::extract::State;
 use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceSpecs, InstanceTypeInfo};
 use instantstart_core::names;
-use instantstart_core::provider::{AvailabilityZone, CallerIdentity};
+use instantstart_core::provider::{
+    AvailabilityZone, CallerIdentity, OfferingQuery, QuotaUsage, TrainingPlanOffering, TrainingPlanSummary,
+};
 use instantstart_core::store::ACTIVE_CLUSTER;
 use instantstart_core::validate::ValidationError;
+use instantstart_core::workflow::hyperpod_reads;
 use instantstart_core::workflow::import_cluster::{self, EksClusterCandidate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,6 +43,24 @@ pub struct ContextView {
 pub struct RegionQuery {
     /// AWS region; the server's default region when absent.
     pub region: Option<String>,
+}
+
+/// What to search training plan offerings for: `instance_type`, `instance_count` and
+/// `duration_hours` are required; the window is optional.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OfferingsQuery {
+    /// AWS region; the server's default region when absent.
+    pub region: Option<String>,
+    /// A type a training plan can reserve (e.g. `ml.p5.48xlarge`).
+    pub instance_type: String,
+    /// Instances, 1..=256.
+    pub instance_count: u32,
+    /// Duration in hours, 1..=87600.
+    pub duration_hours: u32,
+    /// Earliest start (RFC 3339).
+    pub start_after: Option<chrono::DateTime<chrono::Utc>>,
+    /// Latest end (RFC 3339).
+    pub end_before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -88,6 +114,45 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
+            "/api/context/quotas",
+            get_with(quotas, |op| {
+                errors(
+                    op.id("context_quotas")
+                        .summary(
+                            "HyperPod instance quotas of a region (\"<type> for cluster usage\") with the instances \
+                             its HyperPod clusters use and what is still available",
+                        )
+                        .tag("context")
+                        .response::<200, Json<Vec<QuotaUsage>>>(),
+                )
+            }),
+        )
+        .api_route(
+            "/api/context/training-plans",
+            get_with(training_plans, |op| {
+                errors(
+                    op.id("context_training_plans")
+                        .summary("Training plans of the account in a region: status, AZ, type, counts, window")
+                        .tag("context")
+                        .response::<200, Json<Vec<TrainingPlanSummary>>>(),
+                )
+            }),
+        )
+        .api_route(
+            "/api/context/training-plan-offerings",
+            get_with(training_plan_offerings, |op| {
+                errors(
+                    op.id("context_training_plan_offerings")
+                        .summary(
+                            "Training plan offerings for HyperPod clusters that could be reserved (a search; no plan \
+                             is bought)",
+                        )
+                        .tag("context")
+                        .response::<200, Json<Vec<TrainingPlanOffering>>>(),
+                )
+            }),
+        )
+        .api_route(
             "/api/context/instance-types",
             get_with(instance_types, |op| {
                 errors(
@@ -136,6 +201,37 @@ async fn eks_clusters(
 ) -> Result<Json<Vec<EksClusterCandidate>>, ApiError> {
     let region = region(&state, &q)?;
     Ok(Json(import_cluster::eks_clusters(state.aws.as_ref(), state.store.as_ref(), &region).await?))
+}
+
+async fn quotas(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<RegionQuery>,
+) -> Result<Json<Vec<QuotaUsage>>, ApiError> {
+    let region = region(&state, &q)?;
+    Ok(Json(hyperpod_reads::quotas(state.aws.as_ref(), &region).await?))
+}
+
+async fn training_plans(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<RegionQuery>,
+) -> Result<Json<Vec<TrainingPlanSummary>>, ApiError> {
+    let region = region(&state, &q)?;
+    Ok(Json(hyperpod_reads::training_plans(state.aws.as_ref(), &region).await?))
+}
+
+async fn training_plan_offerings(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<OfferingsQuery>,
+) -> Result<Json<Vec<TrainingPlanOffering>>, ApiError> {
+    let region = region(&state, &RegionQuery { region: q.region })?;
+    let query = OfferingQuery {
+        instance_type: q.instance_type,
+        instance_count: q.instance_count,
+        duration_hours: q.duration_hours,
+        start_after: q.start_after,
+        end_before: q.end_before,
+    };
+    Ok(Json(hyperpod_reads::training_plan_offerings(state.aws.as_ref(), &region, &query).await?))
 }
 
 async fn instance_types(
