@@ -33,6 +33,7 @@ export const KIND_TITLES = {
   create_tracking_server: 'Create MLflow tracking server',
   delete_tracking_server: 'Delete MLflow tracking server',
   start_health_check: 'Deep health checks',
+  update_software: 'Update instance group software',
 };
 
 const CLUSTER_KINDS = new Set(['create_cluster', 'delete_cluster', 'import_cluster']);

@@ -102,6 +102,7 @@ pub enum OperationKind {
     CreateTrackingServer,
     DeleteTrackingServer,
     StartHealthCheck,
+    UpdateSoftware,
 }
 
 impl OperationKind {
@@ -128,6 +129,7 @@ impl OperationKind {
         OperationKind::CreateTrackingServer,
         OperationKind::DeleteTrackingServer,
         OperationKind::StartHealthCheck,
+        OperationKind::UpdateSoftware,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -153,6 +155,7 @@ impl OperationKind {
             OperationKind::CreateTrackingServer => "create_tracking_server",
             OperationKind::DeleteTrackingServer => "delete_tracking_server",
             OperationKind::StartHealthCheck => "start_health_check",
+            OperationKind::UpdateSoftware => "update_software",
         }
     }
 
