@@ -630,7 +630,6 @@ mod tests {
             eks_cluster_arn: None,
         };
         let req = request(vec![g("a", Some("2025.11.2")), g("b", Some("2025.11.2"))], None);
-        let active = ResourceState::Active;
         let live = cluster(
             ResourceState::Updating,
             vec![
@@ -641,15 +640,17 @@ mod tests {
         );
         assert_eq!(update_state(&req, &live), UpdateState::Running { groups: vec!["b".into()] });
         let live = cluster(
-            active.clone(),
+            ResourceState::Active,
             vec![group("a", "Succeeded", "2025.11.2"), group("b", "RollbackComplete", "2025.10.1")],
         );
         assert_eq!(
             update_state(&req, &live),
             UpdateState::Failed { group: "b".into(), status: "RollbackComplete".into() }
         );
-        let live =
-            cluster(active.clone(), vec![group("a", "Succeeded", "2025.11.2"), group("b", "Succeeded", "2025.11.2")]);
+        let live = cluster(
+            ResourceState::Active,
+            vec![group("a", "Succeeded", "2025.11.2"), group("b", "Succeeded", "2025.11.2")],
+        );
         assert_eq!(update_state(&req, &live), UpdateState::Done);
         // The cluster still Updating after the groups finished: not done yet.
         let live = cluster(
