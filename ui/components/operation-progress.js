@@ -35,6 +35,7 @@ export const KIND_TITLES = {
   start_health_check: 'Deep health checks',
   add_hyperpod: 'Add HyperPod',
   remove_hyperpod: 'Remove HyperPod',
+  update_software: 'Update instance group software',
 };
 
 const CLUSTER_KINDS = new Set(['create_cluster', 'delete_cluster', 'import_cluster']);

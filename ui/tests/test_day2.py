@@ -531,3 +531,30 @@ def test_day2_screens_in_the_dark_theme_with_labels_and_keyboard(fast_ui, day2):
         ui.click(dlg.find_element(By.XPATH, ".//button[normalize-space()='Cancel']"))
     finally:
         ui.js("localStorage.removeItem('instantstart.theme')")
+
+
+# ---- platform software update ------------------------------------------------------------------
+
+
+def test_update_software_shows_each_groups_software_the_plan_then_follows_the_operation(fast_ui, day2):
+    ui = fast_ui
+    open_cluster(ui)
+    cell = group_row(ui, "workers").find_element(By.CSS_SELECTOR, "td.software")
+    assert "2025.10.1" in cell.text, cell.text
+    ui.click(ui.css("#update-software"))
+    dlg = dialog(ui)
+    # Each group with its software, and the server's plan: the release now → after.
+    label = dlg.find_element(By.XPATH, ".//label[strong[normalize-space()='workers']]")
+    assert "2025.10.1" in label.text, label.text
+    line = ui.wait_css('dialog[open] ul.diff li[data-field="instance_groups.workers.software"]')
+    assert "2025.10.1" in line.find_element(By.CSS_SELECTOR, "del").text
+    assert "latest" in line.find_element(By.CSS_SELECTOR, "ins").text
+    assert "root volume" in dlg.text
+    ui.screenshot("software-update-plan")
+    ui.click(dlg.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    wait_green(ui, "#groups-activity", timeout=40)
+    ui.wait(lambda: "2025.11.2" in group_row(ui, "workers").find_element(By.CSS_SELECTOR, "td.software").text,
+            10, "the group on the latest release")
+    op = next(o for o in operations(ui.server) if o["kind"] == "update_software")
+    assert op["status"] == "succeeded" and op["actor"]["face"] == "ui"
+    assert op["request"]["cluster"] == CLUSTER

@@ -4,7 +4,10 @@
 // diff first, "already in this state" when nothing changes) and "Delete" (typed confirmation).
 // Capacity type, interface mode, instance type and zone are fixed for a group's lifetime: shown
 // read-only; a change asked anyway gets the control plane's refusal next to the field.
-// Accepted changes are followed on the embedded progress panel.
+// "Update software" (UpdateClusterSoftware) shows each group's software (the release it runs,
+// the one it moves to during an update, the image status), the server's plan, and asks for a
+// confirmation: updated nodes get a new root volume. Accepted changes are followed on the
+// embedded progress panel.
 
 import { h, replace, id, announce, keepFocus, words } from '../dom.js';
 import * as api from '../api.js';
@@ -43,6 +46,18 @@ function typeOptions(select, types, az, keep) {
     : h('option', { value: '' }, az ? `No HyperPod instance types offered in ${az}` : 'Choose an Availability Zone'));
 }
 
+/** A group's software: release (or AMI), "current → desired" while an update runs, its status. */
+export function softwareText(s) {
+  if (!s) return '—';
+  const now = s.current_release || s.current_image_id || '—';
+  const next = s.desired_release || s.desired_image_id;
+  const moving = next && next !== now ? `${now} → ${next}` : now;
+  const running = ['Pending', 'InProgress', 'RollbackInProgress'].includes(s.update_status);
+  const failed = ['Failed', 'RollbackComplete'].includes(s.update_status);
+  const status = running || failed ? s.update_status : s.image_version_status;
+  return status ? `${moving} (${words(status)})` : moving;
+}
+
 function field(labelText, control, help) {
   const helpId = help ? id('help') : null;
   if (helpId) control.setAttribute('aria-describedby', helpId);
@@ -53,10 +68,11 @@ function field(labelText, control, help) {
 export function groupsSection({ name, speed, reload }) {
   const st = { cluster: null, groups: [], nodes: [], knownAz: new Map(), region: null };
   const addBtn = h('button', { type: 'button', class: 'btn', id: 'add-group', onclick: () => openAdd() }, '+ Add instance group');
+  const softwareBtn = h('button', { type: 'button', class: 'btn', id: 'update-software', onclick: () => updateSoftware() }, 'Update software…');
   const tableSlot = h('div', { class: 'groups-slot' }, h('p', { class: 'muted' }, 'Reading the instance groups…'));
   const activity = h('div', { class: 'activity-slot', id: 'groups-activity' });
   const el = h('section', { class: 'card', 'aria-labelledby': 'groups-title', id: 'groups-card' },
-    h('div', { class: 'section-head' }, h('h2', { id: 'groups-title' }, 'Instance groups'), addBtn),
+    h('div', { class: 'section-head' }, h('h2', { id: 'groups-title' }, 'Instance groups'), h('div', { class: 'actions' }, softwareBtn, addBtn)),
     tableSlot, activity);
 
   /** The zone of a group: where its nodes run, else what its request said (nothing guessed). */
@@ -80,6 +96,7 @@ export function groupsSection({ name, speed, reload }) {
       if (g && g.name && g.availability_zone) st.knownAz.set(g.name, g.availability_zone);
     }
     addBtn.hidden = !hp;
+    softwareBtn.hidden = !hp || !st.groups.length;
     keepFocus(tableSlot, renderTable);
   }
 
@@ -95,7 +112,7 @@ export function groupsSection({ name, speed, reload }) {
       replace(tableSlot, h('p', { class: 'muted' }, hp ? 'No instance groups.' : 'Instance groups appear when the HyperPod cluster exists.'));
       return;
     }
-    const head = ['Group', 'Instance type', 'Nodes (current / target)', 'Status', 'Capacity', 'Interfaces', 'Availability Zone', ''];
+    const head = ['Group', 'Instance type', 'Nodes (current / target)', 'Status', 'Software', 'Capacity', 'Interfaces', 'Availability Zone', ''];
     replace(tableSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'groups-table' },
       h('caption', { class: 'visually-hidden' }, 'Instance groups'),
       h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
@@ -108,6 +125,7 @@ export function groupsSection({ name, speed, reload }) {
             h('meter', { min: 0, max: Math.max(1, g.target_count), value: g.current_count, 'aria-hidden': 'true' }), ' ',
             h('span', { class: 'counts' }, `${g.current_count} / ${g.target_count}`)),
           h('td', {}, badge(g.status)),
+          h('td', { class: 'software' }, softwareText(g.software)),
           h('td', { title: g.capacity?.arn || null }, capacityText(g.capacity)),
           h('td', {}, INTERFACE_LABELS[g.interface_mode] || words(g.interface_mode)),
           h('td', {}, az || h('span', { class: 'muted', title: 'Not known: the group has no nodes and was not created here' }, '—')),
@@ -562,5 +580,82 @@ export function groupsSection({ name, speed, reload }) {
     if (op) followOperation(activity, op, { title: `Delete instance group ${g.name}`, speed, onSettled: () => reload(), onClose: () => closeActivity() });
   }
 
-  return { el, update, openAdd, openScale };
+  // ---- platform software update --------------------------------------------------------------
+
+  /** UpdateClusterSoftware on the chosen groups: the plan first, then a confirmation. */
+  async function updateSoftware() {
+    if (!st.groups.length) return;
+    const path = `/api/clusters/${api.seg(name)}/software-update`;
+    const key = api.newIdempotencyKey();
+    const boxes = st.groups.map((g) => h('input', { type: 'checkbox', id: id('sw'), checked: true, value: g.name }));
+    const release = h('input', { id: id('sw-release'), name: 'release', placeholder: 'latest', autocomplete: 'off', spellcheck: 'false', dataset: { field: 'instance_groups[0].image_release_version' } });
+    const batch = h('input', { id: id('sw-batch'), name: 'batch', placeholder: 'whole group', autocomplete: 'off', dataset: { field: 'deployment.max_batch.value' } });
+    const planSlot = h('div', { class: 'plan-mini', 'aria-live': 'polite' });
+    const refusalSlot = h('div', {});
+    function request() {
+      const chosen = boxes.filter((b) => b.checked).map((b) => b.value);
+      const version = release.value.trim();
+      const all = chosen.length === st.groups.length && !version;
+      const req = all ? {} : { instance_groups: chosen.map((g) => (version ? { name: g, image_release_version: version } : { name: g })) };
+      const b = batch.value.trim();
+      if (b) {
+        const pct = b.endsWith('%');
+        req.deployment = { max_batch: { type: pct ? 'capacity_percentage' : 'instance_count', value: Number.parseInt(b, 10) || 0 } };
+      }
+      return req;
+    }
+    async function readPlan() {
+      replace(planSlot, h('p', { class: 'muted' }, 'Reading the plan…'));
+      try {
+        const { data } = await api.post(path, request(), { query: { dry_run: true } });
+        const labels = Object.fromEntries(st.groups.map((g) => [`instance_groups.${g.name}.software`, g.name]));
+        const lines = planLines(data.plan, labels);
+        replace(planSlot, lines.length
+          ? [h('p', {}, 'Software now → after the update:'), diffList(lines), h('p', { class: 'muted small-text' }, planTiming(data.steps, speed), '.')]
+          : h('p', { class: 'notice muted no-change', role: 'status' }, h('strong', {}, 'Already in this state. '), 'These groups already run this software: applying creates no operation.'));
+      } catch (err) {
+        if (err.status !== 401) replace(planSlot, refusal(err));
+      }
+    }
+    for (const el2 of [...boxes, release, batch]) el2.addEventListener('change', readPlan);
+    readPlan();
+    const op = await openDialog({
+      title: 'Update the software of instance groups?',
+      className: 'software-update-dialog',
+      body: h('div', { class: 'dialog-fields' },
+        h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
+        h('p', {}, 'SageMaker moves the chosen groups to a new HyperPod AMI, a batch of nodes at a time. Each updated node gets a new root volume (data on it is lost) and is NotReady while it is updated; HyperPod does not drain workloads first.'),
+        h('fieldset', { class: 'field', dataset: { field: 'instance_groups' } },
+          h('legend', {}, 'Instance groups'),
+          st.groups.map((g, i) => h('div', { class: 'field check' }, boxes[i],
+            h('label', { for: boxes[i].id }, h('strong', {}, g.name), ' ', h('span', { class: 'muted' }, softwareText(g.software)))))),
+        field('Release (MAJOR.MINOR.PATCH)', release, 'Empty: the latest HyperPod AMI release.'),
+        field('Batch size', batch, 'Nodes updated at a time: a number, or a percentage of each group such as 25%. Empty: SageMaker’s default.'),
+        planSlot,
+        refusalSlot),
+      confirmLabel: 'Update software',
+      danger: true,
+      onConfirm: async (form) => {
+        clearFindings(form);
+        replace(refusalSlot);
+        try {
+          const { data } = await api.post(path, request(), { idempotencyKey: key });
+          if (!data.operation) announce(data.message || 'Already in this state: nothing was done.');
+          return data.operation;
+        } catch (err) {
+          if (err.findings.length) {
+            showFindings(form, err, { compact: true });
+            err.shown = true;
+          } else if (err.status !== 401) {
+            replace(refusalSlot, refusal(err));
+            err.shown = true;
+          }
+          throw err;
+        }
+      },
+    });
+    if (op) followOperation(activity, op, { title: 'Update instance group software', speed, onSettled: () => reload(), onClose: () => closeActivity(softwareBtn) });
+  }
+
+  return { el, update, openAdd, openScale, updateSoftware };
 }

@@ -60,8 +60,17 @@
 //! the optional `StartTimeAfter` / `EndTimeBefore`. Buying a plan (`CreateTrainingPlan`) is not
 //! done anywhere.
 //!
-//! [`AwsProvider::update_cluster_software`] (inherent until the traits carry it) patches the
-//! given groups (all when none is named) to the latest HyperPod AMI, rolling in batches.
+//! # Software updates
+//!
+//! [`HyperPodApi::update_cluster_software`] sends one `UpdateClusterSoftware`: `InstanceGroups`
+//! only when groups are named (absent means every group; the model's minimum is 1), each with
+//! its `ImageReleaseVersion` when one is named; `DeploymentConfig` with the rolling policy
+//! (`MaximumBatchSize`, `RollbackMaximumBatchSize` as `INSTANCE_COUNT`/`CAPACITY_PERCENTAGE`),
+//! `WaitIntervalInSeconds` and `AutoRollbackConfiguration` (only when alarms are named); and
+//! `ImageId`. A cluster not InService (another update running) answers `ConflictException`:
+//! `Conflict`. DescribeCluster's per-group `CurrentImageId`/`DesiredImageId`,
+//! `CurrentImageReleaseVersion`/`DesiredImageReleaseVersion`, `ImageVersionStatus`,
+//! `SoftwareUpdateStatus` and `TargetStateCount` are read into `GroupSoftware`.
 //!
 //! # Status
 //!
@@ -84,10 +93,7 @@ use aws_sdk_sagemaker::types::{
 };
 use instantstart_core::instance_types::is_accelerated_family;
 use instantstart_core::provider::{
-    BatchNodeResult, ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterEventResource,
-    ClusterNode, ClusterNodeDetail, CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi,
-    HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery,
-    ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary,
+    BatchNodeResult, BatchSize, BatchSizeKind, ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterEventResource, ClusterNode, ClusterNodeDetail, CreateHyperPodCluster, DeepHealthCheck, GroupSoftware, HealthCheckTarget, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery, ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary, UpdateClusterSoftware,
     UpdateHyperPodCluster, is_owned,
 };
 use instantstart_core::spec::{
@@ -262,6 +268,15 @@ pub fn group_view(
         },
         threads_per_core: g.threads_per_core().and_then(|t| u32::try_from(t).ok()),
         failure: None,
+        software: GroupSoftware {
+            current_image_id: g.current_image_id().map(str::to_string),
+            desired_image_id: g.desired_image_id().map(str::to_string),
+            current_release: g.current_image_release_version().map(str::to_string),
+            desired_release: g.desired_image_release_version().map(str::to_string),
+            image_version_status: g.image_version_status().map(|s| s.as_str().to_string()),
+            update_status: g.software_update_status().map(|s| s.as_str().to_string()),
+            target_state_count: g.target_state_count().and_then(|c| u32::try_from(c).ok()),
+        },
     }
 }
 
@@ -870,6 +885,58 @@ impl HyperPodApi for AwsProvider {
         Ok(Some(node_detail(n, node_id)))
     }
 
+    async fn update_cluster_software(&self, req: &UpdateClusterSoftware) -> Result<()> {
+        use aws_sdk_sagemaker::types::{
+            AlarmDetails, CapacitySizeConfig, DeploymentConfiguration, NodeUnavailabilityType, RollingDeploymentPolicy,
+            UpdateClusterSoftwareInstanceGroupSpecification as Group,
+        };
+        const API: &str = "sagemaker:UpdateClusterSoftware";
+        let size = |b: &BatchSize| {
+            CapacitySizeConfig::builder()
+                .r#type(match b.kind {
+                    BatchSizeKind::InstanceCount => NodeUnavailabilityType::InstanceCount,
+                    BatchSizeKind::CapacityPercentage => NodeUnavailabilityType::CapacityPercentage,
+                })
+                .value(i32::try_from(b.value).unwrap_or(i32::MAX))
+                .build()
+        };
+        let groups: Vec<Group> = req
+            .instance_groups
+            .iter()
+            .map(|g| {
+                Group::builder()
+                    .instance_group_name(&g.name)
+                    .set_image_release_version(g.image_release_version.clone())
+                    .build()
+            })
+            .collect();
+        let deployment = req.deployment.as_ref().map(|d| {
+            let alarms: Vec<AlarmDetails> =
+                d.rollback_alarms.iter().map(|a| AlarmDetails::builder().alarm_name(a).build()).collect();
+            DeploymentConfiguration::builder()
+                .rolling_update_policy(
+                    RollingDeploymentPolicy::builder()
+                        .maximum_batch_size(size(&d.max_batch))
+                        .set_rollback_maximum_batch_size(d.rollback_max_batch.as_ref().map(size))
+                        .build(),
+                )
+                .set_wait_interval_in_seconds(d.wait_interval_secs.map(|w| i32::try_from(w).unwrap_or(i32::MAX)))
+                .set_auto_rollback_configuration((!alarms.is_empty()).then_some(alarms))
+                .build()
+        });
+        let c = self.region(&req.region).await?;
+        c.sagemaker
+            .update_cluster_software()
+            .cluster_name(&req.cluster)
+            .set_instance_groups((!groups.is_empty()).then_some(groups))
+            .set_deployment_config(deployment)
+            .set_image_id(req.image_id.clone())
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        Ok(())
+    }
+
     async fn batch_node_action(
         &self,
         region: &str,
@@ -923,31 +990,6 @@ fn chrono_time(t: &aws_smithy_types::DateTime) -> Option<chrono::DateTime<chrono
 /// UTC time as a service timestamp.
 fn smithy_time(t: chrono::DateTime<chrono::Utc>) -> aws_smithy_types::DateTime {
     aws_smithy_types::DateTime::from_millis(t.timestamp_millis())
-}
-
-impl AwsProvider {
-    /// `UpdateClusterSoftware`: moves the named instance groups (all groups when empty) to
-    /// the latest HyperPod AMI release. Returns the cluster as it reads afterwards.
-    pub async fn update_cluster_software(
-        &self,
-        region: &str,
-        cluster: &str,
-        instance_groups: &[String],
-    ) -> Result<HyperPodCluster> {
-        use aws_sdk_sagemaker::types::UpdateClusterSoftwareInstanceGroupSpecification as Group;
-        const API: &str = "sagemaker:UpdateClusterSoftware";
-        let c = self.region(region).await?;
-        let mut call = c.sagemaker.update_cluster_software().cluster_name(cluster);
-        if !instance_groups.is_empty() {
-            call = call.set_instance_groups(Some(
-                instance_groups.iter().map(|g| Group::builder().instance_group_name(g).build()).collect(),
-            ));
-        }
-        call.send().await.map_err(|e| sdk_error(API, e))?;
-        describe(&c.sagemaker, region, cluster)
-            .await?
-            .ok_or_else(|| ProviderError::not_found(API, format!("cluster {cluster} not found")))
-    }
 }
 
 #[cfg(test)]

@@ -102,6 +102,7 @@ pub const METHODS: &[&str] = &[
     "HyperPodApi::update_hyperpod_cluster",
     "HyperPodApi::batch_node_action",
     "HyperPodApi::start_cluster_health_check",
+    "HyperPodApi::update_cluster_software",
     "HyperPodApi::list_cluster_events",
     "HyperPodApi::describe_cluster_node",
     "HyperPodApi::list_training_plans",
@@ -1073,11 +1074,113 @@ pub const CASES: &[Case] = &[
         expect: &[],
     },
     Case {
-        method: "AwsProvider::update_cluster_software",
-        variant: "named groups",
+        method: "HyperPodApi::update_cluster_software",
+        variant: "all groups",
         world: World::Existing,
-        run: run!(|p| p.update_cluster_software("us-east-1", "demo-hp", &["workers".into()]).await.unwrap()),
-        expect: &["sagemaker:UpdateClusterSoftware", "sagemaker:DescribeCluster", "sagemaker:ListTags"],
+        run: run!(|p| p
+            .update_cluster_software(&UpdateClusterSoftware {
+                region: "us-east-1".into(),
+                cluster: "demo-hp".into(),
+                instance_groups: vec![],
+                deployment: None,
+                image_id: None,
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:UpdateClusterSoftware"],
+    },
+    Case {
+        method: "HyperPodApi::update_cluster_software",
+        variant: "named groups, one to a named release",
+        world: World::Existing,
+        run: run!(|p| p
+            .update_cluster_software(&UpdateClusterSoftware {
+                region: "us-east-1".into(),
+                cluster: "demo-hp".into(),
+                instance_groups: vec![
+                    SoftwareUpdateGroup { name: "workers".into(), image_release_version: None },
+                    SoftwareUpdateGroup { name: "extra".into(), image_release_version: Some("2025.10.1".into()) }
+                ],
+                deployment: None,
+                image_id: None,
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:UpdateClusterSoftware"],
+    },
+    Case {
+        method: "HyperPodApi::update_cluster_software",
+        variant: "rolling policy by instance count",
+        world: World::Existing,
+        run: run!(|p| p
+            .update_cluster_software(&UpdateClusterSoftware {
+                region: "us-east-1".into(),
+                cluster: "demo-hp".into(),
+                instance_groups: vec![SoftwareUpdateGroup { name: "workers".into(), image_release_version: None }],
+                deployment: Some(SoftwareUpdateDeployment {
+                    max_batch: BatchSize { kind: BatchSizeKind::InstanceCount, value: 2 },
+                    rollback_max_batch: Some(BatchSize { kind: BatchSizeKind::InstanceCount, value: 1 }),
+                    wait_interval_secs: Some(300),
+                    rollback_alarms: vec!["hp-errors".into()],
+                }),
+                image_id: None,
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:UpdateClusterSoftware"],
+    },
+    Case {
+        method: "HyperPodApi::update_cluster_software",
+        variant: "rolling policy by percentage",
+        world: World::Existing,
+        run: run!(|p| p
+            .update_cluster_software(&UpdateClusterSoftware {
+                region: "us-east-1".into(),
+                cluster: "demo-hp".into(),
+                instance_groups: vec![],
+                deployment: Some(SoftwareUpdateDeployment {
+                    max_batch: BatchSize { kind: BatchSizeKind::CapacityPercentage, value: 25 },
+                    rollback_max_batch: Some(BatchSize { kind: BatchSizeKind::CapacityPercentage, value: 50 }),
+                    wait_interval_secs: Some(0),
+                    rollback_alarms: vec![],
+                }),
+                image_id: None,
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:UpdateClusterSoftware"],
+    },
+    Case {
+        method: "HyperPodApi::update_cluster_software",
+        variant: "image id",
+        world: World::Existing,
+        run: run!(|p| p
+            .update_cluster_software(&UpdateClusterSoftware {
+                region: "us-east-1".into(),
+                cluster: "demo-hp".into(),
+                instance_groups: vec![],
+                deployment: None,
+                image_id: Some("ami-0123456789abcdef0".into()),
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:UpdateClusterSoftware"],
+    },
+    Case {
+        method: "HyperPodApi::update_cluster_software",
+        variant: "default image",
+        world: World::Existing,
+        run: run!(|p| p
+            .update_cluster_software(&UpdateClusterSoftware {
+                region: "us-east-1".into(),
+                cluster: "demo-hp".into(),
+                instance_groups: vec![SoftwareUpdateGroup { name: "workers".into(), image_release_version: None }],
+                deployment: None,
+                image_id: Some("default".into()),
+            })
+            .await
+            .unwrap()),
+        expect: &["sagemaker:UpdateClusterSoftware"],
     },
     // ------------------------------------------------------------ S3
     Case {

@@ -1346,25 +1346,89 @@ async fn update_addon_keeps_configuration_and_pins_the_version() {
     );
 }
 
+/// UpdateClusterSoftware: `InstanceGroups` only when groups are named (absent = every group),
+/// each with its release; the rolling policy by count or percentage, the wait and the rollback
+/// alarms; `ImageId`. ConflictException (an update running) is `Conflict`. DescribeCluster's
+/// per-group image fields are read into `GroupSoftware`. moto has no UpdateClusterSoftware.
 #[tokio::test]
-async fn update_cluster_software_names_the_groups() {
+async fn update_cluster_software_sends_groups_policy_and_image() {
+    use instantstart_core::provider::{
+        BatchSize, BatchSizeKind, SoftwareUpdateDeployment, SoftwareUpdateGroup, UpdateClusterSoftware,
+    };
     let replay = Replay::new(|r| match r.operation().as_str() {
+        "UpdateClusterSoftware" if r.json()["ClusterName"] == "busy-hp" => {
+            Canned::json_error(400, "ConflictException", "Cluster busy-hp is not InService")
+        }
         "UpdateClusterSoftware" => {
             Canned::json(json!({ "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123" }))
         }
-        "DescribeCluster" => Canned::json(describe_cluster_json("SystemUpdating")),
+        "DescribeCluster" => {
+            let mut c = describe_cluster_json("SystemUpdating");
+            let g = &mut c["InstanceGroups"][0];
+            g["CurrentImageId"] = json!("ami-0123456789abcdef0");
+            g["DesiredImageId"] = json!("ami-0fedcba9876543210");
+            g["CurrentImageReleaseVersion"] = json!("2025.10.1");
+            g["DesiredImageReleaseVersion"] = json!("2025.11.2");
+            g["ImageVersionStatus"] = json!("UpdateAvailable");
+            g["SoftwareUpdateStatus"] = json!("InProgress");
+            g["TargetStateCount"] = json!(1);
+            Canned::json(c)
+        }
         "ListTags" => Canned::json(json!({ "Tags": [] })),
         _ => unexpected(r),
     });
     let p = replay.provider();
-    let c = p.update_cluster_software("us-east-1", "demo-hp", &["workers".into()]).await.unwrap();
-    assert_eq!(c.state, ResourceState::Updating);
+    let mut req = UpdateClusterSoftware {
+        region: "us-east-1".into(),
+        cluster: "demo-hp".into(),
+        instance_groups: vec![
+            SoftwareUpdateGroup { name: "workers".into(), image_release_version: None },
+            SoftwareUpdateGroup { name: "extra".into(), image_release_version: Some("2025.10.1".into()) },
+        ],
+        deployment: Some(SoftwareUpdateDeployment {
+            max_batch: BatchSize { kind: BatchSizeKind::CapacityPercentage, value: 25 },
+            rollback_max_batch: Some(BatchSize { kind: BatchSizeKind::InstanceCount, value: 1 }),
+            wait_interval_secs: Some(120),
+            rollback_alarms: vec!["hp-errors".into()],
+        }),
+        image_id: None,
+    };
+    p.update_cluster_software(&req).await.unwrap();
     assert_eq!(
         replay.of("UpdateClusterSoftware")[0].json(),
-        json!({ "ClusterName": "demo-hp", "InstanceGroups": [{ "InstanceGroupName": "workers" }] })
+        json!({ "ClusterName": "demo-hp",
+            "InstanceGroups": [{ "InstanceGroupName": "workers" }, { "InstanceGroupName": "extra", "ImageReleaseVersion": "2025.10.1" }],
+            "DeploymentConfig": {
+                "RollingUpdatePolicy": {
+                    "MaximumBatchSize": { "Type": "CAPACITY_PERCENTAGE", "Value": 25 },
+                    "RollbackMaximumBatchSize": { "Type": "INSTANCE_COUNT", "Value": 1 }
+                },
+                "WaitIntervalInSeconds": 120,
+                "AutoRollbackConfiguration": [{ "AlarmName": "hp-errors" }]
+            } })
     );
-    p.update_cluster_software("us-east-1", "demo-hp", &[]).await.unwrap();
-    assert_eq!(replay.of("UpdateClusterSoftware")[1].json(), json!({ "ClusterName": "demo-hp" }));
+    req.instance_groups.clear();
+    req.deployment = None;
+    req.image_id = Some("ami-0123456789abcdef0".into());
+    p.update_cluster_software(&req).await.unwrap();
+    assert_eq!(
+        replay.of("UpdateClusterSoftware")[1].json(),
+        json!({ "ClusterName": "demo-hp", "ImageId": "ami-0123456789abcdef0" })
+    );
+    req.cluster = "busy-hp".into();
+    let e = p.update_cluster_software(&req).await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::Conflict, "{e}");
+    let c = p.describe_hyperpod_cluster("us-east-1", "demo-hp").await.unwrap().unwrap();
+    assert_eq!(c.state, ResourceState::Updating);
+    let s = &c.instance_groups[0].software;
+    assert_eq!(s.current_image_id.as_deref(), Some("ami-0123456789abcdef0"));
+    assert_eq!(s.desired_image_id.as_deref(), Some("ami-0fedcba9876543210"));
+    assert_eq!(s.current_release.as_deref(), Some("2025.10.1"));
+    assert_eq!(s.desired_release.as_deref(), Some("2025.11.2"));
+    assert_eq!(s.image_version_status.as_deref(), Some("UpdateAvailable"));
+    assert_eq!(s.update_status.as_deref(), Some("InProgress"));
+    assert_eq!(s.target_state_count, Some(1));
+    assert!(s.update_running());
 }
 
 #[tokio::test]

@@ -863,6 +863,9 @@ impl HyperPodApi for MotoCloud {
     ) -> Result<()> {
         self.real.start_cluster_health_check(region, cluster, targets).await
     }
+    async fn update_cluster_software(&self, req: &instantstart_core::provider::UpdateClusterSoftware) -> Result<()> {
+        self.real.update_cluster_software(req).await
+    }
     async fn batch_node_action(
         &self,
         region: &str,

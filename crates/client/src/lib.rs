@@ -728,6 +728,39 @@ impl Client {
         self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
     }
 
+    /// `POST /api/clusters/{cluster}/software-update`: moves instance groups (all when none is
+    /// named) to a HyperPod AMI release or an AMI, rolling in batches. Every group already on
+    /// that software is [`Submitted::NoChange`] and starts nothing.
+    pub async fn update_software(
+        &self,
+        cluster: &str,
+        groups: &[instantstart_core::provider::SoftwareUpdateGroup],
+        deployment: Option<&instantstart_core::provider::SoftwareUpdateDeployment>,
+        image_id: Option<&str>,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let mut body = serde_json::json!({ "instance_groups": groups });
+        if let Some(d) = deployment {
+            body["deployment"] = to_value(d)?;
+        }
+        if let Some(id) = image_id {
+            body["image_id"] = Value::from(id);
+        }
+        self.update_software_json(cluster, &body, opts).await
+    }
+
+    /// [`Client::update_software`] with a JSON body as given
+    /// (`{instance_groups?, deployment?, image_id?}`).
+    pub async fn update_software_json(
+        &self,
+        cluster: &str,
+        body: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "software-update"];
+        self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
+    }
+
     /// `GET /api/clusters/{name}/features`: the managed features as they really are.
     pub async fn features(&self, cluster: &str) -> Result<Features, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "features"])).await

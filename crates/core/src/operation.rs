@@ -107,6 +107,7 @@ pub enum OperationKind {
     AddHyperPod,
     #[serde(rename = "remove_hyperpod")]
     RemoveHyperPod,
+    UpdateSoftware,
 }
 
 impl OperationKind {
@@ -135,6 +136,7 @@ impl OperationKind {
         OperationKind::StartHealthCheck,
         OperationKind::AddHyperPod,
         OperationKind::RemoveHyperPod,
+        OperationKind::UpdateSoftware,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -162,6 +164,7 @@ impl OperationKind {
             OperationKind::StartHealthCheck => "start_health_check",
             OperationKind::AddHyperPod => "add_hyperpod",
             OperationKind::RemoveHyperPod => "remove_hyperpod",
+            OperationKind::UpdateSoftware => "update_software",
         }
     }
 

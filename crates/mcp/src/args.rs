@@ -450,6 +450,30 @@ pub struct HealthCheckStartArgs {
     pub mutation: MutationArgs,
 }
 
+/// `software_update_start`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct SoftwareUpdateStartArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// The instance groups to update, each `{"name": "workers"}` or `{"name": "workers",
+    /// "image_release_version": "2025.10.1"}` (a HyperPod AMI release MAJOR.MINOR.PATCH);
+    /// omitted or empty: every group, to the latest release.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<instantstart_core::provider::SoftwareUpdateGroup>>")]
+    pub instance_groups: Option<Value>,
+    /// Rolling policy: `{"max_batch": {"type": "instance_count"|"capacity_percentage", "value":
+    /// N}, "rollback_max_batch": {...}, "wait_interval_secs": 0-3600, "rollback_alarms":
+    /// ["cloudwatch-alarm"]}`; omitted: SageMaker's default.
+    #[serde(default)]
+    #[schemars(with = "Option<instantstart_core::provider::SoftwareUpdateDeployment>")]
+    pub deployment: Option<Value>,
+    /// An AMI id (`ami-…`) or `default` (the latest HyperPod AMI) instead of a release.
+    #[serde(default)]
+    pub image_id: Option<String>,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
 /// `node_replace` and `node_delete`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NodeLossyArgs {

@@ -2,8 +2,8 @@
 //! [`instantstart_client::Client`].
 //!
 //! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
-//! `hyperpod_*`, `instance_group_*`, `node_*`, `health_check_*`, `feature_*`, `storage_*`, `model_*`, `job_*`, `endpoint_*`,
-//! `pool_*`, `mlflow_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
+//! `hyperpod_*`, `instance_group_*`, `node_*`, `health_check_*`, `software_update_*`, `feature_*`,
+//! `storage_*`, `model_*`, `job_*`, `endpoint_*`, `pool_*`, `mlflow_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
 //! cluster when omitted). Every tool sets all
 //! four MCP hints explicitly: `readOnlyHint`, `destructiveHint`, `idempotentHint`,
 //! `openWorldHint` (open world = the call reaches AWS or Kubernetes through the control plane;
@@ -726,6 +726,42 @@ impl InstantStartMcp {
     async fn health_check_start(&self, Parameters(a): Parameters<HealthCheckStartArgs>) -> CallToolResult {
         let body = json!({ "instance_groups": a.instance_groups });
         match self.client.start_health_check_json(&a.cluster, &body, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "software_update_start",
+        description = "Update the SageMaker HyperPod platform software (AMI) of a cluster's instance groups: to the \
+                       latest HyperPod AMI release, a named release per group, or an AMI id, rolling through each \
+                       group in batches (deployment.max_batch: a number of instances or a percentage). Every updated \
+                       node gets a new root volume (data on it is lost) and is NotReady while updated; HyperPod does \
+                       not drain workloads: check instance_group_list (each group's software: current and desired \
+                       release, image_version_status) and confirm with the user first. Refused with a 409 while the \
+                       cluster is not InService or another update runs, 422 for an unknown group; groups already on \
+                       that software answer \"already in this state\". Use dry_run to see the plan. Returns the \
+                       operation id: call operation_wait; a failed or rolled-back group is named.",
+        annotations(
+            title = "Update instance group software",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn software_update_start(&self, Parameters(a): Parameters<SoftwareUpdateStartArgs>) -> CallToolResult {
+        let mut body = json!({});
+        if let Some(groups) = a.instance_groups {
+            body["instance_groups"] = groups;
+        }
+        if let Some(d) = a.deployment {
+            body["deployment"] = d;
+        }
+        if let Some(id) = a.image_id {
+            body["image_id"] = Value::from(id);
+        }
+        match self.client.update_software_json(&a.cluster, &body, &mutation_options(&a.mutation)).await {
             Ok(s) => render::submitted(&s),
             Err(e) => failure(&e),
         }

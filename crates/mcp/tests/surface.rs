@@ -23,6 +23,7 @@ const PREFIXES: &[&str] = &[
     "instance_group",
     "node",
     "health_check",
+    "software_update",
     "feature",
     "storage",
     "model",

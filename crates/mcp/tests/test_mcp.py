@@ -77,6 +77,7 @@ OPERATION_TOOLS = {
     "instance_group_delete",
     "node_reboot",
     "health_check_start",
+    "software_update_start",
     "node_replace",
     "node_delete",
     "feature_set",
@@ -89,6 +90,7 @@ DESTRUCTIVE = {
     "node_replace",
     "node_delete",
     "feature_set",
+    "software_update_start",
 }
 # Workloads: storage, model downloads, training jobs, inference endpoints, model pools.
 READ_ONLY |= {

@@ -1249,6 +1249,70 @@ async fn deep_health_checks_start_on_demand_with_typed_refusals() {
     assert_eq!(app.get("/api/sim/stats").await.body["sagemaker:StartClusterHealthCheck"], 1);
 }
 
+#[tokio::test]
+async fn software_updates_start_with_a_plan_and_typed_refusals() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let uri = "/api/clusters/demo/software-update";
+    let groups = app.get("/api/clusters/demo/instance-groups").await.body;
+    assert_eq!(groups[0]["software"]["current_release"], "2025.10.1", "{groups:#}");
+    assert_eq!(groups[0]["software"]["image_version_status"], "UpdateAvailable");
+    // Dry run: each group's software now and after, nothing called.
+    let plan = app.send(Method::POST, &format!("{uri}?dry_run=true"), Some(json!({})), &[]).await;
+    assert_eq!(plan.status, StatusCode::OK, "{:#}", plan.body);
+    assert_eq!(plan.body["steps"][0]["key"], "software_update");
+    assert_eq!(
+        plan.body["plan"]["changes"][0],
+        json!({ "field": "instance_groups.workers.software", "from": "release 2025.10.1 (UpdateAvailable)",
+            "to": "the latest release" }),
+        "{:#}",
+        plan.body
+    );
+    assert_eq!(app.get("/api/sim/stats").await.body.get("sagemaker:UpdateClusterSoftware"), None);
+    // Typed refusals: 400 for the shape, 422 for an unknown group, 404 for no cluster.
+    let cases: Vec<(&str, Value, StatusCode, &str)> = vec![
+        (uri, json!({ "image_id": "ami-12" }), StatusCode::BAD_REQUEST, "image_id"),
+        (
+            uri,
+            json!({ "deployment": { "max_batch": { "type": "capacity_percentage", "value": 150 } } }),
+            StatusCode::BAD_REQUEST,
+            "deployment.max_batch.value",
+        ),
+        (
+            uri,
+            json!({ "instance_groups": [{ "name": "ghost" }] }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "instance_groups[0].name",
+        ),
+        ("/api/clusters/nope/software-update", json!({}), StatusCode::NOT_FOUND, ""),
+    ];
+    for (path, body, status, field) in cases {
+        let r = app.send(Method::POST, path, Some(body), &[]).await;
+        assert_eq!(r.status, status, "{path} {field}: {:#}", r.body);
+        if !field.is_empty() {
+            assert_eq!(r.body["findings"][0]["field"], field, "{:#}", r.body);
+        }
+    }
+    // The update runs; a second one meanwhile is a 409.
+    let body = json!({ "instance_groups": [{ "name": "workers" }],
+        "deployment": { "max_batch": { "type": "capacity_percentage", "value": 50 } } });
+    let r = app.send(Method::POST, uri, Some(body.clone()), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let busy = app.send(Method::POST, uri, Some(body.clone()), &[]).await;
+    assert_eq!(busy.status, StatusCode::CONFLICT, "{:#}", busy.body);
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    assert_eq!(done["kind"], "update_software");
+    assert_eq!(done["steps"][0]["outputs"]["instance_groups"][0]["image_release_version"], "2025.11.2", "{done:#}");
+    let groups = app.get("/api/clusters/demo/instance-groups").await.body;
+    assert_eq!(groups[0]["software"]["image_version_status"], "UpToDate", "{groups:#}");
+    // The same again: 200 "already in this state", nothing called.
+    let again = app.send(Method::POST, uri, Some(body), &[]).await;
+    assert_eq!(again.status, StatusCode::OK, "{:#}", again.body);
+    assert_eq!(again.body["no_change"], true);
+    assert_eq!(app.get("/api/sim/stats").await.body["sagemaker:UpdateClusterSoftware"], 1);
+}
+
 fn sglang_endpoint(name: &str, replicas: u32, extra: Value) -> Value {
     let mut v = json!({
         "route": "self_managed", "name": name, "namespace": "default", "image": "lmsysorg/sglang:v0.5.2",

@@ -12,6 +12,10 @@
 //! replaced. Refused: a cluster not InService, CPU-only types, `InstanceConnectivity` without
 //! EFA, instances not Running or not of the group.
 //!
+//! Software updates (`UpdateClusterSoftware`) live in `crate::software_update`: groups and
+//! instances being updated read `SystemUpdating`, and node actions, health checks and
+//! UpdateCluster are refused (`ConflictException`) until the update is over.
+//!
 //! Lifecycle scripts (what AWS refuses, and how it fails):
 //! - every instance group of these EKS-orchestrated clusters, in CreateCluster and in
 //!   UpdateCluster, needs a `LifeCycleConfig`; without one the call is a `ValidationException`
@@ -33,6 +37,7 @@ use crate::catalog::{check_region, offered, quota_name, quota_value, zone_index}
 use crate::cloud::SimCloud;
 use crate::ec2_specs::instance_type_info;
 use crate::hyperpod_events as events;
+use crate::software_update;
 use crate::timings;
 use crate::world::{GroupRec, HyperPodRec, Lifecycle, Phase, SlotRec, World, rkey, stable_hash};
 use async_trait::async_trait;
@@ -42,9 +47,7 @@ use instantstart_core::names;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail,
     CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi, HyperPodCluster,
-    HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery, ProviderError,
-    ProviderErrorKind, ResourceState, Result, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary,
-    UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
+    HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary, UpdateClusterSoftware, UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
 use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;
@@ -158,6 +161,7 @@ fn slot_view(
         None if now < booted => "Pending",
         None if slot.pending_until.is_some_and(|u| now < u) => "Pending",
         None if replaced_at.is_some_and(|at| now < at + timings::HYPERPOD_NODE_REPLACE) => "Pending",
+        None if software_update::slot_updating(g, i, now) => "SystemUpdating",
         None if now < running_at => "DeepHealthCheckInProgress",
         None if slot.check_fails && replaced_at.is_none() && slot.check_until.is_some() => "Failure",
         None => "Running",
@@ -231,7 +235,10 @@ fn start_health_check(
 ) -> Result<()> {
     const API: &str = "sagemaker:StartClusterHealthCheck";
     let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
-    if h.life.phase(now) != Phase::Active || h.updating_until.is_some_and(|u| now < u) {
+    if h.life.phase(now) != Phase::Active
+        || h.updating_until.is_some_and(|u| now < u)
+        || software_update::running(h, now)
+    {
         return Err(invalid(API, format!("ValidationException: cluster {cluster} is not InService")));
     }
     if targets.is_empty() || targets.len() > 99 {
@@ -337,6 +344,7 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
     let group_status = match &phase {
         Phase::Creating => "Creating",
         Phase::Active if h.updating_until.is_some_and(|u| now < u) => "Updating",
+        Phase::Active if software_update::running(h, now) => "SystemUpdating",
         Phase::Active => "InService",
         Phase::Failed(_) => "Failed",
         Phase::Deleting | Phase::Gone => "Deleting",
@@ -347,7 +355,9 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
         arn: h.arn.clone(),
         region: h.region.clone(),
         state: match h.life.state(now) {
-            ResourceState::Active if h.updating_until.is_some_and(|u| now < u) => ResourceState::Updating,
+            ResourceState::Active if h.updating_until.is_some_and(|u| now < u) || software_update::running(h, now) => {
+                ResourceState::Updating
+            }
             other => other,
         },
         instance_groups: h
@@ -358,7 +368,15 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
                 instance_type: g.instance_type.clone(),
                 current_count: running.iter().filter(|n| n.group == g.name && n.status == "Running").count() as u32,
                 target_count: g.count,
-                status: if g.failure.is_some() { "Failed".to_string() } else { group_status.to_string() },
+                status: if g.failure.is_some() {
+                    "Failed".to_string()
+                } else if software_update::group_running(g, now) {
+                    "SystemUpdating".to_string()
+                } else if group_status == "SystemUpdating" {
+                    "InService".to_string()
+                } else {
+                    group_status.to_string()
+                },
                 capacity: match (&g.training_plan, g.spot) {
                     (Some(arn), _) => CapacitySpec::TrainingPlan { arn: arn.clone() },
                     (None, true) => CapacitySpec::Spot,
@@ -373,6 +391,7 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
                 deep_health_checks: g.checks,
                 threads_per_core: g.threads_per_core,
                 failure: g.failure.clone(),
+                software: software_update::group_software(&h.region, g, now),
             })
             .collect(),
         node_recovery: h.node_recovery,
@@ -684,6 +703,9 @@ fn admit_group(
         })),
         failure,
         idle_since: None,
+        image_release: None,
+        image_id: None,
+        software_update: None,
     })
 }
 
@@ -749,7 +771,7 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
             ));
         }
     }
-    if h.updating_until.is_some_and(|u| now < u) {
+    if h.updating_until.is_some_and(|u| now < u) || software_update::running(h, now) {
         return Err(ProviderError::new(
             API,
             ProviderErrorKind::Conflict,
@@ -990,7 +1012,7 @@ fn batch_nodes(
         NodeAction::Delete => "sagemaker:BatchDeleteClusterNodes",
     };
     let h = w.hyperpod.get_mut(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(api, region, cluster))?;
-    if h.life.phase(now) != Phase::Active {
+    if h.life.phase(now) != Phase::Active || software_update::running(h, now) {
         return Err(ProviderError::new(
             api,
             ProviderErrorKind::Conflict,
@@ -1148,6 +1170,12 @@ impl HyperPodApi for SimCloud {
     ) -> Result<()> {
         self.write("sagemaker:StartClusterHealthCheck", |w, cx| {
             start_health_check(w, region, cluster, targets, cx.now, cx.resource_fails.is_some())
+        })
+    }
+
+    async fn update_cluster_software(&self, req: &UpdateClusterSoftware) -> Result<()> {
+        self.write("sagemaker:UpdateClusterSoftware", |w, cx| {
+            software_update::update_software(w, req, cx.now, cx.resource_fails.is_some())
         })
     }
 

@@ -269,9 +269,11 @@ pub(crate) fn node_detail(w: &World, h: &HyperPodRec, node_id: &str, now: f64) -
         }
         "Pending" => Some("The instance is booting and running its lifecycle script".to_string()),
         "ShuttingDown" => Some("The cluster is being deleted".to_string()),
+        "SystemUpdating" => Some("The instance's platform software is being updated (a new root volume)".to_string()),
         _ => None,
     };
     let efa = crate::ec2_specs::instance_type_info(&g.instance_type).is_some_and(|i| i.efa_interfaces > 0);
+    let software = crate::software_update::group_software(&h.region, g, now);
     Some(ClusterNodeDetail {
         instance_id: n.instance_id.clone(),
         instance_group: n.group.clone(),
@@ -294,8 +296,8 @@ pub(crate) fn node_detail(w: &World, h: &HyperPodRec, node_id: &str, now: f64) -
         },
         threads_per_core: g.threads_per_core.or(Some(if is_accelerated_family(&g.instance_type) { 1 } else { 2 })),
         lifecycle_script: g.lifecycle.clone(),
-        current_image_id: Some(format!("ami-0{:016x}", stable_hash(&[&h.region, "hyperpod-ami"]))),
-        desired_image_id: Some(format!("ami-0{:016x}", stable_hash(&[&h.region, "hyperpod-ami"]))),
-        image_version_status: Some("UpToDate".to_string()),
+        current_image_id: software.current_image_id,
+        desired_image_id: software.desired_image_id,
+        image_version_status: software.image_version_status,
     })
 }

@@ -41,7 +41,8 @@
 //! - [`timings`]: the simulated durations.
 //! - `catalog`: regions, Availability Zones, instance type offerings, quotas, add-on versions.
 //! - `world`: the persisted state and resource lifecycles.
-//! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations.
+//! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations; `software_update`:
+//!   HyperPod's platform software updates (releases, rolling batches, refusals).
 //! - `mlflow`: SageMaker managed MLflow tracking servers; runs and metrics derived from the
 //!   simulated training jobs ([`training_curve`], the curve their logs print too).
 //! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs), and
@@ -61,6 +62,7 @@ mod kube;
 mod mlflow;
 mod network;
 mod policy;
+mod software_update;
 pub mod timings;
 mod world;
 

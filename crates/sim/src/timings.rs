@@ -53,6 +53,9 @@ pub const DOWNLOAD_BYTES_PER_SECOND: f64 = 250e6;
 pub const FAILURE_SHARE: f64 = 0.5;
 /// An UpdateCluster keeps the cluster `Updating` this long.
 pub const HYPERPOD_UPDATE: f64 = 60.0;
+/// One batch of a HyperPod software update (UpdateClusterSoftware): its instances get the new
+/// AMI's root volume and rejoin (`SystemUpdating` this long).
+pub const HYPERPOD_SOFTWARE_BATCH: f64 = 600.0;
 /// A node being rebooted is `Pending` this long.
 pub const HYPERPOD_NODE_REBOOT: f64 = 120.0;
 /// A replaced node (new instance) is `Pending` this long.

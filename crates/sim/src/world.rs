@@ -548,6 +548,15 @@ pub(crate) struct GroupRec {
     /// Karpenter: since when the group's nodes have been empty (consolidation clock).
     #[serde(default)]
     pub idle_since: Option<f64>,
+    /// The HyperPod AMI release the group runs (absent: the launch release), or the custom
+    /// AMI it was moved to, as of its last finished software update.
+    #[serde(default)]
+    pub image_release: Option<String>,
+    #[serde(default)]
+    pub image_id: Option<String>,
+    /// The group's last software update (UpdateClusterSoftware).
+    #[serde(default)]
+    pub software_update: Option<crate::software_update::SoftwareUpdateRec>,
 }
 
 /// One instance position of a group.

@@ -481,6 +481,9 @@ pub struct HyperPodInstanceGroupStatus {
     /// Why the group is `Failed`, when the provider says.
     #[serde(default)]
     pub failure: Option<String>,
+    /// The group's AMI and release, current and desired, and its last software update.
+    #[serde(default)]
+    pub software: super::GroupSoftware,
 }
 
 /// A HyperPod instance group as sent to CreateCluster, placement already decided.
@@ -632,6 +635,11 @@ pub trait HyperPodApi: Send + Sync {
         cluster: &str,
         targets: &[HealthCheckTarget],
     ) -> Result<()>;
+    /// UpdateClusterSoftware: moves instance groups (all when none is named) to a HyperPod
+    /// AMI release or an AMI, rolling in batches. The cluster shows `SystemUpdating` and each
+    /// group's `SoftwareUpdateStatus` follows the update; a cluster not InService (another
+    /// update running) is a `Conflict`.
+    async fn update_cluster_software(&self, req: &super::UpdateClusterSoftware) -> Result<()>;
     /// BatchRebootClusterNodes / BatchReplaceClusterNodes / BatchDeleteClusterNodes.
     async fn batch_node_action(
         &self,

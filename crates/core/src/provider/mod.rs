@@ -3,7 +3,8 @@
 //! The AWS side ([`aws`]) and the Kubernetes side ([`kube`]) are drawn at the domain level
 //! (a VPC network, an EKS cluster, a HyperPod cluster), not at SDK shape. `instantstart-aws` and
 //! `instantstart-k8s` implement them for real; `instantstart-sim` implements them as a simulated
-//! world. [`mlflow`] (tracking servers, runs, metric histories) is part of the AWS side.
+//! world. [`mlflow`] (tracking servers, runs, metric histories) is part of the AWS side;
+//! [`software_update`] holds the shapes of HyperPod's platform software updates.
 //! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
 pub mod aws;
@@ -12,6 +13,7 @@ pub mod helm;
 pub mod hyperpod_reads;
 pub mod kube;
 pub mod mlflow;
+pub mod software_update;
 
 pub use aws::*;
 pub use capacity::*;
@@ -19,6 +21,7 @@ pub use helm::*;
 pub use hyperpod_reads::*;
 pub use kube::*;
 pub use mlflow::*;
+pub use software_update::*;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

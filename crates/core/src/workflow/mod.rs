@@ -12,6 +12,7 @@
 //! - [`mlflow`]: create and delete a SageMaker managed MLflow tracking server.
 //! - [`health_checks`]: deep health checks on demand (`StartClusterHealthCheck`).
 //! - [`hyperpod_attach`]: add a HyperPod cluster to an EKS-only cluster, and remove it.
+//! - [`software_update`]: HyperPod platform software updates (`UpdateClusterSoftware`).
 
 pub mod charts;
 pub mod create_cluster;
@@ -29,6 +30,7 @@ pub mod karpenter;
 pub mod lb_controller;
 pub mod mlflow;
 pub mod nodes;
+pub mod software_update;
 pub mod steps;
 pub mod workloads;
 
@@ -184,6 +186,7 @@ pub fn all_with_config(
             store.clone(),
         )),
         std::sync::Arc::new(health_checks::HealthCheckWorkflow::new(aws.clone(), store.clone())),
+        std::sync::Arc::new(software_update::SoftwareUpdateWorkflow::new(aws.clone(), store.clone())),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(crate::provider::NodeAction::Delete, aws, store)),
     ];
     all.extend(base);

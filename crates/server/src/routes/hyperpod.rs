@@ -1,6 +1,7 @@
 //! Day-2 operations of a cluster's HyperPod cluster: instance groups (add, scale, delete),
 //! nodes (list, one in detail, reboot, replace, delete), deep health checks on demand (start,
-//! followed to the per-node result), its events (one page, newest first) and managed features
+//! followed to the per-node result), platform software updates (start, followed until every
+//! group runs the new software), its events (one page, newest first) and managed features
 //! (read, change). Changes follow
 //! the explicit-diff contract: PATCH bodies carry only the changed fields, and a request that
 //! matches the real state answers 200 "already in this state" without creating an operation.
@@ -18,6 +19,7 @@ use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::OperationKind;
 use instantstart_core::provider::{
     ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus, KubeTarget,
+    SoftwareUpdateDeployment, SoftwareUpdateGroup,
 };
 use instantstart_core::spec::{InstanceGroupSpec, ManagedFeatures};
 use instantstart_core::workflow::day2::{hyperpod_record, live_cluster};
@@ -27,6 +29,7 @@ use instantstart_core::workflow::instance_groups::{
     AddInstanceGroupRequest, DeleteInstanceGroupRequest, InstanceGroupPatch, UpdateInstanceGroupRequest,
 };
 use instantstart_core::workflow::nodes::NodeActionRequest;
+use instantstart_core::workflow::software_update::SoftwareUpdateRequest;
 use instantstart_core::workflow::{hyperpod_reads, karpenter};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -98,6 +101,29 @@ pub struct HealthCheckPath {
 pub struct HealthCheckBody {
     /// 1-99 instance groups.
     pub instance_groups: Vec<HealthCheckGroup>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SoftwareUpdatePath {
+    /// Cluster name.
+    pub cluster: String,
+}
+
+/// Body of a software update: the groups (all when none is named), the rolling policy, an AMI.
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SoftwareUpdateBody {
+    /// The groups to update, each optionally to a named HyperPod AMI release; empty or absent:
+    /// every group, to the latest release.
+    #[serde(default)]
+    pub instance_groups: Vec<SoftwareUpdateGroup>,
+    /// Rolling policy: batch size (instances or a percentage of the group), wait between
+    /// batches, rollback alarms. Absent: SageMaker's default.
+    #[serde(default)]
+    pub deployment: Option<SoftwareUpdateDeployment>,
+    /// An AMI (`ami-…`) or `default` (the latest HyperPod AMI) instead of a release.
+    #[serde(default)]
+    pub image_id: Option<String>,
 }
 
 /// Managed features with the scope of managed autoscaling spelled out.
@@ -213,6 +239,24 @@ pub fn routes() -> ApiRouter<AppState> {
                         )
                         .tag("hyperpod"),
                 )
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/software-update",
+            post_with(update_software, |op| {
+                mutation(
+                    op.id("software_update_start")
+                        .summary(
+                            "Update the HyperPod platform software (AMI release or AMI) of instance groups, rolling \
+                             in batches; nodes get a new root volume. The operation ends when every group runs the \
+                             new software",
+                        )
+                        .tag("hyperpod"),
+                )
+                .response_with::<200, Json<NoChange>, _>(|r| {
+                    r.description("Every group already runs this software: nothing was done")
+                })
                 .response::<404, ProblemJson>()
             }),
         )
@@ -341,6 +385,23 @@ async fn start_health_check(
         checked_nodes: vec![],
     })?;
     submit(&state, OperationKind::StartHealthCheck, request, &principal, q.dry_run, key).await
+}
+
+async fn update_software(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<SoftwareUpdatePath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(body, _): ApiBody<SoftwareUpdateBody>,
+) -> Result<Response, ApiError> {
+    let request = to_json(&SoftwareUpdateRequest {
+        cluster: p.cluster,
+        instance_groups: body.instance_groups,
+        deployment: body.deployment,
+        image_id: body.image_id,
+    })?;
+    submit(&state, OperationKind::UpdateSoftware, request, &principal, q.dry_run, key).await
 }
 
 async fn get_features(
