@@ -93,8 +93,11 @@ use aws_sdk_sagemaker::types::{
 };
 use instantstart_core::instance_types::is_accelerated_family;
 use instantstart_core::provider::{
-    BatchNodeResult, BatchSize, BatchSizeKind, ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterEventResource, ClusterNode, ClusterNodeDetail, CreateHyperPodCluster, DeepHealthCheck, GroupSoftware, HealthCheckTarget, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery, ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary, UpdateClusterSoftware,
-    UpdateHyperPodCluster, is_owned,
+    BatchNodeResult, BatchSize, BatchSizeKind, ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery,
+    ClusterEventResource, ClusterNode, ClusterNodeDetail, CreateHyperPodCluster, DeepHealthCheck, GroupSoftware,
+    HealthCheckTarget, HyperPodApi, HyperPodCluster, HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus,
+    NodeAction, OfferingQuery, ProviderError, ProviderErrorKind, Result, TAG_CLUSTER, TrainingPlan,
+    TrainingPlanOffering, TrainingPlanSummary, UpdateClusterSoftware, UpdateHyperPodCluster, is_owned,
 };
 use instantstart_core::spec::{
     CapacitySpec, DeepHealthChecks, InterfaceMode, LifecycleScript, NodeRecovery, TieredCheckpointing,

@@ -47,7 +47,9 @@ use instantstart_core::names;
 use instantstart_core::provider::{
     BatchNodeResult, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail,
     CreateHyperPodCluster, DeepHealthCheck, HealthCheckTarget, HyperPodApi, HyperPodCluster,
-    HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery, ProviderError, ProviderErrorKind, ResourceState, Result, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary, UpdateClusterSoftware, UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
+    HyperPodInstanceGroupRequest, HyperPodInstanceGroupStatus, NodeAction, OfferingQuery, ProviderError,
+    ProviderErrorKind, ResourceState, Result, TrainingPlan, TrainingPlanOffering, TrainingPlanSummary,
+    UpdateClusterSoftware, UpdateHyperPodCluster, addon_minimum_version, addon_version_at_least,
 };
 use instantstart_core::spec::{CapacitySpec, HYPERPOD_KUBERNETES_VERSIONS, InterfaceMode, LifecycleScript};
 use std::collections::BTreeMap;
