@@ -234,6 +234,57 @@ pub fn storage_step(mount_path: &str, ready: &str) -> StepSpec {
     )
 }
 
+/// The providers and settings of a workflow that brings an existing cluster's dependencies to
+/// what InstantStart needs (import, add-HyperPod); each builds its [`DependencyTarget`] from them.
+#[derive(Clone)]
+pub struct DependencyProviders {
+    pub aws: Arc<dyn AwsCloud>,
+    pub kube: Arc<dyn KubeApi>,
+    pub store: Arc<dyn crate::store::Store>,
+    /// The Helm runner; without one the pinned charts are not reconciled.
+    pub helm: Option<Arc<dyn HelmReleases>>,
+    /// The management environment's shared bucket, which a named `bucket` may be.
+    pub shared_bucket: Option<String>,
+}
+
+impl DependencyProviders {
+    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn crate::store::Store>) -> Self {
+        DependencyProviders { aws, kube, store, helm: None, shared_bucket: None }
+    }
+
+    /// Reconciles the pinned Helm charts too (`chart:<release>` steps).
+    pub fn with_helm(mut self, helm: Option<Arc<dyn HelmReleases>>) -> Self {
+        self.helm = helm;
+        self
+    }
+
+    /// The management environment's shared bucket.
+    pub fn with_shared_bucket(mut self, bucket: Option<String>) -> Self {
+        self.shared_bucket = bucket;
+        self
+    }
+
+    /// The pinned charts reconciled: all of them with a Helm runner, none without.
+    pub fn charts(&self) -> &'static [PinnedChart] {
+        if self.helm.is_some() { PINNED_CHARTS } else { &[] }
+    }
+
+    /// The target of the dependency steps for EKS cluster `eks_cluster` of InstantStart cluster
+    /// `cluster`; present charts are adopted at any version.
+    pub fn target(&self, region: &str, eks_cluster: &str, cluster: &str, mount_path: String) -> DependencyTarget {
+        DependencyTarget {
+            aws: self.aws.clone(),
+            kube: self.kube.clone(),
+            helm: self.helm.clone(),
+            region: region.to_string(),
+            eks_cluster: eks_cluster.to_string(),
+            cluster: cluster.to_string(),
+            mount_path,
+            adopt_present: true,
+        }
+    }
+}
+
 /// Where the dependencies go and who owns what the steps create.
 #[derive(Clone)]
 pub struct DependencyTarget {

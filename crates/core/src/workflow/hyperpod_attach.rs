@@ -45,8 +45,8 @@
 
 use super::charts::{CHART_STEP_PREFIX, RemoveChart, chart_step_key};
 use super::dependencies::{
-    DependencyPlan, DependencyTarget, S3_CSI_ADDON, Wanted, addon_step_key, installed_dependencies, plan_dependencies,
-    storage_step,
+    DependencyPlan, DependencyProviders, DependencyTarget, S3_CSI_ADDON, Wanted, addon_step_key,
+    installed_dependencies, plan_dependencies, storage_step,
 };
 use super::import_cluster::ImportBucketStep;
 use super::{cluster_target, decode, update_record};
@@ -139,46 +139,22 @@ fn mount_path(rec: &ClusterRecord) -> String {
 }
 
 /// The add-HyperPod workflow.
-pub struct AddHyperPodWorkflow {
-    aws: Arc<dyn AwsCloud>,
-    kube: Arc<dyn KubeApi>,
-    store: Arc<dyn Store>,
-    helm: Option<Arc<dyn HelmReleases>>,
-    shared_bucket: Option<String>,
+pub struct AddHyperPodWorkflow(DependencyProviders);
+
+impl std::ops::Deref for AddHyperPodWorkflow {
+    type Target = DependencyProviders;
+    fn deref(&self) -> &DependencyProviders {
+        &self.0
+    }
 }
 
 impl AddHyperPodWorkflow {
-    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
-        AddHyperPodWorkflow { aws, kube, store, helm: None, shared_bucket: None }
-    }
-
-    /// Installs the HyperPod dependencies chart (and any other missing pinned chart).
-    pub fn with_helm(mut self, helm: Option<Arc<dyn HelmReleases>>) -> Self {
-        self.helm = helm;
-        self
-    }
-
-    /// The management environment's shared bucket, which a named `bucket` may be.
-    pub fn with_shared_bucket(mut self, bucket: Option<String>) -> Self {
-        self.shared_bucket = bucket;
-        self
-    }
-
-    fn charts(&self) -> &'static [PinnedChart] {
-        if self.helm.is_some() { PINNED_CHARTS } else { &[] }
+    pub fn new(providers: DependencyProviders) -> Self {
+        AddHyperPodWorkflow(providers)
     }
 
     fn dependencies(&self, rec: &ClusterRecord) -> DependencyTarget {
-        DependencyTarget {
-            aws: self.aws.clone(),
-            kube: self.kube.clone(),
-            helm: self.helm.clone(),
-            region: rec.region.clone(),
-            eks_cluster: rec.eks_cluster.clone(),
-            cluster: rec.name.clone(),
-            mount_path: mount_path(rec),
-            adopt_present: true,
-        }
+        self.target(&rec.region, &rec.eks_cluster, &rec.name, mount_path(rec))
     }
 
     /// The checks of `prepare`: the record, its state and the request's findings. Returns the

@@ -25,8 +25,8 @@
 //!   record then has the bucket, so tiered checkpointing and the inference operator work.
 
 use super::dependencies::{
-    DependencyPlan, DependencyTarget, S3_CSI_ADDON, Wanted, addon_step_key, installed_dependencies, plan_dependencies,
-    storage_step,
+    DependencyPlan, DependencyProviders, DependencyTarget, S3_CSI_ADDON, Wanted, addon_step_key,
+    installed_dependencies, plan_dependencies, storage_step,
 };
 use super::{cluster_target, decode};
 use crate::engine::reads::read;
@@ -164,46 +164,22 @@ pub async fn control_plane_principal(aws: &dyn AwsCloud) -> Result<String, Provi
 }
 
 /// The import workflow.
-pub struct ImportClusterWorkflow {
-    aws: Arc<dyn AwsCloud>,
-    kube: Arc<dyn KubeApi>,
-    store: Arc<dyn Store>,
-    helm: Option<Arc<dyn HelmReleases>>,
-    shared_bucket: Option<String>,
+pub struct ImportClusterWorkflow(DependencyProviders);
+
+impl std::ops::Deref for ImportClusterWorkflow {
+    type Target = DependencyProviders;
+    fn deref(&self) -> &DependencyProviders {
+        &self.0
+    }
 }
 
 impl ImportClusterWorkflow {
-    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
-        ImportClusterWorkflow { aws, kube, store, helm: None, shared_bucket: None }
-    }
-
-    /// Reconciles the pinned Helm charts too (`chart:<release>` steps).
-    pub fn with_helm(mut self, helm: Option<Arc<dyn HelmReleases>>) -> Self {
-        self.helm = helm;
-        self
-    }
-
-    /// The management environment's shared bucket, which a named `bucket` may be.
-    pub fn with_shared_bucket(mut self, bucket: Option<String>) -> Self {
-        self.shared_bucket = bucket;
-        self
-    }
-
-    fn charts(&self) -> &'static [PinnedChart] {
-        if self.helm.is_some() { PINNED_CHARTS } else { &[] }
+    pub fn new(providers: DependencyProviders) -> Self {
+        ImportClusterWorkflow(providers)
     }
 
     fn dependencies(&self, req: &ImportClusterRequest) -> DependencyTarget {
-        DependencyTarget {
-            aws: self.aws.clone(),
-            kube: self.kube.clone(),
-            helm: self.helm.clone(),
-            region: req.region.clone(),
-            eks_cluster: req.eks_cluster.clone(),
-            cluster: req.name.clone(),
-            mount_path: DEFAULT_MOUNT_PATH.into(),
-            adopt_present: true,
-        }
+        self.target(&req.region, &req.eks_cluster, &req.name, DEFAULT_MOUNT_PATH.into())
     }
 
     /// Reads which of the dependencies import reconciles are installed: the add-ons always,

@@ -146,16 +146,16 @@ pub fn all_with_config(
             None => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
         }),
         std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube.clone(), store.clone())),
-        std::sync::Arc::new(
-            ImportClusterWorkflow::new(aws.clone(), kube.clone(), store.clone())
+        std::sync::Arc::new(ImportClusterWorkflow::new(
+            dependencies::DependencyProviders::new(aws.clone(), kube.clone(), store.clone())
                 .with_helm(helm.clone())
                 .with_shared_bucket(config.shared_bucket.as_ref().map(|b| b.name.clone())),
-        ),
-        std::sync::Arc::new(
-            hyperpod_attach::AddHyperPodWorkflow::new(aws.clone(), kube.clone(), store.clone())
+        )),
+        std::sync::Arc::new(hyperpod_attach::AddHyperPodWorkflow::new(
+            dependencies::DependencyProviders::new(aws.clone(), kube.clone(), store.clone())
                 .with_helm(helm.clone())
                 .with_shared_bucket(config.shared_bucket.as_ref().map(|b| b.name.clone())),
-        ),
+        )),
         std::sync::Arc::new(
             hyperpod_attach::RemoveHyperPodWorkflow::new(aws.clone(), kube.clone(), store.clone())
                 .with_helm(helm.clone()),
