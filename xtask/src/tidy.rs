@@ -203,7 +203,10 @@ mod tests {
     #[test]
     fn tidy_nothing_reads_outside_the_repository() {
         let root = root();
-        let needles = ["../shared/", "/work/shared", "../../shared"];
+        // Built from parts, so this file does not contain the paths it looks for.
+        let sibling = ["..", "shared"].join("/");
+        let absolute = ["", "work", "shared"].join("/");
+        let needles = [format!("{sibling}/"), absolute];
         let mut found = Vec::new();
         for (dir, ext) in [
             ("crates", ".rs"),
@@ -215,12 +218,9 @@ mod tests {
             (".ci", ""),
         ] {
             for f in files(&root, dir, ext) {
-                if f.ends_with("tidy.rs") {
-                    continue;
-                }
                 let Ok(text) = std::fs::read_to_string(&f) else { continue };
-                for n in needles {
-                    if text.contains(n) {
+                for n in &needles {
+                    if text.contains(n.as_str()) {
                         found.push(format!("{}: {n}", f.strip_prefix(&root).unwrap().display()));
                     }
                 }
