@@ -1,11 +1,8 @@
 // InstantStart web UI: the shell (top bar, theme), the hash router and the session handling.
 // Plain ES modules, no build step; every view is a function returning {el, title, dispose}.
 
-import { h, replace, setSimClock } from './dom.js';
-import * as api from './api.js';
-import './components/status-badge.js';
-import './components/operation-progress.js';
-import './components/features-panel.js';
+import { h, replace, setSimClock } from './lib/dom.js';
+import * as api from './lib/api.js';
 import { loginView } from './views/login.js';
 import { clustersView } from './views/clusters.js';
 import { createView, addHyperPodView } from './views/create.js';
@@ -13,12 +10,15 @@ import { clusterView } from './views/cluster.js';
 import { operationView } from './views/operation.js';
 import { operationsView } from './views/operations.js';
 import { tokensView } from './views/tokens.js';
-import { storageView } from './storage.js';
-import { jobsView, jobNewView, jobView } from './jobs.js';
-import { endpointsView, endpointNewView, endpointView } from './endpoints.js';
-import { activeClusterView } from './workloads.js';
-import { historyView } from './history.js';
+import { storageView } from './views/storage.js';
+import { jobsView, jobNewView, jobView } from './views/jobs.js';
+import { endpointsView, endpointNewView, endpointView } from './views/endpoints.js';
+import { activeClusterView } from './components/workload-page.js';
+import { historyView } from './views/history.js';
 import { capacityView } from './views/capacity.js';
+import './components/status-badge.js';
+import './components/operation-progress.js';
+import './components/features-panel.js';
 
 const NEXT_KEY = 'instantstart.next';
 const THEME_KEY = 'instantstart.theme';
@@ -26,6 +26,7 @@ const THEME_KEY = 'instantstart.theme';
 /** Shared state and services for the views. */
 export const app = {
   context: null,
+  continueAfterLogin: () => continueAfterLogin(),
   async refreshContext() {
     try {
       app.context = await api.get('/api/context');
@@ -209,8 +210,8 @@ async function route() {
   window.scrollTo(0, 0);
 }
 
-/** After login: go where the user was headed. */
-export function continueAfterLogin() {
+/** After login: go where the user was headed (the login view calls it as `app.continueAfterLogin`). */
+function continueAfterLogin() {
   const next = sessionStorage.getItem(NEXT_KEY);
   sessionStorage.removeItem(NEXT_KEY);
   app.context = null;

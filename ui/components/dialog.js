@@ -1,7 +1,7 @@
 // Modal dialogs on the native <dialog> element (focus is kept inside, Escape closes), returning
 // focus to where it was when they close.
 
-import { h, id } from '../dom.js';
+import { h, id } from '../lib/dom.js';
 
 /**
  * Opens a modal form.

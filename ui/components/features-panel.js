@@ -4,11 +4,11 @@
 // state (and steps) the control plane computes and the panel shows; "already in this state"
 // when nothing would change; then the change itself, followed on the embedded progress panel.
 
-import { h, replace, id, announce } from '../dom.js';
-import { get, patch, seg, newIdempotencyKey } from '../api.js';
-import { FEATURES, NODE_RECOVERY, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges, parseGroups } from '../features.js';
-import { showFindings, clearFindings } from '../fields.js';
-import { diffList, stepList, planTiming, refusal, followOperation } from '../day2.js';
+import { h, replace, id, announce } from '../lib/dom.js';
+import { get, patch, seg, newIdempotencyKey } from '../lib/api.js';
+import { FEATURES, NODE_RECOVERY, DEFAULT_MEMORY_PERCENT, normalizeFeatures, featuresPatch, describePatch, describeServerChanges, parseGroups } from '../lib/features.js';
+import { showFindings, clearFindings } from '../lib/forms.js';
+import { diffList, stepList, planTiming, refusal, followOperation } from './plan.js';
 
 export const UNAVAILABLE_TEXT = 'Managed features are not available for this cluster';
 

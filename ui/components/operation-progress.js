@@ -5,9 +5,9 @@
 // Cancel for the operation. Updates arrive over the WebSocket (no polling); the connection
 // is re-established with backoff when the server restarts.
 
-import { h, replace, duration, timeEl, words, announce, routeHref } from '../dom.js';
-import { get, post, seg, OperationStream } from '../api.js';
-import { estimate, operationElapsed, ACTIVE_PHASES, RETRYABLE_PHASES } from '../progress.js';
+import { h, replace, duration, timeEl, words, announce, routeHref } from '../lib/dom.js';
+import { get, post, seg, OperationStream } from '../lib/api.js';
+import { estimate, operationElapsed, ACTIVE_PHASES, RETRYABLE_PHASES } from '../lib/progress.js';
 import { badge } from './status-badge.js';
 import { openDialog } from './dialog.js';
 

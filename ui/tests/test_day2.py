@@ -397,7 +397,7 @@ def test_features_panel_diff_then_state_change(fast_ui, day2):
     # The patch builder sends only what changed (runs the UI's own module in the browser).
     result = ui.d.execute_async_script("""
         const done = arguments[arguments.length - 1];
-        import('/features.js').then((f) => {
+        import('/lib/features.js').then((f) => {
           const actual = f.normalizeFeatures({training_operator: false, inference_operator: true,
             tiered_checkpointing: {memory_percent: 20}, managed_autoscaling: false});
           done({

@@ -4,10 +4,10 @@
 // InstantStart (SageMaker console); an Active plan's ARN is then a capacity choice on the create
 // screen, which links here for its region.
 
-import { h, replace, timeEl, debounce } from '../dom.js';
-import * as api from '../api.js';
+import { h, replace, timeEl, debounce } from '../lib/dom.js';
+import * as api from '../lib/api.js';
 import { badge } from '../components/status-badge.js';
-import { showFindings, clearFindings } from '../fields.js';
+import { showFindings, clearFindings } from '../lib/forms.js';
 
 const RESERVABLE = ['ml.p4d.24xlarge', 'ml.p4de.24xlarge', 'ml.p5.4xlarge', 'ml.p5.48xlarge', 'ml.p5e.48xlarge',
   'ml.p5en.48xlarge', 'ml.p6-b200.48xlarge', 'ml.p6-b300.48xlarge', 'ml.p6e-gb200.36xlarge', 'ml.trn1.32xlarge',

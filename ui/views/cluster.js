@@ -4,15 +4,15 @@
 // and every second or so while groups or nodes are in flux. The sections keep their own DOM
 // (editors, selections, progress panels) across refreshes.
 
-import { h, replace, routeHref, timeEl, words, debounce, announce } from '../dom.js';
-import * as api from '../api.js';
+import { h, replace, routeHref, timeEl, words, debounce, announce } from '../lib/dom.js';
+import * as api from '../lib/api.js';
 import { badge } from '../components/status-badge.js';
 import { KIND_TITLES } from '../components/operation-progress.js';
-import { deleteDialog } from './clusters.js';
-import { groupsSection } from './cluster-groups.js';
-import { nodesSection } from './cluster-nodes.js';
-import { eventsSection } from './cluster-events.js';
-import { clusterTabs } from '../workloads.js';
+import { deleteDialog } from '../components/cluster-delete.js';
+import { groupsSection } from './cluster/groups.js';
+import { nodesSection } from './cluster/nodes.js';
+import { eventsSection } from './cluster/events.js';
+import { clusterTabs } from '../components/workload-page.js';
 import { openDialog } from '../components/dialog.js';
 
 /** How often the page re-reads the live state while something is changing. */

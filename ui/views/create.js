@@ -6,11 +6,12 @@
 // The same form, reduced to its HyperPod part (and a bucket when the cluster has none), adds a
 // HyperPod cluster to an EKS-only cluster (`addHyperPodView`, POST /api/clusters/{cluster}/hyperpod).
 
-import { h, replace, id, duration, debounce, announce, words } from '../dom.js';
+import { h, replace, id, duration, debounce, announce, words } from '../lib/dom.js';
 import { badge } from '../components/status-badge.js';
-import * as api from '../api.js';
-import { showFindings, clearFindings, openAncestors } from '../fields.js';
-import { estimate } from '../progress.js';
+import * as api from '../lib/api.js';
+import { showFindings, clearFindings, openAncestors } from '../lib/forms.js';
+import { estimate } from '../lib/progress.js';
+import { typeLabel, typeInfo } from '../lib/instance-types.js';
 
 /** Offered in the select (the versions EKS still creates); the backend validates the version: 400 with
  *  the allowed list, 422 when HyperPod does not support it (1.35: EKS-only clusters). */
@@ -45,24 +46,6 @@ function radios(name, legend, options, checked, fieldPath) {
       h('label', { for: rid }, text, help && h('span', { class: 'muted' }, ` — ${help}`))));
   }
   return fs;
-}
-
-export function typeLabel(t) {
-  const i = t.info;
-  if (!i) return t.instance_type;
-  const acc = i.accelerators ? `${i.accelerators}× ${i.accelerator}` : `${i.vcpus} vCPU`;
-  const efa = i.efa_interfaces ? `, ${i.efa_interfaces} EFA` : '';
-  return `${t.instance_type} — ${acc}${efa}`;
-}
-
-export function typeInfo(t) {
-  const i = t && t.info;
-  if (!i) return t ? 'EC2 does not describe this type in this region: it is accepted, and the checks that need its specs (EFA, accelerators) say they could not run.' : '';
-  const parts = [`${i.vcpus} vCPU`, `${i.memory_gib} GiB memory`];
-  if (i.accelerators) parts.push(`${i.accelerators}× ${i.accelerator}`);
-  parts.push(i.efa_interfaces ? `${i.efa_interfaces} EFA interface${i.efa_interfaces > 1 ? 's' : ''}` : 'no EFA');
-  parts.push(i.efa_only_supported ? 'EFA-only mode supported' : 'EFA-only mode not supported');
-  return parts.join(' · ');
 }
 
 export function createView({ app }) {

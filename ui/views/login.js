@@ -1,12 +1,11 @@
 // Login: paste the API token once; the server answers with an HttpOnly session cookie and a
 // CSRF token (kept in this tab's sessionStorage). The token itself is not stored.
 
-import { h } from '../dom.js';
-import * as api from '../api.js';
-import { showFindings, clearFindings } from '../fields.js';
-import { continueAfterLogin } from '../app.js';
+import { h } from '../lib/dom.js';
+import * as api from '../lib/api.js';
+import { showFindings, clearFindings } from '../lib/forms.js';
 
-export function loginView() {
+export function loginView({ app }) {
   const reason = sessionStorage.getItem('instantstart.loginReason');
   sessionStorage.removeItem('instantstart.loginReason');
   const input = h('input', {
@@ -36,7 +35,7 @@ export function loginView() {
     try {
       await api.login(token);
       input.value = '';
-      continueAfterLogin();
+      app.continueAfterLogin();
     } catch (err) {
       const rule = err.status === 401 ? 'this token is not valid for this control plane' : err.message;
       showFindings(form, new api.ApiError(err.status, { title: err.title, findings: [{ field: 'token', rule }] }));

@@ -1,7 +1,7 @@
 // One operation's live progress (#/operations/op-…). The id in the URL is all the state there
 // is, so a reload (or a server restart) comes back to the same panel.
 
-import { h, replace, routeHref } from '../dom.js';
+import { h, replace, routeHref } from '../lib/dom.js';
 import { clusterOf, operationTitle } from '../components/operation-progress.js';
 
 export function operationView({ app, params }) {

@@ -1,11 +1,11 @@
 // Operations and audit: recent operations with the face that asked (ui/cli/agent/api), their
 // target and status; the audit log of who did what, when, with which diff.
 
-import { h, replace, routeHref, timeEl, words, debounce, duration } from '../dom.js';
-import * as api from '../api.js';
+import { h, replace, routeHref, timeEl, words, debounce, duration } from '../lib/dom.js';
+import * as api from '../lib/api.js';
 import { badge } from '../components/status-badge.js';
 import { KIND_TITLES } from '../components/operation-progress.js';
-import { operationElapsed } from '../progress.js';
+import { operationElapsed } from '../lib/progress.js';
 
 const STATUSES = ['running', 'succeeded', 'failed', 'needs_attention', 'cancelled'];
 

@@ -2,8 +2,8 @@
 // Revoking ends the token and every browser session minted from it at once. Other tokens see
 // the server's 403 explained.
 
-import { h, replace, timeEl, announce } from '../dom.js';
-import * as api from '../api.js';
+import { h, replace, timeEl, announce } from '../lib/dom.js';
+import * as api from '../lib/api.js';
 
 export function tokensView() {
   const listSlot = h('div', { 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading tokens…'));

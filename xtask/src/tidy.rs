@@ -9,7 +9,12 @@
 //!   tests compare with the served document); `UPDATE_DOCS=1` rewrites it;
 //! - every relative link in the README, ARCHITECTURE.md, `docs/` and `skills/` resolves;
 //! - nothing in the repository reads a path outside it (the project's machines keep reference
-//!   material beside the clone; a clone from GitHub has none).
+//!   material beside the clone; a clone from GitHub has none);
+//! - the web UI is laid out by screen ([`ui_layout_violations`]): `app.js` routes to the screens
+//!   in `ui/views/`, a screen's panels live in `ui/views/<screen>/`, shared widgets in
+//!   `ui/components/`, shared code without widgets in `ui/lib/`; imports only point down that
+//!   list, no module imports a screen but the router (or a panel's own screen), and the import
+//!   graph has no cycle. Every UI module opens with a `//` comment saying what it is for.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -96,6 +101,142 @@ pub fn render_rest_reference(doc: &serde_json::Value) -> String {
 pub fn snapshot_json(text: &str) -> Option<serde_json::Value> {
     let body = text.strip_prefix("---")?.split_once("\n---\n")?.1;
     serde_json::from_str(body).ok()
+}
+
+/// The import graph of the web UI: each module (path relative to `ui/`) with the modules it
+/// imports (`import … from './x.js'`, resolved relative to the importer).
+pub fn ui_import_graph(ui: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut graph = BTreeMap::new();
+    for f in files(ui, ".", ".js") {
+        let rel = f.strip_prefix(ui).unwrap().to_string_lossy().replace('\\', "/");
+        let rel = rel.trim_start_matches("./").to_string();
+        if rel.starts_with("tests/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        let imports = js_imports(&text).into_iter().map(|spec| resolve_js(&rel, &spec)).collect();
+        graph.insert(rel, imports);
+    }
+    graph
+}
+
+/// The module specifiers of a JS module's static imports (`import … from '…';`).
+pub fn js_imports(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_import = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("import ") {
+            in_import = true;
+        }
+        if in_import && let Some(i) = line.find(" from '").or_else(|| line.starts_with("from '").then_some(0)) {
+            let rest = &line[i..];
+            let start = rest.find('\'').unwrap() + 1;
+            if let Some(end) = rest[start..].find('\'') {
+                out.push(rest[start..start + end].to_string());
+            }
+            in_import = false;
+        }
+    }
+    out
+}
+
+/// `spec` (relative, e.g. `../lib/dom.js`) resolved against the importing module `from`.
+pub fn resolve_js(from: &str, spec: &str) -> String {
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    for p in spec.split('/') {
+        match p {
+            "." | "" => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+/// Where a UI module sits in the layout, from the bottom up; imports may only point at the same
+/// layer or lower, with the exceptions [`ui_layout_violations`] lists.
+fn ui_layer(module: &str) -> Option<u8> {
+    match module.split('/').collect::<Vec<_>>().as_slice() {
+        ["lib", _] => Some(0),
+        ["components", _] => Some(1),
+        ["views", _] | ["views", _, _] => Some(2),
+        ["app.js"] => Some(3),
+        _ => None,
+    }
+}
+
+/// What breaks the UI's layout rules in `graph` (see the module docs), one sentence each.
+pub fn ui_layout_violations(graph: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (module, imports) in graph {
+        let Some(layer) = ui_layer(module) else {
+            out.push(format!("{module}: UI modules live in lib/, components/, views/ (or are app.js)"));
+            continue;
+        };
+        for target in imports {
+            if !graph.contains_key(target) {
+                out.push(format!("{module} imports {target}, which does not exist"));
+                continue;
+            }
+            let target_layer = ui_layer(target).unwrap_or(u8::MAX);
+            let screen_of = |m: &str| {
+                m.strip_prefix("views/").map(|r| r.trim_end_matches(".js").split('/').next().unwrap_or("").to_string())
+            };
+            let allowed = match (layer, target_layer) {
+                // A screen is imported by the router only; a panel by its own screen (or a sibling panel).
+                (_, 2) => {
+                    let target_parts = target.split('/').count();
+                    (layer == 3 && target_parts == 2)
+                        || (layer == 2 && target_parts == 3 && screen_of(module) == screen_of(target))
+                }
+                (l, t) => t <= l,
+            };
+            if !allowed {
+                out.push(format!("{module} imports {target}: imports point down (app → views → components → lib), and only the router imports a screen"));
+            }
+        }
+    }
+    if let Some(cycle) = find_cycle(graph) {
+        out.push(format!("import cycle: {}", cycle.join(" → ")));
+    }
+    out
+}
+
+/// One cycle of `graph` (first module repeated at the end), if it has any.
+pub fn find_cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, Vec<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(node) {
+            Some(2) => return None,
+            Some(1) => {
+                let start = stack.iter().position(|n| n == node).unwrap();
+                let mut cycle = stack[start..].to_vec();
+                cycle.push(node.to_string());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(node.to_string(), 1);
+        stack.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, state, stack) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        state.insert(node.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    graph.keys().find_map(|n| visit(n, graph, &mut state, &mut Vec::new()))
 }
 
 /// Relative link targets of a markdown text (`[x](target)`, without `#fragment`), skipping
@@ -227,6 +368,56 @@ mod tests {
             }
         }
         assert!(found.is_empty(), "paths outside the repository: {found:#?}");
+    }
+
+    #[test]
+    fn tidy_ui_is_laid_out_by_screen() {
+        let ui = root().join("ui");
+        let graph = ui_import_graph(&ui);
+        assert!(graph.len() > 20, "found the UI's modules: {graph:?}");
+        let violations = ui_layout_violations(&graph);
+        assert!(violations.is_empty(), "UI layout (see xtask/src/tidy.rs): {violations:#?}");
+        let undocumented: Vec<_> = graph.keys().filter(|m| !read(&ui.join(m)).trim_start().starts_with("//")).collect();
+        assert!(undocumented.is_empty(), "UI modules without an opening `//` comment: {undocumented:?}");
+    }
+
+    /// The layout rules on small graphs: each row is (edges, how many violations).
+    #[test]
+    fn tidy_ui_layout_rules() {
+        let cases: &[(&[(&str, &[&str])], usize)] = &[
+            (
+                &[
+                    ("app.js", &["views/a.js", "lib/x.js"]),
+                    ("views/a.js", &["components/c.js"]),
+                    ("components/c.js", &["lib/x.js"]),
+                    ("lib/x.js", &[]),
+                ],
+                0,
+            ),
+            // a panel imported by its screen; a sibling panel
+            (&[("views/a.js", &["views/a/p.js"]), ("views/a/p.js", &["views/a/q.js"]), ("views/a/q.js", &[])], 0),
+            // a screen imported as a library
+            (&[("views/a.js", &["views/b.js"]), ("views/b.js", &[])], 1),
+            // another screen's panel
+            (&[("views/a.js", &["views/b/p.js"]), ("views/b/p.js", &[])], 1),
+            // lib reaching up to a component
+            (&[("lib/x.js", &["components/c.js"]), ("components/c.js", &[])], 1),
+            // a cycle inside lib
+            (&[("lib/x.js", &["lib/y.js"]), ("lib/y.js", &["lib/x.js"])], 1),
+            // a module outside the layout, an import of a missing module
+            (&[("misc.js", &[]), ("lib/x.js", &["lib/gone.js"])], 2),
+        ];
+        for (edges, want) in cases {
+            let graph = edges.iter().map(|(m, i)| (m.to_string(), i.iter().map(|s| s.to_string()).collect())).collect();
+            let got = ui_layout_violations(&graph);
+            assert_eq!(got.len(), *want, "{edges:?}: {got:#?}");
+        }
+        assert_eq!(resolve_js("views/cluster/nodes.js", "../../lib/dom.js"), "lib/dom.js");
+        assert_eq!(resolve_js("app.js", "./views/jobs.js"), "views/jobs.js");
+        assert_eq!(
+            js_imports("import { a,\n  b } from './x.js';\nimport * as api from '../api.js';\nconst x = 1;"),
+            ["./x.js", "../api.js"]
+        );
     }
 
     /// The helpers themselves, on small inputs.

@@ -9,16 +9,13 @@
 // confirmation: updated nodes get a new root volume. Accepted changes are followed on the
 // embedded progress panel.
 
-import { h, replace, id, announce, keepFocus, words } from '../dom.js';
-import * as api from '../api.js';
-import { badge } from '../components/status-badge.js';
-import { openDialog } from '../components/dialog.js';
-import { showFindings, clearFindings } from '../fields.js';
-import { typeLabel, typeInfo } from './create.js';
-import {
-  diffList, planLines, planTiming, stepList, checkList, failedChecks, refusal, followOperation, regionContext, whole,
-  CAPACITY_LABELS, INTERFACE_LABELS,
-} from '../day2.js';
+import { h, replace, id, announce, keepFocus, words } from '../../lib/dom.js';
+import * as api from '../../lib/api.js';
+import { badge } from '../../components/status-badge.js';
+import { openDialog } from '../../components/dialog.js';
+import { showFindings, clearFindings } from '../../lib/forms.js';
+import { typeLabel, typeInfo } from '../../lib/instance-types.js';
+import { diffList, planLines, planTiming, stepList, checkList, failedChecks, refusal, followOperation, regionContext, whole, CAPACITY_LABELS, INTERFACE_LABELS } from '../../components/plan.js';
 
 const FIXED = [
   ['instance_type', 'Instance type'],

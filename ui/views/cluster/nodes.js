@@ -7,14 +7,14 @@
 // it the control plane refuses (422) and says so next to that box. Accepted actions are followed
 // on the embedded progress panel.
 
-import { h, replace, id, keepFocus, timeEl, words, routeHref } from '../dom.js';
-import * as api from '../api.js';
-import { badge } from '../components/status-badge.js';
-import { openDialog } from '../components/dialog.js';
-import { KIND_TITLES } from '../components/operation-progress.js';
-import { showFindings, clearFindings } from '../fields.js';
-import { stepList, followOperation, refusal } from '../day2.js';
-import { eventsTable, nodeEvents } from './cluster-events.js';
+import { h, replace, id, keepFocus, timeEl, words, routeHref } from '../../lib/dom.js';
+import * as api from '../../lib/api.js';
+import { badge } from '../../components/status-badge.js';
+import { openDialog } from '../../components/dialog.js';
+import { KIND_TITLES } from '../../components/operation-progress.js';
+import { showFindings, clearFindings } from '../../lib/forms.js';
+import { stepList, followOperation, refusal } from '../../components/plan.js';
+import { eventsTable, nodeEvents } from '../../components/events-table.js';
 
 const NODE_LIMIT = 200;
 /** Most nodes one request may name (the server's batch limit; it validates it too). */

@@ -5,15 +5,13 @@
 // conditions, events, the applied manifests and live logs over a WebSocket (auto-scroll that
 // pauses when you scroll up, pod selector, reconnect), delete with a typed confirmation.
 
-import { h, replace, routeHref, simTimeEl, words, announce, debounce, id } from './dom.js';
-import * as api from './api.js';
-import { badge } from './components/status-badge.js';
-import { followOperation } from './day2.js';
-import {
-  workloadHead, formField, readForm, num, lines, pairs, prune, instanceTypeOptions, manifestList,
-  phaseBadge, recoveryMeter, podCounts, errorNotice, confirmedDelete, onCluster, planReviewForm, listPoller, emptyList,
-  listTable, foreignBadge, FOREIGN_TITLE,
-} from './workloads.js';
+import { h, replace, routeHref, simTimeEl, words, announce, debounce, id, errorNotice } from '../lib/dom.js';
+import * as api from '../lib/api.js';
+import { badge } from '../components/status-badge.js';
+import { followOperation } from '../components/plan.js';
+import { workloadHead, instanceTypeOptions, manifestList, phaseBadge, recoveryMeter, podCounts, confirmedDelete, onCluster, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
+import { formField, readForm, num, lines, pairs, prune } from '../lib/forms.js';
+import { listPoller } from '../lib/polling.js';
 
 /** The recipes of the form: runtime, recipe kind, label, default image, help. */
 export const RECIPES = [

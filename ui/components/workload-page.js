@@ -1,19 +1,15 @@
 // Shared pieces of the workload screens (storage, downloads, training jobs, endpoints, pools):
 // the tab bar under a cluster's name, the "which cluster?" chooser behind the top-level nav
-// links, form fields that carry their request path (so the backend's findings land next to
-// them), the rendered-manifest review of a dry run and the typed delete confirmation.
+// links, the instance-type choices of a cluster, the rendered-manifest review of a dry run and the typed delete confirmation.
 // The server decides everything; these only show and send.
 
-import { h, replace, id, routeHref, words } from './dom.js';
-import * as api from './api.js';
-import { openDialog } from './components/dialog.js';
-import { badge } from './components/status-badge.js';
-import { regionContext, refusal } from './day2.js';
-import { showFindings, clearFindings } from './fields.js';
-import { typeLabel } from './views/create.js';
-
-/** Prefixes under which a backend may record a workload request (`params.job.name`…). */
-export const FINDING_PREFIXES = ['params', 'request', 'request.params'];
+import { h, replace, id, routeHref, words } from '../lib/dom.js';
+import * as api from '../lib/api.js';
+import { openDialog } from './dialog.js';
+import { badge } from './status-badge.js';
+import { regionContext, refusal } from './plan.js';
+import { showFindings, clearFindings, FINDING_PREFIXES } from '../lib/forms.js';
+import { typeLabel } from '../lib/instance-types.js';
 
 /** The tabs of a cluster's pages. `current`: overview | storage | jobs | endpoints. */
 export function clusterTabs(cluster, current) {
@@ -65,86 +61,6 @@ export function activeClusterView(section, title) {
 }
 
 // ---- form fields ---------------------------------------------------------------------------
-
-/**
- * A labelled control whose data-field is the request path `path`.
- * kind: text (default) | number | textarea | select | checkbox.
- */
-export function formField(path, label, { kind = 'text', value = '', help, placeholder, options = [], attrs = {}, mono = false } = {}) {
-  const cid = id(`f-${path.replace(/[^a-z0-9]+/gi, '-')}`);
-  const helpId = help ? id('help') : null;
-  const common = {
-    id: cid, name: path, dataset: { field: path }, autocomplete: 'off', spellcheck: 'false',
-    'aria-describedby': helpId, class: mono ? 'mono' : null, ...attrs,
-  };
-  let control;
-  if (kind === 'textarea') {
-    control = h('textarea', { rows: 3, placeholder, ...common });
-    control.value = value ?? '';
-  } else if (kind === 'select') {
-    control = h('select', common, options.map((o) => (o instanceof Node ? o
-      : h('option', { value: o[0], selected: String(o[0]) === String(value) }, o[1]))));
-  } else if (kind === 'checkbox') {
-    control = h('input', { type: 'checkbox', checked: !!value, ...common });
-    return h('div', { class: 'field check' }, control, h('label', { for: cid }, label),
-      help && h('p', { class: 'help', id: helpId }, help));
-  } else {
-    control = h('input', {
-      type: 'text', value: value ?? '', placeholder,
-      ...(kind === 'number' ? { inputmode: 'numeric' } : {}), ...common,
-    });
-  }
-  return h('div', { class: 'field' }, h('label', { for: cid }, label), control,
-    help && h('p', { class: 'help', id: helpId }, help));
-}
-
-/** Reads the controls of `form` by data-field: {path → string | boolean}. */
-export function readForm(form) {
-  const out = {};
-  for (const el of form.querySelectorAll('[data-field]')) {
-    if (!el.matches('input, select, textarea') || el.closest('[hidden]')) continue;
-    out[el.dataset.field] = el.type === 'checkbox' ? el.checked : el.value.trim();
-  }
-  return out;
-}
-
-/** A whole number when the text is one, else the text (the backend names the field), else undefined. */
-export function num(text) {
-  const t = String(text ?? '').trim();
-  if (t === '') return undefined;
-  if (/^-?\d+(\.\d+)?$/.test(t)) return Number(t);
-  return t;
-}
-
-/** Non-empty lines of a textarea. */
-export function lines(text) {
-  return String(text ?? '').split('\n').map((l) => l.trim()).filter(Boolean);
-}
-
-/** `key=value` lines as an object (a line without `=` keeps its text as key with value ''). */
-export function pairs(text) {
-  const out = {};
-  for (const l of lines(text)) {
-    const i = l.indexOf('=');
-    if (i < 0) out[l] = '';
-    else out[l.slice(0, i).trim()] = l.slice(i + 1).trim();
-  }
-  return out;
-}
-
-/** Drops undefined, '' and empty objects/arrays, recursively (the backend applies defaults). */
-export function prune(v) {
-  if (Array.isArray(v)) return v.length ? v : undefined;
-  if (v && typeof v === 'object') {
-    const out = {};
-    for (const [k, x] of Object.entries(v)) {
-      const p = prune(x);
-      if (p !== undefined) out[k] = p;
-    }
-    return Object.keys(out).length ? out : undefined;
-  }
-  return v === '' || v === undefined || v === null ? undefined : v;
-}
 
 /**
  * Instance-type options for a workload: the cluster's own instance groups first (that is where
@@ -381,12 +297,6 @@ export function podCounts(pods) {
   return h('span', { class: 'counts' }, parts.length ? parts.join(', ') : 'none');
 }
 
-/** A notice for a failed read (not found, forbidden, unreachable). */
-export function errorNotice(err, what) {
-  return h('div', { class: 'notice bad', role: 'alert' },
-    h('strong', {}, err.status === 404 ? `No such ${what}. ` : `${err.title}. `), err.message);
-}
-
 /** Confirms a delete by typing the name; resolves the accepted operation or null. */
 export function confirmDelete({ what, name, detail, run }) {
   return openDialog({
@@ -412,38 +322,6 @@ export function confirmedDelete({ what, name, detail, path, activity }) {
 }
 
 // ---- list pages ----------------------------------------------------------------------------
-
-/**
- * The read loop of a workload list page: GET `url`, then `render(items)`; a failed read shows
- * in `errorBox`; `tableSlot` stops being busy after the first answer; while `busy(items)`
- * holds (and the page is visible) it reads again every 2 s. Returns { load, dispose }.
- */
-export function listPoller({ url, errorBox, tableSlot, render, busy }) {
-  let disposed = false;
-  let timer = null;
-  async function load() {
-    clearTimeout(timer);
-    try {
-      const items = await api.get(url);
-      if (disposed) return;
-      replace(errorBox);
-      render(items);
-      if (busy(items) && !document.hidden) timer = setTimeout(load, 2000);
-    } catch (err) {
-      if (err.status === 401) return;
-      replace(errorBox, errorNotice(err, 'cluster'));
-    } finally {
-      tableSlot.removeAttribute('aria-busy');
-    }
-  }
-  return {
-    load,
-    dispose() {
-      disposed = true;
-      clearTimeout(timer);
-    },
-  };
-}
 
 /** The empty state of a list page: a heading, a sentence and the button that makes the first one. */
 export function emptyList(title, text, href, action) {

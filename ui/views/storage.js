@@ -5,12 +5,12 @@
 // on the progress panel, and the downloads with their phase; "Delete…" on a download removes
 // its Job and pods once its name is typed (the downloaded files stay in the bucket).
 
-import { h, replace, routeHref, simTimeEl, announce, debounce } from './dom.js';
-import * as api from './api.js';
-import { badge } from './components/status-badge.js';
-import { showFindings, clearFindings } from './fields.js';
-import { followOperation, refusal } from './day2.js';
-import { onCluster, workloadHead, formField, readForm, errorNotice, phaseBadge, FINDING_PREFIXES, prune, confirmedDelete } from './workloads.js';
+import { h, replace, routeHref, simTimeEl, announce, debounce, errorNotice } from '../lib/dom.js';
+import * as api from '../lib/api.js';
+import { badge } from '../components/status-badge.js';
+import { showFindings, clearFindings, formField, readForm, FINDING_PREFIXES, prune } from '../lib/forms.js';
+import { followOperation, refusal } from '../components/plan.js';
+import { onCluster, workloadHead, phaseBadge, confirmedDelete } from '../components/workload-page.js';
 
 const DELETE_DETAIL = 'Its Job and pods are deleted (a running download stops). The files it already copied stay in the bucket.';
 

@@ -2,10 +2,10 @@
 // dry run (server diff, steps, preflight checks), the inline progress panel an accepted change
 // is followed on, and the notice for a refused request. The server decides; these only show.
 
-import { h, replace, duration, words, announce, routeHref } from './dom.js';
-import { ApiError, get } from './api.js';
-import { badge } from './components/status-badge.js';
-import { estimate } from './progress.js';
+import { h, replace, duration, words, announce, routeHref } from '../lib/dom.js';
+import { ApiError, get } from '../lib/api.js';
+import { badge } from './status-badge.js';
+import { estimate } from '../lib/progress.js';
 
 /** A server value for a diff line: on/off, "spot", "training plan arn:…", "none". */
 export function showValue(v) {

@@ -8,16 +8,13 @@
 // where a warm worker is moved between services by a label change (the diff first, then the
 // operation).
 
-import { h, replace, routeHref, simTimeEl, words, announce, debounce, id } from './dom.js';
-import * as api from './api.js';
-import { badge } from './components/status-badge.js';
-import { showFindings, clearFindings } from './fields.js';
-import { followOperation, refusal, diffList, planLines } from './day2.js';
-import {
-  workloadHead, formField, readForm, num, lines, prune, instanceTypeOptions, manifestList, stepsList,
-  errorNotice, confirmedDelete, onCluster, phaseBadge, planReviewForm, listPoller, emptyList, listTable,
-  foreignBadge, FOREIGN_TITLE,
-} from './workloads.js';
+import { h, replace, routeHref, simTimeEl, words, announce, debounce, id, errorNotice } from '../lib/dom.js';
+import * as api from '../lib/api.js';
+import { badge } from '../components/status-badge.js';
+import { showFindings, clearFindings, formField, readForm, num, lines, prune } from '../lib/forms.js';
+import { followOperation, refusal, diffList, planLines } from '../components/plan.js';
+import { workloadHead, instanceTypeOptions, manifestList, stepsList, confirmedDelete, onCluster, phaseBadge, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
+import { listPoller } from '../lib/polling.js';
 
 export const ENGINES = [
   { key: 'vllm', label: 'vLLM', image: 'vllm/vllm-openai:v0.10.1', port: 8000 },

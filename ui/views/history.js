@@ -7,11 +7,11 @@
 // (?job=<name> picks that training job's newest run). A server can be deleted (typed-name
 // confirmation, then the operation's progress in place); the server decides what goes.
 
-import { h, replace, simTimeEl, announce, id as uid } from './dom.js';
-import * as api from './api.js';
-import { badge } from './components/status-badge.js';
-import { followOperation } from './day2.js';
-import { confirmedDelete } from './workloads.js';
+import { h, replace, simTimeEl, announce, id as uid } from '../lib/dom.js';
+import * as api from '../lib/api.js';
+import { badge } from '../components/status-badge.js';
+import { followOperation } from '../components/plan.js';
+import { confirmedDelete } from '../components/workload-page.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const REFRESH_MS = 4000;

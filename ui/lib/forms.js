@@ -1,4 +1,5 @@
-// Validation findings next to the fields that caused them.
+// Forms: fields that carry their request path, reading a form into a request body, and the
+// validation findings shown next to the fields that caused them.
 // Inputs carry data-field="<exact request path>" (e.g. hyperpod.instance_groups[1].count); a
 // finding whose path has no input of its own is shown on the nearest ancestor path
 // (hyperpod.instance_groups[0].capacity.arn → …capacity), else in the form's summary.
@@ -131,4 +132,87 @@ export function openAncestors(el) {
   for (let p = el.parentElement; p; p = p.parentElement) {
     if (p.tagName === 'DETAILS') p.open = true;
   }
+}
+
+/** Prefixes under which a backend may record a workload request (`params.job.name`…). */
+export const FINDING_PREFIXES = ['params', 'request', 'request.params'];
+
+/**
+ * A labelled control whose data-field is the request path `path`.
+ * kind: text (default) | number | textarea | select | checkbox.
+ */
+export function formField(path, label, { kind = 'text', value = '', help, placeholder, options = [], attrs = {}, mono = false } = {}) {
+  const cid = id(`f-${path.replace(/[^a-z0-9]+/gi, '-')}`);
+  const helpId = help ? id('help') : null;
+  const common = {
+    id: cid, name: path, dataset: { field: path }, autocomplete: 'off', spellcheck: 'false',
+    'aria-describedby': helpId, class: mono ? 'mono' : null, ...attrs,
+  };
+  let control;
+  if (kind === 'textarea') {
+    control = h('textarea', { rows: 3, placeholder, ...common });
+    control.value = value ?? '';
+  } else if (kind === 'select') {
+    control = h('select', common, options.map((o) => (o instanceof Node ? o
+      : h('option', { value: o[0], selected: String(o[0]) === String(value) }, o[1]))));
+  } else if (kind === 'checkbox') {
+    control = h('input', { type: 'checkbox', checked: !!value, ...common });
+    return h('div', { class: 'field check' }, control, h('label', { for: cid }, label),
+      help && h('p', { class: 'help', id: helpId }, help));
+  } else {
+    control = h('input', {
+      type: 'text', value: value ?? '', placeholder,
+      ...(kind === 'number' ? { inputmode: 'numeric' } : {}), ...common,
+    });
+  }
+  return h('div', { class: 'field' }, h('label', { for: cid }, label), control,
+    help && h('p', { class: 'help', id: helpId }, help));
+}
+
+/** Reads the controls of `form` by data-field: {path → string | boolean}. */
+export function readForm(form) {
+  const out = {};
+  for (const el of form.querySelectorAll('[data-field]')) {
+    if (!el.matches('input, select, textarea') || el.closest('[hidden]')) continue;
+    out[el.dataset.field] = el.type === 'checkbox' ? el.checked : el.value.trim();
+  }
+  return out;
+}
+
+/** A whole number when the text is one, else the text (the backend names the field), else undefined. */
+export function num(text) {
+  const t = String(text ?? '').trim();
+  if (t === '') return undefined;
+  if (/^-?\d+(\.\d+)?$/.test(t)) return Number(t);
+  return t;
+}
+
+/** Non-empty lines of a textarea. */
+export function lines(text) {
+  return String(text ?? '').split('\n').map((l) => l.trim()).filter(Boolean);
+}
+
+/** `key=value` lines as an object (a line without `=` keeps its text as key with value ''). */
+export function pairs(text) {
+  const out = {};
+  for (const l of lines(text)) {
+    const i = l.indexOf('=');
+    if (i < 0) out[l] = '';
+    else out[l.slice(0, i).trim()] = l.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/** Drops undefined, '' and empty objects/arrays, recursively (the backend applies defaults). */
+export function prune(v) {
+  if (Array.isArray(v)) return v.length ? v : undefined;
+  if (v && typeof v === 'object') {
+    const out = {};
+    for (const [k, x] of Object.entries(v)) {
+      const p = prune(x);
+      if (p !== undefined) out[k] = p;
+    }
+    return Object.keys(out).length ? out : undefined;
+  }
+  return v === '' || v === undefined || v === null ? undefined : v;
 }

@@ -142,3 +142,9 @@ export function keepFocus(container, render) {
     if (again && again !== document.activeElement) again.focus({ preventScroll: true });
   }
 }
+
+/** A notice for a failed read (not found, forbidden, unreachable). */
+export function errorNotice(err, what) {
+  return h('div', { class: 'notice bad', role: 'alert' },
+    h('strong', {}, err.status === 404 ? `No such ${what}. ` : `${err.title}. `), err.message);
+}
