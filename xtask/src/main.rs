@@ -7,7 +7,7 @@
 //!   `.ci/run` calls it.
 //! - `lint`: format check and clippy only.
 //! - `deploy-lint`: cfn-lint of `deploy/cloudformation/management.yaml`.
-//! - `fuzz-api`: only the schemathesis run.
+//! - `fuzz-api`: only the schemathesis runs (seeded with real objects, then unseeded); see [`fuzz`].
 //! - `ui-test`: only the end-to-end web UI suite (`ui/tests`, pytest + Selenium driving Debian's
 //!   headless Chromium against a real server on the simulated cloud; screenshots in
 //!   `target/ui-artifacts/`). Installs `chromium` and `chromium-driver` with apt-get when missing.
@@ -27,6 +27,7 @@
 mod bench;
 mod bench_logs;
 mod chaos;
+mod fuzz;
 mod harness;
 mod hostile;
 #[cfg(test)]
@@ -34,9 +35,9 @@ mod tidy;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use std::net::TcpListener;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn root() -> PathBuf {
@@ -118,68 +119,6 @@ fn build_bins() -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// A server process that is killed when dropped: no server outlives a test.
-struct ServerGuard(Child);
-
-impl Drop for ServerGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_healthy(port: u16, timeout: Duration) -> Result<()> {
-    let started = Instant::now();
-    while started.elapsed() < timeout {
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            use std::io::{Read, Write};
-            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-            let mut buf = String::new();
-            let _ = s.read_to_string(&mut buf);
-            if buf.starts_with("HTTP/1.1 200") {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    bail!("server on port {port} did not become healthy within {timeout:?}")
-}
-
-fn fuzz_api(examples: u32) -> Result<()> {
-    let venv = venv()?;
-    build_bins()?;
-    let data = root().join("target").join("fuzz-api-data");
-    let _ = std::fs::remove_dir_all(&data);
-    let port = free_port()?;
-    let token = "ist_fuzz_token_for_loopback_tests_only";
-    let server = Command::new(root().join("target/debug/instantstart-server"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--sim-speed", "10000", "--data-dir"])
-        .arg(&data)
-        .env("INSTANTSTART_TOKEN", token)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .context("starting instantstart-server")?;
-    let _guard = ServerGuard(server);
-    wait_healthy(port, Duration::from_secs(30))?;
-    let report = root().join("target").join("schemathesis-report");
-    run(Command::new(venv.join("bin").join("st"))
-        .args(["run", &format!("http://127.0.0.1:{port}/api/openapi.json")])
-        .args(["--header", &format!("Authorization: Bearer {token}")])
-        .args([
-            "--checks",
-            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
-        ])
-        .args(["--max-examples", &examples.to_string()])
-        .args(["--workers", "1", "--seed", "1", "--suppress-health-check", "all", "--report-dir"])
-        .arg(&report)
-        .env("SCHEMATHESIS_HOOKS", ""))
 }
 
 /// Lints the CloudFormation template of the management environment with cfn-lint.
@@ -364,7 +303,7 @@ fn main() -> Result<()> {
                     .env("MOTO_SERVER", venv.join("bin").join("moto_server"))
                     .env("BOTOCORE_DATA", botocore_data(&venv)?))
             })?;
-            phases.run("fuzz-api", || fuzz_api(120))?;
+            phases.run("fuzz-api", || fuzz::fuzz_api(120))?;
             phases.run("deploy-lint", deploy_lint)?;
             phases.run("mcp-test", mcp_test)?;
             phases.run("ui-test", ui_test)?;
@@ -373,7 +312,7 @@ fn main() -> Result<()> {
             eprintln!("all suites passed in {:.0?}", started.elapsed());
         }
         Task::Lint => lint()?,
-        Task::FuzzApi { examples } => fuzz_api(examples)?,
+        Task::FuzzApi { examples } => fuzz::fuzz_api(examples)?,
         Task::UiTest => ui_test()?,
         Task::McpTest => mcp_test()?,
         Task::DeployLint => deploy_lint()?,

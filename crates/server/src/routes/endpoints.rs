@@ -8,8 +8,8 @@
 //! `413`, answer ≤ 4 MiB → `502`).
 
 use super::{
-    ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, NoChange, accepted_with_plan, dry_run, errors, mutation,
-    submit,
+    ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, NoChange, PlanOrNoChange, accepted_with_plan, dry_run,
+    errors, mutation, submit,
 };
 use crate::AppState;
 use crate::auth::Principal;
@@ -108,7 +108,9 @@ pub fn routes() -> ApiRouter<AppState> {
                         )
                         .tag("inference"),
                 )
-                .response_with::<200, Json<NoChange>, _>(|r| r.description("Already in this state: nothing was done"))
+                .response_with::<200, Json<PlanOrNoChange>, _>(|r| {
+                    r.description("Dry run: the plan, nothing changed; or already in this state: nothing was done")
+                })
                 .response::<404, ProblemJson>()
             })
             .delete_with(delete, |op| {
@@ -154,7 +156,9 @@ pub fn routes() -> ApiRouter<AppState> {
                         .summary("Move a warm worker to another endpoint (or idle) by its label, without a restart")
                         .tag("inference"),
                 )
-                .response_with::<200, Json<NoChange>, _>(|r| r.description("Already in this state: nothing was done"))
+                .response_with::<200, Json<PlanOrNoChange>, _>(|r| {
+                    r.description("Dry run: the plan, nothing changed; or already in this state: nothing was done")
+                })
                 .response::<404, ProblemJson>()
             }),
         )

@@ -6,7 +6,7 @@
 //! the explicit-diff contract: PATCH bodies carry only the changed fields, and a request that
 //! matches the real state answers 200 "already in this state" without creating an operation.
 
-use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, NoChange, errors, mutation, submit};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, PlanOrNoChange, errors, mutation, submit};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
@@ -172,7 +172,9 @@ pub fn routes() -> ApiRouter<AppState> {
                         )
                         .tag("hyperpod"),
                 )
-                .response_with::<200, Json<NoChange>, _>(|r| r.description("Already in this state: nothing was done"))
+                .response_with::<200, Json<PlanOrNoChange>, _>(|r| {
+                    r.description("Dry run: the plan, nothing changed; or already in this state: nothing was done")
+                })
                 .response::<404, ProblemJson>()
             })
             .delete_with(delete_group, |op| {
@@ -254,8 +256,8 @@ pub fn routes() -> ApiRouter<AppState> {
                         )
                         .tag("hyperpod"),
                 )
-                .response_with::<200, Json<NoChange>, _>(|r| {
-                    r.description("Every group already runs this software: nothing was done")
+                .response_with::<200, Json<PlanOrNoChange>, _>(|r| {
+                    r.description("Dry run: the plan, nothing changed; or every group already runs this software: nothing was done")
                 })
                 .response::<404, ProblemJson>()
             }),
@@ -273,7 +275,9 @@ pub fn routes() -> ApiRouter<AppState> {
                         .summary("Change managed features: send only the changed fields")
                         .tag("features"),
                 )
-                .response_with::<200, Json<NoChange>, _>(|r| r.description("Already in this state: nothing was done"))
+                .response_with::<200, Json<PlanOrNoChange>, _>(|r| {
+                    r.description("Dry run: the plan, nothing changed; or already in this state: nothing was done")
+                })
                 .response::<404, ProblemJson>()
             }),
         )

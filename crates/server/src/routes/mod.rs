@@ -293,6 +293,16 @@ pub struct DryRun {
     pub checks: Vec<instantstart_core::preflight::PreflightCheck>,
 }
 
+/// The `200` of a mutation that may find nothing to do: a dry run's plan (`DryRun`, with
+/// `?dry_run=true`) or `NoChange` (the real state already matches). Documentation only:
+/// handlers answer one of the two.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PlanOrNoChange {
+    DryRun(DryRun),
+    NoChange(NoChange),
+}
+
 /// Response when the real state already matches the request: no operation was created.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct NoChange {
