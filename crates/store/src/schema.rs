@@ -131,8 +131,20 @@ CREATE INDEX sessions_token_name ON sessions (token_name);
 CREATE INDEX sessions_expires_at ON sessions (expires_at);
 "#;
 
+/// Version 4: operation leases (several replicas on one store): who drives each running
+/// operation, until when, and the fencing token every driver write carries. Times are
+/// microseconds since the epoch; a released lease has `expires_at = 0`.
+const V4: &str = r#"
+CREATE TABLE leases (
+    operation_id TEXT PRIMARY KEY NOT NULL REFERENCES operations (id) ON DELETE CASCADE,
+    replica      TEXT NOT NULL,
+    token        INTEGER NOT NULL CHECK (token > 0),
+    expires_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -143,8 +143,20 @@ CREATE INDEX sessions_token_name ON sessions (token_name);
 CREATE INDEX sessions_expires_at ON sessions (expires_at);
 "#;
 
+/// Version 4: operation leases (several replicas on one store): who drives each running
+/// operation, until when (microseconds since the epoch on the database's clock; 0 once
+/// released), and the fencing token every driver write carries.
+const V4: &str = r#"
+CREATE TABLE leases (
+    operation_id TEXT COLLATE "C" PRIMARY KEY NOT NULL REFERENCES operations (id) ON DELETE CASCADE,
+    replica      TEXT COLLATE "C" NOT NULL,
+    token        BIGINT NOT NULL CHECK (token > 0),
+    expires_at   BIGINT NOT NULL
+);
+"#;
+
 /// Every migration, oldest first. Append only; one per SQLite migration.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Highest applied version (0 for a fresh database).
 pub(crate) fn current_version(conn: &mut impl GenericClient) -> Result<u32, StoreError> {
