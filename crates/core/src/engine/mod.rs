@@ -25,9 +25,18 @@
 //!   with the steps that were under way failed and retryable; it is never left `running` with
 //!   nothing driving it (unless the store stays down, and then it resumes at the next start).
 //!
+//! - One driver per operation across replicas sharing a store: a driver first acquires the
+//!   operation's lease ([`crate::store::Lease`]), renews it every quarter of
+//!   [`EngineConfig::lease_ttl`] and before every submission, and writes every phase with its
+//!   fencing token. When a write or renewal is fenced, or the lease may have lapsed by the
+//!   local clock (checked before every provider call), the driver stops at once and records
+//!   nothing more. [`Engine::start_lease_sweep`] resumes operations whose lease lapsed.
+//!
 //! # Caveats
 //! - Cancelling stops the operation between provider calls; it does not roll back what was
-//!   created (a delete operation does that).
+//!   created (a delete operation does that). Cancelling on a replica that does not drive the
+//!   operation marks it cancelled in the store; the driving replica stops at its next fenced
+//!   write or renewal.
 
 mod backoff;
 pub mod reads;
