@@ -144,6 +144,20 @@ pub struct ClusterRecord {
     pub updated_at: DateTime<Utc>,
 }
 
+/// One entry of the change feed ([`Store::publish_change`]): an operation right after a change
+/// made by `replica`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationChange {
+    /// Grows with every published change, in commit order (no reader skips one).
+    pub seq: u64,
+    pub replica: String,
+    pub operation: Operation,
+}
+
+/// How many changes the feed keeps (older ones are pruned as new ones arrive); a replica
+/// further behind re-reads the operations instead.
+pub const CHANGE_FEED_KEEP: u64 = 10_000;
+
 /// Durable state. Implementations must make every call atomic and durable on return.
 pub trait Store: Send + Sync {
     /// Records a new operation with its steps and an audit entry, atomically:
@@ -246,6 +260,23 @@ pub trait Store: Send + Sync {
         status: OperationStatus,
         error: Option<&str>,
     ) -> Result<(), StoreError>;
+
+    // --- The change feed (live streams across replicas) ---
+
+    /// Appends `operation` (its state right after a change `replica` made) to the change feed
+    /// and prunes entries older than the newest [`CHANGE_FEED_KEEP`]; returns its sequence
+    /// number. The default keeps no feed (a store only one process uses).
+    fn publish_change(&self, _replica: &str, _operation: &Operation) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    /// Up to `limit` changes with a sequence number above `after`, oldest first.
+    fn changes_since(&self, _after: u64, _limit: u32) -> Result<Vec<OperationChange>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// The newest sequence number of the feed (0 when empty): where a new follower starts.
+    fn latest_change_seq(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
 }
 
 /// Setting key of the active cluster's name.

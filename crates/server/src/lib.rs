@@ -129,11 +129,15 @@ pub struct ReplicaOptions {
     pub id: Option<String>,
     /// `--lease-ttl`: how long a lease lasts unless renewed (renewed every quarter of it).
     pub lease_ttl: std::time::Duration,
+    /// Whether other replicas may share the store (PostgreSQL): changes are then published to
+    /// the store's change feed and other replicas' changes relayed to this server's live
+    /// streams ([`Engine::start_change_relay`]). Off for SQLite, one process's store.
+    pub shared_store: bool,
 }
 
 impl Default for ReplicaOptions {
     fn default() -> Self {
-        ReplicaOptions { id: None, lease_ttl: instantstart_core::engine::DEFAULT_LEASE_TTL }
+        ReplicaOptions { id: None, lease_ttl: instantstart_core::engine::DEFAULT_LEASE_TTL, shared_store: false }
     }
 }
 
@@ -366,6 +370,9 @@ impl AppState {
         let config = instantstart_core::engine::EngineConfig { lease_ttl: replica.lease_ttl, ..config };
         tracing::info!(replica = %replica_id, lease_ttl = ?replica.lease_ttl, "replica");
         let engine = Engine::with_replica(store.clone(), workflows, config, replica_id);
+        if replica.shared_store && tokio::runtime::Handle::try_current().is_ok() {
+            engine.start_change_relay()?;
+        }
         let state = AppState(Arc::new(AppInner {
             engine,
             store,

@@ -88,15 +88,19 @@ fn parse_lease_ttl(raw: &str) -> Result<std::time::Duration, String> {
 impl Cli {
     /// Opens the store `--store-url` names (default: SQLite in the data directory).
     fn open_store(&self) -> anyhow::Result<std::sync::Arc<dyn instantstart_store::StoreBackend>> {
-        let url = match &self.store_url {
+        instantstart_store::open_store(&self.store_url()?).context("opening the store")
+    }
+
+    /// The store `--store-url` names (default: SQLite in the data directory, created).
+    fn store_url(&self) -> anyhow::Result<instantstart_store::StoreUrl> {
+        Ok(match &self.store_url {
             Some(u) => instantstart_store::StoreUrl::parse(u).context("--store-url")?,
             None => {
                 std::fs::create_dir_all(&self.data_dir)
                     .with_context(|| format!("creating {}", self.data_dir.display()))?;
                 instantstart_server::default_store_url(&self.data_dir)
             }
-        };
-        instantstart_store::open_store(&url).context("opening the store")
+        })
     }
 }
 
@@ -228,7 +232,9 @@ async fn main() -> anyhow::Result<()> {
         endpoint_url: cli.aws_endpoint_url.clone(),
         role_boundary_arn: cli.role_boundary_arn.clone().filter(|b| !b.is_empty()),
     };
-    let replica = instantstart_server::ReplicaOptions { id: cli.replica_id.clone(), lease_ttl: cli.lease_ttl };
+    let shared_store = matches!(cli.store_url()?, instantstart_store::StoreUrl::Postgres(_));
+    let replica =
+        instantstart_server::ReplicaOptions { id: cli.replica_id.clone(), lease_ttl: cli.lease_ttl, shared_store };
     let assembled = AppState::assemble_replica(&opts, aws_opts, cli.sim_kube, cli.open_store()?, &replica)
         .context("starting the server")?;
     let state = assembled.state;

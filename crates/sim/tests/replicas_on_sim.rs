@@ -4,7 +4,9 @@
 //! - replica A is killed mid-pipeline (its tasks dropped, its lease not released): B takes the
 //!   operation over once the lease lapses and completes it, creating every resource once;
 //! - replica A stalls (its renewals stop): it stops driving by itself before its lease can
-//!   lapse, makes no provider call afterwards, and its stale lease is fenced once B took over.
+//!   lapse, makes no provider call afterwards, and its stale lease is fenced once B took over;
+//! - live streams: a subscriber of replica B sees every phase change of an operation driven by
+//!   A (the store's change feed), in the order A's own subscribers see them.
 
 #[path = "../../store/tests/common/mod.rs"]
 mod common;
@@ -164,5 +166,73 @@ async fn a_stalled_replica_stops_by_itself_calls_nothing_more_and_is_fenced_afte
         assert_eq!(a.resume_all().unwrap(), 0, "{name}");
         b.abort_all();
         a.abort_all();
+    }
+}
+
+/// The phases each step went through, in order (repeats folded), from a stream of snapshots.
+fn phase_history(events: &[instantstart_core::engine::OperationEvent]) -> Vec<(String, Vec<StepPhase>)> {
+    let mut history: Vec<(String, Vec<StepPhase>)> = Vec::new();
+    for ev in events {
+        let Some(snap) = &ev.snapshot else { continue };
+        for step in &snap.operation.steps {
+            let i = match history.iter().position(|(k, _)| *k == step.key) {
+                Some(i) => i,
+                None => {
+                    history.push((step.key.clone(), Vec::new()));
+                    history.len() - 1
+                }
+            };
+            if history[i].1.last() != Some(&step.phase) {
+                history[i].1.push(step.phase);
+            }
+        }
+    }
+    history
+}
+
+async fn collect_until_done(
+    mut rx: tokio::sync::broadcast::Receiver<instantstart_core::engine::OperationEvent>,
+    id: &OperationId,
+) -> Vec<instantstart_core::engine::OperationEvent> {
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, rx.recv()).await.expect("timed out").expect("stream open");
+        if ev.operation_id != *id {
+            continue;
+        }
+        let done = ev.snapshot.as_ref().is_some_and(|s| s.operation.status.is_terminal());
+        events.push(ev);
+        if done {
+            return events;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_of_another_replica_sees_every_phase_change_in_order() {
+    for (name, handles, _guard) in tokio::task::block_in_place(stores) {
+        let dir = tempfile::tempdir().unwrap();
+        let sim = sim(dir.path());
+        let a = replica(&sim, handles[0].clone(), "replica-a");
+        let b = replica(&sim, handles[1].clone(), "replica-b");
+        a.start_change_relay().unwrap();
+        b.start_change_relay().unwrap();
+        let (on_a, on_b) = (a.subscribe(), b.subscribe());
+        let s = a.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
+        let id = s.operation.id;
+        let (seen_a, seen_b) = tokio::join!(collect_until_done(on_a, &id), collect_until_done(on_b, &id));
+        assert!(!b.is_driving(&id), "{name}: B only relays");
+        let final_b = &seen_b.last().unwrap().snapshot.as_ref().unwrap().operation;
+        assert_eq!(final_b.status, OperationStatus::Succeeded, "{name}");
+        assert_eq!(*final_b, handles[1].get_operation(&id).unwrap().unwrap(), "{name}: B ends on the stored state");
+        let (history_a, history_b) = (phase_history(&seen_a), phase_history(&seen_b));
+        assert_eq!(history_b, history_a, "{name}: B saw every phase change A made, in order");
+        assert!(
+            history_b.iter().all(|(_, phases)| phases.len() >= 2 && phases.last() == Some(&StepPhase::Succeeded)),
+            "{name}: {history_b:?}"
+        );
+        a.abort_all();
+        b.abort_all();
     }
 }

@@ -39,11 +39,17 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
-use instantstart_core::store::{ClusterRecord, Inserted, Lease, OperationFilter, OperationHead, Store, StoreError};
+use instantstart_core::store::{
+    CHANGE_FEED_KEEP, ClusterRecord, Inserted, Lease, OperationChange, OperationFilter, OperationHead, Store,
+    StoreError,
+};
 use pool::Pool;
 use schema::WRITE_LOCK;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The `NOTIFY` channel of the change feed (payload: the new sequence number).
+pub(crate) const CHANGES_CHANNEL: &str = "instantstart_changes";
 
 /// Connections each store keeps (one per concurrently running call).
 const POOL_SIZE: usize = 4;
@@ -798,6 +804,54 @@ impl Store for PostgresStore {
         self.write("set operation status (fenced)", move |tx| {
             check_fence(tx, &held)?;
             set_status(tx, &held.operation_id, status, error.as_deref())
+        })
+    }
+
+    fn publish_change(&self, replica: &str, operation: &Operation) -> Result<u64, StoreError> {
+        let json = to_json("operation_changes.operation", operation)?;
+        let (replica, id) = (replica.to_string(), operation.id.0.clone());
+        self.write("publish change", move |tx| {
+            let row = tx
+                .query_one(
+                    "INSERT INTO operation_changes (replica, operation_id, operation) VALUES ($1, $2, $3) RETURNING seq",
+                    &[&replica, &id, &json],
+                )
+                .ctx("insert change")?;
+            let seq: i64 = col(&row, 0)?;
+            let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
+            tx.execute("DELETE FROM operation_changes WHERE seq <= $1", &[&(seq - keep)]).ctx("prune changes")?;
+            // Wakes the other replicas' relays (delivered at commit).
+            tx.execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, &seq.to_string()]).ctx("notify")?;
+            u64_from_sql("operation_changes.seq", seq)
+        })
+    }
+
+    fn changes_since(&self, after: u64, limit: u32) -> Result<Vec<OperationChange>, StoreError> {
+        let after = u64_to_sql("operation_changes.seq", after)?;
+        self.read("read changes", move |tx| {
+            let rows = tx
+                .query(
+                    "SELECT seq, replica, operation FROM operation_changes WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&after, &i64::from(limit)],
+                )
+                .ctx("query changes")?;
+            rows.iter()
+                .map(|r| {
+                    let op: String = col(r, 2)?;
+                    Ok(OperationChange {
+                        seq: u64_from_sql("operation_changes.seq", col(r, 0)?)?,
+                        replica: col(r, 1)?,
+                        operation: from_json("operation_changes.operation", &op)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn latest_change_seq(&self) -> Result<u64, StoreError> {
+        self.read("read the newest change", |tx| {
+            let row = tx.query_one("SELECT COALESCE(MAX(seq), 0) FROM operation_changes", &[]).ctx("newest change")?;
+            u64_from_sql("operation_changes.seq", col(&row, 0)?)
         })
     }
 }

@@ -19,7 +19,10 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
-use instantstart_core::store::{ClusterRecord, Inserted, Lease, OperationFilter, OperationHead, Store, StoreError};
+use instantstart_core::store::{
+    CHANGE_FEED_KEEP, ClusterRecord, Inserted, Lease, OperationChange, OperationFilter, OperationHead, Store,
+    StoreError,
+};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 use std::collections::BTreeMap;
@@ -880,6 +883,55 @@ impl Store for SqliteStore {
         self.write("set operation status (fenced)", |tx| {
             check_fence(tx, held)?;
             set_status(tx, &held.operation_id, status, error)
+        })
+    }
+
+    fn publish_change(&self, replica: &str, operation: &Operation) -> Result<u64, StoreError> {
+        let json = to_json("operation_changes.operation", operation)?;
+        self.write("publish change", |tx| {
+            tx.execute(
+                "INSERT INTO operation_changes (replica, operation_id, operation) VALUES (?1, ?2, ?3)",
+                params![replica, operation.id.0, json],
+            )
+            .ctx("insert change")?;
+            let seq = tx.last_insert_rowid();
+            let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
+            tx.execute("DELETE FROM operation_changes WHERE seq <= ?1", [seq - keep]).ctx("prune changes")?;
+            u64_from_sql("operation_changes.seq", seq)
+        })
+    }
+
+    fn changes_since(&self, after: u64, limit: u32) -> Result<Vec<OperationChange>, StoreError> {
+        let after = u64_to_sql("operation_changes.seq", after)?;
+        self.read("read changes", |tx| {
+            let mut stmt = tx
+                .prepare("SELECT seq, replica, operation FROM operation_changes WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+                .ctx("prepare changes")?;
+            let rows = stmt
+                .query_map(params![after, i64::from(limit)], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                })
+                .ctx("query changes")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("read changes")?;
+            rows.into_iter()
+                .map(|(seq, replica, op)| {
+                    Ok(OperationChange {
+                        seq: u64_from_sql("operation_changes.seq", seq)?,
+                        replica,
+                        operation: from_json("operation_changes.operation", &op)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn latest_change_seq(&self) -> Result<u64, StoreError> {
+        self.read("read the newest change", |tx| {
+            let seq: i64 = tx
+                .query_row("SELECT COALESCE(MAX(seq), 0) FROM operation_changes", [], |r| r.get(0))
+                .ctx("read the newest change")?;
+            u64_from_sql("operation_changes.seq", seq)
         })
     }
 }

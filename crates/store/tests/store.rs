@@ -694,6 +694,36 @@ fn fenced_writes_pass_with_the_live_lease_and_are_refused_once_it_moved_on() {
 }
 
 #[test]
+fn the_change_feed_is_read_back_in_order_by_every_handle_from_any_point() {
+    for (name, handles, _guard) in shared_backends() {
+        let (a, b) = (handles[0].as_ref(), handles[1].as_ref());
+        assert_eq!(b.latest_change_seq().unwrap(), 0, "{name}: empty feed");
+        let op = insert_new(a, new_op("cluster/feed", None, json!({})));
+        let mut published = Vec::new();
+        for (i, replica) in ["replica-a", "replica-b", "replica-a"].iter().enumerate() {
+            let handle = if *replica == "replica-a" { a } else { b };
+            let after = handle.update_step(&op.id, "network", &detail(&format!("change {i}"))).unwrap();
+            let mut now = handle.get_operation(&op.id).unwrap().unwrap();
+            assert_eq!(now.step("network").unwrap(), &after);
+            now.error = Some(format!("marker {i}"));
+            published.push((handle.publish_change(replica, &now).unwrap(), replica.to_string(), now));
+        }
+        let seqs: Vec<u64> = published.iter().map(|p| p.0).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{name}: sequence numbers grow: {seqs:?}");
+        assert_eq!(a.latest_change_seq().unwrap(), seqs[2], "{name}");
+        // Every handle reads the same changes, whole and in order, from any point, in pages.
+        for handle in [a, b] {
+            let all = handle.changes_since(0, 100).unwrap();
+            let got: Vec<(u64, String, _)> = all.into_iter().map(|c| (c.seq, c.replica, c.operation)).collect();
+            assert_eq!(got, published, "{name}");
+            let page = handle.changes_since(seqs[0], 1).unwrap();
+            assert_eq!(page.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![seqs[1]], "{name}: one page");
+            assert!(handle.changes_since(seqs[2], 100).unwrap().is_empty(), "{name}: nothing newer");
+        }
+    }
+}
+
+#[test]
 fn two_replicas_acquiring_at_once_get_one_lease() {
     for (name, handles, _guard) in shared_backends() {
         let op = insert_new(handles[0].as_ref(), new_op("cluster/race", None, json!({})));

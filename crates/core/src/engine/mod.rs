@@ -349,6 +349,10 @@ struct Inner {
     sweep: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Test hook: renewals are skipped while set (a replica stalled past its TTL).
     renewals_paused: std::sync::atomic::AtomicBool,
+    /// Whether changes are published to the store's change feed ([`Engine::start_change_relay`]).
+    publishing: std::sync::atomic::AtomicBool,
+    /// The relay of other replicas' changes into [`Engine::subscribe`].
+    relay: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// The operation engine. Cheap to clone.
@@ -396,6 +400,8 @@ impl Engine {
                 tasks: Mutex::new(JoinSet::new()),
                 sweep: Mutex::new(None),
                 renewals_paused: std::sync::atomic::AtomicBool::new(false),
+                publishing: std::sync::atomic::AtomicBool::new(false),
+                relay: Mutex::new(None),
             }),
         }
     }
@@ -436,6 +442,50 @@ impl Engine {
                 }
             }
         }));
+    }
+
+    /// Live streams across replicas sharing a store: from now on every change this engine
+    /// makes is also published to the store's change feed ([`Store::publish_change`]), and a
+    /// relay task reads the feed by sequence number (every [`RELAY_PERIOD`]) and re-emits the
+    /// changes other replicas made to this engine's [`Engine::subscribe`]rs, in feed order.
+    /// The relay resumes from the last sequence number it read after a store error, so a
+    /// follower misses nothing (unless the relay falls more than
+    /// [`crate::store::CHANGE_FEED_KEEP`] changes behind). Every change carries the whole
+    /// operation, so followers converge whatever they missed. Idempotent. A single process on
+    /// its own store needs none of it.
+    pub fn start_change_relay(&self) -> Result<(), EngineError> {
+        let mut relay = self.inner.relay.lock().expect("lock");
+        if relay.as_ref().is_some_and(|h| !h.is_finished()) {
+            return Ok(());
+        }
+        let mut cursor = self.inner.store.latest_change_seq()?;
+        self.inner.publishing.store(true, std::sync::atomic::Ordering::SeqCst);
+        let inner = self.inner.clone();
+        *relay = Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(RELAY_PERIOD).await;
+                loop {
+                    let changes = match inner.store.changes_since(cursor, 512) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "change relay: reading the feed failed; trying again");
+                            break;
+                        }
+                    };
+                    let full = changes.len() == 512;
+                    for change in changes {
+                        cursor = change.seq;
+                        if change.replica != inner.replica {
+                            broadcast_change(&inner, &change.operation, None);
+                        }
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+            }
+        }));
+        Ok(())
     }
 
     /// Test hook: while `paused`, this engine skips its lease renewals, as a replica stalled
@@ -715,6 +765,9 @@ impl Engine {
         if let Some(sweep) = self.inner.sweep.lock().expect("lock").take() {
             sweep.abort();
         }
+        if let Some(relay) = self.inner.relay.lock().expect("lock").take() {
+            relay.abort();
+        }
         self.inner.tasks.lock().expect("lock").abort_all();
         self.inner.running.lock().expect("lock").clear();
     }
@@ -873,7 +926,20 @@ async fn keep_lease(inner: &Inner, g: &LeaseGuard) -> StoreError {
     }
 }
 
+/// How often [`Engine::start_change_relay`] reads the store's change feed.
+pub const RELAY_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+
 fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
+    if inner.publishing.load(std::sync::atomic::Ordering::SeqCst)
+        && let Err(e) = inner.store.publish_change(&inner.replica, op)
+    {
+        tracing::warn!(operation = %op.id, error = %e, "publishing the change for other replicas failed");
+    }
+    broadcast_change(inner, op, step);
+}
+
+/// Sends a change to this engine's subscribers.
+fn broadcast_change(inner: &Inner, op: &Operation, step: Option<&str>) {
     if inner.events.receiver_count() == 0 {
         return;
     }
