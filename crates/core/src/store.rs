@@ -3,7 +3,14 @@
 //!
 //! Every method is one short synchronous transaction; the engine relies on each phase change
 //! being durable when the call returns (see the invariants in ARCHITECTURE.md). The SQLite
-//! implementation lives in `instantstart-store`.
+//! and PostgreSQL implementations live in `instantstart-store`.
+//!
+//! # Leases and fencing
+//! Several replicas (server processes) may share one store. Each running operation is driven
+//! by the one replica holding its [`Lease`]; every write the driver makes goes through a
+//! `*_fenced` method carrying the lease, checked in the same transaction, so a replica whose
+//! lease moved on (it paused past the TTL and another replica took over) can never write over
+//! the new holder: it gets [`StoreError::Fenced`] and stops.
 
 use crate::operation::{
     AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepUpdate,
@@ -13,6 +20,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -27,8 +35,29 @@ pub enum StoreError {
     /// A record with this unique name already exists.
     #[error("{what} already exists")]
     AlreadyExists { what: String },
+    /// A fenced write or a lease renewal by a replica whose lease on the operation has moved
+    /// on (another replica took it over, it expired, or the operation stopped running): the
+    /// caller no longer drives the operation and must stop at once.
+    #[error("operation {operation}: {reason}; this replica no longer drives it")]
+    Fenced { operation: OperationId, reason: String },
     #[error("store backend error: {0}")]
     Backend(String),
+}
+
+/// The right of one replica (server process) to drive one running operation, until
+/// `expires_at` unless renewed. `token` is the fencing token: it grows by one with every
+/// acquisition of the operation's lease (by any replica), so a write carrying an older token
+/// is refused ([`StoreError::Fenced`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Lease {
+    pub operation_id: OperationId,
+    /// The replica holding the lease.
+    pub replica: String,
+    /// The fencing token (1 for the first acquisition of this operation's lease).
+    pub token: u64,
+    /// When the lease lapses unless renewed, by the store's clock (PostgreSQL: the database
+    /// server's, so replicas' clocks need not agree).
+    pub expires_at: DateTime<Utc>,
 }
 
 /// Result of inserting an operation.
@@ -115,6 +144,20 @@ pub struct ClusterRecord {
     pub updated_at: DateTime<Utc>,
 }
 
+/// One entry of the change feed ([`Store::publish_change`]): an operation right after a change
+/// made by `replica`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationChange {
+    /// Grows with every published change, in commit order (no reader skips one).
+    pub seq: u64,
+    pub replica: String,
+    pub operation: Operation,
+}
+
+/// How many changes the feed keeps (older ones are pruned as new ones arrive); a replica
+/// further behind re-reads the operations instead.
+pub const CHANGE_FEED_KEEP: u64 = 10_000;
+
 /// Durable state. Implementations must make every call atomic and durable on return.
 pub trait Store: Send + Sync {
     /// Records a new operation with its steps and an audit entry, atomically:
@@ -184,6 +227,56 @@ pub trait Store: Send + Sync {
 
     fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
     fn set_setting(&self, key: &str, value: Option<&str>) -> Result<(), StoreError>;
+
+    // --- Leases and fenced writes (several replicas on one store; docs/store.md) ---
+
+    /// Acquires the lease of running operation `id` for `replica` for `ttl`, atomically: when
+    /// no replica holds it, its holder's lease expired, or `replica` itself holds it (a
+    /// restarted replica). The fencing token grows by one on every acquisition. `Ok(None)`
+    /// when another replica holds a live lease or the operation is not running;
+    /// [`StoreError::NotFound`] for an unknown operation.
+    fn acquire_lease(&self, id: &OperationId, replica: &str, ttl: Duration) -> Result<Option<Lease>, StoreError>;
+    /// Extends `lease` to `ttl` from now. [`StoreError::Fenced`] when the operation's lease has
+    /// another token or holder, has expired, or the operation is no longer running.
+    fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError>;
+    /// Gives `lease` up (its holder stopped driving the operation); nothing when the lease has
+    /// moved on already. The fencing token is kept, so the next acquisition still grows it.
+    fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// The operation's current lease (also a released or expired one), if it ever had one.
+    fn get_lease(&self, id: &OperationId) -> Result<Option<Lease>, StoreError>;
+    /// Running operations that no replica drives: no lease, a released one or an expired one;
+    /// oldest first. What a replica's sweep takes over.
+    fn unleased_running_operations(&self) -> Result<Vec<OperationId>, StoreError>;
+    /// [`Store::update_step`] by the holder of `lease`, in one transaction with the check
+    /// that the lease is still this one (token and holder), unexpired, and the operation
+    /// running; otherwise [`StoreError::Fenced`] and nothing is written.
+    fn update_step_fenced(&self, lease: &Lease, key: &str, update: &StepUpdate) -> Result<Step, StoreError>;
+    /// [`Store::set_operation_status`] by the holder of `lease`, fenced as
+    /// [`Store::update_step_fenced`] is (the operation must still be running: a driver moves
+    /// it from `running` to where it ends, and never over a cancellation made elsewhere).
+    fn set_operation_status_fenced(
+        &self,
+        lease: &Lease,
+        status: OperationStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError>;
+
+    // --- The change feed (live streams across replicas) ---
+
+    /// Appends `operation` (its state right after a change `replica` made) to the change feed
+    /// and prunes entries older than the newest [`CHANGE_FEED_KEEP`]; returns its sequence
+    /// number. The default keeps no feed (a store only one process uses).
+    fn publish_change(&self, _replica: &str, _operation: &Operation) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    /// Up to `limit` changes with a sequence number above `after`, oldest first.
+    fn changes_since(&self, _after: u64, _limit: u32) -> Result<Vec<OperationChange>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// The newest sequence number of the feed (0 when empty): where a new follower starts.
+    fn latest_change_seq(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
 }
 
 /// Setting key of the active cluster's name.

@@ -164,6 +164,10 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound { .. } => ApiError::NotFound(e.to_string()),
             StoreError::AlreadyExists { .. } => ApiError::Conflict { detail: e.to_string(), operation: None },
+            // Only a driver's own writes are fenced; should one surface, another replica drives it.
+            StoreError::Fenced { ref operation, .. } => {
+                ApiError::Conflict { detail: e.to_string(), operation: Some(operation.clone()) }
+            }
             StoreError::Backend(_) => ApiError::Internal(e.to_string()),
         }
     }

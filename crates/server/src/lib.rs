@@ -99,6 +99,9 @@ pub enum ServerError {
     /// `--role-boundary-arn` missing or malformed with `--provider aws`.
     #[error("{0}")]
     RoleBoundary(String),
+    /// `--replica-id` malformed, or the data directory's replica id unreadable.
+    #[error("replica id: {0}")]
+    ReplicaId(String),
 }
 
 /// How to assemble a server.
@@ -115,6 +118,54 @@ pub struct ServerOptions {
     /// clusters created in `default_region`. With the simulated cloud the bucket is seeded
     /// (tagged `instantstart:managed-by` only, like the template's) when missing.
     pub shared_bucket: Option<String>,
+}
+
+/// How this server shares its store with other replicas (docs/store.md, "Several replicas").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaOptions {
+    /// `--replica-id`: the name of this replica in the leases it holds; by default the one
+    /// kept in `<data-dir>/replica-id` (created on the first start), so a restarted server
+    /// takes its own operations back at once. Replicas sharing a store need distinct ids.
+    pub id: Option<String>,
+    /// `--lease-ttl`: how long a lease lasts unless renewed (renewed every quarter of it).
+    pub lease_ttl: std::time::Duration,
+    /// Whether other replicas may share the store (PostgreSQL): changes are then published to
+    /// the store's change feed and other replicas' changes relayed to this server's live
+    /// streams ([`Engine::start_change_relay`]). Off for SQLite, one process's store.
+    pub shared_store: bool,
+}
+
+impl Default for ReplicaOptions {
+    fn default() -> Self {
+        ReplicaOptions { id: None, lease_ttl: instantstart_core::engine::DEFAULT_LEASE_TTL, shared_store: false }
+    }
+}
+
+/// The file in the data directory keeping this server's replica id.
+pub const REPLICA_ID_FILE: &str = "replica-id";
+
+/// The replica id: `explicit`, else the one in `<data_dir>/replica-id`, created (random) when
+/// missing. An id is 1-128 printable ASCII characters without spaces.
+pub fn replica_id(data_dir: &Path, explicit: Option<&str>) -> Result<String, ServerError> {
+    let valid = |id: &str| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic());
+    if let Some(id) = explicit {
+        if !valid(id) {
+            return Err(ServerError::ReplicaId(format!(
+                "--replica-id {id:?}: use 1-128 printable ASCII characters without spaces"
+            )));
+        }
+        return Ok(id.to_string());
+    }
+    let path = data_dir.join(REPLICA_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(id) if valid(id.trim()) => return Ok(id.trim().to_string()),
+        Ok(_) => return Err(ServerError::ReplicaId(format!("{}: not a valid replica id", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ServerError::ReplicaId(format!("{}: {e}", path.display()))),
+    }
+    let id = format!("replica-{}", instantstart_core::operation::OperationId::generate().0.trim_start_matches("op-"));
+    std::fs::write(&path, format!("{id}\n")).map_err(|e| ServerError::ReplicaId(format!("{}: {e}", path.display())))?;
+    Ok(id)
 }
 
 /// A ready server: state plus the admin token if it was created now (print it once).
@@ -221,15 +272,28 @@ impl AppState {
         Self::assemble_on(opts, aws_opts, sim_kube, store)
     }
 
-    /// [`AppState::assemble_full`] on `store` (`--store-url`: SQLite or PostgreSQL).
+    /// [`AppState::assemble_full`] on `store` (`--store-url`: SQLite or PostgreSQL), as the
+    /// replica named in the data directory ([`ReplicaOptions::default`]).
     pub fn assemble_on(
         opts: &ServerOptions,
         aws_opts: AwsOptions,
         sim_kube: SimKube,
         backend: Arc<dyn instantstart_store::StoreBackend>,
     ) -> Result<Assembled, ServerError> {
+        Self::assemble_replica(opts, aws_opts, sim_kube, backend, &ReplicaOptions::default())
+    }
+
+    /// [`AppState::assemble_on`] with explicit replica settings (`--replica-id`, `--lease-ttl`).
+    pub fn assemble_replica(
+        opts: &ServerOptions,
+        aws_opts: AwsOptions,
+        sim_kube: SimKube,
+        backend: Arc<dyn instantstart_store::StoreBackend>,
+        replica: &ReplicaOptions,
+    ) -> Result<Assembled, ServerError> {
         std::fs::create_dir_all(&opts.data_dir)
             .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
+        let replica_id = replica_id(&opts.data_dir, replica.id.as_deref())?;
         let store: Arc<dyn Store> = backend.clone();
         let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone(), backend)?;
         let mut kube_api_url = None;
@@ -303,7 +367,12 @@ impl AppState {
             Some(Arc::new(instantstart_recipes::WorkloadRenderer::new())),
             &workflow_config,
         );
-        let engine = Engine::new(store.clone(), workflows, config);
+        let config = instantstart_core::engine::EngineConfig { lease_ttl: replica.lease_ttl, ..config };
+        tracing::info!(replica = %replica_id, lease_ttl = ?replica.lease_ttl, "replica");
+        let engine = Engine::with_replica(store.clone(), workflows, config, replica_id);
+        if replica.shared_store && tokio::runtime::Handle::try_current().is_ok() {
+            engine.start_change_relay()?;
+        }
         let state = AppState(Arc::new(AppInner {
             engine,
             store,
@@ -323,9 +392,13 @@ impl AppState {
         Ok(Assembled { state, new_admin_token })
     }
 
-    /// Resumes operations left running by a previous process; returns how many.
+    /// Resumes operations left running by a previous process (this replica's own, and those
+    /// no live replica drives), then starts the sweep that takes over operations whose
+    /// replica died (lease lapsed); returns how many it resumed now.
     pub fn resume(&self) -> Result<usize, ServerError> {
-        Ok(self.engine.resume_all()?)
+        let n = self.engine.resume_all()?;
+        self.engine.start_lease_sweep();
+        Ok(n)
     }
 
     pub(crate) fn set_openapi(&self, api: &OpenApi) {

@@ -54,23 +54,53 @@ struct Cli {
     /// Required with `--provider aws`.
     #[arg(long, env = "INSTANTSTART_ROLE_BOUNDARY_ARN")]
     role_boundary_arn: Option<String>,
+    /// This replica's name in the leases it holds on running operations (default: the one
+    /// kept in `<data-dir>/replica-id`). Replicas sharing one `--store-url` need distinct ids.
+    #[arg(long, env = "INSTANTSTART_REPLICA_ID")]
+    replica_id: Option<String>,
+    /// How long a replica's lease on an operation lasts unless renewed (renewed every quarter
+    /// of it): another replica takes a dead replica's operations over after about this long
+    /// (e.g. 15s, 500ms).
+    #[arg(long, default_value = "15s", value_parser = parse_lease_ttl, env = "INSTANTSTART_LEASE_TTL")]
+    lease_ttl: std::time::Duration,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
 }
 
+/// `--lease-ttl`: a number with the unit `ms`, `s` or `m`, between 100 ms and 10 minutes.
+fn parse_lease_ttl(raw: &str) -> Result<std::time::Duration, String> {
+    let raw = raw.trim();
+    let (number, unit) = raw.split_at(raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len()));
+    let n: u64 = number.parse().map_err(|_| format!("{raw:?}: expected a number with ms, s or m (e.g. 15s)"))?;
+    let ttl = match unit {
+        "ms" => std::time::Duration::from_millis(n),
+        "s" => std::time::Duration::from_secs(n),
+        "m" => std::time::Duration::from_secs(n.saturating_mul(60)),
+        _ => return Err(format!("{raw:?}: expected a number with ms, s or m (e.g. 15s)")),
+    };
+    if !(std::time::Duration::from_millis(100)..=std::time::Duration::from_secs(600)).contains(&ttl) {
+        return Err(format!("{raw:?}: the lease TTL must be between 100ms and 10m"));
+    }
+    Ok(ttl)
+}
+
 impl Cli {
     /// Opens the store `--store-url` names (default: SQLite in the data directory).
     fn open_store(&self) -> anyhow::Result<std::sync::Arc<dyn instantstart_store::StoreBackend>> {
-        let url = match &self.store_url {
+        instantstart_store::open_store(&self.store_url()?).context("opening the store")
+    }
+
+    /// The store `--store-url` names (default: SQLite in the data directory, created).
+    fn store_url(&self) -> anyhow::Result<instantstart_store::StoreUrl> {
+        Ok(match &self.store_url {
             Some(u) => instantstart_store::StoreUrl::parse(u).context("--store-url")?,
             None => {
                 std::fs::create_dir_all(&self.data_dir)
                     .with_context(|| format!("creating {}", self.data_dir.display()))?;
                 instantstart_server::default_store_url(&self.data_dir)
             }
-        };
-        instantstart_store::open_store(&url).context("opening the store")
+        })
     }
 }
 
@@ -202,8 +232,11 @@ async fn main() -> anyhow::Result<()> {
         endpoint_url: cli.aws_endpoint_url.clone(),
         role_boundary_arn: cli.role_boundary_arn.clone().filter(|b| !b.is_empty()),
     };
-    let assembled =
-        AppState::assemble_on(&opts, aws_opts, cli.sim_kube, cli.open_store()?).context("starting the server")?;
+    let shared_store = matches!(cli.store_url()?, instantstart_store::StoreUrl::Postgres(_));
+    let replica =
+        instantstart_server::ReplicaOptions { id: cli.replica_id.clone(), lease_ttl: cli.lease_ttl, shared_store };
+    let assembled = AppState::assemble_replica(&opts, aws_opts, cli.sim_kube, cli.open_store()?, &replica)
+        .context("starting the server")?;
     let state = assembled.state;
     let listener =
         tokio::net::TcpListener::bind(cli.listen).await.with_context(|| format!("binding {}", cli.listen))?;

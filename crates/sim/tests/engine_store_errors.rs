@@ -7,7 +7,7 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
-use instantstart_core::store::{ClusterRecord, Inserted, OperationFilter, Store, StoreError};
+use instantstart_core::store::{ClusterRecord, Inserted, Lease, OperationFilter, Store, StoreError};
 use instantstart_core::workflow;
 use instantstart_sim::{SimCloud, SimConfig};
 use instantstart_store::SqliteStore;
@@ -98,6 +98,35 @@ impl Store for FlakyStore {
     fn set_setting(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
         self.check()?;
         self.inner.set_setting(key, value)
+    }
+    // Leases are taken and renewed as usual: the failures under test are the driver's writes.
+    fn acquire_lease(&self, id: &OperationId, replica: &str, ttl: Duration) -> Result<Option<Lease>, StoreError> {
+        self.inner.acquire_lease(id, replica, ttl)
+    }
+    fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        self.inner.renew_lease(lease, ttl)
+    }
+    fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release_lease(lease)
+    }
+    fn get_lease(&self, id: &OperationId) -> Result<Option<Lease>, StoreError> {
+        self.inner.get_lease(id)
+    }
+    fn unleased_running_operations(&self) -> Result<Vec<OperationId>, StoreError> {
+        self.inner.unleased_running_operations()
+    }
+    fn update_step_fenced(&self, lease: &Lease, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
+        self.check()?;
+        self.inner.update_step_fenced(lease, key, update)
+    }
+    fn set_operation_status_fenced(
+        &self,
+        lease: &Lease,
+        status: OperationStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.set_operation_status_fenced(lease, status, error)
     }
 }
 

@@ -25,6 +25,7 @@
 
 mod codec;
 mod credentials;
+mod lease;
 mod postgres;
 mod schema;
 mod sqlite;

@@ -30,6 +30,7 @@ use crate::codec::{
     Context, corrupt, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql, u64_from_sql,
     u64_to_sql,
 };
+use crate::lease::{self, LeaseRow};
 use ::postgres::types::{FromSql, ToSql};
 use ::postgres::{Config, IsolationLevel, Row, Transaction};
 use chrono::Utc;
@@ -38,11 +39,17 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
-use instantstart_core::store::{ClusterRecord, Inserted, OperationFilter, OperationHead, Store, StoreError};
+use instantstart_core::store::{
+    CHANGE_FEED_KEEP, ClusterRecord, Inserted, Lease, OperationChange, OperationFilter, OperationHead, Store,
+    StoreError,
+};
 use pool::Pool;
 use schema::WRITE_LOCK;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The `NOTIFY` channel of the change feed (payload: the new sequence number).
+pub(crate) const CHANGES_CHANNEL: &str = "instantstart_changes";
 
 /// Connections each store keeps (one per concurrently running call).
 const POOL_SIZE: usize = 4;
@@ -286,6 +293,113 @@ fn set_status(
     Ok(())
 }
 
+/// Applies `update` to one step (and touches its operation) inside `tx`; the stored step.
+fn apply_step_update(
+    tx: &mut Transaction<'_>,
+    id: &OperationId,
+    key: &str,
+    update: &StepUpdate,
+) -> Result<Step, StoreError> {
+    let Some(mut step) = load_step(tx, id, key)? else {
+        let op_exists =
+            tx.query_opt("SELECT 1 FROM operations WHERE id = $1", &[&id.0]).ctx("read operation")?.is_some();
+        return Err(if op_exists {
+            StoreError::NotFound { what: format!("step {key} of operation {id}") }
+        } else {
+            op_not_found(id)
+        });
+    };
+    if let Some(phase) = update.phase {
+        step.phase = phase;
+    }
+    if let Some(attempts) = update.attempts {
+        step.attempts = attempts;
+    }
+    if let Some(resource) = &update.resource {
+        step.resource = Some(resource.clone());
+    }
+    if let Some(outputs) = &update.outputs {
+        step.outputs = outputs.clone();
+    }
+    if let Some(detail) = &update.detail {
+        step.detail = detail.clone();
+    }
+    if let Some(error) = &update.error {
+        step.error = error.clone();
+    }
+    if let Some(started_at) = update.started_at {
+        step.started_at = Some(started_at);
+    }
+    if let Some(finished_at) = update.finished_at {
+        step.finished_at = finished_at;
+    }
+    let now = ts(&Utc::now());
+    tx.execute(
+        "UPDATE steps SET phase = $3, attempts = $4, resource = $5, outputs = $6, detail = $7, error = $8, \
+                 started_at = $9, finished_at = $10, updated_at = $11 WHERE operation_id = $1 AND key = $2",
+        &[
+            &id.0,
+            &key,
+            &step.phase.as_str(),
+            &i64::from(step.attempts),
+            &step.resource.as_ref().map(|r| to_json("steps.resource", r)).transpose()?,
+            &to_json("steps.outputs", &step.outputs)?,
+            &step.detail,
+            &step.error,
+            &opt_ts(step.started_at.as_ref()),
+            &opt_ts(step.finished_at.as_ref()),
+            &now,
+        ],
+    )
+    .ctx("write step")?;
+    // A step change is a change of its operation.
+    tx.execute("UPDATE operations SET updated_at = $2 WHERE id = $1", &[&id.0, &now]).ctx("touch operation")?;
+    load_step(tx, id, key)?
+        .ok_or_else(|| StoreError::Backend(format!("step {key} of operation {id} vanished while updated")))
+}
+
+/// The database server's clock in microseconds since the epoch (one clock for every replica).
+fn db_now_us(tx: &mut Transaction<'_>) -> Result<i64, StoreError> {
+    let row = tx
+        .query_one("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT", &[])
+        .ctx("read the database clock")?;
+    col(&row, 0)
+}
+
+/// The status of operation `id` and its lease row, the row locked (`FOR UPDATE`).
+fn lease_state(tx: &mut Transaction<'_>, id: &OperationId) -> Result<(Option<String>, Option<LeaseRow>), StoreError> {
+    let status = tx
+        .query_opt("SELECT status FROM operations WHERE id = $1", &[&id.0])
+        .ctx("read operation status")?
+        .map(|r| col::<String>(&r, 0))
+        .transpose()?;
+    let row = tx
+        .query_opt("SELECT replica, token, expires_at FROM leases WHERE operation_id = $1 FOR UPDATE", &[&id.0])
+        .ctx("read lease")?
+        .map(|r| Ok::<_, StoreError>(LeaseRow { replica: col(&r, 0)?, token: col(&r, 1)?, expires_us: col(&r, 2)? }))
+        .transpose()?;
+    Ok((status, row))
+}
+
+/// Refuses the write unless `held` is still the operation's live lease ([`lease::check`]).
+fn check_fence(tx: &mut Transaction<'_>, held: &Lease) -> Result<(), StoreError> {
+    let (status, row) = lease_state(tx, &held.operation_id)?;
+    let now = db_now_us(tx)?;
+    lease::check(held, status.as_deref(), row.as_ref(), now)
+}
+
+/// Writes the lease row of `id`.
+fn put_lease(tx: &mut Transaction<'_>, id: &OperationId, row: &LeaseRow) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO leases (operation_id, replica, token, expires_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (operation_id) DO UPDATE SET replica = excluded.replica, token = excluded.token, \
+         expires_at = excluded.expires_at",
+        &[&id.0, &row.replica, &row.token, &row.expires_us],
+    )
+    .ctx("write lease")?;
+    Ok(())
+}
+
 pub(crate) fn insert_audit(tx: &mut Transaction<'_>, entry: &AuditEntry) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO audit (at, actor_face, actor_principal, action, target, operation_id, detail) \
@@ -495,64 +609,7 @@ impl Store for PostgresStore {
 
     fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
         let (id, key, update) = (id.clone(), key.to_string(), update.clone());
-        self.write("update step", move |tx| {
-            let Some(mut step) = load_step(tx, &id, &key)? else {
-                let op_exists =
-                    tx.query_opt("SELECT 1 FROM operations WHERE id = $1", &[&id.0]).ctx("read operation")?.is_some();
-                return Err(if op_exists {
-                    StoreError::NotFound { what: format!("step {key} of operation {id}") }
-                } else {
-                    op_not_found(&id)
-                });
-            };
-            if let Some(phase) = update.phase {
-                step.phase = phase;
-            }
-            if let Some(attempts) = update.attempts {
-                step.attempts = attempts;
-            }
-            if let Some(resource) = &update.resource {
-                step.resource = Some(resource.clone());
-            }
-            if let Some(outputs) = &update.outputs {
-                step.outputs = outputs.clone();
-            }
-            if let Some(detail) = &update.detail {
-                step.detail = detail.clone();
-            }
-            if let Some(error) = &update.error {
-                step.error = error.clone();
-            }
-            if let Some(started_at) = update.started_at {
-                step.started_at = Some(started_at);
-            }
-            if let Some(finished_at) = update.finished_at {
-                step.finished_at = finished_at;
-            }
-            let now = ts(&Utc::now());
-            tx.execute(
-                "UPDATE steps SET phase = $3, attempts = $4, resource = $5, outputs = $6, detail = $7, error = $8, \
-                 started_at = $9, finished_at = $10, updated_at = $11 WHERE operation_id = $1 AND key = $2",
-                &[
-                    &id.0,
-                    &key,
-                    &step.phase.as_str(),
-                    &i64::from(step.attempts),
-                    &step.resource.as_ref().map(|r| to_json("steps.resource", r)).transpose()?,
-                    &to_json("steps.outputs", &step.outputs)?,
-                    &step.detail,
-                    &step.error,
-                    &opt_ts(step.started_at.as_ref()),
-                    &opt_ts(step.finished_at.as_ref()),
-                    &now,
-                ],
-            )
-            .ctx("write step")?;
-            // A step change is a change of its operation.
-            tx.execute("UPDATE operations SET updated_at = $2 WHERE id = $1", &[&id.0, &now]).ctx("touch operation")?;
-            load_step(tx, &id, &key)?
-                .ok_or_else(|| StoreError::Backend(format!("step {key} of operation {id} vanished while updated")))
-        })
+        self.write("update step", move |tx| apply_step_update(tx, &id, &key, &update))
     }
 
     fn set_operation_status(
@@ -659,6 +716,142 @@ impl Store for PostgresStore {
             }
             .ctx(&format!("write setting {key}"))?;
             Ok(())
+        })
+    }
+
+    fn acquire_lease(&self, id: &OperationId, replica: &str, ttl: Duration) -> Result<Option<Lease>, StoreError> {
+        let (id, replica) = (id.clone(), replica.to_string());
+        self.write("acquire lease", move |tx| {
+            let (status, row) = lease_state(tx, &id)?;
+            let now = db_now_us(tx)?;
+            let Some(token) = lease::acquire(&id, status.as_deref(), row.as_ref(), &replica, now)? else {
+                return Ok(None);
+            };
+            let row = LeaseRow { replica, token, expires_us: now + lease::ttl_us(ttl) };
+            put_lease(tx, &id, &row)?;
+            lease::lease_of(&id, &row).map(Some)
+        })
+    }
+
+    fn renew_lease(&self, held: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        let held = held.clone();
+        self.write("renew lease", move |tx| {
+            check_fence(tx, &held)?;
+            let token = i64::try_from(held.token).map_err(|_| StoreError::Backend("lease token too large".into()))?;
+            let row =
+                LeaseRow { replica: held.replica.clone(), token, expires_us: db_now_us(tx)? + lease::ttl_us(ttl) };
+            put_lease(tx, &held.operation_id, &row)?;
+            lease::lease_of(&held.operation_id, &row)
+        })
+    }
+
+    fn release_lease(&self, held: &Lease) -> Result<(), StoreError> {
+        let held = held.clone();
+        let token = i64::try_from(held.token).unwrap_or(-1);
+        self.write("release lease", move |tx| {
+            tx.execute(
+                "UPDATE leases SET expires_at = 0 WHERE operation_id = $1 AND token = $2 AND replica = $3",
+                &[&held.operation_id.0, &token, &held.replica],
+            )
+            .ctx("release lease")?;
+            Ok(())
+        })
+    }
+
+    fn get_lease(&self, id: &OperationId) -> Result<Option<Lease>, StoreError> {
+        let id = id.clone();
+        self.read("get lease", move |tx| {
+            let row = tx
+                .query_opt("SELECT replica, token, expires_at FROM leases WHERE operation_id = $1", &[&id.0])
+                .ctx("read lease")?;
+            row.map(|r| {
+                lease::lease_of(&id, &LeaseRow { replica: col(&r, 0)?, token: col(&r, 1)?, expires_us: col(&r, 2)? })
+            })
+            .transpose()
+        })
+    }
+
+    fn unleased_running_operations(&self) -> Result<Vec<OperationId>, StoreError> {
+        self.read("list unleased operations", |tx| {
+            let now = db_now_us(tx)?;
+            let rows = tx
+                .query(
+                    "SELECT o.id FROM operations o LEFT JOIN leases l ON l.operation_id = o.id \
+                     WHERE o.status = 'running' AND (l.operation_id IS NULL OR l.expires_at <= $1) \
+                     ORDER BY o.created_at, o.seq",
+                    &[&now],
+                )
+                .ctx("query unleased operations")?;
+            rows.iter().map(|r| col::<String>(r, 0).map(OperationId)).collect()
+        })
+    }
+
+    fn update_step_fenced(&self, held: &Lease, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
+        let (held, key, update) = (held.clone(), key.to_string(), update.clone());
+        self.write("update step (fenced)", move |tx| {
+            check_fence(tx, &held)?;
+            apply_step_update(tx, &held.operation_id, &key, &update)
+        })
+    }
+
+    fn set_operation_status_fenced(
+        &self,
+        held: &Lease,
+        status: OperationStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (held, error) = (held.clone(), error.map(str::to_string));
+        self.write("set operation status (fenced)", move |tx| {
+            check_fence(tx, &held)?;
+            set_status(tx, &held.operation_id, status, error.as_deref())
+        })
+    }
+
+    fn publish_change(&self, replica: &str, operation: &Operation) -> Result<u64, StoreError> {
+        let json = to_json("operation_changes.operation", operation)?;
+        let (replica, id) = (replica.to_string(), operation.id.0.clone());
+        self.write("publish change", move |tx| {
+            let row = tx
+                .query_one(
+                    "INSERT INTO operation_changes (replica, operation_id, operation) VALUES ($1, $2, $3) RETURNING seq",
+                    &[&replica, &id, &json],
+                )
+                .ctx("insert change")?;
+            let seq: i64 = col(&row, 0)?;
+            let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
+            tx.execute("DELETE FROM operation_changes WHERE seq <= $1", &[&(seq - keep)]).ctx("prune changes")?;
+            // Wakes the other replicas' relays (delivered at commit).
+            tx.execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, &seq.to_string()]).ctx("notify")?;
+            u64_from_sql("operation_changes.seq", seq)
+        })
+    }
+
+    fn changes_since(&self, after: u64, limit: u32) -> Result<Vec<OperationChange>, StoreError> {
+        let after = u64_to_sql("operation_changes.seq", after)?;
+        self.read("read changes", move |tx| {
+            let rows = tx
+                .query(
+                    "SELECT seq, replica, operation FROM operation_changes WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&after, &i64::from(limit)],
+                )
+                .ctx("query changes")?;
+            rows.iter()
+                .map(|r| {
+                    let op: String = col(r, 2)?;
+                    Ok(OperationChange {
+                        seq: u64_from_sql("operation_changes.seq", col(r, 0)?)?,
+                        replica: col(r, 1)?,
+                        operation: from_json("operation_changes.operation", &op)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn latest_change_seq(&self) -> Result<u64, StoreError> {
+        self.read("read the newest change", |tx| {
+            let row = tx.query_one("SELECT COALESCE(MAX(seq), 0) FROM operation_changes", &[]).ctx("newest change")?;
+            u64_from_sql("operation_changes.seq", col(&row, 0)?)
         })
     }
 }

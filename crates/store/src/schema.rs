@@ -131,8 +131,28 @@ CREATE INDEX sessions_token_name ON sessions (token_name);
 CREATE INDEX sessions_expires_at ON sessions (expires_at);
 "#;
 
+/// Version 4: several replicas on one store. `leases`: who drives each running operation,
+/// until when, and the fencing token every driver write carries (times are microseconds since
+/// the epoch; a released lease has `expires_at = 0`). `operation_changes`: the change feed
+/// replicas relay to their live streams (each operation's state after a change, by sequence
+/// number; pruned to the newest rows).
+const V4: &str = r#"
+CREATE TABLE leases (
+    operation_id TEXT PRIMARY KEY NOT NULL REFERENCES operations (id) ON DELETE CASCADE,
+    replica      TEXT NOT NULL,
+    token        INTEGER NOT NULL CHECK (token > 0),
+    expires_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE operation_changes (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    replica      TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    operation    TEXT NOT NULL   -- JSON Operation, right after the change
+);
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -11,6 +11,7 @@ use crate::codec::{
     Context, corrupt, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql, u64_from_sql,
     u64_to_sql,
 };
+use crate::lease::{self, LeaseRow};
 use crate::schema;
 use chrono::Utc;
 use instantstart_core::engine::step_token;
@@ -18,7 +19,10 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
-use instantstart_core::store::{ClusterRecord, Inserted, OperationFilter, OperationHead, Store, StoreError};
+use instantstart_core::store::{
+    CHANGE_FEED_KEEP, ClusterRecord, Inserted, Lease, OperationChange, OperationFilter, OperationHead, Store,
+    StoreError,
+};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 use std::collections::BTreeMap;
@@ -367,6 +371,107 @@ fn set_status(
     Ok(())
 }
 
+/// Applies `update` to one step (and touches its operation) inside `tx`; the stored step.
+fn apply_step_update(
+    tx: &Transaction<'_>,
+    id: &OperationId,
+    key: &str,
+    update: &StepUpdate,
+) -> Result<Step, StoreError> {
+    let Some(mut step) = load_step(tx, id, key)? else {
+        let op_exists = tx
+            .query_row("SELECT 1 FROM operations WHERE id = ?1", [&id.0], |_| Ok(()))
+            .optional()
+            .ctx("read operation")?
+            .is_some();
+        return Err(if op_exists {
+            StoreError::NotFound { what: format!("step {key} of operation {id}") }
+        } else {
+            op_not_found(id)
+        });
+    };
+    if let Some(phase) = update.phase {
+        step.phase = phase;
+    }
+    if let Some(attempts) = update.attempts {
+        step.attempts = attempts;
+    }
+    if let Some(resource) = &update.resource {
+        step.resource = Some(resource.clone());
+    }
+    if let Some(outputs) = &update.outputs {
+        step.outputs = outputs.clone();
+    }
+    if let Some(detail) = &update.detail {
+        step.detail = detail.clone();
+    }
+    if let Some(error) = &update.error {
+        step.error = error.clone();
+    }
+    if let Some(started_at) = update.started_at {
+        step.started_at = Some(started_at);
+    }
+    if let Some(finished_at) = update.finished_at {
+        step.finished_at = finished_at;
+    }
+    let now = ts(&Utc::now());
+    tx.execute(
+        "UPDATE steps SET phase = ?3, attempts = ?4, resource = ?5, outputs = ?6, detail = ?7, error = ?8, \
+             started_at = ?9, finished_at = ?10, updated_at = ?11 WHERE operation_id = ?1 AND key = ?2",
+        params![
+            id.0,
+            key,
+            step.phase.as_str(),
+            i64::from(step.attempts),
+            step.resource.as_ref().map(|r| to_json("steps.resource", r)).transpose()?,
+            to_json("steps.outputs", &step.outputs)?,
+            step.detail,
+            step.error,
+            opt_ts(step.started_at.as_ref()),
+            opt_ts(step.finished_at.as_ref()),
+            now,
+        ],
+    )
+    .ctx("write step")?;
+    // A step change is a change of its operation.
+    tx.execute("UPDATE operations SET updated_at = ?2 WHERE id = ?1", params![id.0, now]).ctx("touch operation")?;
+    load_step(tx, id, key)?
+        .ok_or_else(|| StoreError::Backend(format!("step {key} of operation {id} vanished while updated")))
+}
+
+/// The lease row and the status of operation `id` (either may be absent).
+fn lease_state(tx: &Transaction<'_>, id: &OperationId) -> Result<(Option<String>, Option<LeaseRow>), StoreError> {
+    let status: Option<String> = tx
+        .query_row("SELECT status FROM operations WHERE id = ?1", [&id.0], |r| r.get(0))
+        .optional()
+        .ctx("read operation status")?;
+    let row = tx
+        .query_row("SELECT replica, token, expires_at FROM leases WHERE operation_id = ?1", [&id.0], |r| {
+            Ok(LeaseRow { replica: r.get(0)?, token: r.get(1)?, expires_us: r.get(2)? })
+        })
+        .optional()
+        .ctx("read lease")?;
+    Ok((status, row))
+}
+
+/// Refuses the write unless `lease` is still the operation's live lease ([`lease::check`]).
+fn check_fence(tx: &Transaction<'_>, lease: &Lease) -> Result<(), StoreError> {
+    let (status, row) = lease_state(tx, &lease.operation_id)?;
+    lease::check(lease, status.as_deref(), row.as_ref(), lease::micros(Utc::now()))
+}
+
+/// Writes the lease row of `id`.
+fn put_lease(tx: &Transaction<'_>, id: &OperationId, row: &LeaseRow) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO leases (operation_id, replica, token, expires_at) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (operation_id) DO UPDATE SET replica = excluded.replica, token = excluded.token, \
+         expires_at = excluded.expires_at",
+        params![id.0, row.replica, row.token, row.expires_us],
+    )
+    .ctx("write lease")?;
+    Ok(())
+}
+
 pub(crate) fn insert_audit(tx: &Transaction<'_>, entry: &AuditEntry) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO audit (at, actor_face, actor_principal, action, target, operation_id, detail) \
@@ -560,68 +665,7 @@ impl Store for SqliteStore {
     }
 
     fn update_step(&self, id: &OperationId, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
-        self.write("update step", |tx| {
-            let Some(mut step) = load_step(tx, id, key)? else {
-                let op_exists = tx
-                    .query_row("SELECT 1 FROM operations WHERE id = ?1", [&id.0], |_| Ok(()))
-                    .optional()
-                    .ctx("read operation")?
-                    .is_some();
-                return Err(if op_exists {
-                    StoreError::NotFound { what: format!("step {key} of operation {id}") }
-                } else {
-                    op_not_found(id)
-                });
-            };
-            if let Some(phase) = update.phase {
-                step.phase = phase;
-            }
-            if let Some(attempts) = update.attempts {
-                step.attempts = attempts;
-            }
-            if let Some(resource) = &update.resource {
-                step.resource = Some(resource.clone());
-            }
-            if let Some(outputs) = &update.outputs {
-                step.outputs = outputs.clone();
-            }
-            if let Some(detail) = &update.detail {
-                step.detail = detail.clone();
-            }
-            if let Some(error) = &update.error {
-                step.error = error.clone();
-            }
-            if let Some(started_at) = update.started_at {
-                step.started_at = Some(started_at);
-            }
-            if let Some(finished_at) = update.finished_at {
-                step.finished_at = finished_at;
-            }
-            let now = ts(&Utc::now());
-            tx.execute(
-                "UPDATE steps SET phase = ?3, attempts = ?4, resource = ?5, outputs = ?6, detail = ?7, error = ?8, \
-                 started_at = ?9, finished_at = ?10, updated_at = ?11 WHERE operation_id = ?1 AND key = ?2",
-                params![
-                    id.0,
-                    key,
-                    step.phase.as_str(),
-                    i64::from(step.attempts),
-                    step.resource.as_ref().map(|r| to_json("steps.resource", r)).transpose()?,
-                    to_json("steps.outputs", &step.outputs)?,
-                    step.detail,
-                    step.error,
-                    opt_ts(step.started_at.as_ref()),
-                    opt_ts(step.finished_at.as_ref()),
-                    now,
-                ],
-            )
-            .ctx("write step")?;
-            // A step change is a change of its operation.
-            tx.execute("UPDATE operations SET updated_at = ?2 WHERE id = ?1", params![id.0, now])
-                .ctx("touch operation")?;
-            load_step(tx, id, key)?
-                .ok_or_else(|| StoreError::Backend(format!("step {key} of operation {id} vanished while updated")))
-        })
+        self.write("update step", |tx| apply_step_update(tx, id, key, update))
     }
 
     fn set_operation_status(
@@ -758,6 +802,136 @@ impl Store for SqliteStore {
             }
             .ctx(&format!("write setting {key}"))?;
             Ok(())
+        })
+    }
+
+    fn acquire_lease(&self, id: &OperationId, replica: &str, ttl: Duration) -> Result<Option<Lease>, StoreError> {
+        self.write("acquire lease", |tx| {
+            let (status, row) = lease_state(tx, id)?;
+            let now = lease::micros(Utc::now());
+            let Some(token) = lease::acquire(id, status.as_deref(), row.as_ref(), replica, now)? else {
+                return Ok(None);
+            };
+            let row = LeaseRow { replica: replica.to_string(), token, expires_us: now + lease::ttl_us(ttl) };
+            put_lease(tx, id, &row)?;
+            lease::lease_of(id, &row).map(Some)
+        })
+    }
+
+    fn renew_lease(&self, held: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        self.write("renew lease", |tx| {
+            check_fence(tx, held)?;
+            let token = i64::try_from(held.token).map_err(|_| StoreError::Backend("lease token too large".into()))?;
+            let row = LeaseRow {
+                replica: held.replica.clone(),
+                token,
+                expires_us: lease::micros(Utc::now()) + lease::ttl_us(ttl),
+            };
+            put_lease(tx, &held.operation_id, &row)?;
+            lease::lease_of(&held.operation_id, &row)
+        })
+    }
+
+    fn release_lease(&self, held: &Lease) -> Result<(), StoreError> {
+        let token = i64::try_from(held.token).unwrap_or(-1);
+        self.write("release lease", |tx| {
+            tx.execute(
+                "UPDATE leases SET expires_at = 0 WHERE operation_id = ?1 AND token = ?2 AND replica = ?3",
+                params![held.operation_id.0, token, held.replica],
+            )
+            .ctx("release lease")?;
+            Ok(())
+        })
+    }
+
+    fn get_lease(&self, id: &OperationId) -> Result<Option<Lease>, StoreError> {
+        self.read("get lease", |tx| lease_state(tx, id)?.1.map(|r| lease::lease_of(id, &r)).transpose())
+    }
+
+    fn unleased_running_operations(&self) -> Result<Vec<OperationId>, StoreError> {
+        let now = lease::micros(Utc::now());
+        self.read("list unleased operations", |tx| {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT o.id FROM operations o LEFT JOIN leases l ON l.operation_id = o.id \
+                     WHERE o.status = 'running' AND (l.operation_id IS NULL OR l.expires_at <= ?1) \
+                     ORDER BY o.created_at, o.rowid",
+                )
+                .ctx("prepare unleased operations")?;
+            let ids = stmt
+                .query_map([now], |r| r.get::<_, String>(0))
+                .ctx("query unleased operations")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("read unleased operations")?;
+            Ok(ids.into_iter().map(OperationId).collect())
+        })
+    }
+
+    fn update_step_fenced(&self, held: &Lease, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
+        self.write("update step (fenced)", |tx| {
+            check_fence(tx, held)?;
+            apply_step_update(tx, &held.operation_id, key, update)
+        })
+    }
+
+    fn set_operation_status_fenced(
+        &self,
+        held: &Lease,
+        status: OperationStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.write("set operation status (fenced)", |tx| {
+            check_fence(tx, held)?;
+            set_status(tx, &held.operation_id, status, error)
+        })
+    }
+
+    fn publish_change(&self, replica: &str, operation: &Operation) -> Result<u64, StoreError> {
+        let json = to_json("operation_changes.operation", operation)?;
+        self.write("publish change", |tx| {
+            tx.execute(
+                "INSERT INTO operation_changes (replica, operation_id, operation) VALUES (?1, ?2, ?3)",
+                params![replica, operation.id.0, json],
+            )
+            .ctx("insert change")?;
+            let seq = tx.last_insert_rowid();
+            let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
+            tx.execute("DELETE FROM operation_changes WHERE seq <= ?1", [seq - keep]).ctx("prune changes")?;
+            u64_from_sql("operation_changes.seq", seq)
+        })
+    }
+
+    fn changes_since(&self, after: u64, limit: u32) -> Result<Vec<OperationChange>, StoreError> {
+        let after = u64_to_sql("operation_changes.seq", after)?;
+        self.read("read changes", |tx| {
+            let mut stmt = tx
+                .prepare("SELECT seq, replica, operation FROM operation_changes WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+                .ctx("prepare changes")?;
+            let rows = stmt
+                .query_map(params![after, i64::from(limit)], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                })
+                .ctx("query changes")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("read changes")?;
+            rows.into_iter()
+                .map(|(seq, replica, op)| {
+                    Ok(OperationChange {
+                        seq: u64_from_sql("operation_changes.seq", seq)?,
+                        replica,
+                        operation: from_json("operation_changes.operation", &op)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn latest_change_seq(&self) -> Result<u64, StoreError> {
+        self.read("read the newest change", |tx| {
+            let seq: i64 = tx
+                .query_row("SELECT COALESCE(MAX(seq), 0) FROM operation_changes", [], |r| r.get(0))
+                .ctx("read the newest change")?;
+            u64_from_sql("operation_changes.seq", seq)
         })
     }
 }

@@ -14,7 +14,7 @@ use instantstart_core::operation::{
 };
 use instantstart_core::spec::ClusterCreateRequest;
 use instantstart_core::store::{
-    ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Inserted, OperationFilter, OperationHead, Store, StoreError,
+    ACTIVE_CLUSTER, ClusterRecord, ClusterSource, Inserted, Lease, OperationFilter, OperationHead, Store, StoreError,
 };
 use instantstart_store::{PostgresStore, SCHEMA_VERSION, SqliteStore, StoreBackend};
 use serde_json::{Value, json};
@@ -23,6 +23,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
+use std::time::Duration as StdDuration;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -579,6 +580,179 @@ impl Store for PerTarget<'_> {
     }
     fn set_setting(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
         self.0.set_setting(key, value)
+    }
+    fn acquire_lease(&self, id: &OperationId, replica: &str, ttl: StdDuration) -> Result<Option<Lease>, StoreError> {
+        self.0.acquire_lease(id, replica, ttl)
+    }
+    fn renew_lease(&self, lease: &Lease, ttl: StdDuration) -> Result<Lease, StoreError> {
+        self.0.renew_lease(lease, ttl)
+    }
+    fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.0.release_lease(lease)
+    }
+    fn get_lease(&self, id: &OperationId) -> Result<Option<Lease>, StoreError> {
+        self.0.get_lease(id)
+    }
+    fn unleased_running_operations(&self) -> Result<Vec<OperationId>, StoreError> {
+        self.0.unleased_running_operations()
+    }
+    fn update_step_fenced(&self, lease: &Lease, key: &str, update: &StepUpdate) -> Result<Step, StoreError> {
+        self.0.update_step_fenced(lease, key, update)
+    }
+    fn set_operation_status_fenced(&self, l: &Lease, s: OperationStatus, e: Option<&str>) -> Result<(), StoreError> {
+        self.0.set_operation_status_fenced(l, s, e)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases and fencing
+
+const TTL: StdDuration = StdDuration::from_secs(30);
+
+fn fenced<T: std::fmt::Debug>(r: Result<T, StoreError>) -> String {
+    match r {
+        Err(StoreError::Fenced { reason, .. }) => reason,
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+}
+
+fn detail(d: &str) -> StepUpdate {
+    StepUpdate { detail: Some(Some(d.into())), ..Default::default() }
+}
+
+#[test]
+fn a_lease_is_held_by_one_replica_and_its_token_grows_with_every_acquisition() {
+    for (name, store, _dir) in backends() {
+        let store = &*store;
+        let op = insert_new(store, new_op("cluster/lease", None, json!({})));
+        assert_eq!(store.get_lease(&op.id).unwrap(), None, "{name}: no lease before the first acquisition");
+        assert_eq!(store.unleased_running_operations().unwrap(), vec![op.id.clone()], "{name}");
+        let a = store.acquire_lease(&op.id, "replica-a", TTL).unwrap().expect("free lease");
+        assert_eq!((a.replica.as_str(), a.token), ("replica-a", 1), "{name}");
+        assert!(a.expires_at > Utc::now() + Duration::seconds(25), "{name}: expires after the TTL");
+        assert_eq!(store.get_lease(&op.id).unwrap(), Some(a.clone()), "{name}");
+        assert!(store.unleased_running_operations().unwrap().is_empty(), "{name}: driven");
+        // Another replica cannot take a live lease; the holder itself re-acquires (a restart).
+        assert_eq!(store.acquire_lease(&op.id, "replica-b", TTL).unwrap(), None, "{name}");
+        let again = store.acquire_lease(&op.id, "replica-a", TTL).unwrap().expect("own lease");
+        assert_eq!(again.token, 2, "{name}: a re-acquisition is a new token");
+        assert!(fenced(store.update_step_fenced(&a, "network", &detail("stale"))).contains("token 2 replaces 1"));
+        // Renewal extends; release frees it for anyone, and the token keeps growing.
+        let renewed = store.renew_lease(&again, TTL).unwrap();
+        assert_eq!(renewed.token, 2);
+        assert!(renewed.expires_at >= again.expires_at, "{name}");
+        store.release_lease(&renewed).unwrap();
+        assert_eq!(store.unleased_running_operations().unwrap(), vec![op.id.clone()], "{name}: released");
+        assert!(fenced(store.renew_lease(&renewed, TTL)).contains("released"), "{name}");
+        let b = store.acquire_lease(&op.id, "replica-b", TTL).unwrap().expect("released lease");
+        assert_eq!((b.replica.as_str(), b.token), ("replica-b", 3), "{name}");
+        // Releasing a lease that moved on changes nothing.
+        store.release_lease(&renewed).unwrap();
+        assert_eq!(store.get_lease(&op.id).unwrap(), Some(b), "{name}");
+        // A finished operation has no lease to take; an unknown one is NotFound.
+        store.set_operation_status(&op.id, OperationStatus::Succeeded, None).unwrap();
+        assert_eq!(store.acquire_lease(&op.id, "replica-c", TTL).unwrap(), None, "{name}");
+        assert!(store.unleased_running_operations().unwrap().is_empty(), "{name}");
+        let unknown = OperationId("op-unknown".into());
+        assert!(matches!(store.acquire_lease(&unknown, "a", TTL), Err(StoreError::NotFound { .. })), "{name}");
+    }
+}
+
+#[test]
+fn fenced_writes_pass_with_the_live_lease_and_are_refused_once_it_moved_on() {
+    for (name, store, _dir) in backends() {
+        let store = &*store;
+        let op = insert_new(store, new_op("cluster/fence", None, json!({})));
+        let a = store.acquire_lease(&op.id, "replica-a", StdDuration::from_millis(300)).unwrap().unwrap();
+        let step = store.update_step_fenced(&a, "network", &detail("by a")).unwrap();
+        assert_eq!(step.detail.as_deref(), Some("by a"), "{name}");
+        // A pauses past the TTL: its lease expires, B takes over.
+        std::thread::sleep(StdDuration::from_millis(400));
+        assert!(fenced(store.update_step_fenced(&a, "network", &detail("late"))).contains("expired"), "{name}");
+        assert_eq!(store.unleased_running_operations().unwrap(), vec![op.id.clone()], "{name}: expired");
+        let b = store.acquire_lease(&op.id, "replica-b", TTL).unwrap().expect("expired lease");
+        assert_eq!(b.token, 2, "{name}");
+        // A wakes up: every write and its renewal are refused, and nothing it sent is stored.
+        let reason = fenced(store.update_step_fenced(&a, "network", &detail("stale")));
+        assert!(reason.contains("moved on to replica replica-b"), "{name}: {reason}");
+        fenced(store.set_operation_status_fenced(&a, OperationStatus::Failed, Some("stale")));
+        fenced(store.renew_lease(&a, TTL));
+        let now = store.get_operation(&op.id).unwrap().unwrap();
+        assert_eq!(now.status, OperationStatus::Running, "{name}");
+        assert_eq!(
+            now.step("network").unwrap().detail.as_deref(),
+            Some("by a"),
+            "{name}: the stale write left no trace"
+        );
+        // B writes, finishes; after a cancellation made elsewhere, even B is fenced.
+        store.update_step_fenced(&b, "network", &detail("by b")).unwrap();
+        store.set_operation_status(&op.id, OperationStatus::Cancelled, Some("cancelled")).unwrap();
+        assert!(fenced(store.update_step_fenced(&b, "network", &detail("after"))).contains("cancelled"), "{name}");
+        fenced(store.set_operation_status_fenced(&b, OperationStatus::Succeeded, None));
+        assert_eq!(store.get_operation(&op.id).unwrap().unwrap().status, OperationStatus::Cancelled, "{name}");
+    }
+}
+
+#[test]
+fn the_change_feed_is_read_back_in_order_by_every_handle_from_any_point() {
+    for (name, handles, _guard) in shared_backends() {
+        let (a, b) = (handles[0].as_ref(), handles[1].as_ref());
+        assert_eq!(b.latest_change_seq().unwrap(), 0, "{name}: empty feed");
+        let op = insert_new(a, new_op("cluster/feed", None, json!({})));
+        let mut published = Vec::new();
+        for (i, replica) in ["replica-a", "replica-b", "replica-a"].iter().enumerate() {
+            let handle = if *replica == "replica-a" { a } else { b };
+            let after = handle.update_step(&op.id, "network", &detail(&format!("change {i}"))).unwrap();
+            let mut now = handle.get_operation(&op.id).unwrap().unwrap();
+            assert_eq!(now.step("network").unwrap(), &after);
+            now.error = Some(format!("marker {i}"));
+            published.push((handle.publish_change(replica, &now).unwrap(), replica.to_string(), now));
+        }
+        let seqs: Vec<u64> = published.iter().map(|p| p.0).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{name}: sequence numbers grow: {seqs:?}");
+        assert_eq!(a.latest_change_seq().unwrap(), seqs[2], "{name}");
+        // Every handle reads the same changes, whole and in order, from any point, in pages.
+        for handle in [a, b] {
+            let all = handle.changes_since(0, 100).unwrap();
+            let got: Vec<(u64, String, _)> = all.into_iter().map(|c| (c.seq, c.replica, c.operation)).collect();
+            assert_eq!(got, published, "{name}");
+            let page = handle.changes_since(seqs[0], 1).unwrap();
+            assert_eq!(page.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![seqs[1]], "{name}: one page");
+            assert!(handle.changes_since(seqs[2], 100).unwrap().is_empty(), "{name}: nothing newer");
+        }
+    }
+}
+
+#[test]
+fn two_replicas_acquiring_at_once_get_one_lease() {
+    for (name, handles, _guard) in shared_backends() {
+        let op = insert_new(handles[0].as_ref(), new_op("cluster/race", None, json!({})));
+        for round in 0..5 {
+            if round > 0 {
+                // Free the lease for the next race.
+                let held = handles[0].get_lease(&op.id).unwrap().unwrap();
+                handles[0].release_lease(&held).unwrap();
+            }
+            let barrier = Arc::new(Barrier::new(2));
+            let winners: Vec<Option<Lease>> = std::thread::scope(|s| {
+                let joins: Vec<_> = handles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        let (barrier, id) = (barrier.clone(), op.id.clone());
+                        s.spawn(move || {
+                            barrier.wait();
+                            h.acquire_lease(&id, &format!("replica-{i}"), TTL).unwrap()
+                        })
+                    })
+                    .collect();
+                joins.into_iter().map(|j| j.join().unwrap()).collect()
+            });
+            let won: Vec<&Lease> = winners.iter().flatten().collect();
+            assert_eq!(won.len(), 1, "{name} round {round}: exactly one acquirer wins: {winners:?}");
+            assert_eq!(won[0].token, round + 1, "{name} round {round}");
+            assert_eq!(handles[1].get_lease(&op.id).unwrap().as_ref(), Some(won[0]), "{name}");
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Adaptive backoff for polling and for retrying throttled or transient provider calls.
+//! Adaptive backoff for polling and for retrying throttled or transient provider calls, and
+//! the engine's timing configuration (including the lease TTL).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -35,7 +36,14 @@ pub struct EngineConfig {
     /// Retries of retryable errors before a step fails: in a row while polling, and per
     /// provider API (at most four times as many in all) while submitting.
     pub max_retries: u32,
+    /// How long a replica's lease on an operation lasts unless renewed (renewed every
+    /// quarter of it): after a replica dies, another takes its operations over within about
+    /// this long. Not scaled by the simulator's speed.
+    pub lease_ttl: Duration,
 }
+
+/// The default [`EngineConfig::lease_ttl`].
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
 
 impl Default for EngineConfig {
     /// Real-cloud defaults: first poll after 2 s, settling at 30 s; up to 24 retries in a row (each observes first; the retry delay caps at 20 s).
@@ -44,6 +52,7 @@ impl Default for EngineConfig {
             poll: Backoff { initial: Duration::from_secs(2), max: Duration::from_secs(30), factor: 1.5 },
             retry: Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(20), factor: 2.0 },
             max_retries: 24,
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
     }
 }
@@ -52,7 +61,7 @@ impl EngineConfig {
     /// Defaults with every duration divided by `speed` (simulated cloud running faster).
     pub fn scaled(speed: f64) -> Self {
         let d = Self::default();
-        EngineConfig { poll: d.poll.scaled(speed), retry: d.retry.scaled(speed), max_retries: d.max_retries }
+        EngineConfig { poll: d.poll.scaled(speed), retry: d.retry.scaled(speed), ..d }
     }
 }
 

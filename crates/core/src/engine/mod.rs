@@ -25,14 +25,23 @@
 //!   with the steps that were under way failed and retryable; it is never left `running` with
 //!   nothing driving it (unless the store stays down, and then it resumes at the next start).
 //!
+//! - One driver per operation across replicas sharing a store: a driver first acquires the
+//!   operation's lease ([`crate::store::Lease`]), renews it every quarter of
+//!   [`EngineConfig::lease_ttl`] and before every submission, and writes every phase with its
+//!   fencing token. When a write or renewal is fenced, or the lease may have lapsed by the
+//!   local clock (checked before every provider call), the driver stops at once and records
+//!   nothing more. [`Engine::start_lease_sweep`] resumes operations whose lease lapsed.
+//!
 //! # Caveats
 //! - Cancelling stops the operation between provider calls; it does not roll back what was
-//!   created (a delete operation does that).
+//!   created (a delete operation does that). Cancelling on a replica that does not drive the
+//!   operation marks it cancelled in the store; the driving replica stops at its next fenced
+//!   write or renewal.
 
 mod backoff;
 pub mod reads;
 
-pub use backoff::{Backoff, EngineConfig};
+pub use backoff::{Backoff, DEFAULT_LEASE_TTL, EngineConfig};
 
 use crate::diff::Plan;
 use crate::operation::{
@@ -41,7 +50,7 @@ use crate::operation::{
 };
 use crate::preflight::{self, PreflightCheck};
 use crate::provider::ProviderError;
-use crate::store::{Inserted, Store, StoreError};
+use crate::store::{Inserted, Lease, Store, StoreError};
 use crate::validate::ValidationError;
 use async_trait::async_trait;
 use chrono::Utc;
@@ -331,9 +340,19 @@ struct Inner {
     store: Arc<dyn Store>,
     workflows: HashMap<OperationKind, Arc<dyn Workflow>>,
     config: EngineConfig,
+    /// This process's replica id: the holder named in the leases it takes.
+    replica: String,
     events: broadcast::Sender<OperationEvent>,
     running: Mutex<HashMap<OperationId, Running>>,
     tasks: Mutex<JoinSet<()>>,
+    /// The sweep taking over operations whose lease lapsed ([`Engine::start_lease_sweep`]).
+    sweep: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Test hook: renewals are skipped while set (a replica stalled past its TTL).
+    renewals_paused: std::sync::atomic::AtomicBool,
+    /// Whether changes are published to the store's change feed ([`Engine::start_change_relay`]).
+    publishing: std::sync::atomic::AtomicBool,
+    /// The relay of other replicas' changes into [`Engine::subscribe`].
+    relay: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// The operation engine. Cheap to clone.
@@ -341,6 +360,9 @@ struct Inner {
 pub struct Engine {
     inner: Arc<Inner>,
 }
+
+/// The replica id of [`Engine::new`]: the only process on its store.
+pub const LOCAL_REPLICA: &str = "local";
 
 /// Deterministic idempotency token of a step: the same for every attempt and restart.
 pub fn step_token(operation: &OperationId, step_key: &str) -> String {
@@ -351,18 +373,127 @@ pub fn step_token(operation: &OperationId, step_key: &str) -> String {
 }
 
 impl Engine {
+    /// An engine with the replica id [`LOCAL_REPLICA`]: the one process using its store, so a
+    /// new engine on the same store (a restart) takes every running operation back at once.
+    /// Processes sharing a store need distinct ids: [`Engine::with_replica`].
     pub fn new(store: Arc<dyn Store>, workflows: Vec<Arc<dyn Workflow>>, config: EngineConfig) -> Self {
+        Self::with_replica(store, workflows, config, LOCAL_REPLICA.into())
+    }
+
+    /// An engine whose leases name `replica`. A server keeps its replica id across restarts,
+    /// so after a crash it takes its own operations back at once instead of after the TTL.
+    pub fn with_replica(
+        store: Arc<dyn Store>,
+        workflows: Vec<Arc<dyn Workflow>>,
+        config: EngineConfig,
+        replica: String,
+    ) -> Self {
         let (events, _) = broadcast::channel(4096);
         Engine {
             inner: Arc::new(Inner {
                 store,
                 workflows: workflows.into_iter().map(|w| (w.kind(), w)).collect(),
                 config,
+                replica,
                 events,
                 running: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(JoinSet::new()),
+                sweep: Mutex::new(None),
+                renewals_paused: std::sync::atomic::AtomicBool::new(false),
+                publishing: std::sync::atomic::AtomicBool::new(false),
+                relay: Mutex::new(None),
             }),
         }
+    }
+
+    /// The replica id this engine's leases carry.
+    pub fn replica_id(&self) -> &str {
+        &self.inner.replica
+    }
+
+    /// Whether this engine is driving operation `id` now.
+    pub fn is_driving(&self, id: &OperationId) -> bool {
+        self.inner.running.lock().expect("lock").contains_key(id)
+    }
+
+    /// Starts the background sweep (every TTL/4): it takes over running operations whose
+    /// lease lapsed (their replica died) and resumes them from their persisted phases, exactly
+    /// as a restart does. Idempotent; stopped by [`Engine::abort_all`].
+    pub fn start_lease_sweep(&self) {
+        let mut sweep = self.inner.sweep.lock().expect("lock");
+        if sweep.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let engine = self.clone();
+        let period = renewal_period(self.inner.config.lease_ttl);
+        *sweep = Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                match engine.inner.store.unleased_running_operations() {
+                    Ok(ids) => {
+                        for id in ids {
+                            if !engine.is_driving(&id) {
+                                tracing::info!(operation = %id, replica = %engine.inner.replica, "taking over an operation whose lease lapsed");
+                                engine.spawn(id);
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "lease sweep: listing unleased operations failed"),
+                }
+            }
+        }));
+    }
+
+    /// Live streams across replicas sharing a store: from now on every change this engine
+    /// makes is also published to the store's change feed ([`Store::publish_change`]), and a
+    /// relay task reads the feed by sequence number (every [`RELAY_PERIOD`]) and re-emits the
+    /// changes other replicas made to this engine's [`Engine::subscribe`]rs, in feed order.
+    /// The relay resumes from the last sequence number it read after a store error, so a
+    /// follower misses nothing (unless the relay falls more than
+    /// [`crate::store::CHANGE_FEED_KEEP`] changes behind). Every change carries the whole
+    /// operation, so followers converge whatever they missed. Idempotent. A single process on
+    /// its own store needs none of it.
+    pub fn start_change_relay(&self) -> Result<(), EngineError> {
+        let mut relay = self.inner.relay.lock().expect("lock");
+        if relay.as_ref().is_some_and(|h| !h.is_finished()) {
+            return Ok(());
+        }
+        let mut cursor = self.inner.store.latest_change_seq()?;
+        self.inner.publishing.store(true, std::sync::atomic::Ordering::SeqCst);
+        let inner = self.inner.clone();
+        *relay = Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(RELAY_PERIOD).await;
+                loop {
+                    let changes = match inner.store.changes_since(cursor, 512) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "change relay: reading the feed failed; trying again");
+                            break;
+                        }
+                    };
+                    let full = changes.len() == 512;
+                    for change in changes {
+                        cursor = change.seq;
+                        if change.replica != inner.replica {
+                            broadcast_change(&inner, &change.operation, None);
+                        }
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    /// Test hook: while `paused`, this engine skips its lease renewals, as a replica stalled
+    /// (a long GC or network pause) would; its drivers stop by themselves once the lease may
+    /// have lapsed by their own clock.
+    #[doc(hidden)]
+    pub fn pause_lease_renewals(&self, paused: bool) {
+        self.inner.renewals_paused.store(paused, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -498,13 +629,24 @@ impl Engine {
         self.record(&workflow, kind, prepared, hash, actor, idempotency_key)
     }
 
-    /// Resumes every operation left `running` by a previous process.
+    /// Resumes every operation left `running` that no other live replica drives: those
+    /// without a live lease, and those whose lease this replica held before it restarted.
+    /// Returns how many it took.
     pub fn resume_all(&self) -> Result<usize, EngineError> {
         let ops = self.inner.store.running_operations()?;
-        let n = ops.len();
+        let mut n = 0;
         for op in ops {
-            tracing::info!(operation = %op.id, target = %op.target, "resuming operation");
-            self.spawn(op.id);
+            if self.is_driving(&op.id) {
+                continue;
+            }
+            let Some(lease) =
+                self.inner.store.acquire_lease(&op.id, &self.inner.replica, self.inner.config.lease_ttl)?
+            else {
+                continue;
+            };
+            tracing::info!(operation = %op.id, target = %op.target, token = lease.token, "resuming operation");
+            self.spawn_leased(op.id, Some(lease));
+            n += 1;
         }
         Ok(n)
     }
@@ -586,7 +728,9 @@ impl Engine {
             None => false,
         };
         if !signalled {
-            finish_cancelled(&self.inner, id)?;
+            // Nobody drives it here: it is unleased, or another replica drives it (that
+            // replica's next fenced write or renewal sees the cancellation and stops).
+            finish_cancelled(&self.inner, None, id)?;
         }
         self.get(id)
     }
@@ -618,6 +762,12 @@ impl Engine {
     /// Stops all running operation tasks without changing their stored phases, as a crash
     /// would. Used on shutdown (operations resume on the next start) and in tests.
     pub fn abort_all(&self) {
+        if let Some(sweep) = self.inner.sweep.lock().expect("lock").take() {
+            sweep.abort();
+        }
+        if let Some(relay) = self.inner.relay.lock().expect("lock").take() {
+            relay.abort();
+        }
         self.inner.tasks.lock().expect("lock").abort_all();
         self.inner.running.lock().expect("lock").clear();
     }
@@ -627,6 +777,14 @@ impl Engine {
     }
 
     fn spawn(&self, id: OperationId) {
+        self.spawn_leased(id, None);
+    }
+
+    /// Starts the driver of `id` unless this engine drives it already. The driver acquires
+    /// the operation's lease first (unless `lease` is one just acquired) and drives only
+    /// while it holds it: a renewal task keeps it, and the driver stops at once when a
+    /// renewal or a fenced write says the lease moved on.
+    fn spawn_leased(&self, id: OperationId, mut lease: Option<Lease>) {
         let mut running = self.inner.running.lock().expect("lock");
         if running.contains_key(&id) {
             return;
@@ -637,10 +795,41 @@ impl Engine {
         let inner = self.inner.clone();
         self.inner.tasks.lock().expect("lock").spawn(async move {
             loop {
-                let result = run_operation(&inner, &id, rx).await;
+                let acquired = match lease.take() {
+                    Some(l) => Ok(Some(l)),
+                    None => inner.store.acquire_lease(&id, &inner.replica, inner.config.lease_ttl),
+                };
+                let held = match acquired {
+                    Ok(Some(l)) => l,
+                    Ok(None) => {
+                        tracing::debug!(operation = %id, "another replica drives the operation (or it ended)");
+                        inner.running.lock().expect("lock").remove(&id);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(operation = %id, error = %e, "could not acquire the operation's lease; the sweep tries again");
+                        inner.running.lock().expect("lock").remove(&id);
+                        return;
+                    }
+                };
+                let guard = Arc::new(LeaseGuard::new(held, inner.config.lease_ttl));
+                // Dropping the driver future (lease lost) aborts every step task it spawned:
+                // no provider call starts after this replica knows it lost the lease.
+                let result = tokio::select! {
+                    r = run_operation(&inner, &guard, &id, rx) => r,
+                    lost = keep_lease(&inner, &guard) => Err(EngineError::Store(lost)),
+                };
                 if let Err(e) = &result {
+                    if is_fenced(e) {
+                        tracing::warn!(operation = %id, replica = %inner.replica, error = %e, "lost the operation's lease: stopped driving it");
+                        inner.running.lock().expect("lock").remove(&id);
+                        return;
+                    }
                     tracing::error!(operation = %id, error = %e, "operation driver stopped");
-                    record_driver_failure(&inner, &id, e).await;
+                    record_driver_failure(&inner, &guard, &id, e).await;
+                }
+                if let Err(e) = inner.store.release_lease(&guard.lease) {
+                    tracing::debug!(operation = %id, error = %e, "releasing the lease failed; it lapses after the TTL");
                 }
                 // A retry may have reopened the operation while this driver was finishing; its
                 // `spawn` saw this driver registered and left the work to it. Decide under the
@@ -660,7 +849,97 @@ impl Engine {
     }
 }
 
+/// The lease a driver holds, with the local deadline after which it must assume it lapsed
+/// (the start of the last successful renewal plus the TTL, on this process's monotonic
+/// clock: never later than the store's expiry).
+struct LeaseGuard {
+    lease: Lease,
+    valid_until: Mutex<tokio::time::Instant>,
+}
+
+impl LeaseGuard {
+    fn new(lease: Lease, ttl: std::time::Duration) -> Self {
+        LeaseGuard { lease, valid_until: Mutex::new(tokio::time::Instant::now() + ttl) }
+    }
+
+    /// Records a successful renewal asked for at `asked`.
+    fn renewed(&self, asked: tokio::time::Instant, ttl: std::time::Duration) {
+        let mut until = self.valid_until.lock().expect("lock");
+        *until = (*until).max(asked + ttl);
+    }
+
+    /// Refuses (as fenced) once the lease may have lapsed by the local clock: checked before
+    /// every provider call.
+    fn ensure(&self) -> Result<(), EngineError> {
+        if tokio::time::Instant::now() >= *self.valid_until.lock().expect("lock") {
+            return Err(lapsed(&self.lease, "its lease was not renewed within the TTL"));
+        }
+        Ok(())
+    }
+}
+
+fn lapsed(lease: &Lease, reason: &str) -> EngineError {
+    EngineError::Store(StoreError::Fenced { operation: lease.operation_id.clone(), reason: reason.into() })
+}
+
+fn is_fenced(e: &EngineError) -> bool {
+    matches!(e, EngineError::Store(StoreError::Fenced { .. }))
+}
+
+/// How often a held lease is renewed (and the sweep looks for lapsed ones): a quarter of the
+/// TTL, so two renewals may fail before the lease lapses.
+fn renewal_period(ttl: std::time::Duration) -> std::time::Duration {
+    (ttl / 4).max(std::time::Duration::from_millis(5))
+}
+
+/// Renews `g`'s lease every [`renewal_period`] until it is lost; returns why. A renewal that
+/// fails on a store error is tried again at the next period; the lease counts as lost when
+/// the store refuses it (fenced) or when no renewal succeeded within the TTL.
+async fn keep_lease(inner: &Inner, g: &LeaseGuard) -> StoreError {
+    let ttl = inner.config.lease_ttl;
+    loop {
+        tokio::time::sleep(renewal_period(ttl)).await;
+        let started = tokio::time::Instant::now();
+        let deadline = *g.valid_until.lock().expect("lock");
+        if inner.renewals_paused.load(std::sync::atomic::Ordering::SeqCst) {
+            if started >= deadline {
+                return StoreError::Fenced {
+                    operation: g.lease.operation_id.clone(),
+                    reason: "its lease was not renewed within the TTL".into(),
+                };
+            }
+            continue;
+        }
+        match inner.store.renew_lease(&g.lease, ttl) {
+            Ok(_) => g.renewed(started, ttl),
+            Err(e @ StoreError::Fenced { .. }) => return e,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return StoreError::Fenced {
+                    operation: g.lease.operation_id.clone(),
+                    reason: format!("its lease could not be renewed within the TTL ({e})"),
+                };
+            }
+            Err(e) => {
+                tracing::warn!(operation = %g.lease.operation_id, error = %e, "lease renewal failed; trying again")
+            }
+        }
+    }
+}
+
+/// How often [`Engine::start_change_relay`] reads the store's change feed.
+pub const RELAY_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+
 fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
+    if inner.publishing.load(std::sync::atomic::Ordering::SeqCst)
+        && let Err(e) = inner.store.publish_change(&inner.replica, op)
+    {
+        tracing::warn!(operation = %op.id, error = %e, "publishing the change for other replicas failed");
+    }
+    broadcast_change(inner, op, step);
+}
+
+/// Sends a change to this engine's subscribers.
+fn broadcast_change(inner: &Inner, op: &Operation, step: Option<&str>) {
     if inner.events.receiver_count() == 0 {
         return;
     }
@@ -687,12 +966,16 @@ const DRIVER_FAILURE_ATTEMPTS: u32 = 8;
 /// store may still be failing: this tries [`DRIVER_FAILURE_ATTEMPTS`] times with backoff; if
 /// every attempt fails, the operation stays `running` in the store and resumes at the next
 /// start, which is also correct.
-async fn record_driver_failure(inner: &Inner, id: &OperationId, error: &EngineError) {
+async fn record_driver_failure(inner: &Inner, g: &LeaseGuard, id: &OperationId, error: &EngineError) {
     let reason = format!("the operation's driver stopped: {error}; retry the failed step to continue");
     let mut delay = std::time::Duration::from_millis(50);
     for attempt in 1..=DRIVER_FAILURE_ATTEMPTS {
-        match mark_stopped_operation_failed(inner, id, &reason) {
+        match mark_stopped_operation_failed(inner, g, id, &reason) {
             Ok(()) => return,
+            Err(e @ StoreError::Fenced { .. }) => {
+                tracing::warn!(operation = %id, error = %e, "not recording the stopped driver: the lease moved on");
+                return;
+            }
             Err(e) => {
                 tracing::warn!(operation = %id, attempt, error = %e, "recording the stopped driver failed");
                 tokio::time::sleep(delay).await;
@@ -703,13 +986,18 @@ async fn record_driver_failure(inner: &Inner, id: &OperationId, error: &EngineEr
     tracing::error!(operation = %id, "could not record the failure; the operation resumes at the next start");
 }
 
-fn mark_stopped_operation_failed(inner: &Inner, id: &OperationId, reason: &str) -> Result<(), StoreError> {
+fn mark_stopped_operation_failed(
+    inner: &Inner,
+    g: &LeaseGuard,
+    id: &OperationId,
+    reason: &str,
+) -> Result<(), StoreError> {
     let Some(op) = inner.store.get_operation(id)? else { return Ok(()) };
     if op.status != OperationStatus::Running {
         return Ok(());
     }
     if op.steps.iter().all(|s| s.phase == StepPhase::Succeeded) {
-        inner.store.set_operation_status(id, OperationStatus::Succeeded, None)?;
+        inner.store.set_operation_status_fenced(&g.lease, OperationStatus::Succeeded, None)?;
     } else {
         let under_way =
             |s: &&Step| matches!(s.phase, StepPhase::Submitting | StepPhase::Submitted | StepPhase::Polling);
@@ -718,8 +1006,8 @@ fn mark_stopped_operation_failed(inner: &Inner, id: &OperationId, reason: &str) 
             to_fail.extend(op.steps.iter().find(|s| !s.phase.is_terminal()));
         }
         for s in to_fail {
-            inner.store.update_step(
-                id,
+            inner.store.update_step_fenced(
+                &g.lease,
                 &s.key,
                 &StepUpdate {
                     phase: Some(StepPhase::Failed),
@@ -729,7 +1017,7 @@ fn mark_stopped_operation_failed(inner: &Inner, id: &OperationId, reason: &str) 
                 },
             )?;
         }
-        inner.store.set_operation_status(id, OperationStatus::Failed, Some(reason))?;
+        inner.store.set_operation_status_fenced(&g.lease, OperationStatus::Failed, Some(reason))?;
     }
     if let Some(op) = inner.store.get_operation(id)? {
         emit(inner, &op, None);
@@ -737,27 +1025,35 @@ fn mark_stopped_operation_failed(inner: &Inner, id: &OperationId, reason: &str) 
     Ok(())
 }
 
-fn finish_cancelled(inner: &Inner, id: &OperationId) -> Result<(), EngineError> {
+/// Marks the unfinished steps and the operation cancelled: fenced by `lease` when the driver
+/// does it, unfenced when nobody drives the operation here.
+fn finish_cancelled(inner: &Inner, lease: Option<&Lease>, id: &OperationId) -> Result<(), EngineError> {
     let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
     for s in op.steps.iter().filter(|s| !s.phase.is_terminal()) {
-        inner.store.update_step(
-            id,
-            &s.key,
-            &StepUpdate {
-                phase: Some(StepPhase::Cancelled),
-                finished_at: Some(Some(Utc::now())),
-                ..Default::default()
-            },
-        )?;
+        let update =
+            StepUpdate { phase: Some(StepPhase::Cancelled), finished_at: Some(Some(Utc::now())), ..Default::default() };
+        match lease {
+            Some(l) => inner.store.update_step_fenced(l, &s.key, &update)?,
+            None => inner.store.update_step(id, &s.key, &update)?,
+        };
     }
-    inner.store.set_operation_status(id, OperationStatus::Cancelled, Some("cancelled"))?;
+    match lease {
+        Some(l) => inner.store.set_operation_status_fenced(l, OperationStatus::Cancelled, Some("cancelled"))?,
+        None => inner.store.set_operation_status(id, OperationStatus::Cancelled, Some("cancelled"))?,
+    }
     if let Some(op) = inner.store.get_operation(id)? {
         emit(inner, &op, None);
     }
     Ok(())
 }
 
-async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Receiver<bool>) -> Result<(), EngineError> {
+async fn run_operation(
+    inner: &Arc<Inner>,
+    guard: &Arc<LeaseGuard>,
+    id: &OperationId,
+    cancel: watch::Receiver<bool>,
+) -> Result<(), EngineError> {
+    let g: &LeaseGuard = guard;
     let first = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
     let workflow = inner.workflows.get(&first.kind).cloned().ok_or(EngineError::UnknownKind(first.kind))?;
     let mut in_flight: HashSet<String> = HashSet::new();
@@ -779,13 +1075,14 @@ async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Rece
                     continue;
                 }
                 let Some(executor) = workflow.executor(&op.request, &s.key) else {
-                    fail_step(inner, id, &s.key, &format!("no executor for step {}", s.key))?;
+                    fail_step(inner, g, id, &s.key, &format!("no executor for step {}", s.key))?;
                     continue;
                 };
                 in_flight.insert(s.key.clone());
                 let (inner2, id2, key, cancel2) = (inner.clone(), id.clone(), s.key.clone(), cancel.clone());
+                let guard2 = guard.clone();
                 steps.spawn(async move {
-                    let r = drive_step(&inner2, &id2, &key, executor, cancel2).await;
+                    let r = drive_step(&inner2, &guard2, &id2, &key, executor, cancel2).await;
                     (key, r)
                 });
             }
@@ -793,7 +1090,7 @@ async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Rece
         if in_flight.is_empty() {
             let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
             if cancelled {
-                return finish_cancelled(inner, id);
+                return finish_cancelled(inner, Some(&g.lease), id);
             }
             let failed: Vec<String> = op
                 .steps
@@ -808,7 +1105,7 @@ async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Rece
             } else {
                 (OperationStatus::Failed, Some(failed.join("; ")))
             };
-            inner.store.set_operation_status(id, status, error.as_deref())?;
+            inner.store.set_operation_status_fenced(&g.lease, status, error.as_deref())?;
             if let Some(op) = inner.store.get_operation(id)? {
                 emit(inner, &op, None);
             }
@@ -821,7 +1118,11 @@ async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Rece
                     Some(Ok((key, result))) => {
                         in_flight.remove(&key);
                         if let Err(e) = result {
-                            fail_step(inner, id, &key, &e.to_string())?;
+                            if is_fenced(&e) {
+                                // The lease moved on: stop everything, write nothing more.
+                                return Err(e);
+                            }
+                            fail_step(inner, g, id, &key, &e.to_string())?;
                         }
                     }
                     Some(Err(join_error)) => {
@@ -830,7 +1131,7 @@ async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Rece
                         let op = inner.store.get_operation(id)?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
                         for key in in_flight.drain() {
                             if op.step(&key).is_some_and(|s| !s.phase.is_terminal()) {
-                                fail_step(inner, id, &key, &format!("step task failed: {join_error}"))?;
+                                fail_step(inner, g, id, &key, &format!("step task failed: {join_error}"))?;
                             }
                         }
                         steps.abort_all();
@@ -843,9 +1144,10 @@ async fn run_operation(inner: &Arc<Inner>, id: &OperationId, cancel: watch::Rece
     }
 }
 
-fn fail_step(inner: &Inner, id: &OperationId, key: &str, reason: &str) -> Result<(), EngineError> {
+fn fail_step(inner: &Inner, g: &LeaseGuard, id: &OperationId, key: &str, reason: &str) -> Result<(), EngineError> {
     persist(
         inner,
+        g,
         id,
         key,
         StepUpdate {
@@ -857,8 +1159,9 @@ fn fail_step(inner: &Inner, id: &OperationId, key: &str, reason: &str) -> Result
     )
 }
 
-fn persist(inner: &Inner, id: &OperationId, key: &str, update: StepUpdate) -> Result<(), EngineError> {
-    inner.store.update_step(id, key, &update)?;
+/// A fenced step write by the driver holding `g`'s lease, then broadcast.
+fn persist(inner: &Inner, g: &LeaseGuard, id: &OperationId, key: &str, update: StepUpdate) -> Result<(), EngineError> {
+    inner.store.update_step_fenced(&g.lease, key, &update)?;
     if let Some(op) = inner.store.get_operation(id)? {
         emit(inner, &op, Some(key));
     }
@@ -883,6 +1186,7 @@ async fn sleep_or_cancel(d: std::time::Duration, cancel: &mut watch::Receiver<bo
 
 async fn drive_step(
     inner: &Arc<Inner>,
+    g: &LeaseGuard,
     id: &OperationId,
     key: &str,
     executor: Arc<dyn StepExecutor>,
@@ -916,6 +1220,7 @@ async fn drive_step(
                 // Intent first: the attempt is durable before any provider call.
                 persist(
                     inner,
+                    g,
                     id,
                     key,
                     StepUpdate {
@@ -932,6 +1237,12 @@ async fn drive_step(
                 let mut retries = 0;
                 let mut budget = SubmitRetries::new(config.max_retries);
                 let outcome = loop {
+                    // Before a mutation, the store confirms (and extends) the lease: a replica
+                    // that lost it never submits.
+                    g.ensure()?;
+                    let asked = tokio::time::Instant::now();
+                    inner.store.renew_lease(&g.lease, config.lease_ttl)?;
+                    g.renewed(asked, config.lease_ttl);
                     let attempt = async {
                         match executor.observe(&cx).await? {
                             Observation::Exists(r) => Ok(Ok((r, "adopted the resource of an earlier attempt"))),
@@ -943,6 +1254,7 @@ async fn drive_step(
                         Err(e) if e.is_retryable() && budget.allows(&e) => {
                             persist(
                                 inner,
+                                g,
                                 id,
                                 key,
                                 StepUpdate { detail: Some(Some(format!("retrying: {e}"))), ..Default::default() },
@@ -958,6 +1270,7 @@ async fn drive_step(
                 match outcome {
                     Ok(Ok((resource, how))) => persist(
                         inner,
+                        g,
                         id,
                         key,
                         StepUpdate {
@@ -970,6 +1283,7 @@ async fn drive_step(
                     Ok(Err(reason)) => {
                         return persist(
                             inner,
+                            g,
                             id,
                             key,
                             StepUpdate {
@@ -980,26 +1294,34 @@ async fn drive_step(
                             },
                         );
                     }
-                    Err(e) => return fail_step(inner, id, key, &e.to_string()),
+                    Err(e) => return fail_step(inner, g, id, key, &e.to_string()),
                 }
             }
             StepPhase::Submitted => {
-                persist(inner, id, key, StepUpdate { phase: Some(StepPhase::Polling), ..Default::default() })?;
+                persist(inner, g, id, key, StepUpdate { phase: Some(StepPhase::Polling), ..Default::default() })?;
             }
             StepPhase::Polling => {
                 let Some(resource) = step.resource.clone() else {
                     // Cannot happen through the engine; recover by observing again.
-                    persist(inner, id, key, StepUpdate { phase: Some(StepPhase::Submitting), ..Default::default() })?;
+                    persist(
+                        inner,
+                        g,
+                        id,
+                        key,
+                        StepUpdate { phase: Some(StepPhase::Submitting), ..Default::default() },
+                    )?;
                     continue;
                 };
                 let mut n = 0u32;
                 let mut retries = 0u32;
                 let mut last_detail = step.detail.clone();
                 loop {
+                    g.ensure()?;
                     match executor.poll(&cx, &resource).await {
                         Ok(Progress::Done(outputs)) => {
                             return persist(
                                 inner,
+                                g,
                                 id,
                                 key,
                                 StepUpdate {
@@ -1012,13 +1334,14 @@ async fn drive_step(
                             );
                         }
                         Ok(Progress::Failed { reason }) => {
-                            return fail_step(inner, id, key, &reason);
+                            return fail_step(inner, g, id, key, &reason);
                         }
                         Ok(Progress::Resubmit { detail }) => {
                             resubmits += 1;
                             if resubmits > config.max_retries {
                                 return fail_step(
                                     inner,
+                                    g,
                                     id,
                                     key,
                                     &format!("{detail} (submitted again {} times; giving up)", resubmits - 1),
@@ -1026,6 +1349,7 @@ async fn drive_step(
                             }
                             persist(
                                 inner,
+                                g,
                                 id,
                                 key,
                                 StepUpdate {
@@ -1041,6 +1365,7 @@ async fn drive_step(
                             if last_detail.as_deref() != Some(detail.as_str()) {
                                 persist(
                                     inner,
+                                    g,
                                     id,
                                     key,
                                     StepUpdate { detail: Some(Some(detail.clone())), ..Default::default() },
@@ -1058,7 +1383,7 @@ async fn drive_step(
                             }
                             retries += 1;
                         }
-                        Err(e) => return fail_step(inner, id, key, &e.to_string()),
+                        Err(e) => return fail_step(inner, g, id, key, &e.to_string()),
                     }
                 }
             }

@@ -143,8 +143,28 @@ CREATE INDEX sessions_token_name ON sessions (token_name);
 CREATE INDEX sessions_expires_at ON sessions (expires_at);
 "#;
 
+/// Version 4: several replicas on one store. `leases`: who drives each running operation,
+/// until when (microseconds since the epoch on the database's clock; 0 once released), and the
+/// fencing token every driver write carries. `operation_changes`: the change feed replicas
+/// relay to their live streams (sequence numbers are taken under the write lock, so they
+/// commit in order and a reader never skips one).
+const V4: &str = r#"
+CREATE TABLE leases (
+    operation_id TEXT COLLATE "C" PRIMARY KEY NOT NULL REFERENCES operations (id) ON DELETE CASCADE,
+    replica      TEXT COLLATE "C" NOT NULL,
+    token        BIGINT NOT NULL CHECK (token > 0),
+    expires_at   BIGINT NOT NULL
+);
+CREATE TABLE operation_changes (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    replica      TEXT COLLATE "C" NOT NULL,
+    operation_id TEXT COLLATE "C" NOT NULL,
+    operation    TEXT COLLATE "C" NOT NULL   -- JSON Operation, right after the change
+);
+"#;
+
 /// Every migration, oldest first. Append only; one per SQLite migration.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Highest applied version (0 for a fresh database).
 pub(crate) fn current_version(conn: &mut impl GenericClient) -> Result<u32, StoreError> {
