@@ -213,7 +213,7 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     fill_create_form(ui, "alpha", count="2")
     plan = review_plan(ui)
     keys = [li.get_attribute("data-step-key") for li in plan.find_elements(By.CSS_SELECTOR, "li[data-step-key]")]
-    for k in ("network", "eks_cluster", "select_active", "addon:cert-manager", "hyperpod_cluster", "storage"):
+    for k in ("vpc", "nat_gateway", "eks_cluster", "select_active", "addon:cert-manager", "hyperpod_cluster", "storage"):
         assert k in keys, f"plan has {k}"
     assert "Plan for cluster/alpha" in plan.text
     assert "simulated cloud" in plan.text
@@ -233,7 +233,7 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     ui.wait_css("li.step")
     assert current_op_id(ui) == op_id
     ui.wait(lambda: ui.css(".conn").get_attribute("data-state") == "live", 10, "stream live after reload")
-    assert steps(ui)["network"] == "succeeded", "state after the reload comes from the server"
+    assert steps(ui)["vpc"] == "succeeded", "state after the reload comes from the server"
 
     final = wait_all_green(ui)
     assert len(final) >= 10

@@ -124,7 +124,7 @@ fn plans(steps: &[StepInfo], quick: bool) -> Vec<Plan> {
     let first_addon = steps.iter().find(|s| s.key.starts_with("addon:")).map_or("addon:cert-manager", |s| &s.key);
     // Every create call of the pipeline; the subnet count starts at 4 (created with the VPC).
     let creates = [
-        ("network", "ec2:CreateVpc", 1),
+        ("vpc", "ec2:CreateVpc", 1),
         ("eks_cluster_role", "iam:CreateRole", 1),
         ("bucket", "s3:CreateBucket", 1),
         ("eks_cluster", "eks:CreateCluster", 1),
@@ -136,7 +136,7 @@ fn plans(steps: &[StepInfo], quick: bool) -> Vec<Plan> {
     if quick {
         return vec![
             one(Trigger::Immediately),
-            one(b("network", "submitting")),
+            one(b("vpc", "submitting")),
             one(acted("eks_cluster", "eks:CreateCluster", 1)),
             one(acted("hyperpod_cluster", "sagemaker:CreateCluster", 1)),
             one(b(first_addon, "submitted")),
@@ -167,7 +167,7 @@ fn plans(steps: &[StepInfo], quick: bool) -> Vec<Plan> {
         out.push(one(mid("hyperpod_cluster", f)));
     }
     out.push(Plan::new(vec![b("eks_cluster", "polling"), b("hyperpod_cluster", "submitting")]));
-    out.push(Plan::new(vec![b("network", "submitting"), mid("eks_cluster", 0.5), mid("hyperpod_cluster", 0.5)]));
+    out.push(Plan::new(vec![b("vpc", "submitting"), mid("eks_cluster", 0.5), mid("hyperpod_cluster", 0.5)]));
     out
 }
 

@@ -270,7 +270,7 @@ def test_create_cluster_pipeline_runs_to_a_terminal_state(control_plane):
         err, plan = await call(s, "cluster_create", create_args("agentdemo", dry_run=True))
         assert not err and plan["dry_run"] is True
         keys = {step["key"] for step in plan["steps"]}
-        assert {"network", "eks_cluster", "hyperpod_cluster"} <= keys
+        assert {"vpc", "nat_gateway", "eks_cluster", "hyperpod_cluster"} <= keys
         err, clusters = await call(s, "cluster_list")
         assert clusters == []
 

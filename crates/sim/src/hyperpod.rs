@@ -527,6 +527,20 @@ fn create_cluster(
             ),
         );
     }
+    // N1 (docs/aws-preconditions.md): nodes in private subnets bootstrap through the VPC's NAT
+    // gateway (EKS endpoint, ECR, S3); while it is not `available` they never join.
+    if let Some((g, why)) =
+        groups.iter().find_map(|g| crate::network::egress_unavailable(w, &g.subnet_id, now).map(|why| (g, why)))
+    {
+        life.fail_after(
+            timings::HYPERPOD_FIRST_NODE + timings::HYPERPOD_NODE_BOOT,
+            format!(
+                "Instance group {}: the instances in subnet {} could not bootstrap: no route to the internet ({why}). \
+                 Nodes in private subnets need a NAT gateway to reach the Amazon EKS endpoint, Amazon ECR and Amazon S3",
+                g.name, g.subnet_id
+            ),
+        );
+    }
     if let Some(g) = groups.iter().find(|g| g.failure.is_some()) {
         life.fail_after(
             timings::HYPERPOD_FIRST_NODE + timings::HYPERPOD_NODE_BOOT,

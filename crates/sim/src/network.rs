@@ -152,6 +152,23 @@ fn subnet_users(w: &World, subnet_id: &str, now: f64) -> Vec<String> {
     users
 }
 
+/// Why instances in the private subnet `subnet_id` have no route to the internet yet: the
+/// subnet is in a VPC InstantStart created (the ones with a NAT gateway, and with it the EFA
+/// security group) whose NAT gateway is not `available` — pending (EC2 `NatGateway.State`:
+/// "not ready to process traffic"), failed or being deleted. Public subnets, unknown subnets
+/// and VPCs made outside InstantStart (seeded: routed as their owner set them up) give `None`.
+pub(crate) fn egress_unavailable(w: &World, subnet_id: &str, now: f64) -> Option<String> {
+    let s = w.subnets.get(subnet_id).filter(|s| !s.public)?;
+    let v = w.vpcs.get(&s.vpc_id)?;
+    v.security_group_id.as_ref()?;
+    match v.life.phase(now) {
+        Phase::Active => None,
+        Phase::Creating => Some(format!("the NAT gateway of {} is still pending", v.id)),
+        Phase::Failed(reason) => Some(reason),
+        Phase::Deleting | Phase::Gone => Some(format!("the NAT gateway of {} is being deleted", v.id)),
+    }
+}
+
 /// Creates a network: counted sub-calls and the NAT gateway wait unless `instant` (seeding).
 fn create_network(w: &mut World, req: &CreateNetwork, cx: &Cx, instant: bool) -> Result<Network> {
     const API: &str = "ec2:CreateVpc";

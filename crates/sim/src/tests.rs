@@ -929,6 +929,66 @@ async fn missing_capacity_fails_the_cluster() {
     assert_eq!(s.describe_hyperpod_cluster(REGION, "hp").await.unwrap(), None);
 }
 
+/// N1 (docs/aws-preconditions.md): HyperPod nodes in private subnets bootstrap through the
+/// VPC's NAT gateway. A cluster created while it is pending, or after it failed, fails when its
+/// first instances boot; once the gateway is available the same request succeeds.
+#[tokio::test]
+async fn hyperpod_nodes_need_the_nat_gateway_available() {
+    async fn pending_base(s: &SimCloud) -> Base {
+        let network = network(s, "demo-vpc").await;
+        let eks = s.seed_eks_cluster(REGION, "demo", "1.33", private_subnets(&network), tags()).unwrap();
+        let exec_role = exec_role(s, "demo-hyperpod-exec-role").await;
+        lifecycle_bucket(s).await;
+        Base { network, eks, exec_role }
+    }
+    fn private_in(b: &Base, az: &str) -> String {
+        b.network.subnets.iter().find(|x| !x.public && x.availability_zone == az).expect("private subnet").id.clone()
+    }
+    let failure = |s: &SimCloud, name: &str| {
+        let s = s.clone();
+        let name = name.to_string();
+        async move {
+            match s.describe_hyperpod_cluster(REGION, &name).await.unwrap().unwrap().state {
+                ResourceState::Failed { reason } => reason,
+                other => panic!("{name}: expected Failed, got {other:?}"),
+            }
+        }
+    };
+    let boot = timings::HYPERPOD_FIRST_NODE + timings::HYPERPOD_NODE_BOOT;
+
+    // Pending: the cluster is accepted, its nodes never join.
+    let s = sim();
+    let b = pending_base(&s).await;
+    let subnet = private_in(&b, "us-east-1a");
+    let groups = || vec![(group("g", "ml.g5.2xlarge", 1, "us-east-1a"), subnet.clone())];
+    s.create_hyperpod_cluster(&hp_req(&b, "early", groups())).await.unwrap();
+    adv(&s, boot);
+    let reason = failure(&s, "early").await;
+    assert!(reason.contains("is still pending") && reason.contains(&subnet), "{reason}");
+    assert!(reason.contains("NAT gateway"), "{reason}");
+    // Available (the network went Active long ago): the same request succeeds.
+    assert_eq!(s.describe_network(REGION, &b.network.vpc.id).await.unwrap().state, ResourceState::Active);
+    s.create_hyperpod_cluster(&hp_req(&b, "later", groups())).await.unwrap();
+    adv(&s, timings::HYPERPOD_CREATE);
+    assert_eq!(s.describe_hyperpod_cluster(REGION, "later").await.unwrap().unwrap().state, ResourceState::Active);
+
+    // Failed: the gateway's failure is the nodes' failure.
+    let s = sim();
+    s.set_faults(
+        SimFaults::none().with("ec2:CreateVpc", FaultMode::resource_fails("InsufficientFreeAddressesInSubnet")),
+    );
+    let b = pending_base(&s).await;
+    s.set_faults(SimFaults::none());
+    adv(&s, timings::NETWORK_CREATE);
+    let subnet = private_in(&b, "us-east-1a");
+    s.create_hyperpod_cluster(&hp_req(&b, "failed-nat", vec![(group("g", "ml.g5.2xlarge", 1, "us-east-1a"), subnet)]))
+        .await
+        .unwrap();
+    adv(&s, boot);
+    let reason = failure(&s, "failed-nat").await;
+    assert!(reason.contains("InsufficientFreeAddressesInSubnet"), "{reason}");
+}
+
 async fn try_role(s: &SimCloud, name: &str) -> Result<IamRole, ProviderError> {
     s.create_role(&CreateIamRole {
         name: name.into(),

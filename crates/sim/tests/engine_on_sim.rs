@@ -1303,3 +1303,147 @@ async fn a_group_added_to_an_imported_cluster_uses_the_clusters_own_role_and_sec
     assert_eq!(v.findings[0].field, "patch.tiered_checkpointing", "{v:?}");
     assert_eq!(b.store.list_operations(&Default::default()).unwrap().len(), before);
 }
+
+/// The network in two steps: `eks_cluster` starts as soon as `vpc` has made the subnets, while
+/// `nat_gateway` waits for the NAT gateway; `hyperpod_cluster` starts only after it. A crash
+/// while the NAT gateway is awaited resumes polling and creates nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_plane_starts_before_the_nat_gateway_and_a_restart_while_it_waits_creates_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let b = bed(dir.path(), 400.0);
+        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            if op.step("nat_gateway").unwrap().phase == StepPhase::Polling {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "nat_gateway never reached polling");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        b.engine.abort_all();
+        s.operation.id
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir.path(), 400.0);
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_created_once(&b.sim);
+    let (vpc, nat, eks, hp) = (
+        op.step("vpc").unwrap(),
+        op.step("nat_gateway").unwrap(),
+        op.step("eks_cluster").unwrap(),
+        op.step("hyperpod_cluster").unwrap(),
+    );
+    assert!(eks.started_at.unwrap() < nat.finished_at.unwrap(), "EKS waited for the NAT gateway: {op:#?}");
+    assert!(eks.started_at.unwrap() >= vpc.finished_at.unwrap());
+    assert!(hp.started_at.unwrap() >= nat.finished_at.unwrap());
+    assert_eq!(nat.outputs["nat_gateway"], "available");
+    assert_eq!(nat.outputs["vpc_id"], vpc.outputs["vpc_id"]);
+}
+
+/// An operation recorded before the network was split has one `network` step, and the steps
+/// after it read the network's outputs from it. After an upgrade it resumes (here from a crash
+/// in `submitting`): the `network` step waits for the NAT gateway as it did, the rest finds its
+/// inputs, and every resource is created once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_recorded_with_the_single_network_step_resumes_after_an_upgrade() {
+    use instantstart_core::operation::{NewOperation, OperationId};
+    use instantstart_core::store::{ClusterRecord, ClusterSource};
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 400.0);
+    let prepared = b.engine.dry_run(OperationKind::CreateCluster, &request("demo")).unwrap();
+    // The plan as it was: `network` instead of `vpc` + `nat_gateway`, HyperPod after every add-on.
+    let addons: Vec<String> =
+        prepared.steps.iter().filter(|s| s.key.starts_with("addon:")).map(|s| s.key.clone()).collect();
+    let steps: Vec<_> = prepared
+        .steps
+        .iter()
+        .filter(|s| s.key != "nat_gateway")
+        .cloned()
+        .map(|mut s| {
+            if s.key == "vpc" {
+                s.key = "network".into();
+            }
+            s.depends_on.retain(|d| d != "nat_gateway");
+            for d in &mut s.depends_on {
+                if d == "vpc" {
+                    *d = "network".into();
+                }
+            }
+            if s.key == "hyperpod_cluster" {
+                for a in &addons {
+                    if !s.depends_on.contains(a) {
+                        s.depends_on.push(a.clone());
+                    }
+                }
+            }
+            s
+        })
+        .collect();
+    assert!(steps.iter().any(|s| s.key == "network") && steps.iter().all(|s| s.key != "vpc"));
+    let op_id = OperationId("op-before-the-split".into());
+    b.store
+        .insert_operation(NewOperation {
+            id: op_id.clone(),
+            kind: OperationKind::CreateCluster,
+            target: prepared.target.clone(),
+            actor: user(),
+            request: prepared.request.clone(),
+            idempotency_key: None,
+            request_hash: "recorded-before-the-split".into(),
+            steps,
+        })
+        .unwrap();
+    let now = chrono::Utc::now();
+    b.store
+        .put_cluster(&ClusterRecord {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            source: ClusterSource::Created,
+            eks_cluster: "demo".into(),
+            hyperpod_cluster: Some("demo-hp".into()),
+            vpc_id: None,
+            bucket: None,
+            kubernetes_version: Some("1.33".into()),
+            request: Some(serde_json::from_value(prepared.request.clone()).unwrap()),
+            created_at: now,
+            updated_at: now,
+        })
+        .unwrap();
+    // The old process died while the network step was submitting.
+    b.store
+        .update_step(
+            &op_id,
+            "network",
+            &StepUpdate {
+                phase: Some(StepPhase::Submitting),
+                attempts: Some(1),
+                started_at: Some(chrono::Utc::now()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&op_id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_created_once(&b.sim);
+    let network = op.step("network").unwrap();
+    let vpc_id = network.outputs["vpc_id"].as_str().unwrap();
+    assert_eq!(b.store.get_cluster("demo").unwrap().unwrap().vpc_id.as_deref(), Some(vpc_id));
+    // The legacy step finished once the NAT gateway was available (150 s of simulated time,
+    // 375 ms at speed 400), before the EKS cluster began.
+    let waited = network.finished_at.unwrap() - network.started_at.unwrap();
+    assert!(
+        waited >= chrono::Duration::milliseconds(300),
+        "the network step did not wait for the NAT gateway: {waited}"
+    );
+    assert!(op.step("eks_cluster").unwrap().started_at.unwrap() >= network.finished_at.unwrap());
+    assert_eq!(
+        op.step("eks_cluster").unwrap().resource.as_ref().map(|r| r.id.as_str()),
+        Some("demo"),
+        "the control plane was created from the legacy step's subnets"
+    );
+}

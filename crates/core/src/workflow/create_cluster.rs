@@ -1,7 +1,7 @@
 //! The create-cluster pipeline as a DAG.
 //!
 //! ```text
-//! network ───────────────┬─> eks_cluster ─> select_active ─┬─> addon:* ─┬─> hyperpod_cluster
+//! vpc ───────────────────┬─> eks_cluster ─> select_active ─┬─> addon:* ─┬─> hyperpod_cluster
 //! eks_cluster_role ──────┘                                  │            └─> storage
 //! bucket ─> s3_csi_role ─┬─> s3_csi_identity ─> addon:aws-mountpoint-s3-csi-driver
 //! addon:eks-pod-identity-agent ─┘
@@ -11,8 +11,24 @@
 //!                                                           ├─> oidc_provider ─> lb_controller_role ─> chart:aws-load-balancer-controller
 //! bucket ─> hyperpod_execution_role ────────────────────────┼──────────────> hyperpod_cluster
 //! bucket ─> lifecycle_script ───────────────────────────────┼──────────────> hyperpod_cluster
-//! network ─> compute_subnets ───────────────────────────────┴──────────────> hyperpod_cluster
+//! vpc ─> compute_subnets ───────────────────────────────────┴──────────────> hyperpod_cluster
+//! vpc ─> nat_gateway ───────────────────────────────────────────────────────> hyperpod_cluster
 //! ```
+//!
+//! # The network, in two steps
+//!
+//! `vpc` creates the VPC, its public and private subnets, the internet gateway, the route
+//! tables, the EFA security group and the S3 gateway endpoint, and requests the NAT gateway
+//! ([`NetworkApi::create_network`]); it is done as soon as those pieces exist. `nat_gateway`
+//! then waits, beside the EKS control plane, until the NAT gateway is `available` (about two
+//! minutes on AWS). Every edge of the DAG is there for an AWS rule, cited where it is planned
+//! ([`plan_steps_with`]); in short: EKS `CreateCluster` needs subnets in two Availability
+//! Zones, not a route to the internet, so `eks_cluster` waits for `vpc` only; HyperPod nodes
+//! in the private subnets need the NAT gateway to bootstrap, so `hyperpod_cluster` waits for
+//! `nat_gateway`. Operations recorded before the split have one `network` step, which keeps
+//! its old behaviour (done once the NAT gateway is available); the steps that read the
+//! network's outputs read them from `vpc` or, for those operations, from `network`.
+//!
 //! Roles, the bucket, the lifecycle script and compute subnets run while the EKS control plane
 //! is still creating. `lifecycle_script` uploads InstantStart's `on_create.sh`
 //! ([`crate::lifecycle`]) to the bucket under its content-addressed key (HeadObject first, so a
@@ -66,7 +82,9 @@ pub use super::dependencies::{
 
 /// Expected durations at real AWS speed, used for ETAs.
 const EXPECTED: &[(&str, u64)] = &[
-    ("network", 150),
+    ("vpc", 20),
+    ("nat_gateway", 130),
+    (LEGACY_NETWORK_STEP, 150),
     ("eks_cluster_role", 10),
     ("hyperpod_execution_role", 10),
     ("bucket", 5),
@@ -76,6 +94,18 @@ const EXPECTED: &[(&str, u64)] = &[
     ("select_active", 1),
     ("hyperpod_cluster", 900),
 ];
+
+/// The key of the step that creates the network (VPC, subnets, route tables, security group;
+/// the NAT gateway requested, not waited for).
+pub const VPC_STEP: &str = "vpc";
+/// The key of the step that waits for the new VPC's NAT gateway to become available.
+pub const NAT_GATEWAY_STEP: &str = "nat_gateway";
+/// The key of the single network step of operations recorded before the network was split in
+/// [`VPC_STEP`] and [`NAT_GATEWAY_STEP`]; its executor still creates the network and waits for
+/// the NAT gateway, so such operations resume after an upgrade.
+pub const LEGACY_NETWORK_STEP: &str = "network";
+/// The VPC CNI add-on's step: the one add-on HyperPod requires before CreateCluster.
+const VPC_CNI_STEP: &str = "addon:vpc-cni";
 
 fn expected(key: &str) -> Option<u64> {
     if let Some(secs) = dependencies::expected_secs(key) {
@@ -160,16 +190,26 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
     let mut steps = Vec::new();
     steps.push(match &req.network {
         NetworkSpec::NewVpc { cidr } => step(
-            "network",
+            VPC_STEP,
             format!(
-                "Create VPC {} ({cidr}) with public and private subnets in {}",
+                "Create VPC {} ({cidr}) with public and private subnets in {}, route tables and the EFA security group; request the NAT gateway",
                 names.vpc,
                 req.availability_zones.join(", ")
             ),
             &[],
         ),
-        NetworkSpec::ExistingVpc { vpc_id, .. } => step("network", format!("Use existing VPC {vpc_id}"), &[]),
+        NetworkSpec::ExistingVpc { vpc_id, .. } => step(VPC_STEP, format!("Use existing VPC {vpc_id}"), &[]),
     });
+    if matches!(req.network, NetworkSpec::NewVpc { .. }) {
+        // A NAT gateway becomes `available` about two minutes after CreateNatGateway (EC2
+        // `NatGateway.State`: "pending: not ready to process traffic"); only what needs the
+        // private subnets' route to the internet waits for it.
+        steps.push(step(
+            NAT_GATEWAY_STEP,
+            format!("Wait for the NAT gateway of {} (the private subnets' route to the internet)", names.vpc),
+            &[VPC_STEP],
+        ));
+    }
     steps.push(step(
         "eks_cluster_role",
         format!("Create IAM role {} for the EKS control plane", names.eks_cluster_role),
@@ -182,11 +222,18 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
         }
     };
     steps.push(step("bucket", bucket_title, &[]));
+    // EKS CreateCluster: "subnetIds" in at least two Availability Zones and the cluster role
+    // (API reference CreateCluster, `resourcesVpcConfig`, `roleArn`; user guide
+    // `network-reqs`: subnets in two AZs with available IP addresses). The control plane needs
+    // no route to the internet from those subnets, so it does not wait for the NAT gateway.
     steps.push(step(
         "eks_cluster",
         format!("Create EKS control plane {} (Kubernetes {})", names.eks_cluster, req.kubernetes_version),
-        &["network", "eks_cluster_role"],
+        &[VPC_STEP, "eks_cluster_role"],
     ));
+    // Selecting the cluster needs its record only; the add-ons and charts after it need the
+    // control plane ACTIVE (EKS CreateAddon: "The cluster must be ACTIVE"), which this step
+    // inherits from `eks_cluster`; it takes no time, so keeping it as their gate costs nothing.
     steps.push(step("select_active", format!("Select {} as the active cluster", req.name), &["eks_cluster"]));
     let deps = plan_dependencies(
         &DependencyPlan {
@@ -201,6 +248,8 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
     steps.extend(deps.steps);
     let (addon_keys, before_hyperpod) = (deps.addon_keys, deps.before_hyperpod);
     if let Some(hp) = &req.hyperpod {
+        // The role's inline policy names the bucket (IAM needs the name, which the `bucket`
+        // step settles: the default bucket name derives from the account).
         steps.push(step(
             "hyperpod_execution_role",
             format!("Create IAM role {} for HyperPod nodes", names.hyperpod_execution_role),
@@ -212,16 +261,33 @@ pub fn plan_steps_with(req: &ClusterCreateRequest, charts: &[PinnedChart]) -> Ve
                 "Upload InstantStart's lifecycle script to the bucket as {} (content-addressed; groups without their own script run it)",
                 crate::lifecycle::script_key()
             ),
+            // PutObject needs the bucket to exist.
             &["bucket"],
         ));
+        // EC2 CreateSubnet needs the VPC; the compute subnets join the private route table,
+        // which `vpc` creates. Neither needs the NAT gateway to be available.
         steps.push(step(
             "compute_subnets",
             "Place instance groups and create /20 compute subnets".to_string(),
-            &["network"],
+            &[VPC_STEP],
         ));
+        // SageMaker CreateCluster: the EKS cluster ACTIVE (`sagemaker-hyperpod-eks-prerequisites`),
+        // the groups' subnets, execution role and lifecycle script (`ClusterInstanceGroupSpecification`),
+        // the VPC CNI add-on at 1.18.3 or later and the HyperPod dependencies chart (ibid.,
+        // "Networking", "Install packages on the Amazon EKS cluster using Helm"); and the
+        // nodes, launched in private subnets, reach the EKS endpoint, ECR and S3 through the
+        // NAT gateway while they bootstrap (`sagemaker-hyperpod-prerequisites`, "Setting up
+        // SageMaker HyperPod with a custom Amazon VPC": private subnets need a NAT gateway).
         let mut deps: Vec<&str> =
             vec!["eks_cluster", "select_active", "compute_subnets", "hyperpod_execution_role", "lifecycle_script"];
-        deps.extend(addon_keys.iter().map(String::as_str));
+        if matches!(req.network, NetworkSpec::NewVpc { .. }) {
+            deps.push(NAT_GATEWAY_STEP);
+        }
+        // Of the add-ons, only the VPC CNI is a HyperPod prerequisite (P4 in
+        // docs/aws-preconditions.md); Pod Identity, cert-manager and the S3 CSI driver serve
+        // pods, which wait for them on their own (`storage` waits for the driver), so the
+        // cluster does not wait for the S3 CSI driver's identity chain.
+        deps.extend(addon_keys.iter().map(String::as_str).filter(|k| *k == VPC_CNI_STEP));
         deps.extend(before_hyperpod.iter().map(String::as_str));
         let groups: Vec<String> =
             hp.instance_groups.iter().map(|g| format!("{} {}×{}", g.name, g.instance_type, g.count)).collect();
@@ -385,7 +451,9 @@ impl Workflow for CreateClusterWorkflow {
         let req: ClusterCreateRequest = decode(request).ok()?;
         let cx = Arc::new(Shared { req, aws: self.aws.clone(), store: self.store.clone() });
         let exec: Arc<dyn StepExecutor> = match key {
-            "network" => Arc::new(NetworkStep(cx)),
+            VPC_STEP => Arc::new(NetworkStep { cx, wait_for_nat: false }),
+            NAT_GATEWAY_STEP => Arc::new(NatGatewayStep(cx)),
+            LEGACY_NETWORK_STEP => Arc::new(NetworkStep { cx, wait_for_nat: true }),
             "eks_cluster_role" => Arc::new(RoleStep { cx, which: RoleKind::EksCluster }),
             "hyperpod_execution_role" => Arc::new(RoleStep { cx, which: RoleKind::HyperPodExecution }),
             "bucket" => Arc::new(BucketStep(cx)),
@@ -404,7 +472,7 @@ impl Workflow for CreateClusterWorkflow {
 /// `lifecycle_script`, `compute_subnets`, `hyperpod_cluster`) for `req`, which add-HyperPod
 /// ([`super::hyperpod_attach`]) runs on an existing EKS cluster: the same code, so the two
 /// cannot drift. The steps read the `bucket` step's `bucket` output and the EKS cluster's
-/// `arn`, `vpc_id` and `security_group_id` from the `eks_cluster` step (or `network`).
+/// `arn`, `vpc_id` and `security_group_id` from the `eks_cluster` step (or `vpc`).
 pub(super) fn hyperpod_executor(
     aws: Arc<dyn AwsCloud>,
     store: Arc<dyn Store>,
@@ -475,7 +543,19 @@ fn from_state(state: &ResourceState, what: &str, done: impl FnOnce() -> Value) -
     }
 }
 
-struct NetworkStep(Arc<Shared>);
+/// Creates (or, for an existing VPC, checks) the network. As [`VPC_STEP`] it is done once the
+/// pieces exist (the NAT gateway requested); as [`LEGACY_NETWORK_STEP`] (operations recorded
+/// before the split) it also waits for the NAT gateway, as it always did.
+///
+/// # Guarantees
+///
+/// Observe before submit: a VPC with our name and tags is adopted (the AWS adapter reports
+/// ours only once every piece exists, so an interrupted `create_network` is called again and
+/// completes the same pieces); `create_network` is called at most once per attempt.
+struct NetworkStep {
+    cx: Arc<Shared>,
+    wait_for_nat: bool,
+}
 
 fn network_outputs(n: &Network) -> Value {
     let private: Vec<&str> = n.subnets.iter().filter(|s| !s.public).map(|s| s.id.as_str()).collect();
@@ -489,10 +569,19 @@ fn network_outputs(n: &Network) -> Value {
     })
 }
 
+/// An output of the network: from [`VPC_STEP`], or from [`LEGACY_NETWORK_STEP`] in operations
+/// recorded before the network was split.
+fn network_input<T: serde::de::DeserializeOwned>(cx: &StepContext<'_>, field: &str) -> Result<T, StepError> {
+    if !cx.inputs.contains_key(VPC_STEP) && cx.inputs.contains_key(LEGACY_NETWORK_STEP) {
+        return cx.input(LEGACY_NETWORK_STEP, field);
+    }
+    cx.input(VPC_STEP, field)
+}
+
 #[async_trait]
 impl StepExecutor for NetworkStep {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
-        let s = &self.0;
+        let s = &self.cx;
         match &s.req.network {
             NetworkSpec::NewVpc { .. } => match s.aws.find_vpc(&s.req.region, &s.names().vpc).await? {
                 Some(vpc) if s.ours(&vpc.tags) => {
@@ -514,7 +603,7 @@ impl StepExecutor for NetworkStep {
     }
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let s = &self.0;
+        let s = &self.cx;
         let NetworkSpec::NewVpc { cidr } = &s.req.network else {
             return Err(StepError::Invalid("existing VPC not found".into()));
         };
@@ -533,7 +622,7 @@ impl StepExecutor for NetworkStep {
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        let s = &self.0;
+        let s = &self.cx;
         let n = s.aws.describe_network(&s.req.region, &r.id).await?;
         if let NetworkSpec::ExistingVpc { subnet_ids, .. } = &s.req.network {
             let missing: Vec<&String> =
@@ -545,14 +634,57 @@ impl StepExecutor for NetworkStep {
             out["private_subnet_ids"] = json!(subnet_ids);
             return Ok(Progress::Done(out));
         }
-        let name = s.req.name.clone();
-        let vpc_id = n.vpc.id.clone();
-        let p = from_state(&n.state, "network", || network_outputs(&n));
+        let p = if self.wait_for_nat {
+            from_state(&n.state, "network", || network_outputs(&n))
+        } else {
+            built(&n, s.req.availability_zones.len())
+        };
         if matches!(p, Progress::Done(_)) {
-            update_record(s.store.as_ref(), &name, |rec| rec.vpc_id = Some(vpc_id))
+            let vpc_id = n.vpc.id.clone();
+            update_record(s.store.as_ref(), &s.req.name, |rec| rec.vpc_id = Some(vpc_id))
                 .map_err(|e| StepError::Invalid(e.to_string()))?;
         }
         Ok(p)
+    }
+}
+
+/// Whether a new network's pieces exist: a private subnet per Availability Zone and the
+/// security group (the NAT gateway may still be pending: [`NatGatewayStep`] waits for it).
+fn built(n: &Network, zones: usize) -> Progress {
+    if matches!(n.state, ResourceState::Deleting) {
+        return Progress::Failed { reason: format!("VPC {} is being deleted", n.vpc.id) };
+    }
+    let private = n.subnets.iter().filter(|s| !s.public).count();
+    if private < zones || n.security_group_id.is_none() {
+        return waiting(format!("network: {private}/{zones} private subnets, waiting for the security group"));
+    }
+    Progress::Done(network_outputs(n))
+}
+
+/// Waits until the new VPC's NAT gateway is `available`. Nothing to submit: the `vpc` step
+/// requested the gateway, so `observe` always finds it and the step only polls (a kill -9
+/// anywhere resumes polling; no call creates anything).
+struct NatGatewayStep(Arc<Shared>);
+
+#[async_trait]
+impl StepExecutor for NatGatewayStep {
+    async fn observe(&self, cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let vpc_id: String = network_input(cx, "vpc_id")?;
+        Ok(Observation::Exists(ResourceRef { kind: "nat-gateway".into(), id: vpc_id, arn: None }))
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        Err(StepError::Invalid("the NAT gateway is requested by the vpc step; retry that step".into()))
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let s = &self.0;
+        let n = s.aws.describe_network(&s.req.region, &r.id).await?;
+        Ok(match &n.state {
+            ResourceState::Active => Progress::Done(json!({ "vpc_id": n.vpc.id, "nat_gateway": "available" })),
+            ResourceState::Failed { reason } => Progress::Failed { reason: reason.clone() },
+            _ => waiting(format!("NAT gateway of {}: pending", r.id)),
+        })
     }
 }
 
@@ -838,7 +970,7 @@ impl ComputeSubnetsStep {
         let s = &self.0;
         let Some(hp) = &s.req.hyperpod else { return Ok(Some(BTreeMap::new())) };
         // A created cluster's network, or (add-HyperPod) the VPC of the existing EKS cluster.
-        let vpc_id = cx.input_str("network", "vpc_id").or_else(|_| cx.input_str("eks_cluster", "vpc_id"))?;
+        let vpc_id: String = network_input(cx, "vpc_id").or_else(|_| cx.input_str("eks_cluster", "vpc_id"))?;
         let tags = s.tags(cx);
         place_groups(s.aws.as_ref(), &s.req.region, &vpc_id, &s.req.name, &hp.instance_groups, create.then_some(&tags))
             .await
@@ -888,7 +1020,7 @@ impl StepExecutor for EksClusterStep {
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
         let s = &self.0;
-        let subnet_ids: Vec<String> = cx.input("network", "private_subnet_ids")?;
+        let subnet_ids: Vec<String> = network_input(cx, "private_subnet_ids")?;
         let c = s
             .aws
             .create_eks_cluster(&CreateEksCluster {
@@ -955,7 +1087,7 @@ impl StepExecutor for HyperPodClusterStep {
         let s = &self.0;
         let hp = s.req.hyperpod.as_ref().ok_or_else(|| StepError::Invalid("no HyperPod cluster requested".into()))?;
         let placements: BTreeMap<String, String> = cx.input("compute_subnets", "placements")?;
-        let sg: Option<String> = cx.input("network", "security_group_id").ok().flatten();
+        let sg: Option<String> = network_input(cx, "security_group_id").ok().flatten();
         let sg = match sg {
             Some(sg) => sg,
             None => cx.input_str("eks_cluster", "security_group_id")?,
@@ -1059,10 +1191,11 @@ mod tests {
         assert_eq!(
             shape,
             [
-                "network <- []",
+                "vpc <- []",
+                "nat_gateway <- [vpc]",
                 "eks_cluster_role <- []",
                 "bucket <- []",
-                "eks_cluster <- [network, eks_cluster_role]",
+                "eks_cluster <- [vpc, eks_cluster_role]",
                 "select_active <- [eks_cluster]",
                 "addon:vpc-cni <- [select_active]",
                 "addon:eks-pod-identity-agent <- [select_active]",
@@ -1072,8 +1205,8 @@ mod tests {
                 "addon:aws-mountpoint-s3-csi-driver <- [select_active, s3_csi_identity]",
                 "hyperpod_execution_role <- [bucket]",
                 "lifecycle_script <- [bucket]",
-                "compute_subnets <- [network]",
-                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, lifecycle_script, addon:vpc-cni, addon:eks-pod-identity-agent, addon:cert-manager, addon:aws-mountpoint-s3-csi-driver]",
+                "compute_subnets <- [vpc]",
+                "hyperpod_cluster <- [eks_cluster, select_active, compute_subnets, hyperpod_execution_role, lifecycle_script, nat_gateway, addon:vpc-cni]",
                 "storage <- [bucket, select_active, addon:aws-mountpoint-s3-csi-driver]",
             ]
         );
@@ -1083,6 +1216,59 @@ mod tests {
                 assert!(steps[..i].iter().any(|p| &p.key == d), "{} depends on later {d}", s.key);
             }
         }
+    }
+
+    /// The longest chain of expected durations through the plan, with the charts: the NAT
+    /// gateway and the S3 CSI driver's identity chain run beside the EKS control plane and the
+    /// VPC CNI add-on; an existing VPC plans no NAT gateway step.
+    #[test]
+    fn the_critical_path_waits_for_neither_the_nat_gateway_nor_the_s3_csi_chain() {
+        let mut req = ClusterCreateRequest {
+            name: "demo".into(),
+            region: "us-east-1".into(),
+            kubernetes_version: "1.33".into(),
+            network: NetworkSpec::default(),
+            availability_zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+            hyperpod: Some(HyperPodClusterSpec {
+                node_recovery: NodeRecovery::Automatic,
+                instance_groups: vec![InstanceGroupSpec {
+                    name: "workers".into(),
+                    instance_type: "ml.g5.2xlarge".into(),
+                    count: 1,
+                    availability_zone: "us-east-1a".into(),
+                    subnet_id: None,
+                    capacity: CapacitySpec::OnDemand,
+                    interface_mode: InterfaceMode::Standard,
+                    ebs_volume_gb: 500,
+                    deep_health_checks: DeepHealthChecks::default(),
+                    lifecycle_script: None,
+                }],
+            }),
+            storage: None,
+        };
+        let critical = |steps: &[StepSpec]| -> Vec<String> {
+            let mut best: BTreeMap<&str, (u64, Vec<String>)> = BTreeMap::new();
+            for s in steps {
+                let (t, mut path) =
+                    s.depends_on.iter().map(|d| best[d.as_str()].clone()).max_by_key(|(t, _)| *t).unwrap_or_default();
+                path.push(s.key.clone());
+                best.insert(&s.key, (t + s.expected_secs.unwrap_or(0), path));
+            }
+            best.into_values().max_by_key(|(t, _)| *t).unwrap().1
+        };
+        assert_eq!(
+            critical(&plan_steps(&req)),
+            ["vpc", "eks_cluster", "select_active", "addon:vpc-cni", "hyperpod_cluster"]
+        );
+        // With the charts, the HyperPod dependencies chart (a prerequisite too) may be longer.
+        let path = critical(&plan_steps_with(&req, PINNED_CHARTS));
+        assert_eq!(path[..3], ["vpc", "eks_cluster", "select_active"]);
+        assert_eq!(path.last().map(String::as_str), Some("hyperpod_cluster"));
+        assert_eq!(path.len(), 5, "{path:?}");
+        req.network = NetworkSpec::ExistingVpc { vpc_id: "vpc-0abc".into(), subnet_ids: vec![] };
+        let steps = plan_steps(&req);
+        assert!(steps.iter().all(|s| s.key != NAT_GATEWAY_STEP && s.key != LEGACY_NETWORK_STEP));
+        assert_eq!(critical(&steps), ["vpc", "eks_cluster", "select_active", "addon:vpc-cni", "hyperpod_cluster"]);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Workflows: the kinds of operations, each a DAG of steps with their executors.
 //!
-//! - [`create_cluster`]: network → EKS control plane → select as active → dependencies →
-//!   HyperPod cluster → storage, with IAM roles, the S3 bucket and compute subnets overlapping
-//!   the long EKS wait.
+//! - [`create_cluster`]: VPC → EKS control plane → select as active → dependencies →
+//!   HyperPod cluster → storage, with the NAT gateway wait, IAM roles, the S3 bucket and
+//!   compute subnets overlapping the long EKS wait.
 //! - [`delete_cluster`]: the same resources removed in reverse order.
 //! - [`import_cluster`]: adopt an existing EKS (and HyperPod) cluster: access, missing
 //!   dependencies, a named bucket's storage claim, registration.
