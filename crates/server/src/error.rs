@@ -164,6 +164,10 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound { .. } => ApiError::NotFound(e.to_string()),
             StoreError::AlreadyExists { .. } => ApiError::Conflict { detail: e.to_string(), operation: None },
+            StoreError::BadCursor => ApiError::Validation(ValidationError::invalid(
+                "cursor",
+                "not a cursor of this list: use the `next` link of a previous page",
+            )),
             StoreError::Backend(_) => ApiError::Internal(e.to_string()),
         }
     }
