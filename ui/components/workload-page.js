@@ -48,7 +48,7 @@ export function activeClusterView(section, title) {
       h('h1', {}, title),
       h('p', { class: 'lede muted' }, 'No cluster is active. Choose the cluster to work on (the Clusters page can make one active).'),
       slot);
-    api.get('/api/clusters').then((clusters) => {
+    api.list('/api/clusters').then((clusters) => {
       replace(slot, clusters.length
         ? h('ul', { class: 'op-list', id: 'cluster-choice' }, clusters.map((c) => h('li', {},
           h('a', { href: routeHref('clusters', c.name, section) }, c.name), ' ', badge(c.status), ' ', h('span', { class: 'muted' }, c.region))))

@@ -105,10 +105,29 @@ export async function request(method, path, { body, query, idempotencyKey, signa
     }
     throw err;
   }
-  return { status: res.status, data };
+  return { status: res.status, data, next: nextLink(res) };
+}
+
+/** The `next` link of a page of a list (`Link: <path?…&cursor=…>; rel="next"`), or null. */
+function nextLink(res) {
+  const m = (res.headers.get('Link') || '').match(/<([^>]+)>\s*;\s*rel="?next"?/);
+  return m ? m[1] : null;
 }
 
 export const get = (path, opts) => request('GET', path, opts).then((r) => r.data);
+/** One page of a list: `{items, next}`; `next` is the path of the following page, or null. */
+export const page = (path, opts) => request('GET', path, opts).then((r) => ({ items: r.data, next: r.next }));
+
+/** Every item of a paged list, following its `next` links (docs/rest-api.md, "Lists"). */
+export async function list(path, opts = {}) {
+  let r = await request('GET', path, opts);
+  const items = [...(r.data || [])];
+  while (r.next) {
+    r = await request('GET', r.next, { signal: opts.signal });
+    items.push(...(r.data || []));
+  }
+  return items;
+}
 export const post = (path, body, opts = {}) => request('POST', path, { ...opts, body });
 export const put = (path, body, opts = {}) => request('PUT', path, { ...opts, body });
 export const patch = (path, body, opts = {}) => request('PATCH', path, { ...opts, body });

@@ -15,7 +15,7 @@ export function listPoller({ url, errorBox, tableSlot, render, busy }) {
   async function load() {
     clearTimeout(timer);
     try {
-      const items = await api.get(url);
+      const items = await api.list(url);
       if (disposed) return;
       replace(errorBox);
       render(items);

@@ -24,7 +24,7 @@ export function clustersView({ app }) {
 
   async function load() {
     try {
-      const clusters = await api.get('/api/clusters');
+      const clusters = await api.list('/api/clusters');
       errorBox.hidden = true;
       render(clusters);
     } catch (err) {

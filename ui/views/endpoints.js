@@ -147,7 +147,7 @@ function poolsSection({ cluster, speed, base }) {
 
   async function load() {
     try {
-      current = await api.get(`${base}/pools`);
+      current = await api.list(`${base}/pools`);
       render();
     } catch (err) {
       if (err.status === 401) return;

@@ -203,7 +203,7 @@ export function historyView({ app, query }) {
 
   async function loadServers() {
     try {
-      const servers = await api.get('/api/mlflow/servers');
+      const servers = await api.list('/api/mlflow/servers');
       if (disposed) return;
       replace(errorBox);
       replace(picker, h('option', { value: '' }, servers.length ? 'Choose a tracking server…' : 'No tracking servers yet'),

@@ -296,7 +296,7 @@ export function jobNewView({ app, params, query }) {
   });
   applyRecipe();
   instanceTypeOptions(typeSelect, cluster).catch(() => {});
-  api.get('/api/mlflow/servers').then((servers) => {
+  api.list('/api/mlflow/servers').then((servers) => {
     replace(arnList, (servers || []).map((s) => h('option', { value: s.arn }, s.name)));
   }).catch(() => { /* MLflow servers are optional */ });
 

@@ -24,14 +24,23 @@ export function operationsView() {
   const auditSlot = h('div', { 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading the audit log…'));
   const errorBox = h('div', { class: 'notice bad', role: 'alert', hidden: true });
 
+  // Pages of 50 newest first; "Load more" follows the list's next link (docs/rest-api.md,
+  // "Lists") and a reload keeps as many pages as were shown.
+  let pages = 1;
   async function loadOps() {
     try {
-      const ops = await api.get('/api/operations', { query: { limit: 50, status: status.value } });
+      let page = await api.page('/api/operations', { query: { limit: 50, status: status.value } });
+      const ops = [...page.items];
+      for (let i = 1; i < pages && page.next; i++) {
+        page = await api.page(page.next);
+        ops.push(...page.items);
+      }
       opsSlot.removeAttribute('aria-busy');
       if (!ops.length) {
         replace(opsSlot, h('p', { class: 'muted' }, 'No operations yet.'));
         return;
       }
+      const more = page.next && h('button', { type: 'button', class: 'btn', id: 'ops-more', onclick: () => { pages += 1; loadOps(); } }, 'Load more');
       replace(opsSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'operations-table' },
         h('caption', { class: 'visually-hidden' }, 'Recent operations'),
         h('thead', {}, h('tr', {}, ['Operation', 'Target', 'Status', 'Asked by', 'Started', 'Duration', 'Steps'].map((t) => h('th', { scope: 'col' }, t)))),
@@ -46,7 +55,7 @@ export function operationsView() {
             h('td', { class: 'nowrap' }, timeEl(op.created_at)),
             h('td', { class: 'nowrap' }, duration(operationElapsed(op))),
             h('td', { class: 'nowrap' }, `${done}/${op.steps.length}`));
-        })))));
+        })))), more || null);
     } catch (err) {
       if (err.status === 401) return;
       errorBox.hidden = false;
@@ -81,7 +90,7 @@ export function operationsView() {
     }
   }
 
-  status.addEventListener('change', loadOps);
+  status.addEventListener('change', () => { pages = 1; loadOps(); });
   const reload = debounce(() => { loadOps(); loadAudit(); }, 300);
   const stream = new api.OperationStream({ onOperation: reload }).start();
   loadOps();

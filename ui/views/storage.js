@@ -129,7 +129,7 @@ export function storageView({ app, params, query }) {
   async function loadDownloads() {
     clearTimeout(pollTimer);
     try {
-      const list = await api.get(`${base}/downloads`);
+      const list = await api.list(`${base}/downloads`);
       if (disposed) return;
       replace(downloadsSlot, list.length
         ? h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'downloads-table' },

@@ -24,7 +24,7 @@ export function tokensView() {
 
   async function load() {
     try {
-      const tokens = await api.get('/api/tokens');
+      const tokens = await api.list('/api/tokens');
       listSlot.removeAttribute('aria-busy');
       if (!tokens.length) {
         replace(listSlot, h('p', { class: 'muted' }, 'No tokens besides the admin token.'));

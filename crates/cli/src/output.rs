@@ -26,6 +26,13 @@ pub fn emit<T: Serialize + ?Sized>(output: Output, value: &T, table: impl FnOnce
     if text.ends_with('\n') { write_stdout(&text) } else { write_stdout(&format!("{text}\n")) }
 }
 
+/// Names the next page of a paged list on stderr (stdout stays the page, in any format).
+pub fn more(next: Option<&str>) {
+    if let Some(cursor) = next {
+        eprintln!("More follow: run again with --cursor {cursor}");
+    }
+}
+
 /// Writes to stdout and flushes. A closed pipe (`instantstart job logs | head -1`) is an
 /// `io::ErrorKind::BrokenPipe` error, which [`crate::exit::report`] turns into a quiet exit.
 pub fn write_stdout(text: &str) -> anyhow::Result<()> {

@@ -27,11 +27,13 @@ mod error;
 pub mod follow;
 pub mod logs;
 mod mlflow;
+mod pages;
 mod workloads;
 
 pub use error::{Error, Problem};
 pub use follow::{FollowOptions, Follower};
 pub use logs::{LogEvent, LogStream, RESUME_TAIL, ReconnectPolicy, ResumingLogStream};
+pub use pages::{ListPage, PageArgs};
 
 use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
@@ -181,7 +183,7 @@ pub struct OperationQuery {
     /// e.g. `cluster/demo`.
     pub target: Option<String>,
     pub status: Option<OperationStatus>,
-    /// 1-500 (server default 100), newest first.
+    /// 1-500 (server default 100), newest first: the page size.
     pub limit: Option<u32>,
 }
 
@@ -204,6 +206,7 @@ impl std::fmt::Debug for Client {
     }
 }
 
+#[derive(Clone)]
 struct Call<'a> {
     method: Method,
     path: &'a [&'a str],
@@ -305,6 +308,12 @@ impl Client {
     }
 
     async fn execute(&self, call: &Call<'_>) -> Result<(StatusCode, Value), Error> {
+        self.execute_page(call).await.map(|(status, value, _)| (status, value))
+    }
+
+    /// Like `execute`, with the cursor of the next page when the answer is a page of a list
+    /// (`Link: <…&cursor=…>; rel="next"`).
+    async fn execute_page(&self, call: &Call<'_>) -> Result<(StatusCode, Value, Option<String>), Error> {
         let url = self.url(call.path, &call.query);
         let mut attempt = 0;
         loop {
@@ -335,18 +344,19 @@ impl Client {
         }
     }
 
-    async fn decode(url: &Url, resp: reqwest::Response) -> Result<(StatusCode, Value), Error> {
+    async fn decode(url: &Url, resp: reqwest::Response) -> Result<(StatusCode, Value, Option<String>), Error> {
         let status = resp.status();
+        let next = pages::next_cursor(resp.headers());
         let bytes = resp.bytes().await.map_err(|e| Error::connection(url, &e))?;
         if status.is_success() {
             if bytes.is_empty() {
-                return Ok((status, Value::Null));
+                return Ok((status, Value::Null, next));
             }
             let value = serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
                 url: url.to_string(),
                 message: format!("HTTP {status}: body is not JSON ({e})"),
             })?;
-            return Ok((status, value));
+            return Ok((status, value, next));
         }
         let text = String::from_utf8_lossy(&bytes);
         let problem = serde_json::from_slice::<Problem>(&bytes)
@@ -397,9 +407,9 @@ impl Client {
 
     // ----- tokens (admin only) -----
 
-    /// `GET /api/tokens`: every API token (never their secrets). Admin token only.
+    /// `GET /api/tokens` (every page): every API token (never their secrets). Admin token only.
     pub async fn list_tokens(&self) -> Result<Vec<TokenInfo>, Error> {
-        self.call(Call::new(Method::GET, &["api", "tokens"])).await
+        self.all(Call::new(Method::GET, &["api", "tokens"])).await
     }
 
     /// `POST /api/tokens`: mints a token; its secret is in [`MintedToken::token`], answered
@@ -472,9 +482,9 @@ impl Client {
 
     // ----- clusters -----
 
-    /// `GET /api/clusters`: every cluster with `active`, `status` and `last_operation`.
+    /// `GET /api/clusters` (every page): every cluster with `active`, `status` and `last_operation`.
     pub async fn list_clusters(&self) -> Result<Vec<Value>, Error> {
-        self.call(Call::new(Method::GET, &["api", "clusters"])).await
+        self.all(Call::new(Method::GET, &["api", "clusters"])).await
     }
 
     /// `GET /api/clusters/{name}`: a cluster with live EKS/HyperPod state and nodes.
@@ -570,10 +580,10 @@ impl Client {
 
     // ----- HyperPod day 2: instance groups, nodes, managed features -----
 
-    /// `GET /api/clusters/{name}/instance-groups`: the HyperPod cluster's instance groups with
+    /// `GET /api/clusters/{name}/instance-groups` (every page): the HyperPod cluster's instance groups with
     /// live current/target counts, capacity type, interface mode and subnets.
     pub async fn list_instance_groups(&self, cluster: &str) -> Result<Vec<HyperPodInstanceGroupStatus>, Error> {
-        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "instance-groups"])).await
+        self.all(Call::new(Method::GET, &["api", "clusters", cluster, "instance-groups"])).await
     }
 
     /// `POST /api/clusters/{name}/instance-groups`: add an instance group; its capacity type,
@@ -650,9 +660,9 @@ impl Client {
         self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
     }
 
-    /// `GET /api/clusters/{name}/nodes`: every node with its instance group, type, status and AZ.
+    /// `GET /api/clusters/{name}/nodes` (every page): every node with its instance group, type, status and AZ.
     pub async fn list_nodes(&self, cluster: &str) -> Result<Vec<ClusterNode>, Error> {
-        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "nodes"])).await
+        self.all(Call::new(Method::GET, &["api", "clusters", cluster, "nodes"])).await
     }
 
     /// `GET /api/clusters/{name}/nodes/{node}`: one node in detail (status and message, launch
@@ -790,7 +800,8 @@ impl Client {
 
     // ----- operations and audit -----
 
-    /// `GET /api/operations`, newest first.
+    /// `GET /api/operations`, newest first: the first page of `q.limit` (server default 100);
+    /// [`Client::operations_page`] reads further, [`Client::all_operations`] reads them all.
     pub async fn list_operations(&self, q: &OperationQuery) -> Result<Vec<Operation>, Error> {
         let call = Call::new(Method::GET, &["api", "operations"])
             .query("target", q.target.as_deref())

@@ -9,7 +9,7 @@ use serde_json::Value;
 impl Client {
     /// `GET /api/mlflow/servers?region=`: tracking servers with status and URL.
     pub async fn mlflow_servers(&self, region: Option<&str>) -> Result<Vec<TrackingServer>, Error> {
-        self.call(Call::new(Method::GET, &["api", "mlflow", "servers"]).query("region", region)).await
+        self.all(Call::new(Method::GET, &["api", "mlflow", "servers"]).query("region", region)).await
     }
 
     /// `POST /api/mlflow/servers`: create a tracking server (`{name, cluster?, region?,

@@ -47,7 +47,7 @@ impl Client {
 
     /// `GET /api/clusters/{cluster}/downloads`: model download Jobs with their phase.
     pub async fn list_downloads(&self, cluster: &str) -> Result<Vec<DownloadSummary>, Error> {
-        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "downloads"])).await
+        self.all(Call::new(Method::GET, &["api", "clusters", cluster, "downloads"])).await
     }
 
     /// `DELETE /api/clusters/{cluster}/downloads/{download}`: delete a model download's Job and
@@ -74,7 +74,7 @@ impl Client {
 
     /// `GET /api/clusters/{cluster}/jobs`: job summaries (phase, pods, recovery budget).
     pub async fn list_jobs(&self, cluster: &str) -> Result<Vec<JobSummary>, Error> {
-        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "jobs"])).await
+        self.all(Call::new(Method::GET, &["api", "clusters", cluster, "jobs"])).await
     }
 
     /// `GET /api/clusters/{cluster}/jobs/{job}`: one job with pods, conditions, events, the
@@ -156,7 +156,7 @@ impl Client {
 
     /// `GET /api/clusters/{cluster}/endpoints`: endpoints with readiness, replicas, URL and pool.
     pub async fn list_endpoints(&self, cluster: &str) -> Result<Vec<EndpointSummary>, Error> {
-        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "endpoints"])).await
+        self.all(Call::new(Method::GET, &["api", "clusters", cluster, "endpoints"])).await
     }
 
     /// `GET /api/clusters/{cluster}/endpoints/{ep}`: one endpoint with pods, conditions and
@@ -201,7 +201,7 @@ impl Client {
 
     /// `GET /api/clusters/{cluster}/pools`: each pool's warm workers and what they serve.
     pub async fn list_pools(&self, cluster: &str) -> Result<Vec<PoolSummary>, Error> {
-        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "pools"])).await
+        self.all(Call::new(Method::GET, &["api", "clusters", cluster, "pools"])).await
     }
 
     /// `PUT /api/clusters/{cluster}/pools/{pool}/workers/{pod}` with `{"serving": endpoint|null}`:

@@ -21,6 +21,7 @@ pub mod lifecycle;
 pub mod log_lines;
 pub mod names;
 pub mod operation;
+pub mod page;
 pub mod preflight;
 pub mod provider;
 pub mod spec;

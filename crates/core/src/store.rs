@@ -15,6 +15,7 @@
 use crate::operation::{
     AuditEntry, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepUpdate,
 };
+use crate::page::{Order, Page, PageRequest, page_in_memory};
 use crate::spec::ClusterCreateRequest;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -40,6 +41,9 @@ pub enum StoreError {
     /// caller no longer drives the operation and must stop at once.
     #[error("operation {operation}: {reason}; this replica no longer drives it")]
     Fenced { operation: OperationId, reason: String },
+    /// A page cursor whose shape is right but whose position is not (a forged cursor).
+    #[error("cursor: not a cursor of this list: use the `next` link of a previous page")]
+    BadCursor,
     #[error("store backend error: {0}")]
     Backend(String),
 }
@@ -169,6 +173,15 @@ pub trait Store: Send + Sync {
     /// The operation recorded with this idempotency key, if any.
     fn find_by_idempotency_key(&self, key: &str) -> Result<Option<Operation>, StoreError>;
     fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError>;
+    /// One page of [`Store::list_operations`] (same order, `filter.limit` ignored), cursor list
+    /// [`OPERATIONS_LIST`] (the rule of [`crate::page`]). Implementations seek in an index;
+    /// this default reads the whole list and pages it in memory.
+    fn page_operations(&self, filter: &OperationFilter, page: &PageRequest) -> Result<Page<Operation>, StoreError> {
+        let all = self.list_operations(&OperationFilter { limit: None, ..filter.clone() })?;
+        let key =
+            |op: &Operation| vec![op.created_at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true), op.id.0.clone()];
+        Ok(page_in_memory(all, OPERATIONS_LIST, Order::Descending, key, page))
+    }
     /// Operations whose status is `running` (to resume after a restart).
     fn running_operations(&self) -> Result<Vec<Operation>, StoreError>;
     /// The newest operation (the order of [`Store::list_operations`]) of each of `targets`,
@@ -219,10 +232,28 @@ pub trait Store: Send + Sync {
     fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
     /// Newest first.
     fn list_audit(&self, target: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError>;
+    /// One page of the audit log, newest first, cursor list [`AUDIT_LIST`]. Implementations
+    /// seek in an index; this default reads the whole log and pages it in memory.
+    fn page_audit(&self, target: Option<&str>, page: &PageRequest) -> Result<Page<AuditEntry>, StoreError> {
+        let all = self.list_audit(target, u32::MAX)?;
+        let n = all.len();
+        // Newest first already; number the entries so equal timestamps keep their order.
+        let numbered: Vec<(usize, AuditEntry)> = all.into_iter().enumerate().map(|(i, e)| (n - i, e)).collect();
+        let key = |(i, e): &(usize, AuditEntry)| {
+            vec![e.at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true), format!("{i:020}")]
+        };
+        Ok(page_in_memory(numbered, AUDIT_LIST, Order::Descending, key, page).map(|(_, e)| e))
+    }
 
     fn put_cluster(&self, record: &ClusterRecord) -> Result<(), StoreError>;
     fn get_cluster(&self, name: &str) -> Result<Option<ClusterRecord>, StoreError>;
     fn list_clusters(&self) -> Result<Vec<ClusterRecord>, StoreError>;
+    /// One page of the registry by name, cursor list [`CLUSTERS_LIST`]. Implementations seek
+    /// in the primary key; this default reads the whole registry and pages it in memory.
+    fn page_clusters(&self, page: &PageRequest) -> Result<Page<ClusterRecord>, StoreError> {
+        let all = self.list_clusters()?;
+        Ok(page_in_memory(all, CLUSTERS_LIST, Order::Ascending, |c| vec![c.name.clone()], page))
+    }
     fn delete_cluster(&self, name: &str) -> Result<(), StoreError>;
 
     fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
@@ -278,6 +309,13 @@ pub trait Store: Send + Sync {
         Ok(0)
     }
 }
+
+/// Cursor list of [`Store::page_operations`]: key (created at, insertion order).
+pub const OPERATIONS_LIST: &str = "operations";
+/// Cursor list of [`Store::page_audit`]: key (at, insertion order).
+pub const AUDIT_LIST: &str = "audit";
+/// Cursor list of [`Store::page_clusters`]: key (name).
+pub const CLUSTERS_LIST: &str = "clusters";
 
 /// Setting key of the active cluster's name.
 pub const ACTIVE_CLUSTER: &str = "active_cluster";

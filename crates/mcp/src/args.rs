@@ -255,9 +255,12 @@ pub struct OperationListArgs {
     /// Only operations with this status.
     #[serde(default)]
     pub status: Option<OperationStatus>,
-    /// At most this many (1-500, default 20), newest first.
+    /// Page size (1-500, default 20), newest first.
     #[serde(default)]
     pub limit: Option<u32>,
+    /// The `next` of a previous call: read the page after it (same filters).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 /// Tools addressing one operation.
@@ -295,9 +298,12 @@ pub struct AuditListArgs {
     /// Only entries about this target, e.g. `cluster/demo`.
     #[serde(default)]
     pub target: Option<String>,
-    /// At most this many (1-1000, default 50), newest first.
+    /// Page size (1-500, default 50), newest first.
     #[serde(default)]
     pub limit: Option<u32>,
+    /// The `next` of a previous call: read the page after it (same filter).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 /// Tools addressing one cluster's HyperPod day-2 state.

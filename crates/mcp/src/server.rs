@@ -25,7 +25,7 @@
 
 use crate::args::*;
 use crate::render::{self, failure, ok, ok_serialize};
-use instantstart_client::{Client, DeleteClusterOptions, FollowOptions, MutationOptions, OperationQuery};
+use instantstart_client::{Client, DeleteClusterOptions, FollowOptions, MutationOptions, OperationQuery, PageArgs};
 use instantstart_core::operation::Operation;
 use instantstart_core::provider::NodeAction;
 use rmcp::handler::server::wrapper::Parameters;
@@ -1282,7 +1282,8 @@ impl InstantStartMcp {
     #[tool(
         name = "operation_list",
         description = "Operations (every mutation is one), newest first, with status and a one-line progress \
-                       summary; filter by target (e.g. cluster/demo) and status. Use operation_get for steps.",
+                       summary; filter by target (e.g. cluster/demo) and status. Use operation_get for steps. \
+                       Answers {operations, next}: while next is not null, pass it as cursor to read older ones.",
         annotations(
             title = "List operations",
             read_only_hint = true,
@@ -1292,9 +1293,13 @@ impl InstantStartMcp {
         )
     )]
     async fn operation_list(&self, Parameters(a): Parameters<OperationListArgs>) -> CallToolResult {
-        let q = OperationQuery { target: a.target, status: a.status, limit: Some(a.limit.unwrap_or(20)) };
-        match self.client.list_operations(&q).await {
-            Ok(ops) => ok(Value::Array(ops.iter().map(operation_summary).collect())),
+        let q = OperationQuery { target: a.target, status: a.status, limit: None };
+        let page = PageArgs { limit: Some(a.limit.unwrap_or(20)), cursor: a.cursor };
+        match self.client.operations_page(&q, &page).await {
+            Ok(p) => ok(json!({
+                "operations": p.items.iter().map(operation_summary).collect::<Vec<_>>(),
+                "next": p.next,
+            })),
             Err(e) => failure(&e),
         }
     }
@@ -1446,7 +1451,8 @@ impl InstantStartMcp {
     #[tool(
         name = "audit_list",
         description = "The audit log, newest first: who (face and token name) did what to which target, when, \
-                       with which request or diff. Filter by target (e.g. cluster/demo).",
+                       with which request or diff. Filter by target (e.g. cluster/demo). Answers {entries, next}: \
+                       while next is not null, pass it as cursor to read older entries.",
         annotations(
             title = "Audit log",
             read_only_hint = true,
@@ -1456,8 +1462,9 @@ impl InstantStartMcp {
         )
     )]
     async fn audit_list(&self, Parameters(a): Parameters<AuditListArgs>) -> CallToolResult {
-        match self.client.audit(a.target.as_deref(), Some(a.limit.unwrap_or(50))).await {
-            Ok(entries) => ok_serialize(&entries),
+        let page = PageArgs { limit: Some(a.limit.unwrap_or(50)), cursor: a.cursor };
+        match self.client.audit_page(a.target.as_deref(), &page).await {
+            Ok(p) => ok(json!({ "entries": p.items, "next": p.next })),
             Err(e) => failure(&e),
         }
     }

@@ -302,9 +302,16 @@ def test_create_cluster_pipeline_runs_to_a_terminal_state(control_plane):
         assert not err and cluster["status"] == "ready" and cluster["active"] is True
         assert cluster["hyperpod"] is not None
         err, ops = await call(s, "operation_list", {"target": "cluster/agentdemo"})
-        assert not err and ops[0]["id"] == op_id
+        assert not err and ops["operations"][0]["id"] == op_id
         err, audit = await call(s, "audit_list", {"target": "cluster/agentdemo"})
-        assert not err and any(e["actor"]["face"] == "agent" for e in audit)
+        assert not err and any(e["actor"]["face"] == "agent" for e in audit["entries"])
+        # Pages: one entry at a time, following next, reads the same log.
+        err, first = await call(s, "audit_list", {"target": "cluster/agentdemo", "limit": 1})
+        assert not err and len(first["entries"]) == 1 and first["next"]
+        err, second = await call(s, "audit_list", {"target": "cluster/agentdemo", "limit": 1, "cursor": first["next"]})
+        assert not err and second["entries"] == audit["entries"][1:2]
+        err, bad = await call(s, "operation_list", {"cursor": "not-a-cursor"})
+        assert err and "cursor" in json.dumps(bad)
         err, stats = await call(s, "context_sim_stats")
         assert not err and isinstance(stats, dict)
 
@@ -554,7 +561,7 @@ async def wait_done(s, op_id):
 async def operation_count(s, name):
     err, ops = await call(s, "operation_list", {"target": f"cluster/{name}", "limit": 500})
     assert not err, ops
-    return len(ops)
+    return len(ops["operations"])
 
 
 def test_day2_instance_groups_nodes_and_features(control_plane):

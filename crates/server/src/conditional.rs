@@ -9,8 +9,8 @@
 //!
 //! # Guarantees
 //!
-//! - The tag is a function of the response body's bytes (length + std's 64-bit SipHash with
-//!   fixed keys): two bodies that differ get different tags (up to hash collisions), the same body
+//! - The tag is a function of the response body's bytes and its `Link` header, if any (a
+//!   page's next link; length + std's 64-bit SipHash with fixed keys): two bodies that differ get different tags (up to hash collisions), the same body
 //!   gets the same tag on every server of one version.
 //! - Only `GET`/`HEAD` answers with status `200` and a JSON content type are tagged; errors,
 //!   mutations, WebSocket upgrades and streams pass through untouched.
@@ -63,7 +63,11 @@ pub async fn conditional_get(request: Request, next: Next) -> Response {
     let Ok(bytes) = to_bytes(body, MAX_TAGGED_BYTES).await else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "response body too large to tag").into_response();
     };
-    let tag = entity_tag(&bytes);
+    // A page's `Link` (its next page) is part of what it says: fold it into the tag.
+    let tag = match parts.headers.get(header::LINK) {
+        Some(link) => entity_tag(&[&bytes[..], b"\nLink: ", link.as_bytes()].concat()),
+        None => entity_tag(&bytes),
+    };
     let value = HeaderValue::from_str(&tag).expect("a quoted hex tag is a valid header value");
     parts.headers.insert(header::ETAG, value.clone());
     parts.headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-cache"));

@@ -168,6 +168,10 @@ impl From<StoreError> for ApiError {
             StoreError::Fenced { ref operation, .. } => {
                 ApiError::Conflict { detail: e.to_string(), operation: Some(operation.clone()) }
             }
+            StoreError::BadCursor => ApiError::Validation(ValidationError::invalid(
+                "cursor",
+                "not a cursor of this list: use the `next` link of a previous page",
+            )),
             StoreError::Backend(_) => ApiError::Internal(e.to_string()),
         }
     }

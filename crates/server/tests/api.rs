@@ -2108,3 +2108,6 @@ async fn user_named_lifecycle_scripts_are_checked_in_the_preflight() {
     // Only the accepted requests created anything.
     assert_eq!(app.state.sim.as_ref().unwrap().calls("sagemaker:CreateCluster"), 2);
 }
+
+#[path = "api/pages.rs"]
+mod pages;

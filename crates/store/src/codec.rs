@@ -95,6 +95,18 @@ pub(crate) fn u64_from_sql(column: &str, v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|e| corrupt(column, format!("{v}: {e}")))
 }
 
+/// A (timestamp, sequence number) cursor key; the page rule decoded its shape, the store
+/// checks its content (a forged cursor is a validation error on `cursor`, not a crash).
+pub(crate) fn cursor_position(cursor: &instantstart_core::page::Cursor) -> Result<(String, i64), StoreError> {
+    match cursor.key() {
+        [at, seq] => match (parse_ts("cursor", at), seq.parse::<i64>()) {
+            (Ok(_), Ok(seq)) => Ok((at.clone(), seq)),
+            _ => Err(StoreError::BadCursor),
+        },
+        _ => Err(StoreError::BadCursor),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

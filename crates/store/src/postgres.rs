@@ -27,8 +27,8 @@ mod pool;
 mod schema;
 
 use crate::codec::{
-    Context, corrupt, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql, u64_from_sql,
-    u64_to_sql,
+    Context, corrupt, cursor_position, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql,
+    u64_from_sql, u64_to_sql,
 };
 use crate::lease::{self, LeaseRow};
 use ::postgres::types::{FromSql, ToSql};
@@ -39,8 +39,10 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
+use instantstart_core::page::{Cursor, Page, PageRequest};
 use instantstart_core::store::{
-    CHANGE_FEED_KEEP, ClusterRecord, Inserted, Lease, OperationChange, OperationFilter, OperationHead, Store,
+    AUDIT_LIST, CHANGE_FEED_KEEP, CLUSTERS_LIST, ClusterRecord, Inserted, Lease, OPERATIONS_LIST, OperationChange,
+    OperationFilter, OperationHead, Store,
     StoreError,
 };
 use pool::Pool;
@@ -225,6 +227,35 @@ fn load_step(tx: &mut Transaction<'_>, id: &OperationId, key: &str) -> Result<Op
 
 /// Runs an operations query (`SELECT {OP_COLUMNS} FROM operations …`) and loads each
 /// operation's steps.
+/// The operations query of `filter`, newest first, after `after` (a cursor of
+/// [`OPERATIONS_LIST`]), at most `limit` rows (`None`: no limit).
+fn operations_query(
+    filter: &OperationFilter,
+    after: Option<&Cursor>,
+    limit: Option<i64>,
+) -> Result<(String, Params), StoreError> {
+    let mut sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE TRUE");
+    let mut args: Params = Vec::new();
+    if let Some(target) = &filter.target {
+        args.push(Box::new(target.clone()));
+        sql.push_str(&format!(" AND target = ${}", args.len()));
+    }
+    if let Some(status) = filter.status {
+        args.push(Box::new(status.as_str().to_string()));
+        sql.push_str(&format!(" AND status = ${}", args.len()));
+    }
+    if let Some(after) = after {
+        let (created, seq) = cursor_position(after)?;
+        args.push(Box::new(created));
+        args.push(Box::new(seq));
+        sql.push_str(&format!(" AND (created_at, seq) < (${}, ${})", args.len() - 1, args.len()));
+    }
+    // LIMIT NULL means no limit.
+    args.push(Box::new(limit));
+    sql.push_str(&format!(" ORDER BY created_at DESC, seq DESC LIMIT ${}", args.len()));
+    Ok((sql, args))
+}
+
 fn query_operations(
     tx: &mut Transaction<'_>,
     sql: &str,
@@ -438,6 +469,34 @@ fn decode_head(r: &Row) -> Result<(String, OperationHead), StoreError> {
     Ok((target, head))
 }
 
+/// Audit entries with their id, newest first, of `target` (all when `None`), after `after`
+/// (at, id), at most `limit`.
+fn query_audit(
+    tx: &mut Transaction<'_>,
+    target: Option<String>,
+    after: Option<(String, i64)>,
+    limit: i64,
+) -> Result<Vec<(i64, AuditEntry)>, StoreError> {
+    // One statement per shape rather than `$1 IS NULL OR …`, so each can use its index.
+    let mut sql =
+        "SELECT at, actor_face, actor_principal, action, target, operation_id, detail, id FROM audit WHERE TRUE"
+            .to_string();
+    let mut args: Params = Vec::new();
+    if let Some(t) = target {
+        args.push(Box::new(t));
+        sql.push_str(&format!(" AND target = ${}", args.len()));
+    }
+    if let Some((at, id)) = after {
+        args.push(Box::new(at));
+        args.push(Box::new(id));
+        sql.push_str(&format!(" AND (at, id) < (${}, ${})", args.len() - 1, args.len()));
+    }
+    args.push(Box::new(limit));
+    sql.push_str(&format!(" ORDER BY at DESC, id DESC LIMIT ${}", args.len()));
+    let rows = tx.query(&sql, &params_ref(&args)).ctx("query audit")?;
+    rows.iter().map(|r| Ok((col::<i64>(r, 7)?, decode_audit(r)?))).collect()
+}
+
 fn decode_audit(r: &Row) -> Result<AuditEntry, StoreError> {
     let at: String = col(r, 0)?;
     let face: String = col(r, 1)?;
@@ -543,20 +602,28 @@ impl Store for PostgresStore {
     }
 
     fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError> {
-        let mut sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE TRUE");
-        let mut args: Params = Vec::new();
-        if let Some(target) = &filter.target {
-            args.push(Box::new(target.clone()));
-            sql.push_str(&format!(" AND target = ${}", args.len()));
-        }
-        if let Some(status) = filter.status {
-            args.push(Box::new(status.as_str().to_string()));
-            sql.push_str(&format!(" AND status = ${}", args.len()));
-        }
-        // LIMIT NULL means no limit.
-        args.push(Box::new(filter.limit.map(i64::from)));
-        sql.push_str(&format!(" ORDER BY created_at DESC, seq DESC LIMIT ${}", args.len()));
+        let (sql, args) = operations_query(filter, None, filter.limit.map(i64::from))?;
         self.read("list operations", move |tx| query_operations(tx, &sql, &params_ref(&args)))
+    }
+
+    /// Keyset: the cursor is (created_at, seq) of the last operation returned; the row
+    /// comparison seeks in `operations_created_seq` (or the target's or status's index, each
+    /// ending in created_at, seq).
+    fn page_operations(&self, filter: &OperationFilter, page: &PageRequest) -> Result<Page<Operation>, StoreError> {
+        let limit = page.limit;
+        let (sql, args) = operations_query(filter, page.after.as_ref(), Some(i64::from(limit) + 1))?;
+        self.read("page operations", move |tx| {
+            let items = query_operations(tx, &sql, &params_ref(&args))?;
+            let mut page = Page::from_probe(items, limit, OPERATIONS_LIST, |_| Vec::new());
+            if let (Some(next), Some(last)) = (&mut page.next, page.items.last()) {
+                let row = tx
+                    .query_one("SELECT seq FROM operations WHERE id = $1", &[&last.id.0])
+                    .ctx("read operation position")?;
+                let seq: i64 = col(&row, 0)?;
+                *next = Cursor::new(OPERATIONS_LIST, vec![ts(&last.created_at), seq.to_string()]);
+            }
+            Ok(page)
+        })
     }
 
     fn running_operations(&self) -> Result<Vec<Operation>, StoreError> {
@@ -635,18 +702,21 @@ impl Store for PostgresStore {
     fn list_audit(&self, target: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
         let target = target.map(str::to_string);
         self.read("list audit", move |tx| {
-            let columns = "at, actor_face, actor_principal, action, target, operation_id, detail";
-            let limit = i64::from(limit);
-            // Two statements rather than `$1 IS NULL OR …`, so each can use its index.
-            let rows = match &target {
-                Some(t) => tx.query(
-                    &format!("SELECT {columns} FROM audit WHERE target = $1 ORDER BY at DESC, id DESC LIMIT $2"),
-                    &[t, &limit],
-                ),
-                None => tx.query(&format!("SELECT {columns} FROM audit ORDER BY at DESC, id DESC LIMIT $1"), &[&limit]),
-            }
-            .ctx("query audit")?;
-            rows.iter().map(decode_audit).collect()
+            let rows = query_audit(tx, target, None, i64::from(limit))?;
+            Ok(rows.into_iter().map(|(_, e)| e).collect())
+        })
+    }
+
+    /// Keyset: the cursor is (at, id) of the last entry returned, seeking in `audit_at_id` or
+    /// `audit_target_at_id`.
+    fn page_audit(&self, target: Option<&str>, page: &PageRequest) -> Result<Page<AuditEntry>, StoreError> {
+        let target = target.map(str::to_string);
+        let after = page.after.as_ref().map(cursor_position).transpose()?;
+        let limit = page.limit;
+        self.read("page audit", move |tx| {
+            let rows = query_audit(tx, target, after, i64::from(limit) + 1)?;
+            let page = Page::from_probe(rows, limit, AUDIT_LIST, |(id, e)| vec![ts(&e.at), id.to_string()]);
+            Ok(page.map(|(_, e)| e))
         })
     }
 
@@ -673,6 +743,25 @@ impl Store for PostgresStore {
         self.read("get cluster", move |tx| {
             let row = tx.query_opt("SELECT record FROM clusters WHERE name = $1", &[&name]).ctx("read cluster")?;
             row.map(|r| from_json("clusters.record", &col::<String>(&r, 0)?)).transpose()
+        })
+    }
+
+    /// Keyset on the primary key: the cursor is the name of the last cluster returned.
+    fn page_clusters(&self, page: &PageRequest) -> Result<Page<ClusterRecord>, StoreError> {
+        let after = page.after.as_ref().map(|c| c.key().first().cloned().ok_or(StoreError::BadCursor)).transpose()?;
+        let limit = page.limit;
+        self.read("page clusters", move |tx| {
+            let rows = tx
+                .query(
+                    "SELECT record FROM clusters WHERE $1::TEXT IS NULL OR name > $1 ORDER BY name LIMIT $2",
+                    &[&after, &(i64::from(limit) + 1)],
+                )
+                .ctx("query clusters")?;
+            let records = rows
+                .iter()
+                .map(|r| from_json("clusters.record", &col::<String>(r, 0)?))
+                .collect::<Result<Vec<ClusterRecord>, _>>()?;
+            Ok(Page::from_probe(records, limit, CLUSTERS_LIST, |c: &ClusterRecord| vec![c.name.clone()]))
         })
     }
 

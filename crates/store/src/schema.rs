@@ -151,8 +151,15 @@ CREATE TABLE operation_changes (
 );
 "#;
 
+/// Version 5: keyset pagination (`instantstart_core::page`). SQLite's indexes already end in
+/// the rowid, the tie-break of every list (`operations_created_at`, `operations_status_created`,
+/// `operations_target_created`, `audit_at`, `audit_target_at`), so nothing changes here; the
+/// version exists so that "schema version 5" means the same on both backends (PostgreSQL adds
+/// its `seq`/`id` columns to those indexes).
+const V5: &str = "-- no change: see the doc comment";
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

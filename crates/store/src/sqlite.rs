@@ -8,8 +8,8 @@
 //! sees one snapshot.
 
 use crate::codec::{
-    Context, corrupt, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql, u64_from_sql,
-    u64_to_sql,
+    Context, corrupt, cursor_position, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql,
+    u64_from_sql, u64_to_sql,
 };
 use crate::lease::{self, LeaseRow};
 use crate::schema;
@@ -19,8 +19,10 @@ use instantstart_core::operation::{
     Actor, AuditEntry, Face, NewOperation, Operation, OperationId, OperationKind, OperationStatus, Step, StepPhase,
     StepUpdate,
 };
+use instantstart_core::page::{Cursor, Page, PageRequest};
 use instantstart_core::store::{
-    CHANGE_FEED_KEEP, ClusterRecord, Inserted, Lease, OperationChange, OperationFilter, OperationHead, Store,
+    AUDIT_LIST, CHANGE_FEED_KEEP, CLUSTERS_LIST, ClusterRecord, Inserted, Lease, OPERATIONS_LIST, OperationChange,
+    OperationFilter, OperationHead, Store,
     StoreError,
 };
 use rusqlite::types::Value as SqlValue;
@@ -300,6 +302,88 @@ fn load_step(conn: &Connection, id: &OperationId, key: &str) -> Result<Option<St
     row.map(StepRow::decode).transpose()
 }
 
+/// The operations query of `filter`, newest first, after `after` (a cursor of
+/// [`OPERATIONS_LIST`]), at most `limit` rows (negative: no limit).
+fn operations_query(
+    filter: &OperationFilter,
+    after: Option<&Cursor>,
+    limit: i64,
+) -> Result<(String, Vec<SqlValue>), StoreError> {
+    let mut sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE 1 = 1");
+    let mut args = Vec::new();
+    if let Some(target) = &filter.target {
+        args.push(SqlValue::Text(target.clone()));
+        sql.push_str(&format!(" AND target = ?{}", args.len()));
+    }
+    if let Some(status) = filter.status {
+        args.push(SqlValue::Text(status.as_str().into()));
+        sql.push_str(&format!(" AND status = ?{}", args.len()));
+    }
+    if let Some(after) = after {
+        let (created, rowid) = cursor_position(after)?;
+        args.push(SqlValue::Text(created));
+        args.push(SqlValue::Integer(rowid));
+        sql.push_str(&format!(" AND (created_at, rowid) < (?{}, ?{})", args.len() - 1, args.len()));
+    }
+    // A negative LIMIT means no limit in SQLite.
+    args.push(SqlValue::Integer(limit));
+    sql.push_str(&format!(" ORDER BY created_at DESC, rowid DESC LIMIT ?{}", args.len()));
+    Ok((sql, args))
+}
+
+/// Audit entries with their id, newest first, of `target` (all when `None`), after `after`
+/// (at, id), at most `limit` (negative: no limit).
+fn query_audit(
+    tx: &Transaction<'_>,
+    target: Option<&str>,
+    after: Option<(String, i64)>,
+    limit: i64,
+) -> Result<Vec<(i64, AuditEntry)>, StoreError> {
+    // One statement per shape rather than `?1 IS NULL OR …`, so each can use its index.
+    let mut sql = "SELECT id, at, actor_face, actor_principal, action, target, operation_id, detail FROM audit \
+                   WHERE 1 = 1"
+        .to_string();
+    let mut args: Vec<SqlValue> = Vec::new();
+    if let Some(t) = target {
+        args.push(SqlValue::Text(t.to_string()));
+        sql.push_str(&format!(" AND target = ?{}", args.len()));
+    }
+    if let Some((at, id)) = after {
+        args.push(SqlValue::Text(at));
+        args.push(SqlValue::Integer(id));
+        sql.push_str(&format!(" AND (at, id) < (?{}, ?{})", args.len() - 1, args.len()));
+    }
+    args.push(SqlValue::Integer(limit));
+    sql.push_str(&format!(" ORDER BY at DESC, id DESC LIMIT ?{}", args.len()));
+    type AuditRow = (i64, String, String, String, String, String, Option<String>, String);
+    let mut stmt = tx.prepare_cached(&sql).ctx("prepare audit query")?;
+    let rows: Vec<AuditRow> = stmt
+        .query_map(rusqlite::params_from_iter(&args), |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+        })
+        .ctx("query audit")?
+        .collect::<rusqlite::Result<_>>()
+        .ctx("read audit")?;
+    rows.into_iter()
+        .map(|(id, at, face, principal, action, target, operation_id, detail)| {
+            Ok((
+                id,
+                AuditEntry {
+                    at: parse_ts("audit.at", &at)?,
+                    actor: Actor {
+                        face: Face::parse(&face).ok_or_else(|| corrupt("audit.actor_face", &face))?,
+                        principal,
+                    },
+                    action,
+                    target,
+                    operation_id: operation_id.map(OperationId),
+                    detail: from_json("audit.detail", &detail)?,
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Runs an operations query (`SELECT {OP_COLUMNS} FROM operations …`) and loads each
 /// operation's steps.
 fn query_operations(conn: &Connection, sql: &str, args: &[SqlValue]) -> Result<Vec<Operation>, StoreError> {
@@ -574,20 +658,26 @@ impl Store for SqliteStore {
     }
 
     fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<Operation>, StoreError> {
-        let mut sql = format!("SELECT {OP_COLUMNS} FROM operations WHERE 1 = 1");
-        let mut args = Vec::new();
-        if let Some(target) = &filter.target {
-            args.push(SqlValue::Text(target.clone()));
-            sql.push_str(&format!(" AND target = ?{}", args.len()));
-        }
-        if let Some(status) = filter.status {
-            args.push(SqlValue::Text(status.as_str().into()));
-            sql.push_str(&format!(" AND status = ?{}", args.len()));
-        }
-        // A negative LIMIT means no limit in SQLite.
-        args.push(SqlValue::Integer(filter.limit.map_or(-1, i64::from)));
-        sql.push_str(&format!(" ORDER BY created_at DESC, rowid DESC LIMIT ?{}", args.len()));
+        let (sql, args) = operations_query(filter, None, filter.limit.map_or(-1, i64::from))?;
         self.read("list operations", |tx| query_operations(tx, &sql, &args))
+    }
+
+    /// Keyset: the cursor is (created_at, rowid) of the last operation returned; the row-value
+    /// comparison seeks in `operations_created_at` (or the target's or status's index, each
+    /// ending in created_at, and SQLite indexes carry the rowid).
+    fn page_operations(&self, filter: &OperationFilter, page: &PageRequest) -> Result<Page<Operation>, StoreError> {
+        let (sql, args) = operations_query(filter, page.after.as_ref(), i64::from(page.limit) + 1)?;
+        self.read("page operations", |tx| {
+            let items = query_operations(tx, &sql, &args)?;
+            let mut page = Page::from_probe(items, page.limit, OPERATIONS_LIST, |_| Vec::new());
+            if let (Some(next), Some(last)) = (&mut page.next, page.items.last()) {
+                let rowid: i64 = tx
+                    .query_row("SELECT rowid FROM operations WHERE id = ?1", [&last.id.0], |r| r.get(0))
+                    .ctx("read operation position")?;
+                *next = Cursor::new(OPERATIONS_LIST, vec![ts(&last.created_at), rowid.to_string()]);
+            }
+            Ok(page)
+        })
     }
 
     fn running_operations(&self) -> Result<Vec<Operation>, StoreError> {
@@ -686,42 +776,19 @@ impl Store for SqliteStore {
     }
 
     fn list_audit(&self, target: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
-        // Two statements rather than `?1 IS NULL OR …`, so each can use its index.
-        let sql = match target {
-            Some(_) => {
-                "SELECT at, actor_face, actor_principal, action, target, operation_id, detail FROM audit \
-                 WHERE target = ?1 ORDER BY at DESC, id DESC LIMIT ?2"
-            }
-            None => {
-                "SELECT at, actor_face, actor_principal, action, target, operation_id, detail FROM audit \
-                 WHERE ?1 IS NULL ORDER BY at DESC, id DESC LIMIT ?2"
-            }
-        };
-        type AuditRow = (String, String, String, String, String, Option<String>, String);
         self.read("list audit", |tx| {
-            let mut stmt = tx.prepare_cached(sql).ctx("prepare audit query")?;
-            let rows: Vec<AuditRow> = stmt
-                .query_map(params![target, i64::from(limit)], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
-                })
-                .ctx("query audit")?
-                .collect::<rusqlite::Result<_>>()
-                .ctx("read audit")?;
-            rows.into_iter()
-                .map(|(at, face, principal, action, target, operation_id, detail)| {
-                    Ok(AuditEntry {
-                        at: parse_ts("audit.at", &at)?,
-                        actor: Actor {
-                            face: Face::parse(&face).ok_or_else(|| corrupt("audit.actor_face", &face))?,
-                            principal,
-                        },
-                        action,
-                        target,
-                        operation_id: operation_id.map(OperationId),
-                        detail: from_json("audit.detail", &detail)?,
-                    })
-                })
-                .collect()
+            query_audit(tx, target, None, i64::from(limit)).map(|rows| rows.into_iter().map(|(_, e)| e).collect())
+        })
+    }
+
+    /// Keyset: the cursor is (at, id) of the last entry returned, seeking in `audit_at` or
+    /// `audit_target_at` (whose rowid is the id).
+    fn page_audit(&self, target: Option<&str>, page: &PageRequest) -> Result<Page<AuditEntry>, StoreError> {
+        let after = page.after.as_ref().map(cursor_position).transpose()?;
+        self.read("page audit", |tx| {
+            let rows = query_audit(tx, target, after, i64::from(page.limit) + 1)?;
+            let page = Page::from_probe(rows, page.limit, AUDIT_LIST, |(id, e)| vec![ts(&e.at), id.to_string()]);
+            Ok(page.map(|(_, e)| e))
         })
     }
 
@@ -757,6 +824,24 @@ impl Store for SqliteStore {
                 .optional()
                 .ctx("read cluster")?;
             json.map(|j| from_json("clusters.record", &j)).transpose()
+        })
+    }
+
+    /// Keyset on the primary key: the cursor is the name of the last cluster returned.
+    fn page_clusters(&self, page: &PageRequest) -> Result<Page<ClusterRecord>, StoreError> {
+        let after = page.after.as_ref().map(|c| c.key().first().cloned().ok_or(StoreError::BadCursor)).transpose()?;
+        self.read("page clusters", |tx| {
+            let mut stmt = tx
+                .prepare_cached("SELECT record FROM clusters WHERE ?1 IS NULL OR name > ?1 ORDER BY name LIMIT ?2")
+                .ctx("prepare cluster page query")?;
+            let rows: Vec<String> = stmt
+                .query_map(params![after, i64::from(page.limit) + 1], |r| r.get(0))
+                .ctx("query clusters")?
+                .collect::<rusqlite::Result<_>>()
+                .ctx("read clusters")?;
+            let records =
+                rows.iter().map(|j| from_json("clusters.record", j)).collect::<Result<Vec<ClusterRecord>, _>>()?;
+            Ok(Page::from_probe(records, page.limit, CLUSTERS_LIST, |c| vec![c.name.clone()]))
         })
     }
 

@@ -4,6 +4,7 @@ use crate::app::Globals;
 use crate::exit::Exit;
 use crate::output::{self, Table, when};
 use clap::Args;
+use instantstart_client::PageArgs;
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
@@ -13,14 +14,18 @@ pub struct AuditArgs {
     /// Only entries about this cluster (target cluster/NAME).
     #[arg(long)]
     pub cluster: Option<String>,
-    /// At most this many (1-1000) [default: 100].
+    /// Page size: at most this many, newest first (1-500) [default: 100].
     #[arg(long)]
     pub limit: Option<u32>,
+    /// Start after this position: the cursor printed under the previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 pub async fn run(g: &Globals, args: AuditArgs) -> anyhow::Result<Exit> {
     let target = args.target.or(args.cluster.map(|c| format!("cluster/{c}")));
-    let entries = g.client()?.audit(target.as_deref(), args.limit).await?;
+    let page = g.client()?.audit_page(target.as_deref(), &PageArgs { limit: args.limit, cursor: args.cursor }).await?;
+    let entries = page.items;
     output::emit(g.output, &entries, || {
         let mut t = Table::new(&["AT", "ACTOR", "ACTION", "TARGET", "OPERATION"]);
         for e in &entries {
@@ -34,5 +39,6 @@ pub async fn run(g: &Globals, args: AuditArgs) -> anyhow::Result<Exit> {
         }
         t.render_or("No audit entries.")
     })?;
+    output::more(page.next.as_deref());
     Ok(Exit::Ok)
 }

@@ -5,7 +5,7 @@ use crate::exit::{Exit, usage};
 use crate::mutation;
 use crate::output::{self, Table, between, fields, secs, when};
 use clap::{Args, Subcommand};
-use instantstart_client::OperationQuery;
+use instantstart_client::{OperationQuery, PageArgs};
 use instantstart_core::operation::{Operation, OperationStatus, StepPhase};
 
 #[derive(Subcommand, Debug)]
@@ -53,9 +53,15 @@ pub struct ListArgs {
     /// Only operations with this status.
     #[arg(long, value_parser = parse_status)]
     pub status: Option<OperationStatus>,
-    /// At most this many (1-500) [default: 100].
+    /// Page size: at most this many, newest first (1-500) [default: 100].
     #[arg(long)]
     pub limit: Option<u32>,
+    /// Start after this position: the cursor printed under the previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// Every operation, following the pages to the end.
+    #[arg(long, conflicts_with_all = ["limit", "cursor"])]
+    pub all: bool,
 }
 
 fn parse_status(s: &str) -> Result<OperationStatus, String> {
@@ -69,9 +75,14 @@ pub async fn run(g: &Globals, cmd: OperationCommand) -> anyhow::Result<Exit> {
             let q = OperationQuery {
                 target: args.target.or(args.cluster.map(|c| format!("cluster/{c}"))),
                 status: args.status,
-                limit: args.limit,
+                limit: None,
             };
-            let ops = client.list_operations(&q).await?;
+            let (ops, next) = if args.all {
+                (client.all_operations(&q).await?, None)
+            } else {
+                let page = client.operations_page(&q, &PageArgs { limit: args.limit, cursor: args.cursor }).await?;
+                (page.items, page.next)
+            };
             output::emit(g.output, &ops, || {
                 let mut t = Table::new(&["ID", "KIND", "TARGET", "STATUS", "STEPS", "ACTOR", "CREATED"]);
                 for op in &ops {
@@ -87,6 +98,7 @@ pub async fn run(g: &Globals, cmd: OperationCommand) -> anyhow::Result<Exit> {
                 }
                 t.render_or("No operations.")
             })?;
+            output::more(next.as_deref());
             Ok(Exit::Ok)
         }
         OperationCommand::Get { id } => {

@@ -135,6 +135,16 @@ pub fn list(store: &dyn Store) -> Result<Vec<ClusterView>, EngineError> {
     views(store, store.list_clusters()?)
 }
 
+/// One page of the clusters, by name (the rule of [`crate::page`]), each with its status; the
+/// statuses of a page cost one query whatever its size.
+pub fn page(
+    store: &dyn Store,
+    request: &crate::page::PageRequest,
+) -> Result<crate::page::Page<ClusterView>, EngineError> {
+    let records = store.page_clusters(request)?;
+    Ok(crate::page::Page { items: views(store, records.items)?, next: records.next })
+}
+
 /// One cluster with its status (no live read); unknown → [`EngineError::UnknownCluster`].
 pub fn view(store: &dyn Store, name: &str) -> Result<ClusterView, EngineError> {
     let record = store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;

@@ -1,5 +1,6 @@
 //! Cluster lifecycle: create (the full pipeline), import, list, get, select active, delete.
 
+use super::page::{PageParams, Paged};
 use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
 use crate::AppState;
 use crate::auth::Principal;
@@ -13,7 +14,7 @@ use instantstart_core::api;
 use instantstart_core::engine::audit;
 use instantstart_core::operation::OperationKind;
 use instantstart_core::spec::{ClusterCreateRequest, fill_default_region};
-use instantstart_core::store::ACTIVE_CLUSTER;
+use instantstart_core::store::{ACTIVE_CLUSTER, CLUSTERS_LIST};
 use instantstart_core::workflow::cluster_target;
 use instantstart_core::workflow::delete_cluster::DeleteClusterRequest;
 use instantstart_core::workflow::import_cluster::ImportClusterRequest;
@@ -59,9 +60,9 @@ pub fn routes() -> ApiRouter<AppState> {
             get_with(list, |op| {
                 errors(
                     op.id("cluster_list")
-                        .summary("List clusters")
+                        .summary("List clusters by name (paged: `limit`, `cursor`, `Link: rel=\"next\"`)")
                         .tag("clusters")
-                        .response::<200, Json<Vec<ClusterView>>>(),
+                        .response::<200, Paged<ClusterView>>(),
                 )
             })
             .post_with(create, |op| {
@@ -114,8 +115,9 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
-async fn list(State(state): State<AppState>) -> Result<Json<Vec<ClusterView>>, ApiError> {
-    Ok(Json(api::clusters::list(state.store.as_ref())?))
+async fn list(State(state): State<AppState>, paging: PageParams) -> Result<Paged<ClusterView>, ApiError> {
+    let request = paging.request(CLUSTERS_LIST, 1)?;
+    Ok(paging.respond(api::clusters::page(state.store.as_ref(), &request)?))
 }
 
 async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<ClusterPath>) -> Result<Json<ClusterDetail>, ApiError> {

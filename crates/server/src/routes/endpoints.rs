@@ -7,6 +7,7 @@
 //! data path except for this explicit, bounded call (timeout 60 s → `504`, request ≤ 1 MiB →
 //! `413`, answer ≤ 4 MiB → `502`).
 
+use super::page::{PageParams, Paged};
 use super::{
     ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, NoChange, PlanOrNoChange, accepted_with_plan, dry_run,
     errors, mutation, submit,
@@ -23,6 +24,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use instantstart_core::engine::Outcome;
 use instantstart_core::operation::OperationKind;
+use instantstart_core::page::Order;
 use instantstart_core::validate::ValidationError;
 use instantstart_core::workflow::endpoints::{
     self as ep, AssignPoolWorkerRequest, CHAT_MAX_REQUEST_BYTES, CHAT_MAX_RESPONSE_BYTES, CHAT_TIMEOUT, EndpointDetail,
@@ -75,7 +77,7 @@ pub fn routes() -> ApiRouter<AppState> {
                         .summary("Inference endpoints: readiness, replicas, URL, exposure, pool, router, autoscaling")
                         .tag("inference"),
                 )
-                .response::<200, Json<Vec<EndpointSummary>>>()
+                .response::<200, Paged<EndpointSummary>>()
                 .response::<404, ProblemJson>()
             })
             .post_with(deploy, |op| {
@@ -144,7 +146,7 @@ pub fn routes() -> ApiRouter<AppState> {
             "/api/clusters/{name}/pools",
             get_with(pools, |op| {
                 errors(op.id("pool_list").summary("Model pools: warm workers and what they serve").tag("inference"))
-                    .response::<200, Json<Vec<PoolSummary>>>()
+                    .response::<200, Paged<PoolSummary>>()
                     .response::<404, ProblemJson>()
             }),
         )
@@ -171,9 +173,12 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
 async fn list(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
-) -> Result<Json<Vec<EndpointSummary>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<EndpointSummary>, ApiError> {
+    let request = paging.request("endpoints", 2)?;
     let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
-    Ok(Json(ep::list_endpoints(state.kube.as_ref(), &target).await?))
+    let endpoints = ep::list_endpoints(state.kube.as_ref(), &target).await?;
+    paging.in_memory(endpoints, "endpoints", Order::Ascending, |e| vec![e.namespace.clone(), e.name.clone()], &request)
 }
 
 async fn detail(
@@ -378,9 +383,12 @@ async fn chat(
 async fn pools(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
-) -> Result<Json<Vec<PoolSummary>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<PoolSummary>, ApiError> {
+    let request = paging.request("pools", 1)?;
     let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
-    Ok(Json(ep::list_pools(state.kube.as_ref(), &target).await?))
+    let pools = ep::list_pools(state.kube.as_ref(), &target).await?;
+    paging.in_memory(pools, "pools", Order::Ascending, |p| vec![p.pool.clone()], &request)
 }
 
 async fn assign(

@@ -6,6 +6,7 @@
 //! the explicit-diff contract: PATCH bodies carry only the changed fields, and a request that
 //! matches the real state answers 200 "already in this state" without creating an operation.
 
+use super::page::{PageParams, Paged};
 use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, PlanOrNoChange, errors, mutation, submit};
 use crate::AppState;
 use crate::auth::Principal;
@@ -17,6 +18,7 @@ use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::operation::OperationKind;
+use instantstart_core::page::Order;
 use instantstart_core::provider::{
     ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus, KubeTarget,
     SoftwareUpdateDeployment, SoftwareUpdateGroup,
@@ -150,7 +152,7 @@ pub fn routes() -> ApiRouter<AppState> {
                         .summary("Instance groups of the HyperPod cluster (live counts)")
                         .tag("hyperpod"),
                 )
-                .response::<200, Json<Vec<HyperPodInstanceGroupStatus>>>()
+                .response::<200, Paged<HyperPodInstanceGroupStatus>>()
                 .response::<404, ProblemJson>()
             })
             .post_with(add_group, |op| {
@@ -186,7 +188,7 @@ pub fn routes() -> ApiRouter<AppState> {
             "/api/clusters/{name}/nodes",
             get_with(list_nodes, |op| {
                 errors(op.id("node_list").summary("Nodes with instance group and status").tag("hyperpod"))
-                    .response::<200, Json<Vec<ClusterNode>>>()
+                    .response::<200, Paged<ClusterNode>>()
                     .response::<404, ProblemJson>()
             }),
         )
@@ -290,9 +292,12 @@ fn to_json<T: Serialize>(v: &T) -> Result<serde_json::Value, ApiError> {
 async fn list_groups(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
-) -> Result<Json<Vec<HyperPodInstanceGroupStatus>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<HyperPodInstanceGroupStatus>, ApiError> {
+    let request = paging.request("instance_groups", 1)?;
     let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
-    Ok(Json(live_cluster(state.aws.as_ref(), &rec, &hp).await?.instance_groups))
+    let groups = live_cluster(state.aws.as_ref(), &rec, &hp).await?.instance_groups;
+    paging.in_memory(groups, "instance_groups", Order::Ascending, |g| vec![g.name.clone()], &request)
 }
 
 async fn add_group(
@@ -334,9 +339,18 @@ async fn delete_group(
 async fn list_nodes(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
-) -> Result<Json<Vec<ClusterNode>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<ClusterNode>, ApiError> {
+    let request = paging.request("nodes", 2)?;
     let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
-    Ok(Json(state.aws.list_cluster_nodes(&rec.region, &hp).await?))
+    let nodes = state.aws.list_cluster_nodes(&rec.region, &hp).await?;
+    paging.in_memory(
+        nodes,
+        "nodes",
+        Order::Ascending,
+        |n| vec![n.instance_group.clone(), n.instance_id.clone()],
+        &request,
+    )
 }
 
 async fn list_events(

@@ -6,6 +6,7 @@
 //! 422 from the workflow's assessment. A job name is unique per namespace; routes take an optional
 //! `?namespace=` and otherwise find the one namespace that has the job (`409` when several do).
 
+use super::page::{PageParams, Paged};
 use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation};
 use crate::AppState;
 use crate::auth::{Principal, check_origin};
@@ -23,6 +24,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use instantstart_core::engine::Outcome;
 use instantstart_core::operation::{Operation as CoreOperation, OperationKind};
+use instantstart_core::page::Order;
 use instantstart_core::provider::{KubeApi, KubeTarget};
 use instantstart_core::workflow::workloads::{DeleteWorkloadRequest, StoredWorkload};
 use instantstart_core::workload::read::{self, ReadError};
@@ -220,7 +222,7 @@ pub fn routes() -> ApiRouter<AppState> {
             "/api/clusters/{cluster}/jobs",
             get_with(list, |op| {
                 errors(op.id("job_list").summary("Training jobs with phase, pods and recovery budget").tag("jobs"))
-                    .response::<200, Json<Vec<JobSummary>>>()
+                    .response::<200, Paged<JobSummary>>()
                     .response::<404, ProblemJson>()
             })
             .post_with(submit, |op| {
@@ -271,9 +273,12 @@ async fn list(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
     ApiQuery(q): ApiQuery<NamespaceQuery>,
-) -> Result<Json<Vec<JobSummary>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<JobSummary>, ApiError> {
+    let request = paging.request("jobs", 2)?;
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    Ok(Json(read::list_jobs(state.kube.as_ref(), &target, q.namespace.as_deref()).await?))
+    let jobs = read::list_jobs(state.kube.as_ref(), &target, q.namespace.as_deref()).await?;
+    paging.in_memory(jobs, "jobs", Order::Ascending, |j| vec![j.namespace.clone(), j.name.clone()], &request)
 }
 
 async fn submit(

@@ -7,6 +7,7 @@
 //! default region) picks the region, and a create request without `cluster` or `region` gets the
 //! default region.
 
+use super::page::{PageParams, Paged};
 use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
 use crate::AppState;
 use crate::auth::Principal;
@@ -18,6 +19,7 @@ use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::Finding;
 use instantstart_core::operation::OperationKind;
+use instantstart_core::page::Order;
 use instantstart_core::provider::{MlflowRun, ResourceState, RunMetrics, TrackingServer, tracking_server_name};
 use instantstart_core::validate::{ValidationError, ValidationKind};
 use instantstart_core::workflow::mlflow::{
@@ -92,7 +94,7 @@ pub fn routes() -> ApiRouter<AppState> {
                         .summary("SageMaker managed MLflow tracking servers of a region, with status and URL")
                         .tag("mlflow"),
                 )
-                .response::<200, Json<Vec<TrackingServer>>>()
+                .response::<200, Paged<TrackingServer>>()
             })
             .post_with(create, |op| {
                 mutation(
@@ -180,9 +182,12 @@ async fn running_server(state: &AppState, region: &str, name: &str) -> Result<Tr
 async fn list(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<RegionQuery>,
-) -> Result<Json<Vec<TrackingServer>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<TrackingServer>, ApiError> {
+    let request = paging.request("tracking_servers", 1)?;
     let region = region(&state, q.region)?;
-    Ok(Json(state.aws.list_tracking_servers(&region).await?))
+    let servers = state.aws.list_tracking_servers(&region).await?;
+    paging.in_memory(servers, "tracking_servers", Order::Ascending, |s| vec![s.name.clone()], &request)
 }
 
 async fn create(

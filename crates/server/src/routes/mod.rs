@@ -19,6 +19,7 @@ mod jobs;
 mod meta;
 mod mlflow;
 mod operations;
+pub(crate) mod page;
 mod session;
 mod sim;
 mod storage;

@@ -1,5 +1,6 @@
 //! Operations: list, get, retry a failed step, cancel; and the audit log.
 
+use super::page::{PageParams, Paged};
 use super::{ApiPath, ApiQuery, errors};
 use crate::AppState;
 use crate::auth::Principal;
@@ -10,7 +11,7 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use instantstart_core::operation::{AuditEntry, Operation, OperationId, OperationStatus};
-use instantstart_core::store::OperationFilter;
+use instantstart_core::store::{AUDIT_LIST, OPERATIONS_LIST, OperationFilter};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -20,8 +21,6 @@ pub struct ListQuery {
     pub target: Option<String>,
     /// Only operations with this status.
     pub status: Option<OperationStatus>,
-    /// At most this many (1-500, default 100), newest first.
-    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -38,9 +37,8 @@ pub struct StepPath {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AuditQuery {
+    /// Only entries about this target, e.g. `cluster/demo`.
     pub target: Option<String>,
-    /// At most this many (1-1000, default 100), newest first.
-    pub limit: Option<u32>,
 }
 
 pub fn routes() -> ApiRouter<AppState> {
@@ -50,9 +48,9 @@ pub fn routes() -> ApiRouter<AppState> {
             get_with(list, |op| {
                 errors(
                     op.id("operation_list")
-                        .summary("List operations, newest first")
+                        .summary("List operations, newest first (paged: `limit`, `cursor`, `Link: rel=\"next\"`)")
                         .tag("operations")
-                        .response::<200, Json<Vec<Operation>>>(),
+                        .response::<200, Paged<Operation>>(),
                 )
             }),
         )
@@ -101,33 +99,20 @@ pub fn routes() -> ApiRouter<AppState> {
                     op.id("audit_list")
                         .summary("Audit log: who did what, when, with which diff")
                         .tag("operations")
-                        .response::<200, Json<Vec<AuditEntry>>>(),
+                        .response::<200, Paged<AuditEntry>>(),
                 )
             }),
         )
 }
 
-fn bounded(limit: Option<u32>, max: u32, field: &str) -> Result<u32, ApiError> {
-    match limit {
-        None => Ok(100),
-        Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(_) => {
-            Err(instantstart_core::validate::ValidationError::invalid(field, format!("must be between 1 and {max}"))
-                .into())
-        }
-    }
-}
-
 async fn list(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Vec<Operation>>, ApiError> {
-    let limit = bounded(q.limit, 500, "limit")?;
-    Ok(Json(state.store.list_operations(&OperationFilter {
-        target: q.target,
-        status: q.status,
-        limit: Some(limit),
-    })?))
+    paging: PageParams,
+) -> Result<Paged<Operation>, ApiError> {
+    let request = paging.request(OPERATIONS_LIST, 2)?;
+    let filter = OperationFilter { target: q.target, status: q.status, limit: None };
+    Ok(paging.respond(state.store.page_operations(&filter, &request)?))
 }
 
 async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<OperationPath>) -> Result<Json<Operation>, ApiError> {
@@ -153,7 +138,8 @@ async fn cancel(
 async fn audit(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<AuditQuery>,
-) -> Result<Json<Vec<AuditEntry>>, ApiError> {
-    let limit = bounded(q.limit, 1000, "limit")?;
-    Ok(Json(state.store.list_audit(q.target.as_deref(), limit)?))
+    paging: PageParams,
+) -> Result<Paged<AuditEntry>, ApiError> {
+    let request = paging.request(AUDIT_LIST, 2)?;
+    Ok(paging.respond(state.store.page_audit(q.target.as_deref(), &request)?))
 }

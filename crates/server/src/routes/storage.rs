@@ -3,6 +3,7 @@
 //! pods go, the files it downloaded stay in the bucket).
 
 use super::jobs::{ClusterPath, WorkloadBody, replay_gone_delete, submit_workload, workload_mutation};
+use super::page::{PageParams, Paged};
 use super::{ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors};
 use crate::AppState;
 use crate::auth::Principal;
@@ -13,6 +14,7 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::operation::OperationKind;
+use instantstart_core::page::Order;
 use instantstart_core::workflow::workloads::DeleteWorkloadRequest;
 use instantstart_core::workload::read;
 use instantstart_core::workload::{DownloadSummary, StorageListing, StorageSummary, WorkloadKind, WorkloadRequest};
@@ -62,7 +64,7 @@ pub fn routes() -> ApiRouter<AppState> {
             "/api/clusters/{cluster}/downloads",
             get_with(list_downloads, |op| {
                 errors(op.id("download_list").summary("Model downloads with their phase").tag("storage"))
-                    .response::<200, Json<Vec<DownloadSummary>>>()
+                    .response::<200, Paged<DownloadSummary>>()
                     .response::<404, ProblemJson>()
             })
             .post_with(download, |op| {
@@ -108,9 +110,12 @@ async fn objects(
 async fn list_downloads(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
-) -> Result<Json<Vec<DownloadSummary>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<DownloadSummary>, ApiError> {
+    let request = paging.request("downloads", 2)?;
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    Ok(Json(read::list_downloads(state.kube.as_ref(), &target).await?))
+    let downloads = read::list_downloads(state.kube.as_ref(), &target).await?;
+    paging.in_memory(downloads, "downloads", Order::Ascending, |d| vec![d.namespace.clone(), d.name.clone()], &request)
 }
 
 async fn download(

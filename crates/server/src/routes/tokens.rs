@@ -2,6 +2,7 @@
 //! or session gets `403`. There is deliberately no MCP tool for these routes: agents must not
 //! mint tokens.
 
+use super::page::{PageParams, Paged};
 use super::{ApiBody, ApiPath, errors};
 use crate::AppState;
 use crate::auth::{CreateTokenRequest, MintedToken, Principal, TokenInfo};
@@ -12,6 +13,7 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use instantstart_core::page::Order;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -30,7 +32,7 @@ pub fn routes() -> ApiRouter<AppState> {
                     op.id("token_list")
                         .summary("List API tokens (never their secrets); admin only")
                         .tag("tokens")
-                        .response::<200, Json<Vec<TokenInfo>>>(),
+                        .response::<200, Paged<TokenInfo>>(),
                 )
             })
             .post_with(create, |op| {
@@ -69,9 +71,12 @@ fn require_admin(p: &Principal) -> Result<(), ApiError> {
 async fn list(
     State(state): State<AppState>,
     Extension(p): Extension<Principal>,
-) -> Result<Json<Vec<TokenInfo>>, ApiError> {
+    paging: PageParams,
+) -> Result<Paged<TokenInfo>, ApiError> {
     require_admin(&p)?;
-    Ok(Json(crate::auth::list_tokens(state.auth.store())?))
+    let request = paging.request("tokens", 1)?;
+    let tokens = crate::auth::list_tokens(state.auth.store())?;
+    paging.in_memory(tokens, "tokens", Order::Ascending, |t| vec![t.name.clone()], &request)
 }
 
 async fn create(

@@ -163,8 +163,21 @@ CREATE TABLE operation_changes (
 );
 "#;
 
+/// Version 5: keyset pagination (`instantstart_core::page`). Each list's index ends in its
+/// tie-break column (SQLite's indexes carry the rowid implicitly; here `seq` and `id` are named).
+const V5: &str = r#"
+CREATE INDEX operations_created_seq ON operations (created_at, seq);
+CREATE INDEX operations_status_created_seq ON operations (status, created_at, seq);
+DROP INDEX operations_created_at;
+DROP INDEX operations_status_created;
+CREATE INDEX audit_at_id ON audit (at, id);
+CREATE INDEX audit_target_at_id ON audit (target, at, id);
+DROP INDEX audit_at;
+DROP INDEX audit_target_at;
+"#;
+
 /// Every migration, oldest first. Append only; one per SQLite migration.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Highest applied version (0 for a fresh database).
 pub(crate) fn current_version(conn: &mut impl GenericClient) -> Result<u32, StoreError> {
