@@ -131,8 +131,13 @@ CREATE INDEX sessions_token_name ON sessions (token_name);
 CREATE INDEX sessions_expires_at ON sessions (expires_at);
 "#;
 
+/// Version 4: the Kubernetes bindings of a token (JSON array of `KubeBinding`; `[]` = unbound).
+const V4: &str = r#"
+ALTER TABLE tokens ADD COLUMN kube_bindings TEXT NOT NULL DEFAULT '[]';
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -143,8 +143,13 @@ CREATE INDEX sessions_token_name ON sessions (token_name);
 CREATE INDEX sessions_expires_at ON sessions (expires_at);
 "#;
 
+/// Version 4: the Kubernetes bindings of a token (JSON array of `KubeBinding`; `[]` = unbound).
+const V4: &str = r#"
+ALTER TABLE tokens ADD COLUMN kube_bindings TEXT COLLATE "C" NOT NULL DEFAULT '[]';
+"#;
+
 /// Every migration, oldest first. Append only; one per SQLite migration.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Highest applied version (0 for a fresh database).
 pub(crate) fn current_version(conn: &mut impl GenericClient) -> Result<u32, StoreError> {
