@@ -224,6 +224,9 @@ struct Checked {
     kube_bindings: Vec<KubeBinding>,
 }
 
+/// A live session: its token's name, scope, CSRF token and Kubernetes bindings.
+type LiveSession = (String, Scope, String, Vec<KubeBinding>);
+
 /// A session just opened: the cookie value and its CSRF token.
 pub struct OpenedSession {
     pub cookie: String,
@@ -343,7 +346,7 @@ impl Auth {
     }
 
     /// [`Auth::verify_session`] with the token's Kubernetes bindings.
-    fn check_session(&self, cookie: &str) -> Result<Option<(String, Scope, String, Vec<KubeBinding>)>, StoreError> {
+    fn check_session(&self, cookie: &str) -> Result<Option<LiveSession>, StoreError> {
         if cookie.is_empty() {
             return Ok(None);
         }
