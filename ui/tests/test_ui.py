@@ -555,3 +555,25 @@ def test_re_reads_revalidate_with_etags(ui, server):
     }
     (ARTIFACTS / "traffic.json").write_text(json.dumps(report, indent=2))
     print("traffic:", json.dumps(report))
+
+
+def test_a_token_is_minted_bound_to_a_kubernetes_identity(ui, server):
+    """The tokens screen mints a token bound to a Kubernetes user, groups and namespaces, and
+    the list shows the binding (unbound tokens say so)."""
+    ui.login()
+    ui.go("#/tokens")
+    set_value(ui.wait_css("#token-name"), "alice-ui")
+    Select(ui.css("#token-scope")).select_by_value("operate")
+    set_value(ui.css("#token-kube-user"), "alice")
+    set_value(ui.css("#token-kube-groups"), "team-a, ml")
+    set_value(ui.css("#token-kube-namespaces"), "team-a")
+    ui.css("#token-form button[type=submit]").click()
+    ui.wait_css("#token-secret-value")
+    row = '#tokens-table tr[data-token="alice-ui"]'
+    ui.wait(lambda: ui.all(row) and "alice (team-a, ml) in team-a" in ui.all(row)[0].text, 10, "the binding")
+    # A binding the rules refuse names its field.
+    set_value(ui.css("#token-name"), "root-ui")
+    set_value(ui.css("#token-kube-user"), "system:admin")
+    set_value(ui.css("#token-kube-namespaces"), "team-a")
+    ui.css("#token-form button[type=submit]").click()
+    ui.wait(lambda: "kube_bindings[0].user" in ui.css("#token-error").text, 10, "the finding")

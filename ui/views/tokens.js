@@ -1,19 +1,31 @@
 // API tokens (admin only): list them, mint one (its secret is shown once, here), revoke one.
-// Revoking ends the token and every browser session minted from it at once. Other tokens see
-// the server's 403 explained.
+// Revoking ends the token and every browser session minted from it at once. A token may be bound
+// to a Kubernetes user (with groups and namespaces, for one cluster or all): its workload calls
+// then act as that user, so the cluster's RBAC decides. Other tokens see the server's 403
+// explained.
 
 import { h, replace, timeEl, announce } from '../lib/dom.js';
 import * as api from '../lib/api.js';
 
 export function tokensView() {
   const listSlot = h('div', { 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading tokens…'));
-  const errorBox = h('div', { class: 'notice bad', role: 'alert', hidden: true });
+  const errorBox = h('div', { class: 'notice bad', id: 'token-error', role: 'alert', hidden: true });
   const secretBox = h('div', { class: 'notice', id: 'token-secret', role: 'status', hidden: true });
   const name = h('input', { id: 'token-name', name: 'name', required: true, maxlength: 64, pattern: '[A-Za-z0-9_-]{1,64}', autocomplete: 'off' });
   const scope = h('select', { id: 'token-scope', name: 'scope' },
     h('option', { value: 'read' }, 'read — GET requests and live streams'),
     h('option', { value: 'operate' }, 'operate — everything'));
   const expires = h('input', { id: 'token-expires', name: 'expires_at', type: 'datetime-local' });
+  const kubeUser = h('input', { id: 'token-kube-user', name: 'kube_user', maxlength: 253, autocomplete: 'off' });
+  const kubeGroups = h('input', { id: 'token-kube-groups', name: 'kube_groups', autocomplete: 'off', placeholder: 'team-a, ml' });
+  const kubeNamespaces = h('input', { id: 'token-kube-namespaces', name: 'kube_namespaces', autocomplete: 'off', placeholder: 'team-a' });
+  const kubeCluster = h('input', { id: 'token-kube-cluster', name: 'kube_cluster', autocomplete: 'off', value: '*' });
+  const words = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
+
+  function bindingText(b) {
+    const groups = b.groups.length ? ` (${b.groups.join(', ')})` : '';
+    return `${b.cluster}: ${b.user}${groups} in ${b.namespaces.join(', ')}`;
+  }
 
   function showError(err) {
     errorBox.hidden = false;
@@ -32,10 +44,13 @@ export function tokensView() {
       }
       replace(listSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'tokens-table' },
         h('caption', { class: 'visually-hidden' }, 'API tokens'),
-        h('thead', {}, h('tr', {}, ['Name', 'Scope', 'Expires', 'Created', 'By', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('thead', {}, h('tr', {}, ['Name', 'Scope', 'Kubernetes identity', 'Expires', 'Created', 'By', ''].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, tokens.map((t) => h('tr', { dataset: { token: t.name, active: String(t.active) } },
           h('th', { scope: 'row', class: 'mono' }, t.name),
           h('td', {}, t.scope),
+          h('td', { class: 'kube-bindings' }, (t.kube_bindings || []).length
+            ? t.kube_bindings.map((b) => h('div', { class: 'mono' }, bindingText(b)))
+            : h('span', { class: 'muted' }, 'unbound')),
           h('td', { class: 'nowrap' }, t.expires_at ? timeEl(t.expires_at) : h('span', { class: 'muted' }, 'never'),
             t.active ? null : h('span', { class: 'muted' }, ' (expired)')),
           h('td', { class: 'nowrap' }, timeEl(t.created_at)),
@@ -70,6 +85,14 @@ export function tokensView() {
     secretBox.hidden = true;
     const body = { name: name.value.trim(), scope: scope.value };
     if (expires.value) body.expires_at = new Date(expires.value).toISOString();
+    if (kubeUser.value.trim()) {
+      body.kube_bindings = [{
+        cluster: kubeCluster.value.trim() || '*',
+        user: kubeUser.value.trim(),
+        groups: words(kubeGroups.value),
+        namespaces: words(kubeNamespaces.value),
+      }];
+    }
     try {
       const { data } = await api.post('/api/tokens', body);
       secretBox.hidden = false;
@@ -88,6 +111,12 @@ export function tokensView() {
       h('p', { class: 'hint muted' }, 'Letters, digits, - and _. It names the token in the audit log.')),
     h('div', { class: 'field' }, h('label', { for: 'token-scope' }, 'Scope'), scope),
     h('div', { class: 'field' }, h('label', { for: 'token-expires' }, 'Expires (optional)'), expires),
+    h('fieldset', { class: 'field' }, h('legend', {}, 'Kubernetes identity (optional)'),
+      h('p', { class: 'hint muted' }, 'Workloads, pod and log reads and chat made with this token act as this user, so the cluster\'s RBAC decides. Without one, the token may use the default namespace only.'),
+      h('div', { class: 'field' }, h('label', { for: 'token-kube-user' }, 'User'), kubeUser),
+      h('div', { class: 'field' }, h('label', { for: 'token-kube-groups' }, 'Groups (comma-separated)'), kubeGroups),
+      h('div', { class: 'field' }, h('label', { for: 'token-kube-namespaces' }, 'Namespaces (comma-separated)'), kubeNamespaces),
+      h('div', { class: 'field' }, h('label', { for: 'token-kube-cluster' }, 'Cluster (* = every cluster)'), kubeCluster)),
     h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn primary' }, 'Create token')));
 
   load();

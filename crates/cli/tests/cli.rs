@@ -32,7 +32,7 @@ impl TestServer {
     /// Applies `object` to the EKS cluster `eks` (us-east-1) the way another tool would:
     /// through the cluster's Kubernetes API, without InstantStart's labels.
     fn kube_apply(&self, eks: &str, object: Value) {
-        let target = instantstart_core::provider::KubeTarget { region: "us-east-1".into(), eks_cluster: eks.into() };
+        let target = instantstart_core::provider::KubeTarget::new("us-east-1", eks);
         let rt = self.runtime.as_ref().unwrap();
         rt.block_on(self.kube.apply(&target, &instantstart_core::provider::KubeObject(object))).unwrap();
     }
@@ -111,6 +111,7 @@ fn serve(
         default_region: "us-east-1".into(),
         token: Some(TOKEN.into()),
         shared_bucket: None,
+        unbound_tokens_any_namespace: false,
     };
     let (url, kube) = runtime.block_on(async {
         let state = AppState::assemble(&opts).unwrap().state;

@@ -12,9 +12,13 @@
 //! - A minted token's name is 1-64 letters, digits, `-` or `_`, never `admin`, and its
 //!   `expires_at`, when given, is in the future ([`validate_new_token`]); each broken rule is a
 //!   finding naming its field.
+//! - A token's Kubernetes bindings ([`KubeBinding`]) follow
+//!   [`crate::kube_access::validate_bindings`]; they are stored with the token and shown by the
+//!   token list.
 //! - [`CredentialStore::revoke_token`] deletes the token and every session minted from it in
 //!   one transaction: after it returns, neither authenticates anywhere.
 
+use crate::kube_access::{KubeBinding, validate_bindings};
 use crate::operation::AuditEntry;
 use crate::store::StoreError;
 use crate::validate::{Findings, ValidationError};
@@ -83,6 +87,8 @@ pub struct TokenRecord {
     pub expires_at: Option<DateTime<Utc>>,
     /// Who minted it (`admin`, or `local` for `instantstart-server token create`).
     pub created_by: String,
+    /// Who the token acts as inside clusters ([`crate::kube_access`]); empty = unbound.
+    pub kube_bindings: Vec<KubeBinding>,
 }
 
 impl TokenRecord {
@@ -120,6 +126,10 @@ pub struct TokenInfo {
     pub created_by: String,
     /// False once `expires_at` has passed.
     pub active: bool,
+    /// Who the token acts as inside clusters: per cluster (or `*`), the impersonated Kubernetes
+    /// user and groups and the namespaces its workloads may use. Empty = unbound (the control
+    /// plane's identity, namespace `default` only, unless the server allows more).
+    pub kube_bindings: Vec<KubeBinding>,
 }
 
 impl TokenInfo {
@@ -131,6 +141,7 @@ impl TokenInfo {
             expires_at: t.expires_at,
             created_by: t.created_by.clone(),
             active: t.is_live(now),
+            kube_bindings: t.kube_bindings.clone(),
         }
     }
 }
@@ -155,6 +166,10 @@ pub struct CreateTokenRequest {
     /// When the token stops working (RFC 3339, in the future); absent = never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Who the token acts as inside clusters (per cluster or `*`: Kubernetes user, groups,
+    /// allowed namespaces); its workload calls impersonate that identity. Absent = unbound.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kube_bindings: Vec<KubeBinding>,
 }
 
 /// Refuses an admin token that is too short or contains whitespace (an empty file included).
@@ -171,10 +186,12 @@ pub fn check_admin_token(token: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The rules of a new token's name and expiry (`name`, `expires_at` findings).
+/// The rules of a new token's name, expiry and bindings (`name`, `expires_at`,
+/// `kube_bindings[i]…` findings).
 pub fn validate_new_token(
     name: &str,
     expires_at: Option<DateTime<Utc>>,
+    kube_bindings: &[KubeBinding],
     now: DateTime<Utc>,
 ) -> Result<(), ValidationError> {
     let mut f = Findings::new();
@@ -191,6 +208,7 @@ pub fn validate_new_token(
     {
         f.push("expires_at", format!("must be in the future (it is {})", t.to_rfc3339()));
     }
+    validate_bindings(kube_bindings, &mut f);
     f.finish()
 }
 
@@ -253,7 +271,7 @@ mod tests {
             ("a b", past, &["name", "expires_at"]),
         ];
         for (name, expires, fields) in cases {
-            let got: Vec<String> = match validate_new_token(name, *expires, now) {
+            let got: Vec<String> = match validate_new_token(name, *expires, &[], now) {
                 Ok(()) => vec![],
                 Err(e) => e.findings.iter().map(|f| f.field.clone()).collect(),
             };

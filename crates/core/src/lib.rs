@@ -17,6 +17,7 @@ pub mod credentials;
 pub mod diff;
 pub mod engine;
 pub mod instance_types;
+pub mod kube_access;
 pub mod lifecycle;
 pub mod log_lines;
 pub mod names;

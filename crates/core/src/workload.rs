@@ -20,6 +20,7 @@ pub use crate::workflow::endpoints::{
 };
 
 use crate::instance_types::{InstanceTypeInfo, SpecsFact};
+use crate::kube_access::KubeAccess;
 use crate::provider::{KubeObject, ObjectRef};
 use crate::spec::{CapacitySpec, ManagedFeatures};
 use crate::validate::ValidationError;
@@ -165,11 +166,16 @@ pub struct WorkloadRequest {
     /// replaced, and other workflows ignore it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<ObjectRef>,
+    /// Who the workload's Kubernetes calls act as ([`crate::kube_access`]), recorded with the
+    /// operation so a resumed operation acts as the same identity. Set by the server from the
+    /// caller's token; `None` = the control plane's own identity, any namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acting_as: Option<KubeAccess>,
 }
 
 impl WorkloadRequest {
     pub fn new(cluster: impl Into<String>, kind: WorkloadKind, params: Value) -> Self {
-        WorkloadRequest { cluster: cluster.into(), kind, params, context: None, remove: Vec::new() }
+        WorkloadRequest { cluster: cluster.into(), kind, params, context: None, remove: Vec::new(), acting_as: None }
     }
 }
 

@@ -18,7 +18,8 @@
 //!   [`PROXY_MAX_RESPONSE_BYTES`] + 1 bytes, the whole call is bounded by its timeout.
 //!
 //! With [`KubeAdapter::with_watch_cache`], lists of Nodes and Pods are answered from
-//! reflector stores ([`crate::cache`]).
+//! reflector stores ([`crate::cache`]), except impersonated lists (a target with an identity),
+//! which always go to the API server so the cluster's RBAC judges them.
 //!
 //! Errors are [`K8sError`]s mapped to provider errors named `k8s:Apply`, `k8s:Get`, … (the
 //! simulator's names). A connection failure or `401` drops the target's cached client so the
@@ -175,7 +176,10 @@ impl KubeAdapter {
     }
 
     async fn do_list(&self, target: &KubeTarget, p: &ListParams) -> Result<Vec<KubeObject>, K8sError> {
+        // The cache watches every namespace as the control plane: an impersonated list goes to
+        // the API server, so the cluster's RBAC judges it.
         if let Some(cache) = &self.cache
+            && target.identity.is_none()
             && let Some(cached) = cache.list(target, p).await?
         {
             return Ok(cached);

@@ -8,6 +8,10 @@
 //! - [`ConfigConnector`]: a [`kube::Config`] per target — the local kubeconfig, the in-cluster
 //!   service account, or any URL (the simulator's API server in tests and the demo).
 //!
+//! A target with an identity ([`KubeTarget::identity`]) gets its own client that impersonates
+//! it (`Impersonate-User`, `Impersonate-Group`); the caches key on the whole target, so calls
+//! of different identities never share a client.
+//!
 //! Clients are built without kube's hidden retry layer (the engine retries classified errors).
 //! Both cache one client per target. [`KubeConnector::invalidate`] drops a cached client (the
 //! adapter calls it after connection failures and `401`s, so a re-created cluster's new
@@ -51,10 +55,25 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Builds a client without kube's own retry layer: kube retries 429/503/504 up to 15 times
 /// with backoff up to 1000 s by default, hidden from the caller. InstantStart's engine owns
 /// retries (classified errors, persisted attempts, backoff scaled by the simulator's speed).
-fn build_client(mut config: kube::Config) -> Result<kube::Client, K8sError> {
+/// A target with an identity gets a client that sends `Impersonate-User` and one
+/// `Impersonate-Group` per group on every request ([`impersonating`]).
+fn build_client(config: kube::Config, target: &KubeTarget) -> Result<kube::Client, K8sError> {
     install_crypto_provider();
+    let mut config = impersonating(config, target);
     config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| K8sError::Config(e.to_string()))
+}
+
+/// `config` acting as `target`'s identity, if it has one: the API server authorizes each call
+/// as that user and those groups (the caller needs RBAC's `impersonate` verb on them), and its
+/// audit log names both the caller and the impersonated user. Without an identity the config
+/// is unchanged (the control plane's own identity).
+pub fn impersonating(mut config: kube::Config, target: &KubeTarget) -> kube::Config {
+    if let Some(id) = &target.identity {
+        config.auth_info.impersonate = Some(id.user.clone());
+        config.auth_info.impersonate_groups = (!id.groups.is_empty()).then(|| id.groups.clone());
+    }
+    config
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -129,7 +148,7 @@ impl KubeConnector for ConfigConnector {
         if let Some(c) = lock(&self.cache).get(target) {
             return Ok(c.clone());
         }
-        let client = build_client((self.config_of)(target)?)?;
+        let client = build_client((self.config_of)(target)?, target)?;
         lock(&self.cache).insert(target.clone(), client.clone());
         Ok(client)
     }
@@ -283,7 +302,7 @@ impl KubeConnector for EksConnector {
         }
         let endpoint = self.resolver.endpoint(target).await?;
         let token = eks_token::token(&self.credentials, &target.region, &target.eks_cluster).await?;
-        let client = build_client(Self::config(&endpoint, &token)?)?;
+        let client = build_client(Self::config(&endpoint, &token)?, target)?;
         tracing::debug!(cluster = %target.eks_cluster, region = %target.region, "k8s: new EKS client (token refreshed)");
         lock(&self.cache).insert(target.clone(), EksCached { client: client.clone(), token });
         Ok(client)

@@ -765,7 +765,7 @@ mod tests {
             token: Some("k8s-aws-v1.test".into()),
         };
         let cli = HelmCli::new(helm, Arc::new(Fixed(access))).with_timeout(Duration::from_secs(60));
-        let target = KubeTarget { region: "us-west-2".into(), eks_cluster: "demo-eks".into() };
+        let target = KubeTarget::new("us-west-2", "demo-eks");
         let e = cli.get_release(&target, "kuberay-operator", "kuberay-operator").await.unwrap_err();
         assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
         assert!(e.message.contains("connection refused"), "{e}");

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 const REGION: &str = "us-east-1";
 
 fn target() -> KubeTarget {
-    KubeTarget { region: REGION.into(), eks_cluster: "demo".into() }
+    KubeTarget::new(REGION, "demo")
 }
 
 fn adv(s: &SimCloud, secs: f64) {
@@ -286,7 +286,7 @@ async fn cluster_states_and_faults_map_to_provider_errors() {
     let k = adapter(&server);
     let ns = |name: &str| KubeObject(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
     // No such EKS cluster: NotFound (not "absent object"), as the in-process simulator says.
-    let other = KubeTarget { region: REGION.into(), eks_cluster: "other".into() };
+    let other = KubeTarget::new(REGION, "other");
     let e = k.get(&other, &oref("v1", "Namespace", None, "default")).await.unwrap_err();
     assert_eq!(e.kind, ProviderErrorKind::NotFound, "{e}");
     // Injected throttling and 5xx come back classified.
@@ -723,4 +723,46 @@ async fn service_proxy_times_out_and_caps_the_answer() {
     let e =
         kube.service_proxy(&t, "default", "chat", 80, "../../secrets", None, Duration::from_secs(1)).await.unwrap_err();
     assert_eq!(e.kind, ProviderErrorKind::InvalidRequest);
+}
+
+/// An identity's target reaches the API server with `Impersonate-User` and `Impersonate-Group`
+/// (the simulator learns the identity only from those headers, and records it), and the
+/// cluster's RBAC judges it: allowed where a RoleBinding grants, `AccessDenied` with the API
+/// server's message elsewhere; the control plane's target is not impersonated.
+#[tokio::test]
+async fn impersonated_calls_send_the_headers_and_meet_rbac() {
+    let sim = world(0).await;
+    let server = sim.serve_kube_api().await.unwrap();
+    let k = adapter(&server);
+    let admin = target();
+    for o in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "edit", "namespace": "team-a"},
+               "subjects": [{"kind": "Group", "name": "team-a"}],
+               "roleRef": {"kind": "ClusterRole", "name": "edit"}}),
+    ] {
+        k.apply(&admin, &KubeObject(o)).await.unwrap();
+    }
+    assert!(sim.kube_audit(REGION, "demo").is_empty(), "the control plane is not impersonated");
+    let alice = target().acting_as(Some(KubeIdentity { user: "alice".into(), groups: vec!["team-a".into()] }));
+    let cm = |ns: &str| {
+        KubeObject(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": ns}}))
+    };
+    k.apply(&alice, &cm("team-a")).await.unwrap();
+    assert!(k.get(&alice, &oref("v1", "ConfigMap", Some("team-a"), "cfg")).await.unwrap().is_some());
+    let denied = k.apply(&alice, &cm("team-b")).await.unwrap_err();
+    assert_eq!(denied.kind, ProviderErrorKind::AccessDenied, "{denied}");
+    assert!(
+        denied.message.contains("User \"alice\" cannot") && denied.message.contains("in the namespace \"team-b\""),
+        "{denied}"
+    );
+    let err = k.list(&alice, &params("v1", "ConfigMap", Some("team-b"), &[])).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::AccessDenied, "{err}");
+    assert!(k.get(&admin, &oref("v1", "ConfigMap", Some("team-b"), "cfg")).await.unwrap().is_none(), "nothing applied");
+    let events = sim.kube_audit(REGION, "demo");
+    assert!(events.iter().all(|e| e.user == "alice" && e.groups == ["team-a"]), "{events:#?}");
+    assert!(events.iter().any(|e| e.allowed && e.namespace.as_deref() == Some("team-a")), "{events:#?}");
+    assert!(events.iter().any(|e| !e.allowed && e.namespace.as_deref() == Some("team-b")), "{events:#?}");
 }

@@ -113,7 +113,7 @@ fn download() -> Value {
 }
 
 fn target() -> KubeTarget {
-    KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() }
+    KubeTarget::new("us-east-1", "demo")
 }
 
 fn job_ref(name: &str) -> ObjectRef {

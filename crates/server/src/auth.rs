@@ -32,6 +32,7 @@ use instantstart_core::credentials::{
     ADMIN_TOKEN_NAME, CredentialStore, SessionRecord, TokenRecord, check_admin_token, validate_new_token,
 };
 pub use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
+use instantstart_core::kube_access::{KubeAccess, KubeBinding, access_for};
 use instantstart_core::operation::{Actor, AuditEntry, Face};
 use instantstart_core::store::StoreError;
 use instantstart_core::validate::ValidationError;
@@ -63,6 +64,9 @@ pub struct Principal {
     pub face: Face,
     /// Whether the request came with a browser session cookie.
     pub via_session: bool,
+    /// The token's Kubernetes bindings, read with the token on this request.
+    #[serde(default)]
+    pub kube_bindings: Vec<KubeBinding>,
 }
 
 impl Principal {
@@ -73,6 +77,12 @@ impl Principal {
     /// Whether this is the admin token (or a session minted from it).
     pub fn is_admin(&self) -> bool {
         self.name == ADMIN_TOKEN_NAME
+    }
+
+    /// What this caller's workload calls may do in `cluster`, and as whom
+    /// ([`instantstart_core::kube_access::access_for`]).
+    pub fn kube_access(&self, cluster: &str, unbound_any_namespace: bool) -> KubeAccess {
+        access_for(&self.name, self.is_admin(), &self.kube_bindings, cluster, unbound_any_namespace)
     }
 }
 
@@ -107,16 +117,16 @@ impl From<TokenError> for ApiError {
     }
 }
 
-/// Mints a token named `name` and records it (with an audit entry naming `actor`).
+/// Mints the token `req` describes and records it (with an audit entry naming `actor`).
 pub fn mint_token(
     store: &dyn CredentialStore,
-    name: &str,
-    scope: Scope,
-    expires_at: Option<DateTime<Utc>>,
+    req: &CreateTokenRequest,
     actor: &Actor,
 ) -> Result<MintedToken, TokenError> {
+    let CreateTokenRequest { name, scope, expires_at, kube_bindings } = req;
+    let (name, scope, expires_at) = (name.as_str(), *scope, *expires_at);
     let now = Utc::now();
-    validate_new_token(name, expires_at, now)?;
+    validate_new_token(name, expires_at, kube_bindings, now)?;
     let token = format!("ist_{}", random_hex(24));
     let record = TokenRecord {
         name: name.into(),
@@ -125,6 +135,7 @@ pub fn mint_token(
         created_at: now,
         expires_at,
         created_by: actor.principal.clone(),
+        kube_bindings: kube_bindings.clone(),
     };
     let audit = token_audit(actor, "token.create", &record);
     store.insert_token(&record, &audit)?;
@@ -157,7 +168,8 @@ fn token_audit(actor: &Actor, action: &str, t: &TokenRecord) -> AuditEntry {
         action: action.into(),
         target: format!("token/{}", t.name),
         operation_id: None,
-        detail: serde_json::json!({ "name": t.name, "scope": t.scope, "expires_at": t.expires_at }),
+        detail: serde_json::json!({ "name": t.name, "scope": t.scope, "expires_at": t.expires_at,
+            "kube_bindings": t.kube_bindings }),
     }
 }
 
@@ -209,7 +221,11 @@ struct Checked {
     scope: Scope,
     sha256: String,
     expires_at: Option<DateTime<Utc>>,
+    kube_bindings: Vec<KubeBinding>,
 }
+
+/// A live session: its token's name, scope, CSRF token and Kubernetes bindings.
+type LiveSession = (String, Scope, String, Vec<KubeBinding>);
 
 /// A session just opened: the cookie value and its CSRF token.
 pub struct OpenedSession {
@@ -275,6 +291,7 @@ impl Auth {
                 scope: Scope::Operate,
                 sha256,
                 expires_at: None,
+                kube_bindings: Vec::new(),
             }));
         }
         Ok(self.store.find_token(&sha256)?.filter(|t| t.is_live(Utc::now())).map(|t| Checked {
@@ -282,6 +299,7 @@ impl Auth {
             scope: t.scope,
             sha256,
             expires_at: t.expires_at,
+            kube_bindings: t.kube_bindings,
         }))
     }
 
@@ -293,7 +311,8 @@ impl Auth {
     /// Opens a browser session for `token` (ending when the session lifetime or the token
     /// does), or `None` when the token is not valid.
     pub fn login(&self, token: &str) -> Result<Option<OpenedSession>, StoreError> {
-        let Some(Checked { name, scope, sha256: token_sha256, expires_at: token_expires }) = self.check_token(token)?
+        let Some(Checked { name, scope, sha256: token_sha256, expires_at: token_expires, .. }) =
+            self.check_token(token)?
         else {
             return Ok(None);
         };
@@ -323,17 +342,25 @@ impl Auth {
 
     /// Name, scope and CSRF token of a live session whose token is still valid.
     pub fn verify_session(&self, cookie: &str) -> Result<Option<(String, Scope, String)>, StoreError> {
+        Ok(self.check_session(cookie)?.map(|(name, scope, csrf, _)| (name, scope, csrf)))
+    }
+
+    /// [`Auth::verify_session`] with the token's Kubernetes bindings.
+    fn check_session(&self, cookie: &str) -> Result<Option<LiveSession>, StoreError> {
         if cookie.is_empty() {
             return Ok(None);
         }
         let now = Utc::now();
         let Some(s) = self.store.find_session(&sha256_hex(cookie), now)? else { return Ok(None) };
-        let token_valid = if s.token_name == ADMIN_TOKEN_NAME {
-            ct_eq(&s.token_sha256, &self.admin_sha256)
+        let bindings = if s.token_name == ADMIN_TOKEN_NAME {
+            ct_eq(&s.token_sha256, &self.admin_sha256).then(Vec::new)
         } else {
-            self.store.find_token(&s.token_sha256)?.is_some_and(|t| t.name == s.token_name && t.is_live(now))
+            self.store
+                .find_token(&s.token_sha256)?
+                .filter(|t| t.name == s.token_name && t.is_live(now))
+                .map(|t| t.kube_bindings)
         };
-        Ok(token_valid.then_some((s.token_name, s.scope, s.csrf)))
+        Ok(bindings.map(|b| (s.token_name, s.scope, s.csrf, b)))
     }
 
     /// Authenticates a request and checks that its scope allows `method`.
@@ -345,14 +372,20 @@ impl Auth {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
         let principal = if let Some(token) = bearer {
-            let (name, scope) = self
-                .verify_token(token.trim())
+            let c = self
+                .check_token(token.trim())
                 .map_err(store_unavailable)?
                 .ok_or_else(|| ApiError::Unauthorized("invalid, expired or revoked API token".into()))?;
-            Principal { name, scope, face: face.unwrap_or(Face::Api), via_session: false }
+            Principal {
+                name: c.name,
+                scope: c.scope,
+                face: face.unwrap_or(Face::Api),
+                via_session: false,
+                kube_bindings: c.kube_bindings,
+            }
         } else if let Some(cookie) = cookie_value(headers, SESSION_COOKIE) {
-            let (name, scope, csrf) = self
-                .verify_session(&cookie)
+            let (name, scope, csrf, kube_bindings) = self
+                .check_session(&cookie)
                 .map_err(store_unavailable)?
                 .ok_or_else(|| ApiError::Unauthorized("session expired or invalid; log in again".into()))?;
             if !is_safe(method) {
@@ -362,7 +395,7 @@ impl Auth {
                 }
                 check_origin(headers)?;
             }
-            Principal { name, scope, face: face.unwrap_or(Face::Ui), via_session: true }
+            Principal { name, scope, face: face.unwrap_or(Face::Ui), via_session: true, kube_bindings }
         } else {
             return Err(ApiError::Unauthorized(
                 "send Authorization: Bearer <token> (see <data-dir>/token) or log in at POST /api/session".into(),
@@ -410,6 +443,7 @@ fn import_legacy_tokens(data_dir: &Path, store: &dyn CredentialStore) -> Result<
             created_at: t.created_at,
             expires_at: None,
             created_by: LOCAL_PRINCIPAL.into(),
+            kube_bindings: Vec::new(),
         };
         match store.insert_token(&record, &token_audit(&actor, "token.import", &record)) {
             Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
@@ -464,6 +498,10 @@ mod tests {
         Actor { face: Face::Api, principal: "admin".into() }
     }
 
+    fn req(name: &str, scope: Scope, expires_at: Option<DateTime<Utc>>) -> CreateTokenRequest {
+        CreateTokenRequest { name: name.into(), scope, expires_at, kube_bindings: vec![] }
+    }
+
     fn bearer(token: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
@@ -511,11 +549,11 @@ mod tests {
     #[test]
     fn minted_tokens_carry_their_scope_and_are_seen_without_restart() {
         let (_dir, store, auth, _) = auth();
-        let read = mint_token(store.as_ref(), "agent", Scope::Read, None, &admin()).unwrap();
+        let read = mint_token(store.as_ref(), &req("agent", Scope::Read, None), &admin()).unwrap();
         assert_eq!(auth.verify_token(&read.token).unwrap(), Some(("agent".into(), Scope::Read)));
-        let dup = mint_token(store.as_ref(), "agent", Scope::Read, None, &admin()).unwrap_err();
+        let dup = mint_token(store.as_ref(), &req("agent", Scope::Read, None), &admin()).unwrap_err();
         assert!(matches!(dup, TokenError::Store(StoreError::AlreadyExists { .. })), "{dup}");
-        let bad = mint_token(store.as_ref(), "bad name", Scope::Read, None, &admin()).unwrap_err();
+        let bad = mint_token(store.as_ref(), &req("bad name", Scope::Read, None), &admin()).unwrap_err();
         assert!(matches!(bad, TokenError::Invalid(_)), "{bad}");
         assert!(auth.authorize(&Method::GET, &bearer(&read.token)).is_ok());
         assert!(matches!(auth.authorize(&Method::POST, &bearer(&read.token)), Err(ApiError::Forbidden(_))));
@@ -526,14 +564,14 @@ mod tests {
     #[test]
     fn revoking_a_token_ends_it_and_its_sessions_at_once() {
         let (_dir, store, auth, _) = auth();
-        let minted = mint_token(store.as_ref(), "ci", Scope::Operate, None, &admin()).unwrap();
+        let minted = mint_token(store.as_ref(), &req("ci", Scope::Operate, None), &admin()).unwrap();
         let session = auth.login(&minted.token).unwrap().unwrap();
         assert!(auth.authorize(&Method::GET, &cookie(&session.cookie)).is_ok());
         revoke_token(store.as_ref(), "ci", &admin()).unwrap();
         assert!(matches!(auth.authorize(&Method::GET, &bearer(&minted.token)), Err(ApiError::Unauthorized(_))));
         assert!(matches!(auth.authorize(&Method::GET, &cookie(&session.cookie)), Err(ApiError::Unauthorized(_))));
         // A new token under the same name does not revive the old session.
-        let again = mint_token(store.as_ref(), "ci", Scope::Operate, None, &admin()).unwrap();
+        let again = mint_token(store.as_ref(), &req("ci", Scope::Operate, None), &admin()).unwrap();
         assert_ne!(again.token, minted.token);
         assert!(auth.verify_session(&session.cookie).unwrap().is_none());
         let audit = instantstart_core::store::Store::list_audit(store.as_ref(), Some("token/ci"), 10).unwrap();
@@ -546,9 +584,7 @@ mod tests {
         let (_dir, store, auth, _) = auth();
         let minted = mint_token(
             store.as_ref(),
-            "short-lived",
-            Scope::Read,
-            Some(Utc::now() + chrono::Duration::milliseconds(300)),
+            &req("short-lived", Scope::Read, Some(Utc::now() + chrono::Duration::milliseconds(300))),
             &admin(),
         )
         .unwrap();

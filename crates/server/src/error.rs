@@ -187,6 +187,7 @@ impl From<EngineError> for ApiError {
             | EngineError::UnknownCluster(_)
             | EngineError::Missing(_) => ApiError::NotFound(e.to_string()),
             EngineError::InvalidState(_) => ApiError::Conflict { detail: e.to_string(), operation: None },
+            EngineError::Forbidden(m) => ApiError::Forbidden(m),
             EngineError::UnknownKind(_) => ApiError::Internal(e.to_string()),
             EngineError::Provider(p) => p.into(),
         }

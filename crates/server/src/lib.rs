@@ -58,6 +58,8 @@ pub struct AppInner {
     pub log_hub: Arc<log_hub::LogHub>,
     /// Live reads of clusters shared by concurrent readers for a moment (`core::api::live`).
     pub live_clusters: instantstart_core::api::clusters::LiveClusters,
+    /// `--unbound-tokens-any-namespace` ([`ServerOptions::unbound_tokens_any_namespace`]).
+    pub unbound_tokens_any_namespace: bool,
 }
 
 /// How the simulated cloud's Kubernetes is reached.
@@ -118,6 +120,9 @@ pub struct ServerOptions {
     /// clusters created in `default_region`. With the simulated cloud the bucket is seeded
     /// (tagged `instantstart:managed-by` only, like the template's) when missing.
     pub shared_bucket: Option<String>,
+    /// `--unbound-tokens-any-namespace`: tokens without a Kubernetes binding may run workloads
+    /// in any namespace (default: `default` only; `instantstart_core::kube_access`).
+    pub unbound_tokens_any_namespace: bool,
 }
 
 /// How this server shares its store with other replicas (docs/store.md, "Several replicas").
@@ -384,6 +389,7 @@ impl AppState {
             metrics: metrics::Metrics::default(),
             provider: opts.provider,
             default_region: opts.default_region.clone(),
+            unbound_tokens_any_namespace: opts.unbound_tokens_any_namespace,
             openapi: OnceLock::new(),
             sim_kube_api: kube_api_url,
             log_hub: Arc::default(),

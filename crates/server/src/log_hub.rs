@@ -98,7 +98,10 @@ impl LogHub {
         pod: String,
         tail: u32,
     ) -> Subscription {
-        let key: Key = (format!("{}/{}", target.region, target.eks_cluster), namespace.clone(), pod.clone());
+        // Followers share an upstream only when they act as the same identity (each identity's
+        // follow is authorized by the cluster's RBAC).
+        let who = target.identity.as_ref().map(|i| format!("@{}#{}", i.user, i.groups.join(","))).unwrap_or_default();
+        let key: Key = (format!("{}/{}{who}", target.region, target.eks_cluster), namespace.clone(), pod.clone());
         let (upstream, fresh, mut primed) = {
             let mut map = self.upstreams.lock().unwrap_or_else(|p| p.into_inner());
             let (upstream, fresh) = match map.get(&key) {
@@ -351,7 +354,7 @@ mod tests {
     async fn followers_share_one_upstream_and_late_ones_get_their_tail_without_gaps() {
         let kube = Arc::new(NumberedLog { lines: 200, follows: AtomicUsize::new(0) });
         let hub = Arc::new(LogHub::default());
-        let target = KubeTarget { region: "r".into(), eks_cluster: "c".into() };
+        let target = KubeTarget::new("r", "c");
         let subscribe = |tail| {
             let (hub, kube, target) = (hub.clone(), kube.clone(), target.clone());
             async move { hub.subscribe(kube, target, "ns".into(), "pod-0".into(), tail).await }

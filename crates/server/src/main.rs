@@ -63,6 +63,11 @@ struct Cli {
     /// (e.g. 15s, 500ms).
     #[arg(long, default_value = "15s", value_parser = parse_lease_ttl, env = "INSTANTSTART_LEASE_TTL")]
     lease_ttl: std::time::Duration,
+    /// Let tokens without a Kubernetes binding run workloads in any namespace (as the control
+    /// plane's identity). By default such a token may use only the `default` namespace; bind
+    /// tokens to Kubernetes identities instead (`token create --kube-user …`).
+    #[arg(long, env = "INSTANTSTART_UNBOUND_TOKENS_ANY_NAMESPACE")]
+    unbound_tokens_any_namespace: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
@@ -135,6 +140,19 @@ enum TokenCommand {
         /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
         #[arg(long)]
         expires_at: Option<chrono::DateTime<chrono::Utc>>,
+        /// Bind the token to this Kubernetes user: its workload calls impersonate it, so the
+        /// cluster's RBAC decides (needs at least one --namespace).
+        #[arg(long, requires = "namespace")]
+        kube_user: Option<String>,
+        /// A Kubernetes group of the bound user (repeat for several).
+        #[arg(long = "kube-group", requires = "kube_user")]
+        kube_groups: Vec<String>,
+        /// A namespace the bound token's workloads may use (repeat for several).
+        #[arg(long = "namespace", requires = "kube_user")]
+        namespace: Vec<String>,
+        /// The cluster the binding is for (default `*`: every cluster).
+        #[arg(long, default_value = "*", requires = "kube_user")]
+        cluster: String,
     },
     /// Revoke a token: it and every browser session minted from it stop working at once.
     Revoke {
@@ -156,20 +174,44 @@ fn token_command(cli: &Cli, command: &TokenCommand) -> anyhow::Result<()> {
                 eprintln!("no tokens besides the admin token");
             }
             for t in tokens {
+                let bindings: Vec<String> = t
+                    .kube_bindings
+                    .iter()
+                    .map(|b| {
+                        let groups =
+                            if b.groups.is_empty() { String::new() } else { format!(" groups {}", b.groups.join(",")) };
+                        format!("{}: user {}{groups} in {}", b.cluster, b.user, b.namespaces.join(","))
+                    })
+                    .collect();
                 println!(
-                    "{}\t{}\texpires {}\t{}\tcreated {} by {}",
+                    "{}\t{}\texpires {}\t{}\tcreated {} by {}\t{}",
                     t.name,
                     t.scope,
                     t.expires_at.map(|e| e.to_rfc3339()).unwrap_or_else(|| "never".into()),
                     if t.active { "active" } else { "expired" },
                     t.created_at.to_rfc3339(),
-                    t.created_by
+                    t.created_by,
+                    if bindings.is_empty() { "unbound".to_string() } else { bindings.join("; ") }
                 );
             }
         }
-        TokenCommand::Create { name, scope, expires_at } => {
-            let minted = instantstart_server::auth::mint_token(store, name, *scope, *expires_at, &actor)
-                .context("creating the token")?;
+        TokenCommand::Create { name, scope, expires_at, kube_user, kube_groups, namespace, cluster } => {
+            let kube_bindings = kube_user
+                .iter()
+                .map(|user| instantstart_core::kube_access::KubeBinding {
+                    cluster: cluster.clone(),
+                    user: user.clone(),
+                    groups: kube_groups.clone(),
+                    namespaces: namespace.clone(),
+                })
+                .collect();
+            let req = instantstart_server::auth::CreateTokenRequest {
+                name: name.clone(),
+                scope: *scope,
+                expires_at: *expires_at,
+                kube_bindings,
+            };
+            let minted = instantstart_server::auth::mint_token(store, &req, &actor).context("creating the token")?;
             println!("{}", minted.token);
             eprintln!("token {name:?} (scope {scope}) created; it is shown only once");
         }
@@ -225,6 +267,7 @@ async fn main() -> anyhow::Result<()> {
         default_region: cli.region.clone(),
         token: std::env::var("INSTANTSTART_TOKEN").ok(),
         shared_bucket: cli.shared_bucket.clone().filter(|b| !b.is_empty()),
+        unbound_tokens_any_namespace: cli.unbound_tokens_any_namespace,
     };
     let aws_opts = instantstart_server::AwsOptions {
         region: Some(cli.region.clone()),

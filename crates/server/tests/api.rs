@@ -31,6 +31,7 @@ fn test_app_with(speed: f64, shared_bucket: Option<&str>) -> TestApp {
         default_region: "us-east-1".into(),
         token: Some(TOKEN.into()),
         shared_bucket: shared_bucket.map(str::to_string),
+        unbound_tokens_any_namespace: false,
     };
     let state = AppState::assemble(&opts).unwrap().state;
     let router = instantstart_server::app(state.clone());
@@ -1387,7 +1388,7 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     {
         use instantstart_core::provider::HelmReleases;
         let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
-        let target = instantstart_core::provider::KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster };
+        let target = instantstart_core::provider::KubeTarget::new(rec.region, rec.eks_cluster);
         let sim = app.state.sim.clone().expect("the simulated cloud");
         sim.uninstall(&target, "kube-system", "aws-load-balancer-controller").await.unwrap();
     }
@@ -1525,7 +1526,7 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     assert_eq!(done["status"], "succeeded", "{done:#}");
     let target = {
         let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
-        instantstart_core::provider::KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster }
+        instantstart_core::provider::KubeTarget::new(rec.region, rec.eks_cluster)
     };
     let so = ListParams {
         api_version: "keda.sh/v1alpha1".into(),
@@ -1566,7 +1567,7 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
         assert_eq!(done["status"], "succeeded", "{done:#}");
     }
     assert_eq!(app.get(eps).await.body, json!([]));
-    let target = instantstart_core::provider::KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() };
+    let target = instantstart_core::provider::KubeTarget::new("us-east-1", "demo");
     let target = {
         let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
         instantstart_core::provider::KubeTarget { eks_cluster: rec.eks_cluster, ..target }
@@ -1638,7 +1639,7 @@ async fn managed_endpoint_and_router_become_ready_and_answer() {
     // With the AWS Load Balancer Controller running, a load_balancer exposure passes its check and
     // the endpoint's URL is the NLB's address once it is provisioned.
     let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
-    let target = instantstart_core::provider::KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster };
+    let target = instantstart_core::provider::KubeTarget::new(rec.region, rec.eks_cluster);
     let lbc = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "aws-load-balancer-controller", "namespace": "kube-system" },
         "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "lbc" } },
@@ -2111,3 +2112,5 @@ async fn user_named_lifecycle_scripts_are_checked_in_the_preflight() {
 
 #[path = "api/pages.rs"]
 mod pages;
+#[path = "api/rbac.rs"]
+mod rbac;

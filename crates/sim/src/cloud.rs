@@ -328,6 +328,17 @@ impl SimCloud {
         self.lock().world.counters.clone()
     }
 
+    /// The impersonated Kubernetes calls of EKS cluster `eks_cluster` in `region`, oldest first:
+    /// who (the impersonated user), what, and whether RBAC allowed it (`kube::rbac`).
+    pub fn kube_audit(&self, region: &str, eks_cluster: &str) -> Vec<crate::kube::KubeAuditEvent> {
+        self.lock()
+            .world
+            .kube
+            .get(&crate::world::rkey(region, eks_cluster))
+            .map(|kw| kw.audit.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Injected faults per API name (any mode, throttling and 5xx included).
     pub fn injected_faults(&self) -> BTreeMap<String, u64> {
         self.lock().world.injected.clone()
@@ -435,6 +446,12 @@ impl SimCloud {
     /// Runs a read-only call of `api` through the pipeline.
     pub(crate) fn read<T>(&self, api: &str, f: impl FnOnce(&World, &Cx) -> Result<T>) -> Result<T> {
         self.call(api, false, |w, cx| f(w, cx))
+    }
+
+    /// Runs a read-only call of `api` that records something on the side (an audit event)
+    /// through the pipeline; the world is not saved at once, as for any read.
+    pub(crate) fn read_recording<T>(&self, api: &str, f: impl FnOnce(&mut World, &Cx) -> Result<T>) -> Result<T> {
+        self.call(api, false, f)
     }
 
     /// Runs a mutating call of `api` through the pipeline; the world is saved when it succeeds.

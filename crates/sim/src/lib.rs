@@ -74,6 +74,6 @@ pub use faults::{FaultMode, ProcessFault, SimFaults};
 pub use iam::RolePolicies;
 pub use kube::apiserver as kube_apiserver;
 pub use kube::apiserver::KubeApiServer;
-pub use kube::{DURATION_ANNOTATION, DURATION_ENV};
+pub use kube::{DURATION_ANNOTATION, DURATION_ENV, KubeAuditEvent};
 pub use kube::{LOG_RATE_ANNOTATION, LOG_RATE_ENV, MAX_LOG_RATE, parse_rate_line, rate_line};
 pub use kube::{PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line};

@@ -1203,7 +1203,7 @@ async fn seeded_resources_for_existing_vpc_and_import() {
 // ---------------------------------------------------------------- Kubernetes
 
 fn target() -> KubeTarget {
-    KubeTarget { region: REGION.into(), eks_cluster: "demo".into() }
+    KubeTarget::new(REGION, "demo")
 }
 
 fn oref(api: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
@@ -2177,7 +2177,7 @@ async fn runs_and_metrics_come_from_the_training_jobs_that_report_to_the_server(
 async fn helm_releases_install_settle_upgrade_fail_and_uninstall() {
     use instantstart_core::provider::{HelmReleases, KUBERAY_OPERATOR, ReleaseStatus};
     let s = sim();
-    let target = KubeTarget { region: REGION.into(), eks_cluster: "demo".into() };
+    let target = KubeTarget::new(REGION, "demo");
     let (ns, rel) = (KUBERAY_OPERATOR.namespace, KUBERAY_OPERATOR.release);
     assert_eq!(kind(s.get_release(&target, ns, rel).await), ProviderErrorKind::NotFound, "no cluster, no API");
     base(&s).await;

@@ -44,7 +44,7 @@ async fn run(engine: &Engine, kind: OperationKind, req: &Value) -> instantstart_
 }
 
 fn target() -> KubeTarget {
-    KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() }
+    KubeTarget::new("us-east-1", "demo")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +127,7 @@ async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
     let hp = op.step("hyperpod_cluster").unwrap();
     assert!(hp.depends_on.contains(&chart.key), "{:?}", hp.depends_on);
     assert!(hp.started_at.unwrap() >= chart.finished_at.unwrap(), "HyperPod created before its dependencies");
-    let target = KubeTarget { region: "us-east-1".into(), eks_cluster: "hp".into() };
+    let target = KubeTarget::new("us-east-1", "hp");
     let (ns, rel) = (HYPERPOD_DEPENDENCIES.namespace, HYPERPOD_DEPENDENCIES.release);
     let r = sim.get_release(&target, ns, rel).await.unwrap().unwrap();
     assert!(r.is_deployed(&HYPERPOD_DEPENDENCIES.chart_ref()), "{r:?}");

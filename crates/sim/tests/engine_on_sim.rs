@@ -965,7 +965,7 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
         .unwrap();
     let private: Vec<String> = n.subnets.iter().filter(|s| !s.public).map(|s| s.id.clone()).collect();
     b.sim.seed_eks_cluster("us-east-1", "legacy", "1.33", private, Default::default()).unwrap();
-    let target = instantstart_core::provider::KubeTarget { region: "us-east-1".into(), eks_cluster: "legacy".into() };
+    let target = instantstart_core::provider::KubeTarget::new("us-east-1", "legacy");
     let namespaces =
         ListParams { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, labels: Default::default() };
     let denied = b.sim.list(&target, &namespaces).await.unwrap_err();
@@ -1131,7 +1131,7 @@ async fn import_reconciles_dependencies_mounts_the_bucket_and_delete_removes_onl
     let rec = b.store.get_cluster("adopted").unwrap().unwrap();
     assert_eq!(rec.bucket.as_deref(), Some("is-adopted-data"));
     assert!(b.sim.describe_bucket("is-adopted-data").await.unwrap().is_some());
-    let target = KubeTarget { region: "us-east-1".into(), eks_cluster: "legacy".into() };
+    let target = KubeTarget::new("us-east-1", "legacy");
     let claim = ObjectRef {
         api_version: "v1".into(),
         kind: "PersistentVolumeClaim".into(),

@@ -75,7 +75,7 @@ async fn created(dir: &Path, speed: f64) -> Bed {
 }
 
 fn target() -> KubeTarget {
-    KubeTarget { region: REGION.into(), eks_cluster: "demo".into() }
+    KubeTarget::new(REGION, "demo")
 }
 
 async fn get(sim: &SimCloud, r: &ObjectRef) -> Option<Value> {

@@ -10,20 +10,22 @@ use instantstart_core::operation::AuditEntry;
 use instantstart_core::store::StoreError;
 use rusqlite::{OptionalExtension, Row, params};
 
-const TOKEN_COLUMNS: &str = "name, scope, sha256, created_at, expires_at, created_by";
+const TOKEN_COLUMNS: &str = "name, scope, sha256, created_at, expires_at, created_by, kube_bindings";
 const SESSION_COLUMNS: &str = "id_sha256, token_name, token_sha256, scope, csrf, created_at, expires_at";
 
 fn scope(column: &str, s: &str) -> Result<Scope, StoreError> {
     Scope::parse(s).ok_or_else(|| corrupt(column, s))
 }
 
-type TokenRow = (String, String, String, String, Option<String>, String);
+type TokenRow = (String, String, String, String, Option<String>, String, String);
 
 fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
 }
 
-fn decode_token((name, sc, sha256, created_at, expires_at, created_by): TokenRow) -> Result<TokenRecord, StoreError> {
+fn decode_token(
+    (name, sc, sha256, created_at, expires_at, created_by, bindings): TokenRow,
+) -> Result<TokenRecord, StoreError> {
     Ok(TokenRecord {
         name,
         scope: scope("tokens.scope", &sc)?,
@@ -31,6 +33,7 @@ fn decode_token((name, sc, sha256, created_at, expires_at, created_by): TokenRow
         created_at: parse_ts("tokens.created_at", &created_at)?,
         expires_at: parse_opt_ts("tokens.expires_at", expires_at.as_deref())?,
         created_by,
+        kube_bindings: serde_json::from_str(&bindings).map_err(|_| corrupt("tokens.kube_bindings", &bindings))?,
     })
 }
 
@@ -54,6 +57,11 @@ fn decode_session(
     })
 }
 
+/// A token's bindings as stored (JSON).
+pub(crate) fn bindings_json(b: &[instantstart_core::kube_access::KubeBinding]) -> Result<String, StoreError> {
+    serde_json::to_string(b).map_err(|e| StoreError::Backend(format!("encode kube_bindings: {e}")))
+}
+
 impl CredentialStore for SqliteStore {
     fn insert_token(&self, token: &TokenRecord, audit: &AuditEntry) -> Result<(), StoreError> {
         self.write("insert token", |tx| {
@@ -64,14 +72,15 @@ impl CredentialStore for SqliteStore {
                 return Err(StoreError::AlreadyExists { what: format!("a token named {:?}", token.name) });
             }
             tx.execute(
-                &format!("INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+                &format!("INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
                 params![
                     token.name,
                     token.scope.as_str(),
                     token.sha256,
                     ts(&token.created_at),
                     opt_ts(token.expires_at.as_ref()),
-                    token.created_by
+                    token.created_by,
+                    bindings_json(&token.kube_bindings)?
                 ],
             )
             .ctx("insert token")?;

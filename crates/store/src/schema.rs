@@ -158,8 +158,13 @@ CREATE TABLE operation_changes (
 /// its `seq`/`id` columns to those indexes).
 const V5: &str = "-- no change: see the doc comment";
 
+/// Version 6: the Kubernetes bindings of a token (JSON array of `KubeBinding`; `[]` = unbound).
+const V6: &str = r#"
+ALTER TABLE tokens ADD COLUMN kube_bindings TEXT NOT NULL DEFAULT '[]';
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -27,6 +27,7 @@ fn token(name: &str, sha: &str) -> TokenRecord {
         created_at: Utc::now(),
         expires_at: Some(Utc::now() + chrono::Duration::hours(1)),
         created_by: "admin".into(),
+        kube_bindings: vec![],
     }
 }
 
@@ -55,6 +56,36 @@ fn tokens_round_trip_and_names_are_unique() {
         assert_eq!(s.find_token("h2").unwrap(), None, "{backend}");
         // Only the first create was audited: the failed one left nothing behind.
         assert_eq!(Store::list_audit(s, Some("token/agent"), 10).unwrap().len(), 1, "{backend}");
+    }
+}
+
+#[test]
+fn kube_bindings_round_trip() {
+    use instantstart_core::kube_access::KubeBinding;
+    for (backend, s, _guard) in backends() {
+        let s = &*s;
+        let bound = TokenRecord {
+            kube_bindings: vec![
+                KubeBinding {
+                    cluster: "demo".into(),
+                    user: "alice".into(),
+                    groups: vec!["team-a".into(), "ml".into()],
+                    namespaces: vec!["team-a".into()],
+                },
+                KubeBinding {
+                    cluster: "*".into(),
+                    user: "alice".into(),
+                    groups: vec![],
+                    namespaces: vec!["default".into()],
+                },
+            ],
+            ..token("bound", "hb")
+        };
+        s.insert_token(&bound, &audit("token.create", "token/bound")).unwrap();
+        s.insert_token(&token("unbound", "hu"), &audit("token.create", "token/unbound")).unwrap();
+        assert_eq!(s.find_token("hb").unwrap(), Some(bound.clone()), "{backend}");
+        assert_eq!(s.find_token("hu").unwrap().unwrap().kube_bindings, vec![], "{backend}");
+        assert_eq!(s.list_tokens().unwrap()[0], bound, "{backend}");
     }
 }
 

@@ -7,6 +7,7 @@ use crate::exit::Exit;
 use crate::output::{self, Table, when};
 use clap::Subcommand;
 use instantstart_core::credentials::{CreateTokenRequest, Scope};
+use instantstart_core::kube_access::KubeBinding;
 
 #[derive(Subcommand, Debug)]
 pub enum TokenCommand {
@@ -22,6 +23,19 @@ pub enum TokenCommand {
         /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
         #[arg(long)]
         expires_at: Option<chrono::DateTime<chrono::Utc>>,
+        /// Bind the token to this Kubernetes user: its workload calls impersonate it, so the
+        /// cluster's RBAC decides (needs at least one --namespace).
+        #[arg(long, requires = "namespace")]
+        kube_user: Option<String>,
+        /// A Kubernetes group of the bound user (repeat for several).
+        #[arg(long = "kube-group", requires = "kube_user")]
+        kube_groups: Vec<String>,
+        /// A namespace the bound token's workloads may use (repeat for several).
+        #[arg(long = "namespace", requires = "kube_user")]
+        namespace: Vec<String>,
+        /// The cluster the binding is for (default `*`: every cluster).
+        #[arg(long, default_value = "*", requires = "kube_user")]
+        cluster: String,
     },
     /// Revoke a token: it and every browser session minted from it stop working at once.
     Revoke {
@@ -36,8 +50,17 @@ pub async fn run(g: &Globals, cmd: TokenCommand) -> anyhow::Result<Exit> {
         TokenCommand::List => {
             let tokens = client.list_tokens().await?;
             output::emit(g.output, &tokens, || {
-                let mut t = Table::new(&["NAME", "SCOPE", "EXPIRES", "STATE", "CREATED", "BY"]);
+                let mut t = Table::new(&["NAME", "SCOPE", "EXPIRES", "STATE", "CREATED", "BY", "KUBERNETES"]);
                 for k in &tokens {
+                    let bindings: Vec<String> = k
+                        .kube_bindings
+                        .iter()
+                        .map(|b| {
+                            let groups =
+                                if b.groups.is_empty() { String::new() } else { format!(" ({})", b.groups.join(",")) };
+                            format!("{}: {}{groups} in {}", b.cluster, b.user, b.namespaces.join(","))
+                        })
+                        .collect();
                     t.row(vec![
                         k.name.clone(),
                         k.scope.to_string(),
@@ -45,13 +68,23 @@ pub async fn run(g: &Globals, cmd: TokenCommand) -> anyhow::Result<Exit> {
                         if k.active { "active" } else { "expired" }.into(),
                         when(&k.created_at),
                         k.created_by.clone(),
+                        if bindings.is_empty() { "unbound".into() } else { bindings.join("; ") },
                     ]);
                 }
                 t.render_or("No tokens besides the admin token.")
             })?;
         }
-        TokenCommand::Create { name, scope, expires_at } => {
-            let minted = client.create_token(&CreateTokenRequest { name, scope, expires_at }).await?;
+        TokenCommand::Create { name, scope, expires_at, kube_user, kube_groups, namespace, cluster } => {
+            let kube_bindings = kube_user
+                .into_iter()
+                .map(|user| KubeBinding {
+                    cluster: cluster.clone(),
+                    user,
+                    groups: kube_groups.clone(),
+                    namespaces: namespace.clone(),
+                })
+                .collect();
+            let minted = client.create_token(&CreateTokenRequest { name, scope, expires_at, kube_bindings }).await?;
             output::emit(g.output, &minted, || minted.token.clone())?;
             eprintln!("token {:?} (scope {}) created; it is shown only once", minted.info.name, minted.info.scope);
         }

@@ -273,6 +273,10 @@ pub enum EngineError {
     /// The request is valid but the state does not allow it (HTTP 409).
     #[error("{0}")]
     InvalidState(String),
+    /// The caller may not do this (HTTP 403), e.g. a namespace outside its token's Kubernetes
+    /// binding; the message starts with the field (`namespace: …`).
+    #[error("{0}")]
+    Forbidden(String),
     /// Reading the real state failed (assessment or preflight).
     #[error(transparent)]
     Provider(#[from] ProviderError),

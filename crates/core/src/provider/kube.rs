@@ -9,11 +9,37 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Which cluster a Kubernetes call goes to: the EKS cluster of an InstantStart cluster.
+/// Which cluster a Kubernetes call goes to: the EKS cluster of an InstantStart cluster, and who
+/// the call acts as there.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct KubeTarget {
     pub region: String,
     pub eks_cluster: String,
+    /// The Kubernetes identity the call impersonates (`Impersonate-User`, `Impersonate-Group`),
+    /// so the cluster's RBAC decides; `None` = the control plane's own identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<KubeIdentity>,
+}
+
+impl KubeTarget {
+    /// The EKS cluster `eks_cluster` in `region`, reached as the control plane itself.
+    pub fn new(region: impl Into<String>, eks_cluster: impl Into<String>) -> Self {
+        KubeTarget { region: region.into(), eks_cluster: eks_cluster.into(), identity: None }
+    }
+
+    /// The same cluster, reached as `identity` (`None`: the control plane's own identity).
+    pub fn acting_as(self, identity: Option<KubeIdentity>) -> Self {
+        KubeTarget { identity, ..self }
+    }
+}
+
+/// A Kubernetes user and its groups, as the API server's authorizer (RBAC) sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubeIdentity {
+    pub user: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 /// Identifies an object: apiVersion, kind, namespace (None for cluster-scoped) and name.

@@ -175,7 +175,7 @@ mod tests {
     }
 
     fn target() -> KubeTarget {
-        KubeTarget { region: "us-west-2".into(), eks_cluster: "demo-eks".into() }
+        KubeTarget::new("us-west-2", "demo-eks")
     }
 
     async fn observe(step: &dyn StepExecutor) -> Observation {

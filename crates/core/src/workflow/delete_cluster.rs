@@ -627,7 +627,7 @@ impl Workflow for DeleteClusterWorkflow {
         let req: DeleteClusterRequest = decode(request).ok()?;
         let rec = self.store.get_cluster(&req.name).ok()??;
         if let Some(release) = key.strip_prefix(CHART_STEP_PREFIX) {
-            let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+            let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
             return Some(Arc::new(RemoveChart { helm: self.helm.clone()?, target, chart: *pinned_chart(release)? }));
         }
         if key == ACCESS_ENTRY_STEP && rec.source == ClusterSource::Imported {
@@ -639,7 +639,7 @@ impl Workflow for DeleteClusterWorkflow {
             }));
         }
         if key == LB_SERVICES_STEP {
-            let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+            let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
             return Some(Arc::new(RemoveLoadBalancerServices { kube: self.kube.clone(), target }));
         }
         if let Some(server) = key.strip_prefix(MLFLOW_STEP_PREFIX) {
@@ -760,7 +760,7 @@ enum Found {
 
 impl DeleteStep {
     fn kube_target(&self) -> KubeTarget {
-        KubeTarget { region: self.rec.region.clone(), eks_cluster: self.rec.eks_cluster.clone() }
+        KubeTarget::new(self.rec.region.clone(), self.rec.eks_cluster.clone())
     }
 
     fn storage_refs() -> [ObjectRef; 2] {

@@ -312,7 +312,7 @@ impl DependencyTarget {
     }
 
     pub fn kube_target(&self) -> KubeTarget {
-        KubeTarget { region: self.region.clone(), eks_cluster: self.eks_cluster.clone() }
+        KubeTarget::new(self.region.clone(), self.eks_cluster.clone())
     }
 
     /// The executor of dependency step `key` (`None`: not a dependency step).

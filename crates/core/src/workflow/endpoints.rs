@@ -230,7 +230,7 @@ pub fn kube_target_of(store: &dyn Store, cluster: &str) -> Result<KubeTarget, En
         return Err(ValidationError::invalid("cluster", rule).into());
     }
     let rec = store.get_cluster(cluster)?.ok_or_else(|| EngineError::UnknownCluster(cluster.to_string()))?;
-    Ok(KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster })
+    Ok(KubeTarget::new(rec.region, rec.eks_cluster))
 }
 
 async fn list_kind(

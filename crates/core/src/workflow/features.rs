@@ -495,7 +495,7 @@ impl FeaturesWorkflow {
         f.finish()?;
         let spec = KarpenterSpec { cluster: rec.name.clone(), instance_groups: groups, all_groups: all };
         if actual.managed_autoscaling {
-            let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+            let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
             let current = read(|| kp::current_groups(self.kube.as_ref(), &target)).await?;
             let have = current.as_ref().map(|(g, all, _)| (g.clone(), *all));
             if have != Some((spec.instance_groups.clone(), spec.all_groups)) {
@@ -770,7 +770,7 @@ impl FeatureCx {
     }
 
     fn kube_target(&self) -> KubeTarget {
-        KubeTarget { region: self.rec.region.clone(), eks_cluster: self.rec.eks_cluster.clone() }
+        KubeTarget::new(self.rec.region.clone(), self.rec.eks_cluster.clone())
     }
 
     fn karpenter_target(&self) -> KarpenterTarget {

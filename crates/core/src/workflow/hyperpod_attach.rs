@@ -704,7 +704,7 @@ impl Workflow for RemoveHyperPodWorkflow {
             return Some(Arc::new(RecordEksOnly { store: self.store.clone(), cluster: rec.name }));
         }
         if let Some(release) = key.strip_prefix(CHART_STEP_PREFIX) {
-            let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+            let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
             return Some(Arc::new(RemoveChart { helm: self.helm.clone()?, target, chart: *pinned_chart(release)? }));
         }
         // After `record` ran the record has no HyperPod cluster; the name is deterministic.

@@ -425,7 +425,7 @@ impl Workflow for InstanceGroupWorkflow {
                 let rec = store.get_cluster(&cluster).ok()??;
                 let at = super::karpenter::KarpenterTarget {
                     kube: self.kube.clone()?,
-                    target: KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() },
+                    target: KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone()),
                     cluster: rec.name,
                 };
                 Some(Arc::new(super::karpenter::SyncGroup { at, group, present }))

@@ -37,6 +37,7 @@ use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
 use crate::instance_types::{SpecsFact, ec2_name};
+use crate::kube_access::KubeAccess;
 use crate::names;
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
 use crate::preflight::{CheckStatus, PreflightCheck};
@@ -115,8 +116,18 @@ fn same_object(a: &ObjectRef, b: &ObjectRef) -> bool {
     a.kind == b.kind && a.name == b.name && a.namespace == b.namespace
 }
 
-fn kube_target(rec: &ClusterRecord) -> KubeTarget {
-    KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() }
+/// The cluster's Kubernetes, reached as the identity the operation acts as (recorded in its
+/// request, so a resumed operation impersonates the same identity).
+fn kube_target(rec: &ClusterRecord, acting_as: Option<&KubeAccess>) -> KubeTarget {
+    KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone()).acting_as(acting_as.and_then(|a| a.identity.clone()))
+}
+
+/// Refuses a namespace outside the caller's access (`403`, before anything is recorded).
+fn check_access(acting_as: Option<&KubeAccess>, namespace: &str) -> Result<(), EngineError> {
+    match acting_as {
+        Some(a) => a.check_namespace(namespace).map_err(EngineError::Forbidden),
+        None => Ok(()),
+    }
 }
 
 fn describe(r: &ObjectRef) -> String {
@@ -549,6 +560,7 @@ impl Workflow for WorkloadWorkflow {
         // Facts from our own registry always replace what a client sent.
         req.context.get_or_insert_with(WorkloadContext::default).storage = storage_facts(&rec);
         let rendered = self.renderer.render(&req)?;
+        check_access(req.acting_as.as_ref(), &rendered.namespace)?;
         let refs = check_rendered(&rendered)?;
         if self.mode != ApplyMode::Update {
             req.remove.clear();
@@ -615,7 +627,7 @@ impl Workflow for WorkloadWorkflow {
         let stored: StoredWorkload = decode(&prepared.request)?;
         let rec = cluster_record(self.store.as_ref(), &stored.request.cluster)?;
         require_active(self.aws.as_ref(), &rec).await?;
-        let target = kube_target(&rec);
+        let target = kube_target(&rec, stored.request.acting_as.as_ref());
         let r = &stored.rendered;
         let own: Vec<ObjectRef> = r
             .objects
@@ -669,7 +681,7 @@ impl Workflow for WorkloadWorkflow {
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
         let stored: StoredWorkload = decode(request).ok()?;
         let rec = self.store.get_cluster(&stored.request.cluster).ok()??;
-        let target = kube_target(&rec);
+        let target = kube_target(&rec, stored.request.acting_as.as_ref());
         if key == "ready" {
             return Some(Arc::new(ReadyStep { kube: self.kube.clone(), target, rendered: stored.rendered }));
         }
@@ -905,6 +917,9 @@ pub struct DeleteWorkloadRequest {
     pub kind: WorkloadKind,
     pub name: String,
     pub namespace: String,
+    /// Who the delete's Kubernetes calls act as (see [`WorkloadRequest::acting_as`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acting_as: Option<KubeAccess>,
 }
 
 /// Deletes every object of a workload (found by its labels) and waits until they are gone.
@@ -960,6 +975,7 @@ impl Workflow for DeleteWorkloadWorkflow {
             f.push("namespace", rule);
         }
         f.finish()?;
+        check_access(req.acting_as.as_ref(), &req.namespace)?;
         cluster_record(self.store.as_ref(), &req.cluster)?;
         let mut steps = Vec::new();
         let mut previous: Option<String> = None;
@@ -1009,7 +1025,7 @@ impl Workflow for DeleteWorkloadWorkflow {
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let req: DeleteWorkloadRequest = decode(&prepared.request)?;
         let rec = cluster_record(self.store.as_ref(), &req.cluster)?;
-        let target = kube_target(&rec);
+        let target = kube_target(&rec, req.acting_as.as_ref());
         for t in self.types() {
             let params = ListParams {
                 api_version: t.api_version.clone(),
@@ -1060,7 +1076,7 @@ impl Workflow for DeleteWorkloadWorkflow {
                 role: String::new(),
             })));
         }
-        let target = kube_target(&rec);
+        let target = kube_target(&rec, req.acting_as.as_ref());
         let ty = if key == "gone" {
             TypeRef::new("v1", "Pod")
         } else {

@@ -34,6 +34,7 @@ use super::{
     condition,
 };
 use crate::engine::EngineError;
+use crate::kube_access::KubeAccess;
 use crate::provider::*;
 use crate::store::{ClusterRecord, Store};
 use crate::workflow::workloads::{storage_facts, workload_labels};
@@ -62,8 +63,30 @@ pub const MAX_TAIL: u32 = 5000;
 /// The registered cluster `name` and where its Kubernetes API is (404 when unknown).
 pub fn cluster_kube(store: &dyn Store, name: &str) -> Result<(ClusterRecord, KubeTarget), EngineError> {
     let rec = store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
-    let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+    let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
     Ok((rec, target))
+}
+
+/// [`cluster_kube`] as `access` reaches it: the target impersonates the access's identity, a
+/// requested `namespace` outside the access is refused (`403`), and a read without one is
+/// confined to the access's namespace when it has exactly one (`None`: every namespace the
+/// cluster's RBAC lets the identity list).
+pub fn cluster_kube_as(
+    store: &dyn Store,
+    name: &str,
+    access: &KubeAccess,
+    namespace: Option<&str>,
+) -> Result<(ClusterRecord, KubeTarget, Option<String>), EngineError> {
+    let (rec, target) = cluster_kube(store, name)?;
+    let namespace = match (namespace, &access.namespaces) {
+        (Some(n), _) => {
+            access.check_namespace(n).map_err(EngineError::Forbidden)?;
+            Some(n.to_string())
+        }
+        (None, Some(only)) if only.len() == 1 => Some(only[0].clone()),
+        (None, _) => None,
+    };
+    Ok((rec, target.acting_as(access.identity.clone()), namespace))
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
@@ -577,7 +600,7 @@ pub async fn storage(
     rec: &ClusterRecord,
 ) -> Result<Vec<StorageSummary>, ProviderError> {
     let Some(facts) = storage_facts(rec) else { return Ok(vec![]) };
-    let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+    let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
     let claim = ObjectRef {
         api_version: "v1".into(),
         kind: "PersistentVolumeClaim".into(),

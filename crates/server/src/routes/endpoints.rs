@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use instantstart_core::engine::Outcome;
 use instantstart_core::operation::OperationKind;
 use instantstart_core::page::Order;
+use instantstart_core::provider::KubeTarget;
 use instantstart_core::validate::ValidationError;
 use instantstart_core::workflow::endpoints::{
     self as ep, AssignPoolWorkerRequest, CHAT_MAX_REQUEST_BYTES, CHAT_MAX_RESPONSE_BYTES, CHAT_TIMEOUT, EndpointDetail,
@@ -166,26 +167,34 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
+/// The cluster's Kubernetes as the caller reaches it (its token's bound identity, if any).
+fn target_as(state: &AppState, principal: &Principal, cluster: &str) -> Result<KubeTarget, ApiError> {
+    let access = principal.kube_access(cluster, state.unbound_tokens_any_namespace);
+    Ok(ep::kube_target_of(state.store.as_ref(), cluster)?.acting_as(access.identity))
+}
+
 fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
     serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 async fn list(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<ClusterPath>,
     paging: PageParams,
 ) -> Result<Paged<EndpointSummary>, ApiError> {
     let request = paging.request("endpoints", 2)?;
-    let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
+    let target = target_as(&state, &principal, &p.name)?;
     let endpoints = ep::list_endpoints(state.kube.as_ref(), &target).await?;
     paging.in_memory(endpoints, "endpoints", Order::Ascending, |e| vec![e.namespace.clone(), e.name.clone()], &request)
 }
 
 async fn detail(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<EndpointPath>,
 ) -> Result<Json<EndpointDetail>, ApiError> {
-    let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
+    let target = target_as(&state, &principal, &p.name)?;
     Ok(Json(ep::endpoint_detail(state.kube.as_ref(), &target, &p.endpoint).await?))
 }
 
@@ -208,8 +217,9 @@ async fn deploy(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(params, _): ApiBody<Value>,
 ) -> Result<Response, ApiError> {
-    let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
+    let target = target_as(&state, &principal, &p.name)?;
     let request = to_json(&WorkloadRequest::new(&p.name, WorkloadKind::Endpoint, params.clone()))?;
+    let request = super::jobs::with_access(&state, request, &principal)?;
     let checks = ep::deploy_preflight(state.kube.as_ref(), &target, &params).await?;
     if q.dry_run {
         let mut d = state.engine.dry_run_checked(OperationKind::DeployEndpoint, &request).await?;
@@ -237,8 +247,9 @@ async fn update(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<EndpointPatch>,
 ) -> Result<Response, ApiError> {
-    let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
-    let up = ep::plan_update(state.kube.as_ref(), &target, &p.name, &p.endpoint, &patch).await?;
+    let target = target_as(&state, &principal, &p.name)?;
+    let mut up = ep::plan_update(state.kube.as_ref(), &target, &p.name, &p.endpoint, &patch).await?;
+    up.request = super::jobs::with_access(&state, up.request, &principal)?;
     if up.plan.is_noop() {
         let message = up.plan.render();
         return Ok(Json(NoChange { no_change: true, plan: up.plan, message }).into_response());
@@ -264,14 +275,16 @@ async fn delete(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
+    let target = target_as(&state, &principal, &p.name)?;
     let found = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
     let request = to_json(&DeleteWorkloadRequest {
         cluster: p.name,
         kind: WorkloadKind::Endpoint,
         name: p.endpoint.clone(),
         namespace: found.namespace.clone(),
+        acting_as: None,
     })?;
+    let request = super::jobs::with_access(&state, request, &principal)?;
     let response = submit(&state, OperationKind::DeleteEndpoint, request, &principal, q.dry_run, key).await?;
     with_workload(response, Some(WorkloadRef { name: p.endpoint, namespace: found.namespace })).await
 }
@@ -293,6 +306,7 @@ fn problem(status: StatusCode, kind: &str, title: &str, detail: String) -> Respo
 
 async fn chat(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<EndpointPath>,
     request: Request,
 ) -> Result<Response, ApiError> {
@@ -317,8 +331,12 @@ async fn chat(
     if !parsed.get("messages").is_some_and(Value::is_array) {
         return Err(ApiError::Validation(ValidationError::invalid("messages", "required: a list of chat messages")));
     }
-    let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
+    let target = target_as(&state, &principal, &p.name)?;
     let to = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
+    principal
+        .kube_access(&p.name, state.unbound_tokens_any_namespace)
+        .check_namespace(&to.namespace)
+        .map_err(ApiError::Forbidden)?;
     if !to.ready {
         return Err(ApiError::Conflict {
             detail: format!("endpoint {} is not ready yet; follow its deploy operation or GET it", p.endpoint),
@@ -382,11 +400,12 @@ async fn chat(
 
 async fn pools(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<ClusterPath>,
     paging: PageParams,
 ) -> Result<Paged<PoolSummary>, ApiError> {
     let request = paging.request("pools", 1)?;
-    let target = ep::kube_target_of(state.store.as_ref(), &p.name)?;
+    let target = target_as(&state, &principal, &p.name)?;
     let pools = ep::list_pools(state.kube.as_ref(), &target).await?;
     paging.in_memory(pools, "pools", Order::Ascending, |p| vec![p.pool.clone()], &request)
 }

@@ -430,7 +430,7 @@ async fn get_features(
     let live = live_cluster(state.aws.as_ref(), &rec, &hp).await?;
     let features = read_features(state.aws.as_ref(), &rec, &live).await?;
     let autoscaling_instance_groups = if features.managed_autoscaling {
-        let target = KubeTarget { region: rec.region.clone(), eks_cluster: rec.eks_cluster.clone() };
+        let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
         karpenter::current_groups(state.kube.as_ref(), &target).await.ok().flatten().map(|(groups, ..)| groups)
     } else {
         None

@@ -126,6 +126,18 @@ pub(crate) async fn replay_gone_delete(
     Err(not_found.into())
 }
 
+/// The workload request with the caller's access to its cluster in `acting_as` (replacing
+/// whatever was there): the workflow checks its namespace and its Kubernetes calls
+/// impersonate its identity, also after a restart.
+pub(crate) fn with_access(state: &AppState, mut request: Value, principal: &Principal) -> Result<Value, ApiError> {
+    let cluster = request.get("cluster").and_then(Value::as_str).unwrap_or_default().to_string();
+    let access = principal.kube_access(&cluster, state.unbound_tokens_any_namespace);
+    if let Some(obj) = request.as_object_mut() {
+        obj.insert("acting_as".into(), to_json(&access)?);
+    }
+    Ok(request)
+}
+
 /// Submits a workload operation (or answers its dry run) with the `workload` it acts on.
 pub(crate) async fn submit_workload(
     state: &AppState,
@@ -135,6 +147,7 @@ pub(crate) async fn submit_workload(
     dry: bool,
     key: Option<String>,
 ) -> Result<Response, ApiError> {
+    let request = with_access(state, request, principal)?;
     if dry {
         return Ok(super::dry_run(state.engine.dry_run_checked(kind, &request).await?));
     }
@@ -269,15 +282,29 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
+/// The cluster's Kubernetes as the caller reaches it, and the namespace a read is confined to
+/// (`instantstart_core::workload::read::cluster_kube_as`).
+pub(crate) fn kube_as(
+    state: &AppState,
+    principal: &Principal,
+    cluster: &str,
+    namespace: Option<&str>,
+) -> Result<(KubeTarget, Option<String>), ApiError> {
+    let access = principal.kube_access(cluster, state.unbound_tokens_any_namespace);
+    let (_, target, namespace) = read::cluster_kube_as(state.store.as_ref(), cluster, &access, namespace)?;
+    Ok((target, namespace))
+}
+
 async fn list(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<ClusterPath>,
     ApiQuery(q): ApiQuery<NamespaceQuery>,
     paging: PageParams,
 ) -> Result<Paged<JobSummary>, ApiError> {
     let request = paging.request("jobs", 2)?;
-    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    let jobs = read::list_jobs(state.kube.as_ref(), &target, q.namespace.as_deref()).await?;
+    let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
+    let jobs = read::list_jobs(state.kube.as_ref(), &target, namespace.as_deref()).await?;
     paging.in_memory(jobs, "jobs", Order::Ascending, |j| vec![j.namespace.clone(), j.name.clone()], &request)
 }
 
@@ -295,11 +322,12 @@ async fn submit(
 
 async fn get(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<JobPath>,
     ApiQuery(q): ApiQuery<NamespaceQuery>,
 ) -> Result<Json<JobDetail>, ApiError> {
-    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    Ok(Json(read::job_detail(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref()).await?))
+    let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
+    Ok(Json(read::job_detail(state.kube.as_ref(), &target, &p.job, namespace.as_deref()).await?))
 }
 
 async fn delete(
@@ -309,8 +337,8 @@ async fn delete(
     ApiQuery(q): ApiQuery<DeleteJobQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    let job = match read::find_job(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref()).await {
+    let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
+    let job = match read::find_job(state.kube.as_ref(), &target, &p.job, namespace.as_deref()).await {
         Ok(job) => job,
         Err(e) => {
             return replay_gone_delete(&state, OperationKind::DeleteJob, &p.job, e, &principal, q.dry_run, key).await;
@@ -322,32 +350,35 @@ async fn delete(
         kind: WorkloadKind::TrainingJob,
         name: p.job,
         namespace,
+        acting_as: None,
     })?;
     submit_workload(&state, OperationKind::DeleteJob, request, &principal, q.dry_run, key).await
 }
 
 async fn logs(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<JobPath>,
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<Json<PodLogs>, ApiError> {
-    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
     let logs =
-        read::job_logs(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref(), q.pod.as_deref(), q.tail).await?;
+        read::job_logs(state.kube.as_ref(), &target, &p.job, namespace.as_deref(), q.pod.as_deref(), q.tail).await?;
     Ok(Json(logs))
 }
 
 async fn logs_stream(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     ApiPath(p): ApiPath<JobPath>,
     ApiQuery(q): ApiQuery<LogStreamQuery>,
     WsUpgrade(ws): WsUpgrade,
 ) -> Result<Response, ApiError> {
     check_origin(&headers)?;
-    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
     let (namespace, pod) =
-        read::log_pod(state.kube.as_ref(), &target, &p.job, q.namespace.as_deref(), q.pod.as_deref()).await?;
+        read::log_pod(state.kube.as_ref(), &target, &p.job, namespace.as_deref(), q.pod.as_deref()).await?;
     let ws = ws.map_err(|_| {
         ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
     })?;

@@ -151,6 +151,7 @@ async fn delete_download(
         kind: WorkloadKind::ModelDownload,
         name: found.name,
         namespace: found.namespace,
+        acting_as: None,
     })
     .map_err(|e| ApiError::Internal(e.to_string()))?;
     submit_workload(&state, OperationKind::DeleteDownload, request, &principal, q.dry_run, key).await

@@ -85,7 +85,7 @@ async fn create(
     ApiBody(req, _): ApiBody<CreateTokenRequest>,
 ) -> Result<Response, ApiError> {
     require_admin(&p)?;
-    let minted = crate::auth::mint_token(state.auth.store(), &req.name, req.scope, req.expires_at, &p.actor())?;
+    let minted = crate::auth::mint_token(state.auth.store(), &req, &p.actor())?;
     Ok((StatusCode::CREATED, Json(minted)).into_response())
 }
 

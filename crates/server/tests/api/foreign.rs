@@ -50,7 +50,7 @@ fn foreign_objects() -> Vec<Value> {
 async fn foreign_jobs_and_endpoints_are_listed_readable_and_never_changed() {
     let app = test_app(2000.0);
     create_ready(&app, "demo").await;
-    let target = KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() };
+    let target = KubeTarget::new("us-east-1", "demo");
     for o in foreign_objects() {
         app.state.kube.apply(&target, &KubeObject(o)).await.unwrap();
     }

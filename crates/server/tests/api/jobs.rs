@@ -231,7 +231,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     assert_eq!(again.body["operation"]["id"], r.body["operation"]["id"]);
     assert_eq!(app.get("/api/clusters/demo/jobs/llama").await.status, StatusCode::NOT_FOUND);
     use instantstart_core::provider::{KubeTarget, ListParams};
-    let target = KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() };
+    let target = KubeTarget::new("us-east-1", "demo");
     for (api_version, kind) in [("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"), ("v1", "Pod")] {
         let left = instantstart_core::provider::KubeApi::list(
             app.state.kube.as_ref(),
@@ -359,7 +359,7 @@ async fn storage_listing_and_model_downloads() {
     use instantstart_core::provider::{KubeTarget, ListParams};
     let target = {
         let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
-        KubeTarget { region: rec.region, eks_cluster: rec.eks_cluster }
+        KubeTarget::new(rec.region, rec.eks_cluster)
     };
     for (api_version, kind) in [("batch/v1", "Job"), ("v1", "Pod")] {
         let params = ListParams {

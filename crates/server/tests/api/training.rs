@@ -236,7 +236,7 @@ async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim()
         assert_eq!(app.get(&format!("{JOBS}/{name}")).await.status, StatusCode::NOT_FOUND);
     }
     assert_eq!(app.get(JOBS).await.body, json!([]));
-    let target = instantstart_core::provider::KubeTarget { region: "us-east-1".into(), eks_cluster: "demo".into() };
+    let target = instantstart_core::provider::KubeTarget::new("us-east-1", "demo");
     let pods = sim
         .list(&target, &ListParams { api_version: "v1".into(), kind: "Pod".into(), namespace: None, labels: vec![] })
         .await

@@ -43,8 +43,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::StreamExt;
 use instantstart_core::provider::{
-    KEDA, KUBERAY_OPERATOR, KubeApi, KubeObject, KubeTarget, ListParams, ObjectRef, PinnedChart, ProviderError,
-    ProviderErrorKind,
+    KEDA, KUBERAY_OPERATOR, KubeApi, KubeIdentity, KubeObject, KubeTarget, ListParams, ObjectRef, PinnedChart,
+    ProviderError, ProviderErrorKind,
 };
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -551,7 +551,11 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let cx = Ctx { cloud, target: KubeTarget { region, eks_cluster: eks } };
+    let identity = match impersonation(&headers) {
+        Ok(id) => id,
+        Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", &message, None),
+    };
+    let cx = Ctx { cloud, target: KubeTarget::new(region, eks).acting_as(identity) };
     if let Err(e) = cx.check() {
         // No such API server: no `NotFound` reason, so clients do not take it for an absent object.
         let code = match e.kind {
@@ -616,6 +620,45 @@ async fn handle(
     }
     let path = ResourcePath { res, namespace, name, sub };
     let q = |k: &str| query.get(k).map(String::as_str);
+    if let Some(id) = &cx.target.identity {
+        // The authorizer runs before anything else, as in a real API server.
+        let verb = match (&method, path.name.is_some()) {
+            (&Method::GET, false) if matches!(q("watch"), Some("true" | "1")) => "watch",
+            (&Method::GET, false) => "list",
+            (&Method::GET, true) => "get",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, _) => "delete",
+            _ => "unknown",
+        };
+        let resource = match path.sub.as_deref() {
+            Some(sub) => format!("{}/{sub}", path.res.plural),
+            None => path.res.plural.clone(),
+        };
+        let access = super::rbac::Access {
+            verb,
+            group: &path.res.group,
+            resource: &resource,
+            namespace: path.namespace.as_deref(),
+            name: path.name.as_deref(),
+        };
+        let denied = {
+            let mut st = cx.cloud.lock();
+            st.world
+                .kube
+                .get_mut(&rkey(&cx.target.region, &cx.target.eks_cluster))
+                .and_then(|kw| super::rbac::check(kw, id, &access).err())
+        };
+        if let Some(message) = denied {
+            return status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                &message,
+                Some(Details { name: path.name.as_deref().unwrap_or(""), res: &path.res }),
+            );
+        }
+    }
     match (&method, path.name.as_deref(), path.sub.as_deref()) {
         (&Method::GET, None, None) if matches!(q("watch"), Some("true" | "1")) => watch(cx, path, &query),
         (&Method::GET, None, None) => list(&cx, &path, &query, &headers).await,
@@ -633,6 +676,22 @@ async fn handle(
             &format!("the server does not allow this method on the requested resource ({method} {rest})"),
             None,
         ),
+    }
+}
+
+/// The identity a request impersonates: `Impersonate-User` and every `Impersonate-Group`
+/// (groups without a user are a `400`, as on a real API server).
+fn impersonation(headers: &HeaderMap) -> Result<Option<KubeIdentity>, String> {
+    let values = |name: &str| -> Vec<String> {
+        headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
+    };
+    let users = values("impersonate-user");
+    let groups = values("impersonate-group");
+    match users.as_slice() {
+        [] if groups.is_empty() => Ok(None),
+        [] => Err("requested impersonation of groups without a user".into()),
+        [user] => Ok(Some(KubeIdentity { user: user.clone(), groups })),
+        _ => Err("only one Impersonate-User may be requested".into()),
     }
 }
 

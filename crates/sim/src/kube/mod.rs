@@ -58,11 +58,13 @@ pub mod apiserver;
 pub(crate) mod helm;
 pub(crate) mod karpenter;
 mod logs;
+pub(crate) mod rbac;
 mod serving;
 pub(crate) mod training;
 pub(crate) mod workload;
 
 pub use logs::{LOG_RATE_ANNOTATION, LOG_RATE_ENV, MAX_LOG_RATE, parse_rate_line, rate_line};
+pub use rbac::KubeAuditEvent;
 pub use training::{
     PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line,
 };
@@ -130,6 +132,9 @@ pub(crate) struct KubeWorld {
     /// Helm releases by `namespace/release` ([`helm`]).
     #[serde(default)]
     pub helm_releases: BTreeMap<String, helm::HelmReleaseRec>,
+    /// Impersonated calls, oldest first ([`rbac`]).
+    #[serde(default)]
+    pub audit: VecDeque<rbac::KubeAuditEvent>,
 }
 
 /// A stored object and the simulated times the controllers care about.
@@ -171,6 +176,7 @@ impl KubeWorld {
             resource_version: 0,
             objects: BTreeMap::new(),
             helm_releases: BTreeMap::new(),
+            audit: VecDeque::new(),
         };
         for ns in SYSTEM_NAMESPACES {
             kw.resource_version += 1;
@@ -806,6 +812,45 @@ fn delete(w: &mut World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<
     Ok(())
 }
 
+/// Authorizes an impersonated call with the cluster's RBAC ([`rbac`]); calls without an
+/// identity (the control plane's own) pass.
+#[allow(clippy::too_many_arguments)]
+fn authorize(
+    w: &mut World,
+    cx: &Cx,
+    api: &str,
+    target: &KubeTarget,
+    verb: &str,
+    (api_version, kind, sub): (&str, &str, Option<&str>),
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<()> {
+    if target.identity.is_none() {
+        return Ok(());
+    }
+    let wkey = check_target(w, api, target, cx.now)?;
+    let Some(kw) = w.kube.get_mut(&wkey) else { return Ok(()) };
+    let (group, plural) = rbac::resource_of(api_version, kind);
+    let resource = match sub {
+        Some(s) => format!("{plural}/{s}"),
+        None => plural,
+    };
+    let namespace = if is_cluster_scoped(kind) { None } else { Some(namespace.unwrap_or("default")) };
+    rbac::authorize(kw, api, target, &rbac::Access { verb, group: &group, resource: &resource, namespace, name })
+}
+
+/// [`authorize`] for `apply`: `create` when the object does not exist yet, else `patch`.
+fn authorize_apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Result<()> {
+    const API: &str = "k8s:Apply";
+    if target.identity.is_none() {
+        return Ok(());
+    }
+    let Some(r) = object.object_ref() else { return Ok(()) };
+    let exists = get(w, cx, &KubeTarget { identity: None, ..target.clone() }, &r)?.is_some();
+    let verb = if exists { "patch" } else { "create" };
+    authorize(w, cx, API, target, verb, (&r.api_version, &r.kind, None), r.namespace.as_deref(), Some(&r.name))
+}
+
 /// The pod and its state, without going through the API pipeline (for log streaming).
 fn pod_now(
     w: &World,
@@ -837,19 +882,66 @@ struct Follow {
 #[async_trait]
 impl KubeApi for SimCloud {
     async fn apply(&self, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject> {
-        self.write("k8s:Apply", |w, cx| apply(w, cx, target, object))
+        self.write("k8s:Apply", |w, cx| {
+            authorize_apply(w, cx, target, object)?;
+            apply(w, cx, target, object)
+        })
     }
 
     async fn get(&self, target: &KubeTarget, object: &ObjectRef) -> Result<Option<KubeObject>> {
-        self.read("k8s:Get", |w, cx| get(w, cx, target, object))
+        const API: &str = "k8s:Get";
+        self.read_recording(API, |w, cx| {
+            let r = object;
+            authorize(
+                w,
+                cx,
+                API,
+                target,
+                "get",
+                (&r.api_version, &r.kind, None),
+                r.namespace.as_deref(),
+                Some(&r.name),
+            )?;
+            get(w, cx, target, object)
+        })
     }
 
     async fn list(&self, target: &KubeTarget, params: &ListParams) -> Result<Vec<KubeObject>> {
-        self.read("k8s:List", |w, cx| list(w, cx, target, params))
+        const API: &str = "k8s:List";
+        self.read_recording(API, |w, cx| {
+            let p = params;
+            if target.identity.is_some() && p.namespace.is_none() && !is_cluster_scoped(&p.kind) {
+                // Every namespace: only a ClusterRoleBinding can grant it (cluster scope).
+                let wkey = check_target(w, API, target, cx.now)?;
+                if let Some(kw) = w.kube.get_mut(&wkey) {
+                    let (group, plural) = rbac::resource_of(&p.api_version, &p.kind);
+                    let access =
+                        rbac::Access { verb: "list", group: &group, resource: &plural, namespace: None, name: None };
+                    rbac::authorize(kw, API, target, &access)?;
+                }
+            } else {
+                authorize(w, cx, API, target, "list", (&p.api_version, &p.kind, None), p.namespace.as_deref(), None)?;
+            }
+            list(w, cx, target, params)
+        })
     }
 
     async fn delete(&self, target: &KubeTarget, object: &ObjectRef) -> Result<()> {
-        self.write("k8s:Delete", |w, cx| delete(w, cx, target, object))
+        const API: &str = "k8s:Delete";
+        self.write(API, |w, cx| {
+            let r = object;
+            authorize(
+                w,
+                cx,
+                API,
+                target,
+                "delete",
+                (&r.api_version, &r.kind, None),
+                r.namespace.as_deref(),
+                Some(&r.name),
+            )?;
+            delete(w, cx, target, object)
+        })
     }
 
     async fn service_proxy(
@@ -863,7 +955,18 @@ impl KubeApi for SimCloud {
         timeout: std::time::Duration,
     ) -> Result<ProxyResponse> {
         let _ = timeout; // the simulated model answers at once
-        self.read(PROXY_API, |w, cx| {
+        self.read_recording(PROXY_API, |w, cx| {
+            let verb = if body.is_some() { "create" } else { "get" };
+            authorize(
+                w,
+                cx,
+                PROXY_API,
+                target,
+                verb,
+                ("v1", "Service", Some("proxy")),
+                Some(namespace),
+                Some(service),
+            )?;
             let wkey = check_target(w, PROXY_API, target, cx.now)?;
             let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(PROXY_API, "no Kubernetes API"))?;
             Ok(serving::proxy(w, kw, namespace, service, port, path, body, cx.now))
@@ -879,8 +982,9 @@ impl KubeApi for SimCloud {
         tail_lines: Option<u32>,
     ) -> Result<LogStream> {
         const API: &str = "k8s:Logs";
-        let (lines, now, finished) = self.read(API, |w, cx| {
+        let (lines, now, finished) = self.read_recording(API, |w, cx| {
             check_target(w, API, target, cx.now)?;
+            authorize(w, cx, API, target, "get", ("v1", "Pod", Some("log")), Some(namespace), Some(pod))?;
             let Some((p, st)) = pod_now(w, target, namespace, pod, cx.now) else {
                 return Err(ProviderError::not_found(
                     API,

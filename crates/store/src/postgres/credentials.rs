@@ -10,7 +10,7 @@ use instantstart_core::credentials::{CredentialStore, Scope, SessionRecord, Toke
 use instantstart_core::operation::AuditEntry;
 use instantstart_core::store::StoreError;
 
-const TOKEN_COLUMNS: &str = "name, scope, sha256, created_at, expires_at, created_by";
+const TOKEN_COLUMNS: &str = "name, scope, sha256, created_at, expires_at, created_by, kube_bindings";
 const SESSION_COLUMNS: &str = "id_sha256, token_name, token_sha256, scope, csrf, created_at, expires_at";
 
 fn scope(column: &str, s: &str) -> Result<Scope, StoreError> {
@@ -21,6 +21,7 @@ fn decode_token(r: &Row) -> Result<TokenRecord, StoreError> {
     let sc: String = col(r, 1)?;
     let created_at: String = col(r, 3)?;
     let expires_at: Option<String> = col(r, 4)?;
+    let bindings: String = col(r, 6)?;
     Ok(TokenRecord {
         name: col(r, 0)?,
         scope: scope("tokens.scope", &sc)?,
@@ -28,6 +29,7 @@ fn decode_token(r: &Row) -> Result<TokenRecord, StoreError> {
         created_at: parse_ts("tokens.created_at", &created_at)?,
         expires_at: parse_opt_ts("tokens.expires_at", expires_at.as_deref())?,
         created_by: col(r, 5)?,
+        kube_bindings: serde_json::from_str(&bindings).map_err(|_| corrupt("tokens.kube_bindings", &bindings))?,
     })
 }
 
@@ -54,8 +56,9 @@ impl CredentialStore for PostgresStore {
             {
                 return Err(StoreError::AlreadyExists { what: format!("a token named {:?}", token.name) });
             }
+            let bindings = crate::credentials::bindings_json(&token.kube_bindings)?;
             tx.execute(
-                &format!("INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"),
+                &format!("INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"),
                 &[
                     &token.name,
                     &token.scope.as_str(),
@@ -63,6 +66,7 @@ impl CredentialStore for PostgresStore {
                     &ts(&token.created_at),
                     &opt_ts(token.expires_at.as_ref()),
                     &token.created_by,
+                    &bindings,
                 ],
             )
             .ctx("insert token")?;

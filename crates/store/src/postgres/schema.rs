@@ -176,8 +176,13 @@ DROP INDEX audit_at;
 DROP INDEX audit_target_at;
 "#;
 
+/// Version 6: the Kubernetes bindings of a token (JSON array of `KubeBinding`; `[]` = unbound).
+const V6: &str = r#"
+ALTER TABLE tokens ADD COLUMN kube_bindings TEXT COLLATE "C" NOT NULL DEFAULT '[]';
+"#;
+
 /// Every migration, oldest first. Append only; one per SQLite migration.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Highest applied version (0 for a fresh database).
 pub(crate) fn current_version(conn: &mut impl GenericClient) -> Result<u32, StoreError> {

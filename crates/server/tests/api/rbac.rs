@@ -1,0 +1,266 @@
+//! Kubernetes authorization of tokens, end to end on the simulated cloud (served to the kube-rs
+//! adapter on loopback): a token bound to `alice`/`team-a` submits a job and reads its logs
+//! where the cluster's RBAC lets it, is refused by the cluster's RBAC elsewhere (403 from the
+//! simulated API server, nothing recorded), an unbound token is refused outside `default`, the
+//! admin token is unaffected, and an operation keeps acting as its token's identity after a
+//! restart, whoever retries it.
+
+use super::*;
+use instantstart_core::provider::{KubeObject, KubeTarget};
+
+/// A one-node HyperPod job; outside `default` it mounts the namespace's own claim `data`.
+fn job(name: &str, namespace: &str) -> Value {
+    let mut body = json!({
+        "runtime": "hyperpod",
+        "job": { "name": name, "namespace": namespace, "image": "pytorch/pytorch:2.5.1",
+                 "instance_type": "ml.g5.2xlarge", "nodes": 1 },
+        "recipe": { "kind": "torch", "script": "scripts/train.py" }
+    });
+    if namespace != "default" {
+        body["job"]["storage"] = json!({ "claim_name": "data" });
+    }
+    body
+}
+
+fn claim(namespace: &str) -> Value {
+    json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": { "name": "data", "namespace": namespace },
+        "spec": { "accessModes": ["ReadWriteMany"], "resources": { "requests": { "storage": "1Gi" } } } })
+}
+
+fn target() -> KubeTarget {
+    KubeTarget::new("us-east-1", "demo")
+}
+
+/// Applies `objects` as the control plane (the cluster's administrator).
+async fn admin_apply(app: &TestApp, objects: &[Value]) {
+    for o in objects {
+        app.state.kube.apply(&target(), &KubeObject(o.clone())).await.unwrap();
+    }
+}
+
+fn namespace(name: &str) -> Value {
+    json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } })
+}
+
+fn role(namespace: &str, name: &str, verbs: &[&str]) -> Value {
+    json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": { "name": name, "namespace": namespace },
+        "rules": [{ "apiGroups": ["*"], "resources": ["*"], "verbs": verbs }] })
+}
+
+fn group_binding(namespace: &str, role: &str, group: &str) -> Value {
+    json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": format!("{role}-{group}"), "namespace": namespace },
+        "subjects": [{ "kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io" }],
+        "roleRef": { "kind": "Role", "name": role, "apiGroup": "rbac.authorization.k8s.io" } })
+}
+
+/// Mints a token through the API and returns its secret.
+async fn mint(app: &TestApp, body: Value) -> String {
+    let r = app.send(Method::POST, "/api/tokens", Some(body), &[]).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:#}", r.body);
+    r.body["token"].as_str().unwrap().to_string()
+}
+
+async fn operations(app: &TestApp) -> usize {
+    app.get("/api/operations").await.body.as_array().map(Vec::len).unwrap_or(0)
+}
+
+fn audit(app: &TestApp) -> Vec<instantstart_sim::KubeAuditEvent> {
+    app.state.sim.as_ref().unwrap().kube_audit("us-east-1", "demo")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_tokens_act_as_their_kubernetes_identity() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    admin_apply(
+        &app,
+        &[
+            namespace("team-a"),
+            namespace("team-b"),
+            claim("team-a"),
+            claim("team-b"),
+            role("team-a", "jobs", &["*"]),
+            group_binding("team-a", "jobs", "team-a"),
+        ],
+    )
+    .await;
+    // The binding is shown by the token list.
+    let alice = mint(
+        &app,
+        json!({ "name": "alice-ci", "scope": "operate", "kube_bindings": [
+            { "cluster": "demo", "user": "alice", "groups": ["team-a"], "namespaces": ["team-a", "team-b"] }] }),
+    )
+    .await;
+    let list = app.get("/api/tokens").await.body;
+    assert_eq!(list[0]["kube_bindings"][0]["user"], "alice", "{list:#}");
+    // Bad bindings: every finding names its field, nothing is minted.
+    let r = app
+        .send(
+            Method::POST,
+            "/api/tokens",
+            Some(json!({ "name": "bad", "scope": "operate", "kube_bindings": [
+                { "cluster": "demo", "user": "system:admin", "groups": ["system:masters"], "namespaces": [] }] })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+    let fields: Vec<&str> =
+        r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["kube_bindings[0].user", "kube_bindings[0].groups[0]", "kube_bindings[0].namespaces"]);
+
+    // alice submits in team-a: the job runs, its logs are readable, all as alice.
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &alice, Some(job("train-a", "team-a")))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let done = app.wait_op(&id).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    assert_eq!(done["request"]["request"]["acting_as"]["identity"]["user"], "alice", "recorded with the operation");
+    let mut logs = Value::Null;
+    for _ in 0..500 {
+        let r = app
+            .call(as_token(Method::GET, "/api/clusters/demo/jobs/train-a/logs?namespace=team-a", &alice, None))
+            .await;
+        if r.status == StatusCode::OK {
+            logs = r.body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(logs["lines"].as_array().is_some_and(|l| !l.is_empty()), "{logs:#}");
+    let events = audit(&app);
+    for (verb, resource) in [("create", "hyperpodpytorchjobs"), ("get", "pods/log")] {
+        assert!(
+            events.iter().any(|e| e.user == "alice"
+                && e.allowed
+                && e.verb == verb
+                && e.resource == resource
+                && e.namespace.as_deref() == Some("team-a")),
+            "{verb} {resource} as alice: {events:#?}"
+        );
+    }
+    // Our audit log names the token and the impersonated user.
+    let ours = app.get("/api/audit?target=cluster/demo/job/train-a").await.body;
+    let created = ours.as_array().unwrap().iter().find(|a| a["action"] == "operation.create").unwrap();
+    assert_eq!(created["actor"]["principal"], "alice-ci");
+    assert_eq!(created["detail"]["request"]["acting_as"]["identity"]["user"], "alice");
+
+    // team-b is in alice's binding but the cluster's RBAC refuses her there: 403 naming the
+    // verb, resource and namespace, nothing recorded, nothing created.
+    let before = operations(&app).await;
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &alice, Some(job("train-b", "team-b")))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:#}", r.body);
+    let detail = r.body["detail"].as_str().unwrap();
+    assert!(detail.contains("User \"alice\" cannot") && detail.contains("in the namespace \"team-b\""), "{detail}");
+    assert_eq!(operations(&app).await, before, "nothing recorded");
+    assert!(audit(&app).iter().any(|e| e.user == "alice" && !e.allowed && e.namespace.as_deref() == Some("team-b")));
+    let r = app.get("/api/clusters/demo/jobs?namespace=team-b").await;
+    assert_eq!(r.body.as_array().map(Vec::len), Some(0), "{:#}", r.body);
+    // Reads there are refused by the cluster too; a namespace outside the binding by us.
+    let r = app.call(as_token(Method::GET, "/api/clusters/demo/jobs?namespace=team-b", &alice, None)).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:#}", r.body);
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &alice, Some(job("train-c", "default")))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:#}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().starts_with("namespace: "), "{:#}", r.body);
+    assert_eq!(operations(&app).await, before);
+
+    // An unbound operate token: `default` only, as the control plane.
+    let ci = mint(&app, json!({ "name": "ci", "scope": "operate" })).await;
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &ci, Some(job("ci-a", "team-a")))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:#}", r.body);
+    let detail = r.body["detail"].as_str().unwrap();
+    assert!(detail.starts_with("namespace: ") && detail.contains("no Kubernetes binding"), "{detail}");
+    let r = app.call(as_token(Method::GET, "/api/clusters/demo/jobs/train-a?namespace=team-a", &ci, None)).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:#}", r.body);
+    assert_eq!(operations(&app).await, before);
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &ci, Some(job("ci-d", "default")))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+
+    // The admin token keeps the control plane's identity: anywhere, not impersonating.
+    let impersonated = audit(&app).len();
+    let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(job("admin-b", "team-b")), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+    assert_eq!(audit(&app).len(), impersonated, "the admin token impersonates nobody");
+}
+
+/// A server on `dir` (the store and the simulated world persist there), as after a restart.
+fn app_on(dir: &std::path::Path) -> (AppState, axum::Router) {
+    let opts = ServerOptions {
+        data_dir: dir.to_path_buf(),
+        provider: ProviderKind::Sim,
+        sim_speed: 2000.0,
+        default_region: "us-east-1".into(),
+        token: Some(TOKEN.into()),
+        shared_bucket: None,
+        unbound_tokens_any_namespace: false,
+    };
+    let state = AppState::assemble(&opts).unwrap().state;
+    let router = instantstart_server::app(state.clone());
+    (state, router)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_keeps_its_identity_after_a_restart() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    // alice may read in team-a but not create: the apply step is refused by the cluster.
+    admin_apply(
+        &app,
+        &[
+            namespace("team-a"),
+            role("team-a", "read", &["get", "list", "watch"]),
+            group_binding("team-a", "read", "team-a"),
+        ],
+    )
+    .await;
+    let alice = mint(
+        &app,
+        json!({ "name": "alice-ci", "scope": "operate", "kube_bindings": [
+            { "cluster": "*", "user": "alice", "groups": ["team-a"], "namespaces": ["team-a"] }] }),
+    )
+    .await;
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &alice, Some(job("train", "team-a")))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let failed = app.wait_op(&id).await;
+    assert_eq!(failed["status"], "failed", "{failed:#}");
+    let step = failed["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["phase"] == "failed")
+        .unwrap_or_else(|| panic!("{failed:#}"));
+    assert!(step["error"].as_str().unwrap().contains("User \"alice\" cannot"), "{step:#}");
+    let key = step["key"].as_str().unwrap().to_string();
+
+    // The cluster's administrator grants create; the server restarts; the admin retries.
+    admin_apply(&app, &[role("team-a", "write", &["create", "patch"]), group_binding("team-a", "write", "team-a")])
+        .await;
+    app.state.engine.abort_all();
+    let (state, router) = app_on(app._dir.path());
+    let before = audit(&app).len();
+    let r = router
+        .clone()
+        .oneshot(as_token(Method::POST, &format!("/api/operations/{id}/steps/{}/retry", urlencode(&key)), TOKEN, None))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED, "retry");
+    let done = state
+        .engine
+        .wait(&instantstart_core::operation::OperationId(id.clone()), Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(done.status, instantstart_core::operation::OperationStatus::Succeeded, "{done:#?}");
+    // Retried by the admin after a restart, the step still acted as alice.
+    let after: Vec<_> = audit(&app).into_iter().skip(before).collect();
+    assert!(
+        after
+            .iter()
+            .any(|e| e.user == "alice" && e.allowed && e.verb == "create" && e.resource == "hyperpodpytorchjobs"),
+        "{after:#?}"
+    );
+    state.engine.abort_all();
+}
