@@ -11,7 +11,7 @@ use instantstart_core::spec::{
     CapacitySpec, HyperPodClusterSpec, InstanceGroupSpec, InterfaceMode, NetworkSpec, StorageSpec,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Longest `operation_wait` may block, in seconds (15 minutes).
@@ -20,7 +20,7 @@ pub const MAX_WAIT_SECS: u64 = 900;
 pub const DEFAULT_WAIT_SECS: u64 = 600;
 
 /// The options every operation-creating tool takes.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct MutationArgs {
     /// Optional idempotency key (1-255 visible ASCII characters). Calling again with the same
     /// key and the same arguments returns the operation already started instead of a second
@@ -34,6 +34,26 @@ pub struct MutationArgs {
     /// exactly as for a real call.
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// The confirmation every destructive tool takes (see [`crate::confirm`]).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct ConfirmArgs {
+    /// Omit on the first call: nothing is changed and the answer is the plan with a confirmation
+    /// token. After the user explicitly agreed to that plan, call again with the same arguments
+    /// and this token to act. Single-use, valid 5 minutes, bound to this tool, these arguments
+    /// and that plan.
+    #[serde(default)]
+    pub confirmation: Option<String>,
+}
+
+/// `operation_cancel`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct OperationCancelArgs {
+    /// Operation id (`op-…`) to cancel, as returned by the mutating tool or operation_list.
+    pub id: String,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `context_zones`, `context_eks_clusters`.
@@ -179,7 +199,7 @@ impl ClusterImportArgs {
 }
 
 /// `cluster_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct ClusterDeleteArgs {
     /// Name of the cluster to delete. Imported clusters are only forgotten, never deleted in AWS.
     pub name: String,
@@ -195,6 +215,8 @@ pub struct ClusterDeleteArgs {
     pub keep_tracking_servers: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `hyperpod_add`: a HyperPod cluster on an EKS-only cluster.
@@ -227,12 +249,14 @@ impl HyperPodAddArgs {
 }
 
 /// `hyperpod_remove`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct HyperPodRemoveArgs {
     /// InstantStart cluster name (as listed by cluster_list) whose HyperPod cluster goes.
     pub cluster: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `cluster_set_active`.
@@ -353,7 +377,7 @@ pub struct InstanceGroupAddArgs {
 }
 
 /// `instance_group_scale`: an explicit diff of one group.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct InstanceGroupScaleArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -386,6 +410,8 @@ pub struct InstanceGroupScaleArgs {
     pub availability_zone: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 impl InstanceGroupScaleArgs {
@@ -413,7 +439,7 @@ fn explicit_diff<const N: usize>(fields: [(&str, &Option<Value>); N]) -> Value {
 }
 
 /// `instance_group_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct InstanceGroupDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -421,6 +447,8 @@ pub struct InstanceGroupDeleteArgs {
     pub group: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `node_reboot`.
@@ -451,7 +479,7 @@ pub struct HealthCheckStartArgs {
 }
 
 /// `software_update_start`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct SoftwareUpdateStartArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -472,10 +500,12 @@ pub struct SoftwareUpdateStartArgs {
     pub image_id: Option<String>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `node_replace` and `node_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct NodeLossyArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -488,10 +518,12 @@ pub struct NodeLossyArgs {
     pub acknowledge_local_data_loss: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `feature_set`: an explicit diff of the managed features.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct FeatureSetArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -526,6 +558,8 @@ pub struct FeatureSetArgs {
     pub node_recovery: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 impl FeatureSetArgs {
@@ -580,7 +614,7 @@ pub struct ModelDownloadArgs {
 }
 
 /// `model_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct ModelDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -590,6 +624,8 @@ pub struct ModelDeleteArgs {
     pub name: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `job_submit`.
@@ -618,7 +654,7 @@ pub struct JobNameArgs {
 }
 
 /// `job_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct JobDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -627,6 +663,8 @@ pub struct JobDeleteArgs {
     pub name: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `job_logs`.
@@ -675,7 +713,7 @@ pub struct EndpointNameArgs {
 }
 
 /// `endpoint_scale`: an explicit diff of one endpoint.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct EndpointScaleArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -699,6 +737,8 @@ pub struct EndpointScaleArgs {
     pub remove_autoscaling: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 impl EndpointScaleArgs {
@@ -717,7 +757,7 @@ impl EndpointScaleArgs {
 }
 
 /// `endpoint_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct EndpointDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -726,6 +766,8 @@ pub struct EndpointDeleteArgs {
     pub name: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// One chat message.
@@ -808,7 +850,7 @@ pub struct MlflowCreateServerArgs {
 }
 
 /// `mlflow_server_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct MlflowServerDeleteArgs {
     /// Tracking server to delete (as listed by mlflow_servers). Only servers InstantStart created.
     pub name: String,
@@ -817,6 +859,8 @@ pub struct MlflowServerDeleteArgs {
     pub region: Option<String>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `mlflow_runs`.
