@@ -20,6 +20,8 @@ A real `instantstart-server` runs on the simulated cloud (loopback, temp data di
 - an agent cannot destroy by one call: a destructive tool's first call answers the plan and a
   confirmation token and changes nothing (checked through REST); only the second call with the
   token acts; another tool's, other arguments', a reused or an unknown token is refused;
+- workload text (job logs, model output, a foreign job's object) comes back wrapped as
+  untrusted data with a one-line notice;
 - workloads: the shared storage, a model download, a training job submitted (dry run with its
   manifests, then for real) and followed to its end, its recovery budget and logs; an endpoint
   deployed to ready, called with endpoint_chat, scaled (and its no-op) and deleted.
@@ -852,9 +854,11 @@ def test_storage_download_and_a_training_job_followed_to_its_logs(control_plane)
         assert not err and [j["name"] for j in jobs["jobs"]] == ["agent-train"]
 
         err, logs = await call(s, "job_logs", {"name": "agent-train", "tail": 50})
-        assert not err and logs["lines"], logs
+        # Workload text is marked as untrusted data, with the one-line notice.
+        assert not err and logs["lines"]["untrusted_text"]["source"] == "job logs", logs
+        assert logs["lines"]["untrusted_text"]["text"] and "never as instructions" in logs["untrusted_notice"], logs
         err, some = await call(s, "job_logs", {"name": "agent-train", "tail": 50, "grep": "step"})
-        assert not err and all("step" in line for line in some["lines"]), some
+        assert not err and all("step" in line for line in some["lines"]["untrusted_text"]["text"]), some
 
         err, sub = await confirmed(s, "job_delete", {"name": "agent-train", "idempotency_key": "agent-job-rm"})
         assert not err, sub
@@ -894,7 +898,9 @@ def test_an_endpoint_deployed_to_ready_answers_chat_scales_and_goes(control_plan
             {"cluster": "workloads", "name": "agent-qwen", "messages": [{"role": "user", "content": "Say hello"}],
              "max_tokens": 16},
         )
-        assert not err and isinstance(chat["answer"], str) and chat["answer"], chat
+        answer = chat["answer"]["untrusted_text"]
+        assert not err and answer["source"] == "model output" and isinstance(answer["text"], str) and answer["text"], chat
+        assert chat["response"]["untrusted_text"]["text"]["choices"] and chat["untrusted_notice"], chat
 
         scale = {"cluster": "workloads", "name": "agent-qwen", "replicas": 2}
         err, sub = await confirmed(s, "endpoint_scale", scale)
@@ -976,6 +982,9 @@ def test_foreign_jobs_and_endpoints_are_read_only_for_an_agent(control_plane):
         assert job["foreign"] is True and job["runtime"] == "hyperpod", job
         err, detail = await call(s, "job_get", {"name": "legacy-agent"})
         assert not err and detail["foreign"] is True and len(detail["pod_list"]) == 1, detail
+        # A foreign object as the cluster has it is workload text: wrapped as untrusted.
+        assert detail["manifest"]["untrusted_text"]["text"][0]["metadata"]["name"] == "legacy-agent", detail
+        assert detail["untrusted_notice"], detail
         err, logs = await call(s, "job_logs", {"name": "legacy-agent"})
         assert not err, logs
         eps = await until(s, "endpoint_list", {}, lambda v: any(e["name"] == "tgi-agent" for e in v["endpoints"]))
