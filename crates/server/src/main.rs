@@ -54,23 +54,42 @@ struct Cli {
     /// Required with `--provider aws`.
     #[arg(long, env = "INSTANTSTART_ROLE_BOUNDARY_ARN")]
     role_boundary_arn: Option<String>,
+    /// Back the SQLite store up online every interval (`6h`, `30m`, `1d`; at least `1m`) into
+    /// `--backup-dir`; off when absent.
+    #[arg(long, env = "INSTANTSTART_BACKUP_INTERVAL", value_parser = instantstart_server::backup::parse_interval)]
+    backup_interval: Option<std::time::Duration>,
+    /// Where backups go (default `<data-dir>/backups`).
+    #[arg(long, env = "INSTANTSTART_BACKUP_DIR")]
+    backup_dir: Option<PathBuf>,
+    /// How many backups to keep in `--backup-dir` (the oldest beyond go).
+    #[arg(long, env = "INSTANTSTART_BACKUP_KEEP", default_value_t = instantstart_server::backup::DEFAULT_KEEP,
+          value_parser = clap::value_parser!(usize))]
+    backup_keep: usize,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
 }
 
 impl Cli {
+    /// The store `--store-url` names (default: SQLite in the data directory).
+    fn store_url(&self) -> anyhow::Result<instantstart_store::StoreUrl> {
+        Ok(match &self.store_url {
+            Some(u) => instantstart_store::StoreUrl::parse(u).context("--store-url")?,
+            None => instantstart_server::default_store_url(&self.data_dir),
+        })
+    }
+
     /// Opens the store `--store-url` names (default: SQLite in the data directory).
     fn open_store(&self) -> anyhow::Result<std::sync::Arc<dyn instantstart_store::StoreBackend>> {
-        let url = match &self.store_url {
-            Some(u) => instantstart_store::StoreUrl::parse(u).context("--store-url")?,
-            None => {
-                std::fs::create_dir_all(&self.data_dir)
-                    .with_context(|| format!("creating {}", self.data_dir.display()))?;
-                instantstart_server::default_store_url(&self.data_dir)
-            }
-        };
-        instantstart_store::open_store(&url).context("opening the store")
+        if self.store_url.is_none() {
+            std::fs::create_dir_all(&self.data_dir).with_context(|| format!("creating {}", self.data_dir.display()))?;
+        }
+        instantstart_store::open_store(&self.store_url()?).context("opening the store")
+    }
+
+    /// `--backup-dir`, else `<data-dir>/backups`.
+    fn backup_dir(&self) -> PathBuf {
+        self.backup_dir.clone().unwrap_or_else(|| instantstart_server::backup::default_dir(&self.data_dir))
     }
 }
 
@@ -86,6 +105,13 @@ enum Command {
     Token {
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Back the SQLite store up now (online: works while the server runs) into `--to`, keeping
+    /// the newest `--backup-keep`. A PostgreSQL store is refused: use pg_dump or RDS snapshots.
+    Backup {
+        /// Directory for the backup (default: `--backup-dir`, else `<data-dir>/backups`).
+        #[arg(long)]
+        to: Option<PathBuf>,
     },
 }
 
@@ -181,8 +207,16 @@ async fn main() -> anyhow::Result<()> {
     // One rustls crypto provider for the AWS SDK and the Kubernetes client (aws-lc-rs).
     instantstart_k8s::install_crypto_provider();
     let cli = Cli::parse();
-    if let Some(Command::Token { command }) = &cli.command {
-        return token_command(&cli, command);
+    match &cli.command {
+        Some(Command::Token { command }) => return token_command(&cli, command),
+        Some(Command::Backup { to }) => {
+            let dir = to.clone().unwrap_or_else(|| cli.backup_dir());
+            let b = instantstart_server::backup::backup_now(&cli.store_url()?, &dir, cli.backup_keep)?;
+            println!("{}", b.path.display());
+            eprintln!("store backed up ({} bytes); {} older backup(s) removed", b.bytes, b.pruned.len());
+            return Ok(());
+        }
+        None => {}
     }
     init_logs(cli.log_format);
     if !(cli.sim_speed.is_finite() && cli.sim_speed >= 1.0) {
@@ -245,6 +279,17 @@ async fn main() -> anyhow::Result<()> {
         None => eprintln!("  API token: in {} (or INSTANTSTART_TOKEN)\n", token_file.display()),
     }
     let app = instantstart_server::app(state.clone());
+    let _backups = match cli.backup_interval {
+        Some(every) => {
+            let url = cli.store_url()?;
+            if url.backend() != "sqlite" {
+                anyhow::bail!("--backup-interval: {}", instantstart_store::BackupError::Postgres);
+            }
+            tracing::info!(every = ?every, dir = %cli.backup_dir().display(), keep = cli.backup_keep, "scheduled store backups");
+            Some(instantstart_server::backup::spawn_schedule(url, cli.backup_dir(), every, cli.backup_keep))
+        }
+        None => None,
+    };
     let resumed = state.resume().context("resuming operations")?;
     if resumed > 0 {
         tracing::info!(resumed, "resumed operations left running by the previous process");

@@ -770,6 +770,94 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
     }
 }
 
+/// `instantstart-server backup` against a running server's data directory: the backup file.
+fn backup_cli(dir: &std::path::Path, to: &std::path::Path) -> std::path::PathBuf {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart-server"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["backup", "--to"])
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+#[test]
+fn backup_refuses_a_postgres_store_pointing_to_its_own_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart-server"))
+        .args(["--store-url", "postgres://instantstart:secret@127.0.0.1:1/instantstart", "backup", "--to"])
+        .arg(dir.path().join("b"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("pg_dump") && !stderr.contains("secret"), "{stderr}");
+    assert!(!dir.path().join("b").exists());
+}
+
+/// Restore as docs/server.md says: the server is stopped; the backup replaces the database
+/// and the WAL beside the old one goes. Only the store is restored: the simulated world
+/// (`sim-world.json`) stands for the cloud, which a restore does not roll back, so it keeps
+/// everything created after the backup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_taken_mid_pipeline_restores_and_the_operation_resumes_creating_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = start_server(dir.path(), port).await;
+    let (status, created) = http(port, "POST", "/api/clusters", Some(&create_body("demo"))).await;
+    assert_eq!(status, 202, "{created}");
+    let id = created["operation"]["id"].as_str().unwrap().to_string();
+    let phase_of = |op: &Value, key: &str| {
+        op["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .map(|s| s["phase"].as_str().unwrap().to_string())
+    };
+    // The backup while the EKS control plane is being created (the server keeps running).
+    follow(port, &id, |op| phase_of(op, "eks_cluster").as_deref() == Some("polling")).await;
+    let backup = backup_cli(dir.path(), &dir.path().join("backups"));
+    assert!(backup.starts_with(dir.path().join("backups")) && backup.is_file(), "{}", backup.display());
+    // The pipeline goes on past the backup (the cloud gets the EKS cluster and more), then kill -9.
+    follow(port, &id, |op| phase_of(op, "eks_cluster").as_deref() == Some("succeeded")).await;
+    drop(server);
+    // Restore the store only.
+    let db = dir.path().join("instantstart.db");
+    std::fs::copy(&backup, &db).unwrap();
+    for side in ["instantstart.db-wal", "instantstart.db-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(side));
+    }
+    // The restored store has the operation as it was at the backup: EKS still being created
+    // (read from a copy: opening the backup itself would change it).
+    {
+        use instantstart_core::store::Store;
+        let inspect = dir.path().join("inspect.db");
+        std::fs::copy(&backup, &inspect).unwrap();
+        let store = instantstart_store::SqliteStore::open(&inspect).unwrap();
+        let op = store.get_operation(&instantstart_core::operation::OperationId(id.clone())).unwrap().unwrap();
+        let eks = op.steps.iter().find(|s| s.key == "eks_cluster").unwrap();
+        assert_eq!(eks.phase.as_str(), "polling", "{op:#?}");
+    }
+    let _server = start_server(dir.path(), port).await;
+    let last = follow(port, &id, |op| op["status"] != "running").await;
+    assert_eq!(last["status"], "succeeded", "{last:#}");
+    let (_, stats) = http(port, "GET", "/api/sim/stats", None).await;
+    // Exactly one create per resource, as without the restore (the kill -9 test's counts).
+    for (api, n) in [
+        ("ec2:CreateVpc", 1),
+        ("eks:CreateCluster", 1),
+        ("sagemaker:CreateCluster", 1),
+        ("iam:CreateRole", 4),
+        ("s3:CreateBucket", 1),
+        ("eks:CreateAddon", 4),
+        ("eks:CreatePodIdentityAssociation", 1),
+    ] {
+        assert_eq!(stats[api], n, "{api}: {stats:#}");
+    }
+}
+
 #[tokio::test]
 async fn preflight_explains_quotas_and_offerings_before_anything_is_created() {
     let app = test_app(2000.0);
