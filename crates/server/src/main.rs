@@ -286,7 +286,11 @@ async fn main() -> anyhow::Result<()> {
                 anyhow::bail!("--backup-interval: {}", instantstart_store::BackupError::Postgres);
             }
             tracing::info!(every = ?every, dir = %cli.backup_dir().display(), keep = cli.backup_keep, "scheduled store backups");
-            Some(instantstart_server::backup::spawn_schedule(url, cli.backup_dir(), every, cli.backup_keep))
+            let to = cli.shared_bucket.clone().filter(|b| !b.is_empty()).map(|bucket| {
+                let s3: std::sync::Arc<dyn instantstart_core::provider::S3Api> = state.aws.clone();
+                instantstart_server::backup::Upload { s3, bucket }
+            });
+            Some(instantstart_server::backup::spawn_schedule(url, cli.backup_dir(), every, cli.backup_keep, to))
         }
         None => None,
     };
