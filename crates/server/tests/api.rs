@@ -2131,6 +2131,36 @@ async fn endpoint_requests_are_validated_field_by_field() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
 }
 
+/// A bucket the user names is adopted only when it is this account's: another account's
+/// bucket (S3's bucket owner condition answers 403, as the simulator does) is a 422 naming the
+/// field, in the dry run and the real call, before anything is recorded or created.
+#[tokio::test]
+async fn a_user_named_bucket_of_another_account_is_refused_before_anything_is_recorded() {
+    use instantstart_core::provider::{CreateBucket, Tags};
+    let app = test_app(2000.0);
+    let sim = app.state.sim.as_ref().unwrap();
+    let theirs = CreateBucket { region: "us-east-1".into(), name: "is-theirs-data".into(), tags: Tags::new() };
+    sim.seed_foreign_bucket(&theirs, "999999999999").unwrap();
+    let mut body = create_body("demo");
+    body["storage"] = json!({ "bucket": "is-theirs-data" });
+    for uri in ["/api/clusters?dry_run=true", "/api/clusters"] {
+        let r = app.send(Method::POST, uri, Some(body.clone()), &[]).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{uri}: {:#}", r.body);
+        assert_eq!(r.body["findings"][0]["field"], "storage.bucket", "{:#}", r.body);
+        let rule = r.body["findings"][0]["rule"].as_str().unwrap();
+        assert!(rule.contains("is-theirs-data is not this account's") && rule.contains("AccessDenied"), "{rule}");
+    }
+    assert!(app.get("/api/operations").await.body.as_array().unwrap().is_empty());
+    let stats = app.get("/api/sim/stats").await.body;
+    assert!(stats.as_object().unwrap().keys().all(|k| !k.contains("Create")), "{stats}");
+    // The same bucket name of this account is adopted (the dry run plans the cluster).
+    let mut ours = create_body("demo");
+    ours["storage"] = json!({ "bucket": "is-ours-data" });
+    sim.seed_bucket(&CreateBucket { name: "is-ours-data".into(), ..theirs }).unwrap();
+    let r = app.send(Method::POST, "/api/clusters?dry_run=true", Some(ours), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+}
+
 /// A user-named lifecycle script is checked before anything is recorded: it must be readable by
 /// the HyperPod execution role (a `sagemaker-*` bucket or the cluster's own bucket) and exist.
 /// Table: (what, source_s3_uri, on_create, expected status, rule substring of the finding).
