@@ -131,6 +131,8 @@ pub struct AwsProvider {
     specs_cache: tokio::sync::Mutex<HashMap<String, SpecsTable>>,
     /// MLflow REST endpoint override and HTTPS client.
     mlflow: mlflow::MlflowConfig,
+    /// The caller's account (STS), read once: S3's `ExpectedBucketOwner`.
+    account: tokio::sync::OnceCell<String>,
 }
 
 /// Errors constructing the provider.
@@ -163,7 +165,14 @@ impl AwsProvider {
             quota_cache: tokio::sync::Mutex::new(HashMap::new()),
             specs_cache: tokio::sync::Mutex::new(HashMap::new()),
             mlflow: mlflow::MlflowConfig::default(),
+            account: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The caller's account id (STS `GetCallerIdentity`, read once and kept).
+    pub(crate) async fn account(&self) -> instantstart_core::provider::Result<String> {
+        use instantstart_core::provider::IdentityApi;
+        self.account.get_or_try_init(|| async { Ok(self.caller_identity().await?.account) }).await.cloned()
     }
 
     /// Uses a ready configuration (tests: static credentials, endpoint, retry policy, HTTP

@@ -1188,7 +1188,7 @@ pub const CASES: &[Case] = &[
         variant: "",
         world: World::Existing,
         run: run!(|p| assert!(p.describe_bucket("is-demo-bucket").await.unwrap().is_some())),
-        expect: &["s3:HeadBucket", "s3:GetBucketTagging"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:GetBucketTagging"],
     },
     Case {
         method: "S3Api::create_bucket",
@@ -1199,6 +1199,7 @@ pub const CASES: &[Case] = &[
             .await
             .unwrap()),
         expect: &[
+            "sts:GetCallerIdentity",
             "s3:HeadBucket",
             "s3:CreateBucket",
             "s3:PutPublicAccessBlock",
@@ -1215,6 +1216,7 @@ pub const CASES: &[Case] = &[
             .await
             .unwrap()),
         expect: &[
+            "sts:GetCallerIdentity",
             "s3:HeadBucket",
             "s3:CreateBucket",
             "s3:PutPublicAccessBlock",
@@ -1231,6 +1233,7 @@ pub const CASES: &[Case] = &[
             .await
             .unwrap()),
         expect: &[
+            "sts:GetCallerIdentity",
             "s3:HeadBucket",
             "s3:GetBucketTagging",
             "s3:PutPublicAccessBlock",
@@ -1243,21 +1246,21 @@ pub const CASES: &[Case] = &[
         variant: "",
         world: World::Existing,
         run: run!(|p| p.delete_bucket("is-demo-bucket").await.unwrap()),
-        expect: &["s3:HeadBucket", "s3:DeleteBucket"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:DeleteBucket"],
     },
     Case {
         method: "S3Api::list_objects",
         variant: "a prefix, in another region",
         world: World::BucketElsewhere,
         run: run!(|p| assert!(!p.list_objects("is-demo-bucket", "models/").await.unwrap().entries.is_empty())),
-        expect: &["s3:HeadBucket", "s3:ListObjectsV2"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:ListObjectsV2"],
     },
     Case {
         method: "S3Api::list_objects",
         variant: "top level",
         world: World::Existing,
         run: run!(|p| p.list_objects("is-demo-bucket", "").await.unwrap()),
-        expect: &["s3:HeadBucket", "s3:ListObjectsV2"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:ListObjectsV2"],
     },
     Case {
         method: "S3Api::put_object",
@@ -1272,7 +1275,7 @@ pub const CASES: &[Case] = &[
             })
             .await
             .unwrap()),
-        expect: &["s3:HeadBucket", "s3:PutObject"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:PutObject"],
     },
     Case {
         method: "S3Api::head_object",
@@ -1284,7 +1287,7 @@ pub const CASES: &[Case] = &[
                 .unwrap()
                 .is_some_and(|h| h.sha256.is_some())
         )),
-        expect: &["s3:HeadBucket", "s3:HeadObject"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:HeadObject"],
     },
     Case {
         method: "S3Api::head_object",
@@ -1293,14 +1296,14 @@ pub const CASES: &[Case] = &[
         run: run!(|p| assert!(
             p.head_object("is-demo-bucket", "lifecycle/missing/on_create.sh").await.unwrap().is_none()
         )),
-        expect: &["s3:HeadBucket", "s3:HeadObject"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:HeadObject"],
     },
     Case {
         method: "S3Api::delete_object",
         variant: "",
         world: World::Existing,
         run: run!(|p| p.delete_object("is-demo-bucket", "lifecycle/0123456789abcdef/on_create.sh").await.unwrap()),
-        expect: &["s3:HeadBucket", "s3:DeleteObject"],
+        expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:DeleteObject"],
     },
     // ------------------------------------------------------------ MLflow servers
     Case {

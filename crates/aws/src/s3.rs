@@ -12,6 +12,12 @@
 //! `ChecksumMode=ENABLED` (its SHA-256 proves the content of a content-addressed key; a 404 is
 //! "absent"), `DeleteObject` for those scripts before a bucket InstantStart created is deleted.
 //!
+//! Bucket owner condition: every call naming an existing bucket sends the caller's account
+//! (STS, read once) as `ExpectedBucketOwner`, so S3 answers `403` instead of acting on a
+//! same-named bucket of another account — even one whose policy would let us in
+//! (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-owner-condition.html>;
+//! CreateBucket has no such parameter: its `BucketAlreadyExists` says it).
+//!
 //! Buckets are global but live in a region: `HeadBucket` answers from the default region with
 //! the bucket's region (or a redirect naming it), and follow-up calls go to that region.
 
@@ -34,7 +40,8 @@ use instantstart_core::provider::{
 async fn locate(p: &AwsProvider, name: &str) -> Result<Option<String>> {
     const API: &str = "s3:HeadBucket";
     let c = p.default_s3().await?;
-    match c.s3.head_bucket().bucket(name).send().await {
+    let owner = p.account().await?;
+    match c.s3.head_bucket().bucket(name).expected_bucket_owner(owner).send().await {
         Ok(out) => Ok(Some(out.bucket_region().map(str::to_string).unwrap_or_default())),
         Err(e) => {
             let redirect = e
@@ -52,7 +59,8 @@ async fn locate(p: &AwsProvider, name: &str) -> Result<Option<String>> {
                     API,
                     ProviderErrorKind::AccessDenied,
                     format!(
-                        "bucket {name} exists but this account cannot access it (another account's bucket?): {}",
+                        "bucket {name} exists but is not this account's, or this account cannot access it (S3 \
+                         refused it for the expected bucket owner): {}",
                         e.message
                     ),
                 )),
@@ -62,9 +70,9 @@ async fn locate(p: &AwsProvider, name: &str) -> Result<Option<String>> {
     }
 }
 
-async fn bucket_tags(s3: &aws_sdk_s3::Client, name: &str) -> Result<Tags> {
+async fn bucket_tags(s3: &aws_sdk_s3::Client, name: &str, owner: &str) -> Result<Tags> {
     const API: &str = "s3:GetBucketTagging";
-    match s3.get_bucket_tagging().bucket(name).send().await {
+    match s3.get_bucket_tagging().bucket(name).expected_bucket_owner(owner).send().await {
         Ok(out) => Ok(tags::from_s3(out.tag_set())),
         Err(e) => {
             let e = sdk_error(API, e);
@@ -82,13 +90,15 @@ async fn describe(p: &AwsProvider, name: &str) -> Result<Option<Bucket>> {
     let Some(region) = locate(p, name).await? else { return Ok(None) };
     let region = if region.is_empty() { p.default_region().await.unwrap_or_default() } else { region };
     let c = p.region(&region).await?;
-    Ok(Some(Bucket { name: name.to_string(), tags: bucket_tags(&c.s3, name).await?, region }))
+    let owner = p.account().await?;
+    Ok(Some(Bucket { name: name.to_string(), tags: bucket_tags(&c.s3, name, &owner).await?, region }))
 }
 
 /// Public access blocked, SSE-S3 by default, our tags.
-async fn harden(s3: &aws_sdk_s3::Client, req: &CreateBucket) -> Result<()> {
+async fn harden(s3: &aws_sdk_s3::Client, req: &CreateBucket, owner: &str) -> Result<()> {
     s3.put_public_access_block()
         .bucket(&req.name)
+        .expected_bucket_owner(owner)
         .public_access_block_configuration(
             PublicAccessBlockConfiguration::builder()
                 .block_public_acls(true)
@@ -116,6 +126,7 @@ async fn harden(s3: &aws_sdk_s3::Client, req: &CreateBucket) -> Result<()> {
         .map_err(|e| invalid(ENC, e.to_string()))?;
     s3.put_bucket_encryption()
         .bucket(&req.name)
+        .expected_bucket_owner(owner)
         .server_side_encryption_configuration(config)
         .send()
         .await
@@ -123,6 +134,7 @@ async fn harden(s3: &aws_sdk_s3::Client, req: &CreateBucket) -> Result<()> {
     const TAG: &str = "s3:PutBucketTagging";
     s3.put_bucket_tagging()
         .bucket(&req.name)
+        .expected_bucket_owner(owner)
         .tagging(tags::s3(TAG, &req.tags)?)
         .send()
         .await
@@ -144,7 +156,7 @@ async fn create(p: &AwsProvider, req: &CreateBucket) -> Result<Bucket> {
             ));
         }
         let c = p.region(&existing.region).await?;
-        harden(&c.s3, req).await?;
+        harden(&c.s3, req, &p.account().await?).await?;
         return Ok(Bucket { name: req.name.clone(), region: existing.region, tags: req.tags.clone() });
     }
     let c = p.region(&req.region).await?;
@@ -163,7 +175,7 @@ async fn create(p: &AwsProvider, req: &CreateBucket) -> Result<Bucket> {
     match result {
         Ok(_) => {}
         Err(e) if e.kind == ProviderErrorKind::AlreadyExists && e.message.starts_with("BucketAlreadyOwnedByYou") => {
-            let existing = bucket_tags(&c.s3, &req.name).await?;
+            let existing = bucket_tags(&c.s3, &req.name, &p.account().await?).await?;
             if !is_owned(&existing, &cluster) {
                 return Err(ProviderError::new(
                     API,
@@ -177,7 +189,7 @@ async fn create(p: &AwsProvider, req: &CreateBucket) -> Result<Bucket> {
         }
         Err(e) => return Err(e),
     }
-    harden(&c.s3, req).await?;
+    harden(&c.s3, req, &p.account().await?).await?;
     Ok(Bucket { name: req.name.clone(), region: req.region.clone(), tags: req.tags.clone() })
 }
 
@@ -190,6 +202,7 @@ async fn list(p: &AwsProvider, bucket: &str, prefix: &str) -> Result<ObjectListi
     })?;
     let region = if region.is_empty() { p.default_region().await.unwrap_or_default() } else { region };
     let c = p.region(&region).await?;
+    let owner = p.account().await?;
     let mut entries = Vec::new();
     let mut token: Option<String> = None;
     let mut truncated = false;
@@ -197,6 +210,7 @@ async fn list(p: &AwsProvider, bucket: &str, prefix: &str) -> Result<ObjectListi
         let out =
             c.s3.list_objects_v2()
                 .bucket(bucket)
+                .expected_bucket_owner(&owner)
                 .prefix(prefix)
                 .delimiter("/")
                 .set_continuation_token(token.take())
@@ -251,6 +265,7 @@ async fn put(p: &AwsProvider, req: &PutObject) -> Result<ObjectHead> {
         (0..digest.len()).step_by(2).map(|i| u8::from_str_radix(&digest[i..i + 2], 16).unwrap_or_default()).collect();
     c.s3.put_object()
         .bucket(&req.bucket)
+        .expected_bucket_owner(p.account().await?)
         .key(&req.key)
         .content_type(&req.content_type)
         .checksum_algorithm(ChecksumAlgorithm::Sha256)
@@ -275,7 +290,9 @@ async fn head(p: &AwsProvider, bucket: &str, key: &str) -> Result<Option<ObjectH
         Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    match c.s3.head_object().bucket(bucket).key(key).checksum_mode(ChecksumMode::Enabled).send().await {
+    let owner = p.account().await?;
+    let call = c.s3.head_object().bucket(bucket).key(key).expected_bucket_owner(owner);
+    match call.checksum_mode(ChecksumMode::Enabled).send().await {
         Ok(out) => {
             let sha256 = out
                 .checksum_sha256()
@@ -310,7 +327,9 @@ impl S3Api for AwsProvider {
     async fn delete_object(&self, bucket: &str, key: &str) -> Result<()> {
         const API: &str = "s3:DeleteObject";
         let c = bucket_client(self, API, bucket).await?;
-        c.s3.delete_object().bucket(bucket).key(key).send().await.map(|_| ()).map_err(|e| sdk_error(API, e))
+        let owner = self.account().await?;
+        let call = c.s3.delete_object().bucket(bucket).key(key).expected_bucket_owner(owner);
+        call.send().await.map(|_| ()).map_err(|e| sdk_error(API, e))
     }
 
     async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
@@ -333,7 +352,8 @@ impl S3Api for AwsProvider {
         let c = self.region(&region).await?;
         // A bucket must be empty to be deleted; its objects are the user's data, so they are
         // never deleted here.
-        c.s3.delete_bucket().bucket(name).send().await.map(|_| ()).map_err(|e| {
+        let owner = self.account().await?;
+        c.s3.delete_bucket().bucket(name).expected_bucket_owner(owner).send().await.map(|_| ()).map_err(|e| {
             let mut e = sdk_error(API, e);
             if e.message.starts_with("BucketNotEmpty") {
                 e.message = format!(

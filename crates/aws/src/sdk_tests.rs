@@ -1179,9 +1179,19 @@ async fn a_half_created_role_is_completed_with_idempotent_calls_only() {
     assert!(put.get("PolicyDocument").is_some_and(|d| d.contains("arn:aws:s3:::b/*")), "{put:?}");
 }
 
+/// STS's answer naming the account that owns the buckets of these tests.
+fn caller_identity() -> Canned {
+    Canned::xml(
+        "<GetCallerIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><GetCallerIdentityResult>\
+         <Arn>arn:aws:iam::123456789012:role/control-plane</Arn><UserId>AROAEXAMPLE</UserId>\
+         <Account>123456789012</Account></GetCallerIdentityResult></GetCallerIdentityResponse>",
+    )
+}
+
 #[tokio::test]
 async fn a_bucket_in_another_region_is_followed() {
     let replay = Replay::new(|r| match (r.method.as_str(), r.url.as_str()) {
+        ("POST", url) if url.contains("sts.") => caller_identity(),
         ("HEAD", url) if url.contains("us-east-1") => Canned::status(301).header("x-amz-bucket-region", "eu-west-1"),
         ("GET", url) if url.contains("eu-west-1") && url.contains("tagging") => Canned::xml(
             "<Tagging><TagSet><Tag><Key>instantstart:managed-by</Key><Value>instantstart</Value></Tag>\
@@ -1192,6 +1202,12 @@ async fn a_bucket_in_another_region_is_followed() {
     let b = replay.provider().describe_bucket("is-demo-bucket").await.unwrap().unwrap();
     assert_eq!(b.region, "eu-west-1");
     assert!(is_owned(&b.tags, "demo"));
+    // Every S3 call names this account as the expected bucket owner.
+    let s3: Vec<Recorded> = replay.requests().into_iter().filter(|r| !r.url.contains("sts.")).collect();
+    assert_eq!(s3.len(), 2);
+    for r in s3 {
+        assert_eq!(r.headers.get("x-amz-expected-bucket-owner").map(String::as_str), Some("123456789012"), "{}", r.url);
+    }
 }
 
 /// The lifecycle script's PutObject (key, body, content type, SHA-256 checksum header) and
@@ -1207,6 +1223,9 @@ async fn lifecycle_script_put_and_head_object() {
     };
     let (k, b) = (key.clone(), b64.clone());
     let replay = Replay::new(move |r| {
+        if r.url.contains("sts.") {
+            return caller_identity();
+        }
         // Virtual-hosted (`/key`) or path-style (`/bucket/key`) addressing: the same path.
         let path = r.uri.split('?').next().unwrap_or_default();
         let path = match path.strip_prefix("/is-demo-123456789012-ab12") {
@@ -1241,6 +1260,7 @@ async fn lifecycle_script_put_and_head_object() {
     assert_eq!(req.body, ON_CREATE_SH, "the script is sent byte for byte");
     assert_eq!(req.headers.get("content-type").map(String::as_str), Some("text/x-shellscript"));
     assert_eq!(req.headers.get("x-amz-checksum-sha256"), Some(&b64), "{:?}", req.headers);
+    assert_eq!(req.headers.get("x-amz-expected-bucket-owner").map(String::as_str), Some("123456789012"));
     assert!(req.url.contains("is-demo-123456789012-ab12"), "{}", req.url);
 
     let head = p.head_object("is-demo-123456789012-ab12", &key).await.unwrap().unwrap();

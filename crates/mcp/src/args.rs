@@ -11,7 +11,7 @@ use instantstart_core::spec::{
     CapacitySpec, HyperPodClusterSpec, InstanceGroupSpec, InterfaceMode, NetworkSpec, StorageSpec,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Longest `operation_wait` may block, in seconds (15 minutes).
@@ -20,7 +20,7 @@ pub const MAX_WAIT_SECS: u64 = 900;
 pub const DEFAULT_WAIT_SECS: u64 = 600;
 
 /// The options every operation-creating tool takes.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct MutationArgs {
     /// Optional idempotency key (1-255 visible ASCII characters). Calling again with the same
     /// key and the same arguments returns the operation already started instead of a second
@@ -34,6 +34,26 @@ pub struct MutationArgs {
     /// exactly as for a real call.
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// The confirmation every destructive tool takes (see [`crate::confirm`]).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct ConfirmArgs {
+    /// Omit on the first call: nothing is changed and the answer is the plan with a confirmation
+    /// token. After the user explicitly agreed to that plan, call again with the same arguments
+    /// and this token to act. Single-use, valid 5 minutes, bound to this tool, these arguments
+    /// and that plan.
+    #[serde(default)]
+    pub confirmation: Option<String>,
+}
+
+/// `operation_cancel`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct OperationCancelArgs {
+    /// Operation id (`op-…`) to cancel, as returned by the mutating tool or operation_list.
+    pub id: String,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `context_zones`, `context_eks_clusters`.
@@ -179,7 +199,7 @@ impl ClusterImportArgs {
 }
 
 /// `cluster_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct ClusterDeleteArgs {
     /// Name of the cluster to delete. Imported clusters are only forgotten, never deleted in AWS.
     pub name: String,
@@ -195,6 +215,8 @@ pub struct ClusterDeleteArgs {
     pub keep_tracking_servers: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `hyperpod_add`: a HyperPod cluster on an EKS-only cluster.
@@ -227,12 +249,14 @@ impl HyperPodAddArgs {
 }
 
 /// `hyperpod_remove`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct HyperPodRemoveArgs {
     /// InstantStart cluster name (as listed by cluster_list) whose HyperPod cluster goes.
     pub cluster: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `cluster_set_active`.
@@ -359,7 +383,7 @@ pub struct InstanceGroupAddArgs {
 }
 
 /// `instance_group_scale`: an explicit diff of one group.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct InstanceGroupScaleArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -392,6 +416,8 @@ pub struct InstanceGroupScaleArgs {
     pub availability_zone: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 impl InstanceGroupScaleArgs {
@@ -419,7 +445,7 @@ fn explicit_diff<const N: usize>(fields: [(&str, &Option<Value>); N]) -> Value {
 }
 
 /// `instance_group_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct InstanceGroupDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -427,6 +453,8 @@ pub struct InstanceGroupDeleteArgs {
     pub group: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `node_reboot`.
@@ -457,7 +485,7 @@ pub struct HealthCheckStartArgs {
 }
 
 /// `software_update_start`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct SoftwareUpdateStartArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -478,10 +506,12 @@ pub struct SoftwareUpdateStartArgs {
     pub image_id: Option<String>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `node_replace` and `node_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct NodeLossyArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -494,10 +524,12 @@ pub struct NodeLossyArgs {
     pub acknowledge_local_data_loss: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `feature_set`: an explicit diff of the managed features.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct FeatureSetArgs {
     /// InstantStart cluster name (as listed by cluster_list).
     pub cluster: String,
@@ -532,6 +564,8 @@ pub struct FeatureSetArgs {
     pub node_recovery: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 impl FeatureSetArgs {
@@ -586,7 +620,7 @@ pub struct ModelDownloadArgs {
 }
 
 /// `model_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct ModelDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -596,6 +630,8 @@ pub struct ModelDeleteArgs {
     pub name: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `job_submit`.
@@ -624,7 +660,7 @@ pub struct JobNameArgs {
 }
 
 /// `job_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct JobDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -633,6 +669,8 @@ pub struct JobDeleteArgs {
     pub name: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `job_logs`.
@@ -681,7 +719,7 @@ pub struct EndpointNameArgs {
 }
 
 /// `endpoint_scale`: an explicit diff of one endpoint.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct EndpointScaleArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -705,6 +743,8 @@ pub struct EndpointScaleArgs {
     pub remove_autoscaling: bool,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 impl EndpointScaleArgs {
@@ -723,7 +763,7 @@ impl EndpointScaleArgs {
 }
 
 /// `endpoint_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct EndpointDeleteArgs {
     /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
     #[serde(default)]
@@ -732,6 +772,8 @@ pub struct EndpointDeleteArgs {
     pub name: String,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// One chat message.
@@ -814,7 +856,7 @@ pub struct MlflowCreateServerArgs {
 }
 
 /// `mlflow_server_delete`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct MlflowServerDeleteArgs {
     /// Tracking server to delete (as listed by mlflow_servers). Only servers InstantStart created.
     pub name: String,
@@ -823,6 +865,8 @@ pub struct MlflowServerDeleteArgs {
     pub region: Option<String>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `mlflow_runs`.

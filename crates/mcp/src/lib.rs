@@ -6,6 +6,10 @@
 //!
 //! - [`server`]: the tool surface (one tool per action, explicit MCP hints on every tool).
 //! - [`args`]: the documented arguments of each tool (JSON schemas via schemars).
+//! - [`confirm`]: destructive tools act only on a second call carrying the confirmation token
+//!   the first call answered with its plan.
+//! - [`untrusted`]: workload text (logs, model output, Kubernetes events) in results is wrapped
+//!   as untrusted data with a one-line notice.
 //! - [`render`]: results — mutations name their status tool; domain errors are tool results
 //!   with `isError` and the server's findings (field path + rule).
 //!
@@ -14,7 +18,9 @@
 //! CLI's config file holds for that URL) with [`instantstart_client::config`].
 
 pub mod args;
+pub mod confirm;
 pub mod render;
 pub mod server;
+pub mod untrusted;
 
 pub use server::InstantStartMcp;

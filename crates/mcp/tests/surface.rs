@@ -2,7 +2,8 @@
 //!
 //! - the tool surface (names, the four MCP hints, required and optional arguments) as an insta
 //!   snapshot, plus the rules every tool follows (documented arguments, mutations name their
-//!   status tool and take an idempotency key and dry run);
+//!   status tool and take an idempotency key and dry run, exactly the destructive tools take a
+//!   confirmation token);
 //! - the skills (`skills/*/SKILL.md`): front matter, the three workflow rules, and every tool
 //!   name they mention outside "Planned tools (not yet available)" exists (identifiers that are
 //!   step keys or tool arguments are not tool names) — while planned tools do not exist yet;
@@ -137,6 +138,15 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
             let d = t.description.as_deref().unwrap_or_default();
             let names_status = d.contains("operation_wait") || d.contains("no operation to follow");
             assert!(names_status, "{name}: say how completion is decided");
+        }
+        // An agent cannot destroy by one call: exactly the destructive tools take an optional
+        // confirmation token (crates/mcp/src/confirm.rs), and say so.
+        let destructive = a.destructive_hint == Some(true);
+        assert_eq!(props.contains_key("confirmation"), destructive, "{name}: confirmation iff destructive");
+        if destructive {
+            assert!(!required(&t).contains(&"confirmation".to_string()), "{name}: the first call has no token");
+            let d = t.description.as_deref().unwrap_or_default();
+            assert!(d.contains("confirmation"), "{name}: the description explains the two calls");
         }
     }
     // Every tool that starts an operation takes an idempotency key and a dry run.

@@ -5,6 +5,7 @@
 //! is described by an OpenAPI 3.1 document generated from the route table ([`openapi`]).
 
 pub mod auth;
+pub mod backup;
 pub mod conditional;
 pub mod error;
 pub mod kube_wiring;

@@ -68,6 +68,17 @@ struct Cli {
     /// tokens to Kubernetes identities instead (`token create --kube-user …`).
     #[arg(long, env = "INSTANTSTART_UNBOUND_TOKENS_ANY_NAMESPACE")]
     unbound_tokens_any_namespace: bool,
+    /// Back the SQLite store up online every interval (`6h`, `30m`, `1d`; at least `1m`) into
+    /// `--backup-dir`; off when absent.
+    #[arg(long, env = "INSTANTSTART_BACKUP_INTERVAL", value_parser = instantstart_server::backup::parse_interval)]
+    backup_interval: Option<std::time::Duration>,
+    /// Where backups go (default `<data-dir>/backups`).
+    #[arg(long, env = "INSTANTSTART_BACKUP_DIR")]
+    backup_dir: Option<PathBuf>,
+    /// How many backups to keep in `--backup-dir` (the oldest beyond go).
+    #[arg(long, env = "INSTANTSTART_BACKUP_KEEP", default_value_t = instantstart_server::backup::DEFAULT_KEEP,
+          value_parser = clap::value_parser!(usize))]
+    backup_keep: usize,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
@@ -107,6 +118,11 @@ impl Cli {
             }
         })
     }
+
+    /// `--backup-dir`, else `<data-dir>/backups`.
+    fn backup_dir(&self) -> PathBuf {
+        self.backup_dir.clone().unwrap_or_else(|| instantstart_server::backup::default_dir(&self.data_dir))
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -121,6 +137,13 @@ enum Command {
     Token {
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Back the SQLite store up now (online: works while the server runs) into `--to`, keeping
+    /// the newest `--backup-keep`. A PostgreSQL store is refused: use pg_dump or RDS snapshots.
+    Backup {
+        /// Directory for the backup (default: `--backup-dir`, else `<data-dir>/backups`).
+        #[arg(long)]
+        to: Option<PathBuf>,
     },
 }
 
@@ -253,8 +276,16 @@ async fn main() -> anyhow::Result<()> {
     // One rustls crypto provider for the AWS SDK and the Kubernetes client (aws-lc-rs).
     instantstart_k8s::install_crypto_provider();
     let cli = Cli::parse();
-    if let Some(Command::Token { command }) = &cli.command {
-        return token_command(&cli, command);
+    match &cli.command {
+        Some(Command::Token { command }) => return token_command(&cli, command),
+        Some(Command::Backup { to }) => {
+            let dir = to.clone().unwrap_or_else(|| cli.backup_dir());
+            let b = instantstart_server::backup::backup_now(&cli.store_url()?, &dir, cli.backup_keep)?;
+            println!("{}", b.path.display());
+            eprintln!("store backed up ({} bytes); {} older backup(s) removed", b.bytes, b.pruned.len());
+            return Ok(());
+        }
+        None => {}
     }
     init_logs(cli.log_format);
     if !(cli.sim_speed.is_finite() && cli.sim_speed >= 1.0) {
@@ -321,6 +352,21 @@ async fn main() -> anyhow::Result<()> {
         None => eprintln!("  API token: in {} (or INSTANTSTART_TOKEN)\n", token_file.display()),
     }
     let app = instantstart_server::app(state.clone());
+    let _backups = match cli.backup_interval {
+        Some(every) => {
+            let url = cli.store_url()?;
+            if url.backend() != "sqlite" {
+                anyhow::bail!("--backup-interval: {}", instantstart_store::BackupError::Postgres);
+            }
+            tracing::info!(every = ?every, dir = %cli.backup_dir().display(), keep = cli.backup_keep, "scheduled store backups");
+            let to = cli.shared_bucket.clone().filter(|b| !b.is_empty()).map(|bucket| {
+                let s3: std::sync::Arc<dyn instantstart_core::provider::S3Api> = state.aws.clone();
+                instantstart_server::backup::Upload { s3, bucket }
+            });
+            Some(instantstart_server::backup::spawn_schedule(url, cli.backup_dir(), every, cli.backup_keep, to))
+        }
+        None => None,
+    };
     let resumed = state.resume().context("resuming operations")?;
     if resumed > 0 {
         tracing::info!(resumed, "resumed operations left running by the previous process");

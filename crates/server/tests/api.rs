@@ -771,6 +771,94 @@ async fn the_real_binary_survives_kill_9_mid_pipeline() {
     }
 }
 
+/// `instantstart-server backup` against a running server's data directory: the backup file.
+fn backup_cli(dir: &std::path::Path, to: &std::path::Path) -> std::path::PathBuf {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart-server"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["backup", "--to"])
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+#[test]
+fn backup_refuses_a_postgres_store_pointing_to_its_own_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart-server"))
+        .args(["--store-url", "postgres://instantstart:secret@127.0.0.1:1/instantstart", "backup", "--to"])
+        .arg(dir.path().join("b"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("pg_dump") && !stderr.contains("secret"), "{stderr}");
+    assert!(!dir.path().join("b").exists());
+}
+
+/// Restore as docs/server.md says: the server is stopped; the backup replaces the database
+/// and the WAL beside the old one goes. Only the store is restored: the simulated world
+/// (`sim-world.json`) stands for the cloud, which a restore does not roll back, so it keeps
+/// everything created after the backup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_taken_mid_pipeline_restores_and_the_operation_resumes_creating_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = start_server(dir.path(), port).await;
+    let (status, created) = http(port, "POST", "/api/clusters", Some(&create_body("demo"))).await;
+    assert_eq!(status, 202, "{created}");
+    let id = created["operation"]["id"].as_str().unwrap().to_string();
+    let phase_of = |op: &Value, key: &str| {
+        op["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .map(|s| s["phase"].as_str().unwrap().to_string())
+    };
+    // The backup while the EKS control plane is being created (the server keeps running).
+    follow(port, &id, |op| phase_of(op, "eks_cluster").as_deref() == Some("polling")).await;
+    let backup = backup_cli(dir.path(), &dir.path().join("backups"));
+    assert!(backup.starts_with(dir.path().join("backups")) && backup.is_file(), "{}", backup.display());
+    // The pipeline goes on past the backup (the cloud gets the EKS cluster and more), then kill -9.
+    follow(port, &id, |op| phase_of(op, "eks_cluster").as_deref() == Some("succeeded")).await;
+    drop(server);
+    // Restore the store only.
+    let db = dir.path().join("instantstart.db");
+    std::fs::copy(&backup, &db).unwrap();
+    for side in ["instantstart.db-wal", "instantstart.db-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(side));
+    }
+    // The restored store has the operation as it was at the backup: EKS still being created
+    // (read from a copy: opening the backup itself would change it).
+    {
+        use instantstart_core::store::Store;
+        let inspect = dir.path().join("inspect.db");
+        std::fs::copy(&backup, &inspect).unwrap();
+        let store = instantstart_store::SqliteStore::open(&inspect).unwrap();
+        let op = store.get_operation(&instantstart_core::operation::OperationId(id.clone())).unwrap().unwrap();
+        let eks = op.steps.iter().find(|s| s.key == "eks_cluster").unwrap();
+        assert_eq!(eks.phase.as_str(), "polling", "{op:#?}");
+    }
+    let _server = start_server(dir.path(), port).await;
+    let last = follow(port, &id, |op| op["status"] != "running").await;
+    assert_eq!(last["status"], "succeeded", "{last:#}");
+    let (_, stats) = http(port, "GET", "/api/sim/stats", None).await;
+    // Exactly one create per resource, as without the restore (the kill -9 test's counts).
+    for (api, n) in [
+        ("ec2:CreateVpc", 1),
+        ("eks:CreateCluster", 1),
+        ("sagemaker:CreateCluster", 1),
+        ("iam:CreateRole", 4),
+        ("s3:CreateBucket", 1),
+        ("eks:CreateAddon", 4),
+        ("eks:CreatePodIdentityAssociation", 1),
+    ] {
+        assert_eq!(stats[api], n, "{api}: {stats:#}");
+    }
+}
+
 #[tokio::test]
 async fn preflight_explains_quotas_and_offerings_before_anything_is_created() {
     let app = test_app(2000.0);
@@ -2042,6 +2130,36 @@ async fn endpoint_requests_are_validated_field_by_field() {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
     let r = app.send(Method::PATCH, &format!("{eps}/ghost"), Some(json!({ "replicas": 2, "bogus": 1 })), &[]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+}
+
+/// A bucket the user names is adopted only when it is this account's: another account's
+/// bucket (S3's bucket owner condition answers 403, as the simulator does) is a 422 naming the
+/// field, in the dry run and the real call, before anything is recorded or created.
+#[tokio::test]
+async fn a_user_named_bucket_of_another_account_is_refused_before_anything_is_recorded() {
+    use instantstart_core::provider::{CreateBucket, Tags};
+    let app = test_app(2000.0);
+    let sim = app.state.sim.as_ref().unwrap();
+    let theirs = CreateBucket { region: "us-east-1".into(), name: "is-theirs-data".into(), tags: Tags::new() };
+    sim.seed_foreign_bucket(&theirs, "999999999999").unwrap();
+    let mut body = create_body("demo");
+    body["storage"] = json!({ "bucket": "is-theirs-data" });
+    for uri in ["/api/clusters?dry_run=true", "/api/clusters"] {
+        let r = app.send(Method::POST, uri, Some(body.clone()), &[]).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{uri}: {:#}", r.body);
+        assert_eq!(r.body["findings"][0]["field"], "storage.bucket", "{:#}", r.body);
+        let rule = r.body["findings"][0]["rule"].as_str().unwrap();
+        assert!(rule.contains("is-theirs-data is not this account's") && rule.contains("AccessDenied"), "{rule}");
+    }
+    assert!(app.get("/api/operations").await.body.as_array().unwrap().is_empty());
+    let stats = app.get("/api/sim/stats").await.body;
+    assert!(stats.as_object().unwrap().keys().all(|k| !k.contains("Create")), "{stats}");
+    // The same bucket name of this account is adopted (the dry run plans the cluster).
+    let mut ours = create_body("demo");
+    ours["storage"] = json!({ "bucket": "is-ours-data" });
+    sim.seed_bucket(&CreateBucket { name: "is-ours-data".into(), ..theirs }).unwrap();
+    let r = app.send(Method::POST, "/api/clusters?dry_run=true", Some(ours), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
 }
 
 /// A user-named lifecycle script is checked before anything is recorded: it must be readable by

@@ -3,6 +3,14 @@
 //! S3 buckets (instant, one global namespace) with their objects (PutObject records the body's
 //! size and SHA-256; HeadObject returns them, `None` for a missing object or bucket as S3's bare
 //! 404 does; DeleteObject of a missing key succeeds).
+//!
+//! Bucket owner condition: the AWS adapter sends the caller's account as `ExpectedBucketOwner`
+//! on every call that names an existing bucket, and S3 answers `403 AccessDenied` when the
+//! bucket belongs to another account
+//! (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-owner-condition.html>). The
+//! simulator models the same: a bucket seeded for another account
+//! ([`SimCloud::seed_foreign_bucket`]) answers every such call with `AccessDenied`, and its name
+//! stays taken for CreateBucket (`BucketAlreadyExists`).
 
 use crate::cloud::{SimCloud, SimError};
 use crate::world::{BucketRec, ObjectRec, RoleRec, World};
@@ -19,6 +27,27 @@ fn role_view(r: &RoleRec) -> IamRole {
 
 fn bucket_view(b: &BucketRec) -> Bucket {
     Bucket { name: b.name.clone(), region: b.region.clone(), tags: b.tags.clone() }
+}
+
+/// `b` as a call carrying `ExpectedBucketOwner` = `account` sees it: another account's bucket
+/// is `403 AccessDenied`.
+fn owned<'a>(api: &str, b: &'a BucketRec, account: &str) -> Result<&'a BucketRec> {
+    match &b.owner {
+        Some(owner) if owner != account => Err(ProviderError::new(
+            api,
+            ProviderErrorKind::AccessDenied,
+            format!(
+                "AccessDenied: Access Denied (bucket {} is not owned by the expected bucket owner {account})",
+                b.name
+            ),
+        )),
+        _ => Ok(b),
+    }
+}
+
+/// [`owned`] for a bucket that may be missing.
+fn owned_opt<'a>(api: &str, b: Option<&'a BucketRec>, account: &str) -> Result<Option<&'a BucketRec>> {
+    b.map(|b| owned(api, b, account)).transpose()
 }
 
 fn valid_role_name(name: &str) -> bool {
@@ -270,7 +299,8 @@ impl IamApi for SimCloud {
 #[async_trait]
 impl S3Api for SimCloud {
     async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>> {
-        self.read("s3:HeadBucket", |w, _| Ok(w.buckets.get(name).map(bucket_view)))
+        const API: &str = "s3:HeadBucket";
+        self.read(API, |w, _| Ok(owned_opt(API, w.buckets.get(name), &w.account)?.map(bucket_view)))
     }
 
     async fn create_bucket(&self, req: &CreateBucket) -> Result<Bucket> {
@@ -290,13 +320,14 @@ impl S3Api for SimCloud {
             let b = w.buckets.get(bucket).ok_or_else(|| {
                 ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {bucket} does not exist"))
             })?;
-            Ok(list_level(b, prefix))
+            Ok(list_level(owned(API, b, &w.account)?, prefix))
         })
     }
 
     async fn put_object(&self, req: &PutObject) -> Result<ObjectHead> {
         const API: &str = "s3:PutObject";
         self.write(API, |w, cx| {
+            owned_opt(API, w.buckets.get(&req.bucket), &w.account)?;
             let b = w.buckets.get_mut(&req.bucket).ok_or_else(|| {
                 ProviderError::not_found(
                     API,
@@ -326,8 +357,10 @@ impl S3Api for SimCloud {
 
     async fn head_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>> {
         // S3 answers a missing bucket with a bare 404 as well: `None`.
-        self.read("s3:HeadObject", |w, _| {
-            Ok(w.buckets.get(bucket).and_then(|b| b.objects.get(key)).map(|o| ObjectHead {
+        const API: &str = "s3:HeadObject";
+        self.read(API, |w, _| {
+            let b = owned_opt(API, w.buckets.get(bucket), &w.account)?;
+            Ok(b.and_then(|b| b.objects.get(key)).map(|o| ObjectHead {
                 bucket: bucket.to_string(),
                 key: key.to_string(),
                 size_bytes: o.size,
@@ -339,6 +372,7 @@ impl S3Api for SimCloud {
     async fn delete_object(&self, bucket: &str, key: &str) -> Result<()> {
         const API: &str = "s3:DeleteObject";
         self.write(API, |w, _| {
+            owned_opt(API, w.buckets.get(bucket), &w.account)?;
             let b = w.buckets.get_mut(bucket).ok_or_else(|| {
                 ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {bucket} does not exist"))
             })?;
@@ -349,7 +383,7 @@ impl S3Api for SimCloud {
 
     async fn delete_bucket(&self, name: &str) -> Result<()> {
         const API: &str = "s3:DeleteBucket";
-        self.write(API, |w, _| match w.buckets.get(name) {
+        self.write(API, |w, _| match owned_opt(API, w.buckets.get(name), &w.account)? {
             Some(b) if !b.objects.is_empty() => Err(ProviderError::new(
                 API,
                 ProviderErrorKind::Failed,
@@ -423,6 +457,7 @@ fn create_bucket(api: &str, w: &mut crate::world::World, req: &CreateBucket) -> 
         region: req.region.clone(),
         tags: req.tags.clone(),
         objects: Default::default(),
+        owner: None,
     };
     let view = bucket_view(&rec);
     w.buckets.insert(req.name.clone(), rec);
@@ -434,6 +469,18 @@ impl SimCloud {
     /// "already exists but not ours"), without counting calls.
     pub fn seed_bucket(&self, req: &CreateBucket) -> Result<Bucket, SimError> {
         self.admin(|w, _| Ok(create_bucket("s3:CreateBucket", w, req)?))
+    }
+
+    /// Adds a bucket of another account (`owner`): every call naming it is `AccessDenied`, as
+    /// S3 answers a request whose `ExpectedBucketOwner` is not the bucket's owner.
+    pub fn seed_foreign_bucket(&self, req: &CreateBucket, owner: &str) -> Result<Bucket, SimError> {
+        self.admin(|w, _| {
+            let b = create_bucket("s3:CreateBucket", w, req)?;
+            if let Some(rec) = w.buckets.get_mut(&req.name) {
+                rec.owner = Some(owner.to_string());
+            }
+            Ok(b)
+        })
     }
 
     /// [`SimCloud::seed_bucket`] unless a bucket of that name exists, which is returned as it
@@ -450,6 +497,30 @@ impl SimCloud {
 mod tests {
     use super::*;
 
+    /// Every call naming another account's bucket is refused as S3 refuses a request whose
+    /// ExpectedBucketOwner is not the owner; its name stays taken.
+    #[tokio::test]
+    async fn another_accounts_bucket_answers_access_denied_to_every_call() {
+        let sim = SimCloud::new(crate::SimConfig::default()).unwrap();
+        let req = CreateBucket { region: "us-east-1".into(), name: "is-theirs".into(), tags: Tags::new() };
+        sim.seed_foreign_bucket(&req, "999999999999").unwrap();
+        let put = PutObject { bucket: "is-theirs".into(), key: "k".into(), body: vec![1], content_type: "x".into() };
+        let refusals = [
+            sim.describe_bucket("is-theirs").await.map(|_| ()),
+            sim.list_objects("is-theirs", "").await.map(|_| ()),
+            sim.put_object(&put).await.map(|_| ()),
+            sim.head_object("is-theirs", "k").await.map(|_| ()),
+            sim.delete_object("is-theirs", "k").await.map(|_| ()),
+            sim.delete_bucket("is-theirs").await,
+        ];
+        for r in refusals {
+            let e = r.unwrap_err();
+            assert_eq!(e.kind, ProviderErrorKind::AccessDenied, "{e}");
+            assert!(e.message.contains("expected bucket owner"), "{e}");
+        }
+        assert_eq!(sim.create_bucket(&req).await.unwrap_err().kind, ProviderErrorKind::AlreadyExists);
+    }
+
     fn bucket(keys: &[(&str, u64)]) -> BucketRec {
         BucketRec {
             name: "b".into(),
@@ -459,6 +530,7 @@ mod tests {
                 .iter()
                 .map(|(k, s)| (k.to_string(), ObjectRec { size: *s, written_at: 0.0, sha256: None }))
                 .collect(),
+            owner: None,
         }
     }
 

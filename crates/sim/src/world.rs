@@ -471,6 +471,10 @@ pub(crate) struct BucketRec {
     /// Objects by key: what simulated workloads wrote through the bucket mount.
     #[serde(default)]
     pub objects: BTreeMap<String, ObjectRec>,
+    /// The owning account when it is not the simulated account's own (a bucket of another
+    /// account that shares the global namespace); `None` = ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// An object of a simulated bucket.

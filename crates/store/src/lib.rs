@@ -5,7 +5,8 @@
 //! append-only audit log, the cluster registry and settings — in one SQLite file (the default).
 //! [`PostgresStore`] keeps the same state, with the same guarantees, in a PostgreSQL database
 //! that several servers can share (see its module docs for how each guarantee is kept there).
-//! [`StoreUrl`] and [`open_store`] choose between them from a URL.
+//! [`StoreUrl`] and [`open_store`] choose between them from a URL. [`backup_store`] takes an
+//! online backup of a SQLite store (SQLite's backup API) while the server runs.
 //!
 //! # Guarantees (both backends; described here for SQLite)
 //! - Every trait call is exactly one transaction (writes use `BEGIN IMMEDIATE`), committed
@@ -23,6 +24,7 @@
 //! - Tokens and sessions ([`CredentialStore`](instantstart_core::credentials::CredentialStore))
 //!   are kept as hashes; revoking a token deletes its sessions in the same transaction.
 
+mod backup;
 mod codec;
 mod credentials;
 mod lease;
@@ -31,6 +33,7 @@ mod schema;
 mod sqlite;
 mod url;
 
+pub use backup::{BACKUP_PREFIX, BACKUP_SUFFIX, Backup, BackupError, backup_file_name, backup_sqlite, backup_store};
 pub use postgres::PostgresStore;
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;

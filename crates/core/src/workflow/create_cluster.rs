@@ -394,6 +394,9 @@ impl Workflow for CreateClusterWorkflow {
     /// VPC, free space for the /20 compute subnets.
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let req: ClusterCreateRequest = decode(&prepared.request)?;
+        if let Some(bucket) = req.storage.as_ref().and_then(|s| s.bucket.as_deref()) {
+            super::steps::user_named_bucket(self.aws.as_ref(), "storage.bucket", bucket).await?;
+        }
         let Some(hp) = &req.hyperpod else { return Ok(Assessment::default()) };
         let groups: Vec<GroupToCheck<'_>> = hp
             .instance_groups

@@ -363,7 +363,7 @@ impl Workflow for AddHyperPodWorkflow {
                 rec.name
             )));
         }
-        if let Some(b) = read(|| self.aws.describe_bucket(&bucket)).await?
+        if let Some(b) = super::steps::user_named_bucket(self.aws.as_ref(), "bucket", &bucket).await?
             && b.region != rec.region
         {
             return Err(ValidationError::unprocessable(

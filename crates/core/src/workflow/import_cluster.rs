@@ -333,7 +333,7 @@ impl Workflow for ImportClusterWorkflow {
         let mode = eks.authentication_mode.clone().unwrap_or_else(|| "API_AND_CONFIG_MAP".into());
         let mut checks = vec![access_check(&req.eks_cluster, &principal, existing.as_ref(), &mode)];
         if let Some(bucket) = &req.bucket
-            && let Some(b) = read(|| self.aws.describe_bucket(bucket)).await?
+            && let Some(b) = super::steps::user_named_bucket(self.aws.as_ref(), "bucket", bucket).await?
             && b.region != req.region
         {
             return Err(ValidationError::unprocessable(

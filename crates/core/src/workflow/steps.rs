@@ -1,7 +1,7 @@
 //! Step executors and helpers shared by several workflows: ensuring or removing an EKS add-on,
 //! an IAM role (a role step completes an adopted role's policies before it is done) or an EKS
 //! Pod Identity association, placing instance groups into (planned) /20 compute subnets,
-//! reading a cluster's context.
+//! reading a cluster's context, reading a bucket the user named before it is adopted.
 
 use crate::engine::{Observation, Progress, StepContext, StepError, StepExecutor};
 use crate::names::DerivedNames;
@@ -677,5 +677,29 @@ mod tests {
         for (attempt, token) in [(0, "tok"), (1, "tok"), (2, "tok-2"), (3, "tok-3")] {
             assert_eq!(addon_create_token(&cx(attempt)), token, "attempt {attempt}");
         }
+    }
+}
+
+/// A bucket the user named, read (HeadBucket) before it is adopted: `None` when it does not
+/// exist. Another account's bucket — S3 answers `403` to a request carrying this account as
+/// `ExpectedBucketOwner`, which the AWS adapter sends on every call naming a bucket
+/// (docs/aws-preconditions.md) — is a 422 on `field`, before anything is recorded.
+pub async fn user_named_bucket(
+    aws: &dyn AwsCloud,
+    field: &str,
+    bucket: &str,
+) -> Result<Option<Bucket>, crate::engine::EngineError> {
+    match crate::engine::reads::read(|| aws.describe_bucket(bucket)).await {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind == ProviderErrorKind::AccessDenied => Err(crate::validate::ValidationError::unprocessable(
+            field,
+            format!(
+                "S3 bucket {bucket} is not this account's (S3 refused it for the expected bucket owner: {}); name a \
+                 bucket this account owns, or omit it",
+                e.message
+            ),
+        )
+        .into()),
+        Err(e) => Err(e.into()),
     }
 }
