@@ -346,7 +346,8 @@ mod tests {
     /// Table: operation kinds and create counters → how many rules are broken.
     #[test]
     fn create_excess_allows_one_create_per_operation() {
-        let cases: &[(&[(&str, u64)], &[(&str, u64)], usize)] = &[
+        type Counts<'a> = &'a [(&'a str, u64)];
+        let cases: &[(Counts, Counts, usize)] = &[
             (&[("create_cluster", 2)], &[("eks:CreateCluster", 2), ("sagemaker:CreateCluster", 2)], 0),
             (
                 &[("create_cluster", 1), ("add_hyperpod", 1)],

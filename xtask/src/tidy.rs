@@ -384,7 +384,8 @@ mod tests {
     /// The layout rules on small graphs: each row is (edges, how many violations).
     #[test]
     fn tidy_ui_layout_rules() {
-        let cases: &[(&[(&str, &[&str])], usize)] = &[
+        type Edges<'a> = &'a [(&'a str, &'a [&'a str])];
+        let cases: &[(Edges, usize)] = &[
             (
                 &[
                     ("app.js", &["views/a.js", "lib/x.js"]),

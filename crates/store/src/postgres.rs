@@ -42,8 +42,7 @@ use instantstart_core::operation::{
 use instantstart_core::page::{Cursor, Page, PageRequest};
 use instantstart_core::store::{
     AUDIT_LIST, CHANGE_FEED_KEEP, CLUSTERS_LIST, ClusterRecord, Inserted, Lease, OPERATIONS_LIST, OperationChange,
-    OperationFilter, OperationHead, Store,
-    StoreError,
+    OperationFilter, OperationHead, Store, StoreError,
 };
 use pool::Pool;
 use schema::WRITE_LOCK;

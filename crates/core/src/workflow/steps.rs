@@ -657,29 +657,6 @@ impl StepExecutor for RemovePodIdentity {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::operation::OperationId;
-
-    #[test]
-    fn a_later_attempt_creates_an_addon_with_its_own_token() {
-        let id = OperationId("op-1".into());
-        let inputs = BTreeMap::new();
-        let cx = |attempt| StepContext {
-            operation_id: &id,
-            step_key: "addon:vpc-cni",
-            idempotency_token: "tok",
-            attempt,
-            request: &Value::Null,
-            inputs: &inputs,
-        };
-        for (attempt, token) in [(0, "tok"), (1, "tok"), (2, "tok-2"), (3, "tok-3")] {
-            assert_eq!(addon_create_token(&cx(attempt)), token, "attempt {attempt}");
-        }
-    }
-}
-
 /// A bucket the user named, read (HeadBucket) before it is adopted: `None` when it does not
 /// exist. Another account's bucket — S3 answers `403` to a request carrying this account as
 /// `ExpectedBucketOwner`, which the AWS adapter sends on every call naming a bucket
@@ -701,5 +678,28 @@ pub async fn user_named_bucket(
         )
         .into()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::OperationId;
+
+    #[test]
+    fn a_later_attempt_creates_an_addon_with_its_own_token() {
+        let id = OperationId("op-1".into());
+        let inputs = BTreeMap::new();
+        let cx = |attempt| StepContext {
+            operation_id: &id,
+            step_key: "addon:vpc-cni",
+            idempotency_token: "tok",
+            attempt,
+            request: &Value::Null,
+            inputs: &inputs,
+        };
+        for (attempt, token) in [(0, "tok"), (1, "tok"), (2, "tok-2"), (3, "tok-3")] {
+            assert_eq!(addon_create_token(&cx(attempt)), token, "attempt {attempt}");
+        }
     }
 }
