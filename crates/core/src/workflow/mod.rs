@@ -67,7 +67,15 @@ pub fn decode<T: DeserializeOwned>(request: &Value) -> Result<T, ValidationError
 }
 
 /// Applies `f` to a stored cluster record, if it exists.
+///
+/// # Guarantees
+/// Read, change and write happen under one process-wide lock, so two steps of one pipeline
+/// that finish together (the VPC and the bucket, say) never lose each other's field. Only the
+/// replica driving an operation writes its cluster's record (one running operation per
+/// target), so a lock in the process is enough.
 pub fn update_record(store: &dyn Store, name: &str, f: impl FnOnce(&mut ClusterRecord)) -> Result<(), EngineError> {
+    static RECORD_WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serialized = RECORD_WRITES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(mut rec) = store.get_cluster(name)? {
         f(&mut rec);
         rec.updated_at = chrono::Utc::now();

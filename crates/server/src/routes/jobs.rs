@@ -185,8 +185,9 @@ pub struct JobPath {
     pub job: String,
 }
 
+// Not `deny_unknown_fields`: the job list reads its page's `limit` and `cursor` from the same
+// query string.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct NamespaceQuery {
     /// Only this namespace (default: all; a job name must then be unique across namespaces).
     pub namespace: Option<String>,

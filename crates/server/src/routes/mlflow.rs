@@ -28,8 +28,9 @@ use instantstart_core::workflow::mlflow::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+// Not `deny_unknown_fields`: the tracking-server list reads its page's `limit` and `cursor` from
+// the same query string.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct RegionQuery {
     /// AWS region of the tracking servers (default: the server's default region).
     #[serde(default)]

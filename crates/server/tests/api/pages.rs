@@ -65,6 +65,10 @@ async fn bad_limits_and_cursors_are_400_naming_the_field_on_every_list() {
             assert_eq!(r.status, StatusCode::BAD_REQUEST, "{route}?{query}: {:#}", r.body);
             assert!(r.body.to_string().contains(field), "{route}?{query} names {field}: {:#}", r.body);
         }
+        // A good page is not refused: the route reads `limit` and `cursor` beside its own filters
+        // (a cluster-scoped route may answer 404: `demo` does not exist).
+        let r = app.get(&format!("{route}?limit=1")).await;
+        assert!(matches!(r.status, StatusCode::OK | StatusCode::NOT_FOUND), "{route}?limit=1: {:#}", r.body);
         // A cursor of another list is refused too.
         let clusters_cursor = instantstart_core::page::Cursor::new("elsewhere", vec!["x".into()]).encode();
         let r = app.get(&format!("{route}?cursor={clusters_cursor}")).await;
