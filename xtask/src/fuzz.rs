@@ -10,6 +10,9 @@
 //! 2. **seeded deletes**: the `DELETE` operations, on the same real objects;
 //! 3. **unseeded**: every operation with generated identifiers (unknown names, odd characters).
 //!
+//! No run calls `PUT /api/sim/faults` ([`SIM_FAULTS_OFF`]): it makes the simulated cloud fail on
+//! purpose.
+//!
 //! # Guarantees checked
 //! - No response is a 5xx, each conforms to the document (status, content type, schema):
 //!   schemathesis's checks, in every run.
@@ -38,6 +41,12 @@ const TRACKING_SERVER: &str = "fz-ml";
 const MODEL_REPO: &str = "Qwen/Qwen3-0.6B";
 /// The seeded runs generate `examples / SEEDED_EXAMPLES_DIVISOR` cases per operation.
 const SEEDED_EXAMPLES_DIVISOR: u32 = 8;
+
+/// Left out of every run: `PUT /api/sim/faults` turns on the simulator's fault injection (its
+/// purpose), after which every call to the simulated cloud may fail and the server rightly
+/// answers `502`: the fuzzer would be judging the faults, not the API.
+pub const SIM_FAULTS_OFF: &str =
+    "\n[[operations]]\ninclude-path = \"/api/sim/faults\"\ninclude-method = \"PUT\"\nenabled = false\n";
 
 /// The real objects the seeded runs point every path parameter at.
 #[derive(Debug, Clone)]
@@ -72,14 +81,14 @@ pub fn fuzz_api(examples: u32) -> Result<()> {
     eprintln!("fuzz-api: seeded in {:.1} s: {seeded:?}", started.elapsed().as_secs_f64());
     let config = data.join("schemathesis.toml");
     std::fs::write(&config, config_toml(&seeded))?;
+    let unseeded_config = data.join("schemathesis-unseeded.toml");
+    std::fs::write(&unseeded_config, SIM_FAULTS_OFF)?;
     let url = format!("http://127.0.0.1:{}/api/openapi.json", server.port);
     let report = crate::root().join("target").join("schemathesis-report");
-    let st = |label: &str, config: Option<&Path>, filter: &[&str], examples: u32| -> Result<()> {
+    let st = |label: &str, config: &Path, filter: &[&str], examples: u32| -> Result<()> {
         eprintln!("fuzz-api: {label} ({examples} examples per operation)");
         let mut cmd = Command::new(venv.join("bin").join("st"));
-        if let Some(config) = config {
-            cmd.arg("--config-file").arg(config);
-        }
+        cmd.arg("--config-file").arg(config);
         cmd.args(["run", &url])
             .args(["--header", &format!("Authorization: Bearer {}", crate::harness::TOKEN)])
             .args([
@@ -98,9 +107,9 @@ pub fn fuzz_api(examples: u32) -> Result<()> {
     // besides schemathesis's coverage phase (the boundary values of every parameter and field).
     let seeded_examples = examples.div_ceil(SEEDED_EXAMPLES_DIVISOR);
     let phases = ["--phases", "examples,coverage,fuzzing"];
-    st("seeded", Some(&config), &[&phases[..], &["--exclude-method", "DELETE"]].concat(), seeded_examples)?;
-    st("seeded-deletes", Some(&config), &[&phases[..], &["--include-method", "DELETE"]].concat(), seeded_examples)?;
-    st("unseeded", None, &[], examples)?;
+    st("seeded", &config, &[&phases[..], &["--exclude-method", "DELETE"]].concat(), seeded_examples)?;
+    st("seeded-deletes", &config, &[&phases[..], &["--include-method", "DELETE"]].concat(), seeded_examples)?;
+    st("unseeded", &unseeded_config, &[], examples)?;
     rt.block_on(settled_and_consistent(&api))
 }
 
@@ -207,6 +216,7 @@ pub fn config_toml(s: &Seeded) -> String {
     out.push_str(
         "\n[[operations]]\ninclude-path-regex = \"/nodes/\\\\{action\\\\}$\"\ninclude-method = \"POST\"\nparameters = { \"path.action\" = \"reboot\" }\n",
     );
+    out.push_str(SIM_FAULTS_OFF);
     out
 }
 
@@ -336,6 +346,8 @@ mod tests {
             r#"parameters = { "path.name" = "m", "path.run_id" = "r1" }"#,
             r#"include-path-regex = "/nodes/\\{action\\}$""#,
             r#"parameters = { "path.action" = "reboot" }"#,
+            r#"include-path = "/api/sim/faults""#,
+            "enabled = false",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
         }
