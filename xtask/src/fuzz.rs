@@ -8,7 +8,8 @@
 //!    its handler's logic with generated queries and bodies instead of stopping at a `404`.
 //!    `DELETE`s are left out of this run, so the parents outlive it;
 //! 2. **seeded deletes**: the `DELETE` operations, on the same real objects;
-//! 3. **unseeded**: every operation with generated identifiers (unknown names, odd characters).
+//! 3. **unseeded**, on a fresh server: every operation with generated identifiers (unknown
+//!    names, odd characters).
 //!
 //! No run calls `PUT /api/sim/faults` ([`SIM_FAULTS_OFF`]): it makes the simulated cloud fail on
 //! purpose.
@@ -85,11 +86,11 @@ pub fn fuzz_api(examples: u32) -> Result<()> {
     std::fs::write(&unseeded_config, SIM_FAULTS_OFF)?;
     let url = format!("http://127.0.0.1:{}/api/openapi.json", server.port);
     let report = crate::root().join("target").join("schemathesis-report");
-    let st = |label: &str, config: &Path, filter: &[&str], examples: u32| -> Result<()> {
+    let st_at = |url: &str, label: &str, config: &Path, filter: &[&str], examples: u32| -> Result<()> {
         eprintln!("fuzz-api: {label} ({examples} examples per operation)");
         let mut cmd = Command::new(venv.join("bin").join("st"));
         cmd.arg("--config-file").arg(config);
-        cmd.args(["run", &url])
+        cmd.args(["run", url])
             .args(["--header", &format!("Authorization: Bearer {}", crate::harness::TOKEN)])
             .args([
                 "--checks",
@@ -102,6 +103,7 @@ pub fn fuzz_api(examples: u32) -> Result<()> {
             .env("SCHEMATHESIS_HOOKS", "");
         crate::run(&mut cmd).with_context(|| format!("schemathesis, {label}"))
     };
+    let st = |label: &str, config: &Path, filter: &[&str], examples: u32| st_at(&url, label, config, filter, examples);
     // Requests on real objects do real work (live reads of the simulated cluster, plans,
     // operations), so the seeded runs generate fewer cases per operation than the unseeded one,
     // besides schemathesis's coverage phase (the boundary values of every parameter and field).
@@ -109,8 +111,16 @@ pub fn fuzz_api(examples: u32) -> Result<()> {
     let phases = ["--phases", "examples,coverage,fuzzing"];
     st("seeded", &config, &[&phases[..], &["--exclude-method", "DELETE"]].concat(), seeded_examples)?;
     st("seeded-deletes", &config, &[&phases[..], &["--include-method", "DELETE"]].concat(), seeded_examples)?;
-    st("unseeded", &unseeded_config, &[], examples)?;
-    rt.block_on(settled_and_consistent(&api))
+    rt.block_on(settled_and_consistent(&api))?;
+    drop(server);
+    // The unseeded run on a fresh server: identifiers schemathesis learns from the seeded
+    // objects' responses would otherwise make it a third seeded run.
+    let fresh = crate::root().join("target").join("fuzz-api-data-unseeded");
+    let _ = std::fs::remove_dir_all(&fresh);
+    let server = rt.block_on(Server::start(&bin, &fresh, SPEED))?;
+    let url = format!("http://127.0.0.1:{}/api/openapi.json", server.port);
+    st_at(&url, "unseeded", &unseeded_config, &[], examples)?;
+    rt.block_on(settled_and_consistent(&server.api()))
 }
 
 /// Creates the objects the seeded runs use, each through its REST route, and reads the

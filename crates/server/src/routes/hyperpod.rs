@@ -154,6 +154,7 @@ pub fn routes() -> ApiRouter<AppState> {
                 )
                 .response::<200, Paged<HyperPodInstanceGroupStatus>>()
                 .response::<404, ProblemJson>()
+                .response_with::<422, ProblemJson, _>(|r| r.description("The cluster has no HyperPod cluster (or none InstantStart can read)"))
             })
             .post_with(add_group, |op| {
                 mutation(
@@ -190,6 +191,7 @@ pub fn routes() -> ApiRouter<AppState> {
                 errors(op.id("node_list").summary("Nodes with instance group and status").tag("hyperpod"))
                     .response::<200, Paged<ClusterNode>>()
                     .response::<404, ProblemJson>()
+                    .response_with::<422, ProblemJson, _>(|r| r.description("The cluster has no HyperPod cluster (or none InstantStart can read)"))
             }),
         )
         .api_route(
@@ -270,6 +272,7 @@ pub fn routes() -> ApiRouter<AppState> {
                 errors(op.id("feature_get").summary("Managed features as they really are").tag("features"))
                     .response::<200, Json<FeaturesView>>()
                     .response::<404, ProblemJson>()
+                    .response_with::<422, ProblemJson, _>(|r| r.description("The cluster has no HyperPod cluster (or none InstantStart can read)"))
             })
             .patch_with(set_features, |op| {
                 mutation(
