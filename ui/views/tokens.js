@@ -11,7 +11,7 @@ export function tokensView() {
   const listSlot = h('div', { 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading tokens…'));
   const errorBox = h('div', { class: 'notice bad', id: 'token-error', role: 'alert', hidden: true });
   const secretBox = h('div', { class: 'notice', id: 'token-secret', role: 'status', hidden: true });
-  const name = h('input', { id: 'token-name', name: 'name', required: true, maxlength: 64, pattern: '[A-Za-z0-9_-]{1,64}', autocomplete: 'off' });
+  const name = h('input', { id: 'token-name', name: 'name', required: true, maxlength: 64, pattern: '[A-Za-z0-9_\\-]{1,64}', autocomplete: 'off' });
   const scope = h('select', { id: 'token-scope', name: 'scope' },
     h('option', { value: 'read' }, 'read — GET requests and live streams'),
     h('option', { value: 'operate' }, 'operate — everything'));
