@@ -227,9 +227,47 @@ fn the_role_boundary_caps_roles_without_iam_administration_and_covers_their_poli
     let boundary = &t["Resources"]["RoleBoundary"];
     assert_eq!(boundary["Type"].as_str(), Some("AWS::IAM::ManagedPolicy"));
     let mut allowed = Vec::new();
-    for stmt in boundary["Properties"]["PolicyDocument"]["Statement"].as_sequence().expect("statements") {
-        assert_eq!(stmt["Effect"].as_str(), Some("Allow"), "{stmt:?}");
-        allowed.extend(actions_in(stmt));
+    let statements = boundary["Properties"]["PolicyDocument"]["Statement"].as_sequence().expect("statements");
+    for stmt in statements {
+        if stmt["Effect"].as_str() == Some("Allow") {
+            allowed.extend(actions_in(stmt));
+        }
+    }
+    let statement = |sid: &str| {
+        statements.iter().find(|s| s["Sid"].as_str() == Some(sid)).unwrap_or_else(|| panic!("boundary statement {sid}"))
+    };
+    // Passing and assuming roles, and S3, never on `*`: a role someone makes with this boundary
+    // reaches only InstantStart's own roles (which carry the same boundary) and buckets.
+    for stmt in statements.iter().filter(|s| s["Effect"].as_str() == Some("Allow")) {
+        let wide = stmt["Resource"].as_str() == Some("*");
+        for a in actions_in(stmt) {
+            let scoped = a == "iam:PassRole" || a.starts_with("sts:Assume") || a.starts_with("s3:");
+            assert!(!(wide && scoped), "{a} on *: {stmt:?}");
+        }
+    }
+    let own_roles = statement("OwnRolesOnly");
+    let passable: Vec<String> = own_roles["Resource"].as_sequence().expect("role ARNs").iter().map(sub_aws).collect();
+    let creatable: Vec<String> = control_plane_statement(&t, "IamRolesWithBoundary")["Resource"]
+        .as_sequence()
+        .expect("role ARNs")
+        .iter()
+        .map(sub_aws)
+        .collect();
+    assert_eq!(passable, creatable, "PassRole/AssumeRole reach exactly the roles created with the boundary");
+    let buckets = statement("OwnBuckets");
+    assert_eq!(buckets["Condition"]["StringEquals"]["s3:ResourceAccount"]["Ref"].as_str(), Some("AWS::AccountId"));
+    for r in buckets["Resource"].as_sequence().expect("bucket ARNs").iter().map(sub_aws) {
+        assert!(
+            ["arn:aws:s3:::is-*", "arn:aws:s3:::${SharedBucket}", "arn:aws:s3:::sagemaker-*"]
+                .iter()
+                .any(|p| r.starts_with(p)),
+            "{r}"
+        );
+    }
+    let denied = actions_in(statement("NoInstanceProfiles"));
+    assert_eq!(statement("NoInstanceProfiles")["Effect"].as_str(), Some("Deny"));
+    for a in ["ec2:RunInstances", "ec2:AssociateIamInstanceProfile", "ec2:ReplaceIamInstanceProfileAssociation"] {
+        assert!(denied.iter().any(|d| d == a), "{a} denied under the boundary");
     }
     let iam: BTreeSet<&str> = allowed.iter().filter(|a| a.starts_with("iam:")).map(String::as_str).collect();
     assert_eq!(
@@ -371,5 +409,50 @@ fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
     for s in allows("ec2:CreateTags") {
         let on_create = s["Condition"]["StringEquals"]["ec2:CreateAction"].as_sequence().is_some();
         assert!(on_create || scoped(&s, &tag_key), "ec2:CreateTags unscoped: {s:?}");
+    }
+}
+
+/// The control plane can make itself an administrator only of clusters whose owner tagged
+/// them `instantstart:import=allowed`, for its own role only, with the one policy the import
+/// asks for; it cannot set that tag itself; and nothing else grants access entries.
+#[test]
+fn access_entries_need_the_owners_consent_and_name_only_the_control_plane() {
+    use instantstart_core::provider::{IMPORT_ALLOWED, TAG_CLUSTER, TAG_IMPORT, TAG_MANAGED_BY, TAG_OPERATION};
+    let t = template();
+    let statements = control_plane_statements(&t);
+    let granting = |action: &str| -> Vec<String> {
+        statements
+            .iter()
+            .filter(|s| s["Effect"].as_str() == Some("Allow") && actions_in(s).iter().any(|a| a == action))
+            .map(|s| s["Sid"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(granting("eks:CreateAccessEntry"), ["EksImportAccessEntry"]);
+    assert_eq!(granting("eks:AssociateAccessPolicy"), ["EksImportAccessPolicy"]);
+    let entry = control_plane_statement(&t, "EksImportAccessEntry");
+    assert_eq!(
+        entry["Condition"]["StringEquals"][format!("aws:ResourceTag/{TAG_IMPORT}").as_str()].as_str(),
+        Some(IMPORT_ALLOWED)
+    );
+    assert_eq!(entry["Condition"]["ArnEquals"]["eks:principalArn"].as_str(), Some("${aws:PrincipalArn}"));
+    let policy = control_plane_statement(&t, "EksImportAccessPolicy");
+    assert_eq!(
+        sub_aws(&policy["Condition"]["ArnEquals"]["eks:policyArn"]),
+        instantstart_core::provider::CLUSTER_ADMIN_POLICY
+    );
+    assert_eq!(
+        policy["Condition"]["StringEquals"][format!("aws:ResourceTag/{TAG_MANAGED_BY}").as_str()].as_str(),
+        Some(instantstart_core::provider::MANAGED_BY)
+    );
+    // Tagging: our ownership keys only, so never the owner's consent tag.
+    for sid in granting("eks:TagResource") {
+        let stmt = control_plane_statement(&t, &sid);
+        let keys: BTreeSet<&str> = stmt["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("{sid}: eks:TagResource without an aws:TagKeys list"))
+            .iter()
+            .filter_map(|k| k.as_str())
+            .collect();
+        assert_eq!(keys, BTreeSet::from([TAG_MANAGED_BY, TAG_CLUSTER, TAG_OPERATION]), "{sid}");
     }
 }

@@ -21,6 +21,12 @@
 //! reflector stores ([`crate::cache`]), except impersonated lists (a target with an identity),
 //! which always go to the API server so the cluster's RBAC judges them.
 //!
+//! Every apply, get, list, delete and the opening of a log stream is bounded by the adapter's
+//! request timeout ([`REQUEST_TIMEOUT`] by default): an API server that accepts a connection and
+//! never answers (a half-open connection) fails the call as a connection error, which drops the
+//! cached client, instead of hanging a step driver forever. A followed log stream, once open, is
+//! not bounded: a quiet training job writes nothing for minutes.
+//!
 //! Errors are [`K8sError`]s mapped to provider errors named `k8s:Apply`, `k8s:Get`, … (the
 //! simulator's names). A connection failure or `401` drops the target's cached client so the
 //! next call reconnects (new endpoint, new token).
@@ -60,7 +66,12 @@ pub struct KubeAdapter {
     connector: Arc<dyn KubeConnector>,
     discovered: Mutex<HashMap<DiscoveryKey, Resolved>>,
     cache: Option<WatchCache>,
+    request_timeout: std::time::Duration,
 }
+
+/// How long one request (apply, get, list with its pages, delete, opening a log stream) may
+/// take by default.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Debug for KubeAdapter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,7 +82,24 @@ impl std::fmt::Debug for KubeAdapter {
 impl KubeAdapter {
     /// An adapter reaching targets through `connector`.
     pub fn new(connector: Arc<dyn KubeConnector>) -> Self {
-        KubeAdapter { connector, discovered: Mutex::new(HashMap::new()), cache: None }
+        KubeAdapter { connector, discovered: Mutex::new(HashMap::new()), cache: None, request_timeout: REQUEST_TIMEOUT }
+    }
+
+    /// Bounds every request by `timeout` instead of [`REQUEST_TIMEOUT`].
+    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// `call`, or a connection error when it has not finished within the request timeout.
+    async fn bounded<T>(&self, call: impl std::future::Future<Output = Result<T, K8sError>>) -> Result<T, K8sError> {
+        match tokio::time::timeout(self.request_timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(K8sError::Connect(format!(
+                "the API server did not answer within {:?} (request timeout)",
+                self.request_timeout
+            ))),
+        }
     }
 
     /// Answers lists of Nodes and Pods from per-target reflector stores ([`WatchCache`])
@@ -352,19 +380,19 @@ fn to_value(o: DynamicObject, resource: &ApiResource) -> Result<Value, K8sError>
 #[async_trait]
 impl KubeApi for KubeAdapter {
     async fn apply(&self, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject, ProviderError> {
-        self.do_apply(target, object).await.map_err(|e| self.fail("k8s:Apply", target, e))
+        self.bounded(self.do_apply(target, object)).await.map_err(|e| self.fail("k8s:Apply", target, e))
     }
 
     async fn get(&self, target: &KubeTarget, object: &ObjectRef) -> Result<Option<KubeObject>, ProviderError> {
-        self.do_get(target, object).await.map_err(|e| self.fail("k8s:Get", target, e))
+        self.bounded(self.do_get(target, object)).await.map_err(|e| self.fail("k8s:Get", target, e))
     }
 
     async fn list(&self, target: &KubeTarget, params: &ListParams) -> Result<Vec<KubeObject>, ProviderError> {
-        self.do_list(target, params).await.map_err(|e| self.fail("k8s:List", target, e))
+        self.bounded(self.do_list(target, params)).await.map_err(|e| self.fail("k8s:List", target, e))
     }
 
     async fn delete(&self, target: &KubeTarget, object: &ObjectRef) -> Result<(), ProviderError> {
-        self.do_delete(target, object).await.map_err(|e| self.fail("k8s:Delete", target, e))
+        self.bounded(self.do_delete(target, object)).await.map_err(|e| self.fail("k8s:Delete", target, e))
     }
 
     async fn logs(
@@ -375,7 +403,9 @@ impl KubeApi for KubeAdapter {
         follow: bool,
         tail_lines: Option<u32>,
     ) -> Result<LogStream, ProviderError> {
-        self.do_logs(target, namespace, pod, follow, tail_lines).await.map_err(|e| self.fail("k8s:Logs", target, e))
+        self.bounded(self.do_logs(target, namespace, pod, follow, tail_lines))
+            .await
+            .map_err(|e| self.fail("k8s:Logs", target, e))
     }
 
     async fn service_proxy(
@@ -413,5 +443,46 @@ mod bounded_lines_tests {
         assert_eq!(lines[0], "start");
         assert!(lines[1].len() < MAX_LOG_LINE_BYTES + 40 && lines[1].ends_with("bytes cut]"));
         assert_eq!(&lines[2..], [" 50%", "100%", "end"]);
+    }
+}
+
+#[cfg(test)]
+mod request_timeout_tests {
+    use super::*;
+    use crate::connector::ConfigConnector;
+
+    /// An API server that accepts connections and never answers: every kind of request fails
+    /// within the timeout as a transient connection error instead of hanging.
+    #[tokio::test]
+    async fn a_silent_api_server_fails_the_call_instead_of_hanging() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                open.push(socket);
+            }
+        });
+        let connector = ConfigConnector::url_per_target(move |_| format!("http://{addr}"));
+        let adapter = KubeAdapter::new(Arc::new(connector)).with_request_timeout(std::time::Duration::from_millis(300));
+        let target = KubeTarget::new("us-east-1", "silent");
+        let pod = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some("default".into()),
+            name: "p".into(),
+        };
+        let started = std::time::Instant::now();
+        let errors = [
+            adapter.get(&target, &pod).await.unwrap_err(),
+            adapter.delete(&target, &pod).await.unwrap_err(),
+            adapter.logs(&target, "default", "p", true, None).await.err().expect("no log stream"),
+        ];
+        for e in errors {
+            assert_eq!(e.kind, ProviderErrorKind::Transient, "{e}");
+            assert!(e.message.contains("request timeout"), "{e}");
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+        held.abort();
     }
 }

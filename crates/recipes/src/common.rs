@@ -282,8 +282,38 @@ pub struct EnvVarSpec {
 pub(crate) fn credential_like(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     let words: Vec<&str> = upper.split(['_', '-', '.']).collect();
-    words.iter().any(|w| matches!(*w, "TOKEN" | "SECRET" | "PASSWORD" | "PASSWD" | "APIKEY" | "CREDENTIALS"))
-        || words.windows(2).any(|p| matches!(p[0], "API" | "ACCESS" | "PRIVATE") && p[1] == "KEY")
+    words.iter().any(|w| {
+        matches!(
+            *w,
+            "TOKEN"
+                | "SECRET"
+                | "PASSWORD"
+                | "PASSWD"
+                | "PASS"
+                | "PWD"
+                | "PASSPHRASE"
+                | "APIKEY"
+                | "CREDENTIAL"
+                | "CREDENTIALS"
+                | "AUTH"
+                | "AUTHORIZATION"
+                | "PAT"
+                | "COOKIE"
+        )
+    }) || words.windows(2).any(|p| matches!(p[0], "API" | "ACCESS" | "PRIVATE") && p[1] == "KEY")
+        // `OPENAI_KEY`, `WANDB_KEY`: a key named after its service.
+        || (words.len() > 1 && words.last() == Some(&"KEY"))
+}
+
+/// Whether `value` carries a URL with a password in it (`scheme://user:password@host`, e.g. a
+/// `DATABASE_URL`): a credential whatever the variable is called.
+pub(crate) fn url_with_password(value: &str) -> bool {
+    value.split("://").skip(1).any(|rest| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.split_once(':').is_some_and(|(_, p)| !p.is_empty()))
+    })
 }
 
 impl Validate for EnvVarSpec {
@@ -294,6 +324,10 @@ impl Validate for EnvVarSpec {
             (Some(_), None) if credential_like(&self.name) => {
                 f.push("value", "looks like a credential: reference a Secret with `secret` instead of a literal value")
             }
+            (Some(v), None) if url_with_password(v) => f.push(
+                "value",
+                "is a URL with a password in it: reference a Secret with `secret` instead of a literal value",
+            ),
             (Some(v), None) if v.len() > 32 * 1024 => f.push("value", "must be at most 32 KiB"),
             (_, Some(s)) => f.at("secret", |f| s.validate(f)),
             _ => {}
@@ -573,9 +607,27 @@ pub(crate) fn shm_volume(size: &str) -> (Value, Value) {
     )
 }
 
-/// The container security context of every workload: no privilege escalation.
+/// The container security context of every workload: no privilege escalation, the container
+/// runtime's default seccomp profile (Kubernetes `pod-security-standards`: what the
+/// `restricted` profile requires; GPU and EFA workloads run under it), and no raw sockets
+/// (`NET_RAW` dropped: nothing here pings or crafts packets, and raw sockets are the classic
+/// way to spoof traffic on the node's network).
 pub(crate) fn container_security() -> Value {
-    json!({ "allowPrivilegeEscalation": false })
+    json!({
+        "allowPrivilegeEscalation": false,
+        "seccompProfile": { "type": "RuntimeDefault" },
+        "capabilities": { "drop": ["NET_RAW"] }
+    })
+}
+
+/// `automountServiceAccountToken: false` for a pod that names no service account: a model
+/// download or model server never calls the Kubernetes API, so it gets no token of the
+/// namespace's default service account. (Training pods keep the default: the training
+/// operators' agents in the pod may read their job, and Ray's head needs the API.)
+pub(crate) fn no_token_without_service_account(pod_spec: &mut Value) {
+    if pod_spec.get("serviceAccountName").is_none() {
+        set(pod_spec, "automountServiceAccountToken", json!(false));
+    }
 }
 
 /// A SageMaker managed MLflow tracking server (or MLflow app) the workload reports to.
@@ -699,11 +751,38 @@ mod tests {
 
     #[test]
     fn credential_like_names() {
-        for yes in ["HF_TOKEN", "hf_token", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "OPENAI_APIKEY"] {
+        for yes in [
+            "HF_TOKEN",
+            "hf_token",
+            "WANDB_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "OPENAI_APIKEY",
+            "OPENAI_KEY",
+            "WANDB_KEY",
+            "GITHUB_PAT",
+            "HF_AUTH",
+            "AUTHORIZATION",
+            "GOOGLE_APPLICATION_CREDENTIAL",
+            "SMTP_PASS",
+            "DB_PWD",
+        ] {
             assert!(credential_like(yes), "{yes}");
         }
-        for no in ["TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "HF_HUB_OFFLINE", "KEYS", "SECRETARY"] {
+        for no in
+            ["TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "HF_HUB_OFFLINE", "KEYS", "SECRETARY", "KEY", "PATH", "PYTHONPATH"]
+        {
             assert!(!credential_like(no), "{no}");
+        }
+        for (value, yes) in [
+            ("postgres://app:s3cret@db.internal:5432/runs", true),
+            ("https://user:tok@github.com/org/repo.git", true),
+            ("https://user@github.com/org/repo.git", false),
+            ("https://example.com/a:b@c", false),
+            ("s3://is-bucket/models", false),
+            ("plain", false),
+        ] {
+            assert_eq!(url_with_password(value), yes, "{value}");
         }
     }
 

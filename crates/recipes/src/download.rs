@@ -14,7 +14,8 @@
 
 use crate::common::{
     ANNOTATION_MODEL_ID, ComputeResources, LABEL_INSTANCE_TYPE, ManifestSet, SecretKeyRef, check, container_resources,
-    container_security, derived_name, env_value, image_ref, known_instance_type, quantity, set, standard_labels,
+    container_security, derived_name, env_value, image_ref, known_instance_type, no_token_without_service_account,
+    quantity, set, standard_labels,
 };
 use crate::storage::{Access, SharedMount};
 use instantstart_core::instance_types::SpecsFact;
@@ -305,6 +306,7 @@ pub fn model_download_job(p: &ModelDownloadParams) -> Result<ModelDownload, Vali
         set(&mut pod_spec, "nodeSelector", json!({ LABEL_INSTANCE_TYPE: it }));
     }
     p.storage.mount_into(&mut pod_spec, Access::ReadWrite).expect("a freshly built pod spec has no shared volume yet");
+    no_token_without_service_account(&mut pod_spec);
 
     let mut spec = json!({
         "backoffLimit": p.backoff_limit,

@@ -1376,6 +1376,14 @@ fn service_rules() {
                 vec![("/exposure", json!({ "type": "load_balancer", "source_ranges": ["10.0.0.0/33", "10.0.0.0/8"] }))],
                 &["exposure.source_ranges[0]"],
             ),
+            (
+                "the whole internet is not a client range",
+                vec![(
+                    "/exposure",
+                    json!({ "type": "load_balancer", "internet_facing": true, "source_ranges": ["0.0.0.0/0", "10.0.0.0/7", "::/0", "2001:db8::/32"] }),
+                )],
+                &["exposure.source_ranges[0]", "exposure.source_ranges[1]", "exposure.source_ranges[2]"],
+            ),
         ],
     );
 }

@@ -51,6 +51,9 @@ pub enum ApiError {
     /// The server could not answer in time (503).
     #[error("{0}")]
     Unavailable(String),
+    /// The caller holds too many of something at once, e.g. open WebSockets (429).
+    #[error("{0}")]
+    TooMany(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -70,6 +73,7 @@ impl ApiError {
             ApiError::Provider(_) => (StatusCode::BAD_GATEWAY, "provider", "Cloud provider error"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too-large", "Request too large"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Try again later"),
+            ApiError::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "too-many", "Too many at once"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
         }
     }

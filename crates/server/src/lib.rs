@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod routes;
 pub mod serve;
 pub mod ui;
+pub mod ws_slots;
 
 use aide::openapi::OpenApi;
 use auth::Auth;
@@ -61,6 +62,8 @@ pub struct AppInner {
     pub live_clusters: instantstart_core::api::clusters::LiveClusters,
     /// `--unbound-tokens-any-namespace` ([`ServerOptions::unbound_tokens_any_namespace`]).
     pub unbound_tokens_any_namespace: bool,
+    /// Open WebSockets per principal ([`ws_slots`]).
+    pub ws_slots: Arc<ws_slots::WsSlots>,
 }
 
 /// How the simulated cloud's Kubernetes is reached.
@@ -395,6 +398,7 @@ impl AppState {
             sim_kube_api: kube_api_url,
             log_hub: Arc::default(),
             live_clusters: instantstart_core::api::live::LiveReads::new(instantstart_core::api::live::LIVE_READ_TTL),
+            ws_slots: ws_slots::WsSlots::new(ws_slots::MAX_WS_PER_PRINCIPAL),
         }));
         Ok(Assembled { state, new_admin_token })
     }

@@ -13,6 +13,8 @@
 //!   upgrades, which stream on, are exempt).
 //! - WebSocket messages from clients are at most [`MAX_WS_MESSAGE_BYTES`] (frames
 //!   [`MAX_WS_FRAME_BYTES`]); the server never needs more, it ignores what clients send.
+//! - One principal holds at most [`crate::ws_slots::MAX_WS_PER_PRINCIPAL`] open WebSockets
+//!   (see [`crate::ws_slots`]); one more is a `429`.
 //! - A log line is at most [`MAX_LOG_LINE_BYTES`] (see [`instantstart_core::log_lines`]).
 //! - Request metrics have a fixed label set (see [`crate::metrics`]).
 

@@ -1996,7 +1996,14 @@ async fn a_tracking_server_is_deleted_with_the_role_instantstart_created_and_onl
         r.body["findings"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
     assert_eq!(fields, ["name", "region"]);
 
-    let body = json!({ "name": "team", "region": "us-east-1", "artifact_store_uri": "s3://team-bucket/mlflow" });
+    // The role InstantStart creates carries the permissions boundary, which reaches only
+    // InstantStart's buckets: another bucket needs a role of the user's own.
+    let elsewhere = json!({ "name": "team", "region": "us-east-1", "artifact_store_uri": "s3://team-bucket/mlflow" });
+    let r = app.send(Method::POST, servers, Some(elsewhere), &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:#}", r.body);
+    assert_eq!(r.body["findings"][0]["field"], "artifact_store_uri", "{:#}", r.body);
+    assert!(r.body["findings"][0]["rule"].as_str().unwrap().contains("role_arn"), "{:#}", r.body);
+    let body = json!({ "name": "team", "region": "us-east-1", "artifact_store_uri": "s3://is-team-bucket/mlflow" });
     run(&app, Method::POST, servers, Some(body)).await;
 
     // The dry run: the server, then the role InstantStart created for it; nothing is called.

@@ -601,6 +601,24 @@ impl EksApi for SimCloud {
                 ));
             }
             let owner = req.tags.get(instantstart_core::provider::TAG_CLUSTER).cloned().unwrap_or_default();
+            // The control plane's role (deployment template, statement EksImportAccessEntry) may
+            // create access entries only on clusters whose owner tagged them
+            // `instantstart:import=allowed` (`aws:ResourceTag`; IAM user guide
+            // `access_tags`, EKS `security-iam-service-with-iam` tag-based authorization).
+            use instantstart_core::provider::{IMPORT_ALLOWED, TAG_IMPORT};
+            if !c.access_entries.contains_key(&req.principal_arn)
+                && c.tags.get(TAG_IMPORT).map(String::as_str) != Some(IMPORT_ALLOWED)
+            {
+                return Err(ProviderError::new(
+                    API,
+                    ProviderErrorKind::AccessDenied,
+                    format!(
+                        "AccessDeniedException: User: {} is not authorized to perform: eks:CreateAccessEntry on resource: {} \
+                         because no identity-based policy allows the eks:CreateAccessEntry action (the cluster lacks the tag {TAG_IMPORT}={IMPORT_ALLOWED})",
+                        req.principal_arn, c.arn
+                    ),
+                ));
+            }
             match c.access_entries.get_mut(&req.principal_arn) {
                 Some(e) if e.client_request_token == req.client_request_token
                     || instantstart_core::provider::is_owned(&e.tags, &owner) => {
@@ -759,6 +777,19 @@ impl SimCloud {
                 .get_mut(&rkey(region, cluster))
                 .ok_or_else(|| ProviderError::not_found("eks:UpdateClusterConfig", format!("no cluster {cluster}")))?;
             c.authentication_mode = mode.to_string();
+            Ok(())
+        })
+    }
+
+    /// Tags an EKS cluster as its owner would (`TagResource` with the owner's credentials, not
+    /// the control plane's). Not counted: for tests.
+    pub fn tag_eks_cluster(&self, region: &str, cluster: &str, key: &str, value: &str) -> Result<(), SimError> {
+        self.admin(|w, _| {
+            let c = w
+                .eks
+                .get_mut(&rkey(region, cluster))
+                .ok_or_else(|| ProviderError::not_found("eks:TagResource", format!("no cluster {cluster}")))?;
+            c.tags.insert(key.to_string(), value.to_string());
             Ok(())
         })
     }

@@ -745,9 +745,12 @@ fn require_lifecycle<'a>(api: &str, g: &'a HyperPodInstanceGroupRequest) -> Resu
 fn script_failure(w: &World, role_arn: &str, l: &LifecycleScript, group: &str) -> Option<String> {
     let (bucket, key) = script_object(l)?;
     let prefix = l.source_s3_uri.trim_end_matches('/');
+    // S3 evaluates `s3:ResourceAccount` against the bucket's owner.
+    let owner = w.buckets.get(&bucket).and_then(|b| b.owner.clone()).unwrap_or_else(|| w.account.clone());
+    let cx = || crate::policy::RequestContext::s3_resource_account(&owner);
     let readable = w.role_by_arn(role_arn).is_some_and(|r| {
-        r.allows("s3:ListBucket", &format!("arn:aws:s3:::{bucket}"))
-            && r.allows("s3:GetObject", &format!("arn:aws:s3:::{bucket}/{key}"))
+        r.allows_in("s3:ListBucket", &format!("arn:aws:s3:::{bucket}"), cx())
+            && r.allows_in("s3:GetObject", &format!("arn:aws:s3:::{bucket}/{key}"), cx())
     });
     let error = if !readable {
         format!(

@@ -4,9 +4,14 @@
 //! Evaluated from what the role really holds ([`crate::world::RoleRec`]): its inline policies
 //! and the managed policies the simulator knows the documents of ([`managed_policy`]). An
 //! explicit `Deny` wins over any `Allow`; `Action`/`Resource` are matched with IAM's wildcards
-//! (`*` any run of characters, `?` one character; actions case-insensitively). Conditions,
-//! `NotAction`/`NotResource`, permission boundaries and SCPs are not modelled (a statement with
-//! a `Condition` is treated as not applying, so it never grants more than AWS would).
+//! (`*` any run of characters, `?` one character; actions case-insensitively).
+//!
+//! Conditions: `StringEquals` and `StringLike` on the keys the request context carries
+//! ([`RequestContext`]: `aws:PrincipalAccount` always, `s3:ResourceAccount` on S3 calls), with
+//! the policy variable `${aws:PrincipalAccount}` substituted in values (IAM user guide,
+//! `reference_policies_variables`). Any other operator or key makes the statement not apply,
+//! so it never grants more than AWS would. `NotAction`/`NotResource`, permission boundaries and
+//! SCPs are not modelled.
 
 use crate::world::RoleRec;
 use serde_json::{Value, json};
@@ -55,13 +60,53 @@ fn statements(policy: &Value) -> Vec<&Value> {
     }
 }
 
-/// Whether `stmt` names `action` on `resource` (ignoring its effect).
-fn matches(stmt: &Value, action: &str, resource: &str) -> bool {
-    if stmt.get("Condition").is_some() {
-        return false;
+/// The condition keys of one request: what a statement's `Condition` is evaluated against.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RequestContext {
+    keys: Vec<(&'static str, String)>,
+}
+
+impl RequestContext {
+    /// `s3:ResourceAccount`: the account that owns the bucket the call names (IAM user guide,
+    /// `reference_policies_condition-keys`, and S3's `amazon-s3-policy-keys`).
+    pub(crate) fn s3_resource_account(account: &str) -> Self {
+        RequestContext { keys: vec![("s3:ResourceAccount", account.to_string())] }
     }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.keys.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Whether every condition of `stmt` holds in `cx` (no `Condition` = it holds).
+fn conditions_hold(stmt: &Value, cx: &RequestContext) -> bool {
+    let Some(cond) = stmt.get("Condition") else { return true };
+    let Some(ops) = cond.as_object() else { return false };
+    ops.iter().all(|(op, keys)| {
+        let like = match op.as_str() {
+            "StringEquals" => false,
+            "StringLike" => true,
+            _ => return false,
+        };
+        let Some(keys) = keys.as_object() else { return false };
+        keys.iter().all(|(key, wanted)| {
+            let Some(actual) = cx.get(key) else { return false };
+            strings(Some(wanted)).iter().any(|w| {
+                let w = match cx.get("aws:PrincipalAccount") {
+                    Some(account) => w.replace("${aws:PrincipalAccount}", account),
+                    None => w.to_string(),
+                };
+                if like { wildcard(&w, actual, false) } else { w == actual }
+            })
+        })
+    })
+}
+
+/// Whether `stmt` names `action` on `resource` and its conditions hold (ignoring its effect).
+fn matches(stmt: &Value, action: &str, resource: &str, cx: &RequestContext) -> bool {
     strings(stmt.get("Action")).iter().any(|a| wildcard(a, action, true))
         && strings(stmt.get("Resource")).iter().any(|r| wildcard(r, resource, false))
+        && conditions_hold(stmt, cx)
 }
 
 /// The documents of the AWS managed policies the simulator models, as AWS publishes them
@@ -101,14 +146,23 @@ pub(crate) fn managed_policy(arn: &str) -> Option<Value> {
 impl RoleRec {
     /// Whether the role's identity policies allow `action` on `resource`.
     pub(crate) fn allows(&self, action: &str, resource: &str) -> bool {
+        self.allows_in(action, resource, RequestContext::default())
+    }
+
+    /// [`RoleRec::allows`] for a request with the condition keys of `cx` (the role's own
+    /// account is added as `aws:PrincipalAccount`).
+    pub(crate) fn allows_in(&self, action: &str, resource: &str, mut cx: RequestContext) -> bool {
+        if let Some(account) = self.arn.split(':').nth(4) {
+            cx.keys.push(("aws:PrincipalAccount", account.to_string()));
+        }
         let managed: Vec<Value> = self.managed_policies.iter().filter_map(|a| managed_policy(a)).collect();
         let docs: Vec<&Value> = self.inline_policies.iter().map(|(_, d)| d).chain(managed.iter()).collect();
         let stmts: Vec<&Value> = docs.iter().flat_map(|d| statements(d)).collect();
         let effect = |s: &Value| s.get("Effect").and_then(Value::as_str).unwrap_or_default().to_string();
-        if stmts.iter().any(|s| effect(s) == "Deny" && matches(s, action, resource)) {
+        if stmts.iter().any(|s| effect(s) == "Deny" && matches(s, action, resource, &cx)) {
             return false;
         }
-        stmts.iter().any(|s| effect(s) == "Allow" && matches(s, action, resource))
+        stmts.iter().any(|s| effect(s) == "Allow" && matches(s, action, resource, &cx))
     }
 
     /// The actions of `wanted` (each on its resource) the role is not allowed.
@@ -172,10 +226,35 @@ mod tests {
         assert!(r.allows("s3:GetObject", "arn:aws:s3:::is-x/lifecycle/on_create.sh"));
         assert!(!r.allows("s3:GetObject", "arn:aws:s3:::is-x/secret/k"));
         assert!(!r.allows("s3:GetObject", "arn:aws:s3:::other/k"));
-        assert!(!r.allows("ecr:BatchGetImage", "*"), "conditional statements are not assumed to apply");
+        assert!(!r.allows("ecr:BatchGetImage", "*"), "conditions the simulator does not model never apply");
         assert_eq!(
             r.missing(&[("ec2:CreateNetworkInterface", "*"), ("s3:GetObject", "arn:aws:s3:::sagemaker-a/b")]),
             ["ec2:CreateNetworkInterface"]
         );
+    }
+
+    /// Data-driven: the bucket-owner condition InstantStart's bucket-scoped role policies carry.
+    #[test]
+    fn the_resource_account_condition_holds_only_for_the_roles_own_account() {
+        let r = role(
+            &[],
+            json!({ "Statement": [
+                { "Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::is-x/*",
+                  "Condition": { "StringEquals": { "s3:ResourceAccount": "${aws:PrincipalAccount}" } } },
+                { "Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::is-x",
+                  "Condition": { "StringLike": { "s3:ResourceAccount": "1234*" } } }
+            ]}),
+        );
+        let cases: &[(&str, &str, Option<&str>, bool)] = &[
+            ("s3:GetObject", "arn:aws:s3:::is-x/k", Some("123456789012"), true),
+            ("s3:GetObject", "arn:aws:s3:::is-x/k", Some("999999999999"), false),
+            ("s3:GetObject", "arn:aws:s3:::is-x/k", None, false),
+            ("s3:ListBucket", "arn:aws:s3:::is-x", Some("123456789012"), true),
+            ("s3:ListBucket", "arn:aws:s3:::is-x", Some("999999999999"), false),
+        ];
+        for (action, resource, account, want) in cases {
+            let cx = account.map(RequestContext::s3_resource_account).unwrap_or_default();
+            assert_eq!(r.allows_in(action, resource, cx), *want, "{action} {resource} {account:?}");
+        }
     }
 }

@@ -997,6 +997,30 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
     );
 
     b.sim.set_eks_authentication_mode("us-east-1", "legacy", "API_AND_CONFIG_MAP").unwrap();
+    // Without its owner's consent tag the control plane may not give itself access: refused
+    // with what to do before anything is recorded, and IAM (the simulated template) refuses
+    // the access entry too.
+    let err = b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap_err();
+    let instantstart_core::engine::EngineError::Validation(v) = err else { panic!("{err:?}") };
+    assert_eq!(v.findings[0].field, "eks_cluster");
+    assert!(v.findings[0].rule.contains("instantstart:import=allowed"), "{}", v.findings[0].rule);
+    assert!(b.store.list_operations(&Default::default()).unwrap().is_empty());
+    let principal = "arn:aws:iam::123456789012:role/instantstart-control-plane";
+    let direct = b
+        .sim
+        .ensure_access_entry(&instantstart_core::provider::EnsureAccessEntry {
+            region: "us-east-1".into(),
+            cluster: "legacy".into(),
+            principal_arn: principal.into(),
+            kind: "STANDARD".into(),
+            policies: Vec::new(),
+            client_request_token: "t".into(),
+            tags: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(direct.kind, ProviderErrorKind::AccessDenied, "{direct}");
+    b.sim.tag_eks_cluster("us-east-1", "legacy", "instantstart:import", "allowed").unwrap();
     let dry = b.engine.dry_run_checked(OperationKind::ImportCluster, &import).await.unwrap();
     let check = dry.checks.iter().find(|c| c.check == "access_entry").expect("the access check");
     assert!(check.detail.contains("will be created"), "{}", check.detail);
@@ -1063,7 +1087,8 @@ async fn seed_legacy(sim: &SimCloud) {
         })
         .unwrap();
     let private: Vec<String> = n.subnets.iter().filter(|s| !s.public).map(|s| s.id.clone()).collect();
-    sim.seed_eks_cluster("us-east-1", "legacy", "1.33", private, Default::default()).unwrap();
+    let consent = [("instantstart:import".to_string(), "allowed".to_string())].into_iter().collect();
+    sim.seed_eks_cluster("us-east-1", "legacy", "1.33", private, consent).unwrap();
     let theirs = [("owner".to_string(), "platform-team".to_string())].into_iter().collect();
     sim.create_addon(&CreateEksAddon {
         region: "us-east-1".into(),

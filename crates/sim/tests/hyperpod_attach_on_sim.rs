@@ -57,7 +57,8 @@ async fn seed_legacy(sim: &SimCloud) {
         })
         .unwrap();
     let private: Vec<String> = n.subnets.iter().filter(|s| !s.public).map(|s| s.id.clone()).collect();
-    sim.seed_eks_cluster("us-east-1", "legacy", "1.33", private, Default::default()).unwrap();
+    let consent = [("instantstart:import".to_string(), "allowed".to_string())].into_iter().collect();
+    sim.seed_eks_cluster("us-east-1", "legacy", "1.33", private, consent).unwrap();
     let theirs = [("owner".to_string(), "platform-team".to_string())].into_iter().collect();
     sim.create_addon(&CreateEksAddon {
         region: "us-east-1".into(),

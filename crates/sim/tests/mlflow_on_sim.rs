@@ -47,7 +47,7 @@ fn user() -> Actor {
 }
 
 fn create_request(name: &str) -> Value {
-    json!({ "name": name, "region": REGION, "artifact_store_uri": format!("s3://team-bucket/mlflow/{name}") })
+    json!({ "name": name, "region": REGION, "artifact_store_uri": format!("s3://is-team-bucket/mlflow/{name}") })
 }
 
 fn delete_request(name: &str) -> Value {

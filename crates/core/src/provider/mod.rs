@@ -36,6 +36,14 @@ pub const MANAGED_BY: &str = "instantstart";
 pub const TAG_CLUSTER: &str = "instantstart:cluster";
 /// Tag key naming the operation that created a resource.
 pub const TAG_OPERATION: &str = "instantstart:operation";
+/// Tag key an EKS cluster's owner sets (value [`IMPORT_ALLOWED`]) to let InstantStart import
+/// it: only then may the control plane give itself an access entry there. The deployment
+/// template's `EksImportAccessEntry` statement requires it (`aws:ResourceTag`), and the control
+/// plane may not set it (`eks:TagResource` is limited to the ownership tag keys), so IAM, not our
+/// code, decides which clusters the control plane can make itself an administrator of.
+pub const TAG_IMPORT: &str = "instantstart:import";
+/// Value of [`TAG_IMPORT`] that allows the import.
+pub const IMPORT_ALLOWED: &str = "allowed";
 /// Kubernetes label equivalent of [`TAG_MANAGED_BY`].
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 

@@ -818,8 +818,10 @@ pub fn hyperpod_bucket_policy(bucket: &str) -> Value {
     json!({
         "Version": "2012-10-17",
         "Statement": [
-            { "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")] },
-            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")] }
+            { "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")],
+              "Condition": super::steps::own_account_buckets() },
+            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")],
+              "Condition": super::steps::own_account_buckets() }
         ]
     })
 }

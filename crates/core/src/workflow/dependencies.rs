@@ -77,8 +77,10 @@ pub fn s3_csi_policy(bucket: &str) -> Value {
     json!({
         "Version": "2012-10-17",
         "Statement": [
-            { "Sid": "MountpointFullBucketAccess", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")] },
-            { "Sid": "MountpointFullObjectAccess", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")] }
+            { "Sid": "MountpointFullBucketAccess", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")],
+              "Condition": super::steps::own_account_buckets() },
+            { "Sid": "MountpointFullObjectAccess", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"], "Resource": [format!("arn:aws:s3:::{bucket}/*")],
+              "Condition": super::steps::own_account_buckets() }
         ]
     })
 }

@@ -9,8 +9,10 @@
 //!
 //! - The assessment (and so the dry run) reads the EKS cluster, the control plane's identity
 //!   and its access entry: a missing or inactive cluster, a missing HyperPod cluster, a caller
-//!   an access entry cannot name, or a cluster in `CONFIG_MAP` authentication mode without an
-//!   entry for us is refused with a 422 naming what to change, before anything is recorded.
+//!   an access entry cannot name, a cluster in `CONFIG_MAP` authentication mode without an
+//!   entry for us, or a cluster without an entry for us whose owner did not tag it
+//!   `instantstart:import=allowed` ([`TAG_IMPORT`]) is refused with a 422 naming what to change,
+//!   before anything is recorded.
 //! - An access entry that already maps the principal is used as it is; one InstantStart creates
 //!   carries our ownership tags, and deleting the imported cluster removes only that one.
 //! - The assessment reads the installed add-ons (and, when the control plane can already reach
@@ -331,7 +333,8 @@ impl Workflow for ImportClusterWorkflow {
         };
         let existing = read(|| self.aws.describe_access_entry(&req.region, &req.eks_cluster, &principal)).await?;
         let mode = eks.authentication_mode.clone().unwrap_or_else(|| "API_AND_CONFIG_MAP".into());
-        let mut checks = vec![access_check(&req.eks_cluster, &principal, existing.as_ref(), &mode)];
+        let consent = eks.tags.get(TAG_IMPORT).is_some_and(|v| v == IMPORT_ALLOWED);
+        let mut checks = vec![access_check(&req.eks_cluster, &principal, existing.as_ref(), &mode, consent)];
         if let Some(bucket) = &req.bucket
             && let Some(b) = super::steps::user_named_bucket(self.aws.as_ref(), "bucket", bucket).await?
             && b.region != req.region
@@ -391,7 +394,13 @@ impl Workflow for ImportClusterWorkflow {
 
 /// The preflight check of the control plane's access: mapped already, to be mapped, or (a
 /// `CONFIG_MAP`-only cluster, which takes no access entries) refused with what to change.
-fn access_check(cluster: &str, principal: &str, existing: Option<&AccessEntry>, mode: &str) -> PreflightCheck {
+fn access_check(
+    cluster: &str,
+    principal: &str,
+    existing: Option<&AccessEntry>,
+    mode: &str,
+    consent: bool,
+) -> PreflightCheck {
     let (status, detail, remedy) = match existing {
         Some(e) => (
             CheckStatus::Pass,
@@ -421,10 +430,23 @@ fn access_check(cluster: &str, principal: &str, existing: Option<&AccessEntry>, 
                  or create an access entry for {principal} yourself, then import again"
             )),
         ),
+        // The owner's consent, which IAM requires too (deployment template, EksImportAccessEntry).
+        None if !consent => (
+            CheckStatus::Fail,
+            format!(
+                "EKS cluster {cluster} does not carry the tag {TAG_IMPORT}={IMPORT_ALLOWED}, and {principal} has no access \
+                 entry there: the control plane may give itself access only to clusters whose owner allowed it"
+            ),
+            Some(format!(
+                "as the cluster's owner, tag it (aws eks tag-resource --resource-arn <the cluster's ARN> --tags \
+                 {TAG_IMPORT}={IMPORT_ALLOWED}) or create an access entry for {principal} yourself, then import again"
+            )),
+        ),
         None => (
             CheckStatus::Pass,
             format!(
-                "an access entry for {principal} (AmazonEKSClusterAdminPolicy, cluster scope) will be created on {cluster}"
+                "an access entry for {principal} (AmazonEKSClusterAdminPolicy, cluster scope) will be created on {cluster}, \
+                 whose owner allowed it ({TAG_IMPORT}={IMPORT_ALLOWED})"
             ),
             None,
         ),

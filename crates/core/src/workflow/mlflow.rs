@@ -113,19 +113,16 @@ pub fn tracking_server_of_arn(arn: &str) -> Option<(&str, &str)> {
 /// for) and the server's artifact prefix, where the MLflow client writes artifacts itself.
 pub fn writer_role_policies(region: &str, server: &str, artifact_store_uri: &str) -> (Value, Value) {
     let bucket = bucket_of(artifact_store_uri);
-    let prefix = artifact_store_uri.trim_start_matches("s3://").trim_start_matches(bucket).trim_matches('/');
-    let objects = if prefix.is_empty() {
-        format!("arn:aws:s3:::{bucket}/*")
-    } else {
-        format!("arn:aws:s3:::{bucket}/{prefix}/*")
-    };
+    let objects = artifact_objects(artifact_store_uri);
     let access = json!({
         "Version": "2012-10-17",
         "Statement": [
             { "Effect": "Allow", "Action": "sagemaker-mlflow:*",
               "Resource": format!("arn:aws:sagemaker:{region}:*:mlflow-tracking-server/{server}") },
-            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"], "Resource": objects },
-            { "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": format!("arn:aws:s3:::{bucket}") }
+            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"], "Resource": objects,
+              "Condition": super::steps::own_account_buckets() },
+            { "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": format!("arn:aws:s3:::{bucket}"),
+              "Condition": super::steps::own_account_buckets() }
         ]
     });
     (super::steps::pod_identity_trust_policy(), access)
@@ -135,13 +132,22 @@ fn owner(req: &CreateTrackingServerRequest) -> String {
     req.cluster.clone().unwrap_or_else(|| req.name.clone())
 }
 
+/// The object ARNs under an artifact store URI (`s3://bucket/prefix` → `…:::bucket/prefix/*`).
+fn artifact_objects(artifact_store_uri: &str) -> String {
+    let bucket = bucket_of(artifact_store_uri);
+    let prefix = artifact_store_uri.trim_start_matches("s3://").trim_start_matches(bucket).trim_matches('/');
+    if prefix.is_empty() { format!("arn:aws:s3:::{bucket}/*") } else { format!("arn:aws:s3:::{bucket}/{prefix}/*") }
+}
+
 fn bucket_of(uri: &str) -> &str {
     uri.trim_start_matches("s3://").split('/').next().unwrap_or_default()
 }
 
-/// The role's trust (SageMaker) and its only permissions (the artifact store's bucket).
+/// The role's trust (SageMaker) and its only permissions: the artifact store's prefix (objects)
+/// and listing its bucket, in the role's own account only.
 pub fn role_policies(artifact_store_uri: &str) -> (Value, Value) {
     let bucket = bucket_of(artifact_store_uri);
+    let objects = artifact_objects(artifact_store_uri);
     let trust = json!({
         "Version": "2012-10-17",
         "Statement": [{ "Effect": "Allow", "Principal": { "Service": "sagemaker.amazonaws.com" }, "Action": "sts:AssumeRole" }]
@@ -149,8 +155,10 @@ pub fn role_policies(artifact_store_uri: &str) -> (Value, Value) {
     let access = json!({
         "Version": "2012-10-17",
         "Statement": [
-            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": format!("arn:aws:s3:::{bucket}/*") },
-            { "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": format!("arn:aws:s3:::{bucket}") }
+            { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": objects,
+              "Condition": super::steps::own_account_buckets() },
+            { "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": format!("arn:aws:s3:::{bucket}"),
+              "Condition": super::steps::own_account_buckets() }
         ]
     });
     (trust, access)
@@ -160,11 +168,20 @@ pub fn role_policies(artifact_store_uri: &str) -> (Value, Value) {
 pub struct CreateTrackingServerWorkflow {
     aws: Arc<dyn AwsCloud>,
     store: Arc<dyn Store>,
+    /// The management environment's shared bucket (`--shared-bucket`), which the roles we
+    /// create may use besides the `is-` buckets.
+    shared_bucket: Option<String>,
 }
 
 impl CreateTrackingServerWorkflow {
     pub fn new(aws: Arc<dyn AwsCloud>, store: Arc<dyn Store>) -> Self {
-        CreateTrackingServerWorkflow { aws, store }
+        CreateTrackingServerWorkflow { aws, store, shared_bucket: None }
+    }
+
+    /// See [`CreateTrackingServerWorkflow::shared_bucket`].
+    pub fn with_shared_bucket(mut self, bucket: Option<String>) -> Self {
+        self.shared_bucket = bucket;
+        self
     }
 
     /// Validates and fills the defaults (region, artifact store, size).
@@ -174,10 +191,34 @@ impl CreateTrackingServerWorkflow {
         if let Err(e) = tracking_server_name(&req.name) {
             f.push("name", e);
         }
-        if let Some(uri) = &req.artifact_store_uri
-            && let Err(e) = names::s3_uri(uri)
-        {
-            f.push("artifact_store_uri", e);
+        if let Some(uri) = &req.artifact_store_uri {
+            match names::s3_uri(uri) {
+                Err(e) => f.push("artifact_store_uri", e),
+                // The role we create carries the deployment's permissions boundary, which reaches
+                // only InstantStart's buckets (template, RoleBoundary statement OwnBuckets); a
+                // role of the user's own (`role_arn`) may use any bucket it is allowed.
+                Ok(()) if req.role_arn.is_none() => {
+                    let bucket = bucket_of(uri);
+                    let ours = bucket.starts_with(names::CLUSTER_BUCKET_PREFIX)
+                        || self.shared_bucket.as_deref() == Some(bucket);
+                    if !ours {
+                        let shared = match &self.shared_bucket {
+                            Some(b) => format!(" or the shared bucket {b}"),
+                            None => String::new(),
+                        };
+                        f.push_unprocessable(
+                            "artifact_store_uri",
+                            format!(
+                                "the bucket must start with '{}'{shared}: the role InstantStart creates for the tracking \
+                                 server reaches only those (the deployment's permissions boundary); give role_arn to use \
+                                 a role of your own with another bucket",
+                                names::CLUSTER_BUCKET_PREFIX
+                            ),
+                        );
+                    }
+                }
+                Ok(()) => {}
+            }
         }
         if let Some(role) = &req.role_arn {
             let ok = role.starts_with("arn:aws") && role.contains(":iam::") && role.contains(":role/");
@@ -692,11 +733,25 @@ mod tests {
     }
 
     #[test]
-    fn the_role_may_touch_only_the_artifact_bucket() {
+    fn the_role_may_touch_only_the_artifact_prefix_of_its_own_accounts_bucket() {
         let (trust, access) = role_policies("s3://demo-bucket/mlflow/team");
         assert_eq!(trust["Statement"][0]["Principal"]["Service"], "sagemaker.amazonaws.com");
-        assert_eq!(access["Statement"][0]["Resource"], "arn:aws:s3:::demo-bucket/*");
+        assert_eq!(access["Statement"][0]["Resource"], "arn:aws:s3:::demo-bucket/mlflow/team/*");
         assert_eq!(access["Statement"][1]["Resource"], "arn:aws:s3:::demo-bucket");
+        let (_, root) = role_policies("s3://demo-bucket");
+        assert_eq!(root["Statement"][0]["Resource"], "arn:aws:s3:::demo-bucket/*");
+        for (_, policy) in
+            [role_policies("s3://demo-bucket/x"), writer_role_policies("us-east-1", "team", "s3://demo-bucket/x")]
+        {
+            for stmt in policy["Statement"].as_array().unwrap() {
+                let s3 = stmt["Action"].to_string().contains("s3:");
+                assert_eq!(
+                    s3,
+                    stmt["Condition"]["StringEquals"]["s3:ResourceAccount"] == "${aws:PrincipalAccount}",
+                    "{stmt}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -181,7 +181,10 @@ pub fn all_with_config(
             instance_groups::InstanceGroupWorkflow::new(OperationKind::DeleteInstanceGroup, aws.clone(), store.clone())
                 .with_kube(kube.clone()),
         ),
-        std::sync::Arc::new(mlflow::CreateTrackingServerWorkflow::new(aws.clone(), store.clone())),
+        std::sync::Arc::new(
+            mlflow::CreateTrackingServerWorkflow::new(aws.clone(), store.clone())
+                .with_shared_bucket(config.shared_bucket.as_ref().map(|b| b.name.clone())),
+        ),
         std::sync::Arc::new(mlflow::DeleteTrackingServerWorkflow::new(aws.clone())),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(
             crate::provider::NodeAction::Reboot,

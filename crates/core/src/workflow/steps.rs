@@ -490,6 +490,15 @@ impl StepExecutor for RemoveRole {
     }
 }
 
+/// The `Condition` of every bucket-scoped statement InstantStart puts on a role: the bucket
+/// must belong to the role's own account (`s3:ResourceAccount` against the policy variable
+/// `${aws:PrincipalAccount}`; IAM user guide `reference_policies_condition-keys` and
+/// `reference_policies_variables`), so a bucket of the same name in another account is refused
+/// by IAM even when a name check in our code were wrong.
+pub fn own_account_buckets() -> Value {
+    serde_json::json!({ "StringEquals": { "s3:ResourceAccount": "${aws:PrincipalAccount}" } })
+}
+
 /// Trust policy of a role assumed through EKS Pod Identity: the `pods.eks.amazonaws.com`
 /// service principal with `sts:AssumeRole` and `sts:TagSession` (the agent tags the session
 /// with the cluster, namespace and service account), as EKS documents for Pod Identity roles.

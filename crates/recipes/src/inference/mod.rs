@@ -26,7 +26,8 @@ use crate::common::{
     Accelerator, ComputeResources, EnvVarSpec, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_INSTANCE_TYPE, LABEL_POOL,
     ManifestSet, SecretKeyRef, accelerator_of, accelerator_tolerations, accelerators_per_node, argv_element,
     bucket_path, check, container_resources, container_security, dns1123_subdomain, env_value, image_ref,
-    known_instance_type, object_meta, port, quantity, require_nvidia, set, shm_volume, standard_labels, validate_env,
+    known_instance_type, no_token_without_service_account, object_meta, port, quantity, require_nvidia, set,
+    shm_volume, standard_labels, validate_env,
 };
 use crate::storage::{Access, SharedMount};
 use instantstart_core::instance_types::SpecsFact;
@@ -410,6 +411,7 @@ pub fn serving_deployment(p: &ServingParams) -> Result<ServingDeployment, Valida
         set(&mut pod_spec, "serviceAccountName", json!(sa));
     }
     p.storage.mount_into(&mut pod_spec, Access::ReadOnly).expect("a freshly built pod spec has no shared volume yet");
+    no_token_without_service_account(&mut pod_spec);
 
     let deployment = json!({
         "apiVersion": "apps/v1",

@@ -70,12 +70,30 @@ pub enum Exposure {
     },
 }
 
+/// The shortest prefix a load balancer's client range may have (IPv4, IPv6).
+pub const MIN_SOURCE_PREFIX: (u8, u8) = (8, 16);
+
 impl Validate for Exposure {
     fn validate(&self, f: &mut Findings) {
         if let Exposure::LoadBalancer { internet_facing, source_ranges } = self {
             for (i, r) in source_ranges.iter().enumerate() {
-                if r.parse::<IpNet>().is_err() {
-                    f.push(&format!("source_ranges[{i}]"), "must be a CIDR such as 203.0.113.0/24");
+                match r.parse::<IpNet>() {
+                    Err(_) => f.push(&format!("source_ranges[{i}]"), "must be a CIDR such as 203.0.113.0/24"),
+                    // A /0 (or nearly) would admit the whole internet to an endpoint that has no
+                    // authentication of its own, defeating the rule below.
+                    Ok(net) if net.prefix_len() < MIN_SOURCE_PREFIX.0 && net.addr().is_ipv4()
+                        || net.prefix_len() < MIN_SOURCE_PREFIX.1 && net.addr().is_ipv6() =>
+                    {
+                        f.push(
+                            &format!("source_ranges[{i}]"),
+                            format!(
+                                "is wider than /{} (IPv4) or /{} (IPv6): name the client networks (model endpoints have no \
+                                 authentication of their own)",
+                                MIN_SOURCE_PREFIX.0, MIN_SOURCE_PREFIX.1
+                            ),
+                        )
+                    }
+                    Ok(_) => {}
                 }
             }
             if *internet_facing && source_ranges.is_empty() {

@@ -279,6 +279,7 @@ pub fn routes() -> ApiRouter<AppState> {
                         .tag("jobs"),
                 )
                 .response::<404, ProblemJson>()
+                .response::<429, ProblemJson>()
             }),
         )
 }
@@ -383,10 +384,14 @@ async fn logs_stream(
     let ws = ws.map_err(|_| {
         ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
     })?;
+    let slot = super::stream::ws_slot(&state, &principal)?;
     let kube = state.kube.clone();
     let hub = state.log_hub.clone();
     let tail = q.tail.min(read::MAX_TAIL);
-    Ok(ws.on_upgrade(move |socket| follow_logs(socket, hub, kube, target, namespace, pod, tail)))
+    Ok(ws.on_upgrade(move |socket| async move {
+        follow_logs(socket, hub, kube, target, namespace, pod, tail).await;
+        drop(slot);
+    }))
 }
 
 async fn send_json(socket: &mut WebSocket, v: &Value) -> bool {

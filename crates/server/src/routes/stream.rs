@@ -6,12 +6,12 @@
 
 use super::{ApiQuery, errors};
 use crate::AppState;
-use crate::auth::check_origin;
+use crate::auth::{Principal, check_origin};
 use crate::error::ApiError;
 use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
-use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
@@ -49,12 +49,14 @@ pub fn routes() -> ApiRouter<AppState> {
                     .tag("operations"),
             )
             .response::<404, crate::error::ProblemJson>()
+            .response::<429, crate::error::ProblemJson>()
         }),
     )
 }
 
 async fn stream(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<StreamQuery>,
     WsUpgrade(ws): WsUpgrade,
@@ -68,7 +70,23 @@ async fn stream(
     let ws = ws.map_err(|_| {
         ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
     })?;
-    Ok(ws.on_upgrade(move |socket| follow(socket, state, q)))
+    let slot = ws_slot(&state, &principal)?;
+    Ok(ws.on_upgrade(move |socket| async move {
+        follow(socket, state, q).await;
+        drop(slot);
+    }))
+}
+
+/// A WebSocket slot of `principal`, or `429` when it holds its cap of open ones
+/// ([`crate::ws_slots`]).
+pub(crate) fn ws_slot(state: &AppState, principal: &Principal) -> Result<crate::ws_slots::WsSlot, ApiError> {
+    state.ws_slots.take(&principal.name).ok_or_else(|| {
+        ApiError::TooMany(format!(
+            "{} already holds {} open WebSockets (operation streams and log follows); close one first",
+            principal.name,
+            state.ws_slots.cap()
+        ))
+    })
 }
 
 /// A WebSocket upgrade, or the reason the request is not one (answered as a 400 problem).

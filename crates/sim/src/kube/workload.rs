@@ -103,11 +103,16 @@ impl Blockers {
                     (Some(p), _) => Some(format!(
                         "no AWS credentials for the driver's service account {S3_CSI_NAMESPACE}/{S3_CSI_SERVICE_ACCOUNT}: {p}"
                     )),
+                    // The driver lists the bucket with the role's credentials; S3 evaluates
+                    // `s3:ResourceAccount` against the bucket's owner.
                     (None, Some(role))
-                        if !role
-                            .inline_policies
-                            .iter()
-                            .any(|(_, d)| d.to_string().contains(&format!("arn:aws:s3:::{bucket}\""))) =>
+                        if !role.allows_in(
+                            "s3:ListBucket",
+                            &format!("arn:aws:s3:::{bucket}"),
+                            crate::policy::RequestContext::s3_resource_account(
+                                w.buckets.get(bucket).and_then(|b| b.owner.as_deref()).unwrap_or(&w.account),
+                            ),
+                        ) =>
                     {
                         Some(format!("AccessDenied: role {} may not s3:ListBucket on {bucket}", role.name))
                     }
