@@ -86,6 +86,13 @@ impl KubeAccess {
         KubeAccess { token: token.into(), identity: None, namespaces: None }
     }
 
+    /// Whether a read may show an object of `namespace`: lists leave out what the access may not
+    /// use (an unbound token's reads go through the control plane's identity, so this, not the
+    /// cluster's RBAC, confines them to `default`).
+    pub fn sees(&self, namespace: &str) -> bool {
+        self.check_namespace(namespace).is_ok()
+    }
+
     /// Refuses `namespace` when the access does not include it (`namespace: …`).
     pub fn check_namespace(&self, namespace: &str) -> Result<(), String> {
         let Some(allowed) = &self.namespaces else { return Ok(()) };

@@ -167,10 +167,15 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
-/// The cluster's Kubernetes as the caller reaches it (its token's bound identity, if any).
-fn target_as(state: &AppState, principal: &Principal, cluster: &str) -> Result<KubeTarget, ApiError> {
+/// The cluster's Kubernetes as the caller reaches it (its token's bound identity, if any), and
+/// the access that confines what its reads show.
+fn target_as(
+    state: &AppState,
+    principal: &Principal,
+    cluster: &str,
+) -> Result<(KubeTarget, instantstart_core::kube_access::KubeAccess), ApiError> {
     let access = principal.kube_access(cluster, state.unbound_tokens_any_namespace);
-    Ok(ep::kube_target_of(state.store.as_ref(), cluster)?.acting_as(access.identity))
+    Ok((ep::kube_target_of(state.store.as_ref(), cluster)?.acting_as(access.identity.clone()), access))
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
@@ -184,8 +189,9 @@ async fn list(
     paging: PageParams,
 ) -> Result<Paged<EndpointSummary>, ApiError> {
     let request = paging.request("endpoints", 2)?;
-    let target = target_as(&state, &principal, &p.name)?;
-    let endpoints = ep::list_endpoints(state.kube.as_ref(), &target).await?;
+    let (target, access) = target_as(&state, &principal, &p.name)?;
+    let mut endpoints = ep::list_endpoints(state.kube.as_ref(), &target).await?;
+    endpoints.retain(|e| access.sees(&e.namespace));
     paging.in_memory(endpoints, "endpoints", Order::Ascending, |e| vec![e.namespace.clone(), e.name.clone()], &request)
 }
 
@@ -194,8 +200,12 @@ async fn detail(
     Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<EndpointPath>,
 ) -> Result<Json<EndpointDetail>, ApiError> {
-    let target = target_as(&state, &principal, &p.name)?;
-    Ok(Json(ep::endpoint_detail(state.kube.as_ref(), &target, &p.endpoint).await?))
+    let (target, access) = target_as(&state, &principal, &p.name)?;
+    let detail = ep::endpoint_detail(state.kube.as_ref(), &target, &p.endpoint).await?;
+    if !access.sees(&detail.summary.namespace) {
+        return Err(ApiError::NotFound(format!("endpoint {}", p.endpoint)));
+    }
+    Ok(Json(detail))
 }
 
 /// Adds `"workload": {name, namespace}` to a 202 answer.
@@ -217,7 +227,7 @@ async fn deploy(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(params, _): ApiBody<Value>,
 ) -> Result<Response, ApiError> {
-    let target = target_as(&state, &principal, &p.name)?;
+    let (target, _) = target_as(&state, &principal, &p.name)?;
     let request = to_json(&WorkloadRequest::new(&p.name, WorkloadKind::Endpoint, params.clone()))?;
     let request = super::jobs::with_access(&state, request, &principal)?;
     let checks = ep::deploy_preflight(state.kube.as_ref(), &target, &params).await?;
@@ -247,7 +257,7 @@ async fn update(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<EndpointPatch>,
 ) -> Result<Response, ApiError> {
-    let target = target_as(&state, &principal, &p.name)?;
+    let (target, _) = target_as(&state, &principal, &p.name)?;
     let mut up = ep::plan_update(state.kube.as_ref(), &target, &p.name, &p.endpoint, &patch).await?;
     up.request = super::jobs::with_access(&state, up.request, &principal)?;
     if up.plan.is_noop() {
@@ -275,7 +285,7 @@ async fn delete(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let target = target_as(&state, &principal, &p.name)?;
+    let (target, _) = target_as(&state, &principal, &p.name)?;
     let found = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
     let request = to_json(&DeleteWorkloadRequest {
         cluster: p.name,
@@ -331,7 +341,7 @@ async fn chat(
     if !parsed.get("messages").is_some_and(Value::is_array) {
         return Err(ApiError::Validation(ValidationError::invalid("messages", "required: a list of chat messages")));
     }
-    let target = target_as(&state, &principal, &p.name)?;
+    let (target, _) = target_as(&state, &principal, &p.name)?;
     let to = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
     principal
         .kube_access(&p.name, state.unbound_tokens_any_namespace)
@@ -405,8 +415,15 @@ async fn pools(
     paging: PageParams,
 ) -> Result<Paged<PoolSummary>, ApiError> {
     let request = paging.request("pools", 1)?;
-    let target = target_as(&state, &principal, &p.name)?;
-    let pools = ep::list_pools(state.kube.as_ref(), &target).await?;
+    let (target, access) = target_as(&state, &principal, &p.name)?;
+    let mut pools = ep::list_pools(state.kube.as_ref(), &target).await?;
+    // A confined caller sees the pools that have workers in its namespaces, and only those workers.
+    if access.namespaces.is_some() {
+        for pool in &mut pools {
+            pool.workers.retain(|w| access.sees(&w.namespace));
+        }
+        pools.retain(|p| !p.workers.is_empty());
+    }
     paging.in_memory(pools, "pools", Order::Ascending, |p| vec![p.pool.clone()], &request)
 }
 

@@ -109,12 +109,16 @@ async fn objects(
 
 async fn list_downloads(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<ClusterPath>,
     paging: PageParams,
 ) -> Result<Paged<DownloadSummary>, ApiError> {
     let request = paging.request("downloads", 2)?;
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    let downloads = read::list_downloads(state.kube.as_ref(), &target).await?;
+    let access = principal.kube_access(&p.cluster, state.unbound_tokens_any_namespace);
+    let mut downloads = read::list_downloads(state.kube.as_ref(), &target).await?;
+    // The list is read with the control plane's identity: show only the caller's namespaces.
+    downloads.retain(|d| access.sees(&d.namespace));
     paging.in_memory(downloads, "downloads", Order::Ascending, |d| vec![d.namespace.clone(), d.name.clone()], &request)
 }
 

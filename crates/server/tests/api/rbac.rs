@@ -186,6 +186,50 @@ async fn bound_tokens_act_as_their_kubernetes_identity() {
     assert_eq!(audit(&app).len(), impersonated, "the admin token impersonates nobody");
 }
 
+/// A model-download Job as InstantStart labels it, in `namespace`.
+fn download_job(name: &str, namespace: &str) -> Value {
+    json!({ "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": { "name": name, "namespace": namespace,
+            "labels": { "app.kubernetes.io/managed-by": "instantstart", "app.kubernetes.io/component": "model-download" },
+            "annotations": { "instantstart.io/model-id": "Qwen/Qwen3-0.6B" } },
+        "spec": { "template": { "spec": { "restartPolicy": "Never",
+            "containers": [{ "name": "download", "image": "python:3.12-slim" }] } } } })
+}
+
+/// Reads that go through the control plane's identity (downloads, endpoints, pools) show an
+/// unbound token only `default`, as its writes are; the admin token sees every namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbound_tokens_lists_show_only_its_namespace() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    admin_apply(
+        &app,
+        &[namespace("team-b"), download_job("dl-default", "default"), download_job("dl-team-b", "team-b")],
+    )
+    .await;
+    let names = |body: &Value| -> Vec<String> {
+        let mut n: Vec<String> = body
+            .as_array()
+            .unwrap_or_else(|| panic!("{body:#}"))
+            .iter()
+            .map(|d| format!("{}/{}", d["namespace"].as_str().unwrap(), d["name"].as_str().unwrap()))
+            .collect();
+        n.sort();
+        n
+    };
+    let all = app.get("/api/clusters/demo/downloads").await;
+    assert_eq!(names(&all.body), ["default/dl-default", "team-b/dl-team-b"]);
+    let reader = mint(&app, json!({ "name": "reader", "scope": "read" })).await;
+    let r = app.call(as_token(Method::GET, "/api/clusters/demo/downloads", &reader, None)).await;
+    assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
+    assert_eq!(names(&r.body), ["default/dl-default"], "team-b is not the unbound token's to see");
+    // Endpoints and pools are confined the same way (none here: the lists answer, empty).
+    for path in ["/api/clusters/demo/endpoints", "/api/clusters/demo/pools"] {
+        let r = app.call(as_token(Method::GET, path, &reader, None)).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {:#}", r.body);
+    }
+}
+
 /// A server on `dir` (the store and the simulated world persist there), as after a restart.
 fn app_on(dir: &std::path::Path) -> (AppState, axum::Router) {
     let opts = ServerOptions {
