@@ -134,11 +134,14 @@ async fn until(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
+/// Two replicas' handles: on the shared world, and on the store.
+type Handles = (Vec<Arc<dyn WorldStore>>, Vec<Arc<dyn Store>>);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_with_its_own_simulator_is_taken_over_and_everything_is_created_once() {
     let Some(server) = tokio::task::block_in_place(common::pg_server) else { return };
     let url = tokio::task::block_in_place(|| server.create_database());
-    let (worlds, stores): (Vec<Arc<dyn WorldStore>>, Vec<Arc<dyn Store>>) = tokio::task::block_in_place(|| {
+    let (worlds, stores): Handles = tokio::task::block_in_place(|| {
         let worlds =
             (0..2).map(|_| Arc::new(PostgresWorldStore::connect(&url).unwrap()) as Arc<dyn WorldStore>).collect();
         let stores = (0..2)
