@@ -73,6 +73,9 @@ COPY --from=charts /opt/instantstart/charts /opt/instantstart/charts
 USER 10001:10001
 VOLUME ["/var/lib/instantstart"]
 EXPOSE 3099
+# The store is SQLite in the data volume unless INSTANTSTART_STORE_URL names a PostgreSQL
+# database (RDS or Aurora; several replicas then share it): pass it with --env-file, never on a
+# command line. The deployment template builds it from a Secrets Manager secret (docs/store.md).
 ENV INSTANTSTART_DATA_DIR=/var/lib/instantstart \
     INSTANTSTART_LISTEN=0.0.0.0:3099 \
     INSTANTSTART_PROVIDER=aws

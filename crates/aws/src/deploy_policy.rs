@@ -132,6 +132,42 @@ fn the_instance_mounts_the_shared_bucket_where_the_pods_do() {
     assert!(user_data.contains("mount-s3"), "{user_data}");
 }
 
+#[test]
+fn an_rds_store_is_optional_its_secret_the_only_one_readable_and_nothing_comes_in() {
+    let t = template();
+    for p in ["StoreEndpoint", "StoreSecretArn"] {
+        assert_eq!(t["Parameters"][p]["Default"].as_str(), Some(""), "{p} is optional");
+    }
+    assert!(t["Rules"]["StoreEndpointAndSecretGoTogether"]["Assertions"].as_sequence().is_some_and(|a| !a.is_empty()));
+    // Only with the store set: one statement reading exactly that secret.
+    let read = &t["Resources"]["StoreSecretRead"];
+    assert_eq!(read["Condition"].as_str(), Some("UseExternalStore"));
+    assert_eq!(read["Properties"]["RoleName"]["Ref"].as_str(), Some("ControlPlaneRole"));
+    let statements = read["Properties"]["PolicyDocument"]["Statement"].as_sequence().expect("statements");
+    assert_eq!(statements.len(), 1, "{statements:?}");
+    assert_eq!(statements[0]["Action"].as_str(), Some("secretsmanager:GetSecretValue"));
+    assert_eq!(statements[0]["Resource"]["Fn::Sub"].as_str(), Some("${StoreSecretArn}"));
+    // Out to PostgreSQL on private addresses only; still no inbound rule anywhere.
+    let egress = &t["Resources"]["StoreEgress"];
+    assert_eq!(egress["Condition"].as_str(), Some("UseExternalStore"));
+    assert_eq!(egress["Properties"]["FromPort"].as_u64(), Some(5432));
+    assert_eq!(egress["Properties"]["ToPort"].as_u64(), Some(5432));
+    assert_eq!(egress["Properties"]["CidrIp"].as_str(), Some("10.0.0.0/8"));
+    let resources = t["Resources"].as_mapping().expect("resources");
+    assert!(
+        resources.values().all(|r| r["Type"].as_str() != Some("AWS::EC2::SecurityGroupIngress")),
+        "no inbound rule"
+    );
+    // The container gets the URL from a root-only env file, never on a command line.
+    let user_data = t["Resources"]["Instance"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]
+        .as_str()
+        .expect("user data")
+        .to_string();
+    assert!(user_data.contains("install -m 0600 /dev/null /etc/instantstart-store.env"), "{user_data}");
+    assert!(user_data.contains("--env-file /etc/instantstart-store.env"), "{user_data}");
+    assert!(user_data.contains("--secret-id \"${StoreSecretArn}\""), "{user_data}");
+}
+
 /// Every statement of the control-plane policy.
 fn control_plane_statements(t: &serde_norway::Value) -> Vec<serde_norway::Value> {
     let policies = t["Resources"]["ControlPlaneRole"]["Properties"]["Policies"].as_sequence().expect("policies");

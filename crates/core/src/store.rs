@@ -308,6 +308,14 @@ pub trait Store: Send + Sync {
     fn latest_change_seq(&self) -> Result<u64, StoreError> {
         Ok(0)
     }
+    /// A wake-up the store gives (`notify_one`) whenever some replica published a change
+    /// (PostgreSQL: `LISTEN`), so a relay reads the feed at once instead of polling; `None`
+    /// when the store has none (the relay then polls). A wake-up is a hint: the feed, read by
+    /// sequence number, stays the truth, and a relay still reads it now and then in case one
+    /// was lost.
+    fn change_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// Cursor list of [`Store::page_operations`]: key (created at, insertion order).

@@ -4,6 +4,12 @@
 //!   `<data-dir>/token` (mode 0600); `INSTANTSTART_TOKEN` overrides it. A token shorter than
 //!   [`MIN_ADMIN_TOKEN_CHARS`](instantstart_core::credentials::MIN_ADMIN_TOKEN_CHARS) (an empty file included) is refused at start. Only the admin token
 //!   may list, mint and revoke tokens.
+//! - On a store several replicas share ([`Auth::load_or_init_shared`]: PostgreSQL), the admin
+//!   token's SHA-256 is kept in the store (setting [`ADMIN_TOKEN_SETTING`]): the first replica
+//!   to start on an empty store records the hash of its token (`INSTANTSTART_TOKEN`, its token
+//!   file, or one it generates), later replicas accept that token without holding the secret,
+//!   and a replica started with `INSTANTSTART_TOKEN` records that token's hash (rotation: every
+//!   replica accepts only the new token from the next request on; sessions of the old one end).
 //! - Minted tokens: `POST /api/tokens` or `instantstart-server token create`, with scope `read`
 //!   (GET only) or `operate` and an optional expiry. Only their SHA-256 is kept, in the store
 //!   (table `tokens`), read on every request: a revoked or expired token fails at once, on every
@@ -34,7 +40,7 @@ use instantstart_core::credentials::{
 pub use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::kube_access::{KubeAccess, KubeBinding, access_for};
 use instantstart_core::operation::{Actor, AuditEntry, Face};
-use instantstart_core::store::StoreError;
+use instantstart_core::store::{Store, StoreError};
 use instantstart_core::validate::ValidationError;
 use rand::RngCore;
 use schemars::JsonSchema;
@@ -42,6 +48,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Setting key of the admin token's SHA-256 on a shared store (see the module docs).
+pub const ADMIN_TOKEN_SETTING: &str = "admin_token_sha256";
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "is_session";
@@ -177,6 +186,9 @@ fn token_audit(actor: &Actor, action: &str, t: &TokenRecord) -> AuditEntry {
 pub struct Auth {
     admin_sha256: String,
     store: Arc<dyn CredentialStore>,
+    /// On a shared store: where the admin token's hash is read on every request (it may be
+    /// rotated by another replica); `admin_sha256` is then only this replica's start value.
+    shared: Option<Arc<dyn Store>>,
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -271,7 +283,62 @@ impl Auth {
         let admin_sha256 = sha256_hex(&admin);
         store.delete_sessions_of(ADMIN_TOKEN_NAME, Some(&admin_sha256))?;
         import_legacy_tokens(data_dir, store.as_ref())?;
-        Ok((Auth { admin_sha256, store }, created))
+        Ok((Auth { admin_sha256, store, shared: None }, created))
+    }
+
+    /// [`Auth::load_or_init`] on a store other replicas share: the admin token's hash lives in
+    /// the store (see the module docs). With `env_token`, its hash is recorded (replacing any
+    /// other: a rotation); without, a recorded hash is accepted as it is (no secret needed),
+    /// and only on an empty store is the token file read or a token created and recorded. When
+    /// two replicas record a created token at once, the one stored last wins and the other
+    /// forgets its own (its token file is removed).
+    pub fn load_or_init_shared(
+        data_dir: &Path,
+        env_token: Option<String>,
+        store: Arc<dyn instantstart_store::StoreBackend>,
+    ) -> Result<(Auth, Option<String>), AuthError> {
+        let settings: Arc<dyn Store> = store.clone();
+        let recorded = settings.get_setting(ADMIN_TOKEN_SETTING)?;
+        if let (None, Some(hash)) = (&env_token, &recorded) {
+            store.delete_sessions_of(ADMIN_TOKEN_NAME, Some(hash))?;
+            import_legacy_tokens(data_dir, store.as_ref())?;
+            let auth = Auth { admin_sha256: hash.clone(), store, shared: Some(settings) };
+            return Ok((auth, None));
+        }
+        let rotating = env_token.is_some();
+        let (mut auth, mut created) = Self::load_or_init(data_dir, env_token, store)?;
+        if recorded.as_deref() != Some(auth.admin_sha256.as_str()) {
+            settings.set_setting(ADMIN_TOKEN_SETTING, Some(&auth.admin_sha256))?;
+            if rotating && recorded.is_some() {
+                tracing::warn!(
+                    "INSTANTSTART_TOKEN differs from the admin token the store had: it replaces it on every replica"
+                );
+            }
+        }
+        // Another replica may have recorded its own token at the same moment: the store decides.
+        if let Some(stored) = settings.get_setting(ADMIN_TOKEN_SETTING)?
+            && stored != auth.admin_sha256
+            && !rotating
+        {
+            tracing::warn!("another replica recorded the admin token first; this replica uses it");
+            if created.take().is_some() {
+                let _ = std::fs::remove_file(data_dir.join("token"));
+            }
+            auth.admin_sha256 = stored;
+        }
+        auth.shared = Some(settings);
+        Ok((auth, created))
+    }
+
+    /// The admin token's hash now (read from a shared store, which another replica may have
+    /// rotated).
+    fn admin_sha256(&self) -> Result<String, StoreError> {
+        match &self.shared {
+            Some(settings) => {
+                Ok(settings.get_setting(ADMIN_TOKEN_SETTING)?.unwrap_or_else(|| self.admin_sha256.clone()))
+            }
+            None => Ok(self.admin_sha256.clone()),
+        }
     }
 
     /// The store holding tokens and sessions.
@@ -285,7 +352,7 @@ impl Auth {
             return Ok(None);
         }
         let sha256 = sha256_hex(token);
-        if ct_eq(&sha256, &self.admin_sha256) {
+        if ct_eq(&sha256, &self.admin_sha256()?) {
             return Ok(Some(Checked {
                 name: ADMIN_TOKEN_NAME.into(),
                 scope: Scope::Operate,
@@ -353,7 +420,7 @@ impl Auth {
         let now = Utc::now();
         let Some(s) = self.store.find_session(&sha256_hex(cookie), now)? else { return Ok(None) };
         let bindings = if s.token_name == ADMIN_TOKEN_NAME {
-            ct_eq(&s.token_sha256, &self.admin_sha256).then(Vec::new)
+            ct_eq(&s.token_sha256, &self.admin_sha256()?).then(Vec::new)
         } else {
             self.store
                 .find_token(&s.token_sha256)?
@@ -633,5 +700,36 @@ mod tests {
         assert_eq!(auth.verify_token("ist_old_token").unwrap(), Some(("old".into(), Scope::Read)));
         assert!(!dir.path().join("tokens.json").exists());
         assert!(dir.path().join("tokens.json.imported").exists());
+    }
+
+    #[test]
+    fn on_a_shared_store_the_first_replica_records_the_admin_token_and_later_ones_accept_it() {
+        let store = store();
+        let (dir_a, dir_b, dir_c) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, created) = Auth::load_or_init_shared(dir_a.path(), None, store.clone()).unwrap();
+        let token = created.expect("the first replica on an empty store creates the admin token");
+        assert_eq!(store.get_setting(ADMIN_TOKEN_SETTING).unwrap(), Some(sha256_hex(&token)), "its hash is recorded");
+        // A later replica accepts it without the secret (no token file of its own).
+        let (b, created) = Auth::load_or_init_shared(dir_b.path(), None, store.clone()).unwrap();
+        assert!(created.is_none() && !dir_b.path().join("token").exists());
+        assert_eq!(b.verify_token(&token).unwrap(), Some(("admin".into(), Scope::Operate)));
+        let session = a.login(&token).unwrap().unwrap();
+        assert!(b.verify_session(&session.cookie).unwrap().is_some(), "an admin session minted on A works on B");
+        // Rotation: a replica started with INSTANTSTART_TOKEN records the new token's hash; every
+        // replica accepts only the new one from the next request on, and old sessions end.
+        let new = "ist_rotated_admin_token_0123456789";
+        let (c, created) = Auth::load_or_init_shared(dir_c.path(), Some(new.into()), store.clone()).unwrap();
+        assert!(created.is_none());
+        for (name, auth) in [("a", &a), ("b", &b), ("c", &c)] {
+            assert_eq!(auth.verify_token(new).unwrap(), Some(("admin".into(), Scope::Operate)), "{name}");
+            assert_eq!(auth.verify_token(&token).unwrap(), None, "{name}: the old token no longer works");
+            assert!(auth.verify_session(&session.cookie).unwrap().is_none(), "{name}: the old session ended");
+        }
+        // A's own token file (the old secret) does not bring the old token back on a restart.
+        let (a2, created) = Auth::load_or_init_shared(dir_a.path(), None, store).unwrap();
+        assert!(created.is_none());
+        assert_eq!(a2.verify_token(&token).unwrap(), None);
+        assert!(a2.verify_token(new).unwrap().is_some());
     }
 }

@@ -142,11 +142,21 @@ pub struct ReplicaOptions {
     /// the store's change feed and other replicas' changes relayed to this server's live
     /// streams ([`Engine::start_change_relay`]). Off for SQLite, one process's store.
     pub shared_store: bool,
+    /// With `--provider sim`: the PostgreSQL URL of the store, where the simulated world then
+    /// lives too (table `sim_world`), so every replica on the store sees one simulated account
+    /// ([`instantstart_sim::PostgresWorldStore`]). `None`: the world is kept in
+    /// `<data-dir>/sim-world.json`, one process's.
+    pub sim_world_url: Option<String>,
 }
 
 impl Default for ReplicaOptions {
     fn default() -> Self {
-        ReplicaOptions { id: None, lease_ttl: instantstart_core::engine::DEFAULT_LEASE_TTL, shared_store: false }
+        ReplicaOptions {
+            id: None,
+            lease_ttl: instantstart_core::engine::DEFAULT_LEASE_TTL,
+            shared_store: false,
+            sim_world_url: None,
+        }
     }
 }
 
@@ -304,12 +314,16 @@ impl AppState {
             .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
         let replica_id = replica_id(&opts.data_dir, replica.id.as_deref())?;
         let store: Arc<dyn Store> = backend.clone();
-        let (auth, new_admin_token) = Auth::load_or_init(&opts.data_dir, opts.token.clone(), backend)?;
+        let (auth, new_admin_token) = if replica.shared_store {
+            Auth::load_or_init_shared(&opts.data_dir, opts.token.clone(), backend)?
+        } else {
+            Auth::load_or_init(&opts.data_dir, opts.token.clone(), backend)?
+        };
         let mut kube_api_url = None;
         let helm: Arc<dyn HelmReleases>;
         let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
             ProviderKind::Sim => {
-                let sim = open_sim(&opts.data_dir, opts.sim_speed)?;
+                let sim = open_sim(&opts.data_dir, opts.sim_speed, replica.sim_world_url.as_deref())?;
                 if let Some(bucket) = &opts.shared_bucket {
                     // The template's bucket exists before the server starts; so does the sim's.
                     let mut tags = instantstart_core::provider::Tags::new();
@@ -422,9 +436,17 @@ impl AppState {
     }
 }
 
-fn open_sim(data_dir: &Path, speed: f64) -> Result<instantstart_sim::SimCloud, ServerError> {
-    let config =
-        instantstart_sim::SimConfig { speed, state_file: Some(data_dir.join("sim-world.json")), ..Default::default() };
+/// The simulated cloud: in `<data_dir>/sim-world.json`, or shared in the PostgreSQL database
+/// at `shared_url` ([`ReplicaOptions::sim_world_url`]).
+fn open_sim(data_dir: &Path, speed: f64, shared_url: Option<&str>) -> Result<instantstart_sim::SimCloud, ServerError> {
+    let config = match shared_url {
+        Some(url) => {
+            let store = instantstart_sim::PostgresWorldStore::connect(url)
+                .map_err(|e| ServerError::Sim(format!("the shared simulated world: {e}")))?;
+            instantstart_sim::SimConfig::with_speed(speed).world_store(Arc::new(store))
+        }
+        None => instantstart_sim::SimConfig::with_speed(speed).state_file(data_dir.join("sim-world.json")),
+    };
     instantstart_sim::SimCloud::new(config).map_err(|e| ServerError::Sim(e.to_string()))
 }
 

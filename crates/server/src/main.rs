@@ -306,9 +306,19 @@ async fn main() -> anyhow::Result<()> {
         endpoint_url: cli.aws_endpoint_url.clone(),
         role_boundary_arn: cli.role_boundary_arn.clone().filter(|b| !b.is_empty()),
     };
-    let shared_store = matches!(cli.store_url()?, instantstart_store::StoreUrl::Postgres(_));
-    let replica =
-        instantstart_server::ReplicaOptions { id: cli.replica_id.clone(), lease_ttl: cli.lease_ttl, shared_store };
+    let store_url = cli.store_url()?;
+    let shared_store = matches!(store_url, instantstart_store::StoreUrl::Postgres(_));
+    // With the simulated cloud, replicas on one database share one simulated account.
+    let sim_world_url = match store_url {
+        instantstart_store::StoreUrl::Postgres(url) if cli.provider == ProviderKind::Sim => Some(url),
+        _ => None,
+    };
+    let replica = instantstart_server::ReplicaOptions {
+        id: cli.replica_id.clone(),
+        lease_ttl: cli.lease_ttl,
+        shared_store,
+        sim_world_url,
+    };
     let assembled = AppState::assemble_replica(&opts, aws_opts, cli.sim_kube, cli.open_store()?, &replica)
         .context("starting the server")?;
     let state = assembled.state;
@@ -348,6 +358,11 @@ async fn main() -> anyhow::Result<()> {
         ),
         Some(_) => {
             eprintln!("  API token: created now and saved in {} (not printed: not a terminal)\n", token_file.display())
+        }
+        None if shared_store && !token_file.exists() => {
+            eprintln!(
+                "  API token: the admin token recorded in the shared store (INSTANTSTART_TOKEN of the replica that set it)\n"
+            )
         }
         None => eprintln!("  API token: in {} (or INSTANTSTART_TOKEN)\n", token_file.display()),
     }

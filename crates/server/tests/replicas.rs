@@ -4,7 +4,12 @@
 //!   being polled, restarted on the same store and data directory (so as the same replica: it
 //!   takes its own lease back at once), completes with every resource created exactly once;
 //! - two servers on one database: a WebSocket follower on B sees every phase change of an
-//!   operation A drives, as a follower on A does; a browser session minted on A works on B.
+//!   operation A drives, as a follower on A does; a browser session minted on A works on B;
+//! - two servers on one database share one simulated account (each serving the simulated
+//!   clusters' Kubernetes API on its own loopback port): A drives a create pipeline and is
+//!   killed with SIGKILL mid-pipeline; B takes the operation over after the lease TTL and
+//!   completes it; the cluster shows on B's REST, and B's simulator counters (the shared
+//!   world's) show exactly one create per resource.
 
 #[path = "../../store/tests/common/mod.rs"]
 mod common;
@@ -37,10 +42,15 @@ fn free_port() -> u16 {
 }
 
 fn start(dir: &Path, store_url: &str) -> Server {
+    start_with(dir, store_url, "in-process")
+}
+
+/// [`start`] with the simulated clusters' Kubernetes reached as `sim_kube` says.
+fn start_with(dir: &Path, store_url: &str, sim_kube: &str) -> Server {
     let port = free_port();
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_instantstart-server"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--sim-speed", "300", "--sim-kube", "in-process"])
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--sim-speed", "300", "--sim-kube", sim_kube])
         .args(["--lease-ttl", "2s", "--data-dir"])
         .arg(dir)
         .env("INSTANTSTART_STORE_URL", store_url)
@@ -149,7 +159,11 @@ fn the_server_on_postgres_killed_mid_pipeline_completes_it_once_after_a_restart(
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(op["status"], "succeeded", "{op:#}");
-    let stats = get(&server, "/api/sim/stats");
+    assert_created_once(&get(&server, "/api/sim/stats"));
+}
+
+/// The create pipeline's creates each happened exactly once, by the simulator's counters.
+fn assert_created_once(stats: &Value) {
     let expected = [
         ("ec2:CreateVpc", 1),
         ("ec2:CreateSubnet", 6),
@@ -260,4 +274,39 @@ fn a_follower_on_another_server_sees_every_phase_change_and_sessions_work_on_bot
     assert_eq!(status, 204);
     let (status, _, _) = raw_call(a.port, "GET", "/api/session", None, &with_cookie).expect("session on A");
     assert_eq!(status, 401, "logging out on B ends the session on A");
+}
+
+#[test]
+fn replicas_share_one_simulated_account_and_a_survivor_completes_a_killed_replicas_pipeline_once() {
+    let Some(pg) = common::pg_server() else { return };
+    let url = pg.create_database();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start_with(dir_a.path(), &url, "api-server");
+    let b = start_with(dir_b.path(), &url, "api-server");
+    let id = create(&a);
+    let deadline = Instant::now() + WAIT;
+    while phase(&get(&b, &format!("/api/operations/{id}")), "eks_cluster") != "\"polling\"" {
+        assert!(Instant::now() < deadline, "eks_cluster never reached polling");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // B's simulator is the same account: it counts the EKS cluster A created.
+    assert_eq!(get(&b, "/api/sim/stats")["eks:CreateCluster"], 1);
+    drop(a); // kill -9 of the driving replica
+    let deadline = Instant::now() + WAIT;
+    let op = loop {
+        let op = get(&b, &format!("/api/operations/{id}"));
+        if op["status"] != "running" {
+            break op;
+        }
+        assert!(Instant::now() < deadline, "B did not finish the operation: {op}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(op["status"], "succeeded", "{op:#}");
+    let cluster = get(&b, "/api/clusters/demo");
+    assert_eq!(cluster["name"], "demo", "the cluster A created shows on B: {cluster}");
+    assert_created_once(&get(&b, "/api/sim/stats"));
+    // A replica started later on the same database finds the same account.
+    let dir_c = tempfile::tempdir().unwrap();
+    let c = start_with(dir_c.path(), &url, "in-process");
+    assert_created_once(&get(&c, "/api/sim/stats"));
 }

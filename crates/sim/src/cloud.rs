@@ -1,9 +1,23 @@
 //! [`SimCloud`]: configuration, the simulated clock, the pipeline every call goes through
 //! (count → fault injection → act → persist), persistence of the world, and helpers that seed
 //! the world (training plans, quotas, pre-existing VPCs, EKS clusters and buckets).
+//!
+//! # Shared worlds
+//! With [`SimConfig::world_store`] the world lives in a [`WorldStore`] several processes share
+//! (replicas on one PostgreSQL database). Every call of the pipeline (and every seeding helper)
+//! then runs as: lock the stored world → adopt it if its version moved (else keep the cached
+//! copy) → act → write it back when it changed (mutations at once, reads' counters at most every
+//! [`READ_SAVE_INTERVAL`]) → unlock. Other reads of the world refresh the cache without locking.
+//! The simulated clock is one for every replica: the world stores an anchor (simulated time
+//! `sim_now` at store time `saved_at`, and the speed), every replica computes
+//! `sim_now + (store clock − saved_at) × speed` on the store's clock, and a write moves the
+//! anchor forward; so time advances once however many replicas run, and no replica ticks it.
+//! A mutation whose write-back fails is reported as a transient error and dropped from the
+//! cache (the next call reloads the stored world): the stored world never holds half a call.
 
 use crate::faults::{SimFaults, Verdict};
 use crate::world::{World, rkey};
+use crate::world_store::{Snapshot, WorldLock, WorldStore, WorldStoreError};
 use instantstart_core::instance_types::is_cluster_instance_type;
 use instantstart_core::provider::{ProviderError, ProviderErrorKind, Result, TrainingPlan};
 use std::collections::{BTreeMap, HashMap};
@@ -25,11 +39,24 @@ pub struct SimConfig {
     /// Seed of the random generator (ids, fault rolls) of a new world, for deterministic runs;
     /// `None` seeds from the OS. A loaded world continues its persisted generator.
     pub seed: Option<u64>,
+    /// A world shared with other processes (see the module docs, "Shared worlds"); exclusive
+    /// with `state_file`.
+    pub world_store: Option<SharedWorld>,
+}
+
+/// A handle on a [`WorldStore`] in a [`SimConfig`] (equal when it is the same store).
+#[derive(Clone, Debug)]
+pub struct SharedWorld(pub Arc<dyn WorldStore>);
+
+impl PartialEq for SharedWorld {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { speed: 1.0, state_file: None, account: "123456789012".into(), seed: None }
+        SimConfig { speed: 1.0, state_file: None, account: "123456789012".into(), seed: None, world_store: None }
     }
 }
 
@@ -53,6 +80,12 @@ impl SimConfig {
         self.account = account.into();
         self
     }
+
+    /// Keeps the world in `store`, shared with every process using the same store.
+    pub fn world_store(mut self, store: Arc<dyn WorldStore>) -> Self {
+        self.world_store = Some(SharedWorld(store));
+        self
+    }
 }
 
 /// Errors of the simulator itself (not of simulated API calls, which are `ProviderError`s).
@@ -70,6 +103,9 @@ pub enum SimError {
     UnsupportedFormat { path: PathBuf, found: u32, expected: u32 },
     #[error("cannot encode simulator state: {0}")]
     Encode(serde_json::Error),
+    /// The shared world's store failed.
+    #[error(transparent)]
+    Store(#[from] WorldStoreError),
     /// A seeding helper was given something the simulated cloud rejects.
     #[error(transparent)]
     Rejected(#[from] ProviderError),
@@ -87,6 +123,7 @@ impl std::fmt::Debug for SimCloud {
         f.debug_struct("SimCloud")
             .field("speed", &self.speed())
             .field("state_file", &self.inner.state_file)
+            .field("world_store", &self.inner.shared)
             .finish_non_exhaustive()
     }
 }
@@ -94,12 +131,15 @@ impl std::fmt::Debug for SimCloud {
 /// One simulated world. Every [`SimCloud`] of the same state file in a process shares it.
 struct Inner {
     state_file: Option<PathBuf>,
+    /// Where a shared world lives (then `state_file` is `None`).
+    shared: Option<Arc<dyn WorldStore>>,
     state: Mutex<State>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        // A shared world's unsaved read counters are dropped (a write needs the store's lock).
         if st.dirty
             && let Err(e) = st.save(self.state_file.as_deref())
         {
@@ -135,6 +175,11 @@ pub(crate) struct State {
     /// Changed since the last save (only counters or the clock: mutations save at once).
     dirty: bool,
     last_save: Option<Instant>,
+    /// Shared world: the stored version the cached `world` was loaded from or written as (0:
+    /// none; the next call loads the stored world whole).
+    version: u64,
+    /// Shared world: the store's clock at `clock.base`.
+    store_base: chrono::DateTime<chrono::Utc>,
 }
 
 /// Reads are saved at most this often (their only change is a counter).
@@ -152,6 +197,39 @@ impl State {
         self.world.settle(now);
         crate::kube::inject_process_faults(&mut self.world, &mut self.faults, now);
         crate::kube::karpenter::reconcile(&mut self.world, now);
+    }
+
+    /// Restarts the clock from now at `speed` (simulated time so far is kept).
+    fn rebase(&mut self, speed: f64) {
+        let now = self.now();
+        self.store_base += chrono::Duration::from_std(self.clock.base.elapsed()).unwrap_or_default();
+        self.clock = Clock { base: Instant::now(), base_sim: now, speed };
+    }
+
+    /// Shared world: takes the stored world when `snap` carries it, and re-anchors the clock
+    /// on the store's clock (see the module docs); time never goes back in this process.
+    fn adopt(&mut self, snap: Snapshot) -> Result<(), SimError> {
+        if let Some(body) = snap.body {
+            self.world = decode(&body, Path::new("sim_world (shared)"))?;
+            self.version = snap.version;
+            self.dirty = false;
+        }
+        let speed = self.world.speed.unwrap_or(self.clock.speed);
+        let since = (snap.now - self.world.saved_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
+        let derived = self.world.sim_now + since * speed;
+        let base_sim = derived.max(self.clock.now());
+        self.clock = Clock { base: Instant::now(), base_sim, speed };
+        self.store_base = snap.now;
+        Ok(())
+    }
+
+    /// Shared world: the world encoded with its clock anchor.
+    fn encode_shared(&mut self) -> Result<Vec<u8>, SimError> {
+        self.world.sim_now = self.now();
+        self.world.saved_at =
+            self.store_base + chrono::Duration::from_std(self.clock.base.elapsed()).unwrap_or_default();
+        self.world.speed = Some(self.clock.speed);
+        serde_json::to_vec(&self.world).map_err(SimError::Encode)
     }
 
     fn save(&mut self, path: Option<&Path>) -> Result<(), SimError> {
@@ -190,6 +268,12 @@ impl SimCloud {
         }
         if config.account.len() != 12 || !config.account.chars().all(|c| c.is_ascii_digit()) {
             return Err(SimError::InvalidConfig(format!("account must be 12 digits, got {:?}", config.account)));
+        }
+        if let Some(SharedWorld(store)) = config.world_store.clone() {
+            if config.state_file.is_some() {
+                return Err(SimError::InvalidConfig("a world has a state file or a world store, not both".into()));
+            }
+            return Self::create_shared(config, store);
         }
         let Some(path) = &config.state_file else {
             return Self::create(config, None);
@@ -242,11 +326,56 @@ impl SimCloud {
             clock: Clock { base: Instant::now(), base_sim, speed: config.speed },
             dirty: false,
             last_save: None,
+            version: 0,
+            store_base: chrono::Utc::now(),
         };
         if fresh {
             state.save(state_file.as_deref())?;
         }
-        Ok(SimCloud { inner: Arc::new(Inner { state_file, state: Mutex::new(state) }) })
+        Ok(SimCloud { inner: Arc::new(Inner { state_file, shared: None, state: Mutex::new(state) }) })
+    }
+
+    /// Attaches to the world in `store`, creating it (under the store's lock, so once) when
+    /// the store holds none. A replica started with another speed sets the shared speed.
+    fn create_shared(config: SimConfig, store: Arc<dyn WorldStore>) -> Result<Self, SimError> {
+        let mut state = State {
+            world: World::new(config.account.clone(), config.seed.unwrap_or_else(rand::random)),
+            faults: SimFaults::default(),
+            clock: Clock { base: Instant::now(), base_sim: 0.0, speed: config.speed },
+            dirty: false,
+            last_save: None,
+            version: 0,
+            store_base: chrono::Utc::now(),
+        };
+        let (snap, lock) = store.lock(0)?;
+        let fresh = snap.version == 0;
+        if fresh {
+            state.world.saved_at = snap.now;
+            state.world.speed = Some(config.speed);
+        } else if let Some(stored) = snap.body.as_deref().map(|b| decode(b, Path::new("sim_world (shared)"))) {
+            state.world = stored?;
+            state.version = snap.version;
+        }
+        state.adopt(Snapshot { body: None, ..snap })?;
+        if !fresh && state.world.account != config.account {
+            tracing::warn!(
+                stored = %state.world.account,
+                configured = %config.account,
+                "simulator: the shared world belongs to another account; continuing with the stored one"
+            );
+        }
+        let speed_changed = state.world.speed != Some(config.speed);
+        if speed_changed && !fresh {
+            tracing::warn!(
+                stored = ?state.world.speed,
+                configured = config.speed,
+                "simulator: the shared world ran at another speed; every replica now runs at the configured one"
+            );
+            state.rebase(config.speed);
+        }
+        let body = if fresh || speed_changed { Some(state.encode_shared()?) } else { None };
+        state.version = lock.commit(body)?;
+        Ok(SimCloud { inner: Arc::new(Inner { state_file: None, shared: Some(store), state: Mutex::new(state) }) })
     }
 
     /// An in-memory world running at `speed`.
@@ -265,10 +394,10 @@ impl SimCloud {
         if !(speed.is_finite() && speed > 0.0) {
             return Err(SimError::InvalidConfig(format!("speed must be a positive number, got {speed}")));
         }
-        let mut st = self.lock();
-        let now = st.now();
-        st.clock = Clock { base: Instant::now(), base_sim: now, speed };
-        Ok(())
+        let mut st = self.lock_local();
+        let lock = self.begin(&mut st)?;
+        st.rebase(speed);
+        self.persist(&mut st, true, lock)
     }
 
     /// Where the world is persisted, if anywhere.
@@ -281,8 +410,34 @@ impl SimCloud {
         self.lock().world.account.clone()
     }
 
+    /// The world, refreshed first from a shared world's store when it changed there (a store
+    /// failure is logged and the cached world used).
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        let mut st = self.lock_local();
+        if let Some(store) = &self.inner.shared {
+            let known = st.version;
+            if let Err(e) = store.peek(known).map_err(SimError::from).and_then(|snap| st.adopt(snap)) {
+                tracing::warn!(error = %e, "simulator: refreshing the shared world failed; using the cached one");
+            }
+        }
+        st
+    }
+
+    /// The world as this process has it (no refresh).
+    fn lock_local(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Shared world: locks the stored world and adopts it (see the module docs); `None` for
+    /// a world of this process.
+    fn begin(&self, st: &mut State) -> Result<Option<Box<dyn WorldLock>>, SimError> {
+        let Some(store) = &self.inner.shared else { return Ok(None) };
+        let (snap, lock) = store.lock(st.version)?;
+        if let Err(e) = st.adopt(snap) {
+            st.version = 0;
+            return Err(e);
+        }
+        Ok(Some(lock))
     }
 
     /// Seconds of simulated time since the world was created.
@@ -299,18 +454,34 @@ impl SimCloud {
     /// Moves simulated time forward by `by` at once (on top of the running clock). Tests use it
     /// to reach a state deterministically.
     pub fn advance(&self, by: Duration) {
-        let mut st = self.lock();
+        let mut st = self.lock_local();
+        let lock = match self.begin(&mut st) {
+            Ok(lock) => lock,
+            Err(e) => {
+                tracing::error!(error = %e, "simulator: advancing the shared clock failed");
+                return;
+            }
+        };
         st.clock.base_sim += by.as_secs_f64();
         st.dirty = true;
+        if let Err(e) = self.persist(&mut st, lock.is_some(), lock) {
+            tracing::error!(error = %e, "simulator: advancing the shared clock failed");
+        }
     }
 
     /// Replaces the injected faults (not persisted: a restarted simulator has none).
     pub fn set_faults(&self, faults: SimFaults) {
-        let mut st = self.lock();
+        let mut st = self.lock_local();
+        let lock = self.begin(&mut st).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "simulator: locking the shared world failed; faults set on the cached one");
+            None
+        });
         st.faults = faults;
         let now = st.now();
         st.advance_world(now);
-        self.persist(&mut st, true);
+        if let Err(e) = self.persist(&mut st, true, lock) {
+            tracing::error!(error = %e, "simulator: saving the world failed");
+        }
     }
 
     /// The faults currently injected (one-shot modes disappear once used).
@@ -350,18 +521,30 @@ impl SimCloud {
     }
 
     pub fn reset_stats(&self) {
-        let mut st = self.lock();
+        let mut st = self.lock_local();
+        let lock = self.begin(&mut st).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "simulator: locking the shared world failed; counters reset in the cache only");
+            None
+        });
         st.world.counters.clear();
         st.world.injected.clear();
         st.dirty = true;
-        self.persist(&mut st, true);
+        if let Err(e) = self.persist(&mut st, true, lock) {
+            tracing::error!(error = %e, "simulator: saving the world failed");
+        }
     }
 
     /// Saves the world now (normally done after every mutation, and for reads at most once a
     /// second and on drop).
     pub fn flush(&self) -> Result<(), SimError> {
-        let mut st = self.lock();
-        st.save(self.inner.state_file.as_deref())
+        let mut st = self.lock_local();
+        match self.begin(&mut st)? {
+            Some(lock) => {
+                st.dirty = true;
+                self.persist(&mut st, true, Some(lock))
+            }
+            None => st.save(self.inner.state_file.as_deref()),
+        }
     }
 
     /// Sets the HyperPod "for cluster usage" quota of `instance_type` in `region`, as a quota
@@ -435,12 +618,21 @@ impl SimCloud {
 
     /// Runs `f` on the world outside the API pipeline (no counter, no fault) and saves.
     pub(crate) fn admin<T>(&self, f: impl FnOnce(&mut World, f64) -> Result<T, SimError>) -> Result<T, SimError> {
-        let mut st = self.lock();
+        let mut st = self.lock_local();
+        let lock = self.begin(&mut st)?;
         let now = st.now();
         st.world.settle(now);
-        let out = f(&mut st.world, now)?;
-        st.save(self.inner.state_file.as_deref())?;
-        Ok(out)
+        let out = f(&mut st.world, now);
+        if out.is_err() {
+            // A refusal changed nothing worth keeping; release the shared world as it is.
+            self.persist(&mut st, false, lock)?;
+            return out;
+        }
+        match lock {
+            Some(lock) => self.persist(&mut st, true, Some(lock))?,
+            None => st.save(self.inner.state_file.as_deref())?,
+        }
+        out
     }
 
     /// Runs a read-only call of `api` through the pipeline.
@@ -461,7 +653,8 @@ impl SimCloud {
 
     /// The pipeline: settle deletions, count the call, inject faults, act, persist.
     fn call<T>(&self, api: &str, mutation: bool, f: impl FnOnce(&mut World, &Cx) -> Result<T>) -> Result<T> {
-        let mut st = self.lock();
+        let mut st = self.lock_local();
+        let lock = self.begin(&mut st).map_err(|e| unavailable(api, &e))?;
         let now = st.now();
         st.advance_world(now);
         let verdict = {
@@ -473,7 +666,9 @@ impl SimCloud {
         }
         let (resource_fails, lose_response) = match verdict {
             Verdict::Reject(kind, message) => {
-                self.persist(&mut st, false);
+                if let Err(e) = self.persist(&mut st, false, lock) {
+                    tracing::warn!(error = %e, "simulator: saving the world failed");
+                }
                 return Err(ProviderError::new(api, kind, message));
             }
             Verdict::LoseResponse => (None, true),
@@ -484,7 +679,14 @@ impl SimCloud {
         st.world.count(api);
         let cx = Cx { now, resource_fails };
         let result = f(&mut st.world, &cx);
-        self.persist(&mut st, mutation && result.is_ok());
+        let wrote = mutation && result.is_ok();
+        if let Err(e) = self.persist(&mut st, wrote, lock) {
+            if wrote {
+                // Not stored, so not done: the cache was dropped (`persist`), as was the call.
+                return Err(unavailable(api, &e));
+            }
+            tracing::warn!(error = %e, "simulator: saving the world failed");
+        }
         match result {
             Ok(_) if lose_response => Err(ProviderError::new(
                 api,
@@ -496,24 +698,62 @@ impl SimCloud {
     }
 
     /// Saves now after a mutation; after a read only marks the world dirty and saves at most
-    /// every [`READ_SAVE_INTERVAL`].
-    fn persist(&self, st: &mut State, mutation: bool) {
+    /// every [`READ_SAVE_INTERVAL`]. A shared world is written back (when due) and its `lock`
+    /// released; when that fails the cache is dropped (the next call reloads the stored world)
+    /// and the error returned. A state file that cannot be written is logged: the world lives
+    /// on in memory.
+    fn persist(&self, st: &mut State, mutation: bool, lock: Option<Box<dyn WorldLock>>) -> Result<(), SimError> {
+        if let Some(lock) = lock {
+            st.dirty = true;
+            let due = mutation || st.last_save.is_none_or(|t| t.elapsed() >= READ_SAVE_INTERVAL);
+            let body = if due { Some(st.encode_shared()?) } else { None };
+            return match lock.commit(body) {
+                Ok(version) => {
+                    st.version = version;
+                    if due {
+                        st.dirty = false;
+                        st.last_save = Some(Instant::now());
+                    }
+                    Ok(())
+                }
+                Err(e) => {
+                    st.version = 0;
+                    Err(e.into())
+                }
+            };
+        }
         let path = self.inner.state_file.as_deref();
         if path.is_none() {
-            return;
+            return Ok(());
         }
         st.dirty = true;
         let due = mutation || st.last_save.is_none_or(|t| t.elapsed() >= READ_SAVE_INTERVAL);
         if due && let Err(e) = st.save(path) {
             tracing::error!(error = %e, "simulator: saving the world failed; it lives on in memory");
         }
+        Ok(())
     }
+}
+
+/// The transient error of a call the shared world's store could not serve (nothing happened).
+fn unavailable(api: &str, e: &SimError) -> ProviderError {
+    ProviderError::new(
+        api,
+        ProviderErrorKind::Transient,
+        format!("ServiceUnavailable: simulated world unavailable: {e}"),
+    )
 }
 
 fn load(path: &Path) -> Result<World, SimError> {
     let bytes = std::fs::read(path).map_err(|source| SimError::Read { path: path.to_path_buf(), source })?;
+    decode(&bytes, path)
+}
+
+/// Decodes a world saved by [`State::save`] or [`State::encode_shared`]; `path` names it in
+/// errors.
+fn decode(bytes: &[u8], path: &Path) -> Result<World, SimError> {
     let probe: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|source| SimError::Corrupt { path: path.to_path_buf(), source })?;
+        serde_json::from_slice(bytes).map_err(|source| SimError::Corrupt { path: path.to_path_buf(), source })?;
     let found = probe.get("format").and_then(serde_json::Value::as_u64).unwrap_or(0) as u32;
     if found != crate::world::FORMAT_VERSION {
         return Err(SimError::UnsupportedFormat {

@@ -19,7 +19,10 @@
 //! Time keeps running while the process is down, as it does in AWS. Within one process, every
 //! [`SimCloud`] created for the same state file shares one live world (a "restarted" control
 //! plane finds the account as the calls of its predecessor left it, in-flight ones included);
-//! two processes must not share a state file.
+//! two processes must not share a state file. Separate processes share a world through a
+//! [`WorldStore`] ([`SimConfig::world_store`]: [`PostgresWorldStore`] for replicas on one
+//! database, [`MemoryWorldStore`] in tests): every call locks the stored world, and the clock
+//! is one for all (see [`cloud`], "Shared worlds").
 //!
 //! # Faults and counters
 //! [`SimFaults`] injects throttling, transient 5xx errors and per-API failure modes
@@ -41,6 +44,7 @@
 //! - [`timings`]: the simulated durations.
 //! - `catalog`: regions, Availability Zones, instance type offerings, quotas, add-on versions.
 //! - `world`: the persisted state and resource lifecycles.
+//! - [`world_store`]: where a world shared by several processes lives.
 //! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations; `software_update`:
 //!   HyperPod's platform software updates (releases, rolling batches, refusals).
 //! - `mlflow`: SageMaker managed MLflow tracking servers; runs and metrics derived from the
@@ -65,11 +69,12 @@ mod policy;
 mod software_update;
 pub mod timings;
 mod world;
+pub mod world_store;
 
 #[cfg(test)]
 mod tests;
 
-pub use cloud::{SimCloud, SimConfig, SimError};
+pub use cloud::{SharedWorld, SimCloud, SimConfig, SimError};
 pub use faults::{FaultMode, ProcessFault, SimFaults};
 pub use iam::RolePolicies;
 pub use kube::apiserver as kube_apiserver;
@@ -77,3 +82,4 @@ pub use kube::apiserver::KubeApiServer;
 pub use kube::{DURATION_ANNOTATION, DURATION_ENV, KubeAuditEvent};
 pub use kube::{LOG_RATE_ANNOTATION, LOG_RATE_ENV, MAX_LOG_RATE, parse_rate_line, rate_line};
 pub use kube::{PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line};
+pub use world_store::{MemoryWorldStore, PostgresWorldStore, WorldStore, WorldStoreError};

@@ -25,8 +25,12 @@ pub(crate) struct World {
     pub epoch: DateTime<Utc>,
     /// Simulated time at the last save.
     pub sim_now: f64,
-    /// Wall-clock time of the last save.
+    /// Wall-clock time of the last save (for a shared world: the store's clock).
     pub saved_at: DateTime<Utc>,
+    /// Simulated seconds per wall-clock second of a shared world (every replica runs at it);
+    /// `None` in a world of one process, whose speed is its configuration's.
+    #[serde(default)]
+    pub speed: Option<f64>,
     /// State of the SplitMix64 generator (ids and fault rolls).
     pub rng: u64,
     /// Calls that reached the service, by API name.
@@ -93,6 +97,7 @@ impl World {
             epoch: now,
             sim_now: 0.0,
             saved_at: now,
+            speed: None,
             rng: seed,
             counters: BTreeMap::new(),
             injected: BTreeMap::new(),

@@ -21,8 +21,12 @@
 //!   `TRUNCATE`).
 //! - Calls never run the blocking client on the caller's thread (it would panic inside tokio):
 //!   they run on the store's own connection threads (`pool`).
+//! - Every published change is also `NOTIFY`'d at commit; [`Store::change_signal`] wakes on
+//!   it (`LISTEN` on a connection of its own, `listen`), so other replicas relay a change at
+//!   once rather than on their next poll.
 
 mod credentials;
+mod listen;
 mod pool;
 mod schema;
 
@@ -61,6 +65,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct PostgresStore {
     pool: Pool,
+    /// Connects the change feed's listener (`listen`), started on first use.
+    config: Config,
+    listener: std::sync::OnceLock<listen::Listener>,
 }
 
 /// A boxed `Send` parameter list (closures shipped to the pool own their arguments).
@@ -80,7 +87,11 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("instantstart");
         }
-        let store = PostgresStore { pool: Pool::start(config, POOL_SIZE)? };
+        let store = PostgresStore {
+            pool: Pool::start(config.clone(), POOL_SIZE)?,
+            config,
+            listener: std::sync::OnceLock::new(),
+        };
         store.pool.call(|client| schema::migrate(client).map_err(|e| with_context("migrate", e)))?;
         Ok(store)
     }
@@ -912,6 +923,10 @@ impl Store for PostgresStore {
             tx.execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, &seq.to_string()]).ctx("notify")?;
             u64_from_sql("operation_changes.seq", seq)
         })
+    }
+
+    fn change_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        Some(self.listener.get_or_init(|| listen::Listener::start(self.config.clone())).signal.clone())
     }
 
     fn changes_since(&self, after: u64, limit: u32) -> Result<Vec<OperationChange>, StoreError> {

@@ -1370,3 +1370,27 @@ fn the_database_survives_sigkill_at_any_point() {
     // At most the last operation of the last round is still running.
     assert!(store.running_operations().unwrap().len() <= 1);
 }
+
+#[test]
+fn postgres_wakes_another_handles_change_signal_on_every_published_change() {
+    let Some(server) = pg_server() else { return };
+    let url = server.create_database();
+    let (a, b) = (PostgresStore::connect(&url).unwrap(), PostgresStore::connect(&url).unwrap());
+    let signal = b.change_signal().expect("PostgreSQL signals changes");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let op = insert_new(&a, new_op("cluster/listen", None, json!({})));
+    let operation = a.get_operation(&op.id).unwrap().unwrap();
+    for round in 0..3 {
+        // The listener may still be connecting: publish until the first wake-up arrives.
+        let woke = rt.block_on(async {
+            for _ in 0..50 {
+                a.publish_change("replica-a", &operation).unwrap();
+                if tokio::time::timeout(StdDuration::from_millis(200), signal.notified()).await.is_ok() {
+                    return true;
+                }
+            }
+            false
+        });
+        assert!(woke, "round {round}: B's signal woke on A's change");
+    }
+}

@@ -450,8 +450,11 @@ impl Engine {
 
     /// Live streams across replicas sharing a store: from now on every change this engine
     /// makes is also published to the store's change feed ([`Store::publish_change`]), and a
-    /// relay task reads the feed by sequence number (every [`RELAY_PERIOD`]) and re-emits the
-    /// changes other replicas made to this engine's [`Engine::subscribe`]rs, in feed order.
+    /// relay task reads the feed by sequence number and re-emits the changes other replicas
+    /// made to this engine's [`Engine::subscribe`]rs, in feed order. It reads when the store
+    /// signals a change ([`Store::change_signal`], PostgreSQL's `LISTEN`) and at least every
+    /// [`RELAY_SAFETY_PERIOD`] (a lost notification delays a change, never loses it); a store
+    /// without a signal is read every [`RELAY_PERIOD`].
     /// The relay resumes from the last sequence number it read after a store error, so a
     /// follower misses nothing (unless the relay falls more than
     /// [`crate::store::CHANGE_FEED_KEEP`] changes behind). Every change carries the whole
@@ -465,9 +468,18 @@ impl Engine {
         let mut cursor = self.inner.store.latest_change_seq()?;
         self.inner.publishing.store(true, std::sync::atomic::Ordering::SeqCst);
         let inner = self.inner.clone();
+        let signal = self.inner.store.change_signal();
         *relay = Some(tokio::spawn(async move {
             loop {
-                tokio::time::sleep(RELAY_PERIOD).await;
+                match &signal {
+                    Some(signal) => {
+                        tokio::select! {
+                            _ = signal.notified() => {}
+                            _ = tokio::time::sleep(RELAY_SAFETY_PERIOD) => {}
+                        }
+                    }
+                    None => tokio::time::sleep(RELAY_PERIOD).await,
+                }
                 loop {
                     let changes = match inner.store.changes_since(cursor, 512) {
                         Ok(c) => c,
@@ -930,8 +942,12 @@ async fn keep_lease(inner: &Inner, g: &LeaseGuard) -> StoreError {
     }
 }
 
-/// How often [`Engine::start_change_relay`] reads the store's change feed.
+/// How often [`Engine::start_change_relay`] reads the change feed of a store that gives no
+/// change signal.
 pub const RELAY_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+/// How often [`Engine::start_change_relay`] reads the change feed of a store that signals
+/// changes, in case a signal was lost.
+pub const RELAY_SAFETY_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
     if inner.publishing.load(std::sync::atomic::Ordering::SeqCst)
