@@ -13,6 +13,7 @@
 //! - [`identity`] — STS caller identity.
 //! - [`mlflow`] — SageMaker managed MLflow tracking servers, and their runs and metric
 //!   histories over the SigV4-signed MLflow REST API.
+//! - [`governance`] — HyperPod task governance: cluster scheduler configs and compute quotas.
 //!
 //! All clients come from one [`aws_config::SdkConfig`] (standard credential chain, optional
 //! profile, optional endpoint override for testing against a local fake such as moto).
@@ -35,6 +36,7 @@
 pub mod actions;
 pub mod eks;
 pub mod error;
+pub mod governance;
 pub mod hyperpod;
 pub mod iam;
 pub mod identity;

@@ -7,7 +7,7 @@
 //!   call is one row (and, if the canned world does not answer it yet, one arm in
 //!   [`respond`]).
 //! - [`METHODS`] is the hand-kept list of trait methods; a test scans
-//!   `crates/core/src/provider/{aws,mlflow}.rs` for the traits' `async fn`s and compares, another
+//!   `crates/core/src/provider/{aws,mlflow,governance}.rs` for the traits' `async fn`s and compares, another
 //!   fails when a method has no case (or no reason in [`UNMODELLED`]).
 //! - [`VALIDATOR_CASES`] are deliberately wrong requests: each must fail with its path.
 //!
@@ -59,7 +59,7 @@ pub struct Case {
     pub expect: &'static [&'static str],
 }
 
-/// Every method of the AWS-side traits (crates/core/src/provider/aws.rs and mlflow.rs).
+/// Every method of the AWS-side traits (crates/core/src/provider/aws.rs, mlflow.rs and governance.rs).
 pub const METHODS: &[&str] = &[
     "IdentityApi::caller_identity",
     "QuotaApi::availability_zones",
@@ -120,6 +120,14 @@ pub const METHODS: &[&str] = &[
     "MlflowTracking::delete_tracking_server",
     "MlflowTracking::search_runs",
     "MlflowTracking::metric_history",
+    "TaskGovernanceApi::list_scheduler_configs",
+    "TaskGovernanceApi::create_scheduler_config",
+    "TaskGovernanceApi::update_scheduler_config",
+    "TaskGovernanceApi::delete_scheduler_config",
+    "TaskGovernanceApi::list_compute_quotas",
+    "TaskGovernanceApi::create_compute_quota",
+    "TaskGovernanceApi::update_compute_quota",
+    "TaskGovernanceApi::delete_compute_quota",
 ];
 
 /// Trait methods whose requests no botocore model describes, and why.
@@ -1345,7 +1353,131 @@ pub const CASES: &[Case] = &[
         run: run!(|p| p.delete_tracking_server("us-east-1", "team").await.unwrap()),
         expect: &["sagemaker:DeleteMlflowTrackingServer"],
     },
+    // ------------------------------------------------------------ task governance
+    Case {
+        method: "TaskGovernanceApi::list_scheduler_configs",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| {
+            let all = p.list_scheduler_configs("us-east-1", HP_ARN).await.unwrap();
+            assert_eq!(all.len(), 1);
+            assert_eq!(all[0].policy, governance_policy());
+            assert!(is_owned(&all[0].tags, "demo"));
+        }),
+        expect: &[
+            "sagemaker:ListClusterSchedulerConfigs",
+            "sagemaker:DescribeClusterSchedulerConfig",
+            "sagemaker:ListTags",
+        ],
+    },
+    Case {
+        method: "TaskGovernanceApi::create_scheduler_config",
+        variant: "",
+        world: World::Fresh,
+        run: run!(|p| {
+            let sc = p
+                .create_scheduler_config("us-east-1", "demo-policy", HP_ARN, &governance_policy(), &tags())
+                .await
+                .unwrap();
+            assert_eq!(sc.id, SCHEDULER_ID);
+        }),
+        expect: &["sagemaker:CreateClusterSchedulerConfig"],
+    },
+    Case {
+        method: "TaskGovernanceApi::update_scheduler_config",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| assert_eq!(
+            p.update_scheduler_config("us-east-1", SCHEDULER_ID, 1, &governance_policy()).await.unwrap(),
+            2
+        )),
+        expect: &["sagemaker:UpdateClusterSchedulerConfig"],
+    },
+    Case {
+        method: "TaskGovernanceApi::delete_scheduler_config",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| p.delete_scheduler_config("us-east-1", SCHEDULER_ID).await.unwrap()),
+        expect: &["sagemaker:DeleteClusterSchedulerConfig"],
+    },
+    Case {
+        method: "TaskGovernanceApi::list_compute_quotas",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| {
+            let all = p.list_compute_quotas("us-east-1", HP_ARN).await.unwrap();
+            assert_eq!(all.len(), 1);
+            assert_eq!(all[0].config, governance_quota(Some(2), None));
+        }),
+        expect: &["sagemaker:ListComputeQuotas", "sagemaker:DescribeComputeQuota", "sagemaker:ListTags"],
+    },
+    Case {
+        method: "TaskGovernanceApi::create_compute_quota",
+        variant: "instances",
+        world: World::Fresh,
+        run: run!(|p| {
+            let q = p
+                .create_compute_quota("us-east-1", "demo-research", HP_ARN, &governance_quota(Some(2), None), &tags())
+                .await
+                .unwrap();
+            assert_eq!(q.id, QUOTA_ID);
+        }),
+        expect: &["sagemaker:CreateComputeQuota"],
+    },
+    Case {
+        method: "TaskGovernanceApi::create_compute_quota",
+        variant: "accelerators",
+        world: World::Fresh,
+        run: run!(|p| {
+            p.create_compute_quota("us-east-1", "demo-research", HP_ARN, &governance_quota(None, Some(8)), &tags())
+                .await
+                .unwrap();
+        }),
+        expect: &["sagemaker:CreateComputeQuota"],
+    },
+    Case {
+        method: "TaskGovernanceApi::update_compute_quota",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| assert_eq!(
+            p.update_compute_quota("us-east-1", QUOTA_ID, 1, &governance_quota(Some(1), None)).await.unwrap(),
+            2
+        )),
+        expect: &["sagemaker:UpdateComputeQuota"],
+    },
+    Case {
+        method: "TaskGovernanceApi::delete_compute_quota",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| p.delete_compute_quota("us-east-1", QUOTA_ID).await.unwrap()),
+        expect: &["sagemaker:DeleteComputeQuota"],
+    },
 ];
+
+const SCHEDULER_ID: &str = "abc123def456";
+const QUOTA_ID: &str = "fed654cba321";
+
+fn governance_policy() -> SchedulerPolicy {
+    SchedulerPolicy {
+        priority_classes: vec![
+            PriorityClass { name: "inference".into(), weight: 100 },
+            PriorityClass { name: "training".into(), weight: 50 },
+        ],
+        fair_share: true,
+    }
+}
+
+fn governance_quota(count: Option<u32>, accelerators: Option<u32>) -> QuotaConfig {
+    QuotaConfig {
+        team: "research".into(),
+        resources: vec![QuotaResource { instance_type: "ml.p5.48xlarge".into(), count, accelerators }],
+        strategy: SharingStrategy::LendAndBorrow,
+        borrow_limit: Some(100),
+        preempt_team_tasks: PreemptTeamTasks::LowerPriority,
+        fair_share_weight: 10,
+        enabled: true,
+    }
+}
 
 // ---------------------------------------------------------------- the canned account
 
@@ -1820,6 +1952,39 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
             "TrackingServerArn": MLFLOW_ARN, "TrackingServerStatus": "Created" }] }))
         }
         "sagemaker:DescribeMlflowTrackingServer" => Canned::json(tracking("team")),
+        "sagemaker:ListClusterSchedulerConfigs" => Canned::json(json!({ "ClusterSchedulerConfigSummaries": [{
+            "ClusterSchedulerConfigArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster-scheduler-config/{SCHEDULER_ID}"),
+            "ClusterSchedulerConfigId": SCHEDULER_ID, "ClusterSchedulerConfigVersion": 1, "Name": "demo-policy",
+            "CreationTime": 1_700_000_000.0, "Status": "Created", "ClusterArn": HP_ARN }] })),
+        "sagemaker:DescribeClusterSchedulerConfig" => Canned::json(json!({
+            "ClusterSchedulerConfigArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster-scheduler-config/{SCHEDULER_ID}"),
+            "ClusterSchedulerConfigId": SCHEDULER_ID, "Name": "demo-policy", "ClusterSchedulerConfigVersion": 1,
+            "Status": "Created", "CreationTime": 1_700_000_000.0, "ClusterArn": HP_ARN,
+            "SchedulerConfig": { "PriorityClasses": [{ "Name": "inference", "Weight": 100 }, { "Name": "training", "Weight": 50 }],
+                "FairShare": "Enabled" } })),
+        "sagemaker:CreateClusterSchedulerConfig" => Canned::json(json!({
+            "ClusterSchedulerConfigArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster-scheduler-config/{SCHEDULER_ID}"),
+            "ClusterSchedulerConfigId": SCHEDULER_ID })),
+        "sagemaker:UpdateClusterSchedulerConfig" => Canned::json(json!({
+            "ClusterSchedulerConfigArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster-scheduler-config/{SCHEDULER_ID}"),
+            "ClusterSchedulerConfigVersion": 2 })),
+        "sagemaker:ListComputeQuotas" => Canned::json(json!({ "ComputeQuotaSummaries": [{
+            "ComputeQuotaArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:compute-quota/{QUOTA_ID}"),
+            "ComputeQuotaId": QUOTA_ID, "Name": "demo-research", "ComputeQuotaVersion": 1, "Status": "Created",
+            "ClusterArn": HP_ARN, "ComputeQuotaTarget": { "TeamName": "research", "FairShareWeight": 10 },
+            "CreationTime": 1_700_000_000.0 }] })),
+        "sagemaker:DescribeComputeQuota" => Canned::json(json!({
+            "ComputeQuotaArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:compute-quota/{QUOTA_ID}"),
+            "ComputeQuotaId": QUOTA_ID, "Name": "demo-research", "ComputeQuotaVersion": 1, "Status": "Created",
+            "ClusterArn": HP_ARN, "CreationTime": 1_700_000_000.0, "ActivationState": "Enabled",
+            "ComputeQuotaConfig": { "ComputeQuotaResources": [{ "InstanceType": "ml.p5.48xlarge", "Count": 2 }],
+                "ResourceSharingConfig": { "Strategy": "LendAndBorrow", "BorrowLimit": 100 }, "PreemptTeamTasks": "LowerPriority" },
+            "ComputeQuotaTarget": { "TeamName": "research", "FairShareWeight": 10 } })),
+        "sagemaker:CreateComputeQuota" => Canned::json(json!({
+            "ComputeQuotaArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:compute-quota/{QUOTA_ID}"), "ComputeQuotaId": QUOTA_ID })),
+        "sagemaker:UpdateComputeQuota" => Canned::json(json!({
+            "ComputeQuotaArn": format!("arn:aws:sagemaker:us-east-1:{ACCOUNT}:compute-quota/{QUOTA_ID}"), "ComputeQuotaVersion": 2 })),
+        "sagemaker:DeleteClusterSchedulerConfig" | "sagemaker:DeleteComputeQuota" => Canned::json(json!({})),
         "sagemaker:CreateMlflowTrackingServer" | "sagemaker:DeleteMlflowTrackingServer" => {
             Canned::json(json!({ "TrackingServerArn": MLFLOW_ARN }))
         }
@@ -1982,7 +2147,7 @@ fn trait_methods(source: &str) -> Vec<String> {
 fn the_method_list_is_the_traits() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src/provider");
     let mut found = Vec::new();
-    for f in ["aws.rs", "mlflow.rs"] {
+    for f in ["aws.rs", "mlflow.rs", "governance.rs"] {
         let src = std::fs::read_to_string(root.join(f)).expect("provider source");
         found.extend(trait_methods(&src));
     }

@@ -1772,3 +1772,174 @@ async fn pod_identity_roles_are_trusted_by_pods_eks_with_tag_session() {
         Some("arn:aws:iam::aws:policy/AmazonSageMakerHyperPodTrainingOperatorAccess")
     );
 }
+
+// ---------------------------------------------------------------- task governance
+
+const HP: &str = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123def456";
+
+fn governance_quota(team: &str) -> QuotaConfig {
+    QuotaConfig {
+        team: team.into(),
+        resources: vec![
+            QuotaResource { instance_type: "ml.g5.12xlarge".into(), count: Some(2), accelerators: None },
+            QuotaResource { instance_type: "ml.p5.48xlarge".into(), count: None, accelerators: Some(8) },
+        ],
+        strategy: SharingStrategy::LendAndBorrow,
+        borrow_limit: Some(150),
+        preempt_team_tasks: PreemptTeamTasks::Never,
+        fair_share_weight: 30,
+        enabled: true,
+    }
+}
+
+#[tokio::test]
+async fn scheduler_configs_are_created_listed_updated_by_version_and_deleted() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "CreateClusterSchedulerConfig" => Canned::json(json!({
+            "ClusterSchedulerConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster-scheduler-config/aaaaaaaaaaaa",
+            "ClusterSchedulerConfigId": "aaaaaaaaaaaa" })),
+        "ListClusterSchedulerConfigs" if r.json().get("NextToken").is_none() => Canned::json(json!({
+            "ClusterSchedulerConfigSummaries": [
+                { "ClusterSchedulerConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster-scheduler-config/aaaaaaaaaaaa",
+                  "ClusterSchedulerConfigId": "aaaaaaaaaaaa", "Name": "demo-policy", "CreationTime": 1_700_000_000.0,
+                  "Status": "Updated", "ClusterArn": HP }],
+            "NextToken": "page-2" })),
+        "ListClusterSchedulerConfigs" => Canned::json(json!({ "ClusterSchedulerConfigSummaries": [
+            { "ClusterSchedulerConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster-scheduler-config/bbbbbbbbbbbb",
+              "ClusterSchedulerConfigId": "bbbbbbbbbbbb", "Name": "old", "CreationTime": 1_700_000_000.0,
+              "Status": "Deleted", "ClusterArn": HP }] })),
+        "DescribeClusterSchedulerConfig" => Canned::json(json!({
+            "ClusterSchedulerConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster-scheduler-config/aaaaaaaaaaaa",
+            "ClusterSchedulerConfigId": "aaaaaaaaaaaa", "Name": "demo-policy", "ClusterSchedulerConfigVersion": 3,
+            "Status": "Updated", "CreationTime": 1_700_000_000.0, "ClusterArn": HP,
+            "SchedulerConfig": { "PriorityClasses": [{ "Name": "inference", "Weight": 100 }], "FairShare": "Disabled" } })),
+        "ListTags" => Canned::json(json!({ "Tags": [
+            { "Key": "instantstart:managed-by", "Value": "instantstart" }, { "Key": "instantstart:cluster", "Value": "demo" }] })),
+        "UpdateClusterSchedulerConfig" if r.json()["TargetVersion"] == 3 => Canned::json(json!({
+            "ClusterSchedulerConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster-scheduler-config/aaaaaaaaaaaa",
+            "ClusterSchedulerConfigVersion": 4 })),
+        "UpdateClusterSchedulerConfig" => {
+            Canned::json_error(400, "ConflictException", "The target version does not match the latest version")
+        }
+        "DeleteClusterSchedulerConfig" => Canned::json(json!({})),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let policy = SchedulerPolicy {
+        priority_classes: vec![
+            PriorityClass { name: "inference".into(), weight: 100 },
+            PriorityClass { name: "training".into(), weight: 0 },
+        ],
+        fair_share: true,
+    };
+    let created = p.create_scheduler_config("us-east-1", "demo-policy", HP, &policy, &tags("demo")).await.unwrap();
+    assert_eq!((created.id.as_str(), created.version, created.status.as_str()), ("aaaaaaaaaaaa", 1, "Creating"));
+    let sent = replay.of("CreateClusterSchedulerConfig")[0].json();
+    assert_eq!(sent["Name"], "demo-policy");
+    assert_eq!(sent["ClusterArn"], HP);
+    assert_eq!(
+        sent["SchedulerConfig"],
+        json!({ "PriorityClasses": [{ "Name": "inference", "Weight": 100 }, { "Name": "training", "Weight": 0 }], "FairShare": "Enabled" })
+    );
+    assert_eq!(sent["Tags"].as_array().unwrap().len(), 3, "ownership tags: {sent}");
+
+    let all = p.list_scheduler_configs("us-east-1", HP).await.unwrap();
+    assert_eq!(all.len(), 1, "the Deleted one is left out, both pages read");
+    assert_eq!(replay.of("ListClusterSchedulerConfigs").len(), 2);
+    assert_eq!(replay.of("ListClusterSchedulerConfigs")[0].json()["ClusterArn"], HP);
+    assert_eq!(replay.of("DescribeClusterSchedulerConfig").len(), 1, "only the live one is described");
+    let sc = &all[0];
+    assert_eq!((sc.version, sc.status.as_str()), (3, "Updated"));
+    assert_eq!(
+        sc.policy,
+        SchedulerPolicy {
+            priority_classes: vec![PriorityClass { name: "inference".into(), weight: 100 }],
+            fair_share: false
+        }
+    );
+    assert!(is_owned(&sc.tags, "demo"));
+
+    assert_eq!(p.update_scheduler_config("us-east-1", "aaaaaaaaaaaa", 3, &policy).await.unwrap(), 4);
+    let sent = replay.of("UpdateClusterSchedulerConfig")[0].json();
+    assert_eq!(
+        (sent["ClusterSchedulerConfigId"].as_str(), sent["TargetVersion"].as_i64()),
+        (Some("aaaaaaaaaaaa"), Some(3))
+    );
+    let stale = p.update_scheduler_config("us-east-1", "aaaaaaaaaaaa", 2, &policy).await.unwrap_err();
+    assert_eq!(stale.kind, ProviderErrorKind::Conflict, "another update got there first: {stale}");
+
+    p.delete_scheduler_config("us-east-1", "aaaaaaaaaaaa").await.unwrap();
+    assert_eq!(
+        replay.of("DeleteClusterSchedulerConfig")[0].json(),
+        json!({ "ClusterSchedulerConfigId": "aaaaaaaaaaaa" })
+    );
+}
+
+#[tokio::test]
+async fn compute_quotas_round_trip_their_configuration() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "CreateComputeQuota" if r.json()["ComputeQuotaTarget"]["TeamName"] == "taken" => {
+            Canned::json_error(400, "ConflictException", "A compute quota already exists for team taken")
+        }
+        "CreateComputeQuota" => Canned::json(json!({
+            "ComputeQuotaArn": "arn:aws:sagemaker:us-east-1:123456789012:compute-quota/cccccccccccc",
+            "ComputeQuotaId": "cccccccccccc" })),
+        "ListComputeQuotas" => Canned::json(json!({ "ComputeQuotaSummaries": [
+            { "ComputeQuotaArn": "arn:aws:sagemaker:us-east-1:123456789012:compute-quota/cccccccccccc",
+              "ComputeQuotaId": "cccccccccccc", "Name": "demo-research", "Status": "Created", "ClusterArn": HP,
+              "ComputeQuotaTarget": { "TeamName": "research" }, "CreationTime": 1_700_000_000.0 }] })),
+        "DescribeComputeQuota" => Canned::json(json!({
+            "ComputeQuotaArn": "arn:aws:sagemaker:us-east-1:123456789012:compute-quota/cccccccccccc",
+            "ComputeQuotaId": "cccccccccccc", "Name": "demo-research", "ComputeQuotaVersion": 2, "Status": "UpdateFailed",
+            "FailureReason": "Allocated compute exceeds cluster capacity", "ClusterArn": HP, "CreationTime": 1_700_000_000.0,
+            "ComputeQuotaConfig": { "ComputeQuotaResources": [
+                { "InstanceType": "ml.g5.12xlarge", "Count": 2 }, { "InstanceType": "ml.p5.48xlarge", "Accelerators": 8 }],
+                "ResourceSharingConfig": { "Strategy": "LendAndBorrow", "BorrowLimit": 150 }, "PreemptTeamTasks": "Never" },
+            "ComputeQuotaTarget": { "TeamName": "research", "FairShareWeight": 30 }, "ActivationState": "Enabled" })),
+        "ListTags" => Canned::json(json!({ "Tags": [] })),
+        "UpdateComputeQuota" => Canned::json(json!({
+            "ComputeQuotaArn": "arn:aws:sagemaker:us-east-1:123456789012:compute-quota/cccccccccccc", "ComputeQuotaVersion": 3 })),
+        "DeleteComputeQuota" if r.json()["ComputeQuotaId"] == "dddddddddddd" => {
+            Canned::json_error(400, "ResourceNotFound", "Compute quota dddddddddddd not found")
+        }
+        "DeleteComputeQuota" => Canned::json(json!({})),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let q = p
+        .create_compute_quota("us-east-1", "demo-research", HP, &governance_quota("research"), &tags("demo"))
+        .await
+        .unwrap();
+    assert_eq!(q.id, "cccccccccccc");
+    let sent = replay.of("CreateComputeQuota")[0].json();
+    assert_eq!(
+        sent["ComputeQuotaConfig"],
+        json!({ "ComputeQuotaResources": [
+                    { "InstanceType": "ml.g5.12xlarge", "Count": 2 }, { "InstanceType": "ml.p5.48xlarge", "Accelerators": 8 }],
+                "ResourceSharingConfig": { "Strategy": "LendAndBorrow", "BorrowLimit": 150 }, "PreemptTeamTasks": "Never" })
+    );
+    assert_eq!(sent["ComputeQuotaTarget"], json!({ "TeamName": "research", "FairShareWeight": 30 }));
+    assert_eq!(sent["ActivationState"], "Enabled");
+    let taken = p
+        .create_compute_quota("us-east-1", "demo-taken", HP, &governance_quota("taken"), &tags("demo"))
+        .await
+        .unwrap_err();
+    assert_eq!(taken.kind, ProviderErrorKind::Conflict);
+
+    let all = p.list_compute_quotas("us-east-1", HP).await.unwrap();
+    assert_eq!(all.len(), 1);
+    let read = &all[0];
+    assert_eq!(read.config, governance_quota("research"), "what is sent is what is read back");
+    assert_eq!((read.version, read.status.as_str()), (2, "UpdateFailed"));
+    assert_eq!(read.failure_reason.as_deref(), Some("Allocated compute exceeds cluster capacity"));
+    assert!(!is_owned(&read.tags, "demo"), "untagged: not ours");
+
+    assert_eq!(p.update_compute_quota("us-east-1", "cccccccccccc", 2, &governance_quota("research")).await.unwrap(), 3);
+    let sent = replay.of("UpdateComputeQuota")[0].json();
+    assert_eq!(sent["TargetVersion"], 2);
+    assert_eq!(sent["ComputeQuotaTarget"]["TeamName"], "research");
+
+    p.delete_compute_quota("us-east-1", "cccccccccccc").await.unwrap();
+    let gone = p.delete_compute_quota("us-east-1", "dddddddddddd").await.unwrap_err();
+    assert_eq!(gone.kind, ProviderErrorKind::NotFound);
+}

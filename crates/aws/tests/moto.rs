@@ -1146,6 +1146,56 @@ async fn create_and_delete_pipeline_through_the_engine() {
     assert_eq!(vpcs_after, vpcs_before - 1);
 }
 
+// moto does not implement SageMaker's task governance APIs: they are tested at the SDK boundary
+// (`src/sdk_tests.rs`). No scheduler config or quota exists in moto's account.
+#[async_trait]
+impl TaskGovernanceApi for MotoCloud {
+    async fn list_scheduler_configs(&self, _region: &str, _cluster_arn: &str) -> Result<Vec<SchedulerConfigView>> {
+        Ok(vec![])
+    }
+    async fn create_scheduler_config(
+        &self,
+        region: &str,
+        name: &str,
+        cluster_arn: &str,
+        policy: &SchedulerPolicy,
+        tags: &Tags,
+    ) -> Result<SchedulerConfigView> {
+        self.real.create_scheduler_config(region, name, cluster_arn, policy, tags).await
+    }
+    async fn update_scheduler_config(
+        &self,
+        region: &str,
+        id: &str,
+        version: i32,
+        policy: &SchedulerPolicy,
+    ) -> Result<i32> {
+        self.real.update_scheduler_config(region, id, version, policy).await
+    }
+    async fn delete_scheduler_config(&self, region: &str, id: &str) -> Result<()> {
+        self.real.delete_scheduler_config(region, id).await
+    }
+    async fn list_compute_quotas(&self, _region: &str, _cluster_arn: &str) -> Result<Vec<ComputeQuotaView>> {
+        Ok(vec![])
+    }
+    async fn create_compute_quota(
+        &self,
+        region: &str,
+        name: &str,
+        cluster_arn: &str,
+        config: &QuotaConfig,
+        tags: &Tags,
+    ) -> Result<ComputeQuotaView> {
+        self.real.create_compute_quota(region, name, cluster_arn, config, tags).await
+    }
+    async fn update_compute_quota(&self, region: &str, id: &str, version: i32, config: &QuotaConfig) -> Result<i32> {
+        self.real.update_compute_quota(region, id, version, config).await
+    }
+    async fn delete_compute_quota(&self, region: &str, id: &str) -> Result<()> {
+        self.real.delete_compute_quota(region, id).await
+    }
+}
+
 // moto does not implement the SageMaker MLflow APIs: the SageMaker calls are tested at the SDK
 // boundary (`src/sdk_tests.rs`) and the MLflow REST client against a real `mlflow server` below.
 #[async_trait]

@@ -20,8 +20,8 @@ mod progress;
 use app::Globals;
 use clap::{Parser, Subcommand};
 use commands::{
-    agent, audit, cluster, completions, context, endpoint, feature, instance_group, job, login, mlflow, model, node,
-    operation, pool, sim, storage, token,
+    agent, audit, cluster, completions, context, endpoint, feature, governance, instance_group, job, login, mlflow,
+    model, node, operation, pool, sim, storage, token,
 };
 use exit::Exit;
 
@@ -70,6 +70,9 @@ enum Command {
     /// Show and switch managed features: operators, tiered checkpointing, autoscaling.
     #[command(subcommand)]
     Feature(feature::FeatureCommand),
+    /// Show and set task governance: teams, their GPU quotas, priority classes.
+    #[command(subcommand)]
+    Governance(governance::GovernanceCommand),
     /// List the cluster's shared S3 storage and browse the bucket.
     #[command(subcommand)]
     Storage(storage::StorageCommand),
@@ -119,6 +122,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::InstanceGroup(cmd) => instance_group::run(g, cmd).await,
         Command::Node(cmd) => node::run(g, cmd).await,
         Command::Feature(cmd) => feature::run(g, cmd).await,
+        Command::Governance(cmd) => governance::run(g, cmd).await,
         Command::Storage(cmd) => storage::run(g, cmd).await,
         Command::Model(cmd) => model::run(g, cmd).await,
         Command::Job(cmd) => job::run(g, cmd).await,

@@ -37,6 +37,7 @@ pub use pages::{ListPage, PageArgs};
 
 use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
+use instantstart_core::governance::{GovernanceSpec, GovernanceView};
 use instantstart_core::operation::{AuditEntry, Face, Operation, OperationStatus, StepSpec};
 use instantstart_core::provider::{
     AvailabilityZone, ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus,
@@ -796,6 +797,36 @@ impl Client {
     ) -> Result<Submitted, Error> {
         let path = ["api", "clusters", cluster, "features"];
         self.submit(Call::new(Method::PATCH, &path).body(patch).mutation(opts)).await
+    }
+
+    // ----- task governance -----
+
+    /// `GET /api/clusters/{cluster}/governance`: task governance as it really is (the spec
+    /// [`Client::set_governance`] takes, with the Kueue names jobs use).
+    pub async fn governance(&self, cluster: &str) -> Result<GovernanceView, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "governance"])).await
+    }
+
+    /// `PUT /api/clusters/{cluster}/governance`: the whole desired task governance; a spec
+    /// matching the real state is [`Submitted::NoChange`] and starts nothing.
+    pub async fn set_governance(
+        &self,
+        cluster: &str,
+        spec: &GovernanceSpec,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        self.set_governance_json(cluster, &to_value(spec)?, opts).await
+    }
+
+    /// [`Client::set_governance`] with a JSON spec as given (the server names a bad field).
+    pub async fn set_governance_json(
+        &self,
+        cluster: &str,
+        spec: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "governance"];
+        self.submit(Call::new(Method::PUT, &path).body(spec).mutation(opts)).await
     }
 
     // ----- operations and audit -----

@@ -16,6 +16,7 @@ pub mod api;
 pub mod credentials;
 pub mod diff;
 pub mod engine;
+pub mod governance;
 pub mod instance_types;
 pub mod kube_access;
 pub mod lifecycle;

@@ -108,6 +108,7 @@ pub enum OperationKind {
     #[serde(rename = "remove_hyperpod")]
     RemoveHyperPod,
     UpdateSoftware,
+    SetGovernance,
 }
 
 impl OperationKind {
@@ -137,6 +138,7 @@ impl OperationKind {
         OperationKind::AddHyperPod,
         OperationKind::RemoveHyperPod,
         OperationKind::UpdateSoftware,
+        OperationKind::SetGovernance,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -165,6 +167,7 @@ impl OperationKind {
             OperationKind::AddHyperPod => "add_hyperpod",
             OperationKind::RemoveHyperPod => "remove_hyperpod",
             OperationKind::UpdateSoftware => "update_software",
+            OperationKind::SetGovernance => "set_governance",
         }
     }
 

@@ -568,6 +568,25 @@ pub struct FeatureSetArgs {
     pub confirm: ConfirmArgs,
 }
 
+/// `governance_set`: the whole desired task governance of a cluster.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct GovernanceSetArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// The desired state, as governance_get returns it under `governance`: `enabled`,
+    /// `fair_share`, `priority_classes` ([{name, weight 0-100}], at most 10), `teams` ([{name,
+    /// quotas: [{instance_type, count | accelerators}], sharing: LendAndBorrow|Lend|DontLend,
+    /// borrow_limit 1-500 (percent of idle compute, LendAndBorrow only), preempt_team_tasks:
+    /// LowerPriority|Never, fair_share_weight 0-100}]). Teams left out lose their quota;
+    /// `{"enabled": false}` removes governance.
+    #[schemars(with = "instantstart_core::governance::GovernanceSpec")]
+    pub governance: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
 impl FeatureSetArgs {
     /// The REST patch: only the fields given (explicit diff).
     pub fn patch(&self) -> Value {

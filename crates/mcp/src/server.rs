@@ -15,7 +15,7 @@
 //! Destructive means the call can remove something that is not trivially recreated:
 //! `instance_group_scale` (scaling down terminates nodes), `instance_group_delete`,
 //! `node_replace` and `node_delete` (local volumes are lost), `hyperpod_remove`, `feature_set` (switching a
-//! feature off removes its add-on or IAM chain). `node_reboot` is not destructive: it
+//! feature off removes its add-on or IAM chain), `governance_set` (teams left out lose their quota). `node_reboot` is not destructive: it
 //! interrupts the node's workloads, but the instance, its id and its local data stay — it is
 //! the first rung of investigate → reboot → replace. `job_delete`, `model_delete` (a running
 //! download stops; the files stay), `endpoint_delete`, `mlflow_server_delete` (the runs go with
@@ -859,6 +859,58 @@ impl InstantStartMcp {
         let (cluster, patch) = (a.cluster.as_str(), &patch);
         self.guarded("feature_set", bound(&a), &a.confirm, &a.mutation, move |o| async move {
             self.client.set_features_json(cluster, patch, &o).await
+        })
+        .await
+    }
+
+    // ----- task governance -----
+
+    #[tool(
+        name = "governance_get",
+        description = "Task governance of a cluster as it really is (read from SageMaker and EKS): whether it is on \
+                       (the amazon-sagemaker-hyperpod-taskgovernance add-on, which runs Kueue), fair share, priority \
+                       classes with weights, and each team's guaranteed compute per instance type, how it shares \
+                       (LendAndBorrow, Lend, DontLend), its borrow limit and fair-share weight; per team the \
+                       namespace (hyperpod-ns-<team>) and Kueue queue its jobs use. Call it to explain why a job \
+                       waits: a job runs only while its team's quota (plus what it may borrow) has room.",
+        annotations(
+            title = "Get task governance",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn governance_get(&self, Parameters(a): Parameters<ClusterArgs>) -> CallToolResult {
+        match self.client.governance(&a.cluster).await {
+            Ok(v) => ok_serialize(&v),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "governance_set",
+        description = "Set the whole task governance of a cluster: priority classes, fair share, teams and their \
+                       quotas. Reconciled state: the control plane compares it with the real state and returns \
+                       no_change when nothing differs; otherwise one operation installs the add-on, creates or \
+                       updates the scheduler config and each team's compute quota, and deletes the quotas of teams \
+                       left out (enabled false removes everything, then the add-on). Quotas must fit the cluster's \
+                       instance groups (a 422 names the field). Removing a team or governance is destructive, so \
+                       the first call changes nothing and answers the plan and a confirmation token; call again \
+                       with confirmation only after the user's yes. Start from governance_get and change only what \
+                       the user asked. Returns the operation id: call operation_wait with it.",
+        annotations(
+            title = "Set task governance",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn governance_set(&self, Parameters(a): Parameters<GovernanceSetArgs>) -> CallToolResult {
+        let (cluster, spec) = (a.cluster.as_str(), &a.governance);
+        self.guarded("governance_set", bound(&a), &a.confirm, &a.mutation, move |o| async move {
+            self.client.set_governance_json(cluster, spec, &o).await
         })
         .await
     }

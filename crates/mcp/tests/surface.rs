@@ -26,6 +26,7 @@ const PREFIXES: &[&str] = &[
     "health_check",
     "software_update",
     "feature",
+    "governance",
     "storage",
     "model",
     "job",

@@ -59,6 +59,7 @@ pub mod cloud;
 pub mod ec2_specs;
 mod eks;
 pub mod faults;
+mod governance;
 mod hyperpod;
 mod hyperpod_events;
 mod iam;

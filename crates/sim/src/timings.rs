@@ -73,3 +73,7 @@ pub const HELM_RELEASE: f64 = 10.0;
 /// `spec.disruption.consolidateAfter` says otherwise. Scaling up from zero takes the usual
 /// [`HYPERPOD_SCALE_FIRST_NODE`] + [`HYPERPOD_NODE_BOOT`] before the pod can schedule.
 pub const KARPENTER_CONSOLIDATE_AFTER: f64 = 300.0;
+/// A task governance scheduler config or compute quota: Creating → Created, Updating → Updated.
+pub const SCHEDULER_RESOURCE_CHANGE: f64 = 20.0;
+/// A task governance scheduler config or compute quota: Deleting → gone.
+pub const SCHEDULER_RESOURCE_DELETE: f64 = 10.0;

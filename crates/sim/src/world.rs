@@ -58,6 +58,12 @@ pub(crate) struct World {
     /// SageMaker managed MLflow tracking servers by `region/name`.
     #[serde(default)]
     pub mlflow_servers: BTreeMap<String, crate::mlflow::TrackingServerRec>,
+    /// SageMaker cluster scheduler configs (task governance) by id.
+    #[serde(default)]
+    pub scheduler_configs: BTreeMap<String, crate::governance::SchedulerConfigRec>,
+    /// SageMaker compute quotas (task governance) by id.
+    #[serde(default)]
+    pub compute_quotas: BTreeMap<String, crate::governance::ComputeQuotaRec>,
     /// The permissions boundary of the roles the control plane creates (what the adapter
     /// sends with `CreateRole` and `PutRolePermissionsBoundary`), and the one the control
     /// plane's own policy demands (the template's `iam:PermissionsBoundary` condition); see
@@ -112,6 +118,8 @@ impl World {
             kube: BTreeMap::new(),
             oidc_providers: BTreeMap::new(),
             mlflow_servers: BTreeMap::new(),
+            scheduler_configs: BTreeMap::new(),
+            compute_quotas: BTreeMap::new(),
             role_boundary: RoleBoundary::default(),
         }
     }
@@ -184,6 +192,8 @@ impl World {
         }
         self.hyperpod.retain(|_, h| h.life.phase(now) != Phase::Gone);
         self.mlflow_servers.retain(|_, r| r.exists(now));
+        self.scheduler_configs.retain(|_, r| r.exists(now));
+        self.compute_quotas.retain(|_, r| r.exists(now));
         crate::kube::write_outputs(self, now);
     }
 

@@ -8,6 +8,7 @@ pub mod completions;
 pub mod context;
 pub mod endpoint;
 pub mod feature;
+pub mod governance;
 pub mod hyperpod;
 pub mod instance_group;
 pub mod job;

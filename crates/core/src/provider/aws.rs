@@ -775,12 +775,28 @@ pub trait S3Api: Send + Sync {
 /// The whole AWS side. Implemented by any type implementing every AWS trait.
 /// Includes [`MlflowTracking`](super::MlflowTracking): tracking servers are SageMaker resources.
 pub trait AwsCloud:
-    IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api + super::MlflowTracking
+    IdentityApi
+    + QuotaApi
+    + NetworkApi
+    + EksApi
+    + IamApi
+    + HyperPodApi
+    + S3Api
+    + super::MlflowTracking
+    + super::TaskGovernanceApi
 {
 }
 
 impl<T> AwsCloud for T where
-    T: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api + super::MlflowTracking
+    T: IdentityApi
+        + QuotaApi
+        + NetworkApi
+        + EksApi
+        + IamApi
+        + HyperPodApi
+        + S3Api
+        + super::MlflowTracking
+        + super::TaskGovernanceApi
 {
 }
 

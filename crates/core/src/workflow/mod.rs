@@ -12,6 +12,7 @@
 //! - [`mlflow`]: create and delete a SageMaker managed MLflow tracking server.
 //! - [`health_checks`]: deep health checks on demand (`StartClusterHealthCheck`).
 //! - [`hyperpod_attach`]: add a HyperPod cluster to an EKS-only cluster, and remove it.
+//! - [`governance`]: task governance (the add-on, scheduler config, team quotas) as reconciled state.
 //! - [`software_update`]: HyperPod platform software updates (`UpdateClusterSoftware`).
 
 pub mod charts;
@@ -21,6 +22,7 @@ pub mod delete_cluster;
 pub mod dependencies;
 pub mod endpoints;
 pub mod features;
+pub mod governance;
 pub mod health_checks;
 pub mod hyperpod_attach;
 pub mod hyperpod_reads;
@@ -154,6 +156,7 @@ pub fn all_with_config(
             None => DeleteClusterWorkflow::new(aws.clone(), kube.clone(), store.clone()),
         }),
         std::sync::Arc::new(features::FeaturesWorkflow::new(aws.clone(), kube.clone(), store.clone())),
+        std::sync::Arc::new(governance::GovernanceWorkflow::new(aws.clone(), store.clone())),
         std::sync::Arc::new(ImportClusterWorkflow::new(
             dependencies::DependencyProviders::new(aws.clone(), kube.clone(), store.clone())
                 .with_helm(helm.clone())

@@ -13,6 +13,7 @@
 mod clusters;
 mod context;
 mod endpoints;
+mod governance;
 mod hyperpod;
 mod hyperpod_attach;
 mod jobs;
@@ -55,6 +56,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(context::routes())
         .merge(clusters::routes())
         .merge(hyperpod::routes())
+        .merge(governance::routes())
         .merge(hyperpod_attach::routes())
         .merge(jobs::routes())
         .merge(storage::routes())
