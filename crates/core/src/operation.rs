@@ -108,6 +108,9 @@ pub enum OperationKind {
     #[serde(rename = "remove_hyperpod")]
     RemoveHyperPod,
     UpdateSoftware,
+    // An FSx for Lustre file system mounted as a claim (`workflow::fsx`), and its removal.
+    CreateFileSystem,
+    DeleteFileSystem,
 }
 
 impl OperationKind {
@@ -137,6 +140,8 @@ impl OperationKind {
         OperationKind::AddHyperPod,
         OperationKind::RemoveHyperPod,
         OperationKind::UpdateSoftware,
+        OperationKind::CreateFileSystem,
+        OperationKind::DeleteFileSystem,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -165,6 +170,8 @@ impl OperationKind {
             OperationKind::AddHyperPod => "add_hyperpod",
             OperationKind::RemoveHyperPod => "remove_hyperpod",
             OperationKind::UpdateSoftware => "update_software",
+            OperationKind::CreateFileSystem => "create_file_system",
+            OperationKind::DeleteFileSystem => "delete_file_system",
         }
     }
 

@@ -43,6 +43,7 @@
 //! - `world`: the persisted state and resource lifecycles.
 //! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations; `software_update`:
 //!   HyperPod's platform software updates (releases, rolling batches, refusals).
+//! - `fsx`: FSx for Lustre file systems (and when pods may mount them).
 //! - `mlflow`: SageMaker managed MLflow tracking servers; runs and metrics derived from the
 //!   simulated training jobs ([`training_curve`], the curve their logs print too).
 //! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs), and
@@ -55,6 +56,7 @@ pub mod cloud;
 pub mod ec2_specs;
 mod eks;
 pub mod faults;
+mod fsx;
 mod hyperpod;
 mod hyperpod_events;
 mod iam;

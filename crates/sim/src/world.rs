@@ -54,6 +54,9 @@ pub(crate) struct World {
     /// SageMaker managed MLflow tracking servers by `region/name`.
     #[serde(default)]
     pub mlflow_servers: BTreeMap<String, crate::mlflow::TrackingServerRec>,
+    /// FSx for Lustre file systems by id.
+    #[serde(default)]
+    pub file_systems: BTreeMap<String, crate::fsx::FileSystemRec>,
     /// The permissions boundary of the roles the control plane creates (what the adapter
     /// sends with `CreateRole` and `PutRolePermissionsBoundary`), and the one the control
     /// plane's own policy demands (the template's `iam:PermissionsBoundary` condition); see
@@ -107,6 +110,7 @@ impl World {
             kube: BTreeMap::new(),
             oidc_providers: BTreeMap::new(),
             mlflow_servers: BTreeMap::new(),
+            file_systems: BTreeMap::new(),
             role_boundary: RoleBoundary::default(),
         }
     }
@@ -179,6 +183,7 @@ impl World {
         }
         self.hyperpod.retain(|_, h| h.life.phase(now) != Phase::Gone);
         self.mlflow_servers.retain(|_, r| r.exists(now));
+        self.file_systems.retain(|_, r| r.lifecycle(now).is_some());
         crate::kube::write_outputs(self, now);
     }
 

@@ -773,14 +773,23 @@ pub trait S3Api: Send + Sync {
 }
 
 /// The whole AWS side. Implemented by any type implementing every AWS trait.
-/// Includes [`MlflowTracking`](super::MlflowTracking): tracking servers are SageMaker resources.
+/// Includes [`MlflowTracking`](super::MlflowTracking): tracking servers are SageMaker resources,
+/// and [`FsxApi`](super::FsxApi): FSx for Lustre file systems.
 pub trait AwsCloud:
-    IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api + super::MlflowTracking
+    IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api + super::MlflowTracking + super::FsxApi
 {
 }
 
 impl<T> AwsCloud for T where
-    T: IdentityApi + QuotaApi + NetworkApi + EksApi + IamApi + HyperPodApi + S3Api + super::MlflowTracking
+    T: IdentityApi
+        + QuotaApi
+        + NetworkApi
+        + EksApi
+        + IamApi
+        + HyperPodApi
+        + S3Api
+        + super::MlflowTracking
+        + super::FsxApi
 {
 }
 

@@ -3,12 +3,14 @@
 //! The AWS side ([`aws`]) and the Kubernetes side ([`kube`]) are drawn at the domain level
 //! (a VPC network, an EKS cluster, a HyperPod cluster), not at SDK shape. `instantstart-aws` and
 //! `instantstart-k8s` implement them for real; `instantstart-sim` implements them as a simulated
-//! world. [`mlflow`] (tracking servers, runs, metric histories) is part of the AWS side;
+//! world. [`mlflow`] (tracking servers, runs, metric histories) and [`fsx`] (FSx for Lustre file
+//! systems) are part of the AWS side;
 //! [`software_update`] holds the shapes of HyperPod's platform software updates.
 //! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
 pub mod aws;
 pub mod capacity;
+pub mod fsx;
 pub mod helm;
 pub mod hyperpod_reads;
 pub mod kube;
@@ -17,6 +19,7 @@ pub mod software_update;
 
 pub use aws::*;
 pub use capacity::*;
+pub use fsx::*;
 pub use helm::*;
 pub use hyperpod_reads::*;
 pub use kube::*;
