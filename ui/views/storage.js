@@ -135,7 +135,7 @@ export function storageView({ app, params, query }) {
             type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete FSx volume ${v.name}…`,
             onclick: () => deleteFsx(v.name),
           }, 'Delete…')));
-      }))));
+      })))));
   }
 
   async function deleteFsx(name) {
