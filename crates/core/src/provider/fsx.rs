@@ -72,7 +72,7 @@ pub fn lustre_rules(
 ) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let c = storage_capacity_gib;
-    if !(c == 1200 || (c >= 2400 && c % 2400 == 0)) || c > MAX_LUSTRE_CAPACITY_GIB {
+    if !(c == 1200 || (c >= 2400 && c.is_multiple_of(2400))) || c > MAX_LUSTRE_CAPACITY_GIB {
         out.push((
             "storage_capacity_gib",
             format!(
