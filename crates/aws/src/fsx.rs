@@ -45,7 +45,11 @@ pub(crate) fn lustre_view(region: &str, fs: &FileSystem) -> Option<LustreFileSys
         dns_name: fs.dns_name().map(str::to_string),
         mount_name: lustre.and_then(|l| l.mount_name()).map(str::to_string),
         failure: fs.failure_details().and_then(|f| f.message()).map(str::to_string),
-        tags: fs.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
+        tags: fs
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+            .collect(),
     })
 }
 
