@@ -1,5 +1,6 @@
 """Workload screens in a real headless Chromium against a real server on the simulated cloud:
-the Storage tab (bucket, listing with drill-down, model download followed to the end), a
+the Storage tab (bucket, listing with drill-down, model download followed to the end, an FSx
+for Lustre volume created with the server's findings on its fields, then deleted), a
 training job (per-recipe form, rendered manifests reviewed, submitted, logs streaming over the
 WebSocket, recovery budget, delete) and an inference endpoint (deploy, ready, chat answer with
 its latency, scale with the server's diff, delete leaves nothing).
@@ -172,6 +173,43 @@ def test_a_download_is_deleted_from_the_list_and_its_files_stay(wl_ui, wl):
     assert name not in {d["name"] for d in downloads}, downloads
     status, files = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage/objects?prefix={MODEL_PATH}/")
     assert status == 200 and files["entries"], "the model stays in the bucket"
+
+
+def test_an_fsx_volume_is_created_from_the_storage_tab_and_deleted(wl_ui, wl):
+    ui = wl_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/storage")
+    ui.wait(lambda: ui.all("#fsx-empty"), 10, "no FSx volume yet")
+    form = ui.css("#fsx-form")
+    set_value(field(ui, "name", "#fsx-form"), "scratch")
+    Select(field(ui, "deployment_type", "#fsx-form")).select_by_value("PERSISTENT_2")
+    set_value(field(ui, "storage_capacity_gib", "#fsx-form"), "3000")
+    ui.click_css("#fsx-submit")
+    # The server's findings land on their fields: the capacity step and the missing throughput.
+    ui.wait(lambda: errors_for(form, "storage_capacity_gib") and errors_for(form, "per_unit_storage_throughput"), 10,
+            "the findings on their fields")
+    assert "2400" in errors_for(form, "storage_capacity_gib")[0]
+    ui.screenshot("fsx-findings")
+    set_value(field(ui, "storage_capacity_gib", "#fsx-form"), "2400")
+    Select(field(ui, "per_unit_storage_throughput", "#fsx-form")).select_by_value("250")
+    ui.click_css("#fsx-submit")
+    op_id = wait_green(ui, "#fsx-activity", 60)
+    ui.wait(lambda: ui.all('#fsx-table tr[data-fsx="scratch"][data-lifecycle="AVAILABLE"]'), 15, "the volume, available")
+    row = ui.css('#fsx-table tr[data-fsx="scratch"]').text
+    assert "PERSISTENT_2" in row and "250 MB/s/TiB" in row and "2400 GiB" in row and "/fsx/scratch" in row, row
+    ui.screenshot("fsx-volume")
+    status, op = ui.server.api("GET", f"/api/operations/{op_id}")
+    assert op["kind"] == "create_file_system" and op["actor"]["face"] == "ui", op
+    status, storages = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage")
+    assert [s["kind"] for s in storages] == ["s3", "fsx_lustre"], storages
+    # The bucket's card still shows the bucket, not the volume.
+    assert ui.css("#storage-bucket").text == storages[0]["bucket"]
+    ui.click_css('#fsx-table tr[data-fsx="scratch"] button')
+    confirm_typed(ui, "scratch")
+    wait_green(ui, "#fsx-activity", 60, before=op_id)
+    ui.wait(lambda: ui.all("#fsx-empty"), 15, "the volume gone from the list")
+    status, storages = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage")
+    assert [s["kind"] for s in storages] == ["s3"], storages
 
 
 # ---- training job ----------------------------------------------------------------------------

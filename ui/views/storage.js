@@ -3,7 +3,10 @@
 // with drill-down into prefixes, "Download a model" (Hugging Face → the bucket, as a cluster
 // Job; a gated repository's token comes from a Kubernetes Secret, never typed here) followed
 // on the progress panel, and the downloads with their phase; "Delete…" on a download removes
-// its Job and pods once its name is typed (the downloaded files stay in the bucket).
+// its Job and pods once its name is typed (the downloaded files stay in the bucket). The FSx for
+// Lustre card lists the cluster's file systems (claim fsx-<name>, mount path, lifecycle, type,
+// capacity), creates one (deployment type, capacity, throughput; the server checks every rule
+// and its findings land on the fields) and deletes one once its name is typed.
 
 import { h, replace, routeHref, simTimeEl, announce, debounce, errorNotice } from '../lib/dom.js';
 import * as api from '../lib/api.js';
@@ -13,6 +16,7 @@ import { followOperation, refusal } from '../components/plan.js';
 import { onCluster, workloadHead, phaseBadge, confirmedDelete } from '../components/workload-page.js';
 
 const DELETE_DETAIL = 'Its Job and pods are deleted (a running download stops). The files it already copied stay in the bucket.';
+const FSX_DELETE_DETAIL = 'Its claim and volume are deleted, then the file system with all its data. Pods still mounting it lose it.';
 
 function size(bytes) {
   if (bytes === null || bytes === undefined) return '';
@@ -67,6 +71,8 @@ export function storageView({ app, params, query }) {
   const listSlot = h('div', { 'aria-live': 'polite' });
   const downloadsSlot = h('div', {}, h('p', { class: 'muted' }, 'Reading the downloads…'));
   const activity = h('div', { class: 'activity-slot', id: 'download-activity' });
+  const fsxSlot = h('div', { id: 'fsx-volumes' }, h('p', { class: 'muted' }, 'Reading the FSx for Lustre volumes…'));
+  const fsxActivity = h('div', { class: 'activity-slot', id: 'fsx-activity' });
   let prefix = query.get('prefix') || '';
   let disposed = false;
   let pollTimer = null;
@@ -76,9 +82,11 @@ export function storageView({ app, params, query }) {
       const storages = await api.get(`${base}/storage`);
       if (disposed) return;
       replace(errorBox);
-      renderInfo(storages);
+      const buckets = storages.filter((s) => (s.kind || 's3') === 's3');
+      renderInfo(buckets);
+      renderFsx(storages.filter((s) => s.kind === 'fsx_lustre'));
       if (!prefix) {
-        const s = storages[0];
+        const s = buckets[0];
         replace(pathSlot, breadcrumb('', openPrefix));
         replace(listSlot, s ? entriesTable(s.entries || [], '', openPrefix) : '');
       } else {
@@ -106,13 +114,43 @@ export function storageView({ app, params, query }) {
       h('dt', {}, 'Status'), h('dd', { id: 'storage-status' }, badge(s.status || 'unknown', /^(bound|available|ready)$/i.test(s.status || '') ? 'ok' : null)))));
   }
 
+  function renderFsx(volumes) {
+    if (!volumes.length) {
+      replace(fsxSlot, h('p', { class: 'muted', id: 'fsx-empty' }, 'No FSx for Lustre volumes on this cluster.'));
+      return;
+    }
+    replace(fsxSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'fsx-table' },
+      h('caption', { class: 'visually-hidden' }, 'FSx for Lustre volumes'),
+      h('thead', {}, h('tr', {}, ['Volume', 'File system', 'Type', 'Capacity', 'Mount path', 'Claim', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
+      h('tbody', {}, volumes.map((v) => {
+        const fs = v.file_system || {};
+        return h('tr', { dataset: { fsx: v.name, lifecycle: fs.lifecycle || '' } },
+          h('th', { scope: 'row', class: 'mono' }, v.name),
+          h('td', {}, h('span', { class: 'mono' }, fs.id || '—'), ' ', badge(fs.lifecycle || 'unknown', fs.lifecycle === 'AVAILABLE' ? 'ok' : null)),
+          h('td', {}, fs.deployment_type || '—', fs.per_unit_storage_throughput ? ` · ${fs.per_unit_storage_throughput} MB/s/TiB` : ''),
+          h('td', { class: 'counts' }, fs.storage_capacity_gib ? `${fs.storage_capacity_gib} GiB` : '—'),
+          h('td', { class: 'mono' }, v.mount_path),
+          h('td', {}, h('span', { class: 'mono' }, v.claim), ' ', badge(v.status || 'unknown', /^bound$/i.test(v.status || '') ? 'ok' : null)),
+          h('td', { class: 'actions-cell' }, h('button', {
+            type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete FSx volume ${v.name}…`,
+            onclick: () => deleteFsx(v.name),
+          }, 'Delete…')));
+      })))));
+  }
+
+  async function deleteFsx(name) {
+    const op = await confirmedDelete({ what: 'FSx volume', name, detail: FSX_DELETE_DETAIL, path: `${base}/storage/fsx/${api.seg(name)}`, activity: fsxActivity });
+    if (op) followOperation(fsxActivity, op, { title: `Delete FSx volume ${name}`, speed, onSettled: () => loadStorage() });
+  }
+
   async function openPrefix(p, { focus = true } = {}) {
     prefix = p;
     const hash = p ? `${routeHref('clusters', cluster, 'storage')}?prefix=${encodeURIComponent(p)}` : routeHref('clusters', cluster, 'storage');
     history.replaceState(null, '', hash);
     replace(pathSlot, breadcrumb(p, openPrefix));
     try {
-      const data = p ? await api.get(`${base}/storage/objects`, { query: { prefix: p } }) : { entries: (await api.get(`${base}/storage`))[0]?.entries || [] };
+      const data = p ? await api.get(`${base}/storage/objects`, { query: { prefix: p } })
+        : { entries: (await api.get(`${base}/storage`)).find((s) => (s.kind || 's3') === 's3')?.entries || [] };
       if (disposed) return;
       replace(listSlot, entriesTable(data.entries || [], p, openPrefix));
       if (focus) {
@@ -217,6 +255,55 @@ export function storageView({ app, params, query }) {
     }
   });
 
+  // ---- FSx for Lustre form -------------------------------------------------------------------
+
+  const fsxKey = { value: api.newIdempotencyKey() };
+  const fsxSubmit = h('button', { type: 'submit', class: 'btn primary', id: 'fsx-submit' }, 'Create volume');
+  const fsxForm = h('form', { class: 'editor-form', id: 'fsx-form', novalidate: true },
+    h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
+    h('div', { class: 'grid-3' },
+      formField('name', 'Volume name', { placeholder: 'scratch', mono: true, help: 'Pods mount claim fsx-<name> at /fsx/<name>.' }),
+      formField('deployment_type', 'Deployment type', {
+        kind: 'select', value: 'SCRATCH_2',
+        options: [['SCRATCH_2', 'Scratch 2 (temporary, not replicated)'], ['PERSISTENT_2', 'Persistent 2 (replicated in the AZ)']],
+      }),
+      formField('storage_capacity_gib', 'Capacity (GiB)', { kind: 'number', value: '1200', help: '1200, 2400 or a multiple of 2400.' })),
+    h('div', { class: 'grid-3' },
+      formField('per_unit_storage_throughput', 'Throughput (MB/s per TiB)', {
+        kind: 'select', value: '',
+        options: [['', 'None (Scratch 2)'], ['125', '125'], ['250', '250'], ['500', '500'], ['1000', '1000']],
+        help: 'Persistent 2 only.',
+      })),
+    h('div', { class: 'form-actions' }, fsxSubmit));
+  fsxForm.addEventListener('input', () => { fsxKey.value = api.newIdempotencyKey(); });
+  fsxForm.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    clearFindings(fsxForm);
+    const v = readForm(fsxForm);
+    const capacity = Number(v.storage_capacity_gib);
+    const body = prune({
+      name: v.name,
+      deployment_type: v.deployment_type,
+      // Sent as typed when it is not a number: the server names the field.
+      storage_capacity_gib: v.storage_capacity_gib === '' ? undefined : (Number.isFinite(capacity) ? capacity : v.storage_capacity_gib),
+      per_unit_storage_throughput: v.per_unit_storage_throughput ? Number(v.per_unit_storage_throughput) : undefined,
+    }) || {};
+    fsxSubmit.disabled = true;
+    fsxSubmit.setAttribute('aria-busy', 'true');
+    try {
+      const { data } = await api.post(`${base}/storage/fsx`, body, { idempotencyKey: fsxKey.value });
+      fsxKey.value = api.newIdempotencyKey();
+      followOperation(fsxActivity, data.operation, { title: `FSx volume ${body.name}`, speed, onSettled: () => loadStorage() });
+    } catch (err) {
+      if (err.status === 401) return;
+      if (err.findings.length || err.status === 400 || err.status === 422) showFindings(fsxForm, err, { prefixes: FINDING_PREFIXES });
+      else replace(fsxActivity, refusal(err));
+    } finally {
+      fsxSubmit.disabled = false;
+      fsxSubmit.removeAttribute('aria-busy');
+    }
+  });
+
   const refreshBtn = h('button', { type: 'button', class: 'btn', id: 'refresh-storage', onclick: () => { loadStorage(); loadDownloads(); announce('Storage refreshed'); } }, 'Refresh');
   const el = h('section', { class: 'view' },
     workloadHead(cluster, 'storage', 'Storage', refreshBtn),
@@ -224,13 +311,22 @@ export function storageView({ app, params, query }) {
     errorBox,
     h('section', { class: 'card', 'aria-labelledby': 'st-title' }, h('h2', { id: 'st-title' }, 'Shared bucket'), info),
     h('section', { class: 'card', 'aria-labelledby': 'ls-title' }, h('h2', { id: 'ls-title' }, 'Contents'), pathSlot, listSlot),
+    h('section', { class: 'card', 'aria-labelledby': 'fsx-title' }, h('h2', { id: 'fsx-title' }, 'FSx for Lustre volumes'),
+      h('p', { class: 'muted' }, 'High-throughput file systems in the nodes’ subnet, mounted beside the bucket: pods mount claim fsx-<name> at /fsx/<name>.'),
+      fsxSlot, fsxForm, fsxActivity),
     h('section', { class: 'card', 'aria-labelledby': 'dl-title' }, h('h2', { id: 'dl-title' }, 'Download a model'),
       h('p', { class: 'muted' }, 'Runs a Job on the cluster that copies a Hugging Face repository into the bucket.'),
       form, activity),
     h('section', { class: 'card', 'aria-labelledby': 'dls-title' }, h('h2', { id: 'dls-title' }, 'Downloads'), downloadsSlot));
 
   const reload = debounce(loadDownloads, 300);
-  const stream = new api.OperationStream({ onOperation: (op) => { if (/download/.test(op.kind) && onCluster(op, cluster)) reload(); } }).start();
+  const reloadStorage = debounce(loadStorage, 300);
+  const stream = new api.OperationStream({
+    onOperation: (op) => {
+      if (/download/.test(op.kind) && onCluster(op, cluster)) reload();
+      if (/file_system/.test(op.kind) && onCluster(op, cluster)) reloadStorage();
+    },
+  }).start();
   loadStorage();
   loadDownloads();
   return {
@@ -240,6 +336,7 @@ export function storageView({ app, params, query }) {
       disposed = true;
       clearTimeout(pollTimer);
       reload.cancel();
+      reloadStorage.cancel();
       stream.stop();
     },
   };

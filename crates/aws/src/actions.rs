@@ -68,6 +68,11 @@ pub const IAM_ACTIONS: &[&str] = &[
     "eks:ListPodIdentityAssociations",
     "eks:TagResource",
     "eks:UpdateAddon",
+    // FSx for Lustre
+    "fsx:CreateFileSystem",
+    "fsx:DeleteFileSystem",
+    "fsx:DescribeFileSystems",
+    "fsx:TagResource",
     // IAM
     "iam:AttachRolePolicy",
     "iam:CreateOpenIDConnectProvider",
@@ -146,6 +151,7 @@ pub const IAM_ACTIONS: &[&str] = &[
 ];
 
 /// Actions needed without a same-named SDK call: tagging on create (`eks:TagResource`,
+/// `fsx:TagResource`,
 /// `iam:TagRole`, `iam:TagOpenIDConnectProvider`, `sagemaker:AddTags`, `s3:TagResource`), passing roles to EKS and SageMaker
 /// (`iam:PassRole`), the service-linked roles EKS (`AWSServiceRoleForAmazonEKS`), SageMaker and
 /// SageMaker HyperPod (`AWSServiceRoleForSageMakerHyperPod`, created on the first HyperPod
@@ -157,6 +163,7 @@ pub const IAM_ACTIONS: &[&str] = &[
 /// HTTP, not SDK calls).
 pub const IMPLIED_ACTIONS: &[&str] = &[
     "eks:TagResource",
+    "fsx:TagResource",
     "iam:TagRole",
     "iam:TagOpenIDConnectProvider",
     "iam:PassRole",
@@ -204,6 +211,7 @@ mod tests {
     /// The source of every module that calls the SDK.
     const SOURCES: &[(&str, &str)] = &[
         ("eks.rs", include_str!("eks.rs")),
+        ("fsx.rs", include_str!("fsx.rs")),
         ("hyperpod.rs", include_str!("hyperpod.rs")),
         ("iam.rs", include_str!("iam.rs")),
         ("mlflow.rs", include_str!("mlflow.rs")),
@@ -218,6 +226,7 @@ mod tests {
     const CLIENTS: &[(&str, &str)] = &[
         ("ec2", "ec2"),
         ("eks", "eks"),
+        ("fsx", "fsx"),
         ("iam", "iam"),
         ("sts", "sts"),
         ("sagemaker", "sagemaker"),

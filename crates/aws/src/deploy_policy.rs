@@ -418,7 +418,8 @@ fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
         .copied()
         .filter(|a| {
             let (service, op) = a.split_once(':').unwrap();
-            ["ec2", "eks", "sagemaker"].contains(&service) && (op.starts_with("Delete") || op.starts_with("Detach"))
+            ["ec2", "eks", "sagemaker", "fsx"].contains(&service)
+                && (op.starts_with("Delete") || op.starts_with("Detach"))
         })
         .collect();
     deletes.extend([
@@ -436,8 +437,17 @@ fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
             assert!(scoped(&s, &tag_key), "{action} without the {tag_key} condition: {s:?}");
         }
     }
-    for action in ["ec2:CreateVpc", "ec2:CreateSubnet", "eks:CreateCluster", "sagemaker:CreateCluster", "iam:TagRole"] {
-        for s in allows(action) {
+    for action in [
+        "ec2:CreateVpc",
+        "ec2:CreateSubnet",
+        "eks:CreateCluster",
+        "sagemaker:CreateCluster",
+        "iam:TagRole",
+        "fsx:CreateFileSystem",
+    ] {
+        let granting = allows(action);
+        assert!(!granting.is_empty(), "{action} is granted");
+        for s in granting {
             assert!(scoped(&s, &request_tag), "{action} without the {request_tag} condition: {s:?}");
         }
     }

@@ -9,6 +9,7 @@
 //! - [`iam`] — IAM roles with trust policies, least-privilege inline policies and tags.
 //! - [`hyperpod`] — SageMaker HyperPod clusters orchestrated by EKS, nodes, training plans.
 //! - [`s3`] — the shared data bucket (encrypted, public access blocked, tagged).
+//! - [`fsx`] — FSx for Lustre file systems a cluster's pods mount.
 //! - [`quota`] — Availability Zones, instance type offerings, Service Quotas.
 //! - [`identity`] — STS caller identity.
 //! - [`mlflow`] — SageMaker managed MLflow tracking servers, and their runs and metric
@@ -37,6 +38,7 @@ pub mod actions;
 pub mod eks;
 pub mod error;
 pub mod governance;
+pub mod fsx;
 pub mod hyperpod;
 pub mod iam;
 pub mod identity;
@@ -110,6 +112,7 @@ struct Base {
 pub(crate) struct Regional {
     pub ec2: aws_sdk_ec2::Client,
     pub eks: aws_sdk_eks::Client,
+    pub fsx: aws_sdk_fsx::Client,
     pub sagemaker: aws_sdk_sagemaker::Client,
     pub s3: aws_sdk_s3::Client,
     pub quotas: aws_sdk_servicequotas::Client,
@@ -297,6 +300,7 @@ impl Regional {
         Regional {
             ec2: aws_sdk_ec2::Client::from_conf(aws_sdk_ec2::config::Builder::from(conf).region(r.clone()).build()),
             eks: aws_sdk_eks::Client::from_conf(aws_sdk_eks::config::Builder::from(conf).region(r.clone()).build()),
+            fsx: aws_sdk_fsx::Client::from_conf(aws_sdk_fsx::config::Builder::from(conf).region(r.clone()).build()),
             sagemaker: aws_sdk_sagemaker::Client::from_conf(
                 aws_sdk_sagemaker::config::Builder::from(conf).region(r.clone()).build(),
             ),

@@ -224,6 +224,7 @@ impl Models {
             "sagemaker" | "api" if host.contains("sagemaker") => "sagemaker",
             "eks" => "eks",
             "ec2" => "ec2",
+            "fsx" => "fsx",
             "iam" => "iam",
             "sts" => "sts",
             "servicequotas" => "service-quotas",

@@ -7,7 +7,7 @@
 //!   call is one row (and, if the canned world does not answer it yet, one arm in
 //!   [`respond`]).
 //! - [`METHODS`] is the hand-kept list of trait methods; a test scans
-//!   `crates/core/src/provider/{aws,mlflow,governance}.rs` for the traits' `async fn`s and compares, another
+//!   `crates/core/src/provider/{aws,mlflow,governance,fsx}.rs` for the traits' `async fn`s and compares, another
 //!   fails when a method has no case (or no reason in [`UNMODELLED`]).
 //! - [`VALIDATOR_CASES`] are deliberately wrong requests: each must fail with its path.
 //!
@@ -35,6 +35,7 @@ const ROLE_BOUNDARY: &str = "arn:aws:iam::123456789012:policy/instantstart-RoleB
 const EKS_ARN: &str = "arn:aws:eks:us-east-1:123456789012:cluster/demo";
 const HP_ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123def456";
 const MLFLOW_ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team";
+const FSX_ID: &str = "fs-0123456789abcdef0";
 const ISSUER: &str = "https://oidc.eks.us-east-1.amazonaws.com/id/ABCDEF0123456789";
 
 /// The canned account a case runs against.
@@ -59,7 +60,7 @@ pub struct Case {
     pub expect: &'static [&'static str],
 }
 
-/// Every method of the AWS-side traits (crates/core/src/provider/aws.rs, mlflow.rs and governance.rs).
+/// Every method of the AWS-side traits (crates/core/src/provider/aws.rs, mlflow.rs, governance.rs and fsx.rs).
 pub const METHODS: &[&str] = &[
     "IdentityApi::caller_identity",
     "QuotaApi::availability_zones",
@@ -128,6 +129,10 @@ pub const METHODS: &[&str] = &[
     "TaskGovernanceApi::create_compute_quota",
     "TaskGovernanceApi::update_compute_quota",
     "TaskGovernanceApi::delete_compute_quota",
+    "FsxApi::list_lustre_file_systems",
+    "FsxApi::describe_lustre_file_system",
+    "FsxApi::create_lustre_file_system",
+    "FsxApi::delete_lustre_file_system",
 ];
 
 /// Trait methods whose requests no botocore model describes, and why.
@@ -199,6 +204,19 @@ fn tracking_server(version: Option<&str>) -> CreateTrackingServer {
         size: TrackingServerSize::Small,
         role_arn: "arn:aws:iam::123456789012:role/demo-mlflow-role".into(),
         mlflow_version: version.map(str::to_string),
+        tags: tags(),
+    }
+}
+
+fn lustre(deployment_type: LustreDeploymentType, throughput: Option<u32>) -> CreateLustreFileSystem {
+    CreateLustreFileSystem {
+        region: "us-east-1".into(),
+        client_request_token: fsx_client_token("01JD0EXAMPLE-file_system"),
+        subnet_id: "subnet-0123456789abcdef0".into(),
+        security_group_ids: vec!["sg-0123456789abcdef0".into()],
+        deployment_type,
+        storage_capacity_gib: 2400,
+        per_unit_storage_throughput: throughput,
         tags: tags(),
     }
 }
@@ -1451,6 +1469,54 @@ pub const CASES: &[Case] = &[
         world: World::Existing,
         run: run!(|p| p.delete_compute_quota("us-east-1", QUOTA_ID).await.unwrap()),
         expect: &["sagemaker:DeleteComputeQuota"],
+    // ------------------------------------------------------------ FSx for Lustre
+    Case {
+        method: "FsxApi::list_lustre_file_systems",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| assert_eq!(p.list_lustre_file_systems("us-east-1").await.unwrap().len(), 1)),
+        expect: &["fsx:DescribeFileSystems"],
+    },
+    Case {
+        method: "FsxApi::describe_lustre_file_system",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| {
+            let fs = p.describe_lustre_file_system("us-east-1", FSX_ID).await.unwrap().unwrap();
+            assert_eq!((fs.lifecycle.as_str(), fs.mount_name.as_deref()), ("AVAILABLE", Some("abcdefgh")));
+        }),
+        expect: &["fsx:DescribeFileSystems"],
+    },
+    Case {
+        method: "FsxApi::describe_lustre_file_system",
+        variant: "unknown id",
+        world: World::Fresh,
+        run: run!(|p| assert!(p.describe_lustre_file_system("us-east-1", FSX_ID).await.unwrap().is_none())),
+        expect: &["fsx:DescribeFileSystems"],
+    },
+    Case {
+        method: "FsxApi::create_lustre_file_system",
+        variant: "SCRATCH_2",
+        world: World::Fresh,
+        run: run!(|p| p.create_lustre_file_system(&lustre(LustreDeploymentType::Scratch2, None)).await.unwrap()),
+        expect: &["fsx:CreateFileSystem"],
+    },
+    Case {
+        method: "FsxApi::create_lustre_file_system",
+        variant: "PERSISTENT_2 with throughput",
+        world: World::Fresh,
+        run: run!(|p| p
+            .create_lustre_file_system(&lustre(LustreDeploymentType::Persistent2, Some(250)))
+            .await
+            .unwrap()),
+        expect: &["fsx:CreateFileSystem"],
+    },
+    Case {
+        method: "FsxApi::delete_lustre_file_system",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| p.delete_lustre_file_system("us-east-1", FSX_ID, "01JD0EXAMPLE-file_system").await.unwrap()),
+        expect: &["fsx:DeleteFileSystem"],
     },
 ];
 
@@ -1612,6 +1678,14 @@ fn tracking(name: &str) -> Value {
             "TrackingServerSize": "Small", "MlflowVersion": "3.0", "RoleArn": "arn:aws:iam::123456789012:role/demo-mlflow-role",
             "TrackingServerStatus": "Created", "IsActive": "Active", "TrackingServerUrl": "https://t-abc.us-east-1.experiments.sagemaker.aws",
             "CreationTime": 1_700_000_000.0 })
+}
+
+fn file_system(lifecycle: &str) -> Value {
+    let t: Vec<Value> = tags().iter().map(|(k, v)| json!({ "Key": k, "Value": v })).collect();
+    json!({ "FileSystemId": FSX_ID, "FileSystemType": "LUSTRE", "Lifecycle": lifecycle, "StorageCapacity": 2400,
+            "StorageType": "SSD", "VpcId": VPC, "SubnetIds": ["subnet-0123456789abcdef0"],
+            "DNSName": format!("{FSX_ID}.fsx.us-east-1.amazonaws.com"), "Tags": t,
+            "LustreConfiguration": { "DeploymentType": "SCRATCH_2", "MountName": "abcdefgh" } })
 }
 
 fn role_xml() -> String {
@@ -1988,6 +2062,16 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
         "sagemaker:CreateMlflowTrackingServer" | "sagemaker:DeleteMlflowTrackingServer" => {
             Canned::json(json!({ "TrackingServerArn": MLFLOW_ARN }))
         }
+        // FSx for Lustre
+        "fsx:DescribeFileSystems" if !existing => Canned {
+            status: 400,
+            ..Canned::json(
+                json!({ "__type": "FileSystemNotFound", "Message": format!("File system '{FSX_ID}' does not exist.") }),
+            )
+        },
+        "fsx:DescribeFileSystems" => Canned::json(json!({ "FileSystems": [file_system("AVAILABLE")] })),
+        "fsx:CreateFileSystem" => Canned::json(json!({ "FileSystem": file_system("CREATING") })),
+        "fsx:DeleteFileSystem" => Canned::json(json!({ "FileSystemId": FSX_ID, "Lifecycle": "DELETING" })),
         // Service Quotas
         "service-quotas:ListAWSDefaultServiceQuotas" | "service-quotas:ListServiceQuotas" => {
             Canned::json(json!({ "Quotas": [{
@@ -2147,7 +2231,7 @@ fn trait_methods(source: &str) -> Vec<String> {
 fn the_method_list_is_the_traits() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src/provider");
     let mut found = Vec::new();
-    for f in ["aws.rs", "mlflow.rs", "governance.rs"] {
+    for f in ["aws.rs", "mlflow.rs", "governance.rs", "fsx.rs"] {
         let src = std::fs::read_to_string(root.join(f)).expect("provider source");
         found.extend(trait_methods(&src));
     }

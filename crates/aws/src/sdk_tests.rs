@@ -3,7 +3,7 @@
 //! They cover what moto does not implement (EKS add-ons, SageMaker UpdateCluster and batch
 //! node actions, training plans, Service Quotas), the request shapes moto accepts but drops
 //! (HyperPod capacity, EFA-only, deep health checks, provisioning mode; EKS access config and
-//! logging), and error mapping from real error bodies.
+//! logging), FSx for Lustre (moto has no FSx), and error mapping from real error bodies.
 
 use crate::replay::{Canned, Recorded, Replay};
 use instantstart_core::provider::*;
@@ -1942,4 +1942,109 @@ async fn compute_quotas_round_trip_their_configuration() {
     p.delete_compute_quota("us-east-1", "cccccccccccc").await.unwrap();
     let gone = p.delete_compute_quota("us-east-1", "dddddddddddd").await.unwrap_err();
     assert_eq!(gone.kind, ProviderErrorKind::NotFound);
+// ---------------------------------------------------------------- FSx for Lustre
+
+fn fsx_json(id: &str, kind: &str, lifecycle: &str, extra_tags: &[(&str, &str)]) -> Value {
+    let mut t: Vec<Value> = tags("demo").iter().map(|(k, v)| json!({ "Key": k, "Value": v })).collect();
+    t.extend(extra_tags.iter().map(|(k, v)| json!({ "Key": k, "Value": v })));
+    json!({ "FileSystemId": id, "FileSystemType": kind, "Lifecycle": lifecycle, "StorageCapacity": 1200, "StorageType": "SSD",
+            "VpcId": "vpc-1", "SubnetIds": ["subnet-a"], "DNSName": format!("{id}.fsx.us-east-1.amazonaws.com"), "Tags": t,
+            "FailureDetails": { "Message": "the subnet ran out of addresses" },
+            "LustreConfiguration": { "DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250, "MountName": "abcdefgh" } })
+}
+
+#[tokio::test]
+async fn create_lustre_file_system_sends_the_token_placement_type_and_tags() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "CreateFileSystem" => Canned::json(json!({ "FileSystem": fsx_json("fs-0a", "LUSTRE", "CREATING", &[]) })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let mut t = tags("demo");
+    t.insert(TAG_FSX_VOLUME.into(), "ckpt".into());
+    let fs = p
+        .create_lustre_file_system(&CreateLustreFileSystem {
+            region: "us-east-1".into(),
+            client_request_token: "op-1file_system".into(),
+            subnet_id: "subnet-a".into(),
+            security_group_ids: vec!["sg-cluster".into()],
+            deployment_type: LustreDeploymentType::Persistent2,
+            storage_capacity_gib: 1200,
+            per_unit_storage_throughput: Some(250),
+            tags: t,
+        })
+        .await
+        .unwrap();
+    assert_eq!((fs.id.as_str(), fs.state()), ("fs-0a", ResourceState::Creating));
+    assert_eq!(fs.per_unit_storage_throughput, Some(250));
+    let body = replay.of("CreateFileSystem")[0].json();
+    assert_eq!(body["ClientRequestToken"], "op-1file_system");
+    assert_eq!(body["FileSystemType"], "LUSTRE");
+    assert_eq!(body["StorageType"], "SSD");
+    assert_eq!(body["StorageCapacity"], 1200);
+    assert_eq!(body["SubnetIds"], json!(["subnet-a"]));
+    assert_eq!(body["SecurityGroupIds"], json!(["sg-cluster"]));
+    assert_eq!(
+        body["LustreConfiguration"],
+        json!({ "DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250 })
+    );
+    let sent: Vec<(String, String)> = body["Tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["Key"].as_str().unwrap().to_string(), t["Value"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(sent.contains(&("instantstart:fsx".into(), "ckpt".into())), "{sent:?}");
+    assert!(sent.contains(&("instantstart:managed-by".into(), "instantstart".into())), "{sent:?}");
+}
+
+#[tokio::test]
+async fn lustre_file_systems_are_listed_over_pages_and_read_with_their_failure() {
+    let replay = Replay::new(|r| match (r.operation().as_str(), r.json()["NextToken"].as_str()) {
+        ("DescribeFileSystems", None) if r.json()["FileSystemIds"].is_array() => Canned {
+            status: 400,
+            ..Canned::json(
+                json!({ "__type": "FileSystemNotFound", "Message": "File system 'fs-0gone' does not exist." }),
+            )
+        },
+        ("DescribeFileSystems", None) => Canned::json(json!({
+            "FileSystems": [fsx_json("fs-0a", "LUSTRE", "AVAILABLE", &[]), fsx_json("fs-0w", "WINDOWS", "AVAILABLE", &[])],
+            "NextToken": "page2" })),
+        ("DescribeFileSystems", Some("page2")) => {
+            Canned::json(json!({ "FileSystems": [fsx_json("fs-0b", "LUSTRE", "FAILED", &[])] }))
+        }
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let all = p.list_lustre_file_systems("us-east-1").await.unwrap();
+    let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["fs-0a", "fs-0b"], "other file system types are left out, every page is read");
+    assert_eq!(all[0].mount_name.as_deref(), Some("abcdefgh"));
+    assert_eq!(all[0].dns_name.as_deref(), Some("fs-0a.fsx.us-east-1.amazonaws.com"));
+    assert_eq!(all[1].state(), ResourceState::Failed { reason: "the subnet ran out of addresses".into() });
+    assert!(is_owned(&all[0].tags, "demo"));
+    assert_eq!(p.describe_lustre_file_system("us-east-1", "fs-0gone").await.unwrap(), None);
+    assert_eq!(replay.of("DescribeFileSystems")[2].json()["FileSystemIds"], json!(["fs-0gone"]));
+}
+
+#[tokio::test]
+async fn delete_lustre_file_system_skips_the_final_backup_and_maps_not_found() {
+    let replay = Replay::new(|r| match r.json()["FileSystemId"].as_str() {
+        Some("fs-0a") => Canned::json(json!({ "FileSystemId": "fs-0a", "Lifecycle": "DELETING" })),
+        Some(_) => Canned {
+            status: 400,
+            ..Canned::json(json!({ "__type": "FileSystemNotFound", "Message": "File system does not exist." }))
+        },
+        None => unexpected(r),
+    });
+    let p = replay.provider();
+    p.delete_lustre_file_system("us-east-1", "fs-0a", "op-2file_system").await.unwrap();
+    let body = replay.of("DeleteFileSystem")[0].json();
+    assert_eq!(
+        body,
+        json!({ "FileSystemId": "fs-0a", "ClientRequestToken": "op-2file_system",
+                "LustreConfiguration": { "SkipFinalBackup": true } })
+    );
+    let e = p.delete_lustre_file_system("us-east-1", "fs-0gone", "t").await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::NotFound);
 }

@@ -1223,6 +1223,55 @@ impl MlflowTracking for MotoCloud {
     }
 }
 
+// moto implements FSx's CreateFileSystem, DescribeFileSystems and DeleteFileSystem (without
+// lifecycles or idempotency tokens; those are tested at the SDK boundary, `src/sdk_tests.rs`).
+#[async_trait]
+impl FsxApi for MotoCloud {
+    async fn list_lustre_file_systems(&self, region: &str) -> Result<Vec<LustreFileSystem>> {
+        self.real.list_lustre_file_systems(region).await
+    }
+    async fn describe_lustre_file_system(&self, region: &str, id: &str) -> Result<Option<LustreFileSystem>> {
+        self.real.describe_lustre_file_system(region, id).await
+    }
+    async fn create_lustre_file_system(&self, req: &CreateLustreFileSystem) -> Result<LustreFileSystem> {
+        self.real.create_lustre_file_system(req).await
+    }
+    async fn delete_lustre_file_system(&self, region: &str, id: &str, token: &str) -> Result<()> {
+        self.real.delete_lustre_file_system(region, id, token).await
+    }
+}
+
+#[tokio::test]
+async fn lustre_file_systems_are_created_tagged_listed_and_deleted() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let mut t = tags("demo");
+    t.insert(TAG_FSX_VOLUME.into(), "scratch".into());
+    let created = p
+        .create_lustre_file_system(&CreateLustreFileSystem {
+            region: REGION.into(),
+            client_request_token: "op-1file_system".into(),
+            subnet_id: "subnet-0123456789abcdef0".into(),
+            security_group_ids: vec!["sg-0123456789abcdef0".into()],
+            deployment_type: LustreDeploymentType::Scratch2,
+            storage_capacity_gib: 1200,
+            per_unit_storage_throughput: None,
+            tags: t,
+        })
+        .await
+        .unwrap();
+    assert!(created.id.starts_with("fs-"), "{created:?}");
+    assert_eq!(created.storage_capacity_gib, 1200);
+    let listed = p.list_lustre_file_systems(REGION).await.unwrap();
+    assert_eq!(listed.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), [created.id.as_str()]);
+    assert_eq!(listed[0].tags.get(TAG_FSX_VOLUME).map(String::as_str), Some("scratch"), "{listed:?}");
+    assert!(is_owned(&listed[0].tags, "demo"));
+    let one = p.describe_lustre_file_system(REGION, &created.id).await.unwrap().expect("described");
+    assert_eq!(one.dns_name.as_deref(), Some(format!("{}.fsx.{REGION}.amazonaws.com", created.id).as_str()));
+    p.delete_lustre_file_system(REGION, &created.id, "op-2file_system").await.unwrap();
+    assert_eq!(p.describe_lustre_file_system(REGION, &created.id).await.unwrap(), None);
+}
+
 /// A local `mlflow server` (PyPI `mlflow-skinny` plus the server's packages, installed into
 /// `target/test-venv` by `cargo xtask test`; `MLFLOW_BIN` overrides the path), SQLite backend in
 /// a temporary directory, killed on drop.

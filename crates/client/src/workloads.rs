@@ -1,4 +1,4 @@
-//! Workloads on a cluster: shared storage, model downloads, training jobs (with their logs),
+//! Workloads on a cluster: shared storage (and its FSx for Lustre volumes), model downloads, training jobs (with their logs),
 //! inference endpoints and model pools.
 //!
 //! Request bodies are JSON as the API takes them (`recipes::download::ModelDownloadParams`,
@@ -19,10 +19,36 @@ use serde_json::Value;
 impl Client {
     // ----- storage and downloads -----
 
-    /// `GET /api/clusters/{cluster}/storage`: the cluster's shared bucket storages
-    /// (`{name, bucket, mount_path, claim, status, entries: [{key, kind, size_bytes?}]}`).
+    /// `GET /api/clusters/{cluster}/storage`: the cluster's storage, the shared bucket (`kind:
+    /// s3`, `{name, bucket, mount_path, claim, status, entries: [{key, kind, size_bytes?}]}`)
+    /// and its FSx for Lustre volumes (`kind: fsx_lustre`, with `file_system`).
     pub async fn list_storage(&self, cluster: &str) -> Result<Vec<StorageSummary>, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "storage"])).await
+    }
+
+    /// `POST /api/clusters/{cluster}/storage/fsx`: create an FSx for Lustre volume (body:
+    /// `FileSystemBody`, `{name, deployment_type?, storage_capacity_gib?,
+    /// per_unit_storage_throughput?}`); operation `create_file_system`.
+    pub async fn create_file_system(
+        &self,
+        cluster: &str,
+        body: &Value,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "storage", "fsx"];
+        self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
+    }
+
+    /// `DELETE /api/clusters/{cluster}/storage/fsx/{name}`: delete an FSx volume's claim,
+    /// volume and file system (its data goes with it); operation `delete_file_system`.
+    pub async fn delete_file_system(
+        &self,
+        cluster: &str,
+        name: &str,
+        opts: &MutationOptions,
+    ) -> Result<Submitted, Error> {
+        let path = ["api", "clusters", cluster, "storage", "fsx", name];
+        self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
     }
 
     /// `GET /api/clusters/{cluster}/storage/objects?prefix=`: one level of the shared bucket

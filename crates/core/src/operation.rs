@@ -109,6 +109,9 @@ pub enum OperationKind {
     RemoveHyperPod,
     UpdateSoftware,
     SetGovernance,
+    // An FSx for Lustre file system mounted as a claim (`workflow::fsx`), and its removal.
+    CreateFileSystem,
+    DeleteFileSystem,
 }
 
 impl OperationKind {
@@ -139,6 +142,8 @@ impl OperationKind {
         OperationKind::RemoveHyperPod,
         OperationKind::UpdateSoftware,
         OperationKind::SetGovernance,
+        OperationKind::CreateFileSystem,
+        OperationKind::DeleteFileSystem,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -168,6 +173,8 @@ impl OperationKind {
             OperationKind::RemoveHyperPod => "remove_hyperpod",
             OperationKind::UpdateSoftware => "update_software",
             OperationKind::SetGovernance => "set_governance",
+            OperationKind::CreateFileSystem => "create_file_system",
+            OperationKind::DeleteFileSystem => "delete_file_system",
         }
     }
 

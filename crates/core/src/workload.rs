@@ -559,19 +559,39 @@ pub struct StorageEntry {
     pub size_bytes: Option<u64>,
 }
 
-/// The shared storage of a cluster: the bucket and how pods mount it.
+/// What backs a storage volume of a cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageKind {
+    /// The shared S3 bucket through the Mountpoint S3 CSI driver (claim `s3-shared`).
+    #[default]
+    S3,
+    /// An FSx for Lustre file system through the FSx CSI driver (claim `fsx-<name>`).
+    FsxLustre,
+}
+
+/// A storage volume of a cluster: the shared bucket, or an FSx for Lustre file system, and how
+/// pods mount it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct StorageSummary {
-    /// Name of the PersistentVolume.
+    /// `s3` (the shared bucket) or `fsx_lustre`.
+    #[serde(default)]
+    pub kind: StorageKind,
+    /// Name of the PersistentVolume for `s3`; the volume's name on the cluster for `fsx_lustre`
+    /// (what jobs, downloads and endpoints name).
     pub name: String,
+    /// The bucket (`s3`); empty for `fsx_lustre`.
     pub bucket: String,
     pub mount_path: String,
     /// `namespace/claim` of the PersistentVolumeClaim.
     pub claim: String,
     /// The claim's phase (`Bound`, `Pending`, …) or `missing`.
     pub status: String,
-    /// Top-level listing of the bucket.
+    /// Top-level listing of the bucket (empty for `fsx_lustre`).
     pub entries: Vec<StorageEntry>,
+    /// The file system (`fsx_lustre`): id, lifecycle, deployment type, capacity, DNS and mount name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_system: Option<crate::provider::LustreFileSystem>,
 }
 
 /// A listing of the shared bucket under a prefix.

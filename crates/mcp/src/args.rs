@@ -623,6 +623,35 @@ pub struct StorageListArgs {
     pub prefix: Option<String>,
 }
 
+/// `storage_fsx_create`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct StorageFsxCreateArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The volume: name (claim fsx-<name>, mounted at /fsx/<name>), deployment_type SCRATCH_2
+    /// (default) or PERSISTENT_2, storage_capacity_gib (1200, 2400 or a multiple of 2400),
+    /// per_unit_storage_throughput (PERSISTENT_2 only: 125, 250, 500 or 1000).
+    #[schemars(with = "instantstart_core::workflow::fsx::FileSystemBody")]
+    pub file_system: Value,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+}
+
+/// `storage_fsx_delete`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct StorageFsxDeleteArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// FSx volume to delete (its name as storage_list shows it, kind fsx_lustre).
+    pub name: String,
+    #[serde(flatten)]
+    pub mutation: MutationArgs,
+    #[serde(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
 /// `model_download`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ModelDownloadArgs {

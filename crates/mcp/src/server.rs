@@ -19,7 +19,7 @@
 //! interrupts the node's workloads, but the instance, its id and its local data stay — it is
 //! the first rung of investigate → reboot → replace. `job_delete`, `model_delete` (a running
 //! download stops; the files stay), `endpoint_delete`, `mlflow_server_delete` (the runs go with
-//! the server) and `endpoint_scale` (scaling down stops replicas) are destructive; `endpoint_chat` changes
+//! the server), `storage_fsx_delete` (the file system's data goes with it) and `endpoint_scale` (scaling down stops replicas) are destructive; `endpoint_chat` changes
 //! nothing (read-only) but is not idempotent (the model samples). Changes with an explicit diff
 //! (`instance_group_scale`, `feature_set`) and deletions are idempotent: repeating them finds
 //! the target already in that state.
@@ -919,10 +919,12 @@ impl InstantStartMcp {
 
     #[tool(
         name = "storage_list",
-        description = "The cluster's shared S3 storage: without prefix, each storage (bucket, mount_path inside \
-                       every pod, PVC claim, status) with the bucket's top-level entries; with prefix (e.g. \
-                       `models/`), one level of keys under it (kind prefix or object, size_bytes). Use it to find \
-                       model and dataset paths before model_download, job_submit or endpoint_deploy.",
+        description = "The cluster's storage: without prefix, each storage — the shared S3 bucket (kind s3: \
+                       bucket, mount_path inside every pod, PVC claim, status, the bucket's top-level entries) and \
+                       every FSx for Lustre volume (kind fsx_lustre: name, claim fsx-<name>, mount_path, status, \
+                       file_system with id, lifecycle, type and capacity); with prefix (e.g. `models/`), one level \
+                       of the bucket's keys under it (kind prefix or object, size_bytes). Use it to find model and \
+                       dataset paths before model_download, job_submit or endpoint_deploy.",
         annotations(
             title = "List shared storage",
             read_only_hint = true,
@@ -944,6 +946,60 @@ impl InstantStartMcp {
             Ok(v) => ok(json!({ "cluster": cluster, "storage": v })),
             Err(e) => failure(&e),
         }
+    }
+
+    #[tool(
+        name = "storage_fsx_create",
+        description = "Create an FSx for Lustre volume for a cluster: the FSx CSI driver add-on, a file system in \
+                       the HyperPod nodes' subnet (SCRATCH_2 or PERSISTENT_2; capacity 1200, 2400 or a multiple of \
+                       2400 GiB; PERSISTENT_2 needs per_unit_storage_throughput 125/250/500/1000), and the static \
+                       volume and claim fsx-<name> pods mount at /fsx/<name>. Use dry_run to check the request. \
+                       Returns the operation id: call operation_wait with it until the status is terminal (about \
+                       10 minutes on AWS); then storage_list shows it (kind fsx_lustre).",
+        annotations(
+            title = "Create an FSx for Lustre volume",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn storage_fsx_create(&self, Parameters(a): Parameters<StorageFsxCreateArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        match self.client.create_file_system(&cluster, &a.file_system, &mutation_options(&a.mutation)).await {
+            Ok(s) => render::submitted(&s),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
+        name = "storage_fsx_delete",
+        description = "Delete an FSx for Lustre volume of a cluster: its claim and volume, then the file system \
+                       with all its data (pods still mounting it lose it). Destructive: the first call changes \
+                       nothing and answers the plan and a confirmation token; call again with confirmation only \
+                       after the user's yes. Returns the operation id: call operation_wait with it until the \
+                       status is terminal.",
+        annotations(
+            title = "Delete an FSx for Lustre volume",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn storage_fsx_delete(&self, Parameters(a): Parameters<StorageFsxDeleteArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster.clone()).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        let (c, name) = (cluster.as_str(), a.name.as_str());
+        self.guarded("storage_fsx_delete", bound_on(&a, c), &a.confirm, &a.mutation, move |o| async move {
+            self.client.delete_file_system(c, name, &o).await
+        })
+        .await
     }
 
     #[tool(

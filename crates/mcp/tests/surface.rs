@@ -172,6 +172,8 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
         "pool_assign",
         "mlflow_create_server",
         "mlflow_server_delete",
+        "storage_fsx_create",
+        "storage_fsx_delete",
     ] {
         let t = tools().into_iter().find(|t| t.name == name).unwrap();
         let props = properties(&t);

@@ -121,6 +121,9 @@ OPERATION_TOOLS |= {
     "pool_assign",
 }
 DESTRUCTIVE |= {"job_delete", "model_delete", "endpoint_scale", "endpoint_delete"}
+# FSx for Lustre volumes beside the shared bucket.
+OPERATION_TOOLS |= {"storage_fsx_create", "storage_fsx_delete"}
+DESTRUCTIVE |= {"storage_fsx_delete"}
 # Training history (SageMaker managed MLflow).
 READ_ONLY |= {"mlflow_servers", "mlflow_runs", "mlflow_metrics"}
 OPERATION_TOOLS |= {"mlflow_create_server", "mlflow_server_delete"}

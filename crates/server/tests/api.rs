@@ -897,6 +897,47 @@ async fn run(app: &TestApp, method: Method, uri: &str, body: Option<Value>) -> V
     done
 }
 
+/// FSx for Lustre volumes through REST: a dry run shows the steps, a broken rule is a 400 naming
+/// the field, the volume is created and listed beside the bucket, an unknown one is a 404, and
+/// the delete removes it.
+#[tokio::test]
+async fn fsx_volumes_are_created_listed_and_deleted() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let uri = "/api/clusters/demo/storage/fsx";
+    let body = json!({ "name": "scratch", "deployment_type": "PERSISTENT_2", "storage_capacity_gib": 2400,
+                       "per_unit_storage_throughput": 500 });
+    let dry = app.send(Method::POST, &format!("{uri}?dry_run=true"), Some(body.clone()), &[]).await;
+    assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
+    let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["addon:aws-fsx-csi-driver", "file_system", "claim"]);
+    assert!(dry.body["request"]["placement"]["subnet_id"].is_string(), "{:#}", dry.body);
+    for (bad, field) in [
+        (json!({ "name": "x", "storage_capacity_gib": 3000 }), "storage_capacity_gib"),
+        (json!({ "name": "x", "per_unit_storage_throughput": 125 }), "per_unit_storage_throughput"),
+        (json!({ "name": "x", "placement": {} }), "placement"),
+    ] {
+        let r = app.send(Method::POST, uri, Some(bad.clone()), &[]).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {:#}", r.body);
+        assert_eq!(r.body["findings"][0]["field"], field, "{bad}: {:#}", r.body);
+    }
+    let unknown = app.send(Method::POST, "/api/clusters/nope/storage/fsx", Some(body.clone()), &[]).await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{:#}", unknown.body);
+    run(&app, Method::POST, uri, Some(body)).await;
+    let storage = app.get("/api/clusters/demo/storage").await.body;
+    let kinds: Vec<&str> = storage.as_array().unwrap().iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["s3", "fsx_lustre"], "{storage:#}");
+    assert_eq!(storage[1]["claim"], "default/fsx-scratch");
+    assert_eq!(storage[1]["status"], "Bound");
+    assert_eq!(storage[1]["file_system"]["lifecycle"], "AVAILABLE");
+    assert_eq!(storage[1]["file_system"]["per_unit_storage_throughput"], 500);
+    let missing = app.send(Method::DELETE, &format!("{uri}/other"), None, &[]).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{:#}", missing.body);
+    run(&app, Method::DELETE, &format!("{uri}/scratch"), None).await;
+    let storage = app.get("/api/clusters/demo/storage").await.body;
+    assert_eq!(storage.as_array().unwrap().len(), 1, "{storage:#}");
+}
+
 #[tokio::test]
 async fn instance_groups_scale_add_delete_with_explicit_diffs_and_immutable_fields() {
     let app = test_app(2000.0);

@@ -168,6 +168,7 @@ pub(crate) fn addon_default_version(addon: &str, kubernetes_version: &str) -> St
         "eks-pod-identity-agent" => "v1.3.8-eksbuild.2".into(),
         "cert-manager" => "v1.18.2-eksbuild.1".into(),
         "aws-mountpoint-s3-csi-driver" => "v2.1.0-eksbuild.1".into(),
+        "aws-fsx-csi-driver" => "v1.6.0-eksbuild.1".into(),
         "vpc-cni" => "v1.20.1-eksbuild.1".into(),
         "coredns" => "v1.12.2-eksbuild.4".into(),
         "kube-proxy" => format!("v{kubernetes_version}.0-eksbuild.2"),

@@ -47,6 +47,7 @@
 //! - [`world_store`]: where a world shared by several processes lives.
 //! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations; `software_update`:
 //!   HyperPod's platform software updates (releases, rolling batches, refusals).
+//! - `fsx`: FSx for Lustre file systems (and when pods may mount them).
 //! - `mlflow`: SageMaker managed MLflow tracking servers; runs and metrics derived from the
 //!   simulated training jobs ([`training_curve`], the curve their logs print too).
 //! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs), and
@@ -60,6 +61,7 @@ pub mod ec2_specs;
 mod eks;
 pub mod faults;
 mod governance;
+mod fsx;
 mod hyperpod;
 mod hyperpod_events;
 mod iam;

@@ -125,7 +125,8 @@ fn network_view(w: &World, v: &VpcRec, now: f64) -> Network {
 /// are associated with a load balancer, you must delete those services before deleting the
 /// cluster so that the load balancers are deleted properly. Otherwise, you can have orphaned
 /// resources in your VPC that prevent you from being able to delete the VPC"
-/// (https://docs.aws.amazon.com/eks/latest/userguide/delete-cluster.html); EC2 refuses
+/// (https://docs.aws.amazon.com/eks/latest/userguide/delete-cluster.html); an FSx file system
+/// keeps network interfaces in its subnet until it is deleted; EC2 refuses
 /// `DeleteSubnet` and `DeleteVpc` with `DependencyViolation` while network interfaces remain
 /// (https://docs.aws.amazon.com/vpc/latest/userguide/delete-vpc.html).
 fn subnet_users(w: &World, subnet_id: &str, now: f64) -> Vec<String> {
@@ -140,6 +141,12 @@ fn subnet_users(w: &World, subnet_id: &str, now: f64) -> Vec<String> {
             .values()
             .filter(|h| h.life.exists(now) && h.groups.iter().any(|g| g.subnet_id == subnet_id))
             .map(|h| format!("HyperPod cluster {}", h.name)),
+    );
+    users.extend(
+        w.file_systems
+            .values()
+            .filter(|f| f.subnet_id == subnet_id && f.lifecycle(now).is_some())
+            .map(|f| format!("the network interfaces of FSx file system {}", f.id)),
     );
     if let Some(v) = w.subnets.get(subnet_id).and_then(|s| w.vpcs.get(&s.vpc_id)) {
         users.extend(v.load_balancers.iter().filter(|lb| lb.subnet_ids.iter().any(|s| s == subnet_id)).map(|lb| {

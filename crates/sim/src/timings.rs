@@ -62,6 +62,10 @@ pub const HYPERPOD_NODE_REBOOT: f64 = 120.0;
 pub const HYPERPOD_NODE_REPLACE: f64 = 360.0;
 /// New instances of a scaled-up or added group start appearing this long after the update.
 pub const HYPERPOD_SCALE_FIRST_NODE: f64 = 60.0;
+/// FSx for Lustre file system: CREATING → AVAILABLE (AWS: 5 to 10 minutes).
+pub const FSX_CREATE: f64 = 480.0;
+/// FSx for Lustre file system: DELETING → gone (AWS: a few minutes).
+pub const FSX_DELETE: f64 = 180.0;
 /// SageMaker managed MLflow tracking server: Creating → Created (AWS: about 20 minutes).
 pub const MLFLOW_TRACKING_SERVER_CREATE: f64 = 1200.0;
 /// SageMaker managed MLflow tracking server: Deleting → gone (AWS: several minutes).

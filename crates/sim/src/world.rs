@@ -64,6 +64,9 @@ pub(crate) struct World {
     /// SageMaker compute quotas (task governance) by id.
     #[serde(default)]
     pub compute_quotas: BTreeMap<String, crate::governance::ComputeQuotaRec>,
+    /// FSx for Lustre file systems by id.
+    #[serde(default)]
+    pub file_systems: BTreeMap<String, crate::fsx::FileSystemRec>,
     /// The permissions boundary of the roles the control plane creates (what the adapter
     /// sends with `CreateRole` and `PutRolePermissionsBoundary`), and the one the control
     /// plane's own policy demands (the template's `iam:PermissionsBoundary` condition); see
@@ -120,6 +123,7 @@ impl World {
             mlflow_servers: BTreeMap::new(),
             scheduler_configs: BTreeMap::new(),
             compute_quotas: BTreeMap::new(),
+            file_systems: BTreeMap::new(),
             role_boundary: RoleBoundary::default(),
         }
     }
@@ -194,6 +198,7 @@ impl World {
         self.mlflow_servers.retain(|_, r| r.exists(now));
         self.scheduler_configs.retain(|_, r| r.exists(now));
         self.compute_quotas.retain(|_, r| r.exists(now));
+        self.file_systems.retain(|_, r| r.lifecycle(now).is_some());
         crate::kube::write_outputs(self, now);
     }
 

@@ -1,12 +1,16 @@
 //! `instantstart storage ls [PREFIX]`: the cluster's shared S3 bucket — how pods mount it
-//! (the static PV/PVC of the Mountpoint S3 CSI driver) and what it holds, one level at a time.
+//! (the static PV/PVC of the Mountpoint S3 CSI driver) and what it holds, one level at a time —
+//! and its FSx for Lustre volumes; `instantstart storage fsx create|delete`: an FSx for Lustre
+//! volume (file system, CSI driver add-on, static PV and claim `fsx-NAME`) as an operation (a
+//! delete asks for the volume's name unless `--yes`).
 
 use super::target::{ClusterOpt, bytes, views};
 use crate::app::Globals;
 use crate::exit::Exit;
+use crate::mutation::{self, MutationArgs, finish};
 use crate::output::{self, Table, s};
 use clap::Subcommand;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::fmt::Write as _;
 
 #[derive(Subcommand, Debug)]
@@ -19,6 +23,60 @@ pub enum StorageCommand {
         #[command(flatten)]
         cluster: ClusterOpt,
     },
+    /// FSx for Lustre volumes of the cluster, mounted by claim fsx-NAME at /fsx/NAME.
+    #[command(subcommand)]
+    Fsx(FsxCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FsxCommand {
+    /// Create an FSx for Lustre file system in the HyperPod nodes' subnet, the FSx CSI driver
+    /// add-on, and the static volume and claim fsx-NAME (about 10 minutes on AWS).
+    Create {
+        /// The volume's name on the cluster (a DNS label of 1-40 characters).
+        name: String,
+        /// SCRATCH_2 or PERSISTENT_2 [default: SCRATCH_2].
+        #[arg(long)]
+        deployment_type: Option<String>,
+        /// Storage capacity in GiB: 1200, 2400 or a multiple of 2400 [default: 1200].
+        #[arg(long)]
+        storage_capacity_gib: Option<u32>,
+        /// MB/s per TiB, PERSISTENT_2 only: 125, 250, 500 or 1000.
+        #[arg(long)]
+        per_unit_storage_throughput: Option<u32>,
+        #[command(flatten)]
+        cluster: ClusterOpt,
+        #[command(flatten)]
+        mutation: MutationArgs,
+    },
+    /// Delete an FSx volume: its claim and volume, then the file system. Its data goes with it.
+    #[command(visible_alias = "rm")]
+    Delete {
+        /// The volume's name on the cluster.
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long)]
+        yes: bool,
+        #[command(flatten)]
+        cluster: ClusterOpt,
+        #[command(flatten)]
+        mutation: MutationArgs,
+    },
+}
+
+/// The create body from the flags, sent as given (the server validates every field).
+fn fsx_body(name: String, deployment_type: Option<String>, capacity: Option<u32>, throughput: Option<u32>) -> Value {
+    let mut body = json!({ "name": name });
+    if let Some(t) = deployment_type {
+        body["deployment_type"] = Value::String(t);
+    }
+    if let Some(c) = capacity {
+        body["storage_capacity_gib"] = json!(c);
+    }
+    if let Some(t) = throughput {
+        body["per_unit_storage_throughput"] = json!(t);
+    }
+    body
 }
 
 fn entries_table(entries: &[Value]) -> Table {
@@ -31,8 +89,38 @@ fn entries_table(entries: &[Value]) -> Table {
 }
 
 pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
+    if let StorageCommand::Fsx(FsxCommand::Delete { name, yes, mutation: m, .. }) = &cmd {
+        let confirmed = mutation::confirm_by_name(
+            name,
+            *yes,
+            m.dry_run,
+            &format!("deleting FSx volume {name} needs confirmation: pass --yes (or --dry-run to see the plan)"),
+            &format!("Delete FSx volume {name}: its claim, volume and file system with all its data?"),
+        )?;
+        if !confirmed {
+            return Ok(Exit::Usage);
+        }
+    }
     let client = g.client()?;
     match cmd {
+        StorageCommand::Fsx(FsxCommand::Create {
+            name,
+            deployment_type,
+            storage_capacity_gib,
+            per_unit_storage_throughput,
+            cluster,
+            mutation,
+        }) => {
+            let cluster = cluster.resolve(&client).await?;
+            let body = fsx_body(name, deployment_type, storage_capacity_gib, per_unit_storage_throughput);
+            let submitted = client.create_file_system(&cluster, &body, &mutation.options()).await?;
+            return finish(g, &client, submitted, mutation.wait).await;
+        }
+        StorageCommand::Fsx(FsxCommand::Delete { name, cluster, mutation, .. }) => {
+            let cluster = cluster.resolve(&client).await?;
+            let submitted = client.delete_file_system(&cluster, &name, &mutation.options()).await?;
+            return finish(g, &client, submitted, mutation.wait).await;
+        }
         StorageCommand::Ls { prefix: Some(prefix), cluster } => {
             let cluster = cluster.resolve(&client).await?;
             let listing = serde_json::to_value(client.list_storage_objects(&cluster, Some(&prefix)).await?)?;
@@ -52,6 +140,31 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
                 }
                 let mut out = String::new();
                 for st in &storages {
+                    if st.get("kind").and_then(Value::as_str) == Some("fsx_lustre") {
+                        let fs = st.get("file_system").cloned().unwrap_or(Value::Null);
+                        let throughput = fs
+                            .get("per_unit_storage_throughput")
+                            .and_then(Value::as_u64)
+                            .map(|t| format!(", {t} MB/s/TiB"))
+                            .unwrap_or_default();
+                        out.push_str(&output::fields(&[
+                            ("FSx volume", s(st, "name")),
+                            ("File system", format!("{} ({})", s(&fs, "id"), s(&fs, "lifecycle"))),
+                            (
+                                "Type",
+                                format!(
+                                    "{}, {} GiB{throughput}",
+                                    s(&fs, "deployment_type"),
+                                    fs.get("storage_capacity_gib").and_then(Value::as_u64).unwrap_or_default()
+                                ),
+                            ),
+                            ("Mounted at", s(st, "mount_path")),
+                            ("Claim", s(st, "claim")),
+                            ("Status", s(st, "status")),
+                        ]));
+                        let _ = writeln!(out);
+                        continue;
+                    }
                     out.push_str(&output::fields(&[
                         ("Storage", s(st, "name")),
                         ("Bucket", s(st, "bucket")),

@@ -773,7 +773,8 @@ pub trait S3Api: Send + Sync {
 }
 
 /// The whole AWS side. Implemented by any type implementing every AWS trait.
-/// Includes [`MlflowTracking`](super::MlflowTracking): tracking servers are SageMaker resources.
+/// Includes [`MlflowTracking`](super::MlflowTracking): tracking servers are SageMaker resources,
+/// and [`FsxApi`](super::FsxApi): FSx for Lustre file systems.
 pub trait AwsCloud:
     IdentityApi
     + QuotaApi
@@ -784,6 +785,7 @@ pub trait AwsCloud:
     + S3Api
     + super::MlflowTracking
     + super::TaskGovernanceApi
+    + super::FsxApi
 {
 }
 
@@ -797,6 +799,7 @@ impl<T> AwsCloud for T where
         + S3Api
         + super::MlflowTracking
         + super::TaskGovernanceApi
+        + super::FsxApi
 {
 }
 

@@ -3,14 +3,16 @@
 //! The AWS side ([`aws`]) and the Kubernetes side ([`kube`]) are drawn at the domain level
 //! (a VPC network, an EKS cluster, a HyperPod cluster), not at SDK shape. `instantstart-aws` and
 //! `instantstart-k8s` implement them for real; `instantstart-sim` implements them as a simulated
-//! world. [`mlflow`] (tracking servers, runs, metric histories) is part of the AWS side;
-//! [`governance`] (task governance: scheduler config, compute quotas) is part of it too;
+//! world. [`mlflow`] (tracking servers, runs, metric histories), [`governance`] (task
+//! governance: scheduler config, compute quotas) and [`fsx`] (FSx for Lustre file systems) are
+//! part of the AWS side;
 //! [`software_update`] holds the shapes of HyperPod's platform software updates.
 //! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
 pub mod aws;
 pub mod capacity;
 pub mod governance;
+pub mod fsx;
 pub mod helm;
 pub mod hyperpod_reads;
 pub mod kube;
@@ -20,6 +22,7 @@ pub mod software_update;
 pub use aws::*;
 pub use capacity::*;
 pub use governance::*;
+pub use fsx::*;
 pub use helm::*;
 pub use hyperpod_reads::*;
 pub use kube::*;

@@ -8,6 +8,9 @@
 //! bucket is kept unless the request asks for `delete_bucket` (it holds the user's data, and
 //! only an empty bucket is ever deleted).
 //!
+//! A created cluster with FSx for Lustre volumes (`workflow::fsx`) is refused (422 on `name`)
+//! until they are deleted: their file systems sit in the cluster's subnets.
+//!
 //! The SageMaker managed MLflow tracking servers created for the cluster
 //! (`create_tracking_server` with `cluster`) go with it unless `keep_tracking_servers`: a server
 //! bills while it exists. Before anything is recorded the assessment lists the servers of the
@@ -64,7 +67,7 @@ use crate::names::DerivedNames;
 use crate::operation::{OperationId, OperationKind, OperationStatus, ResourceRef, StepSpec};
 use crate::provider::*;
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, OperationFilter, Store};
-use crate::validate::Findings;
+use crate::validate::{Findings, ValidationError};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -602,6 +605,27 @@ impl Workflow for DeleteClusterWorkflow {
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let mut req: DeleteClusterRequest = decode(&prepared.request)?;
         let rec = self.store.get_cluster(&req.name)?.ok_or_else(|| EngineError::UnknownCluster(req.name.clone()))?;
+        if rec.source == ClusterSource::Created {
+            // A file system's network interfaces keep its subnet, so the VPC, from being deleted.
+            let volumes =
+                crate::engine::reads::read(|| super::fsx::cluster_volumes(self.aws.as_ref(), &rec.region, &rec.name))
+                    .await?;
+            if !volumes.is_empty() {
+                let names: Vec<&str> =
+                    volumes.iter().filter_map(|f| f.tags.get(TAG_FSX_VOLUME).map(String::as_str)).collect();
+                return Err(ValidationError::unprocessable(
+                    "name",
+                    format!(
+                        "cluster {} has FSx for Lustre volumes ({}) in its subnets; delete them first \
+                         (DELETE /api/clusters/{}/storage/fsx/<name>)",
+                        rec.name,
+                        names.join(", "),
+                        rec.name
+                    ),
+                )
+                .into());
+            }
+        }
         let mut servers = Vec::new();
         if !req.keep_tracking_servers && rec.source == ClusterSource::Created {
             for s in self.aws.list_tracking_servers(&rec.region).await? {

@@ -10,6 +10,7 @@
 //! - [`workloads`]: apply a rendered workload (training job, model download, endpoint) and
 //!   delete one, generic over the operation kind.
 //! - [`mlflow`]: create and delete a SageMaker managed MLflow tracking server.
+//! - [`fsx`]: create and delete an FSx for Lustre file system mounted as a cluster claim.
 //! - [`health_checks`]: deep health checks on demand (`StartClusterHealthCheck`).
 //! - [`hyperpod_attach`]: add a HyperPod cluster to an EKS-only cluster, and remove it.
 //! - [`governance`]: task governance (the add-on, scheduler config, team quotas) as reconciled state.
@@ -23,6 +24,7 @@ pub mod dependencies;
 pub mod endpoints;
 pub mod features;
 pub mod governance;
+pub mod fsx;
 pub mod health_checks;
 pub mod hyperpod_attach;
 pub mod hyperpod_reads;
@@ -189,6 +191,8 @@ pub fn all_with_config(
                 .with_shared_bucket(config.shared_bucket.as_ref().map(|b| b.name.clone())),
         ),
         std::sync::Arc::new(mlflow::DeleteTrackingServerWorkflow::new(aws.clone())),
+        std::sync::Arc::new(fsx::CreateFileSystemWorkflow::new(aws.clone(), kube.clone(), store.clone())),
+        std::sync::Arc::new(fsx::DeleteFileSystemWorkflow::new(aws.clone(), kube.clone(), store.clone())),
         std::sync::Arc::new(nodes::NodeActionWorkflow::new(
             crate::provider::NodeAction::Reboot,
             aws.clone(),

@@ -30,8 +30,8 @@
 
 use super::{
     DownloadPhase, DownloadSummary, JobDetail, JobPhase, JobRuntime, JobSummary, ObjectCondition, PodCounts, PodLogs,
-    RecoveryStatus, StorageEntry, StorageEntryKind, StorageListing, StorageSummary, WorkloadEvent, WorkloadPod,
-    condition,
+    RecoveryStatus, StorageEntry, StorageEntryKind, StorageKind, StorageListing, StorageSummary, WorkloadEvent,
+    WorkloadPod, condition,
 };
 use crate::engine::EngineError;
 use crate::kube_access::KubeAccess;
@@ -599,15 +599,53 @@ pub async fn storage(
     kube: &dyn KubeApi,
     rec: &ClusterRecord,
 ) -> Result<Vec<StorageSummary>, ProviderError> {
-    let Some(facts) = storage_facts(rec) else { return Ok(vec![]) };
     let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
+    let mut out = Vec::new();
+    if let Some(facts) = storage_facts(rec) {
+        out.push(bucket_storage(aws, kube, &target, facts).await?);
+    }
+    for fs in crate::workflow::fsx::cluster_volumes(aws, &rec.region, &rec.name).await? {
+        let name = fs.tags.get(TAG_FSX_VOLUME).cloned().unwrap_or_default();
+        let claim = ObjectRef {
+            api_version: "v1".into(),
+            kind: "PersistentVolumeClaim".into(),
+            namespace: Some(crate::workflow::fsx::FSX_NAMESPACE.into()),
+            name: crate::workflow::fsx::claim_name(&name),
+        };
+        let status = match kube.get(&target, &claim).await {
+            Ok(Some(pvc)) => str_at(&pvc.0, "/status/phase").unwrap_or("Pending").to_string(),
+            Ok(None) => "missing".to_string(),
+            Err(e) if e.kind == ProviderErrorKind::NotFound => "missing".to_string(),
+            Err(e) => return Err(e),
+        };
+        out.push(StorageSummary {
+            kind: StorageKind::FsxLustre,
+            mount_path: crate::workflow::fsx::mount_path(&name),
+            claim: format!("{}/{}", crate::workflow::fsx::FSX_NAMESPACE, claim.name),
+            name,
+            bucket: String::new(),
+            status,
+            entries: vec![],
+            file_system: Some(fs),
+        });
+    }
+    Ok(out)
+}
+
+/// The shared bucket's entry of [`storage`].
+async fn bucket_storage(
+    aws: &dyn AwsCloud,
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    facts: crate::workload::SharedStorageFacts,
+) -> Result<StorageSummary, ProviderError> {
     let claim = ObjectRef {
         api_version: "v1".into(),
         kind: "PersistentVolumeClaim".into(),
         namespace: Some(facts.namespace.clone()),
         name: facts.claim.clone(),
     };
-    let status = match kube.get(&target, &claim).await {
+    let status = match kube.get(target, &claim).await {
         Ok(Some(pvc)) => str_at(&pvc.0, "/status/phase").unwrap_or("Pending").to_string(),
         Ok(None) => "missing".to_string(),
         Err(e) if e.kind == ProviderErrorKind::NotFound => "missing".to_string(),
@@ -617,14 +655,16 @@ pub async fn storage(
         Some(b) => (b.clone(), entries(aws.list_objects(b, "").await?)),
         None => (String::new(), vec![]),
     };
-    Ok(vec![StorageSummary {
+    Ok(StorageSummary {
+        kind: StorageKind::S3,
         name: facts.volume,
         bucket,
         mount_path: facts.mount_path,
         claim: format!("{}/{}", facts.namespace, facts.claim),
         status,
         entries,
-    }])
+        file_system: None,
+    })
 }
 
 /// A listing prefix: empty (the bucket's top level) or a relative key prefix ending with `/`,

@@ -1,20 +1,23 @@
-//! Shared storage and model downloads: the cluster's bucket (how pods mount it, its listing) and
-//! Hugging Face → bucket download Jobs, which can be deleted (`delete_download`: the Job and its
-//! pods go, the files it downloaded stay in the bucket).
+//! Shared storage and model downloads: the cluster's bucket (how pods mount it, its listing),
+//! its FSx for Lustre volumes (`create_file_system` and `delete_file_system`: the file system
+//! with its static volume and claim `fsx-<name>`; `storage` lists both kinds) and Hugging Face →
+//! bucket download Jobs, which can be deleted (`delete_download`: the Job and its pods go, the
+//! files it downloaded stay in the bucket).
 
 use super::jobs::{ClusterPath, WorkloadBody, replay_gone_delete, submit_workload, workload_mutation};
 use super::page::{PageParams, Paged};
-use super::{ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
-use aide::axum::routing::{delete_with, get_with};
+use aide::axum::routing::{delete_with, get_with, post_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use instantstart_core::operation::OperationKind;
 use instantstart_core::page::Order;
+use instantstart_core::workflow::fsx::{DeleteFileSystemRequest, FileSystemBody};
 use instantstart_core::workflow::workloads::DeleteWorkloadRequest;
 use instantstart_core::workload::read;
 use instantstart_core::workload::{DownloadSummary, StorageListing, StorageSummary, WorkloadKind, WorkloadRequest};
@@ -28,6 +31,14 @@ pub struct DownloadPath {
     pub cluster: String,
     /// Download name: the download Job's name (as listed).
     pub download: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FileSystemPath {
+    /// InstantStart cluster name.
+    pub cluster: String,
+    /// The FSx volume's name on the cluster (its claim is `fsx-<name>`).
+    pub name: String,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -45,10 +56,40 @@ pub fn routes() -> ApiRouter<AppState> {
             get_with(storage, |op| {
                 errors(
                     op.id("storage_list")
-                        .summary("The cluster's shared bucket: claim, mount path, status and top-level entries")
+                        .summary(
+                            "The cluster's storage: the shared bucket (claim, mount path, status, top-level entries) \
+                             and its FSx for Lustre volumes",
+                        )
                         .tag("storage"),
                 )
                 .response::<200, Json<Vec<StorageSummary>>>()
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/storage/fsx",
+            post_with(create_file_system, |op| {
+                mutation(
+                    op.id("storage_fsx_create")
+                        .summary(
+                            "Create an FSx for Lustre file system in the HyperPod nodes' subnet, the FSx CSI driver \
+                             add-on, and the static volume and claim fsx-<name> pods mount",
+                        )
+                        .tag("storage"),
+                )
+                .response::<404, ProblemJson>()
+            }),
+        )
+        .api_route(
+            "/api/clusters/{cluster}/storage/fsx/{name}",
+            delete_with(delete_file_system, |op| {
+                mutation(
+                    op.id("storage_fsx_delete")
+                        .summary(
+                            "Delete an FSx volume: its claim and volume, then the file system (its data goes with it)",
+                        )
+                        .tag("storage"),
+                )
                 .response::<404, ProblemJson>()
             }),
         )
@@ -96,6 +137,31 @@ async fn storage(
 ) -> Result<Json<Vec<StorageSummary>>, ApiError> {
     let (rec, _) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
     Ok(Json(read::storage(state.aws.as_ref(), state.kube.as_ref(), &rec).await?))
+}
+
+async fn create_file_system(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<ClusterPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiBody(body, _): ApiBody<FileSystemBody>,
+) -> Result<Response, ApiError> {
+    let request = serde_json::to_value(body.request(p.cluster)).map_err(|e| ApiError::Internal(e.to_string()))?;
+    submit(&state, OperationKind::CreateFileSystem, request, &principal, q.dry_run, key).await
+}
+
+async fn delete_file_system(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiPath(p): ApiPath<FileSystemPath>,
+    ApiQuery(q): ApiQuery<DryRunQuery>,
+    IdempotencyKey(key): IdempotencyKey,
+) -> Result<Response, ApiError> {
+    let request =
+        serde_json::to_value(DeleteFileSystemRequest { cluster: p.cluster, name: p.name, file_system_id: None })
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+    submit(&state, OperationKind::DeleteFileSystem, request, &principal, q.dry_run, key).await
 }
 
 async fn objects(

@@ -12,6 +12,9 @@
 //!   not `hostNetwork`, so the instance profile is out of reach (`sagemaker-hyperpod-eks-prerequisites`:
 //!   "Only Pods with hostNetwork = true have access to the Amazon EC2 Instance Metadata Service
 //!   (IMDS) by default. Use the Amazon EKS Pod identity or IRSA"; Mountpoint `docs/CONFIGURATION.md`).
+//! - A pod mounting a claim bound to an FSx for Lustre volume (`fsx.csi.aws.com`) stays
+//!   `ContainerCreating` with a `FailedMount` message until the `aws-fsx-csi-driver` add-on is
+//!   active and the file system of the volume handle is `AVAILABLE` (`crate::fsx`).
 //! - A pod of InstantStart's that names a ServiceAccount that does not exist (e.g. tiered
 //!   checkpointing's while the feature is off) is never started, the message as the API
 //!   server's admission gives it.
@@ -32,8 +35,9 @@ use std::sync::Arc;
 /// What a missing identity blocks in one cluster, computed with its Nodes ([`nodes`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Blockers {
-    /// `namespace/claim` of claims bound to a Mountpoint S3 volume that cannot be mounted, and why.
-    pub s3_mounts: BTreeMap<String, String>,
+    /// `namespace/claim` of claims bound to a Mountpoint S3 or FSx for Lustre volume that cannot
+    /// be mounted, and why.
+    pub mounts: BTreeMap<String, String>,
     /// Why the HyperPod training operator cannot run `HyperPodPyTorchJob`s.
     pub training_operator: Option<String>,
     /// `namespace/name` of the ServiceAccounts that exist.
@@ -47,6 +51,7 @@ impl Blockers {
             TRAINING_OPERATOR_ADDON, TRAINING_OPERATOR_NAMESPACE, TRAINING_OPERATOR_POLICY,
             TRAINING_OPERATOR_SERVICE_ACCOUNT,
         };
+        use instantstart_core::workflow::fsx::{FSX_CSI_ADDON, FSX_CSI_DRIVER};
         let service_accounts = kw
             .objects
             .values()
@@ -119,7 +124,7 @@ impl Blockers {
                     _ => None,
                 };
                 if let Some(why) = why {
-                    b.s3_mounts.insert(
+                    b.mounts.insert(
                         format!("{ns}/{claim}"),
                         format!(
                             "MountVolume.SetUp failed for volume \"{}\" : rpc error: code = Internal desc = Could not mount \"{bucket}\": {why}",
@@ -127,6 +132,30 @@ impl Blockers {
                         ),
                     );
                 }
+            }
+        }
+        // FSx for Lustre: the CSI driver's add-on must run and the file system be AVAILABLE.
+        let fsx_addon = c.addons.get(FSX_CSI_ADDON).is_some_and(|a| a.life.phase(now) == crate::world::Phase::Active);
+        for r in kw.objects.values() {
+            let o = &r.object;
+            if super::str_at(o, "/kind") != Some("PersistentVolumeClaim") {
+                continue;
+            }
+            let ns = super::str_at(o, "/metadata/namespace").unwrap_or("default");
+            let claim = super::str_at(o, "/metadata/name").unwrap_or_default();
+            let Some(pv) = super::bound_volume(kw, ns, claim, super::str_at(o, "/spec/volumeName")) else { continue };
+            if super::str_at(pv, "/spec/csi/driver") != Some(FSX_CSI_DRIVER) {
+                continue;
+            }
+            let id = super::str_at(pv, "/spec/csi/volumeHandle").unwrap_or_default();
+            if let Some(why) = crate::fsx::mount_problem(w, &c.region, id, fsx_addon, now) {
+                b.mounts.insert(
+                    format!("{ns}/{claim}"),
+                    format!(
+                        "MountVolume.SetUp failed for volume \"{}\" : rpc error: code = Internal desc = {why}",
+                        super::str_at(pv, "/metadata/name").unwrap_or_default()
+                    ),
+                );
             }
         }
         b
@@ -149,11 +178,11 @@ impl Blockers {
         ))
     }
 
-    /// The FailedMount message of the first S3 claim `pod` mounts that cannot be mounted.
+    /// The FailedMount message of the first S3 or FSx claim `pod` mounts that cannot be mounted.
     fn mount_failure(&self, pod: &PodView) -> Option<&String> {
         pod.spec.get("volumes").and_then(Value::as_array)?.iter().find_map(|v| {
             let claim = v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str)?;
-            self.s3_mounts.get(&format!("{}/{claim}", pod.namespace))
+            self.mounts.get(&format!("{}/{claim}", pod.namespace))
         })
     }
 }

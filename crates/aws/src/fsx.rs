@@ -1,0 +1,131 @@
+//! Amazon FSx for Lustre: CreateFileSystem, DescribeFileSystems and DeleteFileSystem.
+//!
+//! # Guarantees
+//! - CreateFileSystem sends the step's `ClientRequestToken`, so a call retried after a lost
+//!   response returns the file system the first call created (FSx's idempotent create).
+//! - Only SSD Lustre file systems are created, with the deployment type and per-unit throughput
+//!   the core validated ([`instantstart_core::provider::lustre_rules`]); the tags (ownership and
+//!   the volume name) are set in the create call itself, so no file system exists untagged.
+//! - DescribeFileSystems results of other file system types are left out; an unknown id is
+//!   `None` (FSx answers `FileSystemNotFound`).
+//! - DeleteFileSystem skips the final backup (`SkipFinalBackup`, required for persistent
+//!   file systems without one; scratch file systems have none).
+
+use crate::AwsProvider;
+use crate::error::sdk_error;
+use async_trait::async_trait;
+use aws_sdk_fsx::types::{
+    CreateFileSystemLustreConfiguration, DeleteFileSystemLustreConfiguration, FileSystem, FileSystemType,
+    LustreDeploymentType as SdkDeploymentType, StorageType, Tag,
+};
+use instantstart_core::provider::{CreateLustreFileSystem, FsxApi, LustreFileSystem, ProviderErrorKind, Result, Tags};
+
+/// Pages of DescribeFileSystems followed at most.
+const MAX_PAGES: usize = 50;
+
+fn tags(t: &Tags) -> Vec<Tag> {
+    t.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
+}
+
+/// Our view of a described file system; `None` for a file system that is not Lustre.
+pub(crate) fn lustre_view(region: &str, fs: &FileSystem) -> Option<LustreFileSystem> {
+    if fs.file_system_type() != Some(&FileSystemType::Lustre) {
+        return None;
+    }
+    let lustre = fs.lustre_configuration();
+    Some(LustreFileSystem {
+        id: fs.file_system_id()?.to_string(),
+        region: region.to_string(),
+        lifecycle: fs.lifecycle().map(|l| l.as_str().to_string()).unwrap_or_default(),
+        deployment_type: lustre.and_then(|l| l.deployment_type()).map(|d| d.as_str().to_string()).unwrap_or_default(),
+        storage_capacity_gib: fs.storage_capacity().unwrap_or_default().max(0) as u32,
+        per_unit_storage_throughput: lustre.and_then(|l| l.per_unit_storage_throughput()).map(|t| t.max(0) as u32),
+        vpc_id: fs.vpc_id().map(str::to_string),
+        subnet_ids: fs.subnet_ids().to_vec(),
+        dns_name: fs.dns_name().map(str::to_string),
+        mount_name: lustre.and_then(|l| l.mount_name()).map(str::to_string),
+        failure: fs.failure_details().and_then(|f| f.message()).map(str::to_string),
+        tags: fs
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+            .collect(),
+    })
+}
+
+#[async_trait]
+impl FsxApi for AwsProvider {
+    async fn list_lustre_file_systems(&self, region: &str) -> Result<Vec<LustreFileSystem>> {
+        const API: &str = "fsx:DescribeFileSystems";
+        let c = self.region(region).await?;
+        let mut out = Vec::new();
+        let mut next: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let page = c
+                .fsx
+                .describe_file_systems()
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error(API, e))?;
+            out.extend(page.file_systems().iter().filter_map(|fs| lustre_view(region, fs)));
+            match page.next_token() {
+                Some(t) if !t.is_empty() => next = Some(t.to_string()),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn describe_lustre_file_system(&self, region: &str, id: &str) -> Result<Option<LustreFileSystem>> {
+        const API: &str = "fsx:DescribeFileSystems";
+        let c = self.region(region).await?;
+        match c.fsx.describe_file_systems().file_system_ids(id).send().await {
+            Ok(out) => Ok(out.file_systems().iter().find_map(|fs| lustre_view(region, fs))),
+            Err(e) => {
+                let e = sdk_error(API, e);
+                if e.kind == ProviderErrorKind::NotFound { Ok(None) } else { Err(e) }
+            }
+        }
+    }
+
+    async fn create_lustre_file_system(&self, req: &CreateLustreFileSystem) -> Result<LustreFileSystem> {
+        const API: &str = "fsx:CreateFileSystem";
+        let c = self.region(&req.region).await?;
+        let lustre = CreateFileSystemLustreConfiguration::builder()
+            .deployment_type(SdkDeploymentType::from(req.deployment_type.as_str()))
+            .set_per_unit_storage_throughput(req.per_unit_storage_throughput.map(|t| t as i32))
+            .build();
+        let out = c
+            .fsx
+            .create_file_system()
+            .client_request_token(&req.client_request_token)
+            .file_system_type(FileSystemType::Lustre)
+            .storage_type(StorageType::Ssd)
+            .storage_capacity(req.storage_capacity_gib as i32)
+            .subnet_ids(&req.subnet_id)
+            .set_security_group_ids(Some(req.security_group_ids.clone()))
+            .lustre_configuration(lustre)
+            .set_tags(Some(tags(&req.tags)))
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        out.file_system()
+            .and_then(|fs| lustre_view(&req.region, fs))
+            .ok_or_else(|| crate::error::invalid(API, "CreateFileSystem answered without a Lustre file system"))
+    }
+
+    async fn delete_lustre_file_system(&self, region: &str, id: &str, client_request_token: &str) -> Result<()> {
+        const API: &str = "fsx:DeleteFileSystem";
+        let c = self.region(region).await?;
+        c.fsx
+            .delete_file_system()
+            .file_system_id(id)
+            .client_request_token(client_request_token)
+            .lustre_configuration(DeleteFileSystemLustreConfiguration::builder().skip_final_backup(true).build())
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        Ok(())
+    }
+}

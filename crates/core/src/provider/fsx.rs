@@ -1,0 +1,216 @@
+//! Amazon FSx for Lustre: the file systems a cluster's pods mount beside the shared bucket.
+//!
+//! [`FsxApi`] is part of the [`AwsCloud`](super::AwsCloud) supertrait: CreateFileSystem,
+//! DescribeFileSystems and DeleteFileSystem, limited to Lustre. The rules AWS applies to a
+//! Lustre create ([`lustre_rules`]) live here, so the workflow's validation and the simulator
+//! refuse exactly the same requests (docs/aws-preconditions.md).
+//!
+//! # Guarantees
+//! - [`lustre_rules`] names every broken rule with its field: the deployment type, the storage
+//!   capacity steps of that type and the per-unit throughput values of that type, as the FSx API
+//!   reference documents them for `CreateFileSystem` (`StorageCapacity`,
+//!   `LustreConfiguration.PerUnitStorageThroughput`).
+
+use super::aws::Result;
+use super::{ResourceState, Tags};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Tag key naming the InstantStart FSx volume a file system backs (its name on the cluster).
+pub const TAG_FSX_VOLUME: &str = "instantstart:fsx";
+
+/// Lustre deployment types InstantStart creates (FSx `LustreDeploymentType`). Both use SSD
+/// storage; `SCRATCH_1` and `PERSISTENT_1` are older generations and are not offered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum LustreDeploymentType {
+    /// Temporary storage, data not replicated; no per-unit throughput setting (200 MB/s/TiB).
+    #[default]
+    #[serde(rename = "SCRATCH_2")]
+    Scratch2,
+    /// Longer-term storage, replicated within the AZ; throughput 125, 250, 500 or 1000 MB/s/TiB.
+    #[serde(rename = "PERSISTENT_2")]
+    Persistent2,
+}
+
+impl LustreDeploymentType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LustreDeploymentType::Scratch2 => "SCRATCH_2",
+            LustreDeploymentType::Persistent2 => "PERSISTENT_2",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [LustreDeploymentType::Scratch2, LustreDeploymentType::Persistent2].into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// The `PerUnitStorageThroughput` values (MB/s/TiB) the type accepts; empty: none may be given.
+    pub fn throughput_values(self) -> &'static [u32] {
+        match self {
+            LustreDeploymentType::Scratch2 => &[],
+            LustreDeploymentType::Persistent2 => &[125, 250, 500, 1000],
+        }
+    }
+}
+
+/// Largest storage capacity InstantStart asks for, in GiB (the FSx API's bound is 2^31-1; the
+/// default quota on Lustre storage per account is far lower).
+pub const MAX_LUSTRE_CAPACITY_GIB: u32 = 2_400 * 1_000;
+
+/// Every broken rule of a Lustre create, as `(field, rule)`; empty when AWS accepts it.
+///
+/// From the FSx API reference, `CreateFileSystem`: "For SCRATCH_2, PERSISTENT_2, and
+/// PERSISTENT_1 deployment types using SSD storage type, the valid values are 1200 GiB, 2400
+/// GiB, and increments of 2400 GiB"; `PerUnitStorageThroughput` is "Required with PERSISTENT_1
+/// and PERSISTENT_2 deployment types"; "Valid values: for PERSISTENT_2 SSD storage: 125, 250,
+/// 500, 1000 MB/s/TiB".
+pub fn lustre_rules(
+    deployment_type: LustreDeploymentType,
+    storage_capacity_gib: u32,
+    per_unit_storage_throughput: Option<u32>,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let c = storage_capacity_gib;
+    if !(c == 1200 || (c >= 2400 && c.is_multiple_of(2400))) || c > MAX_LUSTRE_CAPACITY_GIB {
+        out.push((
+            "storage_capacity_gib",
+            format!(
+                "{} takes 1200 GiB, 2400 GiB or a multiple of 2400 GiB (up to {MAX_LUSTRE_CAPACITY_GIB}); {c} is none of them",
+                deployment_type.as_str()
+            ),
+        ));
+    }
+    let allowed = deployment_type.throughput_values();
+    match (per_unit_storage_throughput, allowed.is_empty()) {
+        (Some(t), true) => out.push((
+            "per_unit_storage_throughput",
+            format!("{} has no per-unit throughput setting; omit it (got {t})", deployment_type.as_str()),
+        )),
+        (None, false) => out.push((
+            "per_unit_storage_throughput",
+            format!("{} requires one of {allowed:?} MB/s/TiB", deployment_type.as_str()),
+        )),
+        (Some(t), false) if !allowed.contains(&t) => out.push((
+            "per_unit_storage_throughput",
+            format!("{} takes one of {allowed:?} MB/s/TiB; {t} is not one of them", deployment_type.as_str()),
+        )),
+        _ => {}
+    }
+    out
+}
+
+/// An FSx for Lustre file system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LustreFileSystem {
+    /// `fs-…`.
+    pub id: String,
+    pub region: String,
+    /// FSx's `Lifecycle`: `CREATING`, `AVAILABLE`, `UPDATING`, `DELETING`, `FAILED`,
+    /// `MISCONFIGURED`, `MISCONFIGURED_UNAVAILABLE`.
+    pub lifecycle: String,
+    /// `SCRATCH_2`, `PERSISTENT_2`, … as FSx reports it.
+    pub deployment_type: String,
+    pub storage_capacity_gib: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_unit_storage_throughput: Option<u32>,
+    pub vpc_id: Option<String>,
+    pub subnet_ids: Vec<String>,
+    /// The DNS name clients mount (`fs-….fsx.<region>.amazonaws.com`).
+    pub dns_name: Option<String>,
+    /// The Lustre mount name (`MountName`), once the file system is available.
+    pub mount_name: Option<String>,
+    /// `FailureDetails.Message` when `lifecycle` is `FAILED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    #[serde(default)]
+    pub tags: Tags,
+}
+
+impl LustreFileSystem {
+    /// `lifecycle` mapped onto the lifecycle every provider resource shares.
+    pub fn state(&self) -> ResourceState {
+        match self.lifecycle.as_str() {
+            "CREATING" => ResourceState::Creating,
+            "AVAILABLE" => ResourceState::Active,
+            "DELETING" => ResourceState::Deleting,
+            "FAILED" | "MISCONFIGURED_UNAVAILABLE" => {
+                ResourceState::Failed { reason: self.failure.clone().unwrap_or_else(|| self.lifecycle.clone()) }
+            }
+            _ => ResourceState::Updating,
+        }
+    }
+}
+
+/// CreateFileSystem of a Lustre file system in one subnet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CreateLustreFileSystem {
+    pub region: String,
+    /// `ClientRequestToken` (1-63 of `[A-Za-z0-9_.-]`): a retried call returns the same file system.
+    pub client_request_token: String,
+    pub subnet_id: String,
+    pub security_group_ids: Vec<String>,
+    pub deployment_type: LustreDeploymentType,
+    pub storage_capacity_gib: u32,
+    pub per_unit_storage_throughput: Option<u32>,
+    pub tags: Tags,
+}
+
+#[async_trait]
+pub trait FsxApi: Send + Sync {
+    /// Every Lustre file system of the region (DescribeFileSystems, all pages; other file
+    /// system types are left out).
+    async fn list_lustre_file_systems(&self, region: &str) -> Result<Vec<LustreFileSystem>>;
+    /// One file system by id; `None` when FSx does not know it (or it is not Lustre).
+    async fn describe_lustre_file_system(&self, region: &str, id: &str) -> Result<Option<LustreFileSystem>>;
+    async fn create_lustre_file_system(&self, req: &CreateLustreFileSystem) -> Result<LustreFileSystem>;
+    /// DeleteFileSystem (without a final backup); a file system already `DELETING` is accepted.
+    async fn delete_lustre_file_system(&self, region: &str, id: &str, client_request_token: &str) -> Result<()>;
+}
+
+/// A `ClientRequestToken` FSx accepts (1-63 of `[A-Za-z0-9_.-]`) derived from an engine token.
+pub fn fsx_client_token(token: &str) -> String {
+    let t: String = token.chars().filter(|c| c.is_ascii_alphanumeric() || "_.-".contains(*c)).take(63).collect();
+    if t.is_empty() { "instantstart".into() } else { t }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use LustreDeploymentType::*;
+
+    #[test]
+    fn lustre_rules_follow_the_fsx_api_reference() {
+        // (type, capacity, throughput, fields broken)
+        let table: &[(LustreDeploymentType, u32, Option<u32>, &[&str])] = &[
+            (Scratch2, 1200, None, &[]),
+            (Scratch2, 2400, None, &[]),
+            (Scratch2, 4800, None, &[]),
+            (Scratch2, 3600, None, &["storage_capacity_gib"]),
+            (Scratch2, 1000, None, &["storage_capacity_gib"]),
+            (Scratch2, 0, None, &["storage_capacity_gib"]),
+            (Scratch2, 1200, Some(125), &["per_unit_storage_throughput"]),
+            (Persistent2, 1200, Some(125), &[]),
+            (Persistent2, 7200, Some(1000), &[]),
+            (Persistent2, 1200, None, &["per_unit_storage_throughput"]),
+            (Persistent2, 1200, Some(200), &["per_unit_storage_throughput"]),
+            (Persistent2, 1300, Some(50), &["storage_capacity_gib", "per_unit_storage_throughput"]),
+            (Persistent2, MAX_LUSTRE_CAPACITY_GIB + 2400, Some(250), &["storage_capacity_gib"]),
+        ];
+        for (t, c, p, want) in table {
+            let got: Vec<&str> = lustre_rules(*t, *c, *p).into_iter().map(|(f, _)| f).collect();
+            assert_eq!(&got, want, "{t:?} {c} {p:?}");
+        }
+        let rule = &lustre_rules(Persistent2, 1200, Some(200))[0].1;
+        assert!(rule.contains("125") && rule.contains("200"), "{rule}");
+    }
+
+    #[test]
+    fn client_tokens_fit_fsx() {
+        assert_eq!(fsx_client_token("op-1:file_system"), "op-1file_system");
+        assert_eq!(fsx_client_token(&"a".repeat(100)).len(), 63);
+        assert_eq!(fsx_client_token("::"), "instantstart");
+        assert_eq!(LustreDeploymentType::parse("PERSISTENT_2"), Some(Persistent2));
+        assert_eq!(serde_json::to_value(Scratch2).unwrap(), "SCRATCH_2");
+    }
+}

@@ -1,0 +1,801 @@
+//! `create_file_system` and `delete_file_system`: an FSx for Lustre file system of a cluster,
+//! mounted by pods through a static PersistentVolume and claim `fsx-<name>` beside the shared
+//! bucket's `s3-shared` (docs/storage-fsx.md).
+//!
+//! Create steps: `addon:aws-fsx-csi-driver` (the FSx CSI driver's EKS add-on; static
+//! provisioning needs no AWS permission — the node's Lustre client mounts the file system — so
+//! the add-on gets no IAM identity) and `file_system` (CreateFileSystem in the HyperPod
+//! cluster's subnet with its security group, then polled until `AVAILABLE`), then `claim` (the
+//! PersistentVolume `fsx-<cluster>-<name>` on `fsx.csi.aws.com` with the file system's id, DNS
+//! name and mount name, and the claim `default/fsx-<name>` bound to it).
+//!
+//! The assessment reads the HyperPod cluster and records the placement in the request: the
+//! first instance group's subnet (so the file system is in the nodes' AZ) and its security
+//! groups. InstantStart's cluster security group allows all traffic between its members, which
+//! covers Lustre's TCP 988 and 1018-1023 (FSx for Lustre user guide, "File system access
+//! control with Amazon VPC"); the simulator refuses a group without them.
+//!
+//! Delete steps: `claim` (the claim and the volume), then `file_system` (DeleteFileSystem, then
+//! polled until gone). The assessment finds the file system by its tags (ours, for this
+//! cluster, `instantstart:fsx=<name>`); an unknown name is a not-found error.
+//!
+//! # Guarantees
+//! - Observe before submit: `file_system` looks for a file system of the region tagged for this
+//!   cluster and name before CreateFileSystem, and sends the step's persisted token as
+//!   `ClientRequestToken`, so a kill -9 between the call and the persisted reference never
+//!   creates a second one. A same-named claim without our label stops in `needs_attention`.
+//! - A cluster whose delete is running takes no new file system (409).
+//! - The rules of [`lustre_rules`] are checked before anything is recorded (400, by field).
+
+use super::dependencies::addon_step_key;
+use super::steps::{AddonTarget, EnsureAddon};
+use super::{cluster_target, decode};
+use crate::engine::reads::read;
+use crate::engine::{
+    Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
+};
+use crate::names;
+use crate::operation::{OperationKind, OperationStatus, ResourceRef, StepSpec};
+use crate::provider::*;
+use crate::store::Store;
+use crate::validate::{Findings, ValidationError};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The EKS add-on of the FSx for Lustre CSI driver.
+pub const FSX_CSI_ADDON: &str = "aws-fsx-csi-driver";
+/// The CSI driver name of FSx for Lustre volumes.
+pub const FSX_CSI_DRIVER: &str = "fsx.csi.aws.com";
+/// The namespace of the claims.
+pub const FSX_NAMESPACE: &str = "default";
+/// Expected duration of CreateFileSystem → AVAILABLE at real speed (AWS: 5-10 minutes).
+pub const CREATE_SECS: u64 = 600;
+/// Expected duration of DeleteFileSystem → gone at real speed.
+pub const DELETE_SECS: u64 = 300;
+
+/// `POST /api/clusters/{cluster}/storage/fsx`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateFileSystemRequest {
+    /// The InstantStart cluster (from the path).
+    pub cluster: String,
+    /// The volume's name on the cluster (a DNS label of 1-40 characters); pods mount claim
+    /// `fsx-<name>`.
+    pub name: String,
+    /// `SCRATCH_2` (default) or `PERSISTENT_2`.
+    #[serde(default)]
+    pub deployment_type: LustreDeploymentType,
+    /// Storage capacity in GiB: 1200, 2400 or a multiple of 2400 (default 1200).
+    #[serde(default = "default_capacity")]
+    pub storage_capacity_gib: u32,
+    /// MB/s per TiB, `PERSISTENT_2` only: 125, 250, 500 or 1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_unit_storage_throughput: Option<u32>,
+    /// Filled by the assessment: where the file system goes (not accepted from callers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<FsxPlacement>,
+}
+
+/// The body of `POST /api/clusters/{cluster}/storage/fsx`: the create request
+/// without the cluster (from the path) and the placement (the assessment's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileSystemBody {
+    /// The volume's name on the cluster (a DNS label of 1-40 characters); pods mount claim
+    /// `fsx-<name>`.
+    pub name: String,
+    /// `SCRATCH_2` (default) or `PERSISTENT_2`.
+    #[serde(default)]
+    pub deployment_type: LustreDeploymentType,
+    /// Storage capacity in GiB: 1200, 2400 or a multiple of 2400 (default 1200).
+    #[serde(default = "default_capacity")]
+    pub storage_capacity_gib: u32,
+    /// MB/s per TiB, `PERSISTENT_2` only: 125, 250, 500 or 1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_unit_storage_throughput: Option<u32>,
+}
+
+impl FileSystemBody {
+    /// The create request of this body for `cluster`.
+    pub fn request(self, cluster: String) -> CreateFileSystemRequest {
+        CreateFileSystemRequest {
+            cluster,
+            name: self.name,
+            deployment_type: self.deployment_type,
+            storage_capacity_gib: self.storage_capacity_gib,
+            per_unit_storage_throughput: self.per_unit_storage_throughput,
+            placement: None,
+        }
+    }
+}
+
+fn default_capacity() -> u32 {
+    1200
+}
+
+/// The subnet and security groups of a new file system: the HyperPod nodes'.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FsxPlacement {
+    pub subnet_id: String,
+    pub security_group_ids: Vec<String>,
+}
+
+/// `DELETE /api/clusters/{cluster}/storage/fsx/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteFileSystemRequest {
+    pub cluster: String,
+    pub name: String,
+    /// Filled by the assessment: the file system found for the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_system_id: Option<String>,
+}
+
+/// Target string of a cluster's FSx volume (one running mutation per volume).
+pub fn file_system_target(cluster: &str, name: &str) -> String {
+    format!("cluster/{cluster}/fsx/{name}")
+}
+
+/// The claim pods mount (`fsx-<name>`).
+pub fn claim_name(name: &str) -> String {
+    format!("fsx-{name}")
+}
+
+/// Where pods mount volume `name` (`/fsx/<name>`), beside the bucket's `/s3`.
+pub fn mount_path(name: &str) -> String {
+    format!("/fsx/{name}")
+}
+
+/// The PersistentVolume (cluster-scoped, so named after the cluster too).
+pub fn volume_name(cluster: &str, name: &str) -> String {
+    format!("fsx-{cluster}-{name}")
+}
+
+/// Validation of a volume name: a DNS label of at most 40 characters (the claim adds `fsx-`).
+pub fn volume_name_rule(name: &str) -> Result<(), String> {
+    names::dns1123_label(name)?;
+    if name.len() > 40 {
+        return Err("must be at most 40 characters".into());
+    }
+    Ok(())
+}
+
+/// The tags of a file system created for volume `name` of `cluster`.
+pub fn file_system_tags(cluster: &str, name: &str, operation: &str) -> Tags {
+    let mut tags = ownership_tags(cluster, operation);
+    tags.insert(TAG_FSX_VOLUME.into(), name.into());
+    tags.insert("Name".into(), format!("{cluster}-{name}"));
+    tags
+}
+
+/// Whether `fs` is the file system of volume `name` of `cluster` (ours, by tags).
+pub fn is_volume(fs: &LustreFileSystem, cluster: &str, name: &str) -> bool {
+    is_owned(&fs.tags, cluster) && fs.tags.get(TAG_FSX_VOLUME).map(String::as_str) == Some(name)
+}
+
+/// The file system of volume `name` of `cluster` in `region`, if one exists (not deleting).
+pub async fn find_volume(
+    aws: &dyn AwsCloud,
+    region: &str,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<LustreFileSystem>, ProviderError> {
+    Ok(aws
+        .list_lustre_file_systems(region)
+        .await?
+        .into_iter()
+        .find(|fs| is_volume(fs, cluster, name) && fs.state() != ResourceState::Deleting))
+}
+
+/// The file systems of `cluster` in `region` (ours, any volume), for the storage list.
+pub async fn cluster_volumes(
+    aws: &dyn AwsCloud,
+    region: &str,
+    cluster: &str,
+) -> Result<Vec<LustreFileSystem>, ProviderError> {
+    let mut all: Vec<LustreFileSystem> = aws
+        .list_lustre_file_systems(region)
+        .await?
+        .into_iter()
+        .filter(|fs| is_owned(&fs.tags, cluster) && fs.tags.contains_key(TAG_FSX_VOLUME))
+        .collect();
+    all.sort_by(|a, b| a.tags.get(TAG_FSX_VOLUME).cmp(&b.tags.get(TAG_FSX_VOLUME)));
+    Ok(all)
+}
+
+/// The static PersistentVolume and claim of a file system.
+pub fn volume_objects(cluster: &str, name: &str, fs: &LustreFileSystem) -> (KubeObject, KubeObject) {
+    let labels =
+        json!({ LABEL_MANAGED_BY: MANAGED_BY, "instantstart.io/cluster": cluster, "instantstart.io/fsx": name });
+    let capacity = format!("{}Gi", fs.storage_capacity_gib);
+    let pv = json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": { "name": volume_name(cluster, name), "labels": labels },
+        "spec": {
+            "capacity": { "storage": capacity },
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": { "namespace": FSX_NAMESPACE, "name": claim_name(name) },
+            "mountOptions": ["flock"],
+            "csi": {
+                "driver": FSX_CSI_DRIVER,
+                "volumeHandle": fs.id,
+                "volumeAttributes": {
+                    "dnsname": fs.dns_name.clone().unwrap_or_default(),
+                    "mountname": fs.mount_name.clone().unwrap_or_default()
+                }
+            }
+        }
+    });
+    let pvc = json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": { "name": claim_name(name), "namespace": FSX_NAMESPACE, "labels": labels },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": volume_name(cluster, name),
+            "resources": { "requests": { "storage": capacity } }
+        }
+    });
+    (KubeObject(pv), KubeObject(pvc))
+}
+
+fn claim_ref(name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "PersistentVolumeClaim".into(),
+        namespace: Some(FSX_NAMESPACE.into()),
+        name: claim_name(name),
+    }
+}
+
+fn pv_ref(cluster: &str, name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "PersistentVolume".into(),
+        namespace: None,
+        name: volume_name(cluster, name),
+    }
+}
+
+fn refuse_during_delete(store: &dyn Store, cluster: &str) -> Result<(), EngineError> {
+    let deletes = store.latest_operations(&[cluster_target(cluster)], &[OperationKind::DeleteCluster])?;
+    if deletes.values().any(|op| op.status == OperationStatus::Running) {
+        return Err(EngineError::InvalidState(format!(
+            "cluster {cluster} is being deleted; a new file system would outlive it"
+        )));
+    }
+    Ok(())
+}
+
+/// The create-file-system workflow.
+pub struct CreateFileSystemWorkflow {
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl CreateFileSystemWorkflow {
+    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
+        CreateFileSystemWorkflow { aws, kube, store }
+    }
+}
+
+/// Every rule of a create request, by field.
+pub fn check_create(req: &CreateFileSystemRequest) -> Result<(), ValidationError> {
+    let mut f = Findings::new();
+    if let Err(e) = names::cluster_name(&req.cluster) {
+        f.push("cluster", e);
+    }
+    if let Err(e) = volume_name_rule(&req.name) {
+        f.push("name", e);
+    }
+    for (field, rule) in lustre_rules(req.deployment_type, req.storage_capacity_gib, req.per_unit_storage_throughput) {
+        f.push(field, rule);
+    }
+    f.finish()
+}
+
+#[async_trait]
+impl Workflow for CreateFileSystemWorkflow {
+    fn kind(&self) -> OperationKind {
+        OperationKind::CreateFileSystem
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        let req: CreateFileSystemRequest = decode(request)?;
+        check_create(&req)?;
+        let rec =
+            self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        refuse_during_delete(self.store.as_ref(), &req.cluster)?;
+        let throughput = req.per_unit_storage_throughput.map(|t| format!(", {t} MB/s/TiB")).unwrap_or_default();
+        let steps = vec![
+            StepSpec {
+                key: addon_step_key(FSX_CSI_ADDON),
+                title: format!("EKS add-on {FSX_CSI_ADDON} (mounts FSx for Lustre volumes)"),
+                depends_on: vec![],
+                expected_secs: Some(60),
+            },
+            StepSpec {
+                key: "file_system".into(),
+                title: format!(
+                    "FSx for Lustre file system for {} ({}, {} GiB{throughput}, {})",
+                    req.name,
+                    req.deployment_type.as_str(),
+                    req.storage_capacity_gib,
+                    rec.region
+                ),
+                depends_on: vec![],
+                expected_secs: Some(CREATE_SECS),
+            },
+            StepSpec {
+                key: "claim".into(),
+                title: format!(
+                    "Static volume {} and claim {FSX_NAMESPACE}/{}",
+                    volume_name(&req.cluster, &req.name),
+                    claim_name(&req.name)
+                ),
+                depends_on: vec![addon_step_key(FSX_CSI_ADDON), "file_system".into()],
+                expected_secs: Some(10),
+            },
+        ];
+        let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps })
+    }
+
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let mut req: CreateFileSystemRequest = decode(&prepared.request)?;
+        let rec =
+            self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        let Some(hp) = rec.hyperpod_cluster.clone() else {
+            return Err(ValidationError::unprocessable(
+                "cluster",
+                format!(
+                    "cluster {} has no HyperPod cluster; an FSx file system is placed in its nodes' subnet",
+                    rec.name
+                ),
+            )
+            .into());
+        };
+        let described = read(|| self.aws.describe_hyperpod_cluster(&rec.region, &hp)).await?;
+        let placement = described.as_ref().and_then(|c| {
+            c.instance_groups.iter().find(|g| !g.subnet_ids.is_empty() && !g.security_group_ids.is_empty()).map(|g| {
+                FsxPlacement { subnet_id: g.subnet_ids[0].clone(), security_group_ids: g.security_group_ids.clone() }
+            })
+        });
+        let Some(placement) = placement else {
+            return Err(ValidationError::unprocessable(
+                "cluster",
+                format!("HyperPod cluster {hp} has no instance group with a subnet and security group to place the file system in"),
+            )
+            .into());
+        };
+        if let Some(p) = &req.placement
+            && p != &placement
+        {
+            return Err(ValidationError::invalid(
+                "placement",
+                "is chosen by InstantStart (the HyperPod nodes' subnet); omit it",
+            )
+            .into());
+        }
+        req.placement = Some(placement);
+        let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let req: CreateFileSystemRequest = decode(request).ok()?;
+        let rec = self.store.get_cluster(&req.cluster).ok()??;
+        match key {
+            k if k == addon_step_key(FSX_CSI_ADDON) => Some(Arc::new(EnsureAddon {
+                target: AddonTarget {
+                    aws: self.aws.clone(),
+                    region: rec.region.clone(),
+                    eks_cluster: rec.eks_cluster.clone(),
+                    cluster: req.cluster.clone(),
+                },
+                addon: FSX_CSI_ADDON.into(),
+            })),
+            "file_system" => Some(Arc::new(CreateFileSystemStep { aws: self.aws.clone(), region: rec.region, req })),
+            "claim" => Some(Arc::new(ClaimStep {
+                aws: self.aws.clone(),
+                kube: self.kube.clone(),
+                target: KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone()),
+                region: rec.region,
+                cluster: req.cluster,
+                name: req.name,
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// CreateFileSystem, then waits for `AVAILABLE`.
+struct CreateFileSystemStep {
+    aws: Arc<dyn AwsCloud>,
+    region: String,
+    req: CreateFileSystemRequest,
+}
+
+fn fs_ref(fs: &LustreFileSystem) -> ResourceRef {
+    ResourceRef { kind: "fsx-file-system".into(), id: fs.id.clone(), arn: None }
+}
+
+#[async_trait]
+impl StepExecutor for CreateFileSystemStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match find_volume(self.aws.as_ref(), &self.region, &self.req.cluster, &self.req.name).await? {
+            Some(fs) => Observation::Exists(fs_ref(&fs)),
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let placement = self
+            .req
+            .placement
+            .clone()
+            .ok_or_else(|| StepError::Invalid("the request has no placement (it was not assessed)".into()))?;
+        let fs = self
+            .aws
+            .create_lustre_file_system(&CreateLustreFileSystem {
+                region: self.region.clone(),
+                client_request_token: fsx_client_token(cx.idempotency_token),
+                subnet_id: placement.subnet_id,
+                security_group_ids: placement.security_group_ids,
+                deployment_type: self.req.deployment_type,
+                storage_capacity_gib: self.req.storage_capacity_gib,
+                per_unit_storage_throughput: self.req.per_unit_storage_throughput,
+                tags: file_system_tags(&self.req.cluster, &self.req.name, &cx.operation_id.0),
+            })
+            .await?;
+        Ok(fs_ref(&fs))
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let Some(fs) = self.aws.describe_lustre_file_system(&self.region, &r.id).await? else {
+            return Ok(Progress::Failed { reason: format!("file system {} disappeared", r.id) });
+        };
+        Ok(match fs.state() {
+            ResourceState::Active => Progress::Done(json!({
+                "file_system_id": fs.id,
+                "dns_name": fs.dns_name,
+                "mount_name": fs.mount_name,
+                "subnet_ids": fs.subnet_ids,
+            })),
+            ResourceState::Failed { reason } => {
+                Progress::Failed { reason: format!("file system {} {}: {reason}", fs.id, fs.lifecycle) }
+            }
+            _ => Progress::Waiting { detail: format!("file system {}: {}", fs.id, fs.lifecycle) },
+        })
+    }
+}
+
+/// Applies the static volume and claim of the file system.
+struct ClaimStep {
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    target: KubeTarget,
+    region: String,
+    cluster: String,
+    name: String,
+}
+
+fn claim_reference(name: &str) -> ResourceRef {
+    ResourceRef { kind: "pvc".into(), id: format!("{FSX_NAMESPACE}/{}", claim_name(name)), arn: None }
+}
+
+#[async_trait]
+impl StepExecutor for ClaimStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.kube.get(&self.target, &claim_ref(&self.name)).await? {
+            Some(o) if o.label(LABEL_MANAGED_BY) == Some(MANAGED_BY) => {
+                Observation::Exists(claim_reference(&self.name))
+            }
+            Some(_) => Observation::Foreign {
+                reason: format!(
+                    "PersistentVolumeClaim {FSX_NAMESPACE}/{} exists and is not InstantStart's; delete or rename it, then retry this step",
+                    claim_name(&self.name)
+                ),
+            },
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let fs = find_volume(self.aws.as_ref(), &self.region, &self.cluster, &self.name)
+            .await?
+            .ok_or_else(|| StepError::Invalid(format!("no file system of volume {} was found", self.name)))?;
+        let (pv, pvc) = volume_objects(&self.cluster, &self.name, &fs);
+        self.kube.apply(&self.target, &pv).await?;
+        self.kube.apply(&self.target, &pvc).await?;
+        Ok(claim_reference(&self.name))
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let Some(pvc) = self.kube.get(&self.target, &claim_ref(&self.name)).await? else {
+            return Ok(Progress::Failed { reason: format!("PersistentVolumeClaim {} disappeared", r.id) });
+        };
+        let phase = pvc.0.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+        Ok(match phase {
+            "Bound" => Progress::Done(json!({ "claim": r.id, "volume": volume_name(&self.cluster, &self.name) })),
+            other => Progress::Waiting { detail: format!("claim {}: {other}", r.id) },
+        })
+    }
+}
+
+/// The delete-file-system workflow.
+pub struct DeleteFileSystemWorkflow {
+    aws: Arc<dyn AwsCloud>,
+    kube: Arc<dyn KubeApi>,
+    store: Arc<dyn Store>,
+}
+
+impl DeleteFileSystemWorkflow {
+    pub fn new(aws: Arc<dyn AwsCloud>, kube: Arc<dyn KubeApi>, store: Arc<dyn Store>) -> Self {
+        DeleteFileSystemWorkflow { aws, kube, store }
+    }
+}
+
+#[async_trait]
+impl Workflow for DeleteFileSystemWorkflow {
+    fn kind(&self) -> OperationKind {
+        OperationKind::DeleteFileSystem
+    }
+
+    fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
+        let req: DeleteFileSystemRequest = decode(request)?;
+        let mut f = Findings::new();
+        if let Err(e) = volume_name_rule(&req.name) {
+            f.push("name", e);
+        }
+        if let Some(id) = &req.file_system_id
+            && !(id.starts_with("fs-") && id.len() <= 21 && id[3..].chars().all(|c| c.is_ascii_hexdigit()))
+        {
+            f.push("file_system_id", "must be an FSx file system id such as fs-0123456789abcdef0");
+        }
+        f.finish()?;
+        self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        let steps = vec![
+            StepSpec {
+                key: "claim".into(),
+                title: format!(
+                    "Delete claim {FSX_NAMESPACE}/{} and volume {}",
+                    claim_name(&req.name),
+                    volume_name(&req.cluster, &req.name)
+                ),
+                depends_on: vec![],
+                expected_secs: Some(10),
+            },
+            StepSpec {
+                key: "file_system".into(),
+                title: format!(
+                    "Delete FSx for Lustre file system {}{}",
+                    req.name,
+                    req.file_system_id.as_ref().map(|id| format!(" ({id})")).unwrap_or_default()
+                ),
+                depends_on: vec!["claim".into()],
+                expected_secs: Some(DELETE_SECS),
+            },
+        ];
+        let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps })
+    }
+
+    async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
+        let mut req: DeleteFileSystemRequest = decode(&prepared.request)?;
+        let rec =
+            self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        let found = read(|| find_volume(self.aws.as_ref(), &rec.region, &req.cluster, &req.name)).await?;
+        let Some(fs) = found else {
+            return Err(EngineError::Missing(format!("FSx volume {} of cluster {}", req.name, req.cluster)));
+        };
+        req.file_system_id = Some(fs.id);
+        let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
+    }
+
+    fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let req: DeleteFileSystemRequest = decode(request).ok()?;
+        let rec = self.store.get_cluster(&req.cluster).ok()??;
+        match key {
+            "claim" => Some(Arc::new(RemoveClaimStep {
+                kube: self.kube.clone(),
+                target: KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone()),
+                cluster: req.cluster,
+                name: req.name,
+            })),
+            "file_system" => Some(Arc::new(DeleteFileSystemStep {
+                aws: self.aws.clone(),
+                region: rec.region,
+                cluster: req.cluster,
+                name: req.name,
+                id: req.file_system_id?,
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// Deletes the claim and the volume (ours only); absent counts as done.
+pub(crate) struct RemoveClaimStep {
+    pub kube: Arc<dyn KubeApi>,
+    pub target: KubeTarget,
+    pub cluster: String,
+    pub name: String,
+}
+
+#[async_trait]
+impl StepExecutor for RemoveClaimStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let pvc = self.kube.get(&self.target, &claim_ref(&self.name)).await?;
+        let pv = self.kube.get(&self.target, &pv_ref(&self.cluster, &self.name)).await?;
+        Ok(match (pvc, pv) {
+            (None, None) => Observation::Exists(claim_reference(&self.name)),
+            (Some(o), _) if o.label(LABEL_MANAGED_BY) != Some(MANAGED_BY) => Observation::Foreign {
+                reason: format!(
+                    "PersistentVolumeClaim {FSX_NAMESPACE}/{} is not InstantStart's; it is left alone",
+                    claim_name(&self.name)
+                ),
+            },
+            _ => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        for r in [claim_ref(&self.name), pv_ref(&self.cluster, &self.name)] {
+            match self.kube.delete(&self.target, &r).await {
+                Err(e) if e.kind != ProviderErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(claim_reference(&self.name))
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let pvc = self.kube.get(&self.target, &claim_ref(&self.name)).await?;
+        let pv = self.kube.get(&self.target, &pv_ref(&self.cluster, &self.name)).await?;
+        Ok(match (pvc, pv) {
+            (None, None) => Progress::Done(json!({ "deleted": r.id })),
+            _ => Progress::Waiting { detail: format!("claim {}: deleting", r.id) },
+        })
+    }
+}
+
+/// DeleteFileSystem of our file system, then waits until it is gone.
+pub(crate) struct DeleteFileSystemStep {
+    pub aws: Arc<dyn AwsCloud>,
+    pub region: String,
+    pub cluster: String,
+    pub name: String,
+    pub id: String,
+}
+
+impl DeleteFileSystemStep {
+    fn reference(&self) -> ResourceRef {
+        ResourceRef { kind: "fsx-file-system".into(), id: self.id.clone(), arn: None }
+    }
+}
+
+#[async_trait]
+impl StepExecutor for DeleteFileSystemStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(match self.aws.describe_lustre_file_system(&self.region, &self.id).await? {
+            None => Observation::Exists(self.reference()),
+            Some(fs) if !is_volume(&fs, &self.cluster, &self.name) => Observation::Foreign {
+                reason: format!(
+                    "file system {} is not tagged as InstantStart's volume {} of cluster {}; it is left alone",
+                    self.id, self.name, self.cluster
+                ),
+            },
+            Some(fs) if fs.state() == ResourceState::Deleting => Observation::Exists(self.reference()),
+            Some(_) => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        match self.aws.delete_lustre_file_system(&self.region, &self.id, &fsx_client_token(cx.idempotency_token)).await
+        {
+            Err(e) if e.kind == ProviderErrorKind::NotFound => {}
+            other => other?,
+        }
+        Ok(self.reference())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        Ok(match self.aws.describe_lustre_file_system(&self.region, &r.id).await? {
+            None => Progress::Done(json!({ "deleted": r.id })),
+            Some(fs) if matches!(fs.state(), ResourceState::Failed { .. }) && fs.lifecycle == "FAILED" => {
+                Progress::Failed { reason: format!("file system {} failed to delete: {:?}", fs.id, fs.failure) }
+            }
+            Some(fs) => Progress::Waiting { detail: format!("file system {}: {}", fs.id, fs.lifecycle) },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(v: Value) -> Result<(), Vec<String>> {
+        let r: CreateFileSystemRequest =
+            decode(&v).map_err(|e| e.findings.into_iter().map(|f| f.field).collect::<Vec<_>>())?;
+        check_create(&r).map_err(|e| e.findings.into_iter().map(|f| f.field).collect())
+    }
+
+    #[test]
+    fn create_requests_are_checked_by_field() {
+        let table: &[(Value, &[&str])] = &[
+            (json!({ "cluster": "demo", "name": "scratch" }), &[]),
+            (
+                json!({ "cluster": "demo", "name": "ckpt", "deployment_type": "PERSISTENT_2", "storage_capacity_gib": 2400, "per_unit_storage_throughput": 250 }),
+                &[],
+            ),
+            (json!({ "cluster": "demo", "name": "Bad_Name" }), &["name"]),
+            (json!({ "cluster": "demo", "name": "x".repeat(41) }), &["name"]),
+            (json!({ "cluster": "demo", "name": "a", "storage_capacity_gib": 3600 }), &["storage_capacity_gib"]),
+            (
+                json!({ "cluster": "demo", "name": "a", "deployment_type": "PERSISTENT_2" }),
+                &["per_unit_storage_throughput"],
+            ),
+            (
+                json!({ "cluster": "demo", "name": "a", "per_unit_storage_throughput": 125 }),
+                &["per_unit_storage_throughput"],
+            ),
+            (json!({ "cluster": "demo", "name": "a", "deployment_type": "SCRATCH_1" }), &["deployment_type"]),
+            (json!({ "cluster": "demo", "name": "a", "size": 1 }), &["size"]),
+        ];
+        for (v, want) in table {
+            let got = match req(v.clone()) {
+                Ok(()) => vec![],
+                Err(fields) => fields,
+            };
+            assert_eq!(&got, want, "{v}");
+        }
+    }
+
+    #[test]
+    fn the_volume_mounts_the_file_system_by_id_dns_and_mount_name() {
+        let fs = LustreFileSystem {
+            id: "fs-0123456789abcdef0".into(),
+            region: "us-east-1".into(),
+            lifecycle: "AVAILABLE".into(),
+            deployment_type: "SCRATCH_2".into(),
+            storage_capacity_gib: 1200,
+            per_unit_storage_throughput: None,
+            vpc_id: None,
+            subnet_ids: vec![],
+            dns_name: Some("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com".into()),
+            mount_name: Some("abcdefgh".into()),
+            failure: None,
+            tags: Tags::new(),
+        };
+        let (pv, pvc) = volume_objects("demo", "scratch", &fs);
+        assert_eq!(pv.0["metadata"]["name"], "fsx-demo-scratch");
+        assert_eq!(pv.0["spec"]["csi"]["driver"], "fsx.csi.aws.com");
+        assert_eq!(pv.0["spec"]["csi"]["volumeHandle"], "fs-0123456789abcdef0");
+        assert_eq!(pv.0["spec"]["csi"]["volumeAttributes"]["mountname"], "abcdefgh");
+        assert_eq!(pv.0["spec"]["claimRef"]["name"], "fsx-scratch");
+        assert_eq!(pvc.0["spec"]["volumeName"], "fsx-demo-scratch");
+        assert_eq!(pvc.0["spec"]["resources"]["requests"]["storage"], "1200Gi");
+        assert!(is_volume(
+            &LustreFileSystem { tags: file_system_tags("demo", "scratch", "op"), ..fs.clone() },
+            "demo",
+            "scratch"
+        ));
+        assert!(!is_volume(
+            &LustreFileSystem { tags: file_system_tags("demo", "other", "op"), ..fs },
+            "demo",
+            "scratch"
+        ));
+    }
+}

@@ -1,0 +1,195 @@
+//! Simulated Amazon FSx for Lustre: file systems a cluster's pods mount.
+//!
+//! - CreateFileSystem checks what FSx checks up front (docs/aws-preconditions.md): the Lustre
+//!   rules of [`lustre_rules`] (storage capacity steps and per-unit throughput of the
+//!   deployment type), a subnet that exists in the region, and security groups of the
+//!   subnet's VPC that let Lustre's traffic (TCP 988, 1018-1023) in between members — in the
+//!   simulated account only the cluster security group `create_network` made, which allows all
+//!   traffic among its members. The same `ClientRequestToken` returns the file system it
+//!   created (FSx's idempotent create), whatever else the request says.
+//! - A file system is `CREATING` for [`timings::FSX_CREATE`], then `AVAILABLE`; the "resource
+//!   fails" fault makes it `FAILED` half-way. DeleteFileSystem makes it `DELETING` for
+//!   [`timings::FSX_DELETE`], then it is gone; a `CREATING` one cannot be deleted yet.
+//! - Pods mounting a claim bound to an `fsx.csi.aws.com` volume start only while the
+//!   `aws-fsx-csi-driver` add-on is active and the file system named by the volume handle is
+//!   `AVAILABLE` ([`mount_problem`]).
+
+use crate::cloud::SimCloud;
+use crate::timings;
+use crate::world::{Lifecycle, Phase, World};
+use async_trait::async_trait;
+use instantstart_core::provider::{
+    CreateLustreFileSystem, FsxApi, LustreDeploymentType, LustreFileSystem, ProviderError, ProviderErrorKind, Result,
+    Tags, lustre_rules,
+};
+use serde::{Deserialize, Serialize};
+
+/// A simulated file system, by id in the world.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FileSystemRec {
+    pub id: String,
+    pub region: String,
+    pub client_request_token: String,
+    pub deployment_type: LustreDeploymentType,
+    pub storage_capacity_gib: u32,
+    pub per_unit_storage_throughput: Option<u32>,
+    pub vpc_id: String,
+    pub subnet_id: String,
+    pub security_group_ids: Vec<String>,
+    pub mount_name: String,
+    pub tags: Tags,
+    pub life: Lifecycle,
+}
+
+impl FileSystemRec {
+    /// FSx's `Lifecycle` and failure message at `now`; `None` once it is gone.
+    pub(crate) fn lifecycle(&self, now: f64) -> Option<(&'static str, Option<String>)> {
+        Some(match self.life.phase(now) {
+            Phase::Creating => ("CREATING", None),
+            Phase::Active => ("AVAILABLE", None),
+            Phase::Failed(reason) => ("FAILED", Some(reason)),
+            Phase::Deleting => ("DELETING", None),
+            Phase::Gone => return None,
+        })
+    }
+}
+
+fn view(r: &FileSystemRec, now: f64) -> LustreFileSystem {
+    let (lifecycle, failure) = r.lifecycle(now).unwrap_or(("DELETING", None));
+    LustreFileSystem {
+        id: r.id.clone(),
+        region: r.region.clone(),
+        lifecycle: lifecycle.to_string(),
+        deployment_type: r.deployment_type.as_str().to_string(),
+        storage_capacity_gib: r.storage_capacity_gib,
+        per_unit_storage_throughput: r.per_unit_storage_throughput,
+        vpc_id: Some(r.vpc_id.clone()),
+        subnet_ids: vec![r.subnet_id.clone()],
+        dns_name: Some(format!("{}.fsx.{}.amazonaws.com", r.id, r.region)),
+        mount_name: (lifecycle != "CREATING").then(|| r.mount_name.clone()),
+        failure,
+        tags: r.tags.clone(),
+    }
+}
+
+fn invalid(api: &str, message: String) -> ProviderError {
+    ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
+}
+
+fn create(w: &mut World, req: &CreateLustreFileSystem, now: f64, fails: Option<&str>) -> Result<LustreFileSystem> {
+    const API: &str = "fsx:CreateFileSystem";
+    if let Some(r) = w.file_systems.values().find(|r| r.client_request_token == req.client_request_token) {
+        return Ok(view(r, now));
+    }
+    if let Some((field, rule)) =
+        lustre_rules(req.deployment_type, req.storage_capacity_gib, req.per_unit_storage_throughput).into_iter().next()
+    {
+        return Err(invalid(API, format!("BadRequest: {field}: {rule}")));
+    }
+    let Some(subnet) = w.subnets.get(&req.subnet_id).filter(|s| s.region == req.region) else {
+        return Err(invalid(API, format!("InvalidNetworkSettings: subnet {} does not exist", req.subnet_id)));
+    };
+    let vpc_sg = w.vpcs.get(&subnet.vpc_id).and_then(|v| v.security_group_id.clone());
+    let lustre_open =
+        !req.security_group_ids.is_empty() && req.security_group_ids.iter().all(|g| Some(g) == vpc_sg.as_ref());
+    if !lustre_open {
+        return Err(invalid(
+            API,
+            format!(
+                "InvalidNetworkSettings: the security groups {:?} do not permit Lustre LNET network traffic on port 988 \
+                 for the file system being created",
+                req.security_group_ids
+            ),
+        ));
+    }
+    let vpc_id = subnet.vpc_id.clone();
+    let id = format!("fs-{}", w.hex(17, false));
+    let mut life = Lifecycle::new(now, timings::FSX_CREATE);
+    if let Some(reason) = fails {
+        life.fail_after(timings::FSX_CREATE * timings::FAILURE_SHARE, reason);
+    }
+    let rec = FileSystemRec {
+        id: id.clone(),
+        region: req.region.clone(),
+        client_request_token: req.client_request_token.clone(),
+        deployment_type: req.deployment_type,
+        storage_capacity_gib: req.storage_capacity_gib,
+        per_unit_storage_throughput: req.per_unit_storage_throughput,
+        vpc_id,
+        subnet_id: req.subnet_id.clone(),
+        security_group_ids: req.security_group_ids.clone(),
+        mount_name: w.hex(8, false),
+        tags: req.tags.clone(),
+        life,
+    };
+    w.file_systems.insert(id, rec.clone());
+    Ok(view(&rec, now))
+}
+
+fn delete(w: &mut World, region: &str, id: &str, now: f64) -> Result<()> {
+    const API: &str = "fsx:DeleteFileSystem";
+    let not_found = || ProviderError::not_found(API, format!("FileSystemNotFound: file system {id} does not exist"));
+    let rec = w.file_systems.get_mut(id).filter(|r| r.region == region).ok_or_else(not_found)?;
+    match rec.lifecycle(now).ok_or_else(not_found)?.0 {
+        "DELETING" => return Ok(()),
+        "CREATING" => {
+            return Err(ProviderError::new(
+                API,
+                ProviderErrorKind::Conflict,
+                format!(
+                    "IncompatibleParameterError: file system {id} is CREATING; it can be deleted once it is AVAILABLE"
+                ),
+            ));
+        }
+        _ => {}
+    }
+    rec.life.start_deleting(now, timings::FSX_DELETE);
+    Ok(())
+}
+
+/// Why a pod cannot mount the FSx volume whose handle is `id` in `region` on a cluster with
+/// (`addon_active`) or without the FSx CSI driver; `None`: it mounts.
+pub(crate) fn mount_problem(w: &World, region: &str, id: &str, addon_active: bool, now: f64) -> Option<String> {
+    if !addon_active {
+        return Some(
+            "kubernetes.io/csi: attacher.MountDevice failed to create newCsiDriverClient: driver name fsx.csi.aws.com \
+             not found in the list of registered CSI drivers"
+                .into(),
+        );
+    }
+    match w.file_systems.get(id).filter(|r| r.region == region).and_then(|r| r.lifecycle(now)) {
+        Some(("AVAILABLE", _)) => None,
+        Some((lifecycle, _)) => Some(format!("file system {id} is {lifecycle}; mount.lustre: Connection refused")),
+        None => Some(format!("file system {id} does not exist; mount.lustre: No such file or directory")),
+    }
+}
+
+#[async_trait]
+impl FsxApi for SimCloud {
+    async fn list_lustre_file_systems(&self, region: &str) -> Result<Vec<LustreFileSystem>> {
+        self.read("fsx:DescribeFileSystems", |w, cx| {
+            Ok(w.file_systems
+                .values()
+                .filter(|r| r.region == region && r.lifecycle(cx.now).is_some())
+                .map(|r| view(r, cx.now))
+                .collect())
+        })
+    }
+
+    async fn describe_lustre_file_system(&self, region: &str, id: &str) -> Result<Option<LustreFileSystem>> {
+        self.read("fsx:DescribeFileSystems", |w, cx| {
+            Ok(w.file_systems
+                .get(id)
+                .filter(|r| r.region == region && r.lifecycle(cx.now).is_some())
+                .map(|r| view(r, cx.now)))
+        })
+    }
+
+    async fn create_lustre_file_system(&self, req: &CreateLustreFileSystem) -> Result<LustreFileSystem> {
+        self.write("fsx:CreateFileSystem", |w, cx| create(w, req, cx.now, cx.resource_fails.as_deref()))
+    }
+
+    async fn delete_lustre_file_system(&self, region: &str, id: &str, _client_request_token: &str) -> Result<()> {
+        self.write("fsx:DeleteFileSystem", |w, cx| delete(w, region, id, cx.now))
+    }
+}
