@@ -1,4 +1,5 @@
-// One cluster: live EKS and HyperPod state, instance groups (live counts; add, scale, delete),
+// One cluster: live EKS and HyperPod state, GPU capacity and node health (a grid of nodes
+// coloured by health with their GPU use), instance groups (live counts; add, scale, delete),
 // nodes (health; investigate with the node's detail and events, reboot, replace, delete), the
 // HyperPod events, the Advanced features panel and the operations on it. Refreshes when an operation on the cluster changes (WebSocket), on request,
 // and every second or so while groups or nodes are in flux. The sections keep their own DOM
@@ -12,6 +13,7 @@ import { deleteDialog } from '../components/cluster-delete.js';
 import { groupsSection } from './cluster/groups.js';
 import { nodesSection } from './cluster/nodes.js';
 import { eventsSection } from './cluster/events.js';
+import { capacitySection } from './cluster/capacity.js';
 import { clusterTabs } from '../components/workload-page.js';
 import { openDialog } from '../components/dialog.js';
 
@@ -50,7 +52,8 @@ export function clusterView({ app, params }) {
   const groups = groupsSection({ name, speed, reload: () => reload() });
   const nodes = nodesSection({ name, speed, reload: () => reload() });
   const events = eventsSection({ name });
-  const day2 = h('div', { class: 'day2', hidden: true }, groups.el, nodes.el, events.el);
+  const capacity = capacitySection({ name });
+  const day2 = h('div', { class: 'day2', hidden: true }, capacity.el, groups.el, nodes.el, events.el);
   let cluster = null;
   let ops = [];
   let fluxTimer = null;
@@ -67,6 +70,7 @@ export function clusterView({ app, params }) {
       groups.update(cluster, ops);
       nodes.update(cluster, ops);
       events.update(cluster);
+      capacity.update();
       day2.hidden = false;
       if (inFlux(cluster) && !document.hidden) fluxTimer = setTimeout(load, FLUX_REFRESH_MS);
     } catch (err) {

@@ -35,6 +35,7 @@ pub use follow::{FollowOptions, Follower};
 pub use logs::{LogEvent, LogStream, RESUME_TAIL, ReconnectPolicy, ResumingLogStream};
 pub use pages::{ListPage, PageArgs};
 
+use instantstart_core::api::capacity::ClusterCapacity;
 use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::governance::{GovernanceSpec, GovernanceView};
@@ -670,6 +671,13 @@ impl Client {
     /// time, placement, private address, capacity and interface type, lifecycle script, AMI).
     pub async fn get_node(&self, cluster: &str, node: &str) -> Result<ClusterNodeDetail, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "nodes", node])).await
+    }
+
+    /// `GET /api/clusters/{cluster}/capacity`: GPU and Neuron capacity (total, allocated,
+    /// free, unavailable) per cluster and instance group, and every node with its health and
+    /// the workloads on it.
+    pub async fn capacity(&self, cluster: &str) -> Result<ClusterCapacity, Error> {
+        self.call(Call::new(Method::GET, &["api", "clusters", cluster, "capacity"])).await
     }
 
     /// `GET /api/clusters/{cluster}/events`: one page of the HyperPod cluster's events, newest

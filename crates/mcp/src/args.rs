@@ -347,6 +347,16 @@ pub struct NodeListArgs {
     pub instance_group: Option<String>,
 }
 
+/// `capacity_get`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct CapacityArgs {
+    /// InstantStart cluster name (as listed by cluster_list).
+    pub cluster: String,
+    /// Only this instance group's nodes and totals (the cluster totals stay whole).
+    #[serde(default)]
+    pub instance_group: Option<String>,
+}
+
 /// `node_get`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NodeGetArgs {

@@ -686,6 +686,38 @@ impl InstantStartMcp {
     }
 
     #[tool(
+        name = "capacity_get",
+        description = "GPU capacity and node health of a cluster at a glance, read live: per cluster and per \
+                       instance group, accelerators (gpus = nvidia.com/gpu, neuron_devices, neuron_cores) total, \
+                       allocated, free (on nodes that take work) and unavailable (on nodes that do not); nodes \
+                       per health (healthy, checking, cordoned, provisioning, not_ready, pending_reboot, \
+                       pending_replacement, failed) from HyperPod's node status, the health-monitoring agent's \
+                       node-health-status / deep-health-check-status / fault labels and taints; every node with \
+                       the jobs and endpoints running on it; pods waiting for a node (pending_gpus). Answers \
+                       'how many GPUs are free and which nodes are unhealthy' before a job_submit or a replica \
+                       change, and is the first read of node-health diagnosis.",
+        annotations(
+            title = "GPU capacity and node health",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn capacity_get(&self, Parameters(a): Parameters<CapacityArgs>) -> CallToolResult {
+        match self.client.capacity(&a.cluster).await {
+            Ok(mut c) => {
+                if let Some(group) = &a.instance_group {
+                    c.node_list.retain(|n| n.instance_group.as_ref() == Some(group));
+                    c.instance_groups.retain(|g| &g.name == group);
+                }
+                ok_serialize(&c)
+            }
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
         name = "node_reboot",
         description = "Reboot nodes (1-25 Running instance ids from node_list) as one operation: the second rung \
                        of investigate -> reboot -> replace, for a reachable but degraded node (hung GPU process, \

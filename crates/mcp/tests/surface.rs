@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 /// Prefixes of tool names; a snake_case word starting with one of these is a tool reference.
 const PREFIXES: &[&str] = &[
     "context",
+    "capacity",
     "cluster",
     "hyperpod",
     "instance_group",
@@ -258,6 +259,8 @@ fn skills_mention_only_existing_tools_and_encode_the_rules() {
     let mut known = tools.clone();
     known.extend(step_keys());
     known.extend(argument_names());
+    // Nested request fields that share a tool prefix (`software_update_start`'s rolling policy).
+    known.extend(["capacity_percentage".to_string()]);
     let dir = root().join("skills");
     let mut skills = vec![];
     for entry in std::fs::read_dir(&dir).unwrap() {

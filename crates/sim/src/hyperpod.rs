@@ -76,6 +76,14 @@ pub(crate) struct NodeView {
     pub running_at: f64,
     /// Simulated time the instance was launched (a replacement: when it was replaced).
     pub launched_at: f64,
+    /// The instance's Kubernetes Node health, when it has a Node: HyperPod's
+    /// `sagemaker.amazonaws.com/node-health-status` label and `…/deep-health-check-status`
+    /// (developer guide `sagemaker-hyperpod-eks-resiliency-node-labels`). `Running` →
+    /// `Schedulable` (`Passed` after on-start checks); an on-demand deep health check in
+    /// progress → `Unschedulable`/`InProgress`; a failed check left for the operator
+    /// (`Failure`) → `UnschedulablePendingReplacement`/`Failed`. `None`: no Node (booting,
+    /// on-start checks, updating, shutting down).
+    pub node_health: Option<(&'static str, Option<&'static str>)>,
 }
 
 /// The instance id of slot `i` of group `g` in its `generation` (bumped by each replace).
@@ -172,7 +180,14 @@ fn slot_view(
         Some(until) if slot.generation > 0 => until - timings::HYPERPOD_NODE_REPLACE,
         _ => appear,
     };
+    let node_health = match status {
+        "Running" => Some(("Schedulable", g.deep_health_checks.then_some("Passed"))),
+        "DeepHealthCheckInProgress" if slot.check_until.is_some() => Some(("Unschedulable", Some("InProgress"))),
+        "Failure" => Some(("UnschedulablePendingReplacement", Some("Failed"))),
+        _ => None,
+    };
     Some(NodeView {
+        node_health,
         instance_id: instance_id(h, g, i, slot.generation + u32::from(replaced_at.is_some())),
         group: g.name.clone(),
         instance_type: g.instance_type.clone(),

@@ -1432,6 +1432,58 @@ async fn deployments_schedule_on_hyperpod_nodes_and_become_ready() {
 }
 
 #[tokio::test]
+async fn a_node_under_a_deep_health_check_keeps_its_node_labelled_and_tainted_and_takes_no_pods() {
+    let s = sim();
+    gpu_world(&s, 2).await;
+    let list = |kind: &str| ListParams { api_version: "v1".into(), kind: kind.into(), namespace: None, labels: vec![] };
+    let nodes = s.list(&target(), &list("Node")).await.unwrap();
+    assert_eq!(nodes.len(), 2);
+    for n in &nodes {
+        assert_eq!(n.0["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"], "Schedulable");
+        assert!(n.0["spec"].get("taints").is_none(), "{}", n.0);
+    }
+    let checked = nodes[0].0["spec"]["providerID"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    let target_group = HealthCheckTarget {
+        instance_group: "gpu".into(),
+        node_ids: vec![checked.clone()],
+        checks: vec![DeepHealthCheck::InstanceStress],
+    };
+    s.start_cluster_health_check(REGION, "demo-hp", &[target_group]).await.unwrap();
+    // The Node stays, labelled as HyperPod labels it while checking, with its NoSchedule taint.
+    let nodes = s.list(&target(), &list("Node")).await.unwrap();
+    assert_eq!(nodes.len(), 2, "the checked node keeps its Node");
+    let under = nodes.iter().find(|n| n.0["spec"]["providerID"].as_str().unwrap().ends_with(&checked)).unwrap();
+    let labels = &under.0["metadata"]["labels"];
+    assert_eq!(
+        (
+            &labels["sagemaker.amazonaws.com/node-health-status"],
+            &labels["sagemaker.amazonaws.com/deep-health-check-status"]
+        ),
+        (&json!("Unschedulable"), &json!("InProgress"))
+    );
+    assert_eq!(
+        under.0["spec"]["taints"],
+        json!([{ "key": "sagemaker.amazonaws.com/node-health-status", "value": "Unschedulable", "effect": "NoSchedule" }])
+    );
+    // New pods go to the other node only (the simulated scheduler does not count the GPUs
+    // pods already hold, so both land there).
+    apply(&s, deployment("llm", 2, 1)).await;
+    let p = pods(&s, &[("app", "llm")]).await;
+    let placed: Vec<&str> = p.iter().filter_map(|x| x["spec"]["nodeName"].as_str()).collect();
+    assert_eq!(placed.len(), 2, "{p:?}");
+    assert!(placed.iter().all(|n| !n.ends_with(&checked)), "{placed:?}");
+    // The check passes: Schedulable again, no taint.
+    adv(&s, timings::HYPERPOD_DEEP_HEALTH_CHECK + 1.0);
+    let nodes = s.list(&target(), &list("Node")).await.unwrap();
+    assert!(
+        nodes.iter().all(|n| n.0["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
+            && n.0["spec"].get("taints").is_none())
+    );
+    // Trainium-free world: no Neuron cores advertised on GPU nodes.
+    assert!(nodes[0].0["status"]["allocatable"].get("aws.amazon.com/neuroncore").is_none());
+}
+
+#[tokio::test]
 async fn without_nodes_pods_stay_pending() {
     let s = sim();
     gpu_world(&s, 0).await;

@@ -5,6 +5,7 @@
 //! and what SageMaker refuses (CPU-only groups, connectivity without EFA) is refused by the
 //! workflow before anything is recorded and by the simulator alike.
 
+use instantstart_core::api::capacity::{self, AcceleratorCount, NodeHealth};
 use instantstart_core::engine::{Engine, EngineConfig, Outcome};
 use instantstart_core::operation::{Actor, OperationKind, OperationStatus};
 use instantstart_core::provider::{DeepHealthCheck, HealthCheckTarget, HyperPodApi, ProviderErrorKind};
@@ -23,6 +24,7 @@ const REGION: &str = "us-east-1";
 struct Bed {
     sim: SimCloud,
     engine: Engine,
+    store: Arc<dyn Store>,
 }
 
 fn user() -> Actor {
@@ -36,8 +38,8 @@ async fn created(dir: &Path) -> Bed {
     let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
     let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store, workflows, EngineConfig::scaled(speed));
-    let b = Bed { sim, engine };
+    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
+    let b = Bed { sim, engine, store };
     let req = json!({
         "name": "demo", "region": REGION, "availability_zones": ["us-east-1a", "us-east-1b"],
         "hyperpod": { "instance_groups": [
@@ -169,6 +171,21 @@ async fn a_failed_node_stays_in_failure_without_automatic_recovery_until_reboote
     .await;
     b.sim.set_faults(SimFaults::none());
     assert_eq!(output(&op)["nodes"][0], json!({ "node_id": workers[0].0, "result": "failed", "status": "Failure" }));
+    // The capacity read shows it failed, with HyperPod's labels and taint, its GPU unavailable.
+    let access = instantstart_core::kube_access::KubeAccess::control_plane("admin");
+    let cap = capacity::get(b.store.as_ref(), &b.sim, &b.sim, "demo", &access).await.unwrap();
+    let sick = cap.node_list.iter().find(|n| n.instance_id.as_deref() == Some(workers[0].0.as_str())).unwrap();
+    assert_eq!(sick.health, NodeHealth::Failed, "{sick:?}");
+    assert_eq!(sick.health_label.as_deref(), Some("UnschedulablePendingReplacement"));
+    assert_eq!(sick.deep_health_check.as_deref(), Some("Failed"));
+    assert_eq!(sick.taints[0].effect, "NoSchedule");
+    assert_eq!(sick.accelerators.gpus, AcceleratorCount { total: 1, allocated: 0, free: 0, unavailable: 1 });
+    let workers_group = cap.instance_groups.iter().find(|g| g.name == "workers").unwrap();
+    assert_eq!(workers_group.health.get(&NodeHealth::Failed), Some(&1));
+    assert_eq!(workers_group.health.get(&NodeHealth::Healthy), Some(&1));
+    // CPU nodes count as nodes with no accelerators; the cluster's GPUs add up.
+    let g = cap.accelerators.gpus;
+    assert_eq!((g.total, g.free + g.unavailable + g.allocated), (2 + 4, 2 + 4), "{g:?}");
     // The ladder's reboot takes a Failure node back to Running.
     run(&b, OperationKind::RebootNodes, &json!({ "cluster": "demo", "node_ids": [workers[0].0] })).await;
     assert!(nodes_of(&b.sim, "workers").await.iter().all(|(_, s)| s == "Running"));

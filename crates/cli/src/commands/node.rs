@@ -1,5 +1,7 @@
-//! `instantstart node list|get|reboot|replace|delete|health-check`: the nodes of a cluster's
-//! HyperPod cluster. `health-check` starts deep health checks on demand (`--group` whole
+//! `instantstart node list|get|capacity|reboot|replace|delete|health-check`: the nodes of a
+//! cluster's HyperPod cluster. `capacity` is the at-a-glance table: GPUs (and Neuron devices and
+//! cores) total, allocated, free and unavailable per cluster and instance group, then every node
+//! with its health and the workloads on it. `health-check` starts deep health checks on demand (`--group` whole
 //! groups, or `--node` ids of one group; `--check stress,connectivity`); with `--wait` the
 //! operation's output names each node's result (passed, failed, replaced).
 //!
@@ -16,6 +18,7 @@ use crate::mutation::{self, MutationArgs};
 use crate::output::{self, Table};
 use clap::{Args, Subcommand};
 use instantstart_client::Client;
+use instantstart_core::api::capacity::{AcceleratorCount, Accelerators, NodeHealth};
 use instantstart_core::provider::NodeAction;
 
 /// The escalation ladder for unhealthy nodes, shown in help texts and hints.
@@ -28,6 +31,9 @@ pub enum NodeCommand {
     /// Show one node in detail: status and message, launch time, placement, private address,
     /// capacity and interface type, lifecycle script, AMI.
     Get(GetArgs),
+    /// GPU capacity and node health at a glance: accelerators total, allocated, free and
+    /// unavailable per instance group, and every node with its health and workloads.
+    Capacity(ListArgs),
     /// Reboot nodes: the instances and their local data stay (the step after investigating).
     Reboot(RebootArgs),
     /// Replace nodes with new instances: their local volumes are lost (after a reboot did not help).
@@ -113,6 +119,7 @@ pub async fn run(g: &Globals, cmd: NodeCommand) -> anyhow::Result<Exit> {
     match cmd {
         NodeCommand::List(args) => list(g, &client, args).await,
         NodeCommand::Get(args) => get(g, &client, args).await,
+        NodeCommand::Capacity(args) => capacity(g, &client, args).await,
         NodeCommand::Reboot(a) => act(g, &client, NodeAction::Reboot, &a.cluster, &a.nodes, false, &a.mutation).await,
         NodeCommand::Replace(a) => {
             act(g, &client, NodeAction::Replace, &a.cluster, &a.nodes, a.yes_lose_local_data, &a.mutation).await
@@ -179,6 +186,112 @@ async fn list(g: &Globals, client: &Client, args: ListArgs) -> anyhow::Result<Ex
              (check `instantstart operation list --cluster {}`); then `instantstart node reboot {} {}`; \
              only if that does not help, `instantstart node replace {} {} --yes-lose-local-data`.",
             n.instance_id, n.status, args.cluster, args.cluster, n.instance_id, args.cluster, n.instance_id
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+/// `used/total` of one accelerator count, `-` when there is none of it.
+fn used_of(c: &AcceleratorCount) -> String {
+    if c.total == 0 && c.allocated == 0 { "-".into() } else { format!("{}/{}", c.allocated, c.total) }
+}
+
+/// The accelerator columns of a node or group: GPUs, else Neuron cores, else Neuron devices.
+fn accel(a: &Accelerators) -> (&'static str, &AcceleratorCount) {
+    if a.gpus.total > 0 || a.gpus.allocated > 0 {
+        ("gpu", &a.gpus)
+    } else if a.neuron_cores.total > 0 || a.neuron_cores.allocated > 0 {
+        ("neuroncore", &a.neuron_cores)
+    } else if a.neuron_devices.total > 0 || a.neuron_devices.allocated > 0 {
+        ("neuron", &a.neuron_devices)
+    } else {
+        ("-", &a.gpus)
+    }
+}
+
+fn health_counts(h: &std::collections::BTreeMap<NodeHealth, u32>) -> String {
+    h.iter().map(|(k, n)| format!("{n} {}", k.as_str())).collect::<Vec<_>>().join(", ")
+}
+
+async fn capacity(g: &Globals, client: &Client, args: ListArgs) -> anyhow::Result<Exit> {
+    let mut c = client.capacity(&args.cluster).await?;
+    if let Some(group) = &args.group {
+        c.node_list.retain(|n| n.instance_group.as_ref() == Some(group));
+        c.instance_groups.retain(|x| &x.name == group);
+    }
+    output::emit(g.output, &c, || {
+        let mut groups =
+            Table::new(&["GROUP", "TYPE", "NODES", "HEALTH", "ACCEL", "USED/TOTAL", "FREE", "UNAVAILABLE"]);
+        for x in &c.instance_groups {
+            let (kind, n) = accel(&x.accelerators);
+            groups.row(vec![
+                x.name.clone(),
+                x.instance_type.clone().unwrap_or_else(|| "-".into()),
+                x.nodes.to_string(),
+                health_counts(&x.health),
+                kind.into(),
+                used_of(n),
+                n.free.to_string(),
+                n.unavailable.to_string(),
+            ]);
+        }
+        let gpus = &c.accelerators.gpus;
+        let mut out = format!(
+            "Cluster {}: {} nodes ({}); GPUs {} allocated, {} free, {} unavailable of {}",
+            c.cluster,
+            c.nodes,
+            health_counts(&c.health),
+            gpus.allocated,
+            gpus.free,
+            gpus.unavailable,
+            gpus.total
+        );
+        if c.accelerators.neuron_cores.total > 0 {
+            let n = &c.accelerators.neuron_cores;
+            out += &format!(
+                "; Neuron cores {} allocated, {} free, {} unavailable of {}",
+                n.allocated, n.free, n.unavailable, n.total
+            );
+        }
+        if c.pending_pods > 0 {
+            out += &format!("; {} pods waiting for a node ({} GPUs)", c.pending_pods, c.pending_gpus);
+        }
+        out += "\n\n";
+        out += &groups.render_or("No instance groups.");
+        let mut nodes = Table::new(&["NODE", "GROUP", "TYPE", "HEALTH", "ACCEL", "USED/TOTAL", "WORKLOADS"]);
+        for n in &c.node_list {
+            let (kind, a) = accel(&n.accelerators);
+            let mut workloads: Vec<String> =
+                n.workloads.iter().map(|w| format!("{}/{} ({})", w.namespace, w.name, w.kind)).collect();
+            if n.other_pods > 0 {
+                workloads.push(format!("+{} other pods", n.other_pods));
+            }
+            nodes.row(vec![
+                n.instance_id.clone().or_else(|| n.name.clone()).unwrap_or_else(|| "-".into()),
+                n.instance_group.clone().unwrap_or_else(|| "-".into()),
+                n.instance_type.clone().unwrap_or_else(|| "-".into()),
+                n.health.as_str().into(),
+                kind.into(),
+                used_of(a),
+                if workloads.is_empty() { "-".into() } else { workloads.join(", ") },
+            ]);
+        }
+        out += "\n";
+        out += &nodes.render_or("No nodes.");
+        if let Some(e) = &c.hyperpod_error {
+            out += &format!("\nHyperPod's node list could not be read: {e}");
+        }
+        out
+    })?;
+    if let Some(n) = c.node_list.iter().find(|n| !matches!(n.health, NodeHealth::Healthy | NodeHealth::Provisioning))
+        && g.output == output::Output::Table
+    {
+        eprintln!(
+            "hint: node {} is {}. Details: `instantstart node get {} {}`; for an unhealthy node: {LADDER}.",
+            n.instance_id.as_deref().or(n.name.as_deref()).unwrap_or("-"),
+            n.health.as_str(),
+            args.cluster,
+            n.instance_id.as_deref().unwrap_or("<node-id>")
         );
     }
     Ok(Exit::Ok)

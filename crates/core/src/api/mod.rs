@@ -5,5 +5,6 @@
 //! Nouns move here one at a time (issue #20); the others still live in `workflow` and
 //! `workload`.
 
+pub mod capacity;
 pub mod clusters;
 pub mod live;

@@ -10,6 +10,7 @@
 //! - Successful JSON reads carry a strong `ETag`; `If-None-Match` with it answers `304`
 //!   (`crate::conditional`).
 
+mod capacity;
 mod clusters;
 mod context;
 mod endpoints;
@@ -55,6 +56,7 @@ pub fn router(state: AppState) -> axum::Router {
     let mut protected = ApiRouter::new()
         .merge(context::routes())
         .merge(clusters::routes())
+        .merge(capacity::routes())
         .merge(hyperpod::routes())
         .merge(governance::routes())
         .merge(hyperpod_attach::routes())

@@ -169,6 +169,34 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     assert_eq!(detail["manifest"][0]["kind"], "HyperPodPyTorchJob");
     assert!(detail["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Running" && c["status"] == "True"));
 
+    // GPU capacity: the job's two pods hold a GPU on two nodes, named on each; the read is
+    // tagged like every JSON read; an unknown cluster is a 404.
+    let cap = poll(&app, "/api/clusters/demo/capacity", |c| {
+        c["node_list"].as_array().is_some_and(|nodes| {
+            nodes.iter().filter(|n| n["workloads"].as_array().unwrap().iter().any(|w| w["name"] == "llama")).count()
+                == 2
+        })
+    })
+    .await;
+    assert_eq!((cap["cluster"].clone(), cap["nodes"].clone()), (json!("demo"), json!(4)));
+    assert_eq!(cap["health"], json!({"healthy": 4}));
+    let gpus = &cap["accelerators"]["gpus"];
+    assert_eq!(gpus["total"], 4);
+    let sum = |k: &str| gpus[k].as_u64().unwrap();
+    assert_eq!(sum("allocated") + sum("free") + sum("unavailable"), 4, "{gpus}");
+    let on_llama: Vec<&Value> = cap["node_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["workloads"].as_array().unwrap())
+        .filter(|w| w["name"] == "llama")
+        .collect();
+    assert!(on_llama.iter().all(|w| w["kind"] == "training" && w["ours"] == true && w["gpus"] == 1), "{on_llama:?}");
+    assert_eq!(cap["instance_groups"][0]["name"], "workers");
+    let tagged = app.get("/api/clusters/demo/capacity").await;
+    assert!(tagged.headers.contains_key(header::ETAG));
+    assert_eq!(app.get("/api/clusters/nope/capacity").await.status, StatusCode::NOT_FOUND);
+
     // Logs: rank 0 by default, another pod on request.
     let logs = poll(&app, "/api/clusters/demo/jobs/llama/logs?tail=5", |l| {
         l["lines"].as_array().is_some_and(|x| !x.is_empty())

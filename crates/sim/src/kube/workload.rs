@@ -221,7 +221,16 @@ pub(crate) struct NodeInfo {
     /// The instance was consolidated away by Karpenter at this time: the Node is no longer
     /// listed, but pods that ran on it keep their history.
     pub gone_at: Option<f64>,
+    /// `spec.taints`: HyperPod's `NoSchedule` taint while the node is not `Schedulable`
+    /// (deep health check in progress, failed check); the scheduler places no pod on a tainted
+    /// node.
+    pub taints: Vec<Value>,
 }
+
+/// HyperPod's node health label (developer guide `sagemaker-hyperpod-eks-resiliency-node-labels`).
+pub(crate) const HEALTH_LABEL: &str = "sagemaker.amazonaws.com/node-health-status";
+/// HyperPod's deep health check progress label.
+pub(crate) const DEEP_HEALTH_CHECK_LABEL: &str = "sagemaker.amazonaws.com/deep-health-check-status";
 
 fn accelerator_resource(accelerator: &str) -> Option<&'static str> {
     if accelerator.starts_with("nvidia") {
@@ -304,10 +313,16 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
             let reason = if g.execution_role.is_empty() { None } else { not_ready_reason(w, &g.execution_role) };
             reasons.insert(g.name.as_str(), reason);
         }
-        let present = hyperpod_nodes(h, now).into_iter().filter(|n| n.status == "Running").map(|n| (n, None));
+        let present = hyperpod_nodes(h, now).into_iter().filter(|n| n.node_health.is_some()).map(|n| (n, None));
         let departed = crate::hyperpod::departed(h, now).into_iter().map(|(n, gone)| (n, Some(gone)));
         for (n, gone_at) in present.chain(departed) {
             let not_ready = reasons.get(n.group.as_str()).cloned().flatten();
+            // A node under an on-demand check (or failed one) registered when it first booted.
+            let registered_at = if n.status == "Running" {
+                n.running_at
+            } else {
+                (n.launched_at + timings::HYPERPOD_NODE_BOOT).min(n.running_at)
+            };
             let info = instance_type_info(&n.instance_type);
             let name = format!("hyperpod-{}", n.instance_id);
             let mut labels = Map::new();
@@ -321,17 +336,28 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
                 ("sagemaker.amazonaws.com/compute-type", "hyperpod"),
                 ("sagemaker.amazonaws.com/cluster-name", h.name.as_str()),
                 ("sagemaker.amazonaws.com/instance-group-name", n.group.as_str()),
-                ("sagemaker.amazonaws.com/node-health-status", "Schedulable"),
             ] {
                 labels.insert(k.into(), Value::String(v.into()));
             }
+            // A consolidated (departed) node was Schedulable while it served.
+            let (health, deep_check) = n.node_health.unwrap_or(("Schedulable", None));
+            labels.insert(HEALTH_LABEL.into(), json!(health));
+            if let Some(check) = deep_check {
+                labels.insert(DEEP_HEALTH_CHECK_LABEL.into(), json!(check));
+            }
+            // HyperPod keeps pods off a node that is not Schedulable with a taint of the same key.
+            let taints = if health == "Schedulable" {
+                vec![]
+            } else {
+                vec![json!({ "key": HEALTH_LABEL, "value": health, "effect": "NoSchedule" })]
+            };
             let accelerators = info.and_then(|i| accelerator_resource(&i.accelerator).map(|r| (r, i.accelerators)));
             out.push(NodeInfo {
                 name,
                 instance_id: n.instance_id.clone(),
                 availability_zone: n.availability_zone.clone(),
-                ready_at: if not_ready.is_some() { f64::INFINITY } else { n.running_at },
-                registered_at: n.running_at,
+                ready_at: if not_ready.is_some() { f64::INFINITY } else { registered_at },
+                registered_at,
                 not_ready,
                 labels,
                 cpu: info.map_or(2, |i| i.vcpus),
@@ -341,6 +367,7 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
                 kubelet_version: format!("v{version}.3-eks-{:07x}", stable_hash(&[&version]) as u32 & 0x0fff_ffff),
                 blockers: blockers.clone(),
                 gone_at,
+                taints,
             });
         }
     }
@@ -366,6 +393,21 @@ pub(crate) fn node_object(w: &World, n: &NodeInfo) -> Value {
     capacity.insert("pods".into(), json!("110"));
     if let Some((res, count)) = n.accelerators {
         capacity.insert(res.into(), json!(count.to_string()));
+        if res == "aws.amazon.com/neuron" {
+            // The Neuron device plugin also advertises cores: 8 per Trainium2 device, 2 per
+            // Trainium and Inferentia2 device (AWS Neuron docs, "Neuron hardware").
+            let per_device = if n
+                .labels
+                .get("node.kubernetes.io/instance-type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.contains("trn2"))
+            {
+                8
+            } else {
+                2
+            };
+            capacity.insert("aws.amazon.com/neuroncore".into(), json!((count * per_device).to_string()));
+        }
     }
     let ip = address_in(n.subnet, stable_hash(&[&n.instance_id])).unwrap_or_else(|| "10.0.0.10".into());
     let ready = match &n.not_ready {
@@ -385,7 +427,11 @@ pub(crate) fn node_object(w: &World, n: &NodeInfo) -> Value {
             "creationTimestamp": w.k8s_time(n.registered_at),
             "labels": n.labels,
         },
-        "spec": { "providerID": format!("aws:///{}/{}", n.availability_zone, n.instance_id) },
+        "spec": if n.taints.is_empty() {
+            json!({ "providerID": format!("aws:///{}/{}", n.availability_zone, n.instance_id) })
+        } else {
+            json!({ "providerID": format!("aws:///{}/{}", n.availability_zone, n.instance_id), "taints": n.taints })
+        },
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
@@ -829,7 +875,7 @@ pub(crate) fn accelerator_request(spec: &Value) -> Option<(String, u32)> {
 /// accelerators it requests, at the time both the pod and such a node existed.
 fn schedule(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(usize, f64), String> {
     // A consolidated node served only the pods placed before it went.
-    let usable = |n: &NodeInfo| n.gone_at.is_none_or(|gone| gone > pod.start.max(n.ready_at));
+    let usable = |n: &NodeInfo| n.taints.is_empty() && n.gone_at.is_none_or(|gone| gone > pod.start.max(n.ready_at));
     if nodes.iter().all(|n| n.ready_at > now || !usable(n)) {
         return Err("no nodes available to schedule pods".into());
     }
