@@ -37,8 +37,8 @@
 pub mod actions;
 pub mod eks;
 pub mod error;
-pub mod governance;
 pub mod fsx;
+pub mod governance;
 pub mod hyperpod;
 pub mod iam;
 pub mod identity;

@@ -1469,6 +1469,7 @@ pub const CASES: &[Case] = &[
         world: World::Existing,
         run: run!(|p| p.delete_compute_quota("us-east-1", QUOTA_ID).await.unwrap()),
         expect: &["sagemaker:DeleteComputeQuota"],
+    },
     // ------------------------------------------------------------ FSx for Lustre
     Case {
         method: "FsxApi::list_lustre_file_systems",

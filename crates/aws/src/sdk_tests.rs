@@ -1942,6 +1942,8 @@ async fn compute_quotas_round_trip_their_configuration() {
     p.delete_compute_quota("us-east-1", "cccccccccccc").await.unwrap();
     let gone = p.delete_compute_quota("us-east-1", "dddddddddddd").await.unwrap_err();
     assert_eq!(gone.kind, ProviderErrorKind::NotFound);
+}
+
 // ---------------------------------------------------------------- FSx for Lustre
 
 fn fsx_json(id: &str, kind: &str, lifecycle: &str, extra_tags: &[(&str, &str)]) -> Value {

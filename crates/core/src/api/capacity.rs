@@ -611,7 +611,8 @@ mod tests {
     fn health_follows_its_precedence() {
         use NodeHealth::*;
         // (hyperpod status, health label, deep health check, ready, cordoned) → health
-        let table: &[(Option<&str>, Option<&str>, Option<&str>, Option<bool>, bool, NodeHealth)] = &[
+        type Row<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, Option<bool>, bool, NodeHealth);
+        let table: &[Row] = &[
             (Some("Running"), Some("Schedulable"), None, Some(true), false, Healthy),
             (None, None, None, Some(true), false, Healthy),
             (Some("Running"), Some("Schedulable"), None, Some(true), true, Cordoned),

@@ -11,8 +11,8 @@
 
 pub mod aws;
 pub mod capacity;
-pub mod governance;
 pub mod fsx;
+pub mod governance;
 pub mod helm;
 pub mod hyperpod_reads;
 pub mod kube;
@@ -21,8 +21,8 @@ pub mod software_update;
 
 pub use aws::*;
 pub use capacity::*;
-pub use governance::*;
 pub use fsx::*;
+pub use governance::*;
 pub use helm::*;
 pub use hyperpod_reads::*;
 pub use kube::*;
