@@ -10,7 +10,10 @@ words, the cells and the numbers, not only that the picture is there.
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 CLUSTER = "gv"
@@ -66,6 +69,11 @@ def colour_of(ui, var: str) -> str:
         "document.body.appendChild(p); const c = getComputedStyle(p).color; p.remove(); return c;", var)
 
 
+def border_of(ui, element) -> str:
+    """An element's computed left border colour, written the way `colour_of` writes colours."""
+    return ui.js("return getComputedStyle(arguments[0]).borderLeftColor;", element)
+
+
 def test_the_node_grid_colours_nodes_by_health_and_shows_gpu_use(wl_ui, gv):
     ui = wl_ui
     server = ui.server
@@ -99,27 +107,38 @@ def test_the_node_grid_colours_nodes_by_health_and_shows_gpu_use(wl_ui, gv):
     ui.wait(lambda: len(ui.all("#node-grid li.node-tile")) == 2
             and tile(idle["instance_id"]).get_attribute("data-health") == "failed", 20, "two tiles, one failed")
 
-    # Colours: the failed node is drawn in the theme's "bad" colour, the healthy one in "ok".
-    bad, ok = colour_of(ui, "--bad"), colour_of(ui, "--ok")
-    assert bad != ok
-    failed_tile, healthy_tile = tile(idle["instance_id"]), tile(busy["instance_id"])
-    assert "tone-bad" in failed_tile.get_attribute("class")
-    assert failed_tile.value_of_css_property("border-left-color") == bad
-    assert healthy_tile.get_attribute("data-health") == "healthy"
-    assert healthy_tile.value_of_css_property("border-left-color") == ok
-    # Words next to the colours, never colour alone.
-    assert "failed" in failed_tile.text and "healthy" in healthy_tile.text
-    assert "UnschedulablePendingReplacement" in failed_tile.get_attribute("title")
+    # The grid is redrawn while the page polls: read it again when an element went stale.
+    def check_grid():
+        # Colours: the failed node is drawn in the theme's "bad" colour, the healthy one in "ok".
+        bad, ok = colour_of(ui, "--bad"), colour_of(ui, "--ok")
+        assert bad != ok
+        failed_tile, healthy_tile = tile(idle["instance_id"]), tile(busy["instance_id"])
+        assert "tone-bad" in failed_tile.get_attribute("class")
+        assert border_of(ui, failed_tile) == bad
+        assert healthy_tile.get_attribute("data-health") == "healthy"
+        assert border_of(ui, healthy_tile) == ok
+        # Words next to the colours, never colour alone.
+        assert "failed" in failed_tile.text and "healthy" in healthy_tile.text
+        assert "UnschedulablePendingReplacement" in failed_tile.get_attribute("title")
 
-    # GPU use: one cell per GPU, filled when held; the workload is named on its node.
-    assert len(healthy_tile.find_elements(By.CSS_SELECTOR, ".accel-cells span.used")) == 1
-    assert len(failed_tile.find_elements(By.CSS_SELECTOR, ".accel-cells span.used")) == 0
-    assert len(failed_tile.find_elements(By.CSS_SELECTOR, ".accel-cells span.idle")) == 1
-    assert "1/1 GPU in use" in healthy_tile.text and "0/1 GPU in use" in failed_tile.text
-    assert healthy_tile.find_element(By.CSS_SELECTOR, 'li[data-workload="default/chat"]').get_attribute("data-kind") == "inference"
+        # GPU use: one cell per GPU, filled when held; the workload is named on its node.
+        assert len(healthy_tile.find_elements(By.CSS_SELECTOR, ".accel-cells span.used")) == 1
+        assert len(failed_tile.find_elements(By.CSS_SELECTOR, ".accel-cells span.used")) == 0
+        assert len(failed_tile.find_elements(By.CSS_SELECTOR, ".accel-cells span.idle")) == 1
+        assert "1/1 GPU in use" in healthy_tile.text and "0/1 GPU in use" in failed_tile.text
+        assert healthy_tile.find_element(By.CSS_SELECTOR, 'li[data-workload="default/chat"]').get_attribute("data-kind") == "inference"
 
-    # The totals and the legend.
-    assert (ui.css("#capacity-allocated").text, ui.css("#capacity-free").text, ui.css("#capacity-unavailable").text) == ("1", "0", "1")
-    legend = {li.get_attribute("data-health"): li.text for li in ui.all(".node-legend li")}
-    assert legend.keys() == {"failed", "healthy"} and "1 failed" in legend["failed"], legend
+        # The totals and the legend.
+        assert (ui.css("#capacity-allocated").text, ui.css("#capacity-free").text, ui.css("#capacity-unavailable").text) == ("1", "0", "1")
+        legend = {li.get_attribute("data-health"): li.text for li in ui.all(".node-legend li")}
+        assert legend.keys() == {"failed", "healthy"} and "1 failed" in legend["failed"], legend
+
+    for attempt in range(5):
+        try:
+            check_grid()
+            break
+        except StaleElementReferenceException:
+            if attempt == 4:
+                raise
+            time.sleep(0.5)
     ui.screenshot("capacity-grid")
