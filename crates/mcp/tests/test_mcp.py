@@ -121,6 +121,12 @@ OPERATION_TOOLS |= {
     "pool_assign",
 }
 DESTRUCTIVE |= {"job_delete", "model_delete", "endpoint_scale", "endpoint_delete"}
+# GPU capacity and node health at a glance.
+READ_ONLY |= {"capacity_get"}
+# Task governance: teams, quotas and priority classes (reconciled state, like features).
+READ_ONLY |= {"governance_get"}
+OPERATION_TOOLS |= {"governance_set"}
+DESTRUCTIVE |= {"governance_set"}
 # FSx for Lustre volumes beside the shared bucket.
 OPERATION_TOOLS |= {"storage_fsx_create", "storage_fsx_delete"}
 DESTRUCTIVE |= {"storage_fsx_delete"}
