@@ -169,11 +169,19 @@ async fn a_stalled_replica_stops_by_itself_calls_nothing_more_and_is_fenced_afte
     }
 }
 
-/// The phases each step went through, in order (repeats folded), from a stream of snapshots.
+/// The phases each step went through, in order (repeats folded), from a stream of snapshots,
+/// as a follower folds them: a snapshot older than one already seen is skipped (concurrent step
+/// drivers may publish their reads out of order on the driving replica's local broadcast; the
+/// WebSocket follower drops such stale snapshots the same way, `routes::stream::Sent`).
 fn phase_history(events: &[instantstart_core::engine::OperationEvent]) -> Vec<(String, Vec<StepPhase>)> {
     let mut history: Vec<(String, Vec<StepPhase>)> = Vec::new();
+    let mut newest = None;
     for ev in events {
         let Some(snap) = &ev.snapshot else { continue };
+        if newest.is_some_and(|t| snap.operation.updated_at < t) {
+            continue;
+        }
+        newest = Some(snap.operation.updated_at);
         for step in &snap.operation.steps {
             let i = match history.iter().position(|(k, _)| *k == step.key) {
                 Some(i) => i,
