@@ -49,6 +49,41 @@ fn user() -> Actor {
     Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
 }
 
+/// Submits a create pipeline for `demo` on a bed over `dir` with `faults`, "crashes" (aborts
+/// every driver) once step `key` is in one of `phases`, then restarts on the same `dir`,
+/// resumes, and answers the new bed with the finished operation (asserted to have succeeded
+/// with one create per resource).
+async fn crash_at_and_resume(
+    dir: &Path,
+    faults: SimFaults,
+    key: &str,
+    phases: &[StepPhase],
+) -> (Bed, instantstart_core::operation::Operation) {
+    let id = {
+        let b = bed(dir, 400.0);
+        b.sim.set_faults(faults);
+        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            if phases.contains(&op.step(key).unwrap().phase) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{key} never reached {phases:?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        b.engine.abort_all();
+        s.operation.id
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir, 400.0);
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_created_once(&b.sim);
+    (b, op)
+}
+
 /// Every create API the pipeline uses, called exactly once per resource.
 fn assert_created_once(sim: &SimCloud) {
     let expected = [
@@ -150,29 +185,9 @@ async fn a_failed_step_is_retried_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_mid_pipeline_resumes_without_replaying_a_mutation() {
+    // "Crash" while the EKS control plane is being polled.
     let dir = tempfile::tempdir().unwrap();
-    let id = {
-        let b = bed(dir.path(), 400.0);
-        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
-        // Wait until the EKS control plane is being polled, then "crash".
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if op.step("eks_cluster").unwrap().phase == StepPhase::Polling {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "eks_cluster never reached polling");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        b.engine.abort_all();
-        s.operation.id
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 400.0);
-    assert_eq!(b.engine.resume_all().unwrap(), 1);
-    let op = b.engine.wait(&id, WAIT).await.unwrap();
-    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_created_once(&b.sim);
+    crash_at_and_resume(dir.path(), SimFaults::none(), "eks_cluster", &[StepPhase::Polling]).await;
 }
 
 /// The new steps and pieces: a crash while `addon:vpc-cni` is being polled, and lost responses
@@ -182,33 +197,11 @@ async fn restart_mid_pipeline_resumes_without_replaying_a_mutation() {
 async fn the_vpc_cni_step_and_the_s3_endpoint_survive_a_restart_and_lost_responses() {
     use instantstart_core::provider::addon_version_at_least;
     let dir = tempfile::tempdir().unwrap();
-    let id = {
-        let b = bed(dir.path(), 400.0);
-        b.sim.set_faults(
-            SimFaults::none()
-                .with("ec2:CreateVpc", FaultMode::LostResponse)
-                .with("eks:CreateAddon", FaultMode::LostResponse),
-        );
-        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            let phase = op.step("addon:vpc-cni").unwrap().phase;
-            if matches!(phase, StepPhase::Submitted | StepPhase::Polling) {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "addon:vpc-cni never reached polling");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        b.engine.abort_all();
-        s.operation.id
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 400.0);
-    assert_eq!(b.engine.resume_all().unwrap(), 1);
-    let op = b.engine.wait(&id, WAIT).await.unwrap();
-    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_created_once(&b.sim);
+    let faults = SimFaults::none()
+        .with("ec2:CreateVpc", FaultMode::LostResponse)
+        .with("eks:CreateAddon", FaultMode::LostResponse);
+    let (b, op) =
+        crash_at_and_resume(dir.path(), faults, "addon:vpc-cni", &[StepPhase::Submitted, StepPhase::Polling]).await;
     let rec = b.store.get_cluster("demo").unwrap().unwrap();
     let net = b.sim.describe_network("us-east-1", rec.vpc_id.as_deref().unwrap()).await.unwrap();
     assert!(net.s3_endpoint_id.is_some(), "{net:#?}");
@@ -1335,27 +1328,7 @@ async fn a_group_added_to_an_imported_cluster_uses_the_clusters_own_role_and_sec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_plane_starts_before_the_nat_gateway_and_a_restart_while_it_waits_creates_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let id = {
-        let b = bed(dir.path(), 400.0);
-        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if op.step("nat_gateway").unwrap().phase == StepPhase::Polling {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "nat_gateway never reached polling");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        b.engine.abort_all();
-        s.operation.id
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 400.0);
-    assert_eq!(b.engine.resume_all().unwrap(), 1);
-    let op = b.engine.wait(&id, WAIT).await.unwrap();
-    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_created_once(&b.sim);
+    let (_b, op) = crash_at_and_resume(dir.path(), SimFaults::none(), "nat_gateway", &[StepPhase::Polling]).await;
     let (vpc, nat, eks, hp) = (
         op.step("vpc").unwrap(),
         op.step("nat_gateway").unwrap(),
