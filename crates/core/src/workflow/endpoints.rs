@@ -545,6 +545,49 @@ pub async fn list_endpoints(kube: &dyn KubeApi, target: &KubeTarget) -> Result<V
     Ok(read_endpoints(kube, target).await?.iter().map(Endpoint::summary).collect())
 }
 
+/// [`list_endpoints`] as `access` may see it: only endpoints in its namespaces
+/// ([`crate::kube_access::KubeAccess::sees`]).
+pub async fn list_endpoints_as(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    access: &crate::kube_access::KubeAccess,
+) -> Result<Vec<EndpointSummary>, ProviderError> {
+    let mut all = list_endpoints(kube, target).await?;
+    all.retain(|e| access.sees(&e.namespace));
+    Ok(all)
+}
+
+/// [`endpoint_detail`] as `access` may see it: an endpoint outside its namespaces is missing.
+pub async fn endpoint_detail_as(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    name: &str,
+    access: &crate::kube_access::KubeAccess,
+) -> Result<EndpointDetail, EngineError> {
+    let detail = endpoint_detail(kube, target, name).await?;
+    if !access.sees(&detail.summary.namespace) {
+        return Err(EngineError::Missing(format!("endpoint {name}")));
+    }
+    Ok(detail)
+}
+
+/// [`list_pools`] as `access` may see it: a confined access sees the pools with workers in its
+/// namespaces, and only those workers.
+pub async fn list_pools_as(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    access: &crate::kube_access::KubeAccess,
+) -> Result<Vec<PoolSummary>, ProviderError> {
+    let mut pools = list_pools(kube, target).await?;
+    if access.namespaces.is_some() {
+        for pool in &mut pools {
+            pool.workers.retain(|w| access.sees(&w.namespace));
+        }
+        pools.retain(|p| !p.workers.is_empty());
+    }
+    Ok(pools)
+}
+
 async fn find_endpoint(kube: &dyn KubeApi, target: &KubeTarget, name: &str) -> Result<Endpoint, EngineError> {
     if let Err(rule) = names::dns1123_label(name) {
         return Err(ValidationError::invalid("endpoint", rule).into());

@@ -565,6 +565,18 @@ pub async fn list_downloads(kube: &dyn KubeApi, target: &KubeTarget) -> Result<V
     Ok(out.into_iter().map(|(_, d)| d).collect())
 }
 
+/// [`list_downloads`] as `access` may see it: the list is read with the control plane's
+/// identity, so only downloads in the access's namespaces are kept.
+pub async fn list_downloads_as(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    access: &KubeAccess,
+) -> Result<Vec<DownloadSummary>, ProviderError> {
+    let mut all = list_downloads(kube, target).await?;
+    all.retain(|d| access.sees(&d.namespace));
+    Ok(all)
+}
+
 /// Finds model download `name` (its Job, in whichever namespace it runs).
 pub async fn find_download(kube: &dyn KubeApi, target: &KubeTarget, name: &str) -> Result<DownloadSummary, ReadError> {
     if let Err(rule) = crate::names::dns1123_label(name) {

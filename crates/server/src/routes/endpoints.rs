@@ -190,8 +190,7 @@ async fn list(
 ) -> Result<Paged<EndpointSummary>, ApiError> {
     let request = paging.request("endpoints", 2)?;
     let (target, access) = target_as(&state, &principal, &p.name)?;
-    let mut endpoints = ep::list_endpoints(state.kube.as_ref(), &target).await?;
-    endpoints.retain(|e| access.sees(&e.namespace));
+    let endpoints = ep::list_endpoints_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(endpoints, "endpoints", Order::Ascending, |e| vec![e.namespace.clone(), e.name.clone()], &request)
 }
 
@@ -201,11 +200,7 @@ async fn detail(
     ApiPath(p): ApiPath<EndpointPath>,
 ) -> Result<Json<EndpointDetail>, ApiError> {
     let (target, access) = target_as(&state, &principal, &p.name)?;
-    let detail = ep::endpoint_detail(state.kube.as_ref(), &target, &p.endpoint).await?;
-    if !access.sees(&detail.summary.namespace) {
-        return Err(ApiError::NotFound(format!("endpoint {}", p.endpoint)));
-    }
-    Ok(Json(detail))
+    Ok(Json(ep::endpoint_detail_as(state.kube.as_ref(), &target, &p.endpoint, &access).await?))
 }
 
 /// Adds `"workload": {name, namespace}` to a 202 answer.
@@ -416,14 +411,7 @@ async fn pools(
 ) -> Result<Paged<PoolSummary>, ApiError> {
     let request = paging.request("pools", 1)?;
     let (target, access) = target_as(&state, &principal, &p.name)?;
-    let mut pools = ep::list_pools(state.kube.as_ref(), &target).await?;
-    // A confined caller sees the pools that have workers in its namespaces, and only those workers.
-    if access.namespaces.is_some() {
-        for pool in &mut pools {
-            pool.workers.retain(|w| access.sees(&w.namespace));
-        }
-        pools.retain(|p| !p.workers.is_empty());
-    }
+    let pools = ep::list_pools_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(pools, "pools", Order::Ascending, |p| vec![p.pool.clone()], &request)
 }
 

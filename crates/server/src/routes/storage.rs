@@ -182,9 +182,7 @@ async fn list_downloads(
     let request = paging.request("downloads", 2)?;
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
     let access = principal.kube_access(&p.cluster, state.unbound_tokens_any_namespace);
-    let mut downloads = read::list_downloads(state.kube.as_ref(), &target).await?;
-    // The list is read with the control plane's identity: show only the caller's namespaces.
-    downloads.retain(|d| access.sees(&d.namespace));
+    let downloads = read::list_downloads_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(downloads, "downloads", Order::Ascending, |d| vec![d.namespace.clone(), d.name.clone()], &request)
 }
 
