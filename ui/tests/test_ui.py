@@ -186,6 +186,12 @@ def test_validation_errors_are_shown_next_to_their_fields(ui):
     assert ui.css("#f-cidr").get_attribute("aria-invalid") == "true"
     ui.screenshot("cidr-error")
     set_value(ui.css("#f-cidr"), "")
+    # So are the EKS API's public access blocks: a private range is refused next to its input.
+    set_value(ui.css("#f-api-access"), "203.0.113.0/24, 10.0.0.0/8")
+    ui.click(ui.css("form.create-form button[type=submit]"))
+    ui.wait_css('.field-error[data-error-for="public_access_cidrs[1]"]')
+    assert ui.css("#f-api-access").get_attribute("aria-invalid") == "true"
+    set_value(ui.css("#f-api-access"), "203.0.113.0/24")
     review_plan(ui)
     assert not ui.all(".field-error"), "findings cleared"
 

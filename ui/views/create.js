@@ -107,6 +107,7 @@ function clusterForm({ app, attach }) {
   const bucket = h('input', { id: 'f-bucket', name: 'bucket', autocomplete: 'off', spellcheck: 'false', placeholder: attach ? 'is-…' : 'derived from the cluster name', dataset: { field: attach ? 'bucket' : 'storage.bucket' } });
   const mount = h('input', { id: 'f-mount', name: 'mount_path', autocomplete: 'off', spellcheck: 'false', value: '/s3', dataset: { field: 'storage.mount_path' } });
   const cidr = h('input', { id: 'f-cidr', name: 'cidr', autocomplete: 'off', spellcheck: 'false', placeholder: '10.0.0.0/16', dataset: { field: 'network.cidr' } });
+  const apiAccess = h('input', { id: 'f-api-access', name: 'public_access_cidrs', autocomplete: 'off', spellcheck: 'false', placeholder: '203.0.113.0/24, 198.51.100.7/32', dataset: { field: 'public_access_cidrs' } });
 
   const reviewBtn = h('button', { type: 'submit', class: 'btn primary' }, 'Review plan');
   // Adding HyperPod: the cluster's region (read-only, for its zones and types), no name, zones,
@@ -151,7 +152,8 @@ function clusterForm({ app, attach }) {
       h('p', { class: 'help' }, 'Subnets, route tables and security groups are computed by the control plane. Override only if the default range collides with networks you peer with.'),
       h('div', { class: 'grid-2' },
         field('VPC CIDR', cidr, 'A private /16 to /20. Leave empty for 10.0.0.0/16.'),
-        field('Mount path in pods', mount))),
+        field('Mount path in pods', mount)),
+      field('EKS API reachable from (CIDR blocks, comma-separated)', apiAccess, 'Internet addresses that may use kubectl on the cluster\'s public endpoint, e.g. your office. The control plane\'s own address is added by the server. Empty: the server\'s choice (its own address, or every address when it has none).')),
     h('div', { class: 'form-actions' }, reviewBtn,
       h('span', { class: 'muted' }, 'Nothing is created until you confirm the plan.')),
     planSlot);
@@ -365,6 +367,8 @@ function clusterForm({ app, attach }) {
       availability_zones: zones,
     };
     if (cidr.value.trim()) req.network = { mode: 'new_vpc', cidr: cidr.value.trim() };
+    const blocks = apiAccess.value.split(',').map((s) => s.trim()).filter(Boolean);
+    if (blocks.length) req.public_access_cidrs = blocks;
     if (withHp.checked) req.hyperpod = hyperpodRequest();
     const b = bucket.value.trim();
     const m = mount.value.trim();

@@ -132,6 +132,21 @@ fn the_instance_mounts_the_shared_bucket_where_the_pods_do() {
     assert!(user_data.contains("mount-s3"), "{user_data}");
 }
 
+/// Review #21: the EKS clusters InstantStart creates admit the management instance's fixed
+/// address on their public endpoint, not every address.
+#[test]
+fn created_clusters_admit_the_management_instances_elastic_ip() {
+    let t = template();
+    let r = &t["Resources"];
+    assert_eq!(r["ManagementAddress"]["Type"].as_str(), Some("AWS::EC2::EIP"));
+    assert_eq!(r["ManagementAddressAssociation"]["Properties"]["InstanceId"]["Ref"].as_str(), Some("Instance"));
+    let user_data = r["Instance"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"].as_str().expect("user data");
+    assert!(
+        user_data.contains("-e INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS=${ManagementAddress.PublicIp}/32"),
+        "{user_data}"
+    );
+}
+
 #[test]
 fn an_rds_store_is_optional_its_secret_the_only_one_readable_and_nothing_comes_in() {
     let t = template();

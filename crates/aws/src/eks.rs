@@ -110,6 +110,7 @@ fn cluster_view(region: &str, c: &aws_sdk_eks::types::Cluster) -> Result<EksClus
         subnet_ids: vpc.map(|v| v.subnet_ids().to_vec()).unwrap_or_default(),
         security_group_id: vpc.and_then(|v| v.cluster_security_group_id()).map(str::to_string),
         authentication_mode: c.access_config().and_then(|a| a.authentication_mode()).map(|m| m.as_str().to_string()),
+        public_access_cidrs: vpc.map(|v| v.public_access_cidrs().to_vec()).unwrap_or_default(),
         state: cluster_state(c.status(), &issues),
         tags: tags::from_eks(c.tags()),
     })
@@ -334,6 +335,7 @@ impl EksApi for AwsProvider {
                     .set_security_group_ids(sg.map(|g| vec![g]))
                     .endpoint_public_access(true)
                     .endpoint_private_access(true)
+                    .set_public_access_cidrs(Some(req.public_access_cidrs.clone()).filter(|c| !c.is_empty()))
                     .build(),
             )
             .access_config(

@@ -461,7 +461,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         method: "EksApi::create_eks_cluster",
-        variant: "with the EFA security group, access config and logging",
+        variant: "with the EFA security group, access config, logging and public access blocks",
         world: World::Existing,
         run: run!(|p| p
             .create_eks_cluster(&CreateEksCluster {
@@ -472,6 +472,7 @@ pub const CASES: &[Case] = &[
                 subnet_ids: vec!["subnet-0a0a0a0a0a0a0a0a0".into(), "subnet-0b0b0b0b0b0b0b0b0".into()],
                 client_request_token: "0b9c7c0e-6f7e-4a55-9a7e-7b2a4cde0001".into(),
                 tags: tags(),
+                public_access_cidrs: vec!["198.51.100.7/32".into(), "203.0.113.0/24".into()],
             })
             .await
             .unwrap()),

@@ -326,6 +326,7 @@ async fn create_eks_cluster_request_and_adoption() {
         subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
         client_request_token: "is-token".into(),
         tags: tags("demo"),
+        public_access_cidrs: vec!["198.51.100.7/32".into()],
     };
     let c = p.create_eks_cluster(&req).await.unwrap();
     assert_eq!(c.state, ResourceState::Creating);
@@ -339,7 +340,7 @@ async fn create_eks_cluster_request_and_adoption() {
             "version": "1.33",
             "roleArn": "arn:aws:iam::123456789012:role/demo-eks-cluster-role",
             "resourcesVpcConfig": { "subnetIds": ["subnet-a", "subnet-b"], "securityGroupIds": ["sg-efa"],
-                "endpointPublicAccess": true, "endpointPrivateAccess": true },
+                "endpointPublicAccess": true, "endpointPrivateAccess": true, "publicAccessCidrs": ["198.51.100.7/32"] },
             "accessConfig": { "authenticationMode": "API_AND_CONFIG_MAP", "bootstrapClusterCreatorAdminPermissions": true },
             "logging": { "clusterLogging": [{ "types": ["api", "audit", "authenticator", "controllerManager", "scheduler"], "enabled": true }] },
             "clientRequestToken": "is-token",

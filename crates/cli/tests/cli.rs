@@ -112,6 +112,7 @@ fn serve(
         token: Some(TOKEN.into()),
         shared_bucket: None,
         unbound_tokens_any_namespace: false,
+        eks_public_access_cidrs: vec![],
     };
     let (url, kube) = runtime.block_on(async {
         let state = AppState::assemble(&opts).unwrap().state;

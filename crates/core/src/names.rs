@@ -230,6 +230,46 @@ pub fn workload_namespace(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Most CIDR blocks EKS takes in a cluster's `publicAccessCidrs` (Amazon EKS service quotas,
+/// "Public endpoint access CIDR ranges per cluster").
+pub const MAX_PUBLIC_ACCESS_CIDRS: usize = 40;
+
+/// IPv4 ranges reserved for special use (IANA special-purpose registry): not an address on the
+/// internet, so never the source of a request to a public endpoint.
+const RESERVED_V4: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+];
+
+/// A block that may reach an EKS cluster's public API endpoint (`publicAccessCidrs`): "The
+/// block cannot include reserved addresses" (EKS user guide `config-cluster-endpoint`), so a
+/// block inside a private, loopback, link-local, shared, multicast or reserved range is
+/// refused; `0.0.0.0/0` (every address, EKS's default) is taken as it is.
+pub fn public_access_cidr(cidr: &ipnet::Ipv4Net) -> Result<(), String> {
+    if cidr.prefix_len() == 0 {
+        return Ok(());
+    }
+    match RESERVED_V4
+        .iter()
+        .map(|r| r.parse::<ipnet::Ipv4Net>().expect("valid reserved range"))
+        .find(|r| r.contains(cidr))
+    {
+        Some(r) => Err(format!(
+            "{cidr} is inside the reserved range {r}; the public endpoint is reached from internet addresses (a private range reaches the cluster through its VPC, not this list)"
+        )),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +355,29 @@ mod tests {
             assert_eq!(workload_namespace(ns).is_ok(), *ok, "{ns}: {:?}", workload_namespace(ns));
         }
         assert!(workload_namespace("kube-system").unwrap_err().contains("system namespace"));
+    }
+
+    /// Data-driven: (block, accepted as a public endpoint source).
+    #[test]
+    fn public_access_cidr_rules() {
+        let cases: &[(&str, bool)] = &[
+            ("0.0.0.0/0", true),
+            ("203.0.113.5/32", true),
+            ("52.94.0.0/16", true),
+            ("8.0.0.0/7", true),
+            ("10.0.0.0/8", false),
+            ("10.1.2.3/32", false),
+            ("172.20.0.0/16", false),
+            ("192.168.1.0/24", false),
+            ("127.0.0.1/32", false),
+            ("169.254.169.254/32", false),
+            ("100.64.0.0/16", false),
+            ("224.0.0.1/32", false),
+            ("0.0.0.0/8", false),
+        ];
+        for (cidr, ok) in cases {
+            let net: ipnet::Ipv4Net = cidr.parse().unwrap();
+            assert_eq!(public_access_cidr(&net).is_ok(), *ok, "{cidr}: {:?}", public_access_cidr(&net));
+        }
     }
 }

@@ -86,6 +86,15 @@ pub struct ClusterCreateRequest {
     /// The shared S3 data bucket; a bucket name is derived when absent.
     #[serde(default)]
     pub storage: Option<StorageSpec>,
+    /// Internet address blocks that may reach the EKS API's public endpoint (EKS
+    /// `publicAccessCidrs`), e.g. your office's `203.0.113.0/24` for `kubectl`. The server adds
+    /// the control plane's own (`--eks-public-access-cidrs`; the deployment template sets the
+    /// management instance's Elastic IP) when the operation is recorded. None at all: EKS's
+    /// default, every address (`0.0.0.0/0`). Nodes reach the API through the private endpoint
+    /// either way. At most 40; no private or reserved range.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
+    pub public_access_cidrs: Vec<Ipv4Net>,
 }
 
 /// Where the cluster's network comes from.
@@ -331,7 +340,60 @@ impl Validate for ClusterCreateRequest {
         if let Some(storage) = &self.storage {
             f.at("storage", |f| storage.validate(f));
         }
+        validate_public_access_cidrs(&self.public_access_cidrs, f);
     }
+}
+
+/// The rules of `public_access_cidrs`: EKS's (no reserved range, at most
+/// [`names::MAX_PUBLIC_ACCESS_CIDRS`]) and ours (host bits zero, each block once).
+fn validate_public_access_cidrs(cidrs: &[Ipv4Net], f: &mut Findings) {
+    if cidrs.len() > names::MAX_PUBLIC_ACCESS_CIDRS {
+        f.push(
+            "public_access_cidrs",
+            format!("at most {} blocks (EKS quota per cluster); {} given", names::MAX_PUBLIC_ACCESS_CIDRS, cidrs.len()),
+        );
+    }
+    for (i, cidr) in cidrs.iter().enumerate() {
+        let field = format!("public_access_cidrs[{i}]");
+        if cidr.network() != cidr.addr() {
+            f.push(&field, format!("host bits must be zero; did you mean {}?", cidr.trunc()));
+        } else if let Err(rule) = names::public_access_cidr(cidr) {
+            f.push(&field, rule);
+        } else if cidrs[..i].contains(cidr) {
+            f.push(&field, "listed twice");
+        }
+    }
+}
+
+/// Adds the control plane's own blocks (`server`: the server's `--eks-public-access-cidrs`)
+/// to a create request's `public_access_cidrs`, after the ones it names, each once; the
+/// control plane must reach every cluster it creates. A request that names `0.0.0.0/0` keeps
+/// only that (it admits every address already). Not an object, or a list that is not one of
+/// strings: left to decoding.
+pub fn fill_server_public_access_cidrs(body: &mut serde_json::Value, server: &[Ipv4Net]) {
+    use serde_json::Value;
+    if server.is_empty() {
+        return;
+    }
+    let Some(obj) = body.as_object_mut() else { return };
+    let mut list: Vec<String> = match obj.get("public_access_cidrs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => match items.iter().map(|v| v.as_str().map(str::to_string)).collect() {
+            Some(list) => list,
+            None => return,
+        },
+        Some(_) => return,
+    };
+    if list.iter().any(|c| c == "0.0.0.0/0") {
+        return;
+    }
+    for cidr in server {
+        let cidr = cidr.to_string();
+        if !list.contains(&cidr) {
+            list.push(cidr);
+        }
+    }
+    obj.insert("public_access_cidrs".into(), Value::Array(list.into_iter().map(Value::String).collect()));
 }
 
 /// The rules of a HyperPod cluster in `region` (its own rules, then each group's Availability
@@ -614,6 +676,7 @@ mod tests {
                 instance_groups: vec![group()],
             }),
             storage: None,
+            public_access_cidrs: vec![],
         }
     }
 
@@ -827,6 +890,50 @@ mod tests {
             mutate(&mut r);
             assert_eq!(fields(r.check()), *expected, "{what}");
         }
+    }
+
+    /// Data-driven: (blocks, the fields refused).
+    #[test]
+    fn public_access_cidr_list_rules() {
+        let many: Vec<String> = (0..41).map(|i| format!("52.{i}.0.0/16")).collect();
+        let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+            (vec![], vec![]),
+            (vec!["203.0.113.0/24".into(), "52.1.2.3/32".into()], vec![]),
+            (vec!["0.0.0.0/0".into()], vec![]),
+            (vec!["10.0.0.0/16".into()], vec!["public_access_cidrs[0]"]),
+            (vec!["52.1.2.3/24".into()], vec!["public_access_cidrs[0]"]),
+            (vec!["52.1.2.3/32".into(), "52.1.2.3/32".into()], vec!["public_access_cidrs[1]"]),
+            (many, vec!["public_access_cidrs"]),
+        ];
+        for (cidrs, expected) in cases {
+            let mut r = request();
+            r.public_access_cidrs = cidrs.iter().map(|c| c.parse().unwrap()).collect();
+            assert_eq!(fields(r.check()), expected, "{cidrs:?}");
+        }
+    }
+
+    #[test]
+    fn the_servers_own_blocks_are_added_once_after_the_requests() {
+        use serde_json::json;
+        let server: Vec<Ipv4Net> = vec!["198.51.100.7/32".parse().unwrap()];
+        let cases = [
+            (json!({ "name": "x" }), json!(["198.51.100.7/32"])),
+            (json!({ "public_access_cidrs": null }), json!(["198.51.100.7/32"])),
+            (json!({ "public_access_cidrs": ["203.0.113.0/24"] }), json!(["203.0.113.0/24", "198.51.100.7/32"])),
+            (json!({ "public_access_cidrs": ["198.51.100.7/32"] }), json!(["198.51.100.7/32"])),
+            // Every address already: nothing to add.
+            (json!({ "public_access_cidrs": ["0.0.0.0/0"] }), json!(["0.0.0.0/0"])),
+            // Not a list of strings: left for decoding to refuse, naming the field.
+            (json!({ "public_access_cidrs": [5] }), json!([5])),
+        ];
+        for (mut body, want) in cases {
+            let before = body.clone();
+            fill_server_public_access_cidrs(&mut body, &server);
+            assert_eq!(body["public_access_cidrs"], want, "{before}");
+        }
+        let mut body = json!({ "name": "x" });
+        fill_server_public_access_cidrs(&mut body, &[]);
+        assert_eq!(body, json!({ "name": "x" }), "no server blocks: the request is left alone");
     }
 
     #[test]

@@ -59,6 +59,7 @@ async fn world(nodes: u32) -> SimCloud {
         subnet_ids: network.subnets.iter().filter(|x| !x.public).map(|x| x.id.clone()).collect(),
         client_request_token: "t-1".into(),
         tags: tags.clone(),
+        public_access_cidrs: vec![],
     })
     .await
     .unwrap();

@@ -137,6 +137,12 @@ pub struct ClusterCreateArgs {
     #[serde(default)]
     #[schemars(with = "Option<StorageSpec>")]
     pub storage: Option<Value>,
+    /// Internet address blocks (CIDR) that may reach the EKS API's public endpoint, e.g. the
+    /// user's office for kubectl; the control plane's own are added by the server. Omit to
+    /// keep the server's choice (its own address, or every address when it has none).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub public_access_cidrs: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
 }
@@ -153,6 +159,7 @@ impl ClusterCreateArgs {
             ("network", &self.network),
             ("hyperpod", &self.hyperpod),
             ("storage", &self.storage),
+            ("public_access_cidrs", &self.public_access_cidrs),
         ] {
             if let Some(v) = value {
                 body.insert(key.into(), v.clone());

@@ -62,6 +62,8 @@ pub struct AppInner {
     pub live_clusters: instantstart_core::api::clusters::LiveClusters,
     /// `--unbound-tokens-any-namespace` ([`ServerOptions::unbound_tokens_any_namespace`]).
     pub unbound_tokens_any_namespace: bool,
+    /// [`ServerOptions::eks_public_access_cidrs`].
+    pub eks_public_access_cidrs: Vec<ipnet::Ipv4Net>,
     /// Open WebSockets per principal ([`ws_slots`]).
     pub ws_slots: Arc<ws_slots::WsSlots>,
 }
@@ -127,6 +129,10 @@ pub struct ServerOptions {
     /// `--unbound-tokens-any-namespace`: tokens without a Kubernetes binding may run workloads
     /// in any namespace (default: `default` only; `instantstart_core::kube_access`).
     pub unbound_tokens_any_namespace: bool,
+    /// `--eks-public-access-cidrs`: the control plane's own internet addresses, added to every
+    /// create request's `public_access_cidrs` (`spec::fill_server_public_access_cidrs`) so the
+    /// EKS API it creates stays reachable to it; empty = add none.
+    pub eks_public_access_cidrs: Vec<ipnet::Ipv4Net>,
 }
 
 /// How this server shares its store with other replicas (docs/store.md, "Several replicas").
@@ -408,6 +414,7 @@ impl AppState {
             provider: opts.provider,
             default_region: opts.default_region.clone(),
             unbound_tokens_any_namespace: opts.unbound_tokens_any_namespace,
+            eks_public_access_cidrs: opts.eks_public_access_cidrs.clone(),
             openapi: OnceLock::new(),
             sim_kube_api: kube_api_url,
             log_hub: Arc::default(),

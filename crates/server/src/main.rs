@@ -68,6 +68,12 @@ struct Cli {
     /// tokens to Kubernetes identities instead (`token create --kube-user …`).
     #[arg(long, env = "INSTANTSTART_UNBOUND_TOKENS_ANY_NAMESPACE")]
     unbound_tokens_any_namespace: bool,
+    /// The control plane's own internet addresses (comma-separated CIDR blocks, e.g. the
+    /// management instance's Elastic IP `198.51.100.7/32`; the deployment template sets it):
+    /// added to the `public_access_cidrs` of every cluster created, so its EKS API admits the
+    /// control plane and the blocks the request names, not every address.
+    #[arg(long, env = "INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS", value_delimiter = ',')]
+    eks_public_access_cidrs: Vec<ipnet::Ipv4Net>,
     /// Back the SQLite store up online every interval (`6h`, `30m`, `1d`; at least `1m`) into
     /// `--backup-dir`; off when absent.
     #[arg(long, env = "INSTANTSTART_BACKUP_INTERVAL", value_parser = instantstart_server::backup::parse_interval)]
@@ -299,7 +305,12 @@ async fn main() -> anyhow::Result<()> {
         token: std::env::var("INSTANTSTART_TOKEN").ok(),
         shared_bucket: cli.shared_bucket.clone().filter(|b| !b.is_empty()),
         unbound_tokens_any_namespace: cli.unbound_tokens_any_namespace,
+        eks_public_access_cidrs: cli.eks_public_access_cidrs.clone(),
     };
+    for cidr in &opts.eks_public_access_cidrs {
+        instantstart_core::names::public_access_cidr(cidr)
+            .map_err(|rule| anyhow::anyhow!("--eks-public-access-cidrs: {rule}"))?;
+    }
     let aws_opts = instantstart_server::AwsOptions {
         region: Some(cli.region.clone()),
         profile: cli.profile.clone(),

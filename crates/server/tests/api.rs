@@ -23,16 +23,22 @@ fn test_app(speed: f64) -> TestApp {
 }
 
 fn test_app_with(speed: f64, shared_bucket: Option<&str>) -> TestApp {
+    test_app_with_options(speed, |o| o.shared_bucket = shared_bucket.map(str::to_string))
+}
+
+fn test_app_with_options(speed: f64, set: impl FnOnce(&mut ServerOptions)) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
-    let opts = ServerOptions {
+    let mut opts = ServerOptions {
         data_dir: dir.path().to_path_buf(),
         provider: ProviderKind::Sim,
         sim_speed: speed,
         default_region: "us-east-1".into(),
         token: Some(TOKEN.into()),
-        shared_bucket: shared_bucket.map(str::to_string),
+        shared_bucket: None,
         unbound_tokens_any_namespace: false,
+        eks_public_access_cidrs: vec![],
     };
+    set(&mut opts);
     let state = AppState::assemble(&opts).unwrap().state;
     let router = instantstart_server::app(state.clone());
     TestApp { _dir: dir, state, router }
@@ -611,6 +617,32 @@ async fn a_request_without_region_uses_the_servers_default_region() {
     bad["region"] = json!(5);
     let r = app.send(Method::POST, "/api/clusters", Some(bad), &[]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+}
+
+/// The EKS API's public endpoint admits the blocks a create request names plus the control
+/// plane's own (`--eks-public-access-cidrs`), recorded in the operation's request; a private
+/// block is a 400 naming it, before anything is recorded.
+#[tokio::test]
+async fn the_eks_public_endpoint_admits_the_requests_blocks_and_the_control_planes() {
+    let app = test_app_with_options(2000.0, |o| o.eks_public_access_cidrs = vec!["198.51.100.7/32".parse().unwrap()]);
+    let mut body = create_body("narrow");
+    body["public_access_cidrs"] = json!(["203.0.113.0/24"]);
+    let r = app.send(Method::POST, "/api/clusters", Some(body), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    let op = app.get(&format!("/api/operations/{id}")).await.body;
+    assert_eq!(op["request"]["public_access_cidrs"], json!(["203.0.113.0/24", "198.51.100.7/32"]), "{op:#}");
+    assert_eq!(app.wait_op(&id).await["status"], "succeeded");
+    let eks = instantstart_core::names::DerivedNames::for_cluster("narrow").eks_cluster;
+    let live = app.state.aws.describe_eks_cluster("us-east-1", &eks).await.unwrap().unwrap();
+    assert_eq!(live.public_access_cidrs, ["203.0.113.0/24", "198.51.100.7/32"]);
+
+    let mut bad = create_body("private");
+    bad["public_access_cidrs"] = json!(["10.0.0.0/8"]);
+    let r = app.send(Method::POST, "/api/clusters", Some(bad), &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
+    assert!(r.body.to_string().contains("public_access_cidrs[0]"), "{:#}", r.body);
+    assert_eq!(app.get("/api/operations").await.body.as_array().map(Vec::len), Some(1), "nothing recorded");
 }
 
 /// Rustdoc's intra-doc links (`` [`Type`] ``, `` [`crate::path`] ``) mean nothing to the

@@ -64,6 +64,11 @@ pub(crate) fn eks_view(c: &EksRec, now: f64) -> EksCluster {
         state: c.life.state(now),
         tags: c.tags.clone(),
         authentication_mode: Some(c.authentication_mode.clone()),
+        public_access_cidrs: if c.public_access_cidrs.is_empty() {
+            vec!["0.0.0.0/0".into()]
+        } else {
+            c.public_access_cidrs.clone()
+        },
     }
 }
 
@@ -162,6 +167,23 @@ fn no_cluster(api: &str, name: &str) -> ProviderError {
 }
 
 /// Creates a cluster; `seeded` skips the role check and makes it Active at once.
+/// Why EKS refuses a `publicAccessCidrs` list (rule EKS-A1): more blocks than the quota, a
+/// block that does not parse, or one inside a reserved range.
+fn public_access_problem(cidrs: &[String]) -> Option<String> {
+    if cidrs.len() > names::MAX_PUBLIC_ACCESS_CIDRS {
+        return Some(format!(
+            "InvalidParameterException: publicAccessCidrs can have at most {} CIDR blocks",
+            names::MAX_PUBLIC_ACCESS_CIDRS
+        ));
+    }
+    cidrs.iter().find_map(|c| match c.parse::<ipnet::Ipv4Net>() {
+        Err(_) => Some(format!("InvalidParameterException: {c} is not a valid CIDR block in publicAccessCidrs")),
+        Ok(net) => names::public_access_cidr(&net)
+            .err()
+            .map(|_| format!("InvalidParameterException: The following CIDRs are invalid in publicAccessCidrs: [{c}]")),
+    })
+}
+
 fn create_cluster(w: &mut World, req: &CreateEksCluster, cx: &Cx, seeded: bool) -> Result<EksCluster> {
     const API: &str = "eks:CreateCluster";
     check_region(API, &req.region)?;
@@ -179,6 +201,7 @@ fn create_cluster(w: &mut World, req: &CreateEksCluster, cx: &Cx, seeded: bool) 
             format!("ResourceInUseException: Cluster already exists with name: {}", req.name),
         ));
     }
+    public_access_problem(&req.public_access_cidrs).map_or(Ok(()), |m| Err(invalid(API, m)))?;
     if !SUPPORTED_KUBERNETES_VERSIONS.contains(&req.version.as_str()) {
         return Err(invalid(
             API,
@@ -241,6 +264,7 @@ fn create_cluster(w: &mut World, req: &CreateEksCluster, cx: &Cx, seeded: bool) 
         subnet_ids: req.subnet_ids.clone(),
         client_request_token: req.client_request_token.clone(),
         tags: req.tags.clone(),
+        public_access_cidrs: req.public_access_cidrs.clone(),
         uid: w.hex(32, true),
         security_group_id: w.id("sg"),
         life,
@@ -815,6 +839,7 @@ impl SimCloud {
                 subnet_ids,
                 client_request_token: format!("seeded-{name}"),
                 tags,
+                public_access_cidrs: vec![],
             };
             Ok(create_cluster(w, &req, &Cx { now, resource_fails: None }, true)?)
         })

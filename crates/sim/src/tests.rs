@@ -69,6 +69,7 @@ fn eks_req(name: &str, role_arn: &str, subnets: Vec<String>, token: &str) -> Cre
         subnet_ids: subnets,
         client_request_token: token.into(),
         tags: tags(),
+        public_access_cidrs: vec![],
     }
 }
 
@@ -353,11 +354,42 @@ async fn eks_create_validates_like_eks() {
             CreateEksCluster { version: "1.20".into(), ..eks_req("f", &eks_role.arn, private.clone(), "t") },
         ),
         ("bad name", eks_req("-x", &eks_role.arn, private.clone(), "t")),
+        (
+            "private public-access block (EKS-A1)",
+            CreateEksCluster {
+                public_access_cidrs: vec!["10.0.0.0/16".into()],
+                ..eks_req("g", &eks_role.arn, private.clone(), "t")
+            },
+        ),
+        (
+            "41 public-access blocks (EKS-A1)",
+            CreateEksCluster {
+                public_access_cidrs: (0..41).map(|i| format!("52.{i}.0.0/16")).collect(),
+                ..eks_req("h", &eks_role.arn, private.clone(), "t")
+            },
+        ),
     ];
     for (what, req) in cases {
         assert_eq!(kind(s.create_eks_cluster(&req).await), ProviderErrorKind::InvalidRequest, "{what}");
     }
     assert!(s.list_eks_clusters(REGION).await.unwrap().is_empty());
+}
+
+/// EKS-A1: the public endpoint admits the blocks given at create, every address when none.
+#[tokio::test]
+async fn eks_reports_the_public_access_blocks_it_was_created_with() {
+    let s = sim();
+    let n = network(&s, "demo-vpc").await;
+    let eks_role = role(&s, "eks-role", "eks.amazonaws.com").await;
+    let private = private_subnets(&n);
+    let narrowed = CreateEksCluster {
+        public_access_cidrs: vec!["198.51.100.7/32".into(), "203.0.113.0/24".into()],
+        ..eks_req("narrow", &eks_role.arn, private.clone(), "t1")
+    };
+    assert_eq!(s.create_eks_cluster(&narrowed).await.unwrap().public_access_cidrs, narrowed.public_access_cidrs);
+    s.create_eks_cluster(&eks_req("open", &eks_role.arn, private, "t2")).await.unwrap();
+    let open = s.describe_eks_cluster(REGION, "open").await.unwrap().unwrap();
+    assert_eq!(open.public_access_cidrs, ["0.0.0.0/0"]);
 }
 
 #[tokio::test]

@@ -390,6 +390,9 @@ pub(crate) struct EksRec {
     pub subnet_ids: Vec<String>,
     pub client_request_token: String,
     pub tags: Tags,
+    /// `publicAccessCidrs` as created (empty: EKS's default, every address).
+    #[serde(default)]
+    pub public_access_cidrs: Vec<String>,
     /// 32 upper-case hex digits used in the endpoint and OIDC issuer.
     pub uid: String,
     pub security_group_id: String,

@@ -99,9 +99,14 @@ pub struct CreateArgs {
     /// Shared S3 bucket name [default: derived from the cluster name, account and region].
     #[arg(long)]
     pub bucket: Option<String>,
+    /// An internet address block that may reach the EKS API's public endpoint (repeatable),
+    /// e.g. your office's for kubectl; the server adds the control plane's own [default: the
+    /// server's own only, or every address when it has none].
+    #[arg(long = "public-access-cidr", value_name = "CIDR")]
+    pub public_access_cidrs: Vec<Ipv4Net>,
     /// Read the request (JSON or YAML, the API's ClusterCreateRequest) from a file, `-` for stdin.
     #[arg(short = 'f', long = "file", value_name = "FILE",
-          conflicts_with_all = ["name", "region", "azs", "k8s_version", "vpc_cidr", "groups", "bucket", "print_spec"])]
+          conflicts_with_all = ["name", "region", "azs", "k8s_version", "vpc_cidr", "groups", "bucket", "public_access_cidrs", "print_spec"])]
     pub file: Option<PathBuf>,
     /// Print a starting spec (from the flags given, placeholders otherwise) for `-f`, and exit.
     #[arg(long, conflicts_with_all = ["dry_run", "wait"])]
@@ -267,6 +272,10 @@ fn request_from_flags(args: &CreateArgs, region: String, placeholders: bool) -> 
         req.insert("storage".into(), json!({ "bucket": b }));
     } else if placeholders {
         req.insert("storage".into(), json!({}));
+    }
+    if !args.public_access_cidrs.is_empty() {
+        let cidrs: Vec<String> = args.public_access_cidrs.iter().map(ToString::to_string).collect();
+        req.insert("public_access_cidrs".into(), json!(cidrs));
     }
     req.insert("region".into(), json!(region));
     // Deserializing fills in the core's defaults (Kubernetes version, network, node recovery, …).

@@ -164,6 +164,10 @@ pub struct EksCluster {
     /// `API_AND_CONFIG_MAP` or `CONFIG_MAP` (the `aws-auth` ConfigMap only: no access entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication_mode: Option<String>,
+    /// Who may reach the public API endpoint (`resourcesVpcConfig.publicAccessCidrs`; EKS
+    /// reports `0.0.0.0/0` when no block was given).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub public_access_cidrs: Vec<String>,
 }
 
 /// The EKS access policy that makes a principal cluster admin.
@@ -231,6 +235,10 @@ pub struct CreateEksCluster {
     /// Persisted idempotency token, sent as `clientRequestToken`.
     pub client_request_token: String,
     pub tags: Tags,
+    /// Blocks that may reach the public API endpoint (`publicAccessCidrs`); empty = EKS's
+    /// default, every address.
+    #[serde(default)]
+    pub public_access_cidrs: Vec<String>,
 }
 
 /// An EKS add-on.

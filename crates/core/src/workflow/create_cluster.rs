@@ -1036,6 +1036,7 @@ impl StepExecutor for EksClusterStep {
                 subnet_ids,
                 client_request_token: cx.idempotency_token.to_string(),
                 tags: s.tags(cx),
+                public_access_cidrs: s.req.public_access_cidrs.iter().map(ToString::to_string).collect(),
             })
             .await?;
         Ok(ResourceRef { kind: "eks-cluster".into(), id: c.name, arn: Some(c.arn) })
@@ -1190,6 +1191,7 @@ mod tests {
                 }],
             }),
             storage: None,
+            public_access_cidrs: vec![],
         };
         let steps = plan_steps(&req);
         let shape: Vec<String> = steps.iter().map(|s| format!("{} <- [{}]", s.key, s.depends_on.join(", "))).collect();
@@ -1250,6 +1252,7 @@ mod tests {
                 }],
             }),
             storage: None,
+            public_access_cidrs: vec![],
         };
         let critical = |steps: &[StepSpec]| -> Vec<String> {
             let mut best: BTreeMap<&str, (u64, Vec<String>)> = BTreeMap::new();
@@ -1286,6 +1289,7 @@ mod tests {
             availability_zones: vec!["us-east-1a".into(), "us-east-1b".into()],
             hyperpod: None,
             storage: None,
+            public_access_cidrs: vec![],
         };
         let steps = plan_steps_with(&req, PINNED_CHARTS);
         let chart = steps.iter().find(|s| s.key == "chart:kuberay-operator").expect("chart step");
@@ -1335,6 +1339,7 @@ mod tests {
             availability_zones: vec!["us-east-1a".into(), "us-east-1b".into()],
             hyperpod: None,
             storage: None,
+            public_access_cidrs: vec![],
         };
         let keys = |req: &ClusterCreateRequest| -> Vec<String> {
             plan_steps_with(req, PINNED_CHARTS).into_iter().map(|s| s.key).collect()

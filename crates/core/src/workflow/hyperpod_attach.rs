@@ -211,6 +211,7 @@ impl AddHyperPodWorkflow {
             availability_zones: vec![],
             hyperpod: Some(req.hyperpod.clone()),
             storage: Some(StorageSpec { bucket: Some(bucket.to_string()), mount_path: mount_path(rec) }),
+            public_access_cidrs: vec![],
         }
     }
 }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use instantstart_core::api;
 use instantstart_core::engine::audit;
 use instantstart_core::operation::OperationKind;
-use instantstart_core::spec::{ClusterCreateRequest, fill_default_region};
+use instantstart_core::spec::{ClusterCreateRequest, fill_default_region, fill_server_public_access_cidrs};
 use instantstart_core::store::{ACTIVE_CLUSTER, CLUSTERS_LIST};
 use instantstart_core::workflow::cluster_target;
 use instantstart_core::workflow::delete_cluster::DeleteClusterRequest;
@@ -132,6 +132,7 @@ async fn create(
     ApiBody(_, mut raw): ApiBody<ClusterCreateRequest>,
 ) -> Result<Response, ApiError> {
     fill_default_region(&mut raw, &state.default_region);
+    fill_server_public_access_cidrs(&mut raw, &state.eks_public_access_cidrs);
     submit(&state, OperationKind::CreateCluster, raw, &principal, q.dry_run, key).await
 }
 

@@ -240,6 +240,7 @@ fn app_on(dir: &std::path::Path) -> (AppState, axum::Router) {
         token: Some(TOKEN.into()),
         shared_bucket: None,
         unbound_tokens_any_namespace: false,
+        eks_public_access_cidrs: vec![],
     };
     let state = AppState::assemble(&opts).unwrap().state;
     let router = instantstart_server::app(state.clone());
