@@ -152,7 +152,7 @@ export function storageView({ app, params, query }) {
       const data = p ? await api.get(`${base}/storage/objects`, { query: { prefix: p } })
         : { entries: (await api.get(`${base}/storage`)).find((s) => (s.kind || 's3') === 's3')?.entries || [] };
       if (disposed) return;
-      replace(listSlot, entriesTable(data.entries || [], p, openPrefix));
+      showEntries(data.entries || [], p, data.next_cursor);
       if (focus) {
         const first = listSlot.querySelector('button, th span') || pathSlot;
         announce(`${p || 'bucket root'}: ${(data.entries || []).length} entries`);
@@ -162,6 +162,28 @@ export function storageView({ app, params, query }) {
       if (err.status === 401) return;
       replace(listSlot, errorNotice(err, 'prefix'));
     }
+  }
+
+  /** The listing of prefix `p` so far, with "Load more" while a page's `next_cursor` says more follow. */
+  function showEntries(entries, p, nextCursor) {
+    const more = nextCursor && h('button', {
+      type: 'button', class: 'btn small', id: 'storage-more',
+      onclick: async (e) => {
+        e.target.disabled = true;
+        try {
+          const page = await api.get(`${base}/storage/objects`, { query: { prefix: p, cursor: nextCursor } });
+          if (disposed || prefix !== p) return;
+          showEntries(entries.concat(page.entries || []), p, page.next_cursor);
+          announce(`${(page.entries || []).length} more entries`);
+        } catch (err) {
+          if (err.status === 401) return;
+          e.target.disabled = false;
+          replace(listSlot, errorNotice(err, 'cursor'));
+        }
+      },
+    }, 'Load more');
+    replace(listSlot, h('div', {}, entriesTable(entries, p, openPrefix),
+      more && h('p', { class: 'muted' }, `${entries.length} entries shown; more follow. `, more)));
   }
 
   async function loadDownloads() {

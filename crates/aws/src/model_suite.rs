@@ -1279,14 +1279,14 @@ pub const CASES: &[Case] = &[
         method: "S3Api::list_objects",
         variant: "a prefix, in another region",
         world: World::BucketElsewhere,
-        run: run!(|p| assert!(!p.list_objects("is-demo-bucket", "models/").await.unwrap().entries.is_empty())),
+        run: run!(|p| assert!(!p.list_objects("is-demo-bucket", "models/", None).await.unwrap().entries.is_empty())),
         expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:ListObjectsV2"],
     },
     Case {
         method: "S3Api::list_objects",
         variant: "top level",
         world: World::Existing,
-        run: run!(|p| p.list_objects("is-demo-bucket", "").await.unwrap()),
+        run: run!(|p| p.list_objects("is-demo-bucket", "", None).await.unwrap()),
         expect: &["sts:GetCallerIdentity", "s3:HeadBucket", "s3:ListObjectsV2"],
     },
     Case {

@@ -193,9 +193,10 @@ async fn create(p: &AwsProvider, req: &CreateBucket) -> Result<Bucket> {
     Ok(Bucket { name: req.name.clone(), region: req.region.clone(), tags: req.tags.clone() })
 }
 
-/// ListObjectsV2 with delimiter `/`, page after page, until [`LIST_OBJECTS_LIMIT`] entries are
-/// exceeded or the listing ends.
-async fn list(p: &AwsProvider, bucket: &str, prefix: &str) -> Result<ObjectListing> {
+/// One page of ListObjectsV2 with delimiter `/` (`MaxKeys` = [`LIST_OBJECTS_LIMIT`]; S3 counts
+/// each common prefix as one), from `token` (S3's continuation token) when given; the next
+/// token when S3 says the listing is truncated.
+async fn list(p: &AwsProvider, bucket: &str, prefix: &str, token: Option<&str>) -> Result<ObjectListing> {
     const API: &str = "s3:ListObjectsV2";
     let region = locate(p, bucket).await?.ok_or_else(|| {
         ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {bucket} does not exist"))
@@ -203,47 +204,35 @@ async fn list(p: &AwsProvider, bucket: &str, prefix: &str) -> Result<ObjectListi
     let region = if region.is_empty() { p.default_region().await.unwrap_or_default() } else { region };
     let c = p.region(&region).await?;
     let owner = p.account().await?;
+    let out =
+        c.s3.list_objects_v2()
+            .bucket(bucket)
+            .expected_bucket_owner(&owner)
+            .prefix(prefix)
+            .delimiter("/")
+            .max_keys(LIST_OBJECTS_LIMIT as i32)
+            .set_continuation_token(token.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
     let mut entries = Vec::new();
-    let mut token: Option<String> = None;
-    let mut truncated = false;
-    loop {
-        let out =
-            c.s3.list_objects_v2()
-                .bucket(bucket)
-                .expected_bucket_owner(&owner)
-                .prefix(prefix)
-                .delimiter("/")
-                .set_continuation_token(token.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error(API, e))?;
-        for cp in out.common_prefixes() {
-            if let Some(k) = cp.prefix() {
-                entries.push(S3Entry { key: k.to_string(), kind: S3EntryKind::Prefix, size_bytes: None });
-            }
-        }
-        for o in out.contents() {
-            if let Some(k) = o.key() {
-                let size = o.size().and_then(|s| u64::try_from(s).ok());
-                entries.push(S3Entry { key: k.to_string(), kind: S3EntryKind::Object, size_bytes: size });
-            }
-        }
-        if entries.len() > LIST_OBJECTS_LIMIT {
-            truncated = true;
-            break;
-        }
-        match (out.is_truncated(), out.next_continuation_token()) {
-            (Some(true), Some(next)) => token = Some(next.to_string()),
-            _ => break,
+    for cp in out.common_prefixes() {
+        if let Some(k) = cp.prefix() {
+            entries.push(S3Entry { key: k.to_string(), kind: S3EntryKind::Prefix, size_bytes: None });
         }
     }
-    if truncated {
-        // Keep the first entries in key order (S3 pages are in key order across prefixes and objects).
-        entries.sort_by(|a, b| a.key.cmp(&b.key));
-        entries.truncate(LIST_OBJECTS_LIMIT);
+    for o in out.contents() {
+        if let Some(k) = o.key() {
+            let size = o.size().and_then(|s| u64::try_from(s).ok());
+            entries.push(S3Entry { key: k.to_string(), kind: S3EntryKind::Object, size_bytes: size });
+        }
     }
     entries.sort_by(|a, b| (a.kind, &a.key).cmp(&(b.kind, &b.key)));
-    Ok(ObjectListing { bucket: bucket.to_string(), prefix: prefix.to_string(), entries, truncated })
+    let next_token = match out.is_truncated() {
+        Some(true) => out.next_continuation_token().map(str::to_string),
+        _ => None,
+    };
+    Ok(ObjectListing { bucket: bucket.to_string(), prefix: prefix.to_string(), entries, next_token })
 }
 
 /// The regional client of an existing bucket (`NotFound` when it does not exist).
@@ -332,8 +321,8 @@ impl S3Api for AwsProvider {
         call.send().await.map(|_| ()).map_err(|e| sdk_error(API, e))
     }
 
-    async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
-        list(self, bucket, prefix).await
+    async fn list_objects(&self, bucket: &str, prefix: &str, token: Option<&str>) -> Result<ObjectListing> {
+        list(self, bucket, prefix, token).await
     }
 
     async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>> {

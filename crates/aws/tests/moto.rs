@@ -579,8 +579,8 @@ async fn bucket_listing() {
     put("checkpoints/job-a/step-100/model.pt", 10).await.unwrap();
     put("README.md", 12).await.unwrap();
 
-    let top = p.list_objects(&req.name, "").await.unwrap();
-    assert_eq!((top.bucket.as_str(), top.prefix.as_str(), top.truncated), (req.name.as_str(), "", false));
+    let top = p.list_objects(&req.name, "", None).await.unwrap();
+    assert_eq!((top.bucket.as_str(), top.prefix.as_str(), top.next_token.as_deref()), (req.name.as_str(), "", None));
     let got: Vec<(&str, S3EntryKind, Option<u64>)> =
         top.entries.iter().map(|e| (e.key.as_str(), e.kind, e.size_bytes)).collect();
     assert_eq!(
@@ -591,25 +591,31 @@ async fn bucket_listing() {
             ("README.md", S3EntryKind::Object, Some(12)),
         ]
     );
-    let model = p.list_objects(&req.name, "models/Qwen/Qwen3-0.6B/").await.unwrap();
+    let model = p.list_objects(&req.name, "models/Qwen/Qwen3-0.6B/", None).await.unwrap();
     let got: Vec<(&str, Option<u64>)> = model.entries.iter().map(|e| (e.key.as_str(), e.size_bytes)).collect();
     assert_eq!(
         got,
         [("models/Qwen/Qwen3-0.6B/config.json", Some(726)), ("models/Qwen/Qwen3-0.6B/model.safetensors", Some(4096))]
     );
-    assert!(p.list_objects(&req.name, "nothing/").await.unwrap().entries.is_empty());
+    assert!(p.list_objects(&req.name, "nothing/", None).await.unwrap().entries.is_empty());
 
-    // More than one page (S3 returns at most 1000 keys per page) and more than the cap.
+    // More than one page (S3 returns at most 1000 keys per page): the next page continues
+    // from S3's token, and the last one has none.
     for i in 0..(LIST_OBJECTS_LIMIT + 5) {
         put(&format!("many/f{i:05}"), 1).await.unwrap();
     }
-    let many = p.list_objects(&req.name, "many/").await.unwrap();
-    assert!(many.truncated);
+    let many = p.list_objects(&req.name, "many/", None).await.unwrap();
     assert_eq!(many.entries.len(), LIST_OBJECTS_LIMIT);
     assert_eq!(many.entries[0].key, "many/f00000");
     assert_eq!(many.entries[LIST_OBJECTS_LIMIT - 1].key, format!("many/f{:05}", LIST_OBJECTS_LIMIT - 1));
+    let token = many.next_token.expect("more entries follow");
+    let rest = p.list_objects(&req.name, "many/", Some(&token)).await.unwrap();
+    let keys: Vec<String> = rest.entries.iter().map(|e| e.key.clone()).collect();
+    let want: Vec<String> = (LIST_OBJECTS_LIMIT..LIST_OBJECTS_LIMIT + 5).map(|i| format!("many/f{i:05}")).collect();
+    assert_eq!(keys, want);
+    assert_eq!(rest.next_token, None);
 
-    let err = p.list_objects("is-no-such-bucket-0000", "").await.unwrap_err();
+    let err = p.list_objects("is-no-such-bucket-0000", "", None).await.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::NotFound, "{err}");
 }
 
@@ -915,8 +921,8 @@ impl S3Api for MotoCloud {
     async fn delete_bucket(&self, name: &str) -> Result<()> {
         self.real.delete_bucket(name).await
     }
-    async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
-        self.real.list_objects(bucket, prefix).await
+    async fn list_objects(&self, bucket: &str, prefix: &str, token: Option<&str>) -> Result<ObjectListing> {
+        self.real.list_objects(bucket, prefix, token).await
     }
     async fn put_object(&self, req: &PutObject) -> Result<ObjectHead> {
         self.real.put_object(req).await

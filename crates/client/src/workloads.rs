@@ -51,11 +51,29 @@ impl Client {
         self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
     }
 
-    /// `GET /api/clusters/{cluster}/storage/objects?prefix=`: one level of the shared bucket
-    /// under `prefix` (`{prefix, entries: [{key, kind: prefix|object, size_bytes?}]}`).
-    pub async fn list_storage_objects(&self, cluster: &str, prefix: Option<&str>) -> Result<StorageListing, Error> {
+    /// `GET /api/clusters/{cluster}/storage/objects?prefix=&cursor=`: one page of one level of
+    /// the shared bucket under `prefix` (`{prefix, entries: [{key, kind: prefix|object,
+    /// size_bytes?}], next_cursor?}`), from `cursor` (a previous page's `next_cursor`).
+    pub async fn list_storage_objects(
+        &self,
+        cluster: &str,
+        prefix: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<StorageListing, Error> {
         let path = ["api", "clusters", cluster, "storage", "objects"];
-        self.call(Call::new(Method::GET, &path).query("prefix", prefix)).await
+        self.call(Call::new(Method::GET, &path).query("prefix", prefix).query("cursor", cursor)).await
+    }
+
+    /// Every entry of one level of the shared bucket under `prefix`: the pages of
+    /// [`Client::list_storage_objects`] followed to the end, in one listing without a cursor.
+    pub async fn list_all_storage_objects(&self, cluster: &str, prefix: &str) -> Result<StorageListing, Error> {
+        let mut all = self.list_storage_objects(cluster, Some(prefix), None).await?;
+        while let Some(cursor) = all.next_cursor.take() {
+            let page = self.list_storage_objects(cluster, Some(prefix), Some(&cursor)).await?;
+            all.entries.extend(page.entries);
+            all.next_cursor = page.next_cursor;
+        }
+        Ok(all)
     }
 
     /// `POST /api/clusters/{cluster}/downloads`: copy a Hugging Face repository into the shared

@@ -594,11 +594,15 @@ pub struct StorageSummary {
     pub file_system: Option<crate::provider::LustreFileSystem>,
 }
 
-/// A listing of the shared bucket under a prefix.
+/// One page of a listing of the shared bucket under a prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct StorageListing {
     pub prefix: String,
     pub entries: Vec<StorageEntry>,
+    /// More entries follow: pass this as `cursor` for the next page (opaque). Absent on the
+    /// last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 #[cfg(test)]

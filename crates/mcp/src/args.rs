@@ -638,6 +638,10 @@ pub struct StorageListArgs {
     /// storages themselves (bucket, mount path, claim) with their top-level entries.
     #[serde(default)]
     pub prefix: Option<String>,
+    /// With `prefix`: continue a listing from its `next_cursor` (a page holds at most 1000
+    /// entries; `next_cursor` is present exactly when more follow).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 /// `storage_fsx_create`.

@@ -971,7 +971,9 @@ impl InstantStartMcp {
             Err(r) => return r,
         };
         let result = match &a.prefix {
-            Some(prefix) => self.client.list_storage_objects(&cluster, Some(prefix)).await.map(|l| json!(l)),
+            Some(prefix) => {
+                self.client.list_storage_objects(&cluster, Some(prefix), a.cursor.as_deref()).await.map(|l| json!(l))
+            }
             None => self.client.list_storage(&cluster).await.map(|s| json!(s)),
         };
         match result {

@@ -314,13 +314,26 @@ impl S3Api for SimCloud {
         })
     }
 
-    async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing> {
+    async fn list_objects(&self, bucket: &str, prefix: &str, token: Option<&str>) -> Result<ObjectListing> {
         const API: &str = "s3:ListObjectsV2";
         self.read(API, |w, _| {
             let b = w.buckets.get(bucket).ok_or_else(|| {
                 ProviderError::not_found(API, format!("NoSuchBucket: The specified bucket {bucket} does not exist"))
             })?;
-            Ok(list_level(owned(API, b, &w.account)?, prefix))
+            let after = match token {
+                None => None,
+                Some(t) => match t.strip_prefix(LISTING_TOKEN).filter(|after| after.starts_with(prefix)) {
+                    Some(after) => Some(after),
+                    None => {
+                        return Err(ProviderError::new(
+                            API,
+                            ProviderErrorKind::InvalidRequest,
+                            "InvalidArgument: The continuation token provided is incorrect",
+                        ));
+                    }
+                },
+            };
+            Ok(list_level(owned(API, b, &w.account)?, prefix, after))
         })
     }
 
@@ -403,13 +416,26 @@ impl S3Api for SimCloud {
     }
 }
 
-/// One level of `b` under `prefix`, as ListObjectsV2 with delimiter `/` would page it.
-fn list_level(b: &BucketRec, prefix: &str) -> ObjectListing {
+/// What the simulator's continuation tokens start with; the rest is the last entry of the
+/// page (a key, or a common prefix ending with `/`).
+const LISTING_TOKEN: &str = "sim-after:";
+
+/// One page of one level of `b` under `prefix`, as ListObjectsV2 with delimiter `/` pages it:
+/// entries (keys and common prefixes, each prefix counted once) in key order, at most
+/// [`LIST_OBJECTS_LIMIT`], starting after `after` (the last entry of the previous page).
+fn list_level(b: &BucketRec, prefix: &str, after: Option<&str>) -> ObjectListing {
     let mut prefixes: Vec<String> = Vec::new();
     let mut objects: Vec<S3Entry> = Vec::new();
     let mut count = 0usize;
-    let mut truncated = false;
-    for (key, o) in b.objects.range(prefix.to_string()..).take_while(|(k, _)| k.starts_with(prefix)) {
+    let mut last: Option<String> = None;
+    let mut next_token = None;
+    let start = after.unwrap_or(prefix).to_string();
+    for (key, o) in b.objects.range(start..).take_while(|(k, _)| k.starts_with(prefix)) {
+        if let Some(a) = after
+            && (key.as_str() <= a || (a.ends_with('/') && key.starts_with(a)))
+        {
+            continue;
+        }
         let rest = &key[prefix.len()..];
         let entry = match rest.find('/') {
             Some(i) => {
@@ -422,19 +448,25 @@ fn list_level(b: &BucketRec, prefix: &str) -> ObjectListing {
             None => Ok(S3Entry { key: key.clone(), kind: S3EntryKind::Object, size_bytes: Some(o.size) }),
         };
         if count == LIST_OBJECTS_LIMIT {
-            truncated = true;
+            next_token = last.take().map(|l| format!("{LISTING_TOKEN}{l}"));
             break;
         }
         count += 1;
         match entry {
-            Err(p) => prefixes.push(p),
-            Ok(e) => objects.push(e),
+            Err(p) => {
+                last = Some(p.clone());
+                prefixes.push(p);
+            }
+            Ok(e) => {
+                last = Some(e.key.clone());
+                objects.push(e);
+            }
         }
     }
     let mut entries: Vec<S3Entry> =
         prefixes.into_iter().map(|key| S3Entry { key, kind: S3EntryKind::Prefix, size_bytes: None }).collect();
     entries.extend(objects);
-    ObjectListing { bucket: b.name.clone(), prefix: prefix.to_string(), entries, truncated }
+    ObjectListing { bucket: b.name.clone(), prefix: prefix.to_string(), entries, next_token }
 }
 
 fn create_bucket(api: &str, w: &mut crate::world::World, req: &CreateBucket) -> Result<Bucket> {
@@ -507,7 +539,7 @@ mod tests {
         let put = PutObject { bucket: "is-theirs".into(), key: "k".into(), body: vec![1], content_type: "x".into() };
         let refusals = [
             sim.describe_bucket("is-theirs").await.map(|_| ()),
-            sim.list_objects("is-theirs", "").await.map(|_| ()),
+            sim.list_objects("is-theirs", "", None).await.map(|_| ()),
             sim.put_object(&put).await.map(|_| ()),
             sim.head_object("is-theirs", "k").await.map(|_| ()),
             sim.delete_object("is-theirs", "k").await.map(|_| ()),
@@ -544,7 +576,7 @@ mod tests {
             ("models/Qwen/Qwen3-0.6B/model.safetensors", 1_503_300_328),
             ("models/x", 3),
         ]);
-        let top = list_level(&b, "");
+        let top = list_level(&b, "", None);
         let got: Vec<(&str, S3EntryKind, Option<u64>)> =
             top.entries.iter().map(|e| (e.key.as_str(), e.kind, e.size_bytes)).collect();
         assert_eq!(
@@ -556,22 +588,45 @@ mod tests {
                 ("a.txt", S3EntryKind::Object, Some(1)),
             ]
         );
-        assert!(!top.truncated);
-        let models = list_level(&b, "models/");
+        assert_eq!(top.next_token, None);
+        let models = list_level(&b, "models/", None);
         let keys: Vec<&str> = models.entries.iter().map(|e| e.key.as_str()).collect();
         assert_eq!(keys, ["models/Qwen/", "models/x"]);
-        let model = list_level(&b, "models/Qwen/Qwen3-0.6B/");
+        let model = list_level(&b, "models/Qwen/Qwen3-0.6B/", None);
         assert_eq!(model.entries[1].size_bytes, Some(1_503_300_328));
-        assert!(list_level(&b, "nothing/").entries.is_empty());
+        assert!(list_level(&b, "nothing/", None).entries.is_empty());
     }
 
     #[test]
-    fn the_listing_is_capped() {
-        let keys: Vec<(String, u64)> = (0..LIST_OBJECTS_LIMIT + 3).map(|i| (format!("k/{i:05}"), 1)).collect();
+    fn the_listing_is_paged_and_every_entry_is_reached_once() {
+        // Objects and common prefixes interleaved in key order, more than two pages' worth.
+        let mut keys: Vec<(String, u64)> = Vec::new();
+        for i in 0..LIST_OBJECTS_LIMIT + 3 {
+            keys.push((format!("k/{i:05}"), 1));
+            if i % 2 == 0 {
+                keys.push((format!("k/{i:05}d/a"), 1));
+                keys.push((format!("k/{i:05}d/b"), 1));
+            }
+        }
         let refs: Vec<(&str, u64)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
-        let l = list_level(&bucket(&refs), "k/");
-        assert!(l.truncated);
-        assert_eq!(l.entries.len(), LIST_OBJECTS_LIMIT);
-        assert_eq!(l.entries.last().unwrap().key, format!("k/{:05}", LIST_OBJECTS_LIMIT - 1));
+        let b = bucket(&refs);
+        let first = list_level(&b, "k/", None);
+        assert_eq!(first.entries.len(), LIST_OBJECTS_LIMIT);
+        let mut seen: Vec<String> = first.entries.iter().map(|e| e.key.clone()).collect();
+        let mut token = first.next_token.clone();
+        let mut pages = 1;
+        while let Some(t) = token {
+            let after = t.strip_prefix(LISTING_TOKEN).expect("our token");
+            let page = list_level(&b, "k/", Some(after));
+            seen.extend(page.entries.iter().map(|e| e.key.clone()));
+            token = page.next_token;
+            pages += 1;
+        }
+        let want = LIST_OBJECTS_LIMIT + 3 + (LIST_OBJECTS_LIMIT + 3).div_ceil(2);
+        assert_eq!(seen.len(), want, "every object and prefix once");
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), want, "no entry twice");
+        assert_eq!(pages, want.div_ceil(LIST_OBJECTS_LIMIT));
     }
 }

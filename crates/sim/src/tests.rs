@@ -1802,7 +1802,7 @@ async fn hyperpod_jobs_restart_in_place_then_fully_then_fail_when_the_budget_is_
     assert!(p.iter().all(|x| x["status"]["phase"] == "Failed"));
     assert!(log_of(&s, "ft-workers-0").await.iter().any(|l| l.contains("restart budget exhausted")));
     // A failed job writes no checkpoint; nothing else is faulted later.
-    assert!(s.list_objects("is-demo-data", "checkpoints/").await.unwrap().entries.is_empty());
+    assert!(s.list_objects("is-demo-data", "checkpoints/", None).await.unwrap().entries.is_empty());
     s.delete(&target(), &oref("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", Some("default"), "ft"))
         .await
         .unwrap();
@@ -1839,7 +1839,7 @@ async fn hyperpod_jobs_log_the_curve_and_checkpoint_into_the_bucket() {
     }
     assert!(log.iter().any(|l| l.contains("worker process failed: CUDA error")), "{log:?}");
     assert_eq!(log.last().unwrap(), "Training complete: 10 steps; checkpoint saved");
-    let ckpt = s.list_objects("is-demo-data", "checkpoints/curve/step-10/").await.unwrap();
+    let ckpt = s.list_objects("is-demo-data", "checkpoints/curve/step-10/", None).await.unwrap();
     let keys: Vec<&str> = ckpt.entries.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(
         keys,
@@ -2103,14 +2103,14 @@ async fn model_downloads_fill_the_bucket_when_the_job_completes() {
         "annotations": {"instantstart.io/model-id": "Qwen/Qwen3-0.6B", "instantstart.io/destination": "models/Qwen/Qwen3-0.6B"}},
         "spec": {"backoffLimit": 3, "template": {"spec": pod}}})).await;
     adv(&s, timings::POD_START + 5.0);
-    assert!(s.list_objects("is-demo-data", "").await.unwrap().entries.is_empty(), "nothing before the end");
+    assert!(s.list_objects("is-demo-data", "", None).await.unwrap().entries.is_empty(), "nothing before the end");
     // ~1.2 GB at 250 MB/s plus the set-up.
     adv(&s, 60.0);
     let done = get(&s, "batch/v1", "Job", Some("default"), "download-qwen").await.unwrap();
     assert_eq!(done["status"]["conditions"][0]["type"], "Complete");
-    let top = s.list_objects("is-demo-data", "").await.unwrap();
+    let top = s.list_objects("is-demo-data", "", None).await.unwrap();
     assert_eq!(top.entries.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), ["models/"]);
-    let model = s.list_objects("is-demo-data", "models/Qwen/Qwen3-0.6B/").await.unwrap();
+    let model = s.list_objects("is-demo-data", "models/Qwen/Qwen3-0.6B/", None).await.unwrap();
     let get_size = |k: &str| model.entries.iter().find(|e| e.key.ends_with(k)).and_then(|e| e.size_bytes);
     assert!(get_size("/config.json").is_some_and(|n| (500..2000).contains(&n)));
     assert!(get_size("/model.safetensors").is_some_and(|n| (1_200_000_000..1_300_000_000).contains(&n)));
@@ -2122,7 +2122,7 @@ async fn model_downloads_fill_the_bucket_when_the_job_completes() {
     );
     // The data outlives the Job, and keeps the bucket from being deleted.
     s.delete(&target(), &oref("batch/v1", "Job", Some("default"), "download-qwen")).await.unwrap();
-    assert_eq!(s.list_objects("is-demo-data", "models/").await.unwrap().entries.len(), 1);
+    assert_eq!(s.list_objects("is-demo-data", "models/", None).await.unwrap().entries.len(), 1);
     assert_eq!(kind(s.delete_bucket("is-demo-data").await), ProviderErrorKind::Failed);
 }
 

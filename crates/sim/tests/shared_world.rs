@@ -97,10 +97,10 @@ async fn concurrent_mutations_through_two_clouds_are_all_kept() {
         let (ra, rb) = tokio::join!(tokio::spawn(writer(a.clone(), "a")), tokio::spawn(writer(b.clone(), "b")));
         ra.unwrap();
         rb.unwrap();
-        let listing = b.list_objects("race", "").await.unwrap();
+        let listing = b.list_objects("race", "", None).await.unwrap();
         assert_eq!(listing.entries.len(), 2, "{name}: two prefixes: {listing:?}");
         for who in ["a/", "b/"] {
-            let objects = a.list_objects("race", who).await.unwrap();
+            let objects = a.list_objects("race", who, None).await.unwrap();
             assert_eq!(objects.entries.len(), EACH, "{name}: every object {who} wrote is there");
         }
         assert_eq!(a.calls("s3:PutObject") - before, 2 * EACH as u64, "{name}: every call counted once");

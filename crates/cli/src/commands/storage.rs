@@ -123,7 +123,7 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
         }
         StorageCommand::Ls { prefix: Some(prefix), cluster } => {
             let cluster = cluster.resolve(&client).await?;
-            let listing = serde_json::to_value(client.list_storage_objects(&cluster, Some(&prefix)).await?)?;
+            let listing = serde_json::to_value(client.list_all_storage_objects(&cluster, &prefix).await?)?;
             output::emit(g.output, &listing, || {
                 let entries = listing.get("entries").and_then(Value::as_array).cloned().unwrap_or_default();
                 entries_table(&entries).render_or(&format!("Nothing under {prefix} in the shared bucket of {cluster}."))

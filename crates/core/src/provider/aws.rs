@@ -730,8 +730,10 @@ pub struct ObjectListing {
     pub bucket: String,
     pub prefix: String,
     pub entries: Vec<S3Entry>,
-    /// More than [`LIST_OBJECTS_LIMIT`] entries exist; only the first ones are listed.
-    pub truncated: bool,
+    /// More entries follow: give this token back to [`S3Api::list_objects`] for the next
+    /// page (S3's `NextContinuationToken`; opaque).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
 }
 
 /// A small object written in one PutObject (e.g. a lifecycle script).
@@ -765,10 +767,11 @@ pub trait S3Api: Send + Sync {
     async fn describe_bucket(&self, name: &str) -> Result<Option<Bucket>>;
     async fn create_bucket(&self, req: &CreateBucket) -> Result<Bucket>;
     async fn delete_bucket(&self, name: &str) -> Result<()>;
-    /// ListObjectsV2 with delimiter `/`: the prefixes and objects directly under `prefix`
-    /// (`""` = the top level), paginated internally, at most [`LIST_OBJECTS_LIMIT`] entries.
-    /// A missing bucket is `NotFound`.
-    async fn list_objects(&self, bucket: &str, prefix: &str) -> Result<ObjectListing>;
+    /// ListObjectsV2 with delimiter `/`: one page of the prefixes and objects directly under
+    /// `prefix` (`""` = the top level), at most [`LIST_OBJECTS_LIMIT`] entries, from the start
+    /// or from `token` (a previous page's [`ObjectListing::next_token`]). A missing bucket is
+    /// `NotFound`; a token S3 does not accept is `InvalidRequest`.
+    async fn list_objects(&self, bucket: &str, prefix: &str, token: Option<&str>) -> Result<ObjectListing>;
     /// PutObject with a SHA-256 checksum of the body (S3 refuses a body that does not match).
     /// A missing bucket is `NotFound`.
     async fn put_object(&self, req: &PutObject) -> Result<ObjectHead>;

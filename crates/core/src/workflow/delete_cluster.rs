@@ -988,12 +988,22 @@ impl StepExecutor for DeleteStep {
 /// data stays, so a bucket holding anything else is still refused by `DeleteBucket`.
 async fn remove_lifecycle_scripts(aws: &dyn AwsCloud, bucket: &str) -> Result<(), StepError> {
     use crate::lifecycle::{LIFECYCLE_PREFIX, ON_CREATE};
-    let top = match aws.list_objects(bucket, &format!("{LIFECYCLE_PREFIX}/")).await {
-        Ok(l) => l,
-        Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e.into()),
-    };
-    for dir in top.entries.iter().filter(|e| e.kind == S3EntryKind::Prefix) {
+    let prefix = format!("{LIFECYCLE_PREFIX}/");
+    let mut dirs = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = match aws.list_objects(bucket, &prefix, token.as_deref()).await {
+            Ok(l) => l,
+            Err(e) if e.kind == ProviderErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        dirs.extend(page.entries.into_iter().filter(|e| e.kind == S3EntryKind::Prefix));
+        match page.next_token {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    for dir in &dirs {
         let digest = dir.key.trim_start_matches(&format!("{LIFECYCLE_PREFIX}/")).trim_end_matches('/');
         if digest.len() != 16 || !digest.bytes().all(|c| c.is_ascii_hexdigit()) {
             continue;

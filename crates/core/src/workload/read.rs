@@ -664,7 +664,7 @@ async fn bucket_storage(
         Err(e) => return Err(e),
     };
     let (bucket, entries) = match &facts.bucket {
-        Some(b) => (b.clone(), entries(aws.list_objects(b, "").await?)),
+        Some(b) => (b.clone(), entries(aws.list_objects(b, "", None).await?)),
         None => (String::new(), vec![]),
     };
     Ok(StorageSummary {
@@ -704,17 +704,43 @@ pub fn check_prefix(prefix: &str) -> Result<(), crate::validate::ValidationError
     Ok(())
 }
 
-/// One level of the cluster's shared bucket under `prefix` (`""` or ending with `/`).
+/// The list a storage listing's cursor belongs to (`crate::page::Cursor`).
+const STORAGE_OBJECTS_LIST: &str = "storage_objects";
+
+/// One page of one level of the cluster's shared bucket under `prefix` (`""` or ending with
+/// `/`), from the start or from `cursor` (a previous page's `next_cursor`).
+///
+/// # Guarantees
+/// - A page holds at most `LIST_OBJECTS_LIMIT` entries; `next_cursor` is present exactly when
+///   more follow, so nothing is silently left out.
+/// - A cursor is bound to its prefix: one from another prefix or list, or not a cursor at all,
+///   is a `400` naming `cursor`.
 pub async fn storage_objects(
     aws: &dyn AwsCloud,
     rec: &ClusterRecord,
     prefix: &str,
+    cursor: Option<&str>,
 ) -> Result<StorageListing, ReadError> {
     check_prefix(prefix)?;
+    let token = match cursor {
+        None => None,
+        Some(text) => {
+            let c = crate::page::Cursor::decode(STORAGE_OBJECTS_LIST, 2, text)?;
+            if c.key()[0] != prefix {
+                let rule = format!("belongs to the listing of prefix {:?}, not {prefix:?}", c.key()[0]);
+                return Err(crate::validate::ValidationError::invalid("cursor", rule).into());
+            }
+            Some(c.key()[1].clone())
+        }
+    };
     let bucket =
         rec.bucket.as_deref().ok_or_else(|| ReadError::Missing(format!("a shared bucket of cluster {}", rec.name)))?;
-    let listing = aws.list_objects(bucket, prefix).await?;
-    Ok(StorageListing { prefix: prefix.to_string(), entries: entries(listing) })
+    let listing = aws.list_objects(bucket, prefix, token.as_deref()).await?;
+    let next_cursor = listing
+        .next_token
+        .clone()
+        .map(|t| crate::page::Cursor::new(STORAGE_OBJECTS_LIST, vec![prefix.to_string(), t]).encode());
+    Ok(StorageListing { prefix: prefix.to_string(), entries: entries(listing), next_cursor })
 }
 
 #[cfg(test)]

@@ -47,6 +47,10 @@ pub struct PrefixQuery {
     /// Key prefix ending with `/` (default: the bucket's top level).
     #[serde(default)]
     pub prefix: String,
+    /// Where to continue: the previous page's `next_cursor` (opaque; for the same prefix).
+    /// Absent: the first page.
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 pub fn routes() -> ApiRouter<AppState> {
@@ -170,7 +174,7 @@ async fn objects(
     ApiQuery(q): ApiQuery<PrefixQuery>,
 ) -> Result<Json<StorageListing>, ApiError> {
     let (rec, _) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    Ok(Json(read::storage_objects(state.aws.as_ref(), &rec, &q.prefix).await?))
+    Ok(Json(read::storage_objects(state.aws.as_ref(), &rec, &q.prefix, q.cursor.as_deref()).await?))
 }
 
 async fn list_downloads(

@@ -423,6 +423,41 @@ async fn storage_listing_and_model_downloads() {
     assert_eq!(again.body["operation"]["id"], r.body["operation"]["id"]);
     assert_eq!(app.send(Method::DELETE, &one, None, &[]).await.status, StatusCode::NOT_FOUND);
 
+    // A folder larger than a page is listed page by page (review #25: nothing silently left
+    // out): the cursor of one page continues it, the last page has none, every entry comes once.
+    let bucket = app.state.store.get_cluster("demo").unwrap().unwrap().bucket.unwrap();
+    let total = instantstart_core::provider::LIST_OBJECTS_LIMIT + 7;
+    for i in 0..total {
+        let put = instantstart_core::provider::PutObject {
+            bucket: bucket.clone(),
+            key: format!("many/f{i:05}"),
+            body: b"x".to_vec(),
+            content_type: "text/plain".into(),
+        };
+        app.state.aws.put_object(&put).await.unwrap();
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let mut uri = "/api/clusters/demo/storage/objects?prefix=many/".to_string();
+    let mut pages = 0;
+    let last_cursor = loop {
+        let page = app.get(&uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{:#}", page.body);
+        keys.extend(page.body["entries"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap().to_string()));
+        pages += 1;
+        match page.body["next_cursor"].as_str() {
+            Some(c) => uri = format!("/api/clusters/demo/storage/objects?prefix=many/&cursor={c}"),
+            None => break uri,
+        }
+    };
+    assert_eq!((pages, keys.len()), (2, total));
+    assert_eq!(keys, (0..total).map(|i| format!("many/f{i:05}")).collect::<Vec<_>>());
+    // A cursor of another prefix, or not a cursor at all, is a 400 naming `cursor`.
+    let cursor = last_cursor.split("cursor=").nth(1).unwrap();
+    for bad in [format!("prefix=models/&cursor={cursor}"), "prefix=many/&cursor=nonsense".to_string()] {
+        let r = app.get(&format!("/api/clusters/demo/storage/objects?{bad}")).await;
+        assert_eq!((r.status, fields(&r.body)), (StatusCode::BAD_REQUEST, vec!["cursor".to_string()]), "{bad}");
+    }
+
     // Bad input names its field.
     let r = app.get("/api/clusters/demo/storage/objects?prefix=/etc/").await;
     assert_eq!((r.status, fields(&r.body)), (StatusCode::BAD_REQUEST, vec!["prefix".to_string()]));
