@@ -3,7 +3,8 @@
 # MCP server. Multi-stage: a Rust builder, then a small non-root runtime image.
 #
 #   docker build -t instantstart .
-#   docker run --rm -p 127.0.0.1:3099:3099 -v instantstart-data:/var/lib/instantstart instantstart
+#   docker run --rm --cap-drop ALL --security-opt no-new-privileges \
+#     -p 127.0.0.1:3099:3099 -v instantstart-data:/var/lib/instantstart instantstart
 #
 # In AWS the server runs with `--provider aws` and the instance role's credentials; the UI is
 # reached only through an SSM port-forwarding session (see README "Deploy to AWS").

@@ -145,6 +145,9 @@ fn created_clusters_admit_the_management_instances_elastic_ip() {
         user_data.contains("-e INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS=${ManagementAddress.PublicIp}/32"),
         "{user_data}"
     );
+    // Review #26: the container (a non-root user on port 3099) needs no capability and never
+    // gains privileges.
+    assert!(user_data.contains("--cap-drop ALL --security-opt no-new-privileges"), "{user_data}");
 }
 
 #[test]

@@ -248,9 +248,33 @@ impl<'a> Call<'a> {
     }
 }
 
+/// Set to `1` to let a client send its token over plain `http://` to a host other than
+/// loopback (review #15: by default it refuses).
+pub const INSECURE_HTTP_ENV: &str = "INSTANTSTART_INSECURE_HTTP";
+
+fn insecure_http_allowed() -> bool {
+    std::env::var(INSECURE_HTTP_ENV).is_ok_and(|v| v == "1")
+}
+
+/// `http://` to a host that is not this machine (`localhost`, `127.0.0.0/8`, `::1`).
+fn cleartext_to_another_host(url: &Url) -> bool {
+    if url.scheme() != "http" {
+        return false;
+    }
+    let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => !ip.is_loopback(),
+        Err(_) => !host.eq_ignore_ascii_case("localhost"),
+    }
+}
+
 impl Client {
     /// A client of the server at `base_url` (`http://host:port`, optionally with a path prefix)
     /// sending `token` as a bearer token and `face` in `X-InstantStart-Face`.
+    ///
+    /// # Guarantees
+    /// A token is never sent in cleartext off the machine: `http://` with a token to a host
+    /// other than loopback is an [`Error::InvalidUrl`] unless [`INSECURE_HTTP_ENV`] is `1`.
     pub fn new(base_url: &str, token: Option<String>, face: Face) -> Result<Client, Error> {
         let invalid = |message: String| Error::InvalidUrl { url: base_url.to_string(), message };
         let mut base = Url::parse(base_url.trim()).map_err(|e| invalid(e.to_string()))?;
@@ -263,6 +287,13 @@ impl Client {
         if base.cannot_be_a_base() || base.host().is_none() {
             return Err(invalid("expected http://host:port".into()));
         }
+        let token = token.filter(|t| !t.is_empty());
+        if token.is_some() && cleartext_to_another_host(&base) && !insecure_http_allowed() {
+            return Err(invalid(format!(
+                "the API token would travel in cleartext over http:// to {}; use https://, or a tunnel to 127.0.0.1 (SSH, SSM port forwarding), or set {INSECURE_HTTP_ENV}=1 to accept the risk",
+                base.host_str().unwrap_or_default()
+            )));
+        }
         base.set_query(None);
         base.set_fragment(None);
         let builder = reqwest::Client::builder()
@@ -272,7 +303,7 @@ impl Client {
         #[cfg(feature = "tls")]
         let builder = builder.tls_backend_preconfigured(tls::client_config());
         let http = builder.build().map_err(|e| invalid(e.to_string()))?;
-        Ok(Client { http, base, token: token.filter(|t| !t.is_empty()), face })
+        Ok(Client { http, base, token, face })
     }
 
     /// A client of the server and token resolved from flags, environment and the config file
@@ -958,6 +989,29 @@ mod tests {
         assert!(matches!(Client::new("nonsense", None, Face::Cli), Err(Error::InvalidUrl { .. })));
         assert!(fresh_idempotency_key().starts_with("is-"));
         assert_ne!(fresh_idempotency_key(), fresh_idempotency_key());
+    }
+
+    /// Review #15, data-driven: (URL, sent with a token, accepted). A token never goes in
+    /// cleartext off the machine; without one (the health check), any host is fine.
+    #[test]
+    fn a_token_is_not_sent_in_cleartext_to_another_host() {
+        let cases = [
+            ("http://127.0.0.1:3099", true, true),
+            ("http://127.8.0.1:3099", true, true),
+            ("http://localhost:3099", true, true),
+            ("http://[::1]:3099", true, true),
+            ("http://10.0.0.5:3099", true, false),
+            ("http://instantstart.example.com", true, false),
+            ("http://instantstart.example.com", false, true),
+        ];
+        for (url, with_token, ok) in cases {
+            let token = with_token.then(|| "ist_x".to_string());
+            let got = Client::new(url, token, Face::Cli);
+            assert_eq!(got.is_ok(), ok, "{url} token={with_token}: {:?}", got.err());
+            if let Err(Error::InvalidUrl { message, .. }) = got {
+                assert!(message.contains(INSECURE_HTTP_ENV) && message.contains("https://"), "{message}");
+            }
+        }
     }
 
     /// A fake server: reads answer canned core values; mutations answer a dry run (with

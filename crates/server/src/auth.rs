@@ -219,7 +219,13 @@ fn write_secret(path: &Path, contents: &[u8]) -> Result<(), AuthError> {
     let mut f = opts.open(&tmp).map_err(io_err(&tmp))?;
     f.write_all(contents).map_err(io_err(&tmp))?;
     f.sync_all().map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_err(path))
+    std::fs::rename(&tmp, path).map_err(io_err(path))?;
+    // The rename is durable only once the directory entry is (review #13).
+    #[cfg(unix)]
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
+    }
+    Ok(())
 }
 
 /// Constant-time comparison of two equal-length strings.
@@ -257,7 +263,7 @@ impl Auth {
         env_token: Option<String>,
         store: Arc<dyn CredentialStore>,
     ) -> Result<(Auth, Option<String>), AuthError> {
-        std::fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
+        crate::private_data_dir(data_dir).map_err(io_err(data_dir))?;
         let token_path = data_dir.join("token");
         let mut created = None;
         let admin = match env_token {
@@ -594,6 +600,23 @@ mod tests {
         }
         let (_again, created) = Auth::load_or_init(dir.path(), None, store).unwrap();
         assert!(created.is_none(), "the token is created once");
+    }
+
+    /// Review #13: the data directory (admin token, database, backups) is its owner's only,
+    /// when created and when found wider.
+    #[cfg(unix)]
+    #[test]
+    fn the_data_directory_is_private_to_its_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("a/data");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        crate::private_data_dir(&data).unwrap();
+        assert_eq!(mode(&data), 0o700);
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Auth::load_or_init(&data, None, store()).unwrap();
+        assert_eq!(mode(&data), 0o700, "a wider directory is narrowed");
+        assert_eq!(mode(&data.join("token")), 0o600);
     }
 
     #[test]

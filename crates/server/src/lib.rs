@@ -169,6 +169,23 @@ impl Default for ReplicaOptions {
 /// The file in the data directory keeping this server's replica id.
 pub const REPLICA_ID_FILE: &str = "replica-id";
 
+/// Creates the data directory (and its parents) readable by its owner only (`0700`), and
+/// narrows an existing one that others could read: it holds the admin token, the SQLite
+/// database and the backups.
+pub fn private_data_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
+            tracing::info!(dir = %dir.display(), "data directory narrowed to its owner (0700)");
+        }
+    }
+    Ok(())
+}
+
 /// The replica id: `explicit`, else the one in `<data_dir>/replica-id`, created (random) when
 /// missing. An id is 1-128 printable ASCII characters without spaces.
 pub fn replica_id(data_dir: &Path, explicit: Option<&str>) -> Result<String, ServerError> {
@@ -291,8 +308,7 @@ impl AppState {
         aws_opts: AwsOptions,
         sim_kube: SimKube,
     ) -> Result<Assembled, ServerError> {
-        std::fs::create_dir_all(&opts.data_dir)
-            .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
+        private_data_dir(&opts.data_dir).map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
         let store = instantstart_store::open_store(&default_store_url(&opts.data_dir))?;
         Self::assemble_on(opts, aws_opts, sim_kube, store)
     }
@@ -316,8 +332,7 @@ impl AppState {
         backend: Arc<dyn instantstart_store::StoreBackend>,
         replica: &ReplicaOptions,
     ) -> Result<Assembled, ServerError> {
-        std::fs::create_dir_all(&opts.data_dir)
-            .map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
+        private_data_dir(&opts.data_dir).map_err(|e| ServerError::Sim(format!("{}: {e}", opts.data_dir.display())))?;
         let replica_id = replica_id(&opts.data_dir, replica.id.as_deref())?;
         let store: Arc<dyn Store> = backend.clone();
         let (auth, new_admin_token) = if replica.shared_store {

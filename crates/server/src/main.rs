@@ -118,7 +118,7 @@ impl Cli {
         Ok(match &self.store_url {
             Some(u) => instantstart_store::StoreUrl::parse(u).context("--store-url")?,
             None => {
-                std::fs::create_dir_all(&self.data_dir)
+                instantstart_server::private_data_dir(&self.data_dir)
                     .with_context(|| format!("creating {}", self.data_dir.display()))?;
                 instantstart_server::default_store_url(&self.data_dir)
             }
@@ -360,6 +360,13 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     eprintln!("  UI and API: http://{addr}/");
+    if !addr.ip().is_loopback() {
+        // Review #15: plain HTTP beyond this machine carries tokens and cookies in cleartext.
+        tracing::warn!(%addr, "listening beyond loopback over plain HTTP");
+        eprintln!(
+            "  NOTE: listening on {addr} over plain HTTP. Keep the port on loopback (docker -p 127.0.0.1:3099:3099, as the\n  deployment template does) or put a TLS proxy in front (it should send X-Forwarded-Proto: https).\n"
+        );
+    }
     // The secret goes to a terminal only (the quick start), never into collected logs.
     let token_file = cli.data_dir.join("token");
     match &assembled.new_admin_token {

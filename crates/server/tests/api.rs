@@ -164,6 +164,24 @@ async fn login(app: &TestApp, token: &str) -> (String, String) {
     (cookie, r.body["csrf_token"].as_str().unwrap().to_string())
 }
 
+/// Review #15: behind a TLS proxy (`X-Forwarded-Proto: https`) the session cookie is `Secure`;
+/// on plain HTTP it cannot be (the browser would drop it).
+#[tokio::test]
+async fn the_session_cookie_is_secure_behind_a_tls_proxy() {
+    let app = test_app(2000.0);
+    for (proto, secure) in [(None, false), (Some("https"), true), (Some("http"), false)] {
+        let mut req = Request::post("/api/login").header(header::CONTENT_TYPE, "application/json");
+        if let Some(p) = proto {
+            req = req.header("x-forwarded-proto", p);
+        }
+        let r = app.call(req.body(Body::from(json!({ "token": TOKEN }).to_string())).unwrap()).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        let cookie = r.headers[header::SET_COOKIE].to_str().unwrap();
+        assert_eq!(cookie.contains("; Secure"), secure, "{proto:?}: {cookie}");
+        assert!(cookie.contains("HttpOnly; SameSite=Strict"), "{cookie}");
+    }
+}
+
 #[tokio::test]
 async fn tokens_are_minted_listed_and_revoked_by_the_admin_only() {
     let app = test_app(2000.0);

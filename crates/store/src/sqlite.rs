@@ -41,17 +41,54 @@ pub struct SqliteStore {
     path: Option<PathBuf>,
 }
 
+/// Creates `path` empty with mode `0600` when it is missing, and narrows it to `0600` when it
+/// exists with a wider mode (a database made by an older version under the process umask).
+fn private_file(path: &Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let failed = |e: std::io::Error| StoreError::Backend(format!("{}: {e}", path.display()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mode = std::fs::metadata(path).map_err(failed)?.permissions().mode();
+                if mode & 0o077 != 0 {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o700)).map_err(failed)?;
+                }
+            }
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed, along with its parent directory) the database at `path`,
     /// configures it (WAL, `synchronous=FULL`, foreign keys, busy timeout) and migrates it.
+    ///
+    /// # Guarantees
+    /// The database file is readable by its owner only (mode `0600`, also when it existed with
+    /// a wider mode); SQLite gives its `-wal` and `-shm` files the database's mode.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Backend(format!("create directory {}: {e}", dir.display())))?;
         }
+        private_file(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).ctx(&format!("open {}", path.display()))?;
-        Self::init(conn, Some(path.to_path_buf()))
+        let store = Self::init(conn, Some(path.to_path_buf()))?;
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            let side = PathBuf::from(side);
+            if side.exists() {
+                private_file(&side)?;
+            }
+        }
+        Ok(store)
     }
 
     /// A private in-memory database (for tests and dry runs); nothing survives the value.
@@ -1042,6 +1079,28 @@ mod tests {
         let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
         let fk: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0)).unwrap();
         assert_eq!((mode.as_str(), sync, fk), ("wal", 2, 1));
+    }
+
+    /// Review #13: the database holds tokens' hashes, sessions and every request; other local
+    /// users must not read it, whatever the umask or an older version left.
+    #[cfg(unix)]
+    #[test]
+    fn database_files_are_private_to_the_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let store = SqliteStore::open(&path).unwrap();
+        store.set_setting("x", Some("1")).unwrap();
+        drop(store);
+        assert_eq!(mode(&path), 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        store.set_setting("x", Some("2")).unwrap();
+        assert_eq!(mode(&path), 0o600, "a wider mode is narrowed");
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        assert_eq!(mode(Path::new(&wal)), 0o600, "the WAL has the database's mode");
     }
 
     #[test]

@@ -75,12 +75,24 @@ async fn login(
         .login(req.token.trim())?
         .ok_or_else(|| ApiError::Unauthorized("invalid, expired or revoked API token".into()))?;
     let set_cookie = format!(
-        "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
         session.cookie,
-        crate::auth::SESSION_SECS
+        crate::auth::SESSION_SECS,
+        secure_attribute(&headers)
     );
     let info = SessionInfo { name: session.name, scope: session.scope, csrf_token: Some(session.csrf) };
     Ok((StatusCode::OK, [(header::SET_COOKIE, set_cookie)], Json(info)).into_response())
+}
+
+/// `; Secure` when the browser reached us over HTTPS through a TLS-terminating proxy
+/// (`X-Forwarded-Proto: https`): the cookie then never travels in cleartext. (A client that
+/// sends the header on plain HTTP only makes its own cookie stricter.)
+fn secure_attribute(headers: &HeaderMap) -> &'static str {
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim().eq_ignore_ascii_case("https")));
+    if https { "; Secure" } else { "" }
 }
 
 /// Ends the session named by the cookie on the server (a copied cookie stops working) and
@@ -90,7 +102,8 @@ async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Res
         crate::auth::check_origin(&headers)?;
         state.auth.logout(&cookie)?;
     }
-    let clear = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    let clear =
+        format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}", secure_attribute(&headers));
     Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, clear)]).into_response())
 }
 

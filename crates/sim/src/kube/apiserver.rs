@@ -551,6 +551,16 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // Review #27: kubectl and kube-rs send no `Origin`; a browser always does on a cross-site
+    // write, so a web page that finds this loopback port cannot change the simulated world.
+    if headers.contains_key(header::ORIGIN) {
+        return status(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "the simulated Kubernetes API does not serve browsers",
+            None,
+        );
+    }
     let identity = match impersonation(&headers) {
         Ok(id) => id,
         Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", &message, None),
@@ -1427,6 +1437,28 @@ fn table(cx: &Ctx, res: &ApiResourceInfo, objects: &[Value], rv: &str, include: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review #27: a request carrying `Origin` (a browser page) is refused before it reaches
+    /// the world; the same request without it (kubectl, kube-rs) is served.
+    #[tokio::test]
+    async fn requests_from_browsers_are_refused() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let cloud = SimCloud::new(crate::SimConfig::with_speed(1.0)).unwrap();
+        let server = cloud.serve_kube_api().await.unwrap();
+        let ask = |origin: Option<&'static str>| async move {
+            let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+            let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
+            let req = format!(
+                "GET /clusters/us-east-1/none/version HTTP/1.1\r\nHost: x\r\n{origin}Connection: close\r\n\r\n"
+            );
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out.lines().next().unwrap_or_default().to_string()
+        };
+        assert!(ask(Some("http://evil.example")).await.contains(" 403 "));
+        assert!(!ask(None).await.contains(" 403 "), "no Origin: answered as before");
+    }
 
     #[test]
     fn watches_poll_every_simulated_second_within_bounds() {
