@@ -38,6 +38,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod replicas;
+
 struct Opts {
     quick: bool,
     jobs: usize,
@@ -56,6 +58,8 @@ enum Trigger {
     ProviderActed { step: String, api: &'static str, at_least: u64 },
     /// Right after the `202` (or after the restart).
     Immediately,
+    /// This long after the trigger is watched for (a seeded random moment).
+    After(Duration),
 }
 
 impl Trigger {
@@ -66,6 +70,7 @@ impl Trigger {
             Trigger::ProviderActed { api, at_least: 1, .. } => format!("{api} acted"),
             Trigger::ProviderActed { api, at_least, .. } => format!("{api} #{at_least} acted"),
             Trigger::Immediately => "right after 202".into(),
+            Trigger::After(d) => format!("random moment +{} ms", d.as_millis()),
         }
     }
 
@@ -74,7 +79,7 @@ impl Trigger {
             Trigger::Boundary { step, .. } | Trigger::MidPoll { step, .. } | Trigger::ProviderActed { step, .. } => {
                 Some(step)
             }
-            Trigger::Immediately => None,
+            Trigger::Immediately | Trigger::After(_) => None,
         }
     }
 }
@@ -183,25 +188,92 @@ pub struct ChaosArgs {
     /// Speed factor of the simulated cloud.
     #[arg(long, value_name = "X", default_value_t = 1000.0)]
     pub speed: f64,
+    /// Only the replica runs, with N server processes on one PostgreSQL database (without it,
+    /// the default run adds 2 and 3 replicas when PostgreSQL can be started here).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(2..=5))]
+    pub replicas: Option<u8>,
+    /// Lease TTL of the replicas, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub lease_ttl_ms: u64,
+    /// Seed of the replica runs' random kill moments.
+    #[arg(long, value_name = "SEED", default_value_t = 22)]
+    pub seed: u64,
+}
+
+impl ChaosArgs {
+    /// `cargo xtask test`'s run.
+    pub fn quick() -> ChaosArgs {
+        ChaosArgs { quick: true, jobs: 3, speed: 1000.0, replicas: None, lease_ttl_ms: 2000, seed: 22 }
+    }
 }
 
 pub fn main(args: ChaosArgs) -> Result<()> {
     let opts = Opts { quick: args.quick, jobs: args.jobs, speed: args.speed };
     ensure!(opts.jobs >= 1, "--jobs must be at least 1");
+    let unavailable = crate::pg::unavailable();
+    if let (Some(n), Some(why)) = (args.replicas, &unavailable) {
+        bail!("--replicas {n} needs PostgreSQL: {why}");
+    }
     let bin = build_server(false)?;
     let rt = crate::harness::runtime()?;
-    rt.block_on(chaos(bin, opts))
+    rt.block_on(async {
+        let started = Instant::now();
+        let mode = match (args.replicas, opts.quick) {
+            (Some(_), _) => "replicas",
+            (None, true) => "quick",
+            (None, false) => "full",
+        };
+        println!(
+            "InstantStart chaos ({mode}): debug server binary, loopback, simulated cloud at speed {}, {} parallel runs",
+            opts.speed, opts.jobs
+        );
+        let steps = pipeline_steps(&bin, opts.speed).await?;
+        let (mut report, mut failures) = match args.replicas {
+            Some(_) => (json!({ "mode": mode, "server_profile": "debug", "sim_speed": opts.speed }), Vec::new()),
+            None => chaos(bin.clone(), &opts, &steps).await?,
+        };
+        match unavailable {
+            Some(why) => {
+                println!("\nReplicas on one PostgreSQL: skipped ({why})");
+                report["replicas"] = json!({ "skipped": why });
+            }
+            None => {
+                let pg = Arc::new(crate::pg::PgServer::start()?.context("PostgreSQL is not available")?);
+                let replica_opts = replicas::Opts {
+                    counts: args.replicas.map_or(vec![2, 3], |n| vec![usize::from(n)]),
+                    quick: opts.quick,
+                    speed: opts.speed,
+                    ttl: Duration::from_millis(args.lease_ttl_ms),
+                    seed: args.seed,
+                    random_kills: if opts.quick { 1 } else { 12 },
+                    jobs: opts.jobs,
+                };
+                let (v, f) = replicas::run(&bin, &pg, &steps, &replica_opts).await?;
+                report["replicas"] = v;
+                failures.extend(f);
+            }
+        }
+        report["failures"] = json!(failures);
+        report["secs"] = json!((started.elapsed().as_secs_f64() * 10.0).round() / 10.0);
+        let name = match mode {
+            "replicas" => "chaos-replicas",
+            "quick" => "chaos-quick",
+            _ => "chaos",
+        };
+        let path = write_report(name, report)?;
+        println!("  → {} ({:.0?})", path.display(), started.elapsed());
+        if !failures.is_empty() {
+            bail!("reliability property failed: {}", failures.join("; "));
+        }
+        Ok(())
+    })
 }
 
-async fn chaos(bin: PathBuf, opts: Opts) -> Result<()> {
+/// The single-server runs: their report and the properties that failed.
+async fn chaos(bin: PathBuf, opts: &Opts, steps: &[StepInfo]) -> Result<(Value, Vec<String>)> {
     let started = Instant::now();
     let mode = if opts.quick { "quick" } else { "full" };
-    println!(
-        "InstantStart chaos ({mode}): debug server binary, loopback, simulated cloud at speed {}, {} parallel runs",
-        opts.speed, opts.jobs
-    );
-    let steps = pipeline_steps(&bin, opts.speed).await?;
-    let plans = plans(&steps, opts.quick);
+    let plans = plans(steps, opts.quick);
     let expected: Arc<Vec<(String, f64)>> = Arc::new(steps.iter().map(|s| (s.key.clone(), s.expected_secs)).collect());
 
     // Kill runs, `jobs` at a time; the other scenarios run alongside on their own servers.
@@ -436,15 +508,9 @@ async fn chaos(bin: PathBuf, opts: Opts) -> Result<()> {
         "fault_injection": fault_json,
         "permanent_failure": perm_json,
         "concurrency": conc_json,
-        "failures": failures,
-        "secs": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        "single_server_secs": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
     });
-    let path = write_report(if opts.quick { "chaos-quick" } else { "chaos" }, report)?;
-    println!("  → {} ({:.0?})", path.display(), started.elapsed());
-    if !failures.is_empty() {
-        bail!("reliability property failed: {}", failures.join("; "));
-    }
-    Ok(())
+    Ok((report, failures))
 }
 
 /// The steps of the pipeline, from a dry run.
@@ -547,6 +613,10 @@ async fn reach(
 ) -> Result<String> {
     let (key, rank, fraction) = match trigger {
         Trigger::Immediately => return Ok("accepted".into()),
+        Trigger::After(d) => {
+            tokio::time::sleep(*d).await;
+            return Ok(format!("+{} ms", d.as_millis()));
+        }
         Trigger::ProviderActed { api, at_least, .. } => return provider_acted(server, id, api, *at_least).await,
         Trigger::Boundary { step, phase } => (step, phase_rank(phase), None),
         Trigger::MidPoll { step, fraction } => (step, phase_rank("polling"), Some(*fraction)),
