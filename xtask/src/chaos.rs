@@ -1,6 +1,7 @@
-//! `cargo xtask chaos [--quick] [--jobs N] [--speed X]`: reliability properties of the real
-//! server binary on loopback and the simulated cloud. Prints tables, writes
-//! `target/bench/chaos.json` (`chaos-quick.json`), and exits non-zero when a property fails.
+//! `cargo xtask chaos [--quick] [--jobs N] [--speed X] [--replicas N] [--lease-ttl-ms MS]
+//! [--seed S]`: reliability properties of the real server binary on loopback and the simulated
+//! cloud. Prints tables, writes `target/bench/chaos.json` (`chaos-quick.json`,
+//! `chaos-replicas.json`), and exits non-zero when a property fails.
 //!
 //! - **kill -9 and restart.** For every step of the create-cluster pipeline and every phase
 //!   boundary (`submitting`, `submitted`, `polling`, `succeeded` as seen on the live stream), a
@@ -21,8 +22,17 @@
 //!   slowloris connections, a flood of invented methods and 100 MB bodies at once; `/healthz`
 //!   keeps answering within 100 ms (p99) and the server's memory stays bounded.
 //!
-//! `--quick` (part of `cargo xtask test`): six kill plans, one fault-injection run, the
-//! permanent failure and three concurrency rounds, in well under a minute.
+//! - **Replicas on one PostgreSQL** ([`replicas`]), last: 2 and 3 server processes on one
+//!   database, the driving replica killed with SIGKILL at every step boundary and at seeded
+//!   random moments (taken over within the lease TTL + one sweep, one create per resource,
+//!   followers on survivors miss no phase), and a driver paused with SIGSTOP past the TTL that
+//!   writes nothing once resumed. Skipped, saying why, when PostgreSQL cannot be started here
+//!   (`INSTANTSTART_SKIP_POSTGRES=1`, or no `initdb`); `--replicas N` runs only these, with N.
+//!
+//! `--quick` (part of `cargo xtask test`): nine kill plans, one fault-injection run, the
+//! permanent failure and three concurrency rounds, then (with PostgreSQL) one boundary and
+//! one random kill with 2 replicas, two plans and one random kill with 3, and the paused
+//! driver, in about a minute.
 
 use crate::harness::{
     Api, Follower, Server, Table, TempDir, build_server, create_mismatches, create_request, phase_of, phase_rank,

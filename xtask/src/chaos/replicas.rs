@@ -252,10 +252,11 @@ async fn kill_run(
     expected: &[(String, f64)],
 ) -> Result<KillRun> {
     let mut r = Replicas::start(bin, pg, n, opts.speed, opts.ttl).await?;
-    // Followers on every replica but r0 (survivors unless a second kill hits them), and the
-    // trigger's own on r0, all subscribed before the request.
+    // A follower on every replica (those on survivors are checked: the lease may move before
+    // a trigger, so any replica may be the one killed), and the trigger's own on r0, all
+    // subscribed before the request.
     let mut followers = tokio::task::JoinSet::new();
-    for (i, s) in r.alive().skip(1) {
+    for (i, s) in r.alive() {
         let f = Follower::connect(s.port, "target=cluster/chaos").await?;
         followers.spawn(async move { (i, follow_to_end(f).await) });
     }
@@ -565,6 +566,11 @@ pub async fn run(bin: &Path, pg: &Arc<PgServer>, steps: &[StepInfo], opts: &Opts
     let bound = opts.ttl + opts.ttl / 4 + TAKEOVER_SLACK;
     let mut rng = Rng(opts.seed);
     let mut failures = Vec::new();
+    // The paused-driver run alongside the kill runs, on its own database and replicas.
+    let pause = {
+        let (bin, pg, o) = (bin.to_path_buf(), pg.clone(), opts.clone());
+        tokio::spawn(async move { pause_run(&bin, &pg, &o).await })
+    };
     let mut per_count = Vec::new();
     let mut summary = Table::new(
         format!(
@@ -684,7 +690,7 @@ pub async fn run(bin: &Path, pg: &Arc<PgServer>, steps: &[StepInfo], opts: &Opts
             "kill_runs": run_json,
         }));
     }
-    let pause = pause_run(bin, pg, opts).await;
+    let pause = pause.await?;
     summary.print();
     let mut paused =
         Table::new("A paused driver (SIGSTOP past the lease TTL, then SIGCONT), 2 replicas", &["property", "result"]);
