@@ -941,37 +941,41 @@ async fn a_failed_addon_that_is_not_ours_is_left_alone() {
 async fn a_restart_while_a_failed_addon_is_replaced_creates_nothing_twice() {
     use instantstart_core::workflow::steps::ADDON_REPLACEMENT;
     for kill_at in [ADDON_REPLACEMENT, "eks-addon"] {
-        let dir = tempfile::tempdir().unwrap();
-        let id = {
-            let b = bed(dir.path(), 2000.0);
-            b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")));
-            let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
-            assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
-            b.sim.set_faults(SimFaults::none());
-            b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let step = b.engine.get(&op.id).unwrap().step("addon:vpc-cni").unwrap().clone();
-                if matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
-                    && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
-                {
-                    break;
+        for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+            eprintln!("on {store}");
+            let id = {
+                let b = bed(dir.path(), 2000.0);
+                b.sim.set_faults(
+                    SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")),
+                );
+                let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+                assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
+                b.sim.set_faults(SimFaults::none());
+                b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
+                let deadline = tokio::time::Instant::now() + WAIT;
+                loop {
+                    let step = b.engine.get(&op.id).unwrap().step("addon:vpc-cni").unwrap().clone();
+                    if matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
+                        && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
+                    {
+                        break;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{kill_at}: never reached: {step:?}");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at}: never reached: {step:?}");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
-            b.sim.flush().unwrap();
-            op.id
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path(), 2000.0);
-        b.engine.resume_all().unwrap();
-        let op = b.engine.wait(&id, WAIT).await.unwrap();
-        let step = op.step("addon:vpc-cni").unwrap();
-        assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{kill_at}: {step:?}");
-        assert_eq!(b.sim.calls("eks:DeleteAddon"), 1, "{kill_at}");
-        assert_eq!(b.sim.calls("eks:CreateAddon"), 4, "{kill_at}: three failed creates, one replacement");
+                b.engine.abort_all();
+                b.sim.flush().unwrap();
+                op.id
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let b = bed(dir.path(), 2000.0);
+            b.engine.resume_all().unwrap();
+            let op = b.engine.wait(&id, WAIT).await.unwrap();
+            let step = op.step("addon:vpc-cni").unwrap();
+            assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{kill_at}: {step:?}");
+            assert_eq!(b.sim.calls("eks:DeleteAddon"), 1, "{kill_at}");
+            assert_eq!(b.sim.calls("eks:CreateAddon"), 4, "{kill_at}: three failed creates, one replacement");
+        }
     }
 }
 
@@ -1094,7 +1098,7 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
 
 fn helm_bed(dir: &Path, speed: f64) -> Bed {
     let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let store = open_store(dir);
     let workflows = workflow::all_with_helm(
         Arc::new(sim.clone()),
         Arc::new(sim.clone()),
@@ -1233,45 +1237,47 @@ async fn import_reconciles_dependencies_mounts_the_bucket_and_delete_removes_onl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_mid_import_creates_nothing_twice() {
     for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
-        let dir = tempfile::tempdir().unwrap();
-        let import =
-            json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
-        let id = {
-            let b = helm_bed(dir.path(), 2000.0);
-            seed_legacy(&b.sim).await;
-            let s = match b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap() {
-                instantstart_core::engine::Outcome::Submitted(s) => s,
-                other => panic!("{other:?}"),
-            };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
-                let phase = op.step("addon:eks-pod-identity-agent").unwrap().phase;
-                if phase == kill_at || phase == StepPhase::Succeeded {
-                    break;
+        for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+            eprintln!("on {store}");
+            let import = json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
+            let id = {
+                let b = helm_bed(dir.path(), 2000.0);
+                seed_legacy(&b.sim).await;
+                let s =
+                    match b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap() {
+                        instantstart_core::engine::Outcome::Submitted(s) => s,
+                        other => panic!("{other:?}"),
+                    };
+                let deadline = tokio::time::Instant::now() + WAIT;
+                loop {
+                    let op = b.engine.get(&s.operation.id).unwrap();
+                    let phase = op.step("addon:eks-pod-identity-agent").unwrap().phase;
+                    if phase == kill_at || phase == StepPhase::Succeeded {
+                        break;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
-            b.sim.flush().unwrap();
-            s.operation.id
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = helm_bed(dir.path(), 2000.0);
-        b.engine.resume_all().unwrap();
-        let op = b.engine.wait(&id, WAIT).await.unwrap();
-        assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
-        // Their cert-manager (seeded), then vpc-cni, the agent and the S3 CSI driver, each once.
-        assert_eq!(b.sim.calls("eks:CreateAddon"), 1 + 3, "{kill_at:?}");
-        assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 1, "{kill_at:?}");
-        assert_eq!(
-            b.sim.calls("iam:CreateRole"),
-            2,
-            "{kill_at:?}: the S3 CSI driver's and the load balancer controller's roles"
-        );
-        assert_eq!(b.sim.calls("s3:CreateBucket"), 1, "{kill_at:?}");
-        assert_eq!(b.sim.calls("eks:CreateAccessEntry"), 1, "{kill_at:?}");
+                b.engine.abort_all();
+                b.sim.flush().unwrap();
+                s.operation.id
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let b = helm_bed(dir.path(), 2000.0);
+            b.engine.resume_all().unwrap();
+            let op = b.engine.wait(&id, WAIT).await.unwrap();
+            assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
+            // Their cert-manager (seeded), then vpc-cni, the agent and the S3 CSI driver, each once.
+            assert_eq!(b.sim.calls("eks:CreateAddon"), 1 + 3, "{kill_at:?}");
+            assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 1, "{kill_at:?}");
+            assert_eq!(
+                b.sim.calls("iam:CreateRole"),
+                2,
+                "{kill_at:?}: the S3 CSI driver's and the load balancer controller's roles"
+            );
+            assert_eq!(b.sim.calls("s3:CreateBucket"), 1, "{kill_at:?}");
+            assert_eq!(b.sim.calls("eks:CreateAccessEntry"), 1, "{kill_at:?}");
+        }
     }
 }
 
