@@ -20,6 +20,9 @@
 //! - `logs`: job-log fan-out, 1 and 100 WebSocket followers of one simulated job writing
 //!   10,000 numbered lines/s for `--duration` seconds: lines lost (must be 0) and delivery
 //!   latency ([`crate::bench_logs`]).
+//! - `replicas`: operations started and REST reads per second, one server on SQLite beside 1,
+//!   2 and 3 replicas on one PostgreSQL (skipped, saying why, when PostgreSQL cannot be
+//!   started here) ([`crate::bench_replicas`]).
 //!
 //! The server is built with `--release` unless `--debug` is given.
 
@@ -58,8 +61,8 @@ struct Opts {
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Which benchmark: the create pipeline, REST reads under load, operation fan-out to
-    /// WebSocket followers, job-log fan-out, or all of them.
-    #[arg(value_parser = ["all", "pipeline", "rest", "fanout", "logs"], default_value = "all")]
+    /// WebSocket followers, job-log fan-out, throughput by store and replica count, or all.
+    #[arg(value_parser = ["all", "pipeline", "rest", "fanout", "logs", "replicas"], default_value = "all")]
     pub what: String,
     /// Benchmark a debug build of the server (faster to build, slower to run) instead of release.
     #[arg(long)]
@@ -114,6 +117,10 @@ pub fn main(args: BenchArgs) -> Result<()> {
             failed.push(format!("{} job-log lines lost", report["lines_lost"]));
         }
         println!("  → {}", write_report("bench-logs", with_profile(report, profile))?.display());
+    }
+    if all || opts.what == "replicas" {
+        let report = rt.block_on(crate::bench_replicas::bench(&bin, opts.connections, opts.duration))?;
+        println!("  → {}", write_report("bench-replicas", with_profile(report, profile))?.display());
     }
     if !failed.is_empty() {
         bail!("reliability property failed: {}", failed.join("; "));
@@ -439,21 +446,25 @@ fn seeded_copy(db: &Path) -> Result<TempDir> {
     Ok(dir)
 }
 
-struct Load {
-    requests: usize,
-    errors: usize,
-    secs: f64,
-    latencies_ms: Vec<f64>,
-    body_bytes: usize,
+pub(crate) struct Load {
+    pub requests: usize,
+    pub errors: usize,
+    pub secs: f64,
+    /// Sorted.
+    pub latencies_ms: Vec<f64>,
+    pub body_bytes: usize,
 }
 
 /// `connections` keep-alive connections, each sending `GET path` back to back until `duration`
-/// has passed (requests in flight then complete and count).
-async fn load(api: Api, path: &str, connections: usize, duration: Duration) -> Result<Load> {
+/// has passed (requests in flight then complete and count); connection `i` goes to
+/// `ports[i % ports.len()]` (several replicas).
+pub(crate) async fn load(ports: &[u16], path: &str, connections: usize, duration: Duration) -> Result<Load> {
+    ensure!(!ports.is_empty(), "no server to load");
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..connections {
+    for i in 0..connections {
+        let api = Api { port: ports[i % ports.len()] };
         let path = path.to_string();
         tasks.spawn(async move {
             let mut lat = Vec::new();
@@ -580,7 +591,8 @@ async fn rest(bin: &Path, opts: &Opts) -> Result<Value> {
     );
     let mut endpoints = Vec::new();
     for path in ["/api/clusters", "/api/operations"] {
-        let l = load(api, path, opts.connections, opts.duration).await.with_context(|| format!("load {path}"))?;
+        let l =
+            load(&[api.port], path, opts.connections, opts.duration).await.with_context(|| format!("load {path}"))?;
         let rps = l.requests as f64 / l.secs;
         let (p50, p99, max) = (
             percentile(&l.latencies_ms, 50.0),

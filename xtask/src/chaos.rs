@@ -1,6 +1,7 @@
-//! `cargo xtask chaos [--quick] [--jobs N] [--speed X]`: reliability properties of the real
-//! server binary on loopback and the simulated cloud. Prints tables, writes
-//! `target/bench/chaos.json` (`chaos-quick.json`), and exits non-zero when a property fails.
+//! `cargo xtask chaos [--quick] [--jobs N] [--speed X] [--replicas N] [--lease-ttl-ms MS]
+//! [--seed S]`: reliability properties of the real server binary on loopback and the simulated
+//! cloud. Prints tables, writes `target/bench/chaos.json` (`chaos-quick.json`,
+//! `chaos-replicas.json`), and exits non-zero when a property fails.
 //!
 //! - **kill -9 and restart.** For every step of the create-cluster pipeline and every phase
 //!   boundary (`submitting`, `submitted`, `polling`, `succeeded` as seen on the live stream), a
@@ -21,8 +22,17 @@
 //!   slowloris connections, a flood of invented methods and 100 MB bodies at once; `/healthz`
 //!   keeps answering within 100 ms (p99) and the server's memory stays bounded.
 //!
-//! `--quick` (part of `cargo xtask test`): six kill plans, one fault-injection run, the
-//! permanent failure and three concurrency rounds, in well under a minute.
+//! - **Replicas on one PostgreSQL** ([`replicas`]), last: 2 and 3 server processes on one
+//!   database, the driving replica killed with SIGKILL at every step boundary and at seeded
+//!   random moments (taken over within the lease TTL + one sweep, one create per resource,
+//!   followers on survivors miss no phase), and a driver paused with SIGSTOP past the TTL that
+//!   writes nothing once resumed. Skipped, saying why, when PostgreSQL cannot be started here
+//!   (`INSTANTSTART_SKIP_POSTGRES=1`, or no `initdb`); `--replicas N` runs only these, with N.
+//!
+//! `--quick` (part of `cargo xtask test`): nine kill plans, one fault-injection run, the
+//! permanent failure and three concurrency rounds, then (with PostgreSQL) one boundary and
+//! one random kill with 2 replicas, two plans and one random kill with 3, and the paused
+//! driver, in about a minute.
 
 use crate::harness::{
     Api, Follower, Server, Table, TempDir, build_server, create_mismatches, create_request, phase_of, phase_rank,
@@ -37,6 +47,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod replicas;
 
 struct Opts {
     quick: bool,
@@ -56,6 +68,8 @@ enum Trigger {
     ProviderActed { step: String, api: &'static str, at_least: u64 },
     /// Right after the `202` (or after the restart).
     Immediately,
+    /// This long after the trigger is watched for (a seeded random moment).
+    After(Duration),
 }
 
 impl Trigger {
@@ -66,6 +80,7 @@ impl Trigger {
             Trigger::ProviderActed { api, at_least: 1, .. } => format!("{api} acted"),
             Trigger::ProviderActed { api, at_least, .. } => format!("{api} #{at_least} acted"),
             Trigger::Immediately => "right after 202".into(),
+            Trigger::After(d) => format!("random moment +{} ms", d.as_millis()),
         }
     }
 
@@ -74,7 +89,7 @@ impl Trigger {
             Trigger::Boundary { step, .. } | Trigger::MidPoll { step, .. } | Trigger::ProviderActed { step, .. } => {
                 Some(step)
             }
-            Trigger::Immediately => None,
+            Trigger::Immediately | Trigger::After(_) => None,
         }
     }
 }
@@ -183,25 +198,92 @@ pub struct ChaosArgs {
     /// Speed factor of the simulated cloud.
     #[arg(long, value_name = "X", default_value_t = 1000.0)]
     pub speed: f64,
+    /// Only the replica runs, with N server processes on one PostgreSQL database (without it,
+    /// the default run adds 2 and 3 replicas when PostgreSQL can be started here).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(2..=5))]
+    pub replicas: Option<u8>,
+    /// Lease TTL of the replicas, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub lease_ttl_ms: u64,
+    /// Seed of the replica runs' random kill moments.
+    #[arg(long, value_name = "SEED", default_value_t = 22)]
+    pub seed: u64,
+}
+
+impl ChaosArgs {
+    /// `cargo xtask test`'s run.
+    pub fn quick() -> ChaosArgs {
+        ChaosArgs { quick: true, jobs: 3, speed: 1000.0, replicas: None, lease_ttl_ms: 2000, seed: 22 }
+    }
 }
 
 pub fn main(args: ChaosArgs) -> Result<()> {
     let opts = Opts { quick: args.quick, jobs: args.jobs, speed: args.speed };
     ensure!(opts.jobs >= 1, "--jobs must be at least 1");
+    let unavailable = crate::pg::unavailable();
+    if let (Some(n), Some(why)) = (args.replicas, &unavailable) {
+        bail!("--replicas {n} needs PostgreSQL: {why}");
+    }
     let bin = build_server(false)?;
     let rt = crate::harness::runtime()?;
-    rt.block_on(chaos(bin, opts))
+    rt.block_on(async {
+        let started = Instant::now();
+        let mode = match (args.replicas, opts.quick) {
+            (Some(_), _) => "replicas",
+            (None, true) => "quick",
+            (None, false) => "full",
+        };
+        println!(
+            "InstantStart chaos ({mode}): debug server binary, loopback, simulated cloud at speed {}, {} parallel runs",
+            opts.speed, opts.jobs
+        );
+        let steps = pipeline_steps(&bin, opts.speed).await?;
+        let (mut report, mut failures) = match args.replicas {
+            Some(_) => (json!({ "mode": mode, "server_profile": "debug", "sim_speed": opts.speed }), Vec::new()),
+            None => chaos(bin.clone(), &opts, &steps).await?,
+        };
+        match unavailable {
+            Some(why) => {
+                println!("\nReplicas on one PostgreSQL: skipped ({why})");
+                report["replicas"] = json!({ "skipped": why });
+            }
+            None => {
+                let pg = Arc::new(crate::pg::PgServer::start()?.context("PostgreSQL is not available")?);
+                let replica_opts = replicas::Opts {
+                    counts: args.replicas.map_or(vec![2, 3], |n| vec![usize::from(n)]),
+                    quick: opts.quick,
+                    speed: opts.speed,
+                    ttl: Duration::from_millis(args.lease_ttl_ms),
+                    seed: args.seed,
+                    random_kills: if opts.quick { 1 } else { 12 },
+                    jobs: opts.jobs,
+                };
+                let (v, f) = replicas::run(&bin, &pg, &steps, &replica_opts).await?;
+                report["replicas"] = v;
+                failures.extend(f);
+            }
+        }
+        report["failures"] = json!(failures);
+        report["secs"] = json!((started.elapsed().as_secs_f64() * 10.0).round() / 10.0);
+        let name = match mode {
+            "replicas" => "chaos-replicas",
+            "quick" => "chaos-quick",
+            _ => "chaos",
+        };
+        let path = write_report(name, report)?;
+        println!("  → {} ({:.0?})", path.display(), started.elapsed());
+        if !failures.is_empty() {
+            bail!("reliability property failed: {}", failures.join("; "));
+        }
+        Ok(())
+    })
 }
 
-async fn chaos(bin: PathBuf, opts: Opts) -> Result<()> {
+/// The single-server runs: their report and the properties that failed.
+async fn chaos(bin: PathBuf, opts: &Opts, steps: &[StepInfo]) -> Result<(Value, Vec<String>)> {
     let started = Instant::now();
     let mode = if opts.quick { "quick" } else { "full" };
-    println!(
-        "InstantStart chaos ({mode}): debug server binary, loopback, simulated cloud at speed {}, {} parallel runs",
-        opts.speed, opts.jobs
-    );
-    let steps = pipeline_steps(&bin, opts.speed).await?;
-    let plans = plans(&steps, opts.quick);
+    let plans = plans(steps, opts.quick);
     let expected: Arc<Vec<(String, f64)>> = Arc::new(steps.iter().map(|s| (s.key.clone(), s.expected_secs)).collect());
 
     // Kill runs, `jobs` at a time; the other scenarios run alongside on their own servers.
@@ -436,15 +518,9 @@ async fn chaos(bin: PathBuf, opts: Opts) -> Result<()> {
         "fault_injection": fault_json,
         "permanent_failure": perm_json,
         "concurrency": conc_json,
-        "failures": failures,
-        "secs": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        "single_server_secs": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
     });
-    let path = write_report(if opts.quick { "chaos-quick" } else { "chaos" }, report)?;
-    println!("  → {} ({:.0?})", path.display(), started.elapsed());
-    if !failures.is_empty() {
-        bail!("reliability property failed: {}", failures.join("; "));
-    }
-    Ok(())
+    Ok((report, failures))
 }
 
 /// The steps of the pipeline, from a dry run.
@@ -547,6 +623,10 @@ async fn reach(
 ) -> Result<String> {
     let (key, rank, fraction) = match trigger {
         Trigger::Immediately => return Ok("accepted".into()),
+        Trigger::After(d) => {
+            tokio::time::sleep(*d).await;
+            return Ok(format!("+{} ms", d.as_millis()));
+        }
         Trigger::ProviderActed { api, at_least, .. } => return provider_acted(server, id, api, *at_least).await,
         Trigger::Boundary { step, phase } => (step, phase_rank(phase), None),
         Trigger::MidPoll { step, fraction } => (step, phase_rank("polling"), Some(*fraction)),

@@ -25,8 +25,13 @@ pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| crate::root().join("target"))
 }
 
-/// Builds `instantstart-server` (release or dev profile) and returns the binary.
+/// Builds `instantstart-server` (release or dev profile) and returns the binary, or returns
+/// `INSTANTSTART_SERVER_BIN` when set (a binary built beforehand; nothing is built).
 pub fn build_server(release: bool) -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("INSTANTSTART_SERVER_BIN").map(PathBuf::from) {
+        ensure!(bin.is_file(), "INSTANTSTART_SERVER_BIN={} is not a file", bin.display());
+        return Ok(bin);
+    }
     if !release {
         // The dev binary is the one `cargo test --workspace` builds (same feature set): a plain
         // `cargo build -p` would unify features differently and rebuild shared dependencies.
@@ -84,6 +89,12 @@ impl Server {
     /// Starts the binary on a free port with `dir` as its data directory (created if needed;
     /// the server's log is appended to `dir/server.log`) and waits for `/healthz`.
     pub async fn start(bin: &Path, dir: &Path, speed: f64) -> Result<Server> {
+        Server::start_with(bin, dir, speed, &[]).await
+    }
+
+    /// [`Server::start`] with more command-line arguments (a replica's `--store-url`,
+    /// `--replica-id`, `--lease-ttl`).
+    pub async fn start_with(bin: &Path, dir: &Path, speed: f64, extra: &[String]) -> Result<Server> {
         std::fs::create_dir_all(dir)?;
         let port = free_port()?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log"))?;
@@ -91,6 +102,7 @@ impl Server {
         let child = Command::new(bin)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--sim-speed", &speed.to_string(), "--data-dir"])
             .arg(dir)
+            .args(extra)
             .env("INSTANTSTART_TOKEN", TOKEN)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -146,6 +158,19 @@ impl Server {
 
     pub fn api(&self) -> Api {
         Api { port: self.port }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the process with `kill`.
+    pub fn signal(&self, signal: &str) -> Result<()> {
+        let pid = self.pid().ok_or_else(|| anyhow!("the server is not running"))?;
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
+        ensure!(status.success(), "kill -{signal} {pid}: {status}");
+        Ok(())
+    }
+
+    /// The server's log (stderr) so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 
     fn log_tail(&self) -> String {

@@ -16,20 +16,22 @@
 //!
 //! The command line is a clap CLI: `cargo xtask help`, `cargo xtask <command> --help`.
 //!
-//! - `bench [all|pipeline|rest|fanout|logs]`: performance numbers of the real server binary on
-//!   loopback and the simulated cloud (tables + `target/bench/*.json`); see [`bench`].
-//! - `chaos [--quick]`: reliability properties (kill -9 at every step boundary, fault
-//!   injection, conflicting mutations); exits non-zero when one fails; see [`chaos`].
-//!   `test` ends with `chaos --quick`.
+//! - `bench [all|pipeline|rest|fanout|logs|replicas]`: performance numbers of the real server
+//!   binary on loopback and the simulated cloud (tables + `target/bench/*.json`); see [`bench`].
+//! - `chaos [--quick] [--replicas N]`: reliability properties (kill -9 at every step boundary,
+//!   fault injection, conflicting mutations; replicas on one PostgreSQL killed and paused);
+//!   exits non-zero when one fails; see [`chaos`]. `test` ends with `chaos --quick`.
 //! - `tidy`: the repository's own rules (module docs, sizes of the README and ARCHITECTURE.md,
 //!   the generated REST reference, links); see `xtask/src/tidy.rs`. They are tests, so `test` runs them.
 
 mod bench;
 mod bench_logs;
+mod bench_replicas;
 mod chaos;
 mod fuzz;
 mod harness;
 mod hostile;
+mod pg;
 #[cfg(test)]
 mod tidy;
 
@@ -307,7 +309,7 @@ fn main() -> Result<()> {
             phases.run("deploy-lint", deploy_lint)?;
             phases.run("mcp-test", mcp_test)?;
             phases.run("ui-test", ui_test)?;
-            phases.run("chaos --quick", || chaos::main(chaos::ChaosArgs { quick: true, jobs: 3, speed: 1000.0 }))?;
+            phases.run("chaos --quick", || chaos::main(chaos::ChaosArgs::quick()))?;
             phases.report();
             eprintln!("all suites passed in {:.0?}", started.elapsed());
         }
@@ -344,9 +346,11 @@ mod tests {
             &["bench", "--debug"],
             &["bench", "logs", "--debug", "--duration", "5", "--followers", "10", "--log-rate", "500"],
             &["bench", "rest", "--connections", "8"],
+            &["bench", "replicas", "--debug", "--duration", "5"],
             &["chaos"],
             &["chaos", "--quick"],
             &["chaos", "--jobs", "2", "--speed", "500"],
+            &["chaos", "--replicas", "3", "--lease-ttl-ms", "1500", "--seed", "7"],
         ] {
             assert!(parse(ok).is_ok(), "{ok:?}: {}", parse(ok).unwrap_err());
         }
@@ -364,7 +368,13 @@ mod tests {
             assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{help:?}");
             assert!(e.to_string().contains("Usage: cargo xtask"), "{help:?}: {e}");
         }
-        for bad in [&["bench", "everything"][..], &["chaos", "--jobs", "x"], &["nope"], &["fuzz-api", "many"]] {
+        for bad in [
+            &["bench", "everything"][..],
+            &["chaos", "--jobs", "x"],
+            &["chaos", "--replicas", "1"],
+            &["nope"],
+            &["fuzz-api", "many"],
+        ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }

@@ -300,6 +300,29 @@ pub trait Store: Send + Sync {
     fn publish_change(&self, _replica: &str, _operation: &Operation) -> Result<u64, StoreError> {
         Ok(0)
     }
+    /// [`Store::publish_change`] by the driver holding `held`: published only while `held` is
+    /// still the operation's newest grant (same token and replica; it may have expired, or
+    /// the operation ended, if nobody took over since), otherwise [`StoreError::Fenced`] and
+    /// nothing is published. So a replica that paused between a write and its publication
+    /// never appends its older state after a newer owner's changes. Stores that keep a feed
+    /// check and insert in one transaction; this default checks, then publishes.
+    fn publish_change_fenced(&self, held: &Lease, operation: &Operation) -> Result<u64, StoreError> {
+        match self.get_lease(&held.operation_id)? {
+            Some(l) if l.token == held.token && l.replica == held.replica => {
+                self.publish_change(&held.replica, operation)
+            }
+            other => Err(StoreError::Fenced {
+                operation: held.operation_id.clone(),
+                reason: match other {
+                    Some(l) => format!(
+                        "its lease moved on to replica {} (token {} replaces {})",
+                        l.replica, l.token, held.token
+                    ),
+                    None => format!("lease token {} was never granted", held.token),
+                },
+            }),
+        }
+    }
     /// Up to `limit` changes with a sequence number above `after`, oldest first.
     fn changes_since(&self, _after: u64, _limit: u32) -> Result<Vec<OperationChange>, StoreError> {
         Ok(Vec::new())

@@ -24,7 +24,7 @@ mod postgres;
 use chrono::{DateTime, Utc};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-pub use self::postgres::PostgresWorldStore;
+pub use self::postgres::{IDLE_IN_TRANSACTION_TIMEOUT_MS, PostgresWorldStore};
 
 /// A failure of the world store itself (the database is unreachable, a query failed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,6 +1,11 @@
 //! The operation engine driving the create/delete pipelines on the simulated cloud, with a real
 //! SQLite store: completion, step retry, cancellation, conflicts, faults, and crash/restart
-//! without replaying any mutation (checked with the sim's per-API call counters).
+//! without replaying any mutation (checked with the sim's per-API call counters). The
+//! crash/restart tests run on SQLite and on PostgreSQL ([`dirs`]: the store suite's private
+//! server, unless `INSTANTSTART_SKIP_POSTGRES=1`).
+
+#[path = "../../store/tests/common/mod.rs"]
+mod common;
 
 use instantstart_core::engine::{Engine, EngineConfig};
 use instantstart_core::operation::{Actor, OperationKind, OperationStatus, StepPhase, StepUpdate};
@@ -22,9 +27,31 @@ struct Bed {
     engine: Engine,
 }
 
+/// A data directory per store the kill/restart tests run on: SQLite (a file in the directory)
+/// and, unless `INSTANTSTART_SKIP_POSTGRES=1`, a fresh PostgreSQL database of the store suite's
+/// private server (its URL kept in the directory's `store-url`, so a bed reopened on the
+/// directory — a restart — finds the same store).
+fn dirs() -> Vec<(&'static str, tempfile::TempDir, Option<Arc<common::PgServer>>)> {
+    let mut all = vec![("sqlite", tempfile::tempdir().unwrap(), None)];
+    if let Some(server) = common::pg_server() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("store-url"), server.create_database()).unwrap();
+        all.push(("postgres", dir, Some(server)));
+    }
+    all
+}
+
+/// The store of a bed on `dir`: the PostgreSQL database named in `dir/store-url`, or SQLite.
+fn open_store(dir: &Path) -> Arc<dyn Store> {
+    match std::fs::read_to_string(dir.join("store-url")) {
+        Ok(url) => Arc::new(instantstart_store::PostgresStore::connect(&url).unwrap()),
+        Err(_) => Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap()),
+    }
+}
+
 fn bed(dir: &Path, speed: f64) -> Bed {
     let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let store = open_store(dir);
     let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
     // The engine's own retry budget (24 failures per API while submitting): the fault-injection
     // test throttles 30% and fails 10% of ALL calls, and must complete with the defaults.
@@ -186,8 +213,10 @@ async fn a_failed_step_is_retried_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_mid_pipeline_resumes_without_replaying_a_mutation() {
     // "Crash" while the EKS control plane is being polled.
-    let dir = tempfile::tempdir().unwrap();
-    crash_at_and_resume(dir.path(), SimFaults::none(), "eks_cluster", &[StepPhase::Polling]).await;
+    for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+        eprintln!("on {store}");
+        crash_at_and_resume(dir.path(), SimFaults::none(), "eks_cluster", &[StepPhase::Polling]).await;
+    }
 }
 
 /// The new steps and pieces: a crash while `addon:vpc-cni` is being polled, and lost responses
@@ -196,59 +225,63 @@ async fn restart_mid_pipeline_resumes_without_replaying_a_mutation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vpc_cni_step_and_the_s3_endpoint_survive_a_restart_and_lost_responses() {
     use instantstart_core::provider::addon_version_at_least;
-    let dir = tempfile::tempdir().unwrap();
-    let faults = SimFaults::none()
-        .with("ec2:CreateVpc", FaultMode::LostResponse)
-        .with("eks:CreateAddon", FaultMode::LostResponse);
-    let (b, op) =
-        crash_at_and_resume(dir.path(), faults, "addon:vpc-cni", &[StepPhase::Submitted, StepPhase::Polling]).await;
-    let rec = b.store.get_cluster("demo").unwrap().unwrap();
-    let net = b.sim.describe_network("us-east-1", rec.vpc_id.as_deref().unwrap()).await.unwrap();
-    assert!(net.s3_endpoint_id.is_some(), "{net:#?}");
-    let cni = b.sim.describe_addon("us-east-1", "demo", "vpc-cni").await.unwrap().expect("vpc-cni add-on");
-    assert!(addon_version_at_least(&cni.version, "1.18.3"), "{cni:?}");
-    assert_eq!(op.step("addon:vpc-cni").unwrap().outputs["version"], cni.version.as_str());
+    for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+        eprintln!("on {store}");
+        let faults = SimFaults::none()
+            .with("ec2:CreateVpc", FaultMode::LostResponse)
+            .with("eks:CreateAddon", FaultMode::LostResponse);
+        let (b, op) =
+            crash_at_and_resume(dir.path(), faults, "addon:vpc-cni", &[StepPhase::Submitted, StepPhase::Polling]).await;
+        let rec = b.store.get_cluster("demo").unwrap().unwrap();
+        let net = b.sim.describe_network("us-east-1", rec.vpc_id.as_deref().unwrap()).await.unwrap();
+        assert!(net.s3_endpoint_id.is_some(), "{net:#?}");
+        let cni = b.sim.describe_addon("us-east-1", "demo", "vpc-cni").await.unwrap().expect("vpc-cni add-on");
+        assert!(addon_version_at_least(&cni.version, "1.18.3"), "{cni:?}");
+        assert_eq!(op.step("addon:vpc-cni").unwrap().outputs["version"], cni.version.as_str());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_found_submitting_after_a_crash_adopts_what_the_provider_already_did() {
-    let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
-    // A lost response: the bucket is created but the caller never hears back (like a crash
-    // right after the provider acted). The engine retries by observing first.
-    b.sim.set_faults(
-        SimFaults::none()
-            .with("s3:CreateBucket", FaultMode::LostResponse)
-            .with("eks:CreateCluster", FaultMode::LostResponse),
-    );
-    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
-    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_created_once(&b.sim);
+    for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+        eprintln!("on {store}");
+        let b = bed(dir.path(), 2000.0);
+        // A lost response: the bucket is created but the caller never hears back (like a crash
+        // right after the provider acted). The engine retries by observing first.
+        b.sim.set_faults(
+            SimFaults::none()
+                .with("s3:CreateBucket", FaultMode::LostResponse)
+                .with("eks:CreateCluster", FaultMode::LostResponse),
+        );
+        let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+        assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+        assert_created_once(&b.sim);
 
-    // A step left in `submitting` by a crash, whose resource exists: resume adopts it.
-    let s = b.engine.submit(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None).unwrap();
-    let deleted = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
-    assert_eq!(deleted.status, OperationStatus::Succeeded, "{deleted:#?}");
-    let before = b.sim.calls("s3:CreateBucket");
-    // The bucket was kept by the delete (user data). Record a new create whose bucket step
-    // crashed mid-submit: its resource exists already.
-    b.engine.abort_all();
-    let mut r = request("demo");
-    r["hyperpod"] = Value::Null;
-    let s = b.engine.submit(OperationKind::CreateCluster, &r, user(), None).unwrap();
-    b.engine.abort_all();
-    let _ = b.store.update_step(
-        &s.operation.id,
-        "bucket",
-        &StepUpdate { phase: Some(StepPhase::Submitting), attempts: Some(1), ..Default::default() },
-    );
-    drop(b);
-    let b = bed(dir.path(), 2000.0);
-    b.engine.resume_all().unwrap();
-    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
-    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_eq!(b.sim.calls("s3:CreateBucket"), before, "the existing bucket was adopted, not created again");
-    assert_eq!(op.step("bucket").unwrap().detail, None);
+        // A step left in `submitting` by a crash, whose resource exists: resume adopts it.
+        let s = b.engine.submit(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None).unwrap();
+        let deleted = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+        assert_eq!(deleted.status, OperationStatus::Succeeded, "{deleted:#?}");
+        let before = b.sim.calls("s3:CreateBucket");
+        // The bucket was kept by the delete (user data). Record a new create whose bucket step
+        // crashed mid-submit: its resource exists already.
+        b.engine.abort_all();
+        let mut r = request("demo");
+        r["hyperpod"] = Value::Null;
+        let s = b.engine.submit(OperationKind::CreateCluster, &r, user(), None).unwrap();
+        b.engine.abort_all();
+        let _ = b.store.update_step(
+            &s.operation.id,
+            "bucket",
+            &StepUpdate { phase: Some(StepPhase::Submitting), attempts: Some(1), ..Default::default() },
+        );
+        drop(b);
+        let b = bed(dir.path(), 2000.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+        assert_eq!(b.sim.calls("s3:CreateBucket"), before, "the existing bucket was adopted, not created again");
+        assert_eq!(op.step("bucket").unwrap().detail, None);
+    }
 }
 
 /// A server killed between `iam:CreateRole` and the attach/put calls after it leaves a role
@@ -467,49 +500,52 @@ async fn groups_run_the_uploaded_lifecycle_script() {
 /// PutObject reaches S3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lifecycle_script_is_put_once_across_a_kill_between_persist_and_put() {
-    let dir = tempfile::tempdir().unwrap();
-    let id = {
-        let b = bed(dir.path(), 400.0);
-        b.sim.set_faults(SimFaults::none().with(
-            "s3:PutObject",
-            FaultMode::Fail {
-                kind: ProviderErrorKind::Throttled,
-                message: "SlowDown: reduce your request rate".into(),
-            },
-        ));
-        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            let step = op.step("lifecycle_script").unwrap();
-            if step.phase == StepPhase::Submitting && step.detail.as_deref().is_some_and(|d| d.starts_with("retrying"))
-            {
-                break;
+    for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+        eprintln!("on {store}");
+        let id = {
+            let b = bed(dir.path(), 400.0);
+            b.sim.set_faults(SimFaults::none().with(
+                "s3:PutObject",
+                FaultMode::Fail {
+                    kind: ProviderErrorKind::Throttled,
+                    message: "SlowDown: reduce your request rate".into(),
+                },
+            ));
+            let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let op = b.engine.get(&s.operation.id).unwrap();
+                let step = op.step("lifecycle_script").unwrap();
+                if step.phase == StepPhase::Submitting
+                    && step.detail.as_deref().is_some_and(|d| d.starts_with("retrying"))
+                {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "lifecycle_script never reached submitting: {step:?}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            assert!(tokio::time::Instant::now() < deadline, "lifecycle_script never reached submitting: {step:?}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(b.sim.calls("s3:PutObject"), 0, "nothing reached S3 before the kill");
-        b.engine.abort_all();
-        s.operation.id
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 400.0);
-    assert_eq!(b.engine.resume_all().unwrap(), 1);
-    let op = b.engine.wait(&id, WAIT).await.unwrap();
-    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_eq!(b.sim.calls("s3:PutObject"), 1, "{:?}", b.sim.stats());
-    assert!(b.sim.calls("s3:HeadObject") >= 2, "observed before putting, polled after");
+            assert_eq!(b.sim.calls("s3:PutObject"), 0, "nothing reached S3 before the kill");
+            b.engine.abort_all();
+            s.operation.id
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = bed(dir.path(), 400.0);
+        assert_eq!(b.engine.resume_all().unwrap(), 1);
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+        assert_eq!(b.sim.calls("s3:PutObject"), 1, "{:?}", b.sim.stats());
+        assert!(b.sim.calls("s3:HeadObject") >= 2, "observed before putting, polled after");
 
-    // A lost PutObject response: the retry adopts the object instead of writing it again.
-    let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
-    b.sim.set_faults(SimFaults::none().with("s3:PutObject", FaultMode::LostResponse));
-    let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
-    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_eq!(b.sim.calls("s3:PutObject"), 1);
-    assert_eq!(op.step("lifecycle_script").unwrap().detail.as_deref(), None);
-    assert_created_once(&b.sim);
+        // A lost PutObject response: the retry adopts the object instead of writing it again.
+        let dir = tempfile::tempdir().unwrap();
+        let b = bed(dir.path(), 2000.0);
+        b.sim.set_faults(SimFaults::none().with("s3:PutObject", FaultMode::LostResponse));
+        let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+        assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+        assert_eq!(b.sim.calls("s3:PutObject"), 1);
+        assert_eq!(op.step("lifecycle_script").unwrap().detail.as_deref(), None);
+        assert_created_once(&b.sim);
+    }
 }
 
 /// Scaling a group sends it back as described — here a 1000 GB volume, stress checks and the
@@ -648,80 +684,85 @@ async fn training_operator_on_then_off_removes_exactly_what_on_created() {
 /// operator's identity steps run, or a response lost after EKS acted: nothing is created twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let b = bed(dir.path(), 2000.0);
-        let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
-        assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-        // Lost responses: the role and the association are made, the engine never hears back.
-        b.sim.set_faults(
-            SimFaults::none()
-                .with("iam:CreateRole", FaultMode::LostResponse)
-                .with("eks:CreatePodIdentityAssociation", FaultMode::LostResponse),
-        );
-        let on = set_training_operator(&b, true).await;
-        assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
-        b.sim.set_faults(SimFaults::none());
-        assert_eq!(operator_state(&b).await.1, 1);
-        // 1 S3 CSI association + 1 for the operator, whatever the retries.
-        assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 2, "{:?}", b.sim.stats());
-        let off = set_training_operator(&b, false).await;
-        assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
-        // Wait until the add-on's deletion finished, so the operator can be switched on again.
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while operator_state(&b).await.2 {
-            assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-    // Kill at each new step: abort when that step was reached, resume in a new engine.
-    for (round, key) in
-        ["training_operator_role", "training_operator_identity", "addon:amazon-sagemaker-hyperpod-training-operator"]
-            .into_iter()
-            .enumerate()
-    {
-        let id = {
+    for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+        eprintln!("on {store}");
+        {
             let b = bed(dir.path(), 2000.0);
-            use instantstart_core::engine::Outcome;
-            let request = json!({ "cluster": "demo", "patch": { "training_operator": true } });
-            let Outcome::Submitted(s) =
-                b.engine.submit_checked(OperationKind::SetFeatures, &request, user(), None).await.unwrap()
-            else {
-                panic!("a change");
-            };
+            let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+            assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+            // Lost responses: the role and the association are made, the engine never hears back.
+            b.sim.set_faults(
+                SimFaults::none()
+                    .with("iam:CreateRole", FaultMode::LostResponse)
+                    .with("eks:CreatePodIdentityAssociation", FaultMode::LostResponse),
+            );
+            let on = set_training_operator(&b, true).await;
+            assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
+            b.sim.set_faults(SimFaults::none());
+            assert_eq!(operator_state(&b).await.1, 1);
+            // 1 S3 CSI association + 1 for the operator, whatever the retries.
+            assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 2, "{:?}", b.sim.stats());
+            let off = set_training_operator(&b, false).await;
+            assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
+            // Wait until the add-on's deletion finished, so the operator can be switched on again.
             let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
-                if op.step(key).unwrap().phase != StepPhase::Pending || op.status.is_terminal() {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{key} never started");
-                tokio::time::sleep(Duration::from_millis(1)).await;
+            while operator_state(&b).await.2 {
+                assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            b.engine.abort_all();
-            s.operation.id
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let b = bed(dir.path(), 2000.0);
-        b.engine.resume_all().unwrap();
-        let op = b.engine.wait(&id, WAIT).await.unwrap();
-        assert_eq!(op.status, OperationStatus::Succeeded, "round {round} ({key}): {op:#?}");
-        let (role, assoc, addon) = operator_state(&b).await;
-        assert!(role.is_some() && assoc == 1 && addon, "round {round} ({key})");
-        // Each round created exactly one role and one association (the first round's two
-        // associations: S3 CSI + the operator's first ON).
-        assert_eq!(
-            b.sim.calls("eks:CreatePodIdentityAssociation"),
-            3 + round as u64,
-            "round {round}: {:?}",
-            b.sim.stats()
-        );
-        let off = set_training_operator(&b, false).await;
-        assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while operator_state(&b).await.2 {
-            assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Kill at each new step: abort when that step was reached, resume in a new engine.
+        for (round, key) in [
+            "training_operator_role",
+            "training_operator_identity",
+            "addon:amazon-sagemaker-hyperpod-training-operator",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = {
+                let b = bed(dir.path(), 2000.0);
+                use instantstart_core::engine::Outcome;
+                let request = json!({ "cluster": "demo", "patch": { "training_operator": true } });
+                let Outcome::Submitted(s) =
+                    b.engine.submit_checked(OperationKind::SetFeatures, &request, user(), None).await.unwrap()
+                else {
+                    panic!("a change");
+                };
+                let deadline = tokio::time::Instant::now() + WAIT;
+                loop {
+                    let op = b.engine.get(&s.operation.id).unwrap();
+                    if op.step(key).unwrap().phase != StepPhase::Pending || op.status.is_terminal() {
+                        break;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{key} never started");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                b.engine.abort_all();
+                s.operation.id
+            };
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let b = bed(dir.path(), 2000.0);
+            b.engine.resume_all().unwrap();
+            let op = b.engine.wait(&id, WAIT).await.unwrap();
+            assert_eq!(op.status, OperationStatus::Succeeded, "round {round} ({key}): {op:#?}");
+            let (role, assoc, addon) = operator_state(&b).await;
+            assert!(role.is_some() && assoc == 1 && addon, "round {round} ({key})");
+            // Each round created exactly one role and one association (the first round's two
+            // associations: S3 CSI + the operator's first ON).
+            assert_eq!(
+                b.sim.calls("eks:CreatePodIdentityAssociation"),
+                3 + round as u64,
+                "round {round}: {:?}",
+                b.sim.stats()
+            );
+            let off = set_training_operator(&b, false).await;
+            assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while operator_state(&b).await.2 {
+                assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
         }
     }
 }
@@ -900,37 +941,41 @@ async fn a_failed_addon_that_is_not_ours_is_left_alone() {
 async fn a_restart_while_a_failed_addon_is_replaced_creates_nothing_twice() {
     use instantstart_core::workflow::steps::ADDON_REPLACEMENT;
     for kill_at in [ADDON_REPLACEMENT, "eks-addon"] {
-        let dir = tempfile::tempdir().unwrap();
-        let id = {
-            let b = bed(dir.path(), 2000.0);
-            b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")));
-            let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
-            assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
-            b.sim.set_faults(SimFaults::none());
-            b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let step = b.engine.get(&op.id).unwrap().step("addon:vpc-cni").unwrap().clone();
-                if matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
-                    && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
-                {
-                    break;
+        for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+            eprintln!("on {store}");
+            let id = {
+                let b = bed(dir.path(), 2000.0);
+                b.sim.set_faults(
+                    SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")),
+                );
+                let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+                assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
+                b.sim.set_faults(SimFaults::none());
+                b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
+                let deadline = tokio::time::Instant::now() + WAIT;
+                loop {
+                    let step = b.engine.get(&op.id).unwrap().step("addon:vpc-cni").unwrap().clone();
+                    if matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
+                        && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
+                    {
+                        break;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{kill_at}: never reached: {step:?}");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at}: never reached: {step:?}");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
-            b.sim.flush().unwrap();
-            op.id
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path(), 2000.0);
-        b.engine.resume_all().unwrap();
-        let op = b.engine.wait(&id, WAIT).await.unwrap();
-        let step = op.step("addon:vpc-cni").unwrap();
-        assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{kill_at}: {step:?}");
-        assert_eq!(b.sim.calls("eks:DeleteAddon"), 1, "{kill_at}");
-        assert_eq!(b.sim.calls("eks:CreateAddon"), 4, "{kill_at}: three failed creates, one replacement");
+                b.engine.abort_all();
+                b.sim.flush().unwrap();
+                op.id
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let b = bed(dir.path(), 2000.0);
+            b.engine.resume_all().unwrap();
+            let op = b.engine.wait(&id, WAIT).await.unwrap();
+            let step = op.step("addon:vpc-cni").unwrap();
+            assert_eq!((step.phase, step.attempts), (StepPhase::Succeeded, 2), "{kill_at}: {step:?}");
+            assert_eq!(b.sim.calls("eks:DeleteAddon"), 1, "{kill_at}");
+            assert_eq!(b.sim.calls("eks:CreateAddon"), 4, "{kill_at}: three failed creates, one replacement");
+        }
     }
 }
 
@@ -1053,7 +1098,7 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
 
 fn helm_bed(dir: &Path, speed: f64) -> Bed {
     let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let store = open_store(dir);
     let workflows = workflow::all_with_helm(
         Arc::new(sim.clone()),
         Arc::new(sim.clone()),
@@ -1192,45 +1237,47 @@ async fn import_reconciles_dependencies_mounts_the_bucket_and_delete_removes_onl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_mid_import_creates_nothing_twice() {
     for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
-        let dir = tempfile::tempdir().unwrap();
-        let import =
-            json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
-        let id = {
-            let b = helm_bed(dir.path(), 2000.0);
-            seed_legacy(&b.sim).await;
-            let s = match b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap() {
-                instantstart_core::engine::Outcome::Submitted(s) => s,
-                other => panic!("{other:?}"),
-            };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
-                let phase = op.step("addon:eks-pod-identity-agent").unwrap().phase;
-                if phase == kill_at || phase == StepPhase::Succeeded {
-                    break;
+        for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+            eprintln!("on {store}");
+            let import = json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
+            let id = {
+                let b = helm_bed(dir.path(), 2000.0);
+                seed_legacy(&b.sim).await;
+                let s =
+                    match b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap() {
+                        instantstart_core::engine::Outcome::Submitted(s) => s,
+                        other => panic!("{other:?}"),
+                    };
+                let deadline = tokio::time::Instant::now() + WAIT;
+                loop {
+                    let op = b.engine.get(&s.operation.id).unwrap();
+                    let phase = op.step("addon:eks-pod-identity-agent").unwrap().phase;
+                    if phase == kill_at || phase == StepPhase::Succeeded {
+                        break;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
-            b.sim.flush().unwrap();
-            s.operation.id
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = helm_bed(dir.path(), 2000.0);
-        b.engine.resume_all().unwrap();
-        let op = b.engine.wait(&id, WAIT).await.unwrap();
-        assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
-        // Their cert-manager (seeded), then vpc-cni, the agent and the S3 CSI driver, each once.
-        assert_eq!(b.sim.calls("eks:CreateAddon"), 1 + 3, "{kill_at:?}");
-        assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 1, "{kill_at:?}");
-        assert_eq!(
-            b.sim.calls("iam:CreateRole"),
-            2,
-            "{kill_at:?}: the S3 CSI driver's and the load balancer controller's roles"
-        );
-        assert_eq!(b.sim.calls("s3:CreateBucket"), 1, "{kill_at:?}");
-        assert_eq!(b.sim.calls("eks:CreateAccessEntry"), 1, "{kill_at:?}");
+                b.engine.abort_all();
+                b.sim.flush().unwrap();
+                s.operation.id
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let b = helm_bed(dir.path(), 2000.0);
+            b.engine.resume_all().unwrap();
+            let op = b.engine.wait(&id, WAIT).await.unwrap();
+            assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
+            // Their cert-manager (seeded), then vpc-cni, the agent and the S3 CSI driver, each once.
+            assert_eq!(b.sim.calls("eks:CreateAddon"), 1 + 3, "{kill_at:?}");
+            assert_eq!(b.sim.calls("eks:CreatePodIdentityAssociation"), 1, "{kill_at:?}");
+            assert_eq!(
+                b.sim.calls("iam:CreateRole"),
+                2,
+                "{kill_at:?}: the S3 CSI driver's and the load balancer controller's roles"
+            );
+            assert_eq!(b.sim.calls("s3:CreateBucket"), 1, "{kill_at:?}");
+            assert_eq!(b.sim.calls("eks:CreateAccessEntry"), 1, "{kill_at:?}");
+        }
     }
 }
 
@@ -1327,19 +1374,21 @@ async fn a_group_added_to_an_imported_cluster_uses_the_clusters_own_role_and_sec
 /// while the NAT gateway is awaited resumes polling and creates nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_plane_starts_before_the_nat_gateway_and_a_restart_while_it_waits_creates_nothing_twice() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_b, op) = crash_at_and_resume(dir.path(), SimFaults::none(), "nat_gateway", &[StepPhase::Polling]).await;
-    let (vpc, nat, eks, hp) = (
-        op.step("vpc").unwrap(),
-        op.step("nat_gateway").unwrap(),
-        op.step("eks_cluster").unwrap(),
-        op.step("hyperpod_cluster").unwrap(),
-    );
-    assert!(eks.started_at.unwrap() < nat.finished_at.unwrap(), "EKS waited for the NAT gateway: {op:#?}");
-    assert!(eks.started_at.unwrap() >= vpc.finished_at.unwrap());
-    assert!(hp.started_at.unwrap() >= nat.finished_at.unwrap());
-    assert_eq!(nat.outputs["nat_gateway"], "available");
-    assert_eq!(nat.outputs["vpc_id"], vpc.outputs["vpc_id"]);
+    for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
+        eprintln!("on {store}");
+        let (_b, op) = crash_at_and_resume(dir.path(), SimFaults::none(), "nat_gateway", &[StepPhase::Polling]).await;
+        let (vpc, nat, eks, hp) = (
+            op.step("vpc").unwrap(),
+            op.step("nat_gateway").unwrap(),
+            op.step("eks_cluster").unwrap(),
+            op.step("hyperpod_cluster").unwrap(),
+        );
+        assert!(eks.started_at.unwrap() < nat.finished_at.unwrap(), "EKS waited for the NAT gateway: {op:#?}");
+        assert!(eks.started_at.unwrap() >= vpc.finished_at.unwrap());
+        assert!(hp.started_at.unwrap() >= nat.finished_at.unwrap());
+        assert_eq!(nat.outputs["nat_gateway"], "available");
+        assert_eq!(nat.outputs["vpc_id"], vpc.outputs["vpc_id"]);
+    }
 }
 
 /// An operation recorded before the network was split has one `network` step, and the steps

@@ -2,7 +2,8 @@
 //! have) sharing one simulated cloud and one store — a SQLite file, and a PostgreSQL database
 //! the tests start (the store suite's `common` module) — drive a create pipeline:
 //! - replica A is killed mid-pipeline (its tasks dropped, its lease not released): B takes the
-//!   operation over once the lease lapses and completes it, creating every resource once;
+//!   operation over once the lease lapses (an `operation.takeover` audit entry names both) and
+//!   completes it, creating every resource once;
 //! - replica A stalls (its renewals stop): it stops driving by itself before its lease can
 //!   lapse, makes no provider call afterwards, and its stale lease is fenced once B took over;
 //! - live streams: a subscriber of replica B sees every phase change of an operation driven by
@@ -124,6 +125,23 @@ async fn a_killed_replicas_operation_is_taken_over_after_the_ttl_and_creates_eve
         assert_eq!(last.replica, "replica-b", "{name}: B took over");
         assert!(last.token > killed.token, "{name}: with a newer token");
         assert_created_once(name, &sim);
+        // The audit log records the takeover: who took it from whom, with which tokens.
+        let takeovers: Vec<_> = handles[1]
+            .list_audit(Some(&op.target), 100)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.action == "operation.takeover")
+            .collect();
+        assert_eq!(takeovers.len(), 1, "{name}: {takeovers:?}");
+        let t = &takeovers[0];
+        assert_eq!((t.actor.face, t.actor.principal.as_str()), (Face::System, "replica:replica-b"), "{name}");
+        assert_eq!(t.operation_id.as_ref(), Some(&id), "{name}");
+        assert_eq!(
+            (&t.detail["previous_replica"], &t.detail["previous_token"], &t.detail["replica"]),
+            (&json!("replica-a"), &json!(killed.token), &json!("replica-b")),
+            "{name}: {t:?}"
+        );
+        assert!(t.detail["token"].as_u64().unwrap() > killed.token, "{name}: {t:?}");
         // A's lease is fenced for good.
         let stale = handles[0].update_step_fenced(&killed, "eks_cluster", &StepUpdate::default());
         assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{name}: {stale:?}");

@@ -76,6 +76,27 @@ async fn two_clouds_on_one_store_see_one_account_and_one_clock() {
     }
 }
 
+#[test]
+fn a_lock_held_by_a_paused_process_is_released_by_the_database_and_its_commit_changes_nothing() {
+    let Some(server) = common::pg_server() else { return };
+    let url = server.create_database();
+    let (a, b) = (PostgresWorldStore::connect(&url).unwrap(), PostgresWorldStore::connect(&url).unwrap());
+    let (before, held) = a.lock(0).unwrap();
+    // A holds the world and stops acting (its process paused): B gets it once the server ended
+    // A's idle session, not never.
+    let started = std::time::Instant::now();
+    let (snapshot, lock) = b.lock(before.version).unwrap();
+    let waited = started.elapsed();
+    let bound = Duration::from_millis(instantstart_sim::world_store::IDLE_IN_TRANSACTION_TIMEOUT_MS);
+    assert!(waited >= bound / 2 && waited < bound * 3, "B waited {waited:?} (bound {bound:?})");
+    assert_eq!(snapshot.version, before.version);
+    let after = lock.commit(Some(b"by b".to_vec())).unwrap();
+    // A wakes up: its commit fails and the world stays B's.
+    assert!(held.commit(Some(b"stale by a".to_vec())).is_err(), "the paused holder's commit is refused");
+    let now = b.peek(0).unwrap();
+    assert_eq!((now.version, now.body.as_deref()), (after, Some(&b"by b"[..])));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_mutations_through_two_clouds_are_all_kept() {
     const EACH: usize = 20;

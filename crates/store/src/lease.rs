@@ -8,6 +8,9 @@
 //!   replica holds it already (a restarted replica); every acquisition grows the token by one.
 //! - A fenced call passes only with the current token and holder, before the expiry, on a
 //!   running operation; anything else is [`StoreError::Fenced`] naming what moved on.
+//! - A fenced publication (the change feed) passes while the token and holder are the newest
+//!   grant, even expired or after the operation ended: refused only once another replica took
+//!   the lease.
 //! - Times are microseconds since the Unix epoch on the store's clock (the PostgreSQL store
 //!   passes the database server's clock, so replicas' clocks need not agree).
 
@@ -100,6 +103,25 @@ pub(crate) fn check(
     Ok(())
 }
 
+/// Whether `lease` is still the operation's newest grant (same token and holder), whatever
+/// its expiry and the operation's status: the check before a fenced publication, which may
+/// follow the driver's last write (the final status, after which the operation is no longer
+/// running) and is refused only once another replica took the lease.
+pub(crate) fn check_holder(lease: &Lease, row: Option<&LeaseRow>) -> Result<(), StoreError> {
+    let token = i64::try_from(lease.token).unwrap_or(-1);
+    match row {
+        Some(r) if r.token == token && r.replica == lease.replica => Ok(()),
+        Some(r) => Err(StoreError::Fenced {
+            operation: lease.operation_id.clone(),
+            reason: format!("its lease moved on to replica {} (token {} replaces {})", r.replica, r.token, lease.token),
+        }),
+        None => Err(StoreError::Fenced {
+            operation: lease.operation_id.clone(),
+            reason: format!("lease token {} was never granted", lease.token),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +151,32 @@ mod tests {
             );
         }
         assert!(matches!(acquire(&id, None, None, "a", 0), Err(StoreError::NotFound { .. })));
+    }
+
+    #[test]
+    fn publication_rules() {
+        let lease = Lease {
+            operation_id: OperationId("op-1".into()),
+            replica: "a".into(),
+            token: 3,
+            expires_at: DateTime::from_timestamp_micros(20).unwrap(),
+        };
+        // (row, allowed): expiry (0 = released) does not matter, the newest grant does.
+        let cases = [
+            (Some(row("a", 3, 20)), true),
+            (Some(row("a", 3, 0)), true),
+            (Some(row("a", 3, 5)), true),
+            (Some(row("b", 4, 20)), false),
+            (Some(row("a", 4, 20)), false),
+            (None, false),
+        ];
+        for (r, allowed) in cases {
+            let got = check_holder(&lease, r.as_ref());
+            assert_eq!(got.is_ok(), allowed, "{r:?}: {got:?}");
+            if let Err(e) = got {
+                assert!(matches!(e, StoreError::Fenced { .. }), "{e}");
+            }
+        }
     }
 
     #[test]

@@ -429,6 +429,22 @@ fn check_fence(tx: &mut Transaction<'_>, held: &Lease) -> Result<(), StoreError>
     lease::check(held, status.as_deref(), row.as_ref(), now)
 }
 
+/// Appends one change to the feed, prunes the oldest beyond [`CHANGE_FEED_KEEP`] and wakes the
+/// other replicas' relays (`NOTIFY`, delivered at commit).
+fn insert_change(tx: &mut Transaction<'_>, replica: &str, id: &str, json: &str) -> Result<u64, StoreError> {
+    let row = tx
+        .query_one(
+            "INSERT INTO operation_changes (replica, operation_id, operation) VALUES ($1, $2, $3) RETURNING seq",
+            &[&replica, &id, &json],
+        )
+        .ctx("insert change")?;
+    let seq: i64 = col(&row, 0)?;
+    let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
+    tx.execute("DELETE FROM operation_changes WHERE seq <= $1", &[&(seq - keep)]).ctx("prune changes")?;
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, &seq.to_string()]).ctx("notify")?;
+    u64_from_sql("operation_changes.seq", seq)
+}
+
 /// Writes the lease row of `id`.
 fn put_lease(tx: &mut Transaction<'_>, id: &OperationId, row: &LeaseRow) -> Result<(), StoreError> {
     tx.execute(
@@ -909,19 +925,16 @@ impl Store for PostgresStore {
     fn publish_change(&self, replica: &str, operation: &Operation) -> Result<u64, StoreError> {
         let json = to_json("operation_changes.operation", operation)?;
         let (replica, id) = (replica.to_string(), operation.id.0.clone());
-        self.write("publish change", move |tx| {
-            let row = tx
-                .query_one(
-                    "INSERT INTO operation_changes (replica, operation_id, operation) VALUES ($1, $2, $3) RETURNING seq",
-                    &[&replica, &id, &json],
-                )
-                .ctx("insert change")?;
-            let seq: i64 = col(&row, 0)?;
-            let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
-            tx.execute("DELETE FROM operation_changes WHERE seq <= $1", &[&(seq - keep)]).ctx("prune changes")?;
-            // Wakes the other replicas' relays (delivered at commit).
-            tx.execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, &seq.to_string()]).ctx("notify")?;
-            u64_from_sql("operation_changes.seq", seq)
+        self.write("publish change", move |tx| insert_change(tx, &replica, &id, &json))
+    }
+
+    fn publish_change_fenced(&self, held: &Lease, operation: &Operation) -> Result<u64, StoreError> {
+        let json = to_json("operation_changes.operation", operation)?;
+        let (held, id) = (held.clone(), operation.id.0.clone());
+        self.write("publish change (fenced)", move |tx| {
+            let (_, row) = lease_state(tx, &held.operation_id)?;
+            lease::check_holder(&held, row.as_ref())?;
+            insert_change(tx, &held.replica, &id, &json)
         })
     }
 

@@ -580,6 +580,19 @@ fn check_fence(tx: &Transaction<'_>, lease: &Lease) -> Result<(), StoreError> {
     lease::check(lease, status.as_deref(), row.as_ref(), lease::micros(Utc::now()))
 }
 
+/// Appends one change to the feed and prunes the oldest beyond [`CHANGE_FEED_KEEP`].
+fn insert_change(tx: &Transaction<'_>, replica: &str, operation: &Operation, json: &str) -> Result<u64, StoreError> {
+    tx.execute(
+        "INSERT INTO operation_changes (replica, operation_id, operation) VALUES (?1, ?2, ?3)",
+        params![replica, operation.id.0, json],
+    )
+    .ctx("insert change")?;
+    let seq = tx.last_insert_rowid();
+    let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
+    tx.execute("DELETE FROM operation_changes WHERE seq <= ?1", [seq - keep]).ctx("prune changes")?;
+    u64_from_sql("operation_changes.seq", seq)
+}
+
 /// Writes the lease row of `id`.
 fn put_lease(tx: &Transaction<'_>, id: &OperationId, row: &LeaseRow) -> Result<(), StoreError> {
     tx.execute(
@@ -1009,16 +1022,15 @@ impl Store for SqliteStore {
 
     fn publish_change(&self, replica: &str, operation: &Operation) -> Result<u64, StoreError> {
         let json = to_json("operation_changes.operation", operation)?;
-        self.write("publish change", |tx| {
-            tx.execute(
-                "INSERT INTO operation_changes (replica, operation_id, operation) VALUES (?1, ?2, ?3)",
-                params![replica, operation.id.0, json],
-            )
-            .ctx("insert change")?;
-            let seq = tx.last_insert_rowid();
-            let keep = i64::try_from(CHANGE_FEED_KEEP).unwrap_or(i64::MAX);
-            tx.execute("DELETE FROM operation_changes WHERE seq <= ?1", [seq - keep]).ctx("prune changes")?;
-            u64_from_sql("operation_changes.seq", seq)
+        self.write("publish change", |tx| insert_change(tx, replica, operation, &json))
+    }
+
+    fn publish_change_fenced(&self, held: &Lease, operation: &Operation) -> Result<u64, StoreError> {
+        let json = to_json("operation_changes.operation", operation)?;
+        self.write("publish change (fenced)", |tx| {
+            let (_, row) = lease_state(tx, &held.operation_id)?;
+            lease::check_holder(held, row.as_ref())?;
+            insert_change(tx, &held.replica, operation, &json)
         })
     }
 

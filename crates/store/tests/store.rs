@@ -724,6 +724,41 @@ fn the_change_feed_is_read_back_in_order_by_every_handle_from_any_point() {
 }
 
 #[test]
+fn a_fenced_publication_passes_for_the_newest_grant_and_is_refused_once_another_replica_took_it() {
+    for (name, handles, _guard) in shared_backends() {
+        let (a, b) = (handles[0].as_ref(), handles[1].as_ref());
+        let op = insert_new(a, new_op("cluster/feed-fence", None, json!({})));
+        let held = a.acquire_lease(&op.id, "replica-a", StdDuration::from_millis(300)).unwrap().unwrap();
+        let state = a.get_operation(&op.id).unwrap().unwrap();
+        let first = a.publish_change_fenced(&held, &state).unwrap();
+        // Expired but not taken: A's last write is still the newest state, published.
+        std::thread::sleep(StdDuration::from_millis(400));
+        let second = a.publish_change_fenced(&held, &state).unwrap();
+        assert!(second > first, "{name}");
+        // B takes over and publishes; A, waking up, publishes nothing after it.
+        let took = b.acquire_lease(&op.id, "replica-b", TTL).unwrap().expect("expired lease");
+        let by_b = b.publish_change_fenced(&took, &state).unwrap();
+        let reason = fenced(a.publish_change_fenced(&held, &state));
+        assert!(reason.contains("moved on to replica replica-b"), "{name}: {reason}");
+        let feed: Vec<(u64, String)> =
+            b.changes_since(0, 100).unwrap().into_iter().map(|c| (c.seq, c.replica)).collect();
+        assert_eq!(
+            feed,
+            vec![(first, "replica-a".into()), (second, "replica-a".into()), (by_b, "replica-b".into())],
+            "{name}"
+        );
+        // B's publication of its final state passes after the operation ended and B released.
+        b.set_operation_status_fenced(&took, OperationStatus::Succeeded, None).unwrap();
+        b.release_lease(&took).unwrap();
+        assert!(b.publish_change_fenced(&took, &state).unwrap() > by_b, "{name}");
+        // A lease never granted publishes nothing.
+        let other = insert_new(a, new_op("cluster/feed-fence-2", None, json!({})));
+        let invented = Lease { operation_id: other.id.clone(), ..held.clone() };
+        assert!(fenced(a.publish_change_fenced(&invented, &state)).contains("never granted"), "{name}");
+    }
+}
+
+#[test]
 fn two_replicas_acquiring_at_once_get_one_lease() {
     for (name, handles, _guard) in shared_backends() {
         let op = insert_new(handles[0].as_ref(), new_op("cluster/race", None, json!({})));

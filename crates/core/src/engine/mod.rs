@@ -30,7 +30,10 @@
 //!   [`EngineConfig::lease_ttl`] and before every submission, and writes every phase with its
 //!   fencing token. When a write or renewal is fenced, or the lease may have lapsed by the
 //!   local clock (checked before every provider call), the driver stops at once and records
-//!   nothing more. [`Engine::start_lease_sweep`] resumes operations whose lease lapsed.
+//!   nothing more. [`Engine::start_lease_sweep`] resumes operations whose lease lapsed; taking
+//!   over another replica's lapsed lease is recorded in the audit log (`operation.takeover`,
+//!   both replicas and tokens) and publishes the operation's state again, so a follower sees a
+//!   phase the stopped driver wrote but did not publish.
 //!
 //! # Caveats
 //! - Cancelling stops the operation between provider calls; it does not roll back what was
@@ -811,12 +814,23 @@ impl Engine {
         let inner = self.inner.clone();
         self.inner.tasks.lock().expect("lock").spawn(async move {
             loop {
+                // The lease as it was before this replica asks for it: when another replica
+                // held it and it lapsed (not released), acquiring it is a takeover.
+                let mut previous = None;
                 let acquired = match lease.take() {
                     Some(l) => Ok(Some(l)),
-                    None => inner.store.acquire_lease(&id, &inner.replica, inner.config.lease_ttl),
+                    None => {
+                        previous = inner.store.get_lease(&id).ok().flatten();
+                        inner.store.acquire_lease(&id, &inner.replica, inner.config.lease_ttl)
+                    }
                 };
                 let held = match acquired {
-                    Ok(Some(l)) => l,
+                    Ok(Some(l)) => {
+                        if let Some(p) = previous.filter(|p| is_takeover(p, &l)) {
+                            record_takeover(&inner, &id, &p, &l);
+                        }
+                        l
+                    }
                     Ok(None) => {
                         tracing::debug!(operation = %id, "another replica drives the operation (or it ended)");
                         inner.running.lock().expect("lock").remove(&id);
@@ -894,6 +908,46 @@ impl LeaseGuard {
     }
 }
 
+/// Whether acquiring `held` took the lease over from `previous`, another replica's lease that
+/// lapsed (a released lease has expiry 0: its driver finished; the same replica resumes its own).
+fn is_takeover(previous: &Lease, held: &Lease) -> bool {
+    previous.replica != held.replica && previous.expires_at.timestamp_micros() > 0 && held.token > previous.token
+}
+
+/// Records that this replica took `id` over from the replica whose lease lapsed: an
+/// `operation.takeover` audit entry naming both replicas and fencing tokens (every write of the
+/// old holder after this point is refused), and the operation's state published again, so a
+/// follower sees a phase the old driver wrote but was stopped before publishing.
+fn record_takeover(inner: &Inner, id: &OperationId, previous: &Lease, held: &Lease) {
+    tracing::info!(operation = %id, replica = %held.replica, token = held.token, previous = %previous.replica, "took over the operation's lapsed lease");
+    let op = match inner.store.get_operation(id) {
+        Ok(Some(op)) => op,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(operation = %id, error = %e, "reading the operation taken over failed");
+            return;
+        }
+    };
+    let entry = AuditEntry {
+        at: Utc::now(),
+        actor: Actor { face: crate::operation::Face::System, principal: format!("replica:{}", held.replica) },
+        action: "operation.takeover".into(),
+        target: op.target.clone(),
+        operation_id: Some(id.clone()),
+        detail: serde_json::json!({
+            "replica": held.replica,
+            "token": held.token,
+            "previous_replica": previous.replica,
+            "previous_token": previous.token,
+            "previous_expires_at": previous.expires_at,
+        }),
+    };
+    if let Err(e) = inner.store.append_audit(&entry) {
+        tracing::warn!(operation = %id, error = %e, "recording the takeover in the audit log failed");
+    }
+    emit_fenced(inner, held, &op, None);
+}
+
 fn lapsed(lease: &Lease, reason: &str) -> EngineError {
     EngineError::Store(StoreError::Fenced { operation: lease.operation_id.clone(), reason: reason.into() })
 }
@@ -954,6 +1008,25 @@ fn emit(inner: &Inner, op: &Operation, step: Option<&str>) {
         && let Err(e) = inner.store.publish_change(&inner.replica, op)
     {
         tracing::warn!(operation = %op.id, error = %e, "publishing the change for other replicas failed");
+    }
+    broadcast_change(inner, op, step);
+}
+
+/// [`emit`] by the driver holding `lease`: the publication is fenced too
+/// ([`Store::publish_change_fenced`]), so a driver that paused between its write and this call
+/// and lost the lease meanwhile publishes nothing, to other replicas or its own followers.
+fn emit_fenced(inner: &Inner, lease: &Lease, op: &Operation, step: Option<&str>) {
+    if inner.publishing.load(std::sync::atomic::Ordering::SeqCst) {
+        match inner.store.publish_change_fenced(lease, op) {
+            Ok(_) => {}
+            Err(e @ StoreError::Fenced { .. }) => {
+                tracing::warn!(operation = %op.id, replica = %inner.replica, error = %e, "not publishing a change: the lease moved on");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(operation = %op.id, error = %e, "publishing the change for other replicas failed")
+            }
+        }
     }
     broadcast_change(inner, op, step);
 }
@@ -1040,7 +1113,7 @@ fn mark_stopped_operation_failed(
         inner.store.set_operation_status_fenced(&g.lease, OperationStatus::Failed, Some(reason))?;
     }
     if let Some(op) = inner.store.get_operation(id)? {
-        emit(inner, &op, None);
+        emit_fenced(inner, &g.lease, &op, None);
     }
     Ok(())
 }
@@ -1062,7 +1135,10 @@ fn finish_cancelled(inner: &Inner, lease: Option<&Lease>, id: &OperationId) -> R
         None => inner.store.set_operation_status(id, OperationStatus::Cancelled, Some("cancelled"))?,
     }
     if let Some(op) = inner.store.get_operation(id)? {
-        emit(inner, &op, None);
+        match lease {
+            Some(l) => emit_fenced(inner, l, &op, None),
+            None => emit(inner, &op, None),
+        }
     }
     Ok(())
 }
@@ -1127,7 +1203,7 @@ async fn run_operation(
             };
             inner.store.set_operation_status_fenced(&g.lease, status, error.as_deref())?;
             if let Some(op) = inner.store.get_operation(id)? {
-                emit(inner, &op, None);
+                emit_fenced(inner, &g.lease, &op, None);
             }
             return Ok(());
         }
@@ -1183,7 +1259,7 @@ fn fail_step(inner: &Inner, g: &LeaseGuard, id: &OperationId, key: &str, reason:
 fn persist(inner: &Inner, g: &LeaseGuard, id: &OperationId, key: &str, update: StepUpdate) -> Result<(), EngineError> {
     inner.store.update_step_fenced(&g.lease, key, &update)?;
     if let Some(op) = inner.store.get_operation(id)? {
-        emit(inner, &op, Some(key));
+        emit_fenced(inner, &g.lease, &op, Some(key));
     }
     Ok(())
 }
@@ -1430,6 +1506,29 @@ pub fn audit(store: &dyn Store, actor: Actor, action: &str, target: &str, detail
 mod tests {
     use super::*;
     use crate::provider::ProviderErrorKind;
+
+    #[test]
+    fn a_takeover_is_acquiring_another_replicas_lapsed_lease() {
+        let lease = |replica: &str, token: u64, expires_us: i64| Lease {
+            operation_id: OperationId("op-1".into()),
+            replica: replica.into(),
+            token,
+            expires_at: chrono::DateTime::from_timestamp_micros(expires_us).unwrap(),
+        };
+        // (previous, held, takeover)
+        let cases = [
+            (lease("a", 3, 1_000), lease("b", 4, 2_000), true),
+            // Released by a driver that finished: a retry elsewhere is no takeover.
+            (lease("a", 3, 0), lease("b", 4, 2_000), false),
+            // A restarted replica taking its own lease back.
+            (lease("a", 3, 1_000), lease("a", 4, 2_000), false),
+            // Not a newer grant (defensive).
+            (lease("a", 3, 1_000), lease("b", 3, 2_000), false),
+        ];
+        for (previous, held, want) in cases {
+            assert_eq!(is_takeover(&previous, &held), want, "{previous:?} -> {held:?}");
+        }
+    }
 
     #[test]
     fn step_tokens_are_stable_and_distinct() {

@@ -16,6 +16,8 @@
 //!   thread per handle owns the connection, reconnecting after it breaks; calls on one handle
 //!   are serialized, as the simulator's own mutex serializes them anyway.
 //! - [`Snapshot::now`] is the database server's `clock_timestamp()`.
+//! - A lock whose holder stops acting (its process paused) is released by the server after
+//!   [`IDLE_IN_TRANSACTION_TIMEOUT_MS`]; the holder's commit then fails and changes nothing.
 
 use super::{Snapshot, WorldLock, WorldStore, WorldStoreError};
 use ::postgres::{Client, Config, NoTls, Transaction};
@@ -23,6 +25,11 @@ use chrono::{DateTime, Utc};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::time::Duration;
+
+/// How long (ms) a connection may sit idle holding the world's row lock before the server ends
+/// its session and the lock is released: a paused holder cannot stall the other replicas for
+/// longer (the store's connections use the same bound).
+pub const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 2_000;
 
 /// How long connecting may take when the URL does not say.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -153,6 +160,12 @@ impl Connection {
         if self.client.is_none() {
             let mut client = self.config.connect(NoTls).map_err(|e| err("connect to PostgreSQL", e))?;
             client.batch_execute("SET synchronous_commit = on").map_err(|e| err("set synchronous_commit", e))?;
+            // A process paused while it holds the world (a long GC, SIGSTOP) would stall every
+            // replica's simulated calls: the server ends the session after this long idle in
+            // the transaction, which rolls back (a call holds it for microseconds of work).
+            client
+                .batch_execute(&format!("SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_TIMEOUT_MS}"))
+                .map_err(|e| err("set idle_in_transaction_session_timeout", e))?;
             self.client = Some(client);
         }
         self.client.as_mut().ok_or_else(|| WorldStoreError("no PostgreSQL connection".into()))

@@ -13,6 +13,8 @@
 //!   connection dropped (whatever transaction it had open is rolled back by the server) and its
 //!   caller gets a [`StoreError::Backend`], not a panic.
 //! - Dropping the pool closes the channel and joins every thread (each closes its connection).
+//! - A session idle inside a transaction for [`IDLE_IN_TRANSACTION_TIMEOUT_MS`] (its process
+//!   paused mid-call) is ended by the server, releasing the write lock for the other replicas.
 //!
 //! [`Store`]: instantstart_core::store::Store
 
@@ -23,6 +25,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+
+/// How long (ms) a connection may sit idle inside an open transaction before the server ends
+/// the session, releasing its locks (see [`Connection::client`]); well under the default lease
+/// TTL (15 s), so a paused replica cannot delay a takeover beyond it.
+pub(crate) const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 2_000;
 
 /// One unit of work for a pool thread.
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -43,6 +50,13 @@ impl Connection {
             let mut client = self.config.connect(NoTls).ctx("connect to PostgreSQL")?;
             // A commit returns only once its WAL is flushed, whatever the server's default.
             client.batch_execute("SET synchronous_commit = on").ctx("set synchronous_commit")?;
+            // A process paused inside a transaction (a long GC, SIGSTOP) would keep the write
+            // lock and stall every replica's writes, takeovers included: the server ends such
+            // a session after this long and its transaction rolls back (ours last microseconds
+            // between statements).
+            client
+                .batch_execute(&format!("SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_TIMEOUT_MS}"))
+                .ctx("set idle_in_transaction_session_timeout")?;
             self.client = Some(client);
         }
         self.client.as_mut().ok_or_else(|| StoreError::Backend("no PostgreSQL connection".into()))
