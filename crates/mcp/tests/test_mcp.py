@@ -123,6 +123,8 @@ OPERATION_TOOLS |= {
 DESTRUCTIVE |= {"job_delete", "model_delete", "endpoint_scale", "endpoint_delete"}
 # GPU capacity and node health at a glance.
 READ_ONLY |= {"capacity_get"}
+# GPU and training metrics over time, of a node or a job.
+READ_ONLY |= {"metrics_get"}
 # Task governance: teams, quotas and priority classes (reconciled state, like features).
 READ_ONLY |= {"governance_get"}
 OPERATION_TOOLS |= {"governance_set"}
