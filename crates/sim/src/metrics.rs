@@ -16,8 +16,12 @@
 //! - **A job's series** are the mean of its GPUs' values at each moment, and its throughput and
 //!   loss from the lines its logging pod prints (rank 0, or the Ray head:
 //!   [`training_curve`](crate::training_curve)): the newest step logged by that moment; a job
-//!   that logged no step for three step periods (an in-place restart) reads 0 tokens/s and no
-//!   loss. So the plot, the log and the simulated MLflow run agree.
+//!   that logged no step for one and a half step periods (an in-place restart) reads 0 tokens/s
+//!   and no loss.
+//! - **Restarts idle the GPUs.** While a training pod's processes restart in place
+//!   ([`timings::PROCESS_RESTART`](crate::timings::PROCESS_RESTART)), before its training
+//!   begins (a Ray job's entrypoint submission) and after its processes were stopped for good,
+//!   its GPUs read 0 % and their memory is freed. So the plot, the log and the simulated MLflow run agree.
 //!
 //! Every read is the call `k8s:Metrics` (counted, and open to fault injection).
 
@@ -38,7 +42,7 @@ pub const METRICS_API: &str = "k8s:Metrics";
 /// The resource name of NVIDIA GPUs.
 const GPU: &str = "nvidia.com/gpu";
 /// A job that logged no step for this many step periods is stalled (throughput 0).
-const STALL_STEPS: f64 = 3.0;
+const STALL_STEPS: f64 = 1.5;
 
 /// A uniform number in [0, 1) from a hash.
 fn unit(h: u64) -> f64 {
@@ -75,6 +79,8 @@ struct Occupant {
     gpus: Vec<u32>,
     /// Share of each GPU's memory it uses.
     memory: f64,
+    /// When its processes do not run (in-place restarts, before training begins, stopped).
+    pauses: Vec<(f64, f64)>,
 }
 
 impl Occupant {
@@ -82,12 +88,22 @@ impl Occupant {
         self.start <= t && t < self.end
     }
 
-    fn utilization(&self, k: usize, t_unix: f64) -> f64 {
+    fn paused(&self, t: f64) -> bool {
+        self.pauses.iter().any(|(a, b)| *a <= t && t < *b)
+    }
+
+    fn utilization(&self, k: usize, t: f64, t_unix: f64) -> f64 {
+        if self.paused(t) {
+            return 0.0;
+        }
         let u = unit(stable_hash(&["gpu-util", &self.uid, &k.to_string(), &(t_unix as i64).to_string()]));
         (if self.training { 85.0 + 13.0 * u } else { 25.0 + 35.0 * u }).round()
     }
 
-    fn memory_mib(&self, k: usize, t_unix: f64, total: f64) -> f64 {
+    fn memory_mib(&self, k: usize, t: f64, t_unix: f64, total: f64) -> f64 {
+        if self.paused(t) {
+            return 0.0;
+        }
         let u = unit(stable_hash(&["gpu-mem", &self.uid, &k.to_string(), &(t_unix as i64).to_string()]));
         (total * (self.memory * (1.0 + 0.01 * (u - 0.5))).min(0.97)).round()
     }
@@ -138,6 +154,16 @@ fn node_gpus(node: &NodeInfo) -> (u32, f64) {
     (count, gpu_memory_mib(itype, accel))
 }
 
+/// When a training pod's processes do not run: before training begins (`offset` after the
+/// container starts), during each in-place restart, and once stopped for good.
+fn pauses(pod: &PodView, start: f64) -> Vec<(f64, f64)> {
+    let Some(PodRun::Training { offset, restarts, killed, .. }) = &pod.run else { return vec![] };
+    let mut out = vec![(start, start + offset)];
+    out.extend(restarts.iter().map(|(at, _)| (*at, at + crate::timings::PROCESS_RESTART)));
+    out.extend(killed.iter().map(|(at, _)| (*at, f64::INFINITY)));
+    out
+}
+
 /// The pods that used `node`'s GPUs, each on the GPUs it took.
 fn occupants(pods: &[PodView], nodes: &[NodeInfo], node: &NodeInfo, now: f64) -> Vec<Occupant> {
     let (count, gpu_mib) = node_gpus(node);
@@ -165,6 +191,7 @@ fn occupants(pods: &[PodView], nodes: &[NodeInfo], node: &NodeInfo, now: f64) ->
             end,
             memory: memory_share(pod, training, n, gpu_mib),
             gpus,
+            pauses: pauses(pod, start),
         });
     }
     out
@@ -205,7 +232,7 @@ fn node_series(w: &World, target: &KubeTarget, name: &str, window: &MetricsWindo
             let (u, m) = match on {
                 Some(o) => {
                     let k = o.gpus.iter().position(|g| *g == gpu).unwrap_or(0);
-                    (o.utilization(k, t_unix), o.memory_mib(k, t_unix, gpu_mib))
+                    (o.utilization(k, t, t_unix), o.memory_mib(k, t, t_unix, gpu_mib))
                 }
                 None => (0.0, 0.0),
             };
@@ -277,7 +304,9 @@ fn job_series(
         let gpus: Vec<(f64, f64)> = mine
             .iter()
             .filter(|o| o.at(t))
-            .flat_map(|o| (0..o.gpus.len()).map(move |k| (o.utilization(k, t_unix), o.memory_mib(k, t_unix, total))))
+            .flat_map(|o| {
+                (0..o.gpus.len()).map(move |k| (o.utilization(k, t, t_unix), o.memory_mib(k, t, t_unix, total)))
+            })
             .collect();
         if !gpus.is_empty() {
             let n = gpus.len() as f64;
