@@ -139,3 +139,24 @@ async fn metrics_of_nodes_and_jobs_follow_what_runs() {
     // Every read is tagged like every JSON read.
     assert!(app.get(&format!("/api/clusters/demo/metrics?node={other}")).await.headers.contains_key(header::ETAG));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_read_whose_source_fails_is_a_502_and_the_next_read_recovers() {
+    let app = test_app(2000.0);
+    let r = app.send(Method::POST, "/api/clusters", Some(cluster_body()), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+    let cap = app.get("/api/clusters/demo/capacity").await.body;
+    let node = cap["node_list"][0]["name"].as_str().unwrap().to_string();
+    let uri = format!("/api/clusters/demo/metrics?node={node}");
+    let sim = app.state.sim.as_ref().unwrap();
+    sim.set_faults(
+        instantstart_sim::SimFaults::none()
+            .with("k8s:Metrics", instantstart_sim::FaultMode::fail("exporter down (injected)")),
+    );
+    let r = app.get(&uri).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{:#}", r.body);
+    sim.set_faults(instantstart_sim::SimFaults::none());
+    assert_eq!(app.get(&uri).await.status, StatusCode::OK);
+}
