@@ -2,7 +2,8 @@
 // GET /api/clusters/{cluster}/capacity read at a glance. Each node is a tile whose colour (and
 // glyph and word: never colour alone) is its health, with one cell per GPU (or Neuron core)
 // filled for each allocated one and a "used/total" caption; the workloads on it are listed in
-// the tile. Pure rendering: the caller reads the capacity and passes it in.
+// the tile, and a "GPU metrics" button when the caller passes `onMetrics`. Pure rendering: the
+// caller reads the capacity and passes it in.
 
 import { h } from '../lib/dom.js';
 
@@ -38,8 +39,8 @@ function cells(count) {
     Array.from({ length: total }, (_, i) => h('span', { class: i < count.allocated ? 'used' : 'idle' })));
 }
 
-/** A tile for one node. */
-function tile(n) {
+/** A tile for one node; `onMetrics(name)` opens its GPU metrics (nodes with a Kubernetes Node and GPUs). */
+function tile(n, onMetrics) {
   const [tone, glyph, meaning] = HEALTH[n.health] || ['muted', '?', n.health];
   const [kind, count] = accelerator(n.accelerators);
   const label = n.instance_id || n.name;
@@ -64,6 +65,10 @@ function tile(n) {
     ? [cells(count), h('div', { class: 'tile-use' }, `${count.allocated}/${count.total} ${kind}${count.total === 1 ? '' : 's'} in use`)]
     : h('div', { class: 'tile-use muted' }, 'no accelerators'),
   reasons.length > 0 && h('div', { class: 'tile-why muted' }, reasons.join(' · ')),
+  onMetrics && n.name && n.accelerators.gpus.total > 0 && h('button', {
+    type: 'button', class: 'btn small tile-metrics', dataset: { node: n.name },
+    'aria-label': `GPU metrics of node ${n.name}`, onclick: () => onMetrics(n.name),
+  }, 'GPU metrics'),
   (n.workloads.length > 0 || n.other_pods > 0) && h('ul', { class: 'tile-workloads' },
     n.workloads.map((w) => h('li', { dataset: { workload: `${w.namespace}/${w.name}`, kind: w.kind } },
       `${w.name} `, h('span', { class: 'muted' }, `${w.kind}${w.gpus ? ` · ${w.gpus} GPU` : ''}`))),
@@ -81,7 +86,7 @@ export function legend(health) {
 }
 
 /** The grid: one group of tiles per instance group (nodes without one last). */
-export function nodeGrid(capacity) {
+export function nodeGrid(capacity, { onMetrics } = {}) {
   const byGroup = new Map();
   for (const n of capacity.node_list) {
     const g = n.instance_group || '';
@@ -98,6 +103,6 @@ export function nodeGrid(capacity) {
           g && h('span', { class: 'muted' }, ` · ${g.instance_type || 'mixed types'} · ${g.nodes} node${g.nodes === 1 ? '' : 's'}`),
           count && h('span', { class: 'group-use', dataset: { free: String(count.free), unavailable: String(count.unavailable) } },
             ` · ${count.allocated}/${count.total} ${kind}s in use, ${count.free} free${count.unavailable ? `, ${count.unavailable} unavailable` : ''}`)),
-        h('ul', { class: 'node-tiles' }, nodes.map(tile)));
+        h('ul', { class: 'node-tiles' }, nodes.map((n) => tile(n, onMetrics))));
     }));
 }

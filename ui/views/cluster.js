@@ -185,6 +185,7 @@ export function clusterView({ app, params }) {
       stream.stop();
       reload.cancel();
       clearTimeout(fluxTimer);
+      capacity.dispose();
     },
   };
 }

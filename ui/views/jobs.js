@@ -12,6 +12,7 @@ import { followOperation } from '../components/plan.js';
 import { workloadHead, instanceTypeOptions, manifestList, phaseBadge, recoveryMeter, podCounts, confirmedDelete, onCluster, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
 import { formField, readForm, num, lines, pairs, prune } from '../lib/forms.js';
 import { listPoller } from '../lib/polling.js';
+import { metricsPanel } from '../components/metric-plot.js';
 
 /** The recipes of the form: runtime, recipe kind, label, default image, help. */
 export const RECIPES = [
@@ -580,6 +581,7 @@ export function jobView({ app, params, query }) {
   const manifestSlot = h('div', {});
   const activity = h('div', { class: 'activity-slot', id: 'job-activity' });
   const logs = logPanel(cluster, job);
+  const metrics = metricsPanel(cluster, { job });
   let disposed = false;
   let timer = null;
   let deleting = false;
@@ -690,6 +692,10 @@ export function jobView({ app, params, query }) {
     h('div', { class: 'title-line' }, badges),
     foreignNote, errorBox, activity,
     h('section', { class: 'card', 'aria-labelledby': 'job-sum-title' }, h('h2', { id: 'job-sum-title' }, 'Job'), summary),
+    h('section', { class: 'card', 'aria-labelledby': 'metrics-title', id: 'job-metrics' },
+      h('h2', { id: 'metrics-title' }, 'GPU use and throughput'),
+      h('p', { class: 'help' }, 'The mean GPU utilization and memory over the job’s GPUs (DCGM) and the throughput and loss its log reports, refreshed while this page is open.'),
+      metrics.el),
     logs.el,
     h('section', { class: 'card', 'aria-labelledby': 'pods-title' }, h('h2', { id: 'pods-title' }, 'Pods'), podsSlot),
     h('section', { class: 'card', 'aria-labelledby': 'ev-title' }, h('h2', { id: 'ev-title' }, 'Conditions and events'), eventsSlot),
@@ -701,6 +707,7 @@ export function jobView({ app, params, query }) {
   }
   load();
   logs.start();
+  metrics.start();
   return {
     el,
     title: `${job} · ${cluster}`,
@@ -708,6 +715,7 @@ export function jobView({ app, params, query }) {
       disposed = true;
       clearTimeout(timer);
       logs.stop();
+      metrics.stop();
     },
   };
 }

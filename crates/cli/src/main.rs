@@ -20,8 +20,8 @@ mod progress;
 use app::Globals;
 use clap::{Parser, Subcommand};
 use commands::{
-    agent, audit, cluster, completions, context, endpoint, feature, governance, instance_group, job, login, mlflow,
-    model, node, operation, pool, sim, storage, token,
+    agent, audit, cluster, completions, context, endpoint, feature, governance, instance_group, job, login, metrics,
+    mlflow, model, node, operation, pool, sim, storage, token,
 };
 use exit::Exit;
 
@@ -88,6 +88,9 @@ enum Command {
     /// List model pools and move warm workers between endpoints.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
+    /// GPU utilization, GPU memory and training throughput over time, of a node or a job.
+    #[command(subcommand)]
+    Metrics(metrics::MetricsCommand),
     /// Training history: MLflow tracking servers, runs and their loss/throughput curves.
     #[command(subcommand)]
     Mlflow(mlflow::MlflowCommand),
@@ -128,6 +131,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Job(cmd) => job::run(g, cmd).await,
         Command::Endpoint(cmd) => endpoint::run(g, cmd).await,
         Command::Pool(cmd) => pool::run(g, cmd).await,
+        Command::Metrics(cmd) => metrics::run(g, cmd).await,
         Command::Mlflow(cmd) => mlflow::run(g, cmd).await,
         Command::Operation(cmd) => operation::run(g, cmd).await,
         Command::Context(args) => context::run(g, args).await,

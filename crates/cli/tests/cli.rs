@@ -978,6 +978,36 @@ fn training_jobs_dry_run_submit_logs_and_delete() {
 }
 
 #[test]
+fn metrics_of_a_job_and_of_its_node() {
+    let s = TestServer::start();
+    s.ready("demo");
+    s.cli().args(job_args("train")).arg("--wait").assert().success();
+    // The job's series: mean GPU use, memory, throughput and loss from its log.
+    let view = eventually(&s, &["metrics", "job", "train"], |v| {
+        v["series"].as_array().is_some_and(|s| {
+            s.iter().any(|s| s["metric"] == "loss" && s["points"].as_array().is_some_and(|p| !p.is_empty()))
+        })
+    });
+    assert_eq!((view["job"].as_str(), view["origin"].as_str()), (Some("train"), Some("simulated")), "{view}");
+    let table = stdout(s.cli().args(["metrics", "job", "train", "--since", "600"]));
+    for want in ["job default/train on demo", "TREND", "gpu_utilization", "throughput", "tokens/s", "loss"] {
+        assert!(table.contains(want), "{want}: {table}");
+    }
+    // Its node: one row per GPU and metric.
+    let job = s.json(&["job", "get", "train"]);
+    let node = job["pod_list"][0]["node"].as_str().unwrap().to_string();
+    let table = stdout(s.cli().args(["metrics", "node", &node]));
+    assert!(table.contains(&format!("node {node} on demo")) && table.contains("DCGM_FI_DEV_GPU_UTIL"), "{table}");
+    // The server's rules come back with their field (exit 2).
+    s.cli()
+        .args(["metrics", "node", &node, "--since", "10"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("since"));
+    s.cli().args(["metrics", "job", "nope"]).assert().code(2).stderr(predicate::str::contains("not found"));
+}
+
+#[test]
 fn job_logs_follow_survives_a_server_restart_without_doubling_or_losing_lines() {
     let mut s = TestServer::start();
     s.ready("demo");

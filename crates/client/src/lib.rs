@@ -36,6 +36,7 @@ pub use logs::{LogEvent, LogStream, RESUME_TAIL, ReconnectPolicy, ResumingLogStr
 pub use pages::{ListPage, PageArgs};
 
 use instantstart_core::api::capacity::ClusterCapacity;
+use instantstart_core::api::metrics::{MetricsQuery, MetricsView};
 use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::governance::{GovernanceSpec, GovernanceView};
@@ -709,6 +710,20 @@ impl Client {
     /// the workloads on it.
     pub async fn capacity(&self, cluster: &str) -> Result<ClusterCapacity, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "capacity"])).await
+    }
+
+    /// `GET /api/clusters/{cluster}/metrics?node=|job=&namespace=&since=&step=`: GPU
+    /// utilization and memory per GPU of a node, or of a training job (the mean over its GPUs)
+    /// with its throughput and loss, over the window.
+    pub async fn metrics(&self, cluster: &str, q: &MetricsQuery) -> Result<MetricsView, Error> {
+        let path = ["api", "clusters", cluster, "metrics"];
+        let call = Call::new(Method::GET, &path)
+            .query("node", q.node.as_deref())
+            .query("job", q.job.as_deref())
+            .query("namespace", q.namespace.as_deref())
+            .query("since", q.since)
+            .query("step", q.step);
+        self.call(call).await
     }
 
     /// `GET /api/clusters/{cluster}/events`: one page of the HyperPod cluster's events, newest

@@ -364,6 +364,30 @@ pub struct CapacityArgs {
     pub instance_group: Option<String>,
 }
 
+/// `metrics_get`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct MetricsGetArgs {
+    /// InstantStart cluster name (as listed by cluster_list); omit for the active cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// A Kubernetes Node name (capacity_get's node_list[].name): per-GPU series of that node.
+    /// Give exactly one of node or job.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// A training job name (job_list): the mean over its GPUs, its throughput and its loss.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// The job's namespace, when several namespaces have a job of that name.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Seconds back from now, 60-86400 (default 900).
+    #[serde(default)]
+    pub since: Option<u32>,
+    /// Seconds between points, at least 5, at most 720 points (default: about 90 points).
+    #[serde(default)]
+    pub step: Option<u32>,
+}
+
 /// `node_get`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NodeGetArgs {

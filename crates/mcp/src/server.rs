@@ -718,6 +718,42 @@ impl InstantStartMcp {
     }
 
     #[tool(
+        name = "metrics_get",
+        description = "GPU utilization (percent, DCGM_FI_DEV_GPU_UTIL) and GPU memory in use (MiB, \
+                       DCGM_FI_DEV_FB_USED) over time, read live: for a node (give node = a Kubernetes Node name \
+                       from capacity_get) one series per GPU; for a training job (give job) the mean over the \
+                       job's GPUs plus its throughput (tokens/s) and loss from its training log. Points are [unix \
+                       seconds, value] on a grid (since, default 900 s; step, default about 90 points); \
+                       gpu_memory_total_mib is one GPU's memory. Answers 'why is my job slow' (throughput falling \
+                       or 0 while GPUs idle: a stall or restart, read job_logs), 'is this node's GPU idle' (0 % \
+                       while capacity_get shows it allocated) and 'is the model near out of memory'.",
+        annotations(
+            title = "GPU and training metrics over time",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn metrics_get(&self, Parameters(a): Parameters<MetricsGetArgs>) -> CallToolResult {
+        let cluster = match self.cluster(a.cluster).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        let query = instantstart_core::api::metrics::MetricsQuery {
+            node: a.node,
+            job: a.job,
+            namespace: a.namespace,
+            since: a.since,
+            step: a.step,
+        };
+        match self.client.metrics(&cluster, &query).await {
+            Ok(view) => ok_serialize(&view),
+            Err(e) => failure(&e),
+        }
+    }
+
+    #[tool(
         name = "node_reboot",
         description = "Reboot nodes (1-25 Running instance ids from node_list) as one operation: the second rung \
                        of investigate -> reboot -> replace, for a reachable but degraded node (hung GPU process, \

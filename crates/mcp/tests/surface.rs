@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 const PREFIXES: &[&str] = &[
     "context",
     "capacity",
+    "metrics",
     "cluster",
     "hyperpod",
     "instance_group",

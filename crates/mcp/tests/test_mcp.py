@@ -123,6 +123,8 @@ OPERATION_TOOLS |= {
 DESTRUCTIVE |= {"job_delete", "model_delete", "endpoint_scale", "endpoint_delete"}
 # GPU capacity and node health at a glance.
 READ_ONLY |= {"capacity_get"}
+# GPU and training metrics over time, of a node or a job.
+READ_ONLY |= {"metrics_get"}
 # Task governance: teams, quotas and priority classes (reconciled state, like features).
 READ_ONLY |= {"governance_get"}
 OPERATION_TOOLS |= {"governance_set"}
@@ -881,6 +883,23 @@ def test_storage_download_and_a_training_job_followed_to_its_logs(control_plane)
         assert logs["lines"]["untrusted_text"]["text"] and "never as instructions" in logs["untrusted_notice"], logs
         err, some = await call(s, "job_logs", {"name": "agent-train", "tail": 50, "grep": "step"})
         assert not err and all("step" in line for line in some["lines"]["untrusted_text"]["text"]), some
+
+        # Why is it slow? The job's GPU use, throughput and loss over time, then its node's GPUs.
+        err, m = await call(s, "metrics_get", {"job": "agent-train", "since": 3600})
+        assert not err and m["job"] == "agent-train" and m["origin"] == "simulated", m
+        by = {x["metric"]: x for x in m["series"]}
+        assert set(by) == {"gpu_utilization", "gpu_memory_used", "throughput", "loss"}, m
+        assert by["throughput"]["unit"] == "tokens/s" and by["throughput"]["points"], m
+        assert all(0 <= v <= 100 for _, v in by["gpu_utilization"]["points"]), m
+        node = job["pod_list"][0]["node"]
+        err, m = await call(s, "metrics_get", {"node": node, "since": 3600, "step": 60})
+        assert not err and m["node"] == node and m["step_seconds"] == 60, m
+        assert {x["metric"] for x in m["series"]} == {"gpu_utilization", "gpu_memory_used"}, m
+        # Bad queries come back with the field.
+        err, body = await call(s, "metrics_get", {"node": node, "job": "agent-train"})
+        assert err is True and body["error"]["findings"][0]["field"] == "node", body
+        err, body = await call(s, "metrics_get", {"job": "agent-train", "step": 1})
+        assert err is True and body["error"]["findings"][0]["field"] == "step", body
 
         err, sub = await confirmed(s, "job_delete", {"name": "agent-train", "idempotency_key": "agent-job-rm"})
         assert not err, sub

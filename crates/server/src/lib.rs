@@ -45,6 +45,9 @@ pub struct AppInner {
     pub store: Arc<dyn Store>,
     pub aws: Arc<dyn AwsCloud>,
     pub kube: Arc<dyn KubeApi>,
+    /// Where GPU and training metrics over time come from (`core::api::metrics`); `None` when
+    /// the provider has none yet (real clusters).
+    pub metrics_source: Option<Arc<dyn instantstart_core::provider::MetricsSource>>,
     /// The simulated cloud, when it is the provider (fault injection and call counters).
     pub sim: Option<instantstart_sim::SimCloud>,
     pub sim_speed: Option<f64>,
@@ -422,6 +425,9 @@ impl AppState {
             store,
             aws,
             kube,
+            metrics_source: sim
+                .as_ref()
+                .map(|s| Arc::new(s.clone()) as Arc<dyn instantstart_core::provider::MetricsSource>),
             sim,
             sim_speed: (opts.provider == ProviderKind::Sim).then_some(opts.sim_speed),
             auth,

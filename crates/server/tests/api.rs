@@ -2165,6 +2165,9 @@ mod jobs;
 #[path = "api/foreign.rs"]
 mod foreign;
 
+#[path = "api/metrics.rs"]
+mod metrics;
+
 #[tokio::test]
 async fn endpoint_requests_are_validated_field_by_field() {
     let app = test_app(2000.0);

@@ -25,6 +25,7 @@
 //! | `list_cluster_nodes` | `sagemaker:ListClusterNodes` |
 //! | `describe_bucket` / `create_bucket` / `delete_bucket` | `s3:HeadBucket` / `s3:CreateBucket` / `s3:DeleteBucket` |
 //! | `apply` / `get` / `list` / `delete` / `logs` | `k8s:Apply` / `k8s:Get` / `k8s:List` / `k8s:Delete` / `k8s:Logs` |
+//! | `node_metrics` / `job_metrics` | `k8s:Metrics` |
 //!
 //! `k8s:ProcessFault` is not a call but a fault name: with `fail_once` one training process of a
 //! running HyperPodPyTorchJob fails (the message is the reason), with `fail` every running one

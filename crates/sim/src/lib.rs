@@ -50,6 +50,7 @@
 //! - `fsx`: FSx for Lustre file systems (and when pods may mount them).
 //! - `mlflow`: SageMaker managed MLflow tracking servers; runs and metrics derived from the
 //!   simulated training jobs ([`training_curve`], the curve their logs print too).
+//! - [`metrics`]: GPU telemetry and training throughput over time for every node and job.
 //! - `kube`: the Kubernetes world (objects, workloads, pods, nodes, logs), and
 //!   [`kube_apiserver`]: the same worlds served over HTTP as Kubernetes API servers
 //!   ([`SimCloud::serve_kube_api`], [`SimCloud::kube_api_router`]) for kube-rs and kubectl.
@@ -66,6 +67,7 @@ mod hyperpod;
 mod hyperpod_events;
 mod iam;
 mod kube;
+pub mod metrics;
 mod mlflow;
 mod network;
 mod policy;

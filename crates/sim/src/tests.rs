@@ -3109,3 +3109,77 @@ async fn quotas_training_plans_and_offerings_of_a_region() {
     let bad = OfferingQuery { instance_type: "ml.g5.2xlarge".into(), ..q };
     assert_eq!(kind(s.search_training_plan_offerings(REGION, &bad).await), ProviderErrorKind::InvalidRequest);
 }
+
+#[tokio::test]
+async fn metrics_follow_the_gpus_jobs_use_and_an_in_place_restart_idles_them() {
+    use instantstart_core::provider::{Metric, MetricsSource, MetricsWindow};
+    let s = sim();
+    gpu_world(&s, 2).await;
+    shared_bucket(&s).await;
+    let target = KubeTarget::new(REGION, "demo");
+    let w = MetricsWindow { since_seconds: 120, step_seconds: 5 };
+    apply(&s, hyperpod_job("watch", 1, 600, 3, 1, json!([]))).await;
+    adv(&s, timings::POD_START + 60.0);
+
+    let latest = |set: &instantstart_core::provider::SeriesSet, m: Metric| {
+        set.series.iter().find(|x| x.metric == m).and_then(|x| x.latest()).unwrap_or(-1.0)
+    };
+    let job = s.job_metrics(&target, "default", "watch", &w).await.unwrap();
+    assert_eq!(job.series.iter().map(|x| x.metric).collect::<Vec<_>>(), Metric::ALL.to_vec());
+    assert!((85.0..=98.0).contains(&latest(&job, Metric::GpuUtilization)), "{job:?}");
+    assert!(latest(&job, Metric::Throughput) > 1000.0, "{job:?}");
+    assert_eq!(job.gpu_memory_total_mib, Some(24_576.0), "an A10G");
+    // The log and the series agree: the loss is that of one of the newest logged steps (the
+    // grid's last point may be a moment before the newest line).
+    let log = log_of(&s, "watch-workers-0").await;
+    let logged: Vec<f64> = log.iter().filter_map(|l| crate::parse_training_log_line(l)).map(|x| x.1).collect();
+    assert!(logged.iter().rev().take(2).any(|l| *l == latest(&job, Metric::Loss)), "{logged:?} {job:?}");
+    // Deterministic: the same read gives the same numbers.
+    assert_eq!(s.job_metrics(&target, "default", "watch", &w).await.unwrap().series, job.series);
+
+    // The job's node is busy, the other idle; a node without the job reads 0 everywhere.
+    let p = pods(&s, &[("sagemaker.amazonaws.com/job-name", "watch")]).await;
+    let busy = p[0]["spec"]["nodeName"].as_str().unwrap().to_string();
+    let nodes = s
+        .list(
+            &target,
+            &instantstart_core::provider::ListParams {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                namespace: None,
+                labels: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let idle = nodes.iter().filter_map(|n| n.0["metadata"]["name"].as_str()).find(|n| *n != busy).unwrap().to_string();
+    let on_busy = s.node_metrics(&target, &busy, &w).await.unwrap();
+    assert_eq!(on_busy.series.len(), 2, "one GPU: utilization and memory");
+    assert!(on_busy.series.iter().all(|x| x.gpu == Some(0) && x.node.as_deref() == Some(busy.as_str())));
+    assert!(latest(&on_busy, Metric::GpuUtilization) >= 85.0);
+    let on_idle = s.node_metrics(&target, &idle, &w).await.unwrap();
+    assert!(on_idle.series.iter().all(|x| !x.points.is_empty() && x.points.iter().all(|p| p[1] == 0.0)), "{on_idle:?}");
+    assert_eq!(s.node_metrics(&target, "nope", &w).await.unwrap_err().kind, ProviderErrorKind::NotFound);
+
+    // An in-place restart: the GPUs idle and their memory is freed, no step is logged
+    // (throughput 0); then it resumes. Seen in the window once it is over.
+    s.set_faults(SimFaults::none().with_process_fault(crate::ProcessFault::on("watch")));
+    adv(&s, timings::PROCESS_RESTART + 40.0);
+    let after = s.job_metrics(&target, "default", "watch", &w).await.unwrap();
+    let values = |set: &instantstart_core::provider::SeriesSet, m: Metric| -> Vec<f64> {
+        set.series.iter().find(|x| x.metric == m).map(|x| x.points.iter().map(|p| p[1]).collect()).unwrap_or_default()
+    };
+    // A dip: a zero after a busy point, then busy again.
+    let dip = |v: &[f64]| {
+        let first = v.iter().position(|x| *x > 0.0);
+        let zero = first.and_then(|f| v[f..].iter().position(|x| *x == 0.0).map(|z| f + z));
+        zero.is_some_and(|z| v[z..].iter().any(|x| *x > 0.0))
+    };
+    for m in [Metric::GpuUtilization, Metric::GpuMemoryUsed, Metric::Throughput] {
+        assert!(dip(&values(&after, m)), "{m:?}: {:?}", values(&after, m));
+    }
+    assert!(values(&after, Metric::GpuUtilization).iter().filter(|x| **x == 0.0).count() >= 3, "{after:?}");
+    assert!(dip(&values(&s.node_metrics(&target, &busy, &w).await.unwrap(), Metric::GpuMemoryUsed)));
+    assert!(latest(&after, Metric::Throughput) > 1000.0 && latest(&after, Metric::GpuUtilization) >= 85.0);
+    assert!(s.stats().get("k8s:Metrics").copied().unwrap_or(0) >= 6, "every read is counted");
+}

@@ -13,6 +13,7 @@ pub mod hyperpod;
 pub mod instance_group;
 pub mod job;
 pub mod login;
+pub mod metrics;
 pub mod mlflow;
 pub mod model;
 pub mod node;

@@ -8,3 +8,4 @@
 pub mod capacity;
 pub mod clusters;
 pub mod live;
+pub mod metrics;

@@ -5,7 +5,7 @@
 //! `instantstart-k8s` implement them for real; `instantstart-sim` implements them as a simulated
 //! world. [`mlflow`] (tracking servers, runs, metric histories), [`governance`] (task
 //! governance: scheduler config, compute quotas) and [`fsx`] (FSx for Lustre file systems) are
-//! part of the AWS side;
+//! part of the AWS side; [`metrics`] is the source of GPU and training metrics over time;
 //! [`software_update`] holds the shapes of HyperPod's platform software updates.
 //! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
@@ -16,6 +16,7 @@ pub mod governance;
 pub mod helm;
 pub mod hyperpod_reads;
 pub mod kube;
+pub mod metrics;
 pub mod mlflow;
 pub mod software_update;
 
@@ -26,6 +27,7 @@ pub use governance::*;
 pub use helm::*;
 pub use hyperpod_reads::*;
 pub use kube::*;
+pub use metrics::*;
 pub use mlflow::*;
 pub use software_update::*;
 

@@ -19,6 +19,7 @@ mod hyperpod;
 mod hyperpod_attach;
 mod jobs;
 mod meta;
+mod metrics;
 mod mlflow;
 mod operations;
 pub(crate) mod page;
@@ -57,6 +58,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(context::routes())
         .merge(clusters::routes())
         .merge(capacity::routes())
+        .merge(metrics::routes())
         .merge(hyperpod::routes())
         .merge(governance::routes())
         .merge(hyperpod_attach::routes())

@@ -299,7 +299,7 @@ fn is_node(api_version: &str, kind: &str) -> bool {
 }
 
 /// The Kubernetes world of `target`, if its EKS cluster can serve API calls.
-fn check_target(w: &World, api: &str, target: &KubeTarget, now: f64) -> Result<String> {
+pub(crate) fn check_target(w: &World, api: &str, target: &KubeTarget, now: f64) -> Result<String> {
     let key = rkey(&target.region, &target.eks_cluster);
     let Some(c) = w.eks.get(&key) else {
         return Err(ProviderError::not_found(

@@ -272,7 +272,7 @@ pub(crate) fn ray_cluster_name(job: &str, uid: &str) -> String {
 // Model downloads
 
 /// Parameters (in billions) named in a repository name such as `Qwen3-0.6B` or `Llama-3.1-8B`.
-fn parameter_billions(repo: &str) -> Option<f64> {
+pub(crate) fn parameter_billions(repo: &str) -> Option<f64> {
     let name = repo.rsplit('/').next().unwrap_or(repo);
     name.split(['-', '_']).find_map(|part| {
         let lower = part.to_ascii_lowercase();

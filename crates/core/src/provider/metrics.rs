@@ -1,0 +1,198 @@
+//! The source of GPU and training metrics over time: the shapes of a metric series and the
+//! [`MetricsSource`] trait the read `api::metrics` calls.
+//!
+//! The metrics are the ones a HyperPod cluster's telemetry exposes: NVIDIA's DCGM exporter per
+//! GPU (`DCGM_FI_DEV_GPU_UTIL`, percent; `DCGM_FI_DEV_FB_USED`, MiB of frame buffer in use;
+//! labels `gpu`, `UUID`, `modelName`, `Hostname` and, on Kubernetes, the `namespace`/`pod` using
+//! the GPU: NVIDIA's "DCGM Exporter Metrics" reference), and a training job's own progress
+//! (throughput and loss, as the job logs them or reports them to MLflow).
+//!
+//! # Guarantees
+//!
+//! - A source answers on a **grid**: one point every `window.step_seconds`, aligned to
+//!   multiples of the step in Unix time, from `end - since_seconds` to `end` (its own clock), so
+//!   two reads a moment apart share their points. A point is `[unix seconds, value]`; a moment
+//!   with nothing to say (the node did not exist, the job did not run) has no point.
+//! - A series names where it comes from ([`MetricSeries::source`]): the DCGM field or the log.
+
+use super::{KubeTarget, ProviderError};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a series measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// GPU utilization in percent (`DCGM_FI_DEV_GPU_UTIL`).
+    GpuUtilization,
+    /// GPU frame buffer in use, in MiB (`DCGM_FI_DEV_FB_USED`).
+    GpuMemoryUsed,
+    /// Training throughput of the whole job, in tokens per second.
+    Throughput,
+    /// Training loss.
+    Loss,
+}
+
+impl Metric {
+    /// Every metric, in the order views show them.
+    pub const ALL: [Metric; 4] = [Metric::GpuUtilization, Metric::GpuMemoryUsed, Metric::Throughput, Metric::Loss];
+
+    /// The snake_case word the API uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::GpuUtilization => "gpu_utilization",
+            Metric::GpuMemoryUsed => "gpu_memory_used",
+            Metric::Throughput => "throughput",
+            Metric::Loss => "loss",
+        }
+    }
+
+    /// The unit of its values.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::GpuUtilization => "percent",
+            Metric::GpuMemoryUsed => "MiB",
+            Metric::Throughput => "tokens/s",
+            Metric::Loss => "",
+        }
+    }
+}
+
+/// DCGM exporter field of GPU utilization (percent).
+pub const DCGM_GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
+/// DCGM exporter field of the frame buffer in use (MiB).
+pub const DCGM_FB_USED: &str = "DCGM_FI_DEV_FB_USED";
+/// DCGM exporter field of the free frame buffer (MiB).
+pub const DCGM_FB_FREE: &str = "DCGM_FI_DEV_FB_FREE";
+/// Source of series read from a training job's log lines.
+pub const SOURCE_TRAINING_LOG: &str = "training log";
+
+/// One metric over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MetricSeries {
+    pub metric: Metric,
+    /// The unit of the values (`percent`, `MiB`, `tokens/s`, empty for a plain number).
+    pub unit: String,
+    /// Where the values come from: a DCGM field (`DCGM_FI_DEV_GPU_UTIL`) or `training log`.
+    pub source: String,
+    /// The GPU index on its node (DCGM's `gpu` label); `None` for a value of a whole job (the
+    /// mean over its GPUs for GPU metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    /// The node the GPU is on, for per-GPU series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `[unix seconds, value]`, oldest first, on the window's grid.
+    pub points: Vec<[f64; 2]>,
+}
+
+impl MetricSeries {
+    /// An empty series of `metric` from `source`.
+    pub fn new(metric: Metric, source: &str, gpu: Option<u32>, node: Option<&str>) -> Self {
+        MetricSeries {
+            metric,
+            unit: metric.unit().to_string(),
+            source: source.to_string(),
+            gpu,
+            node: node.map(str::to_string),
+            points: vec![],
+        }
+    }
+
+    /// The newest value.
+    pub fn latest(&self) -> Option<f64> {
+        self.points.last().map(|p| p[1])
+    }
+}
+
+/// Which moments a source answers for (checked by `api::metrics::MetricsQuery::check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetricsWindow {
+    /// How far back from the source's now.
+    pub since_seconds: u32,
+    /// Seconds between two points.
+    pub step_seconds: u32,
+}
+
+impl MetricsWindow {
+    /// The grid of `[start, end]` ending at `end` (Unix seconds): multiples of the step, oldest
+    /// first.
+    pub fn grid(&self, end: f64) -> Vec<f64> {
+        let step = f64::from(self.step_seconds.max(1));
+        let last = (end / step).floor() * step;
+        let first = end - f64::from(self.since_seconds);
+        let n = ((last - first) / step).floor().max(0.0) as u64;
+        (0..=n).rev().map(|i| last - i as f64 * step).collect()
+    }
+}
+
+/// What a source answered: the series and the moment its window ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SeriesSet {
+    /// The source's now (the simulated clock on the simulator).
+    pub end: DateTime<Utc>,
+    /// The GPU memory of one GPU, in MiB, when known (`FB_USED + FB_FREE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_total_mib: Option<f64>,
+    pub series: Vec<MetricSeries>,
+}
+
+/// Where metric series come from: the simulated world's telemetry, a cluster's exporters, or
+/// Amazon Managed Service for Prometheus.
+#[async_trait]
+pub trait MetricsSource: Send + Sync {
+    /// What this source is, for the view (`simulated`, …).
+    fn origin(&self) -> &'static str;
+
+    /// Per-GPU utilization and memory of Kubernetes Node `node`. An unknown node is
+    /// [`super::ProviderErrorKind::NotFound`]; a node without NVIDIA GPUs has no series.
+    async fn node_metrics(
+        &self,
+        target: &KubeTarget,
+        node: &str,
+        window: &MetricsWindow,
+    ) -> Result<SeriesSet, ProviderError>;
+
+    /// The mean GPU utilization and memory over the GPUs of training job `job`'s pods, and its
+    /// throughput and loss. A job without pods yet has empty series.
+    async fn job_metrics(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        job: &str,
+        window: &MetricsWindow,
+    ) -> Result<SeriesSet, ProviderError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grid_is_aligned_to_the_step_and_ends_at_or_before_now() {
+        // (since, step, end) → (first, last, points)
+        let table: &[(u32, u32, f64, f64, f64, usize)] = &[
+            (60, 10, 1000.0, 940.0, 1000.0, 7),
+            (60, 10, 1005.0, 950.0, 1000.0, 6),
+            (900, 30, 1_700_000_015.0, 1_699_999_140.0, 1_700_000_010.0, 30),
+            (10, 10, 99.0, 90.0, 90.0, 1),
+        ];
+        for &(since, step, end, first, last, n) in table {
+            let g = MetricsWindow { since_seconds: since, step_seconds: step }.grid(end);
+            assert_eq!((g[0], *g.last().unwrap(), g.len()), (first, last, n), "{since} {step} {end}");
+            assert!(g.windows(2).all(|w| w[1] - w[0] == f64::from(step)));
+        }
+    }
+
+    #[test]
+    fn metrics_name_their_unit() {
+        let words: Vec<&str> = Metric::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(words, ["gpu_utilization", "gpu_memory_used", "throughput", "loss"]);
+        for m in Metric::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), serde_json::json!(m.as_str()));
+        }
+        assert_eq!(Metric::GpuMemoryUsed.unit(), "MiB");
+    }
+}
