@@ -265,7 +265,25 @@ pub fn job_summary(job: &KubeObject, pods: &[WorkloadPod]) -> Option<JobSummary>
         created_at: time_at(o, "/metadata/creationTimestamp"),
         message,
         foreign: !super::is_ours(job),
+        admission: None,
     })
+}
+
+/// Kueue's Workloads and ClusterQueues, when some job names a queue (a cluster without Kueue
+/// has none; see [`super::admission`]).
+async fn kueue_objects(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    namespace: Option<&str>,
+    jobs: &[KubeObject],
+) -> Result<(Vec<KubeObject>, Vec<KubeObject>), ProviderError> {
+    if !jobs.iter().any(|j| j.label(crate::governance::QUEUE_LABEL).is_some()) {
+        return Ok((vec![], vec![]));
+    }
+    let workloads = list_or_empty(kube, target, &ours(namespace, vec![], super::admission::KUEUE_WORKLOAD)).await?;
+    let queues = list_or_empty(kube, target, &ours(None, vec![], super::admission::KUEUE_CLUSTER_QUEUE)).await;
+    // A token confined to namespaces may not list cluster-scoped queues: no borrowing figure then.
+    Ok((workloads, queues.unwrap_or_default()))
 }
 
 /// Whether `pod` belongs to training job `job` (see the module docs).
@@ -320,11 +338,14 @@ pub async fn list_jobs(
         jobs.extend(list_or_empty(kube, target, &ours(namespace, vec![], kind)).await?);
     }
     let pods = list_or_empty(kube, target, &ours(namespace, vec![], ("v1", "Pod"))).await?;
+    let (workloads, queues) = kueue_objects(kube, target, namespace, &jobs).await?;
     let mut out: Vec<JobSummary> = jobs
         .iter()
         .filter_map(|j| {
             let mine: Vec<WorkloadPod> = pods.iter().filter(|p| job_owns(j, p)).map(pod_view).collect();
-            job_summary(j, &mine)
+            let mut s = job_summary(j, &mine)?;
+            s.admission = super::admission::admission_of(j, &workloads, &queues);
+            Some(s)
         })
         .collect();
     out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.name.cmp(&b.name)));
@@ -462,7 +483,9 @@ pub async fn job_detail(
     let job = find_job(kube, target, name, namespace).await?;
     let ns = str_at(&job.0, "/metadata/namespace").unwrap_or("default").to_string();
     let pods: Vec<WorkloadPod> = job_pods(kube, target, &job).await?.iter().map(pod_view).collect();
-    let summary = job_summary(&job, &pods).ok_or_else(|| ReadError::Missing(format!("job {name}")))?;
+    let mut summary = job_summary(&job, &pods).ok_or_else(|| ReadError::Missing(format!("job {name}")))?;
+    let (workloads, queues) = kueue_objects(kube, target, Some(&ns), std::slice::from_ref(&job)).await?;
+    summary.admission = super::admission::admission_of(&job, &workloads, &queues);
     let mut names: Vec<String> = pods.iter().map(|p| p.name.clone()).collect();
     names.push(name.to_string());
     Ok(JobDetail {
