@@ -444,3 +444,29 @@ fn render_job(job: &Value) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admission_column_names_state_team_and_priority() {
+        let cases = [
+            (json!({}), "-"),
+            (json!({ "admission": { "state": "queued", "queue": "q" } }), "queued"),
+            (
+                json!({ "admission": { "state": "admitted", "team": "research", "priority": "training" } }),
+                "admitted (research/training)",
+            ),
+            (json!({ "admission": { "state": "preempted", "team": "prod" } }), "preempted (prod)"),
+        ];
+        for (job, want) in cases {
+            assert_eq!(admission(&job), want, "{job}");
+        }
+        let detail = admission_detail(&json!({ "admission": {
+            "state": "preempted", "team": "research", "queue": "hyperpod-ns-research-localqueue", "team_borrowed": 2,
+            "reason": "InClusterQueue", "message": "Preempted to accommodate a higher priority workload" } }));
+        assert!(detail.contains("queue hyperpod-ns-research-localqueue; the team borrows 2"), "{detail}");
+        assert!(detail.contains("InClusterQueue: Preempted to accommodate"), "{detail}");
+    }
+}
