@@ -270,20 +270,23 @@ pub fn job_summary(job: &KubeObject, pods: &[WorkloadPod]) -> Option<JobSummary>
 }
 
 /// Kueue's Workloads and ClusterQueues, when some job names a queue (a cluster without Kueue
-/// has none; see [`super::admission`]).
+/// has none; see [`super::admission`]). `None` when the Workloads cannot be read (a token whose
+/// RBAC does not cover Kueue's kinds): the jobs are listed without admission rather than not at
+/// all, and never as waiting for a Workload they may have.
 async fn kueue_objects(
     kube: &dyn KubeApi,
     target: &KubeTarget,
     namespace: Option<&str>,
     jobs: &[KubeObject],
-) -> Result<(Vec<KubeObject>, Vec<KubeObject>), ProviderError> {
+) -> Option<(Vec<KubeObject>, Vec<KubeObject>)> {
     if !jobs.iter().any(|j| j.label(crate::governance::QUEUE_LABEL).is_some()) {
-        return Ok((vec![], vec![]));
+        return None;
     }
-    let workloads = list_or_empty(kube, target, &ours(namespace, vec![], super::admission::KUEUE_WORKLOAD)).await?;
-    let queues = list_or_empty(kube, target, &ours(None, vec![], super::admission::KUEUE_CLUSTER_QUEUE)).await;
+    let workloads =
+        list_or_empty(kube, target, &ours(namespace, vec![], super::admission::KUEUE_WORKLOAD)).await.ok()?;
     // A token confined to namespaces may not list cluster-scoped queues: no borrowing figure then.
-    Ok((workloads, queues.unwrap_or_default()))
+    let queues = list_or_empty(kube, target, &ours(None, vec![], super::admission::KUEUE_CLUSTER_QUEUE)).await;
+    Some((workloads, queues.unwrap_or_default()))
 }
 
 /// Whether `pod` belongs to training job `job` (see the module docs).
@@ -338,13 +341,13 @@ pub async fn list_jobs(
         jobs.extend(list_or_empty(kube, target, &ours(namespace, vec![], kind)).await?);
     }
     let pods = list_or_empty(kube, target, &ours(namespace, vec![], ("v1", "Pod"))).await?;
-    let (workloads, queues) = kueue_objects(kube, target, namespace, &jobs).await?;
+    let kueue = kueue_objects(kube, target, namespace, &jobs).await;
     let mut out: Vec<JobSummary> = jobs
         .iter()
         .filter_map(|j| {
             let mine: Vec<WorkloadPod> = pods.iter().filter(|p| job_owns(j, p)).map(pod_view).collect();
             let mut s = job_summary(j, &mine)?;
-            s.admission = super::admission::admission_of(j, &workloads, &queues);
+            s.admission = kueue.as_ref().and_then(|(w, q)| super::admission::admission_of(j, w, q));
             Some(s)
         })
         .collect();
@@ -484,8 +487,8 @@ pub async fn job_detail(
     let ns = str_at(&job.0, "/metadata/namespace").unwrap_or("default").to_string();
     let pods: Vec<WorkloadPod> = job_pods(kube, target, &job).await?.iter().map(pod_view).collect();
     let mut summary = job_summary(&job, &pods).ok_or_else(|| ReadError::Missing(format!("job {name}")))?;
-    let (workloads, queues) = kueue_objects(kube, target, Some(&ns), std::slice::from_ref(&job)).await?;
-    summary.admission = super::admission::admission_of(&job, &workloads, &queues);
+    let kueue = kueue_objects(kube, target, Some(&ns), std::slice::from_ref(&job)).await;
+    summary.admission = kueue.as_ref().and_then(|(w, q)| super::admission::admission_of(&job, w, q));
     let mut names: Vec<String> = pods.iter().map(|p| p.name.clone()).collect();
     names.push(name.to_string());
     Ok(JobDetail {
