@@ -726,3 +726,93 @@ def test_foreign_jobs_and_endpoints_are_listed_read_only_with_sim_times(wl_ui, w
     assert not wl_ui.css("#delete-endpoint").is_displayed()
     assert not wl_ui.css("#scale-card").is_displayed()
     wl_ui.screenshot("foreign-endpoint-page")
+
+
+def test_jobs_of_two_teams_show_queued_admitted_and_preempted(wl_ui, wl):
+    """Task governance contention on the jobs screen: two teams with one GPU each, research
+    borrows prod's idle one, prod takes it back, and a higher-priority research job submitted
+    from the form preempts research's lower-priority one; each row shows its admission."""
+    ui = wl_ui
+    server = ui.server
+    status, body = server.api("PUT", f"/api/clusters/{CLUSTER}/governance", {
+        "priority_classes": [{"name": "inference", "weight": 100}, {"name": "training", "weight": 50}],
+        "teams": [
+            {"name": "research", "quotas": [{"instance_type": "ml.g5.xlarge", "count": 1}], "borrow_limit": 100},
+            {"name": "prod", "quotas": [{"instance_type": "ml.g5.xlarge", "count": 1}], "sharing": "Lend"},
+        ],
+    })
+    assert status == 202, body
+    assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+
+    def submit(name, team, priority):
+        status, body = server.api("POST", f"/api/clusters/{CLUSTER}/jobs", {
+            "runtime": "hyperpod",
+            "job": {"name": name, "namespace": f"hyperpod-ns-{team}", "image": "pytorch/pytorch:2.5.1",
+                    "instance_type": "ml.g5.xlarge", "nodes": 1, "team": team, "priority": priority,
+                    "storage": {"claim_name": "team-data"},
+                    "env": [{"name": "SIM_DURATION_SECONDS", "value": "10000000"}]},
+            "recipe": {"kind": "torch", "script": "scripts/train.py"},
+        })
+        assert status == 202, body
+        assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+
+    submit("gov-r1", "research", "training")
+    submit("gov-r2", "research", "training")  # borrows prod's idle GPU
+    submit("gov-p1", "prod", "training")  # prod takes its GPU back: gov-r2 is evicted
+
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}/jobs")
+
+    def admission(job):
+        rows = ui.all(f'#jobs-table tr[data-job="{job}"] .admission')
+        return rows[0].get_attribute("data-admission") if rows else None
+
+    ui.wait(lambda: admission("gov-p1") == "admitted", 20, "prod's job admitted")
+    assert admission("gov-r1") == "admitted"
+    assert admission("gov-r2") == "preempted"
+    cell = ui.css('#jobs-table tr[data-job="gov-r2"] .admission')
+    assert "InCohortReclamation" in cell.get_attribute("title"), cell.get_attribute("title")
+    assert "research / training" in cell.text
+
+    # A higher-priority research job from the form: the plan shows the Kueue labels.
+    ui.click(ui.wait_css("#new-job"))
+    form = ui.wait_css("#job-form")
+    ui.wait(lambda: field(ui, "job.instance_type").get_attribute("value") == "ml.g5.xlarge", 10, "the instance type")
+    ui.click_css('input[name=recipe][value="torch"]')
+    set_value(field(ui, "job.name"), "gov-r4")
+    set_value(field(ui, "job.namespace"), "hyperpod-ns-research")
+    set_value(field(ui, "job.team"), "research")
+    set_value(field(ui, "job.priority"), "urgent")
+    set_value(field(ui, "job.storage.claim_name"), "team-data")
+    set_value(field(ui, "recipe.script"), "scripts/train.py")
+    ui.click_css("#job-review")
+    # An unknown priority class is refused next to its field, with the valid ones.
+    ui.wait(lambda: errors_for(form, "job.priority"), 10, "the finding next to the priority")
+    assert "inference, training" in errors_for(form, "job.priority")[0]
+    set_value(field(ui, "job.priority"), "inference")
+    ui.click_css("#job-review")
+    plan = ui.wait_css("#job-plan", 10)
+    yaml_text = plan.find_element(By.CSS_SELECTOR, "details.manifest[open] pre").get_attribute("textContent")
+    assert "hyperpod-ns-research-localqueue" in yaml_text and "inference-priority" in yaml_text, yaml_text[:800]
+    ui.click_css("#job-submit")
+    ui.wait(lambda: "/jobs/gov-r4" in ui.d.current_url, 10, "the job page")
+    wait_green(ui, "#job-activity", 60)
+    ui.wait(lambda: ui.all("#job-admission .admission")
+            and ui.css("#job-admission .admission").get_attribute("data-admission") == "admitted", 20, "gov-r4 admitted")
+    ui.screenshot("job-admission")
+
+    ui.click_css('nav.tabs a[data-tab="jobs"]')
+    ui.wait(lambda: admission("gov-r1") == "preempted", 20, "gov-r1 preempted by the higher-priority job")
+    title = ui.css('#jobs-table tr[data-job="gov-r1"] .admission').get_attribute("title")
+    assert "InClusterQueue" in title and "gov-r4" in title, title
+    assert admission("gov-r4") == "admitted" and admission("gov-p1") == "admitted"
+    ui.screenshot("jobs-admission")
+
+    # Leave the cluster as the other tests expect it: no team jobs, governance off.
+    for name, team in [("gov-r1", "research"), ("gov-r2", "research"), ("gov-p1", "prod"), ("gov-r4", "research")]:
+        status, body = server.api("DELETE", f"/api/clusters/{CLUSTER}/jobs/{name}?namespace=hyperpod-ns-{team}")
+        assert status == 202, body
+        assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+    status, body = server.api("PUT", f"/api/clusters/{CLUSTER}/governance", {"enabled": False})
+    assert status == 202, body
+    assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"

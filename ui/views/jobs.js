@@ -1,5 +1,6 @@
-// Training jobs of a cluster: the list (phase, recipe, runtime, pods and the recovery budget as
-// a meter), the per-recipe submit form (PyTorch script, LLaMA-Factory and MS-Swift on the
+// Training jobs of a cluster: the list (phase, task governance admission, recipe, runtime, pods
+// and the recovery budget as a meter), the per-recipe submit form (with the optional team and
+// priority of task governance) (PyTorch script, LLaMA-Factory and MS-Swift on the
 // HyperPod training operator; VERL on KubeRay) with a plan review that shows the rendered
 // manifests (?dry_run=true) before anything is applied, and the job page: state, pods,
 // conditions, events, the applied manifests and live logs over a WebSocket (auto-scroll that
@@ -68,7 +69,7 @@ export function jobsView({ app, params }) {
         routeHref('clusters', cluster, 'jobs', 'new'), 'Submit a job'));
       return;
     }
-    const head = ['Job', 'Phase', 'Recipe', 'Runtime', 'Nodes', 'Pods', 'Recovery budget', 'Created', ''];
+    const head = ['Job', 'Phase', 'Admission', 'Recipe', 'Runtime', 'Nodes', 'Pods', 'Recovery budget', 'Created', ''];
     replace(tableSlot, listTable('jobs-table', 'Training jobs', head,
       jobs.map((j) => h('tr', { dataset: { job: j.name, phase: j.phase, foreign: j.foreign ? 'true' : 'false' } },
         h('th', { scope: 'row' }, h('a', { href: routeHref('clusters', cluster, 'jobs', j.name) }, j.name),
@@ -77,6 +78,7 @@ export function jobsView({ app, params }) {
             ? [' ', h('a', { class: 'small-text', href: historyHref(j.mlflow_tracking_arn, j.name), title: `Training history on ${j.mlflow_tracking_arn}` }, 'MLflow')]
             : h('span', { class: 'muted small-text', title: j.mlflow_tracking_arn }, ' · MLflow'))),
         h('td', {}, phaseBadge(j.phase)),
+        h('td', { class: 'nowrap' }, admissionBadge(j.admission)),
         h('td', {}, words(j.recipe)),
         h('td', {}, RUNTIME_LABELS[j.runtime] || words(j.runtime)),
         h('td', { class: 'counts' }, String(j.replicas ?? '')),
@@ -150,6 +152,17 @@ function recipeFields(key) {
   }
 }
 
+const ADMISSION_TONES = { admitted: 'ok', queued: 'warn', preempted: 'bad', finished: 'muted' };
+
+/** A job's place in its team's Kueue queue (task governance): a badge with team/priority, the
+ *  reason and Kueue's message as its title; nothing for a job that names no team. */
+function admissionBadge(a) {
+  if (!a) return h('span', { class: 'muted' }, '—');
+  const who = [a.team, a.priority].filter(Boolean).join(' / ');
+  return h('span', { class: 'admission', dataset: { admission: a.state }, title: [a.reason, a.message].filter(Boolean).join(': ') },
+    badge(a.state, ADMISSION_TONES[a.state]), who ? h('span', { class: 'muted small-text' }, ` ${who}`) : null);
+}
+
 /** Environment lines: NAME=value, or NAME=secret:<secret>/<key> for a Secret reference. */
 function envList(text) {
   return lines(text).map((l) => {
@@ -167,6 +180,9 @@ export function jobBody(recipeKey, v) {
   const job = prune({
     name: v['job.name'],
     namespace: v['job.namespace'],
+    team: v['job.team'],
+    priority: v['job.priority'],
+    storage: v['job.storage.claim_name'] ? { claim_name: v['job.storage.claim_name'] } : undefined,
     image: v['job.image'],
     instance_type: v['job.instance_type'],
     nodes: num(v['job.nodes']),
@@ -264,6 +280,10 @@ export function jobNewView({ app, params, query }) {
         formField('job.nodes', 'Nodes', { kind: 'number', value: '1', help: 'One pod per node.' }),
         formField('job.gpus_per_node', 'GPUs per node (optional)', { kind: 'number', help: 'Every GPU of the instance type when empty.' }),
         formField('job.efa', 'Use EFA interfaces', { kind: 'checkbox', value: true })),
+      h('div', { class: 'grid-3' },
+        formField('job.team', 'Team (task governance, optional)', { mono: true, help: 'The job waits for its team\'s quota; run it in namespace hyperpod-ns-<team>.' }),
+        formField('job.priority', 'Priority class (optional)', { mono: true, help: 'One of the cluster\'s priority classes; needs a team.' }),
+        formField('job.storage.claim_name', 'Shared claim (optional)', { mono: true, help: 'A claim of the job\'s namespace; the cluster\'s shared bucket claim when empty (namespace default).' })),
       recipeSlot,
       resilienceSet, rayNote,
       h('details', { class: 'advanced' }, h('summary', {}, 'Tracking, identity and environment'),
@@ -627,6 +647,8 @@ export function jobView({ app, params, query }) {
       props([
         ['Phase', h('span', { id: 'job-phase', dataset: { phase: j.phase } }, phaseBadge(j.phase))],
         ['Recovery budget', h('span', { id: 'job-recovery' }, recoveryMeter(j.recovery))],
+        ['Admission', j.admission && h('span', { id: 'job-admission' }, admissionBadge(j.admission),
+          j.admission.message ? h('div', { class: 'small-text muted', id: 'job-admission-message' }, j.admission.message) : null)],
         ['MLflow', j.mlflow_tracking_arn && h('span', {},
           h('span', { class: 'mono break' }, j.mlflow_tracking_arn),
           app.hasRoute && app.hasRoute('/history')

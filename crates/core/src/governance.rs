@@ -37,6 +37,11 @@ pub fn team_queue(team: &str) -> String {
     format!("hyperpod-ns-{team}-localqueue")
 }
 
+/// The Kueue `ClusterQueue` of a team (its quota in the cluster).
+pub fn team_cluster_queue(team: &str) -> String {
+    format!("hyperpod-ns-{team}-clusterqueue")
+}
+
 /// The Kueue `WorkloadPriorityClass` of a priority class (`kueue.x-k8s.io/priority-class`).
 pub fn priority_class_name(class: &str) -> String {
     format!("{class}-priority")
@@ -308,6 +313,123 @@ impl GovernanceState {
     }
 }
 
+/// The team of a Kueue queue name (`hyperpod-ns-<team>-localqueue`), if it is one.
+pub fn team_of_queue(queue: &str) -> Option<&str> {
+    queue.strip_prefix("hyperpod-ns-")?.strip_suffix("-localqueue").filter(|t| !t.is_empty())
+}
+
+/// The priority class of a Kueue `WorkloadPriorityClass` name (`<class>-priority`), if it is one.
+pub fn class_of_priority(label: &str) -> Option<&str> {
+    label.strip_suffix("-priority").filter(|c| !c.is_empty())
+}
+
+/// What a job submission needs to know of its cluster's task governance, read from the real
+/// state by the workload workflow (never taken from the client).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GovernanceFacts {
+    /// The add-on and our scheduler config are there.
+    pub enabled: bool,
+    /// Teams with a compute quota.
+    pub teams: Vec<String>,
+    /// The scheduler config's priority classes.
+    pub priority_classes: Vec<String>,
+}
+
+impl GovernanceFacts {
+    pub fn of(state: &GovernanceState) -> Self {
+        let spec = state.spec();
+        GovernanceFacts {
+            enabled: spec.enabled,
+            teams: spec.teams.iter().map(|t| t.name.clone()).collect(),
+            priority_classes: spec.priority_classes.iter().map(|p| p.name.clone()).collect(),
+        }
+    }
+}
+
+fn listed(names: &[String]) -> String {
+    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+}
+
+/// The rules of a job's `team` and `priority` that need no cluster (400): names as SageMaker
+/// has them, a priority only with a team, and a team's job in the team's namespace
+/// (`hyperpod-ns-<team>`, where the add-on creates its queue). Fields are `<prefix>team`,
+/// `<prefix>priority` and `<prefix>namespace`.
+pub fn check_job_queue_shape(
+    f: &mut Findings,
+    prefix: &str,
+    team: Option<&str>,
+    priority: Option<&str>,
+    namespace: &str,
+) {
+    if let Some(t) = team {
+        if let Err(e) = team_name(t) {
+            f.push(&format!("{prefix}team"), format!("team name {e}"));
+        } else if namespace != team_namespace(t) {
+            f.push(
+                &format!("{prefix}namespace"),
+                format!(
+                    "must be {} for team {t}: the task governance add-on creates the team's queue {} there",
+                    team_namespace(t),
+                    team_queue(t)
+                ),
+            );
+        }
+    }
+    if let Some(p) = priority {
+        if let Err(e) = team_name(p) {
+            f.push(&format!("{prefix}priority"), format!("priority class name {e}"));
+        }
+        if team.is_none() {
+            f.push(
+                &format!("{prefix}priority"),
+                "a priority orders a team's jobs in its queue: give team too (task governance)",
+            );
+        }
+    }
+}
+
+/// The rules of a job's `team` and `priority` against the cluster's task governance (422):
+/// governance is on, the team has a quota, the priority is one of the scheduler config's
+/// classes. Findings list the valid names.
+pub fn check_job_queue(
+    f: &mut Findings,
+    prefix: &str,
+    cluster: &str,
+    facts: &GovernanceFacts,
+    team: Option<&str>,
+    priority: Option<&str>,
+) {
+    let Some(t) = team else { return };
+    if !facts.enabled {
+        f.push_unprocessable(
+            &format!("{prefix}team"),
+            format!(
+                "task governance is off in cluster {cluster}: there are no team queues; turn it on \
+                 (PUT /api/clusters/{cluster}/governance) or leave team out"
+            ),
+        );
+        return;
+    }
+    if !facts.teams.iter().any(|x| x == t) {
+        f.push_unprocessable(
+            &format!("{prefix}team"),
+            format!("cluster {cluster} has no team {t}; its teams: {}", listed(&facts.teams)),
+        );
+    }
+    if let Some(p) = priority
+        && !facts.priority_classes.iter().any(|x| x == p)
+    {
+        f.push_unprocessable(
+            &format!("{prefix}priority"),
+            format!(
+                "cluster {cluster} has no priority class {p}; its priority classes: {}",
+                listed(&facts.priority_classes)
+            ),
+        );
+    }
+}
+
 /// Where a team's jobs go in the cluster (what the add-on creates).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamPlacement {
@@ -575,6 +697,54 @@ mod tests {
         assert_eq!(foreign.kind, crate::validate::ValidationKind::Unprocessable);
         assert_eq!(foreign.findings[0].field, "enabled");
         assert_eq!(foreign.findings[1].field, "teams[0].name");
+    }
+
+    /// (team, priority, namespace, fields refused).
+    type ShapeCase<'a> = (Option<&'a str>, Option<&'a str>, &'a str, &'a [&'a str]);
+    /// (facts, team, priority, fields refused, words of the first rule).
+    type FactsCase<'a> = (&'a GovernanceFacts, Option<&'a str>, Option<&'a str>, &'a [&'a str], &'a str);
+
+    #[test]
+    fn a_jobs_team_and_priority_follow_the_clusters_governance() {
+        let facts = GovernanceFacts::of(&state_of(&two_teams(), true));
+        assert_eq!(facts.teams, ["prod", "research"]);
+        let cases: &[ShapeCase] = &[
+            (None, None, "default", &[]),
+            (Some("research"), Some("training"), "hyperpod-ns-research", &[]),
+            (Some("research"), None, "default", &["job.namespace"]),
+            (Some("Research"), None, "hyperpod-ns-research", &["job.team"]),
+            (None, Some("training"), "default", &["job.priority"]),
+        ];
+        for (team, priority, ns, fields) in cases {
+            let mut f = Findings::new();
+            check_job_queue_shape(&mut f, "job.", *team, *priority, ns);
+            let got: Vec<String> =
+                f.finish().err().map(|e| e.findings.iter().map(|x| x.field.clone()).collect()).unwrap_or_default();
+            assert_eq!(&got, fields, "{team:?} {priority:?} {ns}");
+        }
+        let cases: &[FactsCase] = &[
+            (&facts, Some("research"), Some("training"), &[], ""),
+            (&facts, Some("nobody"), None, &["job.team"], "its teams: prod, research"),
+            (&facts, Some("prod"), Some("urgent"), &["job.priority"], "its priority classes: inference, training"),
+            (&GovernanceFacts::default(), Some("prod"), None, &["job.team"], "task governance is off"),
+            (&GovernanceFacts::default(), None, None, &[], ""),
+        ];
+        for (facts, team, priority, fields, rule) in cases {
+            let mut f = Findings::new();
+            check_job_queue(&mut f, "job.", "demo", facts, *team, *priority);
+            match f.finish() {
+                Ok(()) => assert!(fields.is_empty(), "{team:?} {priority:?}"),
+                Err(e) => {
+                    assert_eq!(e.kind, crate::validate::ValidationKind::Unprocessable);
+                    let got: Vec<&str> = e.findings.iter().map(|x| x.field.as_str()).collect();
+                    assert_eq!(&got, fields);
+                    assert!(e.findings[0].rule.contains(rule), "{}", e.findings[0].rule);
+                }
+            }
+        }
+        assert_eq!(team_of_queue("hyperpod-ns-research-localqueue"), Some("research"));
+        assert_eq!(team_of_queue("other"), None);
+        assert_eq!(class_of_priority("training-priority"), Some("training"));
     }
 
     #[test]

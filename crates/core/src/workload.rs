@@ -12,6 +12,7 @@
 //! Readiness is data, not code: a [`RenderedWorkload`] lists [`ReadyRule`]s that the `ready`
 //! step evaluates against the live objects ([`ReadyRule::evaluate`]).
 
+pub mod admission;
 pub mod read;
 
 /// Inference endpoint and model pool views (built in [`crate::workflow::endpoints`]).
@@ -117,6 +118,10 @@ pub struct WorkloadContext {
     /// unknown specs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_specs: Option<Vec<InstanceTypeInfo>>,
+    /// The cluster's task governance, read when the rendering names a team
+    /// ([`RenderedWorkload::team`]): `None` before it is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governance: Option<crate::governance::GovernanceFacts>,
 }
 
 impl WorkloadContext {
@@ -315,6 +320,10 @@ pub struct RenderedWorkload {
     /// them from the provider and renders again with them ([`WorkloadContext::instance_specs`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instance_types: Vec<String>,
+    /// The task governance team whose Kueue queue the workload names: the workflow reads the
+    /// cluster's governance and renders again with it ([`WorkloadContext::governance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
 }
 
 /// A service account of a workload bound to an IAM role through EKS Pod Identity.
@@ -438,6 +447,9 @@ pub struct JobSummary {
     /// every change is refused with 422; manage it with the tool that created it.
     #[serde(default)]
     pub foreign: bool,
+    /// Where the job stands in its team's queue (task governance), when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<admission::JobAdmission>,
 }
 
 /// One pod of a workload.
@@ -673,6 +685,7 @@ mod tests {
                 created_at: None,
                 message: None,
                 foreign: true,
+                admission: None,
             },
             pod_list: vec![],
             conditions: vec![],

@@ -2,7 +2,7 @@
 //!
 //! [`known`] answers from a fixed table for the built-in kinds InstantStart applies and the
 //! custom resources it uses (HyperPod training jobs, KubeRay, the HyperPod inference operator,
-//! KEDA, Kubeflow, HyperPod's managed Karpenter). The table saves a discovery round trip per kind, and it makes those CRDs
+//! KEDA, Kubeflow, HyperPod's managed Karpenter, Kueue's Workloads and ClusterQueues). The table saves a discovery round trip per kind, and it makes those CRDs
 //! usable against servers whose discovery does not list them (the simulator, a cluster whose
 //! operator is still installing). Any other kind is resolved by discovery
 //! ([`kube::discovery::pinned_kind`]) and cached per target by the adapter.
@@ -69,6 +69,9 @@ pub const KNOWN_KINDS: &[(&str, &str, &str, bool)] = &[
     ("inference.sagemaker.aws.amazon.com/v1", "JumpStartModel", "jumpstartmodels", true),
     ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", true),
     ("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", true),
+    // Kueue (the HyperPod task governance add-on): read for job admission
+    ("kueue.x-k8s.io/v1beta1", "Workload", "workloads", true),
+    ("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", false),
     // HyperPod's managed Karpenter (cluster-scoped; served once AutoScaling is InService)
     ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass", "hyperpodnodeclasses", false),
     ("karpenter.sh/v1", "NodePool", "nodepools", false),

@@ -1158,7 +1158,9 @@ impl InstantStartMcp {
         description = "Submit a training job. runtime hyperpod: a HyperPodPyTorchJob under the HyperPod training \
                        operator (recipes torch, llama_factory, ms_swift) with process-level recovery, log-pattern \
                        hang detection and a recovery budget (resilience); runtime ray: a KubeRay RayJob (recipe \
-                       verl). Every pod mounts the shared bucket; paths are relative to it. Ask the user for the \
+                       verl). Every pod mounts the shared bucket; paths are relative to it. On a cluster with task \
+                       governance (governance_get), job.team names the team whose quota the job waits for (namespace \
+                       hyperpod-ns-<team>) and job.priority one of its priority classes. Ask the user for the \
                        decisions (recipe, image, instance type, nodes); use dry_run to show the manifests first. \
                        Returns the operation id (and the job name in `workload`): call operation_wait with it \
                        until the status is terminal, then follow the job with job_get and job_logs.",
@@ -1185,7 +1187,10 @@ impl InstantStartMcp {
         name = "job_list",
         description = "Training jobs of a cluster: name, runtime (hyperpod, ray or pytorch), recipe, phase \
                        (pending, running, succeeded, failed, restarting), pods by phase, the recovery budget (budget, \
-                       used, remaining) of HyperPod jobs and the MLflow tracking server. Jobs InstantStart did not \
+                       used, remaining) of HyperPod jobs, the MLflow tracking server, and for jobs that name a task \
+                       governance team the admission (state queued, admitted, preempted or finished; team, \
+                       priority, accelerators held, what the team borrows, and Kueue's reason and message: which \
+                       quota is short, who preempted it). Jobs InstantStart did not \
                        create are listed with foreign: true: read them (job_get, job_logs) but do not try to delete \
                        them (refused); they are managed with the tool that created them.",
         annotations(
@@ -1211,8 +1216,10 @@ impl InstantStartMcp {
         name = "job_get",
         description = "One training job: phase, the recovery budget (budget, used, remaining: a process fault \
                        restarts the job in place and uses one; when none remain the job fails with a reason), every \
-                       pod with node and restarts, conditions, recent Kubernetes events and the applied manifest. \
-                       Read it before job_logs to pick a pod, and to explain a failure.",
+                       pod with node and restarts, conditions, recent Kubernetes events, the applied manifest and, \
+                       for a job of a task governance team, its admission (queued, admitted, preempted: Kueue's \
+                       reason and message). Read it before job_logs to pick a pod, to explain a failure, and to \
+                       answer 'why is my job queued' (with governance_get for the team's quota).",
         annotations(
             title = "Get a training job",
             read_only_hint = true,

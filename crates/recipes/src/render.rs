@@ -92,6 +92,21 @@ fn check_claim_namespace(
     }
 }
 
+/// A job's team and priority against the cluster's task governance, once the workflow read it
+/// (422, naming `job.team` / `job.priority` and listing the valid names).
+fn check_queue(f: &mut Findings, cluster: &str, job: &crate::training::TrainingJob, cx: Option<&WorkloadContext>) {
+    if let Some(facts) = cx.and_then(|c| c.governance.as_ref()) {
+        instantstart_core::governance::check_job_queue(
+            f,
+            "job.",
+            cluster,
+            facts,
+            job.team.as_deref(),
+            job.priority.as_deref(),
+        );
+    }
+}
+
 /// The capacity the job's nodes come from: the instance groups of its instance type (Spot if
 /// any of them is Spot, as the job may land on any).
 fn target_capacity(instance_type: &str, cx: Option<&WorkloadContext>) -> TargetCapacity {
@@ -119,6 +134,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
     };
     let defaulted = default_storage(&mut params, Some("job"), cx);
     let mut instance_types = Vec::new();
+    let team;
     let (name, namespace, object, recipe_ready, identity) = match runtime.as_str() {
         "hyperpod" => {
             let mut p: HyperPodJobParams = decode(&params)?;
@@ -128,12 +144,14 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             let identity = if p.tiered_checkpointing { None } else { p.job.mlflow_identity() };
             let mut f = Findings::new();
             check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
+            check_queue(&mut f, &req.cluster, &p.job, cx);
             let built = hyperpod_pytorch_job(&p, &target_capacity(&p.job.instance_type, cx));
             if let Err(e) = &built {
                 f.extend(e.clone());
             }
             f.finish()?;
             let built = built?;
+            team = p.job.team.clone();
             (built.name, p.job.namespace, built.job, hyperpod::KIND, identity)
         }
         "ray" => {
@@ -143,12 +161,14 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             let identity = p.job.mlflow_identity();
             let mut f = Findings::new();
             check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
+            check_queue(&mut f, &req.cluster, &p.job, cx);
             let built = ray_job(&p);
             if let Err(e) = &built {
                 f.extend(e.clone());
             }
             f.finish()?;
             let built = built?;
+            team = p.job.team.clone();
             (built.name, p.job.namespace, built.job, ray::KIND, identity)
         }
         other => {
@@ -174,6 +194,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         ready: vec![ReadyRule::Exists { object: r }],
         pod_identity: identity,
         instance_types,
+        team,
     })
 }
 
@@ -202,6 +223,7 @@ fn render_download(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         }],
         pod_identity: None,
         instance_types: Vec::new(),
+        team: None,
     })
 }
 

@@ -672,6 +672,25 @@ fn hyperpod_training_jobs() {
         "hyperpod_elastic",
         &hyperpod_pytorch_job(&described(elastic), &TargetCapacity::default()).unwrap(),
     );
+
+    // Task governance: the job object (not its pods) names the team's Kueue queue and the
+    // priority class, as the task governance add-on expects.
+    let queued = edit(
+        hyperpod_base(),
+        &[
+            ("/job/name", json!("research-sft")),
+            ("/job/namespace", json!("hyperpod-ns-research")),
+            ("/job/team", json!("research")),
+            ("/job/priority", json!("training")),
+        ],
+    );
+    let job = hyperpod_pytorch_job(&described(queued), &TargetCapacity::default()).unwrap();
+    let labels = &job.job["metadata"]["labels"];
+    assert_eq!(labels["kueue.x-k8s.io/queue-name"], "hyperpod-ns-research-localqueue");
+    assert_eq!(labels["kueue.x-k8s.io/priority-class"], "training-priority");
+    let pod_labels = &job.job["spec"]["replicaSpecs"][0]["template"]["metadata"]["labels"];
+    assert!(pod_labels.get("kueue.x-k8s.io/queue-name").is_none(), "{pod_labels}");
+    check_and_snapshot("hyperpod_team_queue", &job);
 }
 
 #[test]
@@ -706,6 +725,12 @@ fn ray_training_jobs() {
     let job = ray_job(&described(single)).unwrap();
     assert!(job.job["spec"]["rayClusterSpec"].get("workerGroupSpecs").is_none());
     check_and_snapshot("ray_verl_single_node", &job);
+
+    let queued = edit(ray_base(), &[("/job/namespace", json!("hyperpod-ns-prod")), ("/job/team", json!("prod"))]);
+    let job = ray_job(&described(queued)).unwrap();
+    assert_eq!(job.job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "hyperpod-ns-prod-localqueue");
+    assert!(job.job["metadata"]["labels"].get("kueue.x-k8s.io/priority-class").is_none());
+    assert_valid(std::slice::from_ref(&job.job));
 }
 
 #[test]
@@ -995,6 +1020,9 @@ fn hyperpod_rules() {
                 &["job.mlflow.experiment"],
             ),
             ("service account", vec![("/job/service_account", s("Bad_SA"))], &["job.service_account"]),
+            ("team outside its namespace", vec![("/job/team", s("research"))], &["job.namespace"]),
+            ("team name", vec![("/job/team", s("Research"))], &["job.team"]),
+            ("priority without a team", vec![("/job/priority", s("training"))], &["job.priority"]),
             ("tiered checkpointing outside default", vec![("/tiered_checkpointing", json!(true))], &["job.namespace"]),
             (
                 "tiered checkpointing with a service account of its own",

@@ -2333,3 +2333,6 @@ async fn user_named_lifecycle_scripts_are_checked_in_the_preflight() {
 mod pages;
 #[path = "api/rbac.rs"]
 mod rbac;
+
+#[path = "api/governance_jobs.rs"]
+mod governance_jobs;

@@ -279,3 +279,54 @@ async fn a_restart_mid_operation_resumes_without_a_duplicate() {
     assert_eq!(b.sim.calls("sagemaker:DeleteClusterSchedulerConfig"), 1, "{:?}", b.sim.stats());
     assert_eq!(b.sim.calls("sagemaker:DeleteComputeQuota"), 2, "{:?}", b.sim.stats());
 }
+
+/// Deleting a governed cluster removes its quotas, then the scheduler config, then the add-on,
+/// before the HyperPod cluster goes; killed (abort, new engine) while the scheduler config is
+/// being deleted, the resumed operation deletes nothing twice and finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_governed_cluster_removes_governance_first_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let speed = 200.0;
+    let id = {
+        let b = created(dir.path(), speed).await;
+        run(&b, OperationKind::SetGovernance, &governance(two_teams())).await;
+        let dry = b.engine.dry_run_checked(OperationKind::DeleteCluster, &json!({ "name": "demo" })).await.unwrap();
+        let planned: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
+        let at = |k: &str| planned.iter().position(|x| *x == k).unwrap_or_else(|| panic!("no {k}: {planned:?}"));
+        assert!(at("remove_quota:prod") < at("remove_scheduler_config"), "{planned:?}");
+        assert!(at("remove_quota:research") < at("remove_scheduler_config"), "{planned:?}");
+        assert!(at("remove_scheduler_config") < at("remove:amazon-sagemaker-hyperpod-taskgovernance"), "{planned:?}");
+        assert!(at("remove:amazon-sagemaker-hyperpod-taskgovernance") < at("hyperpod_cluster"), "{planned:?}");
+        let hp = dry.prepared.steps.iter().find(|s| s.key == "hyperpod_cluster").unwrap();
+        assert!(hp.depends_on.iter().any(|d| d == "remove_scheduler_config"), "{:?}", hp.depends_on);
+
+        let Outcome::Submitted(s) = b
+            .engine
+            .submit_checked(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None)
+            .await
+            .unwrap()
+        else {
+            panic!("no operation");
+        };
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = b.engine.get(&s.operation.id).unwrap();
+            if op.step("remove_scheduler_config").unwrap().phase == StepPhase::Polling {
+                assert_ne!(op.step("hyperpod_cluster").unwrap().phase, StepPhase::Succeeded);
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{op:#?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        b.engine.abort_all();
+        s.operation.id
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = bed(dir.path(), speed);
+    assert_eq!(b.engine.resume_all().unwrap(), 1);
+    let op = b.engine.wait(&id, Duration::from_secs(120)).await.unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(b.sim.calls("sagemaker:DeleteClusterSchedulerConfig"), 1, "{:?}", b.sim.stats());
+    assert_eq!(b.sim.calls("sagemaker:DeleteComputeQuota"), 2, "{:?}", b.sim.stats());
+    assert!(b.sim.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().is_none());
+}

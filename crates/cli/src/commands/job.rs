@@ -97,9 +97,15 @@ pub struct SubmitArgs {
     /// Job name (DNS-1123 label, at most 50 characters).
     #[arg(long, help_heading = RECIPE)]
     pub name: Option<String>,
-    /// Namespace of the job.
-    #[arg(long, default_value = "default", help_heading = RECIPE)]
-    pub namespace: String,
+    /// Namespace of the job [default: hyperpod-ns-<team> with --team, else default].
+    #[arg(long, help_heading = RECIPE)]
+    pub namespace: Option<String>,
+    /// Task governance team whose queue the job waits in (its quota decides when it runs).
+    #[arg(long, help_heading = RECIPE)]
+    pub team: Option<String>,
+    /// Priority class of the cluster's task governance (with --team).
+    #[arg(long, requires = "team", help_heading = RECIPE)]
+    pub priority: Option<String>,
     /// Training image (pinned tag or digest).
     #[arg(long, help_heading = RECIPE)]
     pub image: Option<String>,
@@ -167,10 +173,21 @@ impl SubmitArgs {
             return output::read_document(path);
         }
         let recipe = self.recipe.expect("clap requires -f or --recipe");
+        let namespace = match (&self.namespace, &self.team) {
+            (Some(ns), _) => ns.clone(),
+            (None, Some(team)) => instantstart_core::governance::team_namespace(team),
+            (None, None) => "default".to_string(),
+        };
         let mut job = json!({
-            "name": self.name, "namespace": self.namespace, "image": self.image,
+            "name": self.name, "namespace": namespace, "image": self.image,
             "instance_type": self.instance_type, "nodes": self.nodes, "efa": !self.no_efa,
         });
+        if let Some(t) = &self.team {
+            job["team"] = json!(t);
+        }
+        if let Some(p) = &self.priority {
+            job["priority"] = json!(p);
+        }
         if let Some(g) = self.gpus_per_node {
             job["gpus_per_node"] = json!(g);
         }
@@ -236,6 +253,30 @@ impl SubmitArgs {
     }
 }
 
+/// The admission column: `admitted (research/training)`, `-` when the job names no queue.
+pub fn admission(v: &Value) -> String {
+    match v.get("admission").filter(|a| a.is_object()) {
+        Some(a) => {
+            let who = [s(a, "team"), s(a, "priority")].into_iter().filter(|x| x != "-").collect::<Vec<_>>().join("/");
+            if who.is_empty() { s(a, "state") } else { format!("{} ({who})", s(a, "state")) }
+        }
+        None => "-".into(),
+    }
+}
+
+/// The admission of a job in words: state, team and priority, Kueue's reason and message.
+fn admission_detail(v: &Value) -> String {
+    let Some(a) = v.get("admission").filter(|a| a.is_object()) else { return "- (names no team queue)".into() };
+    let mut out = format!("{}, queue {}", admission(v), s(a, "queue"));
+    if a.get("team_borrowed").is_some_and(|b| b.as_u64().unwrap_or(0) > 0) {
+        out.push_str(&format!("; the team borrows {} accelerators", s(a, "team_borrowed")));
+    }
+    if let Some(m) = a.get("message").and_then(Value::as_str) {
+        out.push_str(&format!("\n  {}: {m}", s(a, "reason")));
+    }
+    out
+}
+
 /// `used/budget` of a recovery budget, `-` when the job has none.
 pub fn recovery(v: &Value) -> String {
     match v.get("recovery").filter(|r| r.is_object()) {
@@ -257,14 +298,24 @@ pub async fn run(g: &Globals, cmd: JobCommand) -> anyhow::Result<Exit> {
             let cluster = cluster.resolve(&client).await?;
             let jobs = views(client.list_jobs(&cluster).await?)?;
             output::emit(g.output, &jobs, || {
-                let mut t =
-                    Table::new(&["NAME", "RUNTIME", "RECIPE", "PHASE", "PODS", "RECOVERY", "CREATED", "FOREIGN"]);
+                let mut t = Table::new(&[
+                    "NAME",
+                    "RUNTIME",
+                    "RECIPE",
+                    "PHASE",
+                    "ADMISSION",
+                    "PODS",
+                    "RECOVERY",
+                    "CREATED",
+                    "FOREIGN",
+                ]);
                 for j in &jobs {
                     t.row(vec![
                         s(j, "name"),
                         s(j, "runtime"),
                         s(j, "recipe"),
                         s(j, "phase"),
+                        admission(j),
                         format!("{}/{} running", s(j, "pods.running"), s(j, "replicas")),
                         recovery(j),
                         s(j, "created_at"),
@@ -350,6 +401,7 @@ fn render_job(job: &Value) -> String {
         ("Runtime", s(job, "runtime")),
         ("Recipe", s(job, "recipe")),
         ("Phase", s(job, "phase")),
+        ("Admission", admission_detail(job)),
         (
             "Pods",
             format!(
@@ -391,4 +443,30 @@ fn render_job(job: &Value) -> String {
         out.push_str(&t.render_or(""));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admission_column_names_state_team_and_priority() {
+        let cases = [
+            (json!({}), "-"),
+            (json!({ "admission": { "state": "queued", "queue": "q" } }), "queued"),
+            (
+                json!({ "admission": { "state": "admitted", "team": "research", "priority": "training" } }),
+                "admitted (research/training)",
+            ),
+            (json!({ "admission": { "state": "preempted", "team": "prod" } }), "preempted (prod)"),
+        ];
+        for (job, want) in cases {
+            assert_eq!(admission(&job), want, "{job}");
+        }
+        let detail = admission_detail(&json!({ "admission": {
+            "state": "preempted", "team": "research", "queue": "hyperpod-ns-research-localqueue", "team_borrowed": 2,
+            "reason": "InClusterQueue", "message": "Preempted to accommodate a higher priority workload" } }));
+        assert!(detail.contains("queue hyperpod-ns-research-localqueue; the team borrows 2"), "{detail}");
+        assert!(detail.contains("InClusterQueue: Preempted to accommodate"), "{detail}");
+    }
 }

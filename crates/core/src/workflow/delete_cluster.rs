@@ -95,6 +95,11 @@ pub struct DeleteClusterRequest {
     /// was recorded; whatever a caller sends here is replaced by the real state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tracking_servers: Vec<ClusterTrackingServer>,
+    /// The cluster's task governance that is ours (quotas, scheduler config, add-on), as the
+    /// assessment found it: removed in that order before the HyperPod cluster goes. Whatever a
+    /// caller sends here is replaced by the real state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governance: Option<super::governance::GovernanceTeardown>,
 }
 
 /// A tracking server created for the cluster, found before the deletion was recorded.
@@ -358,6 +363,18 @@ fn plan_steps_with(
     steps
 }
 
+/// Adds the task governance teardown (quotas → scheduler config → add-on) before the HyperPod
+/// cluster's deletion: SageMaker's quotas and scheduler config name the cluster.
+fn with_governance_teardown(steps: &mut Vec<StepSpec>, cluster: &str, g: &super::governance::GovernanceTeardown) {
+    let teardown = g.steps(cluster);
+    let keys: Vec<String> = teardown.iter().map(|s| s.key.clone()).collect();
+    if let Some(hp) = steps.iter_mut().find(|s| s.key == "hyperpod_cluster") {
+        hp.depends_on.extend(keys);
+    }
+    let at = steps.iter().position(|s| s.key == "hyperpod_cluster").unwrap_or(steps.len());
+    steps.splice(at..at, teardown);
+}
+
 /// What InstantStart installed on imported cluster `rec`, as the step keys that remove it: the
 /// add-on and chart steps (not a chart release found and left alone), the S3 CSI identity and
 /// role, the storage claim and the load balancer controller's role of its newest successful
@@ -594,7 +611,11 @@ impl Workflow for DeleteClusterWorkflow {
             }
             plan_imported(&rec, &installed)
         } else {
-            plan_steps_with(&rec, req.delete_bucket, charts, &req.tracking_servers)
+            let mut steps = plan_steps_with(&rec, req.delete_bucket, charts, &req.tracking_servers);
+            if let Some(g) = req.governance.as_ref().filter(|_| rec.hyperpod_cluster.is_some()) {
+                with_governance_teardown(&mut steps, &rec.name, g);
+            }
+            steps
         };
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: cluster_target(&req.name), request: canonical, steps })
@@ -643,6 +664,15 @@ impl Workflow for DeleteClusterWorkflow {
             servers.sort_by(|a, b| a.name.cmp(&b.name));
         }
         req.tracking_servers = servers;
+        req.governance = None;
+        if rec.source == ClusterSource::Created
+            && let Some(hp) = &rec.hyperpod_cluster
+            && let Some(live) =
+                crate::engine::reads::read(|| self.aws.describe_hyperpod_cluster(&rec.region, hp)).await?
+        {
+            let state = super::governance::read_governance(self.aws.as_ref(), &rec, &live.arn).await?;
+            req.governance = super::governance::GovernanceTeardown::of(&rec.name, &live.arn, &state);
+        }
         let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
     }
@@ -650,6 +680,13 @@ impl Workflow for DeleteClusterWorkflow {
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
         let req: DeleteClusterRequest = decode(request).ok()?;
         let rec = self.store.get_cluster(&req.name).ok()??;
+        if let Some(g) = &req.governance
+            && (key.starts_with(super::governance::REMOVE_QUOTA_PREFIX)
+                || key == super::governance::REMOVE_SCHEDULER_STEP
+                || key == super::governance::REMOVE_ADDON_STEP)
+        {
+            return g.executor(self.aws.clone(), &rec, key);
+        }
         if let Some(release) = key.strip_prefix(CHART_STEP_PREFIX) {
             let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
             return Some(Arc::new(RemoveChart { helm: self.helm.clone()?, target, chart: *pinned_chart(release)? }));
@@ -1225,6 +1262,28 @@ mod tests {
     }
 
     #[test]
+    fn governance_goes_quotas_then_scheduler_config_then_addon_before_the_hyperpod_cluster() {
+        let g = super::super::governance::GovernanceTeardown {
+            cluster_arn: "arn".into(),
+            teams: vec!["prod".into(), "research".into()],
+            scheduler_config: true,
+            addon: true,
+        };
+        let mut steps = plan_steps_with(&record(ClusterSource::Created, true), false, &[], &[]);
+        with_governance_teardown(&mut steps, "demo", &g);
+        let deps = |key: &str| steps.iter().find(|s| s.key == key).unwrap().depends_on.clone();
+        assert_eq!(deps("remove_scheduler_config"), ["remove_quota:prod", "remove_quota:research"]);
+        assert_eq!(deps("remove:amazon-sagemaker-hyperpod-taskgovernance"), ["remove_scheduler_config"]);
+        let hp = deps("hyperpod_cluster");
+        for key in ["remove_quota:prod", "remove_quota:research", "remove_scheduler_config"] {
+            assert!(hp.iter().any(|d| d == key), "{hp:?}");
+        }
+        assert!(hp.iter().any(|d| d == "remove:amazon-sagemaker-hyperpod-taskgovernance"), "{hp:?}");
+        let at = |key: &str| steps.iter().position(|s| s.key == key).unwrap();
+        assert!(at("remove:amazon-sagemaker-hyperpod-taskgovernance") < at("hyperpod_cluster"));
+    }
+
+    #[test]
     fn recorded_tracking_servers_are_checked_by_field() {
         let findings = |req: &DeleteClusterRequest, source: ClusterSource| {
             let mut f = Findings::new();
@@ -1236,6 +1295,7 @@ mod tests {
             delete_bucket: false,
             keep_tracking_servers: false,
             tracking_servers: vec![server("team", true), server("byo", false)],
+            governance: None,
         };
         assert_eq!(findings(&req, ClusterSource::Created), None);
         req.tracking_servers.push(server("team", false));

@@ -69,9 +69,79 @@ pub struct GovernanceChanges {
 }
 
 const ADDON_STEP: &str = "addon:amazon-sagemaker-hyperpod-taskgovernance";
-const REMOVE_ADDON_STEP: &str = "remove:amazon-sagemaker-hyperpod-taskgovernance";
+/// Step removing the task governance add-on.
+pub const REMOVE_ADDON_STEP: &str = "remove:amazon-sagemaker-hyperpod-taskgovernance";
 const SCHEDULER_STEP: &str = "scheduler_config";
-const REMOVE_SCHEDULER_STEP: &str = "remove_scheduler_config";
+/// Step deleting the cluster's scheduler config.
+pub const REMOVE_SCHEDULER_STEP: &str = "remove_scheduler_config";
+/// Step key prefix deleting a team's compute quota: `remove_quota:<team>`.
+pub const REMOVE_QUOTA_PREFIX: &str = "remove_quota:";
+
+/// What deleting a cluster removes of its task governance, found by the delete's assessment:
+/// InstantStart's quotas, then its scheduler config, then the add-on, before the HyperPod
+/// cluster goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GovernanceTeardown {
+    pub cluster_arn: String,
+    /// Teams whose compute quota is ours.
+    #[serde(default)]
+    pub teams: Vec<String>,
+    /// Our scheduler config exists.
+    #[serde(default)]
+    pub scheduler_config: bool,
+    /// The task governance add-on is installed.
+    #[serde(default)]
+    pub addon: bool,
+}
+
+impl GovernanceTeardown {
+    /// What of the cluster's governance is ours to remove; `None` when nothing is.
+    pub fn of(cluster: &str, cluster_arn: &str, state: &GovernanceState) -> Option<Self> {
+        let t = GovernanceTeardown {
+            cluster_arn: cluster_arn.to_string(),
+            teams: state.quotas.iter().filter(|q| is_owned(&q.tags, cluster)).map(|q| q.config.team.clone()).collect(),
+            scheduler_config: state.scheduler_config.as_ref().is_some_and(|sc| is_owned(&sc.tags, cluster)),
+            addon: state.addon,
+        };
+        (t.addon || t.scheduler_config || !t.teams.is_empty()).then_some(t)
+    }
+
+    /// The teardown steps (quotas → scheduler config → add-on); the HyperPod cluster's
+    /// deletion depends on every one of them.
+    pub fn steps(&self, cluster: &str) -> Vec<StepSpec> {
+        let changes = GovernanceChanges {
+            region: String::new(),
+            cluster_arn: self.cluster_arn.clone(),
+            addon: self.addon.then_some(false),
+            scheduler_config: self.scheduler_config.then_some(false),
+            upsert_teams: vec![],
+            remove_teams: self.teams.clone(),
+        };
+        plan_steps(cluster, &changes)
+    }
+
+    /// The executor of one of [`GovernanceTeardown::steps`].
+    pub fn executor(&self, aws: Arc<dyn AwsCloud>, rec: &ClusterRecord, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        let cx = Cx {
+            aws: aws.clone(),
+            region: rec.region.clone(),
+            cluster: rec.name.clone(),
+            cluster_arn: self.cluster_arn.clone(),
+        };
+        let target = AddonTarget {
+            aws,
+            region: rec.region.clone(),
+            eks_cluster: rec.eks_cluster.clone(),
+            cluster: rec.name.clone(),
+        };
+        Some(match key {
+            REMOVE_ADDON_STEP => Arc::new(RemoveAddon { target, addon: TASK_GOVERNANCE_ADDON.into() }),
+            REMOVE_SCHEDULER_STEP => Arc::new(RemoveSchedulerConfig { cx }),
+            other => Arc::new(RemoveQuota { cx, team: other.strip_prefix(REMOVE_QUOTA_PREFIX)?.to_string() }),
+        })
+    }
+}
 
 fn step(key: String, title: String, deps: Vec<String>, secs: u64) -> StepSpec {
     StepSpec { key, title, depends_on: deps, expected_secs: Some(secs) }

@@ -290,7 +290,12 @@ impl WorkloadWorkflow {
 
     /// Reads the facts the renderer may need, from the real state: the instance groups, the
     /// managed features, and EC2's specs of `instance_types` (what the rendering named).
-    async fn context(&self, rec: &ClusterRecord, instance_types: &[String]) -> Result<WorkloadContext, EngineError> {
+    async fn context(
+        &self,
+        rec: &ClusterRecord,
+        instance_types: &[String],
+        governance: bool,
+    ) -> Result<WorkloadContext, EngineError> {
         let instance_specs = if instance_types.is_empty() {
             Vec::new()
         } else {
@@ -301,11 +306,19 @@ impl WorkloadWorkflow {
                 .collect()
         };
         let mut context = WorkloadContext { instance_specs: Some(instance_specs), ..WorkloadContext::default() };
+        // Without a HyperPod cluster there is no task governance: a team is refused.
+        if governance {
+            context.governance = Some(crate::governance::GovernanceFacts::default());
+        }
         let Some(hp) = &rec.hyperpod_cluster else { return Ok(context) };
         let Some(live) = read(|| self.aws.describe_hyperpod_cluster(&rec.region, hp)).await? else {
             return Ok(context);
         };
         context.features = super::features::read_features(self.aws.as_ref(), rec, &live).await?;
+        if governance {
+            let state = super::governance::read_governance(self.aws.as_ref(), rec, &live.arn).await?;
+            context.governance = Some(crate::governance::GovernanceFacts::of(&state));
+        }
         context.instance_groups = live
             .instance_groups
             .iter()
@@ -663,7 +676,10 @@ impl Workflow for WorkloadWorkflow {
             }
             ApplyMode::Converge => {}
         }
-        let context = WorkloadContext { storage: storage_facts(&rec), ..self.context(&rec, &r.instance_types).await? };
+        let context = WorkloadContext {
+            storage: storage_facts(&rec),
+            ..self.context(&rec, &r.instance_types, r.team.is_some()).await?
+        };
         let mut checks = self.checks(&target, r, &context).await?;
         checks.extend(unknown_specs_checks(&r.instance_types, &context, &rec.region));
         if let Some(id) = &r.pod_identity {

@@ -265,7 +265,28 @@ pub fn job_summary(job: &KubeObject, pods: &[WorkloadPod]) -> Option<JobSummary>
         created_at: time_at(o, "/metadata/creationTimestamp"),
         message,
         foreign: !super::is_ours(job),
+        admission: None,
     })
+}
+
+/// Kueue's Workloads and ClusterQueues, when some job names a queue (a cluster without Kueue
+/// has none; see [`super::admission`]). `None` when the Workloads cannot be read (a token whose
+/// RBAC does not cover Kueue's kinds): the jobs are listed without admission rather than not at
+/// all, and never as waiting for a Workload they may have.
+async fn kueue_objects(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    namespace: Option<&str>,
+    jobs: &[KubeObject],
+) -> Option<(Vec<KubeObject>, Vec<KubeObject>)> {
+    if !jobs.iter().any(|j| j.label(crate::governance::QUEUE_LABEL).is_some()) {
+        return None;
+    }
+    let workloads =
+        list_or_empty(kube, target, &ours(namespace, vec![], super::admission::KUEUE_WORKLOAD)).await.ok()?;
+    // A token confined to namespaces may not list cluster-scoped queues: no borrowing figure then.
+    let queues = list_or_empty(kube, target, &ours(None, vec![], super::admission::KUEUE_CLUSTER_QUEUE)).await;
+    Some((workloads, queues.unwrap_or_default()))
 }
 
 /// Whether `pod` belongs to training job `job` (see the module docs).
@@ -320,11 +341,14 @@ pub async fn list_jobs(
         jobs.extend(list_or_empty(kube, target, &ours(namespace, vec![], kind)).await?);
     }
     let pods = list_or_empty(kube, target, &ours(namespace, vec![], ("v1", "Pod"))).await?;
+    let kueue = kueue_objects(kube, target, namespace, &jobs).await;
     let mut out: Vec<JobSummary> = jobs
         .iter()
         .filter_map(|j| {
             let mine: Vec<WorkloadPod> = pods.iter().filter(|p| job_owns(j, p)).map(pod_view).collect();
-            job_summary(j, &mine)
+            let mut s = job_summary(j, &mine)?;
+            s.admission = kueue.as_ref().and_then(|(w, q)| super::admission::admission_of(j, w, q));
+            Some(s)
         })
         .collect();
     out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.name.cmp(&b.name)));
@@ -462,7 +486,9 @@ pub async fn job_detail(
     let job = find_job(kube, target, name, namespace).await?;
     let ns = str_at(&job.0, "/metadata/namespace").unwrap_or("default").to_string();
     let pods: Vec<WorkloadPod> = job_pods(kube, target, &job).await?.iter().map(pod_view).collect();
-    let summary = job_summary(&job, &pods).ok_or_else(|| ReadError::Missing(format!("job {name}")))?;
+    let mut summary = job_summary(&job, &pods).ok_or_else(|| ReadError::Missing(format!("job {name}")))?;
+    let kueue = kueue_objects(kube, target, Some(&ns), std::slice::from_ref(&job)).await;
+    summary.admission = kueue.as_ref().and_then(|(w, q)| super::admission::admission_of(&job, w, q));
     let mut names: Vec<String> = pods.iter().map(|p| p.name.clone()).collect();
     names.push(name.to_string());
     Ok(JobDetail {

@@ -292,6 +292,7 @@ fn render_self_managed(s: &SelfManagedEndpoint) -> Result<RenderedWorkload, Vali
         ready,
         pod_identity: None,
         instance_types: vec![p.instance_type.clone()],
+        team: None,
     })
 }
 
@@ -321,6 +322,7 @@ fn render_managed(m: &ManagedEndpointParams) -> Result<RenderedWorkload, Validat
         }],
         pod_identity: None,
         instance_types: vec![m.instance_type.clone()],
+        team: None,
     })
 }
 

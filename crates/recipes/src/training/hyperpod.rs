@@ -692,12 +692,13 @@ pub fn hyperpod_pytorch_job(p: &HyperPodJobParams, target: &TargetCapacity) -> R
     }
     set(&mut spec, "replicaSpecs", json!([replica_spec]));
 
-    let manifest = json!({
+    let mut manifest = json!({
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": object_meta(&job.name, &job.namespace, &labels),
         "spec": spec,
     });
+    job.queue_labels(&mut manifest);
     Ok(HyperPodJob {
         name: job.name.clone(),
         job: manifest,

@@ -21,6 +21,7 @@ use crate::common::{
     efa_interfaces, env_value, image_ref, known_instance_type, quantity, require_nvidia, set, shm_volume, validate_env,
 };
 use crate::storage::{Access, SharedMount};
+use instantstart_core::governance::{self, PRIORITY_LABEL, QUEUE_LABEL, priority_class_name, team_queue};
 use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate};
@@ -80,6 +81,15 @@ pub struct TrainingJob {
     /// Size of the memory-backed `/dev/shm`.
     #[serde(default = "default_shm")]
     pub shm_size: String,
+    /// Task governance team whose queue the job waits in (`kueue.x-k8s.io/queue-name:
+    /// hyperpod-ns-<team>-localqueue`); the job must run in the team's namespace
+    /// `hyperpod-ns-<team>`, and the team must have a compute quota in the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+    /// Priority class of the cluster's task governance (`kueue.x-k8s.io/priority-class:
+    /// <priority>-priority`); only with `team`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
     /// EC2's specs of `instance_type`, set by the renderer from the workflow's facts (never
     /// from the request).
     #[serde(skip)]
@@ -106,6 +116,7 @@ impl TrainingJob {
             f.push("name", format!("must be at most {TRAINING_NAME_MAX} characters (operators append suffixes)"));
         }
         check(f, "namespace", names::workload_namespace(&self.namespace));
+        governance::check_job_queue_shape(f, "", self.team.as_deref(), self.priority.as_deref(), &self.namespace);
         check(f, "image", image_ref(&self.image));
         self.validate_hardware(f);
         if self.nodes == 0 {
@@ -161,6 +172,18 @@ impl TrainingJob {
         };
         self.service_account = Some(identity.service_account.clone());
         Some(identity)
+    }
+
+    /// The Kueue labels of the job object (not of its pods: Kueue admits the job as a whole):
+    /// its team's queue and its priority class.
+    pub(crate) fn queue_labels(&self, manifest: &mut Value) {
+        let Some(labels) = manifest.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) else { return };
+        if let Some(team) = &self.team {
+            labels.insert(QUEUE_LABEL.into(), json!(team_queue(team)));
+        }
+        if let Some(p) = &self.priority {
+            labels.insert(PRIORITY_LABEL.into(), json!(priority_class_name(p)));
+        }
     }
 
     /// Environment every training container gets: EFA, MLflow, then the user's variables.

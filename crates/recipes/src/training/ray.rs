@@ -257,12 +257,13 @@ pub fn ray_job(p: &RayJobParams) -> Result<RayTrainingJob, ValidationError> {
     if let Some(d) = p.active_deadline_seconds {
         set(&mut spec, "activeDeadlineSeconds", json!(d));
     }
-    let manifest = json!({
+    let mut manifest = json!({
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": object_meta(&job.name, &job.namespace, &labels),
         "spec": spec,
     });
+    job.queue_labels(&mut manifest);
     Ok(RayTrainingJob { name: job.name.clone(), entrypoint: words, job: manifest })
 }
 

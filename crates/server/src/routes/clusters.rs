@@ -159,6 +159,7 @@ async fn delete(
         delete_bucket: q.delete_bucket,
         keep_tracking_servers: q.keep_tracking_servers,
         tracking_servers: vec![],
+        governance: None,
     };
     let request = serde_json::to_value(request).map_err(|e| ApiError::Internal(e.to_string()))?;
     submit(&state, OperationKind::DeleteCluster, request, &principal, q.dry_run, key).await

@@ -101,6 +101,8 @@ pub const RESOURCES: &[(&str, &str, &str, &[&str])] = &[
     ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig", "inferenceendpointconfigs", &[]),
     ("inference.sagemaker.aws.amazon.com/v1", "JumpStartModel", "jumpstartmodels", &[]),
     ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", &[]),
+    ("kueue.x-k8s.io/v1beta1", "Workload", "workloads", &["wl"]),
+    ("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", &["cq"]),
 ];
 
 /// `(chart, apiVersion, kind, plural, short names)` of the custom resources a pinned Helm chart

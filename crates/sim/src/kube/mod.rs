@@ -35,6 +35,9 @@
 //!   (`karpenter.sh/v1`) are served only while managed autoscaling is InService on one of the
 //!   cluster's HyperPod clusters ([`kind_served`]); with them HyperPod's Karpenter scales the
 //!   groups the NodeClass lists from zero for pending pods and back when idle ([`karpenter`]).
+//! - While the task governance add-on is installed, Kueue admits the training jobs that name a
+//!   team's queue by the teams' quotas, borrowing and priorities, and serves their `Workload`s
+//!   and the teams' `ClusterQueue`s ([`kueue`]).
 //! - Other kinds (ConfigMaps, Secrets, ServiceAccounts, RBAC, CRDs, custom resources) are
 //!   stored as applied.
 //! - The custom resources of the pinned Helm charts ([`apiserver::CHART_RESOURCES`]: RayJob,
@@ -57,6 +60,7 @@
 pub mod apiserver;
 pub(crate) mod helm;
 pub(crate) mod karpenter;
+pub(crate) mod kueue;
 mod logs;
 pub(crate) mod rbac;
 mod serving;
@@ -106,6 +110,7 @@ const CLUSTER_SCOPED: &[&str] = &[
     "HyperpodNodeClass",
     "NodePool",
     "NodeClaim",
+    "ClusterQueue",
 ];
 
 /// Namespaces every cluster starts with; they cannot be deleted.
@@ -248,6 +253,9 @@ pub(crate) const KARPENTER_RESOURCES: &[(&str, &str, &str)] = &[
 /// [`chart_kind_served`].
 pub(crate) fn kind_served(w: &World, wkey: &str, api_version: &str, kind: &str, now: f64) -> bool {
     let Some(kw) = w.kube.get(wkey) else { return false };
+    if api_version == kueue::KUEUE_API && kueue::KUEUE_KINDS.contains(&kind) {
+        return kueue::running(w, kw, now);
+    }
     if KARPENTER_RESOURCES.iter().any(|(a, k, _)| *a == api_version && *k == kind) {
         return w.hyperpod.values().any(|h| h.eks_arn == kw.eks_arn && crate::hyperpod::autoscaling_in_service(h, now));
     }
@@ -591,11 +599,17 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
             ));
         }
     }
+    // The task governance add-on creates a namespace per team (`hyperpod-ns-<team>`).
+    let team_namespace = match (&r.namespace, w.kube.get(&wkey)) {
+        (Some(ns), Some(kw)) => kueue::team_namespace_exists(w, kw, ns, cx.now),
+        _ => false,
+    };
     let Some(kw) = w.kube.get_mut(&wkey) else {
         return Err(ProviderError::not_found(API, "no Kubernetes API for this cluster"));
     };
     if let Some(ns) = &r.namespace
         && !kw.has_namespace(ns)
+        && !team_namespace
     {
         return Err(ProviderError::not_found(API, format!("namespaces \"{ns}\" not found")));
     }
@@ -703,6 +717,13 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
             .find(|n| n.name == r.name && n.gone_at.is_none())
             .map(|n| KubeObject(workload::node_object(w, n))));
     }
+    if r.api_version == kueue::KUEUE_API && kueue::KUEUE_KINDS.contains(&r.kind.as_str()) {
+        let ns = if is_cluster_scoped(&r.kind) { None } else { Some(r.namespace.as_deref().unwrap_or("default")) };
+        return Ok(kueue::objects(w, kw, &r.kind, ns, cx.now)
+            .into_iter()
+            .find(|o| str_at(o, "/metadata/name") == Some(r.name.as_str()))
+            .map(KubeObject));
+    }
     let key = r.key();
     if let Some(rec) = kw.objects.get(&key) {
         return Ok(Some(KubeObject(materialize(w, kw, &key, rec, &nodes, cx.now))));
@@ -740,6 +761,8 @@ fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<K
                 None => workload::pod_object(w, pod, &workload::pod_state(pod, &nodes, cx.now)),
             })
             .collect()
+    } else if p.api_version == kueue::KUEUE_API && kueue::KUEUE_KINDS.contains(&p.kind.as_str()) {
+        kueue::objects(w, kw, &p.kind, namespace, cx.now)
     } else {
         kw.objects
             .iter()

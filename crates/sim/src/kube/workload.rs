@@ -42,6 +42,9 @@ pub(crate) struct Blockers {
     pub training_operator: Option<String>,
     /// `namespace/name` of the ServiceAccounts that exist.
     pub service_accounts: std::collections::BTreeSet<String>,
+    /// Jobs under Kueue by the key of their object: admitted at (`None`: held, with why)
+    /// ([`super::kueue`]).
+    pub kueue: BTreeMap<String, (Option<f64>, String)>,
 }
 
 impl Blockers {
@@ -65,7 +68,9 @@ impl Blockers {
                 )
             })
             .collect();
-        let mut b = Blockers { service_accounts, ..Blockers::default() };
+        let kueue = super::kueue::admissions(w, kw, now);
+        let kueue = kueue.jobs.keys().filter_map(|k| Some((k.clone(), kueue.hold(k)?))).collect();
+        let mut b = Blockers { service_accounts, kueue, ..Blockers::default() };
         let Some(c) = w.eks.values().find(|c| c.arn == kw.eks_arn) else { return b };
         let installed = |addon: &str| c.addons.get(addon).is_some_and(|a| a.life.exists(now) && !a.life.is_deleting());
         if installed(TRAINING_OPERATOR_ADDON) {
@@ -232,7 +237,7 @@ pub(crate) const HEALTH_LABEL: &str = "sagemaker.amazonaws.com/node-health-statu
 /// HyperPod's deep health check progress label.
 pub(crate) const DEEP_HEALTH_CHECK_LABEL: &str = "sagemaker.amazonaws.com/deep-health-check-status";
 
-fn accelerator_resource(accelerator: &str) -> Option<&'static str> {
+pub(crate) fn accelerator_resource(accelerator: &str) -> Option<&'static str> {
     if accelerator.starts_with("nvidia") {
         Some("nvidia.com/gpu")
     } else if accelerator.starts_with("aws-trainium") || accelerator.starts_with("aws-inferentia") {
@@ -942,6 +947,23 @@ pub(crate) fn pod_state(pod: &PodView, nodes: &[NodeInfo], now: f64) -> PodState
         st.gated = Some(Gate { reason: "MissingPodIdentity", message: why.clone() });
         return st;
     }
+    // Kueue holds the pods of a job it has not admitted; an admitted job's pods start then.
+    let shifted;
+    let pod = match blockers.kueue.get(&pod.source) {
+        Some((None, why)) => {
+            let mut st = pending(None);
+            st.gated = Some(Gate { reason: "Queued", message: why.clone() });
+            return st;
+        }
+        Some((Some(at), _)) if *at > pod.start => {
+            shifted = PodView { start: *at, ..pod.clone() };
+            if now < shifted.start {
+                return pending(None);
+            }
+            &shifted
+        }
+        _ => pod,
+    };
     if !nodes.is_empty()
         && let Some(why) = blockers.missing_service_account(pod)
     {
