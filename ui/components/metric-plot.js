@@ -69,11 +69,14 @@ export function metricPlot(metric, series, { start, end, memoryTotal } = {}) {
   const iw = W - M.l - M.r;
   const ih = H - M.t - M.b;
   const key = metric.key;
-  const values = series.flatMap((x) => x.points.map((p) => p[1]));
-  const times = series.flatMap((x) => x.points.map((p) => p[0]));
-  const x0 = start ?? Math.min(...times);
-  const x1 = end ?? Math.max(...times);
-  let y0 = key === 'loss' ? Math.min(...values) : 0;
+  // A series may have no point yet (a job that has not logged a loss): the axes then span a
+  // default range instead of ±Infinity, which would draw NaN coordinates.
+  const values = series.flatMap((x) => x.points.map((p) => p[1])).filter(Number.isFinite);
+  const times = series.flatMap((x) => x.points.map((p) => p[0])).filter(Number.isFinite);
+  const now = Date.now() / 1000;
+  const x0 = start ?? (times.length ? Math.min(...times) : now - 600);
+  const x1 = end ?? (times.length ? Math.max(...times) : now);
+  let y0 = key === 'loss' && values.length ? Math.min(...values) : 0;
   let y1 = Math.max(...values, 0);
   if (key === 'gpu_utilization') y1 = 100;
   if (key === 'gpu_memory_used' && memoryTotal) y1 = memoryTotal;
