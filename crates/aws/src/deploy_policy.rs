@@ -184,6 +184,10 @@ fn an_rds_store_is_optional_its_secret_the_only_one_readable_and_nothing_comes_i
     assert!(user_data.contains("install -m 0600 /dev/null /etc/instantstart-store.env"), "{user_data}");
     assert!(user_data.contains("--env-file /etc/instantstart-store.env"), "{user_data}");
     assert!(user_data.contains("--secret-id \"${StoreSecretArn}\""), "{user_data}");
+    // TLS to RDS, verified against AWS's RDS certificate bundle, mounted into the container.
+    assert!(user_data.contains("https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem"), "{user_data}");
+    assert!(user_data.contains("?sslmode=require&sslrootcert=/etc/instantstart/rds-ca.pem"), "{user_data}");
+    assert!(user_data.contains("-v /etc/instantstart:/etc/instantstart:ro"), "{user_data}");
 }
 
 /// Every statement of the control-plane policy.

@@ -34,7 +34,7 @@ mod sqlite;
 mod url;
 
 pub use backup::{BACKUP_PREFIX, BACKUP_SUFFIX, Backup, BackupError, backup_file_name, backup_sqlite, backup_store};
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresStore, RustlsConnect};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 pub use url::{InvalidStoreUrl, StoreBackend, StoreUrl, open_store};

@@ -29,6 +29,9 @@ mod credentials;
 mod listen;
 mod pool;
 mod schema;
+mod tls;
+
+pub use tls::RustlsConnect;
 
 use crate::codec::{
     Context, corrupt, cursor_position, enum_str, from_json, opt_ts, parse_opt_ts, parse_ts, to_json, ts, u32_from_sql,
@@ -67,6 +70,7 @@ pub struct PostgresStore {
     pool: Pool,
     /// Connects the change feed's listener (`listen`), started on first use.
     config: Config,
+    tls: RustlsConnect,
     listener: std::sync::OnceLock<listen::Listener>,
 }
 
@@ -76,8 +80,11 @@ type Params = Vec<Box<dyn ToSql + Sync + Send>>;
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:password@host:port/dbname?…`, or any
     /// form the `postgres` crate's `Config` accepts, including `host=/socket/dir`) and migrates
-    /// it. TLS is not supported yet: use a loopback or otherwise private network.
+    /// it. TLS as the URL's `sslmode` says, the server verified against `sslrootcert` (or the
+    /// system's roots): see [`RustlsConnect`].
     pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let (url, root_cert) = tls::split_root_cert(url);
+        let tls = RustlsConnect::new(root_cert.as_deref())?;
         let mut config: Config = url
             .parse()
             .map_err(|e| StoreError::Backend(format!("invalid PostgreSQL URL (the password is not shown): {e}")))?;
@@ -88,8 +95,9 @@ impl PostgresStore {
             config.application_name("instantstart");
         }
         let store = PostgresStore {
-            pool: Pool::start(config.clone(), POOL_SIZE)?,
+            pool: Pool::start(config.clone(), tls.clone(), POOL_SIZE)?,
             config,
+            tls,
             listener: std::sync::OnceLock::new(),
         };
         store.pool.call(|client| schema::migrate(client).map_err(|e| with_context("migrate", e)))?;
@@ -939,7 +947,9 @@ impl Store for PostgresStore {
     }
 
     fn change_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
-        Some(self.listener.get_or_init(|| listen::Listener::start(self.config.clone())).signal.clone())
+        Some(
+            self.listener.get_or_init(|| listen::Listener::start(self.config.clone(), self.tls.clone())).signal.clone(),
+        )
     }
 
     fn changes_since(&self, after: u64, limit: u32) -> Result<Vec<OperationChange>, StoreError> {

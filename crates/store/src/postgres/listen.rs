@@ -10,8 +10,9 @@
 //!   sequence number, with its own safety poll, does the rest.
 
 use super::CHANGES_CHANNEL;
+use super::tls::RustlsConnect;
 use ::postgres::fallible_iterator::FallibleIterator;
-use ::postgres::{Client, Config, NoTls};
+use ::postgres::{Client, Config};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -31,12 +32,13 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// Starts the listening thread on a connection of its own.
-    pub(crate) fn start(config: Config) -> Listener {
+    pub(crate) fn start(config: Config, tls: RustlsConnect) -> Listener {
         let signal = Arc::new(Notify::new());
         let stop = Arc::new(AtomicBool::new(false));
         let (s, st) = (signal.clone(), stop.clone());
-        let spawned =
-            std::thread::Builder::new().name("instantstart-pg-listen".into()).spawn(move || run(&config, &s, &st));
+        let spawned = std::thread::Builder::new()
+            .name("instantstart-pg-listen".into())
+            .spawn(move || run(&config, &tls, &s, &st));
         if let Err(e) = spawned {
             tracing_free_warn(&format!("cannot start the change feed's listener (the relay polls instead): {e}"));
         }
@@ -55,10 +57,10 @@ fn tracing_free_warn(message: &str) {
     eprintln!("instantstart-store: {message}");
 }
 
-fn run(config: &Config, signal: &Notify, stop: &AtomicBool) {
+fn run(config: &Config, tls: &RustlsConnect, signal: &Notify, stop: &AtomicBool) {
     let mut first = true;
     while !stop.load(Ordering::SeqCst) {
-        let mut client = match listen(config) {
+        let mut client = match listen(config, tls) {
             Ok(c) => c,
             Err(_) => {
                 std::thread::sleep(RETRY);
@@ -82,8 +84,8 @@ fn run(config: &Config, signal: &Notify, stop: &AtomicBool) {
     }
 }
 
-fn listen(config: &Config) -> Result<Client, ::postgres::Error> {
-    let mut client = config.connect(NoTls)?;
+fn listen(config: &Config, tls: &RustlsConnect) -> Result<Client, ::postgres::Error> {
+    let mut client = config.connect(tls.clone())?;
     client.batch_execute(&format!("LISTEN {CHANGES_CHANNEL}"))?;
     Ok(client)
 }

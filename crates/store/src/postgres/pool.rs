@@ -18,8 +18,9 @@
 //!
 //! [`Store`]: instantstart_core::store::Store
 
+use super::tls::RustlsConnect;
 use crate::codec::Context;
-use ::postgres::{Client, Config, NoTls};
+use ::postgres::{Client, Config};
 use instantstart_core::store::StoreError;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
@@ -37,6 +38,7 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 /// A pool thread's connection, opened on first use.
 pub(crate) struct Connection {
     config: Arc<Config>,
+    tls: RustlsConnect,
     client: Option<Client>,
 }
 
@@ -47,7 +49,10 @@ impl Connection {
             self.client = None;
         }
         if self.client.is_none() {
-            let mut client = self.config.connect(NoTls).ctx("connect to PostgreSQL")?;
+            let mut client = self
+                .config
+                .connect(self.tls.clone())
+                .map_err(|e| StoreError::Backend(format!("connect to PostgreSQL: {}", with_causes(&e))))?;
             // A commit returns only once its WAL is flushed, whatever the server's default.
             client.batch_execute("SET synchronous_commit = on").ctx("set synchronous_commit")?;
             // A process paused inside a transaction (a long GC, SIGSTOP) would keep the write
@@ -61,6 +66,22 @@ impl Connection {
         }
         self.client.as_mut().ok_or_else(|| StoreError::Backend("no PostgreSQL connection".into()))
     }
+}
+
+/// An error with its causes (`error performing TLS handshake: invalid peer certificate:
+/// UnknownIssuer`), so a refused certificate says why.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// The pool; see the module docs.
@@ -77,14 +98,14 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     /// Starts `size` threads (at least one) connecting with `config`.
-    pub(crate) fn start(config: Config, size: usize) -> Result<Self, StoreError> {
+    pub(crate) fn start(config: Config, tls: RustlsConnect, size: usize) -> Result<Self, StoreError> {
         let config = Arc::new(config);
         let (jobs, rx) = channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let threads = (0..size.max(1))
             .map(|i| {
                 let rx = rx.clone();
-                let conn = Connection { config: config.clone(), client: None };
+                let conn = Connection { config: config.clone(), tls: tls.clone(), client: None };
                 std::thread::Builder::new()
                     .name(format!("instantstart-pg-{i}"))
                     .spawn(move || worker(&rx, conn))

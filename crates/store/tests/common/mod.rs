@@ -85,7 +85,8 @@ pub fn pg_server() -> Option<Arc<PgServer>> {
              store tests on SQLite only"
         )
     });
-    let server = Arc::new(PgServer::start(&bin).unwrap_or_else(|e| panic!("cannot start a test PostgreSQL: {e}")));
+    let server =
+        Arc::new(PgServer::start(&bin, false).unwrap_or_else(|e| panic!("cannot start a test PostgreSQL: {e}")));
     *shared = Arc::downgrade(&server);
     Some(server)
 }
@@ -121,18 +122,105 @@ pub struct PgServer {
     as_postgres_user: bool,
     port: u16,
     databases: AtomicUsize,
+    tls: bool,
 }
 
 impl PgServer {
-    fn start(bin: &Path) -> Result<Self, String> {
+    /// A server of its own (not shared) with TLS on: a certificate for `127.0.0.1` issued by a
+    /// test CA ([`PgServer::tls_ca`]); plain connections are still accepted. `None` when
+    /// PostgreSQL tests are skipped.
+    pub fn with_tls() -> Option<Arc<PgServer>> {
+        if std::env::var(SKIP_ENV).is_ok_and(|v| v == "1") {
+            return None;
+        }
+        let bin = pg_bin().expect("PostgreSQL is not installed (see pg_server)");
+        Some(Arc::new(PgServer::start(&bin, true).unwrap_or_else(|e| panic!("cannot start a TLS PostgreSQL: {e}"))))
+    }
+
+    /// The CA that issued a TLS server's certificate (PEM).
+    pub fn tls_ca(&self) -> Option<PathBuf> {
+        self.tls.then(|| self.dir.path().join("tls/ca.crt"))
+    }
+
+    /// Another CA, which did not issue the server's certificate (PEM).
+    pub fn other_ca(&self) -> Option<PathBuf> {
+        self.tls.then(|| self.dir.path().join("tls/other.crt"))
+    }
+
+    /// Makes the test CAs and the server's certificate and key in `<dir>/tls` with `openssl`.
+    fn make_certificates(dir: &Path) -> Result<(), String> {
+        let tls = dir.join("tls");
+        std::fs::create_dir_all(&tls).map_err(|e| e.to_string())?;
+        std::fs::write(tls.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+            .map_err(|e| e.to_string())?;
+        let openssl = |args: &[&str]| run(Command::new("openssl").current_dir(&tls).args(args));
+        for ca in ["ca", "other"] {
+            openssl(&[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &format!("{ca}.key"),
+                "-out",
+                &format!("{ca}.crt"),
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN=instantstart test {ca}"),
+            ])?;
+        }
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ])?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(tls.join("server.key"), std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn start(bin: &Path, tls: bool) -> Result<Self, String> {
         let dir = tempfile::Builder::new().prefix("instantstart-pg-").tempdir().map_err(|e| e.to_string())?;
         let as_postgres_user = running_as_root();
         std::fs::create_dir(dir.path().join("sock")).map_err(|e| e.to_string())?;
+        if tls {
+            Self::make_certificates(dir.path())?;
+        }
         if as_postgres_user {
             run(Command::new("chown").arg("-R").arg("postgres:").arg(dir.path()))?;
         }
         let mut server =
-            PgServer { dir, bin: bin.to_path_buf(), as_postgres_user, port: 0, databases: AtomicUsize::new(0) };
+            PgServer { dir, bin: bin.to_path_buf(), as_postgres_user, port: 0, databases: AtomicUsize::new(0), tls };
         let data = server.data_dir();
         run(server.tool("initdb").arg("-D").arg(&data).args([
             "-U",
@@ -147,10 +235,18 @@ impl PgServer {
         let mut last = String::new();
         for _ in 0..5 {
             let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-            let options = format!(
+            let mut options = format!(
                 "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
                 server.dir.path().join("sock").display()
             );
+            if tls {
+                let t = server.dir.path().join("tls");
+                options.push_str(&format!(
+                    " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                    t.join("server.crt").display(),
+                    t.join("server.key").display()
+                ));
+            }
             let log = server.dir.path().join("server.log");
             match run(server
                 .tool("pg_ctl")
