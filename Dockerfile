@@ -4,7 +4,11 @@
 #
 #   docker build -t instantstart .
 #   docker run --rm --cap-drop ALL --security-opt no-new-privileges \
+#     --read-only --tmpfs /tmp:rw,nosuid,nodev,size=512m \
 #     -p 127.0.0.1:3099:3099 -v instantstart-data:/var/lib/instantstart instantstart
+#
+# The root file system can be read-only: the server writes only to the data volume and, for
+# helm's private home of one call, to /tmp.
 #
 # In AWS the server runs with `--provider aws` and the instance role's credentials; the UI is
 # reached only through an SSM port-forwarding session (see README "Deploy to AWS").

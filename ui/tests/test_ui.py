@@ -573,10 +573,21 @@ def test_a_token_is_minted_bound_to_a_kubernetes_identity(ui, server):
     set_value(ui.css("#token-kube-user"), "alice")
     set_value(ui.css("#token-kube-groups"), "team-a, ml")
     set_value(ui.css("#token-kube-namespaces"), "team-a")
+    set_value(ui.css("#token-kube-system-namespaces"), "monitoring")
+    set_value(ui.css("#token-kube-service-accounts"), "trainer")
     ui.css("#token-form button[type=submit]").click()
     ui.wait_css("#token-secret-value")
     row = '#tokens-table tr[data-token="alice-ui"]'
-    ui.wait(lambda: ui.all(row) and "alice (team-a, ml) in team-a" in ui.all(row)[0].text, 10, "the binding")
+    want = "alice (team-a, ml) in team-a + system monitoring, service accounts trainer"
+    ui.wait(lambda: ui.all(row) and want in ui.all(row)[0].text, 10, "the binding")
+    # A namespace that is not a system one is refused under system namespaces, naming the field.
+    set_value(ui.css("#token-name"), "wrong-ui")
+    set_value(ui.css("#token-kube-user"), "bob")
+    set_value(ui.css("#token-kube-namespaces"), "team-b")
+    set_value(ui.css("#token-kube-system-namespaces"), "team-c")
+    ui.css("#token-form button[type=submit]").click()
+    ui.wait(lambda: "kube_bindings[0].system_namespaces[0]" in ui.css("#token-error").text, 10, "the finding")
+    set_value(ui.css("#token-kube-system-namespaces"), "")
     # A binding the rules refuse names its field.
     set_value(ui.css("#token-name"), "root-ui")
     set_value(ui.css("#token-kube-user"), "system:admin")

@@ -12,7 +12,7 @@ const STATUSES = ['running', 'succeeded', 'failed', 'needs_attention', 'cancelle
 function face(actor) {
   if (!actor) return null;
   return h('span', { class: 'actor' },
-    h('span', { class: `face face-${actor.face}`, title: `Came through the ${actor.face} face` }, actor.face),
+    h('span', { class: `face face-${actor.face}`, title: `Says it came through the ${actor.face} face (claimed by the client; the token name is what authenticated)` }, actor.face),
     ' ', h('span', { class: 'muted' }, actor.principal));
 }
 

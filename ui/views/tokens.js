@@ -14,17 +14,22 @@ export function tokensView() {
   const name = h('input', { id: 'token-name', name: 'name', required: true, maxlength: 64, pattern: '[A-Za-z0-9_\\-]{1,64}', autocomplete: 'off' });
   const scope = h('select', { id: 'token-scope', name: 'scope' },
     h('option', { value: 'read' }, 'read — GET requests and live streams'),
+    h('option', { value: 'workloads' }, 'workloads — read, and submit or delete jobs, downloads and endpoints'),
     h('option', { value: 'operate' }, 'operate — everything'));
   const expires = h('input', { id: 'token-expires', name: 'expires_at', type: 'datetime-local' });
   const kubeUser = h('input', { id: 'token-kube-user', name: 'kube_user', maxlength: 253, autocomplete: 'off' });
   const kubeGroups = h('input', { id: 'token-kube-groups', name: 'kube_groups', autocomplete: 'off', placeholder: 'team-a, ml' });
   const kubeNamespaces = h('input', { id: 'token-kube-namespaces', name: 'kube_namespaces', autocomplete: 'off', placeholder: 'team-a' });
   const kubeCluster = h('input', { id: 'token-kube-cluster', name: 'kube_cluster', autocomplete: 'off', value: '*' });
+  const kubeSystem = h('input', { id: 'token-kube-system-namespaces', name: 'kube_system_namespaces', autocomplete: 'off', placeholder: 'none' });
+  const kubeAccounts = h('input', { id: 'token-kube-service-accounts', name: 'kube_service_accounts', autocomplete: 'off', placeholder: 'any of the namespace' });
   const words = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
 
   function bindingText(b) {
     const groups = b.groups.length ? ` (${b.groups.join(', ')})` : '';
-    return `${b.cluster}: ${b.user}${groups} in ${b.namespaces.join(', ')}`;
+    const system = (b.system_namespaces || []).length ? ` + system ${b.system_namespaces.join(', ')}` : '';
+    const accounts = (b.service_accounts || []).length ? `, service accounts ${b.service_accounts.join(', ')}` : '';
+    return `${b.cluster}: ${b.user}${groups} in ${b.namespaces.join(', ')}${system}${accounts}`;
   }
 
   function showError(err) {
@@ -91,6 +96,8 @@ export function tokensView() {
         user: kubeUser.value.trim(),
         groups: words(kubeGroups.value),
         namespaces: words(kubeNamespaces.value),
+        system_namespaces: words(kubeSystem.value),
+        service_accounts: words(kubeAccounts.value),
       }];
     }
     try {
@@ -116,6 +123,8 @@ export function tokensView() {
       h('div', { class: 'field' }, h('label', { for: 'token-kube-user' }, 'User'), kubeUser),
       h('div', { class: 'field' }, h('label', { for: 'token-kube-groups' }, 'Groups (comma-separated)'), kubeGroups),
       h('div', { class: 'field' }, h('label', { for: 'token-kube-namespaces' }, 'Namespaces (comma-separated)'), kubeNamespaces),
+      h('div', { class: 'field' }, h('label', { for: 'token-kube-system-namespaces' }, 'System namespaces it may also use (kube-system, an operator\'s; comma-separated)'), kubeSystem),
+      h('div', { class: 'field' }, h('label', { for: 'token-kube-service-accounts' }, 'Service accounts its workloads may name (comma-separated; empty = any)'), kubeAccounts),
       h('div', { class: 'field' }, h('label', { for: 'token-kube-cluster' }, 'Cluster (* = every cluster)'), kubeCluster)),
     h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn primary' }, 'Create token')));
 

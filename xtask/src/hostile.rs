@@ -277,7 +277,12 @@ async fn big_body(port: u16, declared: bool) -> Result<Value> {
 /// The `/metrics` text.
 async fn metrics_text(port: u16) -> Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await?;
+    // `/metrics` needs a token (unless the server runs with --public-metrics).
+    let req = format!(
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        crate::harness::TOKEN
+    );
+    s.write_all(req.as_bytes()).await?;
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await??;
     Ok(String::from_utf8_lossy(&buf).into_owned())

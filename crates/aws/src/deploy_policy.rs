@@ -148,6 +148,18 @@ fn created_clusters_admit_the_management_instances_elastic_ip() {
     // Review #26: the container (a non-root user on port 3099) needs no capability and never
     // gains privileges.
     assert!(user_data.contains("--cap-drop ALL --security-opt no-new-privileges"), "{user_data}");
+    // A read-only root file system; helm's per-call home is on a tmpfs.
+    assert!(user_data.contains("--read-only --tmpfs /tmp:"), "{user_data}");
+}
+
+/// Review #26: the image the instance runs is pinned by digest; a tag could be moved to other
+/// contents after the stack was reviewed.
+#[test]
+fn the_container_image_is_pinned_by_digest() {
+    let t = template();
+    let pattern = t["Parameters"]["ContainerImage"]["AllowedPattern"].as_str().expect("a pattern");
+    assert!(pattern.ends_with("@sha256:[a-f0-9]{64}$"), "{pattern}");
+    assert!(!pattern.contains('|') && !pattern.contains("(:[A-Za-z"), "no tag alternative: {pattern}");
 }
 
 #[test]
@@ -262,9 +274,10 @@ fn inline_policy_actions() -> BTreeSet<String> {
     for src in &sources {
         for literal in src.split('"').skip(1).step_by(2) {
             let Some((service, action)) = literal.split_once(':') else { continue };
-            // `k8s:` names Kubernetes kinds in the sources, not an AWS service.
+            // `k8s:` names Kubernetes kinds in the sources and `aws:` global condition keys
+            // (`aws:SourceAccount`), not AWS services.
             let service_ok = !service.is_empty()
-                && !["arn", "k8s"].contains(&service)
+                && !["arn", "k8s", "aws"].contains(&service)
                 && service.chars().all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit());
             let action_ok = action.starts_with(|c: char| c.is_ascii_uppercase())
                 && action.chars().all(|c| c.is_ascii_alphanumeric() || c == '*');

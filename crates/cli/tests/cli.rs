@@ -112,7 +112,9 @@ fn serve(
         token: Some(TOKEN.into()),
         shared_bucket: None,
         unbound_tokens_any_namespace: false,
+        admin_system_namespaces: vec![],
         eks_public_access_cidrs: vec![],
+        http: Default::default(),
     };
     let (url, kube) = runtime.block_on(async {
         let state = AppState::assemble(&opts).unwrap().state;

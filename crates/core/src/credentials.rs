@@ -41,7 +41,11 @@ pub const MAX_TOKEN_NAME_CHARS: usize = 64;
 pub enum Scope {
     /// GET requests and live streams only.
     Read,
-    /// Everything.
+    /// What `read` may, and changes to workloads: submit and delete training jobs and model
+    /// downloads, deploy, update and delete endpoints, chat with them, replace a pool's worker.
+    /// No cluster, instance group, node, feature, storage, governance or MLflow change.
+    Workloads,
+    /// Everything (tokens are managed by the admin token only).
     Operate,
 }
 
@@ -49,6 +53,7 @@ impl Scope {
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Read => "read",
+            Scope::Workloads => "workloads",
             Scope::Operate => "operate",
         }
     }
@@ -56,11 +61,52 @@ impl Scope {
     pub fn parse(s: &str) -> Option<Scope> {
         match s {
             "read" => Some(Scope::Read),
+            "workloads" => Some(Scope::Workloads),
             "operate" => Some(Scope::Operate),
             _ => None,
         }
     }
+
+    /// Whether a token of this scope may send `method` to the route template `route` (as the
+    /// router matched it, e.g. `/api/clusters/{cluster}/jobs`); `Err` says why not, naming the
+    /// scope it needs.
+    ///
+    /// # Guarantees
+    /// - `GET`, `HEAD` and `OPTIONS` are allowed to every scope.
+    /// - `workloads` may change exactly [`WORKLOAD_ROUTES`]; every other change needs `operate`.
+    pub fn allows(self, method: &str, route: &str) -> Result<(), String> {
+        let safe = matches!(method, "GET" | "HEAD" | "OPTIONS");
+        let ok = match self {
+            Scope::Operate => true,
+            Scope::Workloads => safe || WORKLOAD_ROUTES.iter().any(|(m, r)| *m == method && *r == route),
+            Scope::Read => safe,
+        };
+        if ok {
+            return Ok(());
+        }
+        let needs = if WORKLOAD_ROUTES.iter().any(|(m, r)| *m == method && *r == route) {
+            "workloads or operate"
+        } else {
+            "operate"
+        };
+        Err(format!("scope {self} may not {method} {route}; that needs scope {needs}"))
+    }
 }
+
+/// The changes a [`Scope::Workloads`] token may make: `(method, route template)`. A test keeps
+/// every entry a route of the served API.
+pub const WORKLOAD_ROUTES: &[(&str, &str)] = &[
+    ("POST", "/api/clusters/{cluster}/jobs"),
+    ("DELETE", "/api/clusters/{cluster}/jobs/{job}"),
+    ("POST", "/api/clusters/{cluster}/downloads"),
+    ("DELETE", "/api/clusters/{cluster}/downloads/{download}"),
+    ("POST", "/api/clusters/{name}/endpoints"),
+    ("PATCH", "/api/clusters/{name}/endpoints/{endpoint}"),
+    ("DELETE", "/api/clusters/{name}/endpoints/{endpoint}"),
+    ("POST", "/api/clusters/{name}/endpoints/{endpoint}/chat"),
+    ("PUT", "/api/clusters/{name}/pools/{pool}/workers/{pod}"),
+    ("PUT", "/api/active-cluster"),
+];
 
 impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,7 +117,7 @@ impl fmt::Display for Scope {
 impl FromStr for Scope {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Scope::parse(s).ok_or_else(|| format!("scope must be read or operate, not {s:?}"))
+        Scope::parse(s).ok_or_else(|| format!("scope must be read, workloads or operate, not {s:?}"))
     }
 }
 
@@ -237,6 +283,39 @@ pub trait CredentialStore: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scopes_allow_by_the_table() {
+        // (scope, method, route, allowed)
+        let table: &[(Scope, &str, &str, bool)] = &[
+            (Scope::Read, "GET", "/api/clusters", true),
+            (Scope::Read, "POST", "/api/clusters/{cluster}/jobs", false),
+            (Scope::Workloads, "GET", "/api/clusters/{name}", true),
+            (Scope::Workloads, "POST", "/api/clusters/{cluster}/jobs", true),
+            (Scope::Workloads, "DELETE", "/api/clusters/{cluster}/jobs/{job}", true),
+            (Scope::Workloads, "POST", "/api/clusters/{name}/endpoints/{endpoint}/chat", true),
+            (Scope::Workloads, "DELETE", "/api/clusters/{name}", false),
+            (Scope::Workloads, "POST", "/api/clusters", false),
+            (Scope::Workloads, "DELETE", "/api/clusters/{name}/instance-groups/{group}", false),
+            (Scope::Workloads, "POST", "/api/clusters/{name}/nodes/{action}", false),
+            (Scope::Workloads, "PATCH", "/api/clusters/{name}/features", false),
+            (Scope::Workloads, "POST", "/api/tokens", false),
+            (Scope::Workloads, "POST", "/api/operations/{id}/cancel", false),
+            (Scope::Operate, "DELETE", "/api/clusters/{name}", true),
+        ];
+        for (scope, method, route, ok) in table {
+            let got = scope.allows(method, route);
+            assert_eq!(got.is_ok(), *ok, "{scope} {method} {route}: {got:?}");
+        }
+        let e = Scope::Read.allows("POST", "/api/clusters/{cluster}/jobs").unwrap_err();
+        assert!(e.contains("workloads or operate"), "{e}");
+        let e = Scope::Workloads.allows("DELETE", "/api/clusters/{name}").unwrap_err();
+        assert!(e.contains("needs scope operate"), "{e}");
+        for s in [Scope::Read, Scope::Workloads, Scope::Operate] {
+            assert_eq!(Scope::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), serde_json::json!(s.as_str()));
+        }
+    }
 
     #[test]
     fn admin_token_rules() {

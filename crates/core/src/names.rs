@@ -79,6 +79,20 @@ pub fn dns1123_label(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Kubernetes DNS-1123 subdomain (Secret, PersistentVolume and ServiceAccount names): at most
+/// 253 characters, dot-separated DNS-1123 labels.
+pub fn dns1123_subdomain(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 253 {
+        return Err("must be 1-253 characters long (DNS-1123 subdomain)".into());
+    }
+    if name.split('.').any(|part| dns1123_label(part).is_err()) {
+        return Err("must be lowercase letters, digits, '-' and '.', each dot-separated part starting and ending \
+                    with a letter or digit (DNS-1123 subdomain)"
+            .into());
+    }
+    Ok(())
+}
+
 /// S3 general purpose bucket name rules.
 pub fn s3_bucket_name(name: &str) -> Result<(), String> {
     if name.len() < 3 || name.len() > 63 {
@@ -218,11 +232,18 @@ pub const SYSTEM_NAMESPACES: &[&str] = &[
     "mpi-operator",
 ];
 
-/// A namespace a workload (job, download, endpoint) may run in: a DNS-1123 label that is not
-/// one of [`SYSTEM_NAMESPACES`] and does not start with `kube-`.
+/// Whether `name` is a namespace of the cluster's own machinery: it starts with `kube-` or is
+/// one of [`SYSTEM_NAMESPACES`].
+pub fn is_system_namespace(name: &str) -> bool {
+    name.starts_with("kube-") || SYSTEM_NAMESPACES.contains(&name)
+}
+
+/// A namespace a workload (job, download, endpoint) may run in by default: a DNS-1123 label
+/// that is not a system namespace ([`is_system_namespace`]). A token explicitly allowed a
+/// system namespace passes [`crate::kube_access::KubeAccess::check_namespace`] instead.
 pub fn workload_namespace(name: &str) -> Result<(), String> {
     dns1123_label(name)?;
-    if name.starts_with("kube-") || SYSTEM_NAMESPACES.contains(&name) {
+    if is_system_namespace(name) {
         return Err(format!(
             "{name} is a system namespace (Kubernetes' own or an operator's); workloads run in other namespaces, e.g. default"
         ));

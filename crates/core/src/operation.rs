@@ -66,8 +66,11 @@ impl Face {
 /// Who asked: the face and the name of the credential used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Actor {
+    /// The face the request says it came through (`X-InstantStart-Face`): claimed by the
+    /// client, not verified (only `system` cannot be claimed; cookie sessions are `ui`). The
+    /// principal is what was authenticated.
     pub face: Face,
-    /// Name of the API token (or `system`).
+    /// Name of the API token that authenticated the request (or `system`).
     pub principal: String,
 }
 

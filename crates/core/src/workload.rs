@@ -67,6 +67,14 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// The request field that names the namespace (as validation findings name it).
+    pub fn namespace_field(self) -> &'static str {
+        match self {
+            WorkloadKind::TrainingJob => "job.namespace",
+            WorkloadKind::ModelDownload | WorkloadKind::Endpoint => "namespace",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             WorkloadKind::TrainingJob => "training_job",

@@ -108,19 +108,8 @@ pub(crate) fn check(f: &mut Findings, field: &str, check: Result<(), String>) {
     }
 }
 
-/// Kubernetes DNS-1123 subdomain (Secret, PersistentVolume and ServiceAccount names): at most
-/// 253 characters, dot-separated DNS-1123 labels.
-pub fn dns1123_subdomain(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 253 {
-        return Err("must be 1-253 characters long (DNS-1123 subdomain)".into());
-    }
-    if name.split('.').any(|part| names::dns1123_label(part).is_err()) {
-        return Err("must be lowercase letters, digits, '-' and '.', each dot-separated part starting and ending \
-                    with a letter or digit (DNS-1123 subdomain)"
-            .into());
-    }
-    Ok(())
-}
+/// Kubernetes DNS-1123 subdomain (core's rule, [`names::dns1123_subdomain`]).
+pub use instantstart_core::names::dns1123_subdomain;
 
 /// A container image reference that names its version: `[registry/]repository:tag` or
 /// `…@sha256:<digest>`. Untagged and `:latest` references are refused so that a redeploy

@@ -187,7 +187,9 @@ fn pip_requirement(req: &str) -> Result<(), String> {
 
 impl Validate for ModelDownloadParams {
     fn validate(&self, f: &mut Findings) {
-        check(f, "namespace", names::workload_namespace(&self.namespace));
+        // The form only: a system namespace is refused unless the submitter is allowed it
+        // (`instantstart_core::kube_access`), which the workload workflow checks.
+        check(f, "namespace", names::dns1123_label(&self.namespace));
         check(f, "repo_id", hf_repo_id(&self.repo_id));
         if let Some(r) = &self.revision {
             check(f, "revision", git_revision(r));

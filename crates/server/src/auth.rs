@@ -23,7 +23,9 @@
 //!   come from the server's own origin.
 //! - The face (`ui`, `cli`, `agent`, `api`) comes from `X-InstantStart-Face`; cookie sessions
 //!   are `ui`. Both the token name and the face are recorded in the audit log, as are token
-//!   creation and revocation.
+//!   creation and revocation. The face is what the client **claims** (any token holder can send
+//!   any face but `system`); the token name is what was authenticated, and the audit view says
+//!   so.
 //!
 //! # Guarantees
 //! - No cache: each authentication reads the store, so a revocation takes effect on the next
@@ -38,7 +40,7 @@ use instantstart_core::credentials::{
     ADMIN_TOKEN_NAME, CredentialStore, SessionRecord, TokenRecord, check_admin_token, validate_new_token,
 };
 pub use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
-use instantstart_core::kube_access::{KubeAccess, KubeBinding, access_for};
+use instantstart_core::kube_access::{KubeAccess, KubeBinding, NamespacePolicy, access_for};
 use instantstart_core::operation::{Actor, AuditEntry, Face};
 use instantstart_core::store::{Store, StoreError};
 use instantstart_core::validate::ValidationError;
@@ -90,8 +92,8 @@ impl Principal {
 
     /// What this caller's workload calls may do in `cluster`, and as whom
     /// ([`instantstart_core::kube_access::access_for`]).
-    pub fn kube_access(&self, cluster: &str, unbound_any_namespace: bool) -> KubeAccess {
-        access_for(&self.name, self.is_admin(), &self.kube_bindings, cluster, unbound_any_namespace)
+    pub fn kube_access(&self, cluster: &str, policy: &NamespacePolicy) -> KubeAccess {
+        access_for(&self.name, self.is_admin(), &self.kube_bindings, cluster, policy)
     }
 }
 

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod backup;
 pub mod conditional;
 pub mod error;
+pub mod host;
 pub mod kube_wiring;
 pub mod limits;
 pub mod log_hub;
@@ -63,10 +64,15 @@ pub struct AppInner {
     pub log_hub: Arc<log_hub::LogHub>,
     /// Live reads of clusters shared by concurrent readers for a moment (`core::api::live`).
     pub live_clusters: instantstart_core::api::clusters::LiveClusters,
-    /// `--unbound-tokens-any-namespace` ([`ServerOptions::unbound_tokens_any_namespace`]).
-    pub unbound_tokens_any_namespace: bool,
+    /// Which namespaces tokens' workloads may use ([`ServerOptions::unbound_tokens_any_namespace`],
+    /// [`ServerOptions::admin_system_namespaces`]).
+    pub namespace_policy: instantstart_core::kube_access::NamespacePolicy,
     /// [`ServerOptions::eks_public_access_cidrs`].
     pub eks_public_access_cidrs: Vec<ipnet::Ipv4Net>,
+    /// The `Host` names answered besides loopback and addresses ([`HttpOptions::allowed_hosts`]).
+    pub allowed_hosts: Arc<host::AllowedHosts>,
+    /// [`HttpOptions::public_metrics`].
+    pub public_metrics: bool,
     /// Open WebSockets per principal ([`ws_slots`]).
     pub ws_slots: Arc<ws_slots::WsSlots>,
 }
@@ -132,10 +138,26 @@ pub struct ServerOptions {
     /// `--unbound-tokens-any-namespace`: tokens without a Kubernetes binding may run workloads
     /// in any namespace (default: `default` only; `instantstart_core::kube_access`).
     pub unbound_tokens_any_namespace: bool,
+    /// `--admin-system-namespaces`: the system namespaces (`kube-system`, an operator's) the
+    /// admin token's workloads may use; none by default (`instantstart_core::kube_access`).
+    pub admin_system_namespaces: Vec<String>,
     /// `--eks-public-access-cidrs`: the control plane's own internet addresses, added to every
     /// create request's `public_access_cidrs` (`spec::fill_server_public_access_cidrs`) so the
     /// EKS API it creates stays reachable to it; empty = add none.
     pub eks_public_access_cidrs: Vec<ipnet::Ipv4Net>,
+    /// How the HTTP side admits requests.
+    pub http: HttpOptions,
+}
+
+/// How the HTTP side admits requests (command-line options of the server).
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// `--allowed-hosts`: `Host` names answered besides `localhost` and IP addresses
+    /// ([`host::AllowedHosts`]; a guard against DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// `--public-metrics`: `/metrics` answers without a token (for a scraper that cannot send
+    /// one); by default it needs a token of any scope.
+    pub public_metrics: bool,
 }
 
 /// How this server shares its store with other replicas (docs/store.md, "Several replicas").
@@ -434,8 +456,16 @@ impl AppState {
             metrics: metrics::Metrics::default(),
             provider: opts.provider,
             default_region: opts.default_region.clone(),
-            unbound_tokens_any_namespace: opts.unbound_tokens_any_namespace,
+            namespace_policy: instantstart_core::kube_access::NamespacePolicy {
+                unbound_any_namespace: opts.unbound_tokens_any_namespace,
+                admin_system_namespaces: opts.admin_system_namespaces.clone(),
+            },
             eks_public_access_cidrs: opts.eks_public_access_cidrs.clone(),
+            allowed_hosts: Arc::new(
+                host::AllowedHosts::new(&opts.http.allowed_hosts)
+                    .map_err(|rule| ServerError::Unsupported(format!("--allowed-hosts: {rule}")))?,
+            ),
+            public_metrics: opts.http.public_metrics,
             openapi: OnceLock::new(),
             sim_kube_api: kube_api_url,
             log_hub: Arc::default(),

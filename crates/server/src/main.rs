@@ -68,12 +68,26 @@ struct Cli {
     /// tokens to Kubernetes identities instead (`token create --kube-user …`).
     #[arg(long, env = "INSTANTSTART_UNBOUND_TOKENS_ANY_NAMESPACE")]
     unbound_tokens_any_namespace: bool,
+    /// System namespaces (comma-separated: `kube-system`, an operator's such as `monitoring`)
+    /// the admin token's workloads may use. None by default: every token, the admin's too, is
+    /// refused them unless explicitly allowed (minted tokens: `token create --system-namespace`).
+    #[arg(long, env = "INSTANTSTART_ADMIN_SYSTEM_NAMESPACES", value_delimiter = ',')]
+    admin_system_namespaces: Vec<String>,
     /// The control plane's own internet addresses (comma-separated CIDR blocks, e.g. the
     /// management instance's Elastic IP `198.51.100.7/32`; the deployment template sets it):
     /// added to the `public_access_cidrs` of every cluster created, so its EKS API admits the
     /// control plane and the blocks the request names, not every address.
     #[arg(long, env = "INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS", value_delimiter = ',')]
     eks_public_access_cidrs: Vec<ipnet::Ipv4Net>,
+    /// Host names the server answers for besides `localhost` and IP addresses (comma-separated;
+    /// `*.example.com` for every name under it), e.g. the name of a TLS proxy in front. A
+    /// request for any other `Host` is refused: a guard against DNS rebinding.
+    #[arg(long, env = "INSTANTSTART_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// Serve `/metrics` without a token, for a Prometheus scraper that cannot send one. By
+    /// default `/metrics` needs a token of any scope (`Authorization: Bearer`).
+    #[arg(long, env = "INSTANTSTART_PUBLIC_METRICS")]
+    public_metrics: bool,
     /// Back the SQLite store up online every interval (`6h`, `30m`, `1d`; at least `1m`) into
     /// `--backup-dir`; off when absent.
     #[arg(long, env = "INSTANTSTART_BACKUP_INTERVAL", value_parser = instantstart_server::backup::parse_interval)]
@@ -163,7 +177,8 @@ enum TokenCommand {
         /// Name recorded in the audit log (1-64 letters, digits, '-' and '_').
         #[arg(long)]
         name: String,
-        /// read (GET requests and streams) or operate.
+        /// read (GET requests and streams), workloads (read, and submit or delete jobs, downloads
+        /// and endpoints) or operate (everything).
         #[arg(long, default_value = "read")]
         scope: Scope,
         /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
@@ -179,6 +194,14 @@ enum TokenCommand {
         /// A namespace the bound token's workloads may use (repeat for several).
         #[arg(long = "namespace", requires = "kube_user")]
         namespace: Vec<String>,
+        /// A system namespace (`kube-system`, an operator's) the bound token's workloads may use
+        /// as well (repeat for several); none unless listed.
+        #[arg(long = "system-namespace", requires = "kube_user")]
+        system_namespace: Vec<String>,
+        /// A service account the bound token's workloads may name (repeat for several); without
+        /// it any of the namespace's.
+        #[arg(long = "service-account", requires = "kube_user")]
+        service_account: Vec<String>,
         /// The cluster the binding is for (default `*`: every cluster).
         #[arg(long, default_value = "*", requires = "kube_user")]
         cluster: String,
@@ -203,15 +226,7 @@ fn token_command(cli: &Cli, command: &TokenCommand) -> anyhow::Result<()> {
                 eprintln!("no tokens besides the admin token");
             }
             for t in tokens {
-                let bindings: Vec<String> = t
-                    .kube_bindings
-                    .iter()
-                    .map(|b| {
-                        let groups =
-                            if b.groups.is_empty() { String::new() } else { format!(" groups {}", b.groups.join(",")) };
-                        format!("{}: user {}{groups} in {}", b.cluster, b.user, b.namespaces.join(","))
-                    })
-                    .collect();
+                let bindings: Vec<String> = t.kube_bindings.iter().map(|b| b.summary()).collect();
                 println!(
                     "{}\t{}\texpires {}\t{}\tcreated {} by {}\t{}",
                     t.name,
@@ -224,7 +239,17 @@ fn token_command(cli: &Cli, command: &TokenCommand) -> anyhow::Result<()> {
                 );
             }
         }
-        TokenCommand::Create { name, scope, expires_at, kube_user, kube_groups, namespace, cluster } => {
+        TokenCommand::Create {
+            name,
+            scope,
+            expires_at,
+            kube_user,
+            kube_groups,
+            namespace,
+            system_namespace,
+            service_account,
+            cluster,
+        } => {
             let kube_bindings = kube_user
                 .iter()
                 .map(|user| instantstart_core::kube_access::KubeBinding {
@@ -232,6 +257,8 @@ fn token_command(cli: &Cli, command: &TokenCommand) -> anyhow::Result<()> {
                     user: user.clone(),
                     groups: kube_groups.clone(),
                     namespaces: namespace.clone(),
+                    system_namespaces: system_namespace.clone(),
+                    service_accounts: service_account.clone(),
                 })
                 .collect();
             let req = instantstart_server::auth::CreateTokenRequest {
@@ -305,8 +332,17 @@ async fn main() -> anyhow::Result<()> {
         token: std::env::var("INSTANTSTART_TOKEN").ok(),
         shared_bucket: cli.shared_bucket.clone().filter(|b| !b.is_empty()),
         unbound_tokens_any_namespace: cli.unbound_tokens_any_namespace,
+        admin_system_namespaces: cli.admin_system_namespaces.clone(),
         eks_public_access_cidrs: cli.eks_public_access_cidrs.clone(),
+        http: instantstart_server::HttpOptions {
+            allowed_hosts: cli.allowed_hosts.clone(),
+            public_metrics: cli.public_metrics,
+        },
     };
+    for ns in &opts.admin_system_namespaces {
+        instantstart_core::kube_access::system_namespace(ns)
+            .map_err(|rule| anyhow::anyhow!("--admin-system-namespaces: {rule}"))?;
+    }
     for cidr in &opts.eks_public_access_cidrs {
         instantstart_core::names::public_access_cidr(cidr)
             .map_err(|rule| anyhow::anyhow!("--eks-public-access-cidrs: {rule}"))?;

@@ -36,7 +36,9 @@ fn test_app_with_options(speed: f64, set: impl FnOnce(&mut ServerOptions)) -> Te
         token: Some(TOKEN.into()),
         shared_bucket: None,
         unbound_tokens_any_namespace: false,
+        admin_system_namespaces: vec![],
         eks_public_access_cidrs: vec![],
+        http: Default::default(),
     };
     set(&mut opts);
     let state = AppState::assemble(&opts).unwrap().state;
@@ -128,11 +130,32 @@ async fn auth_is_required_and_scoped() {
         .unwrap();
     let r = app.call(post).await;
     assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
-    // Meta endpoints are public.
-    for path in ["/healthz", "/metrics", "/api/openapi.json"] {
+    // Health and the OpenAPI document are public; `/metrics` needs a token of any scope (review
+    // #24: it runs a store count per scrape), unless the server runs with --public-metrics.
+    for path in ["/healthz", "/api/openapi.json"] {
         let r = app.call(Request::get(path).body(Body::empty()).unwrap()).await;
         assert_eq!(r.status, StatusCode::OK, "{path}");
     }
+    let r = app.call(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = app.call(as_token(Method::GET, "/metrics", &read, None)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let public = test_app_with_options(1000.0, |o| o.http.public_metrics = true);
+    let r = public.call(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.status, StatusCode::OK);
+
+    // DNS rebinding: a request for a host name that is not ours is refused before anything else;
+    // loopback names, addresses and the names --allowed-hosts lists are answered.
+    let host = |h: &str| Request::get("/healthz").header(header::HOST, h).body(Body::empty()).unwrap();
+    let r = app.call(host("rebind.attacker.example:3099")).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(r.body["detail"].as_str().unwrap().contains("--allowed-hosts"), "{:?}", r.body);
+    for ok in ["localhost:3099", "127.0.0.1:3099", "[::1]:3099"] {
+        assert_eq!(app.call(host(ok)).await.status, StatusCode::OK, "{ok}");
+    }
+    let named = test_app_with_options(1000.0, |o| o.http.allowed_hosts = vec!["ui.example.com".into()]);
+    assert_eq!(named.call(host("ui.example.com")).await.status, StatusCode::OK);
+    assert_eq!(named.call(host("other.example.com")).await.status, StatusCode::FORBIDDEN);
     // Unknown API routes are problem+json 404s, other paths serve the UI.
     assert_eq!(app.get("/api/nope").await.status, StatusCode::NOT_FOUND);
     let ui = app.call(Request::get("/").body(Body::empty()).unwrap()).await;
@@ -535,7 +558,7 @@ async fn failed_step_retry_cancel_import_and_context() {
     assert_eq!(r.status, StatusCode::ACCEPTED);
     assert_eq!(app.wait_op(&id).await["status"], "cancelled");
     // Metrics show requests, operations and provider calls.
-    let m = app.call(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    let m = app.get("/metrics").await;
     let text = m.body.as_str().unwrap();
     assert!(text.contains("instantstart_http_requests_total{method=\"POST\",route=\"/api/clusters\",status=\"202\"}"));
     assert!(text.contains("instantstart_operations{status=\"cancelled\"} 1"));

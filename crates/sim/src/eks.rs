@@ -213,8 +213,14 @@ fn create_cluster(w: &mut World, req: &CreateEksCluster, cx: &Cx, seeded: bool) 
         ));
     }
     if !seeded {
+        // EKS assumes the cluster role with its own account and the cluster's ARN as the
+        // condition context, so a role whose trust policy limits `aws:SourceAccount` /
+        // `aws:SourceArn` to another account or cluster cannot be assumed ("Cross-service
+        // confused deputy prevention in Amazon EKS", EKS user guide).
+        let cluster_arn = format!("arn:aws:eks:{}:{}:cluster/{}", req.region, w.account, req.name);
+        let context = [("aws:SourceAccount", w.account.as_str()), ("aws:SourceArn", cluster_arn.as_str())];
         match w.role_by_arn(&req.role_arn) {
-            Some(r) if r.trusts("eks.amazonaws.com") => {}
+            Some(r) if r.assumable_by("eks.amazonaws.com", &context) => {}
             _ => {
                 return Err(invalid(
                     API,

@@ -472,6 +472,46 @@ pub(crate) struct RoleRec {
 }
 
 impl RoleRec {
+    /// Whether `service` may assume the role when it calls `sts:AssumeRole` with the condition
+    /// context `context` (e.g. `aws:SourceAccount`, `aws:SourceArn`): some `Allow` statement
+    /// names the service and every condition of it holds. A condition on a key the service does
+    /// not pass, or with an operator this model does not know, fails, as in IAM ("IAM JSON policy
+    /// elements: Condition operators"; a missing key makes a `String*`/`Arn*` condition false).
+    pub fn assumable_by(&self, service: &str, context: &[(&str, &str)]) -> bool {
+        let statements = match &self.trust_policy["Statement"] {
+            serde_json::Value::Array(a) => a.clone(),
+            s @ serde_json::Value::Object(_) => vec![s.clone()],
+            _ => vec![],
+        };
+        statements.iter().any(|s| {
+            let names = |v: &serde_json::Value| match v {
+                serde_json::Value::String(x) => vec![x.clone()],
+                serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+                _ => vec![],
+            };
+            s["Effect"] == "Allow"
+                && names(&s["Principal"]["Service"]).iter().any(|p| p == service)
+                && names(&s["Action"]).iter().any(|a| a == "sts:AssumeRole" || a == "sts:*")
+                && s.get("Condition").and_then(serde_json::Value::as_object).is_none_or(|ops| {
+                    ops.iter().all(|(op, keys)| {
+                        keys.as_object().is_some_and(|keys| {
+                            keys.iter().all(|(key, wanted)| {
+                                let Some((_, got)) = context.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)) else {
+                                    return false;
+                                };
+                                let wanted = names(wanted);
+                                match op.as_str() {
+                                    "StringEquals" | "ArnEquals" => wanted.iter().any(|w| w == got),
+                                    "StringLike" | "ArnLike" => wanted.iter().any(|w| glob(w, got)),
+                                    _ => false,
+                                }
+                            })
+                        })
+                    })
+                })
+        })
+    }
+
     /// Whether the trust policy lets `service` (e.g. `eks.amazonaws.com`) assume the role.
     pub fn trusts(&self, service: &str) -> bool {
         fn find(v: &serde_json::Value, service: &str) -> bool {
@@ -484,6 +524,29 @@ impl RoleRec {
         }
         find(&self.trust_policy, service)
     }
+}
+
+/// IAM's `*`/`?` wildcard match (`StringLike`, `ArnLike`).
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -666,5 +729,45 @@ mod tests {
         );
         assert!(w.role_by_arn("arn:aws:iam::999999999999:role/r1").is_none());
         assert!(w.role_by_arn("nonsense").is_none());
+    }
+
+    #[test]
+    fn a_trust_policy_s_conditions_are_checked_against_what_the_service_passes() {
+        let role = |condition: serde_json::Value| RoleRec {
+            name: "r".into(),
+            arn: "arn:aws:iam::123456789012:role/r".into(),
+            trust_policy: serde_json::json!({"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole",
+                "Condition": condition}]}),
+            managed_policies: vec![],
+            inline_policies: vec![],
+            tags: Default::default(),
+            permissions_boundary: None,
+        };
+        let ours = "arn:aws:eks:us-east-1:123456789012:cluster/demo-eks";
+        let context = [("aws:SourceAccount", "123456789012"), ("aws:SourceArn", ours)];
+        let table: &[(serde_json::Value, bool)] = &[
+            (serde_json::json!({}), true),
+            (serde_json::json!({"StringEquals": {"aws:SourceAccount": "123456789012"}}), true),
+            (serde_json::json!({"StringEquals": {"aws:SourceAccount": "999999999999"}}), false),
+            (serde_json::json!({"ArnLike": {"aws:SourceArn": ours}}), true),
+            (serde_json::json!({"ArnLike": {"aws:SourceArn": "arn:aws:eks:*:123456789012:cluster/*"}}), true),
+            (
+                serde_json::json!({"ArnLike": {"aws:SourceArn": "arn:aws:eks:us-east-1:123456789012:cluster/other"}}),
+                false,
+            ),
+            (serde_json::json!({"StringEquals": {"aws:SourceAccount": ["1", "123456789012"]}}), true),
+            (serde_json::json!({"StringEquals": {"aws:SourceOrgID": "o-1"}}), false),
+            (serde_json::json!({"NumericLessThan": {"aws:SourceAccount": "1"}}), false),
+        ];
+        for (condition, ok) in table {
+            assert_eq!(role(condition.clone()).assumable_by("eks.amazonaws.com", &context), *ok, "{condition}");
+        }
+        assert!(!role(serde_json::json!({})).assumable_by("sagemaker.amazonaws.com", &context));
+        // A service that passes no context cannot satisfy a condition on it.
+        assert!(
+            !role(serde_json::json!({"StringEquals": {"aws:SourceAccount": "123456789012"}}))
+                .assumable_by("eks.amazonaws.com", &[])
+        );
     }
 }

@@ -71,12 +71,16 @@ fn kube_bindings_round_trip() {
                     user: "alice".into(),
                     groups: vec!["team-a".into(), "ml".into()],
                     namespaces: vec!["team-a".into()],
+                    system_namespaces: vec!["monitoring".into()],
+                    service_accounts: vec!["trainer".into()],
                 },
                 KubeBinding {
                     cluster: "*".into(),
                     user: "alice".into(),
                     groups: vec![],
                     namespaces: vec!["default".into()],
+                    system_namespaces: vec![],
+                    service_accounts: vec![],
                 },
             ],
             ..token("bound", "hb")

@@ -17,7 +17,8 @@ pub enum TokenCommand {
     Create {
         /// Name recorded in the audit log (1-64 letters, digits, '-' and '_').
         name: String,
-        /// read (GET requests and streams) or operate.
+        /// read (GET requests and streams), workloads (read, and submit or delete jobs, downloads
+        /// and endpoints) or operate (everything).
         #[arg(long, default_value = "read")]
         scope: Scope,
         /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
@@ -33,6 +34,14 @@ pub enum TokenCommand {
         /// A namespace the bound token's workloads may use (repeat for several).
         #[arg(long = "namespace", requires = "kube_user")]
         namespace: Vec<String>,
+        /// A system namespace (`kube-system`, an operator's) the bound token's workloads may use
+        /// as well (repeat for several); none unless listed.
+        #[arg(long = "system-namespace", requires = "kube_user")]
+        system_namespace: Vec<String>,
+        /// A service account the bound token's workloads may name (repeat for several); without
+        /// it any of the namespace's.
+        #[arg(long = "service-account", requires = "kube_user")]
+        service_account: Vec<String>,
         /// The cluster the binding is for (default `*`: every cluster).
         #[arg(long, default_value = "*", requires = "kube_user")]
         cluster: String,
@@ -52,15 +61,7 @@ pub async fn run(g: &Globals, cmd: TokenCommand) -> anyhow::Result<Exit> {
             output::emit(g.output, &tokens, || {
                 let mut t = Table::new(&["NAME", "SCOPE", "EXPIRES", "STATE", "CREATED", "BY", "KUBERNETES"]);
                 for k in &tokens {
-                    let bindings: Vec<String> = k
-                        .kube_bindings
-                        .iter()
-                        .map(|b| {
-                            let groups =
-                                if b.groups.is_empty() { String::new() } else { format!(" ({})", b.groups.join(",")) };
-                            format!("{}: {}{groups} in {}", b.cluster, b.user, b.namespaces.join(","))
-                        })
-                        .collect();
+                    let bindings: Vec<String> = k.kube_bindings.iter().map(|b| b.summary()).collect();
                     t.row(vec![
                         k.name.clone(),
                         k.scope.to_string(),
@@ -74,7 +75,17 @@ pub async fn run(g: &Globals, cmd: TokenCommand) -> anyhow::Result<Exit> {
                 t.render_or("No tokens besides the admin token.")
             })?;
         }
-        TokenCommand::Create { name, scope, expires_at, kube_user, kube_groups, namespace, cluster } => {
+        TokenCommand::Create {
+            name,
+            scope,
+            expires_at,
+            kube_user,
+            kube_groups,
+            namespace,
+            system_namespace,
+            service_account,
+            cluster,
+        } => {
             let kube_bindings = kube_user
                 .into_iter()
                 .map(|user| KubeBinding {
@@ -82,6 +93,8 @@ pub async fn run(g: &Globals, cmd: TokenCommand) -> anyhow::Result<Exit> {
                     user,
                     groups: kube_groups.clone(),
                     namespaces: namespace.clone(),
+                    system_namespaces: system_namespace.clone(),
+                    service_accounts: service_account.clone(),
                 })
                 .collect();
             let minted = client.create_token(&CreateTokenRequest { name, scope, expires_at, kube_bindings }).await?;

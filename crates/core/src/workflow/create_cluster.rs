@@ -712,12 +712,16 @@ impl RoleStep {
     }
 
     /// The role this step wants: the same on every attempt (the bucket comes from the `bucket`
-    /// step's recorded output).
-    fn request(&self, cx: &StepContext<'_>) -> Result<CreateIamRole, StepError> {
+    /// step's recorded output, the account from `sts:GetCallerIdentity`).
+    async fn request(&self, cx: &StepContext<'_>) -> Result<CreateIamRole, StepError> {
         Ok(match self.which {
             RoleKind::EksCluster => CreateIamRole {
                 name: self.name(),
-                trust_policy: service_trust_policy("eks.amazonaws.com"),
+                trust_policy: eks_cluster_trust_policy(
+                    &self.cx.aws.caller_identity().await?.account,
+                    &self.cx.req.region,
+                    &self.cx.names().eks_cluster,
+                ),
                 managed_policies: vec![EKS_CLUSTER_POLICY.into()],
                 inline_policies: vec![],
                 tags: self.cx.tags(cx),
@@ -737,6 +741,30 @@ impl RoleStep {
             }
         })
     }
+}
+
+/// Trust policy of the EKS cluster role: `eks.amazonaws.com` may assume it only for this EKS
+/// cluster of this account (`aws:SourceArn`, `aws:SourceAccount`), so no other account's or
+/// cluster's EKS can be made to act with it ("Cross-service confused deputy prevention in
+/// Amazon EKS", EKS user guide: EKS accepts both keys in a cluster role's trust policy).
+///
+/// The HyperPod execution role and the other service roles keep [`service_trust_policy`]:
+/// SageMaker's confused-deputy page lists the features that pass these keys, and HyperPod and
+/// MLflow are not among them, so a condition there could keep the service from assuming its
+/// own role.
+pub fn eks_cluster_trust_policy(account: &str, region: &str, eks_cluster: &str) -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": { "Service": "eks.amazonaws.com" },
+            "Action": "sts:AssumeRole",
+            "Condition": {
+                "StringEquals": { "aws:SourceAccount": account },
+                "ArnLike": { "aws:SourceArn": format!("arn:aws:eks:{region}:{account}:cluster/{eks_cluster}") }
+            }
+        }]
+    })
 }
 
 /// Trust policy letting `service` assume a role.
@@ -839,14 +867,14 @@ impl StepExecutor for RoleStep {
     }
 
     async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let role = self.cx.aws.create_role(&self.request(cx)?).await?;
+        let role = self.cx.aws.create_role(&self.request(cx).await?).await?;
         Ok(ResourceRef { kind: "iam-role".into(), id: role.name, arn: Some(role.arn) })
     }
 
     /// Completes the role's policies before reporting it done: an adopted role may come from an
     /// attempt that died between `CreateRole` and its policies (see [`poll_role`]).
     async fn poll(&self, cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        let mut req = self.request(cx)?;
+        let mut req = self.request(cx).await?;
         req.name.clone_from(&r.id);
         poll_role(self.cx.aws.as_ref(), &req).await
     }
@@ -1165,6 +1193,17 @@ fn hyperpod_tags(mut tags: Tags) -> Tags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_eks_cluster_role_trusts_eks_only_for_its_own_cluster_and_account() {
+        let p = eks_cluster_trust_policy("123456789012", "us-west-2", "demo-eks");
+        let st = &p["Statement"][0];
+        assert_eq!(st["Principal"]["Service"], "eks.amazonaws.com");
+        assert_eq!(st["Condition"]["StringEquals"]["aws:SourceAccount"], "123456789012");
+        assert_eq!(st["Condition"]["ArnLike"]["aws:SourceArn"], "arn:aws:eks:us-west-2:123456789012:cluster/demo-eks");
+        // The service roles whose service does not document passing the keys get none.
+        assert!(service_trust_policy("sagemaker.amazonaws.com")["Statement"][0].get("Condition").is_none());
+    }
     use crate::spec::*;
 
     #[test]

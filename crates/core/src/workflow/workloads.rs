@@ -122,12 +122,91 @@ fn kube_target(rec: &ClusterRecord, acting_as: Option<&KubeAccess>) -> KubeTarge
     KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone()).acting_as(acting_as.and_then(|a| a.identity.clone()))
 }
 
-/// Refuses a namespace outside the caller's access (`403`, before anything is recorded).
+/// Refuses a namespace outside the caller's access (`403`, before anything is recorded). An
+/// operation without a recorded access (recorded by an older version) is the control plane's,
+/// which is allowed no system namespace.
 fn check_access(acting_as: Option<&KubeAccess>, namespace: &str) -> Result<(), EngineError> {
     match acting_as {
-        Some(a) => a.check_namespace(namespace).map_err(EngineError::Forbidden),
-        None => Ok(()),
+        Some(a) => a.check_namespace(namespace),
+        None => KubeAccess::control_plane("").check_namespace(namespace),
     }
+    .map_err(EngineError::Forbidden)
+}
+
+/// The rules of a rendering that depend on who submits it, checked before anything is
+/// recorded:
+/// - a system namespace ([`crate::names::is_system_namespace`]) is a `400` naming the
+///   request's namespace field unless the caller's access allows it explicitly;
+/// - a namespace outside the caller's access is a `403`;
+/// - a service account a pod names must be one the caller's access lets it name (`403`), unless
+///   the rendering itself creates it (a router's account, a job's MLflow identity).
+fn check_submission(
+    acting_as: Option<&KubeAccess>,
+    kind: WorkloadKind,
+    rendered: &RenderedWorkload,
+) -> Result<(), EngineError> {
+    check_system_namespace(acting_as, kind, &rendered.namespace)?;
+    check_access(acting_as, &rendered.namespace)?;
+    if let Some(access) = acting_as {
+        let own: Vec<String> = rendered
+            .objects
+            .iter()
+            .filter_map(KubeObject::object_ref)
+            .filter(|r| r.kind == "ServiceAccount")
+            .map(|r| r.name)
+            .collect();
+        for object in &rendered.objects {
+            for sa in service_accounts_named(&object.0) {
+                if !own.contains(&sa) {
+                    access.check_service_account(&sa).map_err(EngineError::Forbidden)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A system namespace is a `400` on the request's namespace field unless the caller's access
+/// allows it explicitly.
+fn check_system_namespace(
+    acting_as: Option<&KubeAccess>,
+    kind: WorkloadKind,
+    namespace: &str,
+) -> Result<(), EngineError> {
+    let allowed = acting_as.is_some_and(|a| a.system_namespaces.iter().any(|n| n == namespace));
+    if names::is_system_namespace(namespace) && !allowed {
+        return Err(ValidationError::invalid(
+            kind.namespace_field(),
+            format!(
+                "{namespace} is a system namespace (Kubernetes' own or an operator's); workloads run in other \
+                 namespaces, e.g. default (an admin may allow one explicitly: a token binding's system_namespaces, \
+                 or the server's --admin-system-namespaces)"
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Every `serviceAccountName` in `body` (pod specs and pod templates at any depth).
+fn service_accounts_named(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![body];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(sa)) = m.get("serviceAccountName")
+                    && !out.contains(sa)
+                {
+                    out.push(sa.clone());
+                }
+                stack.extend(m.values());
+            }
+            Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    out
 }
 
 fn describe(r: &ObjectRef) -> String {
@@ -572,8 +651,14 @@ impl Workflow for WorkloadWorkflow {
         let rec = cluster_record(self.store.as_ref(), &req.cluster)?;
         // Facts from our own registry always replace what a client sent.
         req.context.get_or_insert_with(WorkloadContext::default).storage = storage_facts(&rec);
+        // The namespace the request names is judged first: a system namespace is refused for
+        // what it is, not for what the rendering would then find missing there.
+        let pointer = format!("/{}", self.workload.namespace_field().replace('.', "/"));
+        if let Some(namespace) = req.params.pointer(&pointer).and_then(Value::as_str) {
+            check_system_namespace(req.acting_as.as_ref(), self.workload, namespace)?;
+        }
         let rendered = self.renderer.render(&req)?;
-        check_access(req.acting_as.as_ref(), &rendered.namespace)?;
+        check_submission(req.acting_as.as_ref(), self.workload, &rendered)?;
         let refs = check_rendered(&rendered)?;
         if self.mode != ApplyMode::Update {
             req.remove.clear();

@@ -110,7 +110,9 @@ impl Validate for PrometheusTrigger {
 
 impl Validate for AutoscalerParams {
     fn validate(&self, f: &mut Findings) {
-        check(f, "namespace", names::workload_namespace(&self.namespace));
+        // The form only: a system namespace is refused unless the submitter is allowed it
+        // (`instantstart_core::kube_access`), which the workload workflow checks.
+        check(f, "namespace", names::dns1123_label(&self.namespace));
         check(f, "deployment", names::dns1123_label(&self.deployment));
         if self.max_replicas == 0 || self.max_replicas > super::MAX_REPLICAS {
             f.push("max_replicas", format!("must be between 1 and {}", super::MAX_REPLICAS));

@@ -154,7 +154,9 @@ impl RoutingStrategy {
 impl Validate for ManagedEndpointParams {
     fn validate(&self, f: &mut Findings) {
         check(f, "name", names::dns1123_label(&self.name));
-        check(f, "namespace", names::workload_namespace(&self.namespace));
+        // The form only: a system namespace is refused unless the submitter is allowed it
+        // (`instantstart_core::kube_access`), which the workload workflow checks.
+        check(f, "namespace", names::dns1123_label(&self.namespace));
         if let Some(m) = &self.model_name {
             check(f, "model_name", names::hyperpod_name(m));
         }

@@ -239,7 +239,9 @@ impl Validate for ServingParams {
         if self.name.len() > SERVING_NAME_MAX {
             f.push("name", format!("must be at most {SERVING_NAME_MAX} characters"));
         }
-        check(f, "namespace", names::workload_namespace(&self.namespace));
+        // The form only: a system namespace is refused unless the submitter is allowed it
+        // (`instantstart_core::kube_access`), which the workload workflow checks.
+        check(f, "namespace", names::dns1123_label(&self.namespace));
         check(f, "image", image_ref(&self.image));
         self.validate_replica(f);
         if self.replicas == 0 || self.replicas > MAX_REPLICAS {

@@ -164,7 +164,9 @@ impl Validate for SglangRouterParams {
         if self.name.len() > 50 {
             f.push("name", "must be at most 50 characters");
         }
-        check(f, "namespace", names::workload_namespace(&self.namespace));
+        // The form only: a system namespace is refused unless the submitter is allowed it
+        // (`instantstart_core::kube_access`), which the workload workflow checks.
+        check(f, "namespace", names::dns1123_label(&self.namespace));
         check(f, "image", image_ref(&self.image));
         f.at("workers", |f| self.workers.validate(f));
         check(f, "worker_port", port(self.worker_port));

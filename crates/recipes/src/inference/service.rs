@@ -157,7 +157,9 @@ pub struct ServiceParams {
 impl Validate for ServiceParams {
     fn validate(&self, f: &mut Findings) {
         check(f, "name", names::dns1123_label(&self.name));
-        check(f, "namespace", names::workload_namespace(&self.namespace));
+        // The form only: a system namespace is refused unless the submitter is allowed it
+        // (`instantstart_core::kube_access`), which the workload workflow checks.
+        check(f, "namespace", names::dns1123_label(&self.namespace));
         f.at("backends", |f| self.backends.validate(f));
         check(f, "port", port(self.port));
         check(f, "target_port", port(self.target_port));

@@ -115,7 +115,9 @@ impl TrainingJob {
         if self.name.len() > TRAINING_NAME_MAX {
             f.push("name", format!("must be at most {TRAINING_NAME_MAX} characters (operators append suffixes)"));
         }
-        check(f, "namespace", names::workload_namespace(&self.namespace));
+        // The form only: a system namespace is refused unless the submitter is allowed it
+        // (`instantstart_core::kube_access`), which the workload workflow checks.
+        check(f, "namespace", names::dns1123_label(&self.namespace));
         governance::check_job_queue_shape(f, "", self.team.as_deref(), self.priority.as_deref(), &self.namespace);
         check(f, "image", image_ref(&self.image));
         self.validate_hardware(f);

@@ -46,7 +46,7 @@ async fn get(
     Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<CapacityPath>,
 ) -> Result<Json<ClusterCapacity>, ApiError> {
-    let access = principal.kube_access(&p.cluster, state.unbound_tokens_any_namespace);
+    let access = principal.kube_access(&p.cluster, &state.namespace_policy);
     Ok(Json(
         api::capacity::get(state.store.as_ref(), state.aws.as_ref(), state.kube.as_ref(), &p.cluster, &access).await?,
     ))

@@ -174,7 +174,7 @@ fn target_as(
     principal: &Principal,
     cluster: &str,
 ) -> Result<(KubeTarget, instantstart_core::kube_access::KubeAccess), ApiError> {
-    let access = principal.kube_access(cluster, state.unbound_tokens_any_namespace);
+    let access = principal.kube_access(cluster, &state.namespace_policy);
     Ok((ep::kube_target_of(state.store.as_ref(), cluster)?.acting_as(access.identity.clone()), access))
 }
 
@@ -339,7 +339,7 @@ async fn chat(
     let (target, _) = target_as(&state, &principal, &p.name)?;
     let to = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
     principal
-        .kube_access(&p.name, state.unbound_tokens_any_namespace)
+        .kube_access(&p.name, &state.namespace_policy)
         .check_namespace(&to.namespace)
         .map_err(ApiError::Forbidden)?;
     if !to.ready {

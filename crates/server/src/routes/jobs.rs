@@ -131,7 +131,7 @@ pub(crate) async fn replay_gone_delete(
 /// impersonate its identity, also after a restart.
 pub(crate) fn with_access(state: &AppState, mut request: Value, principal: &Principal) -> Result<Value, ApiError> {
     let cluster = request.get("cluster").and_then(Value::as_str).unwrap_or_default().to_string();
-    let access = principal.kube_access(&cluster, state.unbound_tokens_any_namespace);
+    let access = principal.kube_access(&cluster, &state.namespace_policy);
     if let Some(obj) = request.as_object_mut() {
         obj.insert("acting_as".into(), to_json(&access)?);
     }
@@ -292,7 +292,7 @@ pub(crate) fn kube_as(
     cluster: &str,
     namespace: Option<&str>,
 ) -> Result<(KubeTarget, Option<String>), ApiError> {
-    let access = principal.kube_access(cluster, state.unbound_tokens_any_namespace);
+    let access = principal.kube_access(cluster, &state.namespace_policy);
     let (_, target, namespace) = read::cluster_kube_as(state.store.as_ref(), cluster, &access, namespace)?;
     Ok((target, namespace))
 }

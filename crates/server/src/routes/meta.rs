@@ -1,4 +1,5 @@
-//! Unauthenticated meta endpoints: health, Prometheus metrics, the OpenAPI document.
+//! Meta endpoints: health and the OpenAPI document (unauthenticated), and Prometheus metrics
+//! (behind a token unless the server runs with `--public-metrics`).
 
 use crate::AppState;
 use aide::axum::ApiRouter;
@@ -17,12 +18,6 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/metrics",
-            get_with(metrics, |op| {
-                op.id("metrics").summary("Prometheus text metrics").tag("meta").response::<200, String>()
-            }),
-        )
-        .api_route(
             "/api/openapi.json",
             get_with(openapi, |op| {
                 op.id("openapi")
@@ -31,6 +26,16 @@ pub fn routes() -> ApiRouter<AppState> {
                     .response::<200, axum::Json<serde_json::Value>>()
             }),
         )
+}
+
+/// `/metrics`, which the router places behind authentication unless `--public-metrics`.
+pub fn metrics_routes() -> ApiRouter<AppState> {
+    ApiRouter::new().api_route(
+        "/metrics",
+        get_with(metrics, |op| {
+            op.id("metrics").summary("Prometheus text metrics").tag("meta").response::<200, String>()
+        }),
+    )
 }
 
 async fn healthz() -> &'static str {

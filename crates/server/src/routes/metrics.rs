@@ -65,6 +65,6 @@ async fn get(
              Amazon Managed Service for Prometheus) is not built yet",
         )));
     };
-    let access = principal.kube_access(&p.cluster, state.unbound_tokens_any_namespace);
+    let access = principal.kube_access(&p.cluster, &state.namespace_policy);
     Ok(Json(metrics::get(state.store.as_ref(), state.kube.as_ref(), source, &p.cluster, &access, &q).await?))
 }

@@ -73,20 +73,23 @@ pub fn router(state: AppState) -> axum::Router {
     if state.sim.is_some() {
         protected = protected.merge(sim::routes());
     }
+    let mut public = ApiRouter::new().merge(session::public_routes()).merge(meta::routes());
+    if state.public_metrics {
+        public = public.merge(meta::metrics_routes());
+    } else {
+        protected = protected.merge(meta::metrics_routes());
+    }
     let protected = protected
         .route_layer(middleware::from_fn(crate::conditional::conditional_get))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
     let mut api = OpenApi::default();
-    let documented = ApiRouter::new()
-        .merge(protected)
-        .merge(session::public_routes())
-        .merge(meta::routes())
-        .finish_api_with(&mut api, describe_api);
+    let documented = ApiRouter::new().merge(protected).merge(public).finish_api_with(&mut api, describe_api);
     state.set_openapi(&api);
     documented
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(limit_request))
+        .layer(middleware::from_fn_with_state(state.allowed_hosts.clone(), crate::host::check_host))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -121,9 +124,14 @@ fn describe_api(api: TransformOpenApi<'_>) -> TransformOpenApi<'_> {
 }
 
 /// Authenticates every protected request and stores the [`crate::auth::Principal`].
+/// A token's scope must allow the route it asks for ([`instantstart_core::credentials::Scope::allows`]).
 async fn require_auth(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     match state.auth.authorize(req.method(), req.headers()) {
         Ok(principal) => {
+            let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
+            if let Err(why) = principal.scope.allows(req.method().as_str(), &route) {
+                return ApiError::Forbidden(format!("token {:?}: {why}", principal.name)).into_response();
+            }
             req.extensions_mut().insert(principal);
             next.run(req).await
         }
@@ -455,4 +463,55 @@ pub(crate) fn mutation(op: TransformOperation<'_>) -> TransformOperation<'_> {
             )
         })
         .response_with::<422, ProblemJson, _>(|r| r.description("Valid but impossible in the current state"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use std::time::Duration;
+    use tower::ServiceExt;
+
+    /// Review #10: a handler that has not answered within the request timeout is answered
+    /// `503`; one that answers before it is served; an upgrade (a WebSocket) streams on. The
+    /// router's timeout is [`crate::limits::REQUEST_TIMEOUT`] (180 s, [`limit_request`]); the
+    /// same middleware runs here with a short one so the test takes a second.
+    #[tokio::test]
+    async fn a_request_that_outlasts_the_request_timeout_is_answered_503() {
+        assert_eq!(crate::limits::REQUEST_TIMEOUT, Duration::from_secs(180));
+        let limit = Duration::from_millis(400);
+        let slow = |after: Duration| async move {
+            tokio::time::sleep(after).await;
+            "late answer"
+        };
+        let app = axum::Router::new()
+            .route("/in-time", axum::routing::get(move || slow(limit / 4)))
+            .route("/too-slow", axum::routing::get(move || slow(limit * 3)))
+            .route("/ws", axum::routing::get(move || slow(limit + limit / 2)))
+            .layer(middleware::from_fn(move |req, next| limit_request_within(limit, req, next)));
+        let call = |uri: &'static str, upgrade: bool| {
+            let app = app.clone();
+            async move {
+                let mut req = axum::http::Request::get(uri);
+                if upgrade {
+                    req = req.header(axum::http::header::UPGRADE, "websocket");
+                }
+                let started = Instant::now();
+                let r = app.oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+                (r.status(), started.elapsed())
+            }
+        };
+        let (status, took) = call("/in-time", false).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(took < limit, "{took:?}");
+        let (status, took) = call("/too-slow", false).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            took >= limit && took < limit * 3,
+            "answered when the limit passed, not when the handler did: {took:?}"
+        );
+        let (status, took) = call("/ws", true).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(took > limit, "{took:?}");
+    }
 }

@@ -185,7 +185,7 @@ async fn list_downloads(
 ) -> Result<Paged<DownloadSummary>, ApiError> {
     let request = paging.request("downloads", 2)?;
     let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    let access = principal.kube_access(&p.cluster, state.unbound_tokens_any_namespace);
+    let access = principal.kube_access(&p.cluster, &state.namespace_policy);
     let downloads = read::list_downloads_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(downloads, "downloads", Order::Ascending, |d| vec![d.namespace.clone(), d.name.clone()], &request)
 }

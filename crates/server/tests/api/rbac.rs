@@ -186,6 +186,123 @@ async fn bound_tokens_act_as_their_kubernetes_identity() {
     assert_eq!(audit(&app).len(), impersonated, "the admin token impersonates nobody");
 }
 
+/// System namespaces are refused to every token, the admin's included, unless it is allowed
+/// them explicitly (a binding's `system_namespaces`, the server's `--admin-system-namespaces`);
+/// a binding that lists service accounts confines the ones its workloads may name. Every
+/// refusal is before anything is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_namespaces_and_service_accounts_need_an_explicit_allowance() {
+    let app = test_app_with_options(2000.0, |o| o.admin_system_namespaces = vec!["monitoring".into()]);
+    create_ready(&app, "demo").await;
+    let sa = |ns: &str, name: &str| json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": name, "namespace": ns } });
+    admin_apply(
+        &app,
+        &[
+            namespace("team-a"),
+            namespace("monitoring"),
+            claim("team-a"),
+            claim("monitoring"),
+            sa("team-a", "trainer"),
+            sa("team-a", "deployer"),
+            role("team-a", "jobs", &["*"]),
+            group_binding("team-a", "jobs", "team-a"),
+            role("monitoring", "jobs", &["*"]),
+            group_binding("monitoring", "jobs", "team-a"),
+        ],
+    )
+    .await;
+    let before = operations(&app).await;
+    let refused_as_system = |r: &Reply| {
+        r.status == StatusCode::BAD_REQUEST
+            && r.body["findings"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|f| f["field"] == "job.namespace" && f["rule"].as_str().unwrap().contains("system namespace"))
+            })
+    };
+    // The admin token: allowed `monitoring` by the server's option, nothing else.
+    let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(job("admin-keda", "keda")), &[]).await;
+    assert!(refused_as_system(&r), "{:#}", r.body);
+    // A bound token without the allowance is refused there; with it, the cluster's RBAC decides.
+    let plain = mint(
+        &app,
+        json!({ "name": "plain", "scope": "operate", "kube_bindings": [
+            { "cluster": "demo", "user": "alice", "groups": ["team-a"], "namespaces": ["team-a"] }] }),
+    )
+    .await;
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &plain, Some(job("p-mon", "monitoring")))).await;
+    assert!(refused_as_system(&r), "{:#}", r.body);
+    let allowed = mint(
+        &app,
+        json!({ "name": "allowed", "scope": "operate", "kube_bindings": [
+            { "cluster": "demo", "user": "alice", "groups": ["team-a"], "namespaces": ["team-a"],
+              "system_namespaces": ["monitoring"], "service_accounts": ["trainer"] }] }),
+    )
+    .await;
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &allowed, Some(job("a-keda", "keda")))).await;
+    assert!(refused_as_system(&r), "only the listed system namespace: {:#}", r.body);
+    // A service account outside the binding's list is refused, naming the field.
+    let mut named = job("a-deploy", "team-a");
+    named["job"]["service_account"] = json!("deployer");
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &allowed, Some(named))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:#}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().starts_with("service_account: "), "{:#}", r.body);
+    assert_eq!(operations(&app).await, before, "nothing recorded for any refusal");
+
+    let r =
+        app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &allowed, Some(job("a-mon", "monitoring")))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+    let mut named = job("a-train", "team-a");
+    named["job"]["service_account"] = json!("trainer");
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &allowed, Some(named))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+    let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(job("admin-mon", "monitoring")), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+}
+
+/// A `workloads` token (review #8: an agent that only submits jobs) changes workloads and
+/// nothing else: cluster, node and token changes are a 403 naming the scope they need, before
+/// anything is recorded. Every route the scope allows is a route the API serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workloads_token_changes_workloads_and_nothing_else() {
+    let app = test_app(2000.0);
+    create_ready(&app, "demo").await;
+    let agent = mint(&app, json!({ "name": "agent", "scope": "workloads" })).await;
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &agent, Some(job("by-agent", "default")))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await["status"], "succeeded");
+    let before = operations(&app).await;
+    let refused: &[(Method, &str, Option<Value>)] = &[
+        (Method::DELETE, "/api/clusters/demo", None),
+        (Method::POST, "/api/clusters", Some(json!({ "name": "other", "region": "us-east-1" }))),
+        (Method::DELETE, "/api/clusters/demo/instance-groups/workers", None),
+        (Method::PATCH, "/api/clusters/demo/features", Some(json!({}))),
+        (Method::POST, "/api/tokens", Some(json!({ "name": "more", "scope": "operate" }))),
+    ];
+    for (method, uri, body) in refused {
+        let r = app.call(as_token(method.clone(), uri, &agent, body.clone())).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{method} {uri}: {:#}", r.body);
+        assert!(r.body["detail"].as_str().unwrap().contains("needs scope operate"), "{:#}", r.body);
+    }
+    assert_eq!(operations(&app).await, before, "nothing recorded");
+    let r = app.call(as_token(Method::DELETE, "/api/clusters/demo/jobs/by-agent", &agent, None)).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    // A read token is told which scope a workload change needs.
+    let viewer = mint(&app, json!({ "name": "viewer", "scope": "read" })).await;
+    let r = app.call(as_token(Method::POST, "/api/clusters/demo/jobs", &viewer, Some(job("x", "default")))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:#}", r.body);
+
+    let doc = app.get("/api/openapi.json").await.body;
+    for (method, route) in instantstart_core::credentials::WORKLOAD_ROUTES {
+        assert!(
+            doc["paths"][route][method.to_ascii_lowercase()].is_object(),
+            "{method} {route} is not a route of the API: rename it in WORKLOAD_ROUTES too"
+        );
+    }
+}
+
 /// A model-download Job as InstantStart labels it, in `namespace`.
 fn download_job(name: &str, namespace: &str) -> Value {
     json!({ "apiVersion": "batch/v1", "kind": "Job",
@@ -240,7 +357,9 @@ fn app_on(dir: &std::path::Path) -> (AppState, axum::Router) {
         token: Some(TOKEN.into()),
         shared_bucket: None,
         unbound_tokens_any_namespace: false,
+        admin_system_namespaces: vec![],
         eks_public_access_cidrs: vec![],
+        http: Default::default(),
     };
     let state = AppState::assemble(&opts).unwrap().state;
     let router = instantstart_server::app(state.clone());
