@@ -107,7 +107,6 @@ READ_ONLY |= {
     "job_logs",
     "endpoint_list",
     "endpoint_get",
-    "endpoint_chat",
     "pool_list",
 }
 OPERATION_TOOLS |= {
@@ -139,7 +138,8 @@ DESTRUCTIVE |= {"mlflow_server_delete"}
 # HyperPod on an EKS-only cluster.
 OPERATION_TOOLS |= {"hyperpod_add", "hyperpod_remove"}
 DESTRUCTIVE |= {"hyperpod_remove"}
-MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel"}
+# Changes no state but runs a model on GPUs at every call (review #23): not read-only.
+MUTATING = OPERATION_TOOLS | {"cluster_set_active", "operation_retry_step", "operation_cancel", "endpoint_chat"}
 
 
 def free_port() -> int:
