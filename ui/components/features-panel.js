@@ -1,5 +1,5 @@
 // <is-features-panel cluster="demo" sim-speed="300"> — the Advanced features panel.
-// Reads GET /api/clusters/{name}/features (the real state), lets the user flip switches, and
+// Reads GET /api/clusters/{cluster}/features (the real state), lets the user flip switches, and
 // sends ONLY the changed fields with PATCH: first as a dry run, whose diff against the real
 // state (and steps) the control plane computes and the panel shows; "already in this state"
 // when nothing would change; then the change itself, followed on the embedded progress panel.

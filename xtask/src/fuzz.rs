@@ -189,9 +189,10 @@ pub async fn seed(api: &Api) -> Result<Seeded> {
 }
 
 /// The schemathesis configuration of the seeded runs: every path parameter pinned to a seeded
-/// object. `{name}` names a cluster except under `/api/mlflow/servers`, and `{action}` is a node
-/// id on `GET` but the action on `POST` (`.../nodes/{action}`), so those two are set per
-/// operation.
+/// object. `{cluster}` is the cluster everywhere; `{name}` is a tracking server under
+/// `/api/mlflow/servers` (set per operation) and otherwise a token or an FSx volume (given the
+/// cluster's name: a well-formed name that does not exist); `{action}` is a node id on `GET`
+/// but the action on `POST` (`.../nodes/{action}`), so it is set per operation too.
 pub fn config_toml(s: &Seeded) -> String {
     let q = |v: &str| format!("{v:?}");
     let mut global = BTreeMap::from([

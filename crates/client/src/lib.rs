@@ -74,7 +74,7 @@ pub struct MutationOptions {
     pub idempotency_key: Option<String>,
 }
 
-/// What a cluster deletion also removes or keeps (`DELETE /api/clusters/{name}` query).
+/// What a cluster deletion also removes or keeps (`DELETE /api/clusters/{cluster}` query).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeleteClusterOptions {
     /// Also delete the shared bucket if InstantStart created it (only when empty).
@@ -521,7 +521,7 @@ impl Client {
         self.all(Call::new(Method::GET, &["api", "clusters"])).await
     }
 
-    /// `GET /api/clusters/{name}`: a cluster with live EKS/HyperPod state and nodes.
+    /// `GET /api/clusters/{cluster}`: a cluster with live EKS/HyperPod state and nodes.
     pub async fn get_cluster(&self, name: &str) -> Result<Value, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", name])).await
     }
@@ -555,7 +555,7 @@ impl Client {
         self.submit(Call::new(Method::POST, &["api", "clusters", "import"]).body(request).mutation(opts)).await
     }
 
-    /// `DELETE /api/clusters/{name}`: the reverse pipeline, with the MLflow tracking servers
+    /// `DELETE /api/clusters/{cluster}`: the reverse pipeline, with the MLflow tracking servers
     /// created for the cluster unless `what.keep_tracking_servers` (imported clusters are only
     /// forgotten); `what.delete_bucket` also deletes the shared bucket if InstantStart created it.
     pub async fn delete_cluster(
@@ -614,13 +614,13 @@ impl Client {
 
     // ----- HyperPod day 2: instance groups, nodes, managed features -----
 
-    /// `GET /api/clusters/{name}/instance-groups` (every page): the HyperPod cluster's instance groups with
+    /// `GET /api/clusters/{cluster}/instance-groups` (every page): the HyperPod cluster's instance groups with
     /// live current/target counts, capacity type, interface mode and subnets.
     pub async fn list_instance_groups(&self, cluster: &str) -> Result<Vec<HyperPodInstanceGroupStatus>, Error> {
         self.all(Call::new(Method::GET, &["api", "clusters", cluster, "instance-groups"])).await
     }
 
-    /// `POST /api/clusters/{name}/instance-groups`: add an instance group; its capacity type,
+    /// `POST /api/clusters/{cluster}/instance-groups`: add an instance group; its capacity type,
     /// interface mode and subnet placement are decided in one operation. A dry run carries the
     /// preflight checks (quota, offering, training plan, address space).
     pub async fn add_instance_group(
@@ -643,7 +643,7 @@ impl Client {
         self.submit(Call::new(Method::POST, &path).body(group).mutation(opts)).await
     }
 
-    /// `PATCH /api/clusters/{name}/instance-groups/{group}`: send only the fields set in `patch`
+    /// `PATCH /api/clusters/{cluster}/instance-groups/{group}`: send only the fields set in `patch`
     /// (explicit diff). Changing an immutable field (capacity, interface mode, instance type,
     /// AZ) is a `422` naming `patch.<field>`; a patch matching the real group is
     /// [`Submitted::NoChange`] and starts nothing.
@@ -682,7 +682,7 @@ impl Client {
         self.update_instance_group(cluster, group, &patch, opts).await
     }
 
-    /// `DELETE /api/clusters/{name}/instance-groups/{group}`: delete a group (its nodes are
+    /// `DELETE /api/clusters/{cluster}/instance-groups/{group}`: delete a group (its nodes are
     /// terminated; the last group cannot be deleted).
     pub async fn delete_instance_group(
         &self,
@@ -694,12 +694,12 @@ impl Client {
         self.submit(Call::new(Method::DELETE, &path).mutation(opts)).await
     }
 
-    /// `GET /api/clusters/{name}/nodes` (every page): every node with its instance group, type, status and AZ.
+    /// `GET /api/clusters/{cluster}/nodes` (every page): every node with its instance group, type, status and AZ.
     pub async fn list_nodes(&self, cluster: &str) -> Result<Vec<ClusterNode>, Error> {
         self.all(Call::new(Method::GET, &["api", "clusters", cluster, "nodes"])).await
     }
 
-    /// `GET /api/clusters/{name}/nodes/{node}`: one node in detail (status and message, launch
+    /// `GET /api/clusters/{cluster}/nodes/{node}`: one node in detail (status and message, launch
     /// time, placement, private address, capacity and interface type, lifecycle script, AMI).
     pub async fn get_node(&self, cluster: &str, node: &str) -> Result<ClusterNodeDetail, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "nodes", node])).await
@@ -741,7 +741,7 @@ impl Client {
         self.call(call).await
     }
 
-    /// `POST /api/clusters/{name}/nodes/{reboot|replace|delete}`: one batch operation on
+    /// `POST /api/clusters/{cluster}/nodes/{reboot|replace|delete}`: one batch operation on
     /// `node_ids`. Replace and delete lose the nodes' local volumes: without
     /// `acknowledge_local_data_loss` the server answers `422` on that field.
     pub async fn node_action(
@@ -826,12 +826,12 @@ impl Client {
         self.submit(Call::new(Method::POST, &path).body(body).mutation(opts)).await
     }
 
-    /// `GET /api/clusters/{name}/features`: the managed features as they really are.
+    /// `GET /api/clusters/{cluster}/features`: the managed features as they really are.
     pub async fn features(&self, cluster: &str) -> Result<Features, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", cluster, "features"])).await
     }
 
-    /// `PATCH /api/clusters/{name}/features`: send only the fields set in `patch` (explicit
+    /// `PATCH /api/clusters/{cluster}/features`: send only the fields set in `patch` (explicit
     /// diff); a patch matching the real state is [`Submitted::NoChange`] and starts nothing.
     pub async fn set_features(
         &self,

@@ -100,11 +100,11 @@ pub const WORKLOAD_ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/api/clusters/{cluster}/jobs/{job}"),
     ("POST", "/api/clusters/{cluster}/downloads"),
     ("DELETE", "/api/clusters/{cluster}/downloads/{download}"),
-    ("POST", "/api/clusters/{name}/endpoints"),
-    ("PATCH", "/api/clusters/{name}/endpoints/{endpoint}"),
-    ("DELETE", "/api/clusters/{name}/endpoints/{endpoint}"),
-    ("POST", "/api/clusters/{name}/endpoints/{endpoint}/chat"),
-    ("PUT", "/api/clusters/{name}/pools/{pool}/workers/{pod}"),
+    ("POST", "/api/clusters/{cluster}/endpoints"),
+    ("PATCH", "/api/clusters/{cluster}/endpoints/{endpoint}"),
+    ("DELETE", "/api/clusters/{cluster}/endpoints/{endpoint}"),
+    ("POST", "/api/clusters/{cluster}/endpoints/{endpoint}/chat"),
+    ("PUT", "/api/clusters/{cluster}/pools/{pool}/workers/{pod}"),
     ("PUT", "/api/active-cluster"),
 ];
 
@@ -290,18 +290,18 @@ mod tests {
         let table: &[(Scope, &str, &str, bool)] = &[
             (Scope::Read, "GET", "/api/clusters", true),
             (Scope::Read, "POST", "/api/clusters/{cluster}/jobs", false),
-            (Scope::Workloads, "GET", "/api/clusters/{name}", true),
+            (Scope::Workloads, "GET", "/api/clusters/{cluster}", true),
             (Scope::Workloads, "POST", "/api/clusters/{cluster}/jobs", true),
             (Scope::Workloads, "DELETE", "/api/clusters/{cluster}/jobs/{job}", true),
-            (Scope::Workloads, "POST", "/api/clusters/{name}/endpoints/{endpoint}/chat", true),
-            (Scope::Workloads, "DELETE", "/api/clusters/{name}", false),
+            (Scope::Workloads, "POST", "/api/clusters/{cluster}/endpoints/{endpoint}/chat", true),
+            (Scope::Workloads, "DELETE", "/api/clusters/{cluster}", false),
             (Scope::Workloads, "POST", "/api/clusters", false),
-            (Scope::Workloads, "DELETE", "/api/clusters/{name}/instance-groups/{group}", false),
-            (Scope::Workloads, "POST", "/api/clusters/{name}/nodes/{action}", false),
-            (Scope::Workloads, "PATCH", "/api/clusters/{name}/features", false),
+            (Scope::Workloads, "DELETE", "/api/clusters/{cluster}/instance-groups/{group}", false),
+            (Scope::Workloads, "POST", "/api/clusters/{cluster}/nodes/{action}", false),
+            (Scope::Workloads, "PATCH", "/api/clusters/{cluster}/features", false),
             (Scope::Workloads, "POST", "/api/tokens", false),
             (Scope::Workloads, "POST", "/api/operations/{id}/cancel", false),
-            (Scope::Operate, "DELETE", "/api/clusters/{name}", true),
+            (Scope::Operate, "DELETE", "/api/clusters/{cluster}", true),
         ];
         for (scope, method, route, ok) in table {
             let got = scope.allows(method, route);
@@ -309,7 +309,7 @@ mod tests {
         }
         let e = Scope::Read.allows("POST", "/api/clusters/{cluster}/jobs").unwrap_err();
         assert!(e.contains("workloads or operate"), "{e}");
-        let e = Scope::Workloads.allows("DELETE", "/api/clusters/{name}").unwrap_err();
+        let e = Scope::Workloads.allows("DELETE", "/api/clusters/{cluster}").unwrap_err();
         assert!(e.contains("needs scope operate"), "{e}");
         for s in [Scope::Read, Scope::Workloads, Scope::Operate] {
             assert_eq!(Scope::parse(s.as_str()), Some(s));

@@ -577,7 +577,7 @@ async fn openapi_document_is_generated_and_stable() {
         "/metrics",
         "/api/openapi.json",
         "/api/clusters",
-        "/api/clusters/{name}",
+        "/api/clusters/{cluster}",
         "/api/operations",
         "/api/operations/{id}",
         "/api/sim/stats",

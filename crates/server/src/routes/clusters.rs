@@ -27,7 +27,7 @@ use instantstart_core::api::clusters::{ClusterDetail, ClusterView};
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ClusterPath {
     /// InstantStart cluster name.
-    pub name: String,
+    pub cluster: String,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -82,7 +82,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}",
+            "/api/clusters/{cluster}",
             get_with(get, |op| {
                 errors(op.id("cluster_get").summary("A cluster with live EKS/HyperPod state and nodes").tag("clusters"))
                     .response::<200, Json<ClusterDetail>>()
@@ -121,7 +121,7 @@ async fn list(State(state): State<AppState>, paging: PageParams) -> Result<Paged
 }
 
 async fn get(State(state): State<AppState>, ApiPath(p): ApiPath<ClusterPath>) -> Result<Json<ClusterDetail>, ApiError> {
-    Ok(Json(api::clusters::get(state.store.as_ref(), state.aws.as_ref(), &state.live_clusters, &p.name).await?))
+    Ok(Json(api::clusters::get(state.store.as_ref(), state.aws.as_ref(), &state.live_clusters, &p.cluster).await?))
 }
 
 async fn create(
@@ -155,7 +155,7 @@ async fn delete(
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
     let request = DeleteClusterRequest {
-        name: p.name,
+        name: p.cluster,
         delete_bucket: q.delete_bucket,
         keep_tracking_servers: q.keep_tracking_servers,
         tracking_servers: vec![],

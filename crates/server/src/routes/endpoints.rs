@@ -40,13 +40,13 @@ use serde_json::Value;
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ClusterPath {
     /// Cluster name.
-    pub name: String,
+    pub cluster: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EndpointPath {
     /// Cluster name.
-    pub name: String,
+    pub cluster: String,
     /// Endpoint name.
     pub endpoint: String,
 }
@@ -54,7 +54,7 @@ pub struct EndpointPath {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WorkerPath {
     /// Cluster name.
-    pub name: String,
+    pub cluster: String,
     pub pool: String,
     /// Pod name of the worker.
     pub pod: String,
@@ -71,7 +71,7 @@ pub struct AssignBody {
 pub fn routes() -> ApiRouter<AppState> {
     ApiRouter::new()
         .api_route(
-            "/api/clusters/{name}/endpoints",
+            "/api/clusters/{cluster}/endpoints",
             get_with(list, |op| {
                 errors(
                     op.id("endpoint_list")
@@ -95,7 +95,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/endpoints/{endpoint}",
+            "/api/clusters/{cluster}/endpoints/{endpoint}",
             get_with(detail, |op| {
                 errors(op.id("endpoint_get").summary("One endpoint with pods, conditions and objects").tag("inference"))
                     .response::<200, Json<EndpointDetail>>()
@@ -124,7 +124,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/endpoints/{endpoint}/chat",
+            "/api/clusters/{cluster}/endpoints/{endpoint}/chat",
             post_with(chat, |op| {
                 errors(
                     op.id("endpoint_chat")
@@ -144,7 +144,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/pools",
+            "/api/clusters/{cluster}/pools",
             get_with(pools, |op| {
                 errors(op.id("pool_list").summary("Model pools: warm workers and what they serve").tag("inference"))
                     .response::<200, Paged<PoolSummary>>()
@@ -152,7 +152,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/pools/{pool}/workers/{pod}",
+            "/api/clusters/{cluster}/pools/{pool}/workers/{pod}",
             put_with(assign, |op| {
                 mutation(
                     op.id("pool_assign")
@@ -189,7 +189,7 @@ async fn list(
     paging: PageParams,
 ) -> Result<Paged<EndpointSummary>, ApiError> {
     let request = paging.request("endpoints", 2)?;
-    let (target, access) = target_as(&state, &principal, &p.name)?;
+    let (target, access) = target_as(&state, &principal, &p.cluster)?;
     let endpoints = ep::list_endpoints_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(endpoints, "endpoints", Order::Ascending, |e| vec![e.namespace.clone(), e.name.clone()], &request)
 }
@@ -199,7 +199,7 @@ async fn detail(
     Extension(principal): Extension<Principal>,
     ApiPath(p): ApiPath<EndpointPath>,
 ) -> Result<Json<EndpointDetail>, ApiError> {
-    let (target, access) = target_as(&state, &principal, &p.name)?;
+    let (target, access) = target_as(&state, &principal, &p.cluster)?;
     Ok(Json(ep::endpoint_detail_as(state.kube.as_ref(), &target, &p.endpoint, &access).await?))
 }
 
@@ -222,8 +222,8 @@ async fn deploy(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(params, _): ApiBody<Value>,
 ) -> Result<Response, ApiError> {
-    let (target, _) = target_as(&state, &principal, &p.name)?;
-    let request = to_json(&WorkloadRequest::new(&p.name, WorkloadKind::Endpoint, params.clone()))?;
+    let (target, _) = target_as(&state, &principal, &p.cluster)?;
+    let request = to_json(&WorkloadRequest::new(&p.cluster, WorkloadKind::Endpoint, params.clone()))?;
     let request = super::jobs::with_access(&state, request, &principal)?;
     let checks = ep::deploy_preflight(state.kube.as_ref(), &target, &params).await?;
     if q.dry_run {
@@ -252,8 +252,8 @@ async fn update(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<EndpointPatch>,
 ) -> Result<Response, ApiError> {
-    let (target, _) = target_as(&state, &principal, &p.name)?;
-    let mut up = ep::plan_update(state.kube.as_ref(), &target, &p.name, &p.endpoint, &patch).await?;
+    let (target, _) = target_as(&state, &principal, &p.cluster)?;
+    let mut up = ep::plan_update(state.kube.as_ref(), &target, &p.cluster, &p.endpoint, &patch).await?;
     up.request = super::jobs::with_access(&state, up.request, &principal)?;
     if up.plan.is_noop() {
         let message = up.plan.render();
@@ -280,10 +280,10 @@ async fn delete(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let (target, _) = target_as(&state, &principal, &p.name)?;
+    let (target, _) = target_as(&state, &principal, &p.cluster)?;
     let found = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
     let request = to_json(&DeleteWorkloadRequest {
-        cluster: p.name,
+        cluster: p.cluster,
         kind: WorkloadKind::Endpoint,
         name: p.endpoint.clone(),
         namespace: found.namespace.clone(),
@@ -336,10 +336,10 @@ async fn chat(
     if !parsed.get("messages").is_some_and(Value::is_array) {
         return Err(ApiError::Validation(ValidationError::invalid("messages", "required: a list of chat messages")));
     }
-    let (target, _) = target_as(&state, &principal, &p.name)?;
+    let (target, _) = target_as(&state, &principal, &p.cluster)?;
     let to = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
     principal
-        .kube_access(&p.name, &state.namespace_policy)
+        .kube_access(&p.cluster, &state.namespace_policy)
         .check_namespace(&to.namespace)
         .map_err(ApiError::Forbidden)?;
     if !to.ready {
@@ -410,7 +410,7 @@ async fn pools(
     paging: PageParams,
 ) -> Result<Paged<PoolSummary>, ApiError> {
     let request = paging.request("pools", 1)?;
-    let (target, access) = target_as(&state, &principal, &p.name)?;
+    let (target, access) = target_as(&state, &principal, &p.cluster)?;
     let pools = ep::list_pools_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(pools, "pools", Order::Ascending, |p| vec![p.pool.clone()], &request)
 }
@@ -424,7 +424,7 @@ async fn assign(
     ApiBody(body, _): ApiBody<AssignBody>,
 ) -> Result<Response, ApiError> {
     let request = to_json(&AssignPoolWorkerRequest {
-        cluster: p.name,
+        cluster: p.cluster,
         pool: p.pool,
         pod: p.pod,
         serving: body.serving,

@@ -38,19 +38,19 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ClusterPath {
-    pub name: String,
+    pub cluster: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GroupPath {
-    pub name: String,
+    pub cluster: String,
     /// Instance group name.
     pub group: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NodeActionPath {
-    pub name: String,
+    pub cluster: String,
     /// `reboot`, `replace` or `delete`.
     pub action: NodeActionName,
 }
@@ -59,7 +59,7 @@ pub struct NodeActionPath {
 /// `/nodes/reboot|replace|delete`), so it keeps their parameter name.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NodePath {
-    pub name: String,
+    pub cluster: String,
     /// The node's instance id (`i-…`, as `node_list` shows it).
     #[serde(rename = "action")]
     pub node: String,
@@ -145,7 +145,7 @@ pub struct FeaturesView {
 pub fn routes() -> ApiRouter<AppState> {
     ApiRouter::new()
         .api_route(
-            "/api/clusters/{name}/instance-groups",
+            "/api/clusters/{cluster}/instance-groups",
             get_with(list_groups, |op| {
                 errors(
                     op.id("instance_group_list")
@@ -166,7 +166,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/instance-groups/{group}",
+            "/api/clusters/{cluster}/instance-groups/{group}",
             aide::axum::routing::patch_with(update_group, |op| {
                 mutation(
                     op.id("instance_group_update")
@@ -186,7 +186,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/nodes",
+            "/api/clusters/{cluster}/nodes",
             get_with(list_nodes, |op| {
                 errors(op.id("node_list").summary("Nodes with instance group and status").tag("hyperpod"))
                     .response::<200, Paged<ClusterNode>>()
@@ -211,7 +211,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/nodes/{action}",
+            "/api/clusters/{cluster}/nodes/{action}",
             get_with(get_node, |op| {
                 errors(
                     op.id("node_get")
@@ -267,7 +267,7 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
-            "/api/clusters/{name}/features",
+            "/api/clusters/{cluster}/features",
             get_with(get_features, |op| {
                 errors(op.id("feature_get").summary("Managed features as they really are").tag("features"))
                     .response::<200, Json<FeaturesView>>()
@@ -298,7 +298,7 @@ async fn list_groups(
     paging: PageParams,
 ) -> Result<Paged<HyperPodInstanceGroupStatus>, ApiError> {
     let request = paging.request("instance_groups", 1)?;
-    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
+    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.cluster)?;
     let groups = live_cluster(state.aws.as_ref(), &rec, &hp).await?.instance_groups;
     paging.in_memory(groups, "instance_groups", Order::Ascending, |g| vec![g.name.clone()], &request)
 }
@@ -312,7 +312,7 @@ async fn add_group(
     ApiBody(_, group): ApiBody<InstanceGroupSpec>,
 ) -> Result<Response, ApiError> {
     let group = instantstart_core::workflow::decode(&group)?;
-    let request = to_json(&AddInstanceGroupRequest { cluster: p.name, group, karpenter: false })?;
+    let request = to_json(&AddInstanceGroupRequest { cluster: p.cluster, group, karpenter: false })?;
     submit(&state, OperationKind::AddInstanceGroup, request, &principal, q.dry_run, key).await
 }
 
@@ -324,7 +324,7 @@ async fn update_group(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<InstanceGroupPatch>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&UpdateInstanceGroupRequest { cluster: p.name, group: p.group, patch })?;
+    let request = to_json(&UpdateInstanceGroupRequest { cluster: p.cluster, group: p.group, patch })?;
     submit(&state, OperationKind::UpdateInstanceGroup, request, &principal, q.dry_run, key).await
 }
 
@@ -335,7 +335,7 @@ async fn delete_group(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&DeleteInstanceGroupRequest { cluster: p.name, group: p.group, karpenter: false })?;
+    let request = to_json(&DeleteInstanceGroupRequest { cluster: p.cluster, group: p.group, karpenter: false })?;
     submit(&state, OperationKind::DeleteInstanceGroup, request, &principal, q.dry_run, key).await
 }
 
@@ -345,7 +345,7 @@ async fn list_nodes(
     paging: PageParams,
 ) -> Result<Paged<ClusterNode>, ApiError> {
     let request = paging.request("nodes", 2)?;
-    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
+    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.cluster)?;
     let nodes = state.aws.list_cluster_nodes(&rec.region, &hp).await?;
     paging.in_memory(
         nodes,
@@ -368,7 +368,7 @@ async fn get_node(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<NodePath>,
 ) -> Result<Json<ClusterNodeDetail>, ApiError> {
-    Ok(Json(hyperpod_reads::node_detail(state.aws.as_ref(), state.store.as_ref(), &p.name, &p.node).await?))
+    Ok(Json(hyperpod_reads::node_detail(state.aws.as_ref(), state.store.as_ref(), &p.cluster, &p.node).await?))
 }
 
 async fn node_action(
@@ -385,7 +385,7 @@ async fn node_action(
         NodeActionName::Delete => OperationKind::DeleteNodes,
     };
     let request = to_json(&NodeActionRequest {
-        cluster: p.name,
+        cluster: p.cluster,
         node_ids: body.node_ids,
         acknowledge_local_data_loss: body.acknowledge_local_data_loss,
     })?;
@@ -429,7 +429,7 @@ async fn get_features(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
 ) -> Result<Json<FeaturesView>, ApiError> {
-    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.name)?;
+    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.cluster)?;
     let live = live_cluster(state.aws.as_ref(), &rec, &hp).await?;
     let features = read_features(state.aws.as_ref(), &rec, &live).await?;
     let autoscaling_instance_groups = if features.managed_autoscaling {
@@ -453,6 +453,6 @@ async fn set_features(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<FeaturesPatch>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&SetFeaturesRequest { cluster: p.name, patch, karpenter: None })?;
+    let request = to_json(&SetFeaturesRequest { cluster: p.cluster, patch, karpenter: None })?;
     submit(&state, OperationKind::SetFeatures, request, &principal, q.dry_run, key).await
 }
