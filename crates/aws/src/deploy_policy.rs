@@ -262,9 +262,10 @@ fn inline_policy_actions() -> BTreeSet<String> {
     for src in &sources {
         for literal in src.split('"').skip(1).step_by(2) {
             let Some((service, action)) = literal.split_once(':') else { continue };
-            // `k8s:` names Kubernetes kinds in the sources, not an AWS service.
+            // `k8s:` names Kubernetes kinds in the sources, not an AWS service; `aws:` is the
+            // prefix of IAM's global condition keys (`aws:SourceArn`), not of actions.
             let service_ok = !service.is_empty()
-                && !["arn", "k8s"].contains(&service)
+                && !["arn", "k8s", "aws"].contains(&service)
                 && service.chars().all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit());
             let action_ok = action.starts_with(|c: char| c.is_ascii_uppercase())
                 && action.chars().all(|c| c.is_ascii_alphanumeric() || c == '*');
@@ -440,7 +441,7 @@ fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
         .copied()
         .filter(|a| {
             let (service, op) = a.split_once(':').unwrap();
-            ["ec2", "eks", "sagemaker", "fsx"].contains(&service)
+            ["ec2", "eks", "sagemaker", "fsx", "aps"].contains(&service)
                 && (op.starts_with("Delete") || op.starts_with("Detach"))
         })
         .collect();
@@ -466,6 +467,7 @@ fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
         "sagemaker:CreateCluster",
         "iam:TagRole",
         "fsx:CreateFileSystem",
+        "aps:CreateWorkspace",
     ] {
         let granting = allows(action);
         assert!(!granting.is_empty(), "{action} is granted");
