@@ -515,11 +515,11 @@ fn access_entries_need_the_owners_consent_and_name_only_the_control_plane() {
         Some(instantstart_core::provider::MANAGED_BY)
     );
     // Tagging: our ownership keys only, so never the owner's consent tag.
-    for sid in granting("eks:TagResource") {
+    for sid in ["eks:TagResource", "aps:TagResource"].into_iter().flat_map(granting) {
         let stmt = control_plane_statement(&t, &sid);
         let keys: BTreeSet<&str> = stmt["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]
             .as_sequence()
-            .unwrap_or_else(|| panic!("{sid}: eks:TagResource without an aws:TagKeys list"))
+            .unwrap_or_else(|| panic!("{sid}: tagging without an aws:TagKeys list"))
             .iter()
             .filter_map(|k| k.as_str())
             .collect();

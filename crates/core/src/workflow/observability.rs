@@ -289,8 +289,8 @@ impl StepExecutor for EnsurePrometheusWorkspace {
                 Err(e) => return Err(e.into()),
             }
         }
-        let mut tags = ownership_tags(&self.cluster, &cx.operation_id.0);
-        tags.insert("Name".into(), prometheus_alias(&self.cluster));
+        // Our ownership tags only: the deployment template lets the control plane set no other key.
+        let tags = ownership_tags(&self.cluster, &cx.operation_id.0);
         let w = self
             .aws
             .create_prometheus_workspace(&CreatePrometheusWorkspace {
