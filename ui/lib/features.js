@@ -22,6 +22,11 @@ export const FEATURES = [
     label: 'Managed autoscaling',
     help: 'Karpenter-based autoscaling operated by AWS; launches nodes from HyperPod instance groups, from zero (a HyperpodNodeClass + NodePool name the groups).',
   },
+  {
+    key: 'observability',
+    label: 'HyperPod observability',
+    help: 'EKS add-on collecting GPU, node, training and inference metrics into an Amazon Managed Service for Prometheus workspace of the cluster (with its IAM role and Pod Identity). Off keeps the workspace and its metric history; deleting the cluster deletes it. Grafana is not created.',
+  },
 ];
 
 export const DEFAULT_MEMORY_PERCENT = 20;
@@ -52,6 +57,7 @@ export function normalizeFeatures(raw) {
     // The HyperpodNodeClass's instance groups, when autoscaling is on (null: unknown / every group).
     autoscaling_instance_groups: Array.isArray(src.autoscaling_instance_groups) ? src.autoscaling_instance_groups.map(String) : null,
     node_recovery: src.node_recovery === 'None' ? 'None' : 'Automatic',
+    observability: !!src.observability,
   };
 }
 
@@ -66,7 +72,7 @@ const sameList = (a, b) => Array.isArray(a) && Array.isArray(b) && a.length === 
 /** Only what changed between `actual` and `desired` (both normalized), as a FeaturesPatch. */
 export function featuresPatch(actual, desired) {
   const patch = {};
-  for (const key of ['training_operator', 'inference_operator', 'managed_autoscaling']) {
+  for (const key of ['training_operator', 'inference_operator', 'managed_autoscaling', 'observability']) {
     if (!!desired[key] !== !!actual[key]) patch[key] = !!desired[key];
   }
   // Named instance groups for Karpenter: sent with managed_autoscaling: true when turning it on,

@@ -485,6 +485,53 @@ def test_features_panel_diff_then_state_change(fast_ui, day2):
     ui.screenshot("features-noop")
 
 
+def test_observability_switch_installs_the_addon_then_off_removes_it(fast_ui, day2):
+    """The observability toggle (issue #21): on creates the Prometheus workspace, the collector's
+    role and Pod Identity, then the add-on; off removes the add-on, association and role."""
+    ui = fast_ui
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}")
+    panel = ui.wait_css("is-features-panel")
+    ui.wait(lambda: panel.get_attribute("data-state") == "available", 10, "features loaded")
+    sw = lambda: panel.find_element(By.CSS_SELECTOR, 'input[data-field="observability"]')  # noqa: E731
+    assert not sw().is_selected()
+    assert "Amazon Managed Service for Prometheus" in panel.find_element(
+        By.CSS_SELECTOR, '[data-feature="observability"] .help').text
+
+    ui.click(sw())
+    ui.click(panel.find_element(By.XPATH, ".//button[normalize-space()='Review changes']"))
+    box = ui.wait_css("is-features-panel .diff-box")
+    body = json.loads(box.find_element(By.CSS_SELECTOR, "pre").get_attribute("textContent"))
+    assert body == {"observability": True}, "only the changed field is sent"
+    ui.wait(lambda: ui.all("#features-apply"), 10, "server diff")
+    keys = [li.get_attribute("data-step-key") for li in box.find_elements(By.CSS_SELECTOR, ".server-plan li[data-step-key]")]
+    for k in ("prometheus_workspace", "observability_role", "observability_identity",
+              "addon:amazon-sagemaker-hyperpod-observability"):
+        assert k in keys, (k, keys)
+    assert keys.index("prometheus_workspace") < keys.index("addon:amazon-sagemaker-hyperpod-observability")
+    ui.screenshot("observability-plan")
+    ui.click(ui.css("#features-apply"))
+    wait_green(ui, "is-features-panel", timeout=40)
+    ui.wait(lambda: sw().is_selected(), 10, "the switch shows the add-on installed")
+    status, f = ui.server.api("GET", f"/api/clusters/{CLUSTER}/features")
+    assert status == 200 and f["observability"] is True, f
+
+    # Off: the add-on, its association and its role go; the workspace (metric history) stays.
+    before = activity_op(ui, "is-features-panel")
+    ui.click(sw())
+    ui.click(panel.find_element(By.XPATH, ".//button[normalize-space()='Review changes']"))
+    box = ui.wait_css("is-features-panel .diff-box")
+    ui.wait(lambda: ui.all("#features-apply"), 10, "server diff")
+    keys = [li.get_attribute("data-step-key") for li in box.find_elements(By.CSS_SELECTOR, ".server-plan li[data-step-key]")]
+    assert keys == ["remove:amazon-sagemaker-hyperpod-observability", "remove_observability_identity",
+                    "remove_observability_role"], keys
+    ui.click(ui.css("#features-apply"))
+    wait_green(ui, "is-features-panel", before, timeout=40)
+    ui.wait(lambda: not sw().is_selected(), 10, "the switch shows the add-on removed")
+    status, f = ui.server.api("GET", f"/api/clusters/{CLUSTER}/features")
+    assert status == 200 and f["observability"] is False, f
+
+
 UNLABELED = """
     return [...arguments[0].querySelectorAll('input, select, textarea, button')]
       .filter((el) => el.type !== 'hidden')

@@ -7,6 +7,12 @@
 
 /// Every IAM action the AWS adapter uses, sorted by service.
 pub const IAM_ACTIONS: &[&str] = &[
+    // Amazon Managed Service for Prometheus (HyperPod observability's workspace)
+    "aps:CreateWorkspace",
+    "aps:DeleteWorkspace",
+    "aps:DescribeWorkspace",
+    "aps:ListWorkspaces",
+    "aps:TagResource",
     // EC2: network
     "ec2:AllocateAddress",
     "ec2:AssociateRouteTable",
@@ -150,8 +156,8 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sts:GetCallerIdentity",
 ];
 
-/// Actions needed without a same-named SDK call: tagging on create (`eks:TagResource`,
-/// `fsx:TagResource`,
+/// Actions needed without a same-named SDK call: tagging on create (`aps:TagResource`,
+/// `eks:TagResource`, `fsx:TagResource`,
 /// `iam:TagRole`, `iam:TagOpenIDConnectProvider`, `sagemaker:AddTags`, `s3:TagResource`), passing roles to EKS and SageMaker
 /// (`iam:PassRole`), the service-linked roles EKS (`AWSServiceRoleForAmazonEKS`), SageMaker and
 /// SageMaker HyperPod (`AWSServiceRoleForSageMakerHyperPod`, created on the first HyperPod
@@ -162,6 +168,7 @@ pub const IAM_ACTIONS: &[&str] = &[
 /// `s3:PutBucketOwnershipControls`), and the MLflow REST calls (`sagemaker-mlflow:*`, signed
 /// HTTP, not SDK calls).
 pub const IMPLIED_ACTIONS: &[&str] = &[
+    "aps:TagResource",
     "eks:TagResource",
     "fsx:TagResource",
     "iam:TagRole",
@@ -210,6 +217,7 @@ mod tests {
 
     /// The source of every module that calls the SDK.
     const SOURCES: &[(&str, &str)] = &[
+        ("amp.rs", include_str!("amp.rs")),
         ("eks.rs", include_str!("eks.rs")),
         ("fsx.rs", include_str!("fsx.rs")),
         ("hyperpod.rs", include_str!("hyperpod.rs")),
@@ -224,6 +232,7 @@ mod tests {
 
     /// Client variable names and fields used in the source, and their IAM service prefix.
     const CLIENTS: &[(&str, &str)] = &[
+        ("amp", "aps"),
         ("ec2", "ec2"),
         ("eks", "eks"),
         ("fsx", "fsx"),

@@ -274,8 +274,8 @@ fn inline_policy_actions() -> BTreeSet<String> {
     for src in &sources {
         for literal in src.split('"').skip(1).step_by(2) {
             let Some((service, action)) = literal.split_once(':') else { continue };
-            // `k8s:` names Kubernetes kinds in the sources and `aws:` global condition keys
-            // (`aws:SourceAccount`), not AWS services.
+            // `k8s:` names Kubernetes kinds in the sources, not an AWS service; `aws:` is the
+            // prefix of IAM's global condition keys (`aws:SourceArn`), not of actions.
             let service_ok = !service.is_empty()
                 && !["arn", "k8s", "aws"].contains(&service)
                 && service.chars().all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit());
@@ -453,7 +453,7 @@ fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
         .copied()
         .filter(|a| {
             let (service, op) = a.split_once(':').unwrap();
-            ["ec2", "eks", "sagemaker", "fsx"].contains(&service)
+            ["ec2", "eks", "sagemaker", "fsx", "aps"].contains(&service)
                 && (op.starts_with("Delete") || op.starts_with("Detach"))
         })
         .collect();
@@ -479,6 +479,7 @@ fn deletes_are_scoped_by_our_ownership_tag_and_creates_carry_it() {
         "sagemaker:CreateCluster",
         "iam:TagRole",
         "fsx:CreateFileSystem",
+        "aps:CreateWorkspace",
     ] {
         let granting = allows(action);
         assert!(!granting.is_empty(), "{action} is granted");
@@ -526,11 +527,11 @@ fn access_entries_need_the_owners_consent_and_name_only_the_control_plane() {
         Some(instantstart_core::provider::MANAGED_BY)
     );
     // Tagging: our ownership keys only, so never the owner's consent tag.
-    for sid in granting("eks:TagResource") {
+    for sid in ["eks:TagResource", "aps:TagResource"].into_iter().flat_map(granting) {
         let stmt = control_plane_statement(&t, &sid);
         let keys: BTreeSet<&str> = stmt["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]
             .as_sequence()
-            .unwrap_or_else(|| panic!("{sid}: eks:TagResource without an aws:TagKeys list"))
+            .unwrap_or_else(|| panic!("{sid}: tagging without an aws:TagKeys list"))
             .iter()
             .filter_map(|k| k.as_str())
             .collect();

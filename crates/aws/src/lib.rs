@@ -10,6 +10,7 @@
 //! - [`hyperpod`] — SageMaker HyperPod clusters orchestrated by EKS, nodes, training plans.
 //! - [`s3`] — the shared data bucket (encrypted, public access blocked, tagged).
 //! - [`fsx`] — FSx for Lustre file systems a cluster's pods mount.
+//! - [`amp`] — Amazon Managed Service for Prometheus workspaces (HyperPod observability).
 //! - [`quota`] — Availability Zones, instance type offerings, Service Quotas.
 //! - [`identity`] — STS caller identity.
 //! - [`mlflow`] — SageMaker managed MLflow tracking servers, and their runs and metric
@@ -35,6 +36,7 @@
 //!   carries that permissions boundary ([`iam`]).
 
 pub mod actions;
+pub mod amp;
 pub mod eks;
 pub mod error;
 pub mod fsx;
@@ -110,6 +112,7 @@ struct Base {
 /// The clients of one region.
 #[derive(Debug)]
 pub(crate) struct Regional {
+    pub amp: aws_sdk_amp::Client,
     pub ec2: aws_sdk_ec2::Client,
     pub eks: aws_sdk_eks::Client,
     pub fsx: aws_sdk_fsx::Client,
@@ -300,6 +303,7 @@ impl Regional {
         Regional {
             ec2: aws_sdk_ec2::Client::from_conf(aws_sdk_ec2::config::Builder::from(conf).region(r.clone()).build()),
             eks: aws_sdk_eks::Client::from_conf(aws_sdk_eks::config::Builder::from(conf).region(r.clone()).build()),
+            amp: aws_sdk_amp::Client::from_conf(aws_sdk_amp::config::Builder::from(conf).region(r.clone()).build()),
             fsx: aws_sdk_fsx::Client::from_conf(aws_sdk_fsx::config::Builder::from(conf).region(r.clone()).build()),
             sagemaker: aws_sdk_sagemaker::Client::from_conf(
                 aws_sdk_sagemaker::config::Builder::from(conf).region(r.clone()).build(),

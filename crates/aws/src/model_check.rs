@@ -225,6 +225,7 @@ impl Models {
             "eks" => "eks",
             "ec2" => "ec2",
             "fsx" => "fsx",
+            "aps" => "amp",
             "iam" => "iam",
             "sts" => "sts",
             "servicequotas" => "service-quotas",

@@ -7,7 +7,7 @@
 //!   call is one row (and, if the canned world does not answer it yet, one arm in
 //!   [`respond`]).
 //! - [`METHODS`] is the hand-kept list of trait methods; a test scans
-//!   `crates/core/src/provider/{aws,mlflow,governance,fsx}.rs` for the traits' `async fn`s and compares, another
+//!   `crates/core/src/provider/{aws,mlflow,governance,fsx,amp}.rs` for the traits' `async fn`s and compares, another
 //!   fails when a method has no case (or no reason in [`UNMODELLED`]).
 //! - [`VALIDATOR_CASES`] are deliberately wrong requests: each must fail with its path.
 //!
@@ -36,6 +36,7 @@ const EKS_ARN: &str = "arn:aws:eks:us-east-1:123456789012:cluster/demo";
 const HP_ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123def456";
 const MLFLOW_ARN: &str = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team";
 const FSX_ID: &str = "fs-0123456789abcdef0";
+const AMP_ID: &str = "ws-0123abcd-4567-89ab-cdef-0123456789ab";
 const ISSUER: &str = "https://oidc.eks.us-east-1.amazonaws.com/id/ABCDEF0123456789";
 
 /// The canned account a case runs against.
@@ -60,7 +61,7 @@ pub struct Case {
     pub expect: &'static [&'static str],
 }
 
-/// Every method of the AWS-side traits (crates/core/src/provider/aws.rs, mlflow.rs, governance.rs and fsx.rs).
+/// Every method of the AWS-side traits (crates/core/src/provider/aws.rs, mlflow.rs, governance.rs, fsx.rs and amp.rs).
 pub const METHODS: &[&str] = &[
     "IdentityApi::caller_identity",
     "QuotaApi::availability_zones",
@@ -133,6 +134,10 @@ pub const METHODS: &[&str] = &[
     "FsxApi::describe_lustre_file_system",
     "FsxApi::create_lustre_file_system",
     "FsxApi::delete_lustre_file_system",
+    "AmpApi::list_prometheus_workspaces",
+    "AmpApi::describe_prometheus_workspace",
+    "AmpApi::create_prometheus_workspace",
+    "AmpApi::delete_prometheus_workspace",
 ];
 
 /// Trait methods whose requests no botocore model describes, and why.
@@ -1520,6 +1525,64 @@ pub const CASES: &[Case] = &[
         run: run!(|p| p.delete_lustre_file_system("us-east-1", FSX_ID, "01JD0EXAMPLE-file_system").await.unwrap()),
         expect: &["fsx:DeleteFileSystem"],
     },
+    // ------------------------------------------------------------ Amazon Managed Service for Prometheus
+    Case {
+        method: "AmpApi::list_prometheus_workspaces",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| {
+            let found = p.list_prometheus_workspaces("us-east-1", &prometheus_alias("demo")).await.unwrap();
+            assert_eq!(found.len(), 1);
+            assert!(is_owned(&found[0].tags, "demo"), "{found:?}");
+        }),
+        expect: &["amp:ListWorkspaces"],
+    },
+    Case {
+        method: "AmpApi::describe_prometheus_workspace",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| {
+            let w = p.describe_prometheus_workspace("us-east-1", AMP_ID).await.unwrap().unwrap();
+            assert_eq!((w.status.as_str(), w.state()), ("ACTIVE", ResourceState::Active));
+            assert!(w.prometheus_endpoint.is_some(), "{w:?}");
+        }),
+        expect: &["amp:DescribeWorkspace"],
+    },
+    Case {
+        method: "AmpApi::describe_prometheus_workspace",
+        variant: "unknown id",
+        world: World::Fresh,
+        run: run!(|p| assert!(p.describe_prometheus_workspace("us-east-1", AMP_ID).await.unwrap().is_none())),
+        expect: &["amp:DescribeWorkspace"],
+    },
+    Case {
+        method: "AmpApi::create_prometheus_workspace",
+        variant: "",
+        world: World::Fresh,
+        run: run!(|p| {
+            let w = p
+                .create_prometheus_workspace(&CreatePrometheusWorkspace {
+                    region: "us-east-1".into(),
+                    alias: prometheus_alias("demo"),
+                    client_token: amp_client_token("01JD0EXAMPLE:prometheus_workspace"),
+                    tags: tags(),
+                })
+                .await
+                .unwrap();
+            assert_eq!((w.id.as_str(), w.status.as_str()), (AMP_ID, "CREATING"));
+        }),
+        expect: &["amp:CreateWorkspace"],
+    },
+    Case {
+        method: "AmpApi::delete_prometheus_workspace",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| p
+            .delete_prometheus_workspace("us-east-1", AMP_ID, "01JD0EXAMPLE:prometheus_workspace")
+            .await
+            .unwrap()),
+        expect: &["amp:DeleteWorkspace"],
+    },
 ];
 
 const SCHEDULER_ID: &str = "abc123def456";
@@ -1688,6 +1751,16 @@ fn file_system(lifecycle: &str) -> Value {
             "StorageType": "SSD", "VpcId": VPC, "SubnetIds": ["subnet-0123456789abcdef0"],
             "DNSName": format!("{FSX_ID}.fsx.us-east-1.amazonaws.com"), "Tags": t,
             "LustreConfiguration": { "DeploymentType": "SCRATCH_2", "MountName": "abcdefgh" } })
+}
+
+fn amp_workspace(status: &str, described: bool) -> Value {
+    let mut w = json!({ "workspaceId": AMP_ID, "alias": prometheus_alias("demo"),
+            "arn": format!("arn:aws:aps:us-east-1:{ACCOUNT}:workspace/{AMP_ID}"),
+            "status": { "statusCode": status }, "createdAt": 1_700_000_000.0, "tags": tags() });
+    if described {
+        w["prometheusEndpoint"] = json!(format!("https://aps-workspaces.us-east-1.amazonaws.com/workspaces/{AMP_ID}/"));
+    }
+    w
 }
 
 fn role_xml() -> String {
@@ -2074,6 +2147,24 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
         "fsx:DescribeFileSystems" => Canned::json(json!({ "FileSystems": [file_system("AVAILABLE")] })),
         "fsx:CreateFileSystem" => Canned::json(json!({ "FileSystem": file_system("CREATING") })),
         "fsx:DeleteFileSystem" => Canned::json(json!({ "FileSystemId": FSX_ID, "Lifecycle": "DELETING" })),
+        // Amazon Managed Service for Prometheus
+        "amp:DescribeWorkspace" if !existing => Canned {
+            status: 404,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("x-amzn-errortype".into(), "ResourceNotFoundException".into()),
+            ],
+            body: json!({ "message": format!("Workspace {AMP_ID} not found."), "resourceId": AMP_ID, "resourceType": "Workspace" })
+                .to_string(),
+        },
+        "amp:DescribeWorkspace" => Canned::json(json!({ "workspace": amp_workspace("ACTIVE", true) })),
+        "amp:ListWorkspaces" => Canned::json(json!({ "workspaces": [amp_workspace("ACTIVE", false)] })),
+        "amp:CreateWorkspace" => Canned {
+            status: 202,
+            ..Canned::json(json!({ "workspaceId": AMP_ID, "arn": format!("arn:aws:aps:us-east-1:{ACCOUNT}:workspace/{AMP_ID}"),
+                "status": { "statusCode": "CREATING" }, "tags": tags() }))
+        },
+        "amp:DeleteWorkspace" => Canned { status: 202, headers: vec![], body: String::new() },
         // Service Quotas
         "service-quotas:ListAWSDefaultServiceQuotas" | "service-quotas:ListServiceQuotas" => {
             Canned::json(json!({ "Quotas": [{
@@ -2233,7 +2324,7 @@ fn trait_methods(source: &str) -> Vec<String> {
 fn the_method_list_is_the_traits() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src/provider");
     let mut found = Vec::new();
-    for f in ["aws.rs", "mlflow.rs", "governance.rs", "fsx.rs"] {
+    for f in ["aws.rs", "mlflow.rs", "governance.rs", "fsx.rs", "amp.rs"] {
         let src = std::fs::read_to_string(root.join(f)).expect("provider source");
         found.extend(trait_methods(&src));
     }

@@ -2051,3 +2051,102 @@ async fn delete_lustre_file_system_skips_the_final_backup_and_maps_not_found() {
     let e = p.delete_lustre_file_system("us-east-1", "fs-0gone", "t").await.unwrap_err();
     assert_eq!(e.kind, ProviderErrorKind::NotFound);
 }
+
+// ---------------------------------------------------------------- Amazon Managed Service for Prometheus
+
+const WS: &str = "ws-0123abcd-4567-89ab-cdef-0123456789ab";
+
+fn amp_summary(id: &str, status: &str, owner: Option<&str>) -> Value {
+    json!({ "workspaceId": id, "alias": "instantstart-demo", "arn": format!("arn:aws:aps:us-east-1:123456789012:workspace/{id}"),
+            "status": { "statusCode": status }, "createdAt": 1_700_000_000.0,
+            "tags": owner.map(|c| json!(tags(c))).unwrap_or(json!({})) })
+}
+
+fn amp_not_found() -> Canned {
+    Canned {
+        status: 404,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("x-amzn-errortype".into(), "ResourceNotFoundException".into()),
+        ],
+        body: json!({ "message": "Workspace not found.", "resourceId": "ws-gone", "resourceType": "Workspace" })
+            .to_string(),
+    }
+}
+
+#[tokio::test]
+async fn create_prometheus_workspace_sends_the_alias_token_and_tags() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "POST /workspaces" => Canned {
+            status: 202,
+            ..Canned::json(
+                json!({ "workspaceId": WS, "arn": format!("arn:aws:aps:us-east-1:123456789012:workspace/{WS}"),
+                "status": { "statusCode": "CREATING" }, "tags": tags("demo") }),
+            )
+        },
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let w = p
+        .create_prometheus_workspace(&CreatePrometheusWorkspace {
+            region: "us-east-1".into(),
+            alias: prometheus_alias("demo"),
+            client_token: amp_client_token("op-1:prometheus_workspace"),
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap();
+    assert_eq!((w.id.as_str(), w.state()), (WS, ResourceState::Creating));
+    assert!(is_owned(&w.tags, "demo"), "{w:?}");
+    let body = replay.of("POST /workspaces")[0].json();
+    assert_eq!(body["alias"], "instantstart-demo");
+    assert_eq!(body["clientToken"], "op-1:prometheus_workspace");
+    assert_eq!(body["tags"], json!(tags("demo")), "the ownership tags are set by the create itself");
+}
+
+#[tokio::test]
+async fn prometheus_workspaces_are_listed_by_alias_over_pages_and_read() {
+    let replay = Replay::new(|r| {
+        let (op, query) = (r.operation(), r.uri.split_once('?').map(|(_, q)| q.to_string()).unwrap_or_default());
+        match op.as_str() {
+            "GET /workspaces" if !query.contains("nextToken") => Canned::json(json!({
+                "workspaces": [amp_summary(WS, "ACTIVE", Some("demo"))], "nextToken": "page2" })),
+            "GET /workspaces" => {
+                Canned::json(json!({ "workspaces": [amp_summary("ws-other", "CREATION_FAILED", None)] }))
+            }
+            o if o == format!("GET /workspaces/{WS}") => Canned::json(json!({ "workspace": {
+                "workspaceId": WS, "alias": "instantstart-demo", "arn": format!("arn:aws:aps:us-east-1:123456789012:workspace/{WS}"),
+                "status": { "statusCode": "ACTIVE" }, "createdAt": 1_700_000_000.0, "tags": tags("demo"),
+                "prometheusEndpoint": format!("https://aps-workspaces.us-east-1.amazonaws.com/workspaces/{WS}/") } })),
+            "GET /workspaces/ws-gone" => amp_not_found(),
+            _ => unexpected(r),
+        }
+    });
+    let p = replay.provider();
+    let all = p.list_prometheus_workspaces("us-east-1", "instantstart-demo").await.unwrap();
+    let ids: Vec<&str> = all.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(ids, [WS, "ws-other"], "every page is read");
+    assert!(is_owned(&all[0].tags, "demo") && !is_owned(&all[1].tags, "demo"));
+    assert!(matches!(all[1].state(), ResourceState::Failed { .. }));
+    let lists = replay.of("GET /workspaces");
+    assert!(lists[0].uri.contains("alias=instantstart-demo"), "{}", lists[0].uri);
+    assert!(lists[1].uri.contains("nextToken=page2"), "{}", lists[1].uri);
+    let one = p.describe_prometheus_workspace("us-east-1", WS).await.unwrap().expect("described");
+    assert_eq!(one.endpoint("us-east-1"), format!("https://aps-workspaces.us-east-1.amazonaws.com/workspaces/{WS}/"));
+    assert_eq!(p.describe_prometheus_workspace("us-east-1", "ws-gone").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn delete_prometheus_workspace_sends_its_token_and_maps_not_found() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        o if o == format!("DELETE /workspaces/{WS}") => Canned { status: 202, headers: vec![], body: String::new() },
+        "DELETE /workspaces/ws-gone" => amp_not_found(),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    p.delete_prometheus_workspace("us-east-1", WS, "op-2:prometheus_workspace").await.unwrap();
+    let sent = &replay.of(&format!("DELETE /workspaces/{WS}"))[0];
+    assert!(sent.uri.contains("clientToken=op-2%3Aprometheus_workspace"), "{}", sent.uri);
+    let e = p.delete_prometheus_workspace("us-east-1", "ws-gone", "t").await.unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::NotFound);
+}

@@ -1,8 +1,8 @@
 //! The AWS adapter against a local moto server (PyPI `moto[server]`), one server per test on a
 //! free 127.0.0.1 port, killed when the test ends.
 //!
-//! moto covers STS, S3, IAM, the EC2 network calls, EKS clusters and SageMaker HyperPod
-//! clusters/nodes, with no status progression (everything is ready at once). EKS add-ons,
+//! moto covers STS, S3, IAM, the EC2 network calls, EKS clusters, SageMaker HyperPod
+//! clusters/nodes and AMP workspaces, with no status progression (everything is ready at once). EKS add-ons,
 //! access entries, SageMaker UpdateCluster and the batch node actions are not implemented by
 //! moto; the adapter's requests for those are tested at the SDK boundary (`src/sdk_tests.rs`).
 //!
@@ -1276,6 +1276,61 @@ async fn lustre_file_systems_are_created_tagged_listed_and_deleted() {
     assert_eq!(one.dns_name.as_deref(), Some(format!("{}.fsx.{REGION}.amazonaws.com", created.id).as_str()));
     p.delete_lustre_file_system(REGION, &created.id, "op-2file_system").await.unwrap();
     assert_eq!(p.describe_lustre_file_system(REGION, &created.id).await.unwrap(), None);
+}
+
+// moto implements AMP's CreateWorkspace, DescribeWorkspace, ListWorkspaces and DeleteWorkspace
+// (`mock_amp`; workspaces are ACTIVE at once, and deleted at once).
+#[async_trait]
+impl AmpApi for MotoCloud {
+    async fn list_prometheus_workspaces(&self, region: &str, alias: &str) -> Result<Vec<PrometheusWorkspace>> {
+        self.real.list_prometheus_workspaces(region, alias).await
+    }
+    async fn describe_prometheus_workspace(&self, region: &str, id: &str) -> Result<Option<PrometheusWorkspace>> {
+        self.real.describe_prometheus_workspace(region, id).await
+    }
+    async fn create_prometheus_workspace(&self, req: &CreatePrometheusWorkspace) -> Result<PrometheusWorkspace> {
+        self.real.create_prometheus_workspace(req).await
+    }
+    async fn delete_prometheus_workspace(&self, region: &str, id: &str, token: &str) -> Result<()> {
+        self.real.delete_prometheus_workspace(region, id, token).await
+    }
+}
+
+#[tokio::test]
+async fn prometheus_workspaces_are_created_tagged_found_by_alias_and_deleted() {
+    let moto = Moto::start();
+    let p = moto.provider().await;
+    let alias = prometheus_alias("demo");
+    let created = p
+        .create_prometheus_workspace(&CreatePrometheusWorkspace {
+            region: REGION.into(),
+            alias: alias.clone(),
+            client_token: "op-1:prometheus_workspace".into(),
+            tags: tags("demo"),
+        })
+        .await
+        .unwrap();
+    assert!(created.id.starts_with("ws-"), "{created:?}");
+    assert!(created.arn.ends_with(&format!(":workspace/{}", created.id)), "{created:?}");
+    // A workspace of another alias is not listed under ours.
+    p.create_prometheus_workspace(&CreatePrometheusWorkspace {
+        region: REGION.into(),
+        alias: "someone-else".into(),
+        client_token: "other".into(),
+        tags: Tags::new(),
+    })
+    .await
+    .unwrap();
+    let listed = p.list_prometheus_workspaces(REGION, &alias).await.unwrap();
+    assert_eq!(listed.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), [created.id.as_str()], "{listed:?}");
+    assert!(is_owned(&listed[0].tags, "demo"), "{listed:?}");
+    let one = p.describe_prometheus_workspace(REGION, &created.id).await.unwrap().expect("described");
+    assert_eq!(one.alias.as_deref(), Some(alias.as_str()));
+    assert!(one.prometheus_endpoint.is_some(), "{one:?}");
+    assert!(is_owned(&one.tags, "demo"), "{one:?}");
+    p.delete_prometheus_workspace(REGION, &created.id, "op-2:prometheus_workspace").await.unwrap();
+    assert_eq!(p.describe_prometheus_workspace(REGION, &created.id).await.unwrap(), None);
+    assert!(p.list_prometheus_workspaces(REGION, &alias).await.unwrap().is_empty());
 }
 
 /// A local `mlflow server` (PyPI `mlflow-skinny` plus the server's packages, installed into

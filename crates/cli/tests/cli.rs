@@ -683,6 +683,28 @@ fn node_get_and_cluster_events_read_hyperpod() {
 }
 
 #[test]
+fn observability_switches_on_and_off() {
+    let s = TestServer::start();
+    s.ready("demo");
+    assert_eq!(s.json(&["feature", "get", "demo"])["observability"], false);
+    let plan = stdout(s.cli().args(["feature", "set", "demo", "--observability", "on", "--dry-run"]));
+    assert!(
+        plan.contains("observability: false → true")
+            && plan.contains("prometheus_workspace")
+            && plan.contains("addon:amazon-sagemaker-hyperpod-observability"),
+        "{plan}"
+    );
+    s.cli().args(["feature", "set", "demo", "--observability", "on", "--wait"]).assert().success();
+    assert_eq!(s.json(&["feature", "get", "demo"])["observability"], true);
+    let table = stdout(s.cli().args(["feature", "get", "demo"]));
+    assert!(table.contains("Observability:") && table.contains("on"), "{table}");
+    let plan = stdout(s.cli().args(["feature", "set", "demo", "--observability", "off", "--dry-run"]));
+    assert!(plan.contains("remove_observability_role") && !plan.contains("prometheus_workspace"), "{plan}");
+    s.cli().args(["feature", "set", "demo", "--observability", "off", "--wait"]).assert().success();
+    assert_eq!(s.json(&["feature", "get", "demo"])["observability"], false);
+}
+
+#[test]
 fn features_switch_on_and_off_with_explicit_diffs() {
     let s = TestServer::start();
     s.ready("demo");

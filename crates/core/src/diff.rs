@@ -81,6 +81,11 @@ pub struct FeaturesPatch {
     /// Managed autoscaling needs `Automatic`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_recovery: Option<NodeRecovery>,
+    /// HyperPod's observability add-on with its Amazon Managed Service for Prometheus workspace,
+    /// IAM role and Pod Identity association. Off removes the add-on, the association and the
+    /// role and keeps the workspace (its metric history); deleting the cluster deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observability: Option<bool>,
 }
 
 /// Default memory share for tiered checkpointing when enabling without one.
@@ -101,6 +106,9 @@ impl FeaturesPatch {
         }
         if let Some(v) = self.node_recovery {
             d.node_recovery = v;
+        }
+        if let Some(v) = self.observability {
+            d.observability = v;
         }
         if let Some(tc) = self.tiered_checkpointing {
             d.tiered_checkpointing = tc.enabled.then(|| TieredCheckpointing {
@@ -165,6 +173,7 @@ pub fn plan_features(target: &str, patch: &FeaturesPatch, actual: &ManagedFeatur
     plan.compare("tiered_checkpointing", &actual.tiered_checkpointing, &desired.tiered_checkpointing);
     plan.compare("managed_autoscaling", &actual.managed_autoscaling, &desired.managed_autoscaling);
     plan.compare("node_recovery", &actual.node_recovery, &desired.node_recovery);
+    plan.compare("observability", &actual.observability, &desired.observability);
     // HyperPod autoscaling needs NodeRecovery Automatic (sagemaker-hyperpod-eks-autoscaling,
     // Prerequisites): the end state must keep that true, whichever of the two changes.
     if desired.managed_autoscaling
@@ -218,10 +227,22 @@ mod tests {
             tiered_checkpointing: Some(TieredCheckpointing { memory_percent: 30 }),
             managed_autoscaling: false,
             node_recovery: NodeRecovery::Automatic,
+            observability: true,
         };
         let patch = FeaturesPatch { managed_autoscaling: Some(true), ..Default::default() };
         let plan = plan_features("demo", &patch, &actual).unwrap();
         assert_eq!(plan.render(), "managed_autoscaling: false -> true");
+    }
+
+    #[test]
+    fn observability_is_an_explicit_diff() {
+        let off = ManagedFeatures::default();
+        let on = FeaturesPatch { observability: Some(true), ..Default::default() };
+        assert_eq!(plan_features("c", &on, &off).unwrap().render(), "observability: false -> true");
+        let already = ManagedFeatures { observability: true, ..Default::default() };
+        assert!(plan_features("c", &on, &already).unwrap().is_noop());
+        let not_sent = serde_json::to_value(FeaturesPatch::default()).unwrap();
+        assert!(not_sent.get("observability").is_none(), "an absent toggle is not serialized: {not_sent}");
     }
 
     #[test]

@@ -250,6 +250,10 @@ pub struct ManagedFeatures {
     /// reboots faulty nodes, `None` leaves them to the operator. Changeable after creation.
     #[serde(default)]
     pub node_recovery: NodeRecovery,
+    /// HyperPod's observability add-on (`amazon-sagemaker-hyperpod-observability`) writing the
+    /// cluster's metrics to an Amazon Managed Service for Prometheus workspace of its own.
+    #[serde(default)]
+    pub observability: bool,
 }
 
 /// Managed tiered checkpointing settings.

@@ -603,6 +603,13 @@ pub struct FeatureSetArgs {
     #[serde(default)]
     #[schemars(with = "Option<instantstart_core::spec::NodeRecovery>")]
     pub node_recovery: Option<Value>,
+    /// HyperPod observability on or off: the observability EKS add-on writing the cluster's
+    /// metrics to an Amazon Managed Service for Prometheus workspace (created with its IAM role
+    /// and Pod Identity). Off removes the add-on, its association and role and keeps the
+    /// workspace with its metric history. Omit to leave it as it is.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub observability: Option<Value>,
     #[serde(flatten)]
     pub mutation: MutationArgs,
     #[serde(flatten)]
@@ -638,6 +645,7 @@ impl FeatureSetArgs {
             ("managed_autoscaling", &self.managed_autoscaling),
             ("autoscaling_instance_groups", &self.autoscaling_instance_groups),
             ("node_recovery", &self.node_recovery),
+            ("observability", &self.observability),
         ])
     }
 }

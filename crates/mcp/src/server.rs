@@ -883,8 +883,9 @@ impl InstantStartMcp {
         name = "feature_get",
         description = "The managed features of a cluster as they really are (read from AWS): training operator, \
                        inference operator, managed tiered checkpointing (with its share of instance memory) and \
-                       managed autoscaling, node_recovery (Automatic or None), plus autoscaling_scope (HyperPod \
-                       instance groups only, not general EC2 capacity). Call before feature_set and tell the user what \
+                       managed autoscaling, node_recovery (Automatic or None), observability (HyperPod's \
+                       observability add-on writing to an Amazon Managed Service for Prometheus workspace), plus \
+                       autoscaling_scope (HyperPod instance groups only, not general EC2 capacity). Call before feature_set and tell the user what \
                        is on and off.",
         annotations(
             title = "Get managed features",
@@ -910,7 +911,9 @@ impl InstantStartMcp {
                        service account -> IAM role -> OIDC trust chain, off removes it; managed autoscaling on applies a \
                        HyperpodNodeClass + NodePool for every instance group, or for autoscaling_instance_groups, \
                        off deletes them first; node_recovery \"Automatic\" or \"None\" is one UpdateCluster, \
-                       ordered before autoscaling on and after autoscaling off). Switching a feature off removes its \
+                       ordered before autoscaling on and after autoscaling off; observability on creates an Amazon \
+                       Managed Service for Prometheus workspace, the collector's IAM role and Pod Identity, then the \
+                       add-on; off removes the add-on, association and role and keeps the workspace). Switching a feature off removes its \
                        add-on or IAM chain, so the first call changes nothing and answers the plan and a confirmation \
                        token; call again with confirmation only after the user's yes. dry_run returns the diff and the steps. \
                        Returns the operation id: call operation_wait with it until the status is terminal.",

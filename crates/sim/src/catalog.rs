@@ -173,6 +173,7 @@ pub(crate) fn addon_default_version(addon: &str, kubernetes_version: &str) -> St
         "coredns" => "v1.12.2-eksbuild.4".into(),
         "kube-proxy" => format!("v{kubernetes_version}.0-eksbuild.2"),
         "amazon-cloudwatch-observability" => "v4.3.0-eksbuild.1".into(),
+        "amazon-sagemaker-hyperpod-observability" => "v1.0.5-eksbuild.1".into(),
         _ => "v1.0.0-eksbuild.1".into(),
     }
 }

@@ -14,6 +14,13 @@
 //! identity (`sagemaker-eks-operator-troubleshooting`: "not authorized … DescribeClusterNode"
 //! when the Pod Identity IAM setup is missing); the role must also hold
 //! `AmazonSageMakerHyperPodTrainingOperatorAccess`.
+//!
+//! HyperPod observability (`amazon-sagemaker-hyperpod-observability`) is refused without the
+//! Prometheus workspace in its configuration values (its schema requires `ampWorkspace`), and is
+//! `DEGRADED` with a health issue while its collector
+//! (`hyperpod-observability/hyperpod-observability-operator-otel-collector`) has no Pod Identity or
+//! the workspace is not `ACTIVE` (SageMaker developer guide,
+//! `hyperpod-observability-addon-troubleshooting`).
 
 use crate::catalog::{addon_default_version, addon_version_offered, check_region, self_managed_vpc_cni};
 use crate::cloud::{Cx, SimCloud, SimError};
@@ -30,6 +37,9 @@ use instantstart_core::provider::{
 use instantstart_core::spec::{SUPPORTED_KUBERNETES_VERSIONS, TRAINING_OPERATOR_KUBERNETES_VERSIONS};
 use instantstart_core::workflow::features::{
     TRAINING_OPERATOR_ADDON, TRAINING_OPERATOR_NAMESPACE, TRAINING_OPERATOR_POLICY, TRAINING_OPERATOR_SERVICE_ACCOUNT,
+};
+use instantstart_core::workflow::observability::{
+    METRIC_FAMILIES, OBSERVABILITY_ADDON, OBSERVABILITY_NAMESPACE, OBSERVABILITY_SERVICE_ACCOUNT,
 };
 use std::collections::BTreeMap;
 
@@ -147,6 +157,27 @@ fn addon_view(w: &World, c: &EksRec, a: &AddonRec, now: f64) -> EksAddon {
         health_issues.push(format!(
             "InsufficientPermissions: DEGRADED: the training operator is not authorized to perform sagemaker:DescribeClusterNode: {problem}"
         ));
+    }
+    // HyperPod observability's collector writes to the workspace of its configuration values
+    // with its Pod Identity (hyperpod-observability-addon-troubleshooting: "Verify Pod Identity
+    // association"; the health issue names credentials when the identity is missing).
+    if a.name == OBSERVABILITY_ADDON && state == instantstart_core::provider::ResourceState::Active {
+        if let Some(problem) =
+            pod_identity_problem(w, c, OBSERVABILITY_NAMESPACE, OBSERVABILITY_SERVICE_ACCOUNT, None, now)
+        {
+            health_issues.push(format!(
+                "InsufficientPermissions: DEGRADED: the observability collector has no AWS credentials: {problem}"
+            ));
+        }
+        let arn = a
+            .configuration_values
+            .as_ref()
+            .and_then(|v| v.pointer("/ampWorkspace/arn"))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        if let Some(problem) = crate::amp::workspace_problem(w, arn, now) {
+            health_issues.push(format!("ConfigurationConflict: DEGRADED: remote write fails: {problem}"));
+        }
     }
     EksAddon { name: a.name.clone(), version: a.version.clone(), state, tags: a.tags.clone(), health_issues }
 }
@@ -754,6 +785,43 @@ pub(crate) fn addon_schema(addon: &str) -> serde_json::Value {
                 "affinity": { "type": "object" }
             }
         }),
+        // The observability add-on needs the workspace it writes to (hyperpod-observability-addon-setup);
+        // the shape follows the reference module (awsome-distributed-training, observability/eks_addon.tf).
+        OBSERVABILITY_ADDON => {
+            let family = json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "level": { "type": "string", "enum": ["BASIC", "ADVANCED"] },
+                    "scrapeInterval": { "type": "integer", "minimum": 1 }
+                }
+            });
+            let families: serde_json::Map<String, serde_json::Value> =
+                METRIC_FAMILIES.iter().map(|f| (f.to_string(), family.clone())).collect();
+            json!({
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["ampWorkspace"],
+                "properties": {
+                    "ampWorkspace": {
+                        "type": "object",
+                        "additionalProperties": false,
+                        "required": ["prometheusEndpoint", "arn"],
+                        "properties": {
+                            "prometheusEndpoint": { "type": "string", "pattern": "^https://aps-workspaces\\.[a-z0-9-]+\\.amazonaws\\.com/workspaces/ws-[0-9a-f-]+/?$" },
+                            "arn": { "type": "string", "pattern": "^arn:aws[a-z-]*:aps:[a-z0-9-]+:[0-9]{12}:workspace/ws-[0-9a-f-]+$" }
+                        }
+                    },
+                    "amgWorkspace": {
+                        "type": "object",
+                        "properties": { "arn": { "type": "string" }, "workspaceName": { "type": "string" } }
+                    },
+                    "metricsProvider": { "type": "object", "additionalProperties": false, "properties": families },
+                    "logging": { "type": "object", "properties": { "enabled": { "type": "boolean" } } }
+                }
+            })
+        }
         _ => json!({ "$schema": "http://json-schema.org/draft-07/schema#", "type": "object" }),
     }
 }

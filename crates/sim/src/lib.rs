@@ -48,6 +48,7 @@
 //! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations; `software_update`:
 //!   HyperPod's platform software updates (releases, rolling batches, refusals).
 //! - `fsx`: FSx for Lustre file systems (and when pods may mount them).
+//! - `amp`: Amazon Managed Service for Prometheus workspaces (HyperPod observability writes there).
 //! - `mlflow`: SageMaker managed MLflow tracking servers; runs and metrics derived from the
 //!   simulated training jobs ([`training_curve`], the curve their logs print too).
 //! - [`metrics`]: GPU telemetry and training throughput over time for every node and job.
@@ -55,6 +56,7 @@
 //!   [`kube_apiserver`]: the same worlds served over HTTP as Kubernetes API servers
 //!   ([`SimCloud::serve_kube_api`], [`SimCloud::kube_api_router`]) for kube-rs and kubectl.
 
+mod amp;
 mod capacity;
 mod catalog;
 pub mod cloud;

@@ -66,6 +66,10 @@ pub const HYPERPOD_SCALE_FIRST_NODE: f64 = 60.0;
 pub const FSX_CREATE: f64 = 480.0;
 /// FSx for Lustre file system: DELETING → gone (AWS: a few minutes).
 pub const FSX_DELETE: f64 = 180.0;
+/// Amazon Managed Service for Prometheus workspace: CREATING → ACTIVE (AWS: under a minute).
+pub const AMP_WORKSPACE_CREATE: f64 = 30.0;
+/// Amazon Managed Service for Prometheus workspace: DELETING → gone.
+pub const AMP_WORKSPACE_DELETE: f64 = 30.0;
 /// SageMaker managed MLflow tracking server: Creating → Created (AWS: about 20 minutes).
 pub const MLFLOW_TRACKING_SERVER_CREATE: f64 = 1200.0;
 /// SageMaker managed MLflow tracking server: Deleting → gone (AWS: several minutes).

@@ -67,6 +67,9 @@ pub(crate) struct World {
     /// FSx for Lustre file systems by id.
     #[serde(default)]
     pub file_systems: BTreeMap<String, crate::fsx::FileSystemRec>,
+    /// Amazon Managed Service for Prometheus workspaces by id.
+    #[serde(default)]
+    pub prometheus_workspaces: BTreeMap<String, crate::amp::WorkspaceRec>,
     /// The permissions boundary of the roles the control plane creates (what the adapter
     /// sends with `CreateRole` and `PutRolePermissionsBoundary`), and the one the control
     /// plane's own policy demands (the template's `iam:PermissionsBoundary` condition); see
@@ -124,6 +127,7 @@ impl World {
             scheduler_configs: BTreeMap::new(),
             compute_quotas: BTreeMap::new(),
             file_systems: BTreeMap::new(),
+            prometheus_workspaces: BTreeMap::new(),
             role_boundary: RoleBoundary::default(),
         }
     }
@@ -199,6 +203,7 @@ impl World {
         self.scheduler_configs.retain(|_, r| r.exists(now));
         self.compute_quotas.retain(|_, r| r.exists(now));
         self.file_systems.retain(|_, r| r.lifecycle(now).is_some());
+        self.prometheus_workspaces.retain(|_, r| r.status(now).is_some());
         crate::kube::write_outputs(self, now);
     }
 

@@ -768,7 +768,7 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
 }
 
 /// Every managed feature on creates a role per feature (training operator, inference operator,
-/// tiered checkpointing, autoscaling); delete-cluster removes each of them after what uses it,
+/// tiered checkpointing, autoscaling, observability); delete-cluster removes each of them after what uses it,
 /// so no IAM role tagged for the cluster is left in the account.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_cluster_after_every_feature_leaves_no_role_of_the_cluster() {
@@ -786,7 +786,8 @@ async fn delete_cluster_after_every_feature_leaves_no_role_of_the_cluster() {
         "training_operator": true,
         "inference_operator": true,
         "tiered_checkpointing": { "enabled": true },
-        "managed_autoscaling": true
+        "managed_autoscaling": true,
+        "observability": true
     });
     let Outcome::Submitted(s) = b
         .engine
@@ -798,8 +799,13 @@ async fn delete_cluster_after_every_feature_leaves_no_role_of_the_cluster() {
     };
     let on = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
     assert_eq!(on.status, OperationStatus::Succeeded, "{on:#?}");
-    let feature_roles =
-        [training_operator_role("demo"), inference_role("demo"), checkpoint_role("demo"), autoscaling_role("demo")];
+    let feature_roles = [
+        training_operator_role("demo"),
+        inference_role("demo"),
+        checkpoint_role("demo"),
+        autoscaling_role("demo"),
+        instantstart_core::workflow::observability::observability_role("demo"),
+    ];
     let tagged = b.sim.roles_tagged_for("demo");
     for role in &feature_roles {
         assert!(tagged.contains(role), "{role} created by the features: {tagged:?}");
@@ -815,9 +821,24 @@ async fn delete_cluster_after_every_feature_leaves_no_role_of_the_cluster() {
     assert!(finished("eks_cluster") <= finished(CHECKPOINT_ROLE_STEP));
     assert!(finished("eks_cluster") <= finished(INFERENCE_ROLE_STEP));
     let unregister = &del.step("unregister").unwrap().depends_on;
-    for k in [AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP, "training_operator_role"] {
+    for k in [
+        AUTOSCALING_ROLE_STEP,
+        CHECKPOINT_ROLE_STEP,
+        INFERENCE_ROLE_STEP,
+        "training_operator_role",
+        "observability_role",
+        "prometheus_workspace",
+    ] {
         assert!(unregister.contains(&k.to_string()), "{k}");
     }
+    assert!(finished("eks_cluster") <= finished("prometheus_workspace"), "the add-on writes to it until then");
+    use instantstart_core::provider::AmpApi;
+    let left = b
+        .sim
+        .list_prometheus_workspaces("us-east-1", &instantstart_core::provider::prometheus_alias("demo"))
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "the cluster's Prometheus workspace is deleted with it: {left:?}");
 }
 
 /// A same-named role that is not ours is left alone: the step needs attention, nothing else stops.

@@ -1,12 +1,14 @@
 //! `instantstart feature get|set`: a cluster's managed HyperPod capabilities — training
-//! operator, inference operator, managed tiered checkpointing, managed autoscaling.
+//! operator, inference operator, managed tiered checkpointing, managed autoscaling, observability.
 //!
 //! `set` follows the explicit-diff contract: only the flags given are sent, the server compares
 //! them with the real state and plans dependency-aware steps, and the diff is printed; a request
 //! that matches the real state is "already in this state" (exit 0, no operation), e.g.
 //! `instantstart feature set demo --training-operator on --tiered-checkpointing on --memory-percent 30 --autoscaling off`;
 //! `--autoscaling on --autoscaling-group burst,spot` limits Karpenter to those instance groups;
-//! `--node-recovery automatic|none` changes HyperPod node recovery (UpdateCluster `NodeRecovery`).
+//! `--node-recovery automatic|none` changes HyperPod node recovery (UpdateCluster `NodeRecovery`);
+//! `--observability on|off` switches HyperPod's observability add-on (metrics to an Amazon Managed
+//! Service for Prometheus workspace; off keeps the workspace and its history).
 
 use crate::app::Globals;
 use crate::exit::Exit;
@@ -60,7 +62,7 @@ impl Toggle {
 
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("feature").required(true).multiple(true)
-    .args(["training_operator", "inference_operator", "tiered_checkpointing", "autoscaling", "node_recovery"])))]
+    .args(["training_operator", "inference_operator", "tiered_checkpointing", "autoscaling", "node_recovery", "observability"])))]
 pub struct SetArgs {
     /// Cluster name.
     pub cluster: String,
@@ -88,6 +90,10 @@ pub struct SetArgs {
     /// to you (managed autoscaling needs `automatic`).
     #[arg(long, value_name = "automatic|none", hide_possible_values = true)]
     pub node_recovery: Option<Recovery>,
+    /// HyperPod observability (EKS add-on writing metrics to an Amazon Managed Service for
+    /// Prometheus workspace, with its IAM role and Pod Identity); off keeps the workspace.
+    #[arg(long, value_name = "on|off", hide_possible_values = true)]
+    pub observability: Option<Toggle>,
     #[command(flatten)]
     pub mutation: MutationArgs,
 }
@@ -118,6 +124,7 @@ pub async fn run(g: &Globals, cmd: FeatureCommand) -> anyhow::Result<Exit> {
                             NodeRecovery::None => "none".into(),
                         },
                     ),
+                    ("Observability", on_off(f.features.observability)),
                     ("Autoscaling scope", f.autoscaling_scope.clone()),
                     (
                         "Autoscaled groups",
@@ -138,6 +145,7 @@ pub async fn run(g: &Globals, cmd: FeatureCommand) -> anyhow::Result<Exit> {
                 autoscaling_instance_groups: (!args.autoscaling_groups.is_empty())
                     .then(|| args.autoscaling_groups.clone()),
                 node_recovery: args.node_recovery.map(NodeRecovery::from),
+                observability: args.observability.map(Toggle::on),
             };
             mutation::submit_diff(g, &client, &args.mutation, |opts| {
                 let (client, patch, cluster) = (&client, &patch, &args.cluster);

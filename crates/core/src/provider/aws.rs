@@ -785,7 +785,8 @@ pub trait S3Api: Send + Sync {
 
 /// The whole AWS side. Implemented by any type implementing every AWS trait.
 /// Includes [`MlflowTracking`](super::MlflowTracking): tracking servers are SageMaker resources,
-/// and [`FsxApi`](super::FsxApi): FSx for Lustre file systems.
+/// [`FsxApi`](super::FsxApi): FSx for Lustre file systems, and [`AmpApi`](super::AmpApi):
+/// Amazon Managed Service for Prometheus workspaces.
 pub trait AwsCloud:
     IdentityApi
     + QuotaApi
@@ -797,6 +798,7 @@ pub trait AwsCloud:
     + super::MlflowTracking
     + super::TaskGovernanceApi
     + super::FsxApi
+    + super::AmpApi
 {
 }
 
@@ -811,6 +813,7 @@ impl<T> AwsCloud for T where
         + super::MlflowTracking
         + super::TaskGovernanceApi
         + super::FsxApi
+        + super::AmpApi
 {
 }
 

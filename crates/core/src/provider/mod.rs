@@ -4,11 +4,12 @@
 //! (a VPC network, an EKS cluster, a HyperPod cluster), not at SDK shape. `instantstart-aws` and
 //! `instantstart-k8s` implement them for real; `instantstart-sim` implements them as a simulated
 //! world. [`mlflow`] (tracking servers, runs, metric histories), [`governance`] (task
-//! governance: scheduler config, compute quotas) and [`fsx`] (FSx for Lustre file systems) are
-//! part of the AWS side; [`metrics`] is the source of GPU and training metrics over time;
+//! governance: scheduler config, compute quotas), [`fsx`] (FSx for Lustre file systems) and
+//! [`amp`] (Amazon Managed Service for Prometheus workspaces) are part of the AWS side; [`metrics`] is the source of GPU and training metrics over time;
 //! [`software_update`] holds the shapes of HyperPod's platform software updates.
 //! Errors are classified by what the caller should do ([`ProviderErrorKind`]).
 
+pub mod amp;
 pub mod aws;
 pub mod capacity;
 pub mod fsx;
@@ -20,6 +21,7 @@ pub mod metrics;
 pub mod mlflow;
 pub mod software_update;
 
+pub use amp::*;
 pub use aws::*;
 pub use capacity::*;
 pub use fsx::*;

@@ -43,6 +43,12 @@
 //! the inference add-on's execution role) after `eks_cluster`, which takes the service account
 //! and the add-on with it. `unregister` waits for all of them.
 //!
+//! Observability (`workflow::observability`) goes the same way: `observability_identity` and
+//! `observability_role` (the collector's association and role) before the control plane, and
+//! `prometheus_workspace` after it — every Amazon Managed Service for Prometheus workspace with
+//! the cluster's alias and our ownership tags for it, with its metric history (turning the
+//! feature off keeps the workspace; deleting the cluster does not). Absent counts as done.
+//!
 //! `load_balancer_services` deletes the `LoadBalancer` Services of the cluster's inference
 //! endpoints and waits until they are gone, before `chart:aws-load-balancer-controller` is
 //! uninstalled and before the control plane goes: only a running controller deletes a
@@ -58,6 +64,7 @@ use super::dependencies::{ADDON_STEP_PREFIX, is_dependency_key};
 use super::import_cluster::{ACCESS_ENTRY_STEP, RemoveAccessEntry};
 use super::lb_controller::{LB_CONTROLLER_ROLE_STEP, LB_SERVICES_STEP, RemoveLoadBalancerServices, lb_controller_role};
 use super::mlflow::{self, DeleteTrackingServerStep, FoundTrackingServer};
+use super::observability as obs;
 use super::steps::{AddonTarget, RemoveOwnedAddon, RemovePodIdentity, RemoveRole};
 use super::{cluster_target, decode};
 use crate::engine::{
@@ -132,6 +139,13 @@ pub const AUTOSCALING_ROLE_STEP: &str = "autoscaling_role";
 pub const CHECKPOINT_ROLE_STEP: &str = "checkpoint_role";
 /// Step deleting the inference operator's execution role (`features::inference_role`).
 pub const INFERENCE_ROLE_STEP: &str = "inference_role";
+
+/// Step deleting the association of the observability collector (`observability::observability_identity`).
+pub const OBSERVABILITY_IDENTITY_STEP: &str = "observability_identity";
+/// Step deleting the observability collector's role (`observability::observability_role`).
+pub const OBSERVABILITY_ROLE_STEP: &str = "observability_role";
+/// Step deleting the cluster's Prometheus workspaces of ours (`observability::DeletePrometheusWorkspaces`).
+pub const PROMETHEUS_WORKSPACE_STEP: &str = "prometheus_workspace";
 
 /// The delete-cluster workflow.
 pub struct DeleteClusterWorkflow {
@@ -283,6 +297,26 @@ fn plan_steps_with(
         eks_deps.push("training_operator_identity");
         unregister_deps.push("training_operator_role");
     }
+    // Observability's identity and workspace: planned for every created cluster (the workspace
+    // outlives the feature, and HyperPod may have been removed since; absent counts as done).
+    steps.push(step(
+        OBSERVABILITY_IDENTITY_STEP,
+        format!(
+            "Delete the Pod Identity association of {}/{} (if observability was on)",
+            obs::OBSERVABILITY_NAMESPACE,
+            obs::OBSERVABILITY_SERVICE_ACCOUNT
+        ),
+        &["storage"],
+        10,
+    ));
+    steps.push(step(
+        OBSERVABILITY_ROLE_STEP,
+        format!("Delete IAM role {} (if observability was on)", obs::observability_role(&rec.name)),
+        &[OBSERVABILITY_IDENTITY_STEP],
+        5,
+    ));
+    eks_deps.push(OBSERVABILITY_IDENTITY_STEP);
+    unregister_deps.push(OBSERVABILITY_ROLE_STEP);
     if let Some(hp) = &rec.hyperpod_cluster {
         steps.push(step("hyperpod_cluster", format!("Delete HyperPod cluster {hp}"), &["storage"], 600));
         for chart in charts.iter().filter(|c| c.before_hyperpod) {
@@ -332,6 +366,17 @@ fn plan_steps_with(
         ));
         unregister_deps.extend([AUTOSCALING_ROLE_STEP, CHECKPOINT_ROLE_STEP, INFERENCE_ROLE_STEP]);
     }
+    // The observability add-on writes to the workspace until the control plane is gone.
+    steps.push(step(
+        PROMETHEUS_WORKSPACE_STEP,
+        format!(
+            "Delete Amazon Managed Service for Prometheus workspace {} and its metrics (if observability was ever on)",
+            prometheus_alias(&rec.name)
+        ),
+        &["eks_cluster"],
+        30,
+    ));
+    unregister_deps.push(PROMETHEUS_WORKSPACE_STEP);
     let network_deps: &[&str] =
         if rec.hyperpod_cluster.is_some() { &["eks_cluster", "compute_subnets"] } else { &["eks_cluster"] };
     steps.push(step(
@@ -740,6 +785,20 @@ impl Workflow for DeleteClusterWorkflow {
                 let name = super::features::training_operator_role(&rec.name);
                 return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name }));
             }
+            OBSERVABILITY_IDENTITY_STEP => {
+                return Some(Arc::new(RemovePodIdentity(obs::observability_identity(target))));
+            }
+            OBSERVABILITY_ROLE_STEP => {
+                let name = obs::observability_role(&rec.name);
+                return Some(Arc::new(RemoveRole { aws: self.aws.clone(), cluster: rec.name, name }));
+            }
+            PROMETHEUS_WORKSPACE_STEP => {
+                return Some(Arc::new(obs::DeletePrometheusWorkspaces {
+                    aws: self.aws.clone(),
+                    region: rec.region.clone(),
+                    cluster: rec.name,
+                }));
+            }
             AUTOSCALING_ROLE_STEP | CHECKPOINT_ROLE_STEP | INFERENCE_ROLE_STEP => {
                 let name = match key {
                     AUTOSCALING_ROLE_STEP => super::features::autoscaling_role(&rec.name),
@@ -1098,17 +1157,20 @@ mod tests {
                 "s3_csi_role <- [s3_csi_identity]",
                 "training_operator_identity <- [storage]",
                 "training_operator_role <- [training_operator_identity]",
+                "observability_identity <- [storage]",
+                "observability_role <- [observability_identity]",
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
                 "autoscaling_role <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity, observability_identity]",
                 "eks_cluster_role <- [eks_cluster]",
                 "checkpoint_role <- [eks_cluster]",
                 "inference_role <- [eks_cluster]",
+                "prometheus_workspace <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, bucket]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, observability_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, prometheus_workspace, bucket]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, &[], &[])
@@ -1136,10 +1198,13 @@ mod tests {
                 "lb_controller_role <- [chart:aws-load-balancer-controller]",
                 "s3_csi_identity <- [storage]",
                 "s3_csi_role <- [s3_csi_identity]",
-                "eks_cluster <- [storage, s3_csi_identity, load_balancer_services, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller]",
+                "observability_identity <- [storage]",
+                "observability_role <- [observability_identity]",
+                "eks_cluster <- [storage, s3_csi_identity, load_balancer_services, observability_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller]",
                 "eks_cluster_role <- [eks_cluster]",
+                "prometheus_workspace <- [eks_cluster]",
                 "network <- [eks_cluster]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, lb_controller_role]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, observability_role, prometheus_workspace, lb_controller_role]",
             ]
         );
         let imported: Vec<String> = plan_steps_with(&record(ClusterSource::Imported, false), false, PINNED_CHARTS, &[])
@@ -1167,17 +1232,20 @@ mod tests {
                 "s3_csi_role <- [s3_csi_identity]",
                 "training_operator_identity <- [storage]",
                 "training_operator_role <- [training_operator_identity]",
+                "observability_identity <- [storage]",
+                "observability_role <- [observability_identity]",
                 "hyperpod_cluster <- [storage]",
                 "chart:hyperpod-dependencies <- [hyperpod_cluster]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
                 "autoscaling_role <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller, chart:hyperpod-dependencies]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity, observability_identity, chart:kuberay-operator, chart:keda, chart:prometheus, chart:aws-load-balancer-controller, chart:hyperpod-dependencies]",
                 "eks_cluster_role <- [eks_cluster]",
                 "checkpoint_role <- [eks_cluster]",
                 "inference_role <- [eks_cluster]",
+                "prometheus_workspace <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, lb_controller_role]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, observability_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, prometheus_workspace, lb_controller_role]",
             ]
         );
         for (i, s) in steps.iter().enumerate() {
@@ -1197,6 +1265,12 @@ mod tests {
             (AUTOSCALING_ROLE_STEP, autoscaling_role("demo"), "hyperpod_cluster"),
             (CHECKPOINT_ROLE_STEP, checkpoint_role("demo"), "eks_cluster"),
             (INFERENCE_ROLE_STEP, inference_role("demo"), "eks_cluster"),
+            (
+                OBSERVABILITY_ROLE_STEP,
+                super::super::observability::observability_role("demo"),
+                OBSERVABILITY_IDENTITY_STEP,
+            ),
+            (PROMETHEUS_WORKSPACE_STEP, prometheus_alias("demo"), "eks_cluster"),
         ] {
             let s = steps.iter().find(|s| s.key == key).unwrap_or_else(|| panic!("{key} planned"));
             assert!(s.title.contains(&role), "{key}: {}", s.title);
@@ -1239,17 +1313,20 @@ mod tests {
                 "s3_csi_role <- [s3_csi_identity]",
                 "training_operator_identity <- [storage]",
                 "training_operator_role <- [training_operator_identity]",
+                "observability_identity <- [storage]",
+                "observability_role <- [observability_identity]",
                 "hyperpod_cluster <- [storage]",
                 "hyperpod_execution_role <- [hyperpod_cluster]",
                 "compute_subnets <- [hyperpod_cluster]",
                 "autoscaling_role <- [hyperpod_cluster]",
-                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity]",
+                "eks_cluster <- [hyperpod_cluster, s3_csi_identity, load_balancer_services, training_operator_identity, observability_identity]",
                 "eks_cluster_role <- [eks_cluster]",
                 "checkpoint_role <- [eks_cluster]",
                 "inference_role <- [eks_cluster]",
+                "prometheus_workspace <- [eks_cluster]",
                 "network <- [eks_cluster, compute_subnets]",
                 "bucket <- [storage, hyperpod_cluster, mlflow:team, mlflow:byo]",
-                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, bucket, mlflow:team, mlflow_role:team, mlflow_writer:team, mlflow:byo]",
+                "unregister <- [storage, eks_cluster, eks_cluster_role, network, s3_csi_role, training_operator_role, observability_role, hyperpod_cluster, hyperpod_execution_role, compute_subnets, autoscaling_role, checkpoint_role, inference_role, prometheus_workspace, bucket, mlflow:team, mlflow_role:team, mlflow_writer:team, mlflow:byo]",
             ]
         );
         assert_eq!(steps[2].expected_secs, Some(mlflow::DELETE_SECS));

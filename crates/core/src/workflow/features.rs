@@ -21,9 +21,14 @@
 //! add-on with its configuration values, checked against the schema EKS publishes for the
 //! version ([`crate::addon_schema`]); OFF removes the add-on, then that role.
 //! Managed autoscaling manages HyperPod instance groups only, not general EC2 capacity.
+//! Observability ON creates an Amazon Managed Service for Prometheus workspace, the collector's
+//! Pod Identity role and association, then HyperPod's observability add-on writing to the
+//! workspace; OFF removes the add-on, the association and the role and keeps the workspace
+//! (see [`super::observability`] for the sources and the decisions).
 
 use super::day2::{hyperpod_record, live_cluster};
 use super::karpenter::{self as kp, ApplyKarpenter, KarpenterSpec, KarpenterTarget, RemoveKarpenter};
+use super::observability as obs;
 use super::steps::{
     AddonTarget, EnsureAddon, EnsurePodIdentity, EnsureRole, OidcProviderStep, PodIdentityTarget, RemoveAddon,
     RemovePodIdentity, RemoveRole, oidc_issuer, pod_identity_trust_policy,
@@ -168,12 +173,14 @@ pub async fn read_features(
 ) -> Result<ManagedFeatures, ProviderError> {
     let training = read(|| aws.describe_addon(&rec.region, &rec.eks_cluster, TRAINING_OPERATOR_ADDON)).await?;
     let inference = read(|| aws.describe_addon(&rec.region, &rec.eks_cluster, INFERENCE_OPERATOR_ADDON)).await?;
+    let observability = read(|| aws.describe_addon(&rec.region, &rec.eks_cluster, obs::OBSERVABILITY_ADDON)).await?;
     Ok(ManagedFeatures {
         training_operator: addon_on(&training),
         inference_operator: addon_on(&inference),
         tiered_checkpointing: hp.tiered_storage,
         managed_autoscaling: hp.autoscaling,
         node_recovery: hp.node_recovery,
+        observability: addon_on(&observability),
     })
 }
 
@@ -298,6 +305,11 @@ fn plan_steps(cluster: &str, patch: &FeaturesPatch, karpenter_only: bool) -> Vec
                 5,
             ));
         }
+        None => {}
+    }
+    match patch.observability {
+        Some(true) => obs::on_steps(cluster).into_iter().for_each(&mut add),
+        Some(false) => obs::off_steps(cluster).into_iter().for_each(&mut add),
         None => {}
     }
     let recovery_dep: Vec<&str> = if patch.node_recovery == Some(crate::spec::NodeRecovery::Automatic) {
@@ -598,6 +610,7 @@ impl Workflow for FeaturesWorkflow {
                     .clone()
                     .filter(|_| changed("managed_autoscaling")),
                 node_recovery: req.patch.node_recovery.filter(|_| changed("node_recovery")),
+                observability: req.patch.observability.filter(|_| changed("observability")),
             },
             karpenter: karpenter.filter(|_| changed("managed_autoscaling") || changed("autoscaling_instance_groups")),
         };
@@ -681,6 +694,27 @@ impl Workflow for FeaturesWorkflow {
                     cx,
                     bucket,
                 })
+            }
+            obs::PROMETHEUS_STEP => Arc::new(obs::EnsurePrometheusWorkspace {
+                aws: self.aws.clone(),
+                region: cx.rec.region.clone(),
+                cluster: cx.rec.name.clone(),
+            }),
+            obs::OBSERVABILITY_ROLE_STEP => Arc::new(obs::ObservabilityRoleStep {
+                aws: self.aws.clone(),
+                region: cx.rec.region.clone(),
+                eks_cluster: cx.rec.eks_cluster.clone(),
+                cluster: cx.rec.name.clone(),
+            }),
+            obs::OBSERVABILITY_IDENTITY_STEP => Arc::new(EnsurePodIdentity(obs::observability_identity(target))),
+            obs::REMOVE_OBSERVABILITY_IDENTITY_STEP => Arc::new(RemovePodIdentity(obs::observability_identity(target))),
+            obs::REMOVE_OBSERVABILITY_ROLE_STEP => Arc::new(RemoveRole {
+                aws: self.aws.clone(),
+                cluster: cx.rec.name.clone(),
+                name: obs::observability_role(&cx.rec.name),
+            }),
+            k if k == format!("addon:{}", obs::OBSERVABILITY_ADDON) => {
+                Arc::new(obs::ObservabilityAddonStep::new(target))
             }
             "autoscaling" => Arc::new(ClusterSetting { cx, setting: Setting::Autoscaling(true) }),
             "karpenter" => Arc::new(ApplyKarpenter { at: cx.karpenter_target(), spec: req.karpenter.clone()? }),

@@ -687,6 +687,11 @@ impl Workflow for RemoveHyperPodWorkflow {
         if f.managed_autoscaling {
             on.push("managed_autoscaling");
         }
+        // HyperPod's observability add-on collects HyperPod's metrics, and switching it off is a
+        // HyperPod feature change: it goes first.
+        if f.observability {
+            on.push("observability");
+        }
         if !on.is_empty() {
             return Err(EngineError::InvalidState(format!(
                 "managed features that live on HyperPod are on ({}); switch them off first (PATCH \

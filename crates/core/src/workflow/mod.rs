@@ -15,6 +15,8 @@
 //! - [`hyperpod_attach`]: add a HyperPod cluster to an EKS-only cluster, and remove it.
 //! - [`governance`]: task governance (the add-on, scheduler config, team quotas) as reconciled state.
 //! - [`software_update`]: HyperPod platform software updates (`UpdateClusterSoftware`).
+//! - [`observability`]: the observability managed feature's steps (AMP workspace, collector
+//!   identity, HyperPod's observability add-on), planned by [`features`].
 
 pub mod charts;
 pub mod create_cluster;
@@ -34,6 +36,7 @@ pub mod karpenter;
 pub mod lb_controller;
 pub mod mlflow;
 pub mod nodes;
+pub mod observability;
 pub mod software_update;
 pub mod steps;
 pub mod workloads;
