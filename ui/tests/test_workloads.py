@@ -816,3 +816,92 @@ def test_jobs_of_two_teams_show_queued_admitted_and_preempted(wl_ui, wl):
     status, body = server.api("PUT", f"/api/clusters/{CLUSTER}/governance", {"enabled": False})
     assert status == 202, body
     assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+
+
+def test_the_governance_panel_shows_teams_usage_and_changes_a_quota(wl_ui, wl):
+    """The cluster screen's governance panel: each team's guaranteed and borrowable GPUs, its
+    admitted and queued jobs and the GPUs they hold (research borrows prod's idle one), the
+    priority classes; the editor refuses a bad weight next to its field, then reviews the
+    server's diff and applies a larger borrow limit, followed in place."""
+    ui = wl_ui
+    server = ui.server
+    status, body = server.api("PUT", f"/api/clusters/{CLUSTER}/governance", {
+        "priority_classes": [{"name": "inference", "weight": 100}, {"name": "training", "weight": 50}],
+        "teams": [
+            {"name": "research", "quotas": [{"instance_type": "ml.g5.xlarge", "count": 1}], "borrow_limit": 100},
+            {"name": "prod", "quotas": [{"instance_type": "ml.g5.xlarge", "accelerators": 1}], "sharing": "Lend"},
+        ],
+    })
+    assert status == 202, body
+    assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+    jobs = ["pan-r1", "pan-r2", "pan-r3"]
+    for name in jobs:
+        status, body = server.api("POST", f"/api/clusters/{CLUSTER}/jobs", {
+            "runtime": "hyperpod",
+            "job": {"name": name, "namespace": "hyperpod-ns-research", "image": "pytorch/pytorch:2.5.1",
+                    "instance_type": "ml.g5.xlarge", "nodes": 1, "team": "research", "priority": "training",
+                    "storage": {"claim_name": "team-data"},
+                    "env": [{"name": "SIM_DURATION_SECONDS", "value": "10000000"}]},
+            "recipe": {"kind": "torch", "script": "scripts/train.py"},
+        })
+        assert status == 202, body
+        assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+
+    ui.login()
+    ui.go(f"#/clusters/{CLUSTER}")
+    card = ui.wait_css("#governance-card", 20)
+
+    def cell(team, cls, attr="data-gpus"):
+        found = ui.all(f'#governance-teams tr[data-team="{team}"] .{cls}')
+        return found[0].get_attribute(attr) if found else None
+
+    # research: its own GPU and prod's idle one (borrowed); the third job waits.
+    ui.wait(lambda: cell("research", "admitted", "data-count") == "2", 20, "research's two jobs admitted")
+    assert cell("research", "queued", "data-count") == "1"
+    assert (cell("research", "in-use"), cell("research", "in-use", "data-borrowed")) == ("2", "1")
+    assert (cell("research", "guaranteed"), cell("research", "borrowable")) == ("1", "1")
+    assert (cell("prod", "guaranteed"), cell("prod", "borrowable"), cell("prod", "admitted", "data-count")) == ("1", "0", "0")
+    row = ui.css('#governance-teams tr[data-team="research"]')
+    assert "hyperpod-ns-research-localqueue" in row.text, row.text
+    classes = ui.css("#governance-classes").text
+    assert "kueue.x-k8s.io/priority-class: inference-priority" in classes, classes
+    assert card.find_element(By.CSS_SELECTOR, "#governance-summary").text.startswith("On.")
+    ui.js("arguments[0].scrollIntoView()", card)
+    ui.screenshot("governance-panel")
+
+    # Edit: a weight over 100 is refused next to its field.
+    ui.click_css("#governance-edit")
+    form = ui.wait_css("#governance-form")
+    weight = form.find_element(By.CSS_SELECTOR, '[data-field="priority_classes[0].weight"]')
+    set_value(weight, "101")
+    ui.click_css("#governance-review")
+
+    def weight_errors():  # the server may name the field under the request's `governance`
+        return [e.text for e in form.find_elements(By.CSS_SELECTOR, '.field-error[data-error-for$="priority_classes[0].weight"]')
+                if e.is_displayed()]
+
+    ui.wait(weight_errors, 10, "the finding next to the weight")
+    assert "0-100" in weight_errors()[0], weight_errors()
+    set_value(form.find_element(By.CSS_SELECTOR, '[data-field="priority_classes[0].weight"]'), "100")
+
+    # A larger borrow limit for research: the server's diff, then applied and followed.
+    research = [f for f in form.find_elements(By.CSS_SELECTOR, "fieldset.gov-team")
+                if f.find_element(By.CSS_SELECTOR, "[data-leaf=name]").get_attribute("value") == "research"][0]
+    set_value(research.find_element(By.CSS_SELECTOR, "[data-leaf=borrow_limit]"), "200")
+    ui.click_css("#governance-review")
+    plan = ui.wait_css("#governance-plan .diff", 10)
+    assert [li.get_attribute("data-field") for li in plan.find_elements(By.CSS_SELECTOR, "li")] == ["teams.research"], plan.text
+    ui.click_css("#governance-apply")
+    wait_green(ui, "#governance-activity", 60)
+    ui.wait(lambda: cell("research", "borrowable") == "2", 20, "research may borrow 200% of its GPU")
+    ui.js("arguments[0].scrollIntoView()", ui.css("#governance-card"))
+    ui.screenshot("governance-panel-applied")
+
+    # Leave the cluster as the other tests expect it: no team jobs, governance off.
+    for name in jobs:
+        status, body = server.api("DELETE", f"/api/clusters/{CLUSTER}/jobs/{name}?namespace=hyperpod-ns-research")
+        assert status == 202, body
+        assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"
+    status, body = server.api("PUT", f"/api/clusters/{CLUSTER}/governance", {"enabled": False})
+    assert status == 202, body
+    assert server.wait_operation(body["operation"]["id"], 60)["status"] == "succeeded"

@@ -1,5 +1,6 @@
 // One cluster: live EKS and HyperPod state, GPU capacity and node health (a grid of nodes
-// coloured by health with their GPU use), instance groups (live counts; add, scale, delete),
+// coloured by health with their GPU use), task governance (teams, their quotas and usage,
+// priority classes; edited with the server's diff first), instance groups (live counts; add, scale, delete),
 // nodes (health; investigate with the node's detail and events, reboot, replace, delete), the
 // HyperPod events, the Advanced features panel and the operations on it. Refreshes when an operation on the cluster changes (WebSocket), on request,
 // and every second or so while groups or nodes are in flux. The sections keep their own DOM
@@ -14,6 +15,7 @@ import { groupsSection } from './cluster/groups.js';
 import { nodesSection } from './cluster/nodes.js';
 import { eventsSection } from './cluster/events.js';
 import { capacitySection } from './cluster/capacity.js';
+import { governanceSection } from './cluster/governance.js';
 import { clusterTabs } from '../components/workload-page.js';
 import { openDialog } from '../components/dialog.js';
 
@@ -53,7 +55,8 @@ export function clusterView({ app, params }) {
   const nodes = nodesSection({ name, speed, reload: () => reload() });
   const events = eventsSection({ name });
   const capacity = capacitySection({ name });
-  const day2 = h('div', { class: 'day2', hidden: true }, capacity.el, groups.el, nodes.el, events.el);
+  const governance = governanceSection({ name, speed, reload: () => reload() });
+  const day2 = h('div', { class: 'day2', hidden: true }, capacity.el, governance.el, groups.el, nodes.el, events.el);
   let cluster = null;
   let ops = [];
   let fluxTimer = null;
@@ -71,6 +74,7 @@ export function clusterView({ app, params }) {
       nodes.update(cluster, ops);
       events.update(cluster);
       capacity.update();
+      governance.update(cluster);
       day2.hidden = false;
       if (inFlux(cluster) && !document.hidden) fluxTimer = setTimeout(load, FLUX_REFRESH_MS);
     } catch (err) {
@@ -186,6 +190,7 @@ export function clusterView({ app, params }) {
       reload.cancel();
       clearTimeout(fluxTimer);
       capacity.dispose();
+      governance.dispose();
     },
   };
 }

@@ -27,12 +27,30 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The namespace the add-on creates for a team's workloads.
+// The names the task governance add-on gives what it creates in the cluster, checked against
+// AWS's documentation and the HyperPod CLI. AWS, "Example HyperPod task governance AWS CLI
+// commands" (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-cli.html):
+// - "The namespace in this example, hyperpod-ns-test-team, is created in Kubernetes based on the
+//   team name provided, test-team, when the compute allocation is created";
+// - "they use one of the priority class names with the format priority-class-name-priority. In
+//   this example, training-priority refers to the priority class named 'training'";
+// - "include your queue name and priority class labels. For example, with the queue name
+//   hyperpod-ns-team-name-localqueue [...] kueue.x-k8s.io/queue-name [...]
+//   kueue.x-k8s.io/priority-class" (on the job object).
+// The ClusterQueue `hyperpod-ns-<team>-clusterqueue`, the ResourceFlavors named after instance
+// types and the labels `sagemaker.amazonaws.com/sagemaker-managed-queue: "true"` and
+// `sagemaker.amazonaws.com/quota-allocation-id: <team>` of a team's namespace: aws/sagemaker-hyperpod-cli
+// `src/sagemaker/hyperpod/cli/constants/command_constants.py` (`HYPERPOD_NAMESPACE_PREFIX`,
+// `SAGEMAKER_MANAGED_LOCAL_QUEUE_SUFFIX`, `SAGEMAKER_MANAGED_CLUSTER_QUEUE_SUFFIX`),
+// `commands/cluster.py` (finds a team's ClusterQueue by that name) and its integration tests.
+
+/// The namespace the add-on creates for a team's workloads (`hyperpod-ns-<team>`).
 pub fn team_namespace(team: &str) -> String {
     format!("hyperpod-ns-{team}")
 }
 
-/// The Kueue `LocalQueue` a team's jobs name (`kueue.x-k8s.io/queue-name`).
+/// The Kueue `LocalQueue` a team's jobs name (`kueue.x-k8s.io/queue-name`), in the team's
+/// namespace.
 pub fn team_queue(team: &str) -> String {
     format!("hyperpod-ns-{team}-localqueue")
 }
@@ -51,6 +69,10 @@ pub fn priority_class_name(class: &str) -> String {
 pub const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 /// Label naming a workload's priority class.
 pub const PRIORITY_LABEL: &str = "kueue.x-k8s.io/priority-class";
+/// Label (`"true"`) the add-on puts on a team's namespace and queues.
+pub const MANAGED_QUEUE_LABEL: &str = "sagemaker.amazonaws.com/sagemaker-managed-queue";
+/// Label naming the team (compute quota) a namespace or queue belongs to.
+pub const QUOTA_ALLOCATION_LABEL: &str = "sagemaker.amazonaws.com/quota-allocation-id";
 
 /// Name of the cluster's scheduler config (one per cluster).
 pub fn scheduler_config_name(cluster: &str) -> String {

@@ -2,7 +2,7 @@
 //!
 //! [`known`] answers from a fixed table for the built-in kinds InstantStart applies and the
 //! custom resources it uses (HyperPod training jobs, KubeRay, the HyperPod inference operator,
-//! KEDA, Kubeflow, HyperPod's managed Karpenter, Kueue's Workloads and ClusterQueues). The table saves a discovery round trip per kind, and it makes those CRDs
+//! KEDA, Kubeflow, HyperPod's managed Karpenter, Kueue's Workloads, queues, priority classes and flavors). The table saves a discovery round trip per kind, and it makes those CRDs
 //! usable against servers whose discovery does not list them (the simulator, a cluster whose
 //! operator is still installing). Any other kind is resolved by discovery
 //! ([`kube::discovery::pinned_kind`]) and cached per target by the adapter.
@@ -72,6 +72,9 @@ pub const KNOWN_KINDS: &[(&str, &str, &str, bool)] = &[
     // Kueue (the HyperPod task governance add-on): read for job admission
     ("kueue.x-k8s.io/v1beta1", "Workload", "workloads", true),
     ("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", false),
+    ("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues", true),
+    ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass", "workloadpriorityclasses", false),
+    ("kueue.x-k8s.io/v1beta1", "ResourceFlavor", "resourceflavors", false),
     // HyperPod's managed Karpenter (cluster-scoped; served once AutoScaling is InService)
     ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass", "hyperpodnodeclasses", false),
     ("karpenter.sh/v1", "NodePool", "nodepools", false),

@@ -2,7 +2,8 @@
 //! manifests that are snapshotted (YAML, `tests/snapshots/`) and validated against the
 //! upstream schemas vendored in `<repo>/vendor/schemas` — the Kubernetes 1.35 OpenAPI v3 documents
 //! for core, apps and batch objects and the CRDs' `openAPIV3Schema` for RayJob, ScaledObject,
-//! InferenceEndpointConfig and Karpenter's NodePool (`HyperpodNodeClass` has no public CRD and
+//! InferenceEndpointConfig, Karpenter's NodePool and Kueue's kinds — the Workloads, queues and
+//! priority classes the simulated task governance add-on serves (`HyperpodNodeClass` has no public CRD and
 //! is checked against a strict schema written from AWS's documentation). Validation is strict: every object schema that lists its
 //! properties rejects others (what `kubectl apply --validate=strict` does), so a misspelt
 //! field fails here rather than being dropped by the API server.
@@ -353,8 +354,23 @@ fn validator_for(obj: &Value) -> Arc<Validator> {
             validator(&key, || crd_with_object_meta("karpenter/karpenter.sh_nodepools.yaml", "v1"))
         }
         ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass") => validator(&key, node_class_schema),
+        ("kueue.x-k8s.io/v1beta1", _) => validator(&key, || kueue_schema(kind)),
         _ => panic!("no schema for {api} {kind}"),
     }
+}
+
+/// The vendored Kueue CRD of `kind` (v0.19.2, the release the task governance add-on v1.6
+/// packages) at `kueue.x-k8s.io/v1beta1`, the version InstantStart reads.
+fn kueue_crd_file(kind: &str) -> String {
+    let plural = match kind {
+        "WorkloadPriorityClass" => "workloadpriorityclasses".to_string(),
+        k => format!("{}s", k.to_lowercase()),
+    };
+    format!("kueue/kueue.x-k8s.io_{plural}.yaml")
+}
+
+fn kueue_schema(kind: &str) -> Value {
+    crd_with_object_meta(&kueue_crd_file(kind), "v1beta1")
 }
 
 /// Loose check of each HyperPod replica spec against the Kubeflow `PyTorchJob` CRD's
@@ -1683,4 +1699,204 @@ fn endpoint_workloads() {
             "kv_cache": { "l1": true }, "routing": "prefix_aware",
         }),
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Kueue (task governance): what the admission read reads and what the simulator serves
+// ---------------------------------------------------------------------------------------
+
+/// The schema at `path` (`a.b[].c`) of a CRD's `openAPIV3Schema`, if the CRD has it.
+fn schema_at<'a>(schema: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut at = schema;
+    for seg in path.split('.') {
+        let (name, item) = match seg.strip_suffix("[]") {
+            Some(n) => (n, true),
+            None => (seg, false),
+        };
+        at = at.get("properties")?.get(name)?;
+        if item {
+            assert_eq!(at["type"], "array", "{path}: {name} is not a list");
+            at = at.get("items")?;
+        }
+    }
+    Some(at)
+}
+
+/// Every field path the admission read (`instantstart_core::workload::admission`) reads exists
+/// in Kueue's CRD at `v1beta1`.
+#[test]
+fn the_admission_read_reads_only_fields_kueue_has() {
+    use instantstart_core::workload::admission::KUEUE_FIELDS_READ;
+    for (kind, path) in KUEUE_FIELDS_READ {
+        let crd: Value = serde_norway::from_str(&read(&kueue_crd_file(kind))).unwrap();
+        let v = crd["spec"]["versions"].as_array().unwrap().iter().find(|v| v["name"] == "v1beta1").unwrap();
+        assert_eq!(v["served"], true, "{kind} v1beta1 is served by Kueue v0.19.2");
+        let schema = &v["schema"]["openAPIV3Schema"];
+        assert!(schema_at(schema, path).is_some(), "Kueue's {kind} has no field {path}");
+    }
+    // The walk is not vacuous: a misspelt field is not found.
+    let crd: Value = serde_norway::from_str(&read(&kueue_crd_file("Workload"))).unwrap();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    assert!(schema_at(schema, "status.admission.podSetAssignment[].resourceUsage").is_none());
+}
+
+/// Kueue's CEL rule the JSON schema cannot say: a resource group's flavors each list as many
+/// resources as the group covers.
+fn assert_resource_groups_are_consistent(cq: &Value) {
+    for g in cq["spec"]["resourceGroups"].as_array().into_iter().flatten() {
+        let covered = g["coveredResources"].as_array().unwrap();
+        for f in g["flavors"].as_array().unwrap() {
+            let names: Vec<&Value> = f["resources"].as_array().unwrap().iter().map(|r| &r["name"]).collect();
+            assert_eq!(names, covered.iter().collect::<Vec<_>>(), "{cq:#}");
+        }
+    }
+}
+
+/// The Kueue objects the simulated task governance add-on serves (Workloads queued, admitted,
+/// preempted and finished; the teams' ClusterQueues and LocalQueues; the WorkloadPriorityClasses
+/// and ResourceFlavors) are accepted by Kueue's CRDs with nothing pruned, and the jobs the
+/// recipe renders for a team carry the labels the add-on reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_objects_the_simulator_serves_match_kueues_crds() {
+    use instantstart_core::engine::{Engine, EngineConfig, Outcome};
+    use instantstart_core::operation::{Actor, Face, OperationKind, OperationStatus};
+    use instantstart_core::provider::KubeObject;
+    use instantstart_core::provider::{KubeApi, KubeTarget, ListParams};
+    use instantstart_core::store::Store;
+    use instantstart_core::workload::admission::{AdmissionState, admission_of};
+
+    let dir = tempfile::tempdir().unwrap();
+    let sim = instantstart_sim::SimCloud::new(instantstart_sim::SimConfig::with_speed(2000.0).seed(5)).unwrap();
+    let store: Arc<dyn Store> = Arc::new(instantstart_store::SqliteStore::open(&dir.path().join("db.sqlite")).unwrap());
+    let workflows = instantstart_core::workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
+    let engine = Engine::new(store, workflows, EngineConfig::scaled(2000.0));
+    let run = |kind: OperationKind, req: Value| {
+        let engine = &engine;
+        async move {
+            let actor = Actor { face: Face::Api, principal: "test".into() };
+            let Outcome::Submitted(s) = engine.submit_checked(kind, &req, actor, None).await.unwrap() else {
+                panic!("{kind:?}: no operation");
+            };
+            let op = engine.wait(&s.operation.id, std::time::Duration::from_secs(60)).await.unwrap();
+            assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+        }
+    };
+    // 2 × ml.g5.12xlarge (4 GPUs each); research and prod are guaranteed one instance each.
+    run(
+        OperationKind::CreateCluster,
+        json!({ "name": "demo", "region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"],
+                "hyperpod": { "instance_groups": [
+                    { "name": "gpu", "instance_type": "ml.g5.12xlarge", "count": 2, "availability_zone": "us-east-1a" }] } }),
+    )
+    .await;
+    run(
+        OperationKind::SetGovernance,
+        json!({ "cluster": "demo", "governance": {
+            "priority_classes": [{ "name": "inference", "weight": 100 }, { "name": "training", "weight": 50 }],
+            "teams": [
+                { "name": "research", "quotas": [{ "instance_type": "ml.g5.12xlarge", "count": 1 }], "borrow_limit": 100 },
+                { "name": "prod", "quotas": [{ "instance_type": "ml.g5.12xlarge", "accelerators": 4 }], "sharing": "Lend" }] } }),
+    )
+    .await;
+
+    let target = KubeTarget::new("us-east-1", "demo");
+    // One-node jobs rendered by the recipe: 4 GPUs each.
+    let submit = |name: &'static str, team: &'static str, seconds: u32| {
+        let (sim, target) = (&sim, &target);
+        async move {
+            let req = edit(
+                hyperpod_base(),
+                &[
+                    ("/job/name", json!(name)),
+                    ("/job/namespace", json!(format!("hyperpod-ns-{team}"))),
+                    ("/job/instance_type", json!("ml.g5.12xlarge")),
+                    ("/job/nodes", json!(1)),
+                    ("/job/team", json!(team)),
+                    ("/job/priority", json!("training")),
+                    ("/job/env", json!([{ "name": "SIM_DURATION_SECONDS", "value": seconds.to_string() }])),
+                ],
+            );
+            let set = hyperpod_pytorch_job(&described(req), &TargetCapacity::default()).unwrap();
+            let objects: Vec<Value> = set.objects().into_iter().cloned().collect();
+            assert_valid(&objects);
+            for o in objects {
+                sim.apply(target, &KubeObject(o)).await.unwrap();
+            }
+        }
+    };
+    submit("done", "research", 1).await;
+    sim.advance(std::time::Duration::from_secs(600));
+    submit("r1", "research", 10_000_000).await; // research's own instance
+    submit("r2", "research", 10_000_000).await; // borrows prod's idle one
+    submit("r3", "research", 10_000_000).await; // waits: nothing left
+    submit("p1", "prod", 10_000_000).await; // prod reclaims: r2 is evicted
+
+    let list = |kind: &'static str| {
+        let (sim, target) = (&sim, &target);
+        async move {
+            let p = ListParams {
+                api_version: "kueue.x-k8s.io/v1beta1".into(),
+                kind: kind.into(),
+                namespace: None,
+                labels: vec![],
+            };
+            sim.list(target, &p).await.unwrap()
+        }
+    };
+    let workloads = list("Workload").await;
+    let cluster_queues = list("ClusterQueue").await;
+    let jobs = {
+        let p = ListParams {
+            api_version: "sagemaker.amazonaws.com/v1".into(),
+            kind: "HyperPodPyTorchJob".into(),
+            namespace: None,
+            labels: vec![],
+        };
+        sim.list(&target, &p).await.unwrap()
+    };
+    let mut states: Vec<(String, AdmissionState)> = jobs
+        .iter()
+        .map(|j| {
+            let a = admission_of(j, &workloads, &cluster_queues).unwrap();
+            (j.0["metadata"]["name"].as_str().unwrap().to_string(), a.state)
+        })
+        .collect();
+    states.sort_by(|a, b| a.0.cmp(&b.0));
+    let expected = [
+        ("done", AdmissionState::Finished),
+        ("p1", AdmissionState::Admitted),
+        ("r1", AdmissionState::Admitted),
+        ("r2", AdmissionState::Preempted),
+        ("r3", AdmissionState::Queued),
+    ];
+    assert_eq!(states, expected.map(|(n, s)| (n.to_string(), s)));
+
+    let mut seen = Vec::new();
+    for kind in ["Workload", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "ResourceFlavor"] {
+        let objects = list(kind).await;
+        assert!(!objects.is_empty(), "no {kind}");
+        for o in &objects {
+            let name = format!("{kind} {}", o.0["metadata"]["name"]);
+            assert_no_nulls(&o.0, &name);
+            let errors: Vec<String> =
+                validator_for(&o.0).iter_errors(&o.0).map(|e| format!("{}: {e}", e.instance_path())).collect();
+            assert!(errors.is_empty(), "{name} does not match Kueue's CRD:\n{}\n{:#}", errors.join("\n"), o.0);
+            if kind == "ClusterQueue" {
+                assert_resource_groups_are_consistent(&o.0);
+            }
+            seen.push(o.0["metadata"]["name"].as_str().unwrap().to_string());
+        }
+    }
+    // The names the add-on gives them (AWS's task governance CLI page; the HyperPod CLI).
+    for name in [
+        "hyperpod-ns-research-clusterqueue",
+        "hyperpod-ns-prod-clusterqueue",
+        "hyperpod-ns-research-localqueue",
+        "hyperpod-ns-prod-localqueue",
+        "training-priority",
+        "inference-priority",
+        "ml.g5.12xlarge",
+    ] {
+        assert!(seen.iter().any(|s| s == name), "no Kueue object {name}: {seen:?}");
+    }
 }

@@ -3,16 +3,19 @@
 //! a changed spec updates exactly what differs (by version), removes dropped teams and records
 //! nothing when the state matches; preflight refuses quotas the cluster's groups cannot hold
 //! and a scheduler config that is not ours; lost responses and a restart mid-operation create
-//! nothing twice (per-API call counters); switching off tears down in order.
+//! nothing twice (per-API call counters); switching off tears down in order; the simulated
+//! Kueue lends idle GPUs by fair-share weight when fair share is on.
 
 use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{
-    EksApi, HyperPodApi, SchedulerPolicy, TASK_GOVERNANCE_ADDON, Tags, TaskGovernanceApi,
+    EksApi, HyperPodApi, KubeApi, KubeObject, KubeTarget, ListParams, SchedulerPolicy, TASK_GOVERNANCE_ADDON, Tags,
+    TaskGovernanceApi,
 };
 use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
 use instantstart_core::workflow;
+use instantstart_core::workload::admission::{AdmissionState, admission_of};
 use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
 use instantstart_store::SqliteStore;
 use serde_json::{Value, json};
@@ -329,4 +332,119 @@ async fn deleting_a_governed_cluster_removes_governance_first_and_survives_a_res
     assert_eq!(b.sim.calls("sagemaker:DeleteClusterSchedulerConfig"), 1, "{:?}", b.sim.stats());
     assert_eq!(b.sim.calls("sagemaker:DeleteComputeQuota"), 2, "{:?}", b.sim.stats());
     assert!(b.sim.describe_hyperpod_cluster(REGION, "demo-hp").await.unwrap().is_none());
+}
+
+/// A one-pod HyperPodPyTorchJob of `team` asking for `gpus` GPUs of an ml.g5.12xlarge for
+/// `seconds`.
+fn team_job(name: &str, team: &str, gpus: u32, seconds: u32) -> KubeObject {
+    KubeObject(json!({
+        "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+        "metadata": { "name": name, "namespace": format!("hyperpod-ns-{team}"),
+                      "labels": { "kueue.x-k8s.io/queue-name": format!("hyperpod-ns-{team}-localqueue"),
+                                  "kueue.x-k8s.io/priority-class": "training-priority" } },
+        "spec": { "replicaSpecs": [{ "name": "pods", "replicas": 1, "template": { "spec": {
+            "nodeSelector": { "node.kubernetes.io/instance-type": "ml.g5.12xlarge" },
+            "containers": [{ "name": "pytorch", "image": "pytorch/pytorch:2.5.1",
+                             "env": [{ "name": "SIM_DURATION_SECONDS", "value": seconds.to_string() }],
+                             "resources": { "limits": { "nvidia.com/gpu": gpus } } }] } } }] },
+    }))
+}
+
+/// `name → admission state` of the team jobs, as the control plane reads them from Kueue.
+async fn admission_states(sim: &SimCloud) -> Vec<(String, AdmissionState)> {
+    let target = KubeTarget::new(REGION, "demo");
+    let list = |api: &str, kind: &str| ListParams {
+        api_version: api.into(),
+        kind: kind.into(),
+        namespace: None,
+        labels: vec![],
+    };
+    let jobs = sim.list(&target, &list("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob")).await.unwrap();
+    let workloads = sim.list(&target, &list("kueue.x-k8s.io/v1beta1", "Workload")).await.unwrap();
+    let queues = sim.list(&target, &list("kueue.x-k8s.io/v1beta1", "ClusterQueue")).await.unwrap();
+    let mut out: Vec<(String, AdmissionState)> = jobs
+        .iter()
+        .map(|j| {
+            (j.0["metadata"]["name"].as_str().unwrap().to_string(), admission_of(j, &workloads, &queues).unwrap().state)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Fair share: when idle quota frees up and two teams wait to borrow it, the team with more
+/// fair-share weight per borrowed GPU gets it, though the other team asked first; with fair
+/// share off, first come, first served. (The simulated Kueue replays admissions from the
+/// objects, so switching the policy re-decides the same history.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_share_lends_idle_gpus_by_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = created(dir.path(), 2000.0).await; // 2 × ml.g5.12xlarge: 8 GPUs
+    let spec = |fair_share: bool| {
+        json!({
+            "fair_share": fair_share,
+            "priority_classes": [{ "name": "training", "weight": 50 }],
+            "teams": [
+                { "name": "a", "quotas": [{ "instance_type": "ml.g5.12xlarge", "accelerators": 2 }], "borrow_limit": 100,
+                  "fair_share_weight": 10 },
+                { "name": "b", "quotas": [{ "instance_type": "ml.g5.12xlarge", "accelerators": 2 }], "borrow_limit": 100,
+                  "fair_share_weight": 90 },
+                { "name": "lender", "quotas": [{ "instance_type": "ml.g5.12xlarge", "count": 1 }], "sharing": "Lend" }
+            ]
+        })
+    };
+    run(&b, OperationKind::SetGovernance, &governance(spec(true))).await;
+    b.sim.set_speed(1.0).unwrap();
+    let target = KubeTarget::new(REGION, "demo");
+    // Every GPU taken; the lender's first job ends soon and frees 2 of them.
+    for job in [
+        team_job("l1", "lender", 2, 100),
+        team_job("l2", "lender", 2, 10_000_000),
+        team_job("a1", "a", 2, 10_000_000),
+        team_job("b1", "b", 2, 10_000_000),
+        team_job("a2", "a", 2, 10_000_000), // asks first to borrow
+        team_job("b2", "b", 2, 10_000_000),
+    ] {
+        b.sim.apply(&target, &job).await.unwrap();
+    }
+    use AdmissionState::{Admitted, Finished, Queued};
+    let states = |pairs: [(&str, AdmissionState); 6]| pairs.map(|(n, s)| (n.to_string(), s)).to_vec();
+    assert_eq!(
+        admission_states(&b.sim).await,
+        states([
+            ("a1", Admitted),
+            ("a2", Queued),
+            ("b1", Admitted),
+            ("b2", Queued),
+            ("l1", Admitted),
+            ("l2", Admitted)
+        ])
+    );
+    b.sim.advance(Duration::from_secs(600));
+    // b (weight 90) borrows the 2 freed GPUs before a (weight 10), which asked first.
+    assert_eq!(
+        admission_states(&b.sim).await,
+        states([
+            ("a1", Admitted),
+            ("a2", Queued),
+            ("b1", Admitted),
+            ("b2", Admitted),
+            ("l1", Finished),
+            ("l2", Admitted)
+        ])
+    );
+    // Fair share off: first come, first served.
+    b.sim.set_speed(2000.0).unwrap();
+    run(&b, OperationKind::SetGovernance, &governance(spec(false))).await;
+    assert_eq!(
+        admission_states(&b.sim).await,
+        states([
+            ("a1", Admitted),
+            ("a2", Admitted),
+            ("b1", Admitted),
+            ("b2", Queued),
+            ("l1", Finished),
+            ("l2", Admitted)
+        ])
+    );
 }

@@ -33,6 +33,20 @@ use serde_json::Value;
 pub const KUEUE_WORKLOAD: (&str, &str) = ("kueue.x-k8s.io/v1beta1", "Workload");
 /// `apiVersion`/`kind` of Kueue's ClusterQueues (one per team, cluster-scoped).
 pub const KUEUE_CLUSTER_QUEUE: (&str, &str) = ("kueue.x-k8s.io/v1beta1", "ClusterQueue");
+/// Every field of Kueue's objects the read below looks at, as `(kind, path)` (`[]`: each item of
+/// a list), outside `metadata`. `crates/recipes/tests/manifests.rs` walks each path through the
+/// vendored CRD's `openAPIV3Schema` (Kueue v0.19.2, `vendor/schemas/kueue`), so a field that
+/// Kueue does not have at `v1beta1` fails there rather than reading nothing on a real cluster.
+pub const KUEUE_FIELDS_READ: &[(&str, &str)] = &[
+    ("Workload", "status.conditions[].type"),
+    ("Workload", "status.conditions[].status"),
+    ("Workload", "status.conditions[].reason"),
+    ("Workload", "status.conditions[].message"),
+    ("Workload", "status.admission.clusterQueue"),
+    ("Workload", "status.admission.podSetAssignments[].resourceUsage"),
+    ("ClusterQueue", "status.flavorsUsage[].resources[].name"),
+    ("ClusterQueue", "status.flavorsUsage[].resources[].borrowed"),
+];
 /// Extended resources counted as accelerators.
 pub const ACCELERATOR_RESOURCES: &[&str] = &["nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
 

@@ -103,6 +103,9 @@ pub const RESOURCES: &[(&str, &str, &str, &[&str])] = &[
     ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", &[]),
     ("kueue.x-k8s.io/v1beta1", "Workload", "workloads", &["wl"]),
     ("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", &["cq"]),
+    ("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues", &["lq"]),
+    ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass", "workloadpriorityclasses", &[]),
+    ("kueue.x-k8s.io/v1beta1", "ResourceFlavor", "resourceflavors", &["rf"]),
 ];
 
 /// `(chart, apiVersion, kind, plural, short names)` of the custom resources a pinned Helm chart

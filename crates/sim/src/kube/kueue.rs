@@ -1,6 +1,8 @@
 //! Kueue as the HyperPod task governance add-on runs it, simulated: which training jobs of a
 //! cluster are queued, admitted, preempted or finished at a moment, and the Kueue objects
-//! (`Workload`, `ClusterQueue`, `kueue.x-k8s.io/v1beta1`) that say so through the API server —
+//! (`Workload`, `ClusterQueue`, `LocalQueue`, `WorkloadPriorityClass`, `ResourceFlavor`,
+//! `kueue.x-k8s.io/v1beta1`, named as the add-on names them: `instantstart_core::governance`) that
+//! say so through the API server, accepted by Kueue v0.19.2's CRDs (`vendor/schemas/kueue`) —
 //! so the control plane's real read path (`instantstart_core::workload::admission`) is the one
 //! the tests exercise.
 //!
@@ -16,7 +18,8 @@
 //!
 //! Events are replayed from the first job's creation to `now`. At each event (a job arrives or
 //! one admitted ends: admitted + [`timings::POD_START`](crate::timings::POD_START) + its run
-//! time), the pending jobs are tried by priority (weight, then arrival, then name):
+//! time), the pending jobs are tried by priority (weight, then arrival, then name; with fair
+//! share, by their team's share first):
 //!
 //! - **Admission.** A job fits when its team's usage of the type stays within its guaranteed
 //!   quota plus what it may borrow (`LendAndBorrow`: `borrow_limit` percent of the quota, 50
@@ -29,8 +32,16 @@
 //!   LowerPriority`, it evicts the team's lower-priority jobs (lowest, then newest, first) —
 //!   `withinClusterQueue: LowerPriority`.
 //!
+//! - **Fair share.** When the scheduler config has `FairShare: Enabled`, the pending jobs are
+//!   tried first by the share of idle quota their team would hold once admitted — what it
+//!   borrows beyond its guarantee per unit of its quota's fair-share weight, lowest first (a job
+//!   within its guarantee has share 0; a borrowing team of weight 0 comes last) — then by
+//!   priority; Kueue's fair sharing (`fairSharing.weight`). Otherwise first come, first served
+//!   by priority. Preemption by fair share (a team over its share losing borrowed quota to one
+//!   under it) is not modelled.
+//!
 //! Evictions happen only when they make the job fit. An evicted job waits again (its pods are
-//! gone) and starts from the beginning when admitted again. Fair share is not modelled.
+//! gone) and starts from the beginning when admitted again.
 //!
 //! While a job is not admitted its pods are held before scheduling (`SchedulingGated`, the
 //! message naming the queue); an admitted job's pods start at its admission.
@@ -40,7 +51,8 @@ use super::{KubeWorld, str_at};
 use crate::timings;
 use crate::world::{World, stable_hash};
 use instantstart_core::governance::{
-    PRIORITY_LABEL, QUEUE_LABEL, class_of_priority, team_cluster_queue, team_of_queue, team_queue,
+    MANAGED_QUEUE_LABEL, PRIORITY_LABEL, QUEUE_LABEL, QUOTA_ALLOCATION_LABEL, class_of_priority, priority_class_name,
+    team_cluster_queue, team_namespace, team_of_queue, team_queue,
 };
 use instantstart_core::provider::{PreemptTeamTasks, QuotaConfig, SharingStrategy, TASK_GOVERNANCE_ADDON};
 use serde_json::{Value, json};
@@ -49,7 +61,10 @@ use std::collections::BTreeMap;
 /// `apiVersion` of Kueue's kinds.
 pub(crate) const KUEUE_API: &str = "kueue.x-k8s.io/v1beta1";
 /// The kinds served while Kueue runs.
-pub(crate) const KUEUE_KINDS: &[&str] = &["Workload", "ClusterQueue"];
+pub(crate) const KUEUE_KINDS: &[&str] =
+    &["Workload", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "ResourceFlavor"];
+/// The cohort the teams' ClusterQueues share (AWS does not document its name; nothing reads it).
+const COHORT: &str = "hyperpod-cohort";
 /// SageMaker's default borrow limit (percent of the team's quota).
 const DEFAULT_BORROW_LIMIT: u32 = 50;
 /// The pod set name of a job's Workload.
@@ -78,6 +93,8 @@ pub(crate) struct JobQueue {
     pub resource: String,
     pub accelerators: u32,
     pub pods: u32,
+    /// The pod template of the job's pods (the Workload's `podSets[].template`).
+    pub template: Value,
     pub arrived: f64,
     pub state: State,
     /// When the current admission began.
@@ -124,9 +141,19 @@ pub(crate) struct Admissions {
     /// By the key of the job's object.
     pub jobs: BTreeMap<String, JobQueue>,
     pub teams: BTreeMap<String, TeamQueue>,
+    /// Weights of the scheduler config's priority classes, by class name.
+    pub weights: BTreeMap<String, u32>,
+    /// Idle quota is lent by fair-share weight (the scheduler config's `FairShare`).
+    pub fair_share: bool,
 }
 
 impl Admissions {
+    /// (pending, admitted) Workloads among the jobs `of` selects.
+    fn counts(&self, of: impl Fn(&JobQueue) -> bool) -> (usize, usize) {
+        let n = |s: &[State]| self.jobs.values().filter(|j| of(j) && s.contains(&j.state)).count();
+        (n(&[State::Queued, State::Preempted]), n(&[State::Admitted]))
+    }
+
     /// `None`: the pods of the job at `key` are not held by Kueue; `Some(None)`: held (not
     /// admitted); `Some(Some(t))`: admitted at `t`.
     pub fn hold(&self, key: &str) -> Option<(Option<f64>, String)> {
@@ -155,11 +182,14 @@ pub(crate) fn team_namespace_exists(w: &World, kw: &KubeWorld, namespace: &str, 
     running(w, kw, now) && governance(w, kw, now).0.contains_key(team)
 }
 
-/// The teams (compute quotas) and priority class weights of the cluster behind `kw`.
-fn governance(w: &World, kw: &KubeWorld, now: f64) -> (BTreeMap<String, TeamQueue>, BTreeMap<String, u32>) {
+/// The teams (compute quotas), the priority class weights and whether idle quota is lent by
+/// fair-share weight (the scheduler config's `FairShare`) in the cluster behind `kw`.
+fn governance(w: &World, kw: &KubeWorld, now: f64) -> (BTreeMap<String, TeamQueue>, BTreeMap<String, u32>, bool) {
     let arns: Vec<&str> = w.hyperpod.values().filter(|h| h.eks_arn == kw.eks_arn).map(|h| h.arn.as_str()).collect();
     let mut weights = BTreeMap::new();
+    let mut fair_share = false;
     for sc in w.scheduler_configs.values().filter(|s| arns.contains(&s.cluster_arn.as_str()) && s.exists(now)) {
+        fair_share |= sc.policy.fair_share;
         for p in &sc.policy.priority_classes {
             weights.insert(p.name.clone(), u32::from(p.weight));
         }
@@ -177,7 +207,7 @@ fn governance(w: &World, kw: &KubeWorld, now: f64) -> (BTreeMap<String, TeamQueu
         }
         teams.insert(q.config.team.clone(), TeamQueue { quota: q.config.clone(), guaranteed, used: BTreeMap::new() });
     }
-    (teams, weights)
+    (teams, weights, fair_share)
 }
 
 /// What a job asks for: (instance type, resource, accelerators, pods, run time once started).
@@ -209,7 +239,7 @@ pub(crate) fn admissions(w: &World, kw: &KubeWorld, now: f64) -> Admissions {
     if !running(w, kw, now) {
         return Admissions::default();
     }
-    let (mut teams, weights) = governance(w, kw, now);
+    let (mut teams, weights, fair_share) = governance(w, kw, now);
     let mut jobs: BTreeMap<String, JobQueue> = BTreeMap::new();
     let mut runs: BTreeMap<String, Option<f64>> = BTreeMap::new();
     for (key, rec) in &kw.objects {
@@ -229,6 +259,10 @@ pub(crate) fn admissions(w: &World, kw: &KubeWorld, now: f64) -> Admissions {
             .map(|p| class_of_priority(p).unwrap_or(p).to_string());
         let pods = workload::pods_of(key, rec, now);
         let (instance_type, resource, accelerators, npods, run) = request(&pods);
+        // Kueue's pod set template: the pods' spec (only labels and annotations are allowed
+        // in its metadata).
+        let template =
+            pods.first().map_or_else(|| json!({ "spec": { "containers": [] } }), |p| json!({ "spec": p.spec }));
         let (reason, message) = if !teams.contains_key(&team) {
             ("Inadmissible".to_string(), format!("LocalQueue {queue} doesn't exist"))
         } else if let Some(p) = priority.as_ref().filter(|p| !weights.contains_key(*p)) {
@@ -251,6 +285,7 @@ pub(crate) fn admissions(w: &World, kw: &KubeWorld, now: f64) -> Admissions {
                 resource,
                 accelerators,
                 pods: npods,
+                template,
                 arrived: rec.created_at,
                 state: State::Queued,
                 admitted_at: None,
@@ -278,7 +313,7 @@ pub(crate) fn admissions(w: &World, kw: &KubeWorld, now: f64) -> Admissions {
                 }
             }
         }
-        admit_pending(&mut jobs, &mut teams, t);
+        admit_pending(&mut jobs, &mut teams, fair_share, t);
         let next_arrival = jobs.values().map(|j| j.arrived).filter(|a| *a > t).fold(f64::INFINITY, f64::min);
         let next_end = jobs
             .iter()
@@ -288,7 +323,7 @@ pub(crate) fn admissions(w: &World, kw: &KubeWorld, now: f64) -> Admissions {
             .fold(f64::INFINITY, f64::min);
         t = next_arrival.min(next_end);
     }
-    Admissions { jobs, teams }
+    Admissions { jobs, teams, weights, fair_share }
 }
 
 /// Free accelerators of `instance_type` for team `team`: the cohort's quota, less what is in
@@ -369,15 +404,45 @@ fn evict_for(
     true
 }
 
-fn admit_pending(jobs: &mut BTreeMap<String, JobQueue>, teams: &mut BTreeMap<String, TeamQueue>, t: f64) {
+/// A team's weighted share of the cohort's idle quota once `j` is admitted: what it would borrow
+/// beyond its guarantee per unit of fair-share weight (0 when it borrows nothing; a team of
+/// weight 0 that borrows comes last). Kueue's fair sharing admits the workload whose
+/// ClusterQueue's share stays lowest first.
+fn share_after(teams: &BTreeMap<String, TeamQueue>, j: &JobQueue) -> u64 {
+    let Some(q) = teams.get(&j.team) else { return u64::MAX };
+    let g = q.guaranteed.get(&j.instance_type).map_or(0, |g| g.1);
+    let borrow = (q.used.get(&j.instance_type).copied().unwrap_or(0) + j.accelerators).saturating_sub(g);
+    match (borrow, q.quota.fair_share_weight) {
+        (0, _) => 0,
+        (_, 0) => u64::MAX,
+        (b, w) => u64::from(b) * 1_000_000 / u64::from(w),
+    }
+}
+
+/// Tries the pending jobs at `t`, one at a time: by priority (weight), then arrival; with fair
+/// share, first by the share their team would have ([`share_after`], recomputed after each
+/// admission), so idle quota goes to the teams with the most weight per GPU they borrow.
+fn admit_pending(
+    jobs: &mut BTreeMap<String, JobQueue>,
+    teams: &mut BTreeMap<String, TeamQueue>,
+    fair_share: bool,
+    t: f64,
+) {
     let mut pending: Vec<(String, JobQueue)> = jobs
         .iter()
         .filter(|(_, j)| matches!(j.state, State::Queued | State::Preempted) && j.arrived <= t)
         .filter(|(_, j)| j.reason != "Inadmissible")
         .map(|(k, j)| (k.clone(), j.clone()))
         .collect();
-    pending.sort_by(|a, b| order(&a.1, &b.1));
-    for (key, j) in pending {
+    while !pending.is_empty() {
+        let next = (0..pending.len())
+            .min_by(|a, b| {
+                let (ja, jb) = (&pending[*a].1, &pending[*b].1);
+                let share = |j| if fair_share { share_after(teams, j) } else { 0 };
+                share(ja).cmp(&share(jb)).then(order(ja, jb))
+            })
+            .expect("a pending job");
+        let (key, j) = pending.remove(next);
         let Some(q) = teams.get(&j.team) else { continue };
         let g = q.guaranteed.get(&j.instance_type).map_or(0, |g| g.1);
         let within_guarantee = q.used.get(&j.instance_type).copied().unwrap_or(0) + j.accelerators <= g;
@@ -493,6 +558,15 @@ fn workload_object(w: &World, kw: &KubeWorld, j: &JobQueue) -> Value {
         });
     }
     let api_version = if j.kind == "RayJob" { "ray.io/v1" } else { "sagemaker.amazonaws.com/v1" };
+    let mut spec = json!({
+        "queueName": team_queue(&j.team),
+        "priority": j.weight,
+        "podSets": [{ "name": POD_SET, "count": j.pods, "template": j.template }],
+    });
+    if let Some(p) = &j.priority {
+        spec["priorityClassName"] = json!(priority_class_name(p));
+        spec["priorityClassSource"] = json!("kueue.x-k8s.io/workloadpriorityclass");
+    }
     json!({
         "apiVersion": KUEUE_API,
         "kind": "Workload",
@@ -504,27 +578,32 @@ fn workload_object(w: &World, kw: &KubeWorld, j: &JobQueue) -> Value {
             "ownerReferences": [{ "apiVersion": api_version, "kind": j.kind, "name": j.name, "uid": j.uid,
                                   "controller": true, "blockOwnerDeletion": true }],
         },
-        "spec": {
-            "queueName": team_queue(&j.team),
-            "priority": j.weight,
-            "priorityClassName": j.priority.as_ref().map(|p| format!("{p}-priority")),
-            "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass",
-            "podSets": [{ "name": POD_SET, "count": j.pods }],
-        },
+        "spec": spec,
         "status": status,
     })
 }
 
-/// The `ClusterQueue` of a team: its quota per instance type (flavor) and what it uses and borrows.
+/// Labels the add-on puts on what it creates for a team (the team's namespace carries them too;
+/// aws/sagemaker-hyperpod-cli `src/sagemaker/hyperpod/cli/constants/command_constants.py`).
+fn team_labels(team: &str) -> Value {
+    json!({ MANAGED_QUEUE_LABEL: "true", QUOTA_ALLOCATION_LABEL: team })
+}
+
+/// The `ClusterQueue` of a team: its quota per instance type (one flavor per type, one resource
+/// group per accelerator resource, so every flavor covers exactly its group's resources) and what
+/// it uses and borrows.
 fn cluster_queue_object(a: &Admissions, team: &str, q: &TeamQueue) -> Value {
-    let flavors: Vec<Value> = q
-        .guaranteed
-        .iter()
-        .map(|(it, (res, n))| {
-            json!({ "name": it, "resources": [{ "name": res, "nominalQuota": n.to_string(),
-                                                "borrowingLimit": q.borrow_cap(it).to_string() }] })
-        })
-        .collect();
+    let mut groups: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    for (it, (res, n)) in &q.guaranteed {
+        let mut r =
+            json!({ "name": res, "nominalQuota": n.to_string(), "borrowingLimit": q.borrow_cap(it).to_string() });
+        if !q.lends() {
+            r["lendingLimit"] = json!("0");
+        }
+        groups.entry(res.as_str()).or_default().push(json!({ "name": it, "resources": [r] }));
+    }
+    let groups: Vec<Value> =
+        groups.into_iter().map(|(res, flavors)| json!({ "coveredResources": [res], "flavors": flavors })).collect();
     let usage: Vec<Value> = q
         .guaranteed
         .iter()
@@ -533,25 +612,66 @@ fn cluster_queue_object(a: &Admissions, team: &str, q: &TeamQueue) -> Value {
                                                 "borrowed": q.borrowed(it).to_string() }] })
         })
         .collect();
-    let count = |s: &[State]| a.jobs.values().filter(|j| j.team == team && s.contains(&j.state)).count();
-    json!({
+    let (pending, admitted) = a.counts(|j| j.team == team);
+    let mut cq = json!({
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
-        "metadata": { "name": team_cluster_queue(team) },
+        "metadata": { "name": team_cluster_queue(team), "labels": team_labels(team) },
         "spec": {
-            "cohort": "hyperpod-cohort",
-            "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": format!("hyperpod-ns-{team}") } },
-            "resourceGroups": [{ "flavors": flavors }],
+            "cohort": COHORT,
+            "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": team_namespace(team) } },
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": groups,
             "preemption": {
                 "withinClusterQueue": q.quota.preempt_team_tasks.as_str(),
                 "reclaimWithinCohort": "Any",
             },
         },
         "status": {
+            "flavorsReservation": usage,
             "flavorsUsage": usage,
-            "pendingWorkloads": count(&[State::Queued, State::Preempted]),
-            "admittedWorkloads": count(&[State::Admitted]),
+            "pendingWorkloads": pending,
+            "reservingWorkloads": admitted,
+            "admittedWorkloads": admitted,
         },
+    });
+    if a.fair_share {
+        cq["spec"]["fairSharing"] = json!({ "weight": q.quota.fair_share_weight.to_string() });
+    }
+    cq
+}
+
+/// The `LocalQueue` of a team, in its namespace, pointing at its ClusterQueue.
+fn local_queue_object(a: &Admissions, team: &str) -> Value {
+    let (pending, admitted) = a.counts(|j| j.team == team);
+    json!({
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": { "name": team_queue(team), "namespace": team_namespace(team), "labels": team_labels(team) },
+        "spec": { "clusterQueue": team_cluster_queue(team) },
+        "status": { "pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted },
+    })
+}
+
+/// The `WorkloadPriorityClass` of a scheduler config's priority class: its weight is the value.
+fn priority_class_object(class: &str, weight: u32) -> Value {
+    json!({
+        "apiVersion": KUEUE_API,
+        "kind": "WorkloadPriorityClass",
+        "metadata": { "name": priority_class_name(class) },
+        "value": weight,
+        "description": format!("priority class {class} of the cluster's scheduler config"),
+    })
+}
+
+/// The `ResourceFlavor` of an instance type named in some quota (named after the type, selecting
+/// its nodes).
+fn resource_flavor_object(instance_type: &str) -> Value {
+    json!({
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": { "name": instance_type },
+        "spec": { "nodeLabels": { "node.kubernetes.io/instance-type": instance_type } },
     })
 }
 
@@ -567,6 +687,18 @@ pub(crate) fn objects(w: &World, kw: &KubeWorld, kind: &str, namespace: Option<&
             .map(|j| workload_object(w, kw, j))
             .collect(),
         "ClusterQueue" => a.teams.iter().map(|(t, q)| cluster_queue_object(&a, t, q)).collect(),
+        "LocalQueue" => a
+            .teams
+            .keys()
+            .filter(|t| namespace.is_none_or(|ns| team_namespace(t) == ns))
+            .map(|t| local_queue_object(&a, t))
+            .collect(),
+        "WorkloadPriorityClass" => a.weights.iter().map(|(c, w)| priority_class_object(c, *w)).collect(),
+        "ResourceFlavor" => {
+            let types: std::collections::BTreeSet<&String> =
+                a.teams.values().flat_map(|q| q.guaranteed.keys()).collect();
+            types.into_iter().map(|t| resource_flavor_object(t)).collect()
+        }
         _ => Vec::new(),
     }
 }

@@ -36,8 +36,9 @@
 //!   cluster's HyperPod clusters ([`kind_served`]); with them HyperPod's Karpenter scales the
 //!   groups the NodeClass lists from zero for pending pods and back when idle ([`karpenter`]).
 //! - While the task governance add-on is installed, Kueue admits the training jobs that name a
-//!   team's queue by the teams' quotas, borrowing and priorities, and serves their `Workload`s
-//!   and the teams' `ClusterQueue`s ([`kueue`]).
+//!   team's queue by the teams' quotas, borrowing, priorities and fair share, and serves their
+//!   `Workload`s, the teams' `ClusterQueue`s and `LocalQueue`s, the `WorkloadPriorityClass`es
+//!   and `ResourceFlavor`s as Kueue v0.19.2's CRDs have them ([`kueue`]).
 //! - Other kinds (ConfigMaps, Secrets, ServiceAccounts, RBAC, CRDs, custom resources) are
 //!   stored as applied.
 //! - The custom resources of the pinned Helm charts ([`apiserver::CHART_RESOURCES`]: RayJob,
@@ -111,6 +112,8 @@ const CLUSTER_SCOPED: &[&str] = &[
     "NodePool",
     "NodeClaim",
     "ClusterQueue",
+    "WorkloadPriorityClass",
+    "ResourceFlavor",
 ];
 
 /// Namespaces every cluster starts with; they cannot be deleted.
