@@ -320,7 +320,15 @@ async fn roles_left_without_policies_by_a_killed_create_are_completed_not_create
     let csi_role = b.sim.role_policies(&csi).unwrap();
     assert_eq!(csi_role.trust_policy, instantstart_core::workflow::steps::pod_identity_trust_policy());
     let eks_role = b.sim.role_policies(&names.eks_cluster_role).unwrap();
-    assert_eq!(eks_role.trust_policy, service_trust_policy("eks.amazonaws.com"));
+    // Completed with the trust the create pipeline wants: EKS, for this cluster and account only.
+    assert_eq!(
+        eks_role.trust_policy,
+        instantstart_core::workflow::create_cluster::eks_cluster_trust_policy(
+            "123456789012",
+            "us-east-1",
+            &names.eks_cluster
+        )
+    );
     assert_eq!(eks_role.managed_policies, ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]);
     assert!(eks_role.inline_policies.is_empty());
     let bucket = op.step("bucket").unwrap().outputs["bucket"].as_str().unwrap().to_string();
