@@ -137,7 +137,8 @@ mod tests {
 
     #[test]
     fn training_steps_are_read_from_progress_lines() {
-        let table: &[(&str, Option<(u64, f64, f64)>)] = &[
+        type Step = Option<(u64, f64, f64)>;
+        let table: &[(&str, Step)] = &[
             ("step 12 | loss 1.2345 | lr 2.00e-05 | 9123.4 tokens/s", Some((12, 1.2345, 9123.4))),
             ("[rank0]: step 3 | loss 2.5 | lr 1e-4 | 100.0 tokens/s", Some((3, 2.5, 100.0))),
             ("loading checkpoint", None),

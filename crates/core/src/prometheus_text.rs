@@ -68,7 +68,7 @@ fn parse_value(s: &str) -> Option<f64> {
 }
 
 /// Splits `name{labels} value [ts]` into its parts.
-fn sample_line(line: &str) -> Result<(String, Vec<(String, String)>, f64, Option<i64>), String> {
+fn sample_line(line: &str) -> Result<Sample, String> {
     let name_end = line.find(|c: char| !is_name_char(c)).unwrap_or(line.len());
     let name = &line[..name_end];
     if !name.starts_with(is_name_start) {
@@ -143,7 +143,7 @@ fn sample_line(line: &str) -> Result<(String, Vec<(String, String)>, f64, Option
     if fields.next().is_some() {
         return Err("text after the timestamp".into());
     }
-    Ok((name.to_string(), labels, value, timestamp))
+    Ok(Sample { name: name.to_string(), labels, value, timestamp_ms: timestamp })
 }
 
 /// The samples of `text` whose metric name `wanted` accepts, in the order of the text.
@@ -158,12 +158,11 @@ pub fn parse(text: &str, wanted: impl Fn(&str) -> bool) -> Result<Vec<Sample>, P
         if name_end > 0 && !wanted(&line[..name_end]) {
             continue;
         }
-        let (name, labels, value, timestamp_ms) =
-            sample_line(line).map_err(|reason| PromTextError::Line { line: i + 1, reason })?;
+        let sample = sample_line(line).map_err(|reason| PromTextError::Line { line: i + 1, reason })?;
         if out.len() == MAX_SAMPLES {
             return Err(PromTextError::TooManySamples);
         }
-        out.push(Sample { name, labels, value, timestamp_ms });
+        out.push(sample);
     }
     Ok(out)
 }
