@@ -636,6 +636,36 @@ mod tests {
     }
 
     #[test]
+    fn the_sampler_scrapes_what_was_read_recently_at_its_step() {
+        let sim = instantstart_sim::SimCloud::new(instantstart_sim::SimConfig::with_speed(1.0)).unwrap();
+        let source = DcgmSource::new(Arc::new(sim));
+        let t = KubeTarget::new("us-east-1", "c");
+        let node = Watched::Node(t.clone(), "n".into());
+        let job = Watched::Job(t.clone(), "ns".into(), "j".into());
+        let start = Instant::now();
+        source.watch(node.clone(), &MetricsWindow { since_seconds: 600, step_seconds: 10 });
+        // A step below the sampler's floor is sampled at the floor.
+        source.watch(job.clone(), &MetricsWindow { since_seconds: 600, step_seconds: 1 });
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert!(source.due(at(0)).is_empty());
+        assert_eq!(source.due(at(6)), std::slice::from_ref(&job));
+        let mut both = source.due(at(11));
+        both.sort_by_key(|w| matches!(w, Watched::Job(..)));
+        assert_eq!(both, [node, job]);
+        // Nobody read them for WATCH_FOR: no longer sampled.
+        assert!(source.due(start + WATCH_FOR + Duration::from_secs(1)).is_empty());
+        assert!(source.lock().watched.is_empty());
+        // Many nodes read at once: the oldest read is dropped beyond the cap.
+        for i in 0..(MAX_WATCHED + 10) {
+            source.watch(
+                Watched::Node(t.clone(), format!("n{i}")),
+                &MetricsWindow { since_seconds: 60, step_seconds: 5 },
+            );
+        }
+        assert_eq!(source.lock().watched.len(), MAX_WATCHED);
+    }
+
+    #[test]
     fn exporter_samples_become_one_sample_per_gpu() {
         let text = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"n\",namespace=\"team-a\",pod=\"llama-0\"} 97\n\
                     DCGM_FI_DEV_FB_USED{gpu=\"0\",namespace=\"team-a\",pod=\"llama-0\"} 70000\n\
