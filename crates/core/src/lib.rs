@@ -25,6 +25,7 @@ pub mod names;
 pub mod operation;
 pub mod page;
 pub mod preflight;
+pub mod prometheus_text;
 pub mod provider;
 pub mod spec;
 pub mod store;

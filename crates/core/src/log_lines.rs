@@ -9,6 +9,10 @@
 //!   many were cut.
 //! - [`cap_log_line`] applies the same bound to a line that is already whole.
 //! - Invalid UTF-8 becomes U+FFFD; nothing is lost silently except what the marker reports.
+//!
+//! [`parse_training_step`] reads the progress line InstantStart's training recipes print
+//! (`step 12 | loss 1.2345 | lr 2.00e-05 | 9123.4 tokens/s`), for the throughput and loss
+//! series of `api::metrics`.
 
 /// Longest log line kept, in bytes (before the marker).
 pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
@@ -77,6 +81,19 @@ impl LineSplitter {
     }
 }
 
+/// `(step, loss, throughput in tokens/s)` of a training progress line
+/// `step 12 | loss 1.2345 | lr 2.00e-05 | 9123.4 tokens/s`, found anywhere in the line (so
+/// prefixes such as `[rank0]:` or a timestamp are fine); `None` for any other line.
+pub fn parse_training_step(line: &str) -> Option<(u64, f64, f64)> {
+    let rest = &line[line.find("step ")? + 5..];
+    let mut parts = rest.split(" | ");
+    let step = parts.next()?.trim().parse().ok()?;
+    let loss = parts.next()?.strip_prefix("loss ")?.trim().parse().ok()?;
+    let _lr = parts.next()?;
+    let throughput = parts.next()?.strip_suffix(" tokens/s")?.trim().parse().ok()?;
+    Some((step, loss, throughput))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +133,21 @@ mod tests {
         let cut = 8 * (1 << 20) - MAX_LOG_LINE_BYTES;
         assert!(line.ends_with(&format!("[{cut} bytes cut]")), "{}", &line[line.len() - 40..]);
         assert!(line.len() < MAX_LOG_LINE_BYTES + 40);
+    }
+
+    #[test]
+    fn training_steps_are_read_from_progress_lines() {
+        type Step = Option<(u64, f64, f64)>;
+        let table: &[(&str, Step)] = &[
+            ("step 12 | loss 1.2345 | lr 2.00e-05 | 9123.4 tokens/s", Some((12, 1.2345, 9123.4))),
+            ("[rank0]: step 3 | loss 2.5 | lr 1e-4 | 100.0 tokens/s", Some((3, 2.5, 100.0))),
+            ("loading checkpoint", None),
+            ("step x | loss 1 | lr 1 | 1 tokens/s", None),
+            ("step 1 | loss 1 | lr 1 | 1 samples/s", None),
+        ];
+        for (line, want) in table {
+            assert_eq!(parse_training_step(line), *want, "{line}");
+        }
     }
 
     #[test]

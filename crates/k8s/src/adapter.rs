@@ -16,6 +16,8 @@
 //!   `/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/{path}` through the same client (so
 //!   the same EKS token and CA); any HTTP status is an answer, the body is read up to
 //!   [`PROXY_MAX_RESPONSE_BYTES`] + 1 bytes, the whole call is bounded by its timeout.
+//! - `pod_proxy`: the same, `GET` only, to `/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/{path}`
+//!   (how `crate::dcgm` scrapes the DCGM exporters).
 //!
 //! With [`KubeAdapter::with_watch_cache`], lists of Nodes and Pods are answered from
 //! reflector stores ([`crate::cache`]), except impersonated lists (a target with an identity),
@@ -40,8 +42,8 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use futures::{StreamExt, TryStreamExt};
 use instantstart_core::log_lines::LineSplitter;
 use instantstart_core::provider::{
-    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, PROXY_API, PROXY_MAX_RESPONSE_BYTES,
-    ProviderError, ProviderErrorKind, ProxyResponse,
+    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, POD_PROXY_API, PROXY_API,
+    PROXY_MAX_RESPONSE_BYTES, ProviderError, ProviderErrorKind, ProxyResponse,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, LogParams, Patch, PatchParams};
@@ -318,22 +320,43 @@ impl KubeAdapter {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<ProxyResponse, K8sError> {
-        use http_body_util::BodyExt;
         let path = path.trim_start_matches('/');
-        let bad = |s: &str| s.is_empty() || s.contains(['/', '?', '#', '%']) || s.chars().any(|c| c.is_whitespace());
-        if bad(namespace)
-            || bad(service)
-            || path.split('/').any(|seg| seg == ".." || seg == ".")
-            || path.contains(['?', '#'])
-        {
+        if bad_segment(namespace) || bad_segment(service) || bad_path(path) {
             return Err(K8sError::InvalidObject(format!("invalid service proxy path {namespace}/{service}/{path}")));
         }
         let uri = format!("/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/{path}");
+        self.send_proxied(target, &uri, body).await
+    }
+
+    /// `GET` through the pod proxy (the same checks of names and path as the service proxy).
+    async fn do_pod_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+        path: &str,
+    ) -> Result<ProxyResponse, K8sError> {
+        let path = path.trim_start_matches('/');
+        if bad_segment(namespace) || bad_segment(pod) || bad_path(path) {
+            return Err(K8sError::InvalidObject(format!("invalid pod proxy path {namespace}/{pod}/{path}")));
+        }
+        let uri = format!("/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/{path}");
+        self.send_proxied(target, &uri, None).await
+    }
+
+    /// Sends a proxied request (`POST` with a JSON body, else `GET`) and reads the answer up to
+    /// [`PROXY_MAX_RESPONSE_BYTES`] + 1 bytes.
+    async fn send_proxied(
+        &self,
+        target: &KubeTarget,
+        uri: &str,
+        body: Option<&[u8]>,
+    ) -> Result<ProxyResponse, K8sError> {
+        use http_body_util::BodyExt;
         let request = match body {
-            Some(b) => {
-                http::Request::post(&uri).header(http::header::CONTENT_TYPE, "application/json").body(b.to_vec())
-            }
-            None => http::Request::get(&uri).body(Vec::new()),
+            Some(b) => http::Request::post(uri).header(http::header::CONTENT_TYPE, "application/json").body(b.to_vec()),
+            None => http::Request::get(uri).body(Vec::new()),
         }
         .map_err(|e| K8sError::InvalidObject(e.to_string()))?
         .map(kube::client::Body::from);
@@ -343,7 +366,7 @@ impl KubeAdapter {
         let mut stream = response.into_body();
         let mut out = Vec::new();
         while let Some(frame) = stream.frame().await {
-            let frame = frame.map_err(|e| K8sError::Connect(format!("reading the service's answer: {e}")))?;
+            let frame = frame.map_err(|e| K8sError::Connect(format!("reading the proxied answer: {e}")))?;
             if let Ok(data) = frame.into_data() {
                 out.extend_from_slice(&data);
                 if out.len() > PROXY_MAX_RESPONSE_BYTES {
@@ -354,6 +377,16 @@ impl KubeAdapter {
         }
         Ok(ProxyResponse { status, body: out })
     }
+}
+
+/// A name that cannot be one path segment of a proxy URL.
+fn bad_segment(s: &str) -> bool {
+    s.is_empty() || s.contains(['/', '?', '#', '%']) || s.chars().any(|c| c.is_whitespace())
+}
+
+/// A proxied path that would leave the proxy (`..`) or carry a query or fragment.
+fn bad_path(path: &str) -> bool {
+    path.split('/').any(|seg| seg == ".." || seg == ".") || path.contains(['?', '#'])
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -421,6 +454,22 @@ impl KubeApi for KubeAdapter {
         let call = self.do_service_proxy(target, namespace, service, port, path, body);
         match tokio::time::timeout(timeout, call).await {
             Ok(r) => r.map_err(|e| self.fail(PROXY_API, target, e)),
+            Err(_) => Err(ProviderError::proxy_timeout(timeout)),
+        }
+    }
+
+    async fn pod_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+        path: &str,
+        timeout: std::time::Duration,
+    ) -> Result<ProxyResponse, ProviderError> {
+        let call = self.do_pod_proxy(target, namespace, pod, port, path);
+        match tokio::time::timeout(timeout, call).await {
+            Ok(r) => r.map_err(|e| self.fail(POD_PROXY_API, target, e)),
             Err(_) => Err(ProviderError::proxy_timeout(timeout)),
         }
     }

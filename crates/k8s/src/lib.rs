@@ -10,6 +10,8 @@
 //! - [`resources`] maps `apiVersion`/`kind` to REST resources, including the CRDs InstantStart
 //!   drives (HyperPodPyTorchJob, RayJob/RayCluster, InferenceEndpointConfig).
 //! - [`cache`]: optional reflector stores (kube-runtime) for the Nodes and Pods of each target.
+//! - [`dcgm`]: [`DcgmSource`], the [`MetricsSource`](instantstart_core::provider::MetricsSource)
+//!   of real clusters: NVIDIA's DCGM exporters scraped through the pod proxy into bounded rings.
 //! - [`error`] classifies failures into provider error kinds.
 //! - [`helm`]: [`HelmReleases`](instantstart_core::provider::HelmReleases) on the pinned `helm`
 //!   binary (argv, never a shell; a private 0600 kubeconfig per call).
@@ -33,6 +35,7 @@
 pub mod adapter;
 pub mod cache;
 pub mod connector;
+pub mod dcgm;
 pub mod eks_token;
 pub mod error;
 pub mod helm;
@@ -44,5 +47,6 @@ pub use connector::{
     ConfigConnector, EksConnector, EksEndpoint, EksEndpointResolver, KubeConnector, StaticEndpoints,
     install_crypto_provider,
 };
+pub use dcgm::DcgmSource;
 pub use error::K8sError;
 pub use helm::{ClusterAccess, ClusterAccessResolver, EksAccess, HelmCli, locate_helm};

@@ -767,3 +767,118 @@ async fn impersonated_calls_send_the_headers_and_meet_rbac() {
     assert!(events.iter().any(|e| e.allowed && e.namespace.as_deref() == Some("team-a")), "{events:#?}");
     assert!(events.iter().any(|e| !e.allowed && e.namespace.as_deref() == Some("team-b")), "{events:#?}");
 }
+
+/// NVIDIA's DaemonSet of the exporter (`dcgm-exporter.yaml` of NVIDIA/dcgm-exporter, trimmed to
+/// what the simulator reads: its labels, its container and port).
+fn dcgm_daemonset() -> Value {
+    let labels = json!({"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/version": "3.4.1"});
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+           "metadata": {"name": "dcgm-exporter", "namespace": "kube-system", "labels": labels},
+           "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+               "containers": [{"name": "dcgm-exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.1-ubuntu22.04",
+                               "env": [{"name": "DCGM_EXPORTER_LISTEN", "value": ":9400"}, {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}],
+                               "ports": [{"name": "metrics", "containerPort": 9400}]}]}}}})
+}
+
+/// A KubeRay job on two GPUs (head and one worker, one GPU each).
+fn gpu_ray_job(name: &str) -> Value {
+    let template = json!({"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.49.0",
+        "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+    json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+           "metadata": {"name": name, "namespace": "default", "annotations": {instantstart_sim::DURATION_ANNOTATION: "3600"}},
+           "spec": {"entrypoint": "python3 train.py", "submissionMode": "K8sJobMode",
+                    "rayClusterSpec": {"rayVersion": "2.49.0", "headGroupSpec": {"rayStartParams": {}, "template": template},
+                        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "rayStartParams": {}, "template": template}]}}})
+}
+
+fn by_time(s: &MetricSeries) -> BTreeMap<i64, f64> {
+    s.points.iter().map(|p| (p[0] as i64, p[1])).collect()
+}
+
+/// The real cluster's metrics source (`DcgmSource`) through kube-rs against the simulated API:
+/// no exporter is a clear error; with NVIDIA's DaemonSet applied, every point it answers (node
+/// and job) is the simulator's own value at that moment.
+#[tokio::test]
+async fn dcgm_source_reads_the_exporters_through_the_pod_proxy() {
+    use instantstart_k8s::dcgm::{DcgmSource, ORIGIN};
+    let sim = world(2).await;
+    let server = sim.serve_kube_api().await.unwrap();
+    let kube: Arc<dyn KubeApi> = Arc::new(adapter(&server));
+    let source = DcgmSource::new(kube.clone());
+    let t = target();
+    let window = MetricsWindow { since_seconds: 300, step_seconds: 5 };
+    let nodes = names(&kube.list(&t, &params("v1", "Node", None, &[])).await.unwrap());
+    assert_eq!(nodes.len(), 2);
+    let e = source.node_metrics(&t, &nodes[0], &window).await.unwrap_err();
+    assert!(e.is_no_metrics_exporter(), "{e}");
+    assert!(e.message.contains(&nodes[0]) && e.message.contains("dcgm-exporter"), "{e}");
+
+    kube.apply(&t, &KubeObject(dcgm_daemonset())).await.unwrap();
+    kube.apply(&t, &KubeObject(gpu_ray_job("llm"))).await.unwrap();
+    adv(&sim, timings::POD_START + timings::RAY_JOB_SUBMIT + 30.0);
+    let exporters =
+        kube.list(&t, &params("v1", "Pod", Some("kube-system"), &[("app.kubernetes.io/name", "dcgm-exporter")])).await;
+    let exporters = exporters.unwrap();
+    assert_eq!(exporters.len(), 2, "one exporter pod per node");
+    assert!(exporters.iter().all(|p| p.0["status"]["phase"] == "Running"), "{exporters:?}");
+    // Only the exporter's port answers; any other pod is refused as a real API server would.
+    let pod = names(&exporters)[0].clone();
+    let ok = kube.pod_proxy(&t, "kube-system", &pod, 9400, "metrics", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(ok.status, 200);
+    assert!(String::from_utf8_lossy(&ok.body).contains("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
+    let refused = kube.pod_proxy(&t, "kube-system", &pod, 8080, "metrics", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(refused.status, 503);
+
+    // Time passes slowly; each read samples the exporters at a new moment.
+    sim.set_speed(0.001).unwrap();
+    for _ in 0..6 {
+        for node in &nodes {
+            source.node_metrics(&t, node, &window).await.unwrap();
+        }
+        source.job_metrics(&t, "default", "llm", &window).await.unwrap();
+        adv(&sim, 7.0);
+    }
+    let mut busy = 0;
+    for node in &nodes {
+        let got = source.node_metrics(&t, node, &window).await.unwrap();
+        let want = MetricsSource::node_metrics(&sim, &t, node, &window).await.unwrap();
+        assert_eq!(got.gpu_memory_total_mib, Some(24_576.0), "an A10G");
+        assert_eq!(got.series.len(), 2, "{got:?}");
+        for s in &got.series {
+            let theirs = want.series.iter().find(|w| w.metric == s.metric && w.gpu == s.gpu).unwrap();
+            let theirs = by_time(theirs);
+            assert!(s.points.len() >= 7, "{s:?}");
+            for (t, v) in by_time(s) {
+                assert_eq!(theirs.get(&t), Some(&v), "{:?} at {t} on {node}", s.metric);
+            }
+        }
+        busy += usize::from(got.series[0].latest().unwrap() >= 85.0);
+    }
+    assert_eq!(busy, 1, "the job's pods share one node's GPU; the other node idles");
+    let got = source.job_metrics(&t, "default", "llm", &window).await.unwrap();
+    let want = MetricsSource::job_metrics(&sim, &t, "default", "llm", &window).await.unwrap();
+    assert_eq!(source.origin(), ORIGIN);
+    for (mine, theirs) in got.series.iter().zip(&want.series) {
+        assert_eq!((mine.metric, &mine.source), (theirs.metric, &theirs.source));
+        assert!(mine.points.len() >= 6, "{mine:?}");
+        let theirs = by_time(theirs);
+        match mine.metric {
+            Metric::GpuUtilization | Metric::GpuMemoryUsed => {
+                for (t, v) in by_time(mine) {
+                    assert_eq!(theirs.get(&t), Some(&v), "{:?} at {t}", mine.metric);
+                }
+            }
+            // The newest line the logging pod printed by the read: one of the job's steps.
+            Metric::Throughput | Metric::Loss => {
+                let logged: Vec<f64> = (1..400)
+                    .map(|k| instantstart_sim::training_curve("llm", k))
+                    .map(|(loss, tp)| if mine.metric == Metric::Loss { loss } else { tp })
+                    .collect();
+                for (t, v) in by_time(mine) {
+                    assert!(logged.contains(&v), "{:?} {v} at {t} was never logged", mine.metric);
+                }
+            }
+        }
+    }
+    assert_eq!(source.ring_counts(), (2, 1));
+}

@@ -46,9 +46,9 @@ pub struct AppInner {
     pub store: Arc<dyn Store>,
     pub aws: Arc<dyn AwsCloud>,
     pub kube: Arc<dyn KubeApi>,
-    /// Where GPU and training metrics over time come from (`core::api::metrics`); `None` when
-    /// the provider has none yet (real clusters).
-    pub metrics_source: Option<Arc<dyn instantstart_core::provider::MetricsSource>>,
+    /// Where GPU and training metrics over time come from (`core::api::metrics`): the simulated
+    /// telemetry, or the clusters' DCGM exporters (`instantstart_k8s::DcgmSource`) on AWS.
+    pub metrics_source: Arc<dyn instantstart_core::provider::MetricsSource>,
     /// The simulated cloud, when it is the provider (fault injection and call counters).
     pub sim: Option<instantstart_sim::SimCloud>,
     pub sim_speed: Option<f64>,
@@ -367,6 +367,7 @@ impl AppState {
         };
         let mut kube_api_url = None;
         let helm: Arc<dyn HelmReleases>;
+        let metrics_source: Arc<dyn instantstart_core::provider::MetricsSource>;
         let (aws, kube, sim, config): (Arc<dyn AwsCloud>, Arc<dyn KubeApi>, _, _) = match opts.provider {
             ProviderKind::Sim => {
                 let sim = open_sim(&opts.data_dir, opts.sim_speed, replica.sim_world_url.as_deref())?;
@@ -395,6 +396,7 @@ impl AppState {
                     _ => Arc::new(sim.clone()),
                 };
                 helm = Arc::new(sim.clone());
+                metrics_source = Arc::new(sim.clone());
                 (Arc::new(sim.clone()), kube, Some(sim), EngineConfig::scaled(opts.sim_speed))
             }
             #[cfg(feature = "aws")]
@@ -412,6 +414,12 @@ impl AppState {
                 let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts.into_provider_options(boundary)));
                 let kube = kube_wiring::eks_adapter(aws.clone());
                 helm = kube_wiring::eks_helm(aws.clone());
+                // GPU metrics from the clusters' DCGM exporters, through the pod proxy.
+                let dcgm = instantstart_k8s::DcgmSource::new(kube.clone());
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    dcgm.spawn_sampler();
+                }
+                metrics_source = dcgm;
                 (aws, kube, None, EngineConfig::default())
             }
             #[cfg(not(feature = "aws"))]
@@ -447,9 +455,7 @@ impl AppState {
             store,
             aws,
             kube,
-            metrics_source: sim
-                .as_ref()
-                .map(|s| Arc::new(s.clone()) as Arc<dyn instantstart_core::provider::MetricsSource>),
+            metrics_source,
             sim,
             sim_speed: (opts.provider == ProviderKind::Sim).then_some(opts.sim_speed),
             auth,

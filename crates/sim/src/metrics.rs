@@ -24,6 +24,10 @@
 //!   its GPUs read 0 % and their memory is freed. So the plot, the log and the simulated MLflow run agree.
 //!
 //! Every read is the call `k8s:Metrics` (counted, and open to fault injection).
+//!
+//! The same telemetry is what a simulated DCGM exporter pod serves ([`exporter_text`], through
+//! the pod proxy of the simulated Kubernetes API), so the real cluster's source
+//! (`instantstart_k8s::DcgmSource`) can be tested against these numbers.
 
 use crate::cloud::SimCloud;
 use crate::kube::training::{self, PodRun, Role};
@@ -32,8 +36,8 @@ use crate::kube::{KubeWorld, parse_training_log_line};
 use crate::world::{World, stable_hash};
 use async_trait::async_trait;
 use instantstart_core::provider::{
-    DCGM_FB_USED, DCGM_GPU_UTIL, KubeTarget, Metric, MetricSeries, MetricsSource, MetricsWindow, ProviderError, Result,
-    SOURCE_TRAINING_LOG, SeriesSet,
+    DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_UTIL, KubeTarget, Metric, MetricSeries, MetricsSource, MetricsWindow,
+    ProviderError, Result, SOURCE_TRAINING_LOG, SeriesSet,
 };
 use serde_json::Value;
 
@@ -72,6 +76,8 @@ pub fn gpu_memory_mib(instance_type: &str, accelerator: &str) -> f64 {
 /// A pod on a node's GPUs for a while.
 struct Occupant {
     uid: String,
+    /// `(namespace, pod, container)`: the labels DCGM's exporter puts on the pod's GPUs.
+    pod: (String, String, String),
     training: bool,
     start: f64,
     end: f64,
@@ -186,6 +192,7 @@ fn occupants(pods: &[PodView], nodes: &[NodeInfo], node: &NodeInfo, now: f64) ->
         let training = is_training(pod);
         out.push(Occupant {
             uid: pod.uid.clone(),
+            pod: (pod.namespace.clone(), pod.name.clone(), pod.container().to_string()),
             training,
             start,
             end,
@@ -329,6 +336,74 @@ fn job_series(
         gpu_memory_total_mib: gpu_mib,
         series: vec![util, memory, throughput, loss],
     })
+}
+
+/// How often the simulated DCGM exporter samples its fields, in seconds: it serves the newest
+/// sample stamped with its moment (a multiple of this in Unix time), so a reader sees the same
+/// numbers as [`node_series`] at that moment. (NVIDIA's exporter collects every 30 s by default,
+/// `-c 30000`; the simulated one every 5 s, the finest step a read may ask.)
+pub const EXPORTER_SAMPLE_SECONDS: f64 = 5.0;
+
+/// DCGM's `modelName` of a GPU (`nvidia-a10g` → `NVIDIA A10G`).
+fn model_name(accelerator: &str) -> String {
+    let short = accelerator.strip_prefix("nvidia-").unwrap_or(accelerator);
+    format!("NVIDIA {}", short.to_uppercase())
+}
+
+/// What NVIDIA's DCGM exporter on Kubernetes node `node` serves at `/metrics` now (Prometheus
+/// text; NVIDIA's "DCGM Exporter Metrics" format): `DCGM_FI_DEV_GPU_UTIL`,
+/// `DCGM_FI_DEV_FB_USED` and `DCGM_FI_DEV_FB_FREE` per GPU, labelled `gpu`, `UUID`, `device`,
+/// `modelName`, `Hostname` and, for a GPU a pod holds, its `namespace`, `pod` and `container`.
+/// `None` when the node is gone.
+pub(crate) fn exporter_text(w: &World, kw: &KubeWorld, node: &str, now: f64) -> Option<String> {
+    use std::fmt::Write;
+    let nodes = workload::nodes(w, kw, now);
+    let info = nodes.iter().find(|n| n.name == node && n.gone_at.is_none_or(|g| g > now))?;
+    let (count, gpu_mib) = node_gpus(info);
+    let itype = info.labels.get("node.kubernetes.io/instance-type").and_then(Value::as_str).unwrap_or_default();
+    let model =
+        model_name(&crate::ec2_specs::instance_type_info(itype).map(|i| i.accelerator.clone()).unwrap_or_default());
+    let pods = workload::all_pods(kw, None, now);
+    let occupants = occupants(&pods, &nodes, info, now);
+    let end = w.display_time(now).timestamp_millis() as f64 / 1000.0;
+    let t_unix = (end / EXPORTER_SAMPLE_SECONDS).floor() * EXPORTER_SAMPLE_SECONDS;
+    let t = now - (end - t_unix);
+    let ms = (t_unix * 1000.0) as i64;
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    for gpu in 0..count {
+        let uuid = workload::uuid_from(stable_hash(&["gpu-uuid", &info.instance_id, &gpu.to_string()]), 0);
+        let mut labels = format!(
+            "gpu=\"{gpu}\",UUID=\"GPU-{uuid}\",device=\"nvidia{gpu}\",modelName=\"{model}\",Hostname=\"{node}\""
+        );
+        let (u, m) = match occupants.iter().find(|o| o.at(t) && o.gpus.contains(&gpu)) {
+            Some(o) => {
+                let k = o.gpus.iter().position(|g| *g == gpu).unwrap_or(0);
+                let (ns, pod, container) = &o.pod;
+                let _ = write!(labels, ",container=\"{container}\",namespace=\"{ns}\",pod=\"{pod}\"");
+                (o.utilization(k, t, t_unix), o.memory_mib(k, t, t_unix, gpu_mib))
+            }
+            None => (0.0, 0.0),
+        };
+        rows.push((labels, u, m));
+    }
+    let mut out = String::new();
+    let families = [
+        (DCGM_GPU_UTIL, "GPU utilization (in %)."),
+        (DCGM_FB_FREE, "Framebuffer memory free (in MiB)."),
+        (DCGM_FB_USED, "Framebuffer memory used (in MiB)."),
+    ];
+    for (name, help) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (labels, u, m) in &rows {
+            let v = match name {
+                DCGM_GPU_UTIL => *u,
+                DCGM_FB_USED => *m,
+                _ => gpu_mib - m,
+            };
+            let _ = writeln!(out, "{name}{{{labels}}} {v} {ms}");
+        }
+    }
+    Some(out)
 }
 
 #[async_trait]

@@ -16,6 +16,8 @@
 //!   namespaces: 404 unknown, 409 when several namespaces have it); a node must exist (404).
 //!   Node series name no workload, so any caller of the cluster may read them, as the capacity
 //!   view.
+//! - **A node without the exporter its source needs is a 409** naming what to install
+//!   ([`crate::provider::ProviderError::no_metrics_exporter`]), not an empty answer.
 
 use crate::engine::EngineError;
 use crate::kube_access::KubeAccess;
@@ -196,6 +198,7 @@ pub async fn get(
     let (_, target, namespace) = read::cluster_kube_as(store, cluster, access, query.namespace.as_deref())?;
     let not_found = |what: String| {
         move |e: crate::provider::ProviderError| match e.kind {
+            _ if e.is_no_metrics_exporter() => ReadError::NotReady(e.message),
             ProviderErrorKind::NotFound => ReadError::Missing(what),
             _ => ReadError::Provider(e),
         }

@@ -102,6 +102,8 @@ pub struct ProxyResponse {
 pub const PROXY_MAX_RESPONSE_BYTES: usize = 4 << 20;
 /// API name of service-proxy calls in provider errors.
 pub const PROXY_API: &str = "k8s:ServiceProxy";
+/// API name of pod-proxy calls in provider errors.
+pub const POD_PROXY_API: &str = "k8s:PodProxy";
 /// Message prefix of a service-proxy call that ran out of time.
 pub const PROXY_TIMEOUT_PREFIX: &str = "timed out";
 
@@ -162,6 +164,29 @@ pub trait KubeApi: Send + Sync {
             PROXY_API,
             super::ProviderErrorKind::Failed,
             format!("this Kubernetes provider cannot reach services (service {service})"),
+        ))
+    }
+
+    /// `GET`s `path` (relative, e.g. `metrics`) of Pod `pod` on `port` through the API
+    /// server's pod proxy (`/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/{path}`, RBAC verb
+    /// `get` on `pods/proxy`): no network path from the control plane to the node is needed.
+    /// Gives up after `timeout` ([`ProviderError::is_proxy_timeout`]); any HTTP status of the
+    /// pod (or of the API server on its behalf) is an `Ok` answer, its body capped as
+    /// [`ProxyResponse::body`] says.
+    async fn pod_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+        path: &str,
+        timeout: std::time::Duration,
+    ) -> Result<ProxyResponse, ProviderError> {
+        let _ = (target, namespace, port, path, timeout);
+        Err(ProviderError::new(
+            POD_PROXY_API,
+            super::ProviderErrorKind::Failed,
+            format!("this Kubernetes provider cannot reach pods (pod {pod})"),
         ))
     }
 }

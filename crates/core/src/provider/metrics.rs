@@ -69,6 +69,40 @@ pub const DCGM_FB_FREE: &str = "DCGM_FI_DEV_FB_FREE";
 /// Source of series read from a training job's log lines.
 pub const SOURCE_TRAINING_LOG: &str = "training log";
 
+/// The port NVIDIA's DCGM exporter serves `/metrics` on (its `DCGM_EXPORTER_LISTEN` default
+/// `:9400`, and the `metrics` port of its Helm chart and of the GPU operator's DaemonSet).
+pub const DCGM_EXPORTER_PORT: u16 = 9400;
+/// Labels that mark a DCGM exporter pod, any one of them: NVIDIA's `dcgm-exporter` Helm chart
+/// and its `dcgm-exporter.yaml` DaemonSet (`app.kubernetes.io/name: dcgm-exporter`), and the
+/// NVIDIA GPU operator's DaemonSet `nvidia-dcgm-exporter` (`app: nvidia-dcgm-exporter`).
+pub const DCGM_EXPORTER_SELECTORS: [(&str, &str); 2] =
+    [("app.kubernetes.io/name", "dcgm-exporter"), ("app", "nvidia-dcgm-exporter")];
+/// API name of a scrape of a DCGM exporter in provider errors.
+pub const DCGM_SCRAPE_API: &str = "k8s:DcgmScrape";
+/// Message prefix of [`ProviderError::no_metrics_exporter`].
+const NO_EXPORTER_PREFIX: &str = "no DCGM exporter";
+
+impl ProviderError {
+    /// Node `node` runs no ready DCGM exporter pod, so its GPUs cannot be read: names what to
+    /// install.
+    pub fn no_metrics_exporter(node: &str) -> Self {
+        ProviderError::new(
+            DCGM_SCRAPE_API,
+            super::ProviderErrorKind::Failed,
+            format!(
+                "{NO_EXPORTER_PREFIX} runs on node {node}: turn on the observability add-on or install NVIDIA's \
+                 dcgm-exporter (a pod labelled app.kubernetes.io/name=dcgm-exporter or app=nvidia-dcgm-exporter, \
+                 serving port {DCGM_EXPORTER_PORT})"
+            ),
+        )
+    }
+
+    /// Whether this is [`ProviderError::no_metrics_exporter`].
+    pub fn is_no_metrics_exporter(&self) -> bool {
+        self.api == DCGM_SCRAPE_API && self.message.starts_with(NO_EXPORTER_PREFIX)
+    }
+}
+
 /// One metric over time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MetricSeries {
@@ -147,7 +181,8 @@ pub trait MetricsSource: Send + Sync {
     fn origin(&self) -> &'static str;
 
     /// Per-GPU utilization and memory of Kubernetes Node `node`. An unknown node is
-    /// [`super::ProviderErrorKind::NotFound`]; a node without NVIDIA GPUs has no series.
+    /// [`super::ProviderErrorKind::NotFound`]; a node without NVIDIA GPUs has no series; a node
+    /// whose metrics need an exporter that is not there is [`ProviderError::no_metrics_exporter`].
     async fn node_metrics(
         &self,
         target: &KubeTarget,

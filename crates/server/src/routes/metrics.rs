@@ -1,6 +1,7 @@
 //! GPU utilization, GPU memory and training throughput over time for a node or a training job
 //! (`instantstart_core::api::metrics`): the series the UI plots, the CLI prints and the MCP tool
-//! `metrics_get` returns. A read; no operation.
+//! `metrics_get` returns. A read; no operation. The source is the simulated telemetry on
+//! `--provider sim`, the clusters' DCGM exporters on `--provider aws` (`instantstart_k8s::dcgm`).
 
 use super::{ApiPath, ApiQuery, errors};
 use crate::AppState;
@@ -11,7 +12,6 @@ use aide::axum::routing::get_with;
 use axum::Json;
 use axum::extract::{Extension, State};
 use instantstart_core::api::metrics::{self, MetricsError, MetricsQuery, MetricsView};
-use instantstart_core::validate::ValidationError;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -44,8 +44,12 @@ pub fn routes() -> ApiRouter<AppState> {
             )
             .response::<200, Json<MetricsView>>()
             .response::<404, ProblemJson>()
-            .response::<409, ProblemJson>()
-            .response_with::<422, ProblemJson, _>(|r| r.description("This server's provider has no metrics source"))
+            .response_with::<409, ProblemJson, _>(|r| {
+                r.description(
+                    "The job name is in several namespaces, or a node runs no DCGM exporter (the detail names what \
+                     to install)",
+                )
+            })
             .response_with::<502, ProblemJson, _>(|r| r.description("The cluster's metrics could not be read"))
         }),
     )
@@ -58,13 +62,7 @@ async fn get(
     ApiQuery(q): ApiQuery<MetricsQuery>,
 ) -> Result<Json<MetricsView>, ApiError> {
     q.check()?;
-    let Some(source) = state.metrics_source.as_deref() else {
-        return Err(ApiError::Validation(ValidationError::unprocessable(
-            "provider",
-            "metrics are read from the simulated cloud's telemetry; reading a real cluster's (its DCGM exporter, or \
-             Amazon Managed Service for Prometheus) is not built yet",
-        )));
-    };
+    let source = state.metrics_source.as_ref();
     let access = principal.kube_access(&p.cluster, &state.namespace_policy);
     Ok(Json(metrics::get(state.store.as_ref(), state.kube.as_ref(), source, &p.cluster, &access, &q).await?))
 }

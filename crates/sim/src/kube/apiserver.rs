@@ -22,6 +22,8 @@
 //!   `application/merge-patch+json` / `strategic-merge-patch+json` (applied as a JSON merge
 //!   patch), `DELETE` (`404` when absent);
 //! - `pods/{name}/log` with `follow`, `tailLines`;
+//! - the service proxy (`services/{name}:{port}/proxy/…`, `GET` and `POST`) and the pod proxy
+//!   (`pods/{name}:{port}/proxy/…`, `GET`: a DCGM exporter pod serves `/metrics`);
 //! - errors as `Status` objects with the usual reasons and codes (`NotFound` 404,
 //!   `AlreadyExists`/`Conflict` 409, `Invalid` 422, `BadRequest` 400, `Forbidden` 403,
 //!   `TooManyRequests` 429, `ServiceUnavailable` 503, `MethodNotAllowed` 405).
@@ -614,6 +616,9 @@ async fn handle(
         ["api", "v1", "namespaces", ns, "services", svc, "proxy", path @ ..] => {
             return service_proxy(&cx, ns, svc, &path.join("/"), &method, &body).await;
         }
+        ["api", "v1", "namespaces", ns, "pods", pod, "proxy", path @ ..] => {
+            return pod_proxy(&cx, ns, pod, &path.join("/"), &method).await;
+        }
         ["api", "v1", tail @ ..] => ("", "v1", tail),
         ["apis", group, version, tail @ ..] => (group, version, tail),
         _ => {
@@ -761,6 +766,34 @@ async fn service_proxy(cx: &Ctx, ns: &str, svc: &str, path: &str, method: &Metho
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(r.body))
             .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+        Err(e) => provider_status(&e, None),
+    }
+}
+
+/// `/api/v1/namespaces/{ns}/pods/{[scheme:]name[:port]}/proxy/{path}`: `GET` to the pod through
+/// [`KubeApi::pod_proxy`] of the simulated world (port 80 when none is given, as the API server).
+async fn pod_proxy(cx: &Ctx, ns: &str, pod: &str, path: &str, method: &Method) -> Response {
+    let parts: Vec<&str> = pod.split(':').collect();
+    let (name, port) = match parts.as_slice() {
+        [name] => (*name, "80"),
+        [name, port] | ["http", name, port] => (*name, *port),
+        _ => return bad_request(&format!("invalid pod reference {pod:?}")),
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return bad_request(&format!("the simulator proxies numeric pod ports only, not {port:?}"));
+    };
+    if *method != Method::GET {
+        return status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "the simulator proxies GET to pods", None);
+    }
+    match KubeApi::pod_proxy(&cx.cloud, &cx.target, ns, name, port, path, Duration::from_secs(60)).await {
+        Ok(r) => {
+            let json = r.body.starts_with(b"{");
+            Response::builder()
+                .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY))
+                .header(header::CONTENT_TYPE, if json { "application/json" } else { "text/plain; version=0.0.4" })
+                .body(Body::from(r.body))
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+        }
         Err(e) => provider_status(&e, None),
     }
 }

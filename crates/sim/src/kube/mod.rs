@@ -81,8 +81,8 @@ use crate::world::{Phase, World, rkey, stable_hash};
 use async_trait::async_trait;
 use futures::StreamExt;
 use instantstart_core::provider::{
-    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, PROXY_API, ProviderError, ProviderErrorKind,
-    ProxyResponse,
+    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, POD_PROXY_API, PROXY_API, ProviderError,
+    ProviderErrorKind, ProxyResponse,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -564,6 +564,18 @@ fn find_pod(kw: &KubeWorld, namespace: &str, name: &str, now: f64) -> Option<Pod
     workload::all_pods(kw, Some(namespace), now).into_iter().find(|p| p.name == name)
 }
 
+/// [`find_pod`], DaemonSets' pods on `nodes` included.
+fn find_any_pod(
+    kw: &KubeWorld,
+    nodes: &[workload::NodeInfo],
+    namespace: &str,
+    name: &str,
+    now: f64,
+) -> Option<PodView> {
+    find_pod(kw, namespace, name, now)
+        .or_else(|| workload::daemon_pods(kw, nodes, Some(namespace)).into_iter().find(|p| p.name == name))
+}
+
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
     ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
 }
@@ -739,7 +751,7 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
     }
     if is_pod(&r.api_version, &r.kind) {
         let ns = r.namespace.as_deref().unwrap_or("default");
-        return Ok(find_pod(kw, ns, &r.name, cx.now)
+        return Ok(find_any_pod(kw, &nodes, ns, &r.name, cx.now)
             .map(|p| KubeObject(workload::pod_object(w, &p, &workload::pod_state(&p, &nodes, cx.now)))));
     }
     Ok(None)
@@ -759,6 +771,7 @@ fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<K
     } else if is_pod(&p.api_version, &p.kind) {
         workload::all_pods(kw, namespace, cx.now)
             .iter()
+            .chain(&workload::daemon_pods(kw, &nodes, namespace))
             .map(|pod| match kw.objects.get(&pod.source).filter(|r| str_at(&r.object, "/kind") == Some("Pod")) {
                 Some(rec) => materialize(w, kw, &pod.source, rec, &nodes, cx.now),
                 None => workload::pod_object(w, pod, &workload::pod_state(pod, &nodes, cx.now)),
@@ -877,6 +890,44 @@ fn authorize_apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObj
     authorize(w, cx, API, target, verb, (&r.api_version, &r.kind, None), r.namespace.as_deref(), Some(&r.name))
 }
 
+/// What the API server's pod proxy answers for `GET {path}` on `pod`'s `port`: the pod must be
+/// running (else `503`, as a real API server that cannot dial the pod); a DCGM exporter pod
+/// ([`DCGM_EXPORTER_SELECTORS`](instantstart_core::provider::DCGM_EXPORTER_SELECTORS)) serves
+/// `/metrics` on its port ([`crate::metrics::exporter_text`]); any other listener is refused.
+fn pod_proxy_answer(w: &World, kw: &KubeWorld, ns: &str, pod: &str, port: u16, path: &str, now: f64) -> ProxyResponse {
+    use instantstart_core::provider::{DCGM_EXPORTER_PORT, DCGM_EXPORTER_SELECTORS};
+    let status = |code: u16, reason: &str, message: String| ProxyResponse {
+        status: code,
+        body: serde_json::to_vec(&json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code }))
+        .unwrap_or_default(),
+    };
+    let nodes = workload::nodes(w, kw, now);
+    let Some(p) = find_any_pod(kw, &nodes, ns, pod, now) else {
+        return status(404, "NotFound", format!("pods \"{pod}\" not found"));
+    };
+    let st = workload::pod_state(&p, &nodes, now);
+    let (Some(node), Some(ip), true) = (&st.node, &st.pod_ip, st.started_at.is_some() && st.finished_at.is_none())
+    else {
+        return status(503, "ServiceUnavailable", format!("pod \"{pod}\" is not running"));
+    };
+    let exporter = DCGM_EXPORTER_SELECTORS.iter().any(|(k, v)| p.labels.get(*k).and_then(Value::as_str) == Some(*v));
+    if !exporter || port != DCGM_EXPORTER_PORT {
+        return status(
+            503,
+            "ServiceUnavailable",
+            format!("error trying to reach service: dial tcp {ip}:{port}: connect: connection refused"),
+        );
+    }
+    if path.trim_start_matches('/') != "metrics" {
+        return ProxyResponse { status: 404, body: b"404 page not found\n".to_vec() };
+    }
+    match crate::metrics::exporter_text(w, kw, node, now) {
+        Some(text) => ProxyResponse { status: 200, body: text.into_bytes() },
+        None => status(503, "ServiceUnavailable", format!("node {node} is gone")),
+    }
+}
+
 /// The pod and its state, without going through the API pipeline (for log streaming).
 fn pod_now(
     w: &World,
@@ -889,8 +940,8 @@ fn pod_now(
     if !w.eks.get(&rkey(&target.region, &target.eks_cluster)).is_some_and(|c| c.life.exists(now)) {
         return None;
     }
-    let p = find_pod(kw, namespace, pod, now)?;
     let nodes = workload::nodes(w, kw, now);
+    let p = find_any_pod(kw, &nodes, namespace, pod, now)?;
     let st = workload::pod_state(&p, &nodes, now);
     Some((p, st))
 }
@@ -996,6 +1047,24 @@ impl KubeApi for SimCloud {
             let wkey = check_target(w, PROXY_API, target, cx.now)?;
             let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(PROXY_API, "no Kubernetes API"))?;
             Ok(serving::proxy(w, kw, namespace, service, port, path, body, cx.now))
+        })
+    }
+
+    async fn pod_proxy(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+        path: &str,
+        timeout: std::time::Duration,
+    ) -> Result<ProxyResponse> {
+        let _ = timeout; // the simulated pods answer at once
+        self.read_recording(POD_PROXY_API, |w, cx| {
+            authorize(w, cx, POD_PROXY_API, target, "get", ("v1", "Pod", Some("proxy")), Some(namespace), Some(pod))?;
+            let wkey = check_target(w, POD_PROXY_API, target, cx.now)?;
+            let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(POD_PROXY_API, "no Kubernetes API"))?;
+            Ok(pod_proxy_answer(w, kw, namespace, pod, port, path, cx.now))
         })
     }
 

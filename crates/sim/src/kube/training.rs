@@ -78,13 +78,7 @@ pub fn training_log_line(job: &str, step: u64) -> String {
 /// `(step, loss, throughput)` of a line written by [`training_log_line`] (anywhere in the line,
 /// so prefixes such as `[rank0]:` are fine).
 pub fn parse_training_log_line(line: &str) -> Option<(u64, f64, f64)> {
-    let rest = &line[line.find("step ")? + 5..];
-    let mut parts = rest.split(" | ");
-    let step = parts.next()?.trim().parse().ok()?;
-    let loss = parts.next()?.strip_prefix("loss ")?.trim().parse().ok()?;
-    let _lr = parts.next()?;
-    let throughput = parts.next()?.strip_suffix(" tokens/s")?.trim().parse().ok()?;
-    Some((step, loss, throughput))
+    instantstart_core::log_lines::parse_training_step(line)
 }
 
 /// `apiVersion` and `kind` of HyperPod training jobs.

@@ -829,6 +829,62 @@ pub(crate) fn all_pods(kw: &KubeWorld, namespace: Option<&str>, now: f64) -> Vec
         .collect()
 }
 
+/// The pods DaemonSets run (optionally of one namespace): one on every Node present now that
+/// the pod template's `nodeSelector` matches (the DaemonSet controller's placement; tolerations
+/// are not modelled), named `{daemonset}-{5 chars}` and pinned to its node through
+/// `kubernetes.io/hostname`, as the controller pins it with node affinity.
+pub(crate) fn daemon_pods(kw: &KubeWorld, nodes: &[NodeInfo], namespace: Option<&str>) -> Vec<PodView> {
+    let mut out = Vec::new();
+    for (key, rec) in &kw.objects {
+        let o = &rec.object;
+        if o.get("apiVersion").and_then(Value::as_str) != Some("apps/v1")
+            || o.get("kind").and_then(Value::as_str) != Some("DaemonSet")
+        {
+            continue;
+        }
+        let ns = o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
+        if namespace.is_some_and(|want| want != ns) {
+            continue;
+        }
+        let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let uid = o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let template = o.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
+        let selector = str_map(template.pointer("/spec/nodeSelector"));
+        let change = rec.spec_changed_at.to_bits().to_string();
+        for node in nodes.iter().filter(|n| n.gone_at.is_none()) {
+            if !selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
+                continue;
+            }
+            let mut spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
+            if let Some(obj) = spec.as_object_mut() {
+                let mut pin = selector.clone();
+                pin.insert("kubernetes.io/hostname".into(), json!(node.name));
+                obj.insert("nodeSelector".into(), Value::Object(pin));
+            }
+            let mut labels = str_map(template.pointer("/metadata/labels"));
+            labels.insert("controller-revision-hash".into(), json!(suffix(stable_hash(&[uid, &change]), 10)));
+            out.push(PodView {
+                name: format!("{name}-{}", suffix(stable_hash(&[uid, &node.name]), 5)),
+                namespace: ns.to_string(),
+                uid: uuid_from(stable_hash(&[uid, &node.name, &change]), stable_hash(&[name, &node.name])),
+                labels,
+                annotations: str_map(template.pointer("/metadata/annotations")),
+                owner: Some(("apps/v1".into(), "DaemonSet".into(), name.to_string(), uid.to_string())),
+                source: key.clone(),
+                slot: Some(node.name.clone()),
+                spec,
+                start: rec.spec_changed_at.max(node.registered_at),
+                batch_run: None,
+                fails: rec.fails.clone(),
+                world_size: 1,
+                rank: 0,
+                run: None,
+            });
+        }
+    }
+    out
+}
+
 /// What happens to a pod at some moment.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PodState {
