@@ -398,7 +398,8 @@ impl InstantStartMcp {
     #[tool(
         name = "cluster_delete",
         description = "Delete a cluster: HyperPod cluster, EKS cluster, subnets, roles and network, in reverse \
-                       order, only what InstantStart created (imported clusters are only forgotten), and the MLflow \
+                       order, only what InstantStart created (imported clusters are only forgotten), its FSx for \
+                       Lustre volumes with their data, and the MLflow \
                        tracking servers created for it (with their runs) unless keep_tracking_servers is true. The \
                        shared bucket is kept unless delete_bucket is true. Destructive: the first call changes nothing \
                        and answers the plan and a confirmation token; call again with confirmation only after the \

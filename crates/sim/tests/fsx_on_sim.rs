@@ -166,14 +166,6 @@ async fn a_volume_is_created_listed_mounted_and_deleted() {
     assert_eq!(again.status, OperationStatus::Succeeded, "{again:#?}");
     assert_eq!(b.sim.calls(CREATE), 1, "observe before submit found the file system by its tags");
 
-    // The cluster cannot be deleted while the file system sits in its subnets.
-    let e = b
-        .engine
-        .submit_checked(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None)
-        .await
-        .unwrap_err();
-    assert_eq!(fields(e), (ValidationKind::Unprocessable, vec!["name".to_string()]));
-
     // Deleted: the claim, the volume and the file system go.
     let del = run(&b, OperationKind::DeleteFileSystem, &json!({ "cluster": "demo", "name": "scratch" })).await;
     assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
@@ -333,4 +325,42 @@ async fn a_restart_mid_create_or_delete_creates_and_deletes_once() {
         assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 1, "{kill_at:?}: one DeleteFileSystem");
         assert!(b.sim.list_lustre_file_systems(REGION).await.unwrap().is_empty(), "{kill_at:?}");
     }
+}
+
+/// Deleting the cluster deletes its volumes' file systems: after the HyperPod cluster whose
+/// nodes mount them, before the network they sit in, each once (a file system's network
+/// interfaces would keep the VPC from being deleted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_delete_removes_its_volumes_before_the_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    for name in ["scratch", "ckpt"] {
+        let op = run(&b, OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": name })).await;
+        assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    }
+    let ids: Vec<String> = {
+        let mut ids: Vec<String> =
+            b.sim.list_lustre_file_systems(REGION).await.unwrap().into_iter().map(|f| f.id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids.len(), 2);
+    // A caller cannot name file systems of its own: the assessment records the real ones.
+    let forged =
+        json!({ "name": "demo", "file_systems": [{ "name": "other", "file_system_id": "fs-0000000000000000f" }] });
+    let del = run(&b, OperationKind::DeleteCluster, &forged).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    let mut deleted: Vec<String> =
+        del.steps.iter().filter_map(|s| s.key.strip_prefix("fsx:").map(str::to_string)).collect();
+    deleted.sort();
+    assert_eq!(deleted, ids, "one step per volume, by file system id");
+    let order = |key: &str| del.steps.iter().find(|s| s.key == key).unwrap().finished_at.unwrap();
+    for id in &ids {
+        let step = del.steps.iter().find(|s| s.key == format!("fsx:{id}")).unwrap();
+        assert!(step.depends_on.contains(&"hyperpod_cluster".to_string()), "{step:#?}");
+        assert!(order(&format!("fsx:{id}")) <= order("network"), "the file system goes before the network");
+    }
+    assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 2);
+    assert!(b.sim.list_lustre_file_systems(REGION).await.unwrap().is_empty());
 }

@@ -8,8 +8,12 @@
 //! bucket is kept unless the request asks for `delete_bucket` (it holds the user's data, and
 //! only an empty bucket is ever deleted).
 //!
-//! A created cluster with FSx for Lustre volumes (`workflow::fsx`) is refused (422 on `name`)
-//! until they are deleted: their file systems sit in the cluster's subnets.
+//! The FSx for Lustre volumes of a created cluster (`workflow::fsx`) go with it: the
+//! assessment finds the file systems tagged as the cluster's volumes and records them in the
+//! request, and each gets an `fsx:<volume>` step (DeleteFileSystem, polled until gone) after the
+//! HyperPod cluster whose nodes mount it and before `network`, since a file system's network
+//! interfaces keep its subnet, so the VPC, from being deleted. Their claims and volumes go with
+//! the EKS control plane. A file system that is no longer tagged as ours needs attention.
 //!
 //! The SageMaker managed MLflow tracking servers created for the cluster
 //! (`create_tracking_server` with `cluster`) go with it unless `keep_tracking_servers`: a server
@@ -74,7 +78,7 @@ use crate::names::DerivedNames;
 use crate::operation::{OperationId, OperationKind, OperationStatus, ResourceRef, StepSpec};
 use crate::provider::*;
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, ClusterSource, OperationFilter, Store};
-use crate::validate::{Findings, ValidationError};
+use crate::validate::Findings;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,6 +111,45 @@ pub struct DeleteClusterRequest {
     /// caller sends here is replaced by the real state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub governance: Option<super::governance::GovernanceTeardown>,
+    /// The cluster's FSx for Lustre volumes as the assessment found them (file systems tagged
+    /// as its volumes): deleted after the HyperPod cluster, before the network. Whatever a
+    /// caller sends here is replaced by the real state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_systems: Vec<ClusterFileSystem>,
+}
+
+/// An FSx for Lustre volume of the cluster, found before the deletion was recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFileSystem {
+    /// The volume's name (`instantstart:fsx` tag).
+    pub name: String,
+    /// The file system's id (`fs-…`).
+    pub file_system_id: String,
+}
+
+/// Step-key prefix of deleting a volume's file system with the cluster.
+pub const FSX_STEP_PREFIX: &str = "fsx:";
+
+/// Adds an `fsx:<file system id>` step per volume: after the HyperPod cluster (its nodes mount the file
+/// system) or the control plane, before `network` and `unregister`.
+fn with_file_system_teardown(steps: &mut Vec<StepSpec>, volumes: &[ClusterFileSystem]) {
+    if volumes.is_empty() {
+        return;
+    }
+    let after = if steps.iter().any(|s| s.key == "hyperpod_cluster") { "hyperpod_cluster" } else { "eks_cluster" };
+    let keys: Vec<String> = volumes.iter().map(|v| format!("{FSX_STEP_PREFIX}{}", v.file_system_id)).collect();
+    for s in steps.iter_mut().filter(|s| s.key == "network" || s.key == "unregister") {
+        s.depends_on.extend(keys.iter().cloned());
+    }
+    let at = steps.iter().position(|s| s.key == "network").unwrap_or(steps.len());
+    let teardown = volumes.iter().zip(&keys).map(|(v, key)| StepSpec {
+        key: key.clone(),
+        title: format!("Delete FSx for Lustre file system {} of volume {}", v.file_system_id, v.name),
+        depends_on: vec![after.to_string()],
+        expected_secs: Some(super::fsx::DELETE_SECS),
+    });
+    steps.splice(at..at, teardown);
 }
 
 /// A tracking server created for the cluster, found before the deletion was recorded.
@@ -591,6 +634,34 @@ fn serves_cluster(store: &dyn Store, rec: &ClusterRecord, s: &TrackingServer) ->
 /// The findings of a request's recorded tracking servers (what the assessment found, or what an
 /// unchecked caller sent): valid names, only the role InstantStart creates, none twice, none
 /// when they are kept or the cluster is imported.
+/// The findings of a request's recorded volumes: valid names and file system ids, each once, none
+/// for an imported cluster (only forgotten).
+fn check_file_systems(req: &DeleteClusterRequest, rec: &ClusterRecord, f: &mut Findings) {
+    if req.file_systems.is_empty() {
+        return;
+    }
+    if rec.source == ClusterSource::Imported {
+        f.push_unprocessable("file_systems", "an imported cluster is only forgotten; its file systems stay");
+    }
+    for (i, v) in req.file_systems.iter().enumerate() {
+        f.at_index("file_systems", i, |f| {
+            if let Err(e) = super::fsx::volume_name_rule(&v.name) {
+                f.push("name", e);
+            }
+            let id = &v.file_system_id;
+            if !(id.starts_with("fs-")
+                && id.len() <= 21
+                && id.len() > 3
+                && id[3..].chars().all(|c| c.is_ascii_hexdigit()))
+            {
+                f.push("file_system_id", "must be an FSx file system id such as fs-0123456789abcdef0");
+            } else if req.file_systems[..i].iter().any(|p| p.file_system_id == *id) {
+                f.push("file_system_id", format!("{id} is listed twice"));
+            }
+        });
+    }
+}
+
 fn check_servers(req: &DeleteClusterRequest, rec: &ClusterRecord, f: &mut Findings) {
     if req.tracking_servers.is_empty() {
         return;
@@ -647,6 +718,7 @@ impl Workflow for DeleteClusterWorkflow {
             f.push_unprocessable("delete_bucket", "an imported cluster's bucket is not InstantStart's to delete");
         }
         check_servers(&req, &rec, &mut f);
+        check_file_systems(&req, &rec, &mut f);
         f.finish()?;
         let charts: &[PinnedChart] = if self.helm.is_some() { PINNED_CHARTS } else { &[] };
         let steps = if rec.source == ClusterSource::Imported {
@@ -660,6 +732,7 @@ impl Workflow for DeleteClusterWorkflow {
             if let Some(g) = req.governance.as_ref().filter(|_| rec.hyperpod_cluster.is_some()) {
                 with_governance_teardown(&mut steps, &rec.name, g);
             }
+            with_file_system_teardown(&mut steps, &req.file_systems);
             steps
         };
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
@@ -671,26 +744,19 @@ impl Workflow for DeleteClusterWorkflow {
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let mut req: DeleteClusterRequest = decode(&prepared.request)?;
         let rec = self.store.get_cluster(&req.name)?.ok_or_else(|| EngineError::UnknownCluster(req.name.clone()))?;
+        req.file_systems.clear();
         if rec.source == ClusterSource::Created {
-            // A file system's network interfaces keep its subnet, so the VPC, from being deleted.
+            // A file system's network interfaces keep its subnet, so the VPC, from being deleted:
+            // the cluster's volumes go with it.
             let volumes =
                 crate::engine::reads::read(|| super::fsx::cluster_volumes(self.aws.as_ref(), &rec.region, &rec.name))
                     .await?;
-            if !volumes.is_empty() {
-                let names: Vec<&str> =
-                    volumes.iter().filter_map(|f| f.tags.get(TAG_FSX_VOLUME).map(String::as_str)).collect();
-                return Err(ValidationError::unprocessable(
-                    "name",
-                    format!(
-                        "cluster {} has FSx for Lustre volumes ({}) in its subnets; delete them first \
-                         (DELETE /api/clusters/{}/storage/fsx/<name>)",
-                        rec.name,
-                        names.join(", "),
-                        rec.name
-                    ),
-                )
-                .into());
+            for fs in volumes {
+                if let Some(name) = fs.tags.get(TAG_FSX_VOLUME) {
+                    req.file_systems.push(ClusterFileSystem { name: name.clone(), file_system_id: fs.id.clone() });
+                }
             }
+            req.file_systems.sort_by(|a, b| (&a.name, &a.file_system_id).cmp(&(&b.name, &b.file_system_id)));
         }
         let mut servers = Vec::new();
         if !req.keep_tracking_servers && rec.source == ClusterSource::Created {
@@ -747,6 +813,16 @@ impl Workflow for DeleteClusterWorkflow {
         if key == LB_SERVICES_STEP {
             let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
             return Some(Arc::new(RemoveLoadBalancerServices { kube: self.kube.clone(), target }));
+        }
+        if let Some(id) = key.strip_prefix(FSX_STEP_PREFIX) {
+            let v = req.file_systems.iter().find(|v| v.file_system_id == id)?;
+            return Some(Arc::new(super::fsx::DeleteFileSystemStep {
+                aws: self.aws.clone(),
+                region: rec.region.clone(),
+                cluster: rec.name.clone(),
+                name: v.name.clone(),
+                id: v.file_system_id.clone(),
+            }));
         }
         if let Some(server) = key.strip_prefix(MLFLOW_STEP_PREFIX) {
             let s = req.tracking_servers.into_iter().find(|s| s.name == server)?;
@@ -1373,6 +1449,7 @@ mod tests {
             keep_tracking_servers: false,
             tracking_servers: vec![server("team", true), server("byo", false)],
             governance: None,
+            file_systems: vec![],
         };
         assert_eq!(findings(&req, ClusterSource::Created), None);
         req.tracking_servers.push(server("team", false));
@@ -1390,5 +1467,42 @@ mod tests {
         assert!(!decoded.keep_tracking_servers && decoded.tracking_servers.is_empty());
         let canonical = serde_json::to_value(&decoded).unwrap();
         assert_eq!(canonical, json!({ "name": "demo", "delete_bucket": false, "keep_tracking_servers": false }));
+    }
+
+    #[test]
+    fn recorded_file_systems_are_checked_by_field_and_planned_before_the_network() {
+        let v = |name: &str, id: &str| ClusterFileSystem { name: name.into(), file_system_id: id.into() };
+        let req = |file_systems: Vec<ClusterFileSystem>| DeleteClusterRequest {
+            name: "demo".into(),
+            delete_bucket: false,
+            keep_tracking_servers: false,
+            tracking_servers: vec![],
+            governance: None,
+            file_systems,
+        };
+        let findings = |req: &DeleteClusterRequest, source: ClusterSource| {
+            let mut f = Findings::new();
+            check_file_systems(req, &record(source, true), &mut f);
+            f.finish().err().map(|e| e.findings.into_iter().map(|f| f.field).collect::<Vec<_>>())
+        };
+        let good = req(vec![v("scratch", "fs-0123456789abcdef0"), v("ckpt", "fs-0123456789abcdef1")]);
+        assert_eq!(findings(&good, ClusterSource::Created), None);
+        assert_eq!(findings(&good, ClusterSource::Imported), Some(vec!["file_systems".to_string()]));
+        let bad = req(vec![v("Bad_Name", "fs-0123456789abcdef0"), v("x", "vol-1"), v("y", "fs-0123456789abcdef0")]);
+        assert_eq!(
+            findings(&bad, ClusterSource::Created).unwrap(),
+            ["file_systems[0].name", "file_systems[1].file_system_id", "file_systems[2].file_system_id"]
+        );
+
+        let mut steps = plan_steps_with(&record(ClusterSource::Created, true), false, &[], &[]);
+        with_file_system_teardown(&mut steps, &good.file_systems);
+        let at = |key: &str| steps.iter().position(|s| s.key == key).unwrap();
+        let deps = |key: &str| steps[at(key)].depends_on.clone();
+        for id in ["fs-0123456789abcdef0", "fs-0123456789abcdef1"] {
+            let key = format!("fsx:{id}");
+            assert_eq!(deps(&key), ["hyperpod_cluster"]);
+            assert!(deps("network").contains(&key) && deps("unregister").contains(&key));
+            assert!(at(&key) < at("network"));
+        }
     }
 }

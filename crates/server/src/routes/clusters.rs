@@ -160,6 +160,7 @@ async fn delete(
         keep_tracking_servers: q.keep_tracking_servers,
         tracking_servers: vec![],
         governance: None,
+        file_systems: vec![],
     };
     let request = serde_json::to_value(request).map_err(|e| ApiError::Internal(e.to_string()))?;
     submit(&state, OperationKind::DeleteCluster, request, &principal, q.dry_run, key).await
