@@ -852,8 +852,13 @@ def test_the_governance_panel_shows_teams_usage_and_changes_a_quota(wl_ui, wl):
     card = ui.wait_css("#governance-card", 20)
 
     def cell(team, cls, attr="data-gpus"):
-        found = ui.all(f'#governance-teams tr[data-team="{team}"] .{cls}')
-        return found[0].get_attribute(attr) if found else None
+        # Read in one script: the panel re-renders while it polls, so an element found by one
+        # WebDriver call may be gone (stale) by the next.
+        return ui.js(
+            "const e = document.querySelector(arguments[0]); return e ? e.getAttribute(arguments[1]) : null;",
+            f'#governance-teams tr[data-team="{team}"] .{cls}',
+            attr,
+        )
 
     # research: its own GPU and prod's idle one (borrowed); the third job waits.
     ui.wait(lambda: cell("research", "admitted", "data-count") == "2", 20, "research's two jobs admitted")
@@ -861,8 +866,8 @@ def test_the_governance_panel_shows_teams_usage_and_changes_a_quota(wl_ui, wl):
     assert (cell("research", "in-use"), cell("research", "in-use", "data-borrowed")) == ("2", "1")
     assert (cell("research", "guaranteed"), cell("research", "borrowable")) == ("1", "1")
     assert (cell("prod", "guaranteed"), cell("prod", "borrowable"), cell("prod", "admitted", "data-count")) == ("1", "0", "0")
-    row = ui.css('#governance-teams tr[data-team="research"]')
-    assert "hyperpod-ns-research-localqueue" in row.text, row.text
+    row_text = ui.js("return document.querySelector(arguments[0]).innerText;", '#governance-teams tr[data-team="research"]')
+    assert "hyperpod-ns-research-localqueue" in row_text, row_text
     classes = ui.css("#governance-classes").text
     assert "kueue.x-k8s.io/priority-class: inference-priority" in classes, classes
     assert card.find_element(By.CSS_SELECTOR, "#governance-summary").text.startswith("On.")
