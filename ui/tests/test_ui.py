@@ -569,7 +569,7 @@ def test_a_token_is_minted_bound_to_a_kubernetes_identity(ui, server):
     ui.login()
     ui.go("#/tokens")
     set_value(ui.wait_css("#token-name"), "alice-ui")
-    Select(ui.css("#token-scope")).select_by_value("operate")
+    Select(ui.css("#token-scope")).select_by_value("workloads")
     set_value(ui.css("#token-kube-user"), "alice")
     set_value(ui.css("#token-kube-groups"), "team-a, ml")
     set_value(ui.css("#token-kube-namespaces"), "team-a")
@@ -580,6 +580,9 @@ def test_a_token_is_minted_bound_to_a_kubernetes_identity(ui, server):
     row = '#tokens-table tr[data-token="alice-ui"]'
     want = "alice (team-a, ml) in team-a + system monitoring, service accounts trainer"
     ui.wait(lambda: ui.all(row) and want in ui.all(row)[0].text, 10, "the binding")
+    assert "workloads" in ui.all(row)[0].text, "the scope an agent that runs jobs gets"
+    status, listed = server.api("GET", "/api/tokens")
+    assert next(t for t in listed if t["name"] == "alice-ui")["scope"] == "workloads", listed
     # A namespace that is not a system one is refused under system namespaces, naming the field.
     set_value(ui.css("#token-name"), "wrong-ui")
     set_value(ui.css("#token-kube-user"), "bob")

@@ -1349,4 +1349,45 @@ fn tokens_are_minted_listed_and_revoked_by_the_admin() {
     s.cli().args(["token", "revoke", "viewer"]).assert().success();
     as_viewer(&["context"]).assert().failure().stderr(predicate::str::contains("revoked"));
     s.cli().args(["token", "revoke", "viewer"]).assert().failure();
+
+    // A workloads-scoped token bound to a Kubernetes user, allowed one system namespace and
+    // confined to one service account: the flags reach the binding, and the rules name the field.
+    let agent = s.json(&[
+        "token",
+        "create",
+        "agent",
+        "--scope",
+        "workloads",
+        "--kube-user",
+        "alice",
+        "--namespace",
+        "team-a",
+        "--system-namespace",
+        "monitoring",
+        "--service-account",
+        "trainer",
+        "--cluster",
+        "demo",
+    ]);
+    assert_eq!(agent["scope"], "workloads");
+    let binding = &s.json(&["token", "list"])[0]["kube_bindings"][0];
+    assert_eq!(
+        (&binding["system_namespaces"], &binding["service_accounts"]),
+        (&json!(["monitoring"]), &json!(["trainer"]))
+    );
+    s.cli()
+        .args([
+            "token",
+            "create",
+            "wrong",
+            "--kube-user",
+            "bob",
+            "--namespace",
+            "team-b",
+            "--system-namespace",
+            "team-c",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("kube_bindings[0].system_namespaces[0]"));
 }
