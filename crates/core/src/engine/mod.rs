@@ -849,6 +849,11 @@ impl Engine {
                     r = run_operation(&inner, &guard, &id, rx) => r,
                     lost = keep_lease(&inner, &guard) => Err(EngineError::Store(lost)),
                 };
+                // A driver that finished with its lease lapsed by the local clock (a process
+                // stopped past the TTL, then resumed, that found the operation ended by the
+                // replica that took it over) lost the lease too: it neither releases it nor
+                // drives a reopened operation.
+                let result = result.and_then(|()| guard.ensure());
                 if let Err(e) = &result {
                     if is_fenced(e) {
                         tracing::warn!(operation = %id, replica = %inner.replica, error = %e, "lost the operation's lease: stopped driving it");

@@ -47,6 +47,8 @@
 //!   and the record of its id finds that workspace on resume instead of creating a second.
 //! - An owned workspace in `CREATION_FAILED` fails the attempt; the retry deletes it and creates
 //!   a new one with the attempt's own token.
+//! - Delete-cluster's `prometheus_workspace` step is finished only when AMP no longer lists a
+//!   workspace of ours: a `DELETING` one is waited for, so "deleted" means gone.
 
 use super::steps::{AddonTarget, EnsureAddon, PodIdentityTarget, addon_create_token, pod_identity_trust_policy};
 use crate::addon_schema;
@@ -227,11 +229,22 @@ pub async fn owned_workspaces(
     region: &str,
     cluster: &str,
 ) -> Result<Vec<PrometheusWorkspace>, ProviderError> {
+    let mut found = listed_workspaces(aws, region, cluster).await?;
+    found.retain(|w| w.status != "DELETING");
+    Ok(found)
+}
+
+/// Every workspace of the cluster's that AMP still lists, those being deleted included.
+async fn listed_workspaces(
+    aws: &dyn AwsCloud,
+    region: &str,
+    cluster: &str,
+) -> Result<Vec<PrometheusWorkspace>, ProviderError> {
     let mut found: Vec<PrometheusWorkspace> = aws
         .list_prometheus_workspaces(region, &prometheus_alias(cluster))
         .await?
         .into_iter()
-        .filter(|w| is_owned(&w.tags, cluster) && w.status != "DELETING")
+        .filter(|w| is_owned(&w.tags, cluster))
         .collect();
     found.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(found)
@@ -416,7 +429,8 @@ impl StepExecutor for ObservabilityAddonStep {
 }
 
 /// Deletes the cluster's workspaces of ours (delete-cluster's `prometheus_workspace` step);
-/// none counts as done, a same-alias workspace without our tags is left alone.
+/// none counts as done, a same-alias workspace without our tags is left alone. The step is done
+/// when AMP no longer lists any of ours, not when they are `DELETING`.
 pub struct DeletePrometheusWorkspaces {
     pub aws: Arc<dyn AwsCloud>,
     pub region: String,
@@ -426,8 +440,9 @@ pub struct DeletePrometheusWorkspaces {
 #[async_trait]
 impl StepExecutor for DeletePrometheusWorkspaces {
     async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
-        let owned = owned_workspaces(self.aws.as_ref(), &self.region, &self.cluster).await?;
-        Ok(if owned.is_empty() {
+        // Done only once AMP no longer lists any of them: one still DELETING is waited for.
+        let listed = listed_workspaces(self.aws.as_ref(), &self.region, &self.cluster).await?;
+        Ok(if listed.is_empty() {
             Observation::Exists(ResourceRef {
                 kind: "prometheus-workspace".into(),
                 id: prometheus_alias(&self.cluster),
@@ -454,8 +469,10 @@ impl StepExecutor for DeletePrometheusWorkspaces {
     }
 
     async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
-        let left = owned_workspaces(self.aws.as_ref(), &self.region, &self.cluster).await?;
-        Ok(match left.first() {
+        // A workspace is gone when AMP no longer lists it, not when it is DELETING: the delete
+        // is finished only then (the cluster's metrics are deleted with it).
+        let left = listed_workspaces(self.aws.as_ref(), &self.region, &self.cluster).await?;
+        Ok(match left.iter().find(|w| w.status != "DELETING").or(left.first()) {
             None => Progress::Done(json!({ "deleted": r.id })),
             // A workspace still CREATING cannot be deleted yet: its deletion is resubmitted.
             Some(w) if w.status == "CREATING" => {
