@@ -2,8 +2,10 @@
 //!
 //! It is the one way the CLI (and the MCP server) talk to the control plane: every method maps
 //! to one endpoint and returns the core types (`Operation`, `AuditEntry`, `StepSpec`,
-//! `ClusterNode`, `HyperPodInstanceGroupStatus`, `ManagedFeatures`, …) or, where the server has
-//! its own view type (cluster views, context), a [`serde_json::Value`].
+//! `ClusterNode`, `HyperPodInstanceGroupStatus`, `ManagedFeatures`, …) and the views of
+//! `instantstart_core::api` (a cluster is a `ClusterView` in lists and a `ClusterDetail` with its
+//! live state), the same types the server serializes. The context and session reads are still
+//! a [`serde_json::Value`].
 //! Errors are typed ([`Error`]): API failures carry the server's problem document with every
 //! validation finding.
 //!
@@ -36,6 +38,7 @@ pub use logs::{LogEvent, LogStream, RESUME_TAIL, ReconnectPolicy, ResumingLogStr
 pub use pages::{ListPage, PageArgs};
 
 use instantstart_core::api::capacity::ClusterCapacity;
+use instantstart_core::api::clusters::{ClusterDetail, ClusterView};
 use instantstart_core::api::metrics::{MetricsQuery, MetricsView};
 use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
@@ -517,12 +520,12 @@ impl Client {
     // ----- clusters -----
 
     /// `GET /api/clusters` (every page): every cluster with `active`, `status` and `last_operation`.
-    pub async fn list_clusters(&self) -> Result<Vec<Value>, Error> {
+    pub async fn list_clusters(&self) -> Result<Vec<ClusterView>, Error> {
         self.all(Call::new(Method::GET, &["api", "clusters"])).await
     }
 
     /// `GET /api/clusters/{cluster}`: a cluster with live EKS/HyperPod state and nodes.
-    pub async fn get_cluster(&self, name: &str) -> Result<Value, Error> {
+    pub async fn get_cluster(&self, name: &str) -> Result<ClusterDetail, Error> {
         self.call(Call::new(Method::GET, &["api", "clusters", name])).await
     }
 

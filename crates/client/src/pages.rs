@@ -9,11 +9,11 @@
 //!   page after it, with the same filters.
 
 use crate::{Call, Client, Error, OperationQuery, typed};
+use instantstart_core::api::clusters::ClusterView;
 use instantstart_core::operation::{AuditEntry, Operation, OperationStatus};
 use reqwest::Method;
 use reqwest::header::{HeaderMap, LINK};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 /// The page size the iterate-all helpers ask for (the server's largest).
 pub const ALL_PAGE_SIZE: u32 = 500;
@@ -71,7 +71,7 @@ impl Client {
     }
 
     /// `GET /api/clusters`: one page of clusters by name.
-    pub async fn clusters_page(&self, args: &PageArgs) -> Result<ListPage<Value>, Error> {
+    pub async fn clusters_page(&self, args: &PageArgs) -> Result<ListPage<ClusterView>, Error> {
         self.page(Call::new(Method::GET, &["api", "clusters"]), args).await
     }
 
@@ -102,6 +102,7 @@ impl Client {
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+    use serde_json::Value;
 
     #[test]
     fn the_next_cursor_is_read_from_the_link_header() {
@@ -137,8 +138,17 @@ mod tests {
                 log.lock().unwrap().push(query.clone());
                 let start: usize =
                     query.split('&').find_map(|p| p.strip_prefix("cursor=")).map_or(0, |c| c.parse().unwrap());
-                let items: Vec<Value> =
-                    (start..(start + 3).min(7)).map(|i| serde_json::json!({ "name": format!("c{i}") })).collect();
+                let items: Vec<Value> = (start..(start + 3).min(7))
+                    .map(|i| {
+                        serde_json::json!({
+                            "name": format!("c{i}"), "region": "us-east-1", "source": "created",
+                            "eks_cluster": format!("c{i}-eks"), "hyperpod_cluster": null, "vpc_id": null,
+                            "bucket": null, "kubernetes_version": null, "request": null,
+                            "created_at": "2026-12-01T00:00:00Z", "updated_at": "2026-12-01T00:00:00Z",
+                            "active": i == 0, "status": "ready", "last_operation": null
+                        })
+                    })
+                    .collect();
                 let mut response = axum::Json(items).into_response();
                 if start + 3 < 7 {
                     let link = format!("</api/clusters?limit=3&cursor={}>; rel=\"next\"", start + 3);
@@ -157,8 +167,9 @@ mod tests {
     async fn whole_lists_follow_every_page_and_page_methods_return_the_cursor() {
         let (client, seen) = paging_server().await;
         let all = client.list_clusters().await.unwrap();
-        let names: Vec<&str> = all.iter().map(|c| c["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = all.iter().map(|c| c.record.name.as_str()).collect();
         assert_eq!(names, ["c0", "c1", "c2", "c3", "c4", "c5", "c6"]);
+        assert!(all[0].active && !all[1].active, "typed views: {:?}", all[0]);
         assert_eq!(*seen.lock().unwrap(), ["limit=500", "limit=500&cursor=3", "limit=500&cursor=6"]);
 
         let first = client.clusters_page(&PageArgs { limit: Some(3), cursor: None }).await.unwrap();

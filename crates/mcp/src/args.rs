@@ -938,7 +938,7 @@ pub struct PoolAssignArgs {
 
 /// `mlflow_servers`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-pub struct MlflowServersArgs {
+pub struct TrackingServerListArgs {
     /// AWS region; omit for the control plane's default region.
     #[serde(default)]
     pub region: Option<String>,
@@ -946,7 +946,7 @@ pub struct MlflowServersArgs {
 
 /// `mlflow_create_server`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct MlflowCreateServerArgs {
+pub struct TrackingServerCreateArgs {
     /// The tracking server: name; cluster (its region, and artifacts in its shared bucket under
     /// mlflow/<name>) or region + artifact_store_uri (s3://bucket/prefix); size Small (default),
     /// Medium or Large; role_arn (omit: InstantStart creates <name>-mlflow-role); mlflow_version.
@@ -958,7 +958,7 @@ pub struct MlflowCreateServerArgs {
 
 /// `mlflow_server_delete`.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-pub struct MlflowServerDeleteArgs {
+pub struct TrackingServerDeleteArgs {
     /// Tracking server to delete (as listed by mlflow_servers). Only servers InstantStart created.
     pub name: String,
     /// AWS region of the server; omit for the default region.
@@ -972,7 +972,7 @@ pub struct MlflowServerDeleteArgs {
 
 /// `mlflow_runs`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct MlflowRunsArgs {
+pub struct RunListArgs {
     /// Tracking server name (as listed by mlflow_servers).
     pub server: String,
     /// Only runs of this experiment (the job name unless the job set one).
@@ -988,7 +988,7 @@ pub struct MlflowRunsArgs {
 
 /// `mlflow_metrics`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct MlflowMetricsArgs {
+pub struct RunMetricsGetArgs {
     /// Tracking server name.
     pub server: String,
     /// Run id (from mlflow_runs).

@@ -1,9 +1,11 @@
 //! The tool surface: one tool per action, each a call of the REST API through
 //! [`instantstart_client::Client`].
 //!
-//! Naming: `<noun>_<verb>` in snake_case, grouped by prefix (`context_*`, `cluster_*`,
+//! Naming: `<noun>_<verb>` in snake_case (a read-only tool may read a part of its noun:
+//! `job_logs`, `cluster_events`, `context_zones`), grouped by prefix (`context_*`, `cluster_*`,
 //! `hyperpod_*`, `instance_group_*`, `node_*`, `health_check_*`, `software_update_*`, `feature_*`,
-//! `storage_*`, `model_*`, `job_*`, `endpoint_*`, `pool_*`, `mlflow_*`, `operation_*`, `audit_*`). Workload tools take an optional `cluster` (the active
+//! `storage_*`, `model_*`, `job_*`, `endpoint_*`, `pool_*`, `tracking_server_*`, `run_*`, `operation_*`,
+//! `audit_*`). Workload tools take an optional `cluster` (the active
 //! cluster when omitted). Every tool sets all
 //! four MCP hints explicitly: `readOnlyHint`, `destructiveHint`, `idempotentHint`,
 //! `openWorldHint` (open world = the call reaches AWS or Kubernetes through the control plane;
@@ -18,11 +20,15 @@
 //! feature off removes its add-on or IAM chain), `governance_set` (teams left out lose their quota). `node_reboot` is not destructive: it
 //! interrupts the node's workloads, but the instance, its id and its local data stay — it is
 //! the first rung of investigate → reboot → replace. `job_delete`, `model_delete` (a running
-//! download stops; the files stay), `endpoint_delete`, `mlflow_server_delete` (the runs go with
+//! download stops; the files stay), `endpoint_delete`, `tracking_server_delete` (the runs go with
 //! the server), `storage_fsx_delete` (the file system's data goes with it) and `endpoint_scale` (scaling down stops replicas) are destructive; `endpoint_chat` changes
 //! nothing (read-only) but is not idempotent (the model samples). Changes with an explicit diff
 //! (`instance_group_scale`, `feature_set`) and deletions are idempotent: repeating them finds
 //! the target already in that state.
+//!
+//! Renamed tools keep their old name for one release ([`DEPRECATED_TOOLS`]): the MLflow tools
+//! were `mlflow_servers`, `mlflow_create_server`, `mlflow_server_delete`, `mlflow_runs` and
+//! `mlflow_metrics`, named for the product rather than the noun and with the verb out of place.
 
 use crate::args::*;
 use crate::confirm::{self, Confirmations};
@@ -44,6 +50,17 @@ use tokio::time::Instant;
 
 /// Interval of keep-alive progress notifications while `operation_wait` sees no change, so
 /// clients that reset their request timeout on progress keep waiting.
+/// Old tool names still served for one release, each with the tool that replaces it. An old
+/// name answers exactly as its replacement (same arguments, same confirmation tokens) and its
+/// description says which tool to call instead.
+pub const DEPRECATED_TOOLS: &[(&str, &str)] = &[
+    ("mlflow_servers", "tracking_server_list"),
+    ("mlflow_create_server", "tracking_server_create"),
+    ("mlflow_server_delete", "tracking_server_delete"),
+    ("mlflow_runs", "run_list"),
+    ("mlflow_metrics", "run_metrics_get"),
+];
+
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// The MCP server: a typed REST client, the tool router and the confirmation tokens it issued.
@@ -319,7 +336,7 @@ impl InstantStartMcp {
     )]
     async fn cluster_list(&self) -> CallToolResult {
         match self.client.list_clusters().await {
-            Ok(clusters) => ok(Value::Array(clusters)),
+            Ok(clusters) => ok_serialize(&clusters),
             Err(e) => failure(&e),
         }
     }
@@ -339,7 +356,7 @@ impl InstantStartMcp {
     )]
     async fn cluster_get(&self, Parameters(a): Parameters<ClusterNameArgs>) -> CallToolResult {
         match self.client.get_cluster(&a.name).await {
-            Ok(v) => ok(v),
+            Ok(c) => ok_serialize(&c),
             Err(e) => failure(&e),
         }
     }
@@ -1739,7 +1756,7 @@ impl InstantStartMcp {
     // ----- training history (SageMaker managed MLflow) -----
 
     #[tool(
-        name = "mlflow_servers",
+        name = "tracking_server_list",
         description = "SageMaker managed MLflow tracking servers of a region: name, ARN (what a training job's \
                        mlflow.tracking_server_arn takes in job_submit), status (Creating, Created, CreateFailed, …), \
                        MLflow UI URL, size and artifact store. Runs are readable once the status is Created.",
@@ -1751,7 +1768,7 @@ impl InstantStartMcp {
             open_world_hint = true
         )
     )]
-    async fn mlflow_servers(&self, Parameters(a): Parameters<MlflowServersArgs>) -> CallToolResult {
+    async fn tracking_server_list(&self, Parameters(a): Parameters<TrackingServerListArgs>) -> CallToolResult {
         match self.client.mlflow_servers(a.region.as_deref()).await {
             Ok(servers) => ok_serialize(&servers),
             Err(e) => failure(&e),
@@ -1759,12 +1776,12 @@ impl InstantStartMcp {
     }
 
     #[tool(
-        name = "mlflow_create_server",
+        name = "tracking_server_create",
         description = "Create a SageMaker managed MLflow tracking server for training history: an IAM role \
                        SageMaker assumes for the artifact bucket (unless role_arn is given), then \
                        CreateMlflowTrackingServer (about 20 minutes on AWS). With `cluster`, artifacts go to the \
                        cluster's shared bucket under mlflow/<name>. Returns the operation id: call operation_wait \
-                       with it until the status is terminal; then mlflow_servers shows the ARN to pass to \
+                       with it until the status is terminal; then tracking_server_list shows the ARN to pass to \
                        job_submit (job.mlflow.tracking_server_arn).",
         annotations(
             title = "Create an MLflow tracking server",
@@ -1774,7 +1791,7 @@ impl InstantStartMcp {
             open_world_hint = true
         )
     )]
-    async fn mlflow_create_server(&self, Parameters(a): Parameters<MlflowCreateServerArgs>) -> CallToolResult {
+    async fn tracking_server_create(&self, Parameters(a): Parameters<TrackingServerCreateArgs>) -> CallToolResult {
         match self.client.create_mlflow_server(&a.server, &mutation_options(&a.mutation)).await {
             Ok(s) => render::submitted(&s),
             Err(e) => failure(&e),
@@ -1782,7 +1799,7 @@ impl InstantStartMcp {
     }
 
     #[tool(
-        name = "mlflow_server_delete",
+        name = "tracking_server_delete",
         description = "Delete a SageMaker managed MLflow tracking server (it bills while it exists) and its runs \
                        and metrics, then the IAM role InstantStart created for it (a role given as role_arn at \
                        creation is kept). Only servers InstantStart created: another one is refused (422), an \
@@ -1797,19 +1814,19 @@ impl InstantStartMcp {
             open_world_hint = true
         )
     )]
-    async fn mlflow_server_delete(&self, Parameters(a): Parameters<MlflowServerDeleteArgs>) -> CallToolResult {
+    async fn tracking_server_delete(&self, Parameters(a): Parameters<TrackingServerDeleteArgs>) -> CallToolResult {
         let (name, region) = (a.name.as_str(), a.region.as_deref());
-        self.guarded("mlflow_server_delete", bound(&a), &a.confirm, &a.mutation, move |o| async move {
+        self.guarded("tracking_server_delete", bound(&a), &a.confirm, &a.mutation, move |o| async move {
             self.client.delete_mlflow_server(name, region, &o).await
         })
         .await
     }
 
     #[tool(
-        name = "mlflow_runs",
+        name = "run_list",
         description = "Runs of a tracking server, newest first: run_id, name (the job), experiment, status \
                        (RUNNING, FINISHED, FAILED, …), start and end time, the latest value of every metric (loss, \
-                       throughput) and the parameters. Use mlflow_metrics with a run_id for the curves.",
+                       throughput) and the parameters. Use run_metrics_get with a run_id for the curves.",
         annotations(
             title = "List MLflow runs",
             read_only_hint = true,
@@ -1818,7 +1835,7 @@ impl InstantStartMcp {
             open_world_hint = true
         )
     )]
-    async fn mlflow_runs(&self, Parameters(a): Parameters<MlflowRunsArgs>) -> CallToolResult {
+    async fn run_list(&self, Parameters(a): Parameters<RunListArgs>) -> CallToolResult {
         match self.client.mlflow_runs(&a.server, a.experiment.as_deref(), a.max, a.region.as_deref()).await {
             Ok(runs) => ok_serialize(&runs),
             Err(e) => failure(&e),
@@ -1826,7 +1843,7 @@ impl InstantStartMcp {
     }
 
     #[tool(
-        name = "mlflow_metrics",
+        name = "run_metrics_get",
         description = "Metric histories of one run (default loss and throughput): for each key the points \
                        {step, value, timestamp in ms} ordered by step, plus first/last/min/max per key so a trend \
                        (is the loss still falling? did throughput drop?) can be read without the whole series.",
@@ -1838,7 +1855,7 @@ impl InstantStartMcp {
             open_world_hint = true
         )
     )]
-    async fn mlflow_metrics(&self, Parameters(a): Parameters<MlflowMetricsArgs>) -> CallToolResult {
+    async fn run_metrics_get(&self, Parameters(a): Parameters<RunMetricsGetArgs>) -> CallToolResult {
         match self.client.mlflow_metrics(&a.server, &a.run_id, &a.keys, a.region.as_deref()).await {
             Ok(m) => {
                 let summary: serde_json::Map<String, Value> = m
@@ -1863,6 +1880,88 @@ impl InstantStartMcp {
             }
             Err(e) => failure(&e),
         }
+    }
+
+    // ----- deprecated names (kept for one release; see DEPRECATED_TOOLS) -----
+
+    #[tool(
+        name = "mlflow_servers",
+        description = "Deprecated name of tracking_server_list, kept for one release: call tracking_server_list instead. Same arguments and \
+                       answer.",
+        annotations(
+            title = "List MLflow tracking servers (deprecated name)",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_servers(&self, a: Parameters<TrackingServerListArgs>) -> CallToolResult {
+        self.tracking_server_list(a).await
+    }
+
+    #[tool(
+        name = "mlflow_create_server",
+        description = "Deprecated name of tracking_server_create, kept for one release: call tracking_server_create instead. Same arguments and \
+                       answer. Returns the operation id: call operation_wait with it until the status is terminal.",
+        annotations(
+            title = "Create an MLflow tracking server (deprecated name)",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_create_server(&self, a: Parameters<TrackingServerCreateArgs>) -> CallToolResult {
+        self.tracking_server_create(a).await
+    }
+
+    #[tool(
+        name = "mlflow_server_delete",
+        description = "Deprecated name of tracking_server_delete, kept for one release: call tracking_server_delete instead. Same arguments and \
+                       answer. Returns the operation id: call operation_wait with it until the status is terminal. Destructive: the first call answers the plan and a confirmation token, as tracking_server_delete does.",
+        annotations(
+            title = "Delete an MLflow tracking server (deprecated name)",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_server_delete(&self, a: Parameters<TrackingServerDeleteArgs>) -> CallToolResult {
+        self.tracking_server_delete(a).await
+    }
+
+    #[tool(
+        name = "mlflow_runs",
+        description = "Deprecated name of run_list, kept for one release: call run_list instead. Same arguments and \
+                       answer.",
+        annotations(
+            title = "List MLflow runs (deprecated name)",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_runs(&self, a: Parameters<RunListArgs>) -> CallToolResult {
+        self.run_list(a).await
+    }
+
+    #[tool(
+        name = "mlflow_metrics",
+        description = "Deprecated name of run_metrics_get, kept for one release: call run_metrics_get instead. Same arguments and \
+                       answer.",
+        annotations(
+            title = "MLflow metric history (deprecated name)",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn mlflow_metrics(&self, a: Parameters<RunMetricsGetArgs>) -> CallToolResult {
+        self.run_metrics_get(a).await
     }
 }
 

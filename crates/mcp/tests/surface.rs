@@ -11,6 +11,7 @@
 //!   existing tools, and the installed copies equal the templates in `skills/agents/`.
 
 use instantstart_mcp::InstantStartMcp;
+use instantstart_mcp::server::DEPRECATED_TOOLS;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -34,6 +35,8 @@ const PREFIXES: &[&str] = &[
     "job",
     "endpoint",
     "pool",
+    "tracking_server",
+    "run",
     "mlflow",
     "inference",
     "operation",
@@ -61,10 +64,12 @@ fn names() -> BTreeSet<String> {
     tools().iter().map(|t| t.name.to_string()).collect()
 }
 
+/// The read-only tools under their current names (a deprecated old name is not advertised).
 fn read_only() -> BTreeSet<String> {
     tools()
         .iter()
         .filter(|t| t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true))
+        .filter(|t| !DEPRECATED_TOOLS.iter().any(|(old, _)| t.name == *old))
         .map(|t| t.name.to_string())
         .collect()
 }
@@ -172,14 +177,127 @@ fn every_tool_is_annotated_documented_and_names_its_status_tool() {
         "endpoint_scale",
         "endpoint_delete",
         "pool_assign",
-        "mlflow_create_server",
-        "mlflow_server_delete",
+        "tracking_server_create",
+        "tracking_server_delete",
         "storage_fsx_create",
         "storage_fsx_delete",
     ] {
         let t = tools().into_iter().find(|t| t.name == name).unwrap();
         let props = properties(&t);
         assert!(props.contains_key("idempotency_key") && props.contains_key("dry_run"), "{name}");
+    }
+}
+
+/// The nouns a tool name starts with (longest first wins), the parts of a noun a tool may act
+/// on, and the verbs: a name is `<noun>_[<part>_]<verb>[_<object>]`, or, for a read-only tool
+/// that reads a part of its noun, `<noun>_<part>`.
+const NOUNS: &[&str] = &[
+    "context",
+    "cluster",
+    "hyperpod",
+    "instance_group",
+    "node",
+    "health_check",
+    "software_update",
+    "capacity",
+    "metrics",
+    "feature",
+    "governance",
+    "storage",
+    "model",
+    "job",
+    "endpoint",
+    "pool",
+    "tracking_server",
+    "run",
+    "operation",
+    "audit",
+];
+const PARTS: &[&str] = &[
+    "zones",
+    "eks_clusters",
+    "instance_types",
+    "quotas",
+    "training_plans",
+    "training_plan_offerings",
+    "sim_stats",
+    "events",
+    "logs",
+    "fsx",
+    "metrics",
+];
+const VERBS: &[&str] = &[
+    "get", "list", "create", "import", "delete", "add", "remove", "set", "scale", "reboot", "replace", "start",
+    "download", "submit", "deploy", "chat", "assign", "wait", "retry", "cancel",
+];
+
+/// Why `name` breaks the `<noun>_<verb>` rule, or `None`.
+fn naming_problem(name: &str, read_only: bool) -> Option<String> {
+    let Some(noun) = NOUNS.iter().filter(|n| name.starts_with(&format!("{n}_"))).max_by_key(|n| n.len()) else {
+        return Some(format!("{name}: starts with no known noun"));
+    };
+    let rest = &name[noun.len() + 1..];
+    if read_only && PARTS.contains(&rest) {
+        return None;
+    }
+    let rest = PARTS.iter().find_map(|p| rest.strip_prefix(&format!("{p}_"))).unwrap_or(rest);
+    let verb = rest.split('_').next().unwrap_or_default();
+    (!VERBS.contains(&verb)).then(|| format!("{name}: `{rest}` after the noun `{noun}` does not start with a verb"))
+}
+
+#[test]
+fn the_naming_rule_is_checked_on_table_cases() {
+    for (name, read_only, ok) in [
+        ("tracking_server_list", true, true),
+        ("tracking_server_create", false, true),
+        ("storage_fsx_create", false, true),
+        ("run_metrics_get", true, true),
+        ("cluster_set_active", false, true),
+        ("job_logs", true, true),
+        ("job_logs", false, false),
+        ("mlflow_servers", true, false),
+        ("tracking_server_servers", true, false),
+        ("tracking_create_server", false, false),
+    ] {
+        assert_eq!(naming_problem(name, read_only).is_none(), ok, "{name} (read-only: {read_only})");
+    }
+}
+
+#[test]
+fn every_tool_is_named_noun_then_verb_and_old_names_are_deprecated_aliases() {
+    let tools = tools();
+    let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap_or_else(|| panic!("no tool {n}"));
+    let deprecated: BTreeSet<&str> = DEPRECATED_TOOLS.iter().map(|(old, _)| *old).collect();
+    for t in &tools {
+        let name = t.name.as_ref();
+        if deprecated.contains(name) {
+            continue;
+        }
+        let ro = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+        if let Some(problem) = naming_problem(name, ro) {
+            panic!("{problem}");
+        }
+    }
+    for (old, new) in DEPRECATED_TOOLS {
+        let (o, n) = (by_name(old), by_name(new));
+        assert!(naming_problem(new, true).is_none(), "{new}: the new name follows the rule");
+        let d = o.description.as_deref().unwrap_or_default();
+        assert!(d.starts_with("Deprecated") && d.contains(new), "{old}: says to call {new}: {d}");
+        assert_eq!(o.input_schema, n.input_schema, "{old}: the same arguments as {new}");
+        let (oa, na) = (o.annotations.clone().unwrap(), n.annotations.clone().unwrap());
+        assert_eq!(
+            (oa.read_only_hint, oa.destructive_hint, oa.idempotent_hint, oa.open_world_hint),
+            (na.read_only_hint, na.destructive_hint, na.idempotent_hint, na.open_world_hint),
+            "{old}: the same hints as {new}"
+        );
+    }
+    // Docs and skills name the new tools only.
+    for rel in ["docs/agent.md", "docs/training.md", "skills/training-jobs/SKILL.md", "skills/README.md"] {
+        let text = read(rel);
+        for (old, _) in DEPRECATED_TOOLS {
+            // Only a note on the rename may name an old tool.
+            assert!(!text.contains(old) || text.contains("**Renamed tools**"), "{rel} still names {old}");
+        }
     }
 }
 
@@ -260,8 +378,9 @@ fn skills_mention_only_existing_tools_and_encode_the_rules() {
     let mut known = tools.clone();
     known.extend(step_keys());
     known.extend(argument_names());
-    // Nested request fields that share a tool prefix (`software_update_start`'s rolling policy).
-    known.extend(["capacity_percentage".to_string()]);
+    // Nested request fields that share a tool prefix (`software_update_start`'s rolling policy,
+    // a job's `mlflow.tracking_server_arn`).
+    known.extend(["capacity_percentage".to_string(), "tracking_server_arn".to_string()]);
     let dir = root().join("skills");
     let mut skills = vec![];
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -375,7 +494,9 @@ fn agent_configs_auto_approve_only_read_only_tools() {
         .filter_map(|t| t.strip_prefix("mcp__instantstart__"))
         .map(str::to_string)
         .collect();
-    assert_eq!(listed, tools, "the Claude agent can use every tool");
+    let current: BTreeSet<String> =
+        tools.iter().filter(|t| !DEPRECATED_TOOLS.iter().any(|(old, _)| t == old)).cloned().collect();
+    assert_eq!(listed, current, "the Claude agent can use every tool (by its current name)");
     let settings: Value = serde_json::from_str(&read("skills/agents/claude/settings.json")).unwrap();
     let allow: BTreeSet<String> = settings["permissions"]["allow"]
         .as_array()

@@ -132,9 +132,20 @@ DESTRUCTIVE |= {"governance_set"}
 OPERATION_TOOLS |= {"storage_fsx_create", "storage_fsx_delete"}
 DESTRUCTIVE |= {"storage_fsx_delete"}
 # Training history (SageMaker managed MLflow).
-READ_ONLY |= {"mlflow_servers", "mlflow_runs", "mlflow_metrics"}
-OPERATION_TOOLS |= {"mlflow_create_server", "mlflow_server_delete"}
-DESTRUCTIVE |= {"mlflow_server_delete"}
+READ_ONLY |= {"tracking_server_list", "run_list", "run_metrics_get"}
+OPERATION_TOOLS |= {"tracking_server_create", "tracking_server_delete"}
+DESTRUCTIVE |= {"tracking_server_delete"}
+# Old names kept for one release (DEPRECATED_TOOLS in crates/mcp/src/server.rs).
+DEPRECATED = {
+    "mlflow_servers": "tracking_server_list",
+    "mlflow_create_server": "tracking_server_create",
+    "mlflow_server_delete": "tracking_server_delete",
+    "mlflow_runs": "run_list",
+    "mlflow_metrics": "run_metrics_get",
+}
+READ_ONLY |= {old for old, new in DEPRECATED.items() if new in READ_ONLY}
+OPERATION_TOOLS |= {old for old, new in DEPRECATED.items() if new in OPERATION_TOOLS}
+DESTRUCTIVE |= {old for old, new in DEPRECATED.items() if new in DESTRUCTIVE}
 # HyperPod on an EKS-only cluster.
 OPERATION_TOOLS |= {"hyperpod_add", "hyperpod_remove"}
 DESTRUCTIVE |= {"hyperpod_remove"}
@@ -404,8 +415,16 @@ def test_validation_errors_come_back_as_tool_errors_with_field_paths(control_pla
         assert err is True and body["error"]["status"] == 404
         err, body = await call(s, "cluster_get", {"name": "nosuchcluster"})
         assert err is True and body["error"]["status"] == 404
+        err, body = await call(s, "tracking_server_delete", {"name": "nosuchserver", "dry_run": True})
+        assert err is True and body["error"]["status"] == 404
+        # An old name answers as its replacement does, and says which tool to call instead.
         err, body = await call(s, "mlflow_server_delete", {"name": "nosuchserver", "dry_run": True})
         assert err is True and body["error"]["status"] == 404
+        new_list = await call(s, "tracking_server_list", {})
+        assert new_list[0] is False and await call(s, "mlflow_servers", {}) == new_list
+        listed = {t.name: t for t in (await s.list_tools()).tools}
+        for old, new in DEPRECATED.items():
+            assert listed[old].description.startswith("Deprecated") and new in listed[old].description
 
     run(control_plane["url"], scenario)
 

@@ -7,9 +7,10 @@
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
-use crate::output::{self, Output, Table, fields, s};
+use crate::output::{self, Output, Table, fields};
 use clap::{Args, Subcommand};
 use instantstart_client::DeleteClusterOptions;
+use instantstart_core::provider::ResourceState;
 use instantstart_core::spec::{CapacitySpec, ClusterCreateRequest, InstanceGroupSpec};
 use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
@@ -358,17 +359,17 @@ async fn list(g: &Globals) -> anyhow::Result<Exit> {
     output::emit(g.output, &clusters, || {
         let mut t = Table::new(&["NAME", "STATUS", "ACTIVE", "REGION", "SOURCE", "HYPERPOD", "LAST OPERATION"]);
         for c in &clusters {
-            let last = match c.get("last_operation").filter(|v| !v.is_null()) {
-                Some(op) => format!("{} {}", s(op, "kind"), s(op, "status")),
+            let last = match &c.last_operation {
+                Some(op) => format!("{} {}", op.kind.as_str(), op.status.as_str()),
                 None => "-".into(),
             };
             t.row(vec![
-                s(c, "name"),
-                s(c, "status"),
-                if c["active"] == true { "*".into() } else { String::new() },
-                s(c, "region"),
-                s(c, "source"),
-                s(c, "hyperpod_cluster"),
+                c.record.name.clone(),
+                word(&c.status),
+                if c.active { "*".into() } else { String::new() },
+                c.record.region.clone(),
+                word(&c.record.source),
+                or_dash(c.record.hyperpod_cluster.as_deref()),
                 last,
             ]);
         }
@@ -377,10 +378,27 @@ async fn list(g: &Globals) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn state(v: &Value) -> String {
-    match v.get("reason").and_then(Value::as_str) {
-        Some(reason) => format!("{} ({reason})", s(v, "state")),
-        None => s(v, "state"),
+/// The snake_case word a serialized enum is (`ready`, `delete_failed`, `created`).
+fn word<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "-".into(),
+    }
+}
+
+fn or_dash(v: Option<&str>) -> String {
+    v.unwrap_or("-").to_string()
+}
+
+/// A provider resource's state, with the reason of a failure.
+fn state(v: &ResourceState) -> String {
+    match v {
+        ResourceState::Creating => "creating".into(),
+        ResourceState::Active => "active".into(),
+        ResourceState::Updating => "updating".into(),
+        ResourceState::Deleting => "deleting".into(),
+        ResourceState::Failed { reason } => format!("failed ({reason})"),
     }
 }
 
@@ -426,53 +444,53 @@ async fn events(g: &Globals, a: EventsArgs) -> anyhow::Result<Exit> {
 async fn get(g: &Globals, name: &str) -> anyhow::Result<Exit> {
     let c = g.client()?.get_cluster(name).await?;
     output::emit(g.output, &c, || {
+        let r = &c.view.record;
         let mut pairs = vec![
-            ("Name", format!("{}{}", s(&c, "name"), if c["active"] == true { " (active)" } else { "" })),
-            ("Status", s(&c, "status")),
-            ("Region", s(&c, "region")),
-            ("Source", s(&c, "source")),
-            ("EKS cluster", s(&c, "eks_cluster")),
+            ("Name", format!("{}{}", r.name, if c.view.active { " (active)" } else { "" })),
+            ("Status", word(&c.view.status)),
+            ("Region", r.region.clone()),
+            ("Source", word(&r.source)),
+            ("EKS cluster", r.eks_cluster.clone()),
         ];
-        if let Some(eks) = c.get("eks").filter(|v| !v.is_null()) {
-            pairs.push(("EKS state", format!("{}, Kubernetes {}", state(&eks["state"]), s(eks, "version"))));
-            pairs.push(("EKS endpoint", s(eks, "endpoint")));
+        if let Some(eks) = &c.eks {
+            pairs.push(("EKS state", format!("{}, Kubernetes {}", state(&eks.state), eks.version)));
+            pairs.push(("EKS endpoint", or_dash(eks.endpoint.as_deref())));
         }
-        pairs.push(("HyperPod cluster", s(&c, "hyperpod_cluster")));
-        if let Some(hp) = c.get("hyperpod").filter(|v| !v.is_null()) {
-            pairs
-                .push(("HyperPod state", format!("{}, node recovery {}", state(&hp["state"]), s(hp, "node_recovery"))));
+        pairs.push(("HyperPod cluster", or_dash(r.hyperpod_cluster.as_deref())));
+        if let Some(hp) = &c.hyperpod {
+            pairs.push(("HyperPod state", format!("{}, node recovery {}", state(&hp.state), word(&hp.node_recovery))));
         }
-        pairs.push(("VPC", s(&c, "vpc_id")));
-        pairs.push(("Bucket", s(&c, "bucket")));
-        if let Some(op) = c.get("last_operation").filter(|v| !v.is_null()) {
-            pairs.push(("Last operation", format!("{} {} {}", s(op, "id"), s(op, "kind"), s(op, "status"))));
+        pairs.push(("VPC", or_dash(r.vpc_id.as_deref())));
+        pairs.push(("Bucket", or_dash(r.bucket.as_deref())));
+        if let Some(op) = &c.view.last_operation {
+            pairs.push(("Last operation", format!("{} {} {}", op.id, op.kind.as_str(), op.status.as_str())));
         }
-        if let Some(e) = c.get("live_error").and_then(Value::as_str) {
-            pairs.push(("Live state error", e.to_string()));
+        if let Some(e) = &c.live_error {
+            pairs.push(("Live state error", e.clone()));
         }
         let mut out = fields(&pairs);
-        if let Some(groups) = c.pointer("/hyperpod/instance_groups").and_then(Value::as_array) {
+        if let Some(hp) = &c.hyperpod {
             let mut t = Table::new(&["INSTANCE GROUP", "TYPE", "COUNT", "STATUS"]);
-            for ig in groups {
+            for ig in &hp.instance_groups {
                 t.row(vec![
-                    s(ig, "name"),
-                    s(ig, "instance_type"),
-                    format!("{}/{}", s(ig, "current_count"), s(ig, "target_count")),
-                    s(ig, "status"),
+                    ig.name.clone(),
+                    ig.instance_type.clone(),
+                    format!("{}/{}", ig.current_count, ig.target_count),
+                    ig.status.clone(),
                 ]);
             }
             out.push('\n');
             out.push_str(&t.render_or("No instance groups."));
         }
-        if let Some(nodes) = c.get("nodes").and_then(Value::as_array).filter(|n| !n.is_empty()) {
+        if !c.nodes.is_empty() {
             let mut t = Table::new(&["NODE", "GROUP", "TYPE", "STATUS", "AZ"]);
-            for n in nodes {
+            for n in &c.nodes {
                 t.row(vec![
-                    s(n, "instance_id"),
-                    s(n, "instance_group"),
-                    s(n, "instance_type"),
-                    s(n, "status"),
-                    s(n, "availability_zone"),
+                    n.instance_id.clone(),
+                    n.instance_group.clone(),
+                    n.instance_type.clone(),
+                    n.status.clone(),
+                    n.availability_zone.clone(),
                 ]);
             }
             out.push('\n');

@@ -19,10 +19,10 @@ use crate::provider::{AwsCloud, ClusterNode, EksCluster, HyperPodCluster, Provid
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, OperationHead, Store};
 use crate::workflow::cluster_target;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Lifecycle state of a cluster, derived from its latest operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClusterStatus {
     Creating,
@@ -36,14 +36,16 @@ pub enum ClusterStatus {
 }
 
 /// Summary of an operation on a cluster.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OperationSummary {
     pub id: String,
     pub kind: OperationKind,
     pub status: OperationStatus,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+/// A cluster as lists show it: its record, whether it is the active cluster, its lifecycle
+/// status and its latest operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterView {
     #[serde(flatten)]
     pub record: ClusterRecord,
@@ -53,7 +55,7 @@ pub struct ClusterView {
 }
 
 /// A cluster with live state read from the provider.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterDetail {
     #[serde(flatten)]
     pub view: ClusterView,
