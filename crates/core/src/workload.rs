@@ -130,6 +130,65 @@ pub struct WorkloadContext {
     /// ([`RenderedWorkload::team`]): `None` before it is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub governance: Option<crate::governance::GovernanceFacts>,
+    /// The cluster's FSx for Lustre volumes, read when the rendering names one
+    /// ([`RenderedWorkload::volumes`]): `None` before they are read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_systems: Option<Vec<FileSystemFacts>>,
+}
+
+/// One FSx for Lustre volume of the cluster, as a workload that mounts it needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileSystemFacts {
+    /// The volume's name on the cluster (`storage` lists it).
+    pub name: String,
+    /// FSx's lifecycle of the file system (`AVAILABLE` once it can be mounted).
+    pub lifecycle: String,
+    /// Namespace of its claim.
+    pub namespace: String,
+    /// Its PersistentVolumeClaim (`fsx-<name>`), when it exists on the cluster.
+    pub claim: Option<String>,
+}
+
+impl FileSystemFacts {
+    /// Why a workload in `namespace` cannot mount this volume, or `None` when it can.
+    pub fn mount_problem(&self, namespace: &str) -> Option<String> {
+        if self.lifecycle != "AVAILABLE" {
+            return Some(format!(
+                "FSx volume {} is {}; it can be mounted once it is AVAILABLE",
+                self.name, self.lifecycle
+            ));
+        }
+        let Some(claim) = &self.claim else {
+            return Some(format!(
+                "FSx volume {} has no claim on the cluster yet (its create operation has not finished)",
+                self.name
+            ));
+        };
+        (namespace != self.namespace).then(|| {
+            format!(
+                "FSx volume {}'s claim {claim} is in namespace {}; run the workload there",
+                self.name, self.namespace
+            )
+        })
+    }
+}
+
+/// Why a workload in `namespace` cannot mount `volume`, given the cluster's volumes (`None` when
+/// it can, or when the volumes were not read yet).
+pub fn volume_problem(cx: Option<&WorkloadContext>, namespace: &str, volume: &str) -> Option<String> {
+    let facts = cx.and_then(|c| c.file_systems.as_ref())?;
+    match facts.iter().find(|f| f.name == volume) {
+        None => {
+            let known: Vec<&str> = facts.iter().map(|f| f.name.as_str()).collect();
+            Some(if known.is_empty() {
+                format!("the cluster has no FSx volume (create one with storage fsx create); {volume} is unknown")
+            } else {
+                format!("the cluster has no FSx volume {volume}; it has: {}", known.join(", "))
+            })
+        }
+        Some(f) => f.mount_problem(namespace),
+    }
 }
 
 impl WorkloadContext {
@@ -332,6 +391,10 @@ pub struct RenderedWorkload {
     /// cluster's governance and renders again with it ([`WorkloadContext::governance`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team: Option<String>,
+    /// The cluster's FSx for Lustre volumes the workload mounts by name: the workflow reads
+    /// them and renders again with them ([`WorkloadContext::file_systems`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
 }
 
 /// A service account of a workload bound to an IAM role through EKS Pod Identity.

@@ -712,8 +712,9 @@ pub struct ModelDownloadArgs {
     #[serde(default)]
     pub cluster: Option<String>,
     /// The download: namespace, repo_id (e.g. `Qwen/Qwen3-0.6B`), optional repo_type, revision,
-    /// destination (path in the bucket; `models/<repo_id>` by default) and hf_token (a Secret
-    /// name and key — never the token itself).
+    /// destination (path in the bucket; `models/<repo_id>` by default), volume (an FSx volume of
+    /// the cluster to download into instead of the bucket) and hf_token (a Secret name and key —
+    /// never the token itself).
     #[schemars(with = "instantstart_recipes::download::ModelDownloadParams")]
     pub download: Value,
     #[serde(flatten)]
@@ -743,7 +744,8 @@ pub struct JobSubmitArgs {
     pub cluster: Option<String>,
     /// The job: `{"runtime": "hyperpod", "job": {name, namespace, image, instance_type, nodes, …},
     /// "recipe": {"kind": "torch", "script": …}, "resilience": {…}}` or `{"runtime": "ray", "job":
-    /// {…}, "recipe": {"kind": "verl", …}, "ray_version": …}`. Paths are relative to the shared bucket.
+    /// {…}, "recipe": {"kind": "verl", …}, "ray_version": …}`. Paths are relative to the shared bucket;
+    /// `job.volumes: [{"name": …}]` also mounts FSx volumes of the cluster (see storage_list) at /fsx/<name>.
     #[schemars(with = "instantstart_recipes::TrainingJobRequest")]
     pub job: Value,
     #[serde(flatten)]

@@ -21,6 +21,7 @@ use crate::storage::{Access, SharedMount};
 use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate, ValidationError};
+use instantstart_core::workflow::fsx;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -124,6 +125,10 @@ pub struct ModelDownloadParams {
     pub hf_token: Option<SecretKeyRef>,
     #[serde(default)]
     pub storage: SharedMount,
+    /// Download into this FSx for Lustre volume of the cluster (mounted at `/fsx/<volume>`)
+    /// instead of the shared bucket; `destination` is then a path inside the volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
     #[serde(default = "default_image")]
     pub image: String,
     /// pip requirement of the hub client to install at start; empty when the image has it.
@@ -201,6 +206,12 @@ impl Validate for ModelDownloadParams {
             f.at("hf_token", |f| t.validate(f));
         }
         f.at("storage", |f| self.storage.validate(f));
+        if let Some(v) = &self.volume {
+            check(f, "volume", crate::volumes::check_name(v));
+            if fsx::mount_path(v) == self.storage.mount_path {
+                f.push("volume", format!("its mount path {} is the shared bucket's", fsx::mount_path(v)));
+            }
+        }
         check(f, "image", image_ref(&self.image));
         check(f, "hub_requirement", pip_requirement(&self.hub_requirement));
         f.at("resources", |f| self.resources.validate(f));
@@ -221,8 +232,23 @@ impl Validate for ModelDownloadParams {
     }
 }
 
+/// Annotation of a download Job: where the repository lands (a path in the bucket, or in the
+/// volume of [`ANNOTATION_DESTINATION_VOLUME`]).
+pub const ANNOTATION_DESTINATION: &str = "instantstart.io/destination";
+/// Annotation of a download Job that writes into an FSx volume: the volume's name.
+pub const ANNOTATION_DESTINATION_VOLUME: &str = "instantstart.io/destination-volume";
+
 impl ModelDownloadParams {
-    /// The bucket path the repository lands in.
+    /// The FSx volume the download writes into, mounted at its default path.
+    pub fn target_volume(&self) -> Option<crate::volumes::VolumeMount> {
+        self.volume.as_ref().map(|name| crate::volumes::VolumeMount {
+            name: name.clone(),
+            mount_path: None,
+            read_only: false,
+        })
+    }
+
+    /// The path (in the bucket, or in [`ModelDownloadParams::volume`]) the repository lands in.
     pub fn destination_path(&self) -> String {
         match &self.destination {
             Some(d) => d.trim_end_matches('/').to_string(),
@@ -242,7 +268,8 @@ impl ModelDownloadParams {
                 &self.repo_id,
                 self.revision.as_deref().unwrap_or(""),
                 &dest,
-                &self.storage.claim_name,
+                // The claim written to: the volume's when it downloads into one.
+                &self.volume.as_deref().map_or_else(|| self.storage.claim_name.clone(), fsx::claim_name),
             ],
             63,
         )
@@ -272,7 +299,10 @@ pub fn model_download_job(p: &ModelDownloadParams) -> Result<ModelDownload, Vali
     p.check()?;
     let job_name = p.job_name();
     let destination = p.destination_path();
-    let container_path = p.storage.path_of(&destination);
+    let container_path = match p.target_volume() {
+        Some(v) => crate::volumes::path_in(&v, &destination),
+        None => p.storage.path_of(&destination),
+    };
     let labels = standard_labels(&job_name, "hf-download", "model-download");
 
     let mut env = vec![
@@ -308,7 +338,15 @@ pub fn model_download_job(p: &ModelDownloadParams) -> Result<ModelDownload, Vali
         set(&mut pod_spec, "nodeSelector", json!({ LABEL_INSTANCE_TYPE: it }));
     }
     p.storage.mount_into(&mut pod_spec, Access::ReadWrite).expect("a freshly built pod spec has no shared volume yet");
+    if let Some(v) = p.target_volume() {
+        crate::volumes::mount_volumes(&mut pod_spec, &[v], Access::ReadWrite)
+            .expect("the volume's name was validated and its mount path differs from the bucket's");
+    }
     no_token_without_service_account(&mut pod_spec);
+    let mut annotations = json!({ ANNOTATION_MODEL_ID: p.repo_id, ANNOTATION_DESTINATION: destination });
+    if let Some(v) = &p.volume {
+        annotations[ANNOTATION_DESTINATION_VOLUME] = json!(v);
+    }
 
     let mut spec = json!({
         "backoffLimit": p.backoff_limit,
@@ -325,7 +363,7 @@ pub fn model_download_job(p: &ModelDownloadParams) -> Result<ModelDownload, Vali
             "name": job_name,
             "namespace": p.namespace,
             "labels": labels,
-            "annotations": { ANNOTATION_MODEL_ID: p.repo_id, "instantstart.io/destination": destination },
+            "annotations": annotations,
         },
         "spec": spec,
     });

@@ -10,6 +10,7 @@
 //! | module | builds |
 //! | --- | --- |
 //! | [`storage`] | the shared S3 bucket as a Mountpoint S3 CSI PersistentVolume + claim, and the helper that mounts it in any PodSpec |
+//! | [`volumes`] | FSx for Lustre volumes of the cluster a workload mounts by name (`volumes`), checked against the cluster's volumes |
 //! | [`download`] | the Hugging Face → bucket download Job, with a deterministic name |
 //! | [`training::hyperpod`] | `HyperPodPyTorchJob` with process-level recovery, log-pattern hang detection and a recovery budget; recipes: PyTorch script, LLaMA-Factory, MS-Swift |
 //! | [`training::ray`] | KubeRay `RayJob`; recipe: VERL |
@@ -47,6 +48,7 @@ pub mod inference;
 pub mod render;
 pub mod storage;
 pub mod training;
+pub mod volumes;
 
 pub use common::ManifestSet;
 pub use render::{TrainingJobRequest, WorkloadRenderer};

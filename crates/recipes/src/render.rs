@@ -17,13 +17,14 @@ use crate::common::{object_meta, standard_labels};
 use crate::download::{ModelDownloadParams, model_download_job};
 use crate::training::hyperpod::{self, HyperPodJobParams, TargetCapacity, hyperpod_pytorch_job};
 use crate::training::ray::{self, RayJobParams, ray_job};
+use crate::volumes::check_volume_facts;
 use instantstart_core::provider::{KubeObject, ObjectRef};
 use instantstart_core::spec::CapacitySpec;
 use instantstart_core::validate::{Findings, ValidationError};
 use instantstart_core::workflow::decode;
 use instantstart_core::workload::{
     ReadyRule, RenderedWorkload, TypeRef, WorkloadContext, WorkloadKind, WorkloadRenderer as RenderWorkload,
-    WorkloadRequest, specs_fact,
+    WorkloadRequest, specs_fact, volume_problem,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -134,7 +135,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
     };
     let defaulted = default_storage(&mut params, Some("job"), cx);
     let mut instance_types = Vec::new();
-    let team;
+    let (team, volumes);
     let (name, namespace, object, recipe_ready, identity) = match runtime.as_str() {
         "hyperpod" => {
             let mut p: HyperPodJobParams = decode(&params)?;
@@ -145,6 +146,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             let mut f = Findings::new();
             check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
             check_queue(&mut f, &req.cluster, &p.job, cx);
+            f.at("job", |f| check_volume_facts(f, &p.job.namespace, &p.job.volumes, cx));
             let built = hyperpod_pytorch_job(&p, &target_capacity(&p.job.instance_type, cx));
             if let Err(e) = &built {
                 f.extend(e.clone());
@@ -152,6 +154,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             f.finish()?;
             let built = built?;
             team = p.job.team.clone();
+            volumes = crate::volumes::names(&p.job.volumes);
             (built.name, p.job.namespace, built.job, hyperpod::KIND, identity)
         }
         "ray" => {
@@ -162,6 +165,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             let mut f = Findings::new();
             check_claim_namespace(&mut f, "job.namespace", &p.job.namespace, defaulted, cx);
             check_queue(&mut f, &req.cluster, &p.job, cx);
+            f.at("job", |f| check_volume_facts(f, &p.job.namespace, &p.job.volumes, cx));
             let built = ray_job(&p);
             if let Err(e) = &built {
                 f.extend(e.clone());
@@ -169,6 +173,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
             f.finish()?;
             let built = built?;
             team = p.job.team.clone();
+            volumes = crate::volumes::names(&p.job.volumes);
             (built.name, p.job.namespace, built.job, ray::KIND, identity)
         }
         other => {
@@ -195,6 +200,7 @@ fn render_training(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         pod_identity: identity,
         instance_types,
         team,
+        volumes,
     })
 }
 
@@ -205,6 +211,11 @@ fn render_download(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
     let p: ModelDownloadParams = decode(&params)?;
     let mut f = Findings::new();
     check_claim_namespace(&mut f, "namespace", &p.namespace, defaulted, cx);
+    if let Some(v) = &p.volume
+        && let Some(problem) = volume_problem(cx, &p.namespace, v)
+    {
+        f.push_unprocessable("volume", problem);
+    }
     let built = model_download_job(&p);
     if let Err(e) = &built {
         f.extend(e.clone());
@@ -224,6 +235,7 @@ fn render_download(req: &WorkloadRequest) -> Result<RenderedWorkload, Validation
         pod_identity: None,
         instance_types: Vec::new(),
         team: None,
+        volumes: p.volume.into_iter().collect(),
     })
 }
 

@@ -115,48 +115,62 @@ impl SharedMount {
     /// the same path in every container and init container. Refuses, without changing
     /// anything, when the volume name or the mount path is already in use.
     pub fn mount_into(&self, pod_spec: &mut Value, access: Access) -> Result<(), MountError> {
-        let spec = pod_spec.as_object().ok_or(MountError::NotAnObject)?;
-        let list = |key: &'static str| -> Result<Vec<Value>, MountError> {
-            match spec.get(key) {
-                None | Some(Value::Null) => Ok(Vec::new()),
-                Some(Value::Array(a)) => Ok(a.clone()),
-                Some(_) => Err(MountError::NotAList(key)),
-            }
-        };
-        let volumes = list("volumes")?;
-        let containers = list("containers")?;
-        let init_containers = list("initContainers")?;
-        if containers.is_empty() {
-            return Err(MountError::NoContainers);
-        }
-        if volumes.iter().any(|v| v.get("name").and_then(Value::as_str) == Some(SHARED_VOLUME_NAME)) {
-            return Err(MountError::VolumeNameTaken(SHARED_VOLUME_NAME.into()));
-        }
-        let add_mounts = |mut cs: Vec<Value>, key: &'static str| -> Result<Vec<Value>, MountError> {
-            for c in &mut cs {
-                let name = c.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-                let c = c.as_object_mut().ok_or(MountError::NotAList(key))?;
-                let mounts = c.entry("volumeMounts").or_insert_with(|| json!([]));
-                let mounts = mounts.as_array_mut().ok_or(MountError::NotAList("volumeMounts"))?;
-                if mounts.iter().any(|m| m.get("mountPath").and_then(Value::as_str) == Some(&self.mount_path)) {
-                    return Err(MountError::MountPathTaken { container: name, path: self.mount_path.clone() });
-                }
-                mounts.push(self.volume_mount(access));
-            }
-            Ok(cs)
-        };
-        let containers = add_mounts(containers, "containers")?;
-        let init_containers = add_mounts(init_containers, "initContainers")?;
-        let mut volumes = volumes;
-        volumes.push(self.volume(access));
-        let spec = pod_spec.as_object_mut().ok_or(MountError::NotAnObject)?;
-        spec.insert("volumes".into(), Value::Array(volumes));
-        spec.insert("containers".into(), Value::Array(containers));
-        if !init_containers.is_empty() {
-            spec.insert("initContainers".into(), Value::Array(init_containers));
-        }
-        Ok(())
+        mount_claim(pod_spec, SHARED_VOLUME_NAME, &self.claim_name, &self.mount_path, access)
     }
+}
+
+/// Adds pod volume `volume` carrying claim `claim` to `pod_spec` (a Kubernetes `PodSpec` as
+/// JSON) and mounts it at `mount_path` in every container and init container. Refuses, without
+/// changing anything, when the volume name or the mount path is already in use.
+pub fn mount_claim(
+    pod_spec: &mut Value,
+    volume: &str,
+    claim: &str,
+    mount_path: &str,
+    access: Access,
+) -> Result<(), MountError> {
+    let read_only = access == Access::ReadOnly;
+    let spec = pod_spec.as_object().ok_or(MountError::NotAnObject)?;
+    let list = |key: &'static str| -> Result<Vec<Value>, MountError> {
+        match spec.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(a)) => Ok(a.clone()),
+            Some(_) => Err(MountError::NotAList(key)),
+        }
+    };
+    let volumes = list("volumes")?;
+    let containers = list("containers")?;
+    let init_containers = list("initContainers")?;
+    if containers.is_empty() {
+        return Err(MountError::NoContainers);
+    }
+    if volumes.iter().any(|v| v.get("name").and_then(Value::as_str) == Some(volume)) {
+        return Err(MountError::VolumeNameTaken(volume.into()));
+    }
+    let add_mounts = |mut cs: Vec<Value>, key: &'static str| -> Result<Vec<Value>, MountError> {
+        for c in &mut cs {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let c = c.as_object_mut().ok_or(MountError::NotAList(key))?;
+            let mounts = c.entry("volumeMounts").or_insert_with(|| json!([]));
+            let mounts = mounts.as_array_mut().ok_or(MountError::NotAList("volumeMounts"))?;
+            if mounts.iter().any(|m| m.get("mountPath").and_then(Value::as_str) == Some(mount_path)) {
+                return Err(MountError::MountPathTaken { container: name, path: mount_path.to_string() });
+            }
+            mounts.push(json!({ "name": volume, "mountPath": mount_path, "readOnly": read_only }));
+        }
+        Ok(cs)
+    };
+    let containers = add_mounts(containers, "containers")?;
+    let init_containers = add_mounts(init_containers, "initContainers")?;
+    let mut volumes = volumes;
+    volumes.push(json!({ "name": volume, "persistentVolumeClaim": { "claimName": claim, "readOnly": read_only } }));
+    let spec = pod_spec.as_object_mut().ok_or(MountError::NotAnObject)?;
+    spec.insert("volumes".into(), Value::Array(volumes));
+    spec.insert("containers".into(), Value::Array(containers));
+    if !init_containers.is_empty() {
+        spec.insert("initContainers".into(), Value::Array(init_containers));
+    }
+    Ok(())
 }
 
 /// The shared bucket as a statically provisioned Mountpoint S3 volume.

@@ -2359,3 +2359,5 @@ mod rbac;
 
 #[path = "api/governance_jobs.rs"]
 mod governance_jobs;
+#[path = "api/volumes.rs"]
+mod volumes;

@@ -57,9 +57,12 @@ pub struct DownloadArgs {
     /// Branch, tag or commit [default: the default branch].
     #[arg(long)]
     pub revision: Option<String>,
-    /// Path inside the bucket [default: models/<repo_id> or datasets/<repo_id>].
+    /// Path inside the bucket (or the volume) [default: models/<repo_id> or datasets/<repo_id>].
     #[arg(long)]
     pub destination: Option<String>,
+    /// Download into this FSx for Lustre volume of the cluster instead of the shared bucket.
+    #[arg(long, value_name = "NAME")]
+    pub volume: Option<String>,
     /// Hugging Face token for gated or private repositories, as SECRET/KEY of a Kubernetes Secret.
     #[arg(long, value_name = "SECRET/KEY", value_parser = parse_secret_ref)]
     pub hf_token_secret: Option<SecretKeyRef>,
@@ -85,6 +88,9 @@ impl DownloadArgs {
         }
         if let Some(d) = &self.destination {
             v["destination"] = json!(d);
+        }
+        if let Some(vol) = &self.volume {
+            v["volume"] = json!(vol);
         }
         if let Some(t) = &self.hf_token_secret {
             v["hf_token"] = serde_json::to_value(t)?;

@@ -45,9 +45,9 @@ use crate::provider::*;
 use crate::store::{ClusterRecord, Store};
 use crate::validate::{Findings, ValidationError};
 use crate::workload::{
-    ANNOTATION_OPERATION, GroupFacts, LABEL_INSTANCE, Readiness, RenderedWorkload, SharedStorageFacts, TypeRef,
-    WorkloadContext, WorkloadKind, WorkloadPodIdentity, WorkloadRenderer, WorkloadRequest, mlflow_service_account,
-    workload_target,
+    ANNOTATION_OPERATION, FileSystemFacts, GroupFacts, LABEL_INSTANCE, Readiness, RenderedWorkload, SharedStorageFacts,
+    TypeRef, WorkloadContext, WorkloadKind, WorkloadPodIdentity, WorkloadRenderer, WorkloadRequest,
+    mlflow_service_account, workload_target,
 };
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -412,6 +412,35 @@ impl WorkloadWorkflow {
 }
 
 impl WorkloadWorkflow {
+    /// The cluster's FSx for Lustre volumes (ours, by tags) with their lifecycle and whether
+    /// their claim exists, read with the control plane's own identity (a fact about the
+    /// cluster, not an action of the caller's).
+    async fn file_system_facts(&self, rec: &ClusterRecord) -> Result<Vec<FileSystemFacts>, EngineError> {
+        use super::fsx::{FSX_NAMESPACE, claim_name, cluster_volumes};
+        let target = kube_target(rec, None);
+        let mut facts = Vec::new();
+        for fs in read(|| cluster_volumes(self.aws.as_ref(), &rec.region, &rec.name)).await? {
+            let Some(name) = fs.tags.get(TAG_FSX_VOLUME).cloned() else { continue };
+            if fs.state() == ResourceState::Deleting {
+                continue;
+            }
+            let claim = ObjectRef {
+                api_version: "v1".into(),
+                kind: "PersistentVolumeClaim".into(),
+                namespace: Some(FSX_NAMESPACE.into()),
+                name: claim_name(&name),
+            };
+            let exists = get_object(self.kube.as_ref(), &target, &claim).await?.is_some();
+            facts.push(FileSystemFacts {
+                name,
+                lifecycle: fs.lifecycle.clone(),
+                namespace: FSX_NAMESPACE.into(),
+                claim: exists.then_some(claim.name),
+            });
+        }
+        Ok(facts)
+    }
+
     /// The live objects of workload `r` that its rendering no longer has and an update deletes:
     /// top-level (no owner references), labelled as ours and as the workload's, and applied by
     /// an InstantStart operation — never what an operator created for it.
@@ -761,10 +790,13 @@ impl Workflow for WorkloadWorkflow {
             }
             ApplyMode::Converge => {}
         }
-        let context = WorkloadContext {
+        let mut context = WorkloadContext {
             storage: storage_facts(&rec),
             ..self.context(&rec, &r.instance_types, r.team.is_some()).await?
         };
+        if !r.volumes.is_empty() {
+            context.file_systems = Some(self.file_system_facts(&rec).await?);
+        }
         let mut checks = self.checks(&target, r, &context).await?;
         checks.extend(unknown_specs_checks(&r.instance_types, &context, &rec.region));
         if let Some(id) = &r.pod_identity {

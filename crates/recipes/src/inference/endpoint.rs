@@ -293,6 +293,7 @@ fn render_self_managed(s: &SelfManagedEndpoint) -> Result<RenderedWorkload, Vali
         pod_identity: None,
         instance_types: vec![p.instance_type.clone()],
         team: None,
+        volumes: Vec::new(),
     })
 }
 
@@ -323,6 +324,7 @@ fn render_managed(m: &ManagedEndpointParams) -> Result<RenderedWorkload, Validat
         pod_identity: None,
         instance_types: vec![m.instance_type.clone()],
         team: None,
+        volumes: Vec::new(),
     })
 }
 
@@ -335,7 +337,12 @@ pub fn render(params: &Value, cx: Option<&WorkloadContext>) -> Result<RenderedWo
     let mut rendered = match decode_request(params)? {
         EndpointRequest::SelfManaged(mut s) => {
             s.serving.specs = specs_fact(cx, &s.serving.instance_type);
-            render_self_managed(&s)?
+            let mut f = Findings::new();
+            crate::volumes::check_volume_facts(&mut f, &s.serving.namespace, &s.serving.volumes, cx);
+            f.finish()?;
+            let mut rendered = render_self_managed(&s)?;
+            rendered.volumes = crate::volumes::names(&s.serving.volumes);
+            rendered
         }
         EndpointRequest::Managed(mut m) => {
             m.specs = specs_fact(cx, &m.instance_type);

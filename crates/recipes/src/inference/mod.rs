@@ -30,6 +30,7 @@ use crate::common::{
     shm_volume, standard_labels, validate_env,
 };
 use crate::storage::{Access, SharedMount};
+use crate::volumes::{VolumeMount, check_volumes, mount_volumes};
 use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate, ValidationError};
@@ -77,6 +78,13 @@ pub struct ServingParams {
     pub port: u16,
     #[serde(default)]
     pub storage: SharedMount,
+    /// The cluster's FSx for Lustre volumes to mount (read-only) beside the shared bucket.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeMount>,
+    /// Load the model from this volume (one of `volumes`) instead of the shared bucket: the
+    /// engine's `model` is then a path inside the volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_volume: Option<String>,
     /// Start the workers in this model pool (label `instantstart.io/pool`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
@@ -197,6 +205,15 @@ struct Replica {
 }
 
 impl ServingParams {
+    /// Where the engine finds `model` in the pods: in [`ServingParams::model_volume`] when set,
+    /// else in the shared bucket.
+    pub fn model_path(&self, model: &str) -> String {
+        match self.model_volume.as_ref().and_then(|n| self.volumes.iter().find(|v| &v.name == n)) {
+            Some(v) => crate::volumes::path_in(v, model),
+            None => self.storage.path_of(model),
+        }
+    }
+
     fn validate_replica(&self, f: &mut Findings) -> Option<Replica> {
         let specs = known_instance_type(f, "instance_type", &self.instance_type, &self.specs)?;
         let accel = accelerator_of(&specs.info);
@@ -249,6 +266,10 @@ impl Validate for ServingParams {
         }
         check(f, "port", port(self.port));
         f.at("storage", |f| self.storage.validate(f));
+        check_volumes(f, &self.volumes, &[&self.storage.mount_path, "/dev/shm"]);
+        if let Some(v) = &self.model_volume {
+            crate::volumes::named(f, "model_volume", &self.volumes, v);
+        }
         if let Some(pool) = &self.pool {
             check(f, "pool", names::dns1123_label(pool));
         }
@@ -326,7 +347,7 @@ fn engine_argv(p: &ServingParams, r: Replica) -> (Vec<String>, Vec<String>) {
     let port = p.port.to_string();
     match &p.engine {
         Engine::Vllm(a) => {
-            let mut v = vec!["vllm".into(), "serve".into(), p.storage.path_of(&a.model)];
+            let mut v = vec!["vllm".into(), "serve".into(), p.model_path(&a.model)];
             v.extend(["--host".into(), "0.0.0.0".into(), "--port".into(), port]);
             v.extend(["--served-model-name".into(), a.served_model_name.clone().unwrap_or_else(|| p.name.clone())]);
             v.extend(["--tensor-parallel-size".into(), a.tensor_parallel_size.unwrap_or(r.gpus).to_string()]);
@@ -338,7 +359,7 @@ fn engine_argv(p: &ServingParams, r: Replica) -> (Vec<String>, Vec<String>) {
         }
         Engine::Sglang(a) => {
             let mut v = vec!["python3".into(), "-m".into(), "sglang.launch_server".into()];
-            v.extend(["--model-path".into(), p.storage.path_of(&a.model)]);
+            v.extend(["--model-path".into(), p.model_path(&a.model)]);
             v.extend(["--host".into(), "0.0.0.0".into(), "--port".into(), port]);
             v.extend(["--served-model-name".into(), a.served_model_name.clone().unwrap_or_else(|| p.name.clone())]);
             v.extend(["--tp-size".into(), a.tensor_parallel_size.unwrap_or(r.gpus).to_string()]);
@@ -413,6 +434,8 @@ pub fn serving_deployment(p: &ServingParams) -> Result<ServingDeployment, Valida
         set(&mut pod_spec, "serviceAccountName", json!(sa));
     }
     p.storage.mount_into(&mut pod_spec, Access::ReadOnly).expect("a freshly built pod spec has no shared volume yet");
+    mount_volumes(&mut pod_spec, &p.volumes, Access::ReadOnly)
+        .expect("volume names and mount paths were validated distinct");
     no_token_without_service_account(&mut pod_spec);
 
     let deployment = json!({

@@ -21,6 +21,7 @@ use crate::common::{
     efa_interfaces, env_value, image_ref, known_instance_type, quantity, require_nvidia, set, shm_volume, validate_env,
 };
 use crate::storage::{Access, SharedMount};
+use crate::volumes::{VolumeMount, check_volumes, mount_volumes};
 use instantstart_core::governance::{self, PRIORITY_LABEL, QUEUE_LABEL, priority_class_name, team_queue};
 use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
@@ -66,6 +67,9 @@ pub struct TrainingJob {
     pub efa: bool,
     #[serde(default)]
     pub storage: SharedMount,
+    /// The cluster's FSx for Lustre volumes to mount beside the shared bucket, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeMount>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlflow: Option<MlflowTracking>,
     /// Service account of the pods (one with an IAM identity of its own). With `mlflow` and none
@@ -127,6 +131,7 @@ impl TrainingJob {
             f.push("nodes", format!("must be at most {MAX_NODES}"));
         }
         f.at("storage", |f| self.storage.validate(f));
+        check_volumes(f, &self.volumes, &[&self.storage.mount_path, "/dev/shm"]);
         if let Some(m) = &self.mlflow {
             f.at("mlflow", |f| m.validate(f));
         }
@@ -240,6 +245,8 @@ impl TrainingJob {
         self.storage
             .mount_into(&mut spec, Access::ReadWrite)
             .expect("a freshly built pod spec has no shared volume yet");
+        mount_volumes(&mut spec, &self.volumes, Access::ReadWrite)
+            .expect("volume names and mount paths were validated distinct");
         json!({ "metadata": { "labels": labels }, "spec": spec })
     }
 }

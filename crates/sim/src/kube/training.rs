@@ -89,6 +89,8 @@ pub(crate) const RAY_API: &str = "ray.io/v1";
 pub(crate) const RAY_KIND: &str = "RayJob";
 /// Annotations of a model download Job (set by `recipes::download`).
 const DESTINATION_ANNOTATION: &str = "instantstart.io/destination";
+/// Set on a download Job that writes into an FSx volume instead of the bucket.
+const DESTINATION_VOLUME_ANNOTATION: &str = "instantstart.io/destination-volume";
 const MODEL_ID_ANNOTATION: &str = "instantstart.io/model-id";
 /// API name under which a fault in [`SimFaults::fail_apis`] becomes a process fault:
 /// `fail_once` faults one running HyperPod job once (the message is the reason), `fail` keeps
@@ -990,9 +992,11 @@ fn outputs(rec: &KubeRec, pods: &[PodView]) -> Vec<(String, u64)> {
 fn writes_outputs(o: &Value) -> bool {
     match (str_at(o, "/apiVersion"), str_at(o, "/kind")) {
         (Some(HP_API), Some(HP_KIND)) | (Some(RAY_API), Some(RAY_KIND)) => true,
-        (Some("batch/v1"), Some("Job")) => {
-            o.pointer("/metadata/annotations").and_then(|a| a.get(DESTINATION_ANNOTATION)).is_some()
-        }
+        // A download into an FSx volume writes nothing to the bucket (the simulator does not
+        // model a file system's contents).
+        (Some("batch/v1"), Some("Job")) => o
+            .pointer("/metadata/annotations")
+            .is_some_and(|a| a.get(DESTINATION_ANNOTATION).is_some() && a.get(DESTINATION_VOLUME_ANNOTATION).is_none()),
         _ => false,
     }
 }
