@@ -52,7 +52,6 @@ async fn get(
     ApiPath(p): ApiPath<MetricsPath>,
     ApiQuery(q): ApiQuery<MetricsQuery>,
 ) -> Result<Json<MetricsView>, ApiError> {
-    q.check()?;
     let source = state.metrics_source.as_ref();
     let access = principal.kube_access(&p.cluster, &state.namespace_policy);
     Ok(Json(metrics::get(state.store.as_ref(), state.kube.as_ref(), source, &p.cluster, &access, &q).await?))

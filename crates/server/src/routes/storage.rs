@@ -169,8 +169,8 @@ async fn objects(
     ApiPath(p): ApiPath<ClusterPath>,
     ApiQuery(q): ApiQuery<PrefixQuery>,
 ) -> Result<Json<StorageListing>, ApiError> {
-    let (store, aws) = (state.store.as_ref(), state.aws.as_ref());
-    Ok(Json(api::storage::objects(store, aws, &p.cluster, &q.prefix, q.cursor.as_deref()).await?))
+    let cluster = api::clusters::resolve(state.store.as_ref(), &p.cluster)?;
+    Ok(Json(api::storage::objects(state.aws.as_ref(), &cluster, &q.prefix, q.cursor.as_deref()).await?))
 }
 
 async fn list_downloads(
