@@ -297,6 +297,9 @@ mod tests {
     use OperationKind::*;
     use OperationStatus::*;
 
+    /// The kind and status of a latest operation, if there is one.
+    type Head = Option<(OperationKind, OperationStatus)>;
+
     fn head(kind: OperationKind, status: OperationStatus) -> OperationHead {
         let at = chrono::Utc::now();
         OperationHead {
@@ -313,11 +316,7 @@ mod tests {
 
     #[test]
     fn status_follows_the_latest_lifecycle_operation_and_a_running_change() {
-        let cases: &[(
-            Option<(OperationKind, OperationStatus)>,
-            Option<(OperationKind, OperationStatus)>,
-            ClusterStatus,
-        )] = &[
+        let cases: &[(Head, Head, ClusterStatus)] = &[
             (None, None, ClusterStatus::Ready),
             (Some((CreateCluster, Running)), None, ClusterStatus::Creating),
             (Some((ImportCluster, Running)), None, ClusterStatus::Importing),

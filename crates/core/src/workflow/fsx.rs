@@ -562,7 +562,7 @@ impl Workflow for DeleteFileSystemWorkflow {
             f.push("file_system_id", "must be an FSx file system id such as fs-0123456789abcdef0");
         }
         f.finish()?;
-        crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
+        crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?;
         let steps = vec![
             StepSpec {
                 key: "claim".into(),
