@@ -198,6 +198,16 @@ impl From<EngineError> for ApiError {
     }
 }
 
+impl From<instantstart_core::api::metrics::MetricsError> for ApiError {
+    fn from(e: instantstart_core::api::metrics::MetricsError) -> Self {
+        use instantstart_core::api::metrics::MetricsError;
+        match e {
+            MetricsError::Engine(e) => e.into(),
+            MetricsError::Read(e) => e.into(),
+        }
+    }
+}
+
 impl From<instantstart_core::provider::ProviderError> for ApiError {
     fn from(e: instantstart_core::provider::ProviderError) -> Self {
         use instantstart_core::provider::ProviderErrorKind as K;

@@ -1011,6 +1011,69 @@ async fn fsx_volumes_are_created_listed_and_deleted() {
     assert_eq!(storage.as_array().unwrap().len(), 1, "{storage:#}");
 }
 
+/// One cluster resolver, one error rule: every noun under `/api/clusters/{cluster}` (reads and
+/// changes, valid bodies) and the active-cluster selection answer an unregistered name with the
+/// same problem.
+#[tokio::test]
+async fn an_unknown_cluster_is_the_same_404_for_every_noun() {
+    let app = test_app(600.0);
+    let group = json!({ "name": "extra", "instance_type": "ml.g5.8xlarge", "count": 1,
+                        "availability_zone": "us-east-1a" });
+    let fsx = json!({ "name": "scratch" });
+    let nodes = json!({ "node_ids": ["i-00000000000000000"] });
+    let checks = json!({ "instance_groups": [{ "name": "workers", "checks": ["InstanceStress"] }] });
+    let cases: Vec<(Method, &str, Option<Value>)> = vec![
+        (Method::GET, "/api/clusters/nope", None),
+        (Method::DELETE, "/api/clusters/nope", None),
+        (Method::PUT, "/api/active-cluster", Some(json!({ "name": "nope" }))),
+        (Method::GET, "/api/clusters/nope/instance-groups", None),
+        (Method::POST, "/api/clusters/nope/instance-groups", Some(group)),
+        (Method::PATCH, "/api/clusters/nope/instance-groups/workers", Some(json!({ "count": 2 }))),
+        (Method::DELETE, "/api/clusters/nope/instance-groups/workers", None),
+        (Method::GET, "/api/clusters/nope/nodes", None),
+        (Method::GET, "/api/clusters/nope/nodes/i-00000000000000000", None),
+        (Method::POST, "/api/clusters/nope/nodes/reboot", Some(nodes)),
+        (Method::GET, "/api/clusters/nope/events", None),
+        (Method::POST, "/api/clusters/nope/health-checks", Some(checks)),
+        (Method::POST, "/api/clusters/nope/software-update", Some(json!({}))),
+        (Method::GET, "/api/clusters/nope/features", None),
+        (Method::PATCH, "/api/clusters/nope/features", Some(json!({ "training_operator": true }))),
+        (Method::GET, "/api/clusters/nope/governance", None),
+        (Method::DELETE, "/api/clusters/nope/hyperpod", None),
+        (Method::GET, "/api/clusters/nope/storage", None),
+        (Method::GET, "/api/clusters/nope/storage/objects", None),
+        (Method::POST, "/api/clusters/nope/storage/fsx", Some(fsx)),
+        (Method::DELETE, "/api/clusters/nope/storage/fsx/scratch", None),
+        (Method::GET, "/api/clusters/nope/downloads", None),
+        (Method::GET, "/api/clusters/nope/capacity", None),
+        (Method::GET, "/api/clusters/nope/metrics?node=hyperpod-i-00000000000000000", None),
+        (Method::GET, "/api/clusters/nope/jobs", None),
+        (Method::GET, "/api/clusters/nope/endpoints", None),
+    ];
+    for (method, uri, body) in cases {
+        let what = format!("{method} {uri}");
+        let r = app.send(method, uri, body, &[]).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{what}: {:#}", r.body);
+        assert_eq!(
+            (&r.body["type"], &r.body["title"], &r.body["detail"]),
+            (&json!("urn:instantstart:problem:not-found"), &json!("Not found"), &json!("no cluster named nope")),
+            "{what}"
+        );
+    }
+    // A name no cluster can have is not a different error: it is not registered either.
+    for uri in
+        ["/api/clusters/Not_A_Name/endpoints", "/api/clusters/Not_A_Name/jobs", "/api/clusters/Not_A_Name/storage"]
+    {
+        let r = app.get(uri).await;
+        assert_eq!(
+            (r.status, &r.body["detail"]),
+            (StatusCode::NOT_FOUND, &json!("no cluster named Not_A_Name")),
+            "{uri}"
+        );
+    }
+    assert!(app.get("/api/operations").await.body.as_array().unwrap().is_empty(), "nothing was recorded");
+}
+
 #[tokio::test]
 async fn instance_groups_scale_add_delete_with_explicit_diffs_and_immutable_fields() {
     let app = test_app(2000.0);

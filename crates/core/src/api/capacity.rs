@@ -33,7 +33,7 @@
 
 use crate::engine::EngineError;
 use crate::kube_access::KubeAccess;
-use crate::provider::{AwsCloud, ClusterNode, KubeApi, KubeObject, KubeTarget, ListParams, ProviderError};
+use crate::provider::{AwsCloud, ClusterNode, KubeApi, KubeObject, ListParams, ProviderError};
 use crate::store::Store;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -540,8 +540,7 @@ pub async fn get(
     name: &str,
     access: &KubeAccess,
 ) -> Result<ClusterCapacity, EngineError> {
-    let rec = store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
-    let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
+    let super::clusters::Cluster { record: rec, kube: target } = super::clusters::resolve(store, name)?;
     let list = |kind: &str| ListParams { api_version: "v1".into(), kind: kind.into(), namespace: None, labels: vec![] };
     let (nodes, pods) = futures::future::try_join(kube.list(&target, &list("Node")), kube.list(&target, &list("Pod")))
         .await

@@ -1,5 +1,6 @@
 //! Clusters: what the faces show of one (its record, its status derived from its operations,
-//! and its live EKS and HyperPod state) and the reads that build it.
+//! and its live EKS and HyperPod state), the reads that build it, the active cluster, and the
+//! resolver every other noun finds "the cluster named X" with.
 //!
 //! # Guarantees
 //!
@@ -11,15 +12,65 @@
 //!   across a change of the cluster's latest operation (one starting or finishing: its result
 //!   is read fresh). The record and the status come from the store on every call.
 //! - A live read that fails does not fail the request: the detail says why in `live_error`.
+//! - **One resolver, one error rule:** every read and submission that names a cluster finds it
+//!   with [`resolve`]; a name that is not registered (whatever it looks like) is
+//!   [`EngineError::UnknownCluster`], a `404` whose detail is `no cluster named <name>`, the
+//!   same for every noun under `/api/clusters/{cluster}`.
+//! - Selecting the active cluster ([`set_active`]) checks the name first (an unknown one changes
+//!   nothing) and records an audit entry (`active_cluster.set`, from → to) with the change.
 
 use super::live::LiveReads;
-use crate::engine::EngineError;
+use super::submission::Submission;
+use crate::engine::{EngineError, audit};
+use crate::operation::Actor;
 use crate::operation::{OperationKind, OperationStatus};
-use crate::provider::{AwsCloud, ClusterNode, EksCluster, HyperPodCluster, ProviderError};
+use crate::provider::{AwsCloud, ClusterNode, EksCluster, HyperPodCluster, KubeTarget, ProviderError};
+use crate::spec::{fill_default_region, fill_server_public_access_cidrs};
 use crate::store::{ACTIVE_CLUSTER, ClusterRecord, OperationHead, Store};
+use crate::validate::ValidationError;
 use crate::workflow::cluster_target;
+use crate::workflow::delete_cluster::DeleteClusterRequest;
+use ipnet::Ipv4Net;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+pub use crate::workflow::import_cluster::ImportClusterRequest;
+
+/// A registered cluster, found by its name: its record and where its Kubernetes API is (reached
+/// as the control plane; [`KubeTarget::acting_as`] narrows it to a caller's identity).
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub record: ClusterRecord,
+    pub kube: KubeTarget,
+}
+
+impl Cluster {
+    /// The name of its HyperPod cluster; an EKS-only cluster is a `422` on `cluster`.
+    pub fn hyperpod(&self) -> Result<&str, EngineError> {
+        self.record.hyperpod_cluster.as_deref().ok_or_else(|| {
+            ValidationError::unprocessable("cluster", format!("cluster {} has no HyperPod cluster", self.record.name))
+                .into()
+        })
+    }
+}
+
+impl From<&ClusterRecord> for KubeTarget {
+    fn from(record: &ClusterRecord) -> Self {
+        KubeTarget::new(record.region.clone(), record.eks_cluster.clone())
+    }
+}
+
+/// The cluster resolver: the registered cluster `name`, or [`unknown`] (`404`).
+pub fn resolve(store: &dyn Store, name: &str) -> Result<Cluster, EngineError> {
+    let record = store.get_cluster(name)?.ok_or_else(|| unknown(name))?;
+    Ok(Cluster { kube: KubeTarget::from(&record), record })
+}
+
+/// The one error of a cluster name that is not registered.
+pub fn unknown(name: &str) -> EngineError {
+    EngineError::UnknownCluster(name.to_string())
+}
 
 /// Lifecycle state of a cluster, derived from its latest operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -149,7 +200,7 @@ pub fn page(
 
 /// One cluster with its status (no live read); unknown → [`EngineError::UnknownCluster`].
 pub fn view(store: &dyn Store, name: &str) -> Result<ClusterView, EngineError> {
-    let record = store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
+    let record = resolve(store, name)?.record;
     Ok(views(store, vec![record])?.pop().expect("one view per record"))
 }
 
@@ -181,4 +232,113 @@ pub async fn get(
         Ok(l) => ClusterDetail { view, eks: l.eks, hyperpod: l.hyperpod, nodes: l.nodes, live_error: None },
         Err(e) => ClusterDetail { view, eks: None, hyperpod: None, nodes: vec![], live_error: Some(e.to_string()) },
     })
+}
+
+// The active cluster: the one the faces use when a request names none (no doc comment: it
+// would change the OpenAPI schema).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActiveCluster {
+    /// Name of the active cluster (null when none).
+    pub name: Option<String>,
+}
+
+/// The active cluster, if one is selected.
+pub fn active(store: &dyn Store) -> Result<ActiveCluster, EngineError> {
+    Ok(ActiveCluster { name: store.get_setting(ACTIVE_CLUSTER)? })
+}
+
+/// Selects `selection` (a registered cluster, or none) as the active cluster and records who
+/// changed it from what to what. An unknown name is [`unknown`] and changes nothing.
+pub fn set_active(store: &dyn Store, actor: Actor, selection: ActiveCluster) -> Result<ActiveCluster, EngineError> {
+    if let Some(name) = &selection.name {
+        resolve(store, name)?;
+    }
+    let previous = store.get_setting(ACTIVE_CLUSTER)?;
+    store.set_setting(ACTIVE_CLUSTER, selection.name.as_deref())?;
+    let target = selection.name.as_deref().map(cluster_target).unwrap_or_else(|| "active-cluster".into());
+    audit(store, actor, "active_cluster.set", &target, json!({ "from": previous, "to": selection.name }))?;
+    Ok(selection)
+}
+
+/// Create a cluster from the request `body` (decoded and validated by the workflow), with the
+/// server's `default_region` when the body names none and the server's own addresses added to
+/// the EKS endpoint's public access list (`public_access_cidrs`) when it restricts it.
+pub fn create(mut body: Value, default_region: &str, public_access_cidrs: &[Ipv4Net]) -> Submission {
+    fill_default_region(&mut body, default_region);
+    fill_server_public_access_cidrs(&mut body, public_access_cidrs);
+    Submission { kind: OperationKind::CreateCluster, request: body }
+}
+
+/// Import an existing EKS (and HyperPod) cluster from the request `body`, in `default_region`
+/// when the body names none.
+pub fn import(mut body: Value, default_region: &str) -> Submission {
+    fill_default_region(&mut body, default_region);
+    Submission { kind: OperationKind::ImportCluster, request: body }
+}
+
+/// Delete `cluster` (the reverse pipeline; an imported cluster is only forgotten), with its
+/// shared bucket when asked (only if InstantStart created it and it is empty), and its tracking
+/// servers unless asked to keep them. The assessment fills in what it finds.
+pub fn delete(cluster: String, delete_bucket: bool, keep_tracking_servers: bool) -> Submission {
+    let request = DeleteClusterRequest {
+        name: cluster,
+        delete_bucket,
+        keep_tracking_servers,
+        tracking_servers: vec![],
+        governance: None,
+        file_systems: vec![],
+    };
+    Submission::new(OperationKind::DeleteCluster, &request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::OperationId;
+    use OperationKind::*;
+    use OperationStatus::*;
+
+    /// The kind and status of a latest operation, if there is one.
+    type Head = Option<(OperationKind, OperationStatus)>;
+
+    fn head(kind: OperationKind, status: OperationStatus) -> OperationHead {
+        let at = chrono::Utc::now();
+        OperationHead {
+            id: OperationId("op".into()),
+            kind,
+            target: cluster_target("demo"),
+            status,
+            error: None,
+            created_at: at,
+            updated_at: at,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn status_follows_the_latest_lifecycle_operation_and_a_running_change() {
+        let cases: &[(Head, Head, ClusterStatus)] = &[
+            (None, None, ClusterStatus::Ready),
+            (Some((CreateCluster, Running)), None, ClusterStatus::Creating),
+            (Some((ImportCluster, Running)), None, ClusterStatus::Importing),
+            (Some((DeleteCluster, Running)), None, ClusterStatus::Deleting),
+            (Some((DeleteCluster, Failed)), None, ClusterStatus::DeleteFailed),
+            (Some((DeleteCluster, Succeeded)), None, ClusterStatus::DeleteFailed),
+            (Some((CreateCluster, Succeeded)), None, ClusterStatus::Ready),
+            (Some((ImportCluster, Succeeded)), None, ClusterStatus::Ready),
+            (Some((CreateCluster, Failed)), None, ClusterStatus::Failed),
+            (Some((CreateCluster, Succeeded)), Some((AddInstanceGroup, Running)), ClusterStatus::Updating),
+            (None, Some((SetFeatures, Running)), ClusterStatus::Updating),
+            (Some((CreateCluster, Succeeded)), Some((AddInstanceGroup, Failed)), ClusterStatus::Ready),
+            // Only a ready cluster shows a running change as `updating`.
+            (Some((CreateCluster, Failed)), Some((AddInstanceGroup, Running)), ClusterStatus::Failed),
+            (Some((DeleteCluster, Running)), Some((DeleteCluster, Running)), ClusterStatus::Deleting),
+        ];
+        for (lifecycle, latest, want) in cases {
+            let lifecycle = lifecycle.map(|(k, s)| head(k, s));
+            let latest = latest.map(|(k, s)| head(k, s));
+            assert_eq!(status_of(lifecycle.as_ref(), latest.as_ref()), *want, "{lifecycle:?} / {latest:?}");
+        }
+    }
 }

@@ -7,5 +7,12 @@
 
 pub mod capacity;
 pub mod clusters;
+pub mod features;
+pub mod governance;
+pub mod hyperpod;
+pub mod instance_groups;
 pub mod live;
 pub mod metrics;
+pub mod nodes;
+pub mod storage;
+pub mod submission;

@@ -9,14 +9,12 @@ use crate::spec::{InstanceGroupSpec, LifecycleScript};
 use crate::store::{ClusterRecord, Store};
 use crate::validate::ValidationError;
 
-/// The registered cluster `name`, which must have a HyperPod cluster.
+/// The registered cluster `name` ([`crate::api::clusters::resolve`]), which must have a
+/// HyperPod cluster ([`crate::api::clusters::Cluster::hyperpod`]).
 pub fn hyperpod_record(store: &dyn Store, name: &str) -> Result<(ClusterRecord, String), EngineError> {
-    let rec = store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
-    let hp = rec
-        .hyperpod_cluster
-        .clone()
-        .ok_or_else(|| ValidationError::unprocessable("cluster", format!("cluster {name} has no HyperPod cluster")))?;
-    Ok((rec, hp))
+    let cluster = crate::api::clusters::resolve(store, name)?;
+    let hp = cluster.hyperpod()?.to_string();
+    Ok((cluster.record, hp))
 }
 
 /// The live HyperPod cluster; a missing one is a clear error.

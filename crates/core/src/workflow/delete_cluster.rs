@@ -710,9 +710,7 @@ impl Workflow for DeleteClusterWorkflow {
 
     fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
         let req: DeleteClusterRequest = decode(request)?;
-        let Some(rec) = self.store.get_cluster(&req.name)? else {
-            return Err(EngineError::UnknownCluster(req.name));
-        };
+        let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.name)?.record;
         let mut f = Findings::new();
         if req.delete_bucket && rec.source == ClusterSource::Imported {
             f.push_unprocessable("delete_bucket", "an imported cluster's bucket is not InstantStart's to delete");
@@ -743,7 +741,7 @@ impl Workflow for DeleteClusterWorkflow {
     /// cluster is imported) and records them in the request.
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let mut req: DeleteClusterRequest = decode(&prepared.request)?;
-        let rec = self.store.get_cluster(&req.name)?.ok_or_else(|| EngineError::UnknownCluster(req.name.clone()))?;
+        let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.name)?.record;
         req.file_systems.clear();
         if rec.source == ClusterSource::Created {
             // A file system's network interfaces keep its subnet, so the VPC, from being deleted:

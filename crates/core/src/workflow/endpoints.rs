@@ -224,13 +224,10 @@ fn u32_at(v: &Value, p: &str) -> Option<u32> {
     v.pointer(p).and_then(|x| x.as_u64().or_else(|| x.as_str().and_then(|s| s.parse().ok()))).map(|x| x as u32)
 }
 
-/// The Kubernetes target of a registered cluster (404 when unknown).
+/// The Kubernetes target of a registered cluster ([`crate::api::clusters::resolve`]: 404 when
+/// unknown).
 pub fn kube_target_of(store: &dyn Store, cluster: &str) -> Result<KubeTarget, EngineError> {
-    if let Err(rule) = names::cluster_name(cluster) {
-        return Err(ValidationError::invalid("cluster", rule).into());
-    }
-    let rec = store.get_cluster(cluster)?.ok_or_else(|| EngineError::UnknownCluster(cluster.to_string()))?;
-    Ok(KubeTarget::new(rec.region, rec.eks_cluster))
+    Ok(crate::api::clusters::resolve(store, cluster)?.kube)
 }
 
 async fn list_kind(

@@ -313,8 +313,7 @@ impl Workflow for CreateFileSystemWorkflow {
     fn prepare(&self, request: &Value) -> Result<Prepared, EngineError> {
         let req: CreateFileSystemRequest = decode(request)?;
         check_create(&req)?;
-        let rec =
-            self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
         refuse_during_delete(self.store.as_ref(), &req.cluster)?;
         let throughput = req.per_unit_storage_throughput.map(|t| format!(", {t} MB/s/TiB")).unwrap_or_default();
         let steps = vec![
@@ -353,8 +352,7 @@ impl Workflow for CreateFileSystemWorkflow {
 
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let mut req: CreateFileSystemRequest = decode(&prepared.request)?;
-        let rec =
-            self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
         let Some(hp) = rec.hyperpod_cluster.clone() else {
             return Err(ValidationError::unprocessable(
                 "cluster",
@@ -564,7 +562,7 @@ impl Workflow for DeleteFileSystemWorkflow {
             f.push("file_system_id", "must be an FSx file system id such as fs-0123456789abcdef0");
         }
         f.finish()?;
-        self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?;
         let steps = vec![
             StepSpec {
                 key: "claim".into(),
@@ -593,8 +591,7 @@ impl Workflow for DeleteFileSystemWorkflow {
 
     async fn assess(&self, prepared: &Prepared) -> Result<Assessment, EngineError> {
         let mut req: DeleteFileSystemRequest = decode(&prepared.request)?;
-        let rec =
-            self.store.get_cluster(&req.cluster)?.ok_or_else(|| EngineError::UnknownCluster(req.cluster.clone()))?;
+        let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
         let found = read(|| find_volume(self.aws.as_ref(), &rec.region, &req.cluster, &req.name)).await?;
         let Some(fs) = found else {
             return Err(EngineError::Missing(format!("FSx volume {} of cluster {}", req.name, req.cluster)));

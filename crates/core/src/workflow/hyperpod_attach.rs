@@ -126,7 +126,7 @@ fn step(key: &str, title: String, deps: &[&str], secs: u64) -> StepSpec {
 }
 
 fn cluster_record(store: &dyn Store, name: &str) -> Result<ClusterRecord, EngineError> {
-    store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))
+    Ok(crate::api::clusters::resolve(store, name)?.record)
 }
 
 /// The mount path of the cluster's claim (a created cluster's request, else the default).

@@ -251,12 +251,10 @@ pub fn workload_labels(name: &str) -> Vec<(String, String)> {
     vec![(LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()), (LABEL_INSTANCE.to_string(), name.to_string())]
 }
 
-/// The registered cluster named by a request (404 when unknown), its name checked first.
+/// The registered cluster named by a request ([`crate::api::clusters::resolve`]: 404 when
+/// unknown).
 fn cluster_record(store: &dyn Store, cluster: &str) -> Result<ClusterRecord, EngineError> {
-    if let Err(rule) = names::cluster_name(cluster) {
-        return Err(ValidationError::invalid("cluster", rule).into());
-    }
-    store.get_cluster(cluster)?.ok_or_else(|| EngineError::UnknownCluster(cluster.to_string()))
+    Ok(crate::api::clusters::resolve(store, cluster)?.record)
 }
 
 /// The shared storage InstantStart set up with the cluster (claim, mount path, bucket); `None`

@@ -60,11 +60,11 @@ pub const ANNOTATION_DESTINATION: &str = "instantstart.io/destination";
 /// Most log lines one request returns.
 pub const MAX_TAIL: u32 = 5000;
 
-/// The registered cluster `name` and where its Kubernetes API is (404 when unknown).
+/// The registered cluster `name` and where its Kubernetes API is
+/// ([`crate::api::clusters::resolve`]: 404 when unknown).
 pub fn cluster_kube(store: &dyn Store, name: &str) -> Result<(ClusterRecord, KubeTarget), EngineError> {
-    let rec = store.get_cluster(name)?.ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
-    let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
-    Ok((rec, target))
+    let cluster = crate::api::clusters::resolve(store, name)?;
+    Ok((cluster.record, cluster.kube))
 }
 
 /// [`cluster_kube`] as `access` reaches it: the target impersonates the access's identity, a

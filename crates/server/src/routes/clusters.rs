@@ -1,7 +1,7 @@
 //! Cluster lifecycle: create (the full pipeline), import, list, get, select active, delete.
 
 use super::page::{PageParams, Paged};
-use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit_to};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
@@ -11,18 +11,12 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 use instantstart_core::api;
-use instantstart_core::engine::audit;
-use instantstart_core::operation::OperationKind;
-use instantstart_core::spec::{ClusterCreateRequest, fill_default_region, fill_server_public_access_cidrs};
-use instantstart_core::store::{ACTIVE_CLUSTER, CLUSTERS_LIST};
-use instantstart_core::workflow::cluster_target;
-use instantstart_core::workflow::delete_cluster::DeleteClusterRequest;
-use instantstart_core::workflow::import_cluster::ImportClusterRequest;
+use instantstart_core::spec::ClusterCreateRequest;
+use instantstart_core::store::CLUSTERS_LIST;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde::Deserialize;
 
-use instantstart_core::api::clusters::{ClusterDetail, ClusterView};
+use instantstart_core::api::clusters::{ActiveCluster, ClusterDetail, ClusterView, ImportClusterRequest};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ClusterPath {
@@ -44,13 +38,6 @@ pub struct DeleteQuery {
     /// artifacts stay in the shared bucket.
     #[serde(default)]
     pub keep_tracking_servers: bool,
-}
-
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ActiveCluster {
-    /// Name of the active cluster (null when none).
-    pub name: Option<String>,
 }
 
 pub fn routes() -> ApiRouter<AppState> {
@@ -129,11 +116,10 @@ async fn create(
     Extension(principal): Extension<Principal>,
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
-    ApiBody(_, mut raw): ApiBody<ClusterCreateRequest>,
+    ApiBody(_, raw): ApiBody<ClusterCreateRequest>,
 ) -> Result<Response, ApiError> {
-    fill_default_region(&mut raw, &state.default_region);
-    fill_server_public_access_cidrs(&mut raw, &state.eks_public_access_cidrs);
-    submit(&state, OperationKind::CreateCluster, raw, &principal, q.dry_run, key).await
+    let submission = api::clusters::create(raw, &state.default_region, &state.eks_public_access_cidrs);
+    submit_to(&state, submission, &principal, q.dry_run, key).await
 }
 
 async fn import(
@@ -141,10 +127,9 @@ async fn import(
     Extension(principal): Extension<Principal>,
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
-    ApiBody(_, mut raw): ApiBody<ImportClusterRequest>,
+    ApiBody(_, raw): ApiBody<ImportClusterRequest>,
 ) -> Result<Response, ApiError> {
-    fill_default_region(&mut raw, &state.default_region);
-    submit(&state, OperationKind::ImportCluster, raw, &principal, q.dry_run, key).await
+    submit_to(&state, api::clusters::import(raw, &state.default_region), &principal, q.dry_run, key).await
 }
 
 async fn delete(
@@ -154,40 +139,18 @@ async fn delete(
     ApiQuery(q): ApiQuery<DeleteQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = DeleteClusterRequest {
-        name: p.cluster,
-        delete_bucket: q.delete_bucket,
-        keep_tracking_servers: q.keep_tracking_servers,
-        tracking_servers: vec![],
-        governance: None,
-        file_systems: vec![],
-    };
-    let request = serde_json::to_value(request).map_err(|e| ApiError::Internal(e.to_string()))?;
-    submit(&state, OperationKind::DeleteCluster, request, &principal, q.dry_run, key).await
+    let submission = api::clusters::delete(p.cluster, q.delete_bucket, q.keep_tracking_servers);
+    submit_to(&state, submission, &principal, q.dry_run, key).await
 }
 
 async fn get_active(State(state): State<AppState>) -> Result<Json<ActiveCluster>, ApiError> {
-    Ok(Json(ActiveCluster { name: state.store.get_setting(ACTIVE_CLUSTER)? }))
+    Ok(Json(api::clusters::active(state.store.as_ref())?))
 }
 
 async fn set_active(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    ApiBody(req, _): ApiBody<ActiveCluster>,
+    ApiBody(selection, _): ApiBody<ActiveCluster>,
 ) -> Result<Response, ApiError> {
-    if let Some(name) = &req.name
-        && state.store.get_cluster(name)?.is_none()
-    {
-        return Err(ApiError::NotFound(format!("no cluster named {name}")));
-    }
-    let previous = state.store.get_setting(ACTIVE_CLUSTER)?;
-    state.store.set_setting(ACTIVE_CLUSTER, req.name.as_deref())?;
-    audit(
-        state.store.as_ref(),
-        principal.actor(),
-        "active_cluster.set",
-        &req.name.clone().map(|n| cluster_target(&n)).unwrap_or_else(|| "active-cluster".into()),
-        json!({ "from": previous, "to": req.name }),
-    )?;
-    Ok(Json(ActiveCluster { name: req.name }).into_response())
+    Ok(Json(api::clusters::set_active(state.store.as_ref(), principal.actor(), selection)?).into_response())
 }

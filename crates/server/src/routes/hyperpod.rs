@@ -7,7 +7,7 @@
 //! matches the real state answers 200 "already in this state" without creating an operation.
 
 use super::page::{PageParams, Paged};
-use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, PlanOrNoChange, errors, mutation, submit};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, PlanOrNoChange, errors, mutation, submit_to};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
@@ -16,23 +16,18 @@ use aide::axum::routing::{get_with, post_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
+use instantstart_core::api;
+use instantstart_core::api::features::FeaturesView;
+use instantstart_core::api::hyperpod::HealthCheckGroup;
+use instantstart_core::api::instance_groups::InstanceGroupPatch;
+use instantstart_core::api::nodes::NodeActionName;
 use instantstart_core::diff::FeaturesPatch;
-use instantstart_core::operation::OperationKind;
 use instantstart_core::page::Order;
 use instantstart_core::provider::{
-    ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus, KubeTarget,
+    ClusterEventPage, ClusterEventQuery, ClusterNode, ClusterNodeDetail, HyperPodInstanceGroupStatus,
     SoftwareUpdateDeployment, SoftwareUpdateGroup,
 };
-use instantstart_core::spec::{InstanceGroupSpec, ManagedFeatures};
-use instantstart_core::workflow::day2::{hyperpod_record, live_cluster};
-use instantstart_core::workflow::features::{SetFeaturesRequest, read_features};
-use instantstart_core::workflow::health_checks::{HealthCheckGroup, HealthCheckRequest};
-use instantstart_core::workflow::instance_groups::{
-    AddInstanceGroupRequest, DeleteInstanceGroupRequest, InstanceGroupPatch, UpdateInstanceGroupRequest,
-};
-use instantstart_core::workflow::nodes::NodeActionRequest;
-use instantstart_core::workflow::software_update::SoftwareUpdateRequest;
-use instantstart_core::workflow::{hyperpod_reads, karpenter};
+use instantstart_core::spec::InstanceGroupSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -69,14 +64,6 @@ pub struct NodePath {
 pub struct EventsPath {
     /// Cluster name.
     pub cluster: String,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeActionName {
-    Reboot,
-    Replace,
-    Delete,
 }
 
 /// Body of a node action.
@@ -126,20 +113,6 @@ pub struct SoftwareUpdateBody {
     /// An AMI (`ami-…`) or `default` (the latest HyperPod AMI) instead of a release.
     #[serde(default)]
     pub image_id: Option<String>,
-}
-
-/// Managed features with the scope of managed autoscaling spelled out.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct FeaturesView {
-    #[serde(flatten)]
-    pub features: ManagedFeatures,
-    /// Managed autoscaling (Karpenter operated by AWS) scales HyperPod instance groups only,
-    /// from zero; it does not manage general EC2 capacity.
-    pub autoscaling_scope: String,
-    /// With managed autoscaling on: the instance groups Karpenter may scale (the
-    /// `HyperpodNodeClass`'s list; absent when it cannot be read).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscaling_instance_groups: Option<Vec<String>>,
 }
 
 pub fn routes() -> ApiRouter<AppState> {
@@ -288,18 +261,13 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
-fn to_json<T: Serialize>(v: &T) -> Result<serde_json::Value, ApiError> {
-    serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))
-}
-
 async fn list_groups(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
     paging: PageParams,
 ) -> Result<Paged<HyperPodInstanceGroupStatus>, ApiError> {
     let request = paging.request("instance_groups", 1)?;
-    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.cluster)?;
-    let groups = live_cluster(state.aws.as_ref(), &rec, &hp).await?.instance_groups;
+    let groups = api::instance_groups::list(state.store.as_ref(), state.aws.as_ref(), &p.cluster).await?;
     paging.in_memory(groups, "instance_groups", Order::Ascending, |g| vec![g.name.clone()], &request)
 }
 
@@ -311,9 +279,7 @@ async fn add_group(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(_, group): ApiBody<InstanceGroupSpec>,
 ) -> Result<Response, ApiError> {
-    let group = instantstart_core::workflow::decode(&group)?;
-    let request = to_json(&AddInstanceGroupRequest { cluster: p.cluster, group, karpenter: false })?;
-    submit(&state, OperationKind::AddInstanceGroup, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::instance_groups::add(p.cluster, &group)?, &principal, q.dry_run, key).await
 }
 
 async fn update_group(
@@ -324,8 +290,7 @@ async fn update_group(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<InstanceGroupPatch>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&UpdateInstanceGroupRequest { cluster: p.cluster, group: p.group, patch })?;
-    submit(&state, OperationKind::UpdateInstanceGroup, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::instance_groups::update(p.cluster, p.group, patch), &principal, q.dry_run, key).await
 }
 
 async fn delete_group(
@@ -335,8 +300,7 @@ async fn delete_group(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&DeleteInstanceGroupRequest { cluster: p.cluster, group: p.group, karpenter: false })?;
-    submit(&state, OperationKind::DeleteInstanceGroup, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::instance_groups::delete(p.cluster, p.group), &principal, q.dry_run, key).await
 }
 
 async fn list_nodes(
@@ -345,8 +309,7 @@ async fn list_nodes(
     paging: PageParams,
 ) -> Result<Paged<ClusterNode>, ApiError> {
     let request = paging.request("nodes", 2)?;
-    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.cluster)?;
-    let nodes = state.aws.list_cluster_nodes(&rec.region, &hp).await?;
+    let nodes = api::nodes::list(state.store.as_ref(), state.aws.as_ref(), &p.cluster).await?;
     paging.in_memory(
         nodes,
         "nodes",
@@ -361,14 +324,14 @@ async fn list_events(
     ApiPath(p): ApiPath<EventsPath>,
     ApiQuery(q): ApiQuery<ClusterEventQuery>,
 ) -> Result<Json<ClusterEventPage>, ApiError> {
-    Ok(Json(hyperpod_reads::cluster_events(state.aws.as_ref(), state.store.as_ref(), &p.cluster, &q).await?))
+    Ok(Json(api::hyperpod::events(state.store.as_ref(), state.aws.as_ref(), &p.cluster, &q).await?))
 }
 
 async fn get_node(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<NodePath>,
 ) -> Result<Json<ClusterNodeDetail>, ApiError> {
-    Ok(Json(hyperpod_reads::node_detail(state.aws.as_ref(), state.store.as_ref(), &p.cluster, &p.node).await?))
+    Ok(Json(api::nodes::get(state.store.as_ref(), state.aws.as_ref(), &p.cluster, &p.node).await?))
 }
 
 async fn node_action(
@@ -379,17 +342,8 @@ async fn node_action(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(body, _): ApiBody<NodeActionBody>,
 ) -> Result<Response, ApiError> {
-    let kind = match p.action {
-        NodeActionName::Reboot => OperationKind::RebootNodes,
-        NodeActionName::Replace => OperationKind::ReplaceNodes,
-        NodeActionName::Delete => OperationKind::DeleteNodes,
-    };
-    let request = to_json(&NodeActionRequest {
-        cluster: p.cluster,
-        node_ids: body.node_ids,
-        acknowledge_local_data_loss: body.acknowledge_local_data_loss,
-    })?;
-    submit(&state, kind, request, &principal, q.dry_run, key).await
+    let submission = api::nodes::action(p.cluster, p.action, body.node_ids, body.acknowledge_local_data_loss);
+    submit_to(&state, submission, &principal, q.dry_run, key).await
 }
 
 async fn start_health_check(
@@ -400,12 +354,8 @@ async fn start_health_check(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(body, _): ApiBody<HealthCheckBody>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&HealthCheckRequest {
-        cluster: p.cluster,
-        instance_groups: body.instance_groups,
-        checked_nodes: vec![],
-    })?;
-    submit(&state, OperationKind::StartHealthCheck, request, &principal, q.dry_run, key).await
+    let submission = api::hyperpod::start_health_check(p.cluster, body.instance_groups);
+    submit_to(&state, submission, &principal, q.dry_run, key).await
 }
 
 async fn update_software(
@@ -416,33 +366,15 @@ async fn update_software(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(body, _): ApiBody<SoftwareUpdateBody>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&SoftwareUpdateRequest {
-        cluster: p.cluster,
-        instance_groups: body.instance_groups,
-        deployment: body.deployment,
-        image_id: body.image_id,
-    })?;
-    submit(&state, OperationKind::UpdateSoftware, request, &principal, q.dry_run, key).await
+    let submission = api::hyperpod::update_software(p.cluster, body.instance_groups, body.deployment, body.image_id);
+    submit_to(&state, submission, &principal, q.dry_run, key).await
 }
 
 async fn get_features(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
 ) -> Result<Json<FeaturesView>, ApiError> {
-    let (rec, hp) = hyperpod_record(state.store.as_ref(), &p.cluster)?;
-    let live = live_cluster(state.aws.as_ref(), &rec, &hp).await?;
-    let features = read_features(state.aws.as_ref(), &rec, &live).await?;
-    let autoscaling_instance_groups = if features.managed_autoscaling {
-        let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
-        karpenter::current_groups(state.kube.as_ref(), &target).await.ok().flatten().map(|(groups, ..)| groups)
-    } else {
-        None
-    };
-    Ok(Json(FeaturesView {
-        features,
-        autoscaling_scope: "HyperPod instance groups only (scale from zero); not general EC2 capacity".into(),
-        autoscaling_instance_groups,
-    }))
+    Ok(Json(api::features::get(state.store.as_ref(), state.aws.as_ref(), state.kube.as_ref(), &p.cluster).await?))
 }
 
 async fn set_features(
@@ -453,6 +385,5 @@ async fn set_features(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(patch, _): ApiBody<FeaturesPatch>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&SetFeaturesRequest { cluster: p.cluster, patch, karpenter: None })?;
-    submit(&state, OperationKind::SetFeatures, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::features::set(p.cluster, patch), &principal, q.dry_run, key).await
 }

@@ -1,8 +1,8 @@
 //! HyperPod on an existing EKS-only cluster: `POST /api/clusters/{cluster}/hyperpod` adds a
 //! HyperPod cluster (the `hyperpod` part of a create request), `DELETE` removes it and what
-//! InstantStart made for it, leaving EKS and its add-ons (`workflow::hyperpod_attach`).
+//! InstantStart made for it, leaving EKS and its add-ons (`instantstart_core::api::hyperpod`).
 
-use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, mutation, submit};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, mutation, submit_to};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
@@ -10,8 +10,8 @@ use aide::axum::ApiRouter;
 use aide::axum::routing::post_with;
 use axum::extract::{Extension, State};
 use axum::response::Response;
-use instantstart_core::operation::OperationKind;
-use instantstart_core::workflow::hyperpod_attach::{AddHyperPodBody, RemoveHyperPodRequest};
+use instantstart_core::api;
+use instantstart_core::api::hyperpod::AddHyperPodBody;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -57,8 +57,7 @@ async fn add(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(body, _): ApiBody<AddHyperPodBody>,
 ) -> Result<Response, ApiError> {
-    let request = serde_json::to_value(body.into_request(p.cluster)).map_err(|e| ApiError::Internal(e.to_string()))?;
-    submit(&state, OperationKind::AddHyperPod, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::hyperpod::add(p.cluster, body), &principal, q.dry_run, key).await
 }
 
 async fn remove(
@@ -68,7 +67,5 @@ async fn remove(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = serde_json::to_value(RemoveHyperPodRequest { cluster: p.cluster })
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    submit(&state, OperationKind::RemoveHyperPod, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::hyperpod::remove(p.cluster), &principal, q.dry_run, key).await
 }

@@ -11,7 +11,7 @@ use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
 use axum::Json;
 use axum::extract::{Extension, State};
-use instantstart_core::api::metrics::{self, MetricsError, MetricsQuery, MetricsView};
+use instantstart_core::api::metrics::{self, MetricsQuery, MetricsView};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -19,15 +19,6 @@ use serde::Deserialize;
 pub struct MetricsPath {
     /// InstantStart cluster name.
     pub cluster: String,
-}
-
-impl From<MetricsError> for ApiError {
-    fn from(e: MetricsError) -> Self {
-        match e {
-            MetricsError::Engine(e) => e.into(),
-            MetricsError::Read(e) => e.into(),
-        }
-    }
 }
 
 pub fn routes() -> ApiRouter<AppState> {
@@ -61,7 +52,6 @@ async fn get(
     ApiPath(p): ApiPath<MetricsPath>,
     ApiQuery(q): ApiQuery<MetricsQuery>,
 ) -> Result<Json<MetricsView>, ApiError> {
-    q.check()?;
     let source = state.metrics_source.as_ref();
     let access = principal.kube_access(&p.cluster, &state.namespace_policy);
     Ok(Json(metrics::get(state.store.as_ref(), state.kube.as_ref(), source, &p.cluster, &access, &q).await?))

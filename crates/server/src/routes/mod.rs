@@ -353,6 +353,17 @@ pub(crate) async fn submit(
     })
 }
 
+/// [`submit`] of a change a `core::api` noun module built (`api::<noun>::<verb>`).
+pub(crate) async fn submit_to(
+    state: &crate::AppState,
+    submission: instantstart_core::api::submission::Submission,
+    principal: &crate::auth::Principal,
+    dry: bool,
+    key: Option<String>,
+) -> Result<Response, ApiError> {
+    submit(state, submission.kind, submission.request, principal, dry, key).await
+}
+
 pub(crate) fn accepted_with_plan(
     operation: CoreOperation,
     replayed: bool,

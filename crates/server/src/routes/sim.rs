@@ -89,7 +89,7 @@ async fn set_scaling_metric(
     ApiBody(m, raw): ApiBody<ScalingMetric>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let sim = sim(&state)?;
-    let target = instantstart_core::workflow::endpoints::kube_target_of(state.store.as_ref(), &m.cluster)?;
+    let target = instantstart_core::api::clusters::resolve(state.store.as_ref(), &m.cluster)?.kube;
     sim.set_scaling_metric(&target, &m.namespace, &m.scaled_object, m.value).map_err(|e| {
         ApiError::Validation(instantstart_core::validate::ValidationError::unprocessable(
             "scaled_object",

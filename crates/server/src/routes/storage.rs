@@ -6,7 +6,7 @@
 
 use super::jobs::{ClusterPath, WorkloadBody, replay_gone_delete, submit_workload, workload_mutation};
 use super::page::{PageParams, Paged};
-use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit_to};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
@@ -15,9 +15,10 @@ use aide::axum::routing::{delete_with, get_with, post_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
+use instantstart_core::api;
+use instantstart_core::api::storage::FileSystemBody;
 use instantstart_core::operation::OperationKind;
 use instantstart_core::page::Order;
-use instantstart_core::workflow::fsx::{DeleteFileSystemRequest, FileSystemBody};
 use instantstart_core::workflow::workloads::DeleteWorkloadRequest;
 use instantstart_core::workload::read;
 use instantstart_core::workload::{DownloadSummary, StorageListing, StorageSummary, WorkloadKind, WorkloadRequest};
@@ -139,8 +140,7 @@ async fn storage(
     State(state): State<AppState>,
     ApiPath(p): ApiPath<ClusterPath>,
 ) -> Result<Json<Vec<StorageSummary>>, ApiError> {
-    let (rec, _) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    Ok(Json(read::storage(state.aws.as_ref(), state.kube.as_ref(), &rec).await?))
+    Ok(Json(api::storage::list(state.store.as_ref(), state.aws.as_ref(), state.kube.as_ref(), &p.cluster).await?))
 }
 
 async fn create_file_system(
@@ -151,8 +151,7 @@ async fn create_file_system(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(body, _): ApiBody<FileSystemBody>,
 ) -> Result<Response, ApiError> {
-    let request = serde_json::to_value(body.request(p.cluster)).map_err(|e| ApiError::Internal(e.to_string()))?;
-    submit(&state, OperationKind::CreateFileSystem, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::storage::create_file_system(p.cluster, body), &principal, q.dry_run, key).await
 }
 
 async fn delete_file_system(
@@ -162,10 +161,7 @@ async fn delete_file_system(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request =
-        serde_json::to_value(DeleteFileSystemRequest { cluster: p.cluster, name: p.name, file_system_id: None })
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-    submit(&state, OperationKind::DeleteFileSystem, request, &principal, q.dry_run, key).await
+    submit_to(&state, api::storage::delete_file_system(p.cluster, p.name), &principal, q.dry_run, key).await
 }
 
 async fn objects(
@@ -173,8 +169,8 @@ async fn objects(
     ApiPath(p): ApiPath<ClusterPath>,
     ApiQuery(q): ApiQuery<PrefixQuery>,
 ) -> Result<Json<StorageListing>, ApiError> {
-    let (rec, _) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
-    Ok(Json(read::storage_objects(state.aws.as_ref(), &rec, &q.prefix, q.cursor.as_deref()).await?))
+    let cluster = api::clusters::resolve(state.store.as_ref(), &p.cluster)?;
+    Ok(Json(api::storage::objects(state.aws.as_ref(), &cluster, &q.prefix, q.cursor.as_deref()).await?))
 }
 
 async fn list_downloads(
@@ -184,7 +180,7 @@ async fn list_downloads(
     paging: PageParams,
 ) -> Result<Paged<DownloadSummary>, ApiError> {
     let request = paging.request("downloads", 2)?;
-    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let target = api::clusters::resolve(state.store.as_ref(), &p.cluster)?.kube;
     let access = principal.kube_access(&p.cluster, &state.namespace_policy);
     let downloads = read::list_downloads_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(downloads, "downloads", Order::Ascending, |d| vec![d.namespace.clone(), d.name.clone()], &request)
@@ -210,7 +206,7 @@ async fn delete_download(
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let (_, target) = read::cluster_kube(state.store.as_ref(), &p.cluster)?;
+    let target = api::clusters::resolve(state.store.as_ref(), &p.cluster)?.kube;
     let found = match read::find_download(state.kube.as_ref(), &target, &p.download).await {
         Ok(d) => d,
         Err(e) => {
