@@ -13,9 +13,9 @@
 //! resumes instead of starting over.
 
 use crate::common::{
-    ANNOTATION_MODEL_ID, ComputeResources, LABEL_INSTANCE_TYPE, ManifestSet, SecretKeyRef, check, container_resources,
-    container_security, derived_name, env_value, image_ref, known_instance_type, no_token_without_service_account,
-    quantity, set, standard_labels,
+    ANNOTATION_DESTINATION, ANNOTATION_MODEL_ID, ComputeResources, LABEL_INSTANCE_TYPE, ManifestSet, SecretKeyRef,
+    check, container_resources, container_security, derived_name, env_value, image_ref, known_instance_type,
+    no_token_without_service_account, quantity, set, standard_labels,
 };
 use crate::storage::{Access, SharedMount};
 use instantstart_core::instance_types::SpecsFact;
@@ -325,7 +325,7 @@ pub fn model_download_job(p: &ModelDownloadParams) -> Result<ModelDownload, Vali
             "name": job_name,
             "namespace": p.namespace,
             "labels": labels,
-            "annotations": { ANNOTATION_MODEL_ID: p.repo_id, "instantstart.io/destination": destination },
+            "annotations": { ANNOTATION_MODEL_ID: p.repo_id, ANNOTATION_DESTINATION: destination },
         },
         "spec": spec,
     });

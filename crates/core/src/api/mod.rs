@@ -7,5 +7,16 @@
 
 pub mod capacity;
 pub mod clusters;
+pub mod context;
+pub mod downloads;
+pub mod endpoints;
+pub mod error;
+pub mod jobs;
 pub mod live;
 pub mod metrics;
+pub mod pods;
+pub mod pools;
+pub mod tracking_servers;
+pub mod workloads;
+
+pub use error::ReadError;
