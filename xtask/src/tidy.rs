@@ -14,7 +14,11 @@
 //!   in `ui/views/`, a screen's panels live in `ui/views/<screen>/`, shared widgets in
 //!   `ui/components/`, shared code without widgets in `ui/lib/`; imports only point down that
 //!   list, no module imports a screen but the router (or a panel's own screen), and the import
-//!   graph has no cycle. Every UI module opens with a `//` comment saying what it is for.
+//!   graph has no cycle. Every UI module opens with a `//` comment saying what it is for;
+//! - server route files translate ([`route_layering_violations`]): a file under
+//!   `crates/server/src/routes/` imports no `instantstart_core::workflow` or `::workload` path
+//!   (it calls `instantstart_core::api`) and calls no provider method on `state.aws` or
+//!   `state.kube`, except the files of [`ROUTES_NOT_YET_THROUGH_API`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -267,6 +271,92 @@ pub fn relative_links(text: &str) -> Vec<String> {
     out
 }
 
+/// Route files that still import `workflow`/`workload` internals or call a provider directly
+/// (issue #20 moves them behind `instantstart_core::api` one noun at a time). A file that is
+/// clean must leave the list: the check fails on a listed file without violations.
+pub const ROUTES_NOT_YET_THROUGH_API: &[&str] = &["mod.rs", "sim.rs", "storage.rs"];
+
+/// Core modules a route file may not name: the workflows and the workload internals are
+/// reached through `instantstart_core::api`.
+const ROUTE_FORBIDDEN_CORE_MODULES: [&str; 2] = ["workflow", "workload"];
+/// The provider handles of the server's state, and the methods on them that are not calls to
+/// the provider (handing the provider to `core::api`, or to a task).
+const ROUTE_PROVIDER_HANDLES: [&str; 2] = ["state.aws.", "state.kube."];
+const ROUTE_PROVIDER_PASSING: [&str; 2] = ["as_ref", "clone"];
+
+/// What in route file `text` goes around `instantstart_core::api`, one line per finding
+/// (`line N: …`): a path through `instantstart_core::workflow` or `::workload` (also inside a
+/// `use instantstart_core::{…}` group), or a method call on `state.aws`/`state.kube` other than
+/// `as_ref`/`clone`. Comments and the `#[cfg(test)]` module are not looked at.
+pub fn route_layering_violations(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    // A `use` group can span lines: join the code lines, remembering where each one starts.
+    let mut code = String::new();
+    let mut starts = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let line = line.split("//").next().unwrap_or_default();
+        starts.push(code.len());
+        code.push_str(line);
+        code.push('\n');
+    }
+    let line_of = |at: usize| starts.partition_point(|&s| s <= at);
+    const CORE: &str = "instantstart_core::";
+    for (at, _) in code.match_indices(CORE) {
+        let rest = &code[at + CORE.len()..];
+        let named: Vec<&str> = match rest.strip_prefix('{') {
+            Some(group) => top_level_items(group),
+            None => vec![rest],
+        };
+        for item in named {
+            let module: String = item.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if ROUTE_FORBIDDEN_CORE_MODULES.contains(&module.as_str()) {
+                out.push(format!(
+                    "line {}: names instantstart_core::{module} (call instantstart_core::api instead)",
+                    line_of(at)
+                ));
+            }
+        }
+    }
+    for handle in ROUTE_PROVIDER_HANDLES {
+        for (at, _) in code.match_indices(handle) {
+            let method: String =
+                code[at + handle.len()..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if !ROUTE_PROVIDER_PASSING.contains(&method.as_str()) {
+                out.push(format!(
+                    "line {}: calls the provider ({handle}{method}; read through instantstart_core::api instead)",
+                    line_of(at)
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The items of a `{…}` group (after its `{`) at its top level, up to the matching `}`.
+fn top_level_items(group: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut items) = (0usize, 0usize, Vec::new());
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..i]);
+                return items;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,5 +524,63 @@ mod tests {
         assert!(md.contains("| GET | `/api/x/{cluster}` | Read x |"), "{md}");
         assert!(md.contains("| POST | `/api/x/{cluster}` | Make x |"), "{md}");
         assert_eq!(snapshot_json("---\nsource: a\n---\n{\"a\": 1}\n"), Some(serde_json::json!({ "a": 1 })));
+    }
+
+    /// Route files translate: no `workflow`/`workload` path, no provider call, except the files
+    /// still listed (and a listed file that is clean must leave the list).
+    #[test]
+    fn tidy_route_files_go_through_core_api() {
+        let mut errors = Vec::new();
+        let mut listed_but_clean = Vec::new();
+        for f in files(&root(), "crates/server/src/routes", ".rs") {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            let found = route_layering_violations(&read(&f));
+            let listed = ROUTES_NOT_YET_THROUGH_API.contains(&name.as_str());
+            if listed && found.is_empty() {
+                listed_but_clean.push(name);
+            } else if !listed {
+                errors.extend(found.into_iter().map(|v| format!("routes/{name} {v}")));
+            }
+        }
+        assert!(errors.is_empty(), "route files must call instantstart_core::api: {errors:#?}");
+        assert!(listed_but_clean.is_empty(), "clean now: remove from ROUTES_NOT_YET_THROUGH_API: {listed_but_clean:?}");
+    }
+
+    /// The layering rule on synthetic route files: what it finds and what it lets pass.
+    #[test]
+    fn tidy_route_layering_rule() {
+        // (source, findings)
+        let cases: [(&str, &[&str]); 10] = [
+            ("use instantstart_core::api::jobs::{self, JobSummary};\n", &[]),
+            (
+                "use instantstart_core::workflow::endpoints::EndpointPatch;\n",
+                &["line 1: names instantstart_core::workflow"],
+            ),
+            ("use instantstart_core::workload::read;\n", &["line 1: names instantstart_core::workload"]),
+            (
+                "use instantstart_core::{\n    api::jobs,\n    workflow::decode,\n};\n",
+                &["line 1: names instantstart_core::workflow"],
+            ),
+            ("let x = instantstart_core::workflow::decode(&v)?;\n", &["line 1: names instantstart_core::workflow"]),
+            (
+                "let s = state.aws.list_tracking_servers(&region).await?;\n",
+                &["line 1: calls the provider (state.aws.list_tracking_servers"],
+            ),
+            (
+                "\nlet d = state.kube.service_proxy(&t, ns).await;\n",
+                &["line 2: calls the provider (state.kube.service_proxy"],
+            ),
+            ("let r = api::jobs::list(state.kube.as_ref(), &t).await?;\nlet k = state.kube.clone();\n", &[]),
+            ("// state.aws.describe_x() in a comment; instantstart_core::workflow too\n", &[]),
+            ("fn f() {}\n#[cfg(test)]\nmod tests { use instantstart_core::workflow::x; }\n", &[]),
+        ];
+        for (source, want) in cases {
+            let got = route_layering_violations(source);
+            assert_eq!(got.len(), want.len(), "{source:?}: {got:#?}");
+            for (g, w) in got.iter().zip(want) {
+                assert!(g.starts_with(w), "{source:?}: {g} does not start with {w}");
+            }
+        }
+        assert_eq!(top_level_items("a::{b, c}, d}"), ["a::{b, c}", " d"]);
     }
 }

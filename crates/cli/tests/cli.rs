@@ -1246,7 +1246,11 @@ fn mlflow_servers_runs_and_metrics_of_a_job_that_reports() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("keys[1]"));
-    s.cli().args(["mlflow", "runs", "nope"]).assert().code(2).stderr(predicate::str::contains("no tracking server"));
+    s.cli()
+        .args(["mlflow", "runs", "nope"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("tracking server nope in us-east-1 not found"));
 
     // Deleting needs the name typed or --yes (no terminal here); the dry run shows both steps.
     let before = s.operations();

@@ -19,6 +19,7 @@ pub mod engine;
 pub mod governance;
 pub mod instance_types;
 pub mod kube_access;
+pub mod labels;
 pub mod lifecycle;
 pub mod log_lines;
 pub mod names;

@@ -134,6 +134,13 @@ pub fn region(name: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err("must be an AWS region code such as us-east-1".into()) }
 }
 
+/// MLflow run id: 1-64 letters and digits (MLflow's run ids are 32 hex digits; the rule is
+/// what a path segment may carry to the tracking server, checked before it is asked).
+pub fn mlflow_run_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric());
+    if ok { Ok(()) } else { Err("must be an MLflow run id (1-64 letters and digits)".into()) }
+}
+
 /// Availability Zone name in `region`, e.g. `us-east-1a` (or a zone id such as `use1-az1`).
 pub fn availability_zone(az: &str, region_code: &str) -> Result<(), String> {
     let suffix = az.strip_prefix(region_code);
@@ -294,6 +301,16 @@ pub fn public_access_cidr(cidr: &ipnet::Ipv4Net) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mlflow_run_ids_are_short_alphanumerics() {
+        for ok in ["a", "0f1e2d3c4b5a69788796a5b4c3d2e1f0", &"x".repeat(64)] {
+            assert!(mlflow_run_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", &"x".repeat(65), "run-1", "../x", "a b", "é"] {
+            assert!(mlflow_run_id(bad).is_err(), "{bad}");
+        }
+    }
 
     /// Data-driven: (checker, input, expected ok).
     #[test]

@@ -30,12 +30,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Label selecting what InstantStart owns (`app.kubernetes.io/managed-by=instantstart`).
-pub const LABEL_MANAGED_BY: &str = crate::provider::LABEL_MANAGED_BY;
-/// Label naming the workload an object belongs to (`app.kubernetes.io/instance=<name>`).
-pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
-/// Annotation recording the operation that last applied an object (observe-before-submit).
-pub const ANNOTATION_OPERATION: &str = "instantstart.io/operation";
+pub use crate::labels::{ANNOTATION_OPERATION, LABEL_INSTANCE, LABEL_MANAGED_BY};
 
 /// Whether InstantStart created a Kubernetes object: it carries
 /// `app.kubernetes.io/managed-by=instantstart`. Everything else in a cluster is **foreign**:

@@ -15,22 +15,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
-/// `app.kubernetes.io/managed-by`: set to [`MANAGED_BY`] on every object and pod we create.
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-/// The value of [`LABEL_MANAGED_BY`].
-pub const MANAGED_BY: &str = "instantstart";
-/// `app.kubernetes.io/name`: what runs (`vllm`, `sglang`, `hyperpod-pytorch-job`, …).
-pub const LABEL_NAME: &str = "app.kubernetes.io/name";
-/// `app.kubernetes.io/instance`: the name of the owning object; the stable part of selectors.
-pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
-/// `app.kubernetes.io/component`: `model-download`, `training`, `inference`, `router`, …
-pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
-/// `instantstart.io/pool`: the model pool a warm inference worker currently serves. It is
-/// never part of a Deployment selector, so relabelling a pod moves it between pool Services
-/// without its ReplicaSet replacing it.
-pub const LABEL_POOL: &str = "instantstart.io/pool";
-/// Annotation carrying a Hugging Face model id verbatim (ids do not fit label values).
-pub const ANNOTATION_MODEL_ID: &str = "instantstart.io/model-id";
+/// The labels and annotations InstantStart owns, spelled once in core (see
+/// [`instantstart_core::labels`]).
+pub use instantstart_core::labels::{
+    ANNOTATION_DESTINATION, ANNOTATION_DESTINATION_VOLUME, ANNOTATION_MODEL_ID, LABEL_BUCKET, LABEL_COMPONENT,
+    LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, LABEL_POOL, LABEL_RECIPE, LABEL_ROUTE, LABEL_SERVICE_SHAPE,
+    MANAGED_BY,
+};
 /// Node label holding the instance type (`ml.p5.48xlarge` on HyperPod nodes).
 pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// Extended resource of NVIDIA GPUs.

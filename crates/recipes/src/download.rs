@@ -13,9 +13,9 @@
 //! resumes instead of starting over.
 
 use crate::common::{
-    ANNOTATION_MODEL_ID, ComputeResources, LABEL_INSTANCE_TYPE, ManifestSet, SecretKeyRef, check, container_resources,
-    container_security, derived_name, env_value, image_ref, known_instance_type, no_token_without_service_account,
-    quantity, set, standard_labels,
+    ANNOTATION_DESTINATION, ANNOTATION_DESTINATION_VOLUME, ANNOTATION_MODEL_ID, ComputeResources, LABEL_INSTANCE_TYPE,
+    ManifestSet, SecretKeyRef, check, container_resources, container_security, derived_name, env_value, image_ref,
+    known_instance_type, no_token_without_service_account, quantity, set, standard_labels,
 };
 use crate::storage::{Access, SharedMount};
 use instantstart_core::instance_types::SpecsFact;
@@ -231,12 +231,6 @@ impl Validate for ModelDownloadParams {
         }
     }
 }
-
-/// Annotation of a download Job: where the repository lands (a path in the bucket, or in the
-/// volume of [`ANNOTATION_DESTINATION_VOLUME`]).
-pub const ANNOTATION_DESTINATION: &str = "instantstart.io/destination";
-/// Annotation of a download Job that writes into an FSx volume: the volume's name.
-pub const ANNOTATION_DESTINATION_VOLUME: &str = "instantstart.io/destination-volume";
 
 impl ModelDownloadParams {
     /// The FSx volume the download writes into, mounted at its default path.

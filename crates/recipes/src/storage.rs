@@ -11,7 +11,9 @@
 //! Mountpoint semantics worth knowing: files are written sequentially and not renamed or
 //! modified in place, so writers (the download job) stage locally and copy in.
 
-use crate::common::{ManifestSet, check, container_path, dns1123_subdomain, object_meta, quantity, standard_labels};
+use crate::common::{
+    LABEL_BUCKET, ManifestSet, check, container_path, dns1123_subdomain, object_meta, quantity, standard_labels,
+};
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate, ValidationError};
 use schemars::JsonSchema;
@@ -269,7 +271,7 @@ pub fn s3_storage(p: &S3StorageParams) -> Result<S3Storage, ValidationError> {
         mount_options.push(format!("prefix {prefix}"));
     }
     let mut labels = standard_labels(&p.claim_name, "s3-mountpoint", "shared-storage");
-    labels.insert("instantstart.io/bucket".into(), p.bucket.replace('.', "-"));
+    labels.insert(LABEL_BUCKET.into(), p.bucket.replace('.', "-"));
     let persistent_volume = json!({
         "apiVersion": "v1",
         "kind": "PersistentVolume",

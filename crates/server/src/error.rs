@@ -208,6 +208,22 @@ impl From<instantstart_core::api::metrics::MetricsError> for ApiError {
     }
 }
 
+/// The one mapping of a read error of `core::api` to HTTP.
+impl From<instantstart_core::api::ReadError> for ApiError {
+    fn from(e: instantstart_core::api::ReadError) -> Self {
+        use instantstart_core::api::ReadError;
+        match e {
+            ReadError::Provider(p) => p.into(),
+            ReadError::Validation(v) => ApiError::Validation(v),
+            ReadError::Missing(_) => ApiError::NotFound(e.to_string()),
+            ReadError::Ambiguous(_) | ReadError::NotReady(_) => {
+                ApiError::Conflict { detail: e.to_string(), operation: None }
+            }
+            ReadError::Engine(e) => e.into(),
+        }
+    }
+}
+
 impl From<instantstart_core::provider::ProviderError> for ApiError {
     fn from(e: instantstart_core::provider::ProviderError) -> Self {
         use instantstart_core::provider::ProviderErrorKind as K;

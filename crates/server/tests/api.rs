@@ -1896,9 +1896,31 @@ async fn managed_endpoint_and_router_become_ready_and_answer() {
     let r = app.send(Method::POST, &format!("{eps}/routed/chat"), Some(ask), &[]).await;
     assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
     assert!(r.body["system_fingerprint"].as_str().unwrap().starts_with("routed-"), "{:#}", r.body);
-    for name in ["qwen", "routed"] {
-        run(&app, Method::DELETE, &format!("{eps}/{name}"), None).await;
-    }
+    run(&app, Method::DELETE, &format!("{eps}/routed"), None).await;
+    // A delete answers the workload it acts on; replayed with the same Idempotency-Key once the
+    // endpoint is gone, it returns its operation (core::api::workloads::delete); without the key
+    // a gone endpoint is a 404.
+    let qwen = format!("{eps}/qwen");
+    let key = [("idempotency-key", "delete-qwen-1")];
+    let r = app.send(Method::DELETE, &qwen, None, &key).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    assert_eq!(r.body["workload"], json!({ "name": "qwen", "namespace": "default" }));
+    let id = r.body["operation"]["id"].as_str().unwrap().to_string();
+    assert_eq!(app.wait_op(&id).await["status"], "succeeded");
+    let again = app.send(Method::DELETE, &qwen, None, &key).await;
+    assert_eq!(
+        (again.status, again.body["replayed"].as_bool()),
+        (StatusCode::ACCEPTED, Some(true)),
+        "{:#}",
+        again.body
+    );
+    assert_eq!(
+        (again.body["operation"]["id"].as_str(), &again.body["workload"]),
+        (Some(id.as_str()), &r.body["workload"])
+    );
+    assert_eq!(app.send(Method::DELETE, &qwen, None, &[]).await.status, StatusCode::NOT_FOUND);
+    let other_key = [("idempotency-key", "delete-qwen-2")];
+    assert_eq!(app.send(Method::DELETE, &qwen, None, &other_key).await.status, StatusCode::NOT_FOUND);
     assert_eq!(app.get(eps).await.body, json!([]));
 
     // With the AWS Load Balancer Controller running, a load_balancer exposure passes its check and

@@ -58,10 +58,9 @@ pub const LABEL_FAULT_REASON: &str = "sagemaker.amazonaws.com/fault-reason";
 pub const LABEL_INSTANCE_GROUP: &str = "sagemaker.amazonaws.com/instance-group-name";
 /// Node label naming the instance type.
 pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
-/// Pod label naming the InstantStart object a pod belongs to.
-pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
-/// Pod label naming what an InstantStart pod is (`training`, `inference`, `model-download`, …).
-pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+/// Pod labels naming the InstantStart object a pod belongs to and what it is (ours: spelled in
+/// [`crate::labels`]).
+pub use crate::labels::{LABEL_COMPONENT, LABEL_INSTANCE};
 
 /// The health of one node, one word, for the picture and the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]

@@ -7,12 +7,23 @@
 
 pub mod capacity;
 pub mod clusters;
+pub mod context;
+pub mod downloads;
+pub mod endpoints;
+pub mod error;
 pub mod features;
 pub mod governance;
 pub mod hyperpod;
 pub mod instance_groups;
+pub mod jobs;
 pub mod live;
 pub mod metrics;
 pub mod nodes;
+pub mod pods;
+pub mod pools;
 pub mod storage;
 pub mod submission;
+pub mod tracking_servers;
+pub mod workloads;
+
+pub use error::ReadError;

@@ -57,7 +57,8 @@ pub struct ObjectRef {
 pub struct KubeObject(pub Value);
 
 impl KubeObject {
-    fn str_at(&self, pointer: &str) -> Option<&str> {
+    /// The string at a JSON pointer (`/metadata/name`), if there is one.
+    pub fn str_at(&self, pointer: &str) -> Option<&str> {
         self.0.pointer(pointer).and_then(Value::as_str)
     }
 

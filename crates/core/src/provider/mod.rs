@@ -55,7 +55,7 @@ pub const TAG_IMPORT: &str = "instantstart:import";
 /// Value of [`TAG_IMPORT`] that allows the import.
 pub const IMPORT_ALLOWED: &str = "allowed";
 /// Kubernetes label equivalent of [`TAG_MANAGED_BY`].
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub use crate::labels::LABEL_MANAGED_BY;
 
 /// AWS resource tags.
 pub type Tags = BTreeMap<String, String>;

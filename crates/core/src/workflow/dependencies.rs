@@ -30,6 +30,7 @@ use super::steps::{
     pod_identity_trust_policy,
 };
 use crate::engine::{Observation, Progress, StepContext, StepError, StepExecutor};
+use crate::labels::LABEL_CLUSTER;
 use crate::operation::{ResourceRef, StepSpec};
 use crate::preflight::{CheckStatus, PreflightCheck};
 use crate::provider::*;
@@ -551,7 +552,7 @@ struct StorageStep(DependencyTarget);
 impl StorageStep {
     fn objects(&self, bucket: &str) -> (KubeObject, KubeObject) {
         let s = &self.0;
-        let labels = json!({ LABEL_MANAGED_BY: MANAGED_BY, "instantstart.io/cluster": s.cluster });
+        let labels = json!({ LABEL_MANAGED_BY: MANAGED_BY, LABEL_CLUSTER: s.cluster });
         let pv_name = format!("{STORAGE_CLAIM}-pv");
         let pv = json!({
             "apiVersion": "v1",

@@ -55,15 +55,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Annotation of an endpoint's primary object: the request it was deployed with (JSON).
-pub const ANNOTATION_ENDPOINT_REQUEST: &str = "instantstart.io/endpoint-request";
-/// Label of an endpoint's objects naming its route (`self_managed` or `managed`).
-pub const LABEL_ROUTE: &str = "instantstart.io/route";
-/// Label of a warm worker naming the pool (Service) it serves.
-pub const LABEL_POOL: &str = "instantstart.io/pool";
-const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
-const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+pub use crate::labels::{ANNOTATION_ENDPOINT_REQUEST, LABEL_POOL, LABEL_ROUTE};
+use crate::labels::{LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY};
 /// How long a chat request may take.
 pub const CHAT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest chat request body.
@@ -615,19 +608,6 @@ async fn endpoint_pods(
     kube.list(target, &params).await
 }
 
-fn pod_view(p: &KubeObject) -> WorkloadPod {
-    WorkloadPod {
-        name: s_at(&p.0, "/metadata/name").unwrap_or_default().to_string(),
-        phase: s_at(&p.0, "/status/phase").unwrap_or("Unknown").to_string(),
-        node: s_at(&p.0, "/spec/nodeName").map(str::to_string),
-        restarts: u32_at(&p.0, "/status/containerStatuses/0/restartCount").unwrap_or(0),
-    }
-}
-
-fn pod_ready(p: &KubeObject) -> bool {
-    crate::workload::condition(&p.0, "Ready").and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True")
-}
-
 /// One endpoint with its pods, conditions and objects.
 pub async fn endpoint_detail(
     kube: &dyn KubeApi,
@@ -638,11 +618,17 @@ pub async fn endpoint_detail(
     let pods = endpoint_pods(kube, target, &e).await?;
     Ok(EndpointDetail {
         summary: e.summary(),
-        pods: pods.iter().map(pod_view).collect(),
+        pods: pods.iter().map(crate::api::pods::pod_view).collect(),
         conditions: ObjectCondition::of(&e.primary.0),
         request: e.request.clone(),
         manifest: e.objects.clone(),
     })
+}
+
+/// The namespace endpoint `name` is in (InstantStart's endpoint of that name first, then a
+/// foreign one).
+pub async fn endpoint_namespace(kube: &dyn KubeApi, target: &KubeTarget, name: &str) -> Result<String, EngineError> {
+    Ok(find_endpoint(kube, target, name).await?.namespace)
 }
 
 /// The Service a chat request for endpoint `name` goes to.
@@ -674,7 +660,7 @@ pub async fn list_pools(kube: &dyn KubeApi, target: &KubeTarget) -> Result<Vec<P
                 pod: s_at(&p.0, "/metadata/name").unwrap_or_default().to_string(),
                 namespace: e.namespace.clone(),
                 node: s_at(&p.0, "/spec/nodeName").map(str::to_string),
-                ready: pod_ready(&p),
+                ready: crate::api::pods::pod_ready(&p),
                 serving,
                 endpoint: e.name.clone(),
                 uid: s_at(&p.0, "/metadata/uid").map(str::to_string),

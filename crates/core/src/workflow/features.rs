@@ -40,6 +40,7 @@ use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
+use crate::labels::LABEL_CLUSTER;
 use crate::operation::{OperationKind, ResourceRef, StepSpec};
 use crate::provider::*;
 use crate::spec::{ManagedFeatures, TieredCheckpointing};
@@ -1044,7 +1045,7 @@ impl StepExecutor for ServiceAccountStep {
                 "metadata": {
                     "name": CHECKPOINT_SERVICE_ACCOUNT,
                     "namespace": CHECKPOINT_NAMESPACE,
-                    "labels": { LABEL_MANAGED_BY: MANAGED_BY, "instantstart.io/cluster": self.cx.rec.name },
+                    "labels": { LABEL_MANAGED_BY: MANAGED_BY, LABEL_CLUSTER: self.cx.rec.name },
                     "annotations": { ROLE_ANNOTATION: arn }
                 }
             });

@@ -34,6 +34,7 @@ use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
+use crate::labels::{LABEL_CLUSTER, LABEL_FSX};
 use crate::names;
 use crate::operation::{OperationKind, OperationStatus, ResourceRef, StepSpec};
 use crate::provider::*;
@@ -209,8 +210,7 @@ pub async fn cluster_volumes(
 
 /// The static PersistentVolume and claim of a file system.
 pub fn volume_objects(cluster: &str, name: &str, fs: &LustreFileSystem) -> (KubeObject, KubeObject) {
-    let labels =
-        json!({ LABEL_MANAGED_BY: MANAGED_BY, "instantstart.io/cluster": cluster, "instantstart.io/fsx": name });
+    let labels = json!({ LABEL_MANAGED_BY: MANAGED_BY, LABEL_CLUSTER: cluster, LABEL_FSX: name });
     let capacity = format!("{}Gi", fs.storage_capacity_gib);
     let pv = json!({
         "apiVersion": "v1",

@@ -42,10 +42,7 @@ pub const NODE_POOL_API: &str = "karpenter.sh/v1";
 pub const NODE_POOL_KIND: &str = "NodePool";
 /// Name of both objects (cluster-scoped; one HyperPod cluster per EKS cluster).
 pub const KARPENTER_NAME: &str = "instantstart";
-/// `all` (every instance group, groups added later included) or `named`.
-pub const ANNOTATION_GROUPS: &str = "instantstart.io/autoscaling-groups";
-/// Label naming the InstantStart cluster.
-pub const LABEL_CLUSTER: &str = "instantstart.io/cluster";
+pub use crate::labels::{ANNOTATION_GROUPS, LABEL_CLUSTER};
 /// At most this many instance groups in one `HyperpodNodeClass` (AWS: "MaxItems: 10").
 pub const MAX_NODE_CLASS_GROUPS: usize = 10;
 /// How long an empty Karpenter node stays before it is consolidated away.

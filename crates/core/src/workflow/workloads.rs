@@ -797,6 +797,13 @@ impl Workflow for WorkloadWorkflow {
         }
         let mut checks = self.checks(&target, r, &context).await?;
         checks.extend(unknown_specs_checks(&r.instance_types, &context, &rec.region));
+        // A deploy's own preflight (a load_balancer exposure needs the AWS Load Balancer
+        // Controller): part of the assessment like every other check, so every face gets the
+        // same order (a malformed request is a 400 before any preflight's 422).
+        if self.workload == WorkloadKind::Endpoint && self.mode == ApplyMode::Create {
+            let params = &stored.request.params;
+            checks.extend(read(|| super::endpoints::deploy_preflight(self.kube.as_ref(), &target, params)).await?);
+        }
         if let Some(id) = &r.pod_identity {
             checks.push(self.pod_identity_check(id).await?);
         }

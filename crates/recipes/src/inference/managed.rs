@@ -7,9 +7,9 @@
 //! Field names and constraints follow the operator's CRD (`v1`, the storage version).
 
 use crate::common::{
-    ComputeResources, EnvVarSpec, ManifestSet, accelerator_of, accelerators_per_node, argv_element, bucket_path, check,
-    container_resources, image_ref, known_instance_type, object_meta, port, require_nvidia, set, standard_labels,
-    validate_env,
+    ComputeResources, EnvVarSpec, LABEL_ROUTE, ManifestSet, accelerator_of, accelerators_per_node, argv_element,
+    bucket_path, check, container_resources, image_ref, known_instance_type, object_meta, port, require_nvidia, set,
+    standard_labels, validate_env,
 };
 use instantstart_core::instance_types::SpecsFact;
 use instantstart_core::names;
@@ -279,7 +279,7 @@ pub fn managed_endpoint(p: &ManagedEndpointParams) -> Result<ManagedEndpoint, Va
         set(&mut spec, "intelligentRoutingSpec", json!({ "enabled": true, "routingStrategy": r.as_str() }));
     }
     let mut labels = standard_labels(&p.name, "inference-endpoint-config", "inference");
-    labels.insert("instantstart.io/route".into(), "managed".into());
+    labels.insert(LABEL_ROUTE.into(), "managed".into());
     let endpoint = json!({
         "apiVersion": API_VERSION,
         "kind": KIND,

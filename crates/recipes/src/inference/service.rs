@@ -8,7 +8,7 @@
 //! * **model pool** — selecting `instantstart.io/pool=<pool>` only, so the Service follows
 //!   whichever warm workers carry the label; moving a worker is changing its label.
 
-use crate::common::{LABEL_POOL, ManifestSet, check, object_meta, port, set, standard_labels};
+use crate::common::{LABEL_POOL, LABEL_SERVICE_SHAPE, ManifestSet, check, object_meta, port, set, standard_labels};
 use instantstart_core::names;
 use instantstart_core::validate::{Findings, Validate, ValidationError};
 use ipnet::IpNet;
@@ -189,7 +189,7 @@ pub fn serving_service(p: &ServiceParams) -> Result<ServingService, ValidationEr
         (_, Exposure::ClusterIp) => "cluster-internal",
     };
     let mut labels = standard_labels(&p.name, "inference-service", "inference");
-    labels.insert("instantstart.io/service-shape".into(), shape.into());
+    labels.insert(LABEL_SERVICE_SHAPE.into(), shape.into());
     if let Backends::Pool { pool } = &p.backends {
         labels.insert(LABEL_POOL.into(), pool.clone());
     }

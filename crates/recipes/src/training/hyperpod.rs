@@ -22,7 +22,7 @@
 //! checkpointing).
 
 use super::TrainingJob;
-use crate::common::{ManifestSet, argv_element, bucket_path, check, object_meta, set, standard_labels};
+use crate::common::{LABEL_RECIPE, ManifestSet, argv_element, bucket_path, check, object_meta, set, standard_labels};
 use instantstart_core::spec::{CapacitySpec, ManagedFeatures, TrainingResilience, check_elastic_training};
 use instantstart_core::validate::{Findings, Validate, ValidationError};
 use instantstart_core::workflow::features::{CHECKPOINT_NAMESPACE, CHECKPOINT_SERVICE_ACCOUNT};
@@ -662,7 +662,7 @@ pub fn hyperpod_pytorch_job(p: &HyperPodJobParams, target: &TargetCapacity) -> R
     let r = &p.resilience;
     let hw = job.hardware();
     let mut labels = standard_labels(&job.name, "hyperpod-pytorch-job", "training");
-    labels.insert("instantstart.io/recipe".into(), p.recipe.label().into());
+    labels.insert(LABEL_RECIPE.into(), p.recipe.label().into());
 
     let mut command = launcher_argv(job, hw.gpus, r.elastic.as_ref());
     command.extend(recipe_argv(job, &p.recipe));

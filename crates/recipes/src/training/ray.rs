@@ -14,7 +14,7 @@
 //! `$`, …) belong in the VERL config file on the shared bucket (`config`).
 
 use super::TrainingJob;
-use crate::common::{ManifestSet, bucket_path, check, object_meta, set, standard_labels};
+use crate::common::{LABEL_RECIPE, ManifestSet, bucket_path, check, object_meta, set, standard_labels};
 use instantstart_core::validate::{Findings, Validate, ValidationError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -217,7 +217,7 @@ pub fn ray_job(p: &RayJobParams) -> Result<RayTrainingJob, ValidationError> {
     let words = p.entrypoint_words();
     debug_assert!(words.iter().all(|w| shell_inert(w).is_ok()), "{words:?}");
     let mut labels = standard_labels(&job.name, "ray-job", "training");
-    labels.insert("instantstart.io/recipe".into(), "verl".into());
+    labels.insert(LABEL_RECIPE.into(), "verl".into());
 
     let head_ports = json!([
         { "name": "gcs-server", "containerPort": 6379 },

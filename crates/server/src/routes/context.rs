@@ -13,18 +13,13 @@ use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
 use axum::Json;
 use axum::extract::State;
-use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceSpecs, InstanceTypeInfo};
-use instantstart_core::names;
+use instantstart_core::api::context::{self, EksClusterCandidate, InstanceTypeView};
 use instantstart_core::provider::{
     AvailabilityZone, CallerIdentity, OfferingQuery, QuotaUsage, TrainingPlanOffering, TrainingPlanSummary,
 };
 use instantstart_core::store::ACTIVE_CLUSTER;
-use instantstart_core::validate::ValidationError;
-use instantstart_core::workflow::hyperpod_reads;
-use instantstart_core::workflow::import_cluster::{self, EksClusterCandidate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ContextView {
@@ -61,18 +56,6 @@ pub struct OfferingsQuery {
     pub start_after: Option<chrono::DateTime<chrono::Utc>>,
     /// Latest end (RFC 3339).
     pub end_before: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct InstanceTypeView {
-    /// One of SageMaker's `ClusterInstanceType` values.
-    pub instance_type: String,
-    /// AZs of the region that offer it (empty: not offered in this region).
-    pub availability_zones: Vec<String>,
-    /// Its specs as EC2 describes them in the region (`DescribeInstanceTypes`): vCPUs,
-    /// memory, accelerators, EFA. `null` when EC2 does not describe it: the type is still
-    /// accepted, and the checks that need its specs say they could not run.
-    pub info: Option<InstanceTypeInfo>,
 }
 
 pub fn routes() -> ApiRouter<AppState> {
@@ -166,10 +149,7 @@ pub fn routes() -> ApiRouter<AppState> {
 }
 
 async fn context(State(state): State<AppState>) -> Result<Json<ContextView>, ApiError> {
-    let (identity, identity_error) = match state.aws.caller_identity().await {
-        Ok(id) => (Some(id), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
+    let (identity, identity_error) = context::identity(state.aws.as_ref()).await;
     Ok(Json(ContextView {
         provider: state.provider,
         sim_speed: state.sim_speed,
@@ -182,9 +162,7 @@ async fn context(State(state): State<AppState>) -> Result<Json<ContextView>, Api
 }
 
 fn region(state: &AppState, q: &RegionQuery) -> Result<String, ApiError> {
-    let region = q.region.clone().unwrap_or_else(|| state.default_region.clone());
-    names::region(&region).map_err(|rule| ValidationError::invalid("region", rule))?;
-    Ok(region)
+    Ok(context::region(q.region.clone(), &state.default_region)?)
 }
 
 async fn zones(
@@ -192,7 +170,7 @@ async fn zones(
     ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<AvailabilityZone>>, ApiError> {
     let region = region(&state, &q)?;
-    Ok(Json(state.aws.availability_zones(&region).await?))
+    Ok(Json(context::zones(state.aws.as_ref(), &region).await?))
 }
 
 async fn eks_clusters(
@@ -200,7 +178,7 @@ async fn eks_clusters(
     ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<EksClusterCandidate>>, ApiError> {
     let region = region(&state, &q)?;
-    Ok(Json(import_cluster::eks_clusters(state.aws.as_ref(), state.store.as_ref(), &region).await?))
+    Ok(Json(context::eks_clusters(state.aws.as_ref(), state.store.as_ref(), &region).await?))
 }
 
 async fn quotas(
@@ -208,7 +186,7 @@ async fn quotas(
     ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<QuotaUsage>>, ApiError> {
     let region = region(&state, &q)?;
-    Ok(Json(hyperpod_reads::quotas(state.aws.as_ref(), &region).await?))
+    Ok(Json(context::quotas(state.aws.as_ref(), &region).await?))
 }
 
 async fn training_plans(
@@ -216,7 +194,7 @@ async fn training_plans(
     ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<TrainingPlanSummary>>, ApiError> {
     let region = region(&state, &q)?;
-    Ok(Json(hyperpod_reads::training_plans(state.aws.as_ref(), &region).await?))
+    Ok(Json(context::training_plans(state.aws.as_ref(), &region).await?))
 }
 
 async fn training_plan_offerings(
@@ -231,7 +209,7 @@ async fn training_plan_offerings(
         start_after: q.start_after,
         end_before: q.end_before,
     };
-    Ok(Json(hyperpod_reads::training_plan_offerings(state.aws.as_ref(), &region, &query).await?))
+    Ok(Json(context::training_plan_offerings(state.aws.as_ref(), &region, &query).await?))
 }
 
 async fn instance_types(
@@ -239,22 +217,5 @@ async fn instance_types(
     ApiQuery(q): ApiQuery<RegionQuery>,
 ) -> Result<Json<Vec<InstanceTypeView>>, ApiError> {
     let region = region(&state, &q)?;
-    let mut by_type: BTreeMap<String, Vec<String>> =
-        CLUSTER_INSTANCE_TYPES.iter().map(|t| (t.to_string(), Vec::new())).collect();
-    for o in state.aws.instance_type_offerings(&region).await? {
-        if let Some(zones) = by_type.get_mut(&o.instance_type) {
-            zones.push(o.availability_zone);
-        }
-    }
-    let specs = InstanceSpecs::new(state.aws.instance_type_specs(&region).await?);
-    Ok(Json(
-        by_type
-            .into_iter()
-            .map(|(t, mut azs)| {
-                azs.sort();
-                azs.dedup();
-                InstanceTypeView { info: specs.get(&t).cloned(), instance_type: t, availability_zones: azs }
-            })
-            .collect(),
-    ))
+    Ok(Json(context::instance_types(state.aws.as_ref(), &region).await?))
 }

@@ -1,38 +1,33 @@
 //! Inference endpoints and model pools of a cluster (issue #10). The routes translate; the
-//! rules live in `instantstart_core::workflow::endpoints` (views, explicit diff, preflight,
-//! pool assignment) and in the endpoint renderer of `instantstart-recipes`.
+//! rules live in `instantstart_core::api::endpoints` and `instantstart_core::api::pools` (views,
+//! explicit diff, preflight, delete by name, the chat call, pool assignment) and in the
+//! endpoint renderer of `instantstart-recipes`.
 //!
 //! Chat requests go through the Kubernetes API server's service proxy
 //! (`KubeApi::service_proxy`), never directly to a pod: the control plane stays out of the
 //! data path except for this explicit, bounded call (timeout 60 s → `504`, request ≤ 1 MiB →
 //! `413`, answer ≤ 4 MiB → `502`).
 
+use super::jobs::{caller, respond};
 use super::page::{PageParams, Paged};
-use super::{
-    ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, NoChange, PlanOrNoChange, accepted_with_plan, dry_run,
-    errors, mutation, submit,
-};
+use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, PlanOrNoChange, errors, mutation};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with, put_with};
 use axum::Json;
-use axum::body::Body;
 use axum::extract::{Extension, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use instantstart_core::engine::Outcome;
-use instantstart_core::operation::OperationKind;
+use instantstart_core::api::endpoints::{
+    self as ep, CHAT_MAX_REQUEST_BYTES, CHAT_MAX_RESPONSE_BYTES, CHAT_TIMEOUT, ChatReply, EndpointDetail,
+    EndpointPatch, EndpointSummary,
+};
+use instantstart_core::api::pools::{self, Assignment, PoolSummary};
+use instantstart_core::kube_access::KubeAccess;
 use instantstart_core::page::Order;
 use instantstart_core::provider::KubeTarget;
-use instantstart_core::validate::ValidationError;
-use instantstart_core::workflow::endpoints::{
-    self as ep, AssignPoolWorkerRequest, CHAT_MAX_REQUEST_BYTES, CHAT_MAX_RESPONSE_BYTES, CHAT_TIMEOUT, EndpointDetail,
-    EndpointPatch, EndpointSummary, PoolSummary,
-};
-use instantstart_core::workflow::workloads::DeleteWorkloadRequest;
-use instantstart_core::workload::{WorkloadKind, WorkloadRef, WorkloadRequest};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -169,17 +164,9 @@ pub fn routes() -> ApiRouter<AppState> {
 
 /// The cluster's Kubernetes as the caller reaches it (its token's bound identity, if any), and
 /// the access that confines what its reads show.
-fn target_as(
-    state: &AppState,
-    principal: &Principal,
-    cluster: &str,
-) -> Result<(KubeTarget, instantstart_core::kube_access::KubeAccess), ApiError> {
+fn target_as(state: &AppState, principal: &Principal, cluster: &str) -> Result<(KubeTarget, KubeAccess), ApiError> {
     let access = principal.kube_access(cluster, &state.namespace_policy);
-    Ok((ep::kube_target_of(state.store.as_ref(), cluster)?.acting_as(access.identity.clone()), access))
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
-    serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))
+    Ok((ep::target_as(state.store.as_ref(), cluster, &access)?, access))
 }
 
 async fn list(
@@ -190,7 +177,7 @@ async fn list(
 ) -> Result<Paged<EndpointSummary>, ApiError> {
     let request = paging.request("endpoints", 2)?;
     let (target, access) = target_as(&state, &principal, &p.cluster)?;
-    let endpoints = ep::list_endpoints_as(state.kube.as_ref(), &target, &access).await?;
+    let endpoints = ep::list(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(endpoints, "endpoints", Order::Ascending, |e| vec![e.namespace.clone(), e.name.clone()], &request)
 }
 
@@ -200,18 +187,7 @@ async fn detail(
     ApiPath(p): ApiPath<EndpointPath>,
 ) -> Result<Json<EndpointDetail>, ApiError> {
     let (target, access) = target_as(&state, &principal, &p.cluster)?;
-    Ok(Json(ep::endpoint_detail_as(state.kube.as_ref(), &target, &p.endpoint, &access).await?))
-}
-
-/// Adds `"workload": {name, namespace}` to a 202 answer.
-async fn with_workload(response: Response, workload: Option<WorkloadRef>) -> Result<Response, ApiError> {
-    let Some(w) = workload.filter(|_| response.status() == StatusCode::ACCEPTED) else { return Ok(response) };
-    let (mut parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut v: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::Internal(e.to_string()))?;
-    v["workload"] = to_json(&w)?;
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Ok(Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default())))
+    Ok(Json(ep::get(state.kube.as_ref(), &target, &p.endpoint, &access).await?))
 }
 
 async fn deploy(
@@ -222,26 +198,10 @@ async fn deploy(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(params, _): ApiBody<Value>,
 ) -> Result<Response, ApiError> {
-    let (target, _) = target_as(&state, &principal, &p.cluster)?;
-    let request = to_json(&WorkloadRequest::new(&p.cluster, WorkloadKind::Endpoint, params.clone()))?;
-    let request = super::jobs::with_access(&state, request, &principal)?;
-    let checks = ep::deploy_preflight(state.kube.as_ref(), &target, &params).await?;
-    if q.dry_run {
-        let mut d = state.engine.dry_run_checked(OperationKind::DeployEndpoint, &request).await?;
-        d.checks.extend(checks);
-        return Ok(dry_run(d));
-    }
-    if let Some(refusal) = ep::preflight_refusal(&checks) {
-        // A malformed request is reported as such (400, every finding) before the preflight.
-        state.engine.dry_run_checked(OperationKind::DeployEndpoint, &request).await?;
-        return Err(ApiError::Validation(refusal));
-    }
-    let workload = match (params.get("name").and_then(Value::as_str), params.get("namespace").and_then(Value::as_str)) {
-        (Some(n), Some(ns)) => Some(WorkloadRef { name: n.into(), namespace: ns.into() }),
-        _ => None,
-    };
-    let response = submit(&state, OperationKind::DeployEndpoint, request, &principal, false, key).await?;
-    with_workload(response, workload).await
+    // An unknown cluster is a 404 before the body is looked at.
+    target_as(&state, &principal, &p.cluster)?;
+    let caller = caller(&state, &principal, &p.cluster);
+    Ok(respond(ep::deploy(&state.engine, &p.cluster, params, &caller, q.dry_run, key).await?))
 }
 
 async fn update(
@@ -253,24 +213,9 @@ async fn update(
     ApiBody(patch, _): ApiBody<EndpointPatch>,
 ) -> Result<Response, ApiError> {
     let (target, _) = target_as(&state, &principal, &p.cluster)?;
-    let mut up = ep::plan_update(state.kube.as_ref(), &target, &p.cluster, &p.endpoint, &patch).await?;
-    up.request = super::jobs::with_access(&state, up.request, &principal)?;
-    if up.plan.is_noop() {
-        let message = up.plan.render();
-        return Ok(Json(NoChange { no_change: true, plan: up.plan, message }).into_response());
-    }
-    if q.dry_run {
-        let mut d = state.engine.dry_run_checked(OperationKind::UpdateEndpoint, &up.request).await?;
-        d.plan = Some(up.plan);
-        return Ok(dry_run(d));
-    }
-    match state.engine.submit_checked(OperationKind::UpdateEndpoint, &up.request, principal.actor(), key).await? {
-        Outcome::Submitted(s) => Ok(accepted_with_plan(s.operation, !s.created, Some(up.plan))),
-        Outcome::NoChange(plan) => {
-            let message = plan.render();
-            Ok(Json(NoChange { no_change: true, plan, message }).into_response())
-        }
-    }
+    let caller = caller(&state, &principal, &p.cluster);
+    let (engine, kube) = (&state.engine, state.kube.as_ref());
+    Ok(respond(ep::update(engine, kube, &target, &p.cluster, &p.endpoint, &patch, &caller, q.dry_run, key).await?))
 }
 
 async fn delete(
@@ -281,17 +226,9 @@ async fn delete(
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
     let (target, _) = target_as(&state, &principal, &p.cluster)?;
-    let found = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
-    let request = to_json(&DeleteWorkloadRequest {
-        cluster: p.cluster,
-        kind: WorkloadKind::Endpoint,
-        name: p.endpoint.clone(),
-        namespace: found.namespace.clone(),
-        acting_as: None,
-    })?;
-    let request = super::jobs::with_access(&state, request, &principal)?;
-    let response = submit(&state, OperationKind::DeleteEndpoint, request, &principal, q.dry_run, key).await?;
-    with_workload(response, Some(WorkloadRef { name: p.endpoint, namespace: found.namespace })).await
+    let caller = caller(&state, &principal, &p.cluster);
+    let (engine, store, kube) = (&state.engine, state.store.as_ref(), state.kube.as_ref());
+    Ok(respond(ep::delete(engine, store, kube, &target, &p.cluster, &p.endpoint, &caller, q.dry_run, key).await?))
 }
 
 /// A problem+json answer for the statuses [`ApiError`] has no variant for (413, 504, the
@@ -333,59 +270,37 @@ async fn chat(
     };
     let parsed: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("body is not valid JSON: {e}")))?;
-    if !parsed.get("messages").is_some_and(Value::is_array) {
-        return Err(ApiError::Validation(ValidationError::invalid("messages", "required: a list of chat messages")));
-    }
-    let (target, _) = target_as(&state, &principal, &p.cluster)?;
-    let to = ep::chat_target(state.kube.as_ref(), &target, &p.endpoint).await?;
-    principal
-        .kube_access(&p.cluster, &state.namespace_policy)
-        .check_namespace(&to.namespace)
-        .map_err(ApiError::Forbidden)?;
-    if !to.ready {
-        return Err(ApiError::Conflict {
-            detail: format!("endpoint {} is not ready yet; follow its deploy operation or GET it", p.endpoint),
-            operation: None,
-        });
-    }
-    let call =
-        state.kube.service_proxy(&target, &to.namespace, &to.service, to.port, &to.path, Some(&body), CHAT_TIMEOUT);
-    let answer = match tokio::time::timeout(CHAT_TIMEOUT + std::time::Duration::from_secs(1), call).await {
-        Err(_) => None,
-        Ok(Err(e)) if e.is_proxy_timeout() => None,
-        Ok(Err(e)) => return Err(e.into()),
-        Ok(Ok(a)) => Some(a),
+    ep::check_chat(&parsed)?;
+    let (target, access) = target_as(&state, &principal, &p.cluster)?;
+    let (status, json) = match ep::chat(state.kube.as_ref(), &target, &p.endpoint, &access, &body).await? {
+        ChatReply::Answer { status, body } => (status, body),
+        ChatReply::TimedOut => {
+            return Ok(problem(
+                StatusCode::GATEWAY_TIMEOUT,
+                "gateway-timeout",
+                "The model did not answer in time",
+                format!("no answer from endpoint {} within {} s", p.endpoint, CHAT_TIMEOUT.as_secs()),
+            ));
+        }
+        ChatReply::TooLarge => {
+            return Ok(problem(
+                StatusCode::BAD_GATEWAY,
+                "bad-gateway",
+                "The model's answer is too large",
+                format!("the answer exceeds {CHAT_MAX_RESPONSE_BYTES} bytes"),
+            ));
+        }
+        ChatReply::NotJson { status, text } => {
+            return Ok(problem(
+                StatusCode::BAD_GATEWAY,
+                "bad-gateway",
+                "The model's answer is not JSON",
+                format!("HTTP {status}: {text}"),
+            ));
+        }
     };
-    let Some(answer) = answer else {
-        return Ok(problem(
-            StatusCode::GATEWAY_TIMEOUT,
-            "gateway-timeout",
-            "The model did not answer in time",
-            format!("no answer from endpoint {} within {} s", p.endpoint, CHAT_TIMEOUT.as_secs()),
-        ));
-    };
-    if answer.body.len() > CHAT_MAX_RESPONSE_BYTES {
-        return Ok(problem(
-            StatusCode::BAD_GATEWAY,
-            "bad-gateway",
-            "The model's answer is too large",
-            format!("the answer exceeds {CHAT_MAX_RESPONSE_BYTES} bytes"),
-        ));
-    }
-    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let Ok(json) = serde_json::from_slice::<Value>(&answer.body) else {
-        return Ok(problem(
-            StatusCode::BAD_GATEWAY,
-            "bad-gateway",
-            "The model's answer is not JSON",
-            format!(
-                "HTTP {}: {}",
-                answer.status,
-                String::from_utf8_lossy(&answer.body).chars().take(500).collect::<String>()
-            ),
-        ));
-    };
-    if status.is_success() {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    if code.is_success() {
         return Ok(Json(json).into_response());
     }
     let detail = json
@@ -396,10 +311,10 @@ async fn chat(
         .unwrap_or("the model returned an error")
         .to_string();
     // The model's own 4xx (bad request, unknown model) is the caller's problem; anything else a gateway one.
-    Ok(if status.is_client_error() {
-        problem(status, "model-rejected", "The model rejected the request", detail)
+    Ok(if code.is_client_error() {
+        problem(code, "model-rejected", "The model rejected the request", detail)
     } else {
-        problem(StatusCode::BAD_GATEWAY, "bad-gateway", "The model failed", format!("HTTP {}: {detail}", answer.status))
+        problem(StatusCode::BAD_GATEWAY, "bad-gateway", "The model failed", format!("HTTP {status}: {detail}"))
     })
 }
 
@@ -411,7 +326,7 @@ async fn pools(
 ) -> Result<Paged<PoolSummary>, ApiError> {
     let request = paging.request("pools", 1)?;
     let (target, access) = target_as(&state, &principal, &p.cluster)?;
-    let pools = ep::list_pools_as(state.kube.as_ref(), &target, &access).await?;
+    let pools = pools::list(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(pools, "pools", Order::Ascending, |p| vec![p.pool.clone()], &request)
 }
 
@@ -423,12 +338,7 @@ async fn assign(
     IdempotencyKey(key): IdempotencyKey,
     ApiBody(body, _): ApiBody<AssignBody>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&AssignPoolWorkerRequest {
-        cluster: p.cluster,
-        pool: p.pool,
-        pod: p.pod,
-        serving: body.serving,
-        resolved: None,
-    })?;
-    submit(&state, OperationKind::AssignPoolWorker, request, &principal, q.dry_run, key).await
+    let caller = caller(&state, &principal, &p.cluster);
+    let a = Assignment { cluster: p.cluster, pool: p.pool, pod: p.pod, serving: body.serving };
+    Ok(respond(pools::assign(&state.engine, a, &caller, q.dry_run, key).await?))
 }

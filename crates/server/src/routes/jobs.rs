@@ -1,7 +1,8 @@
 //! Training jobs: submit (HyperPod or Ray), list, get, delete, logs, and the live log stream.
 //!
-//! Mutations go through the workload workflows of the engine (`submit_job`, `delete_job`);
-//! reads go through `instantstart_core::workload::read` (Kubernetes `list`/`get`). Jobs
+//! The handlers translate: reads and rules are `instantstart_core::api::jobs` (the workload
+//! workflows `submit_job` and `delete_job` do the mutations), shared workload rules
+//! `instantstart_core::api::workloads`. Jobs
 //! InstantStart did not create are listed and read with `foreign: true`; deleting one is a
 //! 422 from the workflow's assessment. A job name is unique per namespace; routes take an optional
 //! `?namespace=` and otherwise find the one namespace that has the job (`409` when several do).
@@ -22,13 +23,12 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Extension, FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use instantstart_core::engine::Outcome;
-use instantstart_core::operation::{Operation as CoreOperation, OperationKind};
+use instantstart_core::api::ReadError;
+use instantstart_core::api::jobs::{self, JobDetail, JobSummary, PodLogs};
+use instantstart_core::api::workloads::{self, Caller, Submitted, WorkloadRef};
+use instantstart_core::operation::OperationKind;
 use instantstart_core::page::Order;
 use instantstart_core::provider::{KubeApi, KubeTarget};
-use instantstart_core::workflow::workloads::{DeleteWorkloadRequest, StoredWorkload};
-use instantstart_core::workload::read::{self, ReadError};
-use instantstart_core::workload::{JobDetail, JobSummary, PodLogs, WorkloadKind, WorkloadRef, WorkloadRequest};
 use instantstart_recipes::TrainingJobRequest;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -36,19 +36,6 @@ use serde_json::{Value, json};
 use std::marker::PhantomData;
 use std::sync::Arc;
 use tokio::sync::broadcast;
-
-impl From<ReadError> for ApiError {
-    fn from(e: ReadError) -> Self {
-        match e {
-            ReadError::Provider(p) => p.into(),
-            ReadError::Validation(v) => ApiError::Validation(v),
-            ReadError::Missing(_) => ApiError::NotFound(e.to_string()),
-            ReadError::Ambiguous(_) | ReadError::NotReady(_) => {
-                ApiError::Conflict { detail: e.to_string(), operation: None }
-            }
-        }
-    }
-}
 
 /// A JSON body passed on as JSON (the workflow validates it, naming every field relative to
 /// the body), documented in OpenAPI as `T`.
@@ -95,17 +82,33 @@ pub struct WorkloadAccepted {
     pub workload: WorkloadRef,
 }
 
-pub(crate) fn workload_of(op: &CoreOperation) -> Option<WorkloadRef> {
-    if let Ok(stored) = serde_json::from_value::<StoredWorkload>(op.request.clone()) {
-        return Some(WorkloadRef { name: stored.rendered.name, namespace: stored.rendered.namespace });
-    }
-    let del: DeleteWorkloadRequest = serde_json::from_value(op.request.clone()).ok()?;
-    Some(WorkloadRef { name: del.name, namespace: del.namespace })
+/// Who calls: the principal's access to `cluster` and its audit actor.
+pub(crate) fn caller(state: &AppState, principal: &Principal, cluster: &str) -> Caller {
+    Caller { access: principal.kube_access(cluster, &state.namespace_policy), actor: principal.actor() }
 }
 
-/// The answer to a workload delete whose workload was not found: a replayed delete (same
-/// Idempotency-Key, same kind and name) of a workload that is gone by now returns its original
-/// operation; anything else is the read error (`404` for a missing one).
+/// The answer to a mutation through `core::api`: the dry run (`200`), no change (`200`), or the
+/// operation (`202`) with the workload it acts on when it acts on one (`WorkloadAccepted`).
+pub(crate) fn respond(submitted: Submitted) -> Response {
+    match submitted {
+        Submitted::DryRun(d) => super::dry_run(d),
+        Submitted::NoChange(plan) => {
+            let message = plan.render();
+            Json(super::NoChange { no_change: true, plan, message }).into_response()
+        }
+        Submitted::Accepted { submission: s, workload } => {
+            let accepted = super::operation_accepted(s.operation, !s.created, s.plan);
+            match workload {
+                Some(workload) => (StatusCode::ACCEPTED, Json(WorkloadAccepted { accepted, workload })).into_response(),
+                None => (StatusCode::ACCEPTED, Json(accepted)).into_response(),
+            }
+        }
+    }
+}
+
+/// The answer to a workload delete whose workload was not found, for the routes that look the
+/// workload up themselves: a replayed delete returns its operation, anything else is the read
+/// error (`instantstart_core::api::workloads::replayed_delete`).
 pub(crate) async fn replay_gone_delete(
     state: &AppState,
     kind: OperationKind,
@@ -115,27 +118,10 @@ pub(crate) async fn replay_gone_delete(
     dry: bool,
     key: Option<String>,
 ) -> Result<Response, ApiError> {
-    if matches!(not_found, ReadError::Missing(_))
-        && let Some(k) = &key
-        && let Some(op) = state.store.find_by_idempotency_key(k)?
-        && op.kind == kind
-        && workload_of(&op).is_some_and(|w| w.name == name)
-    {
-        return submit_workload(state, kind, op.request, principal, dry, key).await;
+    match workloads::replayed_delete(state.store.as_ref(), kind, None, name, &not_found, key.as_deref())? {
+        Some(op) => submit_workload(state, kind, op.request, principal, dry, key).await,
+        None => Err(not_found.into()),
     }
-    Err(not_found.into())
-}
-
-/// The workload request with the caller's access to its cluster in `acting_as` (replacing
-/// whatever was there): the workflow checks its namespace and its Kubernetes calls
-/// impersonate its identity, also after a restart.
-pub(crate) fn with_access(state: &AppState, mut request: Value, principal: &Principal) -> Result<Value, ApiError> {
-    let cluster = request.get("cluster").and_then(Value::as_str).unwrap_or_default().to_string();
-    let access = principal.kube_access(&cluster, &state.namespace_policy);
-    if let Some(obj) = request.as_object_mut() {
-        obj.insert("acting_as".into(), to_json(&access)?);
-    }
-    Ok(request)
 }
 
 /// Submits a workload operation (or answers its dry run) with the `workload` it acts on.
@@ -147,20 +133,9 @@ pub(crate) async fn submit_workload(
     dry: bool,
     key: Option<String>,
 ) -> Result<Response, ApiError> {
-    let request = with_access(state, request, principal)?;
-    if dry {
-        return Ok(super::dry_run(state.engine.dry_run_checked(kind, &request).await?));
-    }
-    match state.engine.submit_checked(kind, &request, principal.actor(), key).await? {
-        Outcome::Submitted(s) => {
-            let s = *s;
-            let workload = workload_of(&s.operation)
-                .ok_or_else(|| ApiError::Internal(format!("operation {} has no workload", s.operation.id)))?;
-            let accepted = super::operation_accepted(s.operation, !s.created, s.plan);
-            Ok((StatusCode::ACCEPTED, Json(WorkloadAccepted { accepted, workload })).into_response())
-        }
-        Outcome::NoChange(plan) => Err(ApiError::Internal(format!("unexpected no-op plan: {}", plan.render()))),
-    }
+    let cluster = request.get("cluster").and_then(Value::as_str).unwrap_or_default().to_string();
+    let caller = caller(state, principal, &cluster);
+    Ok(respond(workloads::submit(&state.engine, kind, request, &caller, dry, key).await?))
 }
 
 /// Documents a workload mutation's responses.
@@ -285,7 +260,7 @@ pub fn routes() -> ApiRouter<AppState> {
 }
 
 /// The cluster's Kubernetes as the caller reaches it, and the namespace a read is confined to
-/// (`instantstart_core::workload::read::cluster_kube_as`).
+/// (`instantstart_core::api::workloads::cluster_as`).
 pub(crate) fn kube_as(
     state: &AppState,
     principal: &Principal,
@@ -293,8 +268,7 @@ pub(crate) fn kube_as(
     namespace: Option<&str>,
 ) -> Result<(KubeTarget, Option<String>), ApiError> {
     let access = principal.kube_access(cluster, &state.namespace_policy);
-    let (_, target, namespace) = read::cluster_kube_as(state.store.as_ref(), cluster, &access, namespace)?;
-    Ok((target, namespace))
+    Ok(workloads::cluster_as(state.store.as_ref(), cluster, &access, namespace)?)
 }
 
 async fn list(
@@ -306,7 +280,7 @@ async fn list(
 ) -> Result<Paged<JobSummary>, ApiError> {
     let request = paging.request("jobs", 2)?;
     let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
-    let jobs = read::list_jobs(state.kube.as_ref(), &target, namespace.as_deref()).await?;
+    let jobs = jobs::list_jobs(state.kube.as_ref(), &target, namespace.as_deref()).await?;
     paging.in_memory(jobs, "jobs", Order::Ascending, |j| vec![j.namespace.clone(), j.name.clone()], &request)
 }
 
@@ -318,8 +292,8 @@ async fn submit(
     IdempotencyKey(key): IdempotencyKey,
     WorkloadBody(body, _): WorkloadBody<TrainingJobRequest>,
 ) -> Result<Response, ApiError> {
-    let request = to_json(&WorkloadRequest::new(p.cluster, WorkloadKind::TrainingJob, body))?;
-    submit_workload(&state, OperationKind::SubmitJob, request, &principal, q.dry_run, key).await
+    let caller = caller(&state, &principal, &p.cluster);
+    Ok(respond(jobs::submit(&state.engine, &p.cluster, body, &caller, q.dry_run, key).await?))
 }
 
 async fn get(
@@ -329,7 +303,7 @@ async fn get(
     ApiQuery(q): ApiQuery<NamespaceQuery>,
 ) -> Result<Json<JobDetail>, ApiError> {
     let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
-    Ok(Json(read::job_detail(state.kube.as_ref(), &target, &p.job, namespace.as_deref()).await?))
+    Ok(Json(jobs::job_detail(state.kube.as_ref(), &target, &p.job, namespace.as_deref()).await?))
 }
 
 async fn delete(
@@ -340,21 +314,12 @@ async fn delete(
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
     let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
-    let job = match read::find_job(state.kube.as_ref(), &target, &p.job, namespace.as_deref()).await {
-        Ok(job) => job,
-        Err(e) => {
-            return replay_gone_delete(&state, OperationKind::DeleteJob, &p.job, e, &principal, q.dry_run, key).await;
-        }
-    };
-    let namespace = job.0.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
-    let request = to_json(&DeleteWorkloadRequest {
-        cluster: p.cluster,
-        kind: WorkloadKind::TrainingJob,
-        name: p.job,
-        namespace,
-        acting_as: None,
-    })?;
-    submit_workload(&state, OperationKind::DeleteJob, request, &principal, q.dry_run, key).await
+    let caller = caller(&state, &principal, &p.cluster);
+    let (engine, store, kube) = (&state.engine, state.store.as_ref(), state.kube.as_ref());
+    let namespace = namespace.as_deref();
+    let submitted =
+        jobs::delete(engine, store, kube, &target, &p.cluster, &p.job, namespace, &caller, q.dry_run, key).await?;
+    Ok(respond(submitted))
 }
 
 async fn logs(
@@ -365,7 +330,7 @@ async fn logs(
 ) -> Result<Json<PodLogs>, ApiError> {
     let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
     let logs =
-        read::job_logs(state.kube.as_ref(), &target, &p.job, namespace.as_deref(), q.pod.as_deref(), q.tail).await?;
+        jobs::job_logs(state.kube.as_ref(), &target, &p.job, namespace.as_deref(), q.pod.as_deref(), q.tail).await?;
     Ok(Json(logs))
 }
 
@@ -380,14 +345,14 @@ async fn logs_stream(
     check_origin(&headers)?;
     let (target, namespace) = kube_as(&state, &principal, &p.cluster, q.namespace.as_deref())?;
     let (namespace, pod) =
-        read::log_pod(state.kube.as_ref(), &target, &p.job, namespace.as_deref(), q.pod.as_deref()).await?;
+        jobs::log_pod(state.kube.as_ref(), &target, &p.job, namespace.as_deref(), q.pod.as_deref()).await?;
     let ws = ws.map_err(|_| {
         ApiError::BadRequest("this endpoint is a WebSocket: send an HTTP/1.1 Upgrade: websocket request".into())
     })?;
     let slot = super::stream::ws_slot(&state, &principal)?;
     let kube = state.kube.clone();
     let hub = state.log_hub.clone();
-    let tail = q.tail.min(read::MAX_TAIL);
+    let tail = q.tail.min(jobs::MAX_TAIL);
     Ok(ws.on_upgrade(move |socket| async move {
         follow_logs(socket, hub, kube, target, namespace, pod, tail).await;
         drop(slot);
@@ -463,8 +428,4 @@ async fn follow_logs(
         }
     }
     let _ = socket.send(Message::Close(None)).await;
-}
-
-fn to_json<T: Serialize>(v: &T) -> Result<Value, ApiError> {
-    serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))
 }

@@ -1,6 +1,7 @@
 //! Training history: SageMaker managed MLflow tracking servers, their runs and metric histories.
 //!
-//! Reads go straight to the provider (`MlflowTracking`, part of `AwsCloud`); creating a server
+//! The handlers translate: reads and rules are `instantstart_core::api::tracking_servers`
+//! (readiness, `run_id` and query validation, default region); creating a server
 //! is the durable `create_tracking_server` operation and deleting one `delete_tracking_server`
 //! (the server, then the IAM role InstantStart created for it; an unknown server is `404`, one
 //! InstantStart did not create `422`). Servers are regional: `?region=` (default: the server's
@@ -17,14 +18,10 @@ use aide::axum::routing::{delete_with, get_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
-use instantstart_core::Finding;
+use instantstart_core::api::tracking_servers::{self as servers, CreateTrackingServerRequest, TrackingServer};
 use instantstart_core::operation::OperationKind;
 use instantstart_core::page::Order;
-use instantstart_core::provider::{MlflowRun, ResourceState, RunMetrics, TrackingServer, tracking_server_name};
-use instantstart_core::validate::{ValidationError, ValidationKind};
-use instantstart_core::workflow::mlflow::{
-    CreateTrackingServerRequest, DeleteTrackingServerRequest, metric_keys, run_query,
-};
+use instantstart_core::provider::{MlflowRun, RunMetrics};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -147,37 +144,8 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
-fn invalid(field: &str, rule: impl Into<String>) -> ApiError {
-    ApiError::Validation(ValidationError {
-        kind: ValidationKind::Invalid,
-        findings: vec![Finding { field: field.into(), rule: rule.into() }],
-    })
-}
-
 fn region(state: &AppState, region: Option<String>) -> Result<String, ApiError> {
-    let r = region.unwrap_or_else(|| state.default_region.clone());
-    instantstart_core::names::region(&r).map_err(|e| invalid("region", e))?;
-    Ok(r)
-}
-
-/// The tracking server `name`, once it serves its MLflow API.
-async fn running_server(state: &AppState, region: &str, name: &str) -> Result<TrackingServer, ApiError> {
-    tracking_server_name(name).map_err(|e| invalid("name", e))?;
-    let s = state
-        .aws
-        .describe_tracking_server(region, name)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no tracking server named {name} in {region}")))?;
-    match s.state() {
-        ResourceState::Active => Ok(s),
-        other => Err(ApiError::Conflict {
-            detail: format!(
-                "tracking server {name} is {} ({other:?}); its runs are readable once it is Created",
-                s.status
-            ),
-            operation: None,
-        }),
-    }
+    Ok(servers::region(region, &state.default_region)?)
 }
 
 async fn list(
@@ -187,7 +155,7 @@ async fn list(
 ) -> Result<Paged<TrackingServer>, ApiError> {
     let request = paging.request("tracking_servers", 1)?;
     let region = region(&state, q.region)?;
-    let servers = state.aws.list_tracking_servers(&region).await?;
+    let servers = servers::list(state.aws.as_ref(), &region).await?;
     paging.in_memory(servers, "tracking_servers", Order::Ascending, |s| vec![s.name.clone()], &request)
 }
 
@@ -196,12 +164,10 @@ async fn create(
     Extension(principal): Extension<Principal>,
     ApiQuery(q): ApiQuery<DryRunQuery>,
     IdempotencyKey(key): IdempotencyKey,
-    ApiBody(body, mut raw): ApiBody<CreateTrackingServerRequest>,
+    ApiBody(body, raw): ApiBody<CreateTrackingServerRequest>,
 ) -> Result<Response, ApiError> {
-    if body.cluster.is_none() && body.region.is_none() {
-        raw["region"] = serde_json::Value::String(state.default_region.clone());
-    }
-    submit(&state, OperationKind::CreateTrackingServer, raw, &principal, q.dry_run, key).await
+    let request = servers::create_request(&body, raw, &state.default_region);
+    submit(&state, OperationKind::CreateTrackingServer, request, &principal, q.dry_run, key).await
 }
 
 async fn delete(
@@ -211,9 +177,7 @@ async fn delete(
     ApiQuery(q): ApiQuery<DeleteServerQuery>,
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let region = q.region.unwrap_or_else(|| state.default_region.clone());
-    let request = serde_json::to_value(DeleteTrackingServerRequest { name: p.name, region, found: None })
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let request = servers::delete_request(p.name, q.region, &state.default_region)?;
     submit(&state, OperationKind::DeleteTrackingServer, request, &principal, q.dry_run, key).await
 }
 
@@ -222,10 +186,8 @@ async fn runs(
     ApiPath(p): ApiPath<ServerPath>,
     ApiQuery(q): ApiQuery<RunsQuery>,
 ) -> Result<Json<Vec<MlflowRun>>, ApiError> {
-    let query = run_query(q.experiment, q.max)?;
     let region = region(&state, q.region)?;
-    let server = running_server(&state, &region, &p.name).await?;
-    Ok(Json(state.aws.search_runs(&server.arn, &query).await?))
+    Ok(Json(servers::runs(state.aws.as_ref(), &region, &p.name, q.experiment, q.max).await?))
 }
 
 async fn metrics(
@@ -233,12 +195,7 @@ async fn metrics(
     ApiPath(p): ApiPath<RunPath>,
     ApiQuery(q): ApiQuery<MetricsQuery>,
 ) -> Result<Json<RunMetrics>, ApiError> {
-    let keys = metric_keys(q.keys.as_deref())?;
-    let ok = !p.run_id.is_empty() && p.run_id.len() <= 64 && p.run_id.chars().all(|c| c.is_ascii_alphanumeric());
-    if !ok {
-        return Err(invalid("run_id", "must be an MLflow run id (1-64 letters and digits)"));
-    }
     let region = region(&state, q.region)?;
-    let server = running_server(&state, &region, &p.name).await?;
-    Ok(Json(state.aws.metric_history(&server.arn, &p.run_id, &keys).await?))
+    let (aws, keys) = (state.aws.as_ref(), q.keys.as_deref());
+    Ok(Json(servers::metrics(aws, &region, &p.name, &p.run_id, keys).await?))
 }
