@@ -266,7 +266,7 @@ pub fn rust_module_sources(src: &Path) -> BTreeMap<String, String> {
         let rel = f.strip_prefix(src).unwrap().to_string_lossy().replace('\\', "/");
         let rel = rel.trim_start_matches("./").trim_end_matches(".rs");
         let mut parts: Vec<&str> = rel.split('/').collect();
-        if parts.iter().any(|p| *p == "tests") {
+        if parts.contains(&"tests") {
             continue;
         }
         if matches!(parts.last(), Some(&"mod")) {
@@ -517,7 +517,7 @@ pub fn rust_module_graph(sources: &BTreeMap<String, String>) -> BTreeMap<String,
         let mut base: Vec<String> =
             if module == "crate" { vec![] } else { module.split("::").map(str::to_string).collect() };
         let first = path.first()?;
-        let mut rest = &path[..];
+        let mut rest = path;
         match first.as_str() {
             "crate" => {
                 base.clear();
