@@ -15,6 +15,9 @@
 //!   `ui/components/`, shared code without widgets in `ui/lib/`; imports only point down that
 //!   list, no module imports a screen but the router (or a panel's own screen), and the import
 //!   graph has no cycle. Every UI module opens with a `//` comment saying what it is for.
+//! - the simulator's modules (`crates/sim/src`) import each other without a cycle
+//!   ([`rust_module_graph`]; the layers are in `docs/code-map.md`), except the imports still
+//!   listed in [`SIM_EDGES_TO_CUT`], a list that only shrinks.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
