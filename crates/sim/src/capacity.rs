@@ -23,9 +23,10 @@
 //!
 //! A plan's window: it started when the simulated account began and lasts 30 days.
 
+use crate::base::stable_hash;
 use crate::catalog::{availability_zones, offered};
 use crate::ec2_specs::instance_type_info;
-use crate::world::{World, stable_hash};
+use crate::world::World;
 use chrono::{DateTime, Duration, Timelike, Utc};
 use instantstart_core::provider::{OfferingQuery, TARGET_HYPERPOD_CLUSTER, TrainingPlanOffering, TrainingPlanSummary};
 

@@ -1,17 +1,12 @@
 //! Static facts of the simulated cloud: regions and their Availability Zones, which HyperPod
 //! instance types each AZ offers, default HyperPod quotas, and default EKS add-on versions.
-//! Also the `IdentityApi` and `QuotaApi` implementations that expose them.
+//! The `IdentityApi` and `QuotaApi` implementations that expose them are [`crate::identity`] and
+//! [`crate::quota`].
 
-use crate::cloud::SimCloud;
 use crate::ec2_specs::instance_type_info;
-use crate::world::{rkey, stable_hash};
-use async_trait::async_trait;
-use instantstart_core::instance_types::{CLUSTER_INSTANCE_TYPES, InstanceTypeInfo, is_cluster_instance_type};
+use instantstart_core::instance_types::{InstanceTypeInfo, is_cluster_instance_type};
 use instantstart_core::names;
-use instantstart_core::provider::{
-    AvailabilityZone, CallerIdentity, IdentityApi, InstanceTypeOffering, ProviderError, ProviderErrorKind, Quota,
-    QuotaApi, Result,
-};
+use instantstart_core::provider::{AvailabilityZone, ProviderError, ProviderErrorKind, Result};
 
 /// The IAM role the simulated control plane runs as.
 pub(crate) const CONTROL_PLANE_ROLE: &str = "InstantStartSimulated";
@@ -126,15 +121,6 @@ pub(crate) fn quota_name(instance_type: &str) -> String {
     format!("{instance_type} for cluster usage")
 }
 
-fn quota_code(instance_type: &str) -> String {
-    format!("L-{:08X}", stable_hash(&["quota", instance_type]) as u32)
-}
-
-/// The quota in force for `instance_type` in `region` (raised value or default).
-pub(crate) fn quota_value(world: &crate::world::World, region: &str, instance_type: &str) -> u32 {
-    world.quotas.get(&rkey(region, instance_type)).copied().unwrap_or_else(|| default_quota(instance_type))
-}
-
 /// Versions of the Amazon VPC CNI add-on (`vpc-cni`) the simulated EKS offers, newest first
 /// (the shape of `eks:DescribeAddonVersions`; the default is [`addon_default_version`]). The
 /// ones below 1.18.3 exist so a test can install a CNI HyperPod refuses.
@@ -178,79 +164,10 @@ pub(crate) fn addon_default_version(addon: &str, kubernetes_version: &str) -> St
     }
 }
 
-#[async_trait]
-impl IdentityApi for SimCloud {
-    async fn caller_identity(&self) -> Result<CallerIdentity> {
-        self.read("sts:GetCallerIdentity", |w, _| {
-            Ok(CallerIdentity {
-                account: w.account.clone(),
-                arn: format!("arn:aws:sts::{}:assumed-role/{CONTROL_PLANE_ROLE}/instantstart", w.account),
-            })
-        })
-    }
-}
-
-#[async_trait]
-impl QuotaApi for SimCloud {
-    async fn availability_zones(&self, region: &str) -> Result<Vec<AvailabilityZone>> {
-        const API: &str = "ec2:DescribeAvailabilityZones";
-        self.read(API, |_, _| {
-            check_region(API, region)?;
-            Ok(availability_zones(region))
-        })
-    }
-
-    async fn instance_type_offerings(&self, region: &str) -> Result<Vec<InstanceTypeOffering>> {
-        const API: &str = "ec2:DescribeInstanceTypeOfferings";
-        self.read(API, |_, _| {
-            check_region(API, region)?;
-            let mut out = Vec::new();
-            for az in availability_zones(region) {
-                for t in CLUSTER_INSTANCE_TYPES.iter().filter(|t| offered(region, &az.name, t)) {
-                    out.push(InstanceTypeOffering { instance_type: t.to_string(), availability_zone: az.name.clone() });
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    async fn hyperpod_instance_quota(&self, region: &str, instance_type: &str) -> Result<Option<Quota>> {
-        const API: &str = "servicequotas:GetServiceQuota";
-        self.read(API, |w, _| {
-            check_region(API, region)?;
-            Ok(is_cluster_instance_type(instance_type).then(|| Quota {
-                name: quota_name(instance_type),
-                code: quota_code(instance_type),
-                value: quota_value(w, region, instance_type),
-            }))
-        })
-    }
-
-    async fn hyperpod_instance_quotas(&self, region: &str) -> Result<Vec<Quota>> {
-        const API: &str = "servicequotas:ListServiceQuotas";
-        self.read(API, |w, _| {
-            check_region(API, region)?;
-            let mut out: Vec<Quota> = CLUSTER_INSTANCE_TYPES
-                .iter()
-                .map(|t| Quota { name: quota_name(t), code: quota_code(t), value: quota_value(w, region, t) })
-                .collect();
-            out.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(out)
-        })
-    }
-
-    async fn instance_type_specs(&self, region: &str) -> Result<Vec<InstanceTypeInfo>> {
-        const API: &str = "ec2:DescribeInstanceTypes";
-        self.read(API, |_, _| {
-            check_region(API, region)?;
-            Ok(crate::ec2_specs::all().cloned().collect())
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use instantstart_core::instance_types::CLUSTER_INSTANCE_TYPES;
 
     #[test]
     fn zones_per_region() {

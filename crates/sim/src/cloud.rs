@@ -15,8 +15,9 @@
 //! A mutation whose write-back fails is reported as a transient error and dropped from the
 //! cache (the next call reloads the stored world): the stored world never holds half a call.
 
+use crate::base::{Cx, rkey};
 use crate::faults::{SimFaults, Verdict};
-use crate::world::{World, rkey};
+use crate::world::World;
 use crate::world_store::{Snapshot, WorldLock, WorldStore, WorldStoreError};
 use instantstart_core::instance_types::is_cluster_instance_type;
 use instantstart_core::provider::{ProviderError, ProviderErrorKind, Result, TrainingPlan};
@@ -190,11 +191,11 @@ impl State {
         self.clock.now()
     }
 
-    /// Brings the world to `now`: settles finished deletions and writes workload outputs, then
-    /// injects pending process faults and log-monitor detections into running training jobs,
-    /// and lets HyperPod's managed Karpenter scale the groups it manages.
+    /// Brings the world to `now` (the tick), in this order: [`settle`] (finished deletions,
+    /// workload outputs), then pending process faults and log-monitor detections into running
+    /// training jobs, then HyperPod's managed Karpenter scales the groups it manages.
     pub fn advance_world(&mut self, now: f64) {
-        self.world.settle(now);
+        settle(&mut self.world, now);
         crate::kube::inject_process_faults(&mut self.world, &mut self.faults, now);
         crate::kube::karpenter::reconcile(&mut self.world, now);
     }
@@ -251,12 +252,15 @@ impl State {
     }
 }
 
-/// What a call's action may know about the call.
-pub(crate) struct Cx {
-    /// Simulated time of the call.
-    pub now: f64,
-    /// The `ResourceFails` fault applies to this call.
-    pub resource_fails: Option<String>,
+/// The first step of every tick: the load balancer Services of an EKS cluster whose deletion
+/// has completed outlive its controllers (they are left in the VPC), then the world drops what
+/// is gone, then completed workloads write their outputs.
+fn settle(world: &mut World, now: f64) {
+    for key in world.gone_eks(now) {
+        crate::kube::orphan_load_balancers(world, &key, now, false);
+    }
+    world.collect_gone(now);
+    crate::kube::write_outputs(world, now);
 }
 
 impl SimCloud {
@@ -505,7 +509,7 @@ impl SimCloud {
         self.lock()
             .world
             .kube
-            .get(&crate::world::rkey(region, eks_cluster))
+            .get(&crate::base::rkey(region, eks_cluster))
             .map(|kw| kw.audit.iter().cloned().collect())
             .unwrap_or_default()
     }
@@ -621,7 +625,7 @@ impl SimCloud {
         let mut st = self.lock_local();
         let lock = self.begin(&mut st)?;
         let now = st.now();
-        st.world.settle(now);
+        settle(&mut st.world, now);
         let out = f(&mut st.world, now);
         if out.is_err() {
             // A refusal changed nothing worth keeping; release the shared world as it is.

@@ -13,49 +13,16 @@
 //!   type the cluster does not have or more instances of it than its groups hold together
 //!   (`ValidationException`).
 
+use crate::base::{Lifecycle, Phase};
 use crate::cloud::SimCloud;
 use crate::timings;
-use crate::world::{Lifecycle, Phase, World};
+use crate::world::{ComputeQuotaRec, SchedulerConfigRec, World};
 use async_trait::async_trait;
 use instantstart_core::provider::{
     BORROW_LIMIT_RANGE, ComputeQuotaView, MAX_PRIORITY_CLASSES, MAX_QUOTA_RESOURCES, ProviderError, ProviderErrorKind,
     QuotaConfig, Result, SchedulerConfigView, SchedulerPolicy, Tags, TaskGovernanceApi, entity_name, team_name,
 };
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// A simulated cluster scheduler config, by id in the world.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct SchedulerConfigRec {
-    pub id: String,
-    pub arn: String,
-    pub name: String,
-    pub region: String,
-    pub cluster_arn: String,
-    pub version: i32,
-    pub policy: SchedulerPolicy,
-    pub tags: Tags,
-    pub life: Lifecycle,
-    /// An update under way ends at this simulated time.
-    #[serde(default)]
-    pub updating_until: Option<f64>,
-}
-
-/// A simulated compute quota, by id in the world.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ComputeQuotaRec {
-    pub id: String,
-    pub arn: String,
-    pub name: String,
-    pub region: String,
-    pub cluster_arn: String,
-    pub version: i32,
-    pub config: QuotaConfig,
-    pub tags: Tags,
-    pub life: Lifecycle,
-    #[serde(default)]
-    pub updating_until: Option<f64>,
-}
 
 /// `SchedulerResourceStatus` of a resource at `now`; `None` once gone.
 fn status(
@@ -76,10 +43,6 @@ fn status(
 }
 
 impl SchedulerConfigRec {
-    pub(crate) fn exists(&self, now: f64) -> bool {
-        self.life.exists(now)
-    }
-
     fn view(&self, now: f64) -> SchedulerConfigView {
         let (s, failure_reason) =
             status(&self.life, self.version, self.updating_until, now).unwrap_or(("Deleted", None));
@@ -98,10 +61,6 @@ impl SchedulerConfigRec {
 }
 
 impl ComputeQuotaRec {
-    pub(crate) fn exists(&self, now: f64) -> bool {
-        self.life.exists(now)
-    }
-
     fn view(&self, now: f64) -> ComputeQuotaView {
         let (s, failure_reason) =
             status(&self.life, self.version, self.updating_until, now).unwrap_or(("Deleted", None));

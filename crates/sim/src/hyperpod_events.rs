@@ -13,29 +13,14 @@
 //! - Pages are newest first; a page token names the last event shown (time and sequence), so
 //!   events recorded meanwhile never shift or repeat a later page.
 
-use crate::hyperpod::{NodeView, has_capacity, instance_id, nodes, slots};
+use crate::base::stable_hash;
+use crate::hyperpod::slots::{has_capacity, instance_id, slots};
 use crate::timings;
-use crate::world::{GroupRec, HyperPodRec, World, stable_hash};
-use instantstart_core::instance_types::is_accelerated_family;
+use crate::world::{EventRec, HyperPodRec, World};
 use instantstart_core::provider::{
-    ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterEventResource, ClusterNodeDetail,
-    ProviderError, ProviderErrorKind, Result,
+    ClusterEvent, ClusterEventLevel, ClusterEventPage, ClusterEventQuery, ClusterEventResource, ProviderError,
+    ProviderErrorKind, Result,
 };
-use serde::{Deserialize, Serialize};
-
-/// One recorded event of a cluster.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct EventRec {
-    /// Order of recording (ties of `at` are shown in this order).
-    pub seq: u64,
-    /// Simulated time it happens.
-    pub at: f64,
-    pub resource: ClusterEventResource,
-    pub group: Option<String>,
-    pub instance: Option<String>,
-    pub level: ClusterEventLevel,
-    pub description: String,
-}
 
 /// Records one event of `h` at `at`.
 pub(crate) fn record(
@@ -243,61 +228,5 @@ pub(crate) fn page(w: &World, h: &HyperPodRec, q: &ClusterEventQuery, now: f64) 
             })
             .collect(),
         next_cursor,
-    })
-}
-
-/// One node of `h` at `now` in detail, if `h` has it.
-pub(crate) fn node_detail(w: &World, h: &HyperPodRec, node_id: &str, now: f64) -> Option<ClusterNodeDetail> {
-    let n: NodeView = nodes(h, now).into_iter().find(|n| n.instance_id == node_id)?;
-    let g: &GroupRec = h.groups.iter().find(|g| g.name == n.group)?;
-    let hash = stable_hash(&[&n.instance_id, "address"]);
-    let subnet = w.subnets.get(&n.subnet_id);
-    let ip = subnet.map(|s| {
-        let size = 1u64 << (32 - u32::from(s.cidr.prefix_len()));
-        // Skip the network address and AWS's four reserved addresses, and the broadcast.
-        let offset = 4 + hash % size.saturating_sub(5).max(1);
-        std::net::Ipv4Addr::from(u32::from(s.cidr.network()) + offset as u32)
-    });
-    let dns_domain =
-        if h.region == "us-east-1" { "ec2.internal".to_string() } else { format!("{}.compute.internal", h.region) };
-    let zone_id = crate::catalog::zone_index(&h.region, &n.availability_zone)
-        .and_then(|i| crate::catalog::availability_zones(&h.region).get(i).map(|z| z.zone_id.clone()));
-    let status_message = match n.status {
-        "DeepHealthCheckInProgress" => Some("Deep health checks (stress, connectivity) are running".to_string()),
-        "Pending" if n.launched_at + timings::HYPERPOD_NODE_BOOT <= now => {
-            Some("The instance is rebooting or being replaced".to_string())
-        }
-        "Pending" => Some("The instance is booting and running its lifecycle script".to_string()),
-        "ShuttingDown" => Some("The cluster is being deleted".to_string()),
-        "SystemUpdating" => Some("The instance's platform software is being updated (a new root volume)".to_string()),
-        _ => None,
-    };
-    let efa = crate::ec2_specs::instance_type_info(&g.instance_type).is_some_and(|i| i.efa_interfaces > 0);
-    let software = crate::software_update::group_software(&h.region, g, now);
-    Some(ClusterNodeDetail {
-        instance_id: n.instance_id.clone(),
-        instance_group: n.group.clone(),
-        instance_type: n.instance_type.clone(),
-        status: n.status.to_string(),
-        status_message,
-        launch_time: Some(w.display_time(n.launched_at)),
-        last_software_update_time: None,
-        availability_zone: Some(n.availability_zone.clone()),
-        availability_zone_id: zone_id,
-        private_ip: ip.map(|a| a.to_string()),
-        private_dns: ip.map(|a| format!("ip-{}.{dns_domain}", a.to_string().replace('.', "-"))),
-        capacity_type: Some(if g.spot { "Spot" } else { "OnDemand" }.to_string()),
-        interface_type: if g.efa_only {
-            Some("efa-only".to_string())
-        } else if efa {
-            Some("efa".to_string())
-        } else {
-            None
-        },
-        threads_per_core: g.threads_per_core.or(Some(if is_accelerated_family(&g.instance_type) { 1 } else { 2 })),
-        lifecycle_script: g.lifecycle.clone(),
-        current_image_id: software.current_image_id,
-        desired_image_id: software.desired_image_id,
-        image_version_status: software.image_version_status,
     })
 }

@@ -38,14 +38,26 @@
 //! and import paths, a role left without its policies by an interrupted create) without counting
 //! calls; [`SimCloud::role_policies`] shows what a role holds.
 //!
+//! # Layers
+//! Read bottom-up; a module imports only from its layer or below and the import graph has no
+//! cycle (a tidy check; the table is in `docs/code-map.md`): `base` and the static facts →
+//! `world` (the persisted records, and nothing that acts on them) → rules and controllers
+//! (functions over the world: `network`, `eks`, `hyperpod`, `kube`, … without their `api`
+//! submodules) → [`cloud`] (the call pipeline and the tick that runs the controllers in a fixed
+//! order) → the trait implementations (each service's `api` submodule, `iam`, `s3`, `identity`,
+//! `quota`, `governance`, `mlflow`, `kube::apiserver`).
+//!
 //! # Modules
+//! - `base`: lifecycles, regional keys and stable hashing (used by every layer).
 //! - [`cloud`]: [`SimCloud`] itself: configuration, the call pipeline, persistence, seeding.
 //! - [`faults`]: fault injection.
 //! - [`timings`]: the simulated durations.
-//! - `catalog`: regions, Availability Zones, instance type offerings, quotas, add-on versions.
-//! - `world`: the persisted state and resource lifecycles.
+//! - `catalog`: regions, Availability Zones, instance type offerings, quotas, add-on versions;
+//!   `identity` and `quota` serve them as `IdentityApi` and `QuotaApi`.
+//! - `world`: the persisted state (`World` and every record it holds) and its garbage collection.
 //! - [`world_store`]: where a world shared by several processes lives.
-//! - `network`, `eks`, `iam`, `hyperpod`: the AWS trait implementations; `software_update`:
+//! - `network`, `eks`, `iam`, `s3`, `hyperpod`: the AWS services (rules in the module, the trait
+//!   implementation in its `api` submodule); `software_update`:
 //!   HyperPod's platform software updates (releases, rolling batches, refusals).
 //! - `fsx`: FSx for Lustre file systems (and when pods may mount them).
 //! - `amp`: Amazon Managed Service for Prometheus workspaces (HyperPod observability writes there).
@@ -57,6 +69,7 @@
 //!   ([`SimCloud::serve_kube_api`], [`SimCloud::kube_api_router`]) for kube-rs and kubectl.
 
 mod amp;
+mod base;
 mod capacity;
 mod catalog;
 pub mod cloud;
@@ -68,11 +81,14 @@ mod governance;
 mod hyperpod;
 mod hyperpod_events;
 mod iam;
+mod identity;
 mod kube;
 pub mod metrics;
 mod mlflow;
 mod network;
 mod policy;
+mod quota;
+mod s3;
 mod software_update;
 pub mod timings;
 mod world;

@@ -21,63 +21,23 @@
 //!   `throughput` (tokens/s) logged at every step. So the plot in the UI and the job's log lines
 //!   agree, and a restarted server shows the same history.
 
+use crate::base::{Lifecycle, Phase, rkey, stable_hash};
 use crate::cloud::SimCloud;
 use crate::kube::training::{self, PodRun, Role};
 use crate::kube::workload::{self, PodView};
 use crate::kube::{parse_training_log_line, training_curve};
 use crate::timings;
-use crate::world::{Lifecycle, Phase, World, rkey, stable_hash};
+use crate::world::{TrackingServerRec, World};
 use async_trait::async_trait;
 use instantstart_core::provider::{
     CreateTrackingServer, MetricPoint, MlflowRun, MlflowTracking, ProviderError, ProviderErrorKind, Result, RunMetrics,
-    RunQuery, Tags, TrackingServer, TrackingServerSize, tracking_server_name,
+    RunQuery, TrackingServer, tracking_server_name,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Most points of one metric history (the newest), like the log's rotation.
 const MAX_POINTS: u64 = 5000;
-
-/// A simulated tracking server, by `region/name` in the world.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TrackingServerRec {
-    pub name: String,
-    pub region: String,
-    pub arn: String,
-    pub artifact_store_uri: String,
-    pub size: TrackingServerSize,
-    pub role_arn: String,
-    pub mlflow_version: String,
-    pub tags: Tags,
-    pub life: Lifecycle,
-    /// Set by a deletion given the "resource fails" fault: it stops half-way in `DeleteFailed`.
-    #[serde(default)]
-    pub delete_failure: Option<String>,
-}
-
-impl TrackingServerRec {
-    /// SageMaker's `TrackingServerStatus` and failure reason at `now`; `None` once it is gone.
-    fn status(&self, now: f64) -> Option<(&'static str, Option<String>)> {
-        if let (Some(d), Some(reason)) = (&self.life.deleting, &self.delete_failure)
-            && now >= d.since + d.takes * timings::FAILURE_SHARE
-        {
-            return Some(("DeleteFailed", Some(reason.clone())));
-        }
-        Some(match self.life.phase(now) {
-            Phase::Creating => ("Creating", None),
-            Phase::Active => ("Created", None),
-            Phase::Failed(reason) => ("CreateFailed", Some(reason)),
-            Phase::Deleting => ("Deleting", None),
-            Phase::Gone => return None,
-        })
-    }
-
-    /// Whether the server still exists at `now` (`DeleteFailed` included).
-    pub(crate) fn exists(&self, now: f64) -> bool {
-        self.status(now).is_some()
-    }
-}
 
 fn view(w: &World, r: &TrackingServerRec, now: f64) -> TrackingServer {
     let (status, failure_reason) = r.status(now).unwrap_or(("Deleting", None));
@@ -195,7 +155,7 @@ struct SimRun {
 /// must allow `sagemaker-mlflow:*` on the server
 /// (https://docs.aws.amazon.com/sagemaker/latest/dg/mlflow-create-tracking-server-iam.html).
 /// Without them the run is never recorded.
-fn may_report(w: &World, kw: &crate::kube::KubeWorld, pod: &PodView, arn: &str, now: f64) -> bool {
+fn may_report(w: &World, kw: &crate::world::KubeWorld, pod: &PodView, arn: &str, now: f64) -> bool {
     let sa = pod.spec.get("serviceAccountName").and_then(Value::as_str).unwrap_or("default");
     let Some(c) = w.eks.values().find(|c| c.arn == kw.eks_arn) else { return false };
     if crate::eks::pod_identity_problem(w, c, &pod.namespace, sa, None, now).is_some() {

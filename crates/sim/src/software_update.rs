@@ -25,13 +25,13 @@
 //! Under the `ResourceFails` fault the first group's update fails after its first batch and
 //! rolls back (`RollbackInProgress` → `RollbackComplete`), keeping its software.
 
+use crate::base::{Phase, rkey, stable_hash};
 use crate::hyperpod_events as events;
 use crate::timings;
-use crate::world::{GroupRec, HyperPodRec, Phase, World, rkey, stable_hash};
+use crate::world::{GroupRec, HyperPodRec, SoftwareUpdateRec, World};
 use instantstart_core::provider::{
     ClusterEventLevel, GroupSoftware, ProviderError, ProviderErrorKind, Result, UpdateClusterSoftware,
 };
-use serde::{Deserialize, Serialize};
 
 /// HyperPod AMI releases the simulated SageMaker publishes, oldest first; the last is the
 /// latest.
@@ -46,25 +46,6 @@ fn latest() -> &'static str {
 /// The HyperPod AMI of `release` in `region`.
 pub(crate) fn release_image(region: &str, release: &str) -> String {
     format!("ami-0{:016x}", stable_hash(&[region, "hyperpod-ami", release]))
-}
-
-/// One group's software update (persisted with the group).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct SoftwareUpdateRec {
-    /// What the group ran before: a release, or a custom AMI.
-    pub from_release: Option<String>,
-    pub from_image: Option<String>,
-    /// What it moves to.
-    pub to_release: Option<String>,
-    pub to_image: Option<String>,
-    pub start: f64,
-    pub end: f64,
-    /// Instances per batch, instances in the group, seconds per batch and between batches.
-    pub batch: u32,
-    pub count: u32,
-    pub wait: f64,
-    /// The update fails after its first batch and rolls back (ends `RollbackComplete`).
-    pub fails: bool,
 }
 
 impl SoftwareUpdateRec {

@@ -34,9 +34,13 @@
 //! being deleted answers `404` without a reason (like an endpoint that does not exist, unlike
 //! an absent object); one still creating answers `503`.
 
-use super::{CLUSTER_SCOPED, check_target, get as world_get, list as world_list};
-use crate::cloud::{Cx, SimCloud};
-use crate::world::rkey;
+use super::kinds::CLUSTER_SCOPED;
+pub use super::kinds::{CHART_RESOURCES, RESOURCES};
+use super::objects::check_target;
+use super::{get as world_get, list as world_list};
+use crate::base::Cx;
+use crate::base::rkey;
+use crate::cloud::SimCloud;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
@@ -45,8 +49,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::StreamExt;
 use instantstart_core::provider::{
-    KEDA, KUBERAY_OPERATOR, KubeApi, KubeIdentity, KubeObject, KubeTarget, ListParams, ObjectRef, PinnedChart,
-    ProviderError, ProviderErrorKind,
+    KubeApi, KubeIdentity, KubeObject, KubeTarget, ListParams, ObjectRef, ProviderError, ProviderErrorKind,
 };
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -69,56 +72,6 @@ impl ApiResourceInfo {
         if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 }
-
-/// `(apiVersion, kind, plural, short names)` of the kinds every simulated cluster serves.
-/// Scope comes from the simulator's own list of cluster-scoped kinds.
-pub const RESOURCES: &[(&str, &str, &str, &[&str])] = &[
-    ("v1", "Namespace", "namespaces", &["ns"]),
-    ("v1", "Node", "nodes", &["no"]),
-    ("v1", "PersistentVolume", "persistentvolumes", &["pv"]),
-    ("v1", "ConfigMap", "configmaps", &["cm"]),
-    ("v1", "Secret", "secrets", &[]),
-    ("v1", "ServiceAccount", "serviceaccounts", &["sa"]),
-    ("v1", "Pod", "pods", &["po"]),
-    ("v1", "Service", "services", &["svc"]),
-    ("v1", "PersistentVolumeClaim", "persistentvolumeclaims", &["pvc"]),
-    ("v1", "Event", "events", &["ev"]),
-    ("apps/v1", "Deployment", "deployments", &["deploy"]),
-    ("apps/v1", "StatefulSet", "statefulsets", &["sts"]),
-    ("apps/v1", "DaemonSet", "daemonsets", &["ds"]),
-    ("batch/v1", "Job", "jobs", &[]),
-    ("batch/v1", "CronJob", "cronjobs", &["cj"]),
-    ("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", &["hpa"]),
-    ("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", &["pdb"]),
-    ("networking.k8s.io/v1", "Ingress", "ingresses", &["ing"]),
-    ("rbac.authorization.k8s.io/v1", "Role", "roles", &[]),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", &[]),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", &[]),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", &[]),
-    ("storage.k8s.io/v1", "StorageClass", "storageclasses", &["sc"]),
-    ("storage.k8s.io/v1", "CSIDriver", "csidrivers", &[]),
-    ("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", &["pc"]),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", &["crd", "crds"]),
-    ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", "hyperpodpytorchjobs", &["hpj"]),
-    ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig", "inferenceendpointconfigs", &[]),
-    ("inference.sagemaker.aws.amazon.com/v1", "JumpStartModel", "jumpstartmodels", &[]),
-    ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", &[]),
-    ("kueue.x-k8s.io/v1beta1", "Workload", "workloads", &["wl"]),
-    ("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", &["cq"]),
-    ("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues", &["lq"]),
-    ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass", "workloadpriorityclasses", &[]),
-    ("kueue.x-k8s.io/v1beta1", "ResourceFlavor", "resourceflavors", &["rf"]),
-];
-
-/// `(chart, apiVersion, kind, plural, short names)` of the custom resources a pinned Helm chart
-/// installs the CRDs of: a cluster serves them only while that chart's release is deployed in it
-/// ([`super::chart_kind_served`]), like a real API server before and after `helm install`.
-pub const CHART_RESOURCES: &[(PinnedChart, &str, &str, &str, &[&str])] = &[
-    (KUBERAY_OPERATOR, "ray.io/v1", "RayJob", "rayjobs", &[]),
-    (KUBERAY_OPERATOR, "ray.io/v1", "RayCluster", "rayclusters", &[]),
-    (KUBERAY_OPERATOR, "ray.io/v1", "RayService", "rayservices", &[]),
-    (KEDA, "keda.sh/v1alpha1", "ScaledObject", "scaledobjects", &["so"]),
-];
 
 fn resource_info(api_version: &str, kind: &str, plural: &str, short: &[&str]) -> ApiResourceInfo {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -324,7 +277,7 @@ fn with_resource_version(mut v: Value) -> Value {
     if v.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
         return v;
     }
-    let rv = (crate::world::stable_hash(&[&v.to_string()]) >> 12).to_string();
+    let rv = (crate::base::stable_hash(&[&v.to_string()]) >> 12).to_string();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), json!(rv));
     }
@@ -487,13 +440,13 @@ impl Ctx {
             let now = st.now();
             if let Some(kw) = st.world.kube.get(&rkey(&self.target.region, &self.target.eks_cluster)) {
                 for (_, api_version, kind, plural, short) in CHART_RESOURCES {
-                    if super::chart_kind_served(kw, api_version, kind, now) {
+                    if super::kinds::chart_kind_served(kw, api_version, kind, now) {
                         out.push(resource_info(api_version, kind, plural, short));
                     }
                 }
                 let wkey = rkey(&self.target.region, &self.target.eks_cluster);
-                for (api_version, kind, plural) in super::KARPENTER_RESOURCES {
-                    if super::kind_served(&st.world, &wkey, api_version, kind, now) {
+                for (api_version, kind, plural) in super::kinds::KARPENTER_RESOURCES {
+                    if super::kinds::kind_served(&st.world, &wkey, api_version, kind, now) {
                         out.push(resource_info(api_version, kind, plural, &[]));
                     }
                 }

@@ -24,10 +24,12 @@
 //! Karpenter's NodeClaim objects. Sources: AWS `sagemaker-hyperpod-eks-autoscaling`,
 //! `sagemaker-hyperpod-eks-autoscaling-nodeclass`, `sagemaker-hyperpod-eks-autoscaling-nodepool`.
 
+use super::objects::str_at;
 use super::workload::{self, NodeInfo, PodView, accelerator_request, str_map};
-use super::{KubeWorld, str_at};
-use crate::hyperpod::{autoscaling_in_service, materialize};
+use crate::hyperpod::nodes::autoscaling_in_service;
+use crate::hyperpod::slots::materialize;
 use crate::timings;
+use crate::world::KubeWorld;
 use crate::world::{GroupRec, HyperPodRec, SlotRec, World};
 use instantstart_core::provider::ClusterEventLevel;
 use serde_json::{Map, Value};

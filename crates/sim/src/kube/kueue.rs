@@ -46,10 +46,12 @@
 //! While a job is not admitted its pods are held before scheduling (`SchedulingGated`, the
 //! message naming the queue); an admitted job's pods start at its admission.
 
+use super::objects::str_at;
 use super::workload::{self, PodView};
-use super::{KubeWorld, str_at};
+use crate::base::stable_hash;
 use crate::timings;
-use crate::world::{World, stable_hash};
+use crate::world::KubeWorld;
+use crate::world::World;
 use instantstart_core::governance::{
     MANAGED_QUEUE_LABEL, PRIORITY_LABEL, QUEUE_LABEL, QUOTA_ALLOCATION_LABEL, class_of_priority, priority_class_name,
     team_cluster_queue, team_namespace, team_of_queue, team_queue,
@@ -573,7 +575,7 @@ fn workload_object(w: &World, kw: &KubeWorld, j: &JobQueue) -> Value {
         "metadata": {
             "name": name,
             "namespace": j.namespace,
-            "uid": workload::uuid_from(hash, stable_hash(&[&kw.uid, &j.uid])),
+            "uid": crate::base::uuid_from(hash, stable_hash(&[&kw.uid, &j.uid])),
             "labels": { "kueue.x-k8s.io/job-uid": j.uid },
             "ownerReferences": [{ "apiVersion": api_version, "kind": j.kind, "name": j.name, "uid": j.uid,
                                   "controller": true, "blockOwnerDeletion": true }],

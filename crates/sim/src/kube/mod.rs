@@ -33,7 +33,7 @@
 //! - Nodes (`v1/Node`) are read-only views of HyperPod instances.
 //! - `HyperpodNodeClass` (`karpenter.sagemaker.amazonaws.com/v1`) and `NodePool`
 //!   (`karpenter.sh/v1`) are served only while managed autoscaling is InService on one of the
-//!   cluster's HyperPod clusters ([`kind_served`]); with them HyperPod's Karpenter scales the
+//!   cluster's HyperPod clusters ([`kinds::kind_served`]); with them HyperPod's Karpenter scales the
 //!   groups the NodeClass lists from zero for pending pods and back when idle ([`karpenter`]).
 //! - While the task governance add-on is installed, Kueue admits the training jobs that name a
 //!   team's queue by the teams' quotas, borrowing, priorities and fair share, and serves their
@@ -41,9 +41,9 @@
 //!   and `ResourceFlavor`s as Kueue v0.19.2's CRDs have them ([`kueue`]).
 //! - Other kinds (ConfigMaps, Secrets, ServiceAccounts, RBAC, CRDs, custom resources) are
 //!   stored as applied.
-//! - The custom resources of the pinned Helm charts ([`apiserver::CHART_RESOURCES`]: RayJob,
+//! - The custom resources of the pinned Helm charts ([`kinds::CHART_RESOURCES`]: RayJob,
 //!   RayCluster, RayService from `kuberay-operator`, ScaledObject from `keda`) exist only while
-//!   the chart's release is deployed in the cluster ([`chart_kind_served`]; or a CRD for them was
+//!   the chart's release is deployed in the cluster ([`kinds::chart_kind_served`]; or a CRD for them was
 //!   applied): before, `apply` and `list` fail `NotFound` like a real API server without the CRD
 //!   (`get` answers `None`, `delete` succeeds, as kube-rs reports that `404`), and uninstalling
 //!   the release deletes its CRDs and with them every object of those kinds.
@@ -58,212 +58,41 @@
 //! [`apiserver`] serves these worlds over the Kubernetes REST conventions (for kube-rs and
 //! kubectl).
 
+mod api;
 pub mod apiserver;
 pub(crate) mod helm;
 pub(crate) mod karpenter;
+pub(crate) mod kinds;
 pub(crate) mod kueue;
 mod logs;
+pub(crate) mod objects;
 pub(crate) mod rbac;
 mod serving;
 pub(crate) mod training;
 pub(crate) mod workload;
 
+pub use crate::world::KubeAuditEvent;
 pub use logs::{LOG_RATE_ANNOTATION, LOG_RATE_ENV, MAX_LOG_RATE, parse_rate_line, rate_line};
-pub use rbac::KubeAuditEvent;
 pub use training::{
     PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line,
 };
 pub(crate) use training::{inject as inject_process_faults, write_outputs};
 pub use workload::{DURATION_ANNOTATION, DURATION_ENV};
 
-use crate::cloud::{Cx, SimCloud};
-use crate::world::{Phase, World, rkey, stable_hash};
-use async_trait::async_trait;
-use futures::StreamExt;
+use crate::base::Cx;
+use crate::base::{rkey, stable_hash};
+use crate::world::{KubeRec, KubeWorld, SYSTEM_NAMESPACES, World, obj_key};
 use instantstart_core::provider::{
-    KubeApi, KubeObject, KubeTarget, ListParams, LogStream, ObjectRef, POD_PROXY_API, PROXY_API, ProviderError,
-    ProviderErrorKind, ProxyResponse,
+    KubeApi, KubeObject, KubeTarget, ListParams, ObjectRef, POD_PROXY_API, PROXY_API, ProviderError, ProviderErrorKind,
+    ProxyResponse,
 };
-use serde::{Deserialize, Serialize};
+use kinds::{is_cluster_scoped, kind_served};
+use objects::{bound_volume, check_target, str_at};
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use workload::{NodeInfo, PodView};
 
 type Result<T> = std::result::Result<T, ProviderError>;
-
-/// Kinds that are not namespaced.
-const CLUSTER_SCOPED: &[&str] = &[
-    "Namespace",
-    "Node",
-    "PersistentVolume",
-    "StorageClass",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "CustomResourceDefinition",
-    "PriorityClass",
-    "CSIDriver",
-    "IngressClass",
-    "RuntimeClass",
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
-    "APIService",
-    "VolumeAttachment",
-    "HyperpodNodeClass",
-    "NodePool",
-    "NodeClaim",
-    "ClusterQueue",
-    "WorkloadPriorityClass",
-    "ResourceFlavor",
-];
-
-/// Namespaces every cluster starts with; they cannot be deleted.
-const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
-
-fn is_cluster_scoped(kind: &str) -> bool {
-    CLUSTER_SCOPED.contains(&kind)
-}
-
-/// Storage key of an object.
-pub(crate) fn obj_key(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> String {
-    format!("{kind}|{api_version}|{}|{name}", namespace.unwrap_or(""))
-}
-
-/// The objects of one EKS cluster.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct KubeWorld {
-    pub region: String,
-    pub eks_cluster: String,
-    pub eks_arn: String,
-    pub uid: String,
-    pub resource_version: u64,
-    pub objects: BTreeMap<String, KubeRec>,
-    /// Helm releases by `namespace/release` ([`helm`]).
-    #[serde(default)]
-    pub helm_releases: BTreeMap<String, helm::HelmReleaseRec>,
-    /// Impersonated calls, oldest first ([`rbac`]).
-    #[serde(default)]
-    pub audit: VecDeque<rbac::KubeAuditEvent>,
-}
-
-/// A stored object and the simulated times the controllers care about.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct KubeRec {
-    /// As applied, plus server-set metadata; `status` only for kinds the simulation does not
-    /// compute.
-    pub object: Value,
-    pub created_at: f64,
-    /// Last time the spec changed (a rollout restarts the pods).
-    pub spec_changed_at: f64,
-    /// Set by the `ResourceFails` fault.
-    #[serde(default)]
-    pub fails: Option<String>,
-    /// Replaced pods, by slot.
-    #[serde(default)]
-    pub restarts: BTreeMap<String, Restart>,
-    /// Scaling history, KEDA state and relabelled pods ([`serving`]).
-    #[serde(default)]
-    pub serving: serving::ServingState,
-    /// Faults of training jobs and written outputs ([`training`]).
-    #[serde(default)]
-    pub training: training::TrainingRec,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Restart {
-    pub epoch: u32,
-    pub since: f64,
-}
-
-impl KubeWorld {
-    pub fn new(region: &str, eks_cluster: &str, eks_arn: &str, uid: &str, now: f64) -> Self {
-        let mut kw = KubeWorld {
-            region: region.into(),
-            eks_cluster: eks_cluster.into(),
-            eks_arn: eks_arn.into(),
-            uid: uid.into(),
-            resource_version: 0,
-            objects: BTreeMap::new(),
-            helm_releases: BTreeMap::new(),
-            audit: VecDeque::new(),
-        };
-        for ns in SYSTEM_NAMESPACES {
-            kw.resource_version += 1;
-            let uid = workload::uuid_from(stable_hash(&[uid, ns]), stable_hash(&[ns, uid]));
-            let object = json!({
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": { "name": ns, "uid": uid, "resourceVersion": kw.resource_version.to_string(), "labels": { "kubernetes.io/metadata.name": ns } },
-                "spec": { "finalizers": ["kubernetes"] },
-            });
-            kw.objects.insert(
-                obj_key("v1", "Namespace", None, ns),
-                KubeRec {
-                    object,
-                    created_at: now,
-                    spec_changed_at: now,
-                    fails: None,
-                    restarts: BTreeMap::new(),
-                    serving: Default::default(),
-                    training: Default::default(),
-                },
-            );
-        }
-        kw
-    }
-
-    fn has_namespace(&self, ns: &str) -> bool {
-        self.objects.contains_key(&obj_key("v1", "Namespace", None, ns))
-    }
-}
-
-/// The pinned chart whose CRDs define `api_version`/`kind` ([`apiserver::CHART_RESOURCES`]).
-fn chart_of(api_version: &str, kind: &str) -> Option<&'static instantstart_core::provider::PinnedChart> {
-    apiserver::CHART_RESOURCES.iter().find(|(_, a, k, _, _)| *a == api_version && *k == kind).map(|(c, ..)| c)
-}
-
-/// Whether `kw` serves `api_version`/`kind`: always, unless a pinned Helm chart provides the kind
-/// ([`apiserver::CHART_RESOURCES`]); then only while that chart's release is deployed in the
-/// cluster ([`helm::crds_installed`]) or a CustomResourceDefinition for it was applied.
-pub(crate) fn chart_kind_served(kw: &KubeWorld, api_version: &str, kind: &str, now: f64) -> bool {
-    let Some(chart) = chart_of(api_version, kind) else { return true };
-    if helm::crds_installed(kw, chart, now) {
-        return true;
-    }
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    kw.objects.values().map(|r| &r.object).any(|crd| {
-        str_at(crd, "/kind") == Some("CustomResourceDefinition")
-            && str_at(crd, "/spec/group") == Some(group)
-            && str_at(crd, "/spec/names/kind") == Some(kind)
-            && crd.pointer("/spec/versions").and_then(Value::as_array).is_some_and(|vs| {
-                vs.iter().any(|v| {
-                    str_at(v, "/name") == Some(version) && v.get("served").and_then(Value::as_bool).unwrap_or(true)
-                })
-            })
-    })
-}
-
-/// `(apiVersion, kind, plural)` of the kinds HyperPod's managed Karpenter brings.
-pub(crate) const KARPENTER_RESOURCES: &[(&str, &str, &str)] = &[
-    ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass", "hyperpodnodeclasses"),
-    ("karpenter.sh/v1", "NodePool", "nodepools"),
-    ("karpenter.sh/v1", "NodeClaim", "nodeclaims"),
-];
-
-/// Whether the cluster behind `wkey` serves `api_version`/`kind`. Karpenter's kinds exist only
-/// while managed autoscaling is `InService` on one of its HyperPod clusters: HyperPod installs
-/// Karpenter and its CRDs then ("The NodeClass will not reach Ready until AutoScaling.Status is
-/// InService", AWS `sagemaker-hyperpod-eks-autoscaling-nodeclass`). Other kinds:
-/// [`chart_kind_served`].
-pub(crate) fn kind_served(w: &World, wkey: &str, api_version: &str, kind: &str, now: f64) -> bool {
-    let Some(kw) = w.kube.get(wkey) else { return false };
-    if api_version == kueue::KUEUE_API && kueue::KUEUE_KINDS.contains(&kind) {
-        return kueue::running(w, kw, now);
-    }
-    if KARPENTER_RESOURCES.iter().any(|(a, k, _)| *a == api_version && *k == kind) {
-        return w.hyperpod.values().any(|h| h.eks_arn == kw.eks_arn && crate::hyperpod::autoscaling_in_service(h, now));
-    }
-    chart_kind_served(kw, api_version, kind, now)
-}
 
 /// What a real API server answers for a kind it does not serve (no CRD): `404 NotFound`.
 fn not_served(api: &str, api_version: &str, kind: &str) -> ProviderError {
@@ -309,65 +138,6 @@ fn is_node(api_version: &str, kind: &str) -> bool {
     api_version == "v1" && kind == "Node"
 }
 
-/// The Kubernetes world of `target`, if its EKS cluster can serve API calls.
-pub(crate) fn check_target(w: &World, api: &str, target: &KubeTarget, now: f64) -> Result<String> {
-    let key = rkey(&target.region, &target.eks_cluster);
-    let Some(c) = w.eks.get(&key) else {
-        return Err(ProviderError::not_found(
-            api,
-            format!(
-                "EKS cluster {} not found in {}; there is no Kubernetes API to call",
-                target.eks_cluster, target.region
-            ),
-        ));
-    };
-    // The API server authenticates the caller's IAM principal through the cluster's access
-    // entries (EKS user guide `grant-k8s-access`): an unmapped principal gets 401.
-    let principal = crate::eks::control_plane_principal(&w.account);
-    if c.life.phase(now) == Phase::Active && !c.admits(&principal) {
-        return Err(ProviderError::new(
-            api,
-            ProviderErrorKind::AccessDenied,
-            format!(
-                "Unauthorized: the Kubernetes API of EKS cluster {} does not map {principal} (no access entry; \
-                 authentication mode {})",
-                c.name, c.authentication_mode
-            ),
-        ));
-    }
-    match c.life.phase(now) {
-        Phase::Active => {}
-        Phase::Creating => {
-            return Err(ProviderError::new(
-                api,
-                ProviderErrorKind::Transient,
-                format!("EKS cluster {} is still CREATING; its Kubernetes API endpoint is not reachable yet", c.name),
-            ));
-        }
-        // No API and no objects: NotFound, so a cleanup treats the objects as gone.
-        Phase::Failed(reason) => {
-            return Err(ProviderError::not_found(
-                api,
-                format!("EKS cluster {} FAILED ({reason}); it has no Kubernetes API", c.name),
-            ));
-        }
-        Phase::Deleting | Phase::Gone => {
-            return Err(ProviderError::not_found(
-                api,
-                format!("EKS cluster {} is being deleted; its Kubernetes API is gone", c.name),
-            ));
-        }
-    }
-    if !w.kube.contains_key(&key) {
-        return Err(ProviderError::not_found(api, format!("no Kubernetes API for EKS cluster {}", c.name)));
-    }
-    Ok(key)
-}
-
-pub(crate) fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
-}
-
 /// A stored object with the status the simulated controllers would give it now.
 fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[NodeInfo], now: f64) -> Value {
     let mut obj = rec.object.clone();
@@ -407,26 +177,6 @@ fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[Nod
         o.insert("status".into(), status);
     }
     obj
-}
-
-/// The PV a claim binds to, if any: named by the claim's `spec.volumeName` (and not pre-bound
-/// to another claim), or pre-bound to the claim through `spec.claimRef`.
-fn bound_volume<'a>(kw: &'a KubeWorld, ns: &str, claim: &str, volume_name: Option<&str>) -> Option<&'a Value> {
-    let claim_ref_matches = |pv: &Value, allow_missing: bool| match pv.pointer("/spec/claimRef") {
-        Some(cr) => str_at(cr, "/name") == Some(claim) && str_at(cr, "/namespace").unwrap_or("default") == ns,
-        None => allow_missing,
-    };
-    let pvs = kw
-        .objects
-        .values()
-        .map(|r| &r.object)
-        .filter(|o| str_at(o, "/kind") == Some("PersistentVolume") && str_at(o, "/apiVersion") == Some("v1"));
-    let mut pvs: Vec<&Value> = pvs.collect();
-    if let Some(v) = volume_name {
-        return pvs.into_iter().find(|pv| str_at(pv, "/metadata/name") == Some(v) && claim_ref_matches(pv, true));
-    }
-    pvs.retain(|pv| claim_ref_matches(pv, false));
-    pvs.into_iter().next()
 }
 
 fn pvc_status(kw: &KubeWorld, pvc: &Value) -> Value {
@@ -659,7 +409,7 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
     meta.insert("resourceVersion".into(), json!(kw.resource_version.to_string()));
     let old_meta = existing.and_then(|e| e.get("metadata"));
     let keep = |field: &str| old_meta.and_then(|m| m.get(field)).cloned();
-    meta.insert("uid".into(), keep("uid").unwrap_or_else(|| json!(workload::uuid_from(uid_seed.0, uid_seed.1))));
+    meta.insert("uid".into(), keep("uid").unwrap_or_else(|| json!(crate::base::uuid_from(uid_seed.0, uid_seed.1))));
     meta.insert("creationTimestamp".into(), keep("creationTimestamp").unwrap_or_else(|| json!(created)));
     meta.insert("managedFields".into(), json!([{ "manager": "instantstart", "operation": "Apply" }]));
     if r.kind == "Service" && r.api_version == "v1" {
@@ -944,210 +694,4 @@ fn pod_now(
     let p = find_any_pod(kw, &nodes, namespace, pod, now)?;
     let st = workload::pod_state(&p, &nodes, now);
     Some((p, st))
-}
-
-struct Follow {
-    cloud: SimCloud,
-    target: KubeTarget,
-    namespace: String,
-    pod: String,
-    cursor: f64,
-    buffer: VecDeque<String>,
-    done: bool,
-}
-
-#[async_trait]
-impl KubeApi for SimCloud {
-    async fn apply(&self, target: &KubeTarget, object: &KubeObject) -> Result<KubeObject> {
-        self.write("k8s:Apply", |w, cx| {
-            authorize_apply(w, cx, target, object)?;
-            apply(w, cx, target, object)
-        })
-    }
-
-    async fn get(&self, target: &KubeTarget, object: &ObjectRef) -> Result<Option<KubeObject>> {
-        const API: &str = "k8s:Get";
-        self.read_recording(API, |w, cx| {
-            let r = object;
-            authorize(
-                w,
-                cx,
-                API,
-                target,
-                "get",
-                (&r.api_version, &r.kind, None),
-                r.namespace.as_deref(),
-                Some(&r.name),
-            )?;
-            get(w, cx, target, object)
-        })
-    }
-
-    async fn list(&self, target: &KubeTarget, params: &ListParams) -> Result<Vec<KubeObject>> {
-        const API: &str = "k8s:List";
-        self.read_recording(API, |w, cx| {
-            let p = params;
-            if target.identity.is_some() && p.namespace.is_none() && !is_cluster_scoped(&p.kind) {
-                // Every namespace: only a ClusterRoleBinding can grant it (cluster scope).
-                let wkey = check_target(w, API, target, cx.now)?;
-                if let Some(kw) = w.kube.get_mut(&wkey) {
-                    let (group, plural) = rbac::resource_of(&p.api_version, &p.kind);
-                    let access =
-                        rbac::Access { verb: "list", group: &group, resource: &plural, namespace: None, name: None };
-                    rbac::authorize(kw, API, target, &access)?;
-                }
-            } else {
-                authorize(w, cx, API, target, "list", (&p.api_version, &p.kind, None), p.namespace.as_deref(), None)?;
-            }
-            list(w, cx, target, params)
-        })
-    }
-
-    async fn delete(&self, target: &KubeTarget, object: &ObjectRef) -> Result<()> {
-        const API: &str = "k8s:Delete";
-        self.write(API, |w, cx| {
-            let r = object;
-            authorize(
-                w,
-                cx,
-                API,
-                target,
-                "delete",
-                (&r.api_version, &r.kind, None),
-                r.namespace.as_deref(),
-                Some(&r.name),
-            )?;
-            delete(w, cx, target, object)
-        })
-    }
-
-    async fn service_proxy(
-        &self,
-        target: &KubeTarget,
-        namespace: &str,
-        service: &str,
-        port: u16,
-        path: &str,
-        body: Option<&[u8]>,
-        timeout: std::time::Duration,
-    ) -> Result<ProxyResponse> {
-        let _ = timeout; // the simulated model answers at once
-        self.read_recording(PROXY_API, |w, cx| {
-            let verb = if body.is_some() { "create" } else { "get" };
-            authorize(
-                w,
-                cx,
-                PROXY_API,
-                target,
-                verb,
-                ("v1", "Service", Some("proxy")),
-                Some(namespace),
-                Some(service),
-            )?;
-            let wkey = check_target(w, PROXY_API, target, cx.now)?;
-            let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(PROXY_API, "no Kubernetes API"))?;
-            Ok(serving::proxy(w, kw, namespace, service, port, path, body, cx.now))
-        })
-    }
-
-    async fn pod_proxy(
-        &self,
-        target: &KubeTarget,
-        namespace: &str,
-        pod: &str,
-        port: u16,
-        path: &str,
-        timeout: std::time::Duration,
-    ) -> Result<ProxyResponse> {
-        let _ = timeout; // the simulated pods answer at once
-        self.read_recording(POD_PROXY_API, |w, cx| {
-            authorize(w, cx, POD_PROXY_API, target, "get", ("v1", "Pod", Some("proxy")), Some(namespace), Some(pod))?;
-            let wkey = check_target(w, POD_PROXY_API, target, cx.now)?;
-            let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(POD_PROXY_API, "no Kubernetes API"))?;
-            Ok(pod_proxy_answer(w, kw, namespace, pod, port, path, cx.now))
-        })
-    }
-
-    async fn logs(
-        &self,
-        target: &KubeTarget,
-        namespace: &str,
-        pod: &str,
-        follow: bool,
-        tail_lines: Option<u32>,
-    ) -> Result<LogStream> {
-        const API: &str = "k8s:Logs";
-        let (lines, now, finished) = self.read_recording(API, |w, cx| {
-            check_target(w, API, target, cx.now)?;
-            authorize(w, cx, API, target, "get", ("v1", "Pod", Some("log")), Some(namespace), Some(pod))?;
-            let Some((p, st)) = pod_now(w, target, namespace, pod, cx.now) else {
-                return Err(ProviderError::not_found(
-                    API,
-                    format!("pods \"{pod}\" not found in namespace {namespace}"),
-                ));
-            };
-            if st.started_at.is_none() {
-                let reason = match (&st.unschedulable, &st.gated, &st.waiting_message) {
-                    (Some(_), ..) => "PodScheduled=False (Unschedulable)".to_string(),
-                    (None, Some(gate), _) => format!("PodScheduled=False (SchedulingGated: {})", gate.message),
-                    (None, None, Some(why)) => format!("ContainerCreating ({why})"),
-                    _ => "ContainerCreating".to_string(),
-                };
-                return Err(invalid(
-                    API,
-                    format!("container \"{}\" in pod \"{pod}\" is waiting to start: {reason}", p.container()),
-                ));
-            }
-            let finished = st.finished_at.is_some_and(|e| e <= cx.now);
-            Ok((logs::lines(&p, &st, cx.now), cx.now, finished))
-        })?;
-        let mut lines: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
-        if let Some(n) = tail_lines {
-            let skip = lines.len().saturating_sub(n as usize);
-            lines.drain(..skip);
-        }
-        if !follow {
-            return Ok(futures::stream::iter(lines.into_iter().map(Ok)).boxed());
-        }
-        let state = Follow {
-            cloud: self.clone(),
-            target: target.clone(),
-            namespace: namespace.into(),
-            pod: pod.into(),
-            cursor: now,
-            buffer: lines.into(),
-            done: finished,
-        };
-        Ok(futures::stream::unfold(state, |mut s| async move {
-            loop {
-                if let Some(line) = s.buffer.pop_front() {
-                    return Some((Ok(line), s));
-                }
-                if s.done {
-                    return None;
-                }
-                // Poll at most every 50 ms of wall time: a follower costs the world lock 20 times a
-                // second at most, whatever the speed (kubelet log follows also flush in batches).
-                let wait = (1.0 / s.cloud.speed()).clamp(0.05, 0.25);
-                tokio::time::sleep(std::time::Duration::from_secs_f64(wait)).await;
-                let (fresh, now, ended) = {
-                    let mut st = s.cloud.lock();
-                    let now = st.now();
-                    st.advance_world(now);
-                    match pod_now(&st.world, &s.target, &s.namespace, &s.pod, now) {
-                        None => (Vec::new(), now, true),
-                        Some((p, pst)) => {
-                            let fresh: Vec<String> =
-                                logs::lines_after(&p, &pst, s.cursor, now).into_iter().map(|(_, l)| l).collect();
-                            (fresh, now, pst.finished_at.is_some_and(|e| e <= now))
-                        }
-                    }
-                };
-                s.buffer.extend(fresh);
-                s.cursor = now;
-                s.done = ended;
-            }
-        })
-        .boxed())
-    }
 }

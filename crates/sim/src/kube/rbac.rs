@@ -27,30 +27,14 @@
 //! impersonated call, allowed or denied, is recorded in the cluster's audit log
 //! ([`SimCloud::kube_audit`](crate::SimCloud::kube_audit)), naming the impersonated user.
 
-use super::{KubeWorld, obj_key, str_at};
+use super::objects::str_at;
+use crate::world::{KubeAuditEvent, KubeWorld, obj_key};
 use instantstart_core::provider::{KubeIdentity, KubeTarget, ProviderError, ProviderErrorKind};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
 /// Most audit events kept per cluster (the oldest are dropped).
 pub const MAX_AUDIT_EVENTS: usize = 2000;
-
-/// One impersonated call as the simulated API server's audit log records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KubeAuditEvent {
-    /// The impersonated user (`user.username` of a real audit event).
-    pub user: String,
-    pub groups: Vec<String>,
-    pub verb: String,
-    /// API group (`""` for the core group).
-    pub group: String,
-    /// Plural resource, with its subresource (`pods/log`).
-    pub resource: String,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub allowed: bool,
-}
 
 /// What a request does, in RBAC's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,11 +50,11 @@ pub(crate) struct Access<'a> {
 /// The API group and plural resource of a kind.
 pub(crate) fn resource_of(api_version: &str, kind: &str) -> (String, String) {
     let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("").to_string();
-    let known = super::apiserver::RESOURCES
+    let known = super::kinds::RESOURCES
         .iter()
         .map(|(a, k, p, _)| (*a, *k, *p))
-        .chain(super::apiserver::CHART_RESOURCES.iter().map(|(_, a, k, p, _)| (*a, *k, *p)))
-        .chain(super::KARPENTER_RESOURCES.iter().copied())
+        .chain(super::kinds::CHART_RESOURCES.iter().map(|(_, a, k, p, _)| (*a, *k, *p)))
+        .chain(super::kinds::KARPENTER_RESOURCES.iter().copied())
         .find(|(a, k, _)| *a == api_version && *k == kind)
         .map(|(_, _, p)| p.to_string());
     (group, known.unwrap_or_else(|| format!("{}s", kind.to_lowercase())))
@@ -226,7 +210,7 @@ pub(crate) fn check(kw: &mut KubeWorld, id: &KubeIdentity, a: &Access<'_>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::KubeRec;
+    use crate::world::KubeRec;
     use serde_json::json;
 
     fn world(objects: &[Value]) -> KubeWorld {

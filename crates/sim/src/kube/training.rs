@@ -36,12 +36,13 @@
 //!   the destination in the bucket behind the shared claim. A HyperPod job that completes
 //!   writes its final checkpoint under `checkpoints/<job>/` when it mounts that claim.
 
+use super::objects::str_at;
 use super::workload::{self, NodeInfo, PodState, PodView};
-use super::{KubeRec, KubeWorld, str_at};
+use crate::base::stable_hash;
 use crate::faults::{FaultMode, SimFaults};
 use crate::timings;
-use crate::world::{ObjectRec, World, stable_hash};
-use serde::{Deserialize, Serialize};
+use crate::world::{FaultEvent, KubeRec, KubeWorld, Recovery, TrainingRec};
+use crate::world::{ObjectRec, World};
 use serde_json::{Value, json};
 
 /// Simulated seconds of training per logged step.
@@ -98,41 +99,6 @@ const MODEL_ID_ANNOTATION: &str = "instantstart.io/model-id";
 pub const PROCESS_FAULT_API: &str = "k8s:ProcessFault";
 /// Port of the rendezvous on the rank-0 pod.
 const MASTER_PORT: &str = "23456";
-
-/// What the operator did about one fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Recovery {
-    /// The training processes restarted in place; the pods stayed.
-    InPlace,
-    /// The whole job restarted: pods recreated, training resumed from the step it reached.
-    FullRestart,
-    /// The restart budget was exhausted: the job failed.
-    Fail,
-}
-
-/// A fault that hit a training job, and the operator's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct FaultEvent {
-    /// When the fault hit (simulated time).
-    pub at: f64,
-    /// The spec version (`KubeRec::spec_changed_at`) it hit; a new spec starts afresh.
-    pub spec_at: f64,
-    pub reason: String,
-    /// Training steps done when it hit.
-    pub step: u64,
-    pub recovery: Recovery,
-}
-
-/// What the simulated training and download controllers remember of an object.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TrainingRec {
-    #[serde(default)]
-    pub faults: Vec<FaultEvent>,
-    /// The outputs (bucket objects) of the spec version of this time were written.
-    #[serde(default)]
-    pub outputs_written_for: Option<f64>,
-}
 
 fn same_time(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-6
@@ -221,7 +187,7 @@ pub(crate) fn hyperpod_plan(rec: &KubeRec) -> HyperPodPlan {
 pub(crate) fn apply_hyperpod_plan(plan: &HyperPodPlan, job: &str, p: &mut PodView) {
     if plan.epoch > 0 && plan.epoch_start > p.start {
         p.start = plan.epoch_start;
-        p.uid = workload::uuid_from(stable_hash(&[&p.uid, &plan.epoch.to_string()]), stable_hash(&[&p.name, job]));
+        p.uid = crate::base::uuid_from(stable_hash(&[&p.uid, &plan.epoch.to_string()]), stable_hash(&[&p.name, job]));
     }
     let duration = p.batch_run.unwrap_or(timings::PYTORCHJOB_DEFAULT_RUN);
     let total_steps = (duration / TRAINING_STEP_SECONDS).floor() as u64;
@@ -946,8 +912,8 @@ fn bucket_of(kw: &KubeWorld, ns: &str, pod_spec: &Value) -> Option<(String, Stri
     let volumes = pod_spec.get("volumes").and_then(Value::as_array)?;
     volumes.iter().find_map(|v| {
         let claim = v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str)?;
-        let pvc = kw.objects.get(&super::obj_key("v1", "PersistentVolumeClaim", Some(ns), claim))?;
-        let pv = super::bound_volume(kw, ns, claim, str_at(&pvc.object, "/spec/volumeName"))?;
+        let pvc = kw.objects.get(&crate::world::obj_key("v1", "PersistentVolumeClaim", Some(ns), claim))?;
+        let pv = super::objects::bound_volume(kw, ns, claim, str_at(&pvc.object, "/spec/volumeName"))?;
         let bucket = str_at(pv, "/spec/csi/volumeAttributes/bucketName")?;
         let prefix = pv
             .pointer("/spec/mountOptions")

@@ -22,11 +22,12 @@
 //!   pods of a `HyperPodPyTorchJob` are never started (Pending, `PodScheduled=False`, reason
 //!   `SchedulingGated`, the message naming the missing identity), and the job's status says why.
 
-use super::{KubeRec, KubeWorld, Restart};
+use crate::base::{stable_hash, uuid_from};
 use crate::ec2_specs::instance_type_info;
-use crate::hyperpod::nodes as hyperpod_nodes;
+use crate::hyperpod::nodes::nodes as hyperpod_nodes;
 use crate::timings;
-use crate::world::{World, stable_hash};
+use crate::world::World;
+use crate::world::{KubeRec, KubeWorld, Restart};
 use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -59,12 +60,12 @@ impl Blockers {
             .objects
             .values()
             .map(|r| &r.object)
-            .filter(|o| super::str_at(o, "/kind") == Some("ServiceAccount"))
+            .filter(|o| super::objects::str_at(o, "/kind") == Some("ServiceAccount"))
             .map(|o| {
                 format!(
                     "{}/{}",
-                    super::str_at(o, "/metadata/namespace").unwrap_or("default"),
-                    super::str_at(o, "/metadata/name").unwrap_or_default()
+                    super::objects::str_at(o, "/metadata/namespace").unwrap_or("default"),
+                    super::objects::str_at(o, "/metadata/name").unwrap_or_default()
                 )
             })
             .collect();
@@ -97,18 +98,20 @@ impl Blockers {
                 .and_then(|a| w.role_by_arn(&a.role_arn));
             for r in kw.objects.values() {
                 let o = &r.object;
-                if super::str_at(o, "/kind") != Some("PersistentVolumeClaim") {
+                if super::objects::str_at(o, "/kind") != Some("PersistentVolumeClaim") {
                     continue;
                 }
-                let ns = super::str_at(o, "/metadata/namespace").unwrap_or("default");
-                let claim = super::str_at(o, "/metadata/name").unwrap_or_default();
-                let Some(pv) = super::bound_volume(kw, ns, claim, super::str_at(o, "/spec/volumeName")) else {
+                let ns = super::objects::str_at(o, "/metadata/namespace").unwrap_or("default");
+                let claim = super::objects::str_at(o, "/metadata/name").unwrap_or_default();
+                let Some(pv) =
+                    super::objects::bound_volume(kw, ns, claim, super::objects::str_at(o, "/spec/volumeName"))
+                else {
                     continue;
                 };
-                if super::str_at(pv, "/spec/csi/driver") != Some("s3.csi.aws.com") {
+                if super::objects::str_at(pv, "/spec/csi/driver") != Some("s3.csi.aws.com") {
                     continue;
                 }
-                let bucket = super::str_at(pv, "/spec/csi/volumeAttributes/bucketName").unwrap_or_default();
+                let bucket = super::objects::str_at(pv, "/spec/csi/volumeAttributes/bucketName").unwrap_or_default();
                 let why = match (&problem, role) {
                     (Some(p), _) => Some(format!(
                         "no AWS credentials for the driver's service account {S3_CSI_NAMESPACE}/{S3_CSI_SERVICE_ACCOUNT}: {p}"
@@ -133,32 +136,35 @@ impl Blockers {
                         format!("{ns}/{claim}"),
                         format!(
                             "MountVolume.SetUp failed for volume \"{}\" : rpc error: code = Internal desc = Could not mount \"{bucket}\": {why}",
-                            super::str_at(pv, "/metadata/name").unwrap_or_default()
+                            super::objects::str_at(pv, "/metadata/name").unwrap_or_default()
                         ),
                     );
                 }
             }
         }
         // FSx for Lustre: the CSI driver's add-on must run and the file system be AVAILABLE.
-        let fsx_addon = c.addons.get(FSX_CSI_ADDON).is_some_and(|a| a.life.phase(now) == crate::world::Phase::Active);
+        let fsx_addon = c.addons.get(FSX_CSI_ADDON).is_some_and(|a| a.life.phase(now) == crate::base::Phase::Active);
         for r in kw.objects.values() {
             let o = &r.object;
-            if super::str_at(o, "/kind") != Some("PersistentVolumeClaim") {
+            if super::objects::str_at(o, "/kind") != Some("PersistentVolumeClaim") {
                 continue;
             }
-            let ns = super::str_at(o, "/metadata/namespace").unwrap_or("default");
-            let claim = super::str_at(o, "/metadata/name").unwrap_or_default();
-            let Some(pv) = super::bound_volume(kw, ns, claim, super::str_at(o, "/spec/volumeName")) else { continue };
-            if super::str_at(pv, "/spec/csi/driver") != Some(FSX_CSI_DRIVER) {
+            let ns = super::objects::str_at(o, "/metadata/namespace").unwrap_or("default");
+            let claim = super::objects::str_at(o, "/metadata/name").unwrap_or_default();
+            let Some(pv) = super::objects::bound_volume(kw, ns, claim, super::objects::str_at(o, "/spec/volumeName"))
+            else {
+                continue;
+            };
+            if super::objects::str_at(pv, "/spec/csi/driver") != Some(FSX_CSI_DRIVER) {
                 continue;
             }
-            let id = super::str_at(pv, "/spec/csi/volumeHandle").unwrap_or_default();
+            let id = super::objects::str_at(pv, "/spec/csi/volumeHandle").unwrap_or_default();
             if let Some(why) = crate::fsx::mount_problem(w, &c.region, id, fsx_addon, now) {
                 b.mounts.insert(
                     format!("{ns}/{claim}"),
                     format!(
                         "MountVolume.SetUp failed for volume \"{}\" : rpc error: code = Internal desc = {why}",
-                        super::str_at(pv, "/metadata/name").unwrap_or_default()
+                        super::objects::str_at(pv, "/metadata/name").unwrap_or_default()
                     ),
                 );
             }
@@ -319,7 +325,7 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
             reasons.insert(g.name.as_str(), reason);
         }
         let present = hyperpod_nodes(h, now).into_iter().filter(|n| n.node_health.is_some()).map(|n| (n, None));
-        let departed = crate::hyperpod::departed(h, now).into_iter().map(|(n, gone)| (n, Some(gone)));
+        let departed = crate::hyperpod::nodes::departed(h, now).into_iter().map(|(n, gone)| (n, Some(gone)));
         for (n, gone_at) in present.chain(departed) {
             let not_ready = reasons.get(n.group.as_str()).cloned().flatten();
             // A node under an on-demand check (or failed one) registered when it first booted.
@@ -445,12 +451,6 @@ pub(crate) fn node_object(w: &World, n: &NodeInfo) -> Value {
             "nodeInfo": { "kubeletVersion": n.kubelet_version, "osImage": "Amazon Linux 2023", "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.27" },
         },
     })
-}
-
-/// A UUID-shaped string from two 64-bit numbers.
-pub(crate) fn uuid_from(a: u64, b: u64) -> String {
-    let h = format!("{a:016x}{b:016x}");
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
 /// Kubernetes' random-suffix alphabet (no vowels, no confusable digits).

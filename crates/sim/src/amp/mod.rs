@@ -16,39 +16,14 @@
 //! The observability add-on's side (its collector needs the workspace `ACTIVE`, and its Pod
 //! Identity) is in `eks.rs` ([`workspace_problem`] is used there).
 
-use crate::cloud::SimCloud;
+mod api;
+
+use crate::base::Lifecycle;
 use crate::timings;
-use crate::world::{Lifecycle, Phase, World};
-use async_trait::async_trait;
+use crate::world::{WorkspaceRec, World};
 use instantstart_core::provider::{
-    AmpApi, CreatePrometheusWorkspace, PrometheusWorkspace, ProviderError, ProviderErrorKind, Result, Tags,
+    AmpApi, CreatePrometheusWorkspace, PrometheusWorkspace, ProviderError, ProviderErrorKind, Result,
 };
-use serde::{Deserialize, Serialize};
-
-/// A simulated workspace, by id in the world.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct WorkspaceRec {
-    pub id: String,
-    pub region: String,
-    pub alias: String,
-    pub arn: String,
-    pub client_token: String,
-    pub tags: Tags,
-    pub life: Lifecycle,
-}
-
-impl WorkspaceRec {
-    /// AMP's `statusCode` at `now`; `None` once it is gone.
-    pub(crate) fn status(&self, now: f64) -> Option<&'static str> {
-        Some(match self.life.phase(now) {
-            Phase::Creating => "CREATING",
-            Phase::Active => "ACTIVE",
-            Phase::Failed(_) => "CREATION_FAILED",
-            Phase::Deleting => "DELETING",
-            Phase::Gone => return None,
-        })
-    }
-}
 
 fn view(r: &WorkspaceRec, now: f64, described: bool) -> PrometheusWorkspace {
     PrometheusWorkspace {
@@ -140,35 +115,5 @@ pub(crate) fn workspace_problem(w: &World, arn: &str, now: f64) -> Option<String
         Some("ACTIVE") => None,
         Some(status) => Some(format!("the Prometheus workspace {arn} is {status}")),
         None => Some(format!("the Prometheus workspace {arn} does not exist")),
-    }
-}
-
-#[async_trait]
-impl AmpApi for SimCloud {
-    async fn list_prometheus_workspaces(&self, region: &str, alias: &str) -> Result<Vec<PrometheusWorkspace>> {
-        self.read("aps:ListWorkspaces", |w, cx| {
-            Ok(w.prometheus_workspaces
-                .values()
-                .filter(|r| r.region == region && r.alias.starts_with(alias) && r.status(cx.now).is_some())
-                .map(|r| view(r, cx.now, false))
-                .collect())
-        })
-    }
-
-    async fn describe_prometheus_workspace(&self, region: &str, id: &str) -> Result<Option<PrometheusWorkspace>> {
-        self.read("aps:DescribeWorkspace", |w, cx| {
-            Ok(w.prometheus_workspaces
-                .get(id)
-                .filter(|r| r.region == region && r.status(cx.now).is_some())
-                .map(|r| view(r, cx.now, true)))
-        })
-    }
-
-    async fn create_prometheus_workspace(&self, req: &CreatePrometheusWorkspace) -> Result<PrometheusWorkspace> {
-        self.write("aps:CreateWorkspace", |w, cx| create(w, req, cx.now, cx.resource_fails.as_deref()))
-    }
-
-    async fn delete_prometheus_workspace(&self, region: &str, id: &str, _client_token: &str) -> Result<()> {
-        self.write("aps:DeleteWorkspace", |w, cx| delete(w, region, id, cx.now))
     }
 }

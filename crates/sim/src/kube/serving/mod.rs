@@ -26,14 +26,14 @@
 //!   server (`/v1/models`, `/v1/chat/completions` with token usage, `/health`),
 //!   deterministically from the request and the pod.
 
+mod api;
+
 use super::workload::{self, PodView};
-use super::{KubeRec, KubeWorld, obj_key};
-use crate::cloud::{SimCloud, SimError};
-use crate::world::{World, rkey, stable_hash};
+use crate::base::{rkey, stable_hash};
+use crate::world::World;
+use crate::world::{Keda, KubeRec, KubeWorld, obj_key};
 use instantstart_core::provider::{KubeTarget, ProxyResponse};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
 
 /// `apiVersion` of the HyperPod inference operator's endpoints.
 pub(crate) const IEC_API: &str = "inference.sagemaker.aws.amazon.com/v1";
@@ -41,36 +41,6 @@ pub(crate) const IEC_API: &str = "inference.sagemaker.aws.amazon.com/v1";
 pub(crate) const IEC_KIND: &str = "InferenceEndpointConfig";
 /// Annotation of operator pods naming the model they serve.
 const MODEL_ANNOTATION: &str = "sim.instantstart.io/served-model";
-
-/// Serving state of a stored object.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct ServingState {
-    /// `(since, replicas)`: the replicas the spec asked for from `since` on.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scale: Vec<(f64, u32)>,
-    /// The ScaledObject scaling this Deployment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keda: Option<Keda>,
-    /// Labels applied to pods by name (relabelled without a restart).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub pod_labels: BTreeMap<String, Map<String, Value>>,
-}
-
-/// What KEDA knows about a Deployment it scales.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Keda {
-    pub scaled_object: String,
-    pub since: f64,
-    pub min: u32,
-    pub max: u32,
-    pub threshold: f64,
-    pub activation: f64,
-    /// Scale-down window, seconds.
-    pub window: f64,
-    /// `(time, value)` of the metric.
-    #[serde(default)]
-    pub samples: Vec<(f64, f64)>,
-}
 
 impl Keda {
     fn desired(&self, value: f64) -> u32 {
@@ -601,57 +571,5 @@ pub(crate) fn proxy(
             model_answer(w, &pick(&workers, &pod.name), path, body, now)
         }
         None => model_answer(w, &pod, path, body, now),
-    }
-}
-
-fn knob_error(message: String) -> SimError {
-    SimError::Rejected(instantstart_core::provider::ProviderError::new(
-        "sim:SetScalingMetric",
-        instantstart_core::provider::ProviderErrorKind::InvalidRequest,
-        message,
-    ))
-}
-
-impl SimCloud {
-    /// Sets the value of the metric behind the KEDA ScaledObject `namespace/scaled_object` of
-    /// `target` from now on (the simulated Prometheus query's answer).
-    pub fn set_scaling_metric(
-        &self,
-        target: &KubeTarget,
-        namespace: &str,
-        scaled_object: &str,
-        value: f64,
-    ) -> Result<(), SimError> {
-        if !value.is_finite() || value < 0.0 {
-            return Err(knob_error(format!("metric value must be a finite number ≥ 0, got {value}")));
-        }
-        self.admin(|w, now| {
-            let kw = w
-                .kube
-                .get_mut(&rkey(&target.region, &target.eks_cluster))
-                .ok_or_else(|| knob_error(format!("no Kubernetes API for EKS cluster {}", target.eks_cluster)))?;
-            let so_key = obj_key("keda.sh/v1alpha1", "ScaledObject", Some(namespace), scaled_object);
-            let so = kw
-                .objects
-                .get(&so_key)
-                .map(|r| r.object.clone())
-                .ok_or_else(|| knob_error(format!("ScaledObject {namespace}/{scaled_object} not found")))?;
-            let target_name = so.pointer("/spec/scaleTargetRef/name").and_then(Value::as_str).unwrap_or_default();
-            let dkey = obj_key("apps/v1", "Deployment", Some(namespace), target_name);
-            attach_keda(kw, &so, now);
-            if prometheus_error(kw, &so, now).is_some() {
-                // KEDA cannot read the metric (no Prometheus answers at the trigger's address):
-                // the value exists only in a Prometheus nobody reaches, so nothing scales.
-                return Ok(());
-            }
-            let d = kw
-                .objects
-                .get_mut(&dkey)
-                .ok_or_else(|| knob_error(format!("the target Deployment {namespace}/{target_name} does not exist")))?;
-            if let Some(k) = d.serving.keda.as_mut() {
-                k.samples.push((now, value));
-            }
-            Ok(())
-        })
     }
 }

@@ -29,12 +29,14 @@
 //! the pod proxy of the simulated Kubernetes API), so the real cluster's source
 //! (`instantstart_k8s::DcgmSource`) can be tested against these numbers.
 
-use crate::cloud::SimCloud;
+mod api;
+
+use crate::base::stable_hash;
+use crate::kube::parse_training_log_line;
 use crate::kube::training::{self, PodRun, Role};
 use crate::kube::workload::{self, NodeInfo, PodView};
-use crate::kube::{KubeWorld, parse_training_log_line};
-use crate::world::{World, stable_hash};
-use async_trait::async_trait;
+use crate::world::KubeWorld;
+use crate::world::World;
 use instantstart_core::provider::{
     DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_UTIL, KubeTarget, Metric, MetricSeries, MetricsSource, MetricsWindow,
     ProviderError, Result, SOURCE_TRAINING_LOG, SeriesSet,
@@ -211,7 +213,7 @@ fn grid(w: &World, window: &MetricsWindow, now: f64) -> Vec<(f64, f64)> {
 }
 
 fn the_cluster<'a>(w: &'a World, target: &KubeTarget, now: f64) -> Result<&'a KubeWorld> {
-    let key = crate::kube::check_target(w, METRICS_API, target, now)?;
+    let key = crate::kube::objects::check_target(w, METRICS_API, target, now)?;
     w.kube.get(&key).ok_or_else(|| {
         ProviderError::not_found(METRICS_API, format!("no Kubernetes API in EKS cluster {}", target.eks_cluster))
     })
@@ -371,7 +373,7 @@ pub(crate) fn exporter_text(w: &World, kw: &KubeWorld, node: &str, now: f64) -> 
     let ms = (t_unix * 1000.0) as i64;
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
     for gpu in 0..count {
-        let uuid = workload::uuid_from(stable_hash(&["gpu-uuid", &info.instance_id, &gpu.to_string()]), 0);
+        let uuid = crate::base::uuid_from(stable_hash(&["gpu-uuid", &info.instance_id, &gpu.to_string()]), 0);
         let mut labels = format!(
             "gpu=\"{gpu}\",UUID=\"GPU-{uuid}\",device=\"nvidia{gpu}\",modelName=\"{model}\",Hostname=\"{node}\""
         );
@@ -404,27 +406,6 @@ pub(crate) fn exporter_text(w: &World, kw: &KubeWorld, node: &str, now: f64) -> 
         }
     }
     Some(out)
-}
-
-#[async_trait]
-impl MetricsSource for SimCloud {
-    fn origin(&self) -> &'static str {
-        "simulated"
-    }
-
-    async fn node_metrics(&self, target: &KubeTarget, node: &str, window: &MetricsWindow) -> Result<SeriesSet> {
-        self.read(METRICS_API, |w, cx| node_series(w, target, node, window, cx.now))
-    }
-
-    async fn job_metrics(
-        &self,
-        target: &KubeTarget,
-        namespace: &str,
-        job: &str,
-        window: &MetricsWindow,
-    ) -> Result<SeriesSet> {
-        self.read(METRICS_API, |w, cx| job_series(w, target, namespace, job, window, cx.now))
-    }
 }
 
 #[cfg(test)]

@@ -14,45 +14,14 @@
 //!   `aws-fsx-csi-driver` add-on is active and the file system named by the volume handle is
 //!   `AVAILABLE` ([`mount_problem`]).
 
-use crate::cloud::SimCloud;
+mod api;
+
+use crate::base::Lifecycle;
 use crate::timings;
-use crate::world::{Lifecycle, Phase, World};
-use async_trait::async_trait;
+use crate::world::{FileSystemRec, World};
 use instantstart_core::provider::{
-    CreateLustreFileSystem, FsxApi, LustreDeploymentType, LustreFileSystem, ProviderError, ProviderErrorKind, Result,
-    Tags, lustre_rules,
+    CreateLustreFileSystem, FsxApi, LustreFileSystem, ProviderError, ProviderErrorKind, Result, lustre_rules,
 };
-use serde::{Deserialize, Serialize};
-
-/// A simulated file system, by id in the world.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct FileSystemRec {
-    pub id: String,
-    pub region: String,
-    pub client_request_token: String,
-    pub deployment_type: LustreDeploymentType,
-    pub storage_capacity_gib: u32,
-    pub per_unit_storage_throughput: Option<u32>,
-    pub vpc_id: String,
-    pub subnet_id: String,
-    pub security_group_ids: Vec<String>,
-    pub mount_name: String,
-    pub tags: Tags,
-    pub life: Lifecycle,
-}
-
-impl FileSystemRec {
-    /// FSx's `Lifecycle` and failure message at `now`; `None` once it is gone.
-    pub(crate) fn lifecycle(&self, now: f64) -> Option<(&'static str, Option<String>)> {
-        Some(match self.life.phase(now) {
-            Phase::Creating => ("CREATING", None),
-            Phase::Active => ("AVAILABLE", None),
-            Phase::Failed(reason) => ("FAILED", Some(reason)),
-            Phase::Deleting => ("DELETING", None),
-            Phase::Gone => return None,
-        })
-    }
-}
 
 fn view(r: &FileSystemRec, now: f64) -> LustreFileSystem {
     let (lifecycle, failure) = r.lifecycle(now).unwrap_or(("DELETING", None));
@@ -161,35 +130,5 @@ pub(crate) fn mount_problem(w: &World, region: &str, id: &str, addon_active: boo
         Some(("AVAILABLE", _)) => None,
         Some((lifecycle, _)) => Some(format!("file system {id} is {lifecycle}; mount.lustre: Connection refused")),
         None => Some(format!("file system {id} does not exist; mount.lustre: No such file or directory")),
-    }
-}
-
-#[async_trait]
-impl FsxApi for SimCloud {
-    async fn list_lustre_file_systems(&self, region: &str) -> Result<Vec<LustreFileSystem>> {
-        self.read("fsx:DescribeFileSystems", |w, cx| {
-            Ok(w.file_systems
-                .values()
-                .filter(|r| r.region == region && r.lifecycle(cx.now).is_some())
-                .map(|r| view(r, cx.now))
-                .collect())
-        })
-    }
-
-    async fn describe_lustre_file_system(&self, region: &str, id: &str) -> Result<Option<LustreFileSystem>> {
-        self.read("fsx:DescribeFileSystems", |w, cx| {
-            Ok(w.file_systems
-                .get(id)
-                .filter(|r| r.region == region && r.lifecycle(cx.now).is_some())
-                .map(|r| view(r, cx.now)))
-        })
-    }
-
-    async fn create_lustre_file_system(&self, req: &CreateLustreFileSystem) -> Result<LustreFileSystem> {
-        self.write("fsx:CreateFileSystem", |w, cx| create(w, req, cx.now, cx.resource_fails.as_deref()))
-    }
-
-    async fn delete_lustre_file_system(&self, region: &str, id: &str, _client_request_token: &str) -> Result<()> {
-        self.write("fsx:DeleteFileSystem", |w, cx| delete(w, region, id, cx.now))
     }
 }

@@ -33,14 +33,20 @@
 //!   (no instances) and the cluster stays `InService` (UpdateCluster runs the lifecycle scripts
 //!   of new groups only — `sagemaker-hyperpod-lifecycle-best-practices-slurm-slurm-update-cluster-lifecycle`).
 
-use crate::catalog::{check_region, offered, quota_name, quota_value, zone_index};
-use crate::cloud::SimCloud;
+mod api;
+pub(crate) mod nodes;
+pub(crate) mod slots;
+
+use nodes::{NodeView, autoscaling_in_service, nodes};
+use slots::{has_capacity, instance_id, materialize, node_hash};
+
+use crate::base::{Lifecycle, Phase, rkey};
+use crate::catalog::{check_region, quota_name, zone_index};
 use crate::ec2_specs::instance_type_info;
 use crate::hyperpod_events as events;
 use crate::software_update;
 use crate::timings;
-use crate::world::{GroupRec, HyperPodRec, Lifecycle, Phase, SlotRec, World, rkey, stable_hash};
-use async_trait::async_trait;
+use crate::world::{GroupRec, HyperPodRec, SlotRec, World};
 use instantstart_core::instance_types::{is_accelerated_family, is_cluster_instance_type};
 use instantstart_core::lifecycle::script_object;
 use instantstart_core::names;
@@ -61,159 +67,6 @@ fn cluster_not_found(api: &str, region: &str, cluster: &str) -> ProviderError {
 
 fn invalid(api: &str, message: impl Into<String>) -> ProviderError {
     ProviderError::new(api, ProviderErrorKind::InvalidRequest, message)
-}
-
-/// One instance of a HyperPod cluster at some moment.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct NodeView {
-    pub instance_id: String,
-    pub group: String,
-    pub instance_type: String,
-    pub availability_zone: String,
-    pub subnet_id: String,
-    pub status: &'static str,
-    /// Simulated time at which the instance is (or will be) Running.
-    pub running_at: f64,
-    /// Simulated time the instance was launched (a replacement: when it was replaced).
-    pub launched_at: f64,
-    /// The instance's Kubernetes Node health, when it has a Node: HyperPod's
-    /// `sagemaker.amazonaws.com/node-health-status` label and `…/deep-health-check-status`
-    /// (developer guide `sagemaker-hyperpod-eks-resiliency-node-labels`). `Running` →
-    /// `Schedulable` (`Passed` after on-start checks); an on-demand deep health check in
-    /// progress → `Unschedulable`/`InProgress`; a failed check left for the operator
-    /// (`Failure`) → `UnschedulablePendingReplacement`/`Failed`. `None`: no Node (booting,
-    /// on-start checks, updating, shutting down).
-    pub node_health: Option<(&'static str, Option<&'static str>)>,
-}
-
-/// The instance id of slot `i` of group `g` in its `generation` (bumped by each replace).
-pub(crate) fn instance_id(h: &HyperPodRec, g: &GroupRec, i: usize, generation: u32) -> String {
-    format!("i-0{:016x}", node_hash(h, g, i, generation))
-}
-
-/// Whether a group can get its capacity: a reservation, or the type offered in its AZ.
-pub(crate) fn has_capacity(region: &str, g: &GroupRec) -> bool {
-    g.training_plan.is_some() || offered(region, &g.availability_zone, &g.instance_type)
-}
-
-/// The instance slots of a group: explicit ones, or `count` slots implied by the cluster's
-/// creation time (instances appear spread over [`timings::HYPERPOD_NODE_SPREAD`]).
-pub(crate) fn slots(h: &HyperPodRec, g: &GroupRec) -> Vec<SlotRec> {
-    if !g.slots.is_empty() {
-        return g.slots.clone();
-    }
-    implied_slots(h.life.created_at, g.count)
-}
-
-fn implied_slots(start: f64, count: u32) -> Vec<SlotRec> {
-    let n = f64::from(count.max(1));
-    (0..count)
-        .map(|i| SlotRec {
-            appear_at: start + timings::HYPERPOD_FIRST_NODE + timings::HYPERPOD_NODE_SPREAD * f64::from(i) / n,
-            generation: 0,
-            removed: false,
-            pending_until: None,
-            removed_at: None,
-            check_until: None,
-            check_fails: false,
-        })
-        .collect()
-}
-
-/// The instances of `h` at `now`.
-pub(crate) fn nodes(h: &HyperPodRec, now: f64) -> Vec<NodeView> {
-    let deleting_since = match h.life.phase(now) {
-        Phase::Gone | Phase::Failed(_) => return Vec::new(),
-        Phase::Deleting => h.life.deleting.as_ref().map(|d| d.since),
-        Phase::Creating | Phase::Active => None,
-    };
-    let mut out = Vec::new();
-    for g in h.groups.iter().filter(|g| has_capacity(&h.region, g) && g.failure.is_none()) {
-        for (i, slot) in slots(h, g).iter().enumerate() {
-            if slot.removed {
-                continue;
-            }
-            out.extend(slot_view(h, g, i, slot, deleting_since, now));
-        }
-    }
-    out
-}
-
-/// One instance slot at `now` (`None`: not there yet, or not part of a deletion).
-fn slot_view(
-    h: &HyperPodRec,
-    g: &GroupRec,
-    i: usize,
-    slot: &SlotRec,
-    deleting_since: Option<f64>,
-    now: f64,
-) -> Option<NodeView> {
-    let appear = slot.appear_at;
-    let booted = appear + timings::HYPERPOD_NODE_BOOT;
-    let mut running_at = booted + if g.deep_health_checks { timings::HYPERPOD_DEEP_HEALTH_CHECK } else { 0.0 };
-    if let Some(until) = slot.pending_until {
-        running_at = running_at.max(until);
-    }
-    // An on-demand deep health check: in progress until `check_until`; a failing instance is
-    // then replaced (automatic node recovery: a new instance id, Pending for a replace) or
-    // shows Failure.
-    let replaced_at = recovered_at(h, slot, now);
-    if let Some(until) = slot.check_until {
-        running_at = running_at.max(until);
-    }
-    if let Some(at) = replaced_at {
-        running_at = running_at.max(at + timings::HYPERPOD_NODE_REPLACE);
-    }
-    let status = match deleting_since {
-        Some(since) if appear <= since => "ShuttingDown",
-        Some(_) => return None,
-        None if now < appear => return None,
-        None if now < booted => "Pending",
-        None if slot.pending_until.is_some_and(|u| now < u) => "Pending",
-        None if replaced_at.is_some_and(|at| now < at + timings::HYPERPOD_NODE_REPLACE) => "Pending",
-        None if software_update::slot_updating(g, i, now) => "SystemUpdating",
-        None if now < running_at => "DeepHealthCheckInProgress",
-        None if slot.check_fails && replaced_at.is_none() && slot.check_until.is_some() => "Failure",
-        None => "Running",
-    };
-    let launched_at = match slot.pending_until {
-        Some(until) if slot.generation > 0 => until - timings::HYPERPOD_NODE_REPLACE,
-        _ => appear,
-    };
-    let node_health = match status {
-        "Running" => Some(("Schedulable", g.deep_health_checks.then_some("Passed"))),
-        "DeepHealthCheckInProgress" if slot.check_until.is_some() => Some(("Unschedulable", Some("InProgress"))),
-        "Failure" => Some(("UnschedulablePendingReplacement", Some("Failed"))),
-        _ => None,
-    };
-    Some(NodeView {
-        node_health,
-        instance_id: instance_id(h, g, i, slot.generation + u32::from(replaced_at.is_some())),
-        group: g.name.clone(),
-        instance_type: g.instance_type.clone(),
-        availability_zone: g.availability_zone.clone(),
-        subnet_id: g.subnet_id.clone(),
-        status,
-        running_at,
-        launched_at,
-    })
-}
-
-/// When HyperPod's automatic node recovery replaced an instance that failed an on-demand
-/// deep health check (`None`: it did not, or not yet).
-fn recovered_at(h: &HyperPodRec, slot: &SlotRec, now: f64) -> Option<f64> {
-    slot.check_until.filter(|u| {
-        slot.check_fails && now >= *u && h.node_recovery == instantstart_core::spec::NodeRecovery::Automatic
-    })
-}
-
-/// The instance id hash of slot `i` of `g` in its `generation`.
-fn node_hash(h: &HyperPodRec, g: &GroupRec, i: usize, generation: u32) -> u64 {
-    if generation == 0 {
-        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string()])
-    } else {
-        stable_hash(&[&h.uid.to_string(), &g.name, &i.to_string(), &generation.to_string()])
-    }
 }
 
 /// Writes down what finished on-demand checks did (before a write acts on the slots): a
@@ -336,26 +189,6 @@ fn slot_of(h: &HyperPodRec, gi: usize, id: &str) -> Option<usize> {
         .find(|&j| !g.slots[j].removed && format!("i-0{:016x}", node_hash(h, g, j, g.slots[j].generation)) == id)
 }
 
-/// Instances Karpenter consolidated away, with the time they went (their Kubernetes Nodes
-/// keep the history of the pods that ran on them; they are no longer listed).
-pub(crate) fn departed(h: &HyperPodRec, now: f64) -> Vec<(NodeView, f64)> {
-    if !matches!(h.life.phase(now), Phase::Creating | Phase::Active) {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for g in &h.groups {
-        for (i, slot) in g.slots.iter().enumerate() {
-            let Some(gone) = slot.removed_at.filter(|_| slot.removed) else { continue };
-            let mut view = SlotRec { removed: false, ..slot.clone() };
-            view.removed_at = None;
-            if let Some(n) = slot_view(h, g, i, &view, None, gone).filter(|n| n.status == "Running") {
-                out.push((n, gone));
-            }
-        }
-    }
-    out
-}
-
 pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
     let phase = h.life.phase(now);
     let group_status = match &phase {
@@ -418,12 +251,6 @@ pub(crate) fn cluster_view(h: &HyperPodRec, now: f64) -> HyperPodCluster {
         tags: h.tags.clone(),
         eks_cluster_arn: Some(h.eks_arn.clone()),
     }
-}
-
-/// Managed (Karpenter) autoscaling is enabled and `InService`: the update that enabled it is
-/// over. HyperPod then runs Karpenter and serves its kinds in the EKS cluster.
-pub(crate) fn autoscaling_in_service(h: &HyperPodRec, now: f64) -> bool {
-    h.autoscaling && !h.updating_until.is_some_and(|u| now < u) && h.life.phase(now) == Phase::Active
 }
 
 /// Instances already promised in `region`: (instance type → on-demand/spot count, plan ARN →
@@ -694,7 +521,7 @@ fn admit_group(
             Some(arn.clone())
         }
         CapacitySpec::OnDemand | CapacitySpec::Spot => {
-            let quota = quota_value(w, region, &s.instance_type);
+            let quota = w.quota(region, &s.instance_type);
             let used = used_by_type.entry(s.instance_type.clone()).or_insert(0);
             if *used + s.count > quota {
                 return Err(ProviderError::new(
@@ -779,14 +606,6 @@ fn script_failure(w: &World, role_arn: &str, l: &LifecycleScript, group: &str) -
     Some(format!(
         "Instances of instance group {group} failed to provision with the following error: \"{error}\" Note that multiple instances may be impacted."
     ))
-}
-
-/// Materializes the implied slots of group `gi` so they can change individually.
-pub(crate) fn materialize(h: &mut HyperPodRec, gi: usize) {
-    if h.groups[gi].slots.is_empty() {
-        let implied = implied_slots(h.life.created_at, h.groups[gi].count);
-        h.groups[gi].slots = implied;
-    }
 }
 
 fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Result<HyperPodCluster> {
@@ -893,7 +712,7 @@ fn update_cluster(w: &mut World, req: &UpdateHyperPodCluster, now: f64) -> Resul
                             }
                         }
                         None => {
-                            let quota = quota_value(w, &req.region, &s.instance_type);
+                            let quota = w.quota(&req.region, &s.instance_type);
                             let used = used_by_type.entry(s.instance_type.clone()).or_insert(0);
                             if *used + delta > quota {
                                 return Err(ProviderError::new(
@@ -1111,146 +930,4 @@ fn batch_nodes(
         result.accepted.push(id.clone());
     }
     Ok(result)
-}
-
-#[async_trait]
-impl HyperPodApi for SimCloud {
-    async fn describe_training_plan(&self, region: &str, arn: &str) -> Result<Option<TrainingPlan>> {
-        self.read("sagemaker:DescribeTrainingPlan", |w, _| {
-            Ok(w.training_plans.get(arn).filter(|p| p.arn.split(':').nth(3) == Some(region)).cloned())
-        })
-    }
-
-    async fn list_training_plans(&self, region: &str) -> Result<Vec<TrainingPlanSummary>> {
-        const API: &str = "sagemaker:ListTrainingPlans";
-        self.read(API, |w, cx| {
-            check_region(API, region)?;
-            let (_, by_plan) = usage(w, region, cx.now);
-            Ok(crate::capacity::list_plans(w, region, &by_plan))
-        })
-    }
-
-    async fn search_training_plan_offerings(
-        &self,
-        region: &str,
-        query: &OfferingQuery,
-    ) -> Result<Vec<TrainingPlanOffering>> {
-        const API: &str = "sagemaker:SearchTrainingPlanOfferings";
-        self.read(API, |w, cx| {
-            check_region(API, region)?;
-            // The service model's rules (ReservedCapacityInstanceType, counts, durations).
-            query.check().map_err(|e| invalid(API, format!("ValidationException: {e}")))?;
-            Ok(crate::capacity::offerings(w, region, query, cx.now))
-        })
-    }
-
-    async fn describe_hyperpod_cluster(&self, region: &str, name: &str) -> Result<Option<HyperPodCluster>> {
-        self.read("sagemaker:DescribeCluster", |w, cx| {
-            Ok(w.hyperpod.get(&rkey(region, name)).map(|h| cluster_view(h, cx.now)))
-        })
-    }
-
-    async fn list_hyperpod_clusters(&self, region: &str) -> Result<Vec<String>> {
-        self.read("sagemaker:ListClusters", |w, _| {
-            Ok(w.hyperpod.values().filter(|h| h.region == region).map(|h| h.name.clone()).collect())
-        })
-    }
-
-    async fn create_hyperpod_cluster(&self, req: &CreateHyperPodCluster) -> Result<HyperPodCluster> {
-        self.write("sagemaker:CreateCluster", |w, cx| create_cluster(w, req, cx.now, cx.resource_fails.as_deref()))
-    }
-
-    async fn delete_hyperpod_cluster(&self, region: &str, name: &str) -> Result<()> {
-        const API: &str = "sagemaker:DeleteCluster";
-        self.write(API, |w, cx| match w.hyperpod.get_mut(&rkey(region, name)) {
-            Some(h) => {
-                if h.life.deleting.is_none() {
-                    let text = format!("Cluster {name} is being deleted: Deleting");
-                    events::cluster(h, cx.now, ClusterEventLevel::Info, text);
-                }
-                h.life.start_deleting(cx.now, timings::HYPERPOD_DELETE);
-                Ok(())
-            }
-            None => Err(cluster_not_found(API, region, name)),
-        })
-    }
-
-    async fn list_cluster_nodes(&self, region: &str, cluster: &str) -> Result<Vec<ClusterNode>> {
-        const API: &str = "sagemaker:ListClusterNodes";
-        self.read(API, |w, cx| {
-            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
-            Ok(nodes(h, cx.now)
-                .into_iter()
-                .map(|n| ClusterNode {
-                    instance_id: n.instance_id,
-                    instance_group: n.group,
-                    instance_type: n.instance_type,
-                    status: n.status.to_string(),
-                    availability_zone: n.availability_zone,
-                })
-                .collect())
-        })
-    }
-
-    async fn update_hyperpod_cluster(&self, req: &UpdateHyperPodCluster) -> Result<HyperPodCluster> {
-        self.write("sagemaker:UpdateCluster", |w, cx| update_cluster(w, req, cx.now))
-    }
-
-    async fn start_cluster_health_check(
-        &self,
-        region: &str,
-        cluster: &str,
-        targets: &[HealthCheckTarget],
-    ) -> Result<()> {
-        self.write("sagemaker:StartClusterHealthCheck", |w, cx| {
-            start_health_check(w, region, cluster, targets, cx.now, cx.resource_fails.is_some())
-        })
-    }
-
-    async fn update_cluster_software(&self, req: &UpdateClusterSoftware) -> Result<()> {
-        self.write("sagemaker:UpdateClusterSoftware", |w, cx| {
-            software_update::update_software(w, req, cx.now, cx.resource_fails.is_some())
-        })
-    }
-
-    async fn batch_node_action(
-        &self,
-        region: &str,
-        cluster: &str,
-        action: NodeAction,
-        node_ids: &[String],
-    ) -> Result<BatchNodeResult> {
-        let api = match action {
-            NodeAction::Reboot => "sagemaker:BatchRebootClusterNodes",
-            NodeAction::Replace => "sagemaker:BatchReplaceClusterNodes",
-            NodeAction::Delete => "sagemaker:BatchDeleteClusterNodes",
-        };
-        self.write(api, |w, cx| batch_nodes(w, region, cluster, action, node_ids, cx.now))
-    }
-
-    async fn list_cluster_events(
-        &self,
-        region: &str,
-        cluster: &str,
-        query: &ClusterEventQuery,
-    ) -> Result<ClusterEventPage> {
-        const API: &str = "sagemaker:ListClusterEvents";
-        self.read(API, |w, cx| {
-            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
-            events::page(w, h, query, cx.now)
-        })
-    }
-
-    async fn describe_cluster_node(
-        &self,
-        region: &str,
-        cluster: &str,
-        node_id: &str,
-    ) -> Result<Option<ClusterNodeDetail>> {
-        const API: &str = "sagemaker:DescribeClusterNode";
-        self.read(API, |w, cx| {
-            let h = w.hyperpod.get(&rkey(region, cluster)).ok_or_else(|| cluster_not_found(API, region, cluster))?;
-            Ok(events::node_detail(w, h, node_id, cx.now))
-        })
-    }
 }
