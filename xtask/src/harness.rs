@@ -348,9 +348,14 @@ pub struct Follower {
 
 impl Follower {
     pub async fn connect(port: u16, query: &str) -> Result<Follower> {
+        Follower::connect_as(port, query, TOKEN).await
+    }
+
+    /// [`Follower::connect`] with another token (a principal holds at most 32 WebSockets).
+    pub async fn connect_as(port: u16, query: &str, token: &str) -> Result<Follower> {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let mut req = format!("ws://127.0.0.1:{port}/api/operations/stream?{query}").into_client_request()?;
-        req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse()?);
+        req.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
         let (ws, _) = tokio::time::timeout(Duration::from_secs(30), tokio_tungstenite::connect_async(req))
             .await
             .map_err(|_| anyhow!("stream connect timed out"))??;
