@@ -717,8 +717,7 @@ async fn fanout_once(bin: &Path, followers: usize) -> Result<Value> {
     let server = Server::start(bin, dir.path(), FANOUT_SPEED).await?;
     let api = server.api();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..followers {
-        let f = Follower::connect(api.port, "target=cluster/fanout").await?;
+    for f in Follower::connect_many(&api, "target=cluster/fanout", followers).await? {
         tasks.spawn(follow_to_end(f));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -394,18 +394,11 @@ pub async fn memory(bin: &Path) -> Result<Value> {
     }
     let _ = api.get("/api/clusters?limit=500").await?;
     // A principal holds at most 32 WebSockets: the followers use read tokens of 25 each.
-    let mut tokens = Vec::new();
-    for t in 0..MEMORY_FOLLOWERS.div_ceil(25) {
-        let (status, minted) = api
-            .call("POST", "/api/tokens", Some(&json!({ "name": format!("follower-{t}"), "scope": "read" })), &[])
-            .await?;
-        ensure!(status == 201 || status == 200, "minting a read token: {status} {minted}");
-        tokens.push(minted["token"].as_str().context("no token in the answer")?.to_string());
-    }
+    let tokens = crate::harness::follower_tokens(&api, MEMORY_FOLLOWERS, "follower").await?;
     let mut followers = Vec::new();
-    for i in 0..MEMORY_FOLLOWERS {
+    for (i, token) in tokens.iter().enumerate() {
         let query = format!("target=cluster/bench-{:05}", i * 10);
-        followers.push(Follower::connect_as(api.port, &query, &tokens[i / 25]).await?);
+        followers.push(Follower::connect_as(api.port, &query, token).await?);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (with_followers, peak) = server.rss_kib()?;
