@@ -14,6 +14,9 @@
 //!   keep-alive connections for `--duration` seconds each (a Rust load generator on the same
 //!   machine); server RSS idle and after the load; cold start (spawn to the first `200` on
 //!   `/healthz`) with an empty and with the seeded data dir.
+//! - `reads`, `scale`, `memory`: one cluster and one operation beside `/healthz`; pages of
+//!   10,000 clusters and 1,000,000 operations; RSS idle and under followers
+//!   ([`crate::bench_scale`]).
 //! - `fanout`: 1, 10 and 100 WebSocket followers of one operation's stream (`?target=`) while
 //!   a create pipeline runs at sim speed 1000: every follower must receive the final state;
 //!   delivery latency is arrival time minus the latest change recorded in the snapshot.
@@ -60,9 +63,11 @@ struct Opts {
 /// `cargo xtask bench`: what to measure and how hard.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Which benchmark: the create pipeline, REST reads under load, operation fan-out to
-    /// WebSocket followers, job-log fan-out, throughput by store and replica count, or all.
-    #[arg(value_parser = ["all", "pipeline", "rest", "fanout", "logs", "replicas"], default_value = "all")]
+    /// Which benchmark: the create pipeline, REST reads under load, reads of one cluster and
+    /// one operation beside `/healthz`, lists over 10,000 clusters and 1,000,000 operations,
+    /// memory, operation fan-out to WebSocket followers, job-log fan-out, throughput by store
+    /// and replica count, or all.
+    #[arg(value_parser = ["all", "pipeline", "rest", "reads", "scale", "memory", "fanout", "logs", "replicas"], default_value = "all")]
     pub what: String,
     /// Benchmark a debug build of the server (faster to build, slower to run) instead of release.
     #[arg(long)]
@@ -103,6 +108,18 @@ pub fn main(args: BenchArgs) -> Result<()> {
     if all || opts.what == "rest" {
         let report = rt.block_on(rest(&bin, &opts))?;
         println!("  → {}", write_report("bench-rest", with_profile(report, profile))?.display());
+    }
+    if all || opts.what == "reads" {
+        let report = rt.block_on(crate::bench_scale::reads(&bin, opts.duration))?;
+        println!("  → {}", write_report("bench-reads", with_profile(report, profile))?.display());
+    }
+    if all || opts.what == "scale" {
+        let report = rt.block_on(crate::bench_scale::scale(&bin, opts.duration))?;
+        println!("  → {}", write_report("bench-scale", with_profile(report, profile))?.display());
+    }
+    if all || opts.what == "memory" {
+        let report = rt.block_on(crate::bench_scale::memory(&bin))?;
+        println!("  → {}", write_report("bench-memory", with_profile(report, profile))?.display());
     }
     if all || opts.what == "fanout" {
         let report = rt.block_on(fanout(&bin, opts.followers))?;
@@ -551,7 +568,10 @@ async fn rest(bin: &Path, opts: &Opts) -> Result<Value> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (rss_idle, _) = server.rss_kib()?;
     let clusters = api.get("/api/clusters").await?;
-    ensure!(clusters.as_array().map(Vec::len) == Some(SEED_CLUSTERS), "GET /api/clusters did not list the seed");
+    ensure!(
+        clusters.as_array().map(Vec::len) == Some(instantstart_core::page::DEFAULT_LIMIT as usize),
+        "GET /api/clusters did not answer a first page of the seed"
+    );
 
     // Unloaded latency: one request at a time on one keep-alive connection.
     let mut single = Table::new(
@@ -697,8 +717,7 @@ async fn fanout_once(bin: &Path, followers: usize) -> Result<Value> {
     let server = Server::start(bin, dir.path(), FANOUT_SPEED).await?;
     let api = server.api();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..followers {
-        let f = Follower::connect(api.port, "target=cluster/fanout").await?;
+    for f in Follower::connect_many(&api, "target=cluster/fanout", followers).await? {
         tasks.spawn(follow_to_end(f));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -342,15 +342,44 @@ impl Conn {
 }
 
 /// A follower of the live operation stream (`/api/operations/stream?<query>`).
+/// One token per follower of `n`: read tokens minted as `<label>-<i>`, each shared by 25
+/// followers (the server lets one principal hold at most 32 WebSockets).
+pub async fn follower_tokens(api: &Api, n: usize, label: &str) -> Result<Vec<String>> {
+    let mut tokens = Vec::new();
+    for t in 0..n.div_ceil(25) {
+        let body = json!({ "name": format!("{label}-{t}"), "scope": "read" });
+        let (status, minted) = api.call("POST", "/api/tokens", Some(&body), &[]).await?;
+        ensure!(status == 200 || status == 201, "minting a read token: {status} {minted}");
+        tokens.push(minted["token"].as_str().ok_or_else(|| anyhow!("no token: {minted}"))?.to_string());
+    }
+    Ok((0..n).map(|i| tokens[i / 25].clone()).collect())
+}
+
 pub struct Follower {
     ws: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>,
 }
 
 impl Follower {
     pub async fn connect(port: u16, query: &str) -> Result<Follower> {
+        Follower::connect_as(port, query, TOKEN).await
+    }
+
+    /// `n` followers of `query`, spread over read tokens minted for them (`follower-<i>`, 25
+    /// followers each: the server lets one principal hold at most 32 WebSockets).
+    pub async fn connect_many(api: &Api, query: &str, n: usize) -> Result<Vec<Follower>> {
+        let tokens = follower_tokens(api, n, "follower").await?;
+        let mut out = Vec::new();
+        for token in &tokens {
+            out.push(Follower::connect_as(api.port, query, token).await?);
+        }
+        Ok(out)
+    }
+
+    /// [`Follower::connect`] with another token (a principal holds at most 32 WebSockets).
+    pub async fn connect_as(port: u16, query: &str, token: &str) -> Result<Follower> {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let mut req = format!("ws://127.0.0.1:{port}/api/operations/stream?{query}").into_client_request()?;
-        req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse()?);
+        req.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
         let (ws, _) = tokio::time::timeout(Duration::from_secs(30), tokio_tungstenite::connect_async(req))
             .await
             .map_err(|_| anyhow!("stream connect timed out"))??;

@@ -27,6 +27,7 @@
 mod bench;
 mod bench_logs;
 mod bench_replicas;
+mod bench_scale;
 mod chaos;
 mod fuzz;
 mod harness;

@@ -93,7 +93,16 @@ pub struct OperationFilter {
     pub target: Option<String>,
     pub status: Option<OperationStatus>,
     pub limit: Option<u32>,
+    /// `None`: every operation; `Some(false)`: only those not archived (the lists the faces
+    /// show); `Some(true)`: only archived ones ([`Store::archive_operations`]).
+    #[serde(default)]
+    pub archived: Option<bool>,
 }
+
+/// Statuses of operations [`Store::archive_operations`] may archive: finished, with nothing
+/// left for anyone to do (`needs_attention` waits for a person and stays in the hot path).
+pub const ARCHIVABLE: [OperationStatus; 3] =
+    [OperationStatus::Succeeded, OperationStatus::Failed, OperationStatus::Cancelled];
 
 /// An operation without its request and steps: what a list of many targets needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -195,7 +204,7 @@ pub trait Store: Send + Sync {
     ) -> Result<BTreeMap<String, OperationHead>, StoreError> {
         let mut out = BTreeMap::new();
         for target in targets {
-            let filter = OperationFilter { target: Some(target.clone()), status: None, limit: None };
+            let filter = OperationFilter { target: Some(target.clone()), ..OperationFilter::default() };
             if let Some(op) =
                 self.list_operations(&filter)?.iter().find(|op| kinds.is_empty() || kinds.contains(&op.kind))
             {
@@ -226,8 +235,25 @@ pub trait Store: Send + Sync {
         error: Option<&str>,
     ) -> Result<(), StoreError>;
     /// Moves a terminal operation back to `running` (for a step retry), unless another running
-    /// operation holds its target ([`StoreError::Conflict`]).
+    /// operation holds its target ([`StoreError::Conflict`]). A reopened operation is no longer
+    /// archived.
     fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError>;
+    /// Archives at most `limit` operations with an [`ARCHIVABLE`] status that finished before
+    /// `finished_before`, oldest first, and returns how many it archived. An archived
+    /// operation is kept whole (steps, audit) and read as before by id and by
+    /// [`Store::latest_operations`] (a cluster's status still comes from its newest
+    /// operations), but leaves the lists of [`OperationFilter::archived`] `Some(false)`, and
+    /// their indexes: the hot path of the faces' operation lists grows with the retention
+    /// window, not with the history.
+    fn archive_operations(&self, finished_before: DateTime<Utc>, limit: u32) -> Result<u64, StoreError>;
+    /// A number that changes whenever anything this store holds may have changed (a write by
+    /// this process or, as far as the backend can tell, by another), so a reader can reuse
+    /// what it derived from the store while the number stays the same. `None` (the default):
+    /// the backend cannot tell (e.g. other replicas write a shared database), nothing may be
+    /// reused.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
 
     fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
     /// Newest first.

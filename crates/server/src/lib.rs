@@ -4,6 +4,7 @@
 //! more: validation lives in `instantstart-core`, so every face gets the same rules. The API
 //! is described by an OpenAPI 3.1 document generated from the route table ([`openapi`]).
 
+pub mod archive;
 pub mod auth;
 pub mod backup;
 pub mod conditional;
@@ -13,6 +14,7 @@ pub mod kube_wiring;
 pub mod limits;
 pub mod log_hub;
 pub mod metrics;
+pub mod read_cache;
 pub mod routes;
 pub mod serve;
 pub mod ui;
@@ -64,6 +66,8 @@ pub struct AppInner {
     pub log_hub: Arc<log_hub::LogHub>,
     /// Live reads of clusters shared by concurrent readers for a moment (`core::api::live`).
     pub live_clusters: instantstart_core::api::clusters::LiveClusters,
+    /// Responses of the hottest reads while the store is unchanged ([`read_cache`]).
+    pub read_cache: read_cache::ReadCache,
     /// Which namespaces tokens' workloads may use ([`ServerOptions::unbound_tokens_any_namespace`],
     /// [`ServerOptions::admin_system_namespaces`]).
     pub namespace_policy: instantstart_core::kube_access::NamespacePolicy,
@@ -476,6 +480,7 @@ impl AppState {
             sim_kube_api: kube_api_url,
             log_hub: Arc::default(),
             live_clusters: instantstart_core::api::live::LiveReads::new(instantstart_core::api::live::LIVE_READ_TTL),
+            read_cache: read_cache::ReadCache::from_env(),
             ws_slots: ws_slots::WsSlots::new(ws_slots::MAX_WS_PER_PRINCIPAL),
         }));
         Ok(Assembled { state, new_admin_token })

@@ -99,6 +99,11 @@ struct Cli {
     #[arg(long, env = "INSTANTSTART_BACKUP_KEEP", default_value_t = instantstart_server::backup::DEFAULT_KEEP,
           value_parser = clap::value_parser!(usize))]
     backup_keep: usize,
+    /// Days a finished operation stays in the operation lists before it is archived (kept,
+    /// read by id and with `GET /api/operations?archived=true`; docs/store.md "Archive");
+    /// 0 keeps every operation in the lists.
+    #[arg(long, env = "INSTANTSTART_OPERATION_RETENTION_DAYS", default_value_t = instantstart_server::archive::DEFAULT_RETENTION_DAYS)]
+    operation_retention_days: u32,
     /// Log format.
     #[arg(long, value_enum, default_value = "human")]
     log_format: LogFormat,
@@ -436,6 +441,10 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    let _archive = (cli.operation_retention_days > 0).then(|| {
+        let days = std::time::Duration::from_secs(u64::from(cli.operation_retention_days) * 86_400);
+        instantstart_server::archive::spawn_retention(state.store.clone(), days)
+    });
     let resumed = state.resume().context("resuming operations")?;
     if resumed > 0 {
         tracing::info!(resumed, "resumed operations left running by the previous process");

@@ -67,6 +67,10 @@ impl Store for FlakyStore {
         self.check()?;
         self.inner.reopen_operation(id)
     }
+    fn archive_operations(&self, before: chrono::DateTime<chrono::Utc>, limit: u32) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.archive_operations(before, limit)
+    }
     fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
         self.check()?;
         self.inner.append_audit(entry)

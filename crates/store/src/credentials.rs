@@ -100,7 +100,8 @@ impl CredentialStore for SqliteStore {
 
     fn find_token(&self, sha256: &str) -> Result<Option<TokenRecord>, StoreError> {
         self.read("find token", |tx| {
-            tx.query_row(&format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE sha256 = ?1"), [sha256], token_row)
+            tx.prepare_cached(&format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE sha256 = ?1"))
+                .and_then(|mut s| s.query_row([sha256], token_row))
                 .optional()
                 .ctx("query")?
                 .map(decode_token)
@@ -141,11 +142,10 @@ impl CredentialStore for SqliteStore {
 
     fn find_session(&self, id_sha256: &str, now: DateTime<Utc>) -> Result<Option<SessionRecord>, StoreError> {
         self.read("find session", |tx| {
-            tx.query_row(
-                &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id_sha256 = ?1 AND expires_at > ?2"),
-                params![id_sha256, ts(&now)],
-                session_row,
-            )
+            tx.prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE id_sha256 = ?1 AND expires_at > ?2"
+            ))
+            .and_then(|mut s| s.query_row(params![id_sha256, ts(&now)], session_row))
             .optional()
             .ctx("query")?
             .map(decode_session)

@@ -48,8 +48,8 @@ use instantstart_core::operation::{
 };
 use instantstart_core::page::{Cursor, Page, PageRequest};
 use instantstart_core::store::{
-    AUDIT_LIST, CHANGE_FEED_KEEP, CLUSTERS_LIST, ClusterRecord, Inserted, Lease, OPERATIONS_LIST, OperationChange,
-    OperationFilter, OperationHead, Store, StoreError,
+    ARCHIVABLE, AUDIT_LIST, CHANGE_FEED_KEEP, CLUSTERS_LIST, ClusterRecord, Inserted, Lease, OPERATIONS_LIST,
+    OperationChange, OperationFilter, OperationHead, Store, StoreError,
 };
 use pool::Pool;
 use schema::WRITE_LOCK;
@@ -262,6 +262,12 @@ fn operations_query(
         args.push(Box::new(status.as_str().to_string()));
         sql.push_str(&format!(" AND status = ${}", args.len()));
     }
+    // Literal, not a parameter: the planner matches a partial index's condition only then.
+    match filter.archived {
+        Some(false) => sql.push_str(" AND NOT archived"),
+        Some(true) => sql.push_str(" AND archived"),
+        None => {}
+    }
     if let Some(after) = after {
         let (created, seq) = cursor_position(after)?;
         args.push(Box::new(created));
@@ -335,7 +341,8 @@ fn set_status(
     let now = ts(&Utc::now());
     let finished_at = status.is_terminal().then(|| now.clone());
     tx.execute(
-        "UPDATE operations SET status = $2, error = $3, updated_at = $4, finished_at = $5 WHERE id = $1",
+        "UPDATE operations SET status = $2, error = $3, updated_at = $4, finished_at = $5, archived = FALSE \
+         WHERE id = $1",
         &[&id.0, &status.as_str(), &error, &now, &finished_at],
     )
     .ctx("update operation status")?;
@@ -726,6 +733,22 @@ impl Store for PostgresStore {
     fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError> {
         let id = id.clone();
         self.write("reopen operation", move |tx| set_status(tx, &id, OperationStatus::Running, None))
+    }
+
+    /// One statement: the oldest finished operations of the hot set (`operations_hot_finished`),
+    /// flagged archived.
+    fn archive_operations(&self, finished_before: chrono::DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
+        let before = ts(&finished_before);
+        let statuses: Vec<String> = ARCHIVABLE.iter().map(|s| s.as_str().to_string()).collect();
+        self.write("archive operations", move |tx| {
+            tx.execute(
+                "UPDATE operations SET archived = TRUE WHERE seq IN (SELECT seq FROM operations \
+                 WHERE NOT archived AND finished_at IS NOT NULL AND finished_at < $1 AND status = ANY($2) \
+                 ORDER BY finished_at LIMIT $3)",
+                &[&before, &statuses, &i64::from(limit)],
+            )
+            .ctx("archive operations")
+        })
     }
 
     fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {

@@ -163,8 +163,22 @@ const V6: &str = r#"
 ALTER TABLE tokens ADD COLUMN kube_bindings TEXT NOT NULL DEFAULT '[]';
 "#;
 
+/// Version 7: the operations archive (`Store::archive_operations`). Archived operations stay in
+/// the table (steps, audit, reads by id unchanged) with `archived = 1`; the faces' lists read
+/// `archived = 0` through partial indexes that hold the hot operations only. And an index for
+/// the newest operation of some kinds per target.
+const V7: &str = r#"
+ALTER TABLE operations ADD COLUMN archived INTEGER NOT NULL DEFAULT 0 CHECK (archived IN (0, 1));
+CREATE INDEX operations_hot_created ON operations (created_at) WHERE archived = 0;
+CREATE INDEX operations_hot_finished ON operations (finished_at) WHERE archived = 0 AND finished_at IS NOT NULL;
+CREATE INDEX operations_archived_created ON operations (created_at) WHERE archived = 1;
+-- The newest operation of some kinds per target (a cluster's lifecycle status) in one seek per
+-- target and kind, instead of a scan back over every change since the cluster was created.
+CREATE INDEX operations_target_kind_created ON operations (target, kind, created_at);
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -21,15 +21,19 @@ use instantstart_core::operation::{
 };
 use instantstart_core::page::{Cursor, Page, PageRequest};
 use instantstart_core::store::{
-    AUDIT_LIST, CHANGE_FEED_KEEP, CLUSTERS_LIST, ClusterRecord, Inserted, Lease, OPERATIONS_LIST, OperationChange,
-    OperationFilter, OperationHead, Store, StoreError,
+    ARCHIVABLE, AUDIT_LIST, CHANGE_FEED_KEEP, CLUSTERS_LIST, ClusterRecord, Inserted, Lease, OPERATIONS_LIST,
+    OperationChange, OperationFilter, OperationHead, Store, StoreError,
 };
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 128;
 
 /// How long a call waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,6 +43,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: Option<PathBuf>,
+    /// Write transactions run by this handle ([`Store::generation`]).
+    writes: AtomicU64,
 }
 
 /// Creates `path` empty with mode `0600` when it is missing, and narrows it to `0600` when it
@@ -113,7 +119,11 @@ impl SqliteStore {
             return Err(StoreError::Backend("this SQLite build cannot enforce foreign keys".into()));
         }
         schema::migrate(&mut conn)?;
-        Ok(SqliteStore { conn: Mutex::new(conn), path })
+        // Every statement the store runs, prepared once (rusqlite keeps 16 by default; the
+        // store has more shapes than that, and a read that recompiles its SQL costs more than
+        // the read).
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(SqliteStore { conn: Mutex::new(conn), path, writes: AtomicU64::new(0) })
     }
 
     /// The database file, or `None` for an in-memory store.
@@ -161,9 +171,11 @@ impl SqliteStore {
     ) -> Result<T, StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&format!("{what}: begin"))?;
-        let out = f(&tx).map_err(|e| with_context(what, e))?;
-        tx.commit().ctx(&format!("{what}: commit"))?;
-        Ok(out)
+        let out = f(&tx).map_err(|e| with_context(what, e));
+        let committed = out.and_then(|out| tx.commit().ctx(&format!("{what}: commit")).map(|()| out));
+        // Under the connection's lock, so a reader of the generation after this write sees it.
+        self.writes.fetch_add(1, Ordering::Release);
+        committed
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
@@ -355,6 +367,13 @@ fn operations_query(
         args.push(SqlValue::Text(status.as_str().into()));
         sql.push_str(&format!(" AND status = ?{}", args.len()));
     }
+    // Literal, not a parameter: SQLite uses a partial index only when the query states its
+    // condition.
+    match filter.archived {
+        Some(false) => sql.push_str(" AND archived = 0"),
+        Some(true) => sql.push_str(" AND archived = 1"),
+        None => {}
+    }
     if let Some(after) = after {
         let (created, rowid) = cursor_position(after)?;
         args.push(SqlValue::Text(created));
@@ -472,7 +491,8 @@ fn set_status(
     error: Option<&str>,
 ) -> Result<(), StoreError> {
     let target: String = tx
-        .query_row("SELECT target FROM operations WHERE id = ?1", [&id.0], |r| r.get(0))
+        .prepare_cached("SELECT target FROM operations WHERE id = ?1")
+        .and_then(|mut s| s.query_row([&id.0], |r| r.get(0)))
         .optional()
         .ctx("read operation")?
         .ok_or_else(|| op_not_found(id))?;
@@ -484,7 +504,7 @@ fn set_status(
     let now = ts(&Utc::now());
     let finished_at = status.is_terminal().then(|| now.clone());
     tx.execute(
-        "UPDATE operations SET status = ?2, error = ?3, updated_at = ?4, finished_at = ?5 WHERE id = ?1",
+        "UPDATE operations SET status = ?2, error = ?3, updated_at = ?4, finished_at = ?5, archived = 0 WHERE id = ?1",
         params![id.0, status.as_str(), error, now, finished_at],
     )
     .ctx("update operation status")?;
@@ -721,7 +741,8 @@ impl Store for SqliteStore {
             let mut page = Page::from_probe(items, page.limit, OPERATIONS_LIST, |_| Vec::new());
             if let (Some(next), Some(last)) = (&mut page.next, page.items.last()) {
                 let rowid: i64 = tx
-                    .query_row("SELECT rowid FROM operations WHERE id = ?1", [&last.id.0], |r| r.get(0))
+                    .prepare_cached("SELECT rowid FROM operations WHERE id = ?1")
+                    .and_then(|mut s| s.query_row([&last.id.0], |r| r.get(0)))
                     .ctx("read operation position")?;
                 *next = Cursor::new(OPERATIONS_LIST, vec![ts(&last.created_at), rowid.to_string()]);
             }
@@ -734,9 +755,12 @@ impl Store for SqliteStore {
         self.read("list running operations", |tx| query_operations(tx, &sql, &[]))
     }
 
-    /// One statement for any number of targets: the targets and kinds travel as JSON arrays
-    /// (`json_each`); for each target, one backward seek in the `operations_target_created`
-    /// index finds its newest operation (of the kinds), so the cost grows with the number of
+    /// One statement for any number of targets: the targets (and kinds) travel as JSON arrays
+    /// (`json_each`). Every kind: for each target, one backward seek in the
+    /// `operations_target_created` index. Some kinds: for each target and kind, one backward
+    /// seek in `operations_target_kind_created` (a covering index), the newest of them kept
+    /// here; scanning a target's operations backwards until one of the kinds would read every
+    /// day-2 change since the cluster was created. Either way the cost grows with the number of
     /// targets, not with the number of operations stored.
     fn latest_operations(
         &self,
@@ -746,44 +770,67 @@ impl Store for SqliteStore {
         if targets.is_empty() {
             return Ok(BTreeMap::new());
         }
+        const HEAD: &str =
+            "o.rowid, o.id, o.kind, o.target, o.status, o.error, o.created_at, o.updated_at, o.finished_at";
         let targets_json = to_json("targets", &targets)?;
-        let kinds_json = if kinds.is_empty() {
-            None
+        let (sql, kinds_json) = if kinds.is_empty() {
+            (
+                format!(
+                    "SELECT {HEAD} FROM json_each(?1) t, operations o WHERE o.rowid = (SELECT p.rowid FROM operations p \
+                     WHERE p.target = t.value ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1)"
+                ),
+                None,
+            )
         } else {
-            Some(to_json("kinds", &kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>())?)
+            (
+                format!(
+                    "SELECT {HEAD} FROM json_each(?1) t, json_each(?2) k, operations o WHERE o.rowid = \
+                     (SELECT p.rowid FROM operations p WHERE p.target = t.value AND p.kind = k.value \
+                     ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1)"
+                ),
+                Some(to_json("kinds", &kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>())?),
+            )
         };
-        type HeadRow = (String, String, String, String, Option<String>, String, String, Option<String>);
+        type HeadRow = (i64, String, String, String, String, Option<String>, String, String, Option<String>);
         self.read("latest operations", |tx| {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id, kind, target, status, error, created_at, updated_at, finished_at FROM operations \
-                     WHERE rowid IN (SELECT (SELECT p.rowid FROM operations p WHERE p.target = t.value \
-                         AND (?2 IS NULL OR p.kind IN (SELECT value FROM json_each(?2))) \
-                         ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1) FROM json_each(?1) t)",
-                )
-                .ctx("prepare latest operations query")?;
+            let mut stmt = tx.prepare_cached(&sql).ctx("prepare latest operations query")?;
             let rows: Vec<HeadRow> = stmt
-                .query_map(params![targets_json, kinds_json], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+                .query_map(rusqlite::params_from_iter(std::iter::once(&targets_json).chain(&kinds_json)), |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                        r.get(7)?,
+                        r.get(8)?,
+                    ))
                 })
                 .ctx("query latest operations")?
                 .collect::<rusqlite::Result<_>>()
                 .ctx("read latest operations")?;
-            rows.into_iter()
-                .map(|(id, kind, target, status, error, created_at, updated_at, finished_at)| {
-                    let head = OperationHead {
-                        id: OperationId(id),
-                        kind: OperationKind::parse(&kind).ok_or_else(|| corrupt("operations.kind", &kind))?,
-                        status: parse_status(&status)?,
-                        error,
-                        created_at: parse_ts("operations.created_at", &created_at)?,
-                        updated_at: parse_ts("operations.updated_at", &updated_at)?,
-                        finished_at: parse_opt_ts("operations.finished_at", finished_at.as_deref())?,
-                        target: target.clone(),
-                    };
-                    Ok((target, head))
-                })
-                .collect()
+            let mut out: BTreeMap<String, (String, i64, OperationHead)> = BTreeMap::new();
+            for (rowid, id, kind, target, status, error, created_at, updated_at, finished_at) in rows {
+                // The newest of the target's rows (one per kind): by (created_at, rowid), the
+                // order of the lists.
+                if out.get(&target).is_some_and(|(c, r, _)| (c.as_str(), *r) > (created_at.as_str(), rowid)) {
+                    continue;
+                }
+                let head = OperationHead {
+                    id: OperationId(id),
+                    kind: OperationKind::parse(&kind).ok_or_else(|| corrupt("operations.kind", &kind))?,
+                    status: parse_status(&status)?,
+                    error,
+                    created_at: parse_ts("operations.created_at", &created_at)?,
+                    updated_at: parse_ts("operations.updated_at", &updated_at)?,
+                    finished_at: parse_opt_ts("operations.finished_at", finished_at.as_deref())?,
+                    target: target.clone(),
+                };
+                out.insert(target, (created_at, rowid, head));
+            }
+            Ok(out.into_iter().map(|(t, (_, _, head))| (t, head)).collect())
         })
     }
 
@@ -818,6 +865,36 @@ impl Store for SqliteStore {
 
     fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError> {
         self.write("reopen operation", |tx| set_status(tx, id, OperationStatus::Running, None))
+    }
+
+    /// One statement: the oldest finished operations of the hot set (`operations_hot_finished`),
+    /// flagged archived.
+    fn archive_operations(&self, finished_before: chrono::DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
+        let statuses = to_json("statuses", &ARCHIVABLE.iter().map(|s| s.as_str()).collect::<Vec<_>>())?;
+        self.write("archive operations", |tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE operations SET archived = 1 WHERE rowid IN (SELECT rowid FROM operations \
+                     WHERE archived = 0 AND finished_at IS NOT NULL AND finished_at < ?1 \
+                     AND status IN (SELECT value FROM json_each(?2)) ORDER BY finished_at LIMIT ?3)",
+                )
+                .ctx("prepare archive")?
+                .execute(params![ts(&finished_before), statuses, i64::from(limit)])
+                .ctx("archive operations")?;
+            Ok(n as u64)
+        })
+    }
+
+    /// This handle's write count and SQLite's `PRAGMA data_version`, which changes when another
+    /// connection (another handle, another process) commits to the database; read under the
+    /// connection's lock, so both are those of the data a read right after would see. `None`
+    /// if the pragma cannot be read.
+    fn generation(&self) -> Option<u64> {
+        let conn = self.lock();
+        let external: i64 =
+            conn.prepare_cached("PRAGMA data_version").and_then(|mut s| s.query_row([], |r| r.get(0))).ok()?;
+        let own = self.writes.load(Ordering::Acquire);
+        Some(own.wrapping_shl(32) | (external as u64 & 0xffff_ffff))
     }
 
     fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
@@ -869,7 +946,8 @@ impl Store for SqliteStore {
     fn get_cluster(&self, name: &str) -> Result<Option<ClusterRecord>, StoreError> {
         self.read("get cluster", |tx| {
             let json: Option<String> = tx
-                .query_row("SELECT record FROM clusters WHERE name = ?1", [name], |r| r.get(0))
+                .prepare_cached("SELECT record FROM clusters WHERE name = ?1")
+                .and_then(|mut s| s.query_row([name], |r| r.get(0)))
                 .optional()
                 .ctx("read cluster")?;
             json.map(|j| from_json("clusters.record", &j)).transpose()
@@ -918,7 +996,8 @@ impl Store for SqliteStore {
 
     fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.read("get setting", |tx| {
-            tx.query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| r.get(0))
+            tx.prepare_cached("SELECT value FROM settings WHERE key = ?1")
+                .and_then(|mut s| s.query_row([key], |r| r.get(0)))
                 .optional()
                 .ctx(&format!("read setting {key}"))
         })
@@ -1080,6 +1159,26 @@ mod tests {
         assert_send_sync::<SqliteStore>();
         let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(SqliteStore::open_in_memory().unwrap());
         assert_eq!(store.get_setting("x").unwrap(), None);
+    }
+
+    #[test]
+    fn the_generation_moves_with_every_write_by_any_handle_and_not_with_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let (a, b) = (SqliteStore::open(&path).unwrap(), SqliteStore::open(&path).unwrap());
+        let g0 = a.generation().expect("sqlite knows");
+        assert_eq!(a.get_setting("x").unwrap(), None);
+        assert_eq!(a.generation(), Some(g0), "a read changes nothing");
+        a.set_setting("x", Some("1")).unwrap();
+        let g1 = a.generation().unwrap();
+        assert_ne!(g1, g0, "this handle's write");
+        b.set_setting("x", Some("2")).unwrap();
+        let g2 = a.generation().unwrap();
+        assert_ne!(g2, g1, "another handle's write");
+        assert_eq!(a.get_setting("x").unwrap().as_deref(), Some("2"));
+        // A failed write may have changed nothing, but counts: never a stale reuse.
+        assert!(a.write("fail", |_| Err::<(), _>(StoreError::Backend("no".into()))).is_err());
+        assert_ne!(a.generation().unwrap(), g2);
     }
 
     #[test]

@@ -501,6 +501,7 @@ fn list_operations_filters_and_orders_newest_first() {
             target: target.map(str::to_string),
             status,
             limit,
+            archived: None,
         };
         let cases = [
             ("all", filter(None, None, None), vec![&c, &b, &a]),
@@ -556,6 +557,9 @@ impl Store for PerTarget<'_> {
     }
     fn reopen_operation(&self, id: &OperationId) -> Result<(), StoreError> {
         self.0.reopen_operation(id)
+    }
+    fn archive_operations(&self, before: chrono::DateTime<chrono::Utc>, limit: u32) -> Result<u64, StoreError> {
+        self.0.archive_operations(before, limit)
     }
     fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
         self.0.append_audit(entry)
@@ -846,6 +850,68 @@ fn latest_operations_gives_the_newest_of_each_target_optionally_by_kind() {
             vec![(OperationStatus::Failed, 1), (OperationStatus::Running, 3), (OperationStatus::Succeeded, 1)],
             "{backend}"
         );
+    }
+}
+
+#[test]
+fn archived_operations_leave_the_hot_lists_and_stay_readable() {
+    use OperationKind::{CreateCluster, UpdateInstanceGroup};
+    for (backend, store, _dir) in backends() {
+        let store = &*store;
+        let create = insert_new(store, op_of_kind("cluster/a", CreateCluster));
+        store.set_operation_status(&create.id, OperationStatus::Succeeded, None).unwrap();
+        let failed = insert_new(store, op_of_kind("cluster/a", UpdateInstanceGroup));
+        store.set_operation_status(&failed.id, OperationStatus::Failed, Some("throttled")).unwrap();
+        let attention = insert_new(store, op_of_kind("cluster/b", CreateCluster));
+        store.set_operation_status(&attention.id, OperationStatus::NeedsAttention, Some("not ours")).unwrap();
+        let running = insert_new(store, op_of_kind("cluster/c", CreateCluster));
+        let cutoff = Utc::now();
+        let later = insert_new(store, op_of_kind("cluster/d", CreateCluster));
+        store.set_operation_status(&later.id, OperationStatus::Cancelled, None).unwrap();
+        let ids = |archived: Option<bool>, target: Option<&str>| -> Vec<OperationId> {
+            let filter = OperationFilter { target: target.map(String::from), archived, ..OperationFilter::default() };
+            store.list_operations(&filter).unwrap().into_iter().map(|o| o.id).collect()
+        };
+        let everything = ids(None, None);
+        // Nothing finished before an hour ago.
+        assert_eq!(store.archive_operations(Utc::now() - Duration::hours(1), 100).unwrap(), 0, "{backend}");
+        assert_eq!(ids(Some(false), None), everything, "{backend}: all hot");
+        assert!(ids(Some(true), None).is_empty(), "{backend}");
+
+        // Finished before the cutoff, oldest first, at most `limit` per call; `later` finished
+        // after the cutoff; the running and needs-attention ones never move.
+        assert_eq!(store.archive_operations(cutoff, 1).unwrap(), 1, "{backend}: limit");
+        assert_eq!(ids(Some(true), None), vec![create.id.clone()], "{backend}: the oldest first");
+        assert_eq!(store.archive_operations(cutoff, 100).unwrap(), 1, "{backend}");
+        assert_eq!(store.archive_operations(cutoff, 100).unwrap(), 0, "{backend}: nothing left");
+        assert_eq!(ids(Some(true), None), vec![failed.id.clone(), create.id.clone()], "{backend}");
+        assert_eq!(
+            ids(Some(false), None),
+            vec![later.id.clone(), running.id.clone(), attention.id.clone()],
+            "{backend}: hot"
+        );
+        assert_eq!(ids(None, None), everything, "{backend}: nothing deleted");
+        assert_eq!(ids(Some(true), Some("cluster/a")).len(), 2, "{backend}: with a target");
+        assert!(ids(Some(false), Some("cluster/a")).is_empty(), "{backend}");
+        let hot_page = store
+            .page_operations(
+                &OperationFilter { archived: Some(false), ..OperationFilter::default() },
+                &instantstart_core::page::PageRequest { limit: 2, after: None },
+            )
+            .unwrap();
+        assert_eq!(hot_page.items.iter().map(|o| &o.id).collect::<Vec<_>>(), vec![&later.id, &running.id], "{backend}");
+        assert!(hot_page.next.is_some(), "{backend}: a next page");
+
+        // Still read by id and still the cluster's newest operations (its status).
+        let read = store.get_operation(&create.id).unwrap().expect("archived operations are kept");
+        assert_eq!((read.status, read.steps.len()), (OperationStatus::Succeeded, 3), "{backend}");
+        let latest = store.latest_operations(&["cluster/a".into()], &[CreateCluster]).unwrap();
+        assert_eq!(latest["cluster/a"].id, create.id, "{backend}: lifecycle status reads archived operations");
+
+        // A step retry reopens the operation: back in the hot list.
+        store.reopen_operation(&failed.id).unwrap();
+        assert_eq!(ids(Some(true), None), vec![create.id.clone()], "{backend}: reopened is hot");
+        assert!(ids(Some(false), Some("cluster/a")).contains(&failed.id), "{backend}");
     }
 }
 

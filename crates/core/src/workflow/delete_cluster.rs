@@ -474,6 +474,7 @@ pub fn installed_by_import(store: &dyn Store, rec: &ClusterRecord) -> Result<Vec
         target: Some(cluster_target(&rec.name)),
         status: Some(OperationStatus::Succeeded),
         limit: None,
+        archived: None,
     })?;
     // Newest first: the add-HyperPod operations up to the newest import, then that import.
     let mut ours = Vec::new();

@@ -595,6 +595,7 @@ impl RemoveHyperPodWorkflow {
             target: Some(cluster_target(&rec.name)),
             status: Some(OperationStatus::Succeeded),
             limit: None,
+            archived: None,
         })?;
         if let Some(op) = ops.into_iter().find(|o| o.kind == OperationKind::AddHyperPod) {
             return Ok(op

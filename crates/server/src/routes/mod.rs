@@ -81,6 +81,7 @@ pub fn router(state: AppState) -> axum::Router {
     }
     let protected = protected
         .route_layer(middleware::from_fn(crate::conditional::conditional_get))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::read_cache::read_cache))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
     let mut api = OpenApi::default();
     let documented = ApiRouter::new().merge(protected).merge(public).finish_api_with(&mut api, describe_api);

@@ -21,6 +21,10 @@ pub struct ListQuery {
     pub target: Option<String>,
     /// Only operations with this status.
     pub status: Option<OperationStatus>,
+    /// `true`: the archived operations instead (finished before the retention window,
+    /// `--operation-retention-days`; docs/store.md "Archive"). Default `false`.
+    #[serde(default)]
+    pub archived: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -111,7 +115,7 @@ async fn list(
     paging: PageParams,
 ) -> Result<Paged<Operation>, ApiError> {
     let request = paging.request(OPERATIONS_LIST, 2)?;
-    let filter = OperationFilter { target: q.target, status: q.status, limit: None };
+    let filter = OperationFilter { target: q.target, status: q.status, limit: None, archived: Some(q.archived) };
     Ok(paging.respond(state.store.page_operations(&filter, &request)?))
 }
 

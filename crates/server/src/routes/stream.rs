@@ -120,6 +120,7 @@ fn snapshot(state: &AppState, q: &StreamQuery) -> Vec<Operation> {
         target: q.target.clone(),
         status: if q.target.is_some() { None } else { Some(OperationStatus::Running) },
         limit: Some(50),
+        archived: Some(false),
     };
     let mut ops = state.store.list_operations(&filter).unwrap_or_default();
     ops.reverse();

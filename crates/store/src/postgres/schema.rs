@@ -181,8 +181,19 @@ const V6: &str = r#"
 ALTER TABLE tokens ADD COLUMN kube_bindings TEXT COLLATE "C" NOT NULL DEFAULT '[]';
 "#;
 
+/// Version 7: the operations archive (`Store::archive_operations`), as in SQLite: archived
+/// operations keep their rows with `archived = TRUE`; the faces' lists read the hot ones
+/// through partial indexes. And an index for the newest operation of some kinds per target.
+const V7: &str = r#"
+ALTER TABLE operations ADD COLUMN archived BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE INDEX operations_hot_created_seq ON operations (created_at, seq) WHERE NOT archived;
+CREATE INDEX operations_hot_finished ON operations (finished_at) WHERE NOT archived AND finished_at IS NOT NULL;
+CREATE INDEX operations_archived_created_seq ON operations (created_at, seq) WHERE archived;
+CREATE INDEX operations_target_kind_created_seq ON operations (target, kind, created_at, seq);
+"#;
+
 /// Every migration, oldest first. Append only; one per SQLite migration.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// Highest applied version (0 for a fresh database).
 pub(crate) fn current_version(conn: &mut impl GenericClient) -> Result<u32, StoreError> {
