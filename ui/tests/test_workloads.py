@@ -849,7 +849,7 @@ def test_the_governance_panel_shows_teams_usage_and_changes_a_quota(wl_ui, wl):
 
     ui.login()
     ui.go(f"#/clusters/{CLUSTER}")
-    card = ui.wait_css("#governance-card", 20)
+    ui.wait_css("#governance-card", 20)
 
     def cell(team, cls, attr="data-gpus"):
         # Read in one script: the panel re-renders while it polls, so an element found by one
@@ -868,10 +868,13 @@ def test_the_governance_panel_shows_teams_usage_and_changes_a_quota(wl_ui, wl):
     assert (cell("prod", "guaranteed"), cell("prod", "borrowable"), cell("prod", "admitted", "data-count")) == ("1", "0", "0")
     row_text = ui.js("return document.querySelector(arguments[0]).innerText;", '#governance-teams tr[data-team="research"]')
     assert "hyperpod-ns-research-localqueue" in row_text, row_text
-    classes = ui.css("#governance-classes").text
-    assert "kueue.x-k8s.io/priority-class: inference-priority" in classes, classes
-    assert card.find_element(By.CSS_SELECTOR, "#governance-summary").text.startswith("On.")
-    ui.js("arguments[0].scrollIntoView()", card)
+    def text(selector):  # one script, like cell(): the element may be re-rendered between calls
+        return ui.js("const e = document.querySelector(arguments[0]); return e ? e.innerText : null;", selector)
+
+    classes = text("#governance-classes")
+    assert "kueue.x-k8s.io/priority-class: inference-priority" in (classes or ""), classes
+    assert (text("#governance-summary") or "").startswith("On."), text("#governance-summary")
+    ui.js("const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView();", "#governance-card")
     ui.screenshot("governance-panel")
 
     # Edit: a weight over 100 is refused next to its field.
@@ -899,7 +902,7 @@ def test_the_governance_panel_shows_teams_usage_and_changes_a_quota(wl_ui, wl):
     ui.click_css("#governance-apply")
     wait_green(ui, "#governance-activity", 60)
     ui.wait(lambda: cell("research", "borrowable") == "2", 20, "research may borrow 200% of its GPU")
-    ui.js("arguments[0].scrollIntoView()", ui.css("#governance-card"))
+    ui.js("const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView();", "#governance-card")
     ui.screenshot("governance-panel-applied")
 
     # Leave the cluster as the other tests expect it: no team jobs, governance off.
