@@ -2,8 +2,9 @@
 //! and its rules. Server handlers extract, call `api::<noun>::<verb>` and map the result; the
 //! CLI and the MCP server read the same types through the REST client.
 //!
-//! Nouns move here one at a time (issue #20); the others still live in `workflow` and
-//! `workload`.
+//! Every noun the REST API serves has its module here; workflows keep their step graphs and
+//! executors below. [`decode`] turns a request body into its typed request, a shape error
+//! naming the field path: the server's body extractor and the simulator's fault bodies use it.
 
 pub mod capacity;
 pub mod clusters;
@@ -26,4 +27,5 @@ pub mod submission;
 pub mod tracking_servers;
 pub mod workloads;
 
+pub use crate::workflow::decode;
 pub use error::ReadError;

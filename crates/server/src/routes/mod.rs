@@ -214,7 +214,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiBody<T> {
         })?;
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("body is not valid JSON: {e}")))?;
-        let typed = instantstart_core::workflow::decode(&value)?;
+        let typed = instantstart_core::api::decode(&value)?;
         Ok(ApiBody(typed, value))
     }
 }

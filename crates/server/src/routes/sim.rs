@@ -134,7 +134,7 @@ async fn set_faults(
     ApiBody(raw, _): ApiBody<serde_json::Value>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let sim = sim(&state)?;
-    let faults: instantstart_sim::SimFaults = instantstart_core::workflow::decode(&raw)?;
+    let faults: instantstart_sim::SimFaults = instantstart_core::api::decode(&raw)?;
     sim.set_faults(faults);
     audit(state.store.as_ref(), principal.actor(), "sim.faults.set", "sim", raw)?;
     serde_json::to_value(sim.faults()).map(Json).map_err(|e| ApiError::Internal(e.to_string()))
