@@ -294,6 +294,16 @@ class UI:
     def all(self, selector: str):
         return self.d.find_elements(By.CSS_SELECTOR, selector)
 
+    def text(self, selector: str) -> str:
+        """The rendered text of the first element matching `selector`, found and read in one
+        script: screens re-render as they poll, and an element found by one WebDriver call can be
+        stale by the next (finding, then reading, is two calls; a tidy check forbids it)."""
+        value = self.js(
+            "const el = document.querySelector(arguments[0]); return el ? el.innerText : null;", selector)
+        if value is None:
+            raise NoSuchElementException(f"no element matches {selector}")
+        return "\n".join(line.strip() for line in value.strip().splitlines())
+
     def wait(self, condition, timeout: float = 15, message: str = ""):
         try:
             return WebDriverWait(

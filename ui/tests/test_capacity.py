@@ -129,7 +129,7 @@ def test_the_node_grid_colours_nodes_by_health_and_shows_gpu_use(wl_ui, gv):
         assert healthy_tile.find_element(By.CSS_SELECTOR, 'li[data-workload="default/chat"]').get_attribute("data-kind") == "inference"
 
         # The totals and the legend.
-        assert (ui.css("#capacity-allocated").text, ui.css("#capacity-free").text, ui.css("#capacity-unavailable").text) == ("1", "0", "1")
+        assert (ui.text("#capacity-allocated"), ui.text("#capacity-free"), ui.text("#capacity-unavailable")) == ("1", "0", "1")
         legend = {li.get_attribute("data-health"): li.text for li in ui.all(".node-legend li")}
         assert legend.keys() == {"failed", "healthy"} and "1 failed" in legend["failed"], legend
 

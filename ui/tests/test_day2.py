@@ -313,7 +313,7 @@ def test_batch_reboot_of_selected_nodes(fast_ui, day2):
     ids = node_ids(ui)[:2]
     for nid in ids:
         ui.click(ui.css(f'#nodes-table tr[data-node="{nid}"] input[type=checkbox]'))
-    assert "2 nodes selected" in ui.css(".bulkbar").text
+    assert "2 nodes selected" in ui.text(".bulkbar")
     ui.click(ui.css(".bulkbar").find_element(By.XPATH, ".//button[normalize-space()='Reboot selected']"))
     dlg = dialog(ui)
     listed = [li.get_attribute("data-field") for li in dlg.find_elements(By.CSS_SELECTOR, ".node-list li")]
@@ -323,7 +323,7 @@ def test_batch_reboot_of_selected_nodes(fast_ui, day2):
     wait_green(ui, "#nodes-activity")
     op = next(o for o in operations(ui.server) if o["kind"] == "reboot_nodes")
     assert sorted(op["request"]["node_ids"]) == sorted(ids)
-    assert "No nodes selected" in ui.css(".bulkbar").text
+    assert "No nodes selected" in ui.text(".bulkbar")
 
 
 def test_events_panel_and_node_detail(fast_ui, day2):
@@ -331,7 +331,7 @@ def test_events_panel_and_node_detail(fast_ui, day2):
     open_cluster(ui)
     # The events panel: what HyperPod reported, newest first, filterable.
     ui.wait(lambda: ui.all("#events-table tbody tr"), 10, "events listed")
-    text = ui.css("#events-table").text
+    text = ui.text("#events-table")
     assert "InService" in text and "launched" in text, text
     times = [t.get_attribute("datetime") for t in ui.all("#events-table tbody tr time")]
     assert times == sorted(times, reverse=True), times
@@ -371,7 +371,7 @@ def test_capacity_screen_quotas_plans_and_an_offerings_search(fast_ui, day2):
     cells = [c.text for c in row.find_elements(By.CSS_SELECTOR, "td")]
     quota, in_use, available = int(cells[0]), int(cells[1]), int(cells[2])
     assert in_use >= 2 and available == max(0, quota - in_use), cells  # the day2 cluster's nodes
-    ui.wait(lambda: "No training plans" in ui.css("#plans-slot").text or ui.all("#plans-table tbody tr"),
+    ui.wait(lambda: "No training plans" in ui.text("#plans-slot") or ui.all("#plans-table tbody tr"),
             10, "plans read")
     # A refused search: the finding lands next to its field; then one that finds offerings.
     count = ui.css("#offering-count")
@@ -384,7 +384,7 @@ def test_capacity_screen_quotas_plans_and_an_offerings_search(fast_ui, day2):
     assert not error_next_to(ui, ui.css("#offerings-form"), "instance_count")
     first = ui.all("#offerings-table tbody tr")[0]
     assert first.get_attribute("data-offering").startswith("tpo-") and "2 × ml.p5.48xlarge" in first.text, first.text
-    assert "does not buy plans" in ui.css("#offerings-slot").text
+    assert "does not buy plans" in ui.text("#offerings-slot")
     ui.screenshot("capacity")
 
 

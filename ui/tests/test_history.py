@@ -74,7 +74,7 @@ def test_create_a_server_then_plot_the_loss_and_throughput_of_a_run(fast_ui, his
     ui.wait(lambda: ui.all("#history-runs-table tbody tr"), 20, "runs table")
     row = ui.css("#history-runs-table tbody tr")
     assert "sft" in row.text and "llama-sft" in row.text
-    assert ui.css("#history-server-arn").text == servers[0]["arn"]
+    assert ui.text("#history-server-arn") == servers[0]["arn"]
     # Both plots, with axes, tick labels, axis labels and a line through every point.
     loss = ui.wait_css("svg.plot[data-metric='loss']")
     ui.wait_css("svg.plot[data-metric='throughput']")
@@ -92,13 +92,13 @@ def test_create_a_server_then_plot_the_loss_and_throughput_of_a_run(fast_ui, his
 
     # Hover shows the value under the pointer; the keyboard walks the points.
     ActionChains(ui.d).move_to_element(loss).perform()
-    ui.wait(lambda: "step" in ui.css(".plot-value[data-metric='loss']").text, 5, "hover readout")
+    ui.wait(lambda: "step" in ui.text(".plot-value[data-metric='loss']"), 5, "hover readout")
     assert ui.css("svg[data-metric='loss'] .plot-readout").get_attribute("visibility") == "visible"
     loss.send_keys(Keys.END)
-    last = ui.css(".plot-value[data-metric='loss']").text
+    last = ui.text(".plot-value[data-metric='loss']")
     assert re.search(r"step \d+: [\d.]+", last), last
     loss.send_keys(Keys.HOME)
-    first = ui.css(".plot-value[data-metric='loss']").text
+    first = ui.text(".plot-value[data-metric='loss']")
     assert first != last and re.search(r"step 1: ", first), first
     # The points table under the plot matches the series the API returns.
     run_id = row.get_attribute("data-run")
@@ -119,7 +119,7 @@ def test_create_a_server_then_plot_the_loss_and_throughput_of_a_run(fast_ui, his
     assert f"run={run_id}" in ui.d.current_url
     # Choosing the other run plots it.
     ui.click(ui.all("#history-runs-table tbody th button")[0])
-    ui.wait(lambda: ui.css("#history-plot-heading").text.startswith("dpo"), 10, "dpo plotted")
+    ui.wait(lambda: ui.text("#history-plot-heading").startswith("dpo"), 10, "dpo plotted")
 
     # Dark theme: the same plot in the theme's colours, every control labelled.
     light = stroke(ui, "loss")
@@ -163,8 +163,8 @@ def test_delete_a_server_after_typing_its_name(fast_ui, hist, fast_server):
     progress = f'#history-activity .activity[data-operation="{op_id}"] is-operation-progress'
     ui.wait(lambda: ui.css(progress).get_attribute("data-status") in ("succeeded", "failed", "needs_attention"), 30,
             "the delete ends")
-    assert ui.css(progress).get_attribute("data-status") == "succeeded", ui.css("#history-activity").text
-    ui.wait(lambda: "scratch" not in ui.css("#history-server").text, 15, "scratch leaves the picker")
+    assert ui.css(progress).get_attribute("data-status") == "succeeded", ui.text("#history-activity")
+    ui.wait(lambda: "scratch" not in ui.text("#history-server"), 15, "scratch leaves the picker")
     assert "scratch" not in ui.d.current_url
     status, servers = fast_server.api("GET", "/api/mlflow/servers")
     assert status == 200 and "scratch" not in [s["name"] for s in servers], servers

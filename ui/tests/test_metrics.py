@@ -170,7 +170,7 @@ def test_a_job_page_plots_gpu_use_throughput_and_loss_next_to_its_logs(wl_ui, mx
                           "throughput": "Throughput (tokens/s)", "loss": "Loss"}, labels
 
     retry(check)
-    assert "Simulated telemetry" in ui.css("#job-metrics .metrics-status").text
+    assert "Simulated telemetry" in ui.text("#job-metrics .metrics-status")
     ui.screenshot("job-metrics")
 
 
@@ -184,7 +184,7 @@ def test_a_node_plots_a_line_per_gpu_from_the_capacity_grid(wl_ui, mx):
     ui.go(f"#/clusters/{CLUSTER}")
     ui.click_css(f'#node-grid button.tile-metrics[data-node="{node}"]', 30)
     ui.wait(lambda: ui.all('#node-metrics figure.metric-figure[data-metric="gpu_utilization"]'), 30, "the node's plots")
-    assert ui.css("#node-metrics-title").text == f"GPU metrics of node {node}"
+    assert ui.text("#node-metrics-title") == f"GPU metrics of node {node}"
 
     def check():
         v = served(server, f"node={node}")

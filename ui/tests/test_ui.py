@@ -118,7 +118,7 @@ def test_login_then_401_returns_to_login(ui):
     token.send_keys(Keys.ENTER)
     ui.wait_css('.field-error[data-error-for="token"]')
     assert token.get_attribute("aria-invalid") == "true"
-    assert "not valid" in ui.css('.field-error[data-error-for="token"]').text
+    assert "not valid" in ui.text('.field-error[data-error-for="token"]')
     ui.screenshot("login-rejected")
     set_value(token, TOKEN)
     token.send_keys(Keys.ENTER)
@@ -130,7 +130,7 @@ def test_login_then_401_returns_to_login(ui):
     ui.d.delete_all_cookies()
     ui.go("#/clusters")
     ui.wait_css("#token", 10)
-    assert "session ended" in ui.css(".login-card").text
+    assert "session ended" in ui.text(".login-card")
     ui.screenshot("session-ended")
     ui.login()
 
@@ -233,7 +233,7 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     # Reload while the EKS control plane is being created: the panel comes back from the URL.
     ui.wait(lambda: steps(ui).get("eks_cluster") in ACTIVE, 15, "eks_cluster running")
     ui.screenshot("progress-running")
-    timing = ui.css('li.step[data-step-key="eks_cluster"] .step-timing').text
+    timing = ui.text('li.step[data-step-key="eks_cluster"] .step-timing')
     assert "running for" in timing and ("left" in timing or "longer" in timing), timing
     ui.d.refresh()
     ui.wait_css("li.step")
@@ -244,7 +244,7 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     final = wait_all_green(ui)
     assert len(final) >= 10
     assert all(t == "✓" for t in (e.text for e in ui.all("li.step .step-icon")))
-    assert ui.css(".op-counts").text == f"{len(final)} of {len(final)} steps done"
+    assert ui.text(".op-counts") == f"{len(final)} of {len(final)} steps done"
     ui.screenshot("progress-succeeded")
 
     _, ops = server.api("GET", "/api/operations?target=cluster/alpha")
@@ -261,7 +261,7 @@ def test_create_cluster_live_progress_with_reload(ui, server):
     assert chosen.startswith("ml.g"), chosen
     assert chosen in row.text and "/ 2" in row.text and "On-demand" in row.text
     ui.wait(lambda: len(ui.all("#nodes-table tbody tr")) == 2, 10, "two nodes")
-    assert "Active" in ui.css(".title-badges").text
+    assert "Active" in ui.text(".title-badges")
     ui.screenshot("cluster-detail")
 
     ui.go("#/clusters")
@@ -298,7 +298,7 @@ def test_failed_step_is_retried_from_the_ui(ui, server):
     assert steps(ui)["hyperpod_cluster"] == "failed"
     row = ui.css('li.step[data-step-key="hyperpod_cluster"]')
     assert "ResourceLimitExceeded" in row.find_element(By.CSS_SELECTOR, ".step-error").text
-    assert "Failed" in ui.css(".op-banner").text
+    assert "Failed" in ui.text(".op-banner")
     retry = row.find_element(By.XPATH, ".//button[normalize-space()='Retry step']")
     assert retry.is_enabled()
     # Every other step finished; only the failed one offers a retry.
@@ -324,7 +324,7 @@ def test_progress_survives_a_server_restart(ui, server):
     ui.wait(lambda: ui.all(".conn[data-state=live]") and steps(ui).get("eks_cluster") in ACTIVE | {"pending"}, 10, "following")
     server.stop()
     ui.wait(lambda: ui.css(".conn").get_attribute("data-state") == "reconnecting", 10, "reconnecting shown")
-    assert "Reconnecting" in ui.css(".conn").text
+    assert "Reconnecting" in ui.text(".conn")
     ui.screenshot("reconnecting")
     server.start()
     ui.wait(lambda: ui.css(".conn").get_attribute("data-state") == "live", 20, "reconnected")
@@ -342,7 +342,7 @@ def test_cancel_then_continue_from_the_ui(ui, server):
     assert "Nothing is rolled back" in dialog.text
     ui.click(dialog.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     ui.wait(lambda: op_status(ui) == "cancelled", 15, "cancelled")
-    assert "Cancelled" in ui.css(".op-banner").text
+    assert "Cancelled" in ui.text(".op-banner")
     assert not ui.css(".op-actions button").is_displayed(), "no Cancel on a stopped operation"
     cancelled = [k for k, p in steps(ui).items() if p == "cancelled"]
     assert cancelled, steps(ui)
@@ -392,14 +392,14 @@ def test_import_and_delete_with_typed_confirmation(ui, server):
     ui.click(dialog.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     ui.wait(lambda: "#/operations/op-" in ui.d.current_url, 10, "import operation")
     wait_all_green(ui)
-    assert "imported" in ui.css(".op-banner").text
+    assert "imported" in ui.text(".op-banner")
 
     # Make the imported one active from the list.
     ui.go("#/clusters")
     ui.wait(lambda: ui.all('tr[data-cluster="delta-imported"] button'), 10, "imported listed")
     ui.click_css('tr[data-cluster="delta-imported"] button[aria-label^="Make"]')
     ui.wait(lambda: ui.css('tr[data-cluster="delta-imported"]').get_attribute("data-active") == "true", 10, "active switched")
-    assert "delta-imported" in ui.css(".active-chip").text
+    assert "delta-imported" in ui.text(".active-chip")
     _, active = server.api("GET", "/api/active-cluster")
     assert active == {"name": "delta-imported"}
 
@@ -589,11 +589,11 @@ def test_a_token_is_minted_bound_to_a_kubernetes_identity(ui, server):
     set_value(ui.css("#token-kube-namespaces"), "team-b")
     set_value(ui.css("#token-kube-system-namespaces"), "team-c")
     ui.css("#token-form button[type=submit]").click()
-    ui.wait(lambda: "kube_bindings[0].system_namespaces[0]" in ui.css("#token-error").text, 10, "the finding")
+    ui.wait(lambda: "kube_bindings[0].system_namespaces[0]" in ui.text("#token-error"), 10, "the finding")
     set_value(ui.css("#token-kube-system-namespaces"), "")
     # A binding the rules refuse names its field.
     set_value(ui.css("#token-name"), "root-ui")
     set_value(ui.css("#token-kube-user"), "system:admin")
     set_value(ui.css("#token-kube-namespaces"), "team-a")
     ui.css("#token-form button[type=submit]").click()
-    ui.wait(lambda: "kube_bindings[0].user" in ui.css("#token-error").text, 10, "the finding")
+    ui.wait(lambda: "kube_bindings[0].user" in ui.text("#token-error"), 10, "the finding")

@@ -57,7 +57,7 @@ def wait_green(ui, slot: str, timeout: float = 30, before: str | None = None) ->
     op = activity_op(ui, slot)
     ui.wait(lambda: panel_status(ui, slot, op) in ("succeeded", "failed", "needs_attention", "cancelled"), timeout,
             f"the operation in {slot} ends")
-    assert panel_status(ui, slot, op) == "succeeded", ui.css(f"{slot} .activity").text
+    assert panel_status(ui, slot, op) == "succeeded", ui.text(f"{slot} .activity")
     return op
 
 
@@ -106,11 +106,11 @@ def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
     ui.login()
     ui.go(f"#/clusters/{CLUSTER}")
     ui.click(ui.wait_css('nav.tabs a[data-tab="storage"]'))
-    ui.wait(lambda: ui.all("#storage-bucket") and ui.css("#storage-bucket").text, 10, "the shared bucket")
+    ui.wait(lambda: ui.all("#storage-bucket") and ui.text("#storage-bucket"), 10, "the shared bucket")
     status, storages = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage")
     assert status == 200 and storages, storages
-    assert ui.css("#storage-bucket").text == storages[0]["bucket"]
-    assert ui.css("#storage-mount").text == storages[0]["mount_path"]
+    assert ui.text("#storage-bucket") == storages[0]["bucket"]
+    assert ui.text("#storage-mount") == storages[0]["mount_path"]
     assert ui.css('nav.tabs a[aria-current="page"]').get_attribute("data-tab") == "storage"
     ui.screenshot("storage")
 
@@ -148,7 +148,7 @@ def test_storage_tab_lists_the_bucket_and_downloads_a_model(wl_ui, wl):
     ui.wait(lambda: ui.all('#storage-table tr[data-key="models/Qwen/"]'), 10, "models/Qwen/")
     ui.click_css('#storage-table tr[data-key="models/Qwen/"] button')
     ui.wait(lambda: ui.all(f'#storage-table tr[data-key="{MODEL_PATH}/"]'), 10, "the model's prefix")
-    assert "Qwen" in ui.css("#storage-path").text
+    assert "Qwen" in ui.text("#storage-path")
     ui.screenshot("storage-drilldown")
     ui.click_css("#storage-path button")
     ui.wait(lambda: ui.all('#storage-table tr[data-key="models/"]'), 10, "back at the root")
@@ -195,7 +195,7 @@ def test_an_fsx_volume_is_created_from_the_storage_tab_and_deleted(wl_ui, wl):
     ui.click_css("#fsx-submit")
     op_id = wait_green(ui, "#fsx-activity", 60)
     ui.wait(lambda: ui.all('#fsx-table tr[data-fsx="scratch"][data-lifecycle="AVAILABLE"]'), 15, "the volume, available")
-    row = ui.css('#fsx-table tr[data-fsx="scratch"]').text
+    row = ui.text('#fsx-table tr[data-fsx="scratch"]')
     assert "PERSISTENT_2" in row and "250 MB/s/TiB" in row and "2400 GiB" in row and "/fsx/scratch" in row, row
     ui.screenshot("fsx-volume")
     status, op = ui.server.api("GET", f"/api/operations/{op_id}")
@@ -203,7 +203,7 @@ def test_an_fsx_volume_is_created_from_the_storage_tab_and_deleted(wl_ui, wl):
     status, storages = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage")
     assert [s["kind"] for s in storages] == ["s3", "fsx_lustre"], storages
     # The bucket's card still shows the bucket, not the volume.
-    assert ui.css("#storage-bucket").text == storages[0]["bucket"]
+    assert ui.text("#storage-bucket") == storages[0]["bucket"]
     ui.click_css('#fsx-table tr[data-fsx="scratch"] button')
     confirm_typed(ui, "scratch")
     wait_green(ui, "#fsx-activity", 60, before=op_id)
@@ -375,7 +375,7 @@ def test_deploy_an_endpoint_chat_scale_and_delete(wl_ui, wl):
     ui.click_css("#chat-send")
     answer = ui.wait_css("#chat-log .chat-answer", 70)
     assert answer.text.strip(), "an answer"
-    latency = ui.css("#chat-log .chat-latency").text
+    latency = ui.text("#chat-log .chat-latency")
     assert latency.endswith(" ms") and int(latency.split()[0]) >= 0, latency
     ui.screenshot("endpoint-chat")
 
@@ -383,7 +383,7 @@ def test_deploy_an_endpoint_chat_scale_and_delete(wl_ui, wl):
     set_value(field(ui, "replicas", "#scale-form"), "2")
     ui.click_css("#scale-review")
     ui.wait_css("#scale-apply", 10)
-    diff = ui.css("#scale-card ul.diff").text
+    diff = ui.text("#scale-card ul.diff")
     assert "1" in diff and "2" in diff, diff
     before = activity_op(ui, "#endpoint-activity")
     ui.click_css("#scale-apply")
@@ -431,7 +431,7 @@ def test_move_a_pool_worker_between_services_with_the_diff_first(wl_ui, wl):
     Select(row.find_element(By.CSS_SELECTOR, "select")).select_by_value("pool-b")
     ui.click(row.find_element(By.CSS_SELECTOR, "button[data-action=move]"))
     ui.wait_css("#pool-apply", 10)
-    diff = ui.css('#pools-activity ul.diff').text
+    diff = ui.text('#pools-activity ul.diff')
     assert "pa" in diff and "pb" in diff, diff
     status, ops = server.api("GET", "/api/operations?limit=500")
     assert not any(o["kind"] == "assign_pool_worker" for o in ops), "the diff created no operation"
@@ -477,7 +477,7 @@ def test_sglang_with_router_and_keda_autoscaling(wl_ui, wl):
     ui.wait(lambda: "/endpoints/sgl" in ui.d.current_url, 10, "the endpoint page")
     wait_green(ui, "#endpoint-activity", 60)
     ui.wait(lambda: ui.css("#endpoint-ready").get_attribute("data-ready") == "true", 20, "ready")
-    ui.wait(lambda: "KEDA 1–3" in ui.css("#ep-sum-title").find_element(By.XPATH, "..").text, 10, "the autoscaler shown")
+    ui.wait(lambda: "KEDA 1–3" in ui.text(":has(> #ep-sum-title)"), 10, "the autoscaler shown")
 
     # KEDA's signal rises in the simulated Prometheus: the replicas follow, the page shows it.
     status, body = ui.server.api("PUT", "/api/sim/scaling-metric",
@@ -569,7 +569,7 @@ def test_a_verl_job_on_ray_from_its_form(wl_ui, wl):
     ui.wait(lambda: len(ui.all("#job-log .log-line")) > 0, 30, "the head's log lines")
     status, job = ui.server.api("GET", f"/api/clusters/{CLUSTER}/jobs/verl-grpo")
     assert job["runtime"] == "ray" and job["recovery"] is None, job
-    assert "Ray" in ui.css("#job-sum-title").find_element(By.XPATH, "..").text
+    assert "Ray" in ui.text(":has(> #job-sum-title)")
     ui.click_css('nav.tabs a[data-tab="jobs"]')
     row = ui.wait_css('#jobs-table tr[data-job="verl-grpo"]')
     assert "Ray" in row.text and not row.find_elements(By.CSS_SELECTOR, ".recovery")
@@ -641,7 +641,7 @@ def test_a_tracked_job_links_its_training_history(wl_ui, wl):
     ui.wait(lambda: "#/history" in ui.d.current_url, 10, "the training history")
     ui.wait(lambda: ui.all("#history-server") and ui.css("#history-server").get_attribute("value") == "wl-tracking", 15,
             "its tracking server selected")
-    ui.wait(lambda: "tracked" in ui.css("main").text and ui.all("svg"), 15, "the job's run with its plots")
+    ui.wait(lambda: "tracked" in ui.text("main") and ui.all("svg"), 15, "the job's run with its plots")
     ui.screenshot("job-training-history")
 
 

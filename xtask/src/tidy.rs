@@ -19,6 +19,9 @@
 //!   `crates/server/src/routes/` imports no `instantstart_core::workflow` or `::workload` path
 //!   (it calls `instantstart_core::api`) and calls no provider method on `state.aws` or
 //!   `state.kube`, except the files of [`ROUTES_NOT_YET_THROUGH_API`];
+//! - the browser tests (`ui/tests`) read an element's text with `ui.text(selector)`, one script,
+//!   never `ui.css(selector).text`, two WebDriver calls between which a polling screen can
+//!   re-render (a stale element: CI found one);
 //! - the simulator's modules (`crates/sim/src`) import each other without a cycle
 //!   ([`rust_module_graph`]; the layers are in `docs/code-map.md`), except the imports still
 //!   listed in [`SIM_EDGES_TO_CUT`], a list that only shrinks.
@@ -1077,6 +1080,22 @@ mod tests {
         }
         assert!(errors.is_empty(), "route files must call instantstart_core::api: {errors:#?}");
         assert!(listed_but_clean.is_empty(), "clean now: remove from ROUTES_NOT_YET_THROUGH_API: {listed_but_clean:?}");
+    }
+
+    /// Browser tests read text in one script (`ui.text`), never find-then-read.
+    #[test]
+    fn tidy_ui_tests_read_text_in_one_script() {
+        let mut found = Vec::new();
+        for f in files(&root(), "ui/tests", ".py") {
+            for (i, line) in read(&f).lines().enumerate() {
+                let code = line.split('#').next().unwrap_or("");
+                if code.contains("ui.css(") && code.contains(").text") {
+                    let name = f.file_name().unwrap().to_string_lossy().to_string();
+                    found.push(format!("ui/tests/{name}:{}", i + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "read text with ui.text(selector), not ui.css(selector).text: {found:#?}");
     }
 
     /// The layering rule on synthetic route files: what it finds and what it lets pass.
