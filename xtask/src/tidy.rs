@@ -18,13 +18,12 @@
 //! - server route files translate ([`route_layering_violations`]): a file under
 //!   `crates/server/src/routes/` imports no `instantstart_core::workflow` or `::workload` path
 //!   (it calls `instantstart_core::api`) and calls no provider method on `state.aws` or
-//!   `state.kube`, except the files of [`ROUTES_NOT_YET_THROUGH_API`];
+//!   `state.kube`;
 //! - the browser tests (`ui/tests`) read an element's text with `ui.text(selector)`, one script,
 //!   never `ui.css(selector).text`, two WebDriver calls between which a polling screen can
 //!   re-render (a stale element: CI found one);
 //! - the simulator's modules (`crates/sim/src`) import each other without a cycle
-//!   ([`rust_module_graph`]; the layers are in `docs/code-map.md`), except the imports still
-//!   listed in [`SIM_EDGES_TO_CUT`], a list that only shrinks.
+//!   ([`rust_module_graph`]; the layers are in `docs/code-map.md`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -253,19 +252,6 @@ pub fn find_cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> 
 
 /// The crate whose module import graph must stay acyclic, relative to the repository root.
 pub const SIM_SRC: &str = "crates/sim/src";
-
-/// Imports of [`SIM_SRC`] that still point up the layers (issue #20), ignored by the cycle check
-/// until they are cut; the check fails when one of them no longer exists, so the list only
-/// shrinks. Every other import, and every new one, must keep the graph acyclic.
-pub const SIM_EDGES_TO_CUT: &[(&str, &str)] = &[
-    // The per-kind controllers call back into the pods of their workload (`pods_of`,
-    // `all_pods`, `pod_state`) while `workload` dispatches to them per kind: the pod model
-    // (views, states, nodes) belongs in a `kube::pods` below both, and the statuses that need
-    // a workload's pods should get them passed in.
-    ("kube::kueue", "kube::workload"),
-    ("kube::serving", "kube::workload"),
-    ("kube::training", "kube::workload"),
-];
 
 /// The sources of a crate's modules (test modules excluded), by module path (`kube::training`;
 /// the crate root is `crate`): `src/x.rs` and `src/x/mod.rs` are `x`, `src/x/y.rs` is `x::y`;
@@ -725,11 +711,6 @@ pub fn relative_links(text: &str) -> Vec<String> {
     out
 }
 
-/// Route files that still import `workflow`/`workload` internals or call a provider directly
-/// (issue #20 moves them behind `instantstart_core::api` one noun at a time). A file that is
-/// clean must leave the list: the check fails on a listed file without violations.
-pub const ROUTES_NOT_YET_THROUGH_API: &[&str] = &["storage.rs"];
-
 /// Core modules a route file may not name: the workflows and the workload internals are
 /// reached through `instantstart_core::api`.
 const ROUTE_FORBIDDEN_CORE_MODULES: [&str; 2] = ["workflow", "workload"];
@@ -967,14 +948,8 @@ mod tests {
 
     #[test]
     fn tidy_sim_modules_have_no_import_cycle() {
-        let mut graph = rust_module_graph(&rust_module_sources(&root().join(SIM_SRC)));
+        let graph = rust_module_graph(&rust_module_sources(&root().join(SIM_SRC)));
         assert!(graph.len() > 20 && graph.values().any(|e| !e.is_empty()), "read the simulator's modules: {graph:#?}");
-        let gone: Vec<_> =
-            SIM_EDGES_TO_CUT.iter().filter(|(a, b)| !graph.get(*a).is_some_and(|e| e.iter().any(|x| x == b))).collect();
-        assert!(gone.is_empty(), "cut, so strike them from SIM_EDGES_TO_CUT: {gone:?}");
-        for (a, b) in SIM_EDGES_TO_CUT {
-            graph.get_mut(*a).unwrap().retain(|x| x != b);
-        }
         let cycle = find_cycle(&graph);
         assert!(
             cycle.is_none(),
@@ -1062,40 +1037,15 @@ mod tests {
         assert_eq!(snapshot_json("---\nsource: a\n---\n{\"a\": 1}\n"), Some(serde_json::json!({ "a": 1 })));
     }
 
-    /// Route files translate: no `workflow`/`workload` path, no provider call, except the files
-    /// still listed (and a listed file that is clean must leave the list).
+    /// Route files translate: no `workflow`/`workload` path, no provider call.
     #[test]
     fn tidy_route_files_go_through_core_api() {
         let mut errors = Vec::new();
-        let mut listed_but_clean = Vec::new();
         for f in files(&root(), "crates/server/src/routes", ".rs") {
             let name = f.file_name().unwrap().to_string_lossy().to_string();
-            let found = route_layering_violations(&read(&f));
-            let listed = ROUTES_NOT_YET_THROUGH_API.contains(&name.as_str());
-            if listed && found.is_empty() {
-                listed_but_clean.push(name);
-            } else if !listed {
-                errors.extend(found.into_iter().map(|v| format!("routes/{name} {v}")));
-            }
+            errors.extend(route_layering_violations(&read(&f)).into_iter().map(|v| format!("routes/{name} {v}")));
         }
         assert!(errors.is_empty(), "route files must call instantstart_core::api: {errors:#?}");
-        assert!(listed_but_clean.is_empty(), "clean now: remove from ROUTES_NOT_YET_THROUGH_API: {listed_but_clean:?}");
-    }
-
-    /// Browser tests read text in one script (`ui.text`), never find-then-read.
-    #[test]
-    fn tidy_ui_tests_read_text_in_one_script() {
-        let mut found = Vec::new();
-        for f in files(&root(), "ui/tests", ".py") {
-            for (i, line) in read(&f).lines().enumerate() {
-                let code = line.split('#').next().unwrap_or("");
-                if code.contains("ui.css(") && code.contains(").text") {
-                    let name = f.file_name().unwrap().to_string_lossy().to_string();
-                    found.push(format!("ui/tests/{name}:{}", i + 1));
-                }
-            }
-        }
-        assert!(found.is_empty(), "read text with ui.text(selector), not ui.css(selector).text: {found:#?}");
     }
 
     /// The layering rule on synthetic route files: what it finds and what it lets pass.

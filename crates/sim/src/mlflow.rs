@@ -23,8 +23,10 @@
 
 use crate::base::{Lifecycle, Phase, rkey, stable_hash};
 use crate::cloud::SimCloud;
-use crate::kube::training::{self, PodRun, Role};
-use crate::kube::workload::{self, PodView};
+use crate::kube::pod::{self, PodView};
+use crate::kube::pod::{PodRun, Role};
+use crate::kube::training;
+use crate::kube::{nodes, workload};
 use crate::kube::{parse_training_log_line, training_curve};
 use crate::timings;
 use crate::world::{TrackingServerRec, World};
@@ -184,7 +186,7 @@ fn env_of(pod: &PodView, name: &str) -> Option<String> {
 fn runs(w: &World, arn: &str, since: f64, now: f64) -> Vec<SimRun> {
     let mut out = Vec::new();
     for kw in w.kube.values() {
-        let nodes = workload::nodes(w, kw, now);
+        let nodes = nodes::nodes(w, kw, now);
         for pod in workload::all_pods(kw, None, now) {
             let Some(run @ PodRun::Training { job, role, .. }) = &pod.run else { continue };
             let reports = match role {
@@ -198,7 +200,7 @@ fn runs(w: &World, arn: &str, since: f64, now: f64) -> Vec<SimRun> {
             if !may_report(w, kw, &pod, arn, now) {
                 continue;
             }
-            let st = workload::pod_state(&pod, &nodes, now);
+            let st = pod::pod_state(&pod, &nodes, now);
             let Some(started) = st.started_at.filter(|t| *t >= since) else { continue };
             let job_uid = pod.owner.as_ref().map(|o| o.3.clone()).unwrap_or_else(|| pod.uid.clone());
             let experiment = env_of(&pod, "MLFLOW_EXPERIMENT_NAME").unwrap_or_else(|| "Default".into());

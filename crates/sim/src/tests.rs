@@ -2128,12 +2128,12 @@ async fn model_downloads_fill_the_bucket_when_the_job_completes() {
 
 #[test]
 fn repository_files_are_sized_from_the_parameter_count() {
-    let files = crate::kube::training::repository_files("meta-llama/Llama-3.1-70B-Instruct", false);
+    let files = crate::kube::training::pods::repository_files("meta-llama/Llama-3.1-70B-Instruct", false);
     let weights: u64 = files.iter().filter(|(f, _)| f.ends_with(".safetensors")).map(|(_, s)| s).sum();
     assert!((140_000_000_000..141_000_000_000).contains(&weights), "{weights}");
     assert!(files.iter().any(|(f, _)| f == "model-00029-of-00029.safetensors"), "{files:?}");
     assert!(files.iter().any(|(f, _)| f == "model.safetensors.index.json"));
-    let data = crate::kube::training::repository_files("openai/gsm8k", true);
+    let data = crate::kube::training::pods::repository_files("openai/gsm8k", true);
     assert!(data.iter().any(|(f, _)| f.ends_with(".parquet")));
 }
 

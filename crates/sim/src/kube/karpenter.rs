@@ -25,7 +25,8 @@
 //! `sagemaker-hyperpod-eks-autoscaling-nodeclass`, `sagemaker-hyperpod-eks-autoscaling-nodepool`.
 
 use super::objects::str_at;
-use super::workload::{self, NodeInfo, PodView, accelerator_request, str_map};
+use super::pod::{self, NodeInfo, PodView, accelerator_request, str_map};
+use super::{nodes, workload};
 use crate::hyperpod::nodes::autoscaling_in_service;
 use crate::hyperpod::slots::materialize;
 use crate::timings;
@@ -150,9 +151,9 @@ pub(crate) fn reconcile(w: &mut World, now: f64) {
         if managed.is_empty() {
             continue;
         }
-        let nodes = workload::nodes(w, kw, now);
+        let nodes = nodes::nodes(w, kw, now);
         let pods = workload::all_pods(kw, None, now);
-        let states: Vec<_> = pods.iter().map(|p| workload::pod_state(p, &nodes, now)).collect();
+        let states: Vec<_> = pods.iter().map(|p| pod::pod_state(p, &nodes, now)).collect();
         let by_name: BTreeMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let group_of = |node: &str| {
             by_name

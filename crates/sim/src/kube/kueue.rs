@@ -47,7 +47,8 @@
 //! message naming the queue); an admitted job's pods start at its admission.
 
 use super::objects::str_at;
-use super::workload::{self, PodView};
+use super::pod::{self, PodView};
+use super::workload;
 use crate::base::stable_hash;
 use crate::timings;
 use crate::world::KubeWorld;
@@ -202,8 +203,7 @@ fn governance(w: &World, kw: &KubeWorld, now: f64) -> (BTreeMap<String, TeamQueu
         for r in &q.config.resources {
             let info = crate::ec2_specs::instance_type_info(&r.instance_type);
             let per = info.map_or(0, |i| i.accelerators);
-            let resource =
-                info.and_then(|i| workload::accelerator_resource(&i.accelerator)).unwrap_or("nvidia.com/gpu");
+            let resource = info.and_then(|i| pod::accelerator_resource(&i.accelerator)).unwrap_or("nvidia.com/gpu");
             let n = r.accelerators.unwrap_or_else(|| r.count.unwrap_or(0) * per);
             guaranteed.insert(r.instance_type.clone(), (resource.to_string(), n));
         }
@@ -222,7 +222,7 @@ fn request(pods: &[PodView]) -> (String, String, u32, u32, Option<f64>) {
         if let Some(t) = p.spec.pointer("/nodeSelector/node.kubernetes.io~1instance-type").and_then(Value::as_str) {
             instance_type = t.to_string();
         }
-        if let Some((r, n)) = workload::accelerator_request(&p.spec) {
+        if let Some((r, n)) = pod::accelerator_request(&p.spec) {
             resource = r;
             total += n;
         }

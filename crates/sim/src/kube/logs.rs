@@ -11,7 +11,7 @@
 //! a lost line (a gap in `k`) and how late a line arrived. A follower gets the lines after its
 //! cursor computed from the cursor on (no rebuilding the whole log per poll).
 
-use super::workload::{PodState, PodView};
+use super::pod::{PodState, PodView};
 use serde_json::Value;
 
 /// At most this many periodic lines are returned (the newest), like a rotated container log.
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn training_logs_from_a_cursor_match_the_whole_log() {
-        use super::super::training::{PodRun, Role};
+        use super::super::pod::{PodRun, Role};
         let mut p = rated("1.5", false);
         p.run = Some(PodRun::Training {
             job: "j".into(),

@@ -65,19 +65,22 @@ pub(crate) mod karpenter;
 pub(crate) mod kinds;
 pub(crate) mod kueue;
 mod logs;
+pub(crate) mod nodes;
 pub(crate) mod objects;
+pub(crate) mod pod;
 pub(crate) mod rbac;
 mod serving;
+pub(crate) mod status;
 pub(crate) mod training;
 pub(crate) mod workload;
 
 pub use crate::world::KubeAuditEvent;
 pub use logs::{LOG_RATE_ANNOTATION, LOG_RATE_ENV, MAX_LOG_RATE, parse_rate_line, rate_line};
+pub use pod::{DURATION_ANNOTATION, DURATION_ENV};
 pub use training::{
     PROCESS_FAULT_API, TRAINING_STEP_SECONDS, parse_training_log_line, training_curve, training_log_line,
 };
 pub(crate) use training::{inject as inject_process_faults, write_outputs};
-pub use workload::{DURATION_ANNOTATION, DURATION_ENV};
 
 use crate::base::Cx;
 use crate::base::{rkey, stable_hash};
@@ -88,9 +91,9 @@ use instantstart_core::provider::{
 };
 use kinds::{is_cluster_scoped, kind_served};
 use objects::{bound_volume, check_target, str_at};
+use pod::{NodeInfo, PodView};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use workload::{NodeInfo, PodView};
 
 type Result<T> = std::result::Result<T, ProviderError>;
 
@@ -148,7 +151,7 @@ fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[Nod
             return workload::pods_of(key, rec, now)
                 .first()
                 .map(|p| {
-                    let mut rendered = workload::pod_object(w, p, &workload::pod_state(p, nodes, now));
+                    let mut rendered = workload::pod_object(w, p, &pod::pod_state(p, nodes, now));
                     // Keep the stored metadata (resourceVersion, generation, annotations).
                     if let Some(m) = obj.get("metadata") {
                         rendered["metadata"] = m.clone();
@@ -169,9 +172,9 @@ fn materialize(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, nodes: &[Nod
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
                 spec.insert("replicas".into(), json!(serving::replicas_at(rec, stored, now)));
             }
-            workload::workload_status(w, key, rec, nodes, now)
+            status::workload_status(w, key, rec, nodes, now)
         }
-        _ => workload::workload_status(w, key, rec, nodes, now),
+        _ => status::workload_status(w, key, rec, nodes, now),
     };
     if let (Some(status), Some(o)) = (status, obj.as_object_mut()) {
         o.insert("status".into(), status);
@@ -315,13 +318,7 @@ fn find_pod(kw: &KubeWorld, namespace: &str, name: &str, now: f64) -> Option<Pod
 }
 
 /// [`find_pod`], DaemonSets' pods on `nodes` included.
-fn find_any_pod(
-    kw: &KubeWorld,
-    nodes: &[workload::NodeInfo],
-    namespace: &str,
-    name: &str,
-    now: f64,
-) -> Option<PodView> {
+fn find_any_pod(kw: &KubeWorld, nodes: &[pod::NodeInfo], namespace: &str, name: &str, now: f64) -> Option<PodView> {
     find_pod(kw, namespace, name, now)
         .or_else(|| workload::daemon_pods(kw, nodes, Some(namespace)).into_iter().find(|p| p.name == name))
 }
@@ -461,7 +458,7 @@ fn apply(w: &mut World, cx: &Cx, target: &KubeTarget, object: &KubeObject) -> Re
     serving::after_apply(kw, &key, spec_changed, cx.now);
     let w: &World = w;
     let kw = w.kube.get(&wkey).ok_or_else(|| ProviderError::not_found(API, "no Kubernetes API for this cluster"))?;
-    let nodes = workload::nodes(w, kw, cx.now);
+    let nodes = nodes::nodes(w, kw, cx.now);
     let rec = kw.objects.get(&key).ok_or_else(|| ProviderError::not_found(API, "object vanished"))?;
     Ok(KubeObject(materialize(w, kw, &key, rec, &nodes, cx.now)))
 }
@@ -475,12 +472,12 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
         return Ok(None);
     }
     let r = Ref::new(r);
-    let nodes = workload::nodes(w, kw, cx.now);
+    let nodes = nodes::nodes(w, kw, cx.now);
     if is_node(&r.api_version, &r.kind) {
         return Ok(nodes
             .iter()
             .find(|n| n.name == r.name && n.gone_at.is_none())
-            .map(|n| KubeObject(workload::node_object(w, n))));
+            .map(|n| KubeObject(nodes::node_object(w, n))));
     }
     if r.api_version == kueue::KUEUE_API && kueue::KUEUE_KINDS.contains(&r.kind.as_str()) {
         let ns = if is_cluster_scoped(&r.kind) { None } else { Some(r.namespace.as_deref().unwrap_or("default")) };
@@ -502,7 +499,7 @@ fn get(w: &World, cx: &Cx, target: &KubeTarget, r: &ObjectRef) -> Result<Option<
     if is_pod(&r.api_version, &r.kind) {
         let ns = r.namespace.as_deref().unwrap_or("default");
         return Ok(find_any_pod(kw, &nodes, ns, &r.name, cx.now)
-            .map(|p| KubeObject(workload::pod_object(w, &p, &workload::pod_state(&p, &nodes, cx.now)))));
+            .map(|p| KubeObject(workload::pod_object(w, &p, &pod::pod_state(&p, &nodes, cx.now)))));
     }
     Ok(None)
 }
@@ -514,17 +511,17 @@ fn list(w: &World, cx: &Cx, target: &KubeTarget, p: &ListParams) -> Result<Vec<K
     if !kind_served(w, &wkey, &p.api_version, &p.kind, cx.now) {
         return Err(not_served(API, &p.api_version, &p.kind));
     }
-    let nodes = workload::nodes(w, kw, cx.now);
+    let nodes = nodes::nodes(w, kw, cx.now);
     let namespace = if is_cluster_scoped(&p.kind) { None } else { p.namespace.as_deref() };
     let mut out: Vec<Value> = if is_node(&p.api_version, &p.kind) {
-        nodes.iter().filter(|n| n.gone_at.is_none()).map(|n| workload::node_object(w, n)).collect()
+        nodes.iter().filter(|n| n.gone_at.is_none()).map(|n| nodes::node_object(w, n)).collect()
     } else if is_pod(&p.api_version, &p.kind) {
         workload::all_pods(kw, namespace, cx.now)
             .iter()
             .chain(&workload::daemon_pods(kw, &nodes, namespace))
             .map(|pod| match kw.objects.get(&pod.source).filter(|r| str_at(&r.object, "/kind") == Some("Pod")) {
                 Some(rec) => materialize(w, kw, &pod.source, rec, &nodes, cx.now),
-                None => workload::pod_object(w, pod, &workload::pod_state(pod, &nodes, cx.now)),
+                None => workload::pod_object(w, pod, &pod::pod_state(pod, &nodes, cx.now)),
             })
             .collect()
     } else if p.api_version == kueue::KUEUE_API && kueue::KUEUE_KINDS.contains(&p.kind.as_str()) {
@@ -652,11 +649,11 @@ fn pod_proxy_answer(w: &World, kw: &KubeWorld, ns: &str, pod: &str, port: u16, p
             "message": message, "reason": reason, "code": code }))
         .unwrap_or_default(),
     };
-    let nodes = workload::nodes(w, kw, now);
+    let nodes = nodes::nodes(w, kw, now);
     let Some(p) = find_any_pod(kw, &nodes, ns, pod, now) else {
         return status(404, "NotFound", format!("pods \"{pod}\" not found"));
     };
-    let st = workload::pod_state(&p, &nodes, now);
+    let st = pod::pod_state(&p, &nodes, now);
     let (Some(node), Some(ip), true) = (&st.node, &st.pod_ip, st.started_at.is_some() && st.finished_at.is_none())
     else {
         return status(503, "ServiceUnavailable", format!("pod \"{pod}\" is not running"));
@@ -679,19 +676,13 @@ fn pod_proxy_answer(w: &World, kw: &KubeWorld, ns: &str, pod: &str, port: u16, p
 }
 
 /// The pod and its state, without going through the API pipeline (for log streaming).
-fn pod_now(
-    w: &World,
-    target: &KubeTarget,
-    namespace: &str,
-    pod: &str,
-    now: f64,
-) -> Option<(PodView, workload::PodState)> {
+fn pod_now(w: &World, target: &KubeTarget, namespace: &str, pod: &str, now: f64) -> Option<(PodView, pod::PodState)> {
     let kw = w.kube.get(&rkey(&target.region, &target.eks_cluster))?;
     if !w.eks.get(&rkey(&target.region, &target.eks_cluster)).is_some_and(|c| c.life.exists(now)) {
         return None;
     }
-    let nodes = workload::nodes(w, kw, now);
+    let nodes = nodes::nodes(w, kw, now);
     let p = find_any_pod(kw, &nodes, namespace, pod, now)?;
-    let st = workload::pod_state(&p, &nodes, now);
+    let st = pod::pod_state(&p, &nodes, now);
     Some((p, st))
 }

@@ -33,8 +33,10 @@ mod api;
 
 use crate::base::stable_hash;
 use crate::kube::parse_training_log_line;
-use crate::kube::training::{self, PodRun, Role};
-use crate::kube::workload::{self, NodeInfo, PodView};
+use crate::kube::pod::{self, NodeInfo, PodView};
+use crate::kube::pod::{PodRun, Role};
+use crate::kube::training;
+use crate::kube::{nodes, workload};
 use crate::world::KubeWorld;
 use crate::world::World;
 use instantstart_core::provider::{
@@ -119,7 +121,7 @@ impl Occupant {
 
 /// The GPUs a pod requests.
 fn gpu_request(pod: &PodView) -> u32 {
-    workload::accelerator_request(&pod.spec).filter(|(r, _)| r == GPU).map_or(0, |(_, n)| n)
+    pod::accelerator_request(&pod.spec).filter(|(r, _)| r == GPU).map_or(0, |(_, n)| n)
 }
 
 /// The strings of a pod's first container a model name may be in: arguments, command,
@@ -178,7 +180,7 @@ fn occupants(pods: &[PodView], nodes: &[NodeInfo], node: &NodeInfo, now: f64) ->
     let mut placed: Vec<(f64, f64, u32, &PodView)> = pods
         .iter()
         .filter_map(|p| {
-            let st = workload::pod_state(p, nodes, now);
+            let st = pod::pod_state(p, nodes, now);
             let start = st.started_at?;
             let n = gpu_request(p);
             (st.node.as_deref() == Some(node.name.as_str()) && n > 0)
@@ -221,7 +223,7 @@ fn the_cluster<'a>(w: &'a World, target: &KubeTarget, now: f64) -> Result<&'a Ku
 
 fn node_series(w: &World, target: &KubeTarget, name: &str, window: &MetricsWindow, now: f64) -> Result<SeriesSet> {
     let kw = the_cluster(w, target, now)?;
-    let nodes = workload::nodes(w, kw, now);
+    let nodes = nodes::nodes(w, kw, now);
     let node = nodes
         .iter()
         .find(|n| n.name == name && n.gone_at.is_none_or(|g| g > now))
@@ -264,7 +266,7 @@ fn job_series(
     now: f64,
 ) -> Result<SeriesSet> {
     let kw = the_cluster(w, target, now)?;
-    let nodes = workload::nodes(w, kw, now);
+    let nodes = nodes::nodes(w, kw, now);
     let all = workload::all_pods(kw, None, now);
     let of_job =
         |p: &PodView| p.namespace == namespace && matches!(&p.run, Some(PodRun::Training { job: j, .. }) if j == job);
@@ -272,7 +274,7 @@ fn job_series(
     let mut mine: Vec<Occupant> = Vec::new();
     let mut gpu_mib = None;
     for node in &nodes {
-        if !all.iter().any(|p| of_job(p) && workload::pod_state(p, &nodes, now).node.as_deref() == Some(&node.name)) {
+        if !all.iter().any(|p| of_job(p) && pod::pod_state(p, &nodes, now).node.as_deref() == Some(&node.name)) {
             continue;
         }
         gpu_mib = gpu_mib.or(Some(node_gpus(node).1));
@@ -293,7 +295,7 @@ fn job_series(
         if !logs {
             continue;
         }
-        let st = workload::pod_state(pod, &nodes, now);
+        let st = pod::pod_state(pod, &nodes, now);
         let Some(started) = st.started_at else { continue };
         running.push((started, st.finished_at.unwrap_or(f64::INFINITY)));
         steps.extend(
@@ -359,7 +361,7 @@ fn model_name(accelerator: &str) -> String {
 /// `None` when the node is gone.
 pub(crate) fn exporter_text(w: &World, kw: &KubeWorld, node: &str, now: f64) -> Option<String> {
     use std::fmt::Write;
-    let nodes = workload::nodes(w, kw, now);
+    let nodes = nodes::nodes(w, kw, now);
     let info = nodes.iter().find(|n| n.name == node && n.gone_at.is_none_or(|g| g > now))?;
     let (count, gpu_mib) = node_gpus(info);
     let itype = info.labels.get("node.kubernetes.io/instance-type").and_then(Value::as_str).unwrap_or_default();

@@ -36,18 +36,24 @@
 //!   the destination in the bucket behind the shared claim. A HyperPod job that completes
 //!   writes its final checkpoint under `checkpoints/<job>/` when it mounts that claim.
 
+pub(crate) mod pods;
+
+use super::nodes;
 use super::objects::str_at;
-use super::workload::{self, NodeInfo, PodState, PodView};
+use super::pod::{self, NodeInfo, PodRun, PodState, PodView, Role};
+use super::workload;
 use crate::base::stable_hash;
 use crate::faults::{FaultMode, SimFaults};
 use crate::timings;
-use crate::world::{FaultEvent, KubeRec, KubeWorld, Recovery, TrainingRec};
+use crate::world::{FaultEvent, KubeRec, KubeWorld, Recovery};
 use crate::world::{ObjectRec, World};
+pub use pods::TRAINING_STEP_SECONDS;
+use pods::{DESTINATION_ANNOTATION, DESTINATION_VOLUME_ANNOTATION, same_time};
+pub(crate) use pods::{
+    HP_API, HP_KIND, RAY_API, RAY_KIND, apply_download, apply_hyperpod_plan, apply_ray, hyperpod_plan,
+    parameter_billions, ray_cluster_name,
+};
 use serde_json::{Value, json};
-
-/// Simulated seconds of training per logged step.
-pub const TRAINING_STEP_SECONDS: f64 = 10.0;
-
 /// A uniform number in [0, 1) from a hash.
 fn unit(h: u64) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
@@ -81,235 +87,12 @@ pub fn training_log_line(job: &str, step: u64) -> String {
 pub fn parse_training_log_line(line: &str) -> Option<(u64, f64, f64)> {
     instantstart_core::log_lines::parse_training_step(line)
 }
-
-/// `apiVersion` and `kind` of HyperPod training jobs.
-pub(crate) const HP_API: &str = "sagemaker.amazonaws.com/v1";
-pub(crate) const HP_KIND: &str = "HyperPodPyTorchJob";
-/// `apiVersion` and `kind` of KubeRay jobs.
-pub(crate) const RAY_API: &str = "ray.io/v1";
-pub(crate) const RAY_KIND: &str = "RayJob";
-/// Annotations of a model download Job (set by `recipes::download`).
-const DESTINATION_ANNOTATION: &str = "instantstart.io/destination";
-/// Set on a download Job that writes into an FSx volume instead of the bucket.
-const DESTINATION_VOLUME_ANNOTATION: &str = "instantstart.io/destination-volume";
-const MODEL_ID_ANNOTATION: &str = "instantstart.io/model-id";
 /// API name under which a fault in [`SimFaults::fail_apis`] becomes a process fault:
 /// `fail_once` faults one running HyperPod job once (the message is the reason), `fail` keeps
 /// faulting every running HyperPod job each time it runs again.
 pub const PROCESS_FAULT_API: &str = "k8s:ProcessFault";
 /// Port of the rendezvous on the rank-0 pod.
 const MASTER_PORT: &str = "23456";
-
-fn same_time(a: f64, b: f64) -> bool {
-    (a - b).abs() < 1e-6
-}
-
-impl TrainingRec {
-    fn current(&self, spec_at: f64) -> impl Iterator<Item = &FaultEvent> {
-        self.faults.iter().filter(move |e| same_time(e.spec_at, spec_at))
-    }
-}
-
-/// What a pod of a simulated training or download runs (drives its log and its end).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum PodRun {
-    Training {
-        /// The job (the curve's name).
-        job: String,
-        role: Role,
-        /// Steps done before this pod started (after a full job restart).
-        resumed_step: u64,
-        /// Steps of the whole job.
-        total_steps: u64,
-        /// Seconds after the container start at which training begins.
-        offset: f64,
-        /// In-place process restarts during this pod's life: (time, reason).
-        restarts: Vec<(f64, String)>,
-        /// The processes were stopped for good (restart budget exhausted).
-        killed: Option<(f64, String)>,
-    },
-    Download {
-        repo: String,
-        /// Where the files land as the container sees it.
-        container_path: String,
-        files: Vec<(String, u64)>,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// A HyperPod training pod (all ranks log the steps).
-    Rank,
-    RayHead,
-    RayWorker,
-}
-
-/// The end of a batch pod's run and whether it fails: a stopped job ends when it was stopped.
-pub(crate) fn batch_end(pod: &PodView, natural_end: f64) -> (f64, bool) {
-    if let Some(PodRun::Training { killed: Some((at, _)), .. }) = &pod.run
-        && *at < natural_end
-    {
-        return (*at, true);
-    }
-    (natural_end, pod.fails.is_some())
-}
-
-/// Where a HyperPod job is in its restarts, from its fault events.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct HyperPodPlan {
-    /// When the current pods were created (the spec change or the last full restart).
-    pub epoch_start: f64,
-    pub epoch: u32,
-    pub resumed_step: u64,
-    pub restarts: Vec<(f64, String)>,
-    pub killed: Option<(f64, String)>,
-}
-
-pub(crate) fn hyperpod_plan(rec: &KubeRec) -> HyperPodPlan {
-    let mut p = HyperPodPlan { epoch_start: rec.spec_changed_at, ..Default::default() };
-    for e in rec.training.current(rec.spec_changed_at) {
-        match e.recovery {
-            Recovery::InPlace => p.restarts.push((e.at, e.reason.clone())),
-            Recovery::FullRestart => {
-                p.epoch_start = e.at;
-                p.epoch += 1;
-                p.resumed_step = e.step;
-                p.restarts.clear();
-            }
-            Recovery::Fail => p.killed = Some((e.at, e.reason.clone())),
-        }
-    }
-    p
-}
-
-/// Makes `p` (built with the job's full duration as `batch_run`) a pod of the current epoch of
-/// HyperPod job `job`.
-pub(crate) fn apply_hyperpod_plan(plan: &HyperPodPlan, job: &str, p: &mut PodView) {
-    if plan.epoch > 0 && plan.epoch_start > p.start {
-        p.start = plan.epoch_start;
-        p.uid = crate::base::uuid_from(stable_hash(&[&p.uid, &plan.epoch.to_string()]), stable_hash(&[&p.name, job]));
-    }
-    let duration = p.batch_run.unwrap_or(timings::PYTORCHJOB_DEFAULT_RUN);
-    let total_steps = (duration / TRAINING_STEP_SECONDS).floor() as u64;
-    let remaining = (duration - plan.resumed_step as f64 * TRAINING_STEP_SECONDS).max(0.0);
-    p.batch_run = Some(remaining + plan.restarts.len() as f64 * timings::PROCESS_RESTART);
-    if let Some((_, why)) = &plan.killed {
-        p.fails = Some(why.clone());
-    }
-    p.run = Some(PodRun::Training {
-        job: job.to_string(),
-        role: Role::Rank,
-        resumed_step: plan.resumed_step,
-        total_steps,
-        offset: 0.0,
-        restarts: plan.restarts.clone(),
-        killed: plan.killed.clone(),
-    });
-}
-
-/// Makes `p` a Ray node of RayJob `job`: it runs until the entrypoint (submitted
-/// [`timings::RAY_JOB_SUBMIT`] after the start) has run the job's duration.
-pub(crate) fn apply_ray(job: &str, role: Role, p: &mut PodView) {
-    let duration = p.batch_run.unwrap_or(timings::PYTORCHJOB_DEFAULT_RUN);
-    p.batch_run = Some(timings::RAY_JOB_SUBMIT + duration);
-    p.run = Some(PodRun::Training {
-        job: job.to_string(),
-        role,
-        resumed_step: 0,
-        total_steps: (duration / TRAINING_STEP_SECONDS).floor() as u64,
-        offset: timings::RAY_JOB_SUBMIT,
-        restarts: Vec::new(),
-        killed: None,
-    });
-}
-
-/// The name of the RayCluster a RayJob creates.
-pub(crate) fn ray_cluster_name(job: &str, uid: &str) -> String {
-    let id: String = format!("{:x}", stable_hash(&[job, uid])).chars().filter(|c| c.is_ascii_lowercase()).collect();
-    let id = format!("{id}bcdfg");
-    format!("{}-raycluster-{}", job.chars().take(40).collect::<String>(), &id[..5])
-}
-
-// ---------------------------------------------------------------------------------------------
-// Model downloads
-
-/// Parameters (in billions) named in a repository name such as `Qwen3-0.6B` or `Llama-3.1-8B`.
-pub(crate) fn parameter_billions(repo: &str) -> Option<f64> {
-    let name = repo.rsplit('/').next().unwrap_or(repo);
-    name.split(['-', '_']).find_map(|part| {
-        let lower = part.to_ascii_lowercase();
-        let number = lower.strip_suffix('b')?;
-        let number = number.rsplit('x').next()?;
-        number.parse::<f64>().ok().filter(|b| *b > 0.0 && *b < 5000.0)
-    })
-}
-
-/// The files of a Hugging Face repository with plausible sizes (bf16 weights from the
-/// parameter count in its name, sharded like the hub does above 5 GB).
-pub(crate) fn repository_files(repo: &str, dataset: bool) -> Vec<(String, u64)> {
-    let jitter = |what: &str, base: u64, spread: u64| base + stable_hash(&[repo, what]) % spread.max(1);
-    let mut files = vec![
-        (".gitattributes".to_string(), jitter("ga", 1_519, 200)),
-        ("README.md".to_string(), jitter("readme", 3_000, 9_000)),
-    ];
-    if dataset {
-        files.push(("data/train-00000-of-00001.parquet".into(), jitter("train", 20_000_000, 400_000_000)));
-        files.push(("data/test-00000-of-00001.parquet".into(), jitter("test", 2_000_000, 40_000_000)));
-        return files;
-    }
-    let params = parameter_billions(repo).unwrap_or(1.0) * 1e9;
-    let weights = (params * 2.0) as u64 + jitter("weights", 0, 50_000_000);
-    files.push(("config.json".into(), jitter("config", 650, 400)));
-    files.push(("generation_config.json".into(), jitter("generation", 180, 120)));
-    files.push(("tokenizer.json".into(), jitter("tokenizer", 7_000_000, 4_000_000)));
-    files.push(("tokenizer_config.json".into(), jitter("tokenizer_config", 5_000, 6_000)));
-    const SHARD: u64 = 4_900_000_000;
-    if weights <= 5_000_000_000 {
-        files.push(("model.safetensors".into(), weights));
-    } else {
-        let n = weights.div_ceil(SHARD);
-        for i in 1..=n {
-            let size = if i < n { SHARD } else { weights - SHARD * (n - 1) };
-            files.push((format!("model-{i:05}-of-{n:05}.safetensors"), size));
-        }
-        files.push(("model.safetensors.index.json".into(), jitter("index", 20_000, 60_000)));
-    }
-    files
-}
-
-/// Simulated seconds a download of `bytes` takes (client install, then ~250 MB/s).
-fn download_seconds(bytes: u64) -> f64 {
-    timings::DOWNLOAD_SETUP + bytes as f64 / timings::DOWNLOAD_BYTES_PER_SECOND
-}
-
-/// Makes `p`, a pod of Job `job`, a model download if the Job is one.
-pub(crate) fn apply_download(job: &Value, p: &mut PodView) {
-    let annotations = job.pointer("/metadata/annotations");
-    let (Some(dest), Some(repo)) = (
-        annotations.and_then(|a| a.get(DESTINATION_ANNOTATION)).and_then(Value::as_str),
-        annotations.and_then(|a| a.get(MODEL_ID_ANNOTATION)).and_then(Value::as_str),
-    ) else {
-        return;
-    };
-    let files = repository_files(repo, dest.starts_with("datasets/"));
-    let timed = [job.pointer("/metadata/annotations"), job.pointer("/spec/template/metadata/annotations")]
-        .into_iter()
-        .flatten()
-        .any(|a| a.get(super::DURATION_ANNOTATION).is_some());
-    if !timed {
-        p.batch_run = Some(download_seconds(files.iter().map(|(_, s)| s).sum()));
-    }
-    let container_path = p
-        .spec
-        .pointer("/containers/0/env")
-        .and_then(Value::as_array)
-        .and_then(|env| env.iter().find(|e| e.get("name").and_then(Value::as_str) == Some("DESTINATION")))
-        .and_then(|e| e.get("value").and_then(Value::as_str))
-        .unwrap_or(dest)
-        .to_string();
-    p.run = Some(PodRun::Download { repo: repo.to_string(), container_path, files });
-}
-
 // ---------------------------------------------------------------------------------------------
 // Logs
 
@@ -497,7 +280,7 @@ fn budget(job: &Value) -> Budget {
 /// The status the HyperPod training operator writes.
 pub(crate) fn hyperpod_status(w: &World, rec: &KubeRec, pods: &[PodView], nodes: &[NodeInfo], now: f64) -> Value {
     let plan = hyperpod_plan(rec);
-    let states: Vec<PodState> = pods.iter().map(|p| workload::pod_state(p, nodes, now)).collect();
+    let states: Vec<PodState> = pods.iter().map(|p| pod::pod_state(p, nodes, now)).collect();
     let all = |phase: &str| !states.is_empty() && states.iter().all(|s| s.phase == phase);
     let failed = states.iter().any(|s| s.phase == "Failed") && states.iter().all(|s| s.finished_at.is_some());
     let completed = all("Succeeded");
@@ -572,7 +355,7 @@ pub(crate) fn ray_status(w: &World, rec: &KubeRec, pods: &[PodView], nodes: &[No
     let ns = str_at(o, "/metadata/namespace").unwrap_or("default");
     let uid = str_at(o, "/metadata/uid").unwrap_or_default();
     let cluster = ray_cluster_name(name, uid);
-    let states: Vec<(&PodView, PodState)> = pods.iter().map(|p| (p, workload::pod_state(p, nodes, now))).collect();
+    let states: Vec<(&PodView, PodState)> = pods.iter().map(|p| (p, pod::pod_state(p, nodes, now))).collect();
     let head = states.iter().find(|(p, _)| matches!(p.run, Some(PodRun::Training { role: Role::RayHead, .. })));
     let workers: Vec<&(&PodView, PodState)> =
         states.iter().filter(|(p, _)| matches!(p.run, Some(PodRun::Training { role: Role::RayWorker, .. }))).collect();
@@ -650,12 +433,12 @@ struct RunningJob {
 }
 
 fn running_job(w: &World, kw: &KubeWorld, key: &str, rec: &KubeRec, at: f64) -> Option<RunningJob> {
-    let nodes = workload::nodes(w, kw, at);
+    let nodes = nodes::nodes(w, kw, at);
     let pods = workload::pods_of(key, rec, at);
     if pods.is_empty() {
         return None;
     }
-    let states: Vec<PodState> = pods.iter().map(|p| workload::pod_state(p, &nodes, at)).collect();
+    let states: Vec<PodState> = pods.iter().map(|p| pod::pod_state(p, &nodes, at)).collect();
     let start = states.iter().map(|s| s.started_at).collect::<Option<Vec<f64>>>()?.into_iter().reduce(f64::max)?;
     let end = states.iter().filter_map(|s| s.finished_at).reduce(f64::min);
     let plan = hyperpod_plan(rec);
@@ -826,9 +609,9 @@ fn monitor_fire(w: &World, wk: &str, key: &str, now: f64) -> Option<(f64, u64, S
     if hyperpod_plan(rec).killed.is_some() {
         return None;
     }
-    let nodes = workload::nodes(w, kw, now);
+    let nodes = nodes::nodes(w, kw, now);
     let pod = workload::pods_of(key, rec, now).into_iter().next()?;
-    let st = workload::pod_state(&pod, &nodes, now);
+    let st = pod::pod_state(&pod, &nodes, now);
     let run = pod.run.clone()?;
     let lines: Vec<(f64, String)> =
         log_lines(&pod, &run, &st, now).into_iter().filter(|(t, _)| *t >= r.segment_start).collect();
@@ -975,7 +758,7 @@ type OutputWrite = (String, String, f64, String, Vec<(String, u64)>, f64);
 pub(crate) fn write_outputs(w: &mut World, now: f64) {
     let mut writes: Vec<OutputWrite> = Vec::new();
     for (wk, kw) in &w.kube {
-        let nodes = workload::nodes(w, kw, now);
+        let nodes = nodes::nodes(w, kw, now);
         for (key, rec) in &kw.objects {
             if rec.training.outputs_written_for.is_some_and(|at| same_time(at, rec.spec_changed_at))
                 || !writes_outputs(&rec.object)
@@ -986,7 +769,7 @@ pub(crate) fn write_outputs(w: &mut World, now: f64) {
             if pods.is_empty() || pods.iter().any(|p| p.run.is_none()) {
                 continue;
             }
-            let states: Vec<PodState> = pods.iter().map(|p| workload::pod_state(p, &nodes, now)).collect();
+            let states: Vec<PodState> = pods.iter().map(|p| pod::pod_state(p, &nodes, now)).collect();
             if !states.iter().all(|s| s.phase == "Succeeded") {
                 continue;
             }
