@@ -13,14 +13,14 @@
 
 use super::error::ReadError;
 use super::workloads::{Caller, DeleteTarget, Submitted};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::kube_access::KubeAccess;
 use crate::labels::{ANNOTATION_DESTINATION, ANNOTATION_MODEL_ID, LABEL_COMPONENT, managed};
 use crate::operation::OperationKind;
 use crate::provider::*;
 use crate::store::Store;
 use crate::workload::read::{condition_text, is_true, list_or_empty, ours, str_at, time_at, u32_at};
-use crate::workload::{DownloadPhase, WorkloadKind};
+use crate::workload::{DownloadPhase, WorkloadKind, WorkloadRequest};
 use chrono::{DateTime, Utc};
 
 pub use crate::workload::DownloadSummary;
@@ -86,6 +86,21 @@ pub async fn find_download(kube: &dyn KubeApi, target: &KubeTarget, name: &str) 
         .into_iter()
         .find(|d| d.name == name)
         .ok_or_else(|| ReadError::Missing(format!("download {name}")))
+}
+
+/// Submits model download `params` to `cluster` (or answers its dry run): the `download_model`
+/// workflow validates the body (every finding, relative to it) and runs the preflight.
+pub async fn submit(
+    engine: &Engine,
+    cluster: &str,
+    params: serde_json::Value,
+    caller: &Caller,
+    dry: bool,
+    key: Option<String>,
+) -> Result<Submitted, EngineError> {
+    let request = serde_json::to_value(WorkloadRequest::new(cluster, WorkloadKind::ModelDownload, params))
+        .map_err(|e| EngineError::InvalidState(e.to_string()))?;
+    super::workloads::submit(engine, OperationKind::DownloadModel, request, caller, dry, key).await
 }
 
 /// Deletes model download `name` of `cluster` (its Job, in whichever namespace it runs); see

@@ -17,7 +17,7 @@ use crate::provider::{AwsCloud, KubeApi};
 use crate::store::Store;
 use crate::workflow::fsx::DeleteFileSystemRequest;
 use crate::workload::read::{self, ReadError};
-use crate::workload::{StorageListing, StorageSummary};
+pub use crate::workload::{StorageListing, StorageSummary};
 
 pub use crate::workflow::fsx::FileSystemBody;
 

@@ -23,10 +23,8 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Extension, FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use instantstart_core::api::ReadError;
 use instantstart_core::api::jobs::{self, JobDetail, JobSummary, PodLogs};
 use instantstart_core::api::workloads::{self, Caller, Submitted, WorkloadRef};
-use instantstart_core::operation::OperationKind;
 use instantstart_core::page::Order;
 use instantstart_core::provider::{KubeApi, KubeTarget};
 use instantstart_recipes::TrainingJobRequest;
@@ -104,38 +102,6 @@ pub(crate) fn respond(submitted: Submitted) -> Response {
             }
         }
     }
-}
-
-/// The answer to a workload delete whose workload was not found, for the routes that look the
-/// workload up themselves: a replayed delete returns its operation, anything else is the read
-/// error (`instantstart_core::api::workloads::replayed_delete`).
-pub(crate) async fn replay_gone_delete(
-    state: &AppState,
-    kind: OperationKind,
-    name: &str,
-    not_found: ReadError,
-    principal: &Principal,
-    dry: bool,
-    key: Option<String>,
-) -> Result<Response, ApiError> {
-    match workloads::replayed_delete(state.store.as_ref(), kind, None, name, &not_found, key.as_deref())? {
-        Some(op) => submit_workload(state, kind, op.request, principal, dry, key).await,
-        None => Err(not_found.into()),
-    }
-}
-
-/// Submits a workload operation (or answers its dry run) with the `workload` it acts on.
-pub(crate) async fn submit_workload(
-    state: &AppState,
-    kind: OperationKind,
-    request: Value,
-    principal: &Principal,
-    dry: bool,
-    key: Option<String>,
-) -> Result<Response, ApiError> {
-    let cluster = request.get("cluster").and_then(Value::as_str).unwrap_or_default().to_string();
-    let caller = caller(state, principal, &cluster);
-    Ok(respond(workloads::submit(&state.engine, kind, request, &caller, dry, key).await?))
 }
 
 /// Documents a workload mutation's responses.
@@ -366,6 +332,10 @@ async fn send_json(socket: &mut WebSocket, v: &Value) -> bool {
 /// Streams one pod's log: the last `tail` lines, then new lines until the container ends. Every
 /// follower of a pod shares one upstream follow ([`crate::log_hub`]); frames are
 /// newline-delimited `{"pod","line"}` documents, the last one `{"end": true, "reason"}`.
+///
+/// # Guarantees
+/// The tail is one frame, sent before any live line: a client that reconnects matches that
+/// first frame against what it already showed (the UI's `LogStream`, the client's `resume`).
 async fn follow_logs(
     mut socket: WebSocket,
     hub: Arc<LogHub>,

@@ -4,7 +4,7 @@
 //! bucket download Jobs, which can be deleted (`delete_download`: the Job and its pods go, the
 //! files it downloaded stay in the bucket).
 
-use super::jobs::{ClusterPath, WorkloadBody, replay_gone_delete, submit_workload, workload_mutation};
+use super::jobs::{ClusterPath, WorkloadBody, caller, respond, workload_mutation};
 use super::page::{PageParams, Paged};
 use super::{ApiBody, ApiPath, ApiQuery, DryRunQuery, IdempotencyKey, errors, mutation, submit_to};
 use crate::AppState;
@@ -15,13 +15,11 @@ use aide::axum::routing::{delete_with, get_with, post_with};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::Response;
-use instantstart_core::api;
+use instantstart_core::api::downloads::DownloadSummary;
 use instantstart_core::api::storage::FileSystemBody;
-use instantstart_core::operation::OperationKind;
+use instantstart_core::api::storage::{StorageListing, StorageSummary};
+use instantstart_core::api::{self, downloads};
 use instantstart_core::page::Order;
-use instantstart_core::workflow::workloads::DeleteWorkloadRequest;
-use instantstart_core::workload::read;
-use instantstart_core::workload::{DownloadSummary, StorageListing, StorageSummary, WorkloadKind, WorkloadRequest};
 use instantstart_recipes::download::ModelDownloadParams;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -182,7 +180,7 @@ async fn list_downloads(
     let request = paging.request("downloads", 2)?;
     let target = api::clusters::resolve(state.store.as_ref(), &p.cluster)?.kube;
     let access = principal.kube_access(&p.cluster, &state.namespace_policy);
-    let downloads = read::list_downloads_as(state.kube.as_ref(), &target, &access).await?;
+    let downloads = downloads::list_downloads_as(state.kube.as_ref(), &target, &access).await?;
     paging.in_memory(downloads, "downloads", Order::Ascending, |d| vec![d.namespace.clone(), d.name.clone()], &request)
 }
 
@@ -194,9 +192,8 @@ async fn download(
     IdempotencyKey(key): IdempotencyKey,
     WorkloadBody(body, _): WorkloadBody<ModelDownloadParams>,
 ) -> Result<Response, ApiError> {
-    let request = serde_json::to_value(WorkloadRequest::new(p.cluster, WorkloadKind::ModelDownload, body))
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    submit_workload(&state, OperationKind::DownloadModel, request, &principal, q.dry_run, key).await
+    let caller = caller(&state, &principal, &p.cluster);
+    Ok(respond(downloads::submit(&state.engine, &p.cluster, body, &caller, q.dry_run, key).await?))
 }
 
 async fn delete_download(
@@ -207,20 +204,9 @@ async fn delete_download(
     IdempotencyKey(key): IdempotencyKey,
 ) -> Result<Response, ApiError> {
     let target = api::clusters::resolve(state.store.as_ref(), &p.cluster)?.kube;
-    let found = match read::find_download(state.kube.as_ref(), &target, &p.download).await {
-        Ok(d) => d,
-        Err(e) => {
-            let kind = OperationKind::DeleteDownload;
-            return replay_gone_delete(&state, kind, &p.download, e, &principal, q.dry_run, key).await;
-        }
-    };
-    let request = serde_json::to_value(DeleteWorkloadRequest {
-        cluster: p.cluster,
-        kind: WorkloadKind::ModelDownload,
-        name: found.name,
-        namespace: found.namespace,
-        acting_as: None,
-    })
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
-    submit_workload(&state, OperationKind::DeleteDownload, request, &principal, q.dry_run, key).await
+    let caller = caller(&state, &principal, &p.cluster);
+    let (engine, store, kube) = (&state.engine, state.store.as_ref(), state.kube.as_ref());
+    let submitted =
+        downloads::delete(engine, store, kube, &target, &p.cluster, &p.download, &caller, q.dry_run, key).await?;
+    Ok(respond(submitted))
 }
