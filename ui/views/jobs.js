@@ -368,7 +368,6 @@ export class LogStream {
   stop() {
     this.stopped = true;
     clearTimeout(this.retry);
-    clearTimeout(this.batchTimer);
     if (this.ws) {
       this.ws.onclose = null;
       this.ws.onmessage = null;
@@ -390,9 +389,9 @@ export class LogStream {
       return;
     }
     this.ws = ws;
-    // The tail arrives first: gather it briefly, then drop what is already shown.
+    // The tail arrives first, as one frame (the server sends it whole before any live line):
+    // that frame is matched against what is already shown, however long it takes to come.
     this.batch = [];
-    this.batchTimer = setTimeout(() => this.flushBatch(), 300);
     ws.onopen = () => {
       this.opened = true;
       this.attempt = 0;
@@ -423,6 +422,7 @@ export class LogStream {
         }
       }
       if (lines.length) this.emitLines(lines);
+      this.flushBatch();
     };
     ws.onclose = () => {
       this.flushBatch();
@@ -433,7 +433,6 @@ export class LogStream {
   }
 
   flushBatch() {
-    clearTimeout(this.batchTimer);
     const batch = this.batch;
     this.batch = null;
     if (!batch || !batch.length) return;

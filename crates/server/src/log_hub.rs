@@ -5,7 +5,10 @@
 //! every batch of ready lines into one pre-serialized frame (newline-delimited
 //! `{"pod","line"}` documents) and broadcasts it. A follower joining later gets its `tail` from
 //! the ring and then the broadcast, both taken under the same lock, so it sees every line once,
-//! in order, without a gap. A follower that falls more than [`BACKLOG_FRAMES`] frames behind
+//! in order, without a gap. The ring is primed with the pod's whole tail before any follower
+//! reads it: at least as many lines as a non-following read of the log (to its end) counted
+//! when the follow began, so a tail is never cut by a slow upstream or a busy machine (a
+//! reconnecting client matches its last lines against that tail). A follower that falls more than [`BACKLOG_FRAMES`] frames behind
 //! gets an explicit `{"skipped": <frames>}` document instead of silently losing lines. The
 //! upstream stops when its last follower leaves or the container ends (then every follower gets
 //! the `{"end": true, "reason": …}` document). Each line is capped at
@@ -33,6 +36,9 @@ const MAX_FRAME_BYTES: usize = 64 * 1024;
 /// (the client's resume) would find a gap that is not there.
 const PRIME_IDLE: Duration = Duration::from_millis(50);
 const PRIME_MAX: Duration = Duration::from_millis(500);
+/// How long the ring waits for the lines a non-following read counted ([`PRIME_IDLE`] only
+/// ends the priming after those arrived).
+const PRIME_COUNTED_MAX: Duration = Duration::from_secs(10);
 /// How often the upstream retries while the container has not started, and for how long.
 const START_RETRY: Duration = Duration::from_secs(1);
 const START_TIMEOUT: Duration = Duration::from_secs(600);
@@ -194,20 +200,31 @@ impl LogHub {
                 Err(e) => return self.finish(&key, &u, &format!("error: {}", e.message)),
             }
         };
+        // The log as it is now, read to its end: the follow's first lines are its tail at least.
+        let counted = match kube.logs(&target, namespace, pod, false, Some(RING_LINES as u32)).await {
+            Ok(snapshot) => snapshot.count().await,
+            Err(_) => 0,
+        };
         let pod_json = Value::String(pod.clone()).to_string();
         // Every line is capped (whatever the KubeApi), so the ring's memory is bounded.
         let doc = |line: &str| -> Arc<str> {
             let line = instantstart_core::log_lines::cap_log_line(line.to_string());
             Arc::from(format!("{{\"pod\":{pod_json},\"line\":{}}}", Value::String(line)))
         };
-        // The pod's earlier lines (what the API answers in one go: until it pauses for
-        // PRIME_IDLE, at most PRIME_MAX) fill the ring unbroadcast.
+        // The pod's earlier lines fill the ring unbroadcast: the `counted` ones however slowly
+        // they come (at most PRIME_COUNTED_MAX), then what follows without a pause of
+        // PRIME_IDLE (at most PRIME_MAX in all).
         {
             let mut early = Vec::new();
             let mut last = None;
-            let deadline = tokio::time::Instant::now() + PRIME_MAX;
+            let start = tokio::time::Instant::now();
             while early.len() < RING_LINES {
-                let wait = PRIME_IDLE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                let now = tokio::time::Instant::now();
+                let wait = if early.len() < counted {
+                    (start + PRIME_COUNTED_MAX).saturating_duration_since(now)
+                } else {
+                    PRIME_IDLE.min((start + PRIME_MAX).saturating_duration_since(now))
+                };
                 match tokio::time::timeout(wait, lines.next()).await {
                     Ok(Some(Ok(line))) => early.push(doc(&line)),
                     Ok(other) => {
@@ -314,9 +331,13 @@ mod tests {
             _: &KubeTarget,
             _: &str,
             _: &str,
-            _: bool,
+            follow: bool,
             _: Option<u32>,
         ) -> Result<LogStream, ProviderError> {
+            if !follow {
+                // Nothing written yet when the follow begins.
+                return Ok(futures::stream::empty().boxed());
+            }
             self.follows.fetch_add(1, Ordering::SeqCst);
             let n = self.lines;
             Ok(futures::stream::iter(0..n)
@@ -348,6 +369,64 @@ mod tests {
                 Err(e) => panic!("{e}"),
             }
         }
+    }
+
+    /// A pod that already wrote `written` lines, which its follow delivers with pauses longer
+    /// than [`PRIME_IDLE`] (an API answering in slow chunks, a busy machine), then ends.
+    struct SlowBacklog {
+        written: usize,
+    }
+
+    #[async_trait]
+    impl KubeApi for SlowBacklog {
+        async fn apply(&self, _: &KubeTarget, o: &KubeObject) -> Result<KubeObject, ProviderError> {
+            Ok(o.clone())
+        }
+        async fn get(&self, _: &KubeTarget, _: &ObjectRef) -> Result<Option<KubeObject>, ProviderError> {
+            Ok(None)
+        }
+        async fn list(&self, _: &KubeTarget, _: &ListParams) -> Result<Vec<KubeObject>, ProviderError> {
+            Ok(Vec::new())
+        }
+        async fn delete(&self, _: &KubeTarget, _: &ObjectRef) -> Result<(), ProviderError> {
+            Ok(())
+        }
+        async fn logs(
+            &self,
+            _: &KubeTarget,
+            _: &str,
+            _: &str,
+            follow: bool,
+            _: Option<u32>,
+        ) -> Result<LogStream, ProviderError> {
+            let lines = (0..self.written).map(|i| Ok(format!("line {i}")));
+            if !follow {
+                return Ok(futures::stream::iter(lines).boxed());
+            }
+            Ok(futures::stream::iter(lines)
+                .then(|l| async move {
+                    tokio::time::sleep(PRIME_IDLE * 3).await;
+                    l
+                })
+                .chain(futures::stream::pending())
+                .boxed())
+        }
+    }
+
+    /// The first follower's tail is the whole log written so far, however slowly the follow
+    /// delivers it: a tail cut at a pause would make a reconnecting client show lines twice.
+    #[tokio::test]
+    async fn the_tail_holds_every_line_written_before_the_follow_however_slowly_it_comes() {
+        let kube = Arc::new(SlowBacklog { written: 6 });
+        let hub = Arc::new(LogHub::default());
+        let sub = hub.subscribe(kube, KubeTarget::new("r", "c"), "ns".into(), "pod-0".into(), 100).await;
+        let tail: Vec<String> = sub
+            .tail
+            .unwrap_or_default()
+            .lines()
+            .map(|d| serde_json::from_str::<Value>(d).unwrap()["line"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(tail, (0..6).map(|i| format!("line {i}")).collect::<Vec<_>>());
     }
 
     #[tokio::test]
