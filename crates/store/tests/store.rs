@@ -853,8 +853,14 @@ fn latest_operations_gives_the_newest_of_each_target_optionally_by_kind() {
     }
 }
 
-/// `count_operations` as the trait's reference computes it (every operation read), sorted.
-fn counted(store: &dyn Store) -> (Vec<(OperationStatus, u64)>, Vec<(OperationStatus, u64)>) {
+/// Operations by status, as `count_operations` answers.
+type Counts = Vec<(OperationStatus, u64)>;
+
+/// A change made to a store in a table test.
+type Change<'a> = Box<dyn Fn() + 'a>;
+
+/// `count_operations`, and as the trait's reference computes it (every operation read), sorted.
+fn counted(store: &dyn Store) -> (Counts, Counts) {
     let mut got = store.count_operations().unwrap();
     let mut want = PerTarget(store).count_operations().unwrap();
     got.sort_by_key(|(s, _)| s.as_str());
@@ -874,7 +880,7 @@ fn operation_counts_follow_every_change_without_reading_the_operations() {
         let keyed = new_op("cluster/c", Some("key-1"), json!({"n": 1}));
         let c = insert_new(store, keyed.clone());
         // (what happens, the counts after it)
-        let steps: Vec<(&str, Box<dyn Fn()>, Vec<(OperationStatus, u64)>)> = vec![
+        let steps: Vec<(&str, Change<'_>, Counts)> = vec![
             ("three inserted", Box::new(|| {}), vec![(Running, 3)]),
             (
                 "the same idempotency key again: no new operation",
