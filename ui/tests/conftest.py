@@ -69,8 +69,9 @@ class Server:
     data dir (a restart: operations resume, sessions stay valid)."""
 
     def __init__(self, binary: str, data_dir: pathlib.Path, port: int, speed: str = SIM_SPEED, host: str = "127.0.0.1",
-                 label: str = "server"):
+                 label: str = "server", env: dict[str, str] | None = None):
         self.binary = binary
+        self.env = env or {}
         self.data_dir = data_dir
         self.port = port
         self.speed = speed
@@ -92,7 +93,7 @@ class Server:
         self.starts += 1
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         log = open(ARTIFACTS / f"{self.label}-{self.starts}.log", "wb")
-        env = dict(os.environ, INSTANTSTART_TOKEN=TOKEN, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+        env = dict(os.environ, INSTANTSTART_TOKEN=TOKEN, RUST_LOG=os.environ.get("RUST_LOG", "warn"), **self.env)
         self.proc = subprocess.Popen(
             [self.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), "--sim-speed", self.speed],
             stdout=log,
@@ -224,9 +225,8 @@ def workloads_server():
     yield from _server(speed=WORKLOAD_SIM_SPEED, host="workloads.localhost", label="workloads-server")
 
 
-@pytest.fixture(scope="session")
-def driver():
-    profile = tempfile.mkdtemp(prefix="instantstart-chromium-")
+def chromium_options(profile: str) -> Options:
+    """Headless Chromium with its profile in `profile`, the browser console logged."""
     opts = Options()
     opts.binary_location = CHROMIUM
     for flag in (
@@ -246,8 +246,20 @@ def driver():
     ):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return opts
+
+
+def chromium(opts: Options):
+    """A Chromium session through Debian's chromedriver."""
     drv = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
     drv.set_page_load_timeout(30)
+    return drv
+
+
+@pytest.fixture(scope="session")
+def driver():
+    profile = tempfile.mkdtemp(prefix="instantstart-chromium-")
+    drv = chromium(chromium_options(profile))
     try:
         yield drv
     finally:

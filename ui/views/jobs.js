@@ -588,6 +588,9 @@ function props(pairsList) {
     h('dt', {}, k), h('dd', {}, v === null || v === undefined || v === '' ? h('span', { class: 'muted' }, '—') : v)]));
 }
 
+const JOB_POLL_MS = 2000;
+const JOB_POLL_MAX_MS = 10000;
+
 export function jobView({ app, params, query }) {
   const [cluster, job] = params;
   const speed = app.simSpeed();
@@ -603,6 +606,11 @@ export function jobView({ app, params, query }) {
   const metrics = metricsPanel(cluster, { job });
   let disposed = false;
   let timer = null;
+  // While the job is active it is re-read every 2 s; each answer equal to the last doubles the
+  // wait, up to JOB_POLL_MAX_MS (a running job mostly reads unchanged: docs/benchmarks.md,
+  // "UI traffic"); a change, or a delete under way, brings it back to 2 s.
+  let delay = JOB_POLL_MS;
+  let lastRead = null;
   let deleting = false;
   let gone = false;
 
@@ -614,7 +622,10 @@ export function jobView({ app, params, query }) {
       if (disposed || gone) return;
       replace(errorBox);
       render(j);
-      if ((ACTIVE_PHASES.test(j.phase) || deleting) && !document.hidden) timer = setTimeout(load, 2000);
+      const read = JSON.stringify(j);
+      delay = read === lastRead && !deleting ? Math.min(delay * 2, JOB_POLL_MAX_MS) : JOB_POLL_MS;
+      lastRead = read;
+      if ((ACTIVE_PHASES.test(j.phase) || deleting) && !document.hidden) timer = setTimeout(load, delay);
     } catch (err) {
       if (err.status === 401 || disposed || gone) return;
       if (err.status === 404 && !summary.dataset.loaded) {

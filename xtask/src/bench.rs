@@ -1,4 +1,4 @@
-//! `cargo xtask bench [all|pipeline|rest|fanout|logs] [--debug] [--duration SECS]`: performance
+//! `cargo xtask bench [all|pipeline|rest|fanout|logs|…|ui-traffic] [--debug] [--duration SECS]`: performance
 //! numbers of the real server binary on loopback and the simulated cloud, each compared within
 //! one run. Prints tables and writes `target/bench/bench-<name>.json`. Benchmarks only print
 //! numbers; the one property they check is that no stream follower misses the final state.
@@ -23,6 +23,9 @@
 //! - `logs`: job-log fan-out, 1 and 100 WebSocket followers of one simulated job writing
 //!   10,000 numbered lines/s for `--duration` seconds: lines lost (must be 0) and delivery
 //!   latency ([`crate::bench_logs`]).
+//! - `ui-traffic`: requests and bytes per minute of one UI tab on a running pipeline's and a
+//!   running job's page, with conditional reads off and on ([`crate::bench_ui`]; needs
+//!   Chromium; not part of `all`).
 //! - `replicas`: operations started and REST reads per second, one server on SQLite beside 1,
 //!   2 and 3 replicas on one PostgreSQL (skipped, saying why, when PostgreSQL cannot be
 //!   started here) ([`crate::bench_replicas`]).
@@ -66,8 +69,9 @@ pub struct BenchArgs {
     /// Which benchmark: the create pipeline, REST reads under load, reads of one cluster and
     /// one operation beside `/healthz`, lists over 10,000 clusters and 1,000,000 operations,
     /// memory, operation fan-out to WebSocket followers, job-log fan-out, throughput by store
-    /// and replica count, or all.
-    #[arg(value_parser = ["all", "pipeline", "rest", "reads", "scale", "memory", "fanout", "logs", "replicas"], default_value = "all")]
+    /// and replica count, or all of those; `ui-traffic` (one UI tab's requests and bytes,
+    /// headless Chromium) runs only when named.
+    #[arg(value_parser = ["all", "pipeline", "rest", "reads", "scale", "memory", "fanout", "logs", "replicas", "ui-traffic"], default_value = "all")]
     pub what: String,
     /// Benchmark a debug build of the server (faster to build, slower to run) instead of release.
     #[arg(long)]
@@ -138,6 +142,10 @@ pub fn main(args: BenchArgs) -> Result<()> {
     if all || opts.what == "replicas" {
         let report = rt.block_on(crate::bench_replicas::bench(&bin, opts.connections, opts.duration))?;
         println!("  → {}", write_report("bench-replicas", with_profile(report, profile))?.display());
+    }
+    if opts.what == "ui-traffic" {
+        let report = crate::bench_ui::ui_traffic(&bin)?;
+        println!("  → {}", write_report("bench-ui-traffic", with_profile(report, profile))?.display());
     }
     if !failed.is_empty() {
         bail!("reliability property failed: {}", failed.join("; "));

@@ -16,7 +16,7 @@
 //!
 //! The command line is a clap CLI: `cargo xtask help`, `cargo xtask <command> --help`.
 //!
-//! - `bench [all|pipeline|rest|fanout|logs|replicas]`: performance numbers of the real server
+//! - `bench [all|pipeline|rest|fanout|logs|replicas|ui-traffic]`: performance numbers of the real server
 //!   binary on loopback and the simulated cloud (tables + `target/bench/*.json`); see [`bench`].
 //! - `chaos [--quick] [--replicas N]`: reliability properties (kill -9 at every step boundary,
 //!   fault injection, conflicting mutations; replicas on one PostgreSQL killed and paused);
@@ -28,6 +28,7 @@ mod bench;
 mod bench_logs;
 mod bench_replicas;
 mod bench_scale;
+mod bench_ui;
 mod chaos;
 mod fuzz;
 mod harness;
@@ -348,6 +349,7 @@ mod tests {
             &["bench", "logs", "--debug", "--duration", "5", "--followers", "10", "--log-rate", "500"],
             &["bench", "rest", "--connections", "8"],
             &["bench", "replicas", "--debug", "--duration", "5"],
+            &["bench", "ui-traffic", "--debug"],
             &["chaos"],
             &["chaos", "--quick"],
             &["chaos", "--jobs", "2", "--speed", "500"],

@@ -20,13 +20,17 @@ struct TestServer {
     runtime: Option<tokio::runtime::Runtime>,
     /// The server's Kubernetes side (the adapter over the simulated clusters' API).
     kube: std::sync::Arc<dyn instantstart_core::provider::KubeApi>,
+    /// The server's store (to archive operations as the retention sweep would).
+    store: Store,
 }
+
+type Store = std::sync::Arc<dyn instantstart_core::store::Store>;
 
 impl TestServer {
     fn start() -> TestServer {
         let data = tempfile::tempdir().unwrap();
-        let (runtime, url, kube) = serve(data.path(), 0);
-        TestServer { url, home: tempfile::tempdir().unwrap(), _data: data, runtime: Some(runtime), kube }
+        let (runtime, url, kube, store) = serve(data.path(), 0);
+        TestServer { url, home: tempfile::tempdir().unwrap(), _data: data, runtime: Some(runtime), kube, store }
     }
 
     /// Applies `object` to the EKS cluster `eks` (us-east-1) the way another tool would:
@@ -44,10 +48,11 @@ impl TestServer {
             rt.shutdown_background();
         }
         let port: u16 = self.url.rsplit(':').next().unwrap().parse().unwrap();
-        let (runtime, url, kube) = serve(self._data.path(), port);
+        let (runtime, url, kube, store) = serve(self._data.path(), port);
         assert_eq!(url, self.url);
         self.runtime = Some(runtime);
         self.kube = kube;
+        self.store = store;
     }
 
     /// The CLI pointed at this server with the admin token, isolated from the user's config.
@@ -102,7 +107,7 @@ impl Drop for TestServer {
 fn serve(
     data: &std::path::Path,
     port: u16,
-) -> (tokio::runtime::Runtime, String, std::sync::Arc<dyn instantstart_core::provider::KubeApi>) {
+) -> (tokio::runtime::Runtime, String, std::sync::Arc<dyn instantstart_core::provider::KubeApi>, Store) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let opts = ServerOptions {
         data_dir: data.to_path_buf(),
@@ -116,9 +121,9 @@ fn serve(
         eks_public_access_cidrs: vec![],
         http: Default::default(),
     };
-    let (url, kube) = runtime.block_on(async {
+    let (url, kube, store) = runtime.block_on(async {
         let state = AppState::assemble(&opts).unwrap().state;
-        let kube = state.kube.clone();
+        let (kube, store) = (state.kube.clone(), state.store.clone());
         let mut tries = 0;
         let listener = loop {
             match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
@@ -134,9 +139,9 @@ fn serve(
         let addr = listener.local_addr().unwrap();
         let app = instantstart_server::app(state);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        (format!("http://{addr}"), kube)
+        (format!("http://{addr}"), kube, store)
     });
-    (runtime, url, kube)
+    (runtime, url, kube, store)
 }
 
 /// The CLI with no server settings at all, HOME and XDG_CONFIG_HOME in `home`.
@@ -1394,4 +1399,41 @@ fn tokens_are_minted_listed_and_revoked_by_the_admin() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("kube_bindings[0].system_namespaces[0]"));
+}
+
+/// `operation list --archived` reads the operations the retention sweep moved out of the lists:
+/// one page and the cursor printed under it, or every page with `--all`; filters still apply.
+#[test]
+fn archived_operations_are_listed_with_archived_a_page_at_a_time_or_all() {
+    let s = TestServer::start();
+    s.ready("a");
+    s.ready("b");
+    // What the sweep does once these finished more than the retention window ago.
+    let archived =
+        instantstart_server::archive::archive_now(s.store.as_ref(), chrono::Utc::now(), Duration::ZERO).unwrap();
+    assert_eq!(archived, 2);
+    assert_eq!(s.json(&["operation", "list"]), json!([]), "archived operations leave the list");
+
+    let all = s.json(&["operation", "list", "--archived", "--all"]);
+    let targets: Vec<&str> = all.as_array().unwrap().iter().map(|o| o["target"].as_str().unwrap()).collect();
+    assert_eq!(targets, ["cluster/b", "cluster/a"], "newest first: {all:#}");
+
+    let out = s.cli().args(["operation", "list", "--archived", "--limit", "1", "-o", "json"]).assert().success();
+    let out = out.get_output();
+    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let cursor = stderr.split("--cursor ").nth(1).unwrap_or_else(|| panic!("no cursor printed: {stderr}")).trim();
+    let second = s.json(&["operation", "list", "--archived", "--limit", "1", "--cursor", cursor]);
+    assert_eq!((&first[0]["id"], &second[0]["id"]), (&all[0]["id"], &all[1]["id"]), "the cursor reads the next page");
+    assert_eq!(second.as_array().map(Vec::len), Some(1));
+
+    let of_a = s.json(&["operation", "list", "--archived", "--cluster", "a"]);
+    assert_eq!(of_a.as_array().map(Vec::len), Some(1), "{of_a:#}");
+    let table = stdout(s.cli().args(["operation", "list", "--archived"]));
+    assert!(table.contains("cluster/a") && table.contains("succeeded"), "{table}");
+    s.cli()
+        .args(["operation", "list", "--archived", "--cluster", "nothing"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("No archived operations."));
 }

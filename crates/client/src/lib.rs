@@ -191,6 +191,9 @@ pub struct OperationQuery {
     pub status: Option<OperationStatus>,
     /// 1-500 (server default 100), newest first: the page size.
     pub limit: Option<u32>,
+    /// `true`: the archived operations instead of the current ones (finished before the
+    /// server's retention window; `GET /api/operations?archived=true`).
+    pub archived: bool,
 }
 
 /// A typed client of one InstantStart server. Cheap to clone.
@@ -894,6 +897,7 @@ impl Client {
         let call = Call::new(Method::GET, &["api", "operations"])
             .query("target", q.target.as_deref())
             .query("status", q.status.map(OperationStatus::as_str))
+            .query("archived", q.archived.then_some("true"))
             .query("limit", q.limit);
         self.call(call).await
     }

@@ -80,7 +80,8 @@ impl Client {
     pub async fn operations_page(&self, q: &OperationQuery, args: &PageArgs) -> Result<ListPage<Operation>, Error> {
         let call = Call::new(Method::GET, &["api", "operations"])
             .query("target", q.target.as_deref())
-            .query("status", q.status.map(OperationStatus::as_str));
+            .query("status", q.status.map(OperationStatus::as_str))
+            .query("archived", q.archived.then_some("true"));
         self.page(call, args).await
     }
 
@@ -88,7 +89,8 @@ impl Client {
     pub async fn all_operations(&self, q: &OperationQuery) -> Result<Vec<Operation>, Error> {
         let call = Call::new(Method::GET, &["api", "operations"])
             .query("target", q.target.as_deref())
-            .query("status", q.status.map(OperationStatus::as_str));
+            .query("status", q.status.map(OperationStatus::as_str))
+            .query("archived", q.archived.then_some("true"));
         self.all(call).await
     }
 

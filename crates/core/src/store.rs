@@ -214,7 +214,8 @@ pub trait Store: Send + Sync {
         Ok(out)
     }
     /// How many operations have each status (statuses without operations are absent).
-    /// Implementations count in the database; this default reads every operation.
+    /// Implementations read counts the database keeps (SQLite and PostgreSQL: a table kept by
+    /// triggers, schema version 8), not the operations; this default reads every operation.
     fn count_operations(&self) -> Result<Vec<(OperationStatus, u64)>, StoreError> {
         let mut counts: Vec<(OperationStatus, u64)> = Vec::new();
         for op in self.list_operations(&OperationFilter::default())? {

@@ -292,6 +292,10 @@ pub struct OperationListArgs {
     /// The `next` of a previous call: read the page after it (same filters).
     #[serde(default)]
     pub cursor: Option<String>,
+    /// `true`: the archived operations (finished before the server's retention window) instead
+    /// of the current ones. Default `false`.
+    #[serde(default)]
+    pub archived: bool,
 }
 
 /// Tools addressing one operation.

@@ -1545,7 +1545,8 @@ impl InstantStartMcp {
     #[tool(
         name = "operation_list",
         description = "Operations (every mutation is one), newest first, with status and a one-line progress \
-                       summary; filter by target (e.g. cluster/demo) and status. Use operation_get for steps. \
+                       summary; filter by target (e.g. cluster/demo) and status; archived=true lists the operations archived \
+                       after the server's retention window instead. Use operation_get for steps. \
                        Answers {operations, next}: while next is not null, pass it as cursor to read older ones.",
         annotations(
             title = "List operations",
@@ -1556,7 +1557,7 @@ impl InstantStartMcp {
         )
     )]
     async fn operation_list(&self, Parameters(a): Parameters<OperationListArgs>) -> CallToolResult {
-        let q = OperationQuery { target: a.target, status: a.status, limit: None };
+        let q = OperationQuery { target: a.target, status: a.status, limit: None, archived: a.archived };
         let page = PageArgs { limit: Some(a.limit.unwrap_or(20)), cursor: a.cursor };
         match self.client.operations_page(&q, &page).await {
             Ok(p) => ok(json!({

@@ -16,9 +16,12 @@
 //!   mutations, WebSocket upgrades and streams pass through untouched.
 //! - `If-None-Match` is compared with the weak comparison RFC 9110 §13.1.2 prescribes (a `W/`
 //!   prefix is ignored; `*` matches any tag); a match answers `304` with the tag and no body.
+//! - [`DISABLE_ENV`]` = off` (read at start, meant for measurement only: `cargo xtask bench
+//!   ui-traffic` compares a page's traffic with and without revalidation in one build) leaves
+//!   every response untouched: no tag, no `304`, and so nothing for `crate::read_cache` to keep.
 
 use axum::body::{Body, to_bytes};
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -44,9 +47,33 @@ pub fn none_match(headers: &HeaderMap, tag: &str) -> bool {
         .any(|v| v.split(',').map(str::trim).any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag))
 }
 
-/// The middleware: tags successful JSON reads and answers `304` to a matching revalidation.
-pub async fn conditional_get(request: Request, next: Next) -> Response {
-    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+/// The environment variable that turns conditional reads off (`off`): to measure what a page
+/// costs without them (docs/benchmarks.md, "UI traffic").
+pub const DISABLE_ENV: &str = "INSTANTSTART_CONDITIONAL";
+
+/// Whether responses are tagged and revalidated (the state of [`conditional_get`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch {
+    pub enabled: bool,
+}
+
+impl Default for Switch {
+    fn default() -> Self {
+        Switch { enabled: true }
+    }
+}
+
+impl Switch {
+    /// On unless [`DISABLE_ENV`] is `off`.
+    pub fn from_env() -> Self {
+        Switch { enabled: std::env::var(DISABLE_ENV).as_deref() != Ok("off") }
+    }
+}
+
+/// The middleware: tags successful JSON reads and answers `304` to a matching revalidation
+/// (nothing when `switch` is off).
+pub async fn conditional_get(State(switch): State<Switch>, request: Request, next: Next) -> Response {
+    if !switch.enabled || !matches!(*request.method(), Method::GET | Method::HEAD) {
         return next.run(request).await;
     }
     let headers = request.headers().clone();
@@ -106,5 +133,30 @@ mod tests {
             assert_eq!(none_match(&h, &a), *matches, "If-None-Match: {header}");
         }
         assert!(!none_match(&HeaderMap::new(), &a));
+    }
+
+    /// (switch, If-None-Match sent with the body's tag, status, tagged)
+    #[tokio::test]
+    async fn the_switch_turns_tags_and_304s_off() {
+        use tower::ServiceExt;
+        let body = r#"{"a":1}"#;
+        let tag = entity_tag(body.as_bytes());
+        let cases =
+            [(true, false, 200, true), (true, true, 304, true), (false, false, 200, false), (false, true, 200, false)];
+        for (enabled, revalidate, status, tagged) in cases {
+            let app = axum::Router::new()
+                .route("/x", axum::routing::get(|| async { axum::Json(serde_json::json!({"a": 1})) }))
+                .layer(axum::middleware::from_fn_with_state(Switch { enabled }, conditional_get));
+            let mut request = Request::get("/x");
+            if revalidate {
+                request = request.header(header::IF_NONE_MATCH, &tag);
+            }
+            let response = app.oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
+            let case = format!("enabled {enabled}, revalidate {revalidate}");
+            assert_eq!(response.status().as_u16(), status, "{case}");
+            assert_eq!(response.headers().contains_key(header::ETAG), tagged, "{case}");
+            let bytes = to_bytes(response.into_body(), 1024).await.unwrap();
+            assert_eq!(bytes.len(), if status == 304 { 0 } else { body.len() }, "{case}");
+        }
     }
 }

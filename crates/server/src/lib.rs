@@ -68,6 +68,8 @@ pub struct AppInner {
     pub live_clusters: instantstart_core::api::clusters::LiveClusters,
     /// Responses of the hottest reads while the store is unchanged ([`read_cache`]).
     pub read_cache: read_cache::ReadCache,
+    /// Whether reads are tagged and revalidated ([`conditional`]; on unless measuring).
+    pub conditional: conditional::Switch,
     /// Which namespaces tokens' workloads may use ([`ServerOptions::unbound_tokens_any_namespace`],
     /// [`ServerOptions::admin_system_namespaces`]).
     pub namespace_policy: instantstart_core::kube_access::NamespacePolicy,
@@ -481,6 +483,7 @@ impl AppState {
             log_hub: Arc::default(),
             live_clusters: instantstart_core::api::live::LiveReads::new(instantstart_core::api::live::LIVE_READ_TTL),
             read_cache: read_cache::ReadCache::from_env(),
+            conditional: conditional::Switch::from_env(),
             ws_slots: ws_slots::WsSlots::new(ws_slots::MAX_WS_PER_PRINCIPAL),
         }));
         Ok(Assembled { state, new_admin_token })

@@ -704,7 +704,7 @@ impl Store for PostgresStore {
     fn count_operations(&self) -> Result<Vec<(OperationStatus, u64)>, StoreError> {
         self.read("count operations", |tx| {
             let rows = tx
-                .query("SELECT status, COUNT(*) FROM operations GROUP BY status ORDER BY status", &[])
+                .query("SELECT status, n FROM operation_counts WHERE n > 0 ORDER BY status", &[])
                 .ctx("count operations")?;
             rows.iter()
                 .map(|r| {

@@ -177,8 +177,33 @@ CREATE INDEX operations_archived_created ON operations (created_at) WHERE archiv
 CREATE INDEX operations_target_kind_created ON operations (target, kind, created_at);
 "#;
 
+/// Version 8: operations counted by status (`Store::count_operations`, behind `/metrics`)
+/// without reading the operations: `operation_counts` holds one row per status, kept by
+/// triggers in the transaction of every insert, status change and delete, so it cannot drift
+/// from the table whichever statement changes it. Filled from the table once, here.
+const V8: &str = r#"
+CREATE TABLE operation_counts (
+    status TEXT PRIMARY KEY NOT NULL,
+    n      INTEGER NOT NULL CHECK (n >= 0)
+) WITHOUT ROWID;
+INSERT INTO operation_counts (status, n) SELECT status, COUNT(*) FROM operations GROUP BY status;
+CREATE TRIGGER operation_counts_insert AFTER INSERT ON operations BEGIN
+    INSERT INTO operation_counts (status, n) VALUES (NEW.status, 1)
+        ON CONFLICT (status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER operation_counts_update AFTER UPDATE OF status ON operations
+WHEN OLD.status IS NOT NEW.status BEGIN
+    UPDATE operation_counts SET n = n - 1 WHERE status = OLD.status;
+    INSERT INTO operation_counts (status, n) VALUES (NEW.status, 1)
+        ON CONFLICT (status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER operation_counts_delete AFTER DELETE ON operations BEGIN
+    UPDATE operation_counts SET n = n - 1 WHERE status = OLD.status;
+END;
+"#;
+
 /// Every migration, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version this build writes: the number of known migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -837,7 +837,7 @@ impl Store for SqliteStore {
     fn count_operations(&self) -> Result<Vec<(OperationStatus, u64)>, StoreError> {
         self.read("count operations", |tx| {
             let mut stmt = tx
-                .prepare_cached("SELECT status, COUNT(*) FROM operations GROUP BY status ORDER BY status")
+                .prepare_cached("SELECT status, n FROM operation_counts WHERE n > 0 ORDER BY status")
                 .ctx("prepare operation count")?;
             let rows: Vec<(String, i64)> = stmt
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))

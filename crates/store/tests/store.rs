@@ -853,6 +853,138 @@ fn latest_operations_gives_the_newest_of_each_target_optionally_by_kind() {
     }
 }
 
+/// Operations by status, as `count_operations` answers.
+type Counts = Vec<(OperationStatus, u64)>;
+
+/// A change made to a store in a table test.
+type Change<'a> = Box<dyn Fn() + 'a>;
+
+/// `count_operations`, and as the trait's reference computes it (every operation read), sorted.
+fn counted(store: &dyn Store) -> (Counts, Counts) {
+    let mut got = store.count_operations().unwrap();
+    let mut want = PerTarget(store).count_operations().unwrap();
+    got.sort_by_key(|(s, _)| s.as_str());
+    want.sort_by_key(|(s, _)| s.as_str());
+    (got, want)
+}
+
+#[test]
+fn operation_counts_follow_every_change_without_reading_the_operations() {
+    use OperationKind::{CreateCluster, UpdateInstanceGroup};
+    use OperationStatus::{Cancelled, Failed, NeedsAttention, Running, Succeeded};
+    for (backend, store, _dir) in backends() {
+        let store = &*store;
+        assert_eq!(store.count_operations().unwrap(), vec![], "{backend}: empty");
+        let a = insert_new(store, op_of_kind("cluster/a", CreateCluster));
+        let b = insert_new(store, op_of_kind("cluster/b", CreateCluster));
+        let keyed = new_op("cluster/c", Some("key-1"), json!({"n": 1}));
+        let c = insert_new(store, keyed.clone());
+        // (what happens, the counts after it)
+        let steps: Vec<(&str, Change<'_>, Counts)> = vec![
+            ("three inserted", Box::new(|| {}), vec![(Running, 3)]),
+            (
+                "the same idempotency key again: no new operation",
+                Box::new(|| assert!(matches!(store.insert_operation(keyed.clone()), Ok(Inserted::Existing(_))))),
+                vec![(Running, 3)],
+            ),
+            (
+                "a second running operation on a target is refused",
+                Box::new(|| assert!(store.insert_operation(op_of_kind("cluster/a", UpdateInstanceGroup)).is_err())),
+                vec![(Running, 3)],
+            ),
+            (
+                "one succeeds, one fails",
+                Box::new(|| {
+                    store.set_operation_status(&a.id, Succeeded, None).unwrap();
+                    store.set_operation_status(&b.id, Failed, Some("throttled")).unwrap();
+                }),
+                vec![(Failed, 1), (Running, 1), (Succeeded, 1)],
+            ),
+            (
+                "the same status again",
+                Box::new(|| store.set_operation_status(&b.id, Failed, Some("again")).unwrap()),
+                vec![(Failed, 1), (Running, 1), (Succeeded, 1)],
+            ),
+            (
+                "a retry reopens the failed one",
+                Box::new(|| store.reopen_operation(&b.id).unwrap()),
+                vec![(Running, 2), (Succeeded, 1)],
+            ),
+            (
+                "needs attention, cancelled",
+                Box::new(|| {
+                    store.set_operation_status(&b.id, NeedsAttention, Some("not ours")).unwrap();
+                    store.set_operation_status(&c.id, Cancelled, None).unwrap();
+                }),
+                vec![(Cancelled, 1), (NeedsAttention, 1), (Succeeded, 1)],
+            ),
+            (
+                "archived operations still count",
+                Box::new(|| assert_eq!(store.archive_operations(Utc::now(), 100).unwrap(), 2)),
+                vec![(Cancelled, 1), (NeedsAttention, 1), (Succeeded, 1)],
+            ),
+            (
+                "a new one on a finished target",
+                Box::new(|| drop(insert_new(store, op_of_kind("cluster/a", UpdateInstanceGroup)))),
+                vec![(Cancelled, 1), (NeedsAttention, 1), (Running, 1), (Succeeded, 1)],
+            ),
+        ];
+        for (what, change, want) in steps {
+            change();
+            let (got, reference) = counted(store);
+            assert_eq!(got, want, "{backend}: {what}");
+            assert_eq!(got, reference, "{backend}: {what}: the reference agrees");
+        }
+    }
+}
+
+/// Operations recorded before schema version 8 are counted once it is applied: the migration
+/// fills `operation_counts` from the table, then the triggers keep it.
+#[test]
+fn the_counts_migration_counts_the_operations_already_recorded() {
+    let insert_some = |store: &dyn Store| {
+        for (i, status) in
+            [OperationStatus::Succeeded, OperationStatus::Failed, OperationStatus::Succeeded].into_iter().enumerate()
+        {
+            let op = insert_new(store, op_of_kind(&format!("cluster/c{i}"), OperationKind::CreateCluster));
+            store.set_operation_status(&op.id, status, None).unwrap();
+        }
+        insert_new(store, op_of_kind("cluster/r", OperationKind::CreateCluster));
+    };
+    let undo_v8 = "DROP TRIGGER operation_counts_insert; DROP TRIGGER operation_counts_update; \
+                   DROP TRIGGER operation_counts_delete; DROP TABLE operation_counts; \
+                   DELETE FROM schema_migrations WHERE version = 8";
+    let want = vec![(OperationStatus::Failed, 1), (OperationStatus::Running, 1), (OperationStatus::Succeeded, 2)];
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    insert_some(&SqliteStore::open(&path).unwrap());
+    rusqlite::Connection::open(&path).unwrap().execute_batch(undo_v8).unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(counted(&store), (want.clone(), want.clone()), "sqlite: filled by the migration");
+    insert_new(&store, op_of_kind("cluster/s", OperationKind::CreateCluster));
+    let (got, reference) = counted(&store);
+    assert_eq!((got.len(), got), (3, reference), "sqlite: then kept");
+
+    let Some(server) = pg_server() else { return };
+    let url = server.create_database();
+    insert_some(&PostgresStore::connect(&url).unwrap());
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    db.batch_execute(
+        "DROP TRIGGER operation_counts_insert_delete ON operations; DROP TRIGGER operation_counts_update ON operations; \
+         DROP FUNCTION operation_counts_keep(); DROP TABLE operation_counts; \
+         DELETE FROM schema_migrations WHERE version = 8",
+    )
+    .unwrap();
+    let store = PostgresStore::connect(&url).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(counted(&store), (want.clone(), want), "postgres: filled by the migration");
+    insert_new(&store, op_of_kind("cluster/s", OperationKind::CreateCluster));
+    let (got, reference) = counted(&store);
+    assert_eq!((got.len(), got), (3, reference), "postgres: then kept");
+}
+
 #[test]
 fn archived_operations_leave_the_hot_lists_and_stay_readable() {
     use OperationKind::{CreateCluster, UpdateInstanceGroup};

@@ -62,6 +62,10 @@ pub struct ListArgs {
     /// Every operation, following the pages to the end.
     #[arg(long, conflicts_with_all = ["limit", "cursor"])]
     pub all: bool,
+    /// The archived operations instead: those that finished before the server's retention
+    /// window (`--operation-retention-days`); pages and `--all` as above.
+    #[arg(long)]
+    pub archived: bool,
 }
 
 fn parse_status(s: &str) -> Result<OperationStatus, String> {
@@ -76,6 +80,7 @@ pub async fn run(g: &Globals, cmd: OperationCommand) -> anyhow::Result<Exit> {
                 target: args.target.or(args.cluster.map(|c| format!("cluster/{c}"))),
                 status: args.status,
                 limit: None,
+                archived: args.archived,
             };
             let (ops, next) = if args.all {
                 (client.all_operations(&q).await?, None)
@@ -96,7 +101,7 @@ pub async fn run(g: &Globals, cmd: OperationCommand) -> anyhow::Result<Exit> {
                         when(&op.created_at),
                     ]);
                 }
-                t.render_or("No operations.")
+                t.render_or(if args.archived { "No archived operations." } else { "No operations." })
             })?;
             output::more(next.as_deref());
             Ok(Exit::Ok)

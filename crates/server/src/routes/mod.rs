@@ -80,7 +80,7 @@ pub fn router(state: AppState) -> axum::Router {
         protected = protected.merge(meta::metrics_routes());
     }
     let protected = protected
-        .route_layer(middleware::from_fn(crate::conditional::conditional_get))
+        .route_layer(middleware::from_fn_with_state(state.conditional, crate::conditional::conditional_get))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::read_cache::read_cache))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
     let mut api = OpenApi::default();

@@ -192,8 +192,36 @@ CREATE INDEX operations_archived_created_seq ON operations (created_at, seq) WHE
 CREATE INDEX operations_target_kind_created_seq ON operations (target, kind, created_at, seq);
 "#;
 
+/// Version 8: operations counted by status without reading them, as in SQLite: one row per
+/// status in `operation_counts`, kept by a trigger in the transaction of every insert, status
+/// change and delete (writers already serialize on [`WRITE_LOCK`], so the rows add no
+/// contention). Filled from the table once, here.
+const V8: &str = r#"
+CREATE TABLE operation_counts (
+    status TEXT COLLATE "C" PRIMARY KEY NOT NULL,
+    n      BIGINT NOT NULL CHECK (n >= 0)
+);
+INSERT INTO operation_counts (status, n) SELECT status, COUNT(*) FROM operations GROUP BY status;
+CREATE FUNCTION operation_counts_keep() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        UPDATE operation_counts SET n = n - 1 WHERE status = OLD.status;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO operation_counts (status, n) VALUES (NEW.status, 1)
+            ON CONFLICT (status) DO UPDATE SET n = operation_counts.n + 1;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER operation_counts_insert_delete AFTER INSERT OR DELETE ON operations
+    FOR EACH ROW EXECUTE FUNCTION operation_counts_keep();
+CREATE TRIGGER operation_counts_update AFTER UPDATE OF status ON operations
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION operation_counts_keep();
+"#;
+
 /// Every migration, oldest first. Append only; one per SQLite migration.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// Highest applied version (0 for a fresh database).
 pub(crate) fn current_version(conn: &mut impl GenericClient) -> Result<u32, StoreError> {
