@@ -33,7 +33,8 @@ def vol(workloads_server):
             {"name": "workers", "instance_type": "ml.g5.xlarge", "count": 2, "availability_zone": "us-east-1a"}]},
     })
     assert status == 202, body
-    op = workloads_server.wait_operation(body["operation"]["id"], 90)
+    # A generous timeout: the simulated pipeline slows down on a busy machine.
+    op = workloads_server.wait_operation(body["operation"]["id"], 180)
     assert op["status"] == "succeeded", op
     return CLUSTER
 
@@ -41,7 +42,7 @@ def vol(workloads_server):
 def create_volume(server, name: str) -> None:
     status, body = server.api("POST", f"/api/clusters/{CLUSTER}/storage/fsx", {"name": name})
     assert status == 202, body
-    op = server.wait_operation(body["operation"]["id"], 90)
+    op = server.wait_operation(body["operation"]["id"], 120)
     assert op["status"] == "succeeded", op
 
 
