@@ -1,7 +1,8 @@
 // Inference endpoints of a cluster: the list (ready, replicas, URL, pool, router, autoscaling),
 // the deploy form (self-managed vLLM / SGLang / custom container as a Deployment, or managed
-// by the HyperPod inference operator; instance type and GPUs; exposure inside the cluster,
-// through a load balancer or as a model pool; SGLang router; KEDA min/max/cooldown) with the
+// by the HyperPod inference operator; instance type and GPUs; the cluster's FSx for Lustre
+// volumes mounted read-only, the model read from the bucket or one of them; exposure inside
+// the cluster, through a load balancer or as a model pool; SGLang router; KEDA min/max/cooldown) with the
 // rendered manifests reviewed first, the endpoint page (scale, or turn autoscaling off, with
 // the server's diff first, a chat box that calls the model through the control plane and
 // shows the answer and its latency, delete with a typed confirmation) and the model pools,
@@ -15,6 +16,7 @@ import { showFindings, clearFindings, formField, readForm, num, lines, prune } f
 import { followOperation, refusal, diffList, planLines } from '../components/plan.js';
 import { workloadHead, instanceTypeOptions, manifestList, stepsList, confirmedDelete, onCluster, phaseBadge, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
 import { listPoller } from '../lib/polling.js';
+import { volumeMounts, volumeChoice, loadVolumesInto } from '../components/volume-picker.js';
 
 export const ENGINES = [
   { key: 'vllm', label: 'vLLM', image: 'vllm/vllm-openai:v0.10.1', port: 8000 },
@@ -282,7 +284,10 @@ export function endpointBody(route, v) {
     : { type: 'cluster_ip' };
   const body = {
     route: 'self_managed',
-    ...prune({ ...common, engine, image: v.image, gpus: num(v.gpus), port: num(v.port), pool: exposureKind === 'pool' ? v.pool : undefined }),
+    ...prune({
+      ...common, engine, image: v.image, gpus: num(v.gpus), port: num(v.port), pool: exposureKind === 'pool' ? v.pool : undefined,
+      volumes: v.volumes, model_volume: engineKey === 'custom' ? undefined : v.model_volume,
+    }),
     exposure,
     router: !!v.router,
   };
@@ -326,8 +331,27 @@ export function endpointNewView({ app, params, query }) {
   const engineSel = formField('engine.kind', 'Engine', { kind: 'select', value: 'vllm', options: ENGINES.map((e) => [e.key, e.label]) });
   const imageField = formField('image', 'Image', { mono: true, value: ENGINES[0].image, help: 'A pinned tag or digest.' });
   const portField = formField('port', 'Port', { kind: 'number', value: String(ENGINES[0].port) });
+  const volumes = volumeMounts(cluster, {
+    field: 'volumes',
+    legend: 'FSx for Lustre volumes (optional)',
+    help: 'Mounted read-only in every replica, at /fsx/<name> unless a mount path is given.',
+  });
+  const modelField = formField('engine.model', 'Model in the bucket', { mono: true, placeholder: 'models/Qwen/Qwen3-0.6B', help: 'A folder of the shared bucket (a download’s destination).' });
+  const modelVolume = volumeChoice(cluster, {
+    field: 'model_volume',
+    label: 'Model from',
+    none: 'The shared bucket',
+    help: 'The model is a path in that volume, which is then mounted (ticked below).',
+    empty: null,
+    onChange: (name) => {
+      modelField.querySelector('label').textContent = name ? `Model in volume ${name}` : 'Model in the bucket';
+      modelField.querySelector('.help').textContent = name ? 'A folder of that volume (a download’s path in it).' : 'A folder of the shared bucket (a download’s destination).';
+      if (name) volumes.tick(name);
+    },
+  });
   const modelFields = h('div', { class: 'grid-4' },
-    formField('engine.model', 'Model in the bucket', { mono: true, placeholder: 'models/Qwen/Qwen3-0.6B', help: 'A folder of the shared bucket (a download’s destination).' }),
+    modelVolume.el,
+    modelField,
     formField('engine.served_model_name', 'Served model name (optional)', { mono: true, help: 'What clients send as model; the endpoint name when empty.' }),
     formField('engine.max_model_len', 'Max context length (optional)', { kind: 'number' }),
     formField('engine.tensor_parallel_size', 'Tensor parallel (optional)', { kind: 'number', help: 'Every GPU of the replica when empty.' }),
@@ -355,6 +379,7 @@ export function endpointNewView({ app, params, query }) {
   const selfManaged = h('div', { class: 'route-fields', dataset: { route: 'self_managed' } },
     h('div', { class: 'grid-4' }, engineSel, imageField, formField('gpus', 'GPUs per replica (optional)', { kind: 'number', help: 'Every GPU of the instance type when empty.' }), portField),
     modelFields, customFields,
+    volumes.el,
     exposureSet, lbFields, poolFields,
     routerField,
     autoToggle, autoFields);
@@ -379,7 +404,7 @@ export function endpointNewView({ app, params, query }) {
   const { form, activity } = planReviewForm({
     app, cluster, kind: 'endpoint', section: 'endpoints', base,
     fields: [routeSet, common, selfManaged, managed],
-    body: (f) => endpointBody(route, { ...readForm(f), 'exposure.type': val('exposure') }),
+    body: (f) => endpointBody(route, { ...readForm(f), 'exposure.type': val('exposure'), volumes: volumes.read(), model_volume: modelVolume.value() }),
     nameOf: (b) => b.name,
     apply: { id: 'endpoint-deploy', label: 'Deploy' },
     lede: 'applied, then followed until the endpoint is ready',
@@ -409,6 +434,7 @@ export function endpointNewView({ app, params, query }) {
   form.addEventListener('change', sync);
   sync();
   instanceTypeOptions(typeField.querySelector('select'), cluster).catch(() => {});
+  loadVolumesInto(cluster, volumes, modelVolume);
   api.get(`/api/clusters/${api.seg(cluster)}`).then((c) => {
     const b = form.querySelector('[name="model_source.bucket"]');
     const r = form.querySelector('[name="model_source.region"]');

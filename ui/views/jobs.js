@@ -1,10 +1,11 @@
 // Training jobs of a cluster: the list (phase, task governance admission, recipe, runtime, pods
-// and the recovery budget as a meter), the per-recipe submit form (with the optional team and
-// priority of task governance) (PyTorch script, LLaMA-Factory and MS-Swift on the
-// HyperPod training operator; VERL on KubeRay) with a plan review that shows the rendered
-// manifests (?dry_run=true) before anything is applied, and the job page: state, pods,
-// conditions, events, the applied manifests and live logs over a WebSocket (auto-scroll that
-// pauses when you scroll up, pod selector, reconnect), delete with a typed confirmation.
+// and the recovery budget as a meter), the per-recipe submit form (PyTorch script, LLaMA-Factory
+// and MS-Swift on the HyperPod training operator; VERL on KubeRay; with the optional team and
+// priority of task governance and the cluster's FSx for Lustre volumes to mount) with a plan
+// review that shows the rendered manifests (?dry_run=true) before anything is applied, and the
+// job page: state, pods, conditions, events, the applied manifests and live logs over a
+// WebSocket (auto-scroll that pauses when you scroll up, pod selector, reconnect), delete with
+// a typed confirmation.
 
 import { h, replace, routeHref, simTimeEl, words, announce, debounce, id, errorNotice } from '../lib/dom.js';
 import * as api from '../lib/api.js';
@@ -14,6 +15,7 @@ import { workloadHead, instanceTypeOptions, manifestList, phaseBadge, recoveryMe
 import { formField, readForm, num, lines, pairs, prune } from '../lib/forms.js';
 import { listPoller } from '../lib/polling.js';
 import { metricsPanel } from '../components/metric-plot.js';
+import { volumeMounts, loadVolumesInto } from '../components/volume-picker.js';
 
 /** The recipes of the form: runtime, recipe kind, label, default image, help. */
 export const RECIPES = [
@@ -190,6 +192,7 @@ export function jobBody(recipeKey, v) {
     efa: v['job.efa'],
     service_account: v['job.service_account'],
     env: envList(v['job.env']),
+    volumes: v['job.volumes'],
     mlflow: v['job.mlflow.tracking_server_arn'] ? { tracking_server_arn: v['job.mlflow.tracking_server_arn'], experiment: v['job.mlflow.experiment'] } : undefined,
   }) || {};
   job.efa = !!v['job.efa'];
@@ -267,6 +270,13 @@ export function jobNewView({ app, params, query }) {
   arnInput.setAttribute('list', arnList.id);
   mlflowArn.append(arnList);
 
+  const volumes = volumeMounts(cluster, {
+    field: 'job.volumes',
+    legend: 'FSx for Lustre volumes (optional)',
+    help: 'Mounted in every container of every pod, beside the shared bucket; at /fsx/<name> unless a mount path is given. The claim lives in namespace default.',
+    readOnlyChoice: true,
+  });
+
   const { form, activity } = planReviewForm({
     app, cluster, kind: 'job', section: 'jobs', base,
     fields: [
@@ -284,6 +294,7 @@ export function jobNewView({ app, params, query }) {
         formField('job.team', 'Team (task governance, optional)', { mono: true, help: 'The job waits for its team\'s quota; run it in namespace hyperpod-ns-<team>.' }),
         formField('job.priority', 'Priority class (optional)', { mono: true, help: 'One of the cluster\'s priority classes; needs a team.' }),
         formField('job.storage.claim_name', 'Shared claim (optional)', { mono: true, help: 'A claim of the job\'s namespace; the cluster\'s shared bucket claim when empty (namespace default).' })),
+      volumes.el,
       recipeSlot,
       resilienceSet, rayNote,
       h('details', { class: 'advanced' }, h('summary', {}, 'Tracking, identity and environment'),
@@ -296,7 +307,7 @@ export function jobNewView({ app, params, query }) {
             help: 'Credentials must come from a Secret: a literal token-like value is refused.',
           }))),
     ],
-    body: (f) => jobBody(recipeKey, readForm(f)),
+    body: (f) => jobBody(recipeKey, { ...readForm(f), 'job.volumes': volumes.read() }),
     nameOf: (b) => b.job.name,
     apply: { id: 'job-submit', label: 'Submit job' },
     lede: 'applied with server-side apply, then followed until the job runs',
@@ -317,6 +328,7 @@ export function jobNewView({ app, params, query }) {
   });
   applyRecipe();
   instanceTypeOptions(typeSelect, cluster).catch(() => {});
+  loadVolumesInto(cluster, volumes);
   api.list('/api/mlflow/servers').then((servers) => {
     replace(arnList, (servers || []).map((s) => h('option', { value: s.arn }, s.name)));
   }).catch(() => { /* MLflow servers are optional */ });

@@ -2,7 +2,8 @@
 // S3 CSI driver as a static PV/PVC), its mount path and claim status, the top-level listing
 // with drill-down into prefixes, "Download a model" (Hugging Face → the bucket, as a cluster
 // Job; a gated repository's token comes from a Kubernetes Secret, never typed here) followed
-// on the progress panel, and the downloads with their phase; "Delete…" on a download removes
+// on the progress panel (into the bucket, or into one of the cluster's FSx volumes), and the
+// downloads with their phase; "Delete…" on a download removes
 // its Job and pods once its name is typed (the downloaded files stay in the bucket). The FSx for
 // Lustre card lists the cluster's file systems (claim fsx-<name>, mount path, lifecycle, type,
 // capacity), creates one (deployment type, capacity, throughput; the server checks every rule
@@ -14,6 +15,7 @@ import { badge } from '../components/status-badge.js';
 import { showFindings, clearFindings, formField, readForm, FINDING_PREFIXES, prune } from '../lib/forms.js';
 import { followOperation, refusal } from '../components/plan.js';
 import { onCluster, workloadHead, phaseBadge, confirmedDelete } from '../components/workload-page.js';
+import { volumeChoice } from '../components/volume-picker.js';
 
 const DELETE_DETAIL = 'Its Job and pods are deleted (a running download stops). The files it already copied stay in the bucket.';
 const FSX_DELETE_DETAIL = 'Its claim and volume are deleted, then the file system with all its data. Pods still mounting it lose it.';
@@ -85,6 +87,7 @@ export function storageView({ app, params, query }) {
       const buckets = storages.filter((s) => (s.kind || 's3') === 's3');
       renderInfo(buckets);
       renderFsx(storages.filter((s) => s.kind === 'fsx_lustre'));
+      destinationVolume.render(storages.filter((s) => s.kind === 'fsx_lustre'));
       if (!prefix) {
         const s = buckets[0];
         replace(pathSlot, breadcrumb('', openPrefix));
@@ -230,6 +233,17 @@ export function storageView({ app, params, query }) {
     formField('hf_token.name', 'Secret name', { value: 'hf-token', mono: true }),
     formField('hf_token.key', 'Key in the Secret', { value: 'token', mono: true }));
   tokenToggle.querySelector('input').addEventListener('change', (e) => { tokenFields.hidden = !e.target.checked; });
+  const destinationField = formField('destination', 'Destination in the bucket (optional)', { placeholder: 'models/<repository>', mono: true, help: 'models/<repository> (or datasets/…) when empty.' });
+  const destinationVolume = volumeChoice(cluster, {
+    field: 'volume',
+    label: 'Download into',
+    none: 'The shared bucket',
+    empty: () => h('p', { class: 'muted volumes-empty' }, 'Into the shared bucket: this cluster has no FSx for Lustre volume (the FSx card above creates one).'),
+    help: 'An FSx volume is mounted at /fsx/<name> in the Job; the files land there instead of the bucket.',
+    onChange: (name) => {
+      destinationField.querySelector('label').textContent = name ? `Path in volume ${name} (optional)` : 'Destination in the bucket (optional)';
+    },
+  });
   const submitBtn = h('button', { type: 'submit', class: 'btn primary', id: 'download-submit' }, 'Download');
   const form = h('form', { class: 'editor-form', id: 'download-form', novalidate: true },
     h('div', { class: 'error-summary', tabindex: '-1', hidden: true, role: 'alert' }),
@@ -238,7 +252,8 @@ export function storageView({ app, params, query }) {
       formField('revision', 'Revision (optional)', { placeholder: 'main', mono: true, help: 'Branch, tag or commit; the default branch when empty.' }),
       formField('repo_type', 'Kind', { kind: 'select', options: [['model', 'Model'], ['dataset', 'Dataset']], value: 'model' })),
     h('div', { class: 'grid-3' },
-      formField('destination', 'Destination in the bucket (optional)', { placeholder: 'models/<repository>', mono: true, help: 'models/<repository> (or datasets/…) when empty.' }),
+      destinationVolume.el,
+      destinationField,
       formField('namespace', 'Namespace', { value: 'default', mono: true, help: 'Where the Job runs (and the Secret and the shared claim live).' })),
     tokenToggle, tokenFields,
     h('div', { class: 'form-actions' }, submitBtn));
@@ -253,6 +268,7 @@ export function storageView({ app, params, query }) {
       repo_type: v.repo_type,
       revision: v.revision,
       destination: v.destination,
+      volume: destinationVolume.value(),
       hf_token: v['hf_token.enabled'] ? { name: v['hf_token.name'], key: v['hf_token.key'] } : undefined,
     }) || {};
     submitBtn.disabled = true;
@@ -337,7 +353,7 @@ export function storageView({ app, params, query }) {
       h('p', { class: 'muted' }, 'High-throughput file systems in the nodes’ subnet, mounted beside the bucket: pods mount claim fsx-<name> at /fsx/<name>.'),
       fsxSlot, fsxForm, fsxActivity),
     h('section', { class: 'card', 'aria-labelledby': 'dl-title' }, h('h2', { id: 'dl-title' }, 'Download a model'),
-      h('p', { class: 'muted' }, 'Runs a Job on the cluster that copies a Hugging Face repository into the bucket.'),
+      h('p', { class: 'muted' }, 'Runs a Job on the cluster that copies a Hugging Face repository into the bucket, or into one of its FSx volumes.'),
       form, activity),
     h('section', { class: 'card', 'aria-labelledby': 'dls-title' }, h('h2', { id: 'dls-title' }, 'Downloads'), downloadsSlot));
 

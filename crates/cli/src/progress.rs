@@ -8,6 +8,7 @@ use crate::exit::Interrupted;
 use crate::output::{between, secs};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use instantstart_client::{Client, FollowOptions};
+use instantstart_core::api::context::ProviderKind;
 use instantstart_core::operation::{Operation, Step, StepPhase};
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -16,7 +17,7 @@ use std::time::Duration;
 /// Speed factor of the provider: the simulated cloud's `sim_speed`, else 1.
 pub async fn provider_speed(client: &Client) -> f64 {
     match client.context().await {
-        Ok(ctx) if ctx["provider"] == "sim" => ctx["sim_speed"].as_f64().filter(|s| *s >= 1.0).unwrap_or(1.0),
+        Ok(ctx) if ctx.provider == ProviderKind::Sim => ctx.sim_speed.filter(|s| *s >= 1.0).unwrap_or(1.0),
         _ => 1.0,
     }
 }

@@ -922,6 +922,58 @@ fn storage_listing_and_model_download() {
 }
 
 #[test]
+fn fsx_volumes_in_downloads_jobs_and_endpoints() {
+    let s = TestServer::start();
+    s.ready("demo");
+    s.cli().args(["storage", "fsx", "create", "scratch", "--wait"]).assert().success();
+
+    // A job mounts the volume at the path its flag gives, beside the bucket.
+    let mut job = job_args("fsx-train");
+    job.extend(["--volume".into(), "scratch:/data".into()]);
+    let plan = stdout(s.cli().args(&job).arg("--dry-run"));
+    assert!(plan.contains("claimName: fsx-scratch") && plan.contains("mountPath: /data"), "{plan}");
+    assert!(plan.contains("mountPath: /s3"), "the bucket stays mounted: {plan}");
+    // A volume the cluster does not have: the server's finding names the entry.
+    let mut unknown = job_args("fsx-other");
+    unknown.extend(["--volume".into(), "data".into()]);
+    s.cli()
+        .args(&unknown)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("job.volumes[0].name").and(predicate::str::contains("scratch")));
+    // A malformed flag is refused by the CLI.
+    let mut malformed = job_args("fsx-bad");
+    malformed.extend(["--volume".into(), "scratch:".into()]);
+    s.cli().args(&malformed).assert().code(2).stderr(predicate::str::contains("NAME:PATH"));
+
+    // A download into the volume: the repository lands there, nothing in the bucket.
+    let plan = s.json(&["model", "download", "Qwen/Qwen3-0.6B", "--volume", "scratch", "--dry-run"]).to_string();
+    assert!(
+        plan.contains(r#""claimName":"fsx-scratch""#) && plan.contains("/fsx/scratch/models/Qwen/Qwen3-0.6B"),
+        "{plan}"
+    );
+    s.cli().args(["model", "download", "Qwen/Qwen3-0.6B", "--volume", "scratch", "--wait"]).assert().success();
+    assert_eq!(s.json(&["storage", "ls", "models/"])["entries"], serde_json::json!([]), "nothing in the bucket");
+    s.cli()
+        .args(["model", "download", "Qwen/Qwen3-0.6B", "--volume", "data"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("volume"));
+
+    // An endpoint reads its model from the volume, mounted read-only (named once, by --model-volume).
+    let mut ep = endpoint_args("qwen-fsx");
+    ep.extend(["--model-volume".into(), "scratch".into()]);
+    let plan = stdout(s.cli().args(&ep).arg("--dry-run"));
+    assert!(plan.contains("claimName: fsx-scratch") && plan.contains("/fsx/scratch/models/Qwen/Qwen3-0.6B"), "{plan}");
+    assert!(plan.contains("readOnly: true"), "{plan}");
+    let mut ep = endpoint_args("qwen-fsx");
+    ep.extend(["--volume".into(), "scratch:/weights".into(), "--model-volume".into(), "scratch".into()]);
+    let plan = stdout(s.cli().args(&ep).arg("--dry-run"));
+    assert!(plan.contains("mountPath: /weights") && plan.contains("/weights/models/Qwen/Qwen3-0.6B"), "{plan}");
+    s.cli().args(&ep).arg("--wait").assert().success();
+}
+
+#[test]
 fn training_jobs_dry_run_submit_logs_and_delete() {
     let s = TestServer::start();
     s.ready("demo");

@@ -4,8 +4,10 @@
 //! to one endpoint and returns the core types (`Operation`, `AuditEntry`, `StepSpec`,
 //! `ClusterNode`, `HyperPodInstanceGroupStatus`, `ManagedFeatures`, …) and the views of
 //! `instantstart_core::api` (a cluster is a `ClusterView` in lists and a `ClusterDetail` with its
-//! live state), the same types the server serializes. The context and session reads are still
-//! a [`serde_json::Value`].
+//! live state, the context a `ContextView`, the session a `SessionInfo`), the same types the
+//! server serializes. Two answers stay JSON ([`serde_json::Value`]) on purpose: the simulated
+//! cloud's fault settings (their type belongs to the simulator, which no face depends on) and a
+//! model's chat completion (the model server's OpenAI document, passed through).
 //! Errors are typed ([`Error`]): API failures carry the server's problem document with every
 //! validation finding.
 //!
@@ -39,7 +41,9 @@ pub use pages::{ListPage, PageArgs};
 
 use instantstart_core::api::capacity::ClusterCapacity;
 use instantstart_core::api::clusters::{ClusterDetail, ClusterView};
+use instantstart_core::api::context::{ContextView, EksClusterCandidate, InstanceTypeView};
 use instantstart_core::api::metrics::{MetricsQuery, MetricsView};
+use instantstart_core::api::session::SessionInfo;
 use instantstart_core::credentials::{CreateTokenRequest, MintedToken, TokenInfo};
 use instantstart_core::diff::FeaturesPatch;
 use instantstart_core::governance::{GovernanceSpec, GovernanceView};
@@ -440,8 +444,8 @@ impl Client {
         self.execute(&Call::new(Method::GET, &["healthz"])).await.map(|_| ())
     }
 
-    /// `GET /api/session`: the token's name and scope (`{"name": …, "scope": "read|operate"}`).
-    pub async fn session(&self) -> Result<Value, Error> {
+    /// `GET /api/session`: the token's name and scope.
+    pub async fn session(&self) -> Result<SessionInfo, Error> {
         self.call(Call::new(Method::GET, &["api", "session"])).await
     }
 
@@ -469,7 +473,7 @@ impl Client {
 
     /// `GET /api/context`: provider (`sim`/`aws`), `sim_speed`, identity, default region,
     /// active cluster, version.
-    pub async fn context(&self) -> Result<Value, Error> {
+    pub async fn context(&self) -> Result<ContextView, Error> {
         self.call(Call::new(Method::GET, &["api", "context"])).await
     }
 
@@ -481,14 +485,13 @@ impl Client {
     /// `GET /api/context/eks-clusters`: the EKS clusters of `region` with their HyperPod
     /// clusters, the InstantStart cluster managing each (if any) and whether the control plane
     /// has an access entry on it.
-    pub async fn eks_clusters(&self, region: Option<&str>) -> Result<Vec<Value>, Error> {
+    pub async fn eks_clusters(&self, region: Option<&str>) -> Result<Vec<EksClusterCandidate>, Error> {
         self.call(Call::new(Method::GET, &["api", "context", "eks-clusters"]).query("region", region)).await
     }
 
     /// `GET /api/context/instance-types`: every HyperPod instance type with the AZs of `region`
-    /// that offer it and EC2's specs (`{instance_type, availability_zones, info}`, `info` null
-    /// when EC2 does not describe the type).
-    pub async fn instance_types(&self, region: Option<&str>) -> Result<Vec<Value>, Error> {
+    /// that offer it and EC2's specs (`info`, `None` when EC2 does not describe the type).
+    pub async fn instance_types(&self, region: Option<&str>) -> Result<Vec<InstanceTypeView>, Error> {
         self.call(Call::new(Method::GET, &["api", "context", "instance-types"]).query("region", region)).await
     }
 
@@ -947,7 +950,7 @@ impl Client {
         self.call(Call::new(Method::GET, &["api", "sim", "stats"])).await
     }
 
-    /// `GET /api/sim/faults`.
+    /// `GET /api/sim/faults` (JSON: the settings' type is the simulator's).
     pub async fn sim_faults(&self) -> Result<Value, Error> {
         self.call(Call::new(Method::GET, &["api", "sim", "faults"])).await
     }

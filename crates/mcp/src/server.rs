@@ -143,14 +143,12 @@ impl InstantStartMcp {
     async fn context_get(&self) -> CallToolResult {
         let (context, session) = tokio::join!(self.client.context(), self.client.session());
         match context {
-            Ok(mut v) => {
-                if let Value::Object(map) = &mut v {
-                    let token = match session {
-                        Ok(s) => json!({ "name": s.get("name"), "scope": s.get("scope") }),
-                        Err(e) => json!({ "error": e.to_string() }),
-                    };
-                    map.insert("token".into(), token);
-                }
+            Ok(context) => {
+                let mut v = json!(context);
+                v["token"] = match session {
+                    Ok(s) => json!({ "name": s.name, "scope": s.scope }),
+                    Err(e) => json!({ "error": e.to_string() }),
+                };
                 ok(v)
             }
             Err(e) => failure(&e),
@@ -193,7 +191,7 @@ impl InstantStartMcp {
     )]
     async fn context_eks_clusters(&self, Parameters(a): Parameters<RegionArgs>) -> CallToolResult {
         match self.client.eks_clusters(a.region.as_deref()).await {
-            Ok(clusters) => ok(Value::Array(clusters)),
+            Ok(clusters) => ok_serialize(&clusters),
             Err(e) => failure(&e),
         }
     }
@@ -218,13 +216,9 @@ impl InstantStartMcp {
         match self.client.instance_types(a.region.as_deref()).await {
             Ok(mut types) => {
                 if let Some(az) = &a.availability_zone {
-                    types.retain(|t| {
-                        t.get("availability_zones")
-                            .and_then(Value::as_array)
-                            .is_some_and(|zones| zones.iter().any(|z| z.as_str() == Some(az.as_str())))
-                    });
+                    types.retain(|t| t.availability_zones.iter().any(|z| z == az));
                 }
-                ok(Value::Array(types))
+                ok_serialize(&types)
             }
             Err(e) => failure(&e),
         }

@@ -29,15 +29,8 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-/// Which cloud the server drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// The embedded simulated AWS + Kubernetes world (no AWS account needed).
-    Sim,
-    /// Real AWS through the standard credential chain.
-    Aws,
-}
+/// Which cloud the server drives (the context's view names it too).
+pub use instantstart_core::api::context::ProviderKind;
 
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]

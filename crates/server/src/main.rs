@@ -7,6 +7,24 @@ use instantstart_server::{AppState, ProviderKind, ServerOptions, SimKube};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// `--provider`: [`ProviderKind`] (a core type, which has no clap) as a command-line choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProviderArg {
+    /// The embedded simulated AWS + Kubernetes world (no AWS account needed).
+    Sim,
+    /// Real AWS through the standard credential chain.
+    Aws,
+}
+
+impl From<ProviderArg> for ProviderKind {
+    fn from(p: ProviderArg) -> Self {
+        match p {
+            ProviderArg::Sim => ProviderKind::Sim,
+            ProviderArg::Aws => ProviderKind::Aws,
+        }
+    }
+}
+
 #[derive(Parser)]
 #[command(name = "instantstart-server", version, about = "InstantStart control plane for SageMaker HyperPod on EKS")]
 struct Cli {
@@ -17,7 +35,7 @@ struct Cli {
     listen: SocketAddr,
     /// Cloud provider: the embedded simulated cloud, or real AWS.
     #[arg(long, value_enum, default_value = "sim", env = "INSTANTSTART_PROVIDER")]
-    provider: ProviderKind,
+    provider: ProviderArg,
     /// Speed factor of the simulated cloud (1 = real AWS timings; 60 turns EKS's 10 minutes into 10 s).
     #[arg(long, default_value_t = 60.0, env = "INSTANTSTART_SIM_SPEED")]
     sim_speed: f64,
@@ -331,7 +349,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let opts = ServerOptions {
         data_dir: cli.data_dir.clone(),
-        provider: cli.provider,
+        provider: cli.provider.into(),
         sim_speed: cli.sim_speed,
         default_region: cli.region.clone(),
         token: std::env::var("INSTANTSTART_TOKEN").ok(),
@@ -362,7 +380,7 @@ async fn main() -> anyhow::Result<()> {
     let shared_store = matches!(store_url, instantstart_store::StoreUrl::Postgres(_));
     // With the simulated cloud, replicas on one database share one simulated account.
     let sim_world_url = match store_url {
-        instantstart_store::StoreUrl::Postgres(url) if cli.provider == ProviderKind::Sim => Some(url),
+        instantstart_store::StoreUrl::Postgres(url) if cli.provider == ProviderArg::Sim => Some(url),
         _ => None,
     };
     let replica = instantstart_server::ReplicaOptions {
@@ -377,7 +395,7 @@ async fn main() -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(cli.listen).await.with_context(|| format!("binding {}", cli.listen))?;
     let addr = listener.local_addr()?;
-    if cli.provider == ProviderKind::Sim {
+    if cli.provider == ProviderArg::Sim {
         eprintln!(
             "\n  InstantStart is running on the SIMULATED cloud (speed {}x): no AWS account is used.\n  {}\n",
             cli.sim_speed,

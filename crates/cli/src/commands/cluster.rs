@@ -288,7 +288,7 @@ async fn default_region(g: &Globals, given: &Option<String>) -> anyhow::Result<S
         return Ok(r.clone());
     }
     let ctx = g.client()?.context().await?;
-    ctx["default_region"].as_str().map(str::to_string).ok_or_else(|| usage("--region is required"))
+    Some(ctx.default_region).filter(|r| !r.is_empty()).ok_or_else(|| usage("--region is required"))
 }
 
 async fn create(g: &Globals, args: CreateArgs) -> anyhow::Result<Exit> {

@@ -5,9 +5,11 @@
 
 use crate::app::Globals;
 use crate::exit::Exit;
-use crate::output::{self, Table, fields, s};
+use crate::output::{self, Table, fields};
 use clap::{Args, Subcommand};
-use serde_json::Value;
+use instantstart_core::api::context::ProviderKind;
+use instantstart_core::provider::ResourceState;
+use instantstart_core::store::ClusterSource;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -96,21 +98,24 @@ pub async fn run(g: &Globals, args: ContextArgs) -> anyhow::Result<Exit> {
         None => {
             let ctx = client.context().await?;
             output::emit(g.output, &ctx, || {
-                let mut provider = s(&ctx, "provider");
-                if let Some(speed) = ctx["sim_speed"].as_f64() {
+                let mut provider = match ctx.provider {
+                    ProviderKind::Sim => "sim".to_string(),
+                    ProviderKind::Aws => "aws".to_string(),
+                };
+                if let Some(speed) = ctx.sim_speed {
                     provider = format!("{provider} (simulated cloud, speed {speed}x)");
                 }
-                let identity = match ctx.get("identity").filter(|v| !v.is_null()) {
-                    Some(id) => format!("{} ({})", s(id, "arn"), s(id, "account")),
-                    None => format!("unavailable: {}", s(&ctx, "identity_error")),
+                let identity = match &ctx.identity {
+                    Some(id) => format!("{} ({})", id.arn, id.account),
+                    None => format!("unavailable: {}", ctx.identity_error.as_deref().unwrap_or("-")),
                 };
                 fields(&[
                     ("Server", client.base_url().as_str().trim_end_matches('/').to_string()),
                     ("Provider", provider),
                     ("Identity", identity),
-                    ("Default region", s(&ctx, "default_region")),
-                    ("Active cluster", s(&ctx, "active_cluster")),
-                    ("Server version", s(&ctx, "version")),
+                    ("Default region", ctx.default_region.clone()),
+                    ("Active cluster", ctx.active_cluster.clone().unwrap_or_else(|| "-".into())),
+                    ("Server version", ctx.version.clone()),
                 ])
             })?;
         }
@@ -198,31 +203,36 @@ pub async fn run(g: &Globals, args: ContextArgs) -> anyhow::Result<Exit> {
                 let mut t =
                     Table::new(&["EKS CLUSTER", "VERSION", "STATE", "AUTH MODE", "HYPERPOD", "MANAGED AS", "ACCESS"]);
                 for c in &clusters {
-                    let hyperpod: Vec<&str> = c["hyperpod_clusters"]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    let managed: Vec<String> = c["managed_as"]
-                        .as_array()
-                        .map(|a| a.iter().map(|m| format!("{} ({})", s(m, "name"), s(m, "source"))).collect())
-                        .unwrap_or_default();
+                    let managed: Vec<String> = c
+                        .managed_as
+                        .iter()
+                        .map(|m| {
+                            let source = match m.source {
+                                ClusterSource::Created => "created",
+                                ClusterSource::Imported => "imported",
+                            };
+                            format!("{} ({source})", m.name)
+                        })
+                        .collect();
                     let managed = if managed.is_empty() { "-".to_string() } else { managed.join(", ") };
-                    let access = match c["control_plane_access"].as_bool() {
+                    let access = match c.control_plane_access {
                         Some(true) => "entry",
                         Some(false) => "none",
                         None => "?",
                     };
-                    let state = match &c["state"] {
-                        Value::String(s) => s.clone(),
-                        Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),
-                        _ => "?".into(),
+                    let state = match &c.state {
+                        ResourceState::Creating => "creating",
+                        ResourceState::Active => "active",
+                        ResourceState::Updating => "updating",
+                        ResourceState::Deleting => "deleting",
+                        ResourceState::Failed { .. } => "failed",
                     };
                     t.row(vec![
-                        s(c, "name"),
-                        s(c, "version"),
-                        state,
-                        s(c, "authentication_mode"),
-                        if hyperpod.is_empty() { "-".into() } else { hyperpod.join(",") },
+                        c.name.clone(),
+                        c.version.clone(),
+                        state.into(),
+                        c.authentication_mode.clone().unwrap_or_else(|| "-".into()),
+                        if c.hyperpod_clusters.is_empty() { "-".into() } else { c.hyperpod_clusters.join(",") },
                         managed,
                         access.into(),
                     ]);
@@ -235,24 +245,21 @@ pub async fn run(g: &Globals, args: ContextArgs) -> anyhow::Result<Exit> {
             output::emit(g.output, &types, || {
                 let mut t = Table::new(&["INSTANCE TYPE", "ACCELERATORS", "VCPUS", "MEMORY", "EFA", "ZONES"]);
                 for it in &types {
-                    let info = &it["info"];
-                    let accel = match info["accelerators"].as_u64() {
-                        Some(0) => "-".into(),
-                        Some(n) => format!("{n}× {}", s(info, "accelerator")),
+                    let info = it.info.as_ref();
+                    let accel = match info {
+                        Some(i) if i.accelerators == 0 => "-".into(),
+                        Some(i) => format!("{}× {}", i.accelerators, i.accelerator),
                         None => "?".into(),
                     };
-                    let efa = match (info["efa_interfaces"].as_u64(), info["efa_only_supported"].as_bool()) {
-                        (Some(0), _) => "-".into(),
-                        (Some(n), Some(true)) => format!("{n} (EFA-only ok)"),
-                        (Some(n), _) => n.to_string(),
-                        _ => "?".into(),
+                    let efa = match info {
+                        Some(i) if i.efa_interfaces == 0 => "-".into(),
+                        Some(i) if i.efa_only_supported => format!("{} (EFA-only ok)", i.efa_interfaces),
+                        Some(i) => i.efa_interfaces.to_string(),
+                        None => "?".into(),
                     };
-                    let memory = info["memory_gib"].as_u64().map(|m| format!("{m} GiB")).unwrap_or_else(|| "?".into());
-                    let zones: Vec<&str> = it["availability_zones"]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    t.row(vec![s(it, "instance_type"), accel, s(info, "vcpus"), memory, efa, zones.join(",")]);
+                    let memory = info.map(|i| format!("{} GiB", i.memory_gib)).unwrap_or_else(|| "?".into());
+                    let vcpus = info.map(|i| i.vcpus.to_string()).unwrap_or_else(|| "-".into());
+                    t.row(vec![it.instance_type.clone(), accel, vcpus, memory, efa, it.availability_zones.join(",")]);
                 }
                 t.render_or("No instance types.")
             })?;

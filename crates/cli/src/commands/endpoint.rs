@@ -3,13 +3,14 @@
 //! `deploy` takes the API's endpoint request from a file (`-f endpoint.yaml`: `{"route":
 //! "self_managed", …}` for a vLLM/SGLang/custom Deployment with its service, router and
 //! autoscaling, or `{"route": "managed", …}` for the HyperPod inference operator) or builds a
-//! self-managed vLLM/SGLang Deployment from flags; `--wait` follows it until it is ready.
+//! self-managed vLLM/SGLang Deployment from flags (`--volume NAME[:PATH]` and `--model-volume`
+//! for the cluster's FSx for Lustre volumes); `--wait` follows it until it is ready.
 //! `scale` sends only what changes (explicit diff; `--no-autoscaling` sends `"autoscaling":
 //! null`, which removes the ScaledObject and keeps the Deployment at `--replicas` or at the
 //! count it has then); `chat` sends an OpenAI chat completion through the control plane and
 //! prints the answer.
 
-use super::target::{ClusterOpt, views};
+use super::target::{ClusterOpt, parse_volume, views};
 use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
@@ -82,9 +83,17 @@ pub struct DeployArgs {
     /// Namespace.
     #[arg(long, default_value = "default", help_heading = FLAGS)]
     pub namespace: String,
-    /// Model directory inside the shared bucket, e.g. models/Qwen/Qwen3-0.6B.
+    /// Model directory inside the shared bucket (or the --model-volume), e.g. models/Qwen/Qwen3-0.6B.
     #[arg(long, help_heading = FLAGS)]
     pub model: Option<String>,
+    /// Read --model from this FSx for Lustre volume of the cluster instead of the bucket (the
+    /// volume is mounted, read-only, also when no --volume names it).
+    #[arg(long, value_name = "NAME", help_heading = FLAGS)]
+    pub model_volume: Option<String>,
+    /// An FSx for Lustre volume of the cluster to mount read-only in every replica, at
+    /// /fsx/NAME unless :PATH says otherwise (repeatable).
+    #[arg(long = "volume", value_name = "NAME[:PATH]", value_parser = parse_volume, help_heading = FLAGS)]
+    pub volumes: Vec<instantstart_recipes::volumes::VolumeMount>,
     /// Serving image (pinned tag or digest).
     #[arg(long, help_heading = FLAGS)]
     pub image: Option<String>,
@@ -135,6 +144,20 @@ impl DeployArgs {
         }
         if let Some(p) = &self.pool {
             params["pool"] = json!(p);
+        }
+        let mut volumes = self.volumes.clone();
+        if let Some(name) = &self.model_volume {
+            if !volumes.iter().any(|v| &v.name == name) {
+                volumes.push(instantstart_recipes::volumes::VolumeMount {
+                    name: name.clone(),
+                    mount_path: None,
+                    read_only: false,
+                });
+            }
+            params["model_volume"] = json!(name);
+        }
+        if !volumes.is_empty() {
+            params["volumes"] = json!(volumes);
         }
         let body = tagged("route", "self_managed", params);
         // Decoded as the server decodes it, so a bad flag is refused here with its field.

@@ -2,12 +2,13 @@
 //!
 //! `submit` takes the API's job request from a file (`-f spec.yaml`: `{"runtime": "hyperpod",
 //! …HyperPodJobParams}` or `{"runtime": "ray", …RayJobParams}`) or builds it from flags per
-//! recipe (`--recipe torch|llama-factory|ms-swift|verl`); `--dry-run` prints the plan and the
+//! recipe (`--recipe torch|llama-factory|ms-swift|verl`, `--volume NAME[:PATH]` mounting the
+//! cluster's FSx for Lustre volumes); `--dry-run` prints the plan and the
 //! manifests that would be applied. `get` shows the recovery budget (used / budget) of
 //! HyperPod jobs; `logs -f` follows the job's log stream over WebSocket until its pods end,
 //! reconnecting when the connection drops (no line printed twice; a gap is said on stderr).
 
-use super::target::{ClusterOpt, api_enum, parse_key_value, typed, views};
+use super::target::{ClusterOpt, api_enum, parse_key_value, parse_volume, typed, views};
 use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
@@ -139,6 +140,10 @@ pub struct SubmitArgs {
     /// verl: Ray version of the image, e.g. 2.49.0.
     #[arg(long, help_heading = RECIPE)]
     pub ray_version: Option<String>,
+    /// An FSx for Lustre volume of the cluster to mount in every pod, at /fsx/NAME unless
+    /// :PATH says otherwise (repeatable; `storage ls` lists the volumes).
+    #[arg(long = "volume", value_name = "NAME[:PATH]", value_parser = parse_volume, help_heading = RECIPE)]
+    pub volumes: Vec<instantstart_recipes::volumes::VolumeMount>,
     /// SageMaker managed MLflow tracking server ARN to report to.
     #[arg(long, value_name = "ARN", help_heading = RECIPE)]
     pub mlflow_arn: Option<String>,
@@ -190,6 +195,9 @@ impl SubmitArgs {
         }
         if let Some(g) = self.gpus_per_node {
             job["gpus_per_node"] = json!(g);
+        }
+        if !self.volumes.is_empty() {
+            job["volumes"] = json!(self.volumes);
         }
         if let Some(arn) = &self.mlflow_arn {
             job["mlflow"] = json!({ "tracking_server_arn": arn });

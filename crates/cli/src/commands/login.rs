@@ -3,7 +3,7 @@
 
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
-use crate::output::{self, s};
+use crate::output;
 use clap::Args;
 use instantstart_client::Client;
 use instantstart_client::config::Config;
@@ -42,15 +42,14 @@ pub async fn login(g: &Globals, args: LoginArgs) -> anyhow::Result<Exit> {
     let url = config.resolve(g.url.as_deref(), None).url;
     let token = read_token(g, &args)?;
     let session = Client::new(&url, Some(token.clone()), g.face)?.session().await?;
-    let name = session["name"].as_str().map(str::to_string);
-    config.set_server(&url, token, name);
+    config.set_server(&url, token, Some(session.name.clone()));
     config.save(&path)?;
-    let result = json!({ "url": url, "name": session["name"], "scope": session["scope"], "config": path });
+    let result = json!({ "url": url, "name": session.name, "scope": session.scope, "config": path });
     output::emit(g.output, &result, || {
         format!(
             "Logged in to {url} as {} (scope {}). Token saved in {} (mode 0600).",
-            s(&session, "name"),
-            s(&session, "scope"),
+            session.name,
+            session.scope.as_str(),
             path.display()
         )
     })?;

@@ -35,6 +35,23 @@ pub fn parse_secret_ref(text: &str) -> Result<instantstart_recipes::common::Secr
     }
 }
 
+/// Parses `NAME[:PATH]`: an FSx for Lustre volume of the cluster, mounted at `PATH` (else
+/// `/fsx/NAME`). The server checks the name and the path (a `400` naming the field).
+pub fn parse_volume(text: &str) -> Result<instantstart_recipes::volumes::VolumeMount, String> {
+    let (name, path) = match text.split_once(':') {
+        Some((name, path)) => (name, Some(path)),
+        None => (text, None),
+    };
+    if name.is_empty() || path.is_some_and(str::is_empty) {
+        return Err("expected NAME or NAME:PATH, e.g. scratch or scratch:/data".into());
+    }
+    Ok(instantstart_recipes::volumes::VolumeMount {
+        name: name.into(),
+        mount_path: path.map(str::to_string),
+        read_only: false,
+    })
+}
+
 /// Parses a snake_case value of an API enum (`-` accepted for `_`), e.g. `dataset` or `rlhf`.
 pub fn api_enum<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_json::from_value(serde_json::Value::String(text.trim().replace('-', "_"))).map_err(|e| e.to_string())

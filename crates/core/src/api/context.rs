@@ -22,12 +22,38 @@ use crate::store::Store;
 use crate::validate::ValidationError;
 use crate::workflow::hyperpod_reads;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub use crate::workflow::import_cluster::EksClusterCandidate;
 
-#[derive(Debug, Serialize, JsonSchema)]
+/// Which cloud the server drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// The embedded simulated AWS + Kubernetes world (no AWS account needed).
+    Sim,
+    /// Real AWS through the standard credential chain.
+    Aws,
+}
+
+// `GET /api/context`: the provider, the simulated cloud's speed, who the control plane runs
+// as, the default region, the active cluster and the server's version. (No doc comment: it
+// would become the schema's description in the OpenAPI document.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextView {
+    pub provider: ProviderKind,
+    /// Speed factor of the simulated cloud, when it is the provider.
+    pub sim_speed: Option<f64>,
+    pub identity: Option<CallerIdentity>,
+    /// Why the identity could not be read (credentials, network).
+    pub identity_error: Option<String>,
+    pub default_region: String,
+    pub active_cluster: Option<String>,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InstanceTypeView {
     /// One of SageMaker's `ClusterInstanceType` values.
     pub instance_type: String,

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod pods;
 pub mod pools;
+pub mod session;
 pub mod storage;
 pub mod submission;
 pub mod tracking_servers;

@@ -81,7 +81,7 @@ pub struct ImportClusterRequest {
 }
 
 /// One EKS cluster of an account and region, as import offers it (`GET /api/context/eks-clusters`).
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EksClusterCandidate {
     pub name: String,
     pub arn: String,
@@ -99,7 +99,7 @@ pub struct EksClusterCandidate {
 }
 
 /// An InstantStart cluster registered for an EKS cluster.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ManagedAs {
     pub name: String,
     /// How it came to InstantStart: `created` or `imported`.

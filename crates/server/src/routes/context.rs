@@ -7,32 +7,19 @@
 //! The rules are [`OfferingQuery::check`]'s (a `400` naming the field).
 
 use super::{ApiQuery, errors};
+use crate::AppState;
 use crate::error::ApiError;
-use crate::{AppState, ProviderKind};
 use aide::axum::ApiRouter;
 use aide::axum::routing::get_with;
 use axum::Json;
 use axum::extract::State;
-use instantstart_core::api::context::{self, EksClusterCandidate, InstanceTypeView};
+use instantstart_core::api::context::{self, ContextView, EksClusterCandidate, InstanceTypeView};
 use instantstart_core::provider::{
-    AvailabilityZone, CallerIdentity, OfferingQuery, QuotaUsage, TrainingPlanOffering, TrainingPlanSummary,
+    AvailabilityZone, OfferingQuery, QuotaUsage, TrainingPlanOffering, TrainingPlanSummary,
 };
 use instantstart_core::store::ACTIVE_CLUSTER;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ContextView {
-    pub provider: ProviderKind,
-    /// Speed factor of the simulated cloud, when it is the provider.
-    pub sim_speed: Option<f64>,
-    pub identity: Option<CallerIdentity>,
-    /// Why the identity could not be read (credentials, network).
-    pub identity_error: Option<String>,
-    pub default_region: String,
-    pub active_cluster: Option<String>,
-    pub version: String,
-}
+use serde::Deserialize;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RegionQuery {

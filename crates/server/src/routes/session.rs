@@ -3,7 +3,7 @@
 
 use super::{ApiBody, errors};
 use crate::AppState;
-use crate::auth::{Principal, SESSION_COOKIE, Scope};
+use crate::auth::{Principal, SESSION_COOKIE};
 use crate::error::{ApiError, ProblemJson};
 use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with};
@@ -12,7 +12,7 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -21,14 +21,7 @@ pub struct LoginRequest {
     pub token: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct SessionInfo {
-    pub name: String,
-    pub scope: Scope,
-    /// Send this in `X-CSRF-Token` on every state-changing request made with the cookie.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub csrf_token: Option<String>,
-}
+pub use instantstart_core::api::session::SessionInfo;
 
 pub fn public_routes() -> ApiRouter<AppState> {
     ApiRouter::new()
