@@ -9,8 +9,9 @@
 
 use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::preflight::CheckStatus;
 use instantstart_core::provider::{
-    CreateLustreFileSystem, FsxApi, KubeApi, KubeObject, KubeTarget, LustreDeploymentType, ObjectRef,
+    CreateLustreFileSystem, FsxApi, KubeApi, KubeObject, KubeTarget, LustreDeploymentType, LustreQuota, ObjectRef,
     ProviderErrorKind, Tags,
 };
 use instantstart_core::store::Store;
@@ -254,6 +255,76 @@ async fn bad_requests_are_refused_by_field_before_anything_is_recorded() {
     assert!(e.kind == ProviderErrorKind::InvalidRequest && e.message.contains("storage_capacity_gib"), "{e:?}");
     let e = b.sim.create_lustre_file_system(&direct(1200, vec!["sg-0000000000000000".into()])).await.unwrap_err();
     assert!(e.kind == ProviderErrorKind::InvalidRequest && e.message.contains("port 988"), "{e:?}");
+}
+
+/// The preflight adds the requested GiB and one file system to what the region's Lustre file
+/// systems use and refuses a request over the deployment type's FSx quota (422 naming the field
+/// and the quota code) before anything is recorded; the simulator refuses the same create
+/// (`ServiceLimitExceeded`), and a raised quota lets it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fsx_quotas_are_checked_before_anything_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let first = run(&b, OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": "one" })).await;
+    assert_eq!(first.status, OperationStatus::Succeeded, "{first:#?}");
+    // 1200 GiB in use; the scratch storage quota is lowered to 2400.
+    b.sim.set_lustre_quota(REGION, LustreQuota::ScratchStorage, 2400).unwrap();
+    let over = json!({ "cluster": "demo", "name": "two", "storage_capacity_gib": 2400 });
+    let e = b.engine.submit_checked(OperationKind::CreateFileSystem, &over, user(), None).await.unwrap_err();
+    let EngineError::Validation(v) = e else { panic!("expected a validation error, got {e:?}") };
+    assert_eq!(v.kind, ValidationKind::Unprocessable);
+    assert_eq!(v.findings.iter().map(|f| f.field.as_str()).collect::<Vec<_>>(), ["storage_capacity_gib"]);
+    let rule = &v.findings[0].rule;
+    assert!(rule.contains("L-AD2FC696") && rule.contains("3600") && rule.contains("Service Quotas"), "{rule}");
+    // The dry run shows the checks; a request within the quota passes.
+    let dry = b
+        .engine
+        .dry_run_checked(OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": "two" }))
+        .await
+        .unwrap();
+    let quota: Vec<_> =
+        dry.checks.iter().filter(|c| c.check == "quota").map(|c| (c.field.as_str(), c.status)).collect();
+    assert_eq!(quota, [("storage_capacity_gib", CheckStatus::Pass), ("deployment_type", CheckStatus::Pass)]);
+    // The number of file systems: no persistent one allowed.
+    b.sim.set_lustre_quota(REGION, LustreQuota::Persistent2FileSystems, 0).unwrap();
+    let persistent = json!({ "cluster": "demo", "name": "ckpt", "deployment_type": "PERSISTENT_2", "per_unit_storage_throughput": 125 });
+    let e = b.engine.submit_checked(OperationKind::CreateFileSystem, &persistent, user(), None).await.unwrap_err();
+    assert_eq!(fields(e), (ValidationKind::Unprocessable, vec!["deployment_type".to_string()]));
+    assert_eq!(b.sim.calls(CREATE), 1);
+    assert_eq!(
+        b.store
+            .list_operations(&Default::default())
+            .unwrap()
+            .iter()
+            .filter(|o| o.kind == OperationKind::CreateFileSystem)
+            .count(),
+        1
+    );
+
+    // The simulator refuses the same create as FSx would.
+    let hp = instantstart_core::provider::HyperPodApi::describe_hyperpod_cluster(&b.sim, REGION, "demo-hp")
+        .await
+        .unwrap()
+        .unwrap();
+    let g = &hp.instance_groups[0];
+    let direct = CreateLustreFileSystem {
+        region: REGION.into(),
+        client_request_token: "t-over".into(),
+        subnet_id: g.subnet_ids[0].clone(),
+        security_group_ids: g.security_group_ids.clone(),
+        deployment_type: LustreDeploymentType::Scratch2,
+        storage_capacity_gib: 2400,
+        per_unit_storage_throughput: None,
+        tags: Tags::new(),
+    };
+    let e = b.sim.create_lustre_file_system(&direct).await.unwrap_err();
+    assert!(e.kind == ProviderErrorKind::QuotaExceeded && e.message.contains("ServiceLimitExceeded"), "{e:?}");
+    let q = b.sim.lustre_quota(REGION, LustreQuota::ScratchStorage).await.unwrap().unwrap();
+    assert_eq!((q.code.as_str(), q.value), ("L-AD2FC696", 2400));
+    b.sim.set_lustre_quota(REGION, LustreQuota::ScratchStorage, 100_800).unwrap();
+    let two = run(&b, OperationKind::CreateFileSystem, &over).await;
+    assert_eq!(two.status, OperationStatus::Succeeded, "{two:#?}");
 }
 
 /// A server killed while the file system is being submitted or polled resumes without a second

@@ -11,7 +11,10 @@
 //!
 //! The assessment reads the HyperPod cluster and records the placement in the request: the
 //! first instance group's subnet (so the file system is in the nodes' AZ) and its security
-//! groups. InstantStart's cluster security group allows all traffic between its members, which
+//! groups. Its preflight ([`crate::preflight::check_lustre_quotas`]) adds the requested GiB
+//! and one file system to what the region's Lustre file systems already use and compares them
+//! with the deployment type's FSx quotas (a 422 on `storage_capacity_gib` or
+//! `deployment_type` naming the quota code to raise). InstantStart's cluster security group allows all traffic between its members, which
 //! covers Lustre's TCP 988 and 1018-1023 (FSx for Lustre user guide, "File system access
 //! control with Amazon VPC"); the simulator refuses a group without them.
 //!
@@ -386,8 +389,15 @@ impl Workflow for CreateFileSystemWorkflow {
             .into());
         }
         req.placement = Some(placement);
+        let checks = crate::preflight::check_lustre_quotas(
+            self.aws.as_ref(),
+            &rec.region,
+            req.deployment_type,
+            req.storage_capacity_gib,
+        )
+        .await?;
         let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
-        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
+        Ok(Assessment { plan: None, checks, reduced_request: Some(reduced) })
     }
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
