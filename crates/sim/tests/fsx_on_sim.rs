@@ -17,6 +17,7 @@ use instantstart_core::provider::{
 use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
 use instantstart_core::workflow;
+use instantstart_core::workflow::fsx::FsxOwnership;
 use instantstart_core::workload::{StorageKind, read};
 use instantstart_sim::{SimCloud, SimConfig};
 use instantstart_store::SqliteStore;
@@ -179,6 +180,86 @@ async fn a_volume_is_created_listed_mounted_and_deleted() {
         .submit_checked(OperationKind::DeleteFileSystem, &json!({ "cluster": "demo", "name": "scratch" }), user(), None)
         .await;
     assert!(matches!(gone, Err(EngineError::Missing(_))), "{gone:?}");
+}
+
+/// A file system someone else created in the nodes' subnet (the cluster's VPC) is attached as a
+/// volume: no CreateFileSystem, the add-on and the claim only, listed as `attached`, mounted by
+/// a pod; what cannot be attached is refused by field before anything is recorded; deleting
+/// the volume releases it (claim and volume go) and the file system stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_file_system_is_attached_listed_mounted_and_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let hp = instantstart_core::provider::HyperPodApi::describe_hyperpod_cluster(&b.sim, REGION, "demo-hp")
+        .await
+        .unwrap()
+        .unwrap();
+    let g = &hp.instance_groups[0];
+    let theirs = b
+        .sim
+        .create_lustre_file_system(&CreateLustreFileSystem {
+            region: REGION.into(),
+            client_request_token: "theirs".into(),
+            subnet_id: g.subnet_ids[0].clone(),
+            security_group_ids: g.security_group_ids.clone(),
+            deployment_type: LustreDeploymentType::Scratch2,
+            storage_capacity_gib: 2400,
+            per_unit_storage_throughput: None,
+            tags: Tags::from([("team".to_string(), "data".to_string())]),
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap().lifecycle != "AVAILABLE" {
+        assert!(tokio::time::Instant::now() < deadline, "the file system never became AVAILABLE");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let creates = b.sim.calls(CREATE);
+
+    let attach = json!({ "cluster": "demo", "name": "shared", "file_system_id": theirs.id });
+    let op = run(&b, OperationKind::CreateFileSystem, &attach).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let keys: Vec<&str> = op.steps.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["addon:aws-fsx-csi-driver", "claim"]);
+    assert_eq!(b.sim.calls(CREATE), creates, "attaching creates no file system");
+
+    let rec = b.store.get_cluster("demo").unwrap().unwrap();
+    let listed = read::storage(&b.sim, &b.sim, &rec).await.unwrap();
+    let fsx: Vec<_> = listed.iter().filter(|s| s.kind == StorageKind::FsxLustre).collect();
+    assert_eq!(fsx.len(), 1, "{listed:#?}");
+    assert_eq!((fsx[0].name.as_str(), fsx[0].status.as_str()), ("shared", "Bound"));
+    assert_eq!(fsx[0].ownership, Some(FsxOwnership::Attached));
+    assert_eq!(fsx[0].file_system.as_ref().map(|f| f.id.as_str()), Some(theirs.id.as_str()));
+    b.sim.apply(&target(), &pod("reader", "fsx-shared")).await.unwrap();
+    pod_status(&b, "reader", |s| s["phase"] == "Running").await;
+
+    // What cannot be attached: by field, nothing recorded.
+    let table: &[(Value, &str)] = &[
+        (json!({ "cluster": "demo", "name": "again", "file_system_id": theirs.id }), "file_system_id"),
+        (json!({ "cluster": "demo", "name": "ghost", "file_system_id": "fs-0123456789abcdef0" }), "file_system_id"),
+        (json!({ "cluster": "demo", "name": "shared" }), "name"),
+        (
+            json!({ "cluster": "demo", "name": "x", "file_system_id": theirs.id, "per_unit_storage_throughput": 125 }),
+            "per_unit_storage_throughput",
+        ),
+    ];
+    let before = b.store.list_operations(&Default::default()).unwrap().len();
+    for (req, field) in table {
+        let e = b.engine.submit_checked(OperationKind::CreateFileSystem, req, user(), None).await.unwrap_err();
+        assert_eq!(fields(e).1, [field.to_string()], "{req}");
+    }
+    assert_eq!(b.store.list_operations(&Default::default()).unwrap().len(), before);
+
+    // Released: the claim and the volume go, the file system stays.
+    let del = run(&b, OperationKind::DeleteFileSystem, &json!({ "cluster": "demo", "name": "shared" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert_eq!(del.steps.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["claim"]);
+    assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 0);
+    let kept = b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap();
+    assert_eq!((kept.lifecycle.as_str(), kept.tags.len()), ("AVAILABLE", 1), "untouched: {kept:?}");
+    let listed = read::storage(&b.sim, &b.sim, &rec).await.unwrap();
+    assert!(listed.iter().all(|s| s.kind == StorageKind::S3), "{listed:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
