@@ -191,30 +191,7 @@ async fn an_existing_file_system_is_attached_listed_mounted_and_released() {
     let dir = tempfile::tempdir().unwrap();
     let b = bed(dir.path(), 2000.0);
     cluster(&b).await;
-    let hp = instantstart_core::provider::HyperPodApi::describe_hyperpod_cluster(&b.sim, REGION, "demo-hp")
-        .await
-        .unwrap()
-        .unwrap();
-    let g = &hp.instance_groups[0];
-    let theirs = b
-        .sim
-        .create_lustre_file_system(&CreateLustreFileSystem {
-            region: REGION.into(),
-            client_request_token: "theirs".into(),
-            subnet_id: g.subnet_ids[0].clone(),
-            security_group_ids: g.security_group_ids.clone(),
-            deployment_type: LustreDeploymentType::Scratch2,
-            storage_capacity_gib: 2400,
-            per_unit_storage_throughput: None,
-            tags: Tags::from([("team".to_string(), "data".to_string())]),
-        })
-        .await
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap().lifecycle != "AVAILABLE" {
-        assert!(tokio::time::Instant::now() < deadline, "the file system never became AVAILABLE");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let theirs = foreign_file_system(&b).await;
     let creates = b.sim.calls(CREATE);
 
     let attach = json!({ "cluster": "demo", "name": "shared", "file_system_id": theirs.id });
@@ -406,6 +383,111 @@ async fn the_fsx_quotas_are_checked_before_anything_is_recorded() {
     b.sim.set_lustre_quota(REGION, LustreQuota::ScratchStorage, 100_800).unwrap();
     let two = run(&b, OperationKind::CreateFileSystem, &over).await;
     assert_eq!(two.status, OperationStatus::Succeeded, "{two:#?}");
+}
+
+/// A file system someone else created in the nodes' subnet (not tagged as ours), once `AVAILABLE`.
+async fn foreign_file_system(b: &Bed) -> instantstart_core::provider::LustreFileSystem {
+    let hp = instantstart_core::provider::HyperPodApi::describe_hyperpod_cluster(&b.sim, REGION, "demo-hp")
+        .await
+        .unwrap()
+        .unwrap();
+    let g = &hp.instance_groups[0];
+    let theirs = b
+        .sim
+        .create_lustre_file_system(&CreateLustreFileSystem {
+            region: REGION.into(),
+            client_request_token: "theirs".into(),
+            subnet_id: g.subnet_ids[0].clone(),
+            security_group_ids: g.security_group_ids.clone(),
+            deployment_type: LustreDeploymentType::Scratch2,
+            storage_capacity_gib: 2400,
+            per_unit_storage_throughput: None,
+            tags: Tags::from([("team".to_string(), "data".to_string())]),
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap().lifecycle != "AVAILABLE" {
+        assert!(tokio::time::Instant::now() < deadline, "the file system never became AVAILABLE");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    theirs
+}
+
+/// Attaching and releasing, each killed while its `claim` step is being submitted or polled,
+/// resume to one volume (then none) without creating or deleting a file system.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_attach_or_release_touches_no_file_system() {
+    for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
+        let dir = tempfile::tempdir().unwrap();
+        let (id, fs_id) = {
+            let b = bed(dir.path(), 500.0);
+            cluster(&b).await;
+            let theirs = foreign_file_system(&b).await;
+            let req = json!({ "cluster": "demo", "name": "shared", "file_system_id": theirs.id });
+            let s = match b.engine.submit_checked(OperationKind::CreateFileSystem, &req, user(), None).await {
+                Ok(Outcome::Submitted(s)) => s,
+                other => panic!("{other:?}"),
+            };
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let phase = b.engine.get(&s.operation.id).unwrap().step("claim").unwrap().phase;
+                if phase == kill_at || phase == StepPhase::Succeeded {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            b.engine.abort_all();
+            b.sim.flush().unwrap();
+            (s.operation.id, theirs.id)
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = bed(dir.path(), 500.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
+        assert_eq!(b.sim.calls(CREATE), 1, "{kill_at:?}: only the owner's CreateFileSystem");
+        let rec = b.store.get_cluster("demo").unwrap().unwrap();
+        let attached = workflow::fsx::attached_volumes(&b.sim, &target(), "demo").await.unwrap();
+        assert_eq!(attached.len(), 1, "{kill_at:?}: {attached:?}");
+        assert_eq!(attached[0].file_system_id, fs_id);
+
+        let s = match b
+            .engine
+            .submit_checked(
+                OperationKind::DeleteFileSystem,
+                &json!({ "cluster": "demo", "name": "shared" }),
+                user(),
+                None,
+            )
+            .await
+        {
+            Ok(Outcome::Submitted(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let phase = b.engine.get(&s.operation.id).unwrap().step("claim").unwrap().phase;
+            if phase == kill_at || phase == StepPhase::Succeeded {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "release: {kill_at:?} never reached");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        b.engine.abort_all();
+        b.sim.flush().unwrap();
+        drop(b);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = bed(dir.path(), 500.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "release {kill_at:?}: {op:#?}");
+        assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 0, "{kill_at:?}: released, not deleted");
+        assert!(b.sim.describe_lustre_file_system(REGION, &fs_id).await.unwrap().is_some());
+        let listed = read::storage(&b.sim, &b.sim, &rec).await.unwrap();
+        assert!(listed.iter().all(|s| s.kind == StorageKind::S3), "{kill_at:?}: {listed:#?}");
+    }
 }
 
 /// A server killed while the file system is being submitted or polled resumes without a second
