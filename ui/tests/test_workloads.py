@@ -181,6 +181,15 @@ def test_an_fsx_volume_is_created_from_the_storage_tab_and_deleted(wl_ui, wl):
     ui.go(f"#/clusters/{CLUSTER}/storage")
     ui.wait(lambda: ui.all("#fsx-empty"), 10, "no FSx volume yet")
     form = ui.css("#fsx-form")
+    # Attaching a file system FSx does not know: the assessment's finding lands on its field.
+    set_value(field(ui, "name", "#fsx-form"), "shared")
+    set_value(field(ui, "file_system_id", "#fsx-form"), "fs-0123456789abcdef0")
+    ui.click_css("#fsx-submit")
+    ui.wait(lambda: errors_for(form, "file_system_id"), 10, "the attach finding on its field")
+    assert "fs-0123456789abcdef0" in errors_for(form, "file_system_id")[0]
+    status, storages = ui.server.api("GET", f"/api/clusters/{CLUSTER}/storage")
+    assert [s["kind"] for s in storages] == ["s3"], storages
+    set_value(field(ui, "file_system_id", "#fsx-form"), "")
     set_value(field(ui, "name", "#fsx-form"), "scratch")
     Select(field(ui, "deployment_type", "#fsx-form")).select_by_value("PERSISTENT_2")
     set_value(field(ui, "storage_capacity_gib", "#fsx-form"), "3000")
@@ -197,6 +206,7 @@ def test_an_fsx_volume_is_created_from_the_storage_tab_and_deleted(wl_ui, wl):
     ui.wait(lambda: ui.all('#fsx-table tr[data-fsx="scratch"][data-lifecycle="AVAILABLE"]'), 15, "the volume, available")
     row = ui.text('#fsx-table tr[data-fsx="scratch"]')
     assert "PERSISTENT_2" in row and "250 MB/s/TiB" in row and "2400 GiB" in row and "/fsx/scratch" in row, row
+    assert ui.all('#fsx-table tr[data-fsx="scratch"][data-ownership="created"]') and "attached" not in row, row
     ui.screenshot("fsx-volume")
     status, op = ui.server.api("GET", f"/api/operations/{op_id}")
     assert op["kind"] == "create_file_system" and op["actor"]["face"] == "ui", op

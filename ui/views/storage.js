@@ -6,8 +6,9 @@
 // downloads with their phase; "Delete…" on a download removes
 // its Job and pods once its name is typed (the downloaded files stay in the bucket). The FSx for
 // Lustre card lists the cluster's file systems (claim fsx-<name>, mount path, lifecycle, type,
-// capacity), creates one (deployment type, capacity, throughput; the server checks every rule
-// and its findings land on the fields) and deletes one once its name is typed.
+// capacity, created or attached), creates one (deployment type, capacity, throughput; the
+// server checks every rule and its findings land on the fields) or attaches an existing file
+// system by id, and deletes one once its name is typed (an attached one is only released).
 
 import { h, replace, routeHref, simTimeEl, announce, debounce, errorNotice } from '../lib/dom.js';
 import * as api from '../lib/api.js';
@@ -19,6 +20,7 @@ import { volumeChoice } from '../components/volume-picker.js';
 
 const DELETE_DETAIL = 'Its Job and pods are deleted (a running download stops). The files it already copied stay in the bucket.';
 const FSX_DELETE_DETAIL = 'Its claim and volume are deleted, then the file system with all its data. Pods still mounting it lose it.';
+const FSX_RELEASE_DETAIL = 'Its claim and volume are deleted; the attached file system and its data stay (InstantStart did not create it). Pods still mounting it lose it.';
 
 function size(bytes) {
   if (bytes === null || bytes === undefined) return '';
@@ -127,22 +129,24 @@ export function storageView({ app, params, query }) {
       h('thead', {}, h('tr', {}, ['Volume', 'File system', 'Type', 'Capacity', 'Mount path', 'Claim', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
       h('tbody', {}, volumes.map((v) => {
         const fs = v.file_system || {};
-        return h('tr', { dataset: { fsx: v.name, lifecycle: fs.lifecycle || '' } },
+        const attached = v.ownership === 'attached';
+        return h('tr', { dataset: { fsx: v.name, lifecycle: fs.lifecycle || '', ownership: v.ownership || '' } },
           h('th', { scope: 'row', class: 'mono' }, v.name),
-          h('td', {}, h('span', { class: 'mono' }, fs.id || '—'), ' ', badge(fs.lifecycle || 'unknown', fs.lifecycle === 'AVAILABLE' ? 'ok' : null)),
+          h('td', {}, h('span', { class: 'mono' }, fs.id || '—'), ' ', badge(fs.lifecycle || 'unknown', fs.lifecycle === 'AVAILABLE' ? 'ok' : null),
+            attached ? [' ', h('span', { class: 'fsx-ownership' }, badge('attached', null))] : ''),
           h('td', {}, fs.deployment_type || '—', fs.per_unit_storage_throughput ? ` · ${fs.per_unit_storage_throughput} MB/s/TiB` : ''),
           h('td', { class: 'counts' }, fs.storage_capacity_gib ? `${fs.storage_capacity_gib} GiB` : '—'),
           h('td', { class: 'mono' }, v.mount_path),
           h('td', {}, h('span', { class: 'mono' }, v.claim), ' ', badge(v.status || 'unknown', /^bound$/i.test(v.status || '') ? 'ok' : null)),
           h('td', { class: 'actions-cell' }, h('button', {
             type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete FSx volume ${v.name}…`,
-            onclick: () => deleteFsx(v.name),
+            onclick: () => deleteFsx(v.name, attached),
           }, 'Delete…')));
       })))));
   }
 
-  async function deleteFsx(name) {
-    const op = await confirmedDelete({ what: 'FSx volume', name, detail: FSX_DELETE_DETAIL, path: `${base}/storage/fsx/${api.seg(name)}`, activity: fsxActivity });
+  async function deleteFsx(name, attached) {
+    const op = await confirmedDelete({ what: 'FSx volume', name, detail: attached ? FSX_RELEASE_DETAIL : FSX_DELETE_DETAIL, path: `${base}/storage/fsx/${api.seg(name)}`, activity: fsxActivity });
     if (op) followOperation(fsxActivity, op, { title: `Delete FSx volume ${name}`, speed, onSettled: () => loadStorage() });
   }
 
@@ -311,6 +315,10 @@ export function storageView({ app, params, query }) {
         kind: 'select', value: '',
         options: [['', 'None (Scratch 2)'], ['125', '125'], ['250', '250'], ['500', '500'], ['1000', '1000']],
         help: 'Persistent 2 only.',
+      }),
+      formField('file_system_id', 'Or attach an existing file system', {
+        placeholder: 'fs-0123456789abcdef0', mono: true,
+        help: 'Optional. An AVAILABLE file system in the cluster’s VPC: its type and capacity are its own, and it is released, never deleted.',
       })),
     h('div', { class: 'form-actions' }, fsxSubmit));
   fsxForm.addEventListener('input', () => { fsxKey.value = api.newIdempotencyKey(); });
@@ -319,7 +327,7 @@ export function storageView({ app, params, query }) {
     clearFindings(fsxForm);
     const v = readForm(fsxForm);
     const capacity = Number(v.storage_capacity_gib);
-    const body = prune({
+    const body = v.file_system_id ? { name: v.name, file_system_id: v.file_system_id } : prune({
       name: v.name,
       deployment_type: v.deployment_type,
       // Sent as typed when it is not a number: the server names the field.

@@ -151,6 +151,8 @@ pub const IAM_ACTIONS: &[&str] = &[
     "sagemaker-mlflow:SearchExperiments",
     "sagemaker-mlflow:SearchRuns",
     // Service Quotas, STS
+    "servicequotas:GetAWSDefaultServiceQuota",
+    "servicequotas:GetServiceQuota",
     "servicequotas:ListAWSDefaultServiceQuotas",
     "servicequotas:ListServiceQuotas",
     "sts:GetCallerIdentity",
@@ -193,6 +195,7 @@ pub fn action_of(service: &str, operation_snake: &str) -> String {
         ("s3", "put_public_access_block") => Some("s3:PutBucketPublicAccessBlock"),
         ("s3", "put_bucket_encryption") => Some("s3:PutEncryptionConfiguration"),
         ("servicequotas", "list_aws_default_service_quotas") => Some("servicequotas:ListAWSDefaultServiceQuotas"),
+        ("servicequotas", "get_aws_default_service_quota") => Some("servicequotas:GetAWSDefaultServiceQuota"),
         ("iam", "get_open_id_connect_provider") => Some("iam:GetOpenIDConnectProvider"),
         ("iam", "create_open_id_connect_provider") => Some("iam:CreateOpenIDConnectProvider"),
         _ => None,

@@ -1,4 +1,6 @@
-//! Amazon FSx for Lustre: CreateFileSystem, DescribeFileSystems and DeleteFileSystem.
+//! Amazon FSx for Lustre: CreateFileSystem, DescribeFileSystems and DeleteFileSystem, and the
+//! Lustre quotas of Service Quotas (`GetServiceQuota`, falling back to
+//! `GetAWSDefaultServiceQuota`, service code `fsx`).
 //!
 //! # Guarantees
 //! - CreateFileSystem sends the step's `ClientRequestToken`, so a call retried after a lost
@@ -10,6 +12,10 @@
 //!   `None` (FSx answers `FileSystemNotFound`).
 //! - DeleteFileSystem skips the final backup (`SkipFinalBackup`, required for persistent
 //!   file systems without one; scratch file systems have none).
+//! - A Lustre quota is its applied value (`GetServiceQuota`); a quota without one
+//!   (`NoSuchResourceException`) is AWS's default (`GetAWSDefaultServiceQuota`). Any other
+//!   failure to read (access denied, throttling) is `None` with a warning: the preflight warns
+//!   and FSx's own `ServiceLimitExceeded` still maps to `QuotaExceeded`.
 
 use crate::AwsProvider;
 use crate::error::sdk_error;
@@ -18,7 +24,10 @@ use aws_sdk_fsx::types::{
     CreateFileSystemLustreConfiguration, DeleteFileSystemLustreConfiguration, FileSystem, FileSystemType,
     LustreDeploymentType as SdkDeploymentType, StorageType, Tag,
 };
-use instantstart_core::provider::{CreateLustreFileSystem, FsxApi, LustreFileSystem, ProviderErrorKind, Result, Tags};
+use instantstart_core::provider::{
+    CreateLustreFileSystem, FSX_QUOTA_SERVICE, FsxApi, LustreFileSystem, LustreQuota, ProviderErrorKind, Quota, Result,
+    Tags,
+};
 
 /// Pages of DescribeFileSystems followed at most.
 const MAX_PAGES: usize = 50;
@@ -127,5 +136,48 @@ impl FsxApi for AwsProvider {
             .await
             .map_err(|e| sdk_error(API, e))?;
         Ok(())
+    }
+
+    async fn lustre_quota(&self, region: &str, quota: LustreQuota) -> Result<Option<Quota>> {
+        let c = self.region(region).await?;
+        let applied = c
+            .quotas
+            .get_service_quota()
+            .service_code(FSX_QUOTA_SERVICE)
+            .quota_code(quota.code())
+            .send()
+            .await
+            .map(|o| o.quota().and_then(|q| q.value()))
+            .map_err(|e| sdk_error("servicequotas:GetServiceQuota", e));
+        let warn = |e: &instantstart_core::provider::ProviderError| {
+            tracing::warn!(error = %e, "cannot read the FSx quota {}; the preflight warns", quota.code());
+        };
+        let value = match applied {
+            Ok(Some(v)) => Some(v),
+            Err(e) if e.kind != ProviderErrorKind::NotFound => {
+                warn(&e);
+                None
+            }
+            // No applied value: AWS's default.
+            _ => match c
+                .quotas
+                .get_aws_default_service_quota()
+                .service_code(FSX_QUOTA_SERVICE)
+                .quota_code(quota.code())
+                .send()
+                .await
+            {
+                Ok(o) => o.quota().and_then(|q| q.value()),
+                Err(e) => {
+                    warn(&sdk_error("servicequotas:GetAWSDefaultServiceQuota", e));
+                    None
+                }
+            },
+        };
+        Ok(value.map(|v| Quota {
+            name: quota.name().to_string(),
+            code: quota.code().to_string(),
+            value: if v.is_finite() && v >= 0.0 { v.min(f64::from(u32::MAX)) as u32 } else { 0 },
+        }))
     }
 }

@@ -134,6 +134,7 @@ pub const METHODS: &[&str] = &[
     "FsxApi::describe_lustre_file_system",
     "FsxApi::create_lustre_file_system",
     "FsxApi::delete_lustre_file_system",
+    "FsxApi::lustre_quota",
     "AmpApi::list_prometheus_workspaces",
     "AmpApi::describe_prometheus_workspace",
     "AmpApi::create_prometheus_workspace",
@@ -1525,6 +1526,26 @@ pub const CASES: &[Case] = &[
         run: run!(|p| p.delete_lustre_file_system("us-east-1", FSX_ID, "01JD0EXAMPLE-file_system").await.unwrap()),
         expect: &["fsx:DeleteFileSystem"],
     },
+    Case {
+        method: "FsxApi::lustre_quota",
+        variant: "applied value",
+        world: World::Existing,
+        run: run!(|p| {
+            let q = p.lustre_quota("us-east-1", LustreQuota::Persistent2Storage).await.unwrap().unwrap();
+            assert_eq!((q.code.as_str(), q.value), ("L-8F1B9C74", 201_600));
+        }),
+        expect: &["service-quotas:GetServiceQuota"],
+    },
+    Case {
+        method: "FsxApi::lustre_quota",
+        variant: "no applied value: AWS's default",
+        world: World::Fresh,
+        run: run!(|p| {
+            let q = p.lustre_quota("us-east-1", LustreQuota::ScratchFileSystems).await.unwrap().unwrap();
+            assert_eq!((q.code.as_str(), q.value), ("L-C48231E5", 100));
+        }),
+        expect: &["service-quotas:GetServiceQuota", "service-quotas:GetAWSDefaultServiceQuota"],
+    },
     // ------------------------------------------------------------ Amazon Managed Service for Prometheus
     Case {
         method: "AmpApi::list_prometheus_workspaces",
@@ -2170,6 +2191,14 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
             Canned::json(json!({ "Quotas": [{
             "ServiceCode": "sagemaker", "QuotaName": "ml.p5.48xlarge for cluster usage", "QuotaCode": "L-1194F27D", "Value": 2.0 }, {
             "ServiceCode": "sagemaker", "QuotaName": "ml.p5.48xlarge for training job usage", "QuotaCode": "L-00000001", "Value": 4.0 }] }))
+        }
+        "service-quotas:GetServiceQuota" if !existing => {
+            Canned::json_error(400, "NoSuchResourceException", "The request failed because the specified resource does not exist.")
+        }
+        "service-quotas:GetServiceQuota" | "service-quotas:GetAWSDefaultServiceQuota" => {
+            let code = d.params["QuotaCode"].as_str().unwrap_or_default().to_string();
+            let value = if existing { 201_600.0 } else { 100.0 };
+            Canned::json(json!({ "Quota": { "ServiceCode": "fsx", "QuotaCode": code, "QuotaName": "Lustre", "Value": value } }))
         }
         // S3
         "s3:HeadBucket" => match w {

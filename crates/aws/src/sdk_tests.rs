@@ -987,6 +987,33 @@ async fn quotas_unreadable_are_unknown_not_fatal() {
 }
 
 #[tokio::test]
+async fn lustre_quotas_are_applied_values_else_defaults_else_unknown() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "GetServiceQuota" if r.json()["QuotaCode"] == "L-8F1B9C74" => Canned::json(json!({ "Quota": {
+            "ServiceCode": "fsx", "QuotaCode": "L-8F1B9C74", "QuotaName": "Lustre Persistent_2 storage capacity", "Value": 201600.0 } })),
+        "GetServiceQuota" => Canned::json_error(400, "NoSuchResourceException", "no applied value"),
+        "GetAWSDefaultServiceQuota" => Canned::json(json!({ "Quota": {
+            "ServiceCode": "fsx", "QuotaCode": "L-AD2FC696", "QuotaName": "Lustre Scratch storage capacity", "Value": 100800.0 } })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let q = p.lustre_quota("us-east-1", LustreQuota::Persistent2Storage).await.unwrap().unwrap();
+    assert_eq!(
+        q,
+        Quota { name: "Lustre Persistent_2 storage capacity".into(), code: "L-8F1B9C74".into(), value: 201_600 }
+    );
+    assert_eq!(replay.operations(), ["GetServiceQuota"]);
+    let sent = replay.of("GetServiceQuota")[0].json();
+    assert_eq!((sent["ServiceCode"].as_str(), sent["QuotaCode"].as_str()), (Some("fsx"), Some("L-8F1B9C74")));
+    let q = p.lustre_quota("us-east-1", LustreQuota::ScratchStorage).await.unwrap().unwrap();
+    assert_eq!((q.code.as_str(), q.value), ("L-AD2FC696", 100_800));
+    assert_eq!(replay.of("GetAWSDefaultServiceQuota")[0].json()["QuotaCode"], "L-AD2FC696");
+    // Denied: unknown (the preflight warns), not an error.
+    let replay = Replay::new(|_| Canned::json_error(400, "AccessDeniedException", "not allowed"));
+    assert_eq!(replay.provider().lustre_quota("us-east-1", LustreQuota::ScratchStorage).await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn errors_from_real_error_bodies() {
     let replay = Replay::new(|r| match r.operation().as_str() {
         "ListClusters" => Canned::json_error(400, "ThrottlingException", "Rate exceeded"),

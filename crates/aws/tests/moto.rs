@@ -1245,6 +1245,9 @@ impl FsxApi for MotoCloud {
     async fn delete_lustre_file_system(&self, region: &str, id: &str, token: &str) -> Result<()> {
         self.real.delete_lustre_file_system(region, id, token).await
     }
+    async fn lustre_quota(&self, region: &str, quota: LustreQuota) -> Result<Option<Quota>> {
+        self.real.lustre_quota(region, quota).await
+    }
 }
 
 #[tokio::test]

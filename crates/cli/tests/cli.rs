@@ -880,6 +880,27 @@ fn storage_listing_and_model_download() {
     assert!(storage["mount_path"].as_str().is_some(), "{storages}");
     let table = stdout(s.cli().args(["storage", "ls"]));
     assert!(table.contains("Bucket:") && table.contains("Mounted at:"), "{table}");
+    // Attaching a file system FSx does not know: the assessment's finding names the field.
+    s.cli()
+        .args(["storage", "fsx", "create", "shared", "--attach", "fs-0123456789abcdef0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("file_system_id").and(predicate::str::contains("fs-0123456789abcdef0")));
+    // An attached file system's type and capacity are its own: clap refuses both flags together.
+    s.cli()
+        .args([
+            "storage",
+            "fsx",
+            "create",
+            "shared",
+            "--attach",
+            "fs-0123456789abcdef0",
+            "--storage-capacity-gib",
+            "2400",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--attach"));
 
     // The real Job name comes back; the download is followed to the end.
     s.cli()

@@ -36,6 +36,9 @@ pub const LABEL_RECIPE: &str = "instantstart.io/recipe";
 pub const LABEL_CLUSTER: &str = "instantstart.io/cluster";
 /// `instantstart.io/fsx`: the FSx for Lustre volume a persistent volume (claim) mounts.
 pub const LABEL_FSX: &str = "instantstart.io/fsx";
+/// `instantstart.io/fsx-ownership`: `created` (InstantStart created the volume's file system
+/// and deletes it with the volume) or `attached` (an existing file system: only released).
+pub const LABEL_FSX_OWNERSHIP: &str = "instantstart.io/fsx-ownership";
 /// `instantstart.io/bucket`: the S3 bucket (dots as dashes) a shared-storage volume mounts.
 pub const LABEL_BUCKET: &str = "instantstart.io/bucket";
 /// `instantstart.io/service-shape`: how an endpoint's Service is exposed.

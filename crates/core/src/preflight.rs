@@ -1,11 +1,12 @@
 //! Preflight: checks that must pass before a cluster or instance group is created — service
 //! quotas, training-plan reservations, instance type offerings per AZ, free address space for a
-//! /20 — each explaining what to request and where. Runs before anything is recorded (and in
-//! dry runs), so a request fails early with a remedy instead of late with a provider error.
+//! /20 — each explaining what to request and where — and the FSx for Lustre quotas of a new
+//! file system ([`check_lustre_quotas`]). Runs before anything is recorded (and in dry runs), so
+//! a request fails early with a remedy instead of late with a provider error.
 
 use crate::engine::reads::read;
 use crate::instance_types::{InstanceSpecs, SpecsFact, ec2_name};
-use crate::provider::{AwsCloud, ProviderError};
+use crate::provider::{AwsCloud, LustreDeploymentType, LustreQuota, ProviderError, Quota, ResourceState};
 use crate::spec::{CapacitySpec, InstanceGroupSpec, InterfaceMode};
 use crate::subnet::{COMPUTE_SUBNET_PREFIX, SubnetPlanner};
 use crate::validate::{Finding, ValidationError, ValidationKind};
@@ -203,6 +204,76 @@ pub async fn check_groups(
     Ok(checks)
 }
 
+/// Checks the FSx for Lustre quotas a new file system of `deployment_type` with
+/// `storage_capacity_gib` counts against in `region` (storage on field `storage_capacity_gib`,
+/// the number of file systems on `deployment_type`), given what the region's file systems
+/// already use: every Lustre file system DescribeFileSystems returns but those `DELETING`.
+pub async fn check_lustre_quotas(
+    aws: &dyn AwsCloud,
+    region: &str,
+    deployment_type: LustreDeploymentType,
+    storage_capacity_gib: u32,
+) -> Result<Vec<PreflightCheck>, ProviderError> {
+    let existing: Vec<_> = read(|| aws.list_lustre_file_systems(region))
+        .await?
+        .into_iter()
+        .filter(|fs| fs.state() != ResourceState::Deleting)
+        .collect();
+    let mut checks = Vec::new();
+    for (quota, field, adding) in [
+        (LustreQuota::storage(deployment_type), "storage_capacity_gib", u64::from(storage_capacity_gib)),
+        (LustreQuota::file_systems(deployment_type), "deployment_type", 1),
+    ] {
+        let in_use: u64 = existing.iter().map(|fs| quota.usage_of(fs)).sum();
+        let value = read(|| aws.lustre_quota(region, quota)).await?;
+        checks.push(lustre_quota_check(quota, field, value.as_ref(), in_use, adding, region));
+    }
+    Ok(checks)
+}
+
+/// One FSx for Lustre quota check: `in_use` + `adding` against the quota's `value` (`None`:
+/// not readable, a warning).
+pub fn lustre_quota_check(
+    quota: LustreQuota,
+    field: &str,
+    value: Option<&Quota>,
+    in_use: u64,
+    adding: u64,
+    region: &str,
+) -> PreflightCheck {
+    let unit = if quota.is_storage() { " GiB" } else { " file systems" };
+    let need = in_use + adding;
+    match value {
+        Some(q) if u64::from(q.value) >= need => PreflightCheck::new(
+            "quota",
+            field,
+            CheckStatus::Pass,
+            format!("quota '{}' is {}{unit} in {region}; {in_use} in use + {adding} = {need}", q.name, q.value),
+            None,
+        ),
+        Some(q) => PreflightCheck::new(
+            "quota",
+            field,
+            CheckStatus::Fail,
+            format!(
+                "quota '{}' is {}{unit} in {region}; {in_use} are in use, this needs {adding} more ({need})",
+                q.name, q.value
+            ),
+            Some(format!(
+                "request an increase of '{}' (code {}) to at least {need} in Service Quotas → Amazon FSx, region {region}, or delete file systems you no longer need",
+                q.name, q.code
+            )),
+        ),
+        None => PreflightCheck::new(
+            "quota",
+            field,
+            CheckStatus::Warn,
+            format!("the FSx quota '{}' could not be read; {in_use}{unit} are in use", quota.name()),
+            Some(format!("check 'Service Quotas → Amazon FSx → {}' in {region}", quota.name())),
+        ),
+    }
+}
+
 /// The checks of one group that need its instance type's specs (EFA-only interfaces,
 /// connectivity checks, deep health checks): each a `Fail` when the specs say HyperPod would
 /// refuse it, a `Pass` when they allow it. Unknown specs give one `Warn` per check that could
@@ -378,6 +449,42 @@ pub fn check_address_space(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lustre_quota_checks_add_the_request_to_what_is_in_use() {
+        let q = |v: u32| Quota { name: "Lustre Scratch storage capacity".into(), code: "L-AD2FC696".into(), value: v };
+        // (quota value, in use, adding, status)
+        let table: &[(Option<u32>, u64, u64, CheckStatus)] = &[
+            (Some(100_800), 0, 1200, CheckStatus::Pass),
+            (Some(100_800), 99_600, 1200, CheckStatus::Pass),
+            (Some(100_800), 99_600, 2400, CheckStatus::Fail),
+            (Some(0), 0, 1200, CheckStatus::Fail),
+            (None, 4800, 1200, CheckStatus::Warn),
+        ];
+        for (value, in_use, adding, want) in table {
+            let quota = value.map(q);
+            let c = lustre_quota_check(
+                LustreQuota::ScratchStorage,
+                "storage_capacity_gib",
+                quota.as_ref(),
+                *in_use,
+                *adding,
+                "us-east-1",
+            );
+            assert_eq!((c.status, c.field.as_str()), (*want, "storage_capacity_gib"), "{value:?} {in_use} {adding}");
+        }
+        let failed = lustre_quota_check(
+            LustreQuota::ScratchStorage,
+            "storage_capacity_gib",
+            Some(&q(2400)),
+            2400,
+            1200,
+            "us-east-1",
+        );
+        let err = blocking(&[failed]).unwrap_err();
+        let rule = &err.findings[0].rule;
+        assert!(rule.contains("L-AD2FC696") && rule.contains("3600") && rule.contains("Service Quotas"), "{rule}");
+    }
 
     #[test]
     fn failed_checks_become_field_findings_with_remedies() {

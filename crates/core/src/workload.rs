@@ -667,9 +667,14 @@ pub struct StorageSummary {
     pub status: String,
     /// Top-level listing of the bucket (empty for `fsx_lustre`).
     pub entries: Vec<StorageEntry>,
-    /// The file system (`fsx_lustre`): id, lifecycle, deployment type, capacity, DNS and mount name.
+    /// The file system (`fsx_lustre`): id, lifecycle, deployment type, capacity, DNS and mount
+    /// name; absent when an attached file system no longer exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_system: Option<crate::provider::LustreFileSystem>,
+    /// `fsx_lustre`: `created` (InstantStart's: deleted with the volume and the cluster) or
+    /// `attached` (an existing file system: only released).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<crate::workflow::fsx::FsxOwnership>,
 }
 
 /// One page of a listing of the shared bucket under a prefix.

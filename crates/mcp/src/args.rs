@@ -688,7 +688,8 @@ pub struct StorageFsxCreateArgs {
     pub cluster: Option<String>,
     /// The volume: name (claim fsx-<name>, mounted at /fsx/<name>), deployment_type SCRATCH_2
     /// (default) or PERSISTENT_2, storage_capacity_gib (1200, 2400 or a multiple of 2400),
-    /// per_unit_storage_throughput (PERSISTENT_2 only: 125, 250, 500 or 1000).
+    /// per_unit_storage_throughput (PERSISTENT_2 only: 125, 250, 500 or 1000); or
+    /// file_system_id (fs-…) alone to attach an existing file system of the cluster's VPC.
     #[schemars(with = "instantstart_core::workflow::fsx::FileSystemBody")]
     pub file_system: Value,
     #[serde(flatten)]

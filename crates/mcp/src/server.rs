@@ -1005,7 +1005,7 @@ impl InstantStartMcp {
         description = "The cluster's storage: without prefix, each storage — the shared S3 bucket (kind s3: \
                        bucket, mount_path inside every pod, PVC claim, status, the bucket's top-level entries) and \
                        every FSx for Lustre volume (kind fsx_lustre: name, claim fsx-<name>, mount_path, status, \
-                       file_system with id, lifecycle, type and capacity); with prefix (e.g. `models/`), one level \
+                       file_system with id, lifecycle, type and capacity, ownership created or attached); with prefix (e.g. `models/`), one level \
                        of the bucket's keys under it (kind prefix or object, size_bytes). Use it to find model and \
                        dataset paths before model_download, job_submit or endpoint_deploy.",
         annotations(
@@ -1038,8 +1038,9 @@ impl InstantStartMcp {
         description = "Create an FSx for Lustre volume for a cluster: the FSx CSI driver add-on, a file system in \
                        the HyperPod nodes' subnet (SCRATCH_2 or PERSISTENT_2; capacity 1200, 2400 or a multiple of \
                        2400 GiB; PERSISTENT_2 needs per_unit_storage_throughput 125/250/500/1000), and the static \
-                       volume and claim fsx-<name> pods mount at /fsx/<name>. Use dry_run to check the request. \
-                       Returns the operation id: call operation_wait with it until the status is terminal (about \
+                       volume and claim fsx-<name> pods mount at /fsx/<name>; or, with file_system_id alone, \
+                       attach an existing AVAILABLE file system of the cluster's VPC (released, never deleted, \
+                       later). Use dry_run to check the request. Returns the operation id: call operation_wait with it until the status is terminal (about \
                        10 minutes on AWS); then storage_list shows it (kind fsx_lustre).",
         annotations(
             title = "Create an FSx for Lustre volume",
@@ -1063,7 +1064,8 @@ impl InstantStartMcp {
     #[tool(
         name = "storage_fsx_delete",
         description = "Delete an FSx for Lustre volume of a cluster: its claim and volume, then the file system \
-                       with all its data (pods still mounting it lose it). Destructive: the first call changes \
+                       with all its data (pods still mounting it lose it); an attached file system is only \
+                       released (it stays). Destructive: the first call changes \
                        nothing and answers the plan and a confirmation token; call again with confirmation only \
                        after the user's yes. Returns the operation id: call operation_wait with it until the \
                        status is terminal.",

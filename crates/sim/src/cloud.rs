@@ -567,6 +567,20 @@ impl SimCloud {
         })
     }
 
+    /// Sets an FSx for Lustre quota of `region`, as a quota increase (or a lower account limit)
+    /// would.
+    pub fn set_lustre_quota(
+        &self,
+        region: &str,
+        quota: instantstart_core::provider::LustreQuota,
+        value: u32,
+    ) -> Result<(), SimError> {
+        self.admin(|w, _| {
+            w.quotas.insert(rkey(region, quota.code()), value);
+            Ok(())
+        })
+    }
+
     /// Adds an Active SageMaker training plan reserving `instance_count` × `instance_type` in
     /// `availability_zone` of `region`, and returns it (its ARN names it in requests).
     pub fn add_training_plan(

@@ -9,13 +9,15 @@
 
 use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::preflight::CheckStatus;
 use instantstart_core::provider::{
-    CreateLustreFileSystem, FsxApi, KubeApi, KubeObject, KubeTarget, LustreDeploymentType, ObjectRef,
+    CreateLustreFileSystem, FsxApi, KubeApi, KubeObject, KubeTarget, LustreDeploymentType, LustreQuota, ObjectRef,
     ProviderErrorKind, Tags,
 };
 use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
 use instantstart_core::workflow;
+use instantstart_core::workflow::fsx::FsxOwnership;
 use instantstart_core::workload::{StorageKind, read};
 use instantstart_sim::{SimCloud, SimConfig};
 use instantstart_store::SqliteStore;
@@ -180,6 +182,63 @@ async fn a_volume_is_created_listed_mounted_and_deleted() {
     assert!(matches!(gone, Err(EngineError::Missing(_))), "{gone:?}");
 }
 
+/// A file system someone else created in the nodes' subnet (the cluster's VPC) is attached as a
+/// volume: no CreateFileSystem, the add-on and the claim only, listed as `attached`, mounted by
+/// a pod; what cannot be attached is refused by field before anything is recorded; deleting
+/// the volume releases it (claim and volume go) and the file system stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_file_system_is_attached_listed_mounted_and_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let theirs = foreign_file_system(&b).await;
+    let creates = b.sim.calls(CREATE);
+
+    let attach = json!({ "cluster": "demo", "name": "shared", "file_system_id": theirs.id });
+    let op = run(&b, OperationKind::CreateFileSystem, &attach).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let keys: Vec<&str> = op.steps.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["addon:aws-fsx-csi-driver", "claim"]);
+    assert_eq!(b.sim.calls(CREATE), creates, "attaching creates no file system");
+
+    let rec = b.store.get_cluster("demo").unwrap().unwrap();
+    let listed = read::storage(&b.sim, &b.sim, &rec).await.unwrap();
+    let fsx: Vec<_> = listed.iter().filter(|s| s.kind == StorageKind::FsxLustre).collect();
+    assert_eq!(fsx.len(), 1, "{listed:#?}");
+    assert_eq!((fsx[0].name.as_str(), fsx[0].status.as_str()), ("shared", "Bound"));
+    assert_eq!(fsx[0].ownership, Some(FsxOwnership::Attached));
+    assert_eq!(fsx[0].file_system.as_ref().map(|f| f.id.as_str()), Some(theirs.id.as_str()));
+    b.sim.apply(&target(), &pod("reader", "fsx-shared")).await.unwrap();
+    pod_status(&b, "reader", |s| s["phase"] == "Running").await;
+
+    // What cannot be attached: by field, nothing recorded.
+    let table: &[(Value, &str)] = &[
+        (json!({ "cluster": "demo", "name": "again", "file_system_id": theirs.id }), "file_system_id"),
+        (json!({ "cluster": "demo", "name": "ghost", "file_system_id": "fs-0123456789abcdef0" }), "file_system_id"),
+        (json!({ "cluster": "demo", "name": "shared" }), "name"),
+        (
+            json!({ "cluster": "demo", "name": "x", "file_system_id": theirs.id, "per_unit_storage_throughput": 125 }),
+            "per_unit_storage_throughput",
+        ),
+    ];
+    let before = b.store.list_operations(&Default::default()).unwrap().len();
+    for (req, field) in table {
+        let e = b.engine.submit_checked(OperationKind::CreateFileSystem, req, user(), None).await.unwrap_err();
+        assert_eq!(fields(e).1, [field.to_string()], "{req}");
+    }
+    assert_eq!(b.store.list_operations(&Default::default()).unwrap().len(), before);
+
+    // Released: the claim and the volume go, the file system stays.
+    let del = run(&b, OperationKind::DeleteFileSystem, &json!({ "cluster": "demo", "name": "shared" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    assert_eq!(del.steps.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["claim"]);
+    assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 0);
+    let kept = b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap();
+    assert_eq!((kept.lifecycle.as_str(), kept.tags.len()), ("AVAILABLE", 1), "untouched: {kept:?}");
+    let listed = read::storage(&b.sim, &b.sim, &rec).await.unwrap();
+    assert!(listed.iter().all(|s| s.kind == StorageKind::S3), "{listed:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_wait_for_an_available_file_system() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,6 +313,181 @@ async fn bad_requests_are_refused_by_field_before_anything_is_recorded() {
     assert!(e.kind == ProviderErrorKind::InvalidRequest && e.message.contains("storage_capacity_gib"), "{e:?}");
     let e = b.sim.create_lustre_file_system(&direct(1200, vec!["sg-0000000000000000".into()])).await.unwrap_err();
     assert!(e.kind == ProviderErrorKind::InvalidRequest && e.message.contains("port 988"), "{e:?}");
+}
+
+/// The preflight adds the requested GiB and one file system to what the region's Lustre file
+/// systems use and refuses a request over the deployment type's FSx quota (422 naming the field
+/// and the quota code) before anything is recorded; the simulator refuses the same create
+/// (`ServiceLimitExceeded`), and a raised quota lets it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fsx_quotas_are_checked_before_anything_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bed(dir.path(), 2000.0);
+    cluster(&b).await;
+    let first = run(&b, OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": "one" })).await;
+    assert_eq!(first.status, OperationStatus::Succeeded, "{first:#?}");
+    // 1200 GiB in use; the scratch storage quota is lowered to 2400.
+    b.sim.set_lustre_quota(REGION, LustreQuota::ScratchStorage, 2400).unwrap();
+    let over = json!({ "cluster": "demo", "name": "two", "storage_capacity_gib": 2400 });
+    let e = b.engine.submit_checked(OperationKind::CreateFileSystem, &over, user(), None).await.unwrap_err();
+    let EngineError::Validation(v) = e else { panic!("expected a validation error, got {e:?}") };
+    assert_eq!(v.kind, ValidationKind::Unprocessable);
+    assert_eq!(v.findings.iter().map(|f| f.field.as_str()).collect::<Vec<_>>(), ["storage_capacity_gib"]);
+    let rule = &v.findings[0].rule;
+    assert!(rule.contains("L-AD2FC696") && rule.contains("3600") && rule.contains("Service Quotas"), "{rule}");
+    // The dry run shows the checks; a request within the quota passes.
+    let dry = b
+        .engine
+        .dry_run_checked(OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": "two" }))
+        .await
+        .unwrap();
+    let quota: Vec<_> =
+        dry.checks.iter().filter(|c| c.check == "quota").map(|c| (c.field.as_str(), c.status)).collect();
+    assert_eq!(quota, [("storage_capacity_gib", CheckStatus::Pass), ("deployment_type", CheckStatus::Pass)]);
+    // The number of file systems: no persistent one allowed.
+    b.sim.set_lustre_quota(REGION, LustreQuota::Persistent2FileSystems, 0).unwrap();
+    let persistent = json!({ "cluster": "demo", "name": "ckpt", "deployment_type": "PERSISTENT_2", "per_unit_storage_throughput": 125 });
+    let e = b.engine.submit_checked(OperationKind::CreateFileSystem, &persistent, user(), None).await.unwrap_err();
+    assert_eq!(fields(e), (ValidationKind::Unprocessable, vec!["deployment_type".to_string()]));
+    assert_eq!(b.sim.calls(CREATE), 1);
+    assert_eq!(
+        b.store
+            .list_operations(&Default::default())
+            .unwrap()
+            .iter()
+            .filter(|o| o.kind == OperationKind::CreateFileSystem)
+            .count(),
+        1
+    );
+
+    // The simulator refuses the same create as FSx would.
+    let hp = instantstart_core::provider::HyperPodApi::describe_hyperpod_cluster(&b.sim, REGION, "demo-hp")
+        .await
+        .unwrap()
+        .unwrap();
+    let g = &hp.instance_groups[0];
+    let direct = CreateLustreFileSystem {
+        region: REGION.into(),
+        client_request_token: "t-over".into(),
+        subnet_id: g.subnet_ids[0].clone(),
+        security_group_ids: g.security_group_ids.clone(),
+        deployment_type: LustreDeploymentType::Scratch2,
+        storage_capacity_gib: 2400,
+        per_unit_storage_throughput: None,
+        tags: Tags::new(),
+    };
+    let e = b.sim.create_lustre_file_system(&direct).await.unwrap_err();
+    assert!(e.kind == ProviderErrorKind::QuotaExceeded && e.message.contains("ServiceLimitExceeded"), "{e:?}");
+    let q = b.sim.lustre_quota(REGION, LustreQuota::ScratchStorage).await.unwrap().unwrap();
+    assert_eq!((q.code.as_str(), q.value), ("L-AD2FC696", 2400));
+    b.sim.set_lustre_quota(REGION, LustreQuota::ScratchStorage, 100_800).unwrap();
+    let two = run(&b, OperationKind::CreateFileSystem, &over).await;
+    assert_eq!(two.status, OperationStatus::Succeeded, "{two:#?}");
+}
+
+/// A file system someone else created in the nodes' subnet (not tagged as ours), once `AVAILABLE`.
+async fn foreign_file_system(b: &Bed) -> instantstart_core::provider::LustreFileSystem {
+    let hp = instantstart_core::provider::HyperPodApi::describe_hyperpod_cluster(&b.sim, REGION, "demo-hp")
+        .await
+        .unwrap()
+        .unwrap();
+    let g = &hp.instance_groups[0];
+    let theirs = b
+        .sim
+        .create_lustre_file_system(&CreateLustreFileSystem {
+            region: REGION.into(),
+            client_request_token: "theirs".into(),
+            subnet_id: g.subnet_ids[0].clone(),
+            security_group_ids: g.security_group_ids.clone(),
+            deployment_type: LustreDeploymentType::Scratch2,
+            storage_capacity_gib: 2400,
+            per_unit_storage_throughput: None,
+            tags: Tags::from([("team".to_string(), "data".to_string())]),
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap().lifecycle != "AVAILABLE" {
+        assert!(tokio::time::Instant::now() < deadline, "the file system never became AVAILABLE");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    theirs
+}
+
+/// Attaching and releasing, each killed while its `claim` step is being submitted or polled,
+/// resume to one volume (then none) without creating or deleting a file system.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_attach_or_release_touches_no_file_system() {
+    for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
+        let dir = tempfile::tempdir().unwrap();
+        let (id, fs_id) = {
+            let b = bed(dir.path(), 500.0);
+            cluster(&b).await;
+            let theirs = foreign_file_system(&b).await;
+            let req = json!({ "cluster": "demo", "name": "shared", "file_system_id": theirs.id });
+            let s = match b.engine.submit_checked(OperationKind::CreateFileSystem, &req, user(), None).await {
+                Ok(Outcome::Submitted(s)) => s,
+                other => panic!("{other:?}"),
+            };
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let phase = b.engine.get(&s.operation.id).unwrap().step("claim").unwrap().phase;
+                if phase == kill_at || phase == StepPhase::Succeeded {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            b.engine.abort_all();
+            b.sim.flush().unwrap();
+            (s.operation.id, theirs.id)
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = bed(dir.path(), 500.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
+        assert_eq!(b.sim.calls(CREATE), 1, "{kill_at:?}: only the owner's CreateFileSystem");
+        let rec = b.store.get_cluster("demo").unwrap().unwrap();
+        let attached = workflow::fsx::attached_volumes(&b.sim, &target(), "demo").await.unwrap();
+        assert_eq!(attached.len(), 1, "{kill_at:?}: {attached:?}");
+        assert_eq!(attached[0].file_system_id, fs_id);
+
+        let s = match b
+            .engine
+            .submit_checked(
+                OperationKind::DeleteFileSystem,
+                &json!({ "cluster": "demo", "name": "shared" }),
+                user(),
+                None,
+            )
+            .await
+        {
+            Ok(Outcome::Submitted(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let phase = b.engine.get(&s.operation.id).unwrap().step("claim").unwrap().phase;
+            if phase == kill_at || phase == StepPhase::Succeeded {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "release: {kill_at:?} never reached");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        b.engine.abort_all();
+        b.sim.flush().unwrap();
+        drop(b);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = bed(dir.path(), 500.0);
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "release {kill_at:?}: {op:#?}");
+        assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 0, "{kill_at:?}: released, not deleted");
+        assert!(b.sim.describe_lustre_file_system(REGION, &fs_id).await.unwrap().is_some());
+        let listed = read::storage(&b.sim, &b.sim, &rec).await.unwrap();
+        assert!(listed.iter().all(|s| s.kind == StorageKind::S3), "{kill_at:?}: {listed:#?}");
+    }
 }
 
 /// A server killed while the file system is being submitted or polled resumes without a second

@@ -1,8 +1,9 @@
 //! `instantstart storage ls [PREFIX]`: the cluster's shared S3 bucket — how pods mount it
 //! (the static PV/PVC of the Mountpoint S3 CSI driver) and what it holds, one level at a time —
 //! and its FSx for Lustre volumes; `instantstart storage fsx create|delete`: an FSx for Lustre
-//! volume (file system, CSI driver add-on, static PV and claim `fsx-NAME`) as an operation (a
-//! delete asks for the volume's name unless `--yes`).
+//! volume (file system, CSI driver add-on, static PV and claim `fsx-NAME`; `--attach fs-…`
+//! attaches an existing file system instead) as an operation (a delete asks for the volume's
+//! name unless `--yes`).
 
 use super::target::{ClusterOpt, bytes, views};
 use crate::app::Globals;
@@ -44,12 +45,17 @@ pub enum FsxCommand {
         /// MB/s per TiB, PERSISTENT_2 only: 125, 250, 500 or 1000.
         #[arg(long)]
         per_unit_storage_throughput: Option<u32>,
+        /// Attach this existing file system (fs-…, AVAILABLE, in the cluster's VPC) instead of
+        /// creating one; it is released, never deleted, with the volume or the cluster.
+        #[arg(long, value_name = "FILE_SYSTEM_ID", conflicts_with_all = ["deployment_type", "storage_capacity_gib", "per_unit_storage_throughput"])]
+        attach: Option<String>,
         #[command(flatten)]
         cluster: ClusterOpt,
         #[command(flatten)]
         mutation: MutationArgs,
     },
-    /// Delete an FSx volume: its claim and volume, then the file system. Its data goes with it.
+    /// Delete an FSx volume: its claim and volume, then the file system with its data (an
+    /// attached file system is only released: it stays).
     #[command(visible_alias = "rm")]
     Delete {
         /// The volume's name on the cluster.
@@ -65,8 +71,17 @@ pub enum FsxCommand {
 }
 
 /// The create body from the flags, sent as given (the server validates every field).
-fn fsx_body(name: String, deployment_type: Option<String>, capacity: Option<u32>, throughput: Option<u32>) -> Value {
+fn fsx_body(
+    name: String,
+    deployment_type: Option<String>,
+    capacity: Option<u32>,
+    throughput: Option<u32>,
+    attach: Option<String>,
+) -> Value {
     let mut body = json!({ "name": name });
+    if let Some(id) = attach {
+        body["file_system_id"] = Value::String(id);
+    }
     if let Some(t) = deployment_type {
         body["deployment_type"] = Value::String(t);
     }
@@ -108,11 +123,12 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
             deployment_type,
             storage_capacity_gib,
             per_unit_storage_throughput,
+            attach,
             cluster,
             mutation,
         }) => {
             let cluster = cluster.resolve(&client).await?;
-            let body = fsx_body(name, deployment_type, storage_capacity_gib, per_unit_storage_throughput);
+            let body = fsx_body(name, deployment_type, storage_capacity_gib, per_unit_storage_throughput, attach);
             let submitted = client.create_file_system(&cluster, &body, &mutation.options()).await?;
             return finish(g, &client, submitted, mutation.wait).await;
         }
@@ -150,6 +166,7 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
                         out.push_str(&output::fields(&[
                             ("FSx volume", s(st, "name")),
                             ("File system", format!("{} ({})", s(&fs, "id"), s(&fs, "lifecycle"))),
+                            ("Ownership", s(st, "ownership")),
                             (
                                 "Type",
                                 format!(

@@ -43,12 +43,16 @@ pub async fn objects(
     read::storage_objects(aws, &cluster.record, prefix, cursor).await
 }
 
-/// Create the FSx for Lustre volume `body` on `cluster`.
+/// Create the FSx for Lustre volume `body` on `cluster` (or attach `body.file_system_id`).
 pub fn create_file_system(cluster: String, body: FileSystemBody) -> Submission {
     Submission::new(OperationKind::CreateFileSystem, &body.request(cluster))
 }
 
-/// Delete the FSx volume `name` of `cluster` (its claim and volume, then the file system).
+/// Delete the FSx volume `name` of `cluster` (its claim and volume, then the file system if
+/// InstantStart created it; an attached file system is only released).
 pub fn delete_file_system(cluster: String, name: String) -> Submission {
-    Submission::new(OperationKind::DeleteFileSystem, &DeleteFileSystemRequest { cluster, name, file_system_id: None })
+    Submission::new(
+        OperationKind::DeleteFileSystem,
+        &DeleteFileSystemRequest { cluster, name, file_system_id: None, ownership: None },
+    )
 }

@@ -10,8 +10,10 @@
 //!   capacity steps of that type and the per-unit throughput values of that type, as the FSx API
 //!   reference documents them for `CreateFileSystem` (`StorageCapacity`,
 //!   `LustreConfiguration.PerUnitStorageThroughput`).
+//! - [`LustreQuota`] names the Service Quotas (service code `fsx`) a create counts against, by
+//!   their real codes, and which described file systems use them ([`LustreQuota::counts`]).
 
-use super::aws::Result;
+use super::aws::{Quota, Result};
 use super::{ResourceState, Tags};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -100,6 +102,102 @@ pub fn lustre_rules(
     out
 }
 
+/// Service Quotas service code of Amazon FSx.
+pub const FSX_QUOTA_SERVICE: &str = "fsx";
+
+/// The per-account, per-Region FSx for Lustre quotas a create counts against (Service Quotas,
+/// service code `fsx`; "Quotas for Amazon FSx for Lustre" in the FSx for Lustre user guide and
+/// "Amazon FSx endpoints and quotas" in the AWS General Reference). The scratch quotas cover
+/// every scratch deployment type (`SCRATCH_1` and `SCRATCH_2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LustreQuota {
+    /// `Lustre Scratch storage capacity` (GiB of all scratch file systems), default 100800.
+    ScratchStorage,
+    /// `Lustre Persistent_2 storage capacity` (GiB of all `PERSISTENT_2` file systems), default 100800.
+    Persistent2Storage,
+    /// `Lustre Scratch file systems` (how many), default 100.
+    ScratchFileSystems,
+    /// `Lustre Persistent_2 file systems` (how many), default 100.
+    Persistent2FileSystems,
+}
+
+impl LustreQuota {
+    /// Every quota, for listings and tests.
+    pub const ALL: [LustreQuota; 4] = [
+        LustreQuota::ScratchStorage,
+        LustreQuota::Persistent2Storage,
+        LustreQuota::ScratchFileSystems,
+        LustreQuota::Persistent2FileSystems,
+    ];
+
+    /// The storage-capacity quota of `t`.
+    pub fn storage(t: LustreDeploymentType) -> Self {
+        match t {
+            LustreDeploymentType::Scratch2 => LustreQuota::ScratchStorage,
+            LustreDeploymentType::Persistent2 => LustreQuota::Persistent2Storage,
+        }
+    }
+
+    /// The file-system-count quota of `t`.
+    pub fn file_systems(t: LustreDeploymentType) -> Self {
+        match t {
+            LustreDeploymentType::Scratch2 => LustreQuota::ScratchFileSystems,
+            LustreDeploymentType::Persistent2 => LustreQuota::Persistent2FileSystems,
+        }
+    }
+
+    /// The quota's code in Service Quotas.
+    pub fn code(self) -> &'static str {
+        match self {
+            LustreQuota::ScratchStorage => "L-AD2FC696",
+            LustreQuota::Persistent2Storage => "L-8F1B9C74",
+            LustreQuota::ScratchFileSystems => "L-C48231E5",
+            LustreQuota::Persistent2FileSystems => "L-FD6F2F22",
+        }
+    }
+
+    /// The quota's name in Service Quotas.
+    pub fn name(self) -> &'static str {
+        match self {
+            LustreQuota::ScratchStorage => "Lustre Scratch storage capacity",
+            LustreQuota::Persistent2Storage => "Lustre Persistent_2 storage capacity",
+            LustreQuota::ScratchFileSystems => "Lustre Scratch file systems",
+            LustreQuota::Persistent2FileSystems => "Lustre Persistent_2 file systems",
+        }
+    }
+
+    /// AWS's default value.
+    pub fn default_value(self) -> u32 {
+        match self {
+            LustreQuota::ScratchStorage | LustreQuota::Persistent2Storage => 100_800,
+            LustreQuota::ScratchFileSystems | LustreQuota::Persistent2FileSystems => 100,
+        }
+    }
+
+    /// Whether the quota counts GiB (else file systems).
+    pub fn is_storage(self) -> bool {
+        matches!(self, LustreQuota::ScratchStorage | LustreQuota::Persistent2Storage)
+    }
+
+    /// Whether a file system of FSx deployment type `deployment_type` counts against the quota.
+    pub fn counts(self, deployment_type: &str) -> bool {
+        match self {
+            LustreQuota::ScratchStorage | LustreQuota::ScratchFileSystems => deployment_type.starts_with("SCRATCH_"),
+            LustreQuota::Persistent2Storage | LustreQuota::Persistent2FileSystems => deployment_type == "PERSISTENT_2",
+        }
+    }
+
+    /// What `fs` uses of the quota (its GiB, or 1 file system; 0 when it does not count).
+    pub fn usage_of(self, fs: &LustreFileSystem) -> u64 {
+        match (self.counts(&fs.deployment_type), self.is_storage()) {
+            (false, _) => 0,
+            (true, true) => u64::from(fs.storage_capacity_gib),
+            (true, false) => 1,
+        }
+    }
+}
+
 /// An FSx for Lustre file system.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LustreFileSystem {
@@ -166,6 +264,9 @@ pub trait FsxApi: Send + Sync {
     async fn create_lustre_file_system(&self, req: &CreateLustreFileSystem) -> Result<LustreFileSystem>;
     /// DeleteFileSystem (without a final backup); a file system already `DELETING` is accepted.
     async fn delete_lustre_file_system(&self, region: &str, id: &str, client_request_token: &str) -> Result<()>;
+    /// The value of an FSx for Lustre quota in the region (the applied value, else AWS's
+    /// default); `None` when Service Quotas cannot be read (the preflight then warns).
+    async fn lustre_quota(&self, region: &str, quota: LustreQuota) -> Result<Option<Quota>>;
 }
 
 /// A `ClientRequestToken` FSx accepts (1-63 of `[A-Za-z0-9_.-]`) derived from an engine token.
@@ -203,6 +304,42 @@ mod tests {
         }
         let rule = &lustre_rules(Persistent2, 1200, Some(200))[0].1;
         assert!(rule.contains("125") && rule.contains("200"), "{rule}");
+    }
+
+    #[test]
+    fn lustre_quotas_count_the_file_systems_of_their_deployment_types() {
+        let fs = |t: &str, gib: u32| LustreFileSystem {
+            id: "fs-0".into(),
+            region: "us-east-1".into(),
+            lifecycle: "AVAILABLE".into(),
+            deployment_type: t.into(),
+            storage_capacity_gib: gib,
+            per_unit_storage_throughput: None,
+            vpc_id: None,
+            subnet_ids: vec![],
+            dns_name: None,
+            mount_name: None,
+            failure: None,
+            tags: Tags::new(),
+        };
+        // (quota, deployment type, usage)
+        let table: &[(LustreQuota, &str, u64)] = &[
+            (LustreQuota::ScratchStorage, "SCRATCH_2", 2400),
+            (LustreQuota::ScratchStorage, "SCRATCH_1", 2400),
+            (LustreQuota::ScratchStorage, "PERSISTENT_2", 0),
+            (LustreQuota::Persistent2Storage, "PERSISTENT_2", 2400),
+            (LustreQuota::Persistent2Storage, "PERSISTENT_1", 0),
+            (LustreQuota::ScratchFileSystems, "SCRATCH_2", 1),
+            (LustreQuota::Persistent2FileSystems, "SCRATCH_2", 0),
+            (LustreQuota::Persistent2FileSystems, "PERSISTENT_2", 1),
+        ];
+        for (q, t, want) in table {
+            assert_eq!(q.usage_of(&fs(t, 2400)), *want, "{q:?} {t}");
+        }
+        assert_eq!(LustreQuota::storage(Persistent2).code(), "L-8F1B9C74");
+        assert_eq!(LustreQuota::file_systems(Scratch2).name(), "Lustre Scratch file systems");
+        let codes: std::collections::BTreeSet<_> = LustreQuota::ALL.iter().map(|q| q.code()).collect();
+        assert_eq!(codes.len(), 4);
     }
 
     #[test]

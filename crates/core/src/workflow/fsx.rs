@@ -11,13 +11,26 @@
 //!
 //! The assessment reads the HyperPod cluster and records the placement in the request: the
 //! first instance group's subnet (so the file system is in the nodes' AZ) and its security
-//! groups. InstantStart's cluster security group allows all traffic between its members, which
+//! groups. Its preflight ([`crate::preflight::check_lustre_quotas`]) adds the requested GiB
+//! and one file system to what the region's Lustre file systems already use and compares them
+//! with the deployment type's FSx quotas (a 422 on `storage_capacity_gib` or
+//! `deployment_type` naming the quota code to raise). InstantStart's cluster security group allows all traffic between its members, which
 //! covers Lustre's TCP 988 and 1018-1023 (FSx for Lustre user guide, "File system access
 //! control with Amazon VPC"); the simulator refuses a group without them.
 //!
+//! Attach (`file_system_id` instead of a deployment type and capacity): an existing file system
+//! becomes a volume without being created. The assessment describes it and refuses (422, by
+//! field) one FSx does not know as Lustre, one not `AVAILABLE`, one outside the cluster's VPC,
+//! one that is already a volume of the cluster (created or attached) or InstantStart's for
+//! another cluster. Steps: the add-on, then `claim`; the volume is labelled
+//! `instantstart.io/fsx-ownership=attached` — the record of ownership the storage list, the
+//! workloads and the delete read (no tag is added to the file system). Its security groups are
+//! not ours and not checked: they must allow Lustre (TCP 988, 1018-1023) from the nodes.
+//!
 //! Delete steps: `claim` (the claim and the volume), then `file_system` (DeleteFileSystem, then
 //! polled until gone). The assessment finds the file system by its tags (ours, for this
-//! cluster, `instantstart:fsx=<name>`); an unknown name is a not-found error.
+//! cluster, `instantstart:fsx=<name>`), else the attached volume of that name (then only
+//! `claim`: the file system is released, never deleted); an unknown name is a not-found error.
 //!
 //! # Guarantees
 //! - Observe before submit: `file_system` looks for a file system of the region tagged for this
@@ -34,7 +47,7 @@ use crate::engine::reads::read;
 use crate::engine::{
     Assessment, EngineError, Observation, Prepared, Progress, StepContext, StepError, StepExecutor, Workflow,
 };
-use crate::labels::{LABEL_CLUSTER, LABEL_FSX};
+use crate::labels::{LABEL_CLUSTER, LABEL_FSX, LABEL_FSX_OWNERSHIP};
 use crate::names;
 use crate::operation::{OperationKind, OperationStatus, ResourceRef, StepSpec};
 use crate::provider::*;
@@ -75,6 +88,11 @@ pub struct CreateFileSystemRequest {
     /// MB/s per TiB, `PERSISTENT_2` only: 125, 250, 500 or 1000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_unit_storage_throughput: Option<u32>,
+    /// Attach this existing FSx for Lustre file system (`fs-…`, `AVAILABLE`, in the cluster's
+    /// VPC) instead of creating one; the deployment type, capacity and throughput are then the
+    /// file system's (omit them). It is released, never deleted, with the volume or the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_system_id: Option<String>,
     /// Filled by the assessment: where the file system goes (not accepted from callers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<FsxPlacement>,
@@ -97,6 +115,11 @@ pub struct FileSystemBody {
     /// MB/s per TiB, `PERSISTENT_2` only: 125, 250, 500 or 1000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_unit_storage_throughput: Option<u32>,
+    /// Attach this existing FSx for Lustre file system (`fs-…`, `AVAILABLE`, in the cluster's
+    /// VPC) instead of creating one; the deployment type, capacity and throughput are then the
+    /// file system's (omit them). It is released, never deleted, with the volume or the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_system_id: Option<String>,
 }
 
 impl FileSystemBody {
@@ -108,6 +131,7 @@ impl FileSystemBody {
             deployment_type: self.deployment_type,
             storage_capacity_gib: self.storage_capacity_gib,
             per_unit_storage_throughput: self.per_unit_storage_throughput,
+            file_system_id: self.file_system_id,
             placement: None,
         }
     }
@@ -125,6 +149,27 @@ pub struct FsxPlacement {
     pub security_group_ids: Vec<String>,
 }
 
+/// Who owns a volume's file system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FsxOwnership {
+    /// InstantStart created it (tagged as the cluster's volume): deleted with the volume and
+    /// with the cluster.
+    Created,
+    /// An existing file system attached as a volume: the volume and claim are removed, the file
+    /// system stays.
+    Attached,
+}
+
+impl FsxOwnership {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FsxOwnership::Created => "created",
+            FsxOwnership::Attached => "attached",
+        }
+    }
+}
+
 /// `DELETE /api/clusters/{cluster}/storage/fsx/{name}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -134,6 +179,20 @@ pub struct DeleteFileSystemRequest {
     /// Filled by the assessment: the file system found for the name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_system_id: Option<String>,
+    /// Filled by the assessment: whether the file system is deleted (`created`) or only
+    /// released (`attached`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<FsxOwnership>,
+}
+
+/// Validation of a file system id (`fs-` and 8 to 17 hex digits, FSx's `FileSystemId`).
+pub fn file_system_id_rule(id: &str) -> Result<(), String> {
+    let hex = id.strip_prefix("fs-").unwrap_or_default();
+    if (8..=17).contains(&hex.len()) && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err("must be an FSx file system id such as fs-0123456789abcdef0".into())
+    }
 }
 
 /// Target string of a cluster's FSx volume (one running mutation per volume).
@@ -208,9 +267,56 @@ pub async fn cluster_volumes(
     Ok(all)
 }
 
+/// A volume whose file system was attached (not created): found by its PersistentVolume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachedVolume {
+    pub name: String,
+    pub file_system_id: String,
+}
+
+/// The attached volumes of `cluster` (our PersistentVolumes labelled `attached`), by name.
+pub async fn attached_volumes(
+    kube: &dyn KubeApi,
+    target: &KubeTarget,
+    cluster: &str,
+) -> Result<Vec<AttachedVolume>, ProviderError> {
+    let params = ListParams {
+        api_version: "v1".into(),
+        kind: "PersistentVolume".into(),
+        namespace: None,
+        labels: vec![
+            (LABEL_MANAGED_BY.into(), MANAGED_BY.into()),
+            (LABEL_CLUSTER.into(), cluster.into()),
+            (LABEL_FSX_OWNERSHIP.into(), FsxOwnership::Attached.as_str().into()),
+        ],
+    };
+    let pvs = match kube.list(target, &params).await {
+        Err(e) if e.kind == ProviderErrorKind::NotFound => vec![],
+        other => other?,
+    };
+    let mut out: Vec<AttachedVolume> = pvs
+        .iter()
+        .filter_map(|pv| {
+            Some(AttachedVolume {
+                name: pv.label(LABEL_FSX)?.to_string(),
+                file_system_id: pv.0.pointer("/spec/csi/volumeHandle")?.as_str()?.to_string(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
 /// The static PersistentVolume and claim of a file system.
-pub fn volume_objects(cluster: &str, name: &str, fs: &LustreFileSystem) -> (KubeObject, KubeObject) {
-    let labels = json!({ LABEL_MANAGED_BY: MANAGED_BY, LABEL_CLUSTER: cluster, LABEL_FSX: name });
+pub fn volume_objects(
+    cluster: &str,
+    name: &str,
+    fs: &LustreFileSystem,
+    ownership: FsxOwnership,
+) -> (KubeObject, KubeObject) {
+    let labels = json!({
+        LABEL_MANAGED_BY: MANAGED_BY, LABEL_CLUSTER: cluster, LABEL_FSX: name, LABEL_FSX_OWNERSHIP: ownership.as_str()
+    });
     let capacity = format!("{}Gi", fs.storage_capacity_gib);
     let pv = json!({
         "apiVersion": "v1",
@@ -298,8 +404,29 @@ pub fn check_create(req: &CreateFileSystemRequest) -> Result<(), ValidationError
     if let Err(e) = volume_name_rule(&req.name) {
         f.push("name", e);
     }
-    for (field, rule) in lustre_rules(req.deployment_type, req.storage_capacity_gib, req.per_unit_storage_throughput) {
-        f.push(field, rule);
+    match &req.file_system_id {
+        Some(id) => {
+            if let Err(e) = file_system_id_rule(id) {
+                f.push("file_system_id", e);
+            }
+            let own = "is the attached file system's; omit it with file_system_id";
+            if req.deployment_type != LustreDeploymentType::default() {
+                f.push("deployment_type", own);
+            }
+            if req.storage_capacity_gib != default_capacity() {
+                f.push("storage_capacity_gib", own);
+            }
+            if req.per_unit_storage_throughput.is_some() {
+                f.push("per_unit_storage_throughput", own);
+            }
+        }
+        None => {
+            for (field, rule) in
+                lustre_rules(req.deployment_type, req.storage_capacity_gib, req.per_unit_storage_throughput)
+            {
+                f.push(field, rule);
+            }
+        }
     }
     f.finish()
 }
@@ -316,6 +443,28 @@ impl Workflow for CreateFileSystemWorkflow {
         let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
         refuse_during_delete(self.store.as_ref(), &req.cluster)?;
         let throughput = req.per_unit_storage_throughput.map(|t| format!(", {t} MB/s/TiB")).unwrap_or_default();
+        if let Some(id) = &req.file_system_id {
+            let steps = vec![
+                StepSpec {
+                    key: addon_step_key(FSX_CSI_ADDON),
+                    title: format!("EKS add-on {FSX_CSI_ADDON} (mounts FSx for Lustre volumes)"),
+                    depends_on: vec![],
+                    expected_secs: Some(60),
+                },
+                StepSpec {
+                    key: "claim".into(),
+                    title: format!(
+                        "Static volume {} and claim {FSX_NAMESPACE}/{} for the attached file system {id}",
+                        volume_name(&req.cluster, &req.name),
+                        claim_name(&req.name)
+                    ),
+                    depends_on: vec![addon_step_key(FSX_CSI_ADDON)],
+                    expected_secs: Some(10),
+                },
+            ];
+            let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+            return Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps });
+        }
         let steps = vec![
             StepSpec {
                 key: addon_step_key(FSX_CSI_ADDON),
@@ -385,9 +534,33 @@ impl Workflow for CreateFileSystemWorkflow {
             )
             .into());
         }
+        if let Some(id) = req.file_system_id.clone() {
+            self.check_attach(&rec, &req, &id, &placement).await?;
+            let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+            return Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) });
+        }
+        let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
+        if read(|| attached_volumes(self.kube.as_ref(), &target, &req.cluster))
+            .await?
+            .iter()
+            .any(|v| v.name == req.name)
+        {
+            return Err(ValidationError::unprocessable(
+                "name",
+                format!("the cluster already has a volume named {} (an attached file system)", req.name),
+            )
+            .into());
+        }
         req.placement = Some(placement);
+        let checks = crate::preflight::check_lustre_quotas(
+            self.aws.as_ref(),
+            &rec.region,
+            req.deployment_type,
+            req.storage_capacity_gib,
+        )
+        .await?;
         let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
-        Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
+        Ok(Assessment { plan: None, checks, reduced_request: Some(reduced) })
     }
 
     fn executor(&self, request: &Value, key: &str) -> Option<Arc<dyn StepExecutor>> {
@@ -411,9 +584,72 @@ impl Workflow for CreateFileSystemWorkflow {
                 region: rec.region,
                 cluster: req.cluster,
                 name: req.name,
+                attached: req.file_system_id,
             })),
             _ => None,
         }
+    }
+}
+
+impl CreateFileSystemWorkflow {
+    /// The rules of attaching file system `id` as volume `req.name` (422 by field).
+    async fn check_attach(
+        &self,
+        rec: &crate::store::ClusterRecord,
+        req: &CreateFileSystemRequest,
+        id: &str,
+        placement: &FsxPlacement,
+    ) -> Result<(), EngineError> {
+        let refuse = |field: &str, rule: String| -> EngineError { ValidationError::unprocessable(field, rule).into() };
+        let Some(fs) = read(|| self.aws.describe_lustre_file_system(&rec.region, id)).await? else {
+            return Err(refuse("file_system_id", format!("FSx knows no Lustre file system {id} in {}", rec.region)));
+        };
+        if fs.lifecycle != "AVAILABLE" {
+            return Err(refuse(
+                "file_system_id",
+                format!("file system {id} is {}; only an AVAILABLE file system can be attached", fs.lifecycle),
+            ));
+        }
+        let vpc = match &rec.vpc_id {
+            Some(v) => Some(v.clone()),
+            None => read(|| self.aws.describe_eks_cluster(&rec.region, &rec.eks_cluster)).await?.map(|c| c.vpc_id),
+        };
+        if let (Some(vpc), Some(fs_vpc)) = (&vpc, &fs.vpc_id)
+            && vpc != fs_vpc
+        {
+            return Err(refuse(
+                "file_system_id",
+                format!(
+                    "file system {id} is in {fs_vpc}, not in the cluster's VPC {vpc} (subnet {}): the nodes could not reach it",
+                    placement.subnet_id
+                ),
+            ));
+        }
+        if is_owned(&fs.tags, &req.cluster) && fs.tags.contains_key(TAG_FSX_VOLUME) {
+            return Err(refuse(
+                "file_system_id",
+                format!("file system {id} is already volume {} of this cluster", fs.tags[TAG_FSX_VOLUME]),
+            ));
+        }
+        if fs.tags.get(TAG_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY) && fs.tags.contains_key(TAG_FSX_VOLUME) {
+            return Err(refuse(
+                "file_system_id",
+                format!(
+                    "file system {id} is InstantStart's volume of cluster {}; it is deleted with that cluster",
+                    fs.tags.get(TAG_CLUSTER).cloned().unwrap_or_default()
+                ),
+            ));
+        }
+        let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
+        let attached = read(|| attached_volumes(self.kube.as_ref(), &target, &req.cluster)).await?;
+        if let Some(v) = attached.iter().find(|v| v.file_system_id == id) {
+            return Err(refuse("file_system_id", format!("file system {id} is already attached as volume {}", v.name)));
+        }
+        let created = read(|| find_volume(self.aws.as_ref(), &rec.region, &req.cluster, &req.name)).await?;
+        if created.is_some() || attached.iter().any(|v| v.name == req.name) {
+            return Err(refuse("name", format!("the cluster already has a volume named {}", req.name)));
+        }
+        Ok(())
     }
 }
 
@@ -486,6 +722,8 @@ struct ClaimStep {
     region: String,
     cluster: String,
     name: String,
+    /// The attached file system's id; `None`: the file system created for the volume.
+    attached: Option<String>,
 }
 
 fn claim_reference(name: &str) -> ResourceRef {
@@ -510,10 +748,22 @@ impl StepExecutor for ClaimStep {
     }
 
     async fn submit(&self, _cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
-        let fs = find_volume(self.aws.as_ref(), &self.region, &self.cluster, &self.name)
-            .await?
-            .ok_or_else(|| StepError::Invalid(format!("no file system of volume {} was found", self.name)))?;
-        let (pv, pvc) = volume_objects(&self.cluster, &self.name, &fs);
+        let (fs, ownership) = match &self.attached {
+            Some(id) => (
+                self.aws
+                    .describe_lustre_file_system(&self.region, id)
+                    .await?
+                    .ok_or_else(|| StepError::Invalid(format!("the attached file system {id} no longer exists")))?,
+                FsxOwnership::Attached,
+            ),
+            None => (
+                find_volume(self.aws.as_ref(), &self.region, &self.cluster, &self.name)
+                    .await?
+                    .ok_or_else(|| StepError::Invalid(format!("no file system of volume {} was found", self.name)))?,
+                FsxOwnership::Created,
+            ),
+        };
+        let (pv, pvc) = volume_objects(&self.cluster, &self.name, &fs, ownership);
         self.kube.apply(&self.target, &pv).await?;
         self.kube.apply(&self.target, &pvc).await?;
         Ok(claim_reference(&self.name))
@@ -556,13 +806,26 @@ impl Workflow for DeleteFileSystemWorkflow {
         if let Err(e) = volume_name_rule(&req.name) {
             f.push("name", e);
         }
-        if let Some(id) = &req.file_system_id
-            && !(id.starts_with("fs-") && id.len() <= 21 && id[3..].chars().all(|c| c.is_ascii_hexdigit()))
-        {
-            f.push("file_system_id", "must be an FSx file system id such as fs-0123456789abcdef0");
+        if let Some(Err(e)) = req.file_system_id.as_deref().map(file_system_id_rule) {
+            f.push("file_system_id", e);
         }
         f.finish()?;
         crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?;
+        if req.ownership == Some(FsxOwnership::Attached) {
+            let steps = vec![StepSpec {
+                key: "claim".into(),
+                title: format!(
+                    "Release the attached file system {}: delete claim {FSX_NAMESPACE}/{} and volume {} (the file system stays)",
+                    req.file_system_id.as_deref().unwrap_or_default(),
+                    claim_name(&req.name),
+                    volume_name(&req.cluster, &req.name)
+                ),
+                depends_on: vec![],
+                expected_secs: Some(10),
+            }];
+            let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
+            return Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps });
+        }
         let steps = vec![
             StepSpec {
                 key: "claim".into(),
@@ -593,10 +856,18 @@ impl Workflow for DeleteFileSystemWorkflow {
         let mut req: DeleteFileSystemRequest = decode(&prepared.request)?;
         let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
         let found = read(|| find_volume(self.aws.as_ref(), &rec.region, &req.cluster, &req.name)).await?;
-        let Some(fs) = found else {
-            return Err(EngineError::Missing(format!("FSx volume {} of cluster {}", req.name, req.cluster)));
-        };
-        req.file_system_id = Some(fs.id);
+        if let Some(fs) = found {
+            req.file_system_id = Some(fs.id);
+            req.ownership = Some(FsxOwnership::Created);
+        } else {
+            let target = KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone());
+            let attached = read(|| attached_volumes(self.kube.as_ref(), &target, &req.cluster)).await?;
+            let Some(v) = attached.into_iter().find(|v| v.name == req.name) else {
+                return Err(EngineError::Missing(format!("FSx volume {} of cluster {}", req.name, req.cluster)));
+            };
+            req.file_system_id = Some(v.file_system_id);
+            req.ownership = Some(FsxOwnership::Attached);
+        }
         let reduced = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Assessment { plan: None, checks: vec![], reduced_request: Some(reduced) })
     }
@@ -750,6 +1021,18 @@ mod tests {
             ),
             (json!({ "cluster": "demo", "name": "a", "deployment_type": "SCRATCH_1" }), &["deployment_type"]),
             (json!({ "cluster": "demo", "name": "a", "size": 1 }), &["size"]),
+            (json!({ "cluster": "demo", "name": "a", "file_system_id": "fs-0123456789abcdef0" }), &[]),
+            (json!({ "cluster": "demo", "name": "a", "file_system_id": "fs-01234567" }), &[]),
+            (json!({ "cluster": "demo", "name": "a", "file_system_id": "fs-xyz" }), &["file_system_id"]),
+            (
+                json!({ "cluster": "demo", "name": "a", "file_system_id": "fs-0123456789abcdef0",
+                        "deployment_type": "PERSISTENT_2", "storage_capacity_gib": 2400, "per_unit_storage_throughput": 125 }),
+                &["deployment_type", "storage_capacity_gib", "per_unit_storage_throughput"],
+            ),
+            (
+                json!({ "cluster": "demo", "name": "a", "file_system_id": "fs-0123456789abcdef0", "storage_capacity_gib": 3600 }),
+                &["storage_capacity_gib"],
+            ),
         ];
         for (v, want) in table {
             let got = match req(v.clone()) {
@@ -776,7 +1059,8 @@ mod tests {
             failure: None,
             tags: Tags::new(),
         };
-        let (pv, pvc) = volume_objects("demo", "scratch", &fs);
+        let (pv, pvc) = volume_objects("demo", "scratch", &fs, FsxOwnership::Created);
+        assert_eq!(pv.0["metadata"]["labels"][LABEL_FSX_OWNERSHIP], "created");
         assert_eq!(pv.0["metadata"]["name"], "fsx-demo-scratch");
         assert_eq!(pv.0["spec"]["csi"]["driver"], "fsx.csi.aws.com");
         assert_eq!(pv.0["spec"]["csi"]["volumeHandle"], "fs-0123456789abcdef0");

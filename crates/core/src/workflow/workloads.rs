@@ -410,7 +410,8 @@ impl WorkloadWorkflow {
 }
 
 impl WorkloadWorkflow {
-    /// The cluster's FSx for Lustre volumes (ours, by tags) with their lifecycle and whether
+    /// The cluster's FSx for Lustre volumes (created: ours by tags; attached: by their volumes)
+    /// with their lifecycle and whether
     /// their claim exists, read with the control plane's own identity (a fact about the
     /// cluster, not an action of the caller's).
     async fn file_system_facts(&self, rec: &ClusterRecord) -> Result<Vec<FileSystemFacts>, EngineError> {
@@ -432,6 +433,23 @@ impl WorkloadWorkflow {
             facts.push(FileSystemFacts {
                 name,
                 lifecycle: fs.lifecycle.clone(),
+                namespace: FSX_NAMESPACE.into(),
+                claim: exists.then_some(claim.name),
+            });
+        }
+        // Attached file systems: found by their volumes (ours, labelled `attached`).
+        for v in read(|| super::fsx::attached_volumes(self.kube.as_ref(), &target, &rec.name)).await? {
+            let fs = read(|| self.aws.describe_lustre_file_system(&rec.region, &v.file_system_id)).await?;
+            let claim = ObjectRef {
+                api_version: "v1".into(),
+                kind: "PersistentVolumeClaim".into(),
+                namespace: Some(FSX_NAMESPACE.into()),
+                name: claim_name(&v.name),
+            };
+            let exists = get_object(self.kube.as_ref(), &target, &claim).await?.is_some();
+            facts.push(FileSystemFacts {
+                name: v.name,
+                lifecycle: fs.map(|f| f.lifecycle).unwrap_or_else(|| "DELETED".into()),
                 namespace: FSX_NAMESPACE.into(),
                 claim: exists.then_some(claim.name),
             });

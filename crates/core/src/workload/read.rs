@@ -130,8 +130,19 @@ pub async fn storage(
     if let Some(facts) = storage_facts(rec) {
         out.push(bucket_storage(aws, kube, &target, facts).await?);
     }
-    for fs in crate::workflow::fsx::cluster_volumes(aws, &rec.region, &rec.name).await? {
-        let name = fs.tags.get(TAG_FSX_VOLUME).cloned().unwrap_or_default();
+    use crate::workflow::fsx::{FsxOwnership, attached_volumes, cluster_volumes};
+    let mut volumes: Vec<(String, FsxOwnership, Option<LustreFileSystem>)> =
+        cluster_volumes(aws, &rec.region, &rec.name)
+            .await?
+            .into_iter()
+            .map(|fs| (fs.tags.get(TAG_FSX_VOLUME).cloned().unwrap_or_default(), FsxOwnership::Created, Some(fs)))
+            .collect();
+    for v in attached_volumes(kube, &target, &rec.name).await? {
+        let fs = aws.describe_lustre_file_system(&rec.region, &v.file_system_id).await?;
+        volumes.push((v.name, FsxOwnership::Attached, fs));
+    }
+    volumes.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, ownership, fs) in volumes {
         let claim = ObjectRef {
             api_version: "v1".into(),
             kind: "PersistentVolumeClaim".into(),
@@ -152,7 +163,8 @@ pub async fn storage(
             bucket: String::new(),
             status,
             entries: vec![],
-            file_system: Some(fs),
+            file_system: fs,
+            ownership: Some(ownership),
         });
     }
     Ok(out)
@@ -190,6 +202,7 @@ async fn bucket_storage(
         status,
         entries,
         file_system: None,
+        ownership: None,
     })
 }
 

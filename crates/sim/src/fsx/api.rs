@@ -33,4 +33,14 @@ impl FsxApi for SimCloud {
     async fn delete_lustre_file_system(&self, region: &str, id: &str, _client_request_token: &str) -> Result<()> {
         self.write("fsx:DeleteFileSystem", |w, cx| delete(w, region, id, cx.now))
     }
+
+    async fn lustre_quota(&self, region: &str, quota: LustreQuota) -> Result<Option<Quota>> {
+        self.read("servicequotas:GetServiceQuota", |w, _| {
+            Ok(Some(Quota {
+                name: quota.name().to_string(),
+                code: quota.code().to_string(),
+                value: w.lustre_quota(region, quota),
+            }))
+        })
+    }
 }

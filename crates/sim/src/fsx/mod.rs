@@ -7,6 +7,12 @@
 //!   simulated account only the cluster security group `create_network` made, which allows all
 //!   traffic among its members. The same `ClientRequestToken` returns the file system it
 //!   created (FSx's idempotent create), whatever else the request says.
+//! - CreateFileSystem refuses a file system that would exceed the deployment type's FSx quotas
+//!   ([`LustreQuota`]: storage GiB and number of file systems, counting every file system of
+//!   the region but those `DELETING`) with `ServiceLimitExceeded` (FSx API reference,
+//!   `CreateFileSystem`, Errors: "An error indicating that a particular service limit was
+//!   exceeded"); [`crate::SimCloud::set_lustre_quota`] raises or lowers them. Service Quotas
+//!   answers the quota in force (`GetServiceQuota`).
 //! - A file system is `CREATING` for [`timings::FSX_CREATE`], then `AVAILABLE`; the "resource
 //!   fails" fault makes it `FAILED` half-way. DeleteFileSystem makes it `DELETING` for
 //!   [`timings::FSX_DELETE`], then it is gone; a `CREATING` one cannot be deleted yet.
@@ -20,7 +26,8 @@ use crate::base::Lifecycle;
 use crate::timings;
 use crate::world::{FileSystemRec, World};
 use instantstart_core::provider::{
-    CreateLustreFileSystem, FsxApi, LustreFileSystem, ProviderError, ProviderErrorKind, Result, lustre_rules,
+    CreateLustreFileSystem, FsxApi, LustreFileSystem, LustreQuota, ProviderError, ProviderErrorKind, Quota, Result,
+    lustre_rules,
 };
 
 fn view(r: &FileSystemRec, now: f64) -> LustreFileSystem {
@@ -70,6 +77,28 @@ fn create(w: &mut World, req: &CreateLustreFileSystem, now: f64, fails: Option<&
                 req.security_group_ids
             ),
         ));
+    }
+    for (quota, adding) in [
+        (LustreQuota::storage(req.deployment_type), u64::from(req.storage_capacity_gib)),
+        (LustreQuota::file_systems(req.deployment_type), 1),
+    ] {
+        let in_use: u64 = w
+            .file_systems
+            .values()
+            .filter(|r| r.region == req.region && matches!(r.lifecycle(now), Some((l, _)) if l != "DELETING"))
+            .map(|r| quota.usage_of(&view(r, now)))
+            .sum();
+        let limit = w.lustre_quota(&req.region, quota);
+        if in_use + adding > u64::from(limit) {
+            return Err(ProviderError::new(
+                API,
+                ProviderErrorKind::QuotaExceeded,
+                format!(
+                    "ServiceLimitExceeded: the file system would exceed the account's '{}' quota ({limit}; {in_use} in use)",
+                    quota.name()
+                ),
+            ));
+        }
     }
     let vpc_id = subnet.vpc_id.clone();
     let id = format!("fs-{}", w.hex(17, false));

@@ -218,6 +218,12 @@ impl World {
         self.quotas.get(&rkey(region, instance_type)).copied().unwrap_or_else(|| default_quota(instance_type))
     }
 
+    /// The FSx for Lustre quota in force in `region`: the raised (or lowered) value (kept in
+    /// `quotas` under the quota's code), else AWS's default.
+    pub fn lustre_quota(&self, region: &str, quota: instantstart_core::provider::LustreQuota) -> u32 {
+        self.quotas.get(&rkey(region, quota.code())).copied().unwrap_or_else(|| quota.default_value())
+    }
+
     /// The role named by an IAM role ARN (`arn:aws:iam::<account>:role/<path/>name`).
     pub fn role_by_arn(&self, arn: &str) -> Option<&RoleRec> {
         let name = arn.strip_prefix("arn:aws:iam::")?.split_once(":role/")?.1.rsplit('/').next()?;
