@@ -193,7 +193,7 @@ async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
                 if matches!(phase, StepPhase::Submitted | StepPhase::Polling | StepPhase::Succeeded) {
                     break;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "{key} never got past submitting");
+                assert!(tokio::time::Instant::now() < deadline, "{key} to get past submitting");
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             engine.abort_all();

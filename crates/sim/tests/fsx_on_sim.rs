@@ -276,7 +276,7 @@ async fn a_restart_mid_create_or_delete_creates_and_deletes_once() {
                 if phase == kill_at || phase == StepPhase::Succeeded {
                     break;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
+                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} to be reached");
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             b.engine.abort_all();
