@@ -297,6 +297,12 @@ impl Bed {
         }
     }
 
+    /// A bed with nothing on disk: the world and an SQLite store in memory (a restart keeps
+    /// both). Not for [`BedBuilder::serve`], which needs a data directory.
+    pub fn in_memory() -> BedBuilder {
+        Bed::sim(std::env::temp_dir()).world_in_memory().store_in_memory()
+    }
+
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.config.dir
