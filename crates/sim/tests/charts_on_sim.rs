@@ -35,7 +35,7 @@ fn target() -> KubeTarget {
 async fn create_installs_the_pinned_chart_once_and_delete_uninstalls_it() {
     let dir = tempfile::tempdir().unwrap();
     let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
-    let (sim, engine) = (&b.sim, &b.engine);
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     let op = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let step = op.step("chart:kuberay-operator").expect("chart step");
@@ -66,7 +66,7 @@ async fn create_installs_the_pinned_chart_once_and_delete_uninstalls_it() {
 async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_it() {
     let dir = tempfile::tempdir().unwrap();
     let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
-    let (sim, engine) = (&b.sim, &b.engine);
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     sim.set_faults(SimFaults::none().with("helm:upgrade", FaultMode::resource_fails("ImagePullBackOff")));
     let op = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert_eq!(op.status, OperationStatus::Failed);
@@ -95,7 +95,7 @@ async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_
 async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
     let dir = tempfile::tempdir().unwrap();
     let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
-    let (sim, engine) = (&b.sim, &b.engine);
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     let no_hyperpod = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert!(no_hyperpod.step("chart:hyperpod-dependencies").is_none(), "only planned with a HyperPod cluster");
 
@@ -138,7 +138,7 @@ async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
 async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
-    let (sim, engine) = (&b.sim, &b.engine);
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     sim.set_faults(
         SimFaults::none()
             .with("iam:CreateOpenIDConnectProvider", FaultMode::LostResponse)
@@ -171,7 +171,7 @@ async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
         b.kill().await;
         b.sim.flush().unwrap();
         b.restart().await;
-        let (sim, engine) = (&b.sim, &b.engine);
+        let (sim, engine) = (b.sim.clone(), b.engine.clone());
         engine.resume_all().unwrap();
         let op = engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{key}: {op:#?}");
@@ -216,7 +216,7 @@ async fn a_load_balancer_service_that_outlives_its_controller_keeps_the_vpc_from
     use instantstart_core::provider::{KubeApi, NetworkApi, ObjectRef};
     let dir = tempfile::tempdir().unwrap();
     let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
-    let (sim, engine) = (&b.sim, &b.engine);
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     let op = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let svc = nlb_service("llm", true);
