@@ -23,11 +23,40 @@
 //!   never `ui.css(selector).text`, two WebDriver calls between which a polling screen can
 //!   re-render (a stale element: CI found one);
 //! - the simulator's modules (`crates/sim/src`) import each other without a cycle
-//!   ([`rust_module_graph`]; the layers are in `docs/code-map.md`).
+//!   ([`rust_module_graph`]; the layers are in `docs/code-map.md`);
+//! - tests build their world with `instantstart-testkit` ([`hand_written_beds`]): no test file
+//!   under `crates/*/tests` defines its own `struct Bed`, `fn bed(` or `fn …_bed(`; and the test
+//!   files' `sleep(` calls
+//!   (a wait guessed in wall time, the flakes of past CI runs) number at most
+//!   [`TEST_SLEEPS`], a count that only goes down (wait with `Bed::wait_for`/`wait_until`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// How many `sleep(` the test files under `crates/*/tests` hold at most (the kit's first
+/// migration took them from 74 to 38). Only goes down: lower it when a sleep goes.
+pub const TEST_SLEEPS: usize = 34;
+
+/// The lines of a test file that define a bed of its own: `struct Bed`, or a function whose
+/// name is `bed` or ends in `_bed` (`fn bed(`, `fn helm_bed(`), at any indentation.
+pub fn hand_written_beds(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("").trim_start();
+        let code = code.strip_prefix("pub ").unwrap_or(code);
+        let code = code.strip_prefix("async ").unwrap_or(code);
+        let is_struct = code.strip_prefix("struct Bed").is_some_and(|r| r.starts_with([' ', '{', '<', ';', '(']));
+        let is_fn = code.strip_prefix("fn ").and_then(|r| r.split_once('(')).is_some_and(|(name, _)| {
+            let name = name.split('<').next().unwrap_or(name);
+            name == "bed" || name.ends_with("_bed")
+        });
+        if is_struct || is_fn {
+            found.push(format!("line {}: {}", i + 1, line.trim()));
+        }
+    }
+    found
+}
 
 /// Largest README.md, in bytes.
 pub const README_MAX_BYTES: usize = 15 * 1024;
@@ -1046,6 +1075,78 @@ mod tests {
             errors.extend(route_layering_violations(&read(&f)).into_iter().map(|v| format!("routes/{name} {v}")));
         }
         assert!(errors.is_empty(), "route files must call instantstart_core::api: {errors:#?}");
+    }
+
+    /// Test files under `crates/*/tests`.
+    fn test_files() -> Vec<PathBuf> {
+        files(&root(), "crates", ".rs")
+            .into_iter()
+            .filter(|f| f.strip_prefix(root()).unwrap().components().nth(2).is_some_and(|c| c.as_os_str() == "tests"))
+            .collect()
+    }
+
+    /// Tests build their world with the kit: no hand-written bed.
+    #[test]
+    fn tidy_tests_use_the_testkit_bed() {
+        let mut errors = Vec::new();
+        for f in test_files() {
+            let path = f.strip_prefix(root()).unwrap().display().to_string();
+            errors.extend(hand_written_beds(&read(&f)).into_iter().map(|v| format!("{path} {v}")));
+        }
+        assert!(errors.is_empty(), "build the test bed with instantstart_testkit::Bed (docs/testing.md): {errors:#?}");
+    }
+
+    /// The test files' sleeps only go down.
+    #[test]
+    fn tidy_test_sleeps_only_go_down() {
+        let mut per_file = Vec::new();
+        for f in test_files() {
+            let n = rust_code_only(&read(&f)).matches("sleep(").count();
+            if n > 0 {
+                per_file.push((f.strip_prefix(root()).unwrap().display().to_string(), n));
+            }
+        }
+        let total: usize = per_file.iter().map(|(_, n)| n).sum();
+        assert!(
+            total <= TEST_SLEEPS,
+            "{total} sleep( calls in test files, more than TEST_SLEEPS = {TEST_SLEEPS}: wait for the state with \
+             instantstart_testkit's wait_for/wait_until instead: {per_file:#?}"
+        );
+        assert!(total >= TEST_SLEEPS, "{total} sleep( calls now: lower TEST_SLEEPS to {total}");
+    }
+
+    /// The bed rule on small inputs.
+    #[test]
+    fn tidy_hand_written_bed_rule() {
+        let cases: [(&str, usize); 8] = [
+            ("struct Bed {\n    sim: SimCloud,\n}\n", 1),
+            ("fn bed(dir: &Path) -> Bed {\n", 1),
+            ("    async fn helm_bed(dir: &Path, speed: f64) -> Bed {\n", 1),
+            ("let b = Bed::sim(dir.path()).build();\n", 0),
+            ("fn embed(x: u8) {}\nfn described<T: Describe>(v: Value) -> T {\n", 0),
+            ("fn bedrock() {}\nstruct Bedside;\n", 0),
+            ("// fn bed( in a comment\n", 0),
+            ("use instantstart_testkit::{Bed, user};\n", 0),
+        ];
+        for (source, want) in cases {
+            assert_eq!(hand_written_beds(source).len(), want, "{source:?}: {:?}", hand_written_beds(source));
+        }
+    }
+
+    /// Browser tests read text in one script (`ui.text`), never find-then-read.
+    #[test]
+    fn tidy_ui_tests_read_text_in_one_script() {
+        let mut found = Vec::new();
+        for f in files(&root(), "ui/tests", ".py") {
+            for (i, line) in read(&f).lines().enumerate() {
+                let code = line.split('#').next().unwrap_or("");
+                if code.contains("ui.css(") && code.contains(").text") {
+                    let name = f.file_name().unwrap().to_string_lossy().to_string();
+                    found.push(format!("ui/tests/{name}:{}", i + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "read text with ui.text(selector), not ui.css(selector).text: {found:#?}");
     }
 
     /// The layering rule on synthetic route files: what it finds and what it lets pass.

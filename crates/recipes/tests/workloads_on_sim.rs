@@ -4,20 +4,19 @@
 //! a delete leaves nothing; a restart resumes from the recorded objects without rendering again
 //! or applying twice; an endpoint with autoscaling needs the KEDA chart's release in the cluster.
 
-use instantstart_core::engine::{Engine, EngineConfig, EngineError};
-use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::EngineError;
+use instantstart_core::operation::{Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::preflight::CheckStatus;
 use instantstart_core::provider::ProviderErrorKind;
 use instantstart_core::provider::{HelmReleases, KEDA, KubeApi, KubeTarget, ListParams, ObjectRef};
-use instantstart_core::store::Store;
 use instantstart_core::validate::{ValidationError, ValidationKind};
-use instantstart_core::workflow::{self, workloads};
+use instantstart_core::workflow::workloads;
 use instantstart_core::workload::{
     RenderedWorkload, TypeRef, WorkloadKind, WorkloadRenderer as RenderWorkload, WorkloadRequest,
 };
 use instantstart_recipes::WorkloadRenderer;
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -41,32 +40,10 @@ impl RenderWorkload for Counting {
     }
 }
 
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-    renders: Arc<Counting>,
-}
-
-fn bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(11)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let renders = Arc::new(Counting::default());
-    // With the Helm runner, like the server: create-cluster installs the pinned charts (KubeRay, KEDA).
-    let helm: Arc<dyn HelmReleases> = Arc::new(sim.clone());
-    let workflows = workflow::all_with_helm(
-        Arc::new(sim.clone()),
-        Arc::new(sim.clone()),
-        Some(helm),
-        store.clone(),
-        Some(renders.clone()),
-    );
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
-    Bed { sim, store, engine, renders }
-}
-
-fn user() -> Actor {
-    Actor { face: Face::Api, principal: "test".into() }
+/// The kit's bed on `dir` with the Helm runner, like the server (create-cluster installs the
+/// pinned charts: KubeRay, KEDA), and `renders` as the workload renderer.
+fn on_sim(dir: &Path, renders: Arc<Counting>) -> Bed {
+    Bed::sim(dir).seed(11).helm().renderer(renders).timeout(WAIT).build()
 }
 
 async fn finish(b: &Bed, op: &Operation) -> Operation {
@@ -132,7 +109,7 @@ fn keys(op_steps: &[instantstart_core::operation::StepSpec]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepare_lays_out_apply_then_ready_and_records_the_rendered_objects() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = on_sim(dir.path(), Arc::default());
     // Unknown cluster: 404, nothing rendered.
     let e = b.engine.dry_run(OperationKind::SubmitJob, &hyperpod_job("llama")).unwrap_err();
     assert_eq!(e, EngineError::UnknownCluster("demo".into()));
@@ -204,7 +181,7 @@ async fn prepare_lays_out_apply_then_ready_and_records_the_rendered_objects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_is_applied_once_completes_and_its_delete_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = on_sim(dir.path(), Arc::default());
     cluster(&b).await;
     // Preflight: the cluster serves the job's type; the training operator add-on is a warning.
     let dry = b.engine.dry_run_checked(OperationKind::SubmitJob, &hyperpod_job("llama")).await.unwrap();
@@ -265,30 +242,23 @@ async fn a_job_is_applied_once_completes_and_its_delete_leaves_nothing() {
 async fn a_download_completes_and_a_restart_resumes_from_the_recorded_objects() {
     let dir = tempfile::tempdir().unwrap();
     let (id, applies) = {
-        let b = bed(dir.path(), 2000.0);
+        let b = on_sim(dir.path(), Arc::default());
         cluster(&b).await;
         let applies = b.sim.calls("k8s:Apply");
         let wf_out = b.engine.submit_checked(OperationKind::DownloadModel, &download(), user(), None).await.unwrap();
         let instantstart_core::engine::Outcome::Submitted(s) = wf_out else { panic!() };
         // Crash as soon as the Job was applied.
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if op.steps[0].phase == StepPhase::Succeeded {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "the apply never finished: {op:#?}");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        b.engine.abort_all();
+        b.wait_for(&s.operation.id, "the apply to finish", |op| op.steps[0].phase == StepPhase::Succeeded).await;
+        b.kill().await;
         (s.operation.id, applies)
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 2000.0);
+    // A new process: a renderer of its own, which must never be called.
+    let renders = Arc::new(Counting::default());
+    let b = on_sim(dir.path(), renders.clone());
     b.engine.resume_all().unwrap();
     let op = b.engine.wait(&id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    assert_eq!(b.renders.0.load(Ordering::SeqCst), 0, "resume never renders");
+    assert_eq!(renders.0.load(Ordering::SeqCst), 0, "resume never renders");
     assert_eq!(b.sim.calls("k8s:Apply") - applies, 1, "the Job was applied once");
     assert_eq!(op.step("ready").unwrap().outputs["ready"], json!(true));
     // The same download again converges on the same, completed Job.
@@ -316,7 +286,7 @@ fn autoscaled_endpoint() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autoscaling_needs_the_keda_release_in_the_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = on_sim(dir.path(), Arc::default());
     cluster(&b).await;
     let created = b.store.list_operations(&Default::default()).unwrap();
     let create = b.store.get_operation(&created[0].id).unwrap().unwrap();
@@ -365,7 +335,7 @@ async fn a_fresh_cluster_serves_autoscaled_and_load_balancer_endpoints() {
     use instantstart_core::provider::{AWS_LOAD_BALANCER_CONTROLLER, IamApi, PROMETHEUS};
     use instantstart_core::workflow::lb_controller::{lb_controller_policy, lb_controller_role};
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = on_sim(dir.path(), Arc::default());
     cluster(&b).await;
     let created = b.store.list_operations(&Default::default()).unwrap();
     let create = b.store.get_operation(&created[0].id).unwrap().unwrap();
@@ -425,15 +395,12 @@ async fn a_fresh_cluster_serves_autoscaled_and_load_balancer_endpoints() {
     assert_eq!(check.status, CheckStatus::Pass, "{check:?}");
     let op = run(&b, OperationKind::DeployEndpoint, &lb).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
-    let mut address = None;
-    for _ in 0..500 {
+    let hostname = || async {
         let svc = b.sim.get(&target(), &get("v1", "Service", Some("default"), "public")).await.unwrap().unwrap().0;
-        if let Some(h) = svc.pointer("/status/loadBalancer/ingress/0/hostname").and_then(Value::as_str) {
-            address = Some(h.to_string());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+        svc.pointer("/status/loadBalancer/ingress/0/hostname").and_then(Value::as_str).map(str::to_string)
+    };
+    b.wait_until("the NLB to get an address", || async { hostname().await.is_some() }).await;
+    let address = hostname().await;
     assert!(address.is_some_and(|h| h.ends_with(".elb.us-east-1.amazonaws.com")), "the NLB got an address");
 
     // Its Service goes while the controller runs, so the controller deletes the NLB with it
@@ -487,7 +454,7 @@ async fn delete_cluster_with_a_load_balancer_endpoint_removes_its_service_before
     use instantstart_core::provider::{NetworkApi, ResourceState};
     use instantstart_core::workflow::lb_controller::LB_SERVICES_STEP;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = on_sim(dir.path(), Arc::default());
     cluster(&b).await;
     let mut lb = autoscaled_endpoint();
     lb["params"]["name"] = json!("public");

@@ -43,6 +43,11 @@ pub struct SimConfig {
     /// A world shared with other processes (see the module docs, "Shared worlds"); exclusive
     /// with `state_file`.
     pub world_store: Option<SharedWorld>,
+    /// Simulated time stands still unless [`SimCloud::advance`] moves it (tests that need a
+    /// state reached deterministically, not after some wall time); `speed` then only paces the
+    /// simulated Kubernetes API's watch polls. Off by default (wall clock × `speed`); not
+    /// available with `world_store`.
+    pub manual_clock: bool,
 }
 
 /// A handle on a [`WorldStore`] in a [`SimConfig`] (equal when it is the same store).
@@ -57,7 +62,14 @@ impl PartialEq for SharedWorld {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { speed: 1.0, state_file: None, account: "123456789012".into(), seed: None, world_store: None }
+        SimConfig {
+            speed: 1.0,
+            state_file: None,
+            account: "123456789012".into(),
+            seed: None,
+            world_store: None,
+            manual_clock: false,
+        }
     }
 }
 
@@ -79,6 +91,12 @@ impl SimConfig {
 
     pub fn account(mut self, account: impl Into<String>) -> Self {
         self.account = account.into();
+        self
+    }
+
+    /// Time moves only by [`SimCloud::advance`] ([`SimConfig::manual_clock`]).
+    pub fn manual_clock(mut self) -> Self {
+        self.manual_clock = true;
         self
     }
 
@@ -155,16 +173,21 @@ fn open_worlds() -> &'static Mutex<HashMap<PathBuf, Weak<Inner>>> {
     OPEN.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Simulated time: `base_sim` plus wall time since `base` times `speed`. Uses tokio's clock, so
-/// a paused test runtime drives the simulation too.
+/// Simulated time: `base_sim` plus wall time since `base` times `speed`, or `base_sim` alone
+/// when `manual` (only [`SimCloud::advance`] moves it). Uses tokio's clock, so a paused test
+/// runtime drives the simulation too.
 struct Clock {
     base: Instant,
     base_sim: f64,
     speed: f64,
+    manual: bool,
 }
 
 impl Clock {
     fn now(&self) -> f64 {
+        if self.manual {
+            return self.base_sim;
+        }
         self.base_sim + self.base.elapsed().as_secs_f64() * self.speed
     }
 }
@@ -204,7 +227,7 @@ impl State {
     fn rebase(&mut self, speed: f64) {
         let now = self.now();
         self.store_base += chrono::Duration::from_std(self.clock.base.elapsed()).unwrap_or_default();
-        self.clock = Clock { base: Instant::now(), base_sim: now, speed };
+        self.clock = Clock { base: Instant::now(), base_sim: now, speed, manual: self.clock.manual };
     }
 
     /// Shared world: takes the stored world when `snap` carries it, and re-anchors the clock
@@ -219,7 +242,7 @@ impl State {
         let since = (snap.now - self.world.saved_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
         let derived = self.world.sim_now + since * speed;
         let base_sim = derived.max(self.clock.now());
-        self.clock = Clock { base: Instant::now(), base_sim, speed };
+        self.clock = Clock { base: Instant::now(), base_sim, speed, manual: self.clock.manual };
         self.store_base = snap.now;
         Ok(())
     }
@@ -274,6 +297,11 @@ impl SimCloud {
             return Err(SimError::InvalidConfig(format!("account must be 12 digits, got {:?}", config.account)));
         }
         if let Some(SharedWorld(store)) = config.world_store.clone() {
+            if config.manual_clock {
+                return Err(SimError::InvalidConfig(
+                    "a shared world runs on the store's clock, not a manual one".into(),
+                ));
+            }
             if config.state_file.is_some() {
                 return Err(SimError::InvalidConfig("a world has a state file or a world store, not both".into()));
             }
@@ -292,7 +320,8 @@ impl SimCloud {
             {
                 let mut st = cloud.lock();
                 let now = st.now();
-                st.clock = Clock { base: Instant::now(), base_sim: now, speed: config.speed };
+                st.clock =
+                    Clock { base: Instant::now(), base_sim: now, speed: config.speed, manual: config.manual_clock };
                 st.faults = SimFaults::default();
             }
             return Ok(cloud);
@@ -317,9 +346,10 @@ impl SimCloud {
                         "simulator: the state file belongs to another account; continuing with the stored one"
                     );
                 }
-                // Time went on while the process was down, as it does in AWS.
+                // Time went on while the process was down, as it does in AWS (not on a manual
+                // clock: only `advance` moves it).
                 let down = (chrono::Utc::now() - world.saved_at).num_milliseconds().max(0) as f64 / 1000.0;
-                let base = world.sim_now + down * config.speed;
+                let base = if config.manual_clock { world.sim_now } else { world.sim_now + down * config.speed };
                 (world, base)
             }
             None => (World::new(config.account.clone(), config.seed.unwrap_or_else(rand::random)), 0.0),
@@ -327,7 +357,7 @@ impl SimCloud {
         let mut state = State {
             world,
             faults: SimFaults::default(),
-            clock: Clock { base: Instant::now(), base_sim, speed: config.speed },
+            clock: Clock { base: Instant::now(), base_sim, speed: config.speed, manual: config.manual_clock },
             dirty: false,
             last_save: None,
             version: 0,
@@ -345,7 +375,7 @@ impl SimCloud {
         let mut state = State {
             world: World::new(config.account.clone(), config.seed.unwrap_or_else(rand::random)),
             faults: SimFaults::default(),
-            clock: Clock { base: Instant::now(), base_sim: 0.0, speed: config.speed },
+            clock: Clock { base: Instant::now(), base_sim: 0.0, speed: config.speed, manual: false },
             dirty: false,
             last_save: None,
             version: 0,
@@ -402,6 +432,26 @@ impl SimCloud {
         let lock = self.begin(&mut st)?;
         st.rebase(speed);
         self.persist(&mut st, true, lock)
+    }
+
+    /// Switches the manual clock on or off from now on ([`SimConfig::manual_clock`]; simulated
+    /// time so far is kept). Tests create a cluster at speed, then stop time to step through a
+    /// state machine with [`SimCloud::advance`]. Refused for a shared world.
+    pub fn set_manual_clock(&self, manual: bool) -> Result<(), SimError> {
+        if self.inner.shared.is_some() {
+            return Err(SimError::InvalidConfig("a shared world runs on the store's clock, not a manual one".into()));
+        }
+        let mut st = self.lock_local();
+        let speed = st.clock.speed;
+        st.rebase(speed);
+        st.clock.manual = manual;
+        st.dirty = true;
+        Ok(())
+    }
+
+    /// Whether simulated time moves only by [`SimCloud::advance`].
+    pub fn manual_clock(&self) -> bool {
+        self.lock_local().clock.manual
     }
 
     /// Where the world is persisted, if anywhere.
@@ -799,5 +849,35 @@ mod tests {
         assert!(s.sim_seconds() >= before + 9_000.0, "{}", s.sim_seconds());
         assert!(matches!(s.set_speed(0.0), Err(SimError::InvalidConfig(_))));
         assert!(matches!(s.set_speed(f64::NAN), Err(SimError::InvalidConfig(_))));
+    }
+
+    #[test]
+    fn a_manual_clock_moves_only_when_advanced() {
+        let dir = std::env::temp_dir().join(format!("sim-manual-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("world.json");
+        let _ = std::fs::remove_file(&file);
+        let s = SimCloud::new(SimConfig::with_speed(1e6).state_file(&file).manual_clock()).unwrap();
+        assert!(s.manual_clock());
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(s.sim_seconds(), 0.0, "wall time does not move a manual clock");
+        s.advance(Duration::from_secs(90));
+        assert_eq!(s.sim_seconds(), 90.0);
+        // Back to wall clock x speed from here, and stopped again: time so far is kept.
+        s.set_manual_clock(false).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        s.set_manual_clock(true).unwrap();
+        let stopped = s.sim_seconds();
+        assert!(stopped >= 90.0 + 4_000.0, "{stopped}");
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(s.sim_seconds(), stopped);
+        drop(s);
+        // A world reloaded on a manual clock does not count the time it was down.
+        let again = SimCloud::new(SimConfig::with_speed(1e6).state_file(&file).manual_clock()).unwrap();
+        assert_eq!(again.sim_seconds(), stopped);
+        drop(again);
+        let _ = std::fs::remove_dir_all(&dir);
+        // The default is the wall clock.
+        assert!(!SimCloud::in_memory(1.0).unwrap().manual_clock());
     }
 }

@@ -5,31 +5,28 @@
 //! within the retry budget, and records nothing.
 
 use instantstart_core::engine::reads::ReadRetries;
-use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
+use instantstart_core::engine::{EngineConfig, EngineError, Outcome};
 use instantstart_core::operation::{Actor, Face, OperationKind};
 use instantstart_core::provider::ProviderErrorKind;
-use instantstart_core::store::{OperationFilter, Store};
+use instantstart_core::store::OperationFilter;
 use instantstart_core::workflow::create_cluster::CreateClusterWorkflow;
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::Bed;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SPEED: f64 = 1000.0;
 
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-}
-
-fn bed() -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(SPEED).seed(11)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let workflow = CreateClusterWorkflow::new(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone());
-    let engine = Engine::new(store.clone(), vec![Arc::new(workflow)], EngineConfig::scaled(SPEED));
-    Bed { sim, store, engine }
+/// The create-cluster workflow alone, on a world and a store in memory.
+fn create_only() -> Bed {
+    Bed::in_memory()
+        .speed(SPEED)
+        .seed(11)
+        .workflows(|sim, store| {
+            vec![Arc::new(CreateClusterWorkflow::new(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone()))]
+        })
+        .build()
 }
 
 fn request(name: &str) -> Value {
@@ -54,7 +51,7 @@ fn injected(sim: &SimCloud) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_requests_are_answered_under_30_percent_throttling_and_10_percent_5xx() {
-    let b = bed();
+    let b = create_only();
     b.sim.set_faults(SimFaults { throttle_rate: 0.3, error_rate: 0.1, ..Default::default() });
     for i in 0..25 {
         let name = format!("faulty{i}");
@@ -78,7 +75,7 @@ async fn create_requests_are_answered_under_30_percent_throttling_and_10_percent
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_preflight_read_is_retried_and_the_operation_recorded() {
-    let b = bed();
+    let b = create_only();
     for (api, kind) in [
         ("ec2:DescribeInstanceTypeOfferings", ProviderErrorKind::Throttled),
         ("servicequotas:GetServiceQuota", ProviderErrorKind::Transient),
@@ -95,7 +92,7 @@ async fn a_throttled_preflight_read_is_retried_and_the_operation_recorded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_that_stays_throttled_fails_within_the_budget_and_records_nothing() {
-    let b = bed();
+    let b = create_only();
     let api = "ec2:DescribeInstanceTypeOfferings";
     b.sim.set_faults(
         SimFaults::none()

@@ -4,36 +4,20 @@
 //! uninstalls them. The HyperPod dependencies chart (vendored) is installed before the HyperPod
 //! cluster is created and uninstalled after it is deleted.
 
-use instantstart_core::engine::{Engine, EngineConfig};
-use instantstart_core::operation::{Actor, Face, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::Engine;
+use instantstart_core::operation::{OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{
     HYPERPOD_DEPENDENCIES, HelmReleases, KEDA, KUBERAY_OPERATOR, KubeTarget, ReleaseStatus,
 };
-use instantstart_core::store::Store;
-use instantstart_core::workflow;
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn bed(dir: &std::path::Path) -> (SimCloud, Engine) {
-    let sim = SimCloud::new(SimConfig::with_speed(2000.0).seed(11)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let helm: Arc<dyn HelmReleases> = Arc::new(sim.clone());
-    let workflows =
-        workflow::all_with_helm(Arc::new(sim.clone()), Arc::new(sim.clone()), Some(helm), store.clone(), None);
-    (sim, Engine::new(store, workflows, EngineConfig::scaled(2000.0)))
-}
-
 fn request() -> Value {
     json!({ "name": "demo", "region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"] })
-}
-
-fn user() -> Actor {
-    Actor { face: Face::Api, principal: "test".into() }
 }
 
 async fn run(engine: &Engine, kind: OperationKind, req: &Value) -> instantstart_core::operation::Operation {
@@ -50,7 +34,8 @@ fn target() -> KubeTarget {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_installs_the_pinned_chart_once_and_delete_uninstalls_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (sim, engine) = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     let op = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let step = op.step("chart:kuberay-operator").expect("chart step");
@@ -80,7 +65,8 @@ async fn create_installs_the_pinned_chart_once_and_delete_uninstalls_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (sim, engine) = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     sim.set_faults(SimFaults::none().with("helm:upgrade", FaultMode::resource_fails("ImagePullBackOff")));
     let op = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert_eq!(op.status, OperationStatus::Failed);
@@ -108,7 +94,8 @@ async fn a_failed_release_fails_its_step_with_helms_reason_and_a_retry_upgrades_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
     let dir = tempfile::tempdir().unwrap();
-    let (sim, engine) = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     let no_hyperpod = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert!(no_hyperpod.step("chart:hyperpod-dependencies").is_none(), "only planned with a HyperPod cluster");
 
@@ -144,22 +131,14 @@ async fn the_hyperpod_cluster_is_created_only_after_its_dependencies_chart() {
     );
 }
 
-fn persistent_bed(dir: &std::path::Path) -> (SimCloud, Engine) {
-    let sim = SimCloud::new(SimConfig::with_speed(2000.0).state_file(dir.join("world.json")).seed(11)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let helm: Arc<dyn HelmReleases> = Arc::new(sim.clone());
-    let workflows =
-        workflow::all_with_helm(Arc::new(sim.clone()), Arc::new(sim.clone()), Some(helm), store.clone(), None);
-    (sim, Engine::new(store, workflows, EngineConfig::scaled(2000.0)))
-}
-
 /// The steps create-cluster gained for serving (the OIDC provider, the controller's role, the
 /// Prometheus and load balancer controller releases) create nothing twice: not when a create's
 /// response is lost (the retry observes first), not when the server is killed at the step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
     let dir = tempfile::tempdir().unwrap();
-    let (sim, engine) = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     sim.set_faults(
         SimFaults::none()
             .with("iam:CreateOpenIDConnectProvider", FaultMode::LostResponse)
@@ -183,25 +162,16 @@ async fn the_serving_steps_create_once_through_lost_responses_and_restarts() {
 
     for key in ["oidc_provider", "lb_controller_role", "chart:aws-load-balancer-controller", "chart:prometheus"] {
         let dir = tempfile::tempdir().unwrap();
-        let id = {
-            let (sim, engine) = persistent_bed(dir.path());
-            let s = engine.submit(OperationKind::CreateCluster, &request(), user(), None).unwrap();
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = engine.get(&s.operation.id).unwrap();
-                let phase = op.step(key).unwrap().phase;
-                if matches!(phase, StepPhase::Submitted | StepPhase::Polling | StepPhase::Succeeded) {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{key} never got past submitting");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            engine.abort_all();
-            sim.flush().unwrap();
-            s.operation.id
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let (sim, engine) = persistent_bed(dir.path());
+        let mut b = Bed::sim(dir.path()).seed(11).helm().build();
+        let id = b.submit(OperationKind::CreateCluster, &request()).id;
+        b.wait_for(&id, &format!("{key} to get past submitting"), |op| {
+            matches!(op.step(key).unwrap().phase, StepPhase::Submitted | StepPhase::Polling | StepPhase::Succeeded)
+        })
+        .await;
+        b.kill().await;
+        b.sim.flush().unwrap();
+        b.restart().await;
+        let (sim, engine) = (b.sim.clone(), b.engine.clone());
         engine.resume_all().unwrap();
         let op = engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{key}: {op:#?}");
@@ -245,7 +215,8 @@ fn nlb_service(name: &str, ours: bool) -> instantstart_core::provider::KubeObjec
 async fn a_load_balancer_service_that_outlives_its_controller_keeps_the_vpc_from_being_deleted() {
     use instantstart_core::provider::{KubeApi, NetworkApi, ObjectRef};
     let dir = tempfile::tempdir().unwrap();
-    let (sim, engine) = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(11).helm().world_in_memory().build();
+    let (sim, engine) = (b.sim.clone(), b.engine.clone());
     let op = run(&engine, OperationKind::CreateCluster, &request()).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let svc = nlb_service("llm", true);

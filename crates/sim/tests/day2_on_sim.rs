@@ -6,40 +6,22 @@
 //! workflow before anything is recorded and by the simulator alike.
 
 use instantstart_core::api::capacity::{self, AcceleratorCount, NodeHealth};
-use instantstart_core::engine::{Engine, EngineConfig, Outcome};
-use instantstart_core::operation::{Actor, OperationKind, OperationStatus};
+use instantstart_core::engine::Outcome;
+use instantstart_core::operation::{OperationKind, OperationStatus};
 use instantstart_core::provider::{DeepHealthCheck, HealthCheckTarget, HyperPodApi, ProviderErrorKind};
-use instantstart_core::store::Store;
-use instantstart_core::workflow;
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
 
-struct Bed {
-    sim: SimCloud,
-    engine: Engine,
-    store: Arc<dyn Store>,
-}
-
-fn user() -> Actor {
-    Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
-}
-
 /// `workers` (2 × ml.g5.2xlarge: GPU, no EFA), `efa` (1 × ml.g5.12xlarge: GPU + EFA) and `cpu`
 /// (1 × ml.m5.xlarge).
 async fn created(dir: &Path) -> Bed {
-    let speed = 2000.0;
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
-    let b = Bed { sim, engine, store };
+    let b = Bed::sim(dir).speed(2000.0).seed(7).build();
     let req = json!({
         "name": "demo", "region": REGION, "availability_zones": ["us-east-1a", "us-east-1b"],
         "hyperpod": { "instance_groups": [
@@ -111,14 +93,17 @@ async fn deep_health_checks_run_on_demand_and_report_each_node() {
         node_ids: vec![one.clone()],
         checks: vec![DeepHealthCheck::InstanceStress],
     };
+    // Simulated time stands still until the operation has seen the check in flight (at 2000x
+    // the check's 300 simulated seconds could pass before the operation looks, on a loaded
+    // machine), then moves at the engine's pace.
+    b.sim.set_manual_clock(true).unwrap();
     b.sim.start_cluster_health_check(REGION, "demo-hp", std::slice::from_ref(&target)).await.unwrap();
     assert!(nodes_of(&b.sim, "workers").await.iter().any(|(id, s)| id == &one && s == "DeepHealthCheckInProgress"));
-    let op = run(
-        &b,
-        OperationKind::StartHealthCheck,
-        &check(json!([{ "name": "workers", "node_ids": [one], "checks": ["InstanceStress"] }])),
-    )
-    .await;
+    let request = check(json!([{ "name": "workers", "node_ids": [one], "checks": ["InstanceStress"] }]));
+    let id = b.submit_checked(OperationKind::StartHealthCheck, &request).await.operation.id;
+    let op = b.advance_until(&id, "to finish", Duration::from_secs(10), |op| op.status.is_terminal()).await;
+    b.sim.set_manual_clock(false).unwrap();
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     assert_eq!(b.sim.calls("sagemaker:StartClusterHealthCheck"), 2, "observed, not submitted again");
     assert_eq!(output(&op)["nodes"][0]["result"], "passed");
 

@@ -7,13 +7,11 @@
 #[path = "../../store/tests/common/mod.rs"]
 mod common;
 
-use instantstart_core::engine::{Engine, EngineConfig};
-use instantstart_core::operation::{Actor, OperationKind, OperationStatus, StepPhase, StepUpdate};
+use instantstart_core::operation::{OperationKind, OperationStatus, StepPhase, StepUpdate};
 use instantstart_core::provider::{EksApi, HyperPodApi, NetworkApi, ProviderErrorKind, S3Api};
-use instantstart_core::store::{ACTIVE_CLUSTER, Store, StoreError};
-use instantstart_core::workflow;
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_core::store::{ACTIVE_CLUSTER, StoreError};
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -21,16 +19,10 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-}
-
 /// A data directory per store the kill/restart tests run on: SQLite (a file in the directory)
 /// and, unless `INSTANTSTART_SKIP_POSTGRES=1`, a fresh PostgreSQL database of the store suite's
 /// private server (its URL kept in the directory's `store-url`, so a bed reopened on the
-/// directory — a restart — finds the same store).
+/// directory — a restart — finds the same store: `instantstart_testkit::open_store`).
 fn dirs() -> Vec<(&'static str, tempfile::TempDir, Option<Arc<common::PgServer>>)> {
     let mut all = vec![("sqlite", tempfile::tempdir().unwrap(), None)];
     if let Some(server) = common::pg_server() {
@@ -41,24 +33,10 @@ fn dirs() -> Vec<(&'static str, tempfile::TempDir, Option<Arc<common::PgServer>>
     all
 }
 
-/// The store of a bed on `dir`: the PostgreSQL database named in `dir/store-url`, or SQLite.
-fn open_store(dir: &Path) -> Arc<dyn Store> {
-    match std::fs::read_to_string(dir.join("store-url")) {
-        Ok(url) => Arc::new(instantstart_store::PostgresStore::connect(&url).unwrap()),
-        Err(_) => Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap()),
-    }
-}
-
-fn bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store = open_store(dir);
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    // The engine's own retry budget (24 failures per API while submitting): the fault-injection
-    // test throttles 30% and fails 10% of ALL calls, and must complete with the defaults.
-    let config = EngineConfig::scaled(speed);
-    let engine = Engine::new(store.clone(), workflows, config);
-    Bed { sim, store, engine }
-}
+// Every bed is `Bed::sim(dir)` (seed 7, the world in `world.json`, the store of `open_store`)
+// with the engine's own retry budget (24 failures per API while submitting): the
+// fault-injection test throttles 30% and fails 10% of ALL calls, and must complete with the
+// defaults.
 
 fn request(name: &str) -> Value {
     json!({
@@ -72,10 +50,6 @@ fn request(name: &str) -> Value {
     })
 }
 
-fn user() -> Actor {
-    Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
-}
-
 /// Submits a create pipeline for `demo` on a bed over `dir` with `faults`, "crashes" (aborts
 /// every driver) once step `key` is in one of `phases`, then restarts on the same `dir`,
 /// resumes, and answers the new bed with the finished operation (asserted to have succeeded
@@ -86,24 +60,27 @@ async fn crash_at_and_resume(
     key: &str,
     phases: &[StepPhase],
 ) -> (Bed, instantstart_core::operation::Operation) {
-    let id = {
-        let b = bed(dir, 400.0);
-        b.sim.set_faults(faults);
-        let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if phases.contains(&op.step(key).unwrap().phase) {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "{key} never reached {phases:?}");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        b.engine.abort_all();
-        s.operation.id
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir, 400.0);
+    crash_when_and_resume(dir, faults, &format!("{key} to reach {phases:?}"), |op| {
+        phases.contains(&op.step(key).unwrap().phase)
+    })
+    .await
+}
+
+/// [`crash_at_and_resume`] once `when` holds. Simulated time moves 5 s at a time until then
+/// (a manual clock), so a state lasting longer (a resource being polled) is caught however
+/// loaded the machine; the restarted bed runs on the wall clock again.
+async fn crash_when_and_resume(
+    dir: &Path,
+    faults: SimFaults,
+    what: &str,
+    when: impl Fn(&instantstart_core::operation::Operation) -> bool,
+) -> (Bed, instantstart_core::operation::Operation) {
+    let mut b = Bed::sim(dir).speed(400.0).manual_clock().build();
+    b.sim.set_faults(faults);
+    let id = b.submit(OperationKind::CreateCluster, &request("demo")).id;
+    b.advance_until(&id, what, Duration::from_secs(5), when).await;
+    b.restart().await;
+    b.sim.set_manual_clock(false).unwrap();
     assert_eq!(b.engine.resume_all().unwrap(), 1);
     let op = b.engine.wait(&id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -145,7 +122,7 @@ async fn run_to_end(b: &Bed, kind: OperationKind, req: &Value) -> instantstart_c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_completes_with_one_create_per_resource_and_overlaps_the_eks_wait() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     assert!(op.steps.iter().all(|s| s.phase == StepPhase::Succeeded && s.attempts == 1));
@@ -178,7 +155,7 @@ async fn pipeline_completes_with_one_create_per_resource_and_overlaps_the_eks_wa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_step_is_retried_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     b.sim.set_faults(SimFaults::none().with(
         "sagemaker:CreateCluster",
         FaultMode::Fail {
@@ -245,7 +222,7 @@ async fn the_vpc_cni_step_and_the_s3_endpoint_survive_a_restart_and_lost_respons
 async fn a_step_found_submitting_after_a_crash_adopts_what_the_provider_already_did() {
     for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
         eprintln!("on {store}");
-        let b = bed(dir.path(), 2000.0);
+        let mut b = Bed::sim(dir.path()).build();
         // A lost response: the bucket is created but the caller never hears back (like a crash
         // right after the provider acted). The engine retries by observing first.
         b.sim.set_faults(
@@ -268,14 +245,13 @@ async fn a_step_found_submitting_after_a_crash_adopts_what_the_provider_already_
         let mut r = request("demo");
         r["hyperpod"] = Value::Null;
         let s = b.engine.submit(OperationKind::CreateCluster, &r, user(), None).unwrap();
-        b.engine.abort_all();
+        b.kill().await;
         let _ = b.store.update_step(
             &s.operation.id,
             "bucket",
             &StepUpdate { phase: Some(StepPhase::Submitting), attempts: Some(1), ..Default::default() },
         );
-        drop(b);
-        let b = bed(dir.path(), 2000.0);
+        b.restart().await;
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -297,7 +273,7 @@ async fn roles_left_without_policies_by_a_killed_create_are_completed_not_create
     use instantstart_core::workflow::features::{autoscaling_policy, autoscaling_role};
 
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     // What the killed attempt left: CreateRole acted (trust policy and our tags), nothing else.
     let bare = |name: &str, trusted: &str| CreateIamRole {
         name: name.into(),
@@ -378,7 +354,7 @@ async fn roles_left_without_policies_by_a_killed_create_are_completed_not_create
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_and_server_errors_do_not_duplicate_anything() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     b.sim.set_faults(SimFaults { throttle_rate: 0.3, error_rate: 0.1, ..SimFaults::none() });
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -388,7 +364,7 @@ async fn throttling_and_server_errors_do_not_duplicate_anything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicts_idempotency_cancel_and_delete() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 200.0);
+    let b = Bed::sim(dir.path()).speed(200.0).build();
     let req = request("demo");
     let first = b.engine.submit(OperationKind::CreateCluster, &req, user(), Some("key-1".into())).unwrap();
     assert!(first.created);
@@ -432,7 +408,7 @@ async fn conflicts_idempotency_cancel_and_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_reports_every_finding_and_records_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let mut req = request("Bad_Name");
     req["availability_zones"] = json!(["us-east-1a"]);
     req["hyperpod"]["instance_groups"][1]["interface_mode"] = json!("efa_only");
@@ -482,7 +458,7 @@ async fn validation_reports_every_finding_and_records_nothing() {
 async fn groups_run_the_uploaded_lifecycle_script() {
     use instantstart_core::lifecycle::{ON_CREATE_SH, default_lifecycle, script_key, script_sha256};
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let step = op.step("lifecycle_script").unwrap();
@@ -510,34 +486,22 @@ async fn groups_run_the_uploaded_lifecycle_script() {
 async fn the_lifecycle_script_is_put_once_across_a_kill_between_persist_and_put() {
     for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
         eprintln!("on {store}");
-        let id = {
-            let b = bed(dir.path(), 400.0);
-            b.sim.set_faults(SimFaults::none().with(
-                "s3:PutObject",
-                FaultMode::Fail {
-                    kind: ProviderErrorKind::Throttled,
-                    message: "SlowDown: reduce your request rate".into(),
-                },
-            ));
-            let s = b.engine.submit(OperationKind::CreateCluster, &request("demo"), user(), None).unwrap();
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
-                let step = op.step("lifecycle_script").unwrap();
-                if step.phase == StepPhase::Submitting
-                    && step.detail.as_deref().is_some_and(|d| d.starts_with("retrying"))
-                {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "lifecycle_script never reached submitting: {step:?}");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            assert_eq!(b.sim.calls("s3:PutObject"), 0, "nothing reached S3 before the kill");
-            b.engine.abort_all();
-            s.operation.id
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path(), 400.0);
+        let mut b = Bed::sim(dir.path()).speed(400.0).build();
+        b.sim.set_faults(SimFaults::none().with(
+            "s3:PutObject",
+            FaultMode::Fail {
+                kind: ProviderErrorKind::Throttled,
+                message: "SlowDown: reduce your request rate".into(),
+            },
+        ));
+        let id = b.submit(OperationKind::CreateCluster, &request("demo")).id;
+        b.wait_for(&id, "lifecycle_script to retry its submission", |op| {
+            let step = op.step("lifecycle_script").unwrap();
+            step.phase == StepPhase::Submitting && step.detail.as_deref().is_some_and(|d| d.starts_with("retrying"))
+        })
+        .await;
+        assert_eq!(b.sim.calls("s3:PutObject"), 0, "nothing reached S3 before the kill");
+        b.restart().await;
         assert_eq!(b.engine.resume_all().unwrap(), 1);
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -546,7 +510,7 @@ async fn the_lifecycle_script_is_put_once_across_a_kill_between_persist_and_put(
 
         // A lost PutObject response: the retry adopts the object instead of writing it again.
         let dir = tempfile::tempdir().unwrap();
-        let b = bed(dir.path(), 2000.0);
+        let b = Bed::sim(dir.path()).build();
         b.sim.set_faults(SimFaults::none().with("s3:PutObject", FaultMode::LostResponse));
         let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
         assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -564,7 +528,7 @@ async fn scaling_echoes_the_group_and_added_groups_reuse_the_cluster_script() {
     use instantstart_core::engine::Outcome;
     use instantstart_core::spec::DeepHealthChecks;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let mut req = request("demo");
     req["hyperpod"]["instance_groups"][0]["ebs_volume_gb"] = json!(1000);
     req["hyperpod"]["instance_groups"][0]["deep_health_checks"] = json!({ "stress": true });
@@ -644,7 +608,7 @@ async fn training_operator_on_then_off_removes_exactly_what_on_created() {
     use instantstart_core::workflow::features::*;
     use instantstart_core::workflow::steps::pod_identity_trust_policy;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let csi =
@@ -695,7 +659,7 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
     for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
         eprintln!("on {store}");
         {
-            let b = bed(dir.path(), 2000.0);
+            let b = Bed::sim(dir.path()).build();
             let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
             assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
             // Lost responses: the role and the association are made, the engine never hears back.
@@ -713,11 +677,7 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
             let off = set_training_operator(&b, false).await;
             assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
             // Wait until the add-on's deletion finished, so the operator can be switched on again.
-            let deadline = tokio::time::Instant::now() + WAIT;
-            while operator_state(&b).await.2 {
-                assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            b.wait_until("the add-on to be deleted", || async { !operator_state(&b).await.2 }).await;
         }
         // Kill at each new step: abort when that step was reached, resume in a new engine.
         for (round, key) in [
@@ -728,29 +688,14 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
         .into_iter()
         .enumerate()
         {
-            let id = {
-                let b = bed(dir.path(), 2000.0);
-                use instantstart_core::engine::Outcome;
-                let request = json!({ "cluster": "demo", "patch": { "training_operator": true } });
-                let Outcome::Submitted(s) =
-                    b.engine.submit_checked(OperationKind::SetFeatures, &request, user(), None).await.unwrap()
-                else {
-                    panic!("a change");
-                };
-                let deadline = tokio::time::Instant::now() + WAIT;
-                loop {
-                    let op = b.engine.get(&s.operation.id).unwrap();
-                    if op.step(key).unwrap().phase != StepPhase::Pending || op.status.is_terminal() {
-                        break;
-                    }
-                    assert!(tokio::time::Instant::now() < deadline, "{key} never started");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                b.engine.abort_all();
-                s.operation.id
-            };
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            let b = bed(dir.path(), 2000.0);
+            let mut b = Bed::sim(dir.path()).build();
+            let request = json!({ "cluster": "demo", "patch": { "training_operator": true } });
+            let id = b.submit_checked(OperationKind::SetFeatures, &request).await.operation.id;
+            b.wait_for(&id, &format!("{key} to start"), |op| {
+                op.step(key).unwrap().phase != StepPhase::Pending || op.status.is_terminal()
+            })
+            .await;
+            b.restart().await;
             b.engine.resume_all().unwrap();
             let op = b.engine.wait(&id, WAIT).await.unwrap();
             assert_eq!(op.status, OperationStatus::Succeeded, "round {round} ({key}): {op:#?}");
@@ -766,11 +711,7 @@ async fn a_crash_or_lost_response_in_the_identity_steps_creates_nothing_twice() 
             );
             let off = set_training_operator(&b, false).await;
             assert_eq!(off.status, OperationStatus::Succeeded, "{off:#?}");
-            let deadline = tokio::time::Instant::now() + WAIT;
-            while operator_state(&b).await.2 {
-                assert!(tokio::time::Instant::now() < deadline, "the add-on was never deleted");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            b.wait_until("the add-on to be deleted", || async { !operator_state(&b).await.2 }).await;
         }
     }
 }
@@ -786,7 +727,7 @@ async fn delete_cluster_after_every_feature_leaves_no_role_of_the_cluster() {
     };
     use instantstart_core::workflow::features::*;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let created_by_pipeline = b.sim.roles_tagged_for("demo");
@@ -855,7 +796,7 @@ async fn a_foreign_feature_role_is_left_alone_by_delete_cluster() {
     use instantstart_core::provider::{CreateIamRole, IamApi};
     use instantstart_core::workflow::delete_cluster::CHECKPOINT_ROLE_STEP;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let name = instantstart_core::workflow::features::checkpoint_role("demo");
@@ -884,7 +825,7 @@ async fn a_create_failed_addon_is_deleted_and_created_again_by_a_step_retry() {
     use instantstart_core::provider::ResourceState;
     use instantstart_core::workflow::create_cluster::BASE_ADDONS;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let issue =
         "ConfigurationConflict: Conflicts found when trying to apply. Will not continue due to resolve conflicts mode";
     b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails(issue)));
@@ -937,7 +878,7 @@ async fn a_failed_addon_that_is_not_ours_is_left_alone() {
     use instantstart_core::provider::{CreateEksAddon, ResourceState};
     use instantstart_core::workflow::features::TRAINING_OPERATOR_ADDON;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("AccessDenied: not ours")));
@@ -972,32 +913,22 @@ async fn a_restart_while_a_failed_addon_is_replaced_creates_nothing_twice() {
     for kill_at in [ADDON_REPLACEMENT, "eks-addon"] {
         for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
             eprintln!("on {store}");
-            let id = {
-                let b = bed(dir.path(), 2000.0);
-                b.sim.set_faults(
-                    SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")),
-                );
-                let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
-                assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
-                b.sim.set_faults(SimFaults::none());
-                b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
-                let deadline = tokio::time::Instant::now() + WAIT;
-                loop {
-                    let step = b.engine.get(&op.id).unwrap().step("addon:vpc-cni").unwrap().clone();
-                    if matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
-                        && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
-                    {
-                        break;
-                    }
-                    assert!(tokio::time::Instant::now() < deadline, "{kill_at}: never reached: {step:?}");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                b.engine.abort_all();
-                b.sim.flush().unwrap();
-                op.id
-            };
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let b = bed(dir.path(), 2000.0);
+            let mut b = Bed::sim(dir.path()).build();
+            b.sim.set_faults(SimFaults::none().with("eks:CreateAddon", FaultMode::resource_fails("InternalFailure")));
+            let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
+            assert_eq!(op.step("addon:vpc-cni").unwrap().phase, StepPhase::Failed, "{kill_at}");
+            b.sim.set_faults(SimFaults::none());
+            b.engine.retry_step(&op.id, "addon:vpc-cni", user()).unwrap();
+            let id = op.id;
+            b.wait_for(&id, &format!("addon:vpc-cni to wait on its {kill_at}"), |op| {
+                let step = op.step("addon:vpc-cni").unwrap();
+                matches!(step.phase, StepPhase::Submitted | StepPhase::Polling)
+                    && step.resource.as_ref().is_some_and(|r| r.kind == kill_at)
+            })
+            .await;
+            b.kill().await;
+            b.sim.flush().unwrap();
+            b.restart().await;
             b.engine.resume_all().unwrap();
             let op = b.engine.wait(&id, WAIT).await.unwrap();
             let step = op.step("addon:vpc-cni").unwrap();
@@ -1018,7 +949,7 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
     use instantstart_core::provider::{CreateNetwork, KubeApi, ListParams};
     use instantstart_core::subnet::plan_new_vpc;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let zones = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
     let n = b
         .sim
@@ -1125,20 +1056,6 @@ async fn import_adds_the_control_planes_access_entry_and_delete_removes_it() {
     assert!(b.sim.list(&target, &namespaces).await.is_err());
 }
 
-fn helm_bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store = open_store(dir);
-    let workflows = workflow::all_with_helm(
-        Arc::new(sim.clone()),
-        Arc::new(sim.clone()),
-        Some(Arc::new(sim.clone())),
-        store.clone(),
-        None,
-    );
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
-    Bed { sim, store, engine }
-}
-
 /// An EKS cluster someone else created, with cert-manager installed as their add-on.
 async fn seed_legacy(sim: &SimCloud) {
     use instantstart_core::provider::{CreateEksAddon, CreateNetwork};
@@ -1180,7 +1097,7 @@ async fn import_reconciles_dependencies_mounts_the_bucket_and_delete_removes_onl
     use instantstart_core::preflight::CheckStatus;
     use instantstart_core::provider::{HelmReleases, KubeApi, KubeTarget, ObjectRef, PINNED_CHARTS};
     let dir = tempfile::tempdir().unwrap();
-    let b = helm_bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).helm().build();
     seed_legacy(&b.sim).await;
     let import =
         json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
@@ -1269,30 +1186,17 @@ async fn a_restart_mid_import_creates_nothing_twice() {
         for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
             eprintln!("on {store}");
             let import = json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "legacy", "bucket": "is-adopted-data" });
-            let id = {
-                let b = helm_bed(dir.path(), 2000.0);
-                seed_legacy(&b.sim).await;
-                let s =
-                    match b.engine.submit_checked(OperationKind::ImportCluster, &import, user(), None).await.unwrap() {
-                        instantstart_core::engine::Outcome::Submitted(s) => s,
-                        other => panic!("{other:?}"),
-                    };
-                let deadline = tokio::time::Instant::now() + WAIT;
-                loop {
-                    let op = b.engine.get(&s.operation.id).unwrap();
-                    let phase = op.step("addon:eks-pod-identity-agent").unwrap().phase;
-                    if phase == kill_at || phase == StepPhase::Succeeded {
-                        break;
-                    }
-                    assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                b.engine.abort_all();
-                b.sim.flush().unwrap();
-                s.operation.id
-            };
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let b = helm_bed(dir.path(), 2000.0);
+            let mut b = Bed::sim(dir.path()).helm().build();
+            seed_legacy(&b.sim).await;
+            let id = b.submit_checked(OperationKind::ImportCluster, &import).await.operation.id;
+            b.wait_for(&id, &format!("addon:eks-pod-identity-agent to reach {kill_at:?}"), |op| {
+                let phase = op.step("addon:eks-pod-identity-agent").unwrap().phase;
+                phase == kill_at || phase == StepPhase::Succeeded
+            })
+            .await;
+            b.kill().await;
+            b.sim.flush().unwrap();
+            b.restart().await;
             b.engine.resume_all().unwrap();
             let op = b.engine.wait(&id, WAIT).await.unwrap();
             assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
@@ -1316,7 +1220,7 @@ async fn a_restart_mid_import_creates_nothing_twice() {
 async fn tiered_checkpointing_works_on_a_cluster_imported_with_a_bucket() {
     use instantstart_core::engine::Outcome;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let import = json!({ "name": "adopted", "region": "us-east-1", "eks_cluster": "demo",
@@ -1354,7 +1258,7 @@ async fn tiered_checkpointing_works_on_a_cluster_imported_with_a_bucket() {
 async fn a_group_added_to_an_imported_cluster_uses_the_clusters_own_role_and_security_groups() {
     use instantstart_core::engine::Outcome;
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let op = run_to_end(&b, OperationKind::CreateCluster, &request("demo")).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     let import =
@@ -1405,7 +1309,12 @@ async fn a_group_added_to_an_imported_cluster_uses_the_clusters_own_role_and_sec
 async fn the_control_plane_starts_before_the_nat_gateway_and_a_restart_while_it_waits_creates_nothing_twice() {
     for (store, dir, _pg) in tokio::task::block_in_place(dirs) {
         eprintln!("on {store}");
-        let (_b, op) = crash_at_and_resume(dir.path(), SimFaults::none(), "nat_gateway", &[StepPhase::Polling]).await;
+        // Crashed once EKS has started and the NAT gateway is still awaited.
+        let (_b, op) = crash_when_and_resume(dir.path(), SimFaults::none(), "EKS to start during the NAT wait", |op| {
+            op.step("nat_gateway").unwrap().phase == StepPhase::Polling
+                && op.step("eks_cluster").unwrap().started_at.is_some()
+        })
+        .await;
         let (vpc, nat, eks, hp) = (
             op.step("vpc").unwrap(),
             op.step("nat_gateway").unwrap(),
@@ -1429,7 +1338,7 @@ async fn an_operation_recorded_with_the_single_network_step_resumes_after_an_upg
     use instantstart_core::operation::{NewOperation, OperationId};
     use instantstart_core::store::{ClusterRecord, ClusterSource};
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 400.0);
+    let b = Bed::sim(dir.path()).speed(400.0).build();
     let prepared = b.engine.dry_run(OperationKind::CreateCluster, &request("demo")).unwrap();
     // The plan as it was: `network` instead of `vpc` + `nat_gateway`, HyperPod after every add-on.
     let addons: Vec<String> =

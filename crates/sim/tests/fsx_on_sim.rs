@@ -7,42 +7,24 @@
 //! go; a kill -9 while the file system is being created or deleted resumes without a second
 //! CreateFileSystem or DeleteFileSystem.
 
-use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
+use instantstart_core::engine::{EngineError, Outcome};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::preflight::CheckStatus;
 use instantstart_core::provider::{
     CreateLustreFileSystem, FsxApi, KubeApi, KubeObject, KubeTarget, LustreDeploymentType, LustreQuota, ObjectRef,
     ProviderErrorKind, Tags,
 };
-use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
 use instantstart_core::workflow;
 use instantstart_core::workflow::fsx::FsxOwnership;
 use instantstart_core::workload::{StorageKind, read};
-use instantstart_sim::{SimCloud, SimConfig};
-use instantstart_store::SqliteStore;
+use instantstart_testkit::Bed;
 use serde_json::{Value, json};
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
 const CREATE: &str = "fsx:CreateFileSystem";
-
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-}
-
-fn bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
-    Bed { sim, store, engine }
-}
 
 fn user() -> Actor {
     Actor { face: Face::Api, principal: "test".into() }
@@ -116,7 +98,7 @@ fn fields(e: EngineError) -> (ValidationKind, Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_volume_is_created_listed_mounted_and_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
     cluster(&b).await;
     let req = json!({ "cluster": "demo", "name": "scratch", "deployment_type": "PERSISTENT_2",
                       "storage_capacity_gib": 2400, "per_unit_storage_throughput": 250 });
@@ -189,7 +171,7 @@ async fn a_volume_is_created_listed_mounted_and_deleted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_existing_file_system_is_attached_listed_mounted_and_released() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
     cluster(&b).await;
     let theirs = foreign_file_system(&b).await;
     let creates = b.sim.calls(CREATE);
@@ -242,7 +224,7 @@ async fn an_existing_file_system_is_attached_listed_mounted_and_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_wait_for_an_available_file_system() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
     cluster(&b).await;
     let op = run(&b, OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": "scratch" })).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -259,7 +241,7 @@ async fn pods_wait_for_an_available_file_system() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_by_field_before_anything_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
     cluster(&b).await;
     let table: &[(Value, ValidationKind, &[&str])] = &[
         (
@@ -322,7 +304,7 @@ async fn bad_requests_are_refused_by_field_before_anything_is_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fsx_quotas_are_checked_before_anything_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
     cluster(&b).await;
     let first = run(&b, OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": "one" })).await;
     assert_eq!(first.status, OperationStatus::Succeeded, "{first:#?}");
@@ -406,11 +388,10 @@ async fn foreign_file_system(b: &Bed) -> instantstart_core::provider::LustreFile
         })
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap().lifecycle != "AVAILABLE" {
-        assert!(tokio::time::Instant::now() < deadline, "the file system never became AVAILABLE");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    b.wait_until("their file system to become AVAILABLE", || async {
+        b.sim.describe_lustre_file_system(REGION, &theirs.id).await.unwrap().unwrap().lifecycle == "AVAILABLE"
+    })
+    .await;
     theirs
 }
 
@@ -421,7 +402,7 @@ async fn a_restart_mid_attach_or_release_touches_no_file_system() {
     for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
         let dir = tempfile::tempdir().unwrap();
         let (id, fs_id) = {
-            let b = bed(dir.path(), 500.0);
+            let b = Bed::sim(dir.path()).speed(500.0).seed(7).build();
             cluster(&b).await;
             let theirs = foreign_file_system(&b).await;
             let req = json!({ "cluster": "demo", "name": "shared", "file_system_id": theirs.id });
@@ -429,21 +410,16 @@ async fn a_restart_mid_attach_or_release_touches_no_file_system() {
                 Ok(Outcome::Submitted(s)) => s,
                 other => panic!("{other:?}"),
             };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let phase = b.engine.get(&s.operation.id).unwrap().step("claim").unwrap().phase;
-                if phase == kill_at || phase == StepPhase::Succeeded {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
+            b.wait_for(&s.operation.id, "{kill_at:?} never reached", |op| {
+                let phase = op.step("claim").unwrap().phase;
+                phase == kill_at || phase == StepPhase::Succeeded
+            })
+            .await;
+            b.kill().await;
             b.sim.flush().unwrap();
             (s.operation.id, theirs.id)
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path(), 500.0);
+        let mut b = Bed::sim(dir.path()).speed(500.0).seed(7).build();
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
@@ -466,20 +442,14 @@ async fn a_restart_mid_attach_or_release_touches_no_file_system() {
             Ok(Outcome::Submitted(s)) => s,
             other => panic!("{other:?}"),
         };
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let phase = b.engine.get(&s.operation.id).unwrap().step("claim").unwrap().phase;
-            if phase == kill_at || phase == StepPhase::Succeeded {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "release: {kill_at:?} never reached");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        b.engine.abort_all();
+        b.wait_for(&s.operation.id, "release: {kill_at:?} never reached", |op| {
+            let phase = op.step("claim").unwrap().phase;
+            phase == kill_at || phase == StepPhase::Succeeded
+        })
+        .await;
+        b.kill().await;
         b.sim.flush().unwrap();
-        drop(b);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path(), 500.0);
+        b.restart().await;
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "release {kill_at:?}: {op:#?}");
@@ -498,27 +468,22 @@ async fn a_restart_mid_create_or_delete_creates_and_deletes_once() {
         let dir = tempfile::tempdir().unwrap();
         let req = json!({ "cluster": "demo", "name": "scratch" });
         let id = {
-            let b = bed(dir.path(), 500.0);
+            let b = Bed::sim(dir.path()).speed(500.0).seed(7).build();
             cluster(&b).await;
             let s = match b.engine.submit_checked(OperationKind::CreateFileSystem, &req, user(), None).await {
                 Ok(Outcome::Submitted(s)) => s,
                 other => panic!("{other:?}"),
             };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let phase = b.engine.get(&s.operation.id).unwrap().step("file_system").unwrap().phase;
-                if phase == kill_at || phase == StepPhase::Succeeded {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
+            b.wait_for(&s.operation.id, "{kill_at:?} to be reached", |op| {
+                let phase = op.step("file_system").unwrap().phase;
+                phase == kill_at || phase == StepPhase::Succeeded
+            })
+            .await;
+            b.kill().await;
             b.sim.flush().unwrap();
             s.operation.id
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path(), 500.0);
+        let mut b = Bed::sim(dir.path()).speed(500.0).seed(7).build();
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
@@ -539,20 +504,14 @@ async fn a_restart_mid_create_or_delete_creates_and_deletes_once() {
             Ok(Outcome::Submitted(s)) => s,
             other => panic!("{other:?}"),
         };
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let phase = b.engine.get(&s.operation.id).unwrap().step("file_system").unwrap().phase;
-            if phase == kill_at || phase == StepPhase::Succeeded {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "delete: {kill_at:?} never reached");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        b.engine.abort_all();
+        b.wait_for(&s.operation.id, "delete: {kill_at:?} never reached", |op| {
+            let phase = op.step("file_system").unwrap().phase;
+            phase == kill_at || phase == StepPhase::Succeeded
+        })
+        .await;
+        b.kill().await;
         b.sim.flush().unwrap();
-        drop(b);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path(), 500.0);
+        b.restart().await;
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "delete {kill_at:?}: {op:#?}");
@@ -567,7 +526,7 @@ async fn a_restart_mid_create_or_delete_creates_and_deletes_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_delete_removes_its_volumes_before_the_network() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
     cluster(&b).await;
     for name in ["scratch", "ckpt"] {
         let op = run(&b, OperationKind::CreateFileSystem, &json!({ "cluster": "demo", "name": name })).await;

@@ -6,44 +6,24 @@
 //! nothing twice (per-API call counters); switching off tears down in order; the simulated
 //! Kueue lends idle GPUs by fair-share weight when fair share is on.
 
-use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
-use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::{EngineError, Outcome};
+use instantstart_core::operation::{Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{
     EksApi, HyperPodApi, KubeApi, KubeObject, KubeTarget, ListParams, SchedulerPolicy, TASK_GOVERNANCE_ADDON, Tags,
     TaskGovernanceApi,
 };
-use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
-use instantstart_core::workflow;
 use instantstart_core::workload::admission::{AdmissionState, admission_of};
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
 const CREATE_QUOTA: &str = "sagemaker:CreateComputeQuota";
 const CREATE_CONFIG: &str = "sagemaker:CreateClusterSchedulerConfig";
-
-struct Bed {
-    sim: SimCloud,
-    engine: Engine,
-}
-
-fn bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(5)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store, workflows, EngineConfig::scaled(speed));
-    Bed { sim, engine }
-}
-
-fn user() -> Actor {
-    Actor { face: Face::Api, principal: "test".into() }
-}
 
 async fn run(b: &Bed, kind: OperationKind, req: &Value) -> Operation {
     let Outcome::Submitted(s) = b.engine.submit_checked(kind, req, user(), None).await.unwrap() else {
@@ -56,7 +36,7 @@ async fn run(b: &Bed, kind: OperationKind, req: &Value) -> Operation {
 
 /// `gpu` (2 × ml.g5.12xlarge, 4 GPUs each) and `cpu` (1 × ml.m5.xlarge).
 async fn created(dir: &Path, speed: f64) -> Bed {
-    let b = bed(dir, speed);
+    let b = Bed::sim(dir).speed(speed).seed(5).build();
     let req = json!({
         "name": "demo",
         "region": REGION,
@@ -224,30 +204,16 @@ async fn lost_responses_create_nothing_twice() {
 async fn a_restart_mid_operation_resumes_without_a_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let speed = 200.0;
-    let id = {
-        let b = created(dir.path(), speed).await;
-        let Outcome::Submitted(s) = b
-            .engine
-            .submit_checked(OperationKind::SetGovernance, &governance(two_teams()), user(), None)
-            .await
-            .unwrap()
-        else {
-            panic!("no operation");
-        };
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if op.step("quota:prod").unwrap().phase == StepPhase::Polling {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "{op:#?}");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        b.engine.abort_all();
-        s.operation.id
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), speed);
+    let mut b = created(dir.path(), speed).await;
+    // From here simulated time moves a second at a time, at the engine's pace: a quota takes 20
+    // simulated seconds, so the kill lands while it is polled however loaded the machine.
+    b.sim.set_manual_clock(true).unwrap();
+    let id = b.submit_checked(OperationKind::SetGovernance, &governance(two_teams())).await.operation.id;
+    b.advance_until(&id, "quota:prod to be polled", Duration::from_secs(1), |op| {
+        op.step("quota:prod").unwrap().phase == StepPhase::Polling
+    })
+    .await;
+    b.restart().await;
     assert_eq!(b.engine.resume_all().unwrap(), 1);
     let op = b.engine.wait(&id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -255,29 +221,16 @@ async fn a_restart_mid_operation_resumes_without_a_duplicate() {
     assert_eq!(b.sim.calls(CREATE_QUOTA), 2, "{:?}", b.sim.stats());
 
     // Off, killed while the scheduler config is being deleted: resumed, deleted once.
-    let Outcome::Submitted(s) = b
-        .engine
-        .submit_checked(OperationKind::SetGovernance, &governance(json!({ "enabled": false })), user(), None)
-        .await
-        .unwrap()
-    else {
-        panic!("no operation");
-    };
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let op = b.engine.get(&s.operation.id).unwrap();
-        if op.step("remove_scheduler_config").unwrap().phase == StepPhase::Polling {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{op:#?}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    b.engine.abort_all();
-    drop(b);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), speed);
+    b.sim.set_manual_clock(true).unwrap();
+    let off = governance(json!({ "enabled": false }));
+    let id = b.submit_checked(OperationKind::SetGovernance, &off).await.operation.id;
+    b.advance_until(&id, "remove_scheduler_config to be polled", Duration::from_secs(1), |op| {
+        op.step("remove_scheduler_config").unwrap().phase == StepPhase::Polling
+    })
+    .await;
+    b.restart().await;
     assert_eq!(b.engine.resume_all().unwrap(), 1);
-    let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+    let op = b.engine.wait(&id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
     assert_eq!(b.sim.calls("sagemaker:DeleteClusterSchedulerConfig"), 1, "{:?}", b.sim.stats());
     assert_eq!(b.sim.calls("sagemaker:DeleteComputeQuota"), 2, "{:?}", b.sim.stats());
@@ -290,8 +243,8 @@ async fn a_restart_mid_operation_resumes_without_a_duplicate() {
 async fn deleting_a_governed_cluster_removes_governance_first_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let speed = 200.0;
+    let mut b = created(dir.path(), speed).await;
     let id = {
-        let b = created(dir.path(), speed).await;
         run(&b, OperationKind::SetGovernance, &governance(two_teams())).await;
         let dry = b.engine.dry_run_checked(OperationKind::DeleteCluster, &json!({ "name": "demo" })).await.unwrap();
         let planned: Vec<&str> = dry.prepared.steps.iter().map(|s| s.key.as_str()).collect();
@@ -303,29 +256,17 @@ async fn deleting_a_governed_cluster_removes_governance_first_and_survives_a_res
         let hp = dry.prepared.steps.iter().find(|s| s.key == "hyperpod_cluster").unwrap();
         assert!(hp.depends_on.iter().any(|d| d == "remove_scheduler_config"), "{:?}", hp.depends_on);
 
-        let Outcome::Submitted(s) = b
-            .engine
-            .submit_checked(OperationKind::DeleteCluster, &json!({ "name": "demo" }), user(), None)
-            .await
-            .unwrap()
-        else {
-            panic!("no operation");
-        };
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let op = b.engine.get(&s.operation.id).unwrap();
-            if op.step("remove_scheduler_config").unwrap().phase == StepPhase::Polling {
-                assert_ne!(op.step("hyperpod_cluster").unwrap().phase, StepPhase::Succeeded);
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "{op:#?}");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        b.engine.abort_all();
-        s.operation.id
+        b.sim.set_manual_clock(true).unwrap();
+        let id = b.submit_checked(OperationKind::DeleteCluster, &json!({ "name": "demo" })).await.operation.id;
+        let op = b
+            .advance_until(&id, "remove_scheduler_config to be polled", Duration::from_secs(1), |op| {
+                op.step("remove_scheduler_config").unwrap().phase == StepPhase::Polling
+            })
+            .await;
+        assert_ne!(op.step("hyperpod_cluster").unwrap().phase, StepPhase::Succeeded);
+        id
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), speed);
+    b.restart().await;
     assert_eq!(b.engine.resume_all().unwrap(), 1);
     let op = b.engine.wait(&id, Duration::from_secs(120)).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");

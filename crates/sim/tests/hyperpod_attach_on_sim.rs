@@ -4,44 +4,16 @@
 //! the record says EKS-only); the refusals before anything is recorded; and a kill -9 mid-add
 //! that resumes without a second create.
 
-use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
-use instantstart_core::operation::{Actor, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::{EngineError, Outcome};
+use instantstart_core::operation::{OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{CreateEksAddon, CreateNetwork, EksApi, HyperPodApi, IamApi, NetworkApi};
-use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
-use instantstart_core::workflow;
-use instantstart_sim::{SimCloud, SimConfig};
-use instantstart_store::SqliteStore;
+use instantstart_sim::SimCloud;
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-}
-
-fn helm_bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all_with_helm(
-        Arc::new(sim.clone()),
-        Arc::new(sim.clone()),
-        Some(Arc::new(sim.clone())),
-        store.clone(),
-        None,
-    );
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
-    Bed { sim, store, engine }
-}
-
-fn user() -> Actor {
-    Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
-}
 
 /// An EKS cluster someone else created (no HyperPod), with cert-manager as their add-on.
 async fn seed_legacy(sim: &SimCloud) {
@@ -109,7 +81,7 @@ fn validation(err: EngineError) -> (ValidationKind, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hyperpod_is_added_to_an_imported_eks_only_cluster_used_and_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let b = helm_bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).helm().build();
     seed_legacy(&b.sim).await;
     import_eks_only(&b, None).await;
     let ops_before = b.store.list_operations(&Default::default()).unwrap().len();
@@ -223,7 +195,7 @@ async fn hyperpod_is_added_to_an_imported_eks_only_cluster_used_and_removed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hyperpod_is_added_to_a_created_eks_only_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let b = helm_bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).helm().build();
     let create = json!({ "name": "demo", "region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"] });
     let op = run(&b, OperationKind::CreateCluster, &create).await;
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -254,29 +226,23 @@ async fn a_restart_mid_add_creates_nothing_twice() {
     for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
         let dir = tempfile::tempdir().unwrap();
         let id = {
-            let b = helm_bed(dir.path(), 2000.0);
+            let b = Bed::sim(dir.path()).helm().build();
             seed_legacy(&b.sim).await;
             import_eks_only(&b, Some("is-adopted-data")).await;
             let s = match b.engine.submit_checked(OperationKind::AddHyperPod, &add_request(None), user(), None).await {
                 Ok(Outcome::Submitted(s)) => s,
                 other => panic!("{other:?}"),
             };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
+            b.wait_for(&s.operation.id, &format!("{kill_at:?} to be reached"), |op| {
                 let phase = op.step("hyperpod_cluster").unwrap().phase;
-                if phase == kill_at || phase == StepPhase::Succeeded {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
+                phase == kill_at || phase == StepPhase::Succeeded
+            })
+            .await;
+            b.kill().await;
             b.sim.flush().unwrap();
             s.operation.id
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = helm_bed(dir.path(), 2000.0);
+        let b = Bed::sim(dir.path()).helm().build();
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");

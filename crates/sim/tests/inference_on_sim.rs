@@ -4,42 +4,20 @@
 //! when a create's response is lost or the server is killed mid-step; OFF removes exactly the
 //! add-on and the role ON created.
 
-use instantstart_core::engine::{Engine, EngineConfig, Outcome};
-use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::Outcome;
+use instantstart_core::operation::{Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{EksApi, HyperPodApi, IamApi, ResourceState};
-use instantstart_core::store::Store;
-use instantstart_core::workflow;
 use instantstart_core::workflow::features::{
     INFERENCE_MANAGED_POLICY, INFERENCE_OPERATOR_ADDON, inference_role, inference_trust_policy,
 };
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::json;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
 const EKS: &str = "demo";
-
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-}
-
-fn bed(dir: &Path) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(2000.0).state_file(dir.join("world.json")).seed(5)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(2000.0));
-    Bed { sim, store, engine }
-}
-
-fn user() -> Actor {
-    Actor { face: Face::Api, principal: "test".into() }
-}
 
 async fn create_cluster(b: &Bed) -> Operation {
     let req = json!({
@@ -101,7 +79,7 @@ fn bucket_of(op: &Operation) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_installs_the_configured_addon_and_off_removes_exactly_it_and_its_role() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(5).build();
     let created = create_cluster(&b).await;
     let bucket = bucket_of(&created);
     let (roles_before, addons_before) = (b.sim.calls("iam:CreateRole"), b.sim.calls("eks:CreateAddon"));
@@ -146,7 +124,7 @@ async fn on_installs_the_configured_addon_and_off_removes_exactly_it_and_its_rol
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_responses_at_each_new_step_create_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(5).build();
     let bucket = bucket_of(&create_cluster(&b).await);
     let (roles, addons) = (b.sim.calls("iam:CreateRole"), b.sim.calls("eks:CreateAddon"));
     b.sim.set_faults(
@@ -170,7 +148,7 @@ async fn a_restart_at_each_new_step_resumes_without_a_second_create() {
     for key in ["oidc_provider", "inference_role", "addon:amazon-sagemaker-hyperpod-inference"] {
         let dir = tempfile::tempdir().unwrap();
         let (id, roles, addons) = {
-            let b = bed(dir.path());
+            let b = Bed::sim(dir.path()).seed(5).build();
             let bucket = bucket_of(&create_cluster(&b).await);
             assert!(!bucket.is_empty());
             let (roles, addons) = (b.sim.calls("iam:CreateRole"), b.sim.calls("eks:CreateAddon"));
@@ -180,22 +158,16 @@ async fn a_restart_at_each_new_step_resumes_without_a_second_create() {
             else {
                 panic!("a change")
             };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
+            b.wait_for(&s.operation.id, &format!("{key} to get past submitting"), |op| {
                 let phase = op.step(key).unwrap().phase;
-                if matches!(phase, StepPhase::Submitted | StepPhase::Polling | StepPhase::Succeeded) {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{key} never got past submitting");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
+                matches!(phase, StepPhase::Submitted | StepPhase::Polling | StepPhase::Succeeded)
+            })
+            .await;
+            b.kill().await;
             b.sim.flush().unwrap();
             (s.operation.id, roles, addons)
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path());
+        let b = Bed::sim(dir.path()).seed(5).build();
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{key}: {op:#?}");
@@ -212,7 +184,7 @@ async fn a_restart_at_each_new_step_resumes_without_a_second_create() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_a_bucket_is_refused_before_anything_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path());
+    let b = Bed::sim(dir.path()).seed(5).build();
     create_cluster(&b).await;
     let mut rec = b.store.get_cluster("demo").unwrap().unwrap();
     rec.bucket = None;

@@ -6,43 +6,22 @@
 //! responses / a restart mid-operation apply nothing twice (per-API call counters). Also the
 //! UpdateCluster requests SageMaker refuses, refused by the simulator.
 
-use instantstart_core::engine::{Engine, EngineConfig, Outcome};
-use instantstart_core::operation::{Actor, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::Outcome;
+use instantstart_core::operation::{OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{
     AutoscalingUpdate, HyperPodApi, KubeApi, KubeObject, KubeTarget, ListParams, ObjectRef, ProviderErrorKind,
     UpdateHyperPodCluster,
 };
 use instantstart_core::spec::{NodeRecovery, TieredCheckpointing};
-use instantstart_core::store::Store;
-use instantstart_core::workflow;
 use instantstart_core::workflow::karpenter::{KARPENTER_NAME, node_class_ref, node_pool_ref};
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::{Bed, user, wait_until};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
-
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-}
-
-fn bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(11)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(speed));
-    Bed { sim, store, engine }
-}
-
-fn user() -> Actor {
-    Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
-}
 
 /// `workers` (1 node), `burst` (ml.g5.12xlarge, 0 nodes) and `spare` (0 nodes).
 fn cluster_request() -> Value {
@@ -69,7 +48,7 @@ async fn run(b: &Bed, kind: OperationKind, req: &Value) -> instantstart_core::op
 }
 
 async fn created(dir: &Path, speed: f64) -> Bed {
-    let b = bed(dir, speed);
+    let b = Bed::sim(dir).speed(speed).seed(11).build();
     run(&b, OperationKind::CreateCluster, &cluster_request()).await;
     b
 }
@@ -126,18 +105,8 @@ async fn pod_phase(sim: &SimCloud, app: &str) -> String {
     pods.first().and_then(|p| p.0["status"]["phase"].as_str()).unwrap_or("none").to_string()
 }
 
-/// Polls `cond` (every poll is an API call, which is when the simulated Karpenter acts).
-async fn until<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !cond().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+// `wait_until` polls its condition, and every poll is an API call: that is when the simulated
+// Karpenter acts.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_groups_scale_from_zero_for_a_pending_pod_and_back_when_idle_then_off_removes_the_objects() {
@@ -160,8 +129,8 @@ async fn all_groups_scale_from_zero_for_a_pending_pod_and_back_when_idle_then_of
     // A pod needing 4 GPUs of an ml.g5.12xlarge: no current node fits; `burst` scales from zero.
     assert_eq!(target_count(&b.sim, "burst").await, 0);
     b.sim.apply(&target(), &KubeObject(deployment("big", json!({}), 4))).await.unwrap();
-    until("burst to scale up", || async { target_count(&b.sim, "burst").await == 1 }).await;
-    until("the pod to run", || async { pod_phase(&b.sim, "big").await == "Running" }).await;
+    wait_until(WAIT, "burst to scale up", || async { target_count(&b.sim, "burst").await == 1 }).await;
+    wait_until(WAIT, "the pod to run", || async { pod_phase(&b.sim, "big").await == "Running" }).await;
     assert_eq!(target_count(&b.sim, "spare").await, 0, "a group the pod does not fit is not scaled");
     // Idle again: consolidated back to zero after consolidateAfter.
     b.sim
@@ -176,10 +145,10 @@ async fn all_groups_scale_from_zero_for_a_pending_pod_and_back_when_idle_then_of
         )
         .await
         .unwrap();
-    until("burst to scale back down", || async { target_count(&b.sim, "burst").await == 0 }).await;
+    wait_until(WAIT, "burst to scale back down", || async { target_count(&b.sim, "burst").await == 0 }).await;
     // `workers` is managed too and ran nothing: Karpenter took it to zero as well (AWS: "If you
     // start with more than 0 nodes, Karpenter will scale them down to 0").
-    until("workers to be consolidated", || async { target_count(&b.sim, "workers").await == 0 }).await;
+    wait_until(WAIT, "workers to be consolidated", || async { target_count(&b.sim, "workers").await == 0 }).await;
 
     // OFF: exactly the two objects go, before the UpdateCluster that disables autoscaling.
     b.sim.reset_stats();
@@ -252,15 +221,14 @@ async fn in_all_mode_added_groups_join_and_lost_responses_or_a_restart_apply_not
             panic!("a change")
         };
         // Kill while the autoscaling UpdateCluster is being polled.
-        until("the autoscaling step to poll", || async {
+        wait_until(WAIT, "the autoscaling step to poll", || async {
             b.engine.get(&s.operation.id).unwrap().step("autoscaling").unwrap().phase == StepPhase::Polling
         })
         .await;
-        b.engine.abort_all();
+        b.kill().await;
         s.operation.id
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).seed(11).build();
     // The NodeClass apply's response is lost: the retry observes and applies only the NodePool.
     b.sim.set_faults(SimFaults::none().with("k8s:Apply", FaultMode::LostResponse));
     assert_eq!(b.engine.resume_all().unwrap(), 1);

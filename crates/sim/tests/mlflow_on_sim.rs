@@ -10,41 +10,20 @@
 //! without a cluster (even when it is named like the cluster) and a caller-supplied role stay;
 //! `keep_tracking_servers` keeps them all; a restart mid-delete only polls.
 
-use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
-use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::{EngineError, Outcome};
+use instantstart_core::operation::{Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{
     CreateIamRole, CreateTrackingServer, EksApi, IamApi, MlflowTracking, Tags, TrackingServerSize,
 };
-use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
-use instantstart_core::workflow;
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
 const DELETE: &str = "sagemaker:DeleteMlflowTrackingServer";
-
-struct Bed {
-    sim: SimCloud,
-    engine: Engine,
-}
-
-fn bed(dir: &Path, speed: f64) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(speed).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store, workflows, EngineConfig::scaled(speed));
-    Bed { sim, engine }
-}
-
-fn user() -> Actor {
-    Actor { face: Face::Api, principal: "test".into() }
-}
 
 fn create_request(name: &str) -> Value {
     json!({ "name": name, "region": REGION, "artifact_store_uri": format!("s3://is-team-bucket/mlflow/{name}") })
@@ -66,15 +45,7 @@ async fn run(b: &Bed, kind: OperationKind, req: &Value) -> Operation {
 
 /// Waits (at most [`WAIT`]) until `step` of operation `id` is being polled.
 async fn until_polling(b: &Bed, id: &instantstart_core::operation::OperationId, step: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let op = b.engine.get(id).unwrap();
-        if op.step(step).unwrap().phase == StepPhase::Polling {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{step} never reached polling: {op:#?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    b.wait_for(id, &format!("{step} to be polled"), |op| op.step(step).unwrap().phase == StepPhase::Polling).await;
 }
 
 fn keys(op: &Operation) -> Vec<&str> {
@@ -98,7 +69,7 @@ async fn foreign_role(sim: &SimCloud, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_then_delete_removes_the_server_and_the_role_instantstart_created() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let created = run(&b, OperationKind::CreateTrackingServer, &create_request("team")).await;
     assert_eq!(created.status, OperationStatus::Succeeded, "{created:#?}");
     assert!(b.sim.get_role("team-mlflow-role").await.unwrap().is_some());
@@ -133,7 +104,7 @@ async fn create_then_delete_removes_the_server_and_the_role_instantstart_created
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_supplied_role_is_kept_even_when_it_has_our_role_name() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let role_arn = foreign_role(&b.sim, "byo-mlflow-role").await;
     let mut req = create_request("byo");
     req["role_arn"] = json!(role_arn);
@@ -156,7 +127,7 @@ async fn a_caller_supplied_role_is_kept_even_when_it_has_our_role_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_server_is_refused_and_one_that_is_not_the_owners_needs_attention() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let role_arn = foreign_role(&b.sim, "theirs-role").await;
     b.sim
         .create_tracking_server(&CreateTrackingServer {
@@ -201,7 +172,7 @@ async fn a_foreign_server_is_refused_and_one_that_is_not_the_owners_needs_attent
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_failed_fails_the_step_with_its_reason_and_a_retry_deletes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let created = run(&b, OperationKind::CreateTrackingServer, &create_request("team")).await;
     assert_eq!(created.status, OperationStatus::Succeeded);
     b.sim.set_faults(SimFaults::none().with(DELETE, FaultMode::resource_fails("artifact store cleanup failed")));
@@ -228,7 +199,7 @@ async fn delete_failed_fails_the_step_with_its_reason_and_a_retry_deletes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_response_is_not_answered_with_a_second_delete() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let created = run(&b, OperationKind::CreateTrackingServer, &create_request("team")).await;
     assert_eq!(created.status, OperationStatus::Succeeded);
     // SageMaker starts the deletion but the answer is lost: the retry observes `Deleting` first.
@@ -243,7 +214,7 @@ async fn a_lost_response_is_not_answered_with_a_second_delete() {
 async fn a_restart_mid_deletion_resumes_by_observing_and_never_deletes_twice() {
     let dir = tempfile::tempdir().unwrap();
     let id = {
-        let b = bed(dir.path(), 400.0);
+        let b = Bed::sim(dir.path()).speed(400.0).build();
         let created = run(&b, OperationKind::CreateTrackingServer, &create_request("team")).await;
         assert_eq!(created.status, OperationStatus::Succeeded);
         let Outcome::Submitted(s) = b
@@ -256,12 +227,11 @@ async fn a_restart_mid_deletion_resumes_by_observing_and_never_deletes_twice() {
         };
         // Wait until the deletion is being polled, then "crash".
         until_polling(&b, &s.operation.id, "tracking_server").await;
-        b.engine.abort_all();
+        b.kill().await;
         assert_eq!(b.sim.calls(DELETE), 1);
         s.operation.id
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 400.0);
+    let b = Bed::sim(dir.path()).speed(400.0).build();
     assert_eq!(b.engine.resume_all().unwrap(), 1);
     let op = b.engine.wait(&id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
@@ -310,7 +280,7 @@ async fn role_exists(b: &Bed, role: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_cluster_deletes_the_tracking_servers_created_for_it_and_only_those() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     let byo_role = foreign_role(&b.sim, "byo-mlflow-role").await;
     let mut byo = for_cluster("byo", "demo");
     byo["role_arn"] = json!(byo_role);
@@ -371,7 +341,7 @@ async fn deleting_a_cluster_deletes_the_tracking_servers_created_for_it_and_only
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_tracking_servers_outlive_their_cluster_and_can_be_deleted_alone_later() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path(), 2000.0);
+    let b = Bed::sim(dir.path()).build();
     create_all(
         &b,
         &[
@@ -399,7 +369,7 @@ async fn kept_tracking_servers_outlive_their_cluster_and_can_be_deleted_alone_la
 async fn a_restart_mid_cluster_delete_never_deletes_a_tracking_server_twice() {
     let dir = tempfile::tempdir().unwrap();
     let id = {
-        let b = bed(dir.path(), 400.0);
+        let b = Bed::sim(dir.path()).speed(400.0).build();
         create_all(
             &b,
             &[
@@ -419,12 +389,11 @@ async fn a_restart_mid_cluster_delete_never_deletes_a_tracking_server_twice() {
         assert!(matches!(&late, Err(EngineError::InvalidState(m)) if m.contains("being deleted")), "{late:?}");
         // Wait until the server's deletion is being polled, then "crash".
         until_polling(&b, &s.operation.id, "mlflow:team").await;
-        b.engine.abort_all();
+        b.kill().await;
         assert_eq!(b.sim.calls(DELETE), 1);
         s.operation.id
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = bed(dir.path(), 400.0);
+    let b = Bed::sim(dir.path()).speed(400.0).build();
     assert_eq!(b.engine.resume_all().unwrap(), 1);
     let op = b.engine.wait(&id, WAIT).await.unwrap();
     assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");

@@ -5,46 +5,24 @@
 //! mid-step; OFF removes the add-on, the association and the role and keeps the workspace;
 //! deleting the cluster deletes the workspace too.
 
-use instantstart_core::engine::{Engine, EngineConfig, Outcome};
-use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
+use instantstart_core::engine::Outcome;
+use instantstart_core::operation::{Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::provider::{
     AmpApi, CreateEksAddon, EksApi, IamApi, PrometheusWorkspace, ProviderErrorKind, ResourceState, is_owned,
     ownership_tags, prometheus_alias,
 };
-use instantstart_core::store::Store;
-use instantstart_core::workflow;
 use instantstart_core::workflow::observability::{
     OBSERVABILITY_ADDON, OBSERVABILITY_NAMESPACE, OBSERVABILITY_SERVICE_ACCOUNT, observability_addon_values,
     observability_policy, observability_role, observability_trust_policy,
 };
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::json;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const REGION: &str = "us-east-1";
 const EKS: &str = "demo";
-
-struct Bed {
-    sim: SimCloud,
-    store: Arc<dyn Store>,
-    engine: Engine,
-}
-
-fn bed(dir: &Path) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(2000.0).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(2000.0));
-    Bed { sim, store, engine }
-}
-
-fn user() -> Actor {
-    Actor { face: Face::Api, principal: "test".into() }
-}
 
 async fn create_cluster(b: &Bed) {
     let req = json!({
@@ -111,7 +89,7 @@ async fn assert_installed(b: &Bed) -> PrometheusWorkspace {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_installs_the_addon_writing_to_its_workspace_and_off_keeps_the_workspace() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path());
+    let b = Bed::sim(dir.path()).build();
     create_cluster(&b).await;
     let (roles, addons) = (b.sim.calls("iam:CreateRole"), b.sim.calls("eks:CreateAddon"));
 
@@ -197,7 +175,7 @@ async fn on_installs_the_addon_writing_to_its_workspace_and_off_keeps_the_worksp
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_responses_at_each_new_step_create_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path());
+    let b = Bed::sim(dir.path()).build();
     create_cluster(&b).await;
     let (roles, assocs, addons) = (
         b.sim.calls("iam:CreateRole"),
@@ -233,7 +211,7 @@ async fn a_kill_at_each_new_step_resumes_without_a_second_create() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let (id, roles, assocs, addons) = {
-            let b = bed(dir.path());
+            let b = Bed::sim(dir.path()).build();
             create_cluster(&b).await;
             let counts = (
                 b.sim.calls("iam:CreateRole"),
@@ -246,25 +224,19 @@ async fn a_kill_at_each_new_step_resumes_without_a_second_create() {
             else {
                 panic!("a change")
             };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
+            b.wait_for(&s.operation.id, &format!("{key} to start"), |op| {
                 let phase = op.step(key).unwrap().phase;
-                if matches!(
+                matches!(
                     phase,
                     StepPhase::Submitting | StepPhase::Submitted | StepPhase::Polling | StepPhase::Succeeded
-                ) {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{key} never started");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
+                )
+            })
+            .await;
+            b.kill().await;
             b.sim.flush().unwrap();
             (s.operation.id, counts.0, counts.1, counts.2)
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path());
+        let b = Bed::sim(dir.path()).build();
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{key}: {op:#?}");
@@ -281,7 +253,7 @@ async fn a_kill_at_each_new_step_resumes_without_a_second_create() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_workspace_with_our_alias_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path());
+    let b = Bed::sim(dir.path()).build();
     create_cluster(&b).await;
     let foreign = b
         .sim
@@ -309,7 +281,7 @@ async fn a_foreign_workspace_with_our_alias_is_left_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_addon_needs_its_workspace_and_its_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bed(dir.path());
+    let b = Bed::sim(dir.path()).build();
     create_cluster(&b).await;
     let create = |values| CreateEksAddon {
         region: REGION.into(),
@@ -336,15 +308,11 @@ async fn the_addon_needs_its_workspace_and_its_identity() {
         .unwrap();
     let values = observability_addon_values(&ws.arn, &ws.endpoint(REGION));
     b.sim.create_addon(&create(Some(values))).await.unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let addon = loop {
-        let a = b.sim.describe_addon(REGION, EKS, OBSERVABILITY_ADDON).await.unwrap().unwrap();
-        if a.state == ResourceState::Active {
-            break a;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the add-on never became active");
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    let active = || async {
+        b.sim.describe_addon(REGION, EKS, OBSERVABILITY_ADDON).await.unwrap().unwrap().state == ResourceState::Active
     };
+    b.wait_until("the add-on to become active", active).await;
+    let addon = b.sim.describe_addon(REGION, EKS, OBSERVABILITY_ADDON).await.unwrap().unwrap();
     let issues = addon.health_issues.join("; ");
     assert!(
         issues.contains("hyperpod-observability/hyperpod-observability-operator-otel-collector")

@@ -6,19 +6,16 @@
 //! release, a custom-AMI group without `ImageId`) is refused by the workflow before anything is
 //! recorded and by the simulator alike; a failed update names its group.
 
-use instantstart_core::engine::{Engine, EngineConfig, EngineError, Outcome};
-use instantstart_core::operation::{Actor, Operation, OperationKind, OperationStatus, StepPhase, StepUpdate};
+use instantstart_core::engine::{EngineError, Outcome};
+use instantstart_core::operation::{Operation, OperationKind, OperationStatus, StepPhase, StepUpdate};
 use instantstart_core::provider::{
     HyperPodApi, HyperPodCluster, ProviderErrorKind, SoftwareUpdateGroup, UpdateClusterSoftware,
 };
-use instantstart_core::store::Store;
 use instantstart_core::validate::ValidationKind;
-use instantstart_core::workflow;
-use instantstart_sim::{FaultMode, SimCloud, SimConfig, SimFaults};
-use instantstart_store::SqliteStore;
+use instantstart_sim::{FaultMode, SimCloud, SimFaults};
+use instantstart_testkit::{Bed, user};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -27,29 +24,11 @@ const SPEED: f64 = 2000.0;
 const LAUNCH: &str = "2025.10.1";
 const LATEST: &str = "2025.11.2";
 
-struct Bed {
-    sim: SimCloud,
-    engine: Engine,
-    store: Arc<dyn Store>,
-}
-
-fn user() -> Actor {
-    Actor { face: instantstart_core::operation::Face::Api, principal: "test".into() }
-}
-
 /// A bed over the world and store kept in `dir` (a second bed over the same dir is the
 /// restarted server).
-fn bed(dir: &Path) -> Bed {
-    let sim = SimCloud::new(SimConfig::with_speed(SPEED).state_file(dir.join("world.json")).seed(7)).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-    let workflows = workflow::all(Arc::new(sim.clone()), Arc::new(sim.clone()), store.clone(), None);
-    let engine = Engine::new(store.clone(), workflows, EngineConfig::scaled(SPEED));
-    Bed { sim, engine, store }
-}
-
 /// `workers` (3 × ml.g5.2xlarge) and `cpu` (1 × ml.m5.xlarge).
 async fn created(dir: &Path) -> Bed {
-    let b = bed(dir);
+    let b = Bed::sim(dir).speed(SPEED).build();
     let req = json!({
         "name": "demo", "region": REGION, "availability_zones": ["us-east-1a", "us-east-1b"],
         "hyperpod": { "instance_groups": [
@@ -109,6 +88,8 @@ async fn groups_roll_in_batches_to_the_new_release_and_a_second_request_changes_
     };
     // While it runs: the cluster and the group SystemUpdating, one node at a time updating.
     let mut seen_updating = 0;
+    // A sampling loop, not a wait: it watches the nodes while the update runs (its sleep is the
+    // sampling period).
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let op = b.engine.get(&s.operation.id).unwrap();
@@ -182,17 +163,12 @@ async fn a_restart_mid_update_follows_it_without_a_second_call() {
                 Outcome::Submitted(s) => s,
                 other => panic!("{other:?}"),
             };
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
-                let op = b.engine.get(&s.operation.id).unwrap();
+            b.wait_for(&s.operation.id, &format!("{kill_at:?} to be reached"), |op| {
                 let phase = op.step("software_update").unwrap().phase;
-                if phase != StepPhase::Pending && (kill_at == StepPhase::Submitting || phase == StepPhase::Polling) {
-                    break;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{kill_at:?} never reached");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            b.engine.abort_all();
+                phase != StepPhase::Pending && (kill_at == StepPhase::Submitting || phase == StepPhase::Polling)
+            })
+            .await;
+            b.kill().await;
             if kill_at == StepPhase::Submitting {
                 // Killed between the persisted phase and the call's answer: the call may or
                 // may not have reached SageMaker.
@@ -202,8 +178,7 @@ async fn a_restart_mid_update_follows_it_without_a_second_call() {
             b.sim.flush().unwrap();
             s.operation.id
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let b = bed(dir.path());
+        let b = Bed::sim(dir.path()).speed(SPEED).build();
         b.engine.resume_all().unwrap();
         let op = b.engine.wait(&id, WAIT).await.unwrap();
         assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");

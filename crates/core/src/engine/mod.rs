@@ -352,6 +352,9 @@ struct Inner {
     events: broadcast::Sender<OperationEvent>,
     running: Mutex<HashMap<OperationId, Running>>,
     tasks: Mutex<JoinSet<()>>,
+    /// One clone per step task alive (they run in their driver's own `JoinSet`): what
+    /// [`Engine::halt`] waits on after the drivers.
+    live_steps: Arc<()>,
     /// The sweep taking over operations whose lease lapsed ([`Engine::start_lease_sweep`]).
     sweep: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Test hook: renewals are skipped while set (a replica stalled past its TTL).
@@ -405,6 +408,7 @@ impl Engine {
                 events,
                 running: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(JoinSet::new()),
+                live_steps: Arc::new(()),
                 sweep: Mutex::new(None),
                 renewals_paused: std::sync::atomic::AtomicBool::new(false),
                 publishing: std::sync::atomic::AtomicBool::new(false),
@@ -789,6 +793,30 @@ impl Engine {
         }
         self.inner.tasks.lock().expect("lock").abort_all();
         self.inner.running.lock().expect("lock").clear();
+    }
+
+    /// [`Engine::abort_all`], then waits until every aborted task has stopped (a task inside a
+    /// store call finishes that call first).
+    ///
+    /// # Guarantees
+    /// Once it returns, no task of this engine calls the store or a provider again: the
+    /// in-process equivalent of a killed server, which tests restart on the same store without
+    /// guessing how long the aborted tasks take to go.
+    pub async fn halt(&self) {
+        let sweep = self.inner.sweep.lock().expect("lock").take();
+        let relay = self.inner.relay.lock().expect("lock").take();
+        let mut tasks = std::mem::take(&mut *self.inner.tasks.lock().expect("lock"));
+        self.inner.running.lock().expect("lock").clear();
+        for handle in [sweep, relay].into_iter().flatten() {
+            handle.abort();
+            let _ = handle.await;
+        }
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        // A driver's step tasks are aborted with it, and gone once their futures are dropped.
+        while Arc::strong_count(&self.inner.live_steps) > 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
     }
 
     fn emit(&self, op: &Operation, step: Option<&str>) {
@@ -1182,7 +1210,9 @@ async fn run_operation(
                 in_flight.insert(s.key.clone());
                 let (inner2, id2, key, cancel2) = (inner.clone(), id.clone(), s.key.clone(), cancel.clone());
                 let guard2 = guard.clone();
+                let alive = inner.live_steps.clone();
                 steps.spawn(async move {
+                    let _alive = alive;
                     let r = drive_step(&inner2, &guard2, &id2, &key, executor, cancel2).await;
                     (key, r)
                 });
