@@ -31,17 +31,7 @@ def set_value(el, value: str) -> None:
 @pytest.fixture(scope="module")
 def day2(fast_server):
     """A ready cluster with one on-demand group of two ml.g5.xlarge nodes in us-east-1a."""
-    status, body = fast_server.api("POST", "/api/clusters", {
-        "name": CLUSTER,
-        "region": "us-east-1",
-        "availability_zones": ["us-east-1a", "us-east-1b"],
-        "hyperpod": {"instance_groups": [
-            {"name": "workers", "instance_type": "ml.g5.xlarge", "count": 2, "availability_zone": "us-east-1a"}]},
-    })
-    assert status == 202, body
-    op = fast_server.wait_operation(body["operation"]["id"])
-    assert op["status"] == "succeeded", op
-    return CLUSTER
+    return fast_server.ready_gpu_cluster(CLUSTER)
 
 
 def operations(server) -> list[dict]:

@@ -25,18 +25,8 @@ MODEL_PATH = "models/Qwen/Qwen3-0.6B"
 @pytest.fixture(scope="module")
 def vol(workloads_server):
     """A ready cluster with two ml.g5.xlarge nodes and its shared bucket, no FSx volume yet."""
-    status, body = workloads_server.api("POST", "/api/clusters", {
-        "name": CLUSTER,
-        "region": "us-east-1",
-        "availability_zones": ["us-east-1a", "us-east-1b"],
-        "hyperpod": {"instance_groups": [
-            {"name": "workers", "instance_type": "ml.g5.xlarge", "count": 2, "availability_zone": "us-east-1a"}]},
-    })
-    assert status == 202, body
     # A generous timeout: the simulated pipeline slows down on a busy machine.
-    op = workloads_server.wait_operation(body["operation"]["id"], 180)
-    assert op["status"] == "succeeded", op
-    return CLUSTER
+    return workloads_server.ready_gpu_cluster(CLUSTER, 180)
 
 
 def create_volume(server, name: str) -> None:

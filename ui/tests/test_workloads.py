@@ -74,17 +74,7 @@ def errors_for(scope, path: str) -> list[str]:
 @pytest.fixture(scope="module")
 def wl(workloads_server):
     """A ready cluster with one group of two ml.g5.xlarge nodes and its shared storage."""
-    status, body = workloads_server.api("POST", "/api/clusters", {
-        "name": CLUSTER,
-        "region": "us-east-1",
-        "availability_zones": ["us-east-1a", "us-east-1b"],
-        "hyperpod": {"instance_groups": [
-            {"name": "workers", "instance_type": "ml.g5.xlarge", "count": 2, "availability_zone": "us-east-1a"}]},
-    })
-    assert status == 202, body
-    op = workloads_server.wait_operation(body["operation"]["id"], 90)
-    assert op["status"] == "succeeded", op
-    return CLUSTER
+    return workloads_server.ready_gpu_cluster(CLUSTER, 90)
 
 
 def ensure_model(server) -> None:

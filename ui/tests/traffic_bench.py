@@ -131,15 +131,7 @@ def run_mode(driver, mode: str) -> list[dict]:
         ui = UI(driver, server, f"traffic-{mode}")
         sockets = Sockets(driver)
         ui.login()
-        status, body = server.api("POST", "/api/clusters", {
-            "name": CLUSTER,
-            "region": "us-east-1",
-            "availability_zones": ["us-east-1a", "us-east-1b"],
-            "hyperpod": {"instance_groups": [
-                {"name": "workers", "instance_type": "ml.g5.xlarge", "count": 2, "availability_zone": "us-east-1a"}]},
-        })
-        assert status == 202, body
-        op_id = body["operation"]["id"]
+        op_id = server.submit_gpu_cluster(CLUSTER)
         ui.go(f"#/operations/{op_id}")
         ui.wait(lambda: ui.all("ol.steps li.step"), 15, "the pipeline's steps")
         ui.wait(lambda: ui.js("return document.querySelector('.conn')?.dataset.state") == "live", 15, "the stream")
