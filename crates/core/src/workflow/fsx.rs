@@ -442,59 +442,43 @@ impl Workflow for CreateFileSystemWorkflow {
         check_create(&req)?;
         let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
         refuse_during_delete(self.store.as_ref(), &req.cluster)?;
-        let throughput = req.per_unit_storage_throughput.map(|t| format!(", {t} MB/s/TiB")).unwrap_or_default();
-        if let Some(id) = &req.file_system_id {
-            let steps = vec![
-                StepSpec {
-                    key: addon_step_key(FSX_CSI_ADDON),
-                    title: format!("EKS add-on {FSX_CSI_ADDON} (mounts FSx for Lustre volumes)"),
-                    depends_on: vec![],
-                    expected_secs: Some(60),
-                },
-                StepSpec {
-                    key: "claim".into(),
+        let addon = addon_step_key(FSX_CSI_ADDON);
+        let mut steps = vec![StepSpec {
+            key: addon.clone(),
+            title: format!("EKS add-on {FSX_CSI_ADDON} (mounts FSx for Lustre volumes)"),
+            depends_on: vec![],
+            expected_secs: Some(60),
+        }];
+        // An attached file system exists already: only the add-on and the claim.
+        let (claim_title, claim_after) = match &req.file_system_id {
+            Some(id) => (format!(" for the attached file system {id}"), vec![addon]),
+            None => {
+                let throughput = req.per_unit_storage_throughput.map(|t| format!(", {t} MB/s/TiB")).unwrap_or_default();
+                steps.push(StepSpec {
+                    key: "file_system".into(),
                     title: format!(
-                        "Static volume {} and claim {FSX_NAMESPACE}/{} for the attached file system {id}",
-                        volume_name(&req.cluster, &req.name),
-                        claim_name(&req.name)
+                        "FSx for Lustre file system for {} ({}, {} GiB{throughput}, {})",
+                        req.name,
+                        req.deployment_type.as_str(),
+                        req.storage_capacity_gib,
+                        rec.region
                     ),
-                    depends_on: vec![addon_step_key(FSX_CSI_ADDON)],
-                    expected_secs: Some(10),
-                },
-            ];
-            let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
-            return Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps });
-        }
-        let steps = vec![
-            StepSpec {
-                key: addon_step_key(FSX_CSI_ADDON),
-                title: format!("EKS add-on {FSX_CSI_ADDON} (mounts FSx for Lustre volumes)"),
-                depends_on: vec![],
-                expected_secs: Some(60),
-            },
-            StepSpec {
-                key: "file_system".into(),
-                title: format!(
-                    "FSx for Lustre file system for {} ({}, {} GiB{throughput}, {})",
-                    req.name,
-                    req.deployment_type.as_str(),
-                    req.storage_capacity_gib,
-                    rec.region
-                ),
-                depends_on: vec![],
-                expected_secs: Some(CREATE_SECS),
-            },
-            StepSpec {
-                key: "claim".into(),
-                title: format!(
-                    "Static volume {} and claim {FSX_NAMESPACE}/{}",
-                    volume_name(&req.cluster, &req.name),
-                    claim_name(&req.name)
-                ),
-                depends_on: vec![addon_step_key(FSX_CSI_ADDON), "file_system".into()],
-                expected_secs: Some(10),
-            },
-        ];
+                    depends_on: vec![],
+                    expected_secs: Some(CREATE_SECS),
+                });
+                (String::new(), vec![addon, "file_system".into()])
+            }
+        };
+        steps.push(StepSpec {
+            key: "claim".into(),
+            title: format!(
+                "Static volume {} and claim {FSX_NAMESPACE}/{}{claim_title}",
+                volume_name(&req.cluster, &req.name),
+                claim_name(&req.name)
+            ),
+            depends_on: claim_after,
+            expected_secs: Some(10),
+        });
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps })
     }
