@@ -306,10 +306,21 @@ mod tests {
     use instantstart_core::provider::{KubeObject, ListParams, LogStream, ObjectRef, ProviderError};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A pod whose log is `n` numbered lines written every 5 ms, then the end; counts follows.
+    /// A pod's log of `lines` numbered lines: the first `written` already written (what a
+    /// non-following read answers), every line delivered to a follow after `gap`, then the end
+    /// (or, unless `ends`, nothing more). Counts follows.
     struct NumberedLog {
         lines: usize,
+        written: usize,
+        gap: Duration,
+        ends: bool,
         follows: AtomicUsize,
+    }
+
+    impl NumberedLog {
+        fn new(lines: usize, written: usize, gap: Duration, ends: bool) -> Self {
+            NumberedLog { lines, written, gap, ends, follows: AtomicUsize::new(0) }
+        }
     }
 
     #[async_trait]
@@ -335,17 +346,15 @@ mod tests {
             _: Option<u32>,
         ) -> Result<LogStream, ProviderError> {
             if !follow {
-                // Nothing written yet when the follow begins.
-                return Ok(futures::stream::empty().boxed());
+                return Ok(futures::stream::iter((0..self.written).map(|i| Ok(format!("line {i}")))).boxed());
             }
             self.follows.fetch_add(1, Ordering::SeqCst);
-            let n = self.lines;
-            Ok(futures::stream::iter(0..n)
-                .then(|i| async move {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    Ok(format!("line {i}"))
-                })
-                .boxed())
+            let gap = self.gap;
+            let lines = futures::stream::iter(0..self.lines).then(move |i| async move {
+                tokio::time::sleep(gap).await;
+                Ok(format!("line {i}"))
+            });
+            Ok(if self.ends { lines.boxed() } else { lines.chain(futures::stream::pending()).boxed() })
         }
     }
 
@@ -371,53 +380,11 @@ mod tests {
         }
     }
 
-    /// A pod that already wrote `written` lines, which its follow delivers with pauses longer
-    /// than [`PRIME_IDLE`] (an API answering in slow chunks, a busy machine), then ends.
-    struct SlowBacklog {
-        written: usize,
-    }
-
-    #[async_trait]
-    impl KubeApi for SlowBacklog {
-        async fn apply(&self, _: &KubeTarget, o: &KubeObject) -> Result<KubeObject, ProviderError> {
-            Ok(o.clone())
-        }
-        async fn get(&self, _: &KubeTarget, _: &ObjectRef) -> Result<Option<KubeObject>, ProviderError> {
-            Ok(None)
-        }
-        async fn list(&self, _: &KubeTarget, _: &ListParams) -> Result<Vec<KubeObject>, ProviderError> {
-            Ok(Vec::new())
-        }
-        async fn delete(&self, _: &KubeTarget, _: &ObjectRef) -> Result<(), ProviderError> {
-            Ok(())
-        }
-        async fn logs(
-            &self,
-            _: &KubeTarget,
-            _: &str,
-            _: &str,
-            follow: bool,
-            _: Option<u32>,
-        ) -> Result<LogStream, ProviderError> {
-            let lines = (0..self.written).map(|i| Ok(format!("line {i}")));
-            if !follow {
-                return Ok(futures::stream::iter(lines).boxed());
-            }
-            Ok(futures::stream::iter(lines)
-                .then(|l| async move {
-                    tokio::time::sleep(PRIME_IDLE * 3).await;
-                    l
-                })
-                .chain(futures::stream::pending())
-                .boxed())
-        }
-    }
-
     /// The first follower's tail is the whole log written so far, however slowly the follow
     /// delivers it: a tail cut at a pause would make a reconnecting client show lines twice.
     #[tokio::test]
     async fn the_tail_holds_every_line_written_before_the_follow_however_slowly_it_comes() {
-        let kube = Arc::new(SlowBacklog { written: 6 });
+        let kube = Arc::new(NumberedLog::new(6, 6, PRIME_IDLE * 3, false));
         let hub = Arc::new(LogHub::default());
         let sub = hub.subscribe(kube, KubeTarget::new("r", "c"), "ns".into(), "pod-0".into(), 100).await;
         let tail: Vec<String> = sub
@@ -431,7 +398,7 @@ mod tests {
 
     #[tokio::test]
     async fn followers_share_one_upstream_and_late_ones_get_their_tail_without_gaps() {
-        let kube = Arc::new(NumberedLog { lines: 200, follows: AtomicUsize::new(0) });
+        let kube = Arc::new(NumberedLog::new(200, 0, Duration::from_millis(5), true));
         let hub = Arc::new(LogHub::default());
         let target = KubeTarget::new("r", "c");
         let subscribe = |tail| {
