@@ -262,3 +262,102 @@ async fn a_subscriber_of_another_replica_sees_every_phase_change_in_order() {
         b.abort_all();
     }
 }
+
+/// One step whose first observation stalls the whole runtime past the lease TTL (a process
+/// stopped with SIGSTOP, or a stalled call, while its read was in flight) and then answers
+/// `Absent`, an answer the replica that took over has meanwhile made stale.
+struct StallOnce {
+    stall: std::sync::atomic::AtomicBool,
+    exists: std::sync::atomic::AtomicBool,
+    submits: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl instantstart_core::engine::StepExecutor for StallOnce {
+    async fn observe(
+        &self,
+        _cx: &instantstart_core::engine::StepContext<'_>,
+    ) -> Result<instantstart_core::engine::Observation, instantstart_core::engine::StepError> {
+        use instantstart_core::engine::Observation;
+        if self.stall.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            // Blocks the runtime's only thread: no renewal, no other task runs, as under SIGSTOP.
+            std::thread::sleep(TTL * 2);
+            return Ok(Observation::Absent);
+        }
+        Ok(if self.exists.load(std::sync::atomic::Ordering::SeqCst) {
+            Observation::Exists(resource())
+        } else {
+            Observation::Absent
+        })
+    }
+    async fn submit(
+        &self,
+        _cx: &instantstart_core::engine::StepContext<'_>,
+    ) -> Result<instantstart_core::operation::ResourceRef, instantstart_core::engine::StepError> {
+        self.submits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.exists.store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(resource())
+    }
+    async fn poll(
+        &self,
+        _cx: &instantstart_core::engine::StepContext<'_>,
+        _r: &instantstart_core::operation::ResourceRef,
+    ) -> Result<instantstart_core::engine::Progress, instantstart_core::engine::StepError> {
+        Ok(instantstart_core::engine::Progress::Done(json!({})))
+    }
+}
+
+fn resource() -> instantstart_core::operation::ResourceRef {
+    instantstart_core::operation::ResourceRef { kind: "thing".into(), id: "thing-1".into(), arn: None }
+}
+
+/// A workflow of one `thing` step driven by [`StallOnce`].
+struct OneThing(Arc<StallOnce>);
+
+#[async_trait::async_trait]
+impl instantstart_core::engine::Workflow for OneThing {
+    fn kind(&self) -> OperationKind {
+        OperationKind::CreateCluster
+    }
+    fn prepare(
+        &self,
+        request: &Value,
+    ) -> Result<instantstart_core::engine::Prepared, instantstart_core::engine::EngineError> {
+        Ok(instantstart_core::engine::Prepared {
+            target: "cluster/thing".into(),
+            request: request.clone(),
+            steps: vec![instantstart_core::operation::StepSpec {
+                key: "thing".into(),
+                title: "Create the thing".into(),
+                depends_on: vec![],
+                expected_secs: None,
+            }],
+        })
+    }
+    fn executor(&self, _request: &Value, _key: &str) -> Option<Arc<dyn instantstart_core::engine::StepExecutor>> {
+        Some(self.0.clone())
+    }
+}
+
+/// The lease is checked again by the local clock between a step's observation and its create:
+/// a driver whose `observe` outlasted the TTL (the whole process stalled, renewals included)
+/// does not submit on that stale `Absent`; the replica that takes over creates the thing once.
+#[tokio::test(flavor = "current_thread")]
+async fn a_driver_stalled_during_its_observation_past_the_ttl_does_not_submit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(instantstart_store::SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    let thing = Arc::new(StallOnce { stall: true.into(), exists: false.into(), submits: 0.into() });
+    let config = EngineConfig { lease_ttl: TTL, ..EngineConfig::scaled(SPEED) };
+    let workflows = || vec![Arc::new(OneThing(thing.clone())) as Arc<dyn instantstart_core::engine::Workflow>];
+    let a = Engine::with_replica(store.clone(), workflows(), config, "replica-a".into());
+    let id = a.submit(OperationKind::CreateCluster, &json!({}), user(), None).unwrap().operation.id;
+    until("A stops driving", || !a.is_driving(&id)).await;
+    assert_eq!(thing.submits.load(std::sync::atomic::Ordering::SeqCst), 0, "A submitted on a stale observation");
+    assert_eq!(phase(store.as_ref(), &id, "thing"), StepPhase::Submitting, "A recorded nothing on the way out");
+    let b = Engine::with_replica(store.clone(), workflows(), config, "replica-b".into());
+    b.start_lease_sweep();
+    let op = finished(store.as_ref(), &id).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    assert_eq!(thing.submits.load(std::sync::atomic::Ordering::SeqCst), 1, "B creates the thing once");
+    b.abort_all();
+}

@@ -29,8 +29,9 @@
 //!   operation's lease ([`crate::store::Lease`]), renews it every quarter of
 //!   [`EngineConfig::lease_ttl`] and before every submission, and writes every phase with its
 //!   fencing token. When a write or renewal is fenced, or the lease may have lapsed by the
-//!   local clock (checked before every provider call), the driver stops at once and records
-//!   nothing more. [`Engine::start_lease_sweep`] resumes operations whose lease lapsed; taking
+//!   local clock (checked before every provider call, and again between a step's observation
+//!   and its create, so a driver stalled past the TTL during `observe` does not create on an
+//!   answer the new owner has made stale), the driver stops at once and records nothing more. [`Engine::start_lease_sweep`] resumes operations whose lease lapsed; taking
 //!   over another replica's lapsed lease is recorded in the audit log (`operation.takeover`,
 //!   both replicas and tokens) and publishes the operation's state again, so a follower sees a
 //!   phase the stopped driver wrote but did not publish.
@@ -40,6 +41,10 @@
 //!   created (a delete operation does that). Cancelling on a replica that does not drive the
 //!   operation marks it cancelled in the store; the driving replica stops at its next fenced
 //!   write or renewal.
+//! - No client can fence a call already on its way: a driver stopped after its last lease check
+//!   and before its create reached the provider sends that create when it resumes, after the
+//!   new owner made the resource. AWS refuses it (the name exists, or the step's client token
+//!   returns the first resource), so nothing is created twice, but the call is made.
 
 mod backoff;
 pub mod reads;
@@ -1374,14 +1379,20 @@ async fn drive_step(
                     let asked = tokio::time::Instant::now();
                     inner.store.renew_lease(&g.lease, config.lease_ttl)?;
                     g.renewed(asked, config.lease_ttl);
-                    let attempt = async {
-                        match executor.observe(&cx).await? {
-                            Observation::Exists(r) => Ok(Ok((r, "adopted the resource of an earlier attempt"))),
-                            Observation::Foreign { reason } => Ok(Err(reason)),
-                            Observation::Absent => executor.submit(&cx).await.map(|r| Ok((r, "submitted"))),
+                    let attempt = match executor.observe(&cx).await {
+                        Ok(Observation::Exists(r)) => Ok(Ok((r, "adopted the resource of an earlier attempt"))),
+                        Ok(Observation::Foreign { reason }) => Ok(Err(reason)),
+                        Ok(Observation::Absent) => {
+                            // The lease again, by the local clock, between the observation and
+                            // the mutation: a process paused (or a call stalled) past the TTL
+                            // during `observe` holds an answer another replica has since made
+                            // stale, and must not submit on it.
+                            g.ensure()?;
+                            executor.submit(&cx).await.map(|r| Ok((r, "submitted")))
                         }
+                        Err(e) => Err(e),
                     };
-                    match attempt.await {
+                    match attempt {
                         Err(e) if e.is_retryable() && budget.allows(&e) => {
                             persist(
                                 inner,
