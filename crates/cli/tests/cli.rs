@@ -1238,6 +1238,8 @@ fn endpoints_deploy_chat_scale_and_delete() {
         .success()
         .stdout(predicate::str::contains("already in this state"));
 
+    // qwen gives its GPU back: the cluster's two GPUs go to the pool's two workers.
+    s.cli().args(["endpoint", "rm", "qwen", "--yes", "--wait"]).assert().success();
     // A model pool: warm workers that move between endpoints by a label change.
     let mut pooled = endpoint_args("pooled");
     pooled.extend(["--pool", "warm", "--replicas", "2", "--wait"].map(String::from));
@@ -1261,7 +1263,6 @@ fn endpoints_deploy_chat_scale_and_delete() {
     let pools = s.json(&["pool", "ls"]);
     assert!(pools[0]["workers"].as_array().unwrap().iter().all(|w| w["serving"] == "pooled"), "{pools}");
 
-    s.cli().args(["endpoint", "rm", "qwen", "--yes", "--wait"]).assert().success();
     s.cli().args(["endpoint", "rm", "pooled", "--yes", "--wait"]).assert().success();
     assert_eq!(s.json(&["endpoint", "ls"]), serde_json::json!([]));
 }

@@ -854,7 +854,7 @@ async fn dcgm_source_reads_the_exporters_through_the_pod_proxy() {
         }
         busy += usize::from(got.series[0].latest().unwrap() >= 85.0);
     }
-    assert_eq!(busy, 1, "the job's pods share one node's GPU; the other node idles");
+    assert_eq!(busy, 2, "the job's two pods hold a GPU each: one per node (a node has one)");
     let got = source.job_metrics(&t, "default", "llm", &window).await.unwrap();
     let want = MetricsSource::job_metrics(&sim, &t, "default", "llm", &window).await.unwrap();
     assert_eq!(source.origin(), ORIGIN);

@@ -962,6 +962,17 @@ async fn create_ready(app: &TestApp, name: &str) {
     assert_eq!(done["status"], "succeeded", "{done:#}");
 }
 
+/// [`create_ready`] with `nodes` one-GPU nodes in the group, for tests that run more GPU pods
+/// at once than the two of [`create_body`] hold (the simulated scheduler counts GPUs).
+async fn create_ready_with_nodes(app: &TestApp, name: &str, nodes: u32) {
+    let mut body = create_body(name);
+    body["hyperpod"]["instance_groups"][0]["count"] = json!(nodes);
+    let r = app.send(Method::POST, "/api/clusters", Some(body), &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
+    let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done:#}");
+}
+
 async fn run(app: &TestApp, method: Method, uri: &str, body: Option<Value>) -> Value {
     let r = app.send(method, uri, body, &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{uri}: {:#}", r.body);
@@ -1624,7 +1635,8 @@ fn worker<'a>(pools: &'a Value, pool: &str, pod: &str) -> &'a Value {
 async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     use instantstart_core::provider::ListParams;
     let app = test_app(2000.0);
-    create_ready(&app, "demo").await;
+    // chat (2 replicas, then 3), alt and what moves between them: more than two GPUs.
+    create_ready_with_nodes(&app, "demo", 5).await;
     let eps = "/api/clusters/demo/endpoints";
 
     // Validation: every finding names its field; what needs EC2's specs of the instance type
@@ -1861,7 +1873,8 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
 #[tokio::test]
 async fn managed_endpoint_and_router_become_ready_and_answer() {
     let app = test_app(2000.0);
-    create_ready(&app, "demo").await;
+    // The managed endpoint and the routed one's two replicas hold a GPU each.
+    create_ready_with_nodes(&app, "demo", 4).await;
     let eps = "/api/clusters/demo/endpoints";
     let managed = json!({
         "route": "managed", "name": "qwen", "namespace": "default", "instance_type": "ml.g5.2xlarge",

@@ -1463,6 +1463,60 @@ async fn deployments_schedule_on_hyperpod_nodes_and_become_ready() {
     assert!(pods(&s, &[("app", "llm")]).await.is_empty());
 }
 
+/// The scheduler counts what placed pods hold: a GPU pod waits (`Insufficient nvidia.com/gpu`)
+/// while every GPU is taken, and runs when a batch pod holding one ends.
+#[tokio::test]
+async fn a_gpu_pod_waits_for_a_free_gpu_and_runs_when_a_batch_pod_gives_its_gpu_back() {
+    let s = sim();
+    gpu_world(&s, 2).await;
+    let gpu_job = |name: &str, secs: u32| {
+        let mut j = job(name, secs);
+        j["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({"limits": {"nvidia.com/gpu": 1}});
+        j
+    };
+    apply(&s, gpu_job("short", 100)).await;
+    apply(&s, gpu_job("long", 10_000)).await;
+    adv(&s, 10.0);
+    apply(&s, deployment("serve", 1, 1)).await;
+    adv(&s, 30.0);
+    let node_of = |p: &Value| p["spec"]["nodeName"].as_str().map(str::to_string);
+    let (short, long) = (pods(&s, &[("app", "short")]).await, pods(&s, &[("app", "long")]).await);
+    assert!(node_of(&short[0]).is_some() && node_of(&long[0]).is_some());
+    assert_ne!(node_of(&short[0]), node_of(&long[0]), "one GPU each: the jobs take both nodes");
+    let serve = pods(&s, &[("app", "serve")]).await;
+    assert_eq!((serve[0]["status"]["phase"].as_str(), node_of(&serve[0])), (Some("Pending"), None), "{:#}", serve[0]);
+    let msg = serve[0]["status"]["conditions"][0]["message"].as_str().unwrap();
+    assert!(msg.starts_with("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."), "{msg}");
+    // The short job ends; the waiting pod takes its node, scheduled when the GPU came back.
+    adv(&s, 100.0 + timings::POD_START + timings::POD_READY);
+    let short = pods(&s, &[("app", "short")]).await;
+    assert_eq!(short[0]["status"]["phase"], "Succeeded");
+    let serve = pods(&s, &[("app", "serve")]).await;
+    assert_eq!(node_of(&serve[0]), node_of(&short[0]), "{:#}", serve[0]);
+    assert_ne!(serve[0]["status"]["phase"], "Pending", "{:#}", serve[0]);
+    // Every node holds at most its one GPU, in each pod's lifetime.
+    let all = s
+        .list(
+            &target(),
+            &ListParams {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: Some("default".into()),
+                labels: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let holding: Vec<String> = all
+        .iter()
+        .map(|o| &o.0)
+        .filter(|p| p["status"]["phase"] == "Running" || p["status"]["phase"] == "Pending")
+        .filter_map(node_of)
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = holding.iter().collect();
+    assert_eq!(holding.len(), distinct.len(), "two running GPU pods on one node: {holding:?}");
+}
+
 #[tokio::test]
 async fn a_node_under_a_deep_health_check_keeps_its_node_labelled_and_tainted_and_takes_no_pods() {
     let s = sim();
@@ -1497,13 +1551,19 @@ async fn a_node_under_a_deep_health_check_keeps_its_node_labelled_and_tainted_an
         under.0["spec"]["taints"],
         json!([{ "key": "sagemaker.amazonaws.com/node-health-status", "value": "Unschedulable", "effect": "NoSchedule" }])
     );
-    // New pods go to the other node only (the simulated scheduler does not count the GPUs
-    // pods already hold, so both land there).
+    // New pods go to the other node only: one takes its GPU, the other waits, saying why.
     apply(&s, deployment("llm", 2, 1)).await;
     let p = pods(&s, &[("app", "llm")]).await;
     let placed: Vec<&str> = p.iter().filter_map(|x| x["spec"]["nodeName"].as_str()).collect();
-    assert_eq!(placed.len(), 2, "{p:?}");
+    assert_eq!(placed.len(), 1, "{p:?}");
     assert!(placed.iter().all(|n| !n.ends_with(&checked)), "{placed:?}");
+    let waiting = p.iter().find(|x| x["spec"].get("nodeName").is_none()).unwrap();
+    assert_eq!(
+        waiting["status"]["conditions"][0]["message"],
+        "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint \
+         {sagemaker.amazonaws.com/node-health-status: Unschedulable}. preemption: 0/2 nodes are available: 2 No \
+         preemption victims found for incoming pod."
+    );
     // The check passes: Schedulable again, no taint.
     adv(&s, timings::HYPERPOD_DEEP_HEALTH_CHECK + 1.0);
     let nodes = s.list(&target(), &list("Node")).await.unwrap();

@@ -5,7 +5,7 @@
 //! `/api/sim/faults` shows in the job's recovery budget, a job with no budget fails, a model
 //! download fills the shared bucket, and deleting every job leaves no object or pod behind.
 
-use super::{TOKEN, TestApp, create_ready, test_app};
+use super::{TOKEN, TestApp, create_ready_with_nodes, test_app};
 use axum::http::{Method, StatusCode};
 use futures::StreamExt;
 use instantstart_core::provider::{KubeApi, ListParams};
@@ -124,7 +124,8 @@ async fn follow_steps(port: u16, job: &str, n: usize) -> Vec<(u64, f64, f64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim() {
     let app = test_app(2000.0);
-    create_ready(&app, "demo").await;
+    // Four jobs of two nodes run at once: a GPU each.
+    create_ready_with_nodes(&app, "demo", 8).await;
     let sim = app.state.sim.clone().expect("the sim provider");
     // Watch the jobs at a pace a poller follows: a step every 0.25 s, a pod start in 0.75 s.
     sim.set_speed(40.0).unwrap();

@@ -69,6 +69,7 @@ pub(crate) mod nodes;
 pub(crate) mod objects;
 pub(crate) mod pod;
 pub(crate) mod rbac;
+pub(crate) mod scheduler;
 mod serving;
 pub(crate) mod status;
 pub(crate) mod training;

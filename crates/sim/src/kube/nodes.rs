@@ -285,6 +285,7 @@ pub(crate) fn nodes(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeInfo> {
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    super::scheduler::place(kw, &mut out, now);
     out
 }
 

@@ -26,6 +26,11 @@ pub(crate) struct Blockers {
     /// Jobs under Kueue by the key of their object: admitted at (`None`: held, with why)
     /// ([`super::kueue`]).
     pub kueue: BTreeMap<String, (Option<f64>, String)>,
+    /// Where the kube-scheduler placed each pod that asks for accelerators, by pod uid: (index
+    /// of the node in the cluster's list, when), or why it is not placed yet — counting what the
+    /// pods placed before it hold ([`super::scheduler`]). A pod not listed is placed by its own
+    /// request alone.
+    pub placements: BTreeMap<String, Result<(usize, f64), String>>,
 }
 
 impl Blockers {
@@ -47,7 +52,7 @@ impl Blockers {
     }
 
     /// The FailedMount message of the first S3 or FSx claim `pod` mounts that cannot be mounted.
-    fn mount_failure(&self, pod: &PodView) -> Option<&String> {
+    pub(crate) fn mount_failure(&self, pod: &PodView) -> Option<&String> {
         pod.spec.get("volumes").and_then(Value::as_array)?.iter().find_map(|v| {
             let claim = v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str)?;
             self.mounts.get(&format!("{}/{claim}", pod.namespace))
@@ -213,9 +218,11 @@ pub(crate) fn accelerator_request(spec: &Value) -> Option<(String, u32)> {
     need.into_iter().next()
 }
 
-/// Places the pod: on a Node ready by now that matches its node selector and has the
-/// accelerators it requests, at the time both the pod and such a node existed.
-fn schedule(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(usize, f64), String> {
+/// The Nodes ready by `now` that `pod` may run on (node selector, taints, a consolidated
+/// node, the accelerators it asks for: the node's whole count, not what is free), and the
+/// earliest moment it can be placed on one of them; or why there is none (the scheduler's
+/// `FailedScheduling` message).
+pub(crate) fn eligible(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(Vec<usize>, f64), String> {
     // A consolidated node served only the pods placed before it went.
     let usable = |n: &NodeInfo| n.taints.is_empty() && n.gone_at.is_none_or(|gone| gone > pod.start.max(n.ready_at));
     if nodes.iter().all(|n| n.ready_at > now || !usable(n)) {
@@ -231,21 +238,41 @@ fn schedule(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(usize, f64),
                 .as_ref()
                 .is_none_or(|(res, count)| n.accelerators.is_some_and(|(r, have)| r == res.as_str() && have >= *count))
     };
-    let eligible: Vec<(usize, &NodeInfo)> = ready.iter().copied().filter(|(_, n)| fits(n)).collect();
-    let Some(earliest) = eligible.iter().map(|(_, n)| n.ready_at).reduce(f64::min) else {
+    let eligible: Vec<usize> = ready.iter().filter(|(_, n)| fits(n)).map(|(i, _)| *i).collect();
+    let Some(earliest) = eligible.iter().map(|i| nodes[*i].ready_at).reduce(f64::min) else {
         let total = ready.len();
         let why = match &need {
             Some((res, _)) => format!("{total} Insufficient {res}"),
             None => format!("{total} node(s) didn't match Pod's node affinity/selector"),
         };
-        return Err(format!(
-            "0/{total} nodes are available: {why}. preemption: 0/{total} nodes are available: {total} No preemption victims found for incoming pod."
-        ));
+        return Err(unschedulable(total, &why));
     };
-    let at = pod.start.max(earliest);
-    let candidates: Vec<usize> = eligible.iter().filter(|(_, n)| n.ready_at <= at).map(|(i, _)| *i).collect();
-    let pick = candidates[(stable_hash(&[&pod.namespace, &pod.name]) % candidates.len() as u64) as usize];
-    Ok((pick, at))
+    Ok((eligible, pod.start.max(earliest)))
+}
+
+/// The kube-scheduler's `FailedScheduling` message for `total` ready nodes, none of which fits
+/// for the reasons `why` counts.
+pub(crate) fn unschedulable(total: usize, why: &str) -> String {
+    format!(
+        "0/{total} nodes are available: {why}. preemption: 0/{total} nodes are available: {total} No preemption victims found for incoming pod."
+    )
+}
+
+/// The node the scheduler picks for `pod` among `candidates` (stable for the pod).
+pub(crate) fn pick(pod: &PodView, candidates: &[usize]) -> usize {
+    candidates[(stable_hash(&[&pod.namespace, &pod.name]) % candidates.len() as u64) as usize]
+}
+
+/// Places the pod: on a Node ready by now that matches its node selector and has the
+/// accelerators it requests (free of what the pods placed before it hold:
+/// [`Blockers::placements`]), at the time both the pod and such a node existed.
+fn schedule(pod: &PodView, nodes: &[NodeInfo], now: f64) -> Result<(usize, f64), String> {
+    if let Some(placed) = nodes.first().and_then(|n| n.blockers.placements.get(&pod.uid)) {
+        return placed.clone();
+    }
+    let (eligible, at) = eligible(pod, nodes, now)?;
+    let candidates: Vec<usize> = eligible.into_iter().filter(|i| nodes[*i].ready_at <= at).collect();
+    Ok((pick(pod, &candidates), at))
 }
 
 /// What holds a pod back: the reason its controller reports on the job, and the message.
