@@ -165,6 +165,23 @@ export function manifestList(objects, { open = false } = {}) {
   h('pre', { class: 'yaml' }, yaml(o)))));
 }
 
+/**
+ * The volumes a workload's pods mount (`volumes` of a job or endpoint view), one line each:
+ * where the containers see it, the volume (an FSx for Lustre one links to the Storage tab),
+ * its kind, and read-only when it is. `null` (nothing shown) when there are none.
+ */
+export function mountedVolumes(cluster, volumes, listId) {
+  if (!Array.isArray(volumes) || !volumes.length) return null;
+  const kinds = { s3: 'S3 bucket', fsx_lustre: 'FSx for Lustre' };
+  return h('ul', { class: 'op-list', id: listId }, volumes.map((v) => h('li', { dataset: { volume: v.volume, mountPath: v.mount_path } },
+    h('span', { class: 'mono' }, v.mount_path), ' ← ',
+    v.kind === 'fsx_lustre'
+      ? h('a', { href: routeHref('clusters', cluster, 'storage'), class: 'mono' }, v.volume)
+      : h('span', { class: 'mono' }, v.volume),
+    ' ', badge(kinds[v.kind] || `claim ${v.claim}`, 'muted'),
+    v.read_only ? [' ', badge('read-only', 'muted')] : null)));
+}
+
 /** Steps of a dry run as a compact ordered list. */
 export function stepsList(steps) {
   return h('ol', { class: 'plan-steps compact' }, (steps || []).map((s) => h('li', { dataset: { stepKey: s.key } }, s.title || s.key)));

@@ -138,6 +138,12 @@ def test_a_job_mounts_a_volume_from_its_form_and_a_vanished_one_is_refused_on_it
     claim_volume(pod, "fsx-shared")
     assert mounts(pod).get("/data") == "fsx-shared", mounts(pod)
     assert "/s3" in mounts(pod), "the bucket stays mounted"
+    # The job page lists what its pods mount, the volume linking to the Storage tab.
+    ui.wait(lambda: ui.all('#job-volumes li[data-volume="shared"]'), 20, "the job's volumes")
+    line = ui.text('#job-volumes li[data-volume="shared"]')
+    assert "/data" in line and "FSx for Lustre" in line, line
+    assert ui.css('#job-volumes li[data-volume="shared"] a').get_attribute("href").endswith(f"#/clusters/{CLUSTER}/storage")
+    assert ui.all('#job-volumes li[data-mount-path="/s3"]'), "the bucket is listed too"
 
 
 def test_a_model_download_lands_in_a_volume_chosen_in_its_form(wl_ui, vol):
@@ -187,3 +193,7 @@ def test_an_endpoint_serves_its_model_from_a_volume_chosen_in_its_form(wl_ui, vo
     c = pod["containers"][0]
     argv = " ".join((c.get("command") or []) + (c.get("args") or []))
     assert f"/fsx/shared/{MODEL_PATH}" in argv, argv
+    # The endpoint page lists the model's volume, read-only.
+    ui.wait(lambda: ui.all('#endpoint-volumes li[data-volume="shared"]'), 20, "the endpoint's volumes")
+    line = ui.text('#endpoint-volumes li[data-volume="shared"]')
+    assert "/fsx/shared" in line and "read-only" in line, line

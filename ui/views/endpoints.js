@@ -14,7 +14,7 @@ import * as api from '../lib/api.js';
 import { badge } from '../components/status-badge.js';
 import { showFindings, clearFindings, formField, readForm, num, lines, prune } from '../lib/forms.js';
 import { followOperation, refusal, diffList, planLines } from '../components/plan.js';
-import { workloadHead, instanceTypeOptions, manifestList, stepsList, confirmedDelete, onCluster, phaseBadge, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
+import { workloadHead, instanceTypeOptions, manifestList, mountedVolumes, stepsList, confirmedDelete, onCluster, phaseBadge, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
 import { listPoller } from '../lib/polling.js';
 import { volumeMounts, volumeChoice, loadVolumesInto } from '../components/volume-picker.js';
 
@@ -593,6 +593,7 @@ export function endpointView({ app, params, query }) {
         ['Route', words(e.route)],
         ['Engine', words(e.engine)],
         ['Model', e.model && h('span', { class: 'mono break' }, e.model)],
+        ['Volumes', mountedVolumes(cluster, e.volumes, 'endpoint-volumes')],
       ]),
       props([
         ['URL', e.url && h('span', { class: 'mono break', id: 'endpoint-url' }, e.url)],

@@ -11,7 +11,7 @@ import { h, replace, routeHref, simTimeEl, words, announce, debounce, id, errorN
 import * as api from '../lib/api.js';
 import { badge } from '../components/status-badge.js';
 import { followOperation } from '../components/plan.js';
-import { workloadHead, instanceTypeOptions, manifestList, phaseBadge, recoveryMeter, podCounts, confirmedDelete, onCluster, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
+import { workloadHead, instanceTypeOptions, manifestList, mountedVolumes, phaseBadge, recoveryMeter, podCounts, confirmedDelete, onCluster, planReviewForm, emptyList, listTable, foreignBadge, FOREIGN_TITLE } from '../components/workload-page.js';
 import { formField, readForm, num, lines, pairs, prune } from '../lib/forms.js';
 import { listPoller } from '../lib/polling.js';
 import { metricsPanel } from '../components/metric-plot.js';
@@ -665,6 +665,7 @@ export function jobView({ app, params, query }) {
         ['Namespace', h('span', { class: 'mono' }, j.namespace)],
         ['Nodes', String(j.replicas ?? '')],
         ['Created', simTimeEl(j.created_at)],
+        ['Volumes', mountedVolumes(cluster, j.volumes, 'job-volumes')],
       ]),
       props([
         ['Phase', h('span', { id: 'job-phase', dataset: { phase: j.phase } }, phaseBadge(j.phase))],

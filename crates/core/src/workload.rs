@@ -14,6 +14,9 @@
 
 pub mod admission;
 pub mod read;
+pub mod volumes;
+
+pub use volumes::MountedVolume;
 
 /// Inference endpoint and model pool views (built in [`crate::workflow::endpoints`]).
 pub use crate::workflow::endpoints::{
@@ -584,6 +587,8 @@ pub struct JobDetail {
     pub pod_list: Vec<WorkloadPod>,
     pub conditions: Vec<ObjectCondition>,
     pub events: Vec<WorkloadEvent>,
+    /// The volumes its pods mount, read from the job object.
+    pub volumes: Vec<MountedVolume>,
     /// The job object as the cluster has it.
     pub manifest: Vec<KubeObject>,
 }
@@ -761,6 +766,7 @@ mod tests {
             pod_list: vec![],
             conditions: vec![],
             events: vec![],
+            volumes: vec![],
             manifest: vec![],
         };
         let v = serde_json::to_value(&detail).unwrap();

@@ -11,7 +11,7 @@
 //! prints the answer.
 
 use super::target::{ClusterOpt, parse_volume, views};
-use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, tagged};
+use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, push_volumes, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::{self, MutationArgs};
@@ -334,6 +334,7 @@ pub async fn run(g: &Globals, cmd: EndpointCommand) -> anyhow::Result<Exit> {
                     ("Autoscaling", autoscaling),
                     ("Created", s(&e, "created_at")),
                 ]);
+                push_volumes(&mut out, &e);
                 push_pods(&mut out, &e);
                 out
             })?;

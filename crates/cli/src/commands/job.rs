@@ -9,7 +9,7 @@
 //! reconnecting when the connection drops (no line printed twice; a gap is said on stderr).
 
 use super::target::{ClusterOpt, api_enum, parse_key_value, parse_volume, typed, views};
-use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, tagged};
+use super::workload::{delete_workload, finish_workload, foreign, foreign_note, push_pods, push_volumes, tagged};
 use crate::app::Globals;
 use crate::exit::{Exit, usage};
 use crate::mutation::MutationArgs;
@@ -433,6 +433,7 @@ fn render_job(job: &Value) -> String {
         ("Message", s(job, "message")),
         ("Foreign", foreign_note(job)),
     ]);
+    push_volumes(&mut out, job);
     push_pods(&mut out, job);
     if let Some(conds) = job.get("conditions").and_then(Value::as_array).filter(|c| !c.is_empty()) {
         let mut t = Table::new(&["CONDITION", "STATUS", "REASON", "MESSAGE"]);

@@ -76,6 +76,17 @@ pub fn push_pods(out: &mut String, workload: &Value) {
     }
 }
 
+/// Appends the volumes a workload's pods mount (`volumes`), if any.
+pub fn push_volumes(out: &mut String, workload: &Value) {
+    let Some(volumes) = workload.get("volumes").and_then(Value::as_array).filter(|v| !v.is_empty()) else { return };
+    let mut t = Table::new(&["MOUNT PATH", "VOLUME", "KIND", "CLAIM", "READ-ONLY"]);
+    for v in volumes {
+        t.row(vec![s(v, "mount_path"), s(v, "volume"), s(v, "kind"), s(v, "claim"), s(v, "read_only")]);
+    }
+    out.push('\n');
+    out.push_str(&t.render_or(""));
+}
+
 /// `rm` of a workload: the typed-name confirmation (skipped with `--yes` or `--dry-run`;
 /// without a terminal it is refused, naming `what`), then the delete sent with the mutation
 /// options and its result shown as for any mutation.

@@ -379,6 +379,7 @@ pub async fn job_detail(
         summary,
         conditions: ObjectCondition::of(&job.0),
         events: events(kube, target, &ns, &names).await,
+        volumes: crate::workload::volumes::mounted_volumes(std::slice::from_ref(&job)),
         manifest: vec![manifest(&job)],
         pod_list: pods,
     })

@@ -125,6 +125,8 @@ pub struct EndpointDetail {
     pub conditions: Vec<ObjectCondition>,
     /// The request the endpoint was deployed with (or last updated to).
     pub request: Option<Value>,
+    /// The volumes its pods mount, read from its objects.
+    pub volumes: Vec<crate::workload::MountedVolume>,
     /// The endpoint's objects as the cluster has them.
     pub manifest: Vec<KubeObject>,
 }
@@ -621,6 +623,7 @@ pub async fn endpoint_detail(
         pods: pods.iter().map(crate::api::pods::pod_view).collect(),
         conditions: ObjectCondition::of(&e.primary.0),
         request: e.request.clone(),
+        volumes: crate::workload::volumes::mounted_volumes(&e.objects),
         manifest: e.objects.clone(),
     })
 }

@@ -75,6 +75,15 @@ async fn jobs_downloads_and_endpoints_mount_a_volume_by_name() {
     assert!(mounts.iter().any(|m| m["mountPath"] == "/s3"), "the bucket stays mounted: {mounts:#?}");
     assert_eq!(dry.body["request"]["request"]["context"]["file_systems"][0]["claim"], "fsx-scratch", "{:#}", dry.body);
     run(&app, Method::POST, jobs, Some(body)).await;
+    // The job's view lists what its pods mount, read from the job object.
+    let volumes = app.get(&format!("{jobs}/train")).await.body["volumes"].clone();
+    let fsx = volumes.as_array().unwrap().iter().find(|v| v["volume"] == "scratch").expect("the FSx volume is listed");
+    assert_eq!(
+        (&fsx["mount_path"], &fsx["kind"], &fsx["claim"], &fsx["read_only"]),
+        (&json!("/fsx/scratch"), &json!("fsx_lustre"), &json!("fsx-scratch"), &json!(false)),
+        "{volumes:#}"
+    );
+    assert!(volumes.as_array().unwrap().iter().any(|v| v["kind"] == "s3" && v["mount_path"] == "/s3"), "{volumes:#}");
 
     // A download into the volume: the files land there, not in the bucket.
     let dl = json!({ "namespace": "default", "repo_id": "Qwen/Qwen3-0.6B", "volume": "scratch" });
@@ -132,4 +141,7 @@ async fn jobs_downloads_and_endpoints_mount_a_volume_by_name() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:#}", r.body);
     finding(&r.body, "model_volume");
     run(&app, Method::POST, "/api/clusters/demo/endpoints", Some(ep)).await;
+    let volumes = app.get("/api/clusters/demo/endpoints/qwen").await.body["volumes"].clone();
+    let fsx = volumes.as_array().unwrap().iter().find(|v| v["volume"] == "scratch").expect("the FSx volume is listed");
+    assert_eq!((&fsx["kind"], &fsx["read_only"]), (&json!("fsx_lustre"), &json!(true)), "{volumes:#}");
 }
