@@ -1653,8 +1653,13 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     assert_eq!(app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(18.0)), &[]).await.status, StatusCode::OK);
     let scaled = app.get_until(&one, |b| b["replicas"]["desired"] == 4 && b["replicas"]["ready"] == 4).await;
     assert_eq!(scaled["autoscaling"]["max"], 4);
+    // The cooldown is simulated time (0.3 s of wall time here): hold the clock while the
+    // scale-down is checked, so a slow machine does not let the cooldown pass in between.
+    let clock = app.state().sim.clone().expect("the simulated cloud");
+    clock.set_manual_clock(true).unwrap();
     app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(1.0)), &[]).await;
     assert_eq!(app.get(&one).await.body["replicas"]["desired"], 4, "scale-down waits for the cooldown");
+    clock.set_manual_clock(false).unwrap();
     app.get_until(&one, |b| b["replicas"]["desired"] == 1).await;
 
     // Remove autoscaling ("autoscaling": null, merge-patch): the diff says the replicas stay
