@@ -5,54 +5,74 @@
 //! its own HOME/XDG_CONFIG_HOME, so tests run in parallel without sharing state.
 
 use assert_cmd::Command;
-use instantstart_server::{AppState, ProviderKind, ServerOptions};
+use instantstart_testkit::{Bed, TOKEN};
 use predicates::prelude::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const TOKEN: &str = "ist_cli_test_token_for_loopback";
 const GROUP: &str = "name=workers,type=ml.g5.2xlarge,count=2,az=us-east-1a";
 
+/// A served bed (the server on the simulated cloud at speed 2000, on its own data directory and
+/// loopback port) on a runtime of its own, since the CLI runs as a blocking child process.
 struct TestServer {
     url: String,
     home: tempfile::TempDir,
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
+    bed: Option<Bed>,
     runtime: Option<tokio::runtime::Runtime>,
-    /// The server's Kubernetes side (the adapter over the simulated clusters' API).
-    kube: std::sync::Arc<dyn instantstart_core::provider::KubeApi>,
-    /// The server's store (to archive operations as the retention sweep would).
-    store: Store,
 }
 
-type Store = std::sync::Arc<dyn instantstart_core::store::Store>;
+/// A runtime and a served bed on `data` at `port` (0: any free one).
+fn serve(data: &std::path::Path, port: u16) -> (tokio::runtime::Runtime, Bed) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let bed = runtime.block_on(async { Bed::sim(data).speed(2000.0).port(port).serve() });
+    (runtime, bed)
+}
 
 impl TestServer {
     fn start() -> TestServer {
         let data = tempfile::tempdir().unwrap();
-        let (runtime, url, kube, store) = serve(data.path(), 0);
-        TestServer { url, home: tempfile::tempdir().unwrap(), _data: data, runtime: Some(runtime), kube, store }
+        let (runtime, bed) = serve(data.path(), 0);
+        let home = tempfile::tempdir().unwrap();
+        TestServer { url: bed.url().to_string(), home, data, bed: Some(bed), runtime: Some(runtime) }
+    }
+
+    fn served(&self) -> &Bed {
+        self.bed.as_ref().expect("the bed runs until dropped")
+    }
+
+    /// The server's store (to archive operations as the retention sweep would).
+    fn store(&self) -> &std::sync::Arc<dyn instantstart_core::store::Store> {
+        &self.served().store
     }
 
     /// Applies `object` to the EKS cluster `eks` (us-east-1) the way another tool would:
     /// through the cluster's Kubernetes API, without InstantStart's labels.
     fn kube_apply(&self, eks: &str, object: Value) {
         let target = instantstart_core::provider::KubeTarget::new("us-east-1", eks);
-        let rt = self.runtime.as_ref().unwrap();
-        rt.block_on(self.kube.apply(&target, &instantstart_core::provider::KubeObject(object))).unwrap();
+        let object = instantstart_core::provider::KubeObject(object);
+        let runtime = self.runtime.as_ref().expect("the runtime runs until dropped");
+        runtime.block_on(self.served().state().kube.apply(&target, &object)).unwrap();
     }
 
-    /// Stops the server (its connections drop) and starts a new one on the same port and data
-    /// directory, like a restarted process.
+    /// Stops the server as a crash does (its runtime goes, every connection with it) and
+    /// serves a new one on the same port and data directory, like a restarted process.
     fn restart(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
+        let port = self.served().port();
+        self.stop();
+        let (runtime, bed) = serve(self.data.path(), port);
+        assert_eq!(bed.url(), self.url);
+        (self.runtime, self.bed) = (Some(runtime), Some(bed));
+    }
+
+    /// Drops the bed inside its runtime, then the runtime with every task still on it.
+    fn stop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            let guard = runtime.enter();
+            self.bed.take();
+            drop(guard);
+            runtime.shutdown_background();
         }
-        let port: u16 = self.url.rsplit(':').next().unwrap().parse().unwrap();
-        let (runtime, url, kube, store) = serve(self._data.path(), port);
-        assert_eq!(url, self.url);
-        self.runtime = Some(runtime);
-        self.kube = kube;
-        self.store = store;
     }
 
     /// The CLI pointed at this server with the admin token, isolated from the user's config.
@@ -96,52 +116,8 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
+        self.stop();
     }
-}
-
-/// A server on the simulated cloud at speed 2000 over `data`, on `port` (0: any free one;
-/// a port just released is retried for a few seconds).
-fn serve(
-    data: &std::path::Path,
-    port: u16,
-) -> (tokio::runtime::Runtime, String, std::sync::Arc<dyn instantstart_core::provider::KubeApi>, Store) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let opts = ServerOptions {
-        data_dir: data.to_path_buf(),
-        provider: ProviderKind::Sim,
-        sim_speed: 2000.0,
-        default_region: "us-east-1".into(),
-        token: Some(TOKEN.into()),
-        shared_bucket: None,
-        unbound_tokens_any_namespace: false,
-        admin_system_namespaces: vec![],
-        eks_public_access_cidrs: vec![],
-        http: Default::default(),
-    };
-    let (url, kube, store) = runtime.block_on(async {
-        let state = AppState::assemble(&opts).unwrap().state;
-        let (kube, store) = (state.kube.clone(), state.store.clone());
-        let mut tries = 0;
-        let listener = loop {
-            match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
-                Ok(l) => break l,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    eprintln!("binding 127.0.0.1:{port}: {e}; retrying");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("binding 127.0.0.1:{port}: {e}"),
-            }
-        };
-        let addr = listener.local_addr().unwrap();
-        let app = instantstart_server::app(state);
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        (format!("http://{addr}"), kube, store)
-    });
-    (runtime, url, kube, store)
 }
 
 /// The CLI with no server settings at all, HOME and XDG_CONFIG_HOME in `home`.
@@ -857,17 +833,24 @@ fn endpoint_args(name: &str) -> Vec<String> {
     .collect()
 }
 
-/// Polls `args` (JSON) until `done` holds, for at most 60 s.
+/// Runs `args` (JSON) until `done` holds, for at most 60 s.
 fn eventually(s: &TestServer, args: &[&str], done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let v = s.json(args);
-        if done(&v) {
-            return v;
-        }
-        assert!(std::time::Instant::now() < deadline, "{args:?} never got there: {v}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let last = std::cell::RefCell::new(Value::Null);
+    let what = format!("{args:?} to get there");
+    s.runtime.as_ref().expect("the runtime runs until dropped").block_on(instantstart_testkit::wait_until(
+        Duration::from_secs(60),
+        &what,
+        || {
+            let v = s.json(args);
+            let ok = done(&v);
+            if !ok {
+                eprintln!("{args:?}: not there yet: {v}"); // shown when the wait fails
+            }
+            *last.borrow_mut() = v;
+            async move { ok }
+        },
+    ));
+    last.into_inner()
 }
 
 #[test]
@@ -1484,7 +1467,7 @@ fn archived_operations_are_listed_with_archived_a_page_at_a_time_or_all() {
     s.ready("b");
     // What the sweep does once these finished more than the retention window ago.
     let archived =
-        instantstart_server::archive::archive_now(s.store.as_ref(), chrono::Utc::now(), Duration::ZERO).unwrap();
+        instantstart_server::archive::archive_now(s.store().as_ref(), chrono::Utc::now(), Duration::ZERO).unwrap();
     assert_eq!(archived, 2);
     assert_eq!(s.json(&["operation", "list"]), json!([]), "archived operations leave the list");
 

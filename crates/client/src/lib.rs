@@ -130,6 +130,13 @@ pub struct NoChange {
     pub raw: Value,
 }
 
+/// The answer of `GET /healthz`: the server is serving.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// What the server said (`ok`), as text.
+    pub message: String,
+}
+
 /// A mutation the server recorded (`202`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accepted {
@@ -358,6 +365,13 @@ impl Client {
     /// Like `execute`, with the cursor of the next page when the answer is a page of a list
     /// (`Link: <…&cursor=…>; rel="next"`).
     async fn execute_page(&self, call: &Call<'_>) -> Result<(StatusCode, Value, Option<String>), Error> {
+        let (url, resp) = self.send(call).await?;
+        Self::decode(&url, resp).await
+    }
+
+    /// Sends `call` (retrying what never reached the server, and what is safe to repeat); the
+    /// URL and the response, whatever its status.
+    async fn send(&self, call: &Call<'_>) -> Result<(Url, reqwest::Response), Error> {
         let url = self.url(call.path, &call.query);
         let mut attempt = 0;
         loop {
@@ -372,7 +386,7 @@ impl Client {
                 req = req.json(b);
             }
             match req.send().await {
-                Ok(resp) => return Self::decode(&url, resp).await,
+                Ok(resp) => return Ok((url, resp)),
                 Err(e) => {
                     // A refused connection never reached the server; anything else might have.
                     let may_retry = e.is_connect() || call.retry_safe();
@@ -439,9 +453,15 @@ impl Client {
 
     // ----- meta and session -----
 
-    /// `GET /healthz` (no auth): whether the server is serving.
-    pub async fn healthz(&self) -> Result<(), Error> {
-        self.execute(&Call::new(Method::GET, &["healthz"])).await.map(|_| ())
+    /// `GET /healthz` (no auth): whether the server is serving. The server answers plain text
+    /// (`ok`), not JSON; an error status is an [`Error::Api`] as for every other call.
+    pub async fn healthz(&self) -> Result<Health, Error> {
+        let (url, resp) = self.send(&Call::new(Method::GET, &["healthz"])).await?;
+        if !resp.status().is_success() {
+            return Self::decode(&url, resp).await.map(|_| Health { message: String::new() });
+        }
+        let message = resp.text().await.map_err(|e| Error::connection(&url, &e))?;
+        Ok(Health { message: message.trim().to_string() })
     }
 
     /// `GET /api/session`: the token's name and scope.

@@ -1,93 +1,29 @@
-//! REST API tests: router-level (`oneshot`) checks of every endpoint, auth, idempotency, dry
-//! run and conflicts; the OpenAPI snapshot; and an end-to-end run of the real binary that is
-//! killed with SIGKILL mid-pipeline and restarted on the same data directory.
+//! REST API tests: checks of every endpoint, auth, idempotency, dry run and conflicts on the
+//! kit's served bed (`instantstart_testkit::Bed`: requests go through the server's router,
+//! WebSockets through its loopback port); the OpenAPI snapshot; and an end-to-end run of the
+//! real binary that is killed with SIGKILL mid-pipeline and restarted on the same data
+//! directory (a process of its own, not a bed: the kill is the point).
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use http_body_util::BodyExt;
-use instantstart_server::{AppState, ProviderKind, ServerOptions};
+use instantstart_server::ServerOptions;
+use instantstart_testkit::{Bed, Reply, TOKEN, as_token};
 use serde_json::{Value, json};
 use std::time::Duration;
-use tower::ServiceExt;
 
-const TOKEN: &str = "ist_test_admin_token_for_loopback";
-
-struct TestApp {
-    _dir: tempfile::TempDir,
-    state: AppState,
-    router: axum::Router,
+/// The served bed these tests call: the server on the simulated cloud at `speed`, on a data
+/// directory of its own, called through its router (`Bed::send`, `Bed::call`).
+fn test_app(speed: f64) -> Bed {
+    Bed::temp().speed(speed).serve()
 }
 
-fn test_app(speed: f64) -> TestApp {
-    test_app_with(speed, None)
+fn test_app_with(speed: f64, shared_bucket: Option<&str>) -> Bed {
+    let bucket = shared_bucket.map(str::to_string);
+    test_app_with_options(speed, move |o| o.shared_bucket = bucket.clone())
 }
 
-fn test_app_with(speed: f64, shared_bucket: Option<&str>) -> TestApp {
-    test_app_with_options(speed, |o| o.shared_bucket = shared_bucket.map(str::to_string))
-}
-
-fn test_app_with_options(speed: f64, set: impl FnOnce(&mut ServerOptions)) -> TestApp {
-    let dir = tempfile::tempdir().unwrap();
-    let mut opts = ServerOptions {
-        data_dir: dir.path().to_path_buf(),
-        provider: ProviderKind::Sim,
-        sim_speed: speed,
-        default_region: "us-east-1".into(),
-        token: Some(TOKEN.into()),
-        shared_bucket: None,
-        unbound_tokens_any_namespace: false,
-        admin_system_namespaces: vec![],
-        eks_public_access_cidrs: vec![],
-        http: Default::default(),
-    };
-    set(&mut opts);
-    let state = AppState::assemble(&opts).unwrap().state;
-    let router = instantstart_server::app(state.clone());
-    TestApp { _dir: dir, state, router }
-}
-
-struct Reply {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: Value,
-}
-
-impl TestApp {
-    async fn call(&self, req: Request<Body>) -> Reply {
-        let resp = self.router.clone().oneshot(req).await.unwrap();
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        let body =
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-        Reply { status, headers, body }
-    }
-
-    async fn send(&self, method: Method, uri: &str, body: Option<Value>, extra: &[(&str, &str)]) -> Reply {
-        let mut b = Request::builder().method(method).uri(uri).header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
-        for (k, v) in extra {
-            b = b.header(*k, *v);
-        }
-        let req = match body {
-            Some(v) => b.header(header::CONTENT_TYPE, "application/json").body(Body::from(v.to_string())).unwrap(),
-            None => b.body(Body::empty()).unwrap(),
-        };
-        self.call(req).await
-    }
-
-    async fn get(&self, uri: &str) -> Reply {
-        self.send(Method::GET, uri, None, &[]).await
-    }
-
-    async fn wait_op(&self, id: &str) -> Value {
-        let op = self
-            .state
-            .engine
-            .wait(&instantstart_core::operation::OperationId(id.into()), Duration::from_secs(30))
-            .await
-            .unwrap();
-        serde_json::to_value(op).unwrap()
-    }
+fn test_app_with_options(speed: f64, set: impl Fn(&mut ServerOptions) + Send + Sync + 'static) -> Bed {
+    Bed::temp().speed(speed).server_options(set).serve()
 }
 
 fn create_body(name: &str) -> Value {
@@ -163,30 +99,6 @@ async fn auth_is_required_and_scoped() {
     assert!(ui.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
 }
 
-/// A request with `Authorization: Bearer <token>` (not the admin token).
-fn as_token(method: Method, uri: &str, token: &str, body: Option<Value>) -> Request<Body> {
-    let b = Request::builder().method(method).uri(uri).header(header::AUTHORIZATION, format!("Bearer {token}"));
-    match body {
-        Some(v) => b.header(header::CONTENT_TYPE, "application/json").body(Body::from(v.to_string())).unwrap(),
-        None => b.body(Body::empty()).unwrap(),
-    }
-}
-
-/// Logs in with `token`; the `name=value` cookie pair and the CSRF token.
-async fn login(app: &TestApp, token: &str) -> (String, String) {
-    let r = app
-        .call(
-            Request::post("/api/login")
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(json!({ "token": token }).to_string()))
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    let cookie = r.headers[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_string();
-    (cookie, r.body["csrf_token"].as_str().unwrap().to_string())
-}
-
 /// Review #15: behind a TLS proxy (`X-Forwarded-Proto: https`) the session cookie is `Secure`;
 /// on plain HTTP it cannot be (the browser would drop it).
 #[tokio::test]
@@ -249,7 +161,7 @@ async fn tokens_are_minted_listed_and_revoked_by_the_admin_only() {
     assert_eq!(r.status, StatusCode::FORBIDDEN);
     assert_eq!(app.call(as_token(Method::DELETE, "/api/tokens/ci", &ci, None)).await.status, StatusCode::FORBIDDEN);
     // A browser session minted from the token works until the token is revoked.
-    let (session, _) = login(&app, &ci).await;
+    let (session, _) = app.login(&ci).await;
     let who = || Request::get("/api/session").header(header::COOKIE, &session).body(Body::empty()).unwrap();
     assert_eq!(app.call(who()).await.body["name"], "ci");
     let r = app.send(Method::DELETE, "/api/tokens/ci", None, &[]).await;
@@ -271,7 +183,7 @@ async fn tokens_are_minted_listed_and_revoked_by_the_admin_only() {
 #[tokio::test]
 async fn logout_ends_the_session_on_the_server() {
     let app = test_app(2000.0);
-    let (session, csrf) = login(&app, TOKEN).await;
+    let (session, csrf) = app.login(TOKEN).await;
     let who = || Request::get("/api/session").header(header::COOKIE, &session).body(Body::empty()).unwrap();
     assert_eq!(app.call(who()).await.status, StatusCode::OK);
     let logout = Request::post("/api/logout")
@@ -463,7 +375,7 @@ async fn the_shared_bucket_option_is_the_default_bucket_and_the_rules_hold() {
     let id = r.body["operation"]["id"].as_str().unwrap().to_string();
     let done = app.wait_op(&id).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
-    let sim = app.state.sim.as_ref().unwrap();
+    let sim = app.state().sim.as_ref().unwrap();
     assert!(
         instantstart_core::provider::S3Api::describe_bucket(sim, SHARED).await.unwrap().is_some(),
         "the shared bucket is kept"
@@ -623,7 +535,7 @@ async fn reads_are_conditional_and_live_cluster_reads_are_shared() {
     // Eight concurrent reads of one cluster: one EKS DescribeCluster among them.
     let id = created.body["operation"]["id"].as_str().unwrap().to_string();
     app.wait_op(&id).await;
-    let sim = app.state.sim.as_ref().unwrap();
+    let sim = app.state().sim.as_ref().unwrap();
     // Let the last shared read go stale, then count.
     tokio::time::sleep(instantstart_core::api::live::LIVE_READ_TTL).await;
     let before = sim.calls("eks:DescribeCluster");
@@ -675,7 +587,7 @@ async fn the_eks_public_endpoint_admits_the_requests_blocks_and_the_control_plan
     assert_eq!(op["request"]["public_access_cidrs"], json!(["203.0.113.0/24", "198.51.100.7/32"]), "{op:#}");
     assert_eq!(app.wait_op(&id).await["status"], "succeeded");
     let eks = instantstart_core::names::DerivedNames::for_cluster("narrow").eks_cluster;
-    let live = app.state.aws.describe_eks_cluster("us-east-1", &eks).await.unwrap().unwrap();
+    let live = app.state().aws.describe_eks_cluster("us-east-1", &eks).await.unwrap().unwrap();
     assert_eq!(live.public_access_cidrs, ["203.0.113.0/24", "198.51.100.7/32"]);
 
     let mut bad = create_body("private");
@@ -773,13 +685,11 @@ async fn start_server(dir: &std::path::Path, port: u16) -> Server {
         .spawn()
         .unwrap();
     let server = Server(child);
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return server;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("server did not start");
+    instantstart_testkit::wait_until(Duration::from_secs(10), "the server to start", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+    })
+    .await;
+    server
 }
 
 /// Follows the live stream until `done` says so; returns the last operation seen.
@@ -955,7 +865,7 @@ async fn preflight_explains_quotas_and_offerings_before_anything_is_created() {
     assert!(stats.as_object().unwrap().keys().all(|k| !k.contains("Create")), "{stats}");
 }
 
-async fn create_ready(app: &TestApp, name: &str) {
+async fn create_ready(app: &Bed, name: &str) {
     let r = app.send(Method::POST, "/api/clusters", Some(create_body(name)), &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
@@ -964,7 +874,7 @@ async fn create_ready(app: &TestApp, name: &str) {
 
 /// [`create_ready`] with `nodes` one-GPU nodes in the group, for tests that run more GPU pods
 /// at once than the two of [`create_body`] hold (the simulated scheduler counts GPUs).
-async fn create_ready_with_nodes(app: &TestApp, name: &str, nodes: u32) {
+async fn create_ready_with_nodes(app: &Bed, name: &str, nodes: u32) {
     let mut body = create_body(name);
     body["hyperpod"]["instance_groups"][0]["count"] = json!(nodes);
     let r = app.send(Method::POST, "/api/clusters", Some(body), &[]).await;
@@ -973,7 +883,7 @@ async fn create_ready_with_nodes(app: &TestApp, name: &str, nodes: u32) {
     assert_eq!(done["status"], "succeeded", "{done:#}");
 }
 
-async fn run(app: &TestApp, method: Method, uri: &str, body: Option<Value>) -> Value {
+async fn run(app: &Bed, method: Method, uri: &str, body: Option<Value>) -> Value {
     let r = app.send(method, uri, body, &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{uri}: {:#}", r.body);
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
@@ -1600,30 +1510,14 @@ fn sglang_endpoint(name: &str, replicas: u32, extra: Value) -> Value {
     v
 }
 
-/// Polls `uri` until `done` holds for its body (simulated time runs fast).
-async fn until(app: &TestApp, uri: &str, done: impl Fn(&Value) -> bool) -> Value {
-    for _ in 0..400 {
-        let body = app.get(uri).await.body;
-        if done(&body) {
-            return body;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{uri} never reached the expected state: {:#}", app.get(uri).await.body);
-}
-
 /// Posts `body` to `uri` until the answer is 200 (e.g. a dry run waiting for a controller to be available).
-async fn until_ok(app: &TestApp, uri: &str, body: &Value) -> Value {
-    for _ in 0..400 {
-        let r = app.send(Method::POST, uri, Some(body.clone()), &[]).await;
-        if r.status == StatusCode::OK
+async fn until_ok(app: &Bed, uri: &str, body: &Value) -> Value {
+    let ok = |r: &instantstart_testkit::Reply| {
+        r.status == StatusCode::OK
             && r.body["checks"].as_array().is_some_and(|c| c.iter().all(|c| c["status"] != "fail"))
-        {
-            return r.body;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{uri} never answered 200 without a failing check");
+    };
+    let what = format!("{uri} to answer 200 without a failing check");
+    app.call_until(&what, || instantstart_testkit::admin(Method::POST, uri, Some(body.clone())), ok).await.body
 }
 
 fn worker<'a>(pools: &'a Value, pool: &str, pod: &str) -> &'a Value {
@@ -1664,9 +1558,9 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     assert_eq!(check["status"], "pass", "{check:#}");
     {
         use instantstart_core::provider::HelmReleases;
-        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        let rec = app.state().store.get_cluster("demo").unwrap().unwrap();
         let target = instantstart_core::provider::KubeTarget::new(rec.region, rec.eks_cluster);
-        let sim = app.state.sim.clone().expect("the simulated cloud");
+        let sim = app.state().sim.clone().expect("the simulated cloud");
         sim.uninstall(&target, "kube-system", "aws-load-balancer-controller").await.unwrap();
     }
     let dry = app.send(Method::POST, &format!("{eps}?dry_run=true"), Some(lb.clone()), &[]).await;
@@ -1729,7 +1623,7 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
     // Pod lists come from the watch cache: they catch up within a watch poll.
-    let pools = until(&app, "/api/clusters/demo/pools", |b| worker(b, "warm", &pod)["serving"] == "alt").await;
+    let pools = app.get_until("/api/clusters/demo/pools", |b| worker(b, "warm", &pod)["serving"] == "alt").await;
     let moved = worker(&pools, "warm", &pod);
     assert_eq!(moved["serving"], "alt");
     assert_eq!(moved["uid"], uid, "the pod was not restarted");
@@ -1769,17 +1663,22 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "replicas belong to the autoscaler: {:#}", r.body);
     let metric = |v: f64| json!({ "cluster": "demo", "namespace": "default", "scaled_object": "chat", "value": v });
     assert_eq!(app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(18.0)), &[]).await.status, StatusCode::OK);
-    let scaled = until(&app, &one, |b| b["replicas"]["desired"] == 4 && b["replicas"]["ready"] == 4).await;
+    let scaled = app.get_until(&one, |b| b["replicas"]["desired"] == 4 && b["replicas"]["ready"] == 4).await;
     assert_eq!(scaled["autoscaling"]["max"], 4);
+    // The cooldown is simulated time (0.3 s of wall time here): hold the clock while the
+    // scale-down is checked, so a slow machine does not let the cooldown pass in between.
+    let clock = app.state().sim.clone().expect("the simulated cloud");
+    clock.set_manual_clock(true).unwrap();
     app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(1.0)), &[]).await;
     assert_eq!(app.get(&one).await.body["replicas"]["desired"], 4, "scale-down waits for the cooldown");
-    until(&app, &one, |b| b["replicas"]["desired"] == 1).await;
+    clock.set_manual_clock(false).unwrap();
+    app.get_until(&one, |b| b["replicas"]["desired"] == 1).await;
 
     // Remove autoscaling ("autoscaling": null, merge-patch): the diff says the replicas stay
     // where KEDA has them now (2, read from the cluster, not the request's 3); the update
     // deletes the ScaledObject first, then applies the Deployment with that fixed count.
     app.send(Method::PUT, "/api/sim/scaling-metric", Some(metric(9.0)), &[]).await;
-    until(&app, &one, |b| b["replicas"]["desired"] == 2 && b["replicas"]["ready"] == 2).await;
+    app.get_until(&one, |b| b["replicas"]["desired"] == 2 && b["replicas"]["ready"] == 2).await;
     let off = json!({ "autoscaling": null });
     let dry = app.send(Method::PATCH, &format!("{one}?dry_run=true"), Some(off.clone()), &[]).await;
     assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
@@ -1802,7 +1701,7 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
     let target = {
-        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        let rec = app.state().store.get_cluster("demo").unwrap().unwrap();
         instantstart_core::provider::KubeTarget::new(rec.region, rec.eks_cluster)
     };
     let so = ListParams {
@@ -1811,14 +1710,14 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
         namespace: Some("default".into()),
         labels: vec![("app.kubernetes.io/instance".into(), "chat".into())],
     };
-    assert!(app.state.kube.list(&target, &so).await.unwrap().is_empty(), "the ScaledObject is gone");
+    assert!(app.state().kube.list(&target, &so).await.unwrap().is_empty(), "the ScaledObject is gone");
     let deployment = instantstart_core::provider::ObjectRef {
         api_version: "apps/v1".into(),
         kind: "Deployment".into(),
         namespace: Some("default".into()),
         name: "chat".into(),
     };
-    let live = app.state.kube.get(&target, &deployment).await.unwrap().unwrap();
+    let live = app.state().kube.get(&target, &deployment).await.unwrap().unwrap();
     assert_eq!(live.0["spec"]["replicas"], 2, "a fixed count the user saw in the plan");
     let ep = app.get(&one).await.body;
     assert_eq!((&ep["autoscaling"], &ep["replicas"]), (&Value::Null, &json!({ "desired": 2, "ready": 2 })), "{ep:#}");
@@ -1846,7 +1745,7 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
     assert_eq!(app.get(eps).await.body, json!([]));
     let target = instantstart_core::provider::KubeTarget::new("us-east-1", "demo");
     let target = {
-        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        let rec = app.state().store.get_cluster("demo").unwrap().unwrap();
         instantstart_core::provider::KubeTarget { eks_cluster: rec.eks_cluster, ..target }
     };
     for (api, kind) in [
@@ -1864,7 +1763,7 @@ async fn inference_endpoints_deploy_chat_pools_scale_and_delete_on_the_sim() {
                 namespace: None,
                 labels: vec![("app.kubernetes.io/instance".into(), name.into())],
             };
-            let left = app.state.kube.list(&target, &params).await.unwrap();
+            let left = app.state().kube.list(&target, &params).await.unwrap();
             assert!(left.is_empty(), "{kind} of {name} left behind: {left:?}");
         }
     }
@@ -1938,20 +1837,20 @@ async fn managed_endpoint_and_router_become_ready_and_answer() {
 
     // With the AWS Load Balancer Controller running, a load_balancer exposure passes its check and
     // the endpoint's URL is the NLB's address once it is provisioned.
-    let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+    let rec = app.state().store.get_cluster("demo").unwrap().unwrap();
     let target = instantstart_core::provider::KubeTarget::new(rec.region, rec.eks_cluster);
     let lbc = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "aws-load-balancer-controller", "namespace": "kube-system" },
         "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "lbc" } },
                   "template": { "metadata": { "labels": { "app": "lbc" } },
                                 "spec": { "containers": [{ "name": "controller", "image": "public.ecr.aws/eks/aws-load-balancer-controller:v2.13.0" }] } } } });
-    app.state.kube.apply(&target, &instantstart_core::provider::KubeObject(lbc)).await.unwrap();
+    app.state().kube.apply(&target, &instantstart_core::provider::KubeObject(lbc)).await.unwrap();
     let lb = sglang_endpoint("public", 1, json!({ "exposure": { "type": "load_balancer" } }));
     let dry = until_ok(&app, &format!("{eps}?dry_run=true"), &lb).await;
     let check = dry["checks"].as_array().unwrap().iter().find(|c| c["check"] == "load_balancer_controller").unwrap();
     assert_eq!(check["status"], "pass", "{check:#}");
     run(&app, Method::POST, eps, Some(lb)).await;
-    let ep = until(&app, &format!("{eps}/public"), |b| b["url"].is_string()).await;
+    let ep = app.get_until(&format!("{eps}/public"), |b| b["url"].is_string()).await;
     assert_eq!(ep["exposure"], "load_balancer");
     assert!(ep["url"].as_str().unwrap().ends_with(".elb.us-east-1.amazonaws.com"), "{ep:#}");
     run(&app, Method::DELETE, &format!("{eps}/public"), None).await;
@@ -2032,7 +1931,7 @@ async fn a_tiered_checkpointing_job_runs_as_the_features_service_account() {
         Some(&json!("hyperpod-checkpointing")),
         "{manifest:#}"
     );
-    until(&app, "/api/clusters/demo/jobs/ckpt?namespace=default", |b| b["phase"] == "succeeded").await;
+    app.get_until("/api/clusters/demo/jobs/ckpt?namespace=default", |b| b["phase"] == "succeeded").await;
     // The simulator's API server refuses a pod whose service account does not exist (as the
     // ServiceAccount admission does): such a job's pod never starts, and says why.
     let orphan = json!({ "runtime": "hyperpod",
@@ -2040,10 +1939,11 @@ async fn a_tiered_checkpointing_job_runs_as_the_features_service_account() {
                  "nodes": 1, "service_account": "nobody" },
         "recipe": { "kind": "torch", "script": "scripts/train.py" } });
     run(&app, Method::POST, jobs, Some(orphan)).await;
-    let job = until(&app, "/api/clusters/demo/jobs/orphan?namespace=default", |b| {
-        b["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["reason"] == "FailedCreate"))
-    })
-    .await;
+    let job = app
+        .get_until("/api/clusters/demo/jobs/orphan?namespace=default", |b| {
+            b["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["reason"] == "FailedCreate"))
+        })
+        .await;
     let refused = job["conditions"].as_array().unwrap().iter().find(|c| c["reason"] == "FailedCreate").unwrap();
     assert!(refused["message"].as_str().unwrap().contains(r#"serviceaccount "nobody" not found"#), "{job:#}");
     assert_eq!(job["pod_list"][0]["phase"], "Pending", "{job:#}");
@@ -2103,17 +2003,18 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
     let manifest = &submitted["request"]["rendered"]["objects"][1];
     assert_eq!(manifest.pointer("/spec/replicaSpecs/0/template/spec/serviceAccountName"), Some(&json!("sft-mlflow")));
     let associations = || {
-        let stats = app.state.sim.as_ref().unwrap().stats();
+        let stats = app.state().sim.as_ref().unwrap().stats();
         (
             stats.get("eks:CreatePodIdentityAssociation").copied().unwrap_or(0),
             stats.get("eks:DeletePodIdentityAssociation").copied().unwrap_or(0),
         )
     };
     let (created, _) = associations();
-    let runs = until(&app, "/api/mlflow/servers/team/runs?experiment=llama", |b| {
-        b.as_array().is_some_and(|a| a.len() == 1 && a[0]["status"] == "FINISHED")
-    })
-    .await;
+    let runs = app
+        .get_until("/api/mlflow/servers/team/runs?experiment=llama", |b| {
+            b.as_array().is_some_and(|a| a.len() == 1 && a[0]["status"] == "FINISHED")
+        })
+        .await;
     let run_id = runs[0]["run_id"].as_str().unwrap();
     assert_eq!(runs[0]["name"], "sft");
     assert_eq!(runs[0]["experiment"], "llama");
@@ -2178,7 +2079,7 @@ async fn training_history_from_a_tracking_server_and_a_job_that_reports_to_it() 
     assert_eq!(kept.status, StatusCode::OK, "{:#}", kept.body);
     assert_eq!(mlflow_keys(&kept.body), Vec::<String>::new());
     assert_eq!(kept.body["request"]["keep_tracking_servers"], true);
-    let stats = app.state.sim.as_ref().unwrap().stats();
+    let stats = app.state().sim.as_ref().unwrap().stats();
     assert_eq!(stats.get("sagemaker:DeleteMlflowTrackingServer"), None, "{stats:?}");
     let done = run(&app, Method::DELETE, "/api/clusters/demo", None).await;
     let keys = step_keys(&done);
@@ -2193,8 +2094,8 @@ async fn a_tracking_server_is_deleted_with_the_role_instantstart_created_and_onl
     };
     let app = test_app(2000.0);
     let servers = "/api/mlflow/servers";
-    let deletes = |app: &TestApp| {
-        let stats = app.state.sim.as_ref().unwrap().stats();
+    let deletes = |app: &Bed| {
+        let stats = app.state().sim.as_ref().unwrap().stats();
         stats.get("sagemaker:DeleteMlflowTrackingServer").copied().unwrap_or(0)
     };
 
@@ -2241,7 +2142,7 @@ async fn a_tracking_server_is_deleted_with_the_role_instantstart_created_and_onl
     assert_eq!(done["status"], "succeeded", "{done:#}");
     assert_eq!(app.get(servers).await.body, json!([]));
     assert_eq!(app.get("/api/mlflow/servers/team/runs").await.status, StatusCode::NOT_FOUND);
-    let sim = app.state.sim.as_ref().unwrap();
+    let sim = app.state().sim.as_ref().unwrap();
     assert_eq!(sim.get_role("team-mlflow-role").await.unwrap(), None);
     assert_eq!(sim.get_role("team-mlflow-writer").await.unwrap(), None);
     assert_eq!(deletes(&app), 1);
@@ -2361,7 +2262,7 @@ async fn endpoint_requests_are_validated_field_by_field() {
 async fn a_user_named_bucket_of_another_account_is_refused_before_anything_is_recorded() {
     use instantstart_core::provider::{CreateBucket, Tags};
     let app = test_app(2000.0);
-    let sim = app.state.sim.as_ref().unwrap();
+    let sim = app.state().sim.as_ref().unwrap();
     let theirs = CreateBucket { region: "us-east-1".into(), name: "is-theirs-data".into(), tags: Tags::new() };
     sim.seed_foreign_bucket(&theirs, "999999999999").unwrap();
     let mut body = create_body("demo");
@@ -2391,7 +2292,7 @@ async fn a_user_named_bucket_of_another_account_is_refused_before_anything_is_re
 async fn user_named_lifecycle_scripts_are_checked_in_the_preflight() {
     use instantstart_core::provider::{CreateBucket, PutObject, S3Api, Tags};
     let app = test_app(2000.0);
-    let sim = app.state.sim.as_ref().unwrap();
+    let sim = app.state().sim.as_ref().unwrap();
     for bucket in ["sagemaker-team-scripts", "team-scripts"] {
         sim.seed_bucket(&CreateBucket { region: "us-east-1".into(), name: bucket.into(), tags: Tags::new() }).unwrap();
         sim.put_object(&PutObject {
@@ -2447,7 +2348,7 @@ async fn user_named_lifecycle_scripts_are_checked_in_the_preflight() {
         }
     }
     // Only the accepted requests created anything.
-    assert_eq!(app.state.sim.as_ref().unwrap().calls("sagemaker:CreateCluster"), 2);
+    assert_eq!(app.state().sim.as_ref().unwrap().calls("sagemaker:CreateCluster"), 2);
 }
 
 #[path = "api/pages.rs"]

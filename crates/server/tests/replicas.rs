@@ -10,16 +10,21 @@
 //!   killed with SIGKILL mid-pipeline; B takes the operation over after the lease TTL and
 //!   completes it; the cluster shows on B's REST, and B's simulator counters (the shared
 //!   world's) show exactly one create per resource.
+//!
+//! Not on `instantstart_testkit::Bed`: these need separate server processes (SIGKILL, a lease
+//! taken over by another process, a world shared through the database rather than one per
+//! process); the waits are the kit's ([`wait_blocking`]).
 
 #[path = "../../store/tests/common/mod.rs"]
 mod common;
 
+use instantstart_testkit::wait_blocking;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TOKEN: &str = "ist_replicas_test_token_loopback_only";
 const WAIT: Duration = Duration::from_secs(120);
@@ -62,15 +67,13 @@ fn start_with(dir: &Path, store_url: &str, sim_kube: &str) -> Server {
         .spawn()
         .expect("start instantstart-server");
     let server = Server { child, port };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while call(port, "GET", "/healthz", None).map(|(s, _)| s) != Some(200) {
-        assert!(
-            Instant::now() < deadline,
+    wait_blocking(Duration::from_secs(60), || match call(port, "GET", "/healthz", None) {
+        Some((200, _)) => Ok(()),
+        _ => Err(format!(
             "the server did not start; log:\n{}",
             std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        )),
+    });
     server
 }
 
@@ -142,22 +145,16 @@ fn the_server_on_postgres_killed_mid_pipeline_completes_it_once_after_a_restart(
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), &url);
     let id = create(&server);
-    let deadline = Instant::now() + WAIT;
-    while phase(&get(&server, &format!("/api/operations/{id}")), "eks_cluster") != "\"polling\"" {
-        assert!(Instant::now() < deadline, "eks_cluster never reached polling");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_blocking(WAIT, || match phase(&get(&server, &format!("/api/operations/{id}")), "eks_cluster") {
+        p if p == "\"polling\"" => Ok(()),
+        p => Err(format!("eks_cluster never reached polling (it is {p})")),
+    });
     drop(server); // kill -9
     let server = start(dir.path(), &url);
-    let deadline = Instant::now() + WAIT;
-    let op = loop {
-        let op = get(&server, &format!("/api/operations/{id}"));
-        if op["status"] != "running" {
-            break op;
-        }
-        assert!(Instant::now() < deadline, "the operation did not finish after the restart: {op}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let op = wait_blocking(WAIT, || match get(&server, &format!("/api/operations/{id}")) {
+        op if op["status"] != "running" => Ok(op),
+        op => Err(format!("the operation did not finish after the restart: {op}")),
+    });
     assert_eq!(op["status"], "succeeded", "{op:#}");
     assert_created_once(&get(&server, "/api/sim/stats"));
 }
@@ -284,23 +281,17 @@ fn replicas_share_one_simulated_account_and_a_survivor_completes_a_killed_replic
     let a = start_with(dir_a.path(), &url, "api-server");
     let b = start_with(dir_b.path(), &url, "api-server");
     let id = create(&a);
-    let deadline = Instant::now() + WAIT;
-    while phase(&get(&b, &format!("/api/operations/{id}")), "eks_cluster") != "\"polling\"" {
-        assert!(Instant::now() < deadline, "eks_cluster never reached polling");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_blocking(WAIT, || match phase(&get(&b, &format!("/api/operations/{id}")), "eks_cluster") {
+        p if p == "\"polling\"" => Ok(()),
+        p => Err(format!("eks_cluster never reached polling (it is {p})")),
+    });
     // B's simulator is the same account: it counts the EKS cluster A created.
     assert_eq!(get(&b, "/api/sim/stats")["eks:CreateCluster"], 1);
     drop(a); // kill -9 of the driving replica
-    let deadline = Instant::now() + WAIT;
-    let op = loop {
-        let op = get(&b, &format!("/api/operations/{id}"));
-        if op["status"] != "running" {
-            break op;
-        }
-        assert!(Instant::now() < deadline, "B did not finish the operation: {op}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let op = wait_blocking(WAIT, || match get(&b, &format!("/api/operations/{id}")) {
+        op if op["status"] != "running" => Ok(op),
+        op => Err(format!("B did not finish the operation: {op}")),
+    });
     assert_eq!(op["status"], "succeeded", "{op:#}");
     let cluster = get(&b, "/api/clusters/demo");
     assert_eq!(cluster["name"], "demo", "the cluster A created shows on B: {cluster}");

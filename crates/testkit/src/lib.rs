@@ -14,7 +14,9 @@
 //! A bed on a directory keeps the world in `world.json` and the store in `db.sqlite` (or, when
 //! the directory holds a `store-url` file, in the PostgreSQL database it names); a served bed
 //! ([`BedBuilder::serve`]) is assembled by the server itself (`AppState::assemble`: its file
-//! names, Helm, the workload renderer), on the world the builder configured.
+//! names, Helm, the workload renderer), on the world the builder configured; its REST API is
+//! reached through the typed client ([`Bed::client`]) or raw, status and headers included
+//! ([`Bed::send`], [`Bed::call`], [`Bed::get_until`]: the `http` module).
 //!
 //! Time: the simulator runs on wall clock × speed (the product's clock) unless the bed is built
 //! with [`BedBuilder::manual_clock`]; then simulated time moves only by [`Bed::advance`], and a
@@ -53,6 +55,12 @@ pub const TOKEN: &str = "ist_testkit_admin_token_for_loopback";
 /// The region the kit's helpers and the served bed's default region use.
 pub const REGION: &str = "us-east-1";
 
+mod http;
+pub use http::{Reply, admin, as_token};
+
+/// Changes the options a served bed's server starts with (see [`BedBuilder::server_options`]).
+pub type SetServerOptions = Arc<dyn Fn(&mut instantstart_server::ServerOptions) + Send + Sync>;
+
 /// Builds the workflows of a bed from its simulated cloud and store (see [`BedBuilder::workflows`]).
 pub type Workflows = Arc<dyn Fn(&SimCloud, &Arc<dyn Store>) -> Vec<Arc<dyn Workflow>> + Send + Sync>;
 
@@ -75,6 +83,10 @@ pub struct BedBuilder {
     workflows: Option<Workflows>,
     engine_config: Option<EngineConfig>,
     timeout: Duration,
+    server_options: Option<SetServerOptions>,
+    port: u16,
+    /// The directory of [`Bed::temp`], removed with the last clone of the builder (the bed's).
+    temp: Option<Arc<tempfile::TempDir>>,
 }
 
 impl BedBuilder {
@@ -140,6 +152,26 @@ impl BedBuilder {
     /// How long every wait of the bed lasts before it panics (default [`WAIT`]).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// What a served bed's server starts with, changed by `set` (after the kit's defaults: the
+    /// simulated cloud at the bed's speed, admin token [`TOKEN`], default region [`REGION`]);
+    /// kept for [`Bed::restart`].
+    pub fn server_options(
+        mut self,
+        set: impl Fn(&mut instantstart_server::ServerOptions) + Send + Sync + 'static,
+    ) -> Self {
+        self.server_options = Some(Arc::new(set));
+        self
+    }
+
+    /// A served bed listens on loopback `port` (default 0: any free one), retried for a few
+    /// seconds while a port just released is still taken; a restart then serves on the same
+    /// port again, as a restarted process does. Without it a restart takes a new port and the
+    /// old one stops answering.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
         self
     }
 
@@ -212,6 +244,28 @@ pub fn open_store(dir: &Path) -> Arc<dyn Store> {
     }
 }
 
+/// A loopback listener on `port` (0: any free one), retried while a port just released is
+/// still taken.
+fn bind(port: u16) -> std::net::TcpListener {
+    let mut tries = 0;
+    loop {
+        match std::net::TcpListener::bind(("127.0.0.1", port)) {
+            Ok(l) => return l,
+            Err(e) if port != 0 && tries < 50 => {
+                tries += 1;
+                eprintln!("binding 127.0.0.1:{port}: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("binding 127.0.0.1:{port}: {e}"),
+        }
+    }
+}
+
+/// The port of `http://127.0.0.1:<port>`.
+fn served_port(url: &str) -> u16 {
+    url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("http://127.0.0.1:<port>")
+}
+
 /// The HTTP side of a served bed.
 struct Served {
     state: instantstart_server::AppState,
@@ -223,7 +277,7 @@ struct Served {
 
 impl Served {
     fn start(config: &BedBuilder) -> Served {
-        let opts = instantstart_server::ServerOptions {
+        let mut opts = instantstart_server::ServerOptions {
             data_dir: config.dir.clone(),
             provider: instantstart_server::ProviderKind::Sim,
             sim_speed: config.speed,
@@ -235,8 +289,11 @@ impl Served {
             eks_public_access_cidrs: vec![],
             http: Default::default(),
         };
+        if let Some(set) = &config.server_options {
+            set(&mut opts);
+        }
         let state = instantstart_server::AppState::assemble(&opts).expect("server state").state;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback port");
+        let listener = bind(config.port);
         listener.set_nonblocking(true).expect("non-blocking listener");
         let listener = tokio::net::TcpListener::from_std(listener).expect("listener in the runtime");
         let url = format!("http://{}", listener.local_addr().expect("local address"));
@@ -294,7 +351,19 @@ impl Bed {
             workflows: None,
             engine_config: None,
             timeout: WAIT,
+            server_options: None,
+            port: 0,
+            temp: None,
         }
+    }
+
+    /// A bed on a fresh temporary data directory that the bed owns (removed when it is
+    /// dropped).
+    pub fn temp() -> BedBuilder {
+        let temp = tempfile::tempdir().expect("a temporary directory");
+        let mut builder = Bed::sim(temp.path());
+        builder.temp = Some(Arc::new(temp));
+        builder
     }
 
     /// A bed with nothing on disk: the world and an SQLite store in memory (a restart keeps
@@ -321,6 +390,11 @@ impl Bed {
         &self.served.as_ref().expect("a served bed (BedBuilder::serve)").url
     }
 
+    /// The loopback port of a served bed.
+    pub fn port(&self) -> u16 {
+        served_port(self.url())
+    }
+
     /// The server's state of a served bed.
     pub fn state(&self) -> &instantstart_server::AppState {
         &self.served.as_ref().expect("a served bed (BedBuilder::serve)").state
@@ -338,11 +412,16 @@ impl Bed {
     /// [`Bed::kill`], then a fresh engine (and server) on the same store and world (the world
     /// file is re-attached with its injected faults cleared, as a restarted simulator has
     /// none). Nothing is resumed: the test calls `engine.resume_all()`.
+    ///
+    /// A WebSocket the old server upgraded runs on a task of its own (axum's) and outlives
+    /// it; a test of a client reconnecting after a crash drops the runtime the bed runs on
+    /// instead, and serves a new bed on the same directory and [`BedBuilder::port`] (the CLI's
+    /// tests do).
     pub async fn restart(&mut self) {
         self.kill().await;
         if let Some(served) = self.served.take() {
-            drop(served);
             let sim = SimCloud::new(self.config.sim_config("sim-world.json")).expect("simulated cloud");
+            drop(served);
             let served = Served::start(&self.config);
             self.store = served.state.store.clone();
             self.engine = served.state.engine.clone();
@@ -498,6 +577,23 @@ where
         }
         assert!(tokio::time::Instant::now() < deadline, "waited {timeout:?} for {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// [`wait_until`] for a test without a runtime (a server process driven over blocking
+/// sockets): calls `check` (every 10 ms) until it answers `Ok`, and returns that. `Err` says
+/// what is still missing.
+///
+/// # Panics
+/// When `check` still answers `Err` after `timeout`, with its last answer.
+pub fn wait_blocking<T>(timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(e) if std::time::Instant::now() >= deadline => panic!("waited {timeout:?}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
     }
 }
 

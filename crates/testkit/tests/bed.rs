@@ -1,6 +1,7 @@
 //! The kit on itself: a built bed runs an operation and restarts as kill -9 does; a manual
 //! clock holds a state until the test advances it; a served bed answers its typed client on
-//! loopback, restarts on the same data directory, and stops serving when dropped.
+//! loopback (its health too: plain text, not JSON), restarts on the same data directory, and
+//! stops serving when dropped.
 
 use instantstart_core::operation::{Face, OperationKind, OperationStatus, StepPhase};
 use instantstart_testkit::{Bed, REGION};
@@ -80,4 +81,26 @@ async fn a_served_bed_answers_its_client_and_restarts_on_the_same_directory() {
         gone.session().await.is_err()
     })
     .await;
+}
+
+/// `Client::healthz` against the real server: `/healthz` answers plain text (`ok`), which the
+/// client once tried to decode as JSON ("HTTP 200 OK: body is not JSON"); a server that is gone
+/// is a connection error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_reads_the_servers_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Bed::sim(dir.path()).serve();
+    let health = b.client().healthz().await.unwrap();
+    assert_eq!(health, instantstart_client::Health { message: "ok".into() });
+    let anonymous = instantstart_client::Client::new(b.url(), None, Face::Api).unwrap();
+    assert_eq!(anonymous.healthz().await.unwrap().message, "ok", "no token needed");
+    let url = b.url().to_string();
+    drop(b);
+    let gone = instantstart_client::Client::new(&url, None, Face::Api).unwrap();
+    instantstart_testkit::wait_until(Duration::from_secs(10), "the dropped bed's server to stop", || async {
+        gone.healthz().await.is_err()
+    })
+    .await;
+    let err = gone.healthz().await.unwrap_err();
+    assert!(matches!(err, instantstart_client::Error::Connection { .. }), "{err:?}");
 }

@@ -52,14 +52,15 @@ async fn foreign_jobs_and_endpoints_are_listed_readable_and_never_changed() {
     create_ready(&app, "demo").await;
     let target = KubeTarget::new("us-east-1", "demo");
     for o in foreign_objects() {
-        app.state.kube.apply(&target, &KubeObject(o)).await.unwrap();
+        app.state().kube.apply(&target, &KubeObject(o)).await.unwrap();
     }
 
     // Listed, marked foreign, read from the real object and its pods.
-    let jobs = until(&app, "/api/clusters/demo/jobs", |b| {
-        b.as_array().unwrap().iter().any(|j| j["name"] == "legacy" && j["pods"]["running"] == 2)
-    })
-    .await;
+    let jobs = app
+        .get_until("/api/clusters/demo/jobs", |b| {
+            b.as_array().unwrap().iter().any(|j| j["name"] == "legacy" && j["pods"]["running"] == 2)
+        })
+        .await;
     let legacy = jobs.as_array().unwrap().iter().find(|j| j["name"] == "legacy").unwrap();
     assert_eq!(
         (&legacy["foreign"], &legacy["runtime"], &legacy["replicas"], &legacy["phase"]),
@@ -74,7 +75,7 @@ async fn foreign_jobs_and_endpoints_are_listed_readable_and_never_changed() {
     assert_eq!(logs.status, StatusCode::OK, "{:#}", logs.body);
     assert_eq!(logs.body["pod"], "legacy-pods-0");
 
-    let eps = until(&app, "/api/clusters/demo/endpoints", |b| b.as_array().unwrap().len() == 2).await;
+    let eps = app.get_until("/api/clusters/demo/endpoints", |b| b.as_array().unwrap().len() == 2).await;
     let names: Vec<&str> = eps.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["tgi", "their-llm"], "the nginx Deployment is not an endpoint: {eps:#}");
     let by = |n: &str| eps.as_array().unwrap().iter().find(|e| e["name"] == n).unwrap().clone();
@@ -87,8 +88,9 @@ async fn foreign_jobs_and_endpoints_are_listed_readable_and_never_changed() {
         (&theirs["foreign"], &theirs["route"], &theirs["engine"], &theirs["model"]),
         (&json!(true), &json!("managed"), &json!("managed"), &json!("models/theirs"))
     );
-    let tgi_detail =
-        until(&app, "/api/clusters/demo/endpoints/tgi", |b| b["pods"].as_array().is_some_and(|p| !p.is_empty())).await;
+    let tgi_detail = app
+        .get_until("/api/clusters/demo/endpoints/tgi", |b| b["pods"].as_array().is_some_and(|p| !p.is_empty()))
+        .await;
     assert_eq!(tgi_detail["foreign"], true);
 
     // Every change is refused with 422 naming the field, and nothing is recorded.

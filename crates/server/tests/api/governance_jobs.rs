@@ -4,8 +4,9 @@
 //! reclaims and preempts by the teams' quotas and priorities; the job list and view show each
 //! job's admission as Kueue's `Workload` objects say it.
 
-use super::{TestApp, create_ready, run, test_app};
+use super::{create_ready, run, test_app};
 use axum::http::{Method, StatusCode};
+use instantstart_testkit::Bed;
 use serde_json::{Value, json};
 
 const JOBS: &str = "/api/clusters/demo/jobs";
@@ -30,12 +31,12 @@ fn finding<'a>(body: &'a Value, field: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no finding on {field}: {body:#}"))
 }
 
-async fn submit(app: &TestApp, body: Value) {
+async fn submit(app: &Bed, body: Value) {
     run(app, Method::POST, JOBS, Some(body)).await;
 }
 
 /// `name → (state, reason)` of every job that names a queue.
-async fn admissions(app: &TestApp) -> Vec<(String, String, String)> {
+async fn admissions(app: &Bed) -> Vec<(String, String, String)> {
     let list = app.get(JOBS).await.body;
     let mut out: Vec<(String, String, String)> = list
         .as_array()
@@ -139,14 +140,7 @@ async fn jobs_queue_borrow_reclaim_and_preempt_by_team_and_priority() {
     let r1 = app.get(&format!("{JOBS}/r1")).await.body;
     assert!(r1["admission"]["message"].as_str().unwrap().contains("r4"), "{r1:#}");
     // The admitted jobs' pods run; the others' are held.
-    let mut p1 = Value::Null;
-    for _ in 0..400 {
-        p1 = app.get(&format!("{JOBS}/p1")).await.body;
-        if p1["pods"]["running"] == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    let p1 = app.get_until(&format!("{JOBS}/p1"), |p1| p1["pods"]["running"] == 1).await;
     assert_eq!(p1["pods"]["running"], 1, "{p1:#}");
     assert_eq!(p1["admission"]["state"], "admitted");
     let held = app.get(&format!("{JOBS}/r1")).await.body;

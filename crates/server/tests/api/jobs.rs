@@ -45,32 +45,11 @@ fn fields(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn cluster_ready(app: &TestApp) {
+async fn cluster_ready(app: &Bed) {
     let r = app.send(Method::POST, "/api/clusters", Some(cluster_body()), &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
-}
-
-/// Polls `uri` until `done` holds for its body.
-async fn poll(app: &TestApp, uri: &str, done: impl Fn(&Value) -> bool) -> Value {
-    for _ in 0..1500 {
-        let body = app.get(uri).await.body;
-        if done(&body) {
-            return body;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{uri} never reached the expected state: {:#}", app.get(uri).await.body);
-}
-
-/// Serves the app on loopback for the WebSocket tests.
-async fn serve(app: &TestApp) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let router = app.router.clone();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    port
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,7 +61,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
     cluster_ready(&app).await;
     // Watch the workloads at a pace a poller can follow.
-    app.state.sim.as_ref().unwrap().set_speed(20.0).unwrap();
+    app.state().sim.as_ref().unwrap().set_speed(20.0).unwrap();
 
     // Dry run: the rendered manifest and the steps, nothing applied.
     let r = app.send(Method::POST, "/api/clusters/demo/jobs?dry_run=true", Some(hyperpod_job("llama", 2)), &[]).await;
@@ -162,7 +141,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     // The HyperPod job runs: both pods, its recovery budget (3 in place per window, 1 full restart).
     // (Pod lists may come from the adapter's watch cache, a moment behind the job's status.)
     let detail =
-        poll(&app, "/api/clusters/demo/jobs/llama", |j| j["phase"] == "running" && j["pods"]["running"] == 2).await;
+        app.get_until("/api/clusters/demo/jobs/llama", |j| j["phase"] == "running" && j["pods"]["running"] == 2).await;
     assert_eq!(detail["recovery"], json!({"budget": 7, "used": 0, "remaining": 7}));
     assert_eq!(detail["recipe"], "torch");
     assert_eq!(detail["pod_list"].as_array().unwrap().len(), 2);
@@ -171,13 +150,14 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
 
     // GPU capacity: the job's two pods hold a GPU on two nodes, named on each; the read is
     // tagged like every JSON read; an unknown cluster is a 404.
-    let cap = poll(&app, "/api/clusters/demo/capacity", |c| {
-        c["node_list"].as_array().is_some_and(|nodes| {
-            nodes.iter().filter(|n| n["workloads"].as_array().unwrap().iter().any(|w| w["name"] == "llama")).count()
-                == 2
+    let cap = app
+        .get_until("/api/clusters/demo/capacity", |c| {
+            c["node_list"].as_array().is_some_and(|nodes| {
+                nodes.iter().filter(|n| n["workloads"].as_array().unwrap().iter().any(|w| w["name"] == "llama")).count()
+                    == 2
+            })
         })
-    })
-    .await;
+        .await;
     assert_eq!((cap["cluster"].clone(), cap["nodes"].clone()), (json!("demo"), json!(4)));
     assert_eq!(cap["health"], json!({"healthy": 4}));
     assert_eq!(cap["accelerators"]["gpus"]["total"], 4);
@@ -205,10 +185,11 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     assert_eq!(app.get("/api/clusters/nope/capacity").await.status, StatusCode::NOT_FOUND);
 
     // Logs: rank 0 by default, another pod on request.
-    let logs = poll(&app, "/api/clusters/demo/jobs/llama/logs?tail=5", |l| {
-        l["lines"].as_array().is_some_and(|x| !x.is_empty())
-    })
-    .await;
+    let logs = app
+        .get_until("/api/clusters/demo/jobs/llama/logs?tail=5", |l| {
+            l["lines"].as_array().is_some_and(|x| !x.is_empty())
+        })
+        .await;
     assert_eq!(logs["pod"], "llama-workers-0");
     assert!(logs["lines"].as_array().unwrap().len() <= 5);
     let other = app.get("/api/clusters/demo/jobs/llama/logs?pod=llama-workers-1&tail=2").await;
@@ -217,7 +198,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:#}", r.body);
 
     // Follow the log over the WebSocket: JSON frames {pod, line}.
-    let port = serve(&app).await;
+    let port = app.port();
     let mut req =
         format!("ws://127.0.0.1:{port}/api/clusters/demo/jobs/llama/logs/stream?tail=3").into_client_request().unwrap();
     req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
@@ -246,7 +227,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     let r =
         app.send(Method::PUT, "/api/sim/faults", Some(json!({ "process_faults": [{ "job": "llama" }] })), &[]).await;
     assert!(r.status.is_success(), "{:#}", r.body);
-    let recovered = poll(&app, "/api/clusters/demo/jobs/llama", |j| j["recovery"]["used"] == 1).await;
+    let recovered = app.get_until("/api/clusters/demo/jobs/llama", |j| j["recovery"]["used"] == 1).await;
     assert_eq!(recovered["recovery"], json!({"budget": 7, "used": 1, "remaining": 6}), "{recovered:#}");
     assert!(["restarting", "running"].contains(&recovered["phase"].as_str().unwrap()), "{recovered:#}");
 
@@ -269,7 +250,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     let target = KubeTarget::new("us-east-1", "demo");
     for (api_version, kind) in [("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"), ("v1", "Pod")] {
         let left = instantstart_core::provider::KubeApi::list(
-            app.state.kube.as_ref(),
+            app.state().kube.as_ref(),
             &target,
             &ListParams {
                 api_version: api_version.into(),
@@ -300,12 +281,12 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
     let r = app.send(Method::POST, "/api/clusters/demo/jobs", Some(hyperpod_job("short", 1)), &[]).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
     app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
-    poll(&app, "/api/clusters/demo/jobs/short/logs", |l| l["lines"].as_array().is_some_and(|x| !x.is_empty())).await;
+    app.get_until("/api/clusters/demo/jobs/short/logs", |l| l["lines"].as_array().is_some_and(|x| !x.is_empty())).await;
     let mut req =
         format!("ws://127.0.0.1:{port}/api/clusters/demo/jobs/short/logs/stream?tail=1").into_client_request().unwrap();
     req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    app.state.sim.as_ref().unwrap().set_speed(2000.0).unwrap();
+    app.state().sim.as_ref().unwrap().set_speed(2000.0).unwrap();
     let end = loop {
         let msg = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a frame").unwrap().unwrap();
         let Message::Text(text) = msg else { continue };
@@ -315,7 +296,7 @@ async fn training_jobs_submit_list_get_logs_follow_recover_and_delete() {
         }
     };
     assert!(end["reason"].as_str().unwrap().contains("ended"), "{end}");
-    let done = poll(&app, "/api/clusters/demo/jobs/short", |j| j["phase"] == "succeeded").await;
+    let done = app.get_until("/api/clusters/demo/jobs/short", |j| j["phase"] == "succeeded").await;
     assert_eq!(done["recovery"]["used"], 0, "{done:#}");
 }
 
@@ -393,7 +374,7 @@ async fn storage_listing_and_model_downloads() {
     assert_eq!(app.get("/api/clusters/demo/downloads").await.body, json!([]));
     use instantstart_core::provider::{KubeTarget, ListParams};
     let target = {
-        let rec = app.state.store.get_cluster("demo").unwrap().unwrap();
+        let rec = app.state().store.get_cluster("demo").unwrap().unwrap();
         KubeTarget::new(rec.region, rec.eks_cluster)
     };
     for (api_version, kind) in [("batch/v1", "Job"), ("v1", "Pod")] {
@@ -403,7 +384,7 @@ async fn storage_listing_and_model_downloads() {
             namespace: None,
             labels: vec![("app.kubernetes.io/instance".into(), name.clone())],
         };
-        let left = app.state.kube.list(&target, &params).await.unwrap();
+        let left = app.state().kube.list(&target, &params).await.unwrap();
         assert!(left.is_empty(), "{kind} left behind: {left:?}");
     }
     let kept = app.get("/api/clusters/demo/storage/objects?prefix=models/Qwen/Qwen3-0.6B/").await;
@@ -420,7 +401,7 @@ async fn storage_listing_and_model_downloads() {
 
     // A folder larger than a page is listed page by page (review #25: nothing silently left
     // out): the cursor of one page continues it, the last page has none, every entry comes once.
-    let bucket = app.state.store.get_cluster("demo").unwrap().unwrap().bucket.unwrap();
+    let bucket = app.state().store.get_cluster("demo").unwrap().unwrap().bucket.unwrap();
     let total = instantstart_core::provider::LIST_OBJECTS_LIMIT + 7;
     for i in 0..total {
         let put = instantstart_core::provider::PutObject {
@@ -429,7 +410,7 @@ async fn storage_listing_and_model_downloads() {
             body: b"x".to_vec(),
             content_type: "text/plain".into(),
         };
-        app.state.aws.put_object(&put).await.unwrap();
+        app.state().aws.put_object(&put).await.unwrap();
     }
     let mut keys: Vec<String> = Vec::new();
     let mut uri = "/api/clusters/demo/storage/objects?prefix=many/".to_string();

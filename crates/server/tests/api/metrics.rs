@@ -31,17 +31,6 @@ fn fields(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn poll(app: &TestApp, uri: &str, done: impl Fn(&Value) -> bool) -> Value {
-    for _ in 0..1500 {
-        let body = app.get(uri).await.body;
-        if done(&body) {
-            return body;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{uri} never reached the expected state: {:#}", app.get(uri).await.body);
-}
-
 fn series<'a>(view: &'a Value, metric: &str, gpu: Option<u64>) -> &'a Value {
     view["series"]
         .as_array()
@@ -77,7 +66,7 @@ async fn metrics_of_nodes_and_jobs_follow_what_runs() {
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
-    app.state.sim.as_ref().unwrap().set_speed(50.0).unwrap();
+    app.state().sim.as_ref().unwrap().set_speed(50.0).unwrap();
     assert_eq!(app.get("/api/clusters/demo/metrics?node=nope").await.status, StatusCode::NOT_FOUND);
     assert_eq!(app.get("/api/clusters/demo/metrics?job=nope").await.status, StatusCode::NOT_FOUND);
 
@@ -87,12 +76,13 @@ async fn metrics_of_nodes_and_jobs_follow_what_runs() {
     assert_eq!(done["status"], "succeeded", "{done:#}");
 
     // The job logs steps: its throughput and loss come from those lines.
-    let view = poll(&app, "/api/clusters/demo/metrics?job=llama&since=600&step=10", |v| {
-        v["series"]
-            .as_array()
-            .is_some_and(|s| s.iter().any(|s| s["metric"] == "loss" && !s["points"].as_array().unwrap().is_empty()))
-    })
-    .await;
+    let view = app
+        .get_until("/api/clusters/demo/metrics?job=llama&since=600&step=10", |v| {
+            v["series"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|s| s["metric"] == "loss" && !s["points"].as_array().unwrap().is_empty()))
+        })
+        .await;
     assert_eq!(
         (view["job"].clone(), view["namespace"].clone(), view["origin"].clone()),
         (json!("llama"), json!("default"), json!("simulated"))
@@ -150,7 +140,7 @@ async fn a_metrics_read_whose_source_fails_is_a_502_and_the_next_read_recovers()
     let cap = app.get("/api/clusters/demo/capacity").await.body;
     let node = cap["node_list"][0]["name"].as_str().unwrap().to_string();
     let uri = format!("/api/clusters/demo/metrics?node={node}");
-    let sim = app.state.sim.as_ref().unwrap();
+    let sim = app.state().sim.as_ref().unwrap();
     sim.set_faults(
         instantstart_sim::SimFaults::none()
             .with("k8s:Metrics", instantstart_sim::FaultMode::fail("exporter down (injected)")),

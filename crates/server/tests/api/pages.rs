@@ -31,7 +31,7 @@ fn next_link(r: &Reply) -> Option<String> {
 }
 
 /// Reads every page of `first`, following the links; checks every page but the last is full.
-async fn follow(app: &TestApp, first: &str, limit: usize) -> (Vec<Value>, Vec<String>) {
+async fn follow(app: &Bed, first: &str, limit: usize) -> (Vec<Value>, Vec<String>) {
     let (mut items, mut links, mut uri) = (Vec::new(), Vec::new(), first.to_string());
     loop {
         let r = app.get(&uri).await;
@@ -82,7 +82,7 @@ async fn clusters_page_by_name_with_next_links_and_tags_that_cover_them() {
     let t = chrono::Utc::now();
     let mut names: Vec<String> = (0..23).map(|i| format!("c{i:02}")).collect();
     for name in &names {
-        app.state
+        app.state()
             .store
             .put_cluster(&ClusterRecord {
                 name: name.clone(),
@@ -119,7 +119,7 @@ async fn clusters_page_by_name_with_next_links_and_tags_that_cover_them() {
 #[tokio::test]
 async fn operations_and_audit_page_newest_first_keeping_their_filters() {
     let app = test_app(2000.0);
-    let store = &app.state.store;
+    let store = &app.state().store;
     for i in 0..14 {
         let target = if i % 2 == 0 { "cluster/even" } else { "cluster/odd" };
         let kind = OperationKind::CreateCluster;

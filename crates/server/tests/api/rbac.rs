@@ -32,9 +32,9 @@ fn target() -> KubeTarget {
 }
 
 /// Applies `objects` as the control plane (the cluster's administrator).
-async fn admin_apply(app: &TestApp, objects: &[Value]) {
+async fn admin_apply(app: &Bed, objects: &[Value]) {
     for o in objects {
-        app.state.kube.apply(&target(), &KubeObject(o.clone())).await.unwrap();
+        app.state().kube.apply(&target(), &KubeObject(o.clone())).await.unwrap();
     }
 }
 
@@ -56,18 +56,18 @@ fn group_binding(namespace: &str, role: &str, group: &str) -> Value {
 }
 
 /// Mints a token through the API and returns its secret.
-async fn mint(app: &TestApp, body: Value) -> String {
+async fn mint(app: &Bed, body: Value) -> String {
     let r = app.send(Method::POST, "/api/tokens", Some(body), &[]).await;
     assert_eq!(r.status, StatusCode::CREATED, "{:#}", r.body);
     r.body["token"].as_str().unwrap().to_string()
 }
 
-async fn operations(app: &TestApp) -> usize {
+async fn operations(app: &Bed) -> usize {
     app.get("/api/operations").await.body.as_array().map(Vec::len).unwrap_or(0)
 }
 
-fn audit(app: &TestApp) -> Vec<instantstart_sim::KubeAuditEvent> {
-    app.state.sim.as_ref().unwrap().kube_audit("us-east-1", "demo")
+fn audit(app: &Bed) -> Vec<instantstart_sim::KubeAuditEvent> {
+    app.state().sim.as_ref().unwrap().kube_audit("us-east-1", "demo")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,17 +117,14 @@ async fn bound_tokens_act_as_their_kubernetes_identity() {
     let done = app.wait_op(&id).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
     assert_eq!(done["request"]["request"]["acting_as"]["identity"]["user"], "alice", "recorded with the operation");
-    let mut logs = Value::Null;
-    for _ in 0..500 {
-        let r = app
-            .call(as_token(Method::GET, "/api/clusters/demo/jobs/train-a/logs?namespace=team-a", &alice, None))
-            .await;
-        if r.status == StatusCode::OK {
-            logs = r.body;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let logs = app
+        .call_until(
+            "alice's job logs",
+            || as_token(Method::GET, "/api/clusters/demo/jobs/train-a/logs?namespace=team-a", &alice, None),
+            |r| r.status == StatusCode::OK,
+        )
+        .await
+        .body;
     assert!(logs["lines"].as_array().is_some_and(|l| !l.is_empty()), "{logs:#}");
     let events = audit(&app);
     for (verb, resource) in [("create", "hyperpodpytorchjobs"), ("get", "pods/log")] {
@@ -347,28 +344,9 @@ async fn an_unbound_tokens_lists_show_only_its_namespace() {
     }
 }
 
-/// A server on `dir` (the store and the simulated world persist there), as after a restart.
-fn app_on(dir: &std::path::Path) -> (AppState, axum::Router) {
-    let opts = ServerOptions {
-        data_dir: dir.to_path_buf(),
-        provider: ProviderKind::Sim,
-        sim_speed: 2000.0,
-        default_region: "us-east-1".into(),
-        token: Some(TOKEN.into()),
-        shared_bucket: None,
-        unbound_tokens_any_namespace: false,
-        admin_system_namespaces: vec![],
-        eks_public_access_cidrs: vec![],
-        http: Default::default(),
-    };
-    let state = AppState::assemble(&opts).unwrap().state;
-    let router = instantstart_server::app(state.clone());
-    (state, router)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operation_keeps_its_identity_after_a_restart() {
-    let app = test_app(2000.0);
+    let mut app = test_app(2000.0);
     create_ready(&app, "demo").await;
     // alice may read in team-a but not create: the apply step is refused by the cluster.
     admin_apply(
@@ -403,20 +381,13 @@ async fn an_operation_keeps_its_identity_after_a_restart() {
     // The cluster's administrator grants create; the server restarts; the admin retries.
     admin_apply(&app, &[role("team-a", "write", &["create", "patch"]), group_binding("team-a", "write", "team-a")])
         .await;
-    app.state.engine.abort_all();
-    let (state, router) = app_on(app._dir.path());
+    app.restart().await;
     let before = audit(&app).len();
-    let r = router
-        .clone()
-        .oneshot(as_token(Method::POST, &format!("/api/operations/{id}/steps/{}/retry", urlencode(&key)), TOKEN, None))
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::ACCEPTED, "retry");
-    let done = state
-        .engine
-        .wait(&instantstart_core::operation::OperationId(id.clone()), Duration::from_secs(30))
-        .await
-        .unwrap();
+    let r = app
+        .call(as_token(Method::POST, &format!("/api/operations/{id}/steps/{}/retry", urlencode(&key)), TOKEN, None))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "retry");
+    let done = app.wait_done(&instantstart_core::operation::OperationId(id.clone())).await;
     assert_eq!(done.status, instantstart_core::operation::OperationStatus::Succeeded, "{done:#?}");
     // Retried by the admin after a restart, the step still acted as alice.
     let after: Vec<_> = audit(&app).into_iter().skip(before).collect();
@@ -426,5 +397,4 @@ async fn an_operation_keeps_its_identity_after_a_restart() {
             .any(|e| e.user == "alice" && e.allowed && e.verb == "create" && e.resource == "hyperpodpytorchjobs"),
         "{after:#?}"
     );
-    state.engine.abort_all();
 }

@@ -5,10 +5,11 @@
 //! `/api/sim/faults` shows in the job's recovery budget, a job with no budget fails, a model
 //! download fills the shared bucket, and deleting every job leaves no object or pod behind.
 
-use super::{TOKEN, TestApp, create_ready_with_nodes, test_app};
+use super::{TOKEN, create_ready_with_nodes, test_app};
 use axum::http::{Method, StatusCode};
 use futures::StreamExt;
 use instantstart_core::provider::{KubeApi, ListParams};
+use instantstart_testkit::{Bed, admin};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -71,19 +72,11 @@ fn recipes() -> Vec<(&'static str, Value)> {
     ]
 }
 
-impl TestApp {
-    /// Polls a job until `done` holds (simulated time runs while it waits).
-    async fn job_until(&self, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let uri = format!("{JOBS}/{name}");
-        for _ in 0..600 {
-            let r = self.get(&uri).await;
-            if r.status == StatusCode::OK && done(&r.body) {
-                return r.body;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("{name} never became {what}: {:#}", self.get(&uri).await.body);
-    }
+/// Polls a job until `done` holds (simulated time runs while it waits).
+async fn job_until(app: &Bed, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let uri = format!("{JOBS}/{name}");
+    let wait = format!("{name} to become {what}");
+    app.call_until(&wait, || admin(Method::GET, &uri, None), |r| r.status == StatusCode::OK && done(&r.body)).await.body
 }
 
 /// Follows a job's log over the WebSocket until `n` training steps arrived; returns them as
@@ -126,13 +119,10 @@ async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim()
     let app = test_app(2000.0);
     // Four jobs of two nodes run at once: a GPU each.
     create_ready_with_nodes(&app, "demo", 8).await;
-    let sim = app.state.sim.clone().expect("the sim provider");
+    let sim = app.state().sim.clone().expect("the sim provider");
     // Watch the jobs at a pace a poller follows: a step every 0.25 s, a pod start in 0.75 s.
     sim.set_speed(40.0).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let router = app.router.clone();
-    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let port = app.port();
 
     // Submit every recipe; the operation returns the real object name.
     for (name, body) in recipes() {
@@ -169,7 +159,7 @@ async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim()
 
     // Every job runs and logs training steps on the curve, followed over the WebSocket.
     for (name, _) in recipes() {
-        let running = app.job_until(name, "running", |j| j["phase"] == "running").await;
+        let running = job_until(&app, name, "running", |j| j["phase"] == "running").await;
         assert_eq!(running["replicas"], 2, "{running:#}");
         let steps = follow_steps(port, name, 3).await;
         assert!(steps[0].1 > 0.0 && steps[0].2 > 0.0, "{steps:?}");
@@ -185,11 +175,11 @@ async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim()
         .send(Method::PUT, "/api/sim/faults", Some(json!({ "process_faults": [{ "job": "torch-job" }] })), &[])
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:#}", r.body);
-    let after = app.job_until("torch-job", "charged for the fault", |j| j["recovery"]["used"] == 1).await;
+    let after = job_until(&app, "torch-job", "charged for the fault", |j| j["recovery"]["used"] == 1).await;
     assert_eq!(after["recovery"], json!({ "budget": 7, "used": 1, "remaining": 6 }), "{after:#}");
     let names = |j: &Value| j["pod_list"].as_array().unwrap().iter().map(|p| p["name"].clone()).collect::<Vec<_>>();
     assert_eq!(names(&after), names(&torch), "restarted in place");
-    let back = app.job_until("torch-job", "running again", |j| j["phase"] == "running").await;
+    let back = job_until(&app, "torch-job", "running again", |j| j["phase"] == "running").await;
     assert_eq!(back["recovery"]["used"], 1);
     let log = app.get(&format!("{JOBS}/torch-job/logs?tail=500")).await.body;
     assert!(
@@ -200,7 +190,7 @@ async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim()
     // No budget: the first fault fails the job, with the operator's reason.
     let r = app.send(Method::PUT, "/api/sim/faults", Some(json!({ "process_faults": [{ "job": "swift-job", "reason": "CUDA error: an illegal memory access was encountered" }] })), &[]).await;
     assert_eq!(r.status, StatusCode::OK);
-    let failed = app.job_until("swift-job", "failed", |j| j["phase"] == "failed").await;
+    let failed = job_until(&app, "swift-job", "failed", |j| j["phase"] == "failed").await;
     assert_eq!(failed["recovery"], json!({ "budget": 0, "used": 0, "remaining": 0 }), "{failed:#}");
     assert!(failed["message"].as_str().unwrap_or("").contains("illegal memory access"), "{failed:#}");
 
@@ -216,14 +206,11 @@ async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim()
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:#}", r.body);
     let done = app.wait_op(r.body["operation"]["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
-    let mut listing = Value::Null;
-    for _ in 0..400 {
-        listing = app.get("/api/clusters/demo/storage/objects?prefix=models/Qwen/Qwen3-0.6B/").await.body;
-        if listing["entries"].as_array().is_some_and(|e| !e.is_empty()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let listing = app
+        .get_until("/api/clusters/demo/storage/objects?prefix=models/Qwen/Qwen3-0.6B/", |l| {
+            l["entries"].as_array().is_some_and(|e| !e.is_empty())
+        })
+        .await;
     let entries = listing["entries"].as_array().unwrap_or_else(|| panic!("{listing:#}"));
     let weights = entries.iter().find(|e| e["key"] == "models/Qwen/Qwen3-0.6B/model.safetensors").expect("weights");
     assert!(weights["size_bytes"].as_u64().unwrap() > 1_000_000_000, "{weights}");
@@ -244,5 +231,4 @@ async fn training_recipes_logs_recovery_budget_downloads_and_delete_on_the_sim()
         .unwrap();
     let left: Vec<&str> = pods.iter().filter_map(|p| p.0.pointer("/metadata/name").and_then(Value::as_str)).collect();
     assert!(left.iter().all(|n| n.starts_with("download-")), "only the finished download's pod may remain: {left:?}");
-    server.abort();
 }
