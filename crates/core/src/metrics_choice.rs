@@ -171,7 +171,7 @@ mod tests {
         let values = Some(json!({ "ampWorkspace": { "arn": arn, "prometheusEndpoint": "https://x" } }));
         let want = Some(("us-west-2".to_string(), "ws-1234abcd-12ab-34cd-56ef-1234567890ab".to_string()));
         let failed = ResourceState::Failed { reason: "x".into() };
-        let table: Vec<(Option<EksAddon>, Option<(String, String)>)> = vec![
+        let table: Vec<(Option<EksAddon>, Choice)> = vec![
             (None, None),
             (Some(addon(ResourceState::Active, values.clone())), want.clone()),
             (Some(addon(ResourceState::Creating, values.clone())), want.clone()),

@@ -78,9 +78,10 @@ fn bad_data(message: &str) -> Response {
         .into_response()
 }
 
-/// The credential scope's region of a well-formed SigV4 `Authorization` for service `aps`.
-fn signed_region(headers: &HeaderMap) -> Result<String, Response> {
-    let forbidden = |code: &str, m: &str| Err(aws_error(StatusCode::FORBIDDEN, code, m));
+/// The credential scope's region of a well-formed SigV4 `Authorization` for service `aps`; else
+/// the 403's error type and message.
+fn signed_region(headers: &HeaderMap) -> Result<String, (&'static str, String)> {
+    let forbidden = |code: &'static str, m: &str| Err((code, m.to_string()));
     let Some(auth) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
         return forbidden("MissingAuthenticationTokenException", "Missing Authentication Token");
     };
@@ -235,7 +236,7 @@ fn evaluate(
 async fn handle(State(sim): State<SimCloud>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
     let region = match signed_region(&headers) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err((code, message)) => return aws_error(StatusCode::FORBIDDEN, code, &message),
     };
     let f = form(&body);
     let Some(text) = f.get("query") else { return bad_data("invalid parameter \"query\": missing") };
@@ -306,11 +307,11 @@ mod tests {
         let good = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261206/us-west-2/aps/aws4_request, \
                     SignedHeaders=content-type;host;x-amz-date, Signature=abc";
         assert_eq!(signed_region(&h(Some(good), "20261206T040000Z")).unwrap(), "us-west-2");
-        let status = |auth: Option<&str>, date: &str| signed_region(&h(auth, date)).unwrap_err().status();
-        assert_eq!(status(None, "20261206T040000Z"), StatusCode::FORBIDDEN);
-        assert_eq!(status(Some(&good.replace("/aps/", "/s3/")), "20261206T040000Z"), StatusCode::FORBIDDEN);
-        assert_eq!(status(Some(good), "20261205T040000Z"), StatusCode::FORBIDDEN);
-        assert_eq!(status(Some("Bearer x"), "20261206T040000Z"), StatusCode::FORBIDDEN);
+        let code = |auth: Option<&str>, date: &str| signed_region(&h(auth, date)).unwrap_err().0;
+        assert_eq!(code(None, "20261206T040000Z"), "MissingAuthenticationTokenException");
+        assert_eq!(code(Some(&good.replace("/aps/", "/s3/")), "20261206T040000Z"), "InvalidSignatureException");
+        assert_eq!(code(Some(good), "20261205T040000Z"), "IncompleteSignatureException");
+        assert_eq!(code(Some("Bearer x"), "20261206T040000Z"), "IncompleteSignatureException");
     }
 
     #[test]
