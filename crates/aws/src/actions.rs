@@ -12,6 +12,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "aps:DeleteWorkspace",
     "aps:DescribeWorkspace",
     "aps:ListWorkspaces",
+    "aps:QueryMetrics",
     "aps:TagResource",
     // EC2: network
     "ec2:AllocateAddress",
@@ -167,9 +168,10 @@ pub const IAM_ACTIONS: &[&str] = &[
 /// create on first use (`iam:CreateServiceLinkedRole`; NAT gateways and VPC endpoints use
 /// none), and the S3 permission names that differ from the API
 /// names (HeadBucket and ListObjectsV2 → `s3:ListBucket`, HeadObject → `s3:GetObject`, object ownership at create →
-/// `s3:PutBucketOwnershipControls`), and the MLflow REST calls (`sagemaker-mlflow:*`, signed
-/// HTTP, not SDK calls).
+/// `s3:PutBucketOwnershipControls`), and the MLflow REST calls (`sagemaker-mlflow:*`) and AMP
+/// range queries (`aps:QueryMetrics`), signed HTTP, not SDK calls.
 pub const IMPLIED_ACTIONS: &[&str] = &[
+    "aps:QueryMetrics",
     "aps:TagResource",
     "eks:TagResource",
     "fsx:TagResource",

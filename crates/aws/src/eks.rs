@@ -137,6 +137,7 @@ fn addon_view(a: &aws_sdk_eks::types::Addon) -> EksAddon {
         state: addon_state(a.status(), &issues),
         tags: tags::from_eks(a.tags()),
         health_issues: issues,
+        configuration_values: a.configuration_values().and_then(|v| serde_json::from_str(v).ok()),
     }
 }
 

@@ -11,6 +11,9 @@
 //! - [`s3`] — the shared data bucket (encrypted, public access blocked, tagged).
 //! - [`fsx`] — FSx for Lustre file systems a cluster's pods mount.
 //! - [`amp`] — Amazon Managed Service for Prometheus workspaces (HyperPod observability).
+//! - [`amp_query`] — PromQL range queries of a workspace (`aps:QueryMetrics`), the GPU metrics
+//!   of a cluster with the observability add-on on.
+//! - [`signed_http`] — SigV4-signed HTTPS calls outside the SDK (MLflow's REST API, AMP queries).
 //! - [`quota`] — Availability Zones, instance type offerings, Service Quotas.
 //! - [`identity`] — STS caller identity.
 //! - [`mlflow`] — SageMaker managed MLflow tracking servers, and their runs and metric
@@ -37,6 +40,7 @@
 
 pub mod actions;
 pub mod amp;
+pub mod amp_query;
 pub mod eks;
 pub mod error;
 pub mod fsx;
@@ -48,6 +52,7 @@ pub mod mlflow;
 pub mod network;
 pub mod quota;
 pub mod s3;
+pub mod signed_http;
 mod tags;
 
 #[cfg(test)]
@@ -137,8 +142,12 @@ pub struct AwsProvider {
     quota_cache: tokio::sync::Mutex<HashMap<String, QuotaTable>>,
     /// EC2's specs of the HyperPod instance types, per region (they do not change).
     specs_cache: tokio::sync::Mutex<HashMap<String, SpecsTable>>,
-    /// MLflow REST endpoint override and HTTPS client.
+    /// MLflow REST endpoint override.
     mlflow: mlflow::MlflowConfig,
+    /// AMP query endpoint override (`https://aps-workspaces.<region>.amazonaws.com` otherwise).
+    amp_query_endpoint: Option<String>,
+    /// The HTTPS client of SigV4-signed calls outside the SDK (MLflow, AMP queries).
+    http: signed_http::SignedHttp,
     /// The caller's account (STS), read once: S3's `ExpectedBucketOwner`.
     account: tokio::sync::OnceCell<String>,
 }
@@ -173,6 +182,8 @@ impl AwsProvider {
             quota_cache: tokio::sync::Mutex::new(HashMap::new()),
             specs_cache: tokio::sync::Mutex::new(HashMap::new()),
             mlflow: mlflow::MlflowConfig::default(),
+            amp_query_endpoint: None,
+            http: signed_http::SignedHttp::default(),
             account: tokio::sync::OnceCell::new(),
         }
     }

@@ -12,26 +12,20 @@
 //! `…:GetMetricHistory`). The endpoint can be overridden with
 //! [`AwsProvider::with_mlflow_endpoint`] or, like the plugin, `SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT`
 //! (tests point it at a local `mlflow server`). Calls used: `experiments/search`, `runs/search`,
-//! `runs/get`, `metrics/get-history`, each paginated.
+//! `runs/get`, `metrics/get-history`, each paginated; signed and sent by [`crate::signed_http`].
 
 use crate::AwsProvider;
 use crate::error::{classify, sdk_error};
+use crate::signed_http::SignedCall;
 use crate::tags;
 use async_trait::async_trait;
-use aws_credential_types::provider::ProvideCredentials;
 use aws_sdk_sagemaker::Client as SageMaker;
-use aws_sigv4::http_request::{PayloadChecksumKind, SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
 use instantstart_core::provider::{
     CreateTrackingServer, MAX_RUNS, MetricPoint, MlflowRun, MlflowTracking, ProviderError, ProviderErrorKind, Result,
     RunMetrics, RunQuery, TrackingServer, TrackingServerSize, region_of_arn,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
 
 /// SigV4 signing name of the SageMaker managed MLflow data plane.
 pub const SIGNING_NAME: &str = "sagemaker-mlflow";
@@ -39,23 +33,15 @@ pub const SIGNING_NAME: &str = "sagemaker-mlflow";
 pub const ARN_HEADER: &str = "x-mlflow-sm-tracking-server-arn";
 /// Environment variable overriding the MLflow endpoint (as in the `sagemaker-mlflow` plugin).
 pub const ENDPOINT_ENV: &str = "SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT";
-/// Timeout of one MLflow REST call.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pages followed at most for one listing.
 const MAX_PAGES: usize = 20;
 /// Points per `metrics/get-history` page.
 const HISTORY_PAGE: u32 = 25_000;
 
-type HttpClient = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Full<Bytes>,
->;
-
-/// How the provider reaches MLflow: an endpoint override and the shared HTTPS client.
+/// How the provider reaches MLflow: an endpoint override.
 #[derive(Debug, Default)]
 pub struct MlflowConfig {
     pub(crate) endpoint: Option<String>,
-    client: std::sync::OnceLock<HttpClient>,
 }
 
 impl AwsProvider {
@@ -76,20 +62,6 @@ impl AwsProvider {
         }
     }
 
-    fn mlflow_client(&self) -> Result<&HttpClient> {
-        if let Some(c) = self.mlflow.client.get() {
-            return Ok(c);
-        }
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(rustls::crypto::aws_lc_rs::default_provider())
-            .map_err(|e| ProviderError::new(SIGNING_NAME, ProviderErrorKind::Failed, format!("TLS roots: {e}")))?
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
-        Ok(self.mlflow.client.get_or_init(|| client))
-    }
-
     /// One signed MLflow REST call: `GET` with `query` or `POST` with a JSON `body`.
     async fn mlflow_call(
         &self,
@@ -107,52 +79,19 @@ impl AwsProvider {
         }
         let method = if body.is_some() { "POST" } else { "GET" };
         let payload = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-        let conf = self.sdk_config().await?;
-        let provider = conf
-            .credentials_provider()
-            .ok_or_else(|| ProviderError::new(api, ProviderErrorKind::AccessDenied, "no AWS credentials configured"))?;
-        let credentials = provider
-            .provide_credentials()
-            .await
-            .map_err(|e| ProviderError::new(api, ProviderErrorKind::AccessDenied, format!("AWS credentials: {e}")))?;
-        let identity: Identity = credentials.into();
-        let mut settings = SigningSettings::default();
-        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(region)
-            .name(SIGNING_NAME)
-            .time(SystemTime::now())
-            .settings(settings)
-            .build()
-            .map_err(|e| ProviderError::new(api, ProviderErrorKind::Failed, format!("signing: {e}")))?
-            .into();
         let headers = [("content-type", "application/json"), (ARN_HEADER, arn)];
-        let signable = SignableRequest::new(method, &url, headers.into_iter(), SignableBody::Bytes(&payload))
-            .map_err(|e| ProviderError::new(api, ProviderErrorKind::InvalidRequest, format!("signing: {e}")))?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|e| ProviderError::new(api, ProviderErrorKind::Failed, format!("signing: {e}")))?
-            .into_parts();
-        let mut request = http::Request::builder()
-            .method(method)
-            .uri(&url)
-            .header("content-type", "application/json")
-            .header(ARN_HEADER, arn)
-            .body(Full::new(Bytes::from(payload)))
-            .map_err(|e| ProviderError::new(api, ProviderErrorKind::InvalidRequest, format!("{url}: {e}")))?;
-        instructions.apply_to_request_http1x(&mut request);
-        let client = self.mlflow_client()?;
-        let response = tokio::time::timeout(CALL_TIMEOUT, client.request(request))
-            .await
-            .map_err(|_| ProviderError::new(api, ProviderErrorKind::Transient, format!("{url}: timed out")))?
-            .map_err(|e| ProviderError::new(api, ProviderErrorKind::Transient, format!("{url}: {e}")))?;
-        let status = response.status().as_u16();
-        let bytes = tokio::time::timeout(CALL_TIMEOUT, response.into_body().collect())
-            .await
-            .map_err(|_| ProviderError::new(api, ProviderErrorKind::Transient, format!("{url}: body timed out")))?
-            .map_err(|e| ProviderError::new(api, ProviderErrorKind::Transient, format!("{url}: {e}")))?
-            .to_bytes();
-        mlflow_response(api, status, &bytes)
+        let answer = self
+            .signed_call(SignedCall {
+                api,
+                service: SIGNING_NAME,
+                region,
+                method,
+                url: &url,
+                headers: &headers,
+                body: payload,
+            })
+            .await?;
+        mlflow_response(api, answer.status, &answer.body)
     }
 
     async fn experiments(&self, arn: &str) -> Result<Vec<(String, String)>> {

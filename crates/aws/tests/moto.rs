@@ -752,6 +752,7 @@ impl EksApi for MotoCloud {
             state: ResourceState::Active,
             tags: req.tags.clone(),
             health_issues: vec![],
+            configuration_values: req.configuration_values.clone(),
         };
         self.created_addons.lock().unwrap().push(req.name.clone());
         self.addons.lock().unwrap().insert((req.cluster.clone(), req.name.clone()), a.clone());

@@ -12,6 +12,7 @@
 //! synchronous: each call is one short local transaction.
 
 pub mod addon_schema;
+pub mod amp_metrics;
 pub mod api;
 pub mod credentials;
 pub mod diff;
@@ -22,6 +23,7 @@ pub mod kube_access;
 pub mod labels;
 pub mod lifecycle;
 pub mod log_lines;
+pub mod metrics_choice;
 pub mod names;
 pub mod operation;
 pub mod page;

@@ -494,7 +494,7 @@ fn node_series(rings: &Rings, target: &KubeTarget, node: &str, window: &MetricsW
         series.push(memory);
     }
     series.sort_by_key(|s| (s.metric, s.gpu));
-    SeriesSet { end: unix_to_time(end), gpu_memory_total_mib: total, series }
+    SeriesSet { origin: None, end: unix_to_time(end), gpu_memory_total_mib: total, series }
 }
 
 /// A job's series: the mean over its GPUs, its throughput and loss.
@@ -540,7 +540,12 @@ fn job_series(
             }
         }
     }
-    SeriesSet { end: unix_to_time(end), gpu_memory_total_mib: total, series: vec![util, memory, throughput, loss] }
+    SeriesSet {
+        origin: None,
+        end: unix_to_time(end),
+        gpu_memory_total_mib: total,
+        series: vec![util, memory, throughput, loss],
+    }
 }
 
 #[async_trait]

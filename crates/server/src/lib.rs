@@ -42,7 +42,8 @@ pub struct AppInner {
     pub aws: Arc<dyn AwsCloud>,
     pub kube: Arc<dyn KubeApi>,
     /// Where GPU and training metrics over time come from (`core::api::metrics`): the simulated
-    /// telemetry, or the clusters' DCGM exporters (`instantstart_k8s::DcgmSource`) on AWS.
+    /// telemetry, or on AWS per cluster its AMP workspace or its DCGM exporters
+    /// (`instantstart_core::metrics_choice::ClusterMetrics`).
     pub metrics_source: Arc<dyn instantstart_core::provider::MetricsSource>,
     /// The simulated cloud, when it is the provider (fault injection and call counters).
     pub sim: Option<instantstart_sim::SimCloud>,
@@ -413,12 +414,18 @@ impl AppState {
                 let aws = Arc::new(instantstart_aws::AwsProvider::lazy(aws_opts.into_provider_options(boundary)));
                 let kube = kube_wiring::eks_adapter(aws.clone());
                 helm = kube_wiring::eks_helm(aws.clone());
-                // GPU metrics from the clusters' DCGM exporters, through the pod proxy.
+                // GPU metrics from the cluster's AMP workspace when its observability add-on
+                // writes to one, else from its DCGM exporters through the pod proxy.
                 let dcgm = instantstart_k8s::DcgmSource::new(kube.clone());
                 if tokio::runtime::Handle::try_current().is_ok() {
                     dcgm.spawn_sampler();
                 }
-                metrics_source = dcgm;
+                metrics_source = Arc::new(instantstart_core::metrics_choice::ClusterMetrics::new(
+                    aws.clone(),
+                    aws.clone(),
+                    kube.clone(),
+                    dcgm,
+                ));
                 (aws, kube, None, EngineConfig::default())
             }
             #[cfg(not(feature = "aws"))]

@@ -97,6 +97,7 @@ pub mod world_store;
 #[cfg(test)]
 mod tests;
 
+pub use amp::AmpQueryServer;
 pub use cloud::{SharedWorld, SimCloud, SimConfig, SimError};
 pub use faults::{FaultMode, ProcessFault, SimFaults};
 pub use iam::RolePolicies;

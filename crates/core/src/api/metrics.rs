@@ -199,7 +199,8 @@ pub async fn get(
     let not_found = |what: String| {
         move |e: crate::provider::ProviderError| match e.kind {
             _ if e.is_no_metrics_exporter() => ReadError::NotReady(e.message),
-            ProviderErrorKind::NotFound => ReadError::Missing(what),
+            // A missing AMP workspace is named as such, not as a missing node or job.
+            ProviderErrorKind::NotFound if e.api != crate::provider::AMP_QUERY_API => ReadError::Missing(what),
             _ => ReadError::Provider(e),
         }
     };
@@ -228,7 +229,7 @@ pub async fn get(
         node,
         job,
         namespace,
-        origin: source.origin().to_string(),
+        origin: set.origin.clone().unwrap_or_else(|| source.origin().to_string()),
         start,
         end: set.end,
         step_seconds: window.step_seconds,

@@ -252,6 +252,10 @@ pub struct EksAddon {
     /// `DEGRADED`. `DEGRADED` still maps to `Active` (pods may wait for nodes); the issues say why.
     #[serde(default)]
     pub health_issues: Vec<String>,
+    /// The add-on's configuration values (DescribeAddon's `configurationValues`, JSON), when
+    /// set: e.g. the observability add-on's `ampWorkspace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration_values: Option<serde_json::Value>,
 }
 
 /// An EKS Pod Identity association: pods of `namespace/service_account` get `role_arn`'s

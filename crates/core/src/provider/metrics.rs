@@ -165,12 +165,77 @@ impl MetricsWindow {
 /// What a source answered: the series and the moment its window ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SeriesSet {
+    /// Which source answered, when a source picks one per cluster (the view's `origin`);
+    /// `None`: [`MetricsSource::origin`] of the source read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
     /// The source's now (the simulated clock on the simulator).
     pub end: DateTime<Utc>,
     /// The GPU memory of one GPU, in MiB, when known (`FB_USED + FB_FREE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_memory_total_mib: Option<f64>,
     pub series: Vec<MetricSeries>,
+}
+
+/// What [`MetricsSource::origin`] says of series read from Amazon Managed Service for
+/// Prometheus (the observability add-on's workspace).
+pub const ORIGIN_AMP: &str = "amp";
+/// API name of a query of an AMP workspace: the IAM action it needs (AMP's "QueryMetrics"
+/// operation, `POST /workspaces/{workspaceId}/api/v1/query_range`).
+pub const AMP_QUERY_API: &str = "aps:QueryMetrics";
+
+/// A Prometheus range query (`query_range`): PromQL evaluated at `start`, `start + step`, …
+/// up to `end` (Unix seconds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeQuery {
+    pub query: String,
+    pub start: f64,
+    pub end: f64,
+    pub step_seconds: u32,
+}
+
+/// One series of a range query's answer (`resultType: matrix`): its labels and its
+/// `[unix seconds, value]` points, oldest first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PromSeries {
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub points: Vec<[f64; 2]>,
+}
+
+/// Runs PromQL range queries against an Amazon Managed Service for Prometheus workspace (the
+/// AWS adapter signs them for service `aps`). Errors name [`AMP_QUERY_API`]: an unknown
+/// workspace is [`super::ProviderErrorKind::NotFound`], a query AMP refuses
+/// [`super::ProviderErrorKind::InvalidRequest`], a caller without `aps:QueryMetrics`
+/// [`super::ProviderErrorKind::AccessDenied`].
+#[async_trait]
+pub trait PrometheusQuery: Send + Sync {
+    async fn query_range(
+        &self,
+        region: &str,
+        workspace_id: &str,
+        query: &RangeQuery,
+    ) -> Result<Vec<PromSeries>, ProviderError>;
+}
+
+/// `s` as a PromQL string literal (double quotes; `\` and `"` escaped).
+pub fn promql_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A PromQL regular expression (`=~`) matching exactly one of `names`, as a string literal.
+pub fn promql_any_of(names: &[&str]) -> String {
+    let escaped: Vec<String> = names
+        .iter()
+        .map(|n| {
+            n.chars()
+                .flat_map(|c| {
+                    let special = ".+*?()|[]{}^$\\".contains(c);
+                    special.then_some('\\').into_iter().chain(std::iter::once(c))
+                })
+                .collect()
+        })
+        .collect();
+    promql_string(&escaped.join("|"))
 }
 
 /// Where metric series come from: the simulated world's telemetry, a cluster's exporters, or
@@ -219,6 +284,14 @@ mod tests {
             assert_eq!((g[0], *g.last().unwrap(), g.len()), (first, last, n), "{since} {step} {end}");
             assert!(g.windows(2).all(|w| w[1] - w[0] == f64::from(step)));
         }
+    }
+
+    #[test]
+    fn promql_literals_are_escaped() {
+        assert_eq!(promql_string("hyperpod-i-0abc"), "\"hyperpod-i-0abc\"");
+        assert_eq!(promql_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        // A regex of literal names: `.` is escaped for the regex, then `\` for the string.
+        assert_eq!(promql_any_of(&["llm-worker-0", "ray.head"]), "\"llm-worker-0|ray\\\\.head\"");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! GPU utilization, GPU memory and training throughput over time for a node or a training job
 //! (`instantstart_core::api::metrics`): the series the UI plots, the CLI prints and the MCP tool
 //! `metrics_get` returns. A read; no operation. The source is the simulated telemetry on
-//! `--provider sim`, the clusters' DCGM exporters on `--provider aws` (`instantstart_k8s::dcgm`).
+//! `--provider sim`; on `--provider aws` the cluster's Amazon Managed Service for Prometheus
+//! workspace when its observability add-on is on, else its DCGM exporters
+//! (`instantstart_core::metrics_choice`).
 
 use super::{ApiPath, ApiQuery, errors};
 use crate::AppState;

@@ -13,10 +13,18 @@
 //!   [`timings::AMP_WORKSPACE_DELETE`], then it is gone. A workspace being created cannot be
 //!   deleted yet (`ConflictException`, "the request would cause an inconsistent state"; retryable).
 //!
+//! The query API ([`http`]: `query_range` on loopback, signed for `aps`) answers PromQL
+//! ([`query`]) over the simulated DCGM telemetry of the cluster whose add-on writes to the
+//! workspace.
+//!
 //! The observability add-on's side (its collector needs the workspace `ACTIVE`, and its Pod
 //! Identity) is in `eks.rs` ([`workspace_problem`] is used there).
 
 mod api;
+mod http;
+mod query;
+
+pub use http::AmpQueryServer;
 
 use crate::base::Lifecycle;
 use crate::timings;

@@ -181,7 +181,14 @@ fn addon_view(w: &World, c: &EksRec, a: &AddonRec, now: f64) -> EksAddon {
             health_issues.push(format!("ConfigurationConflict: DEGRADED: remote write fails: {problem}"));
         }
     }
-    EksAddon { name: a.name.clone(), version: a.version.clone(), state, tags: a.tags.clone(), health_issues }
+    EksAddon {
+        name: a.name.clone(),
+        version: a.version.clone(),
+        state,
+        tags: a.tags.clone(),
+        health_issues,
+        configuration_values: a.configuration_values.clone(),
+    }
 }
 
 fn association_view(a: &PodIdentityRec) -> PodIdentityAssociation {

@@ -254,7 +254,12 @@ fn node_series(w: &World, target: &KubeTarget, name: &str, window: &MetricsWindo
         series.push(memory);
     }
     series.sort_by_key(|s| (s.metric, s.gpu));
-    Ok(SeriesSet { end: w.display_time(now), gpu_memory_total_mib: (count > 0).then_some(gpu_mib), series })
+    Ok(SeriesSet {
+        origin: None,
+        end: w.display_time(now),
+        gpu_memory_total_mib: (count > 0).then_some(gpu_mib),
+        series,
+    })
 }
 
 fn job_series(
@@ -336,6 +341,7 @@ fn job_series(
         }
     }
     Ok(SeriesSet {
+        origin: None,
         end: w.display_time(now),
         gpu_memory_total_mib: gpu_mib,
         series: vec![util, memory, throughput, loss],
@@ -354,42 +360,120 @@ fn model_name(accelerator: &str) -> String {
     format!("NVIDIA {}", short.to_uppercase())
 }
 
+/// One GPU at one moment, as NVIDIA's DCGM exporter labels it: `gpu`, `UUID`, `device`,
+/// `modelName`, `Hostname` and, for a GPU a pod holds, its `namespace`, `pod` and `container`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GpuRow {
+    pub labels: Vec<(&'static str, String)>,
+    /// `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_FB_FREE`.
+    pub util: f64,
+    pub used: f64,
+    pub free: f64,
+}
+
+impl GpuRow {
+    /// The value of DCGM field `name`, if it is one of the three.
+    pub fn field(&self, name: &str) -> Option<f64> {
+        match name {
+            DCGM_GPU_UTIL => Some(self.util),
+            DCGM_FB_USED => Some(self.used),
+            DCGM_FB_FREE => Some(self.free),
+            _ => None,
+        }
+    }
+}
+
+/// A GPU node's telemetry: its GPUs' rows at any moment.
+pub(crate) struct NodeTelemetry {
+    name: String,
+    instance_id: String,
+    model: String,
+    count: u32,
+    gpu_mib: f64,
+    ready_at: f64,
+    gone_at: Option<f64>,
+    occupants: Vec<Occupant>,
+}
+
+impl NodeTelemetry {
+    /// The rows of simulated moment `t` (Unix `t_unix`); none before the node is ready or once
+    /// it is gone.
+    pub fn rows(&self, t: f64, t_unix: f64) -> Vec<GpuRow> {
+        if t < self.ready_at || self.gone_at.is_some_and(|g| g <= t) {
+            return vec![];
+        }
+        (0..self.count)
+            .map(|gpu| {
+                let uuid = crate::base::uuid_from(stable_hash(&["gpu-uuid", &self.instance_id, &gpu.to_string()]), 0);
+                let mut labels = vec![
+                    ("gpu", gpu.to_string()),
+                    ("UUID", format!("GPU-{uuid}")),
+                    ("device", format!("nvidia{gpu}")),
+                    ("modelName", self.model.clone()),
+                    ("Hostname", self.name.clone()),
+                ];
+                let (util, used) = match self.occupants.iter().find(|o| o.at(t) && o.gpus.contains(&gpu)) {
+                    Some(o) => {
+                        let k = o.gpus.iter().position(|g| *g == gpu).unwrap_or(0);
+                        let (ns, pod, container) = &o.pod;
+                        labels.push(("container", container.clone()));
+                        labels.push(("namespace", ns.clone()));
+                        labels.push(("pod", pod.clone()));
+                        (o.utilization(k, t, t_unix), o.memory_mib(k, t, t_unix, self.gpu_mib))
+                    }
+                    None => (0.0, 0.0),
+                };
+                GpuRow { labels, util, used, free: self.gpu_mib - used }
+            })
+            .collect()
+    }
+}
+
+/// The telemetry of every GPU node of `kw` (the nodes and pods of simulated moment `now`).
+pub(crate) fn telemetry(w: &World, kw: &KubeWorld, now: f64) -> Vec<NodeTelemetry> {
+    let nodes = nodes::nodes(w, kw, now);
+    let pods = workload::all_pods(kw, None, now);
+    nodes
+        .iter()
+        .filter(|n| node_gpus(n).0 > 0)
+        .map(|info| {
+            let (count, gpu_mib) = node_gpus(info);
+            let itype = info.labels.get("node.kubernetes.io/instance-type").and_then(Value::as_str).unwrap_or_default();
+            let accel = crate::ec2_specs::instance_type_info(itype).map(|i| i.accelerator.clone()).unwrap_or_default();
+            NodeTelemetry {
+                name: info.name.clone(),
+                instance_id: info.instance_id.clone(),
+                model: model_name(&accel),
+                count,
+                gpu_mib,
+                ready_at: info.ready_at,
+                gone_at: info.gone_at,
+                occupants: occupants(&pods, &nodes, info, now),
+            }
+        })
+        .collect()
+}
+
 /// What NVIDIA's DCGM exporter on Kubernetes node `node` serves at `/metrics` now (Prometheus
 /// text; NVIDIA's "DCGM Exporter Metrics" format): `DCGM_FI_DEV_GPU_UTIL`,
-/// `DCGM_FI_DEV_FB_USED` and `DCGM_FI_DEV_FB_FREE` per GPU, labelled `gpu`, `UUID`, `device`,
-/// `modelName`, `Hostname` and, for a GPU a pod holds, its `namespace`, `pod` and `container`.
+/// `DCGM_FI_DEV_FB_USED` and `DCGM_FI_DEV_FB_FREE` per GPU, labelled as [`GpuRow`] says.
 /// `None` when the node is gone.
 pub(crate) fn exporter_text(w: &World, kw: &KubeWorld, node: &str, now: f64) -> Option<String> {
     use std::fmt::Write;
     let nodes = nodes::nodes(w, kw, now);
-    let info = nodes.iter().find(|n| n.name == node && n.gone_at.is_none_or(|g| g > now))?;
-    let (count, gpu_mib) = node_gpus(info);
-    let itype = info.labels.get("node.kubernetes.io/instance-type").and_then(Value::as_str).unwrap_or_default();
-    let model =
-        model_name(&crate::ec2_specs::instance_type_info(itype).map(|i| i.accelerator.clone()).unwrap_or_default());
-    let pods = workload::all_pods(kw, None, now);
-    let occupants = occupants(&pods, &nodes, info, now);
+    nodes.iter().find(|n| n.name == node && n.gone_at.is_none_or(|g| g > now))?;
     let end = w.display_time(now).timestamp_millis() as f64 / 1000.0;
     let t_unix = (end / EXPORTER_SAMPLE_SECONDS).floor() * EXPORTER_SAMPLE_SECONDS;
     let t = now - (end - t_unix);
     let ms = (t_unix * 1000.0) as i64;
-    let mut rows: Vec<(String, f64, f64)> = Vec::new();
-    for gpu in 0..count {
-        let uuid = crate::base::uuid_from(stable_hash(&["gpu-uuid", &info.instance_id, &gpu.to_string()]), 0);
-        let mut labels = format!(
-            "gpu=\"{gpu}\",UUID=\"GPU-{uuid}\",device=\"nvidia{gpu}\",modelName=\"{model}\",Hostname=\"{node}\""
-        );
-        let (u, m) = match occupants.iter().find(|o| o.at(t) && o.gpus.contains(&gpu)) {
-            Some(o) => {
-                let k = o.gpus.iter().position(|g| *g == gpu).unwrap_or(0);
-                let (ns, pod, container) = &o.pod;
-                let _ = write!(labels, ",container=\"{container}\",namespace=\"{ns}\",pod=\"{pod}\"");
-                (o.utilization(k, t, t_unix), o.memory_mib(k, t, t_unix, gpu_mib))
-            }
-            None => (0.0, 0.0),
-        };
-        rows.push((labels, u, m));
-    }
+    let rows = telemetry(w, kw, now)
+        .into_iter()
+        .find(|n| n.name == node)
+        .map(|n| {
+            // The exporter serves from the moment it runs: readiness does not hide its rows.
+            NodeTelemetry { ready_at: f64::NEG_INFINITY, gone_at: None, ..n }.rows(t, t_unix)
+        })
+        .unwrap_or_default();
     let mut out = String::new();
     let families = [
         (DCGM_GPU_UTIL, "GPU utilization (in %)."),
@@ -398,13 +482,9 @@ pub(crate) fn exporter_text(w: &World, kw: &KubeWorld, node: &str, now: f64) -> 
     ];
     for (name, help) in families {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for (labels, u, m) in &rows {
-            let v = match name {
-                DCGM_GPU_UTIL => *u,
-                DCGM_FB_USED => *m,
-                _ => gpu_mib - m,
-            };
-            let _ = writeln!(out, "{name}{{{labels}}} {v} {ms}");
+        for row in &rows {
+            let labels: Vec<String> = row.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            let _ = writeln!(out, "{name}{{{}}} {} {ms}", labels.join(","), row.field(name).unwrap_or_default());
         }
     }
     Some(out)
