@@ -244,7 +244,7 @@ async fn amp_source_reads_the_simulated_telemetry_signed_for_aps() {
         }
         busy += usize::from(got.series[0].latest().unwrap() >= 85.0);
     }
-    assert_eq!(busy, 1, "the job's pods share one node's GPU; the other node idles");
+    assert_eq!(busy, 2, "the job's two pods hold a GPU each: one per node (a node has one)");
 
     let want = MetricsSource::job_metrics(&sim, &t, "default", "llm", &window).await.unwrap();
     let end = want.end.timestamp_millis() as f64 / 1000.0;
