@@ -258,7 +258,9 @@ fn create_association(
         _ => {}
     }
     let existing = associations(w, &req.region, &req.file_system_id, now);
-    for (field, rule) in dra_rules(&existing, &req.file_system_path, &req.data_repository_path) {
+    if let Some((field, rule)) =
+        dra_rules(&existing, &req.file_system_path, &req.data_repository_path).into_iter().next()
+    {
         let kind = if rule.contains("the most FSx allows") {
             ProviderErrorKind::QuotaExceeded
         } else {
