@@ -191,12 +191,21 @@ def test_an_fsx_volume_is_created_from_the_storage_tab_and_deleted(wl_ui, wl):
     ui.screenshot("fsx-findings")
     set_value(field(ui, "storage_capacity_gib", "#fsx-form"), "2400")
     Select(field(ui, "per_unit_storage_throughput", "#fsx-form")).select_by_value("250")
+    # A link to the shared bucket: a directory without its leading / is a finding on its field.
+    field(ui, "data_repository", "#fsx-form").click()
+    set_value(field(ui, "data_repository.bucket_prefix", "#fsx-form"), "datasets/")
+    set_value(field(ui, "data_repository.file_system_path", "#fsx-form"), "datasets")
+    ui.click_css("#fsx-submit")
+    ui.wait(lambda: errors_for(form, "data_repository.file_system_path"), 10, "the link finding on its field")
+    set_value(field(ui, "data_repository.file_system_path", "#fsx-form"), "/datasets")
     ui.click_css("#fsx-submit")
     op_id = wait_green(ui, "#fsx-activity", 60)
     ui.wait(lambda: ui.all('#fsx-table tr[data-fsx="scratch"][data-lifecycle="AVAILABLE"]'), 15, "the volume, available")
     row = ui.text('#fsx-table tr[data-fsx="scratch"]')
     assert "PERSISTENT_2" in row and "250 MB/s/TiB" in row and "2400 GiB" in row and "/fsx/scratch" in row, row
     assert ui.all('#fsx-table tr[data-fsx="scratch"][data-ownership="created"]') and "attached" not in row, row
+    link = ui.text('#fsx-table tr[data-fsx="scratch"] [data-link="/datasets"]')
+    assert "s3://" in link and "datasets/" in link and "import NEW, CHANGED, DELETED" in link and "Lustre 2.15" in row, (link, row)
     ui.screenshot("fsx-volume")
     status, op = ui.server.api("GET", f"/api/operations/{op_id}")
     assert op["kind"] == "create_file_system" and op["actor"]["face"] == "ui", op

@@ -8,7 +8,8 @@
 // Lustre card lists the cluster's file systems (claim fsx-<name>, mount path, lifecycle, type,
 // capacity, created or attached), creates one (deployment type, capacity, throughput; the
 // server checks every rule and its findings land on the fields) or attaches an existing file
-// system by id, and deletes one once its name is typed (an attached one is only released).
+// system by id, optionally linked to a prefix of the shared bucket (a data repository
+// association with automatic import and export; the list shows each link), and deletes one once its name is typed (an attached one is only released).
 
 import { h, replace, routeHref, simTimeEl, announce, debounce, errorNotice } from '../lib/dom.js';
 import * as api from '../lib/api.js';
@@ -126,7 +127,7 @@ export function storageView({ app, params, query }) {
     }
     replace(fsxSlot, h('div', { class: 'table-wrap' }, h('table', { class: 'table', id: 'fsx-table' },
       h('caption', { class: 'visually-hidden' }, 'FSx for Lustre volumes'),
-      h('thead', {}, h('tr', {}, ['Volume', 'File system', 'Type', 'Capacity', 'Mount path', 'Claim', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
+      h('thead', {}, h('tr', {}, ['Volume', 'File system', 'Type', 'Capacity', 'Mount path', 'Linked to', 'Claim', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'visually-hidden' }, 'Actions'))))),
       h('tbody', {}, volumes.map((v) => {
         const fs = v.file_system || {};
         const attached = v.ownership === 'attached';
@@ -134,9 +135,13 @@ export function storageView({ app, params, query }) {
           h('th', { scope: 'row', class: 'mono' }, v.name),
           h('td', {}, h('span', { class: 'mono' }, fs.id || '—'), ' ', badge(fs.lifecycle || 'unknown', fs.lifecycle === 'AVAILABLE' ? 'ok' : null),
             attached ? [' ', h('span', { class: 'fsx-ownership' }, badge('attached', null))] : ''),
-          h('td', {}, fs.deployment_type || '—', fs.per_unit_storage_throughput ? ` · ${fs.per_unit_storage_throughput} MB/s/TiB` : ''),
+          h('td', {}, fs.deployment_type || '—', fs.per_unit_storage_throughput ? ` · ${fs.per_unit_storage_throughput} MB/s/TiB` : '',
+            fs.file_system_type_version ? ` · Lustre ${fs.file_system_type_version}` : ''),
           h('td', { class: 'counts' }, fs.storage_capacity_gib ? `${fs.storage_capacity_gib} GiB` : '—'),
           h('td', { class: 'mono' }, v.mount_path),
+          h('td', { class: 'fsx-links' }, (v.data_repositories || []).length ? v.data_repositories.map((d) => h('div', { dataset: { link: d.file_system_path } },
+            h('span', { class: 'mono' }, `${d.file_system_path} ↔ ${d.data_repository_path}`), ' ', badge(d.lifecycle || 'unknown', d.lifecycle === 'AVAILABLE' ? 'ok' : null),
+            h('div', { class: 'muted' }, `import ${(d.import_events || []).join(', ') || 'none'} · export ${(d.export_events || []).join(', ') || 'none'}`))) : '—'),
           h('td', {}, h('span', { class: 'mono' }, v.claim), ' ', badge(v.status || 'unknown', /^bound$/i.test(v.status || '') ? 'ok' : null)),
           h('td', { class: 'actions-cell' }, h('button', {
             type: 'button', class: 'btn small danger-outline', 'aria-label': `Delete FSx volume ${v.name}…`,
@@ -320,6 +325,10 @@ export function storageView({ app, params, query }) {
         placeholder: 'fs-0123456789abcdef0', mono: true,
         help: 'Optional. An AVAILABLE file system in the cluster’s VPC: its type and capacity are its own, and it is released, never deleted.',
       })),
+    h('div', { class: 'grid-3' },
+      formField('data_repository', 'Link to the shared bucket', { kind: 'checkbox', help: 'A data repository association: bucket changes are imported, file system changes exported.' }),
+      formField('data_repository.bucket_prefix', 'Bucket prefix', { placeholder: 'datasets/', mono: true, help: 'Empty: the whole bucket.' }),
+      formField('data_repository.file_system_path', 'Directory on the file system', { placeholder: '/datasets', mono: true, help: 'Starts with /; default /.' })),
     h('div', { class: 'form-actions' }, fsxSubmit));
   fsxForm.addEventListener('input', () => { fsxKey.value = api.newIdempotencyKey(); });
   fsxForm.addEventListener('submit', async (e) => {
@@ -333,6 +342,10 @@ export function storageView({ app, params, query }) {
       // Sent as typed when it is not a number: the server names the field.
       storage_capacity_gib: v.storage_capacity_gib === '' ? undefined : (Number.isFinite(capacity) ? capacity : v.storage_capacity_gib),
       per_unit_storage_throughput: v.per_unit_storage_throughput ? Number(v.per_unit_storage_throughput) : undefined,
+      data_repository: v.data_repository ? {
+        bucket_prefix: v['data_repository.bucket_prefix'] || '',
+        ...(v['data_repository.file_system_path'] ? { file_system_path: v['data_repository.file_system_path'] } : {}),
+      } : undefined,
     }) || {};
     fsxSubmit.disabled = true;
     fsxSubmit.setAttribute('aria-busy', 'true');

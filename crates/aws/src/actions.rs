@@ -76,8 +76,11 @@ pub const IAM_ACTIONS: &[&str] = &[
     "eks:TagResource",
     "eks:UpdateAddon",
     // FSx for Lustre
+    "fsx:CreateDataRepositoryAssociation",
     "fsx:CreateFileSystem",
+    "fsx:DeleteDataRepositoryAssociation",
     "fsx:DeleteFileSystem",
+    "fsx:DescribeDataRepositoryAssociations",
     "fsx:DescribeFileSystems",
     "fsx:TagResource",
     // IAM

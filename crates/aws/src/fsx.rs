@@ -1,4 +1,5 @@
-//! Amazon FSx for Lustre: CreateFileSystem, DescribeFileSystems and DeleteFileSystem, and the
+//! Amazon FSx for Lustre: CreateFileSystem, DescribeFileSystems and DeleteFileSystem, the data
+//! repository associations (Create-, Describe- and DeleteDataRepositoryAssociation), and the
 //! Lustre quotas of Service Quotas (`GetServiceQuota`, falling back to
 //! `GetAWSDefaultServiceQuota`, service code `fsx`).
 //!
@@ -12,6 +13,13 @@
 //!   `None` (FSx answers `FileSystemNotFound`).
 //! - DeleteFileSystem skips the final backup (`SkipFinalBackup`, required for persistent
 //!   file systems without one; scratch file systems have none).
+//! - CreateFileSystem sends `FileSystemTypeVersion` (the core's `LUSTRE_VERSION`, 2.15): the
+//!   default for scratch types would be 2.10, which takes no data repository association.
+//! - CreateDataRepositoryAssociation sends the step's `ClientRequestToken` and the tags in the
+//!   call itself; DescribeDataRepositoryAssociations is filtered by `file-system-id` and
+//!   follows every page (at most 25 a page, botocore's `LimitedMaxResults`);
+//!   DeleteDataRepositoryAssociation keeps the files (`DeleteDataInFileSystem=false`) and an
+//!   unknown association is `NotFound` (`DataRepositoryAssociationNotFound`).
 //! - A Lustre quota is its applied value (`GetServiceQuota`); a quota without one
 //!   (`NoSuchResourceException`) is AWS's default (`GetAWSDefaultServiceQuota`). Any other
 //!   failure to read (access denied, throttling) is `None` with a warning: the preflight warns
@@ -21,12 +29,13 @@ use crate::AwsProvider;
 use crate::error::sdk_error;
 use async_trait::async_trait;
 use aws_sdk_fsx::types::{
-    CreateFileSystemLustreConfiguration, DeleteFileSystemLustreConfiguration, FileSystem, FileSystemType,
-    LustreDeploymentType as SdkDeploymentType, StorageType, Tag,
+    AutoExportPolicy, AutoImportPolicy, CreateFileSystemLustreConfiguration, DataRepositoryAssociation as SdkDra,
+    DeleteFileSystemLustreConfiguration, EventType, FileSystem, FileSystemType, Filter, FilterName,
+    LustreDeploymentType as SdkDeploymentType, S3DataRepositoryConfiguration, StorageType, Tag,
 };
 use instantstart_core::provider::{
-    CreateLustreFileSystem, FSX_QUOTA_SERVICE, FsxApi, LustreFileSystem, LustreQuota, ProviderErrorKind, Quota, Result,
-    Tags,
+    CreateDataRepositoryAssociation, CreateLustreFileSystem, DataRepositoryAssociation, FSX_QUOTA_SERVICE, FsxApi,
+    LustreFileSystem, LustreQuota, ProviderErrorKind, Quota, Result, S3Event, Tags,
 };
 
 /// Pages of DescribeFileSystems followed at most.
@@ -54,7 +63,36 @@ pub(crate) fn lustre_view(region: &str, fs: &FileSystem) -> Option<LustreFileSys
         dns_name: fs.dns_name().map(str::to_string),
         mount_name: lustre.and_then(|l| l.mount_name()).map(str::to_string),
         failure: fs.failure_details().and_then(|f| f.message()).map(str::to_string),
+        file_system_type_version: fs.file_system_type_version().map(str::to_string),
         tags: fs
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+            .collect(),
+    })
+}
+
+fn events(e: &[S3Event]) -> Vec<EventType> {
+    e.iter().map(|e| EventType::from(e.as_str())).collect()
+}
+
+fn our_events(e: &[EventType]) -> Vec<S3Event> {
+    e.iter().filter_map(|e| S3Event::parse(e.as_str())).collect()
+}
+
+/// Our view of a described data repository association.
+pub(crate) fn association_view(d: &SdkDra) -> Option<DataRepositoryAssociation> {
+    let s3 = d.s3();
+    Some(DataRepositoryAssociation {
+        association_id: d.association_id()?.to_string(),
+        file_system_id: d.file_system_id().unwrap_or_default().to_string(),
+        lifecycle: d.lifecycle().map(|l| l.as_str().to_string()).unwrap_or_default(),
+        file_system_path: d.file_system_path().unwrap_or_default().to_string(),
+        data_repository_path: d.data_repository_path().unwrap_or_default().to_string(),
+        import_events: s3.and_then(|s| s.auto_import_policy()).map(|p| our_events(p.events())).unwrap_or_default(),
+        export_events: s3.and_then(|s| s.auto_export_policy()).map(|p| our_events(p.events())).unwrap_or_default(),
+        failure: d.failure_details().and_then(|f| f.message()).map(str::to_string),
+        tags: d
             .tags()
             .iter()
             .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
@@ -114,6 +152,7 @@ impl FsxApi for AwsProvider {
             .storage_capacity(req.storage_capacity_gib as i32)
             .subnet_ids(&req.subnet_id)
             .set_security_group_ids(Some(req.security_group_ids.clone()))
+            .file_system_type_version(&req.file_system_type_version)
             .lustre_configuration(lustre)
             .set_tags(Some(tags(&req.tags)))
             .send()
@@ -132,6 +171,92 @@ impl FsxApi for AwsProvider {
             .file_system_id(id)
             .client_request_token(client_request_token)
             .lustre_configuration(DeleteFileSystemLustreConfiguration::builder().skip_final_backup(true).build())
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        Ok(())
+    }
+
+    async fn list_data_repository_associations(
+        &self,
+        region: &str,
+        file_system_id: &str,
+    ) -> Result<Vec<DataRepositoryAssociation>> {
+        const API: &str = "fsx:DescribeDataRepositoryAssociations";
+        let c = self.region(region).await?;
+        let filter = Filter::builder().name(FilterName::FileSystemId).values(file_system_id).build();
+        let mut out = Vec::new();
+        let mut next: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let page = match c
+                .fsx
+                .describe_data_repository_associations()
+                .filters(filter.clone())
+                .max_results(25)
+                .set_next_token(next.take())
+                .send()
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    let e = sdk_error(API, e);
+                    // An unknown file system has no associations.
+                    if e.kind == ProviderErrorKind::NotFound {
+                        return Ok(vec![]);
+                    }
+                    return Err(e);
+                }
+            };
+            out.extend(page.associations().iter().filter_map(association_view));
+            match page.next_token() {
+                Some(t) if !t.is_empty() => next = Some(t.to_string()),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn create_data_repository_association(
+        &self,
+        req: &CreateDataRepositoryAssociation,
+    ) -> Result<DataRepositoryAssociation> {
+        const API: &str = "fsx:CreateDataRepositoryAssociation";
+        let c = self.region(&req.region).await?;
+        let s3 = S3DataRepositoryConfiguration::builder()
+            .auto_import_policy(AutoImportPolicy::builder().set_events(Some(events(&req.import_events))).build())
+            .auto_export_policy(AutoExportPolicy::builder().set_events(Some(events(&req.export_events))).build())
+            .build();
+        let out = c
+            .fsx
+            .create_data_repository_association()
+            .client_request_token(&req.client_request_token)
+            .file_system_id(&req.file_system_id)
+            .file_system_path(&req.file_system_path)
+            .data_repository_path(&req.data_repository_path)
+            .batch_import_meta_data_on_create(req.batch_import_metadata)
+            .s3(s3)
+            .set_tags(Some(tags(&req.tags)))
+            .send()
+            .await
+            .map_err(|e| sdk_error(API, e))?;
+        out.association().and_then(association_view).ok_or_else(|| {
+            crate::error::invalid(API, "CreateDataRepositoryAssociation answered without an association")
+        })
+    }
+
+    async fn delete_data_repository_association(
+        &self,
+        region: &str,
+        association_id: &str,
+        client_request_token: &str,
+    ) -> Result<()> {
+        const API: &str = "fsx:DeleteDataRepositoryAssociation";
+        let c = self.region(region).await?;
+        c.fsx
+            .delete_data_repository_association()
+            .association_id(association_id)
+            .client_request_token(client_request_token)
+            .delete_data_in_file_system(false)
             .send()
             .await
             .map_err(|e| sdk_error(API, e))?;

@@ -135,6 +135,9 @@ pub const METHODS: &[&str] = &[
     "FsxApi::create_lustre_file_system",
     "FsxApi::delete_lustre_file_system",
     "FsxApi::lustre_quota",
+    "FsxApi::list_data_repository_associations",
+    "FsxApi::create_data_repository_association",
+    "FsxApi::delete_data_repository_association",
     "AmpApi::list_prometheus_workspaces",
     "AmpApi::describe_prometheus_workspace",
     "AmpApi::create_prometheus_workspace",
@@ -223,6 +226,21 @@ fn lustre(deployment_type: LustreDeploymentType, throughput: Option<u32>) -> Cre
         deployment_type,
         storage_capacity_gib: 2400,
         per_unit_storage_throughput: throughput,
+        file_system_type_version: LUSTRE_VERSION.into(),
+        tags: tags(),
+    }
+}
+
+fn association() -> CreateDataRepositoryAssociation {
+    CreateDataRepositoryAssociation {
+        region: "us-east-1".into(),
+        client_request_token: fsx_client_token("01JD0EXAMPLE-data_repository"),
+        file_system_id: FSX_ID.into(),
+        file_system_path: "/datasets".into(),
+        data_repository_path: "s3://is-demo-bucket/datasets/".into(),
+        batch_import_metadata: true,
+        import_events: S3Event::ALL.to_vec(),
+        export_events: vec![S3Event::New, S3Event::Changed],
         tags: tags(),
     }
 }
@@ -1546,6 +1564,34 @@ pub const CASES: &[Case] = &[
         }),
         expect: &["service-quotas:GetServiceQuota", "service-quotas:GetAWSDefaultServiceQuota"],
     },
+    Case {
+        method: "FsxApi::list_data_repository_associations",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| {
+            let all = p.list_data_repository_associations("us-east-1", FSX_ID).await.unwrap();
+            assert_eq!(all.len(), 1);
+            assert_eq!(all[0].lifecycle, "AVAILABLE");
+        }),
+        expect: &["fsx:DescribeDataRepositoryAssociations"],
+    },
+    Case {
+        method: "FsxApi::create_data_repository_association",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| p.create_data_repository_association(&association()).await.unwrap()),
+        expect: &["fsx:CreateDataRepositoryAssociation"],
+    },
+    Case {
+        method: "FsxApi::delete_data_repository_association",
+        variant: "",
+        world: World::Existing,
+        run: run!(|p| p
+            .delete_data_repository_association("us-east-1", "dra-0123456789abcdef0", "01JD0EXAMPLE-data_repository")
+            .await
+            .unwrap()),
+        expect: &["fsx:DeleteDataRepositoryAssociation"],
+    },
     // ------------------------------------------------------------ Amazon Managed Service for Prometheus
     Case {
         method: "AmpApi::list_prometheus_workspaces",
@@ -1772,6 +1818,13 @@ fn file_system(lifecycle: &str) -> Value {
             "StorageType": "SSD", "VpcId": VPC, "SubnetIds": ["subnet-0123456789abcdef0"],
             "DNSName": format!("{FSX_ID}.fsx.us-east-1.amazonaws.com"), "Tags": t,
             "LustreConfiguration": { "DeploymentType": "SCRATCH_2", "MountName": "abcdefgh" } })
+}
+
+fn association_json(lifecycle: &str) -> Value {
+    let t: Vec<Value> = tags().iter().map(|(k, v)| json!({ "Key": k, "Value": v })).collect();
+    json!({ "AssociationId": "dra-0123456789abcdef0", "FileSystemId": FSX_ID, "Lifecycle": lifecycle,
+            "FileSystemPath": "/datasets", "DataRepositoryPath": "s3://is-demo-bucket/datasets/", "Tags": t,
+            "S3": { "AutoImportPolicy": { "Events": ["NEW", "CHANGED", "DELETED"] }, "AutoExportPolicy": { "Events": ["NEW"] } } })
 }
 
 fn amp_workspace(status: &str, described: bool) -> Value {
@@ -2168,6 +2221,10 @@ fn respond(w: World, d: &Decoded, r: &Recorded, history: &[String]) -> Canned {
         "fsx:DescribeFileSystems" => Canned::json(json!({ "FileSystems": [file_system("AVAILABLE")] })),
         "fsx:CreateFileSystem" => Canned::json(json!({ "FileSystem": file_system("CREATING") })),
         "fsx:DeleteFileSystem" => Canned::json(json!({ "FileSystemId": FSX_ID, "Lifecycle": "DELETING" })),
+        "fsx:DescribeDataRepositoryAssociations" => Canned::json(json!({ "Associations": [association_json("AVAILABLE")] })),
+        "fsx:CreateDataRepositoryAssociation" => Canned::json(json!({ "Association": association_json("CREATING") })),
+        "fsx:DeleteDataRepositoryAssociation" => Canned::json(json!({
+            "AssociationId": "dra-0123456789abcdef0", "Lifecycle": "DELETING", "DeleteDataInFileSystem": false })),
         // Amazon Managed Service for Prometheus
         "amp:DescribeWorkspace" if !existing => Canned {
             status: 404,

@@ -1983,6 +1983,75 @@ fn fsx_json(id: &str, kind: &str, lifecycle: &str, extra_tags: &[(&str, &str)]) 
             "LustreConfiguration": { "DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250, "MountName": "abcdefgh" } })
 }
 
+fn dra_json(id: &str, lifecycle: &str, tagged: &[(&str, &str)]) -> Value {
+    let t: Vec<Value> = tagged.iter().map(|(k, v)| json!({ "Key": k, "Value": v })).collect();
+    json!({ "AssociationId": id, "FileSystemId": "fs-0a", "Lifecycle": lifecycle, "FileSystemPath": "/datasets",
+            "DataRepositoryPath": "s3://is-demo-bucket/datasets/", "BatchImportMetaDataOnCreate": true,
+            "FailureDetails": { "Message": "Amazon FSx cannot access the S3 bucket" },
+            "S3": { "AutoImportPolicy": { "Events": ["NEW", "CHANGED", "DELETED"] }, "AutoExportPolicy": { "Events": ["NEW"] } },
+            "Tags": t })
+}
+
+#[tokio::test]
+async fn data_repository_associations_are_created_listed_by_file_system_and_deleted_keeping_the_files() {
+    let replay = Replay::new(|r| match r.operation().as_str() {
+        "CreateDataRepositoryAssociation" => Canned::json(
+            json!({ "Association": dra_json("dra-0123456789abcdef0", "CREATING", &[("instantstart:fsx", "data")]) }),
+        ),
+        "DescribeDataRepositoryAssociations" if r.json()["NextToken"].is_null() => Canned::json(json!({
+            "Associations": [dra_json("dra-0123456789abcdef0", "FAILED", &[])], "NextToken": "p2" })),
+        "DescribeDataRepositoryAssociations" => {
+            Canned::json(json!({ "Associations": [dra_json("dra-0123456789abcdef1", "AVAILABLE", &[])] }))
+        }
+        "DeleteDataRepositoryAssociation" => Canned::json(json!({
+            "AssociationId": "dra-0123456789abcdef0", "Lifecycle": "DELETING", "DeleteDataInFileSystem": false })),
+        _ => unexpected(r),
+    });
+    let p = replay.provider();
+    let mut t = tags("demo");
+    t.insert(TAG_FSX_VOLUME.into(), "data".into());
+    let d = p
+        .create_data_repository_association(&CreateDataRepositoryAssociation {
+            region: "us-east-1".into(),
+            client_request_token: "op-1data_repository".into(),
+            file_system_id: "fs-0a".into(),
+            file_system_path: "/datasets".into(),
+            data_repository_path: "s3://is-demo-bucket/datasets/".into(),
+            batch_import_metadata: true,
+            import_events: S3Event::ALL.to_vec(),
+            export_events: vec![S3Event::New],
+            tags: t,
+        })
+        .await
+        .unwrap();
+    assert_eq!((d.association_id.as_str(), d.lifecycle.as_str()), ("dra-0123456789abcdef0", "CREATING"));
+    assert_eq!(d.export_events, vec![S3Event::New]);
+    let body = replay.of("CreateDataRepositoryAssociation")[0].json();
+    assert_eq!(body["ClientRequestToken"], "op-1data_repository");
+    assert_eq!(body["FileSystemId"], "fs-0a");
+    assert_eq!(body["FileSystemPath"], "/datasets");
+    assert_eq!(body["DataRepositoryPath"], "s3://is-demo-bucket/datasets/");
+    assert_eq!(body["BatchImportMetaDataOnCreate"], true);
+    assert_eq!(
+        body["S3"],
+        json!({ "AutoImportPolicy": { "Events": ["NEW", "CHANGED", "DELETED"] }, "AutoExportPolicy": { "Events": ["NEW"] } })
+    );
+    assert!(body["Tags"].as_array().unwrap().iter().any(|t| t["Key"] == "instantstart:fsx" && t["Value"] == "data"));
+
+    let all = p.list_data_repository_associations("us-east-1", "fs-0a").await.unwrap();
+    assert_eq!(all.len(), 2, "both pages: {all:?}");
+    assert_eq!(all[0].failure.as_deref(), Some("Amazon FSx cannot access the S3 bucket"));
+    let describe = replay.of("DescribeDataRepositoryAssociations");
+    assert_eq!(describe[0].json()["Filters"], json!([{ "Name": "file-system-id", "Values": ["fs-0a"] }]));
+    assert_eq!(describe[1].json()["NextToken"], "p2");
+
+    p.delete_data_repository_association("us-east-1", "dra-0123456789abcdef0", "op-2data_repository").await.unwrap();
+    let body = replay.of("DeleteDataRepositoryAssociation")[0].json();
+    assert_eq!(body["AssociationId"], "dra-0123456789abcdef0");
+    assert_eq!(body["DeleteDataInFileSystem"], false);
+    assert_eq!(body["ClientRequestToken"], "op-2data_repository");
+}
+
 #[tokio::test]
 async fn create_lustre_file_system_sends_the_token_placement_type_and_tags() {
     let replay = Replay::new(|r| match r.operation().as_str() {
@@ -2001,6 +2070,7 @@ async fn create_lustre_file_system_sends_the_token_placement_type_and_tags() {
             deployment_type: LustreDeploymentType::Persistent2,
             storage_capacity_gib: 1200,
             per_unit_storage_throughput: Some(250),
+            file_system_type_version: LUSTRE_VERSION.into(),
             tags: t,
         })
         .await
@@ -2014,6 +2084,7 @@ async fn create_lustre_file_system_sends_the_token_placement_type_and_tags() {
     assert_eq!(body["StorageCapacity"], 1200);
     assert_eq!(body["SubnetIds"], json!(["subnet-a"]));
     assert_eq!(body["SecurityGroupIds"], json!(["sg-cluster"]));
+    assert_eq!(body["FileSystemTypeVersion"], "2.15");
     assert_eq!(
         body["LustreConfiguration"],
         json!({ "DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250 })

@@ -1232,6 +1232,8 @@ impl MlflowTracking for MotoCloud {
 
 // moto implements FSx's CreateFileSystem, DescribeFileSystems and DeleteFileSystem (without
 // lifecycles or idempotency tokens; those are tested at the SDK boundary, `src/sdk_tests.rs`).
+// It has no data repository associations (moto 5: no Create/Describe/DeleteDataRepositoryAssociation):
+// those are tested at the SDK boundary and against botocore's model only.
 #[async_trait]
 impl FsxApi for MotoCloud {
     async fn list_lustre_file_systems(&self, region: &str) -> Result<Vec<LustreFileSystem>> {
@@ -1248,6 +1250,22 @@ impl FsxApi for MotoCloud {
     }
     async fn lustre_quota(&self, region: &str, quota: LustreQuota) -> Result<Option<Quota>> {
         self.real.lustre_quota(region, quota).await
+    }
+    async fn list_data_repository_associations(
+        &self,
+        region: &str,
+        fs: &str,
+    ) -> Result<Vec<DataRepositoryAssociation>> {
+        self.real.list_data_repository_associations(region, fs).await
+    }
+    async fn create_data_repository_association(
+        &self,
+        req: &CreateDataRepositoryAssociation,
+    ) -> Result<DataRepositoryAssociation> {
+        self.real.create_data_repository_association(req).await
+    }
+    async fn delete_data_repository_association(&self, region: &str, id: &str, token: &str) -> Result<()> {
+        self.real.delete_data_repository_association(region, id, token).await
     }
 }
 
@@ -1266,12 +1284,14 @@ async fn lustre_file_systems_are_created_tagged_listed_and_deleted() {
             deployment_type: LustreDeploymentType::Scratch2,
             storage_capacity_gib: 1200,
             per_unit_storage_throughput: None,
+            file_system_type_version: LUSTRE_VERSION.into(),
             tags: t,
         })
         .await
         .unwrap();
     assert!(created.id.starts_with("fs-"), "{created:?}");
     assert_eq!(created.storage_capacity_gib, 1200);
+    assert_eq!(created.file_system_type_version.as_deref(), Some(LUSTRE_VERSION), "{created:?}");
     let listed = p.list_lustre_file_systems(REGION).await.unwrap();
     assert_eq!(listed.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), [created.id.as_str()]);
     assert_eq!(listed[0].tags.get(TAG_FSX_VOLUME).map(String::as_str), Some("scratch"), "{listed:?}");

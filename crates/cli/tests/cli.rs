@@ -884,6 +884,29 @@ fn storage_listing_and_model_download() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--attach"));
+    // A link to the shared bucket: the flags become `data_repository`, whose rules the server
+    // checks by field.
+    s.cli()
+        .args([
+            "storage",
+            "fsx",
+            "create",
+            "data",
+            "--link-bucket",
+            "datasets/",
+            "--link-path",
+            "datasets",
+            "--auto-export",
+            "none",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("data_repository.file_system_path"));
+    s.cli()
+        .args(["storage", "fsx", "create", "data", "--link-path", "/datasets"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--link-bucket"));
 
     // The real Job name comes back; the download is followed to the end.
     s.cli()

@@ -680,6 +680,10 @@ pub struct StorageSummary {
     /// `attached` (an existing file system: only released).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ownership: Option<crate::workflow::fsx::FsxOwnership>,
+    /// `fsx_lustre`: the file system's data repository associations (its links to S3
+    /// prefixes: directory, `s3://` path, automatic import/export events, lifecycle).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_repositories: Vec<crate::provider::DataRepositoryAssociation>,
 }
 
 /// One page of a listing of the shared bucket under a prefix.

@@ -690,6 +690,10 @@ pub struct StorageFsxCreateArgs {
     /// (default) or PERSISTENT_2, storage_capacity_gib (1200, 2400 or a multiple of 2400),
     /// per_unit_storage_throughput (PERSISTENT_2 only: 125, 250, 500 or 1000); or
     /// file_system_id (fs-…) alone to attach an existing file system of the cluster's VPC.
+    /// data_repository links a created file system to the cluster's shared bucket:
+    /// { bucket_prefix: "datasets/", file_system_path: "/datasets", import: [NEW, CHANGED,
+    /// DELETED], export: [NEW, CHANGED, DELETED], batch_import: true } (defaults shown; "" prefix:
+    /// the whole bucket).
     #[schemars(with = "instantstart_core::workflow::fsx::FileSystemBody")]
     pub file_system: Value,
     #[serde(flatten)]

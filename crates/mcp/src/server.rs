@@ -1038,7 +1038,9 @@ impl InstantStartMcp {
         description = "Create an FSx for Lustre volume for a cluster: the FSx CSI driver add-on, a file system in \
                        the HyperPod nodes' subnet (SCRATCH_2 or PERSISTENT_2; capacity 1200, 2400 or a multiple of \
                        2400 GiB; PERSISTENT_2 needs per_unit_storage_throughput 125/250/500/1000), and the static \
-                       volume and claim fsx-<name> pods mount at /fsx/<name>; or, with file_system_id alone, \
+                       volume and claim fsx-<name> pods mount at /fsx/<name>; data_repository links a directory of \
+                       it to a prefix of the cluster's shared bucket with automatic import/export (an FSx data \
+                       repository association); or, with file_system_id alone, \
                        attach an existing AVAILABLE file system of the cluster's VPC (released, never deleted, \
                        later). Use dry_run to check the request. Returns the operation id: call operation_wait with it until the status is terminal (about \
                        10 minutes on AWS); then storage_list shows it (kind fsx_lustre).",

@@ -900,16 +900,30 @@ async fn fsx_volumes_are_created_listed_and_deleted() {
     create_ready(&app, "demo").await;
     let uri = "/api/clusters/demo/storage/fsx";
     let body = json!({ "name": "scratch", "deployment_type": "PERSISTENT_2", "storage_capacity_gib": 2400,
-                       "per_unit_storage_throughput": 500 });
+                       "per_unit_storage_throughput": 500,
+                       "data_repository": { "bucket_prefix": "datasets/", "file_system_path": "/datasets", "export": ["NEW", "CHANGED"] } });
     let dry = app.send(Method::POST, &format!("{uri}?dry_run=true"), Some(body.clone()), &[]).await;
     assert_eq!(dry.status, StatusCode::OK, "{:#}", dry.body);
     let keys: Vec<&str> = dry.body["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["addon:aws-fsx-csi-driver", "file_system", "claim"]);
+    assert_eq!(keys, ["addon:aws-fsx-csi-driver", "file_system", "data_repository", "claim"]);
     assert!(dry.body["request"]["placement"]["subnet_id"].is_string(), "{:#}", dry.body);
+    assert!(
+        dry.body["request"]["data_repository_path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("s3://") && p.ends_with("/datasets/")),
+        "{:#}",
+        dry.body
+    );
     for (bad, field) in [
         (json!({ "name": "x", "storage_capacity_gib": 3000 }), "storage_capacity_gib"),
         (json!({ "name": "x", "per_unit_storage_throughput": 125 }), "per_unit_storage_throughput"),
         (json!({ "name": "x", "placement": {} }), "placement"),
+        (
+            json!({ "name": "x", "data_repository": { "file_system_path": "datasets" } }),
+            "data_repository.file_system_path",
+        ),
+        (json!({ "name": "x", "data_repository": { "bucket_prefix": "datasets" } }), "data_repository.bucket_prefix"),
+        (json!({ "name": "x", "file_system_id": "fs-0123456789abcdef0", "data_repository": {} }), "data_repository"),
     ] {
         let r = app.send(Method::POST, uri, Some(bad.clone()), &[]).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {:#}", r.body);
@@ -925,6 +939,10 @@ async fn fsx_volumes_are_created_listed_and_deleted() {
     assert_eq!(storage[1]["status"], "Bound");
     assert_eq!(storage[1]["file_system"]["lifecycle"], "AVAILABLE");
     assert_eq!(storage[1]["file_system"]["per_unit_storage_throughput"], 500);
+    assert_eq!(storage[1]["file_system"]["file_system_type_version"], "2.15");
+    let link = &storage[1]["data_repositories"][0];
+    assert_eq!((link["file_system_path"].as_str(), link["lifecycle"].as_str()), (Some("/datasets"), Some("AVAILABLE")));
+    assert_eq!(link["export_events"], json!(["NEW", "CHANGED"]), "{link:#}");
     let missing = app.send(Method::DELETE, &format!("{uri}/other"), None, &[]).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND, "{:#}", missing.body);
     run(&app, Method::DELETE, &format!("{uri}/scratch"), None).await;

@@ -66,6 +66,11 @@ pub const HYPERPOD_SCALE_FIRST_NODE: f64 = 60.0;
 pub const FSX_CREATE: f64 = 480.0;
 /// FSx for Lustre file system: DELETING → gone (AWS: a few minutes).
 pub const FSX_DELETE: f64 = 180.0;
+/// FSx data repository association: CREATING → AVAILABLE (AWS: minutes, longer with a batch
+/// metadata import of a large prefix).
+pub const FSX_DRA_CREATE: f64 = 120.0;
+/// FSx data repository association: DELETING → gone.
+pub const FSX_DRA_DELETE: f64 = 60.0;
 /// Amazon Managed Service for Prometheus workspace: CREATING → ACTIVE (AWS: under a minute).
 pub const AMP_WORKSPACE_CREATE: f64 = 30.0;
 /// Amazon Managed Service for Prometheus workspace: DELETING → gone.

@@ -5,14 +5,17 @@
 //! is not `AVAILABLE`), and deleted; bad requests are refused by field before anything is
 //! recorded (and the simulator refuses them too); the cluster delete waits for the volumes to
 //! go; a kill -9 while the file system is being created or deleted resumes without a second
-//! CreateFileSystem or DeleteFileSystem.
+//! CreateFileSystem or DeleteFileSystem. A volume linked to the shared bucket gets one data
+//! repository association (the simulator refuses what FSx refuses for one), removed before the
+//! file system; a kill -9 mid-link creates it once. A file system attached to one cluster is
+//! refused to another.
 
 use instantstart_core::engine::{EngineError, Outcome};
 use instantstart_core::operation::{Actor, Face, Operation, OperationKind, OperationStatus, StepPhase};
 use instantstart_core::preflight::CheckStatus;
 use instantstart_core::provider::{
-    CreateLustreFileSystem, FsxApi, KubeApi, KubeObject, KubeTarget, LustreDeploymentType, LustreQuota, ObjectRef,
-    ProviderErrorKind, Tags,
+    CreateDataRepositoryAssociation, CreateLustreFileSystem, FsxApi, KubeApi, KubeObject, KubeTarget, LUSTRE_VERSION,
+    LustreDeploymentType, LustreQuota, ObjectRef, ProviderErrorKind, S3Event, Tags,
 };
 use instantstart_core::validate::ValidationKind;
 use instantstart_core::workflow;
@@ -289,6 +292,7 @@ async fn bad_requests_are_refused_by_field_before_anything_is_recorded() {
         deployment_type: LustreDeploymentType::Scratch2,
         storage_capacity_gib: capacity,
         per_unit_storage_throughput: None,
+        file_system_type_version: LUSTRE_VERSION.into(),
         tags: Tags::new(),
     };
     let e = b.sim.create_lustre_file_system(&direct(3600, g.security_group_ids.clone())).await.unwrap_err();
@@ -356,6 +360,7 @@ async fn the_fsx_quotas_are_checked_before_anything_is_recorded() {
         deployment_type: LustreDeploymentType::Scratch2,
         storage_capacity_gib: 2400,
         per_unit_storage_throughput: None,
+        file_system_type_version: LUSTRE_VERSION.into(),
         tags: Tags::new(),
     };
     let e = b.sim.create_lustre_file_system(&direct).await.unwrap_err();
@@ -384,6 +389,7 @@ async fn foreign_file_system(b: &Bed) -> instantstart_core::provider::LustreFile
             deployment_type: LustreDeploymentType::Scratch2,
             storage_capacity_gib: 2400,
             per_unit_storage_throughput: None,
+            file_system_type_version: LUSTRE_VERSION.into(),
             tags: Tags::from([("team".to_string(), "data".to_string())]),
         })
         .await
@@ -556,4 +562,229 @@ async fn the_cluster_delete_removes_its_volumes_before_the_network() {
     }
     assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 2);
     assert!(b.sim.list_lustre_file_systems(REGION).await.unwrap().is_empty());
+}
+
+const LINK: &str = "fsx:CreateDataRepositoryAssociation";
+const UNLINK: &str = "fsx:DeleteDataRepositoryAssociation";
+
+fn linked(name: &str) -> Value {
+    json!({ "cluster": "demo", "name": name, "data_repository": {
+        "bucket_prefix": "datasets/", "file_system_path": "/datasets", "import": ["NEW", "CHANGED", "DELETED"], "export": ["NEW"] } })
+}
+
+/// A volume linked to the shared bucket: the file system is created as Lustre 2.15, one
+/// association tagged as the volume's links /datasets to s3://<bucket>/datasets/ before the
+/// claim; creating again links nothing twice; the simulator refuses what FSx refuses; the
+/// delete removes the association (keeping the files), then the file system.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_linked_to_the_shared_bucket_is_created_refused_as_fsx_would_and_unlinked_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
+    cluster(&b).await;
+    let bucket = b.store.get_cluster("demo").unwrap().unwrap().bucket.unwrap();
+
+    // Refused by field before anything is recorded.
+    let bad = json!({ "cluster": "demo", "name": "data", "data_repository": { "file_system_path": "datasets", "bucket_prefix": "/x" } });
+    let e = b.engine.submit_checked(OperationKind::CreateFileSystem, &bad, user(), None).await.unwrap_err();
+    assert_eq!(
+        fields(e),
+        (
+            ValidationKind::Invalid,
+            vec!["data_repository.file_system_path".to_string(), "data_repository.bucket_prefix".to_string()]
+        )
+    );
+    assert_eq!(b.sim.calls(CREATE), 0);
+
+    let op = run(&b, OperationKind::CreateFileSystem, &linked("data")).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let keys: Vec<&str> = op.steps.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["addon:aws-fsx-csi-driver", "file_system", "data_repository", "claim"]);
+    assert!(op.step("claim").unwrap().depends_on.contains(&"data_repository".to_string()));
+    let fs = b.sim.list_lustre_file_systems(REGION).await.unwrap().remove(0);
+    assert_eq!(fs.file_system_type_version.as_deref(), Some("2.15"));
+    let dras = b.sim.list_data_repository_associations(REGION, &fs.id).await.unwrap();
+    assert_eq!(dras.len(), 1, "{dras:#?}");
+    let d = &dras[0];
+    assert_eq!(d.lifecycle, "AVAILABLE");
+    assert_eq!(
+        (d.file_system_path.as_str(), d.data_repository_path.clone()),
+        ("/datasets", format!("s3://{bucket}/datasets/"))
+    );
+    assert_eq!((d.import_events.len(), d.export_events.clone()), (3, vec![S3Event::New]));
+    assert!(workflow::fsx::is_our_association(d, "demo", "data"), "{d:#?}");
+    assert_eq!(b.sim.calls(LINK), 1);
+
+    // Again: the association is found (observe before submit), none is added.
+    let again = run(&b, OperationKind::CreateFileSystem, &linked("data")).await;
+    assert_eq!(again.status, OperationStatus::Succeeded, "{again:#?}");
+    assert_eq!(b.sim.calls(LINK), 1);
+
+    // The simulator refuses what FSx refuses.
+    let direct = |token: &str, fs_id: &str, path: &str, repo: &str| CreateDataRepositoryAssociation {
+        region: REGION.into(),
+        client_request_token: token.into(),
+        file_system_id: fs_id.into(),
+        file_system_path: path.into(),
+        data_repository_path: repo.into(),
+        batch_import_metadata: false,
+        import_events: vec![],
+        export_events: vec![],
+        tags: Tags::new(),
+    };
+    let repo = |p: &str| format!("s3://{bucket}/{p}");
+    for (path, repo, says) in [
+        ("/datasets/sub", repo("other/"), "overlaps"),
+        ("/other", repo("datasets/deeper/"), "overlaps"),
+        ("other", repo("other/"), "start with /"),
+        ("/other", "s3://no-such-bucket/x/".to_string(), "existing bucket"),
+    ] {
+        let e = b.sim.create_data_repository_association(&direct(path, &fs.id, path, &repo)).await.unwrap_err();
+        assert!(e.kind == ProviderErrorKind::InvalidRequest && e.message.contains(says), "{path} {repo}: {e:?}");
+    }
+    for i in 0..7 {
+        b.sim
+            .create_data_repository_association(&direct(
+                &format!("t{i}"),
+                &fs.id,
+                &format!("/d{i}"),
+                &repo(&format!("d{i}/")),
+            ))
+            .await
+            .unwrap();
+    }
+    let e = b.sim.create_data_repository_association(&direct("t8", &fs.id, "/d8", &repo("d8/"))).await.unwrap_err();
+    assert!(e.kind == ProviderErrorKind::QuotaExceeded && e.message.contains("ServiceLimitExceeded"), "{e:?}");
+    // A Lustre 2.10 file system takes none.
+    let hp = instantstart_core::provider::HyperPodApi::describe_hyperpod_cluster(&b.sim, REGION, "demo-hp")
+        .await
+        .unwrap()
+        .unwrap();
+    let g = &hp.instance_groups[0];
+    let old = b
+        .sim
+        .create_lustre_file_system(&CreateLustreFileSystem {
+            region: REGION.into(),
+            client_request_token: "old".into(),
+            subnet_id: g.subnet_ids[0].clone(),
+            security_group_ids: g.security_group_ids.clone(),
+            deployment_type: LustreDeploymentType::Scratch2,
+            storage_capacity_gib: 1200,
+            per_unit_storage_throughput: None,
+            file_system_type_version: "2.10".into(),
+            tags: Tags::new(),
+        })
+        .await
+        .unwrap();
+    b.wait_until("the 2.10 file system to become AVAILABLE", || async {
+        b.sim.describe_lustre_file_system(REGION, &old.id).await.unwrap().unwrap().lifecycle == "AVAILABLE"
+    })
+    .await;
+    let e = b.sim.create_data_repository_association(&direct("old", &old.id, "/x", &repo("x/"))).await.unwrap_err();
+    assert!(e.kind == ProviderErrorKind::InvalidRequest && e.message.contains("2.12"), "{e:?}");
+
+    // The delete removes only our association, then the file system (which takes the rest).
+    let del = run(&b, OperationKind::DeleteFileSystem, &json!({ "cluster": "demo", "name": "data" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    let keys: Vec<&str> = del.steps.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["claim", "data_repository", "file_system"]);
+    assert_eq!(b.sim.calls(UNLINK), 1, "the seven untagged associations are not ours to delete");
+    assert_eq!(b.sim.describe_lustre_file_system(REGION, &fs.id).await.unwrap(), None);
+}
+
+/// A server killed while the link is being submitted or polled resumes without a second
+/// CreateDataRepositoryAssociation; the delete killed mid-unlink deletes it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_link_or_unlink_links_and_unlinks_once() {
+    for kill_at in [StepPhase::Submitting, StepPhase::Polling] {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let b = Bed::sim(dir.path()).speed(500.0).seed(7).build();
+            cluster(&b).await;
+            let s = match b.engine.submit_checked(OperationKind::CreateFileSystem, &linked("data"), user(), None).await
+            {
+                Ok(Outcome::Submitted(s)) => s,
+                other => panic!("{other:?}"),
+            };
+            b.wait_for(&s.operation.id, "{kill_at:?} to be reached", |op| {
+                let phase = op.step("data_repository").unwrap().phase;
+                phase == kill_at || phase == StepPhase::Succeeded
+            })
+            .await;
+            b.kill().await;
+            b.sim.flush().unwrap();
+            s.operation.id
+        };
+        let mut b = Bed::sim(dir.path()).speed(500.0).seed(7).build();
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "{kill_at:?}: {op:#?}");
+        assert_eq!(b.sim.calls(LINK), 1, "{kill_at:?}: one CreateDataRepositoryAssociation");
+        let fs = b.sim.list_lustre_file_systems(REGION).await.unwrap().remove(0);
+        assert_eq!(b.sim.list_data_repository_associations(REGION, &fs.id).await.unwrap().len(), 1, "{kill_at:?}");
+
+        let s = match b
+            .engine
+            .submit_checked(
+                OperationKind::DeleteFileSystem,
+                &json!({ "cluster": "demo", "name": "data" }),
+                user(),
+                None,
+            )
+            .await
+        {
+            Ok(Outcome::Submitted(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        b.wait_for(&s.operation.id, "unlink: {kill_at:?} never reached", |op| {
+            let phase = op.step("data_repository").unwrap().phase;
+            phase == kill_at || phase == StepPhase::Succeeded
+        })
+        .await;
+        b.kill().await;
+        b.sim.flush().unwrap();
+        b.restart().await;
+        b.engine.resume_all().unwrap();
+        let op = b.engine.wait(&s.operation.id, WAIT).await.unwrap();
+        assert_eq!(op.status, OperationStatus::Succeeded, "unlink {kill_at:?}: {op:#?}");
+        assert_eq!(b.sim.calls(UNLINK), 1, "{kill_at:?}: one DeleteDataRepositoryAssociation");
+        assert!(b.sim.list_lustre_file_systems(REGION).await.unwrap().is_empty(), "{kill_at:?}");
+    }
+}
+
+/// A file system attached to one cluster is refused to another (422 on `file_system_id` naming
+/// the cluster that has it); released there, it is no longer refused for that reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_system_attached_to_one_cluster_is_refused_to_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Bed::sim(dir.path()).speed(2000.0).seed(7).build();
+    cluster(&b).await;
+    let other = json!({
+        "name": "other", "region": REGION, "availability_zones": ["us-east-1a", "us-east-1b"],
+        "hyperpod": { "instance_groups": [
+            { "name": "workers", "instance_type": "ml.g5.2xlarge", "count": 1, "availability_zone": "us-east-1a" }
+        ]}
+    });
+    let op = run(&b, OperationKind::CreateCluster, &other).await;
+    assert_eq!(op.status, OperationStatus::Succeeded, "{op:#?}");
+    let theirs = foreign_file_system(&b).await;
+    let attach = run(
+        &b,
+        OperationKind::CreateFileSystem,
+        &json!({ "cluster": "demo", "name": "shared", "file_system_id": theirs.id }),
+    )
+    .await;
+    assert_eq!(attach.status, OperationStatus::Succeeded, "{attach:#?}");
+    let req = json!({ "cluster": "other", "name": "shared", "file_system_id": theirs.id });
+    let e = b.engine.submit_checked(OperationKind::CreateFileSystem, &req, user(), None).await.unwrap_err();
+    let EngineError::Validation(v) = e else { panic!("expected a validation error, got {e:?}") };
+    assert_eq!(v.kind, ValidationKind::Unprocessable);
+    assert_eq!(v.findings[0].field, "file_system_id");
+    assert!(v.findings[0].rule.contains("cluster demo") && v.findings[0].rule.contains("one cluster only"), "{v:?}");
+    // Released on demo, the other cluster's own rules apply (here: not in its VPC).
+    let del = run(&b, OperationKind::DeleteFileSystem, &json!({ "cluster": "demo", "name": "shared" })).await;
+    assert_eq!(del.status, OperationStatus::Succeeded, "{del:#?}");
+    let e = b.engine.submit_checked(OperationKind::CreateFileSystem, &req, user(), None).await.unwrap_err();
+    let EngineError::Validation(v) = e else { panic!("expected a validation error, got {e:?}") };
+    assert!(!v.findings[0].rule.contains("one cluster only"), "{v:?}");
+    assert_eq!(b.sim.calls("fsx:DeleteFileSystem"), 0);
 }

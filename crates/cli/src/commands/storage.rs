@@ -47,8 +47,21 @@ pub enum FsxCommand {
         per_unit_storage_throughput: Option<u32>,
         /// Attach this existing file system (fs-…, AVAILABLE, in the cluster's VPC) instead of
         /// creating one; it is released, never deleted, with the volume or the cluster.
-        #[arg(long, value_name = "FILE_SYSTEM_ID", conflicts_with_all = ["deployment_type", "storage_capacity_gib", "per_unit_storage_throughput"])]
+        #[arg(long, value_name = "FILE_SYSTEM_ID", conflicts_with_all = ["deployment_type", "storage_capacity_gib", "per_unit_storage_throughput", "link_bucket"])]
         attach: Option<String>,
+        /// Link the new file system to this prefix of the cluster's shared bucket (e.g.
+        /// datasets/; "" for the whole bucket): an FSx data repository association.
+        #[arg(long, value_name = "PREFIX")]
+        link_bucket: Option<String>,
+        /// The file system's directory linked to the bucket prefix [default: /].
+        #[arg(long, value_name = "PATH", requires = "link_bucket")]
+        link_path: Option<String>,
+        /// Bucket changes imported automatically: NEW,CHANGED,DELETED or none [default: all three].
+        #[arg(long, value_name = "EVENTS", value_delimiter = ',', requires = "link_bucket")]
+        auto_import: Option<Vec<String>>,
+        /// File system changes exported automatically: NEW,CHANGED,DELETED or none [default: all three].
+        #[arg(long, value_name = "EVENTS", value_delimiter = ',', requires = "link_bucket")]
+        auto_export: Option<Vec<String>>,
         #[command(flatten)]
         cluster: ClusterOpt,
         #[command(flatten)]
@@ -70,6 +83,20 @@ pub enum FsxCommand {
     },
 }
 
+/// The link flags of `storage fsx create`.
+#[derive(Debug, Default)]
+struct LinkFlags {
+    bucket_prefix: Option<String>,
+    path: Option<String>,
+    import: Option<Vec<String>>,
+    export: Option<Vec<String>>,
+}
+
+fn events(v: Vec<String>) -> Value {
+    let picked: Vec<String> = v.into_iter().filter(|e| !e.eq_ignore_ascii_case("none") && !e.is_empty()).collect();
+    json!(picked)
+}
+
 /// The create body from the flags, sent as given (the server validates every field).
 fn fsx_body(
     name: String,
@@ -77,8 +104,22 @@ fn fsx_body(
     capacity: Option<u32>,
     throughput: Option<u32>,
     attach: Option<String>,
+    link: LinkFlags,
 ) -> Value {
     let mut body = json!({ "name": name });
+    if let Some(prefix) = link.bucket_prefix {
+        let mut d = json!({ "bucket_prefix": prefix });
+        if let Some(p) = link.path {
+            d["file_system_path"] = Value::String(p);
+        }
+        if let Some(e) = link.import {
+            d["import"] = events(e);
+        }
+        if let Some(e) = link.export {
+            d["export"] = events(e);
+        }
+        body["data_repository"] = d;
+    }
     if let Some(id) = attach {
         body["file_system_id"] = Value::String(id);
     }
@@ -124,11 +165,17 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
             storage_capacity_gib,
             per_unit_storage_throughput,
             attach,
+            link_bucket,
+            link_path,
+            auto_import,
+            auto_export,
             cluster,
             mutation,
         }) => {
             let cluster = cluster.resolve(&client).await?;
-            let body = fsx_body(name, deployment_type, storage_capacity_gib, per_unit_storage_throughput, attach);
+            let link =
+                LinkFlags { bucket_prefix: link_bucket, path: link_path, import: auto_import, export: auto_export };
+            let body = fsx_body(name, deployment_type, storage_capacity_gib, per_unit_storage_throughput, attach, link);
             let submitted = client.create_file_system(&cluster, &body, &mutation.options()).await?;
             return finish(g, &client, submitted, mutation.wait).await;
         }
@@ -163,6 +210,36 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
                             .and_then(Value::as_u64)
                             .map(|t| format!(", {t} MB/s/TiB"))
                             .unwrap_or_default();
+                        let links: Vec<String> = st
+                            .get("data_repositories")
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|d| {
+                                let ev = |k: &str| {
+                                    let list: Vec<&str> = d
+                                        .get(k)
+                                        .and_then(Value::as_array)
+                                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                                        .unwrap_or_default();
+                                    if list.is_empty() { "none".to_string() } else { list.join(",") }
+                                };
+                                format!(
+                                    "{} -> {} (import {}; export {}; {})",
+                                    s(d, "file_system_path"),
+                                    s(d, "data_repository_path"),
+                                    ev("import_events"),
+                                    ev("export_events"),
+                                    s(d, "lifecycle")
+                                )
+                            })
+                            .collect();
+                        let version = fs
+                            .get("file_system_type_version")
+                            .and_then(Value::as_str)
+                            .map(|v| format!(", Lustre {v}"))
+                            .unwrap_or_default();
                         out.push_str(&output::fields(&[
                             ("FSx volume", s(st, "name")),
                             ("File system", format!("{} ({})", s(&fs, "id"), s(&fs, "lifecycle"))),
@@ -170,11 +247,12 @@ pub async fn run(g: &Globals, cmd: StorageCommand) -> anyhow::Result<Exit> {
                             (
                                 "Type",
                                 format!(
-                                    "{}, {} GiB{throughput}",
+                                    "{}, {} GiB{throughput}{version}",
                                     s(&fs, "deployment_type"),
                                     fs.get("storage_capacity_gib").and_then(Value::as_u64).unwrap_or_default()
                                 ),
                             ),
+                            ("Linked", if links.is_empty() { "-".to_string() } else { links.join("; ") }),
                             ("Mounted at", s(st, "mount_path")),
                             ("Claim", s(st, "claim")),
                             ("Status", s(st, "status")),

@@ -53,6 +53,6 @@ pub fn create_file_system(cluster: String, body: FileSystemBody) -> Submission {
 pub fn delete_file_system(cluster: String, name: String) -> Submission {
     Submission::new(
         OperationKind::DeleteFileSystem,
-        &DeleteFileSystemRequest { cluster, name, file_system_id: None, ownership: None },
+        &DeleteFileSystemRequest { cluster, name, file_system_id: None, ownership: None, data_repositories: vec![] },
     )
 }

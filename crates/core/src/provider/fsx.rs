@@ -102,6 +102,198 @@ pub fn lustre_rules(
     out
 }
 
+/// The Lustre version InstantStart creates (`FileSystemTypeVersion`): the FSx API reference,
+/// `CreateFileSystem`, says "2.15 is supported by all Lustre deployment types and is
+/// recommended for all new file systems"; without it FSx picks 2.10 for scratch types, which
+/// takes no data repository association.
+pub const LUSTRE_VERSION: &str = "2.15";
+
+/// At most this many data repository associations per file system (FSx for Lustre user guide,
+/// "Linking your file system to an Amazon S3 bucket").
+pub const MAX_DATA_REPOSITORY_ASSOCIATIONS: usize = 8;
+
+/// An S3 event of an automatic import or export policy (FSx `EventType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub enum S3Event {
+    #[serde(rename = "NEW")]
+    New,
+    #[serde(rename = "CHANGED")]
+    Changed,
+    #[serde(rename = "DELETED")]
+    Deleted,
+}
+
+impl S3Event {
+    pub const ALL: [S3Event; 3] = [S3Event::New, S3Event::Changed, S3Event::Deleted];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            S3Event::New => "NEW",
+            S3Event::Changed => "CHANGED",
+            S3Event::Deleted => "DELETED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        S3Event::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+}
+
+/// Whether a Lustre file system of `deployment_type` and `version` takes data repository
+/// associations: "Data repository associations are supported on all FSx for Lustre 2.12 and
+/// 2.15 file systems, excluding scratch_1 deployment type" (FSx API reference,
+/// `CreateDataRepositoryAssociation`; the user guide's "Linking your file system to an Amazon
+/// S3 bucket" adds that 2.10 file systems have none). `PERSISTENT_1` qualifies from 2.12.
+pub fn dra_support_rule(deployment_type: &str, version: Option<&str>) -> Result<(), String> {
+    if deployment_type == "SCRATCH_1" {
+        return Err("SCRATCH_1 file systems take no data repository association".into());
+    }
+    let v = version.unwrap_or("2.10");
+    let parsed: Vec<u32> = v.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+    if parsed < vec![2, 12] {
+        return Err(format!("Lustre {v} takes no data repository association (Lustre 2.12 or later is needed)"));
+    }
+    Ok(())
+}
+
+/// Validation of a `FileSystemPath` (the directory linked to the bucket): it starts with `/`,
+/// is at most 4096 characters without control line breaks (botocore's `Namespace`), and has
+/// no `.`/`..` segments.
+pub fn file_system_path_rule(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err("must start with / (a directory of the file system, e.g. /datasets)".into());
+    }
+    if path.len() > 4096 || path.chars().any(|c| matches!(c, '\0' | '\u{85}' | '\u{2028}' | '\u{2029}' | '\r' | '\n')) {
+        return Err("must be at most 4096 characters without line breaks".into());
+    }
+    if path.split('/').any(|seg| seg == "." || seg == "..") {
+        return Err("must not contain . or .. segments".into());
+    }
+    Ok(())
+}
+
+/// Validation of an S3 prefix in the shared bucket: empty (the whole bucket) or relative
+/// (no leading `/`) segments ending in `/`, without `.`/`..` segments or line breaks.
+pub fn bucket_prefix_rule(prefix: &str) -> Result<(), String> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    if prefix.starts_with('/') || !prefix.ends_with('/') {
+        return Err(
+            "must be empty (the whole bucket) or a prefix such as datasets/ (no leading /, ending with /)".into()
+        );
+    }
+    if prefix.split('/').any(|seg| seg == "." || seg == "..")
+        || prefix.chars().any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
+        return Err("must not contain . or .. segments or control characters".into());
+    }
+    if prefix.len() > 1024 {
+        return Err("must be at most 1024 characters (an S3 key)".into());
+    }
+    Ok(())
+}
+
+/// The `DataRepositoryPath` of `prefix` in `bucket`: `s3://bucket/prefix` (FSx's format
+/// `s3://bucket-name/prefix/`).
+pub fn data_repository_path(bucket: &str, prefix: &str) -> String {
+    format!("s3://{bucket}/{prefix}")
+}
+
+fn normalized_dir(p: &str) -> String {
+    let t = p.trim_end_matches('/');
+    format!("{t}/")
+}
+
+/// Whether two linked paths overlap (one is the other or contains it): FSx refuses a second
+/// association whose `FileSystemPath`, or whose `DataRepositoryPath`, overlaps one of another
+/// association of the file system ("Two data repository associations cannot have overlapping
+/// file system paths"; "Each DRA must have a unique FSx for Lustre file system directory and a
+/// unique S3 bucket or prefix").
+pub fn paths_overlap(a: &str, b: &str) -> bool {
+    let (a, b) = (normalized_dir(a), normalized_dir(b));
+    a.starts_with(&b) || b.starts_with(&a)
+}
+
+/// Every rule a new association of `file_system_path` to `data_repository_path` breaks
+/// against the file system's `existing` associations (those not `DELETING`), as
+/// `(field, rule)` with the fields of the InstantStart request (`file_system_path`,
+/// `bucket_prefix`).
+pub fn dra_rules(
+    existing: &[DataRepositoryAssociation],
+    file_system_path: &str,
+    data_repository_path: &str,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let live: Vec<&DataRepositoryAssociation> = existing.iter().filter(|d| d.lifecycle != "DELETING").collect();
+    if live.len() >= MAX_DATA_REPOSITORY_ASSOCIATIONS {
+        out.push((
+            "file_system_path",
+            format!(
+                "the file system has {} data repository associations already, the most FSx allows ({MAX_DATA_REPOSITORY_ASSOCIATIONS})",
+                live.len()
+            ),
+        ));
+    }
+    if let Some(d) = live.iter().find(|d| paths_overlap(&d.file_system_path, file_system_path)) {
+        out.push((
+            "file_system_path",
+            format!(
+                "{file_system_path} overlaps {} of association {} ({}); each association needs its own directory",
+                d.file_system_path, d.association_id, d.data_repository_path
+            ),
+        ));
+    }
+    if let Some(d) = live.iter().find(|d| paths_overlap(&d.data_repository_path, data_repository_path)) {
+        out.push((
+            "bucket_prefix",
+            format!(
+                "{data_repository_path} overlaps {} of association {}; each association needs its own bucket prefix",
+                d.data_repository_path, d.association_id
+            ),
+        ));
+    }
+    out
+}
+
+/// A data repository association of a Lustre file system (DescribeDataRepositoryAssociations).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DataRepositoryAssociation {
+    /// `dra-…`.
+    pub association_id: String,
+    pub file_system_id: String,
+    /// `CREATING`, `AVAILABLE`, `MISCONFIGURED`, `UPDATING`, `DELETING`, `FAILED`.
+    pub lifecycle: String,
+    pub file_system_path: String,
+    /// `s3://bucket/prefix/`.
+    pub data_repository_path: String,
+    #[serde(default)]
+    pub import_events: Vec<S3Event>,
+    #[serde(default)]
+    pub export_events: Vec<S3Event>,
+    /// `FailureDetails.Message` when `lifecycle` is `FAILED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    #[serde(default)]
+    pub tags: Tags,
+}
+
+/// CreateDataRepositoryAssociation of a Lustre file system with an S3 prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CreateDataRepositoryAssociation {
+    pub region: String,
+    /// `ClientRequestToken`: a retried call returns the same association.
+    pub client_request_token: String,
+    pub file_system_id: String,
+    pub file_system_path: String,
+    pub data_repository_path: String,
+    /// `BatchImportMetaDataOnCreate`: import the prefix's metadata once the link exists.
+    pub batch_import_metadata: bool,
+    pub import_events: Vec<S3Event>,
+    pub export_events: Vec<S3Event>,
+    pub tags: Tags,
+}
+
 /// Service Quotas service code of Amazon FSx.
 pub const FSX_QUOTA_SERVICE: &str = "fsx";
 
@@ -221,6 +413,9 @@ pub struct LustreFileSystem {
     /// `FailureDetails.Message` when `lifecycle` is `FAILED`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The Lustre version (`FileSystemTypeVersion`: `2.10`, `2.12`, `2.15`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_system_type_version: Option<String>,
     #[serde(default)]
     pub tags: Tags,
 }
@@ -251,6 +446,8 @@ pub struct CreateLustreFileSystem {
     pub deployment_type: LustreDeploymentType,
     pub storage_capacity_gib: u32,
     pub per_unit_storage_throughput: Option<u32>,
+    /// `FileSystemTypeVersion` ([`LUSTRE_VERSION`]).
+    pub file_system_type_version: String,
     pub tags: Tags,
 }
 
@@ -267,6 +464,26 @@ pub trait FsxApi: Send + Sync {
     /// The value of an FSx for Lustre quota in the region (the applied value, else AWS's
     /// default); `None` when Service Quotas cannot be read (the preflight then warns).
     async fn lustre_quota(&self, region: &str, quota: LustreQuota) -> Result<Option<Quota>>;
+    /// The data repository associations of file system `file_system_id`
+    /// (DescribeDataRepositoryAssociations filtered by `file-system-id`, all pages); an
+    /// unknown file system has none.
+    async fn list_data_repository_associations(
+        &self,
+        region: &str,
+        file_system_id: &str,
+    ) -> Result<Vec<DataRepositoryAssociation>>;
+    async fn create_data_repository_association(
+        &self,
+        req: &CreateDataRepositoryAssociation,
+    ) -> Result<DataRepositoryAssociation>;
+    /// DeleteDataRepositoryAssociation, keeping the files on the file system
+    /// (`DeleteDataInFileSystem=false`); one already `DELETING` is accepted.
+    async fn delete_data_repository_association(
+        &self,
+        region: &str,
+        association_id: &str,
+        client_request_token: &str,
+    ) -> Result<()>;
 }
 
 /// A `ClientRequestToken` FSx accepts (1-63 of `[A-Za-z0-9_.-]`) derived from an engine token.
@@ -320,6 +537,7 @@ mod tests {
             dns_name: None,
             mount_name: None,
             failure: None,
+            file_system_type_version: None,
             tags: Tags::new(),
         };
         // (quota, deployment type, usage)
@@ -340,6 +558,74 @@ mod tests {
         assert_eq!(LustreQuota::file_systems(Scratch2).name(), "Lustre Scratch file systems");
         let codes: std::collections::BTreeSet<_> = LustreQuota::ALL.iter().map(|q| q.code()).collect();
         assert_eq!(codes.len(), 4);
+    }
+
+    fn dra(id: &str, fs_path: &str, repo: &str, lifecycle: &str) -> DataRepositoryAssociation {
+        DataRepositoryAssociation {
+            association_id: id.into(),
+            file_system_id: "fs-0123456789abcdef0".into(),
+            lifecycle: lifecycle.into(),
+            file_system_path: fs_path.into(),
+            data_repository_path: repo.into(),
+            import_events: vec![],
+            export_events: vec![],
+            failure: None,
+            tags: Tags::new(),
+        }
+    }
+
+    #[test]
+    fn data_repository_rules_follow_the_fsx_user_guide() {
+        // (deployment type, version, supported)
+        let support: &[(&str, Option<&str>, bool)] = &[
+            ("SCRATCH_2", Some("2.15"), true),
+            ("PERSISTENT_2", Some("2.12"), true),
+            ("PERSISTENT_1", Some("2.12"), true),
+            ("SCRATCH_2", Some("2.10"), false),
+            ("SCRATCH_2", None, false),
+            ("SCRATCH_1", Some("2.15"), false),
+        ];
+        for (t, v, ok) in support {
+            assert_eq!(dra_support_rule(t, *v).is_ok(), *ok, "{t} {v:?}");
+        }
+        // (path, ok)
+        for (p, ok) in
+            [("/", true), ("/datasets", true), ("/a/b/", true), ("datasets", false), ("/a/../b", false), ("", false)]
+        {
+            assert_eq!(file_system_path_rule(p).is_ok(), ok, "{p}");
+        }
+        for (p, ok) in [
+            ("", true),
+            ("datasets/", true),
+            ("a/b/", true),
+            ("/datasets/", false),
+            ("datasets", false),
+            ("a/../", false),
+        ] {
+            assert_eq!(bucket_prefix_rule(p).is_ok(), ok, "{p}");
+        }
+        let one = [dra("dra-0123456789abcdef0", "/ns1/", "s3://b/ns1/", "AVAILABLE")];
+        // (fs path, repo path, fields broken)
+        let table: &[(&str, &str, &[&str])] = &[
+            ("/ns2", "s3://b/ns2/", &[]),
+            ("/ns1/ns2", "s3://b/other/", &["file_system_path"]),
+            ("/", "s3://b/other/", &["file_system_path"]),
+            ("/ns10", "s3://b/ns1/deeper/", &["bucket_prefix"]),
+            ("/ns1", "s3://b/", &["file_system_path", "bucket_prefix"]),
+        ];
+        for (fs_path, repo, want) in table {
+            let got: Vec<&str> = dra_rules(&one, fs_path, repo).into_iter().map(|(f, _)| f).collect();
+            assert_eq!(&got, want, "{fs_path} {repo}");
+        }
+        let deleting = [dra("dra-0123456789abcdef0", "/ns1/", "s3://b/ns1/", "DELETING")];
+        assert!(dra_rules(&deleting, "/ns1", "s3://b/ns1/").is_empty());
+        let full: Vec<_> = (0..8)
+            .map(|i| dra(&format!("dra-0000000{i}"), &format!("/d{i}"), &format!("s3://b/d{i}/"), "AVAILABLE"))
+            .collect();
+        let got = dra_rules(&full, "/new", "s3://b/new/");
+        assert_eq!(got.len(), 1);
+        assert!(got[0].1.contains("(8)"), "{}", got[0].1);
+        assert_eq!(data_repository_path("b", "datasets/"), "s3://b/datasets/");
     }
 
     #[test]

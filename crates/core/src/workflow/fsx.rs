@@ -18,11 +18,21 @@
 //! covers Lustre's TCP 988 and 1018-1023 (FSx for Lustre user guide, "File system access
 //! control with Amazon VPC"); the simulator refuses a group without them.
 //!
+//! Link (`data_repository`, created file systems only): a `data_repository` step after
+//! `file_system` creates one FSx data repository association from a directory of the file
+//! system to `s3://<shared bucket>/<prefix>` with the chosen automatic import/export events
+//! (`FileSystemTypeVersion` 2.15 is sent on create: DRAs need Lustre 2.12 or later and no
+//! `SCRATCH_1`), polled until `AVAILABLE` (`FAILED`: the step fails with FSx's message); the
+//! claim waits for it. The association is tagged as the volume's; the delete removes it
+//! (`DeleteDataInFileSystem=false`) before the file system. An association InstantStart did
+//! not tag is never touched.
+//!
 //! Attach (`file_system_id` instead of a deployment type and capacity): an existing file system
 //! becomes a volume without being created. The assessment describes it and refuses (422, by
 //! field) one FSx does not know as Lustre, one not `AVAILABLE`, one outside the cluster's VPC,
-//! one that is already a volume of the cluster (created or attached) or InstantStart's for
-//! another cluster. Steps: the add-on, then `claim`; the volume is labelled
+//! one that is already a volume of the cluster (created or attached), InstantStart's for
+//! another cluster, or attached to another cluster of the region (a file system is a volume of
+//! one cluster only; docs/storage-fsx.md says why). Steps: the add-on, then `claim`; the volume is labelled
 //! `instantstart.io/fsx-ownership=attached` — the record of ownership the storage list, the
 //! workloads and the delete read (no tag is added to the file system). Its security groups are
 //! not ours and not checked: they must allow Lustre (TCP 988, 1018-1023) from the nodes.
@@ -38,7 +48,12 @@
 //!   `ClientRequestToken`, so a kill -9 between the call and the persisted reference never
 //!   creates a second one. A same-named claim without our label stops in `needs_attention`.
 //! - A cluster whose delete is running takes no new file system (409).
-//! - The rules of [`lustre_rules`] are checked before anything is recorded (400, by field).
+//! - The rules of [`lustre_rules`] and of a link ([`file_system_path_rule`],
+//!   [`bucket_prefix_rule`], [`dra_support_rule`]) are checked before anything is recorded
+//!   (400, by field); a cluster without a shared bucket is a 422 on `data_repository`.
+//! - `data_repository` observes before it submits: an association of the file system on the
+//!   same directory is adopted when it is ours (tags) and stops the step as foreign otherwise;
+//!   the step's token is the `ClientRequestToken`, so a kill -9 never creates two.
 
 use super::dependencies::addon_step_key;
 use super::steps::{AddonTarget, EnsureAddon};
@@ -93,9 +108,18 @@ pub struct CreateFileSystemRequest {
     /// file system's (omit them). It is released, never deleted, with the volume or the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_system_id: Option<String>,
+    /// Link a directory of the new file system to a prefix of the cluster's shared bucket (an
+    /// FSx data repository association with automatic import and export); not with
+    /// `file_system_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_repository: Option<DataRepositoryLink>,
     /// Filled by the assessment: where the file system goes (not accepted from callers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<FsxPlacement>,
+    /// Filled by the assessment: the `s3://<shared bucket>/<prefix>` the data repository
+    /// association links (not accepted from callers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_repository_path: Option<String>,
 }
 
 /// The body of `POST /api/clusters/{cluster}/storage/fsx`: the create request
@@ -120,6 +144,11 @@ pub struct FileSystemBody {
     /// file system's (omit them). It is released, never deleted, with the volume or the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_system_id: Option<String>,
+    /// Link a directory of the new file system to a prefix of the cluster's shared bucket (an
+    /// FSx data repository association with automatic import and export); not with
+    /// `file_system_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_repository: Option<DataRepositoryLink>,
 }
 
 impl FileSystemBody {
@@ -132,13 +161,87 @@ impl FileSystemBody {
             storage_capacity_gib: self.storage_capacity_gib,
             per_unit_storage_throughput: self.per_unit_storage_throughput,
             file_system_id: self.file_system_id,
+            data_repository: self.data_repository,
             placement: None,
+            data_repository_path: None,
         }
     }
 }
 
 fn default_capacity() -> u32 {
     1200
+}
+
+/// The link of a created file system to the cluster's shared bucket: one FSx data repository
+/// association (CreateDataRepositoryAssociation) from `file_system_path` to
+/// `s3://<shared bucket>/<bucket_prefix>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DataRepositoryLink {
+    /// The prefix in the cluster's shared bucket, such as `datasets/` (no leading `/`, ending
+    /// with `/`); empty (the default): the whole bucket.
+    #[serde(default)]
+    pub bucket_prefix: String,
+    /// The file system's directory linked to it, starting with `/` (default `/`); pods see it at
+    /// `/fsx/<name><file_system_path>`. FSx allows no two links with overlapping directories.
+    #[serde(default = "default_fs_path")]
+    pub file_system_path: String,
+    /// Changes in the bucket imported automatically (FSx `AutoImportPolicy`): any of `NEW`,
+    /// `CHANGED`, `DELETED`; default all three, `[]` for none.
+    #[serde(default = "all_events")]
+    pub import: Vec<S3Event>,
+    /// Changes on the file system exported to the bucket automatically (FSx
+    /// `AutoExportPolicy`): any of `NEW`, `CHANGED`, `DELETED`; default all three, `[]` for none.
+    #[serde(default = "all_events")]
+    pub export: Vec<S3Event>,
+    /// Import the metadata of the prefix's objects once the link exists
+    /// (`BatchImportMetaDataOnCreate`, default true).
+    #[serde(default = "yes")]
+    pub batch_import: bool,
+}
+
+fn default_fs_path() -> String {
+    "/".into()
+}
+
+fn all_events() -> Vec<S3Event> {
+    S3Event::ALL.to_vec()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Expected duration of CreateDataRepositoryAssociation → AVAILABLE at real speed.
+pub const DRA_CREATE_SECS: u64 = 300;
+/// Expected duration of DeleteDataRepositoryAssociation → gone at real speed.
+pub const DRA_DELETE_SECS: u64 = 120;
+
+/// The tags of a data repository association of volume `name` of `cluster`.
+pub fn association_tags(cluster: &str, name: &str, operation: &str) -> Tags {
+    let mut tags = ownership_tags(cluster, operation);
+    tags.insert(TAG_FSX_VOLUME.into(), name.into());
+    tags
+}
+
+/// Whether `d` is InstantStart's association of volume `name` of `cluster` (by tags).
+pub fn is_our_association(d: &DataRepositoryAssociation, cluster: &str, name: &str) -> bool {
+    is_owned(&d.tags, cluster) && d.tags.get(TAG_FSX_VOLUME).map(String::as_str) == Some(name)
+}
+
+fn check_link(link: &DataRepositoryLink, f: &mut Findings) {
+    if let Err(e) = file_system_path_rule(&link.file_system_path) {
+        f.push("data_repository.file_system_path", e);
+    }
+    if let Err(e) = bucket_prefix_rule(&link.bucket_prefix) {
+        f.push("data_repository.bucket_prefix", e);
+    }
+    for (field, events) in [("data_repository.import", &link.import), ("data_repository.export", &link.export)] {
+        let unique: std::collections::BTreeSet<_> = events.iter().collect();
+        if unique.len() != events.len() {
+            f.push(field, "names an event twice");
+        }
+    }
 }
 
 /// The subnet and security groups of a new file system: the HyperPod nodes'.
@@ -183,6 +286,10 @@ pub struct DeleteFileSystemRequest {
     /// released (`attached`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ownership: Option<FsxOwnership>,
+    /// Filled by the assessment: InstantStart's data repository associations of the file
+    /// system (tagged as this volume's), deleted before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_repositories: Vec<String>,
 }
 
 /// Validation of a file system id (`fs-` and 8 to 17 hex digits, FSx's `FileSystemId`).
@@ -265,6 +372,26 @@ pub async fn cluster_volumes(
         .collect();
     all.sort_by(|a, b| a.tags.get(TAG_FSX_VOLUME).cmp(&b.tags.get(TAG_FSX_VOLUME)));
     Ok(all)
+}
+
+/// The ids of InstantStart's data repository associations of volume `name`'s file system
+/// `file_system_id` (not `DELETING`), sorted.
+pub async fn our_associations(
+    aws: &dyn AwsCloud,
+    region: &str,
+    file_system_id: &str,
+    cluster: &str,
+    name: &str,
+) -> Result<Vec<String>, ProviderError> {
+    let mut ids: Vec<String> = aws
+        .list_data_repository_associations(region, file_system_id)
+        .await?
+        .into_iter()
+        .filter(|d| is_our_association(d, cluster, name) && d.lifecycle != "DELETING")
+        .map(|d| d.association_id)
+        .collect();
+    ids.sort();
+    Ok(ids)
 }
 
 /// A volume whose file system was attached (not created): found by its PersistentVolume.
@@ -382,6 +509,10 @@ fn refuse_during_delete(store: &dyn Store, cluster: &str) -> Result<(), EngineEr
     Ok(())
 }
 
+fn events_text(events: &[S3Event]) -> String {
+    if events.is_empty() { "none".into() } else { events.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(",") }
+}
+
 /// The create-file-system workflow.
 pub struct CreateFileSystemWorkflow {
     aws: Arc<dyn AwsCloud>,
@@ -419,12 +550,24 @@ pub fn check_create(req: &CreateFileSystemRequest) -> Result<(), ValidationError
             if req.per_unit_storage_throughput.is_some() {
                 f.push("per_unit_storage_throughput", own);
             }
+            if req.data_repository.is_some() {
+                f.push(
+                    "data_repository",
+                    "links only a file system InstantStart creates; an attached file system's associations are its owner's",
+                );
+            }
         }
         None => {
             for (field, rule) in
                 lustre_rules(req.deployment_type, req.storage_capacity_gib, req.per_unit_storage_throughput)
             {
                 f.push(field, rule);
+            }
+            if let Some(link) = &req.data_repository {
+                if let Err(e) = dra_support_rule(req.deployment_type.as_str(), Some(LUSTRE_VERSION)) {
+                    f.push("deployment_type", e);
+                }
+                check_link(link, &mut f);
             }
         }
     }
@@ -466,7 +609,26 @@ impl Workflow for CreateFileSystemWorkflow {
                     depends_on: vec![],
                     expected_secs: Some(CREATE_SECS),
                 });
-                (String::new(), vec![addon, "file_system".into()])
+                match &req.data_repository {
+                    Some(link) => {
+                        steps.push(StepSpec {
+                            key: "data_repository".into(),
+                            title: format!(
+                                "Link {} of the file system to {} (import {}, export {})",
+                                link.file_system_path,
+                                req.data_repository_path
+                                    .clone()
+                                    .unwrap_or_else(|| format!("s3://<shared bucket>/{}", link.bucket_prefix)),
+                                events_text(&link.import),
+                                events_text(&link.export)
+                            ),
+                            depends_on: vec!["file_system".into()],
+                            expected_secs: Some(DRA_CREATE_SECS),
+                        });
+                        (String::new(), vec![addon, "data_repository".into()])
+                    }
+                    None => (String::new(), vec![addon, "file_system".into()]),
+                }
             }
         };
         steps.push(StepSpec {
@@ -535,6 +697,31 @@ impl Workflow for CreateFileSystemWorkflow {
             )
             .into());
         }
+        if req.data_repository.is_none() && req.data_repository_path.is_some() {
+            return Err(ValidationError::invalid(
+                "data_repository_path",
+                "is chosen by InstantStart (the cluster's shared bucket); omit it",
+            )
+            .into());
+        }
+        if let Some(link) = &req.data_repository {
+            let Some(bucket) = rec.bucket.clone() else {
+                return Err(ValidationError::unprocessable(
+                    "data_repository",
+                    format!("cluster {} has no shared bucket to link the file system to", rec.name),
+                )
+                .into());
+            };
+            let path = data_repository_path(&bucket, &link.bucket_prefix);
+            if req.data_repository_path.as_ref().is_some_and(|p| p != &path) {
+                return Err(ValidationError::invalid(
+                    "data_repository_path",
+                    "is chosen by InstantStart (the cluster's shared bucket); omit it",
+                )
+                .into());
+            }
+            req.data_repository_path = Some(path);
+        }
         req.placement = Some(placement);
         let checks = crate::preflight::check_lustre_quotas(
             self.aws.as_ref(),
@@ -561,6 +748,14 @@ impl Workflow for CreateFileSystemWorkflow {
                 addon: FSX_CSI_ADDON.into(),
             })),
             "file_system" => Some(Arc::new(CreateFileSystemStep { aws: self.aws.clone(), region: rec.region, req })),
+            "data_repository" => Some(Arc::new(CreateDataRepositoryStep {
+                aws: self.aws.clone(),
+                region: rec.region,
+                link: req.data_repository.clone()?,
+                data_repository_path: req.data_repository_path.clone()?,
+                cluster: req.cluster,
+                name: req.name,
+            })),
             "claim" => Some(Arc::new(ClaimStep {
                 aws: self.aws.clone(),
                 kube: self.kube.clone(),
@@ -593,6 +788,29 @@ impl CreateFileSystemWorkflow {
                 "file_system_id",
                 format!("file system {id} is {}; only an AVAILABLE file system can be attached", fs.lifecycle),
             ));
+        }
+        // Every other cluster of the region: a file system is a volume of one cluster only.
+        for other in self.store.list_clusters()? {
+            if other.name == rec.name || other.region != rec.region {
+                continue;
+            }
+            let t = KubeTarget::new(other.region.clone(), other.eks_cluster.clone());
+            match read(|| attached_volumes(self.kube.as_ref(), &t, &other.name)).await {
+                Ok(vs) => {
+                    if let Some(v) = vs.iter().find(|v| v.file_system_id == id) {
+                        return Err(refuse(
+                            "file_system_id",
+                            format!(
+                                "file system {id} is already attached to cluster {} as volume {}; a file system is a volume of one cluster only (release it there first)",
+                                other.name, v.name
+                            ),
+                        ));
+                    }
+                }
+                // A cluster that cannot be read is skipped: sharing an attached file system
+                // never deletes it, so a missed share costs no data.
+                Err(e) => tracing::warn!(cluster = %other.name, error = %e, "cannot read the attached volumes"),
+            }
         }
         let vpc = match &rec.vpc_id {
             Some(v) => Some(v.clone()),
@@ -673,6 +891,7 @@ impl StepExecutor for CreateFileSystemStep {
                 deployment_type: self.req.deployment_type,
                 storage_capacity_gib: self.req.storage_capacity_gib,
                 per_unit_storage_throughput: self.req.per_unit_storage_throughput,
+                file_system_type_version: LUSTRE_VERSION.into(),
                 tags: file_system_tags(&self.req.cluster, &self.req.name, &cx.operation_id.0),
             })
             .await?;
@@ -689,11 +908,194 @@ impl StepExecutor for CreateFileSystemStep {
                 "dns_name": fs.dns_name,
                 "mount_name": fs.mount_name,
                 "subnet_ids": fs.subnet_ids,
+                "file_system_type_version": fs.file_system_type_version,
             })),
             ResourceState::Failed { reason } => {
                 Progress::Failed { reason: format!("file system {} {}: {reason}", fs.id, fs.lifecycle) }
             }
             _ => Progress::Waiting { detail: format!("file system {}: {}", fs.id, fs.lifecycle) },
+        })
+    }
+}
+
+fn dra_ref(d: &DataRepositoryAssociation) -> ResourceRef {
+    ResourceRef { kind: "fsx-data-repository-association".into(), id: d.association_id.clone(), arn: None }
+}
+
+/// The file system of volume `name` for a data repository step: it must exist.
+async fn volume_file_system(
+    aws: &dyn AwsCloud,
+    region: &str,
+    cluster: &str,
+    name: &str,
+) -> Result<LustreFileSystem, StepError> {
+    find_volume(aws, region, cluster, name)
+        .await?
+        .ok_or_else(|| StepError::Invalid(format!("no file system of volume {name} was found")))
+}
+
+/// CreateDataRepositoryAssociation of the volume's file system with the shared bucket, then
+/// waits for `AVAILABLE`.
+struct CreateDataRepositoryStep {
+    aws: Arc<dyn AwsCloud>,
+    region: String,
+    cluster: String,
+    name: String,
+    link: DataRepositoryLink,
+    data_repository_path: String,
+}
+
+#[async_trait]
+impl StepExecutor for CreateDataRepositoryStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        let fs = volume_file_system(self.aws.as_ref(), &self.region, &self.cluster, &self.name).await?;
+        let all = self.aws.list_data_repository_associations(&self.region, &fs.id).await?;
+        let same = all.iter().find(|d| {
+            d.lifecycle != "DELETING" && normalized(&d.file_system_path) == normalized(&self.link.file_system_path)
+        });
+        Ok(match same {
+            Some(d) if is_our_association(d, &self.cluster, &self.name) => Observation::Exists(dra_ref(d)),
+            Some(d) => Observation::Foreign {
+                reason: format!(
+                    "{} of file system {} is already linked to {} by association {}, which is not InstantStart's",
+                    d.file_system_path, fs.id, d.data_repository_path, d.association_id
+                ),
+            },
+            None => Observation::Absent,
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let fs = volume_file_system(self.aws.as_ref(), &self.region, &self.cluster, &self.name).await?;
+        let existing = self.aws.list_data_repository_associations(&self.region, &fs.id).await?;
+        if let Some((field, rule)) =
+            dra_rules(&existing, &self.link.file_system_path, &self.data_repository_path).into_iter().next()
+        {
+            return Err(StepError::Invalid(format!("data_repository.{field}: {rule}")));
+        }
+        let d = self
+            .aws
+            .create_data_repository_association(&CreateDataRepositoryAssociation {
+                region: self.region.clone(),
+                client_request_token: fsx_client_token(cx.idempotency_token),
+                file_system_id: fs.id.clone(),
+                file_system_path: self.link.file_system_path.clone(),
+                data_repository_path: self.data_repository_path.clone(),
+                batch_import_metadata: self.link.batch_import,
+                import_events: self.link.import.clone(),
+                export_events: self.link.export.clone(),
+                tags: association_tags(&self.cluster, &self.name, &cx.operation_id.0),
+            })
+            .await?;
+        Ok(dra_ref(&d))
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, r: &ResourceRef) -> Result<Progress, StepError> {
+        let fs = volume_file_system(self.aws.as_ref(), &self.region, &self.cluster, &self.name).await?;
+        let all = self.aws.list_data_repository_associations(&self.region, &fs.id).await?;
+        let Some(d) = all.into_iter().find(|d| d.association_id == r.id) else {
+            return Ok(Progress::Failed { reason: format!("data repository association {} disappeared", r.id) });
+        };
+        Ok(match d.lifecycle.as_str() {
+            "AVAILABLE" => Progress::Done(json!({
+                "association_id": d.association_id,
+                "file_system_path": d.file_system_path,
+                "data_repository_path": d.data_repository_path,
+            })),
+            "FAILED" => Progress::Failed {
+                reason: format!(
+                    "data repository association {} FAILED: {}",
+                    d.association_id,
+                    d.failure.unwrap_or_else(|| "FSx gave no reason".into())
+                ),
+            },
+            other => Progress::Waiting {
+                detail: format!(
+                    "data repository association {}: {other}{}",
+                    d.association_id,
+                    d.failure.map(|m| format!(" ({m})")).unwrap_or_default()
+                ),
+            },
+        })
+    }
+}
+
+fn normalized(path: &str) -> String {
+    format!("{}/", path.trim_end_matches('/'))
+}
+
+/// DeleteDataRepositoryAssociation of InstantStart's associations `ids` of a volume's file
+/// system (the files stay on the file system), then waits until they are gone. An association
+/// not tagged as the volume's is never touched.
+pub(crate) struct DeleteDataRepositoriesStep {
+    pub aws: Arc<dyn AwsCloud>,
+    pub region: String,
+    pub cluster: String,
+    pub name: String,
+    pub file_system_id: String,
+    pub ids: Vec<String>,
+}
+
+impl DeleteDataRepositoriesStep {
+    fn reference(&self) -> ResourceRef {
+        ResourceRef { kind: "fsx-data-repository-associations".into(), id: self.file_system_id.clone(), arn: None }
+    }
+
+    async fn ours(&self) -> Result<Vec<DataRepositoryAssociation>, StepError> {
+        Ok(self
+            .aws
+            .list_data_repository_associations(&self.region, &self.file_system_id)
+            .await?
+            .into_iter()
+            .filter(|d| self.ids.contains(&d.association_id) && is_our_association(d, &self.cluster, &self.name))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl StepExecutor for DeleteDataRepositoriesStep {
+    async fn observe(&self, _cx: &StepContext<'_>) -> Result<Observation, StepError> {
+        Ok(if self.ours().await?.iter().all(|d| d.lifecycle == "DELETING") {
+            Observation::Exists(self.reference())
+        } else {
+            Observation::Absent
+        })
+    }
+
+    async fn submit(&self, cx: &StepContext<'_>) -> Result<ResourceRef, StepError> {
+        let token = fsx_client_token(cx.idempotency_token);
+        for d in self.ours().await?.into_iter().filter(|d| d.lifecycle != "DELETING") {
+            // One token per association: the step's (at most 40 characters) and its id.
+            let t = fsx_client_token(&format!("{}-{}", &token[..token.len().min(40)], d.association_id));
+            match self.aws.delete_data_repository_association(&self.region, &d.association_id, &t).await {
+                Err(e) if e.kind != ProviderErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(self.reference())
+    }
+
+    async fn poll(&self, _cx: &StepContext<'_>, _r: &ResourceRef) -> Result<Progress, StepError> {
+        let left = self.ours().await?;
+        if let Some(d) = left.iter().find(|d| d.lifecycle == "FAILED") {
+            return Ok(Progress::Failed {
+                reason: format!(
+                    "data repository association {} failed to delete: {}",
+                    d.association_id,
+                    d.failure.clone().unwrap_or_else(|| "FSx gave no reason".into())
+                ),
+            });
+        }
+        Ok(if left.is_empty() {
+            Progress::Done(json!({ "deleted": self.ids }))
+        } else {
+            Progress::Waiting {
+                detail: left
+                    .iter()
+                    .map(|d| format!("{}: {}", d.association_id, d.lifecycle))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
         })
     }
 }
@@ -810,28 +1212,39 @@ impl Workflow for DeleteFileSystemWorkflow {
             let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
             return Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps });
         }
-        let steps = vec![
-            StepSpec {
-                key: "claim".into(),
+        let mut steps = vec![StepSpec {
+            key: "claim".into(),
+            title: format!(
+                "Delete claim {FSX_NAMESPACE}/{} and volume {}",
+                claim_name(&req.name),
+                volume_name(&req.cluster, &req.name)
+            ),
+            depends_on: vec![],
+            expected_secs: Some(10),
+        }];
+        let mut before_fs = "claim";
+        if !req.data_repositories.is_empty() {
+            steps.push(StepSpec {
+                key: "data_repository".into(),
                 title: format!(
-                    "Delete claim {FSX_NAMESPACE}/{} and volume {}",
-                    claim_name(&req.name),
-                    volume_name(&req.cluster, &req.name)
-                ),
-                depends_on: vec![],
-                expected_secs: Some(10),
-            },
-            StepSpec {
-                key: "file_system".into(),
-                title: format!(
-                    "Delete FSx for Lustre file system {}{}",
-                    req.name,
-                    req.file_system_id.as_ref().map(|id| format!(" ({id})")).unwrap_or_default()
+                    "Delete data repository association {} (the files stay on the file system)",
+                    req.data_repositories.join(", ")
                 ),
                 depends_on: vec!["claim".into()],
-                expected_secs: Some(DELETE_SECS),
-            },
-        ];
+                expected_secs: Some(DRA_DELETE_SECS),
+            });
+            before_fs = "data_repository";
+        }
+        steps.push(StepSpec {
+            key: "file_system".into(),
+            title: format!(
+                "Delete FSx for Lustre file system {}{}",
+                req.name,
+                req.file_system_id.as_ref().map(|id| format!(" ({id})")).unwrap_or_default()
+            ),
+            depends_on: vec![before_fs.into()],
+            expected_secs: Some(DELETE_SECS),
+        });
         let canonical = serde_json::to_value(&req).map_err(|e| EngineError::InvalidState(e.to_string()))?;
         Ok(Prepared { target: file_system_target(&req.cluster, &req.name), request: canonical, steps })
     }
@@ -840,7 +1253,10 @@ impl Workflow for DeleteFileSystemWorkflow {
         let mut req: DeleteFileSystemRequest = decode(&prepared.request)?;
         let rec = crate::api::clusters::resolve(self.store.as_ref(), &req.cluster)?.record;
         let found = read(|| find_volume(self.aws.as_ref(), &rec.region, &req.cluster, &req.name)).await?;
+        req.data_repositories.clear();
         if let Some(fs) = found {
+            req.data_repositories =
+                read(|| our_associations(self.aws.as_ref(), &rec.region, &fs.id, &req.cluster, &req.name)).await?;
             req.file_system_id = Some(fs.id);
             req.ownership = Some(FsxOwnership::Created);
         } else {
@@ -865,6 +1281,14 @@ impl Workflow for DeleteFileSystemWorkflow {
                 target: KubeTarget::new(rec.region.clone(), rec.eks_cluster.clone()),
                 cluster: req.cluster,
                 name: req.name,
+            })),
+            "data_repository" => Some(Arc::new(DeleteDataRepositoriesStep {
+                aws: self.aws.clone(),
+                region: rec.region,
+                cluster: req.cluster,
+                name: req.name,
+                file_system_id: req.file_system_id.clone()?,
+                ids: req.data_repositories,
             })),
             "file_system" => Some(Arc::new(DeleteFileSystemStep {
                 aws: self.aws.clone(),
@@ -1017,6 +1441,30 @@ mod tests {
                 json!({ "cluster": "demo", "name": "a", "file_system_id": "fs-0123456789abcdef0", "storage_capacity_gib": 3600 }),
                 &["storage_capacity_gib"],
             ),
+            (json!({ "cluster": "demo", "name": "a", "data_repository": {} }), &[]),
+            (
+                json!({ "cluster": "demo", "name": "a", "data_repository": { "bucket_prefix": "datasets/",
+                        "file_system_path": "/datasets", "import": ["NEW"], "export": [] } }),
+                &[],
+            ),
+            (
+                json!({ "cluster": "demo", "name": "a", "data_repository": { "bucket_prefix": "/datasets",
+                        "file_system_path": "datasets" } }),
+                &["data_repository.file_system_path", "data_repository.bucket_prefix"],
+            ),
+            (
+                json!({ "cluster": "demo", "name": "a", "data_repository": { "import": ["NEW", "NEW"] } }),
+                &["data_repository.import"],
+            ),
+            (
+                json!({ "cluster": "demo", "name": "a", "data_repository": { "import": ["MOVED"] } }),
+                &["data_repository.import[0]"],
+            ),
+            (json!({ "cluster": "demo", "name": "a", "data_repository": { "path": "/x" } }), &["data_repository.path"]),
+            (
+                json!({ "cluster": "demo", "name": "a", "file_system_id": "fs-0123456789abcdef0", "data_repository": {} }),
+                &["data_repository"],
+            ),
         ];
         for (v, want) in table {
             let got = match req(v.clone()) {
@@ -1041,6 +1489,7 @@ mod tests {
             dns_name: Some("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com".into()),
             mount_name: Some("abcdefgh".into()),
             failure: None,
+            file_system_type_version: Some(LUSTRE_VERSION.into()),
             tags: Tags::new(),
         };
         let (pv, pvc) = volume_objects("demo", "scratch", &fs, FsxOwnership::Created);

@@ -155,6 +155,10 @@ pub async fn storage(
             Err(e) if e.kind == ProviderErrorKind::NotFound => "missing".to_string(),
             Err(e) => return Err(e),
         };
+        let data_repositories = match &fs {
+            Some(fs) => aws.list_data_repository_associations(&rec.region, &fs.id).await?,
+            None => vec![],
+        };
         out.push(StorageSummary {
             kind: StorageKind::FsxLustre,
             mount_path: crate::workflow::fsx::mount_path(&name),
@@ -165,6 +169,7 @@ pub async fn storage(
             entries: vec![],
             file_system: fs,
             ownership: Some(ownership),
+            data_repositories,
         });
     }
     Ok(out)
@@ -203,6 +208,7 @@ async fn bucket_storage(
         entries,
         file_system: None,
         ownership: None,
+        data_repositories: vec![],
     })
 }
 

@@ -34,6 +34,32 @@ impl FsxApi for SimCloud {
         self.write("fsx:DeleteFileSystem", |w, cx| delete(w, region, id, cx.now))
     }
 
+    async fn list_data_repository_associations(
+        &self,
+        region: &str,
+        file_system_id: &str,
+    ) -> Result<Vec<DataRepositoryAssociation>> {
+        self.read("fsx:DescribeDataRepositoryAssociations", |w, cx| Ok(associations(w, region, file_system_id, cx.now)))
+    }
+
+    async fn create_data_repository_association(
+        &self,
+        req: &CreateDataRepositoryAssociation,
+    ) -> Result<DataRepositoryAssociation> {
+        self.write("fsx:CreateDataRepositoryAssociation", |w, cx| {
+            create_association(w, req, cx.now, cx.resource_fails.as_deref())
+        })
+    }
+
+    async fn delete_data_repository_association(
+        &self,
+        region: &str,
+        association_id: &str,
+        _client_request_token: &str,
+    ) -> Result<()> {
+        self.write("fsx:DeleteDataRepositoryAssociation", |w, cx| delete_association(w, region, association_id, cx.now))
+    }
+
     async fn lustre_quota(&self, region: &str, quota: LustreQuota) -> Result<Option<Quota>> {
         self.read("servicequotas:GetServiceQuota", |w, _| {
             Ok(Some(Quota {

@@ -16,6 +16,20 @@
 //! - A file system is `CREATING` for [`timings::FSX_CREATE`], then `AVAILABLE`; the "resource
 //!   fails" fault makes it `FAILED` half-way. DeleteFileSystem makes it `DELETING` for
 //!   [`timings::FSX_DELETE`], then it is gone; a `CREATING` one cannot be deleted yet.
+//! - CreateFileSystem records `FileSystemTypeVersion` (FSx's default when none is sent: 2.10,
+//!   FSx API reference, `CreateFileSystem`).
+//! - Data repository associations follow the FSx for Lustre user guide, "Linking your file
+//!   system to an Amazon S3 bucket" (docs.aws.amazon.com/fsx/latest/LustreGuide/create-dra-linked-data-repo.html),
+//!   and the API reference of `CreateDataRepositoryAssociation`: refused (`BadRequest`) on a
+//!   Lustre 2.10 or `SCRATCH_1` file system ([`dra_support_rule`]), with a `FileSystemPath`
+//!   not starting with `/` ([`file_system_path_rule`]), a `DataRepositoryPath` that is not
+//!   `s3://` of a bucket of the region, or paths overlapping another association's
+//!   ([`dra_rules`]); a ninth association is `ServiceLimitExceeded`; the file system must be
+//!   `AVAILABLE` (`IncompatibleParameterError`), an unknown one is `FileSystemNotFound`. The
+//!   same `ClientRequestToken` returns the association it created. An association is
+//!   `CREATING` for [`timings::FSX_DRA_CREATE`], then `AVAILABLE` (the "resource fails" fault:
+//!   `FAILED` with a message); DeleteDataRepositoryAssociation makes it `DELETING` for
+//!   [`timings::FSX_DRA_DELETE`]. Deleting the file system deletes its associations.
 //! - Pods mounting a claim bound to an `fsx.csi.aws.com` volume start only while the
 //!   `aws-fsx-csi-driver` add-on is active and the file system named by the volume handle is
 //!   `AVAILABLE` ([`mount_problem`]).
@@ -24,9 +38,10 @@ mod api;
 
 use crate::base::Lifecycle;
 use crate::timings;
-use crate::world::{FileSystemRec, World};
+use crate::world::{DataRepositoryRec, FileSystemRec, World};
 use instantstart_core::provider::{
-    CreateLustreFileSystem, FsxApi, LustreFileSystem, LustreQuota, ProviderError, ProviderErrorKind, Quota, Result,
+    CreateDataRepositoryAssociation, CreateLustreFileSystem, DataRepositoryAssociation, FsxApi, LustreFileSystem,
+    LustreQuota, ProviderError, ProviderErrorKind, Quota, Result, dra_rules, dra_support_rule, file_system_path_rule,
     lustre_rules,
 };
 
@@ -44,6 +59,7 @@ fn view(r: &FileSystemRec, now: f64) -> LustreFileSystem {
         dns_name: Some(format!("{}.fsx.{}.amazonaws.com", r.id, r.region)),
         mount_name: (lifecycle != "CREATING").then(|| r.mount_name.clone()),
         failure,
+        file_system_type_version: Some(r.file_system_type_version.clone()),
         tags: r.tags.clone(),
     }
 }
@@ -117,6 +133,7 @@ fn create(w: &mut World, req: &CreateLustreFileSystem, now: f64, fails: Option<&
         subnet_id: req.subnet_id.clone(),
         security_group_ids: req.security_group_ids.clone(),
         mount_name: w.hex(8, false),
+        file_system_type_version: req.file_system_type_version.clone(),
         tags: req.tags.clone(),
         life,
     };
@@ -142,6 +159,158 @@ fn delete(w: &mut World, region: &str, id: &str, now: f64) -> Result<()> {
         _ => {}
     }
     rec.life.start_deleting(now, timings::FSX_DELETE);
+    Ok(())
+}
+
+fn dra_view(r: &DataRepositoryRec, now: f64) -> DataRepositoryAssociation {
+    let (lifecycle, failure) = r.lifecycle(now).unwrap_or(("DELETING", None));
+    DataRepositoryAssociation {
+        association_id: r.id.clone(),
+        file_system_id: r.file_system_id.clone(),
+        lifecycle: lifecycle.to_string(),
+        file_system_path: r.file_system_path.clone(),
+        data_repository_path: r.data_repository_path.clone(),
+        import_events: r.import_events.clone(),
+        export_events: r.export_events.clone(),
+        failure,
+        tags: r.tags.clone(),
+    }
+}
+
+/// The associations of file system `fs` in `region` that exist at `now` (none once the file
+/// system is deleting or gone: FSx deletes them with it).
+fn associations(w: &World, region: &str, fs: &str, now: f64) -> Vec<DataRepositoryAssociation> {
+    let fs_live = w
+        .file_systems
+        .get(fs)
+        .filter(|r| r.region == region)
+        .and_then(|r| r.lifecycle(now))
+        .is_some_and(|(l, _)| l != "DELETING");
+    if !fs_live {
+        return vec![];
+    }
+    w.data_repositories
+        .values()
+        .filter(|d| d.file_system_id == fs && d.region == region && d.lifecycle(now).is_some())
+        .map(|d| dra_view(d, now))
+        .collect()
+}
+
+fn create_association(
+    w: &mut World,
+    req: &CreateDataRepositoryAssociation,
+    now: f64,
+    fails: Option<&str>,
+) -> Result<DataRepositoryAssociation> {
+    const API: &str = "fsx:CreateDataRepositoryAssociation";
+    if let Some(d) = w.data_repositories.values().find(|d| d.client_request_token == req.client_request_token) {
+        return Ok(dra_view(d, now));
+    }
+    let Some(fs) = w.file_systems.get(&req.file_system_id).filter(|r| r.region == req.region) else {
+        return Err(ProviderError::not_found(
+            API,
+            format!("FileSystemNotFound: file system {} does not exist", req.file_system_id),
+        ));
+    };
+    let Some((lifecycle, _)) = fs.lifecycle(now) else {
+        return Err(ProviderError::not_found(
+            API,
+            format!("FileSystemNotFound: file system {} does not exist", req.file_system_id),
+        ));
+    };
+    if lifecycle != "AVAILABLE" {
+        return Err(ProviderError::new(
+            API,
+            ProviderErrorKind::Conflict,
+            format!("IncompatibleParameterError: file system {} is {lifecycle}, not AVAILABLE", req.file_system_id),
+        ));
+    }
+    if let Err(rule) = dra_support_rule(fs.deployment_type.as_str(), Some(&fs.file_system_type_version)) {
+        return Err(invalid(API, format!("BadRequest: {rule}")));
+    }
+    if let Err(rule) = file_system_path_rule(&req.file_system_path) {
+        return Err(invalid(API, format!("BadRequest: FileSystemPath {rule}")));
+    }
+    let bucket = req
+        .data_repository_path
+        .strip_prefix("s3://")
+        .and_then(|rest| rest.split('/').next())
+        .filter(|b| !b.is_empty());
+    match bucket.and_then(|b| w.buckets.get(b)) {
+        None => {
+            return Err(invalid(
+                API,
+                format!(
+                    "BadRequest: DataRepositoryPath {} is not s3:// of an existing bucket",
+                    req.data_repository_path
+                ),
+            ));
+        }
+        Some(b) if b.region != req.region => {
+            return Err(invalid(
+                API,
+                format!(
+                    "BadRequest: the bucket of {} is in {}, not in the file system's Region {}",
+                    req.data_repository_path, b.region, req.region
+                ),
+            ));
+        }
+        _ => {}
+    }
+    let existing = associations(w, &req.region, &req.file_system_id, now);
+    if let Some((field, rule)) =
+        dra_rules(&existing, &req.file_system_path, &req.data_repository_path).into_iter().next()
+    {
+        let kind = if rule.contains("the most FSx allows") {
+            ProviderErrorKind::QuotaExceeded
+        } else {
+            ProviderErrorKind::InvalidRequest
+        };
+        let code = if kind == ProviderErrorKind::QuotaExceeded { "ServiceLimitExceeded" } else { "BadRequest" };
+        return Err(ProviderError::new(API, kind, format!("{code}: {field}: {rule}")));
+    }
+    let id = format!("dra-{}", w.hex(17, false));
+    let mut life = Lifecycle::new(now, timings::FSX_DRA_CREATE);
+    if let Some(reason) = fails {
+        life.fail_after(timings::FSX_DRA_CREATE * timings::FAILURE_SHARE, reason);
+    }
+    let rec = DataRepositoryRec {
+        id: id.clone(),
+        region: req.region.clone(),
+        file_system_id: req.file_system_id.clone(),
+        client_request_token: req.client_request_token.clone(),
+        file_system_path: req.file_system_path.clone(),
+        data_repository_path: req.data_repository_path.clone(),
+        import_events: req.import_events.clone(),
+        export_events: req.export_events.clone(),
+        tags: req.tags.clone(),
+        life,
+    };
+    w.data_repositories.insert(id, rec.clone());
+    Ok(dra_view(&rec, now))
+}
+
+fn delete_association(w: &mut World, region: &str, id: &str, now: f64) -> Result<()> {
+    const API: &str = "fsx:DeleteDataRepositoryAssociation";
+    let not_found =
+        || ProviderError::not_found(API, format!("DataRepositoryAssociationNotFound: association {id} does not exist"));
+    let rec = w.data_repositories.get(id).filter(|d| d.region == region).ok_or_else(not_found)?;
+    if !associations(w, region, &rec.file_system_id, now).iter().any(|d| d.association_id == id) {
+        return Err(not_found());
+    }
+    let rec = w.data_repositories.get_mut(id).ok_or_else(not_found)?;
+    match rec.lifecycle(now).ok_or_else(not_found)?.0 {
+        "DELETING" => return Ok(()),
+        "CREATING" => {
+            return Err(ProviderError::new(
+                API,
+                ProviderErrorKind::Conflict,
+                format!("IncompatibleParameterError: association {id} is CREATING"),
+            ));
+        }
+        _ => {}
+    }
+    rec.life.start_deleting(now, timings::FSX_DRA_DELETE);
     Ok(())
 }
 

@@ -415,8 +415,43 @@ pub(crate) struct FileSystemRec {
     pub subnet_id: String,
     pub security_group_ids: Vec<String>,
     pub mount_name: String,
+    /// `FileSystemTypeVersion` as created; FSx's default for the type when none was sent.
+    #[serde(default = "lustre_2_10")]
+    pub file_system_type_version: String,
     pub tags: Tags,
     pub life: Lifecycle,
+}
+
+fn lustre_2_10() -> String {
+    "2.10".into()
+}
+
+/// A simulated data repository association, by id in the world.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DataRepositoryRec {
+    pub id: String,
+    pub region: String,
+    pub file_system_id: String,
+    pub client_request_token: String,
+    pub file_system_path: String,
+    pub data_repository_path: String,
+    pub import_events: Vec<instantstart_core::provider::S3Event>,
+    pub export_events: Vec<instantstart_core::provider::S3Event>,
+    pub tags: Tags,
+    pub life: Lifecycle,
+}
+
+impl DataRepositoryRec {
+    /// FSx's `Lifecycle` and failure message at `now`; `None` once it is gone.
+    pub(crate) fn lifecycle(&self, now: f64) -> Option<(&'static str, Option<String>)> {
+        Some(match self.life.phase(now) {
+            Phase::Creating => ("CREATING", None),
+            Phase::Active => ("AVAILABLE", None),
+            Phase::Failed(reason) => ("FAILED", Some(reason)),
+            Phase::Deleting => ("DELETING", None),
+            Phase::Gone => return None,
+        })
+    }
 }
 
 impl FileSystemRec {

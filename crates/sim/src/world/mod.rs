@@ -9,9 +9,9 @@ mod kube;
 mod mlflow;
 
 pub(crate) use aws::{
-    AccessEntryRec, AddonRec, BucketRec, ComputeQuotaRec, EksRec, EventRec, FileSystemRec, GroupRec, HyperPodRec,
-    ObjectRec, OidcProviderRec, OrphanLoadBalancerRec, PodIdentityRec, RoleRec, SchedulerConfigRec, SlotRec,
-    SoftwareUpdateRec, SubnetRec, VpcEndpointRec, VpcRec, WorkspaceRec,
+    AccessEntryRec, AddonRec, BucketRec, ComputeQuotaRec, DataRepositoryRec, EksRec, EventRec, FileSystemRec, GroupRec,
+    HyperPodRec, ObjectRec, OidcProviderRec, OrphanLoadBalancerRec, PodIdentityRec, RoleRec, SchedulerConfigRec,
+    SlotRec, SoftwareUpdateRec, SubnetRec, VpcEndpointRec, VpcRec, WorkspaceRec,
 };
 pub use kube::KubeAuditEvent;
 pub(crate) use kube::{
@@ -81,6 +81,9 @@ pub(crate) struct World {
     /// FSx for Lustre file systems by id.
     #[serde(default)]
     pub file_systems: BTreeMap<String, FileSystemRec>,
+    /// FSx for Lustre data repository associations by id.
+    #[serde(default)]
+    pub data_repositories: BTreeMap<String, DataRepositoryRec>,
     /// Amazon Managed Service for Prometheus workspaces by id.
     #[serde(default)]
     pub prometheus_workspaces: BTreeMap<String, WorkspaceRec>,
@@ -129,6 +132,7 @@ impl World {
             scheduler_configs: BTreeMap::new(),
             compute_quotas: BTreeMap::new(),
             file_systems: BTreeMap::new(),
+            data_repositories: BTreeMap::new(),
             prometheus_workspaces: BTreeMap::new(),
             role_boundary: RoleBoundary::default(),
         }
