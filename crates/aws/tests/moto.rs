@@ -1291,7 +1291,9 @@ async fn lustre_file_systems_are_created_tagged_listed_and_deleted() {
         .unwrap();
     assert!(created.id.starts_with("fs-"), "{created:?}");
     assert_eq!(created.storage_capacity_gib, 1200);
-    assert_eq!(created.file_system_type_version.as_deref(), Some(LUSTRE_VERSION), "{created:?}");
+    // moto 5.2.5 does not echo `FileSystemTypeVersion`; that we send it is the SDK-boundary
+    // test's (`sdk_tests`, `CreateFileSystem` body), and AWS's answer is mapped as any field.
+    assert_eq!(created.file_system_type_version, None, "moto started echoing the version: {created:?}");
     let listed = p.list_lustre_file_systems(REGION).await.unwrap();
     assert_eq!(listed.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), [created.id.as_str()]);
     assert_eq!(listed[0].tags.get(TAG_FSX_VOLUME).map(String::as_str), Some("scratch"), "{listed:?}");
