@@ -173,22 +173,22 @@ class Server:
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())
 
-    def submit_gpu_cluster(self, name: str) -> str:
-        """Submits a cluster with one group (`workers`) of two ml.g5.xlarge nodes in us-east-1a
-        and its shared bucket; returns the create operation's id."""
+    def submit_gpu_cluster(self, name: str, nodes: int = 2) -> str:
+        """Submits a cluster with one group (`workers`) of `nodes` ml.g5.xlarge nodes (one GPU
+        each) in us-east-1a and its shared bucket; returns the create operation's id."""
         status, body = self.api("POST", "/api/clusters", {
             "name": name,
             "region": "us-east-1",
             "availability_zones": ["us-east-1a", "us-east-1b"],
             "hyperpod": {"instance_groups": [
-                {"name": "workers", "instance_type": "ml.g5.xlarge", "count": 2, "availability_zone": "us-east-1a"}]},
+                {"name": "workers", "instance_type": "ml.g5.xlarge", "count": nodes, "availability_zone": "us-east-1a"}]},
         })
         assert status == 202, body
         return body["operation"]["id"]
 
-    def ready_gpu_cluster(self, name: str, timeout: float = 60) -> str:
+    def ready_gpu_cluster(self, name: str, timeout: float = 60, nodes: int = 2) -> str:
         """The same cluster as `submit_gpu_cluster`, waited for until it succeeded; returns `name`."""
-        op = self.wait_operation(self.submit_gpu_cluster(name), timeout)
+        op = self.wait_operation(self.submit_gpu_cluster(name, nodes), timeout)
         assert op["status"] == "succeeded", op
         return name
 

@@ -73,8 +73,9 @@ def errors_for(scope, path: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def wl(workloads_server):
-    """A ready cluster with one group of two ml.g5.xlarge nodes and its shared storage."""
-    return workloads_server.ready_gpu_cluster(CLUSTER, 90)
+    """A ready cluster with one group of eight ml.g5.xlarge nodes and its shared storage: the
+    module's jobs and endpoints stay on it, a GPU each (the simulated scheduler counts them)."""
+    return workloads_server.ready_gpu_cluster(CLUSTER, 90, nodes=8)
 
 
 def ensure_model(server) -> None:
