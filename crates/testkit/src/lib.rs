@@ -56,6 +56,7 @@ pub const TOKEN: &str = "ist_testkit_admin_token_for_loopback";
 pub const REGION: &str = "us-east-1";
 
 mod http;
+pub mod world;
 pub use http::{Reply, admin, as_token};
 
 /// Changes the options a served bed's server starts with (see [`BedBuilder::server_options`]).

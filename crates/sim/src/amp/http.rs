@@ -118,31 +118,9 @@ fn signed_region(headers: &HeaderMap) -> Result<String, (&'static str, String)> 
     Ok(region.to_string())
 }
 
-/// The form fields of the body.
+/// The form fields of the body (`application/x-www-form-urlencoded`).
 fn form(body: &[u8]) -> BTreeMap<String, String> {
-    let decode = |s: &str| {
-        let bytes = s.replace('+', " ").into_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'%'
-                && i + 2 < bytes.len()
-                && let Ok(b) = u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16)
-            {
-                out.push(b);
-                i += 3;
-            } else {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    String::from_utf8_lossy(body)
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (decode(k), decode(v)))
-        .collect()
+    form_urlencoded::parse(body).into_owned().collect()
 }
 
 /// A parsed range: start, end (Unix seconds), step (seconds).

@@ -69,22 +69,7 @@ pub(crate) fn split_root_cert(url: &str) -> (String, Option<PathBuf>) {
 
 /// `%XX` escapes of a URL query value (a path with spaces or `&`).
 fn percent_decode(v: &str) -> String {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16)
-        {
-            out.push(b);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned()
 }
 
 /// The connector every PostgreSQL connection of the store uses (see the module docs).
