@@ -7,11 +7,9 @@
 
 use futures::StreamExt;
 use instantstart_core::provider::*;
-use instantstart_core::spec::*;
-use instantstart_core::subnet::plan_new_vpc;
 use instantstart_k8s::eks_token::{self, EksToken};
 use instantstart_k8s::{ConfigConnector, EksConnector, EksEndpoint, KubeAdapter};
-use instantstart_sim::{KubeApiServer, SimCloud, SimConfig, timings};
+use instantstart_sim::{KubeApiServer, SimCloud, timings};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
