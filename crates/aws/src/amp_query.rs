@@ -24,7 +24,7 @@
 //!   the simulator's loopback AMP).
 
 use crate::AwsProvider;
-use crate::signed_http::SignedCall;
+use crate::signed_http::{SignedCall, percent_encode};
 use async_trait::async_trait;
 use instantstart_core::provider::{
     AMP_QUERY_API, PromSeries, PrometheusQuery, ProviderError, ProviderErrorKind, RangeQuery, Result,
@@ -57,20 +57,7 @@ impl AwsProvider {
 /// The form body of a range query (`application/x-www-form-urlencoded`).
 pub fn form_body(q: &RangeQuery) -> String {
     let num = |x: f64| if x.fract() == 0.0 { format!("{}", x as i64) } else { format!("{x:.3}") };
-    format!("query={}&start={}&end={}&step={}", form_encode(&q.query), num(q.start), num(q.end), q.step_seconds)
-}
-
-/// Percent-encodes a form value (RFC 3986 unreserved characters stay).
-fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 2);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    format!("query={}&start={}&end={}&step={}", percent_encode(&q.query), num(q.start), num(q.end), q.step_seconds)
 }
 
 /// Decodes an answer of `query_range` of workspace `workspace`.

@@ -16,7 +16,7 @@
 
 use crate::AwsProvider;
 use crate::error::{classify, sdk_error};
-use crate::signed_http::SignedCall;
+use crate::signed_http::{SignedCall, percent_encode};
 use crate::tags;
 use async_trait::async_trait;
 use aws_sdk_sagemaker::Client as SageMaker;
@@ -74,7 +74,8 @@ impl AwsProvider {
         let region = region_of_arn(arn)?;
         let mut url = format!("{}/api/2.0/mlflow/{path}", self.mlflow_base(region));
         if !query.is_empty() {
-            let q: Vec<String> = query.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+            let q: Vec<String> =
+                query.iter().map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v))).collect();
             url = format!("{url}?{}", q.join("&"));
         }
         let method = if body.is_some() { "POST" } else { "GET" };
@@ -159,19 +160,6 @@ fn int_of(v: &Value, key: &str) -> Option<i64> {
 
 fn time_of(v: &Value, key: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     int_of(v, key).filter(|ms| *ms > 0).and_then(chrono::DateTime::from_timestamp_millis)
-}
-
-/// Percent-encodes a query component (RFC 3986 unreserved characters stay).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A run of `runs/search` or `runs/get`, with the experiment name from `experiments`.
@@ -433,8 +421,8 @@ mod tests {
 
     #[test]
     fn query_components_are_percent_encoded() {
-        assert_eq!(encode("a b/c+d"), "a%20b%2Fc%2Bd");
-        assert_eq!(encode("run_1-x.y~"), "run_1-x.y~");
+        assert_eq!(percent_encode("a b/c+d"), "a%20b%2Fc%2Bd");
+        assert_eq!(percent_encode("run_1-x.y~"), "run_1-x.y~");
     }
 
     #[test]

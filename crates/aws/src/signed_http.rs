@@ -30,6 +30,21 @@ type HttpClient = hyper_util::client::legacy::Client<
     Full<Bytes>,
 >;
 
+/// `s` percent-encoded as RFC 3986 asks of a query component or form value: every byte but
+/// the unreserved `A–Z a–z 0–9 - _ . ~` as `%XX` (what SigV4's canonical query string expects;
+/// a space is `%20`, never `+`).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 2);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The shared HTTPS client, built on first use.
 #[derive(Debug, Default)]
 pub struct SignedHttp {
